@@ -1,0 +1,105 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "SIMP",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "simp-server", targets: ["simp-server"]),
+        .executable(name: "simp", targets: ["simp"]),
+        .library(name: "SIMPCore", targets: ["SIMPCore"]),
+        .library(name: "SIMPRelay", targets: ["SIMPRelay"]),
+        .library(name: "SIMPClient", targets: ["SIMPClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // C libraries from Debian, found through pkg-config.
+        .systemLibrary(
+            name: "CProtobufC", pkgConfig: "libprotobuf-c",
+            providers: [.apt(["libprotobuf-c-dev"])]),
+        .systemLibrary(
+            name: "CHiredis", pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]),
+        // protoc-c output for proto/simp.proto, committed; scripts/generate-proto regenerates it.
+        .target(name: "CSIMPProto", dependencies: ["CProtobufC"]),
+
+        // Sans-I/O protocol and reliability core: no sockets, injected clock.
+        .target(
+            name: "SIMPCore",
+            dependencies: [
+                "CSIMPProto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]),
+        // hiredis behind a non-blocking interface.
+        .target(
+            name: "SIMPRedis",
+            dependencies: [
+                "CHiredis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // The relay: SwiftNIO shells around the core, registry in Redis.
+        .target(
+            name: "SIMPRelay",
+            dependencies: [
+                "SIMPCore", "SIMPRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The client library behind `simp`.
+        .target(
+            name: "SIMPClient",
+            dependencies: [
+                "SIMPCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
+        .target(
+            name: "SIMPTestSupport",
+            dependencies: [
+                "SIMPRelay", "SIMPClient", "SIMPRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+
+        .executableTarget(
+            name: "simp-server",
+            dependencies: [
+                "SIMPRelay",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "server"),
+        .executableTarget(
+            name: "simp",
+            dependencies: [
+                "SIMPClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "client"),
+
+        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient", "SIMPTestSupport"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,58 @@
+/// Remembers which message ids from one sender were already delivered, over a sliding window
+/// of the highest `size` ids (the anti-replay window of RFC 4303, §3.4.3).
+///
+/// Senders keep every in-flight id within `RetransmitPolicy.maxIdSpan` of their oldest
+/// unreceipted one, so with `size` larger than that span a retransmission always falls inside.
+public struct DedupeWindow: Sendable, Equatable {
+    /// Verdict on one arriving id.
+    public enum Verdict: Equatable, Sendable {
+        /// First arrival: deliver to the application.
+        case deliver
+        /// Already delivered.
+        case duplicate
+        /// Older than the window: cannot be told apart from a duplicate, so not delivered.
+        case tooOld
+    }
+
+    public let size: UInt64
+    public private(set) var highest: UInt64 = 0
+    private var bits: [UInt64]
+
+    public init(size: UInt64 = 4096) {
+        precondition(size > 0 && size % 64 == 0, "window size must be a positive multiple of 64")
+        self.size = size
+        self.bits = Array(repeating: 0, count: Int(size / 64))
+    }
+
+    /// Records `id` and says whether it should be delivered.
+    public mutating func accept(_ id: UInt64) -> Verdict {
+        if highest == 0 || id > highest {
+            advance(to: id)
+            set(id)
+            return .deliver
+        }
+        if highest - id >= size { return .tooOld }
+        if isSet(id) { return .duplicate }
+        set(id)
+        return .deliver
+    }
+
+    /// Slides the window so `id` is its highest slot, clearing the slots that enter it.
+    private mutating func advance(to id: UInt64) {
+        if highest == 0 || id - highest >= size {
+            for i in bits.indices { bits[i] = 0 }
+        } else {
+            var slot = highest + 1
+            while slot <= id { clear(slot); slot += 1 }
+        }
+        highest = id
+    }
+
+    private func position(_ id: UInt64) -> (word: Int, mask: UInt64) {
+        let slot = id % size
+        return (Int(slot / 64), 1 << (slot % 64))
+    }
+    private func isSet(_ id: UInt64) -> Bool { let p = position(id); return bits[p.word] & p.mask != 0 }
+    private mutating func set(_ id: UInt64) { let p = position(id); bits[p.word] |= p.mask }
+    private mutating func clear(_ id: UInt64) { let p = position(id); bits[p.word] &= ~p.mask }
+}

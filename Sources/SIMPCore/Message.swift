@@ -1,0 +1,73 @@
+/// One SIMP message: the payload of every UDP datagram and every TCP control frame.
+///
+/// Mirrors `proto/simp.proto`; `MessageCodec` converts it to and from the protobuf-c wire form.
+public struct SIMPMessage: Equatable, Sendable {
+    /// What the message is; raw values are the wire values of `simp.Message.Type`.
+    public enum Kind: Int32, Sendable, CaseIterable {
+        case text = 0, image = 1, audio = 2, connect = 3, receipt = 4
+        case connected = 5, error = 6, ping = 7, pong = 8, disconnect = 9
+
+        /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
+        public var isContent: Bool { self == .text || self == .image || self == .audio }
+    }
+
+    /// Why the relay refused something; raw values are the wire values of `simp.Message.ErrorCode`.
+    public enum ErrorCode: Int32, Sendable, CaseIterable {
+        case none = 0, unknownRecipient = 1, badRequest = 2, notConnected = 3, frameTooLarge = 4
+        case unsupportedVersion = 5, `internal` = 6, alreadyConnected = 7
+    }
+
+    /// The protocol version this implementation speaks.
+    public static let currentVersion: UInt32 = 1
+
+    public var version: UInt32 = SIMPMessage.currentVersion
+    public var messageId: UInt64 = 0
+    /// Sender's wall clock at creation, milliseconds since the Unix epoch.
+    public var time: Int64 = 0
+    public var content: String = ""
+    public var imageURL: String = ""
+    public var fromUser: String = ""
+    public var toUser: String = ""
+    public var kind: Kind = .text
+    public var imageScale: Float = 0
+    /// Transmission number (1 for the first send); a RECEIPT echoes the one it answers.
+    public var attempt: UInt32 = 0
+    /// RECEIPT only: how long the receiver held the datagram before receipting it.
+    public var holdMicros: UInt32 = 0
+    public var errorCode: ErrorCode = .none
+    public var errorText: String = ""
+    /// CONNECT: the client's UDP port. CONNECTED: the relay's UDP port.
+    public var udpPort: UInt32 = 0
+    /// CONNECTED: the id of the relay holding the session.
+    public var relayId: String = ""
+
+    public init(
+        kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",
+        content: String = "", time: Int64 = 0
+    ) {
+        self.kind = kind
+        self.messageId = messageId
+        self.fromUser = fromUser
+        self.toUser = toUser
+        self.content = content
+        self.time = time
+    }
+}
+
+extension SIMPMessage {
+    /// The receipt a receiver sends for `self` (a content message), echoing its id and attempt.
+    public func receipt(holdMicros: UInt32) -> SIMPMessage {
+        var receipt = SIMPMessage(kind: .receipt, messageId: messageId, fromUser: toUser, toUser: fromUser)
+        receipt.attempt = attempt
+        receipt.holdMicros = holdMicros
+        return receipt
+    }
+
+    /// An ERROR control message about message `messageId`, addressed to `user`.
+    public static func error(_ code: ErrorCode, _ text: String, messageId: UInt64 = 0, to user: String = "") -> SIMPMessage {
+        var error = SIMPMessage(kind: .error, messageId: messageId, toUser: user)
+        error.errorCode = code
+        error.errorText = text
+        return error
+    }
+}

@@ -1,0 +1,109 @@
+import CProtobufC
+import CSIMPProto
+import NIOCore
+
+/// Why bytes could not be decoded into a `SIMPMessage`.
+public enum DecodeError: Error, Equatable, Sendable {
+    /// protobuf-c rejected the bytes (truncated, bad tags or wire types).
+    case malformed
+    /// The bytes parsed but `type` or `errorCode` is a value this version does not know.
+    case unknownEnumValue
+}
+
+/// Converts `SIMPMessage` to and from protobuf bytes with the protobuf-c generated code.
+public enum MessageCodec {
+    /// The encoded size of `message` in bytes.
+    public static func encodedSize(of message: SIMPMessage) -> Int {
+        withCMessage(message) { Int(simp__message__get_packed_size($0)) }
+    }
+
+    /// Appends the protobuf encoding of `message` to `buffer`.
+    public static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
+        withCMessage(message) { cMessage in
+            let size = Int(simp__message__get_packed_size(cMessage))
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
+                Int(simp__message__pack(cMessage, out.baseAddress!.assumingMemoryBound(to: UInt8.self)))
+            }
+        }
+    }
+
+    /// The protobuf encoding of `message` in a new buffer.
+    public static func encode(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: 64 + message.content.utf8.count)
+        encode(message, into: &buffer)
+        return buffer
+    }
+
+    /// Decodes all readable bytes of `buffer` (without moving its reader index).
+    public static func decode(_ buffer: ByteBuffer) throws -> SIMPMessage {
+        try buffer.withUnsafeReadableBytes { bytes in
+            try decode(UnsafeRawBufferPointer(bytes))
+        }
+    }
+
+    /// Decodes a complete protobuf-encoded message.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws -> SIMPMessage {
+        // protobuf-c needs a non-null pointer even for an empty (all-default) message.
+        var empty: UInt8 = 0
+        let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? withUnsafePointer(to: &empty) { $0 }
+        guard let unpacked = simp__message__unpack(nil, bytes.count, base) else { throw DecodeError.malformed }
+        defer { simp__message__free_unpacked(unpacked, nil) }
+        let c = unpacked.pointee
+        guard let kind = SIMPMessage.Kind(rawValue: Int32(bitPattern: c.type.rawValue)),
+              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue))
+        else { throw DecodeError.unknownEnumValue }
+        var message = SIMPMessage(
+            kind: kind, messageId: c.messageid, fromUser: string(c.fromuser), toUser: string(c.touser),
+            content: string(c.content), time: c.time)
+        message.version = c.version
+        message.imageURL = string(c.imageurl)
+        message.imageScale = c.imagescale
+        message.attempt = c.attempt
+        message.holdMicros = c.holdmicros
+        message.errorCode = errorCode
+        message.errorText = string(c.errortext)
+        message.udpPort = c.udpport
+        message.relayId = string(c.relayid)
+        return message
+    }
+
+    private static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
+        guard let pointer, pointer.pointee != 0 else { return "" }
+        return String(cString: pointer)
+    }
+
+    /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer.
+    private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
+        let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
+                       message.errorText, message.relayId]
+        var scratch = [CChar]()
+        scratch.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
+        var offsets = [Int]()
+        for string in strings {
+            offsets.append(scratch.count)
+            scratch.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
+            scratch.append(0)
+        }
+        return scratch.withUnsafeMutableBufferPointer { chars in
+            let base = chars.baseAddress!
+            var c = Simp__Message()
+            simp__message__init(&c)
+            c.version = message.version
+            c.messageid = message.messageId
+            c.time = message.time
+            c.content = base + offsets[0]
+            c.imageurl = base + offsets[1]
+            c.fromuser = base + offsets[2]
+            c.touser = base + offsets[3]
+            c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
+            c.imagescale = message.imageScale
+            c.attempt = message.attempt
+            c.holdmicros = message.holdMicros
+            c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
+            c.errortext = base + offsets[4]
+            c.udpport = message.udpPort
+            c.relayid = base + offsets[5]
+            return withUnsafePointer(to: &c) { body($0) }
+        }
+    }
+}

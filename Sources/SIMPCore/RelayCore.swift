@@ -1,0 +1,290 @@
+import NIOCore
+
+/// Identifies one control (TCP) connection on a relay.
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "c\(rawValue)" }
+}
+
+/// Why the relay dropped or refused input; each reason has its own counter.
+public enum RejectReason: String, Sendable, CaseIterable {
+    case malformed, unexpectedKind = "unexpected_kind", missingField = "missing_field"
+    case unsupportedVersion = "unsupported_version", unknownRecipient = "unknown_recipient"
+    case notConnected = "not_connected", alreadyConnected = "already_connected"
+    case lookupBacklogFull = "lookup_backlog_full", receiptUnroutable = "receipt_unroutable"
+    case frameTooLarge = "frame_too_large"
+}
+
+/// A user's registration as the relay knows it.
+public struct Route: Equatable, Sendable {
+    public var address: SocketAddress
+    /// The relay holding the user's session.
+    public var relayId: String
+    public init(address: SocketAddress, relayId: String) {
+        self.address = address
+        self.relayId = relayId
+    }
+}
+
+/// The relay's decisions, without I/O: which connection holds which user, where a datagram
+/// goes, where a receipt goes, and when Redis must be asked or told.
+///
+/// The SwiftNIO relay feeds it decoded input and carries out the actions it returns; the loss
+/// simulator drives the same type. Local sessions are authoritative; other users' routes come
+/// from Redis through `lookupCompleted` and are cached for `routeCacheTTL`.
+public struct RelayCore: Sendable {
+    /// Settings that shape the relay's behaviour.
+    public struct Configuration: Sendable {
+        public var relayId: String
+        /// The relay's UDP port, told to clients in CONNECTED.
+        public var udpPort: Int
+        /// How long a route read from Redis is trusted before Redis is asked again.
+        public var routeCacheTTL: TimeAmount = .seconds(2)
+        /// How long "no such user" from Redis is trusted.
+        public var unknownUserCacheTTL: TimeAmount = .milliseconds(500)
+        /// Datagrams held per recipient while its route is being looked up.
+        public var maxDatagramsAwaitingLookup = 256
+
+        public init(relayId: String, udpPort: Int) {
+            self.relayId = relayId
+            self.udpPort = udpPort
+        }
+    }
+
+    /// Something the shell must do.
+    public enum Action: Sendable {
+        /// Send a control message on a connection.
+        case send(ConnectionID, SIMPMessage)
+        /// Send datagram bytes unchanged to an address.
+        case forward(ByteBuffer, to: SocketAddress)
+        /// Store the user's registration in Redis, then call `registrationCompleted`.
+        case register(user: String, route: Route, session: String, connection: ConnectionID)
+        /// Remove the user's registration from Redis if it still names `session`.
+        case unregister(user: String, session: String)
+        /// Ask Redis for the user's route, then call `lookupCompleted`.
+        case lookup(user: String)
+        /// Close a connection (after sending what was queued).
+        case close(ConnectionID)
+        /// Count and log rejected input.
+        case reject(RejectReason, detail: String)
+    }
+
+    private enum ConnectionState: Sendable {
+        case awaitingConnect
+        case registering(user: String)
+        case connected(user: String)
+    }
+
+    private struct LocalSession: Sendable {
+        var connection: ConnectionID
+        var route: Route
+        var session: String
+    }
+
+    private struct CachedRoute: Sendable {
+        var route: Route?
+        var expires: NIODeadline
+    }
+
+    public let configuration: Configuration
+    private var connections: [ConnectionID: ConnectionState] = [:]
+    private var sessions: [String: LocalSession] = [:]
+    private var routeCache: [String: CachedRoute] = [:]
+    private var awaitingLookup: [String: [ByteBuffer]] = [:]
+
+    public init(configuration: Configuration) { self.configuration = configuration }
+
+    /// Users with a live session on this relay.
+    public var connectedUsers: Int { sessions.count }
+    /// The registrations this relay must keep alive in Redis: user, route and session token.
+    public var liveRegistrations: [(user: String, route: Route, session: String)] {
+        sessions.map { ($0.key, $0.value.route, $0.value.session) }
+    }
+    /// Whether `user` has a session on this relay.
+    public func isConnected(_ user: String) -> Bool { sessions[user] != nil }
+
+    // MARK: Control channel
+
+    /// A control connection opened.
+    public mutating func connectionOpened(_ connection: ConnectionID) {
+        connections[connection] = .awaitingConnect
+    }
+
+    /// A control connection closed: its registration is removed.
+    public mutating func connectionClosed(_ connection: ConnectionID) -> [Action] {
+        guard let state = connections.removeValue(forKey: connection) else { return [] }
+        switch state {
+        case .connected(let user), .registering(let user):
+            guard let session = sessions[user], session.connection == connection else { return [] }
+            sessions[user] = nil
+            return [.unregister(user: user, session: session.session)]
+        case .awaitingConnect:
+            return []
+        }
+    }
+
+    /// A decoded control frame arrived; `peer` is the connection's remote address.
+    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
+        guard let state = connections[connection] else { return [] }
+        guard message.version == SIMPMessage.currentVersion else {
+            return [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
+                    .send(connection, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId))]
+        }
+        switch (message.kind, state) {
+        case (.connect, .awaitingConnect):
+            return connect(message, on: connection, peer: peer)
+        case (.connect, _):
+            return [.reject(.alreadyConnected, detail: "\(connection)"),
+                    .send(connection, .error(.alreadyConnected, "this connection already has a session"))]
+        case (.ping, _):
+            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
+            pong.time = message.time
+            return [.send(connection, pong)]
+        case (.pong, _):
+            return []
+        case (_, .awaitingConnect), (_, .registering):
+            return [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
+                    .send(connection, .error(.notConnected, "send CONNECT first", messageId: message.messageId))]
+        case (.receipt, .connected(let user)):
+            return routeReceipt(message, from: user)
+        case (.disconnect, .connected):
+            return connectionClosed(connection) + [.close(connection)]
+        case (_, .connected):
+            return [.reject(.unexpectedKind, detail: "\(message.kind) on control channel of \(connection)"),
+                    .send(connection, .error(.badRequest, "\(message.kind) is not a control message", messageId: message.messageId))]
+        }
+    }
+
+    /// A control frame could not be decoded.
+    public mutating func malformedControl(on connection: ConnectionID, detail: String) -> [Action] {
+        [.reject(.malformed, detail: "\(connection): \(detail)"),
+         .send(connection, .error(.badRequest, "malformed control frame"))]
+    }
+
+    /// Redis answered the `.register` action for `connection`.
+    public mutating func registrationCompleted(_ connection: ConnectionID, succeeded: Bool) -> [Action] {
+        guard case .registering(let user) = connections[connection] else {
+            return [] // closed meanwhile; connectionClosed already unregistered it
+        }
+        guard succeeded else {
+            connections[connection] = .awaitingConnect
+            if sessions[user]?.connection == connection { sessions[user] = nil }
+            return [.send(connection, .error(.internal, "registry unavailable, try again"))]
+        }
+        connections[connection] = .connected(user: user)
+        var connected = SIMPMessage(kind: .connected, toUser: user)
+        connected.udpPort = UInt32(configuration.udpPort)
+        connected.relayId = configuration.relayId
+        return [.send(connection, connected)]
+    }
+
+    private mutating func connect(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
+        let user = message.fromUser
+        guard !user.isEmpty, message.udpPort > 0, message.udpPort <= 65535, peer.port != nil else {
+            return [.reject(.missingField, detail: "CONNECT without user or UDP port on \(connection)"),
+                    .send(connection, .error(.badRequest, "CONNECT needs fromUser and udpPort (1-65535)"))]
+        }
+        var address = peer
+        address.port = Int(message.udpPort)
+        var actions: [Action] = []
+        if let previous = sessions[user] {
+            // The newest session wins: the old connection is told and closed.
+            connections[previous.connection] = .awaitingConnect
+            actions += [.send(previous.connection, .error(.alreadyConnected, "\(user) connected again elsewhere")),
+                        .close(previous.connection)]
+        }
+        let route = Route(address: address, relayId: configuration.relayId)
+        let session = "\(configuration.relayId)/\(connection.rawValue)"
+        sessions[user] = LocalSession(connection: connection, route: route, session: session)
+        routeCache[user] = nil
+        connections[connection] = .registering(user: user)
+        actions.append(.register(user: user, route: route, session: session, connection: connection))
+        return actions
+    }
+
+    private func routeReceipt(_ receipt: SIMPMessage, from user: String) -> [Action] {
+        var receipt = receipt
+        receipt.fromUser = user // the relay vouches for who sent the receipt
+        guard let sender = sessions[receipt.toUser] else {
+            return [.reject(.receiptUnroutable, detail: "receipt from \(user) for \(receipt.toUser), who is not on this relay")]
+        }
+        return [.send(sender.connection, receipt)]
+    }
+
+    // MARK: Datagrams
+
+    /// A UDP datagram arrived.
+    public mutating func datagramReceived(_ bytes: ByteBuffer, now: NIODeadline) -> [Action] {
+        let message: SIMPMessage
+        do { message = try MessageCodec.decode(bytes) } catch {
+            return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
+        }
+        guard message.kind.isContent else {
+            return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
+        }
+        guard message.version == SIMPMessage.currentVersion else {
+            return [.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
+                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)")
+        }
+        guard !message.toUser.isEmpty, !message.fromUser.isEmpty, message.messageId != 0 else {
+            return [.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
+                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId")
+        }
+        if let local = sessions[message.toUser] {
+            return [.forward(bytes, to: local.route.address)]
+        }
+        if let cached = routeCache[message.toUser], cached.expires > now {
+            guard let route = cached.route else { return unknownRecipient(message) }
+            return [.forward(bytes, to: route.address)]
+        }
+        return awaitRoute(bytes, for: message)
+    }
+
+    /// Redis answered a `.lookup`: forwards the datagrams that waited for it.
+    public mutating func lookupCompleted(user: String, route: Route?, now: NIODeadline) -> [Action] {
+        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
+        let current = sessions[user]?.route ?? route
+        routeCache[user] = CachedRoute(
+            route: current,
+            expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
+        guard let address = current?.address else {
+            return waiting.flatMap { bytes in
+                (try? MessageCodec.decode(bytes)).map(unknownRecipient) ?? []
+            }
+        }
+        return waiting.map { .forward($0, to: address) }
+    }
+
+    /// Redis could not be asked: the waiting datagrams are dropped (their senders retransmit).
+    public mutating func lookupFailed(user: String) -> [Action] {
+        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
+        return waiting.isEmpty ? [] : [.reject(.lookupBacklogFull, detail: "registry lookup for \(user) failed; dropped \(waiting.count) datagrams")]
+    }
+
+    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: SIMPMessage) -> [Action] {
+        if var queue = awaitingLookup[message.toUser] {
+            guard queue.count < configuration.maxDatagramsAwaitingLookup else {
+                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
+            }
+            queue.append(bytes)
+            awaitingLookup[message.toUser] = queue
+            return []
+        }
+        awaitingLookup[message.toUser] = [bytes]
+        return [.lookup(user: message.toUser)]
+    }
+
+    private func unknownRecipient(_ message: SIMPMessage) -> [Action] {
+        [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")]
+            + tellSender(message, .unknownRecipient, "no user \"\(message.toUser)\" is registered")
+    }
+
+    /// An ERROR to the sender of `message`, if the sender has a session here.
+    private func tellSender(_ message: SIMPMessage, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
+        guard let sender = sessions[message.fromUser] else { return [] }
+        var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
+        error.fromUser = message.toUser
+        return [.send(sender.connection, error)]
+    }
+}

@@ -1,0 +1,188 @@
+import DequeModule
+import HeapModule
+import NIOCore
+
+/// How persistently a `ReliableSender` retransmits.
+public struct RetransmitPolicy: Sendable, Equatable {
+    /// RTO before any RTT sample (RFC 6298 recommends 1 s).
+    public var initialRTO: TimeAmount = .seconds(1)
+    public var minimumRTO: TimeAmount = .milliseconds(200)
+    public var maximumRTO: TimeAmount = .seconds(10)
+    /// Each retransmission multiplies the message's timeout by this factor.
+    public var backoff: Double = 2
+    /// Transmissions (first send included) before the sender gives up.
+    public var maxAttempts: Int = 8
+    /// A message is sent only while its id is within this many ids of the oldest unreceipted
+    /// one; later messages wait. Keeps every in-flight id inside the receiver's dedupe window.
+    public var maxIdSpan: UInt64 = 1024
+
+    public init() {}
+}
+
+/// Why a message was given up.
+public enum DeliveryFailure: Error, Equatable, Sendable {
+    /// No receipt after `attempts` transmissions.
+    case timedOut(attempts: Int)
+    /// The relay refused the message.
+    case rejected(SIMPMessage.ErrorCode, String)
+}
+
+/// What became of one message.
+public enum SenderEvent: Equatable, Sendable {
+    /// The receipt came back `latency` after the first transmission, which took `attempts` sends.
+    case delivered(messageId: UInt64, to: String, latency: TimeAmount, attempts: Int)
+    case failed(messageId: UInt64, to: String, DeliveryFailure)
+}
+
+/// Work produced by the sender: datagrams to transmit now, and outcomes to report.
+public struct SenderOutput: Equatable, Sendable {
+    public var transmit: [SIMPMessage] = []
+    public var events: [SenderEvent] = []
+    public init() {}
+}
+
+/// The sending half of SIMP's reliability: retransmits each content message until its receipt
+/// arrives or `RetransmitPolicy.maxAttempts` is reached, and says which happened.
+///
+/// Sans-I/O: every call takes the current time, returns what to send, and `nextDeadline` tells
+/// the caller when to call `poll(now:)` again. Receipts echo the attempt they answer, so every
+/// RTT sample is unambiguous (Karn's problem does not arise).
+public struct ReliableSender: Sendable {
+    private struct Pending: Sendable {
+        var message: SIMPMessage
+        var sentAt: [NIODeadline] = []
+        var attempts: Int { sentAt.count }
+    }
+
+    private struct Timer: Comparable, Sendable {
+        let deadline: NIODeadline
+        let messageId: UInt64
+        let attempt: Int
+        static func < (a: Timer, b: Timer) -> Bool { a.deadline < b.deadline }
+    }
+
+    public let policy: RetransmitPolicy
+    public private(set) var estimator: RTTEstimator
+    /// Retransmissions sent (transmissions after the first of each message).
+    public private(set) var retransmits = 0
+    /// Retransmissions made needless by an earlier transmission's receipt.
+    public private(set) var spuriousRetransmits = 0
+
+    private var pending: [UInt64: Pending] = [:]
+    private var sendOrder: Deque<UInt64> = []
+    private var waiting: Deque<SIMPMessage> = []
+    private var timers = Heap<Timer>()
+    private var nextId: UInt64
+
+    /// - Parameter firstMessageId: the id of the first message; ids then increase by one.
+    ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
+    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy()) {
+        self.nextId = max(firstMessageId, 1)
+        self.policy = policy
+        self.estimator = RTTEstimator(
+            initialRTO: policy.initialRTO, minimumRTO: policy.minimumRTO, maximumRTO: policy.maximumRTO)
+    }
+
+    /// Messages sent and not yet receipted or given up.
+    public var inFlightCount: Int { pending.count }
+    /// Messages held back by the id window.
+    public var waitingCount: Int { waiting.count }
+    /// When `poll(now:)` next has work, if ever.
+    public var nextDeadline: NIODeadline? { timers.min?.deadline }
+    /// Whether `messageId` is still being retransmitted.
+    public func isPending(_ messageId: UInt64) -> Bool { pending[messageId] != nil }
+
+    /// Accepts a content message; assigns its id (when 0) and sends it now if the window allows.
+    public mutating func submit(_ message: SIMPMessage, now: NIODeadline) -> (messageId: UInt64, output: SenderOutput) {
+        var message = message
+        if message.messageId == 0 {
+            message.messageId = nextId
+            nextId += 1
+        }
+        waiting.append(message)
+        var output = SenderOutput()
+        releaseWaiting(now: now, into: &output)
+        return (message.messageId, output)
+    }
+
+    /// Handles a RECEIPT from the receiver.
+    public mutating func handleReceipt(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
+        var output = SenderOutput()
+        guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
+        let attempt = Int(receipt.attempt)
+        if (1...entry.attempts).contains(attempt) {
+            let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
+            estimator.addSample(now - entry.sentAt[attempt - 1] - held)
+            spuriousRetransmits += entry.attempts - attempt
+        }
+        output.events.append(.delivered(
+            messageId: receipt.messageId, to: entry.message.toUser,
+            latency: now - entry.sentAt[0], attempts: entry.attempts))
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
+    /// Handles the relay's refusal of `messageId`: the message fails without further retries.
+    public mutating func handleRejection(
+        messageId: UInt64, code: SIMPMessage.ErrorCode, reason: String, now: NIODeadline
+    ) -> SenderOutput {
+        var output = SenderOutput()
+        guard let entry = pending.removeValue(forKey: messageId) else { return output }
+        output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
+    /// Retransmits what timed out and gives up what ran out of attempts.
+    public mutating func poll(now: NIODeadline) -> SenderOutput {
+        var output = SenderOutput()
+        while let timer = timers.min, timer.deadline <= now {
+            timers.removeMin()
+            guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
+            if entry.attempts >= policy.maxAttempts {
+                pending[timer.messageId] = nil
+                output.events.append(.failed(
+                    messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
+            } else {
+                retransmits += 1
+                output.transmit.append(transmit(timer.messageId, now: now))
+            }
+        }
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
+    /// Sends every unreceipted message again now (after a reconnect), counting it as an attempt.
+    public mutating func retransmitAll(now: NIODeadline) -> SenderOutput {
+        var output = SenderOutput()
+        for id in sendOrder where pending[id] != nil {
+            retransmits += 1
+            output.transmit.append(transmit(id, now: now))
+        }
+        return output
+    }
+
+    /// Records a transmission of pending message `id` and arms its timer.
+    private mutating func transmit(_ id: UInt64, now: NIODeadline) -> SIMPMessage {
+        pending[id]!.sentAt.append(now)
+        let attempts = pending[id]!.attempts
+        pending[id]!.message.attempt = UInt32(attempts)
+        let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
+        timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
+        return pending[id]!.message
+    }
+
+    /// Moves waiting messages into flight while they fit in the id window.
+    private mutating func releaseWaiting(now: NIODeadline, into output: inout SenderOutput) {
+        while let front = sendOrder.first, pending[front] == nil { sendOrder.removeFirst() }
+        while let next = waiting.first {
+            if let oldest = sendOrder.first, next.messageId >= oldest, next.messageId - oldest >= policy.maxIdSpan {
+                break
+            }
+            waiting.removeFirst()
+            pending[next.messageId] = Pending(message: next)
+            sendOrder.append(next.messageId)
+            output.transmit.append(transmit(next.messageId, now: now))
+        }
+    }
+}
