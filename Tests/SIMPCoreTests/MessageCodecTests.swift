@@ -1,0 +1,102 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+final class MessageCodecTests: XCTestCase {
+    private func populated(_ kind: SIMPMessage.Kind) -> SIMPMessage {
+        var message = SIMPMessage(
+            kind: kind, messageId: 0xDEAD_BEEF_CAFE, fromUser: "alice", toUser: "bøb 🚀",
+            content: "héllo, 世界 👋", time: 1_700_000_000_123)
+        message.imageURL = "https://example.test/ü.png"
+        message.imageScale = 0.75
+        message.attempt = 3
+        message.holdMicros = 4_500
+        message.errorCode = .unknownRecipient
+        message.errorText = "no such user ✗"
+        message.udpPort = 50_123
+        message.relayId = "relay-ä"
+        return message
+    }
+
+    private func decode(_ bytes: [UInt8]) throws -> SIMPMessage {
+        try MessageCodec.decode(ByteBuffer(bytes: bytes))
+    }
+
+    func testEveryKindRoundTripsWithAllFieldsPopulated() throws {
+        for kind in SIMPMessage.Kind.allCases {
+            let message = populated(kind)
+            let encoded = MessageCodec.encode(message)
+            XCTAssertEqual(encoded.readableBytes, MessageCodec.encodedSize(of: message), "\(kind)")
+            XCTAssertEqual(try MessageCodec.decode(encoded), message, "\(kind)")
+        }
+    }
+
+    func testEveryErrorCodeRoundTrips() throws {
+        for code in SIMPMessage.ErrorCode.allCases {
+            let message = SIMPMessage.error(code, "because", messageId: 7, to: "alice")
+            XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(message)), message, "\(code)")
+        }
+    }
+
+    func testEmptyMessageRoundTrips() throws {
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(SIMPMessage())), SIMPMessage())
+        // Zero bytes are a valid protobuf message with every field at its default.
+        var allDefaults = SIMPMessage()
+        allDefaults.version = 0
+        XCTAssertEqual(try decode([]), allDefaults)
+    }
+
+    func testGarbageThrowsMalformed() {
+        let samples: [[UInt8]] = [
+            [0xFF, 0xFF, 0xFF],        // unterminated tag varint
+            [0x0F, 0x00],              // wire type 7 does not exist
+            [0x22, 0x05, 0x61],        // content announces 5 bytes, 1 follows
+        ]
+        for bytes in samples {
+            XCTAssertThrowsError(try decode(bytes), "\(bytes)") { XCTAssertEqual($0 as? DecodeError, .malformed) }
+        }
+    }
+
+    func testTruncatedEncodingThrows() {
+        let encoded = MessageCodec.encode(populated(.image))
+        let truncated = encoded.getSlice(at: encoded.readerIndex, length: encoded.readableBytes - 1)!
+        XCTAssertThrowsError(try MessageCodec.decode(truncated)) { XCTAssertEqual($0 as? DecodeError, .malformed) }
+    }
+
+    func testUnknownEnumValuesThrow() {
+        // Field 8 (type), varint 99.
+        XCTAssertThrowsError(try decode([0x40, 0x63])) { XCTAssertEqual($0 as? DecodeError, .unknownEnumValue) }
+        // Field 12 (errorCode), varint 99.
+        XCTAssertThrowsError(try decode([0x60, 0x63])) { XCTAssertEqual($0 as? DecodeError, .unknownEnumValue) }
+    }
+
+    func testOriginalFieldNumbersAreFrozen() throws {
+        let bytes: [UInt8] = [
+            0x08, 0x01,                                 // 1 version = 1
+            0x10, 0xAC, 0x02,                           // 2 messageId = 300
+            0x18, 0x2A,                                 // 3 time = 42
+            0x22, 0x02, 0x68, 0x69,                     // 4 content = "hi"
+            0x2A, 0x01, 0x75,                           // 5 imageURL = "u"
+            0x32, 0x05, 0x61, 0x6C, 0x69, 0x63, 0x65,   // 6 fromUser = "alice"
+            0x3A, 0x03, 0x62, 0x6F, 0x62,               // 7 toUser = "bob"
+            0x40, 0x01,                                 // 8 type = IMAGE
+            0x4D, 0x00, 0x00, 0x00, 0x3F,               // 9 imageScale = 0.5
+        ]
+        let message = try decode(bytes)
+        XCTAssertEqual(message.version, 1)
+        XCTAssertEqual(message.messageId, 300)
+        XCTAssertEqual(message.time, 42)
+        XCTAssertEqual(message.content, "hi")
+        XCTAssertEqual(message.imageURL, "u")
+        XCTAssertEqual(message.fromUser, "alice")
+        XCTAssertEqual(message.toUser, "bob")
+        XCTAssertEqual(message.kind, .image)
+        XCTAssertEqual(message.imageScale, 0.5)
+
+        // And the encoder writes the same numbers.
+        let receipt = SIMPMessage(kind: .receipt, messageId: 300, fromUser: "al", toUser: "bo")
+        XCTAssertEqual(
+            Array(MessageCodec.encode(receipt).readableBytesView),
+            [0x08, 0x01, 0x10, 0xAC, 0x02, 0x32, 0x02, 0x61, 0x6C, 0x3A, 0x02, 0x62, 0x6F, 0x40, 0x04])
+    }
+}

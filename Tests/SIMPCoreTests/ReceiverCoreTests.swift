@@ -1,0 +1,54 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+final class ReceiverCoreTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    private func text(_ id: UInt64, from: String = "alice", attempt: UInt32 = 1) -> SIMPMessage {
+        var message = SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: "bob", content: "hi")
+        message.attempt = attempt
+        return message
+    }
+
+    func testDuplicatesAreReceiptedButDeliveredOnce() {
+        var receiver = ReceiverCore()
+        let first = receiver.receive(text(7), arrivedAt: t0, now: t0)
+        let again = receiver.receive(text(7, attempt: 2), arrivedAt: t0 + .seconds(1), now: t0 + .seconds(1))
+        XCTAssertTrue(first.deliver)
+        XCTAssertEqual(first.verdict, .deliver)
+        XCTAssertFalse(again.deliver)
+        XCTAssertEqual(again.verdict, .duplicate)
+        XCTAssertEqual(again.receipt.kind, .receipt)
+        XCTAssertEqual(again.receipt.messageId, 7)
+        XCTAssertEqual(again.receipt.attempt, 2)
+        XCTAssertEqual(receiver.suppressed, 1)
+    }
+
+    func testReceiptEchoesIdAndAttemptAndSwapsUsers() {
+        var receiver = ReceiverCore()
+        let outcome = receiver.receive(text(42, attempt: 3), arrivedAt: t0, now: t0 + .microseconds(1500) + .nanoseconds(999))
+        let receipt = outcome.receipt
+        XCTAssertEqual(receipt.kind, .receipt)
+        XCTAssertEqual(receipt.messageId, 42)
+        XCTAssertEqual(receipt.attempt, 3)
+        XCTAssertEqual(receipt.fromUser, "bob")
+        XCTAssertEqual(receipt.toUser, "alice")
+        XCTAssertEqual(receipt.holdMicros, 1500)
+    }
+
+    func testHoldTimeIsClampedToUInt32() {
+        var receiver = ReceiverCore()
+        XCTAssertEqual(receiver.receive(text(1), arrivedAt: t0, now: t0 - .seconds(1)).receipt.holdMicros, 0)
+        XCTAssertEqual(receiver.receive(text(2), arrivedAt: t0, now: t0 + .hours(2)).receipt.holdMicros, UInt32.max)
+    }
+
+    func testSeparateSendersHaveSeparateWindows() {
+        var receiver = ReceiverCore()
+        XCTAssertTrue(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver)
+        XCTAssertTrue(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver)
+        XCTAssertFalse(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver)
+        XCTAssertFalse(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver)
+        XCTAssertEqual(receiver.suppressed, 2)
+    }
+}
