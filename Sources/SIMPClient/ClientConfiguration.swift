@@ -1,0 +1,54 @@
+import Logging
+import NIOCore
+import SIMPCore
+
+/// Everything a client needs to connect.
+public struct ClientConfiguration: Sendable {
+    /// The relay's control address.
+    public var serverHost: String
+    public var serverPort: Int
+    /// This client's user id.
+    public var user: String
+    /// Local address for the UDP socket; port 0 picks a free one.
+    public var localHost: String = "0.0.0.0"
+    public var localUDPPort: Int = 0
+    /// Where to send datagrams instead of the relay's own UDP address (e.g. an impairment proxy).
+    public var datagramTarget: SocketAddress?
+    public var retransmit = RetransmitPolicy()
+    /// How long to wait for the relay to accept CONNECT.
+    public var connectTimeout: TimeAmount = .seconds(5)
+    public var maxFrameSize: Int = Framing.defaultMaxFrameSize
+    public var logger: Logger = Logger(label: "simp.client")
+
+    public init(serverHost: String, serverPort: Int, user: String) {
+        self.serverHost = serverHost
+        self.serverPort = serverPort
+        self.user = user
+    }
+}
+
+/// Why a client could not connect or lost its relay.
+public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
+    case cannotConnect(String)
+    case rejected(SIMPMessage.ErrorCode, String)
+    case timedOut(String)
+    case connectionLost
+
+    public var description: String {
+        switch self {
+        case .cannotConnect(let reason): return "cannot reach the relay: \(reason)"
+        case .rejected(let code, let text): return "relay refused: \(text) (\(code))"
+        case .timedOut(let what): return "timed out \(what)"
+        case .connectionLost: return "connection to the relay was lost"
+        }
+    }
+}
+
+/// The outcome of sending one message.
+public enum SendResult: Equatable, Sendable {
+    /// The receiver's receipt arrived `latency` after the first transmission.
+    case delivered(messageId: UInt64, latency: TimeAmount, attempts: Int)
+    case failed(messageId: UInt64, DeliveryFailure)
+    /// The control channel closed before the outcome was known.
+    case connectionLost(messageId: UInt64)
+}

@@ -1,0 +1,64 @@
+import Foundation
+import SIMPCore
+
+/// How `simp listen` shows a received message.
+public enum MessageFormatting {
+    /// The JSON line for `message`: `id`, `from`, `to`, `type`, `content`, `time`, plus
+    /// `imageURL`/`imageScale` for images.
+    public static func jsonLine(_ message: SIMPMessage) -> String {
+        var object: [String: Any] = [
+            "id": message.messageId, "from": message.fromUser, "to": message.toUser,
+            "type": typeName(message.kind), "content": message.content, "time": message.time,
+        ]
+        if message.kind == .image {
+            object["imageURL"] = message.imageURL
+            object["imageScale"] = Double(message.imageScale)
+        }
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A human-readable line: `[12:03:04] alice: hello`.
+    public static func textLine(_ message: SIMPMessage) -> String {
+        let date = Date(timeIntervalSince1970: Double(message.time) / 1000)
+        let formatter = DateFormatter()
+        formatter.dateFormat = "HH:mm:ss"
+        let body: String
+        switch message.kind {
+        case .image: body = "[image] \(message.imageURL)" + (message.imageScale != 0 ? " (scale \(message.imageScale))" : "")
+        case .audio: body = "[audio] \(message.content)"
+        default: body = message.content
+        }
+        return "[\(formatter.string(from: date))] \(message.fromUser): \(body)"
+    }
+
+    /// The wire name of a message type (`TEXT`, `IMAGE`, ...).
+    public static func typeName(_ kind: SIMPMessage.Kind) -> String {
+        switch kind {
+        case .text: return "TEXT"
+        case .image: return "IMAGE"
+        case .audio: return "AUDIO"
+        case .connect: return "CONNECT"
+        case .receipt: return "RECEIPT"
+        case .connected: return "CONNECTED"
+        case .error: return "ERROR"
+        case .ping: return "PING"
+        case .pong: return "PONG"
+        case .disconnect: return "DISCONNECT"
+        }
+    }
+
+    /// Parses `HOST:PORT` for `--server`, with a message a user can act on.
+    public static func parseServer(_ text: String) throws -> (host: String, port: Int) {
+        guard let parsed = AddressText.parseHostPort(text) else {
+            throw ServerAddressError(text: text)
+        }
+        return parsed
+    }
+}
+
+/// `--server` was not `HOST:PORT`.
+public struct ServerAddressError: Error, CustomStringConvertible {
+    public let text: String
+    public var description: String { "--server must be HOST:PORT (e.g. 127.0.0.1:7600), got \"\(text)\"" }
+}

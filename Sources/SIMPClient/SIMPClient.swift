@@ -1,0 +1,162 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import SIMPCore
+
+/// A SIMP user's connection to a relay: registers a UDP address over TCP, sends messages that
+/// are retransmitted until receipted, and delivers each incoming message once.
+///
+/// ```swift
+/// let client = SIMPClient(configuration: .init(serverHost: "127.0.0.1", serverPort: 7600, user: "alice"))
+/// try await client.connect()
+/// let result = try await client.send(text: "hello", to: "bob")
+/// ```
+public final class SIMPClient: @unchecked Sendable {
+    public let configuration: ClientConfiguration
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let engine: ClientEngine
+    private let stream: AsyncStream<SIMPMessage>
+    private let continuation: AsyncStream<SIMPMessage>.Continuation
+    private let closed = NIOLockedValueBox(false)
+
+    /// Messages delivered to this user, each once, in arrival order.
+    public var messages: AsyncStream<SIMPMessage> { stream }
+
+    public init(configuration: ClientConfiguration) {
+        self.configuration = configuration
+        self.engine = ClientEngine(
+            user: configuration.user, policy: configuration.retransmit,
+            eventLoop: group.next(), logger: configuration.logger)
+        (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
+        engine.onMessage = { [continuation] in continuation.yield($0) }
+    }
+
+    /// The bound local UDP address (after `connect`).
+    public private(set) var localDatagramAddress: SocketAddress?
+    /// The relay's id, from CONNECTED.
+    public private(set) var relayId: String?
+
+    /// Binds the UDP socket, connects to the relay and registers. Throws `SIMPClientError`.
+    public func connect() async throws {
+        let loop = engine.eventLoop
+        let udp = try await DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
+            .channelInitializer { [engine] channel in
+                channel.pipeline.addHandler(ClientDatagramHandler(engine: engine))
+            }
+            .bind(host: configuration.localHost, port: configuration.localUDPPort).get()
+        localDatagramAddress = udp.localAddress
+        let tcp: Channel
+        do {
+            tcp = try await ClientBootstrap(group: loop)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connectTimeout(configuration.connectTimeout)
+                .channelInitializer { [engine, configuration] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(FrameDecoder(maxFrameSize: configuration.maxFrameSize)),
+                            MessageToByteHandler(FrameEncoder()),
+                            ClientControlHandler(engine: engine),
+                        ])
+                    }
+                }
+                .connect(host: configuration.serverHost, port: configuration.serverPort).get()
+        } catch {
+            try? await udp.close()
+            throw SIMPClientError.cannotConnect("\(configuration.serverHost):\(configuration.serverPort): \(error)")
+        }
+        var connect = SIMPMessage(kind: .connect, fromUser: configuration.user, time: WallClock.millisecondsSinceEpoch())
+        connect.udpPort = UInt32(udp.localAddress?.port ?? 0)
+        let accepted = try await loop.flatSubmit { [engine, configuration] () -> EventLoopFuture<SIMPMessage> in
+            engine.control = tcp
+            engine.datagrams = udp
+            let promise = loop.makePromise(of: SIMPMessage.self)
+            engine.connectPromise = promise
+            tcp.writeAndFlush(connect, promise: nil)
+            loop.scheduleTask(in: configuration.connectTimeout) {
+                promise.fail(SIMPClientError.timedOut("waiting for the relay to accept CONNECT"))
+            }
+            return promise.futureResult
+        }.get()
+        relayId = accepted.relayId
+        var relayUDP = tcp.remoteAddress!
+        relayUDP.port = Int(accepted.udpPort)
+        let target = configuration.datagramTarget ?? relayUDP
+        try await loop.submit { [engine] in engine.relayDatagramAddress = target }.get()
+        configuration.logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(target)"])
+    }
+
+    /// Sends a text message and waits until it is receipted, given up, or the connection drops.
+    public func send(text: String, to user: String) async throws -> SendResult {
+        try await send(SIMPMessage(kind: .text, toUser: user, content: text))
+    }
+
+    /// Sends a content message (TEXT, IMAGE or AUDIO) and waits for its outcome.
+    public func send(_ message: SIMPMessage) async throws -> SendResult {
+        try await submit(message).result.get()
+    }
+
+    /// Sends a content message and returns its id at once; the future completes with the outcome.
+    public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
+        precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
+        return try await engine.eventLoop.submit { [engine] in engine.send(message) }.get()
+    }
+
+    /// Reliability counters of this client.
+    public func statistics() async throws -> ClientStatistics {
+        try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
+    }
+
+    /// Says goodbye to the relay (its registration is removed) and closes the sockets.
+    /// Calling it again does nothing.
+    public func close() async {
+        let alreadyClosed = closed.withLockedValue { closed in
+            defer { closed = true }
+            return closed
+        }
+        guard !alreadyClosed else { return }
+        let channels = try? await engine.eventLoop.submit { [engine] in (engine.control, engine.datagrams) }.get()
+        if let control = channels?.0, control.isActive {
+            try? await control.writeAndFlush(SIMPMessage(kind: .disconnect, fromUser: configuration.user))
+            try? await control.close()
+        }
+        try? await channels?.1?.close()
+        continuation.finish()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// Feeds control frames to the engine.
+final class ClientControlHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let engine: ClientEngine
+    init(engine: ClientEngine) { self.engine = engine }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
+        engine.controlReceived(message)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        engine.controlClosed()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// Feeds datagrams to the engine.
+final class ClientDatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let engine: ClientEngine
+    init(engine: ClientEngine) { self.engine = engine }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        engine.datagramReceived(unwrapInboundIn(data).data, at: .now())
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {}
+}

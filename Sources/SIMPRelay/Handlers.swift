@@ -1,0 +1,67 @@
+import NIOCore
+import SIMPCore
+
+/// One control connection: decoded frames in, `RelayEngine` decides.
+final class ControlChannelHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let engine: RelayEngine
+    private var id: ConnectionID?
+    private var peer: SocketAddress?
+
+    init(engine: RelayEngine) { self.engine = engine }
+
+    func channelActive(context: ChannelHandlerContext) {
+        peer = context.remoteAddress
+        id = engine.connectionOpened(context.channel)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let id { engine.connectionClosed(id) }
+        id = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let id, let peer else { return }
+        engine.controlFrame(unwrapInboundIn(data), on: id, peer: peer)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let tooLarge = error as? FrameTooLargeError, let id {
+            engine.frameTooLarge(on: id, tooLarge)
+        } else {
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// The relay's UDP socket: every datagram goes to `RelayEngine`; forwards written during a
+/// read burst are flushed together when the burst ends.
+final class DatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let engine: RelayEngine
+    private let maxDatagramSize: Int
+
+    init(engine: RelayEngine, maxDatagramSize: Int) {
+        self.engine = engine
+        self.maxDatagramSize = maxDatagramSize
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        guard envelope.data.readableBytes <= maxDatagramSize else {
+            engine.oversizedDatagram(size: envelope.data.readableBytes, from: envelope.remoteAddress)
+            return
+        }
+        engine.datagram(envelope.data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.flush()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A UDP socket reports e.g. ICMP port unreachable for earlier sends; keep serving.
+    }
+}

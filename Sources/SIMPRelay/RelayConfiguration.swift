@@ -1,0 +1,35 @@
+import Logging
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// Everything a relay needs to start.
+public struct RelayConfiguration: Sendable {
+    /// Address to listen on (TCP and UDP).
+    public var host: String = "127.0.0.1"
+    /// TCP control port; 0 picks a free one.
+    public var port: Int = 7600
+    /// UDP data port; nil means `port + 1` (the original SIMP layout), 0 picks a free one.
+    public var udpPort: Int?
+    public var redis: RedisURL = RedisURL(host: "127.0.0.1")
+    /// This relay's id in Redis; unique per running relay.
+    public var relayId: String = "relay-" + String(UInt32.random(in: .min ... .max), radix: 16)
+    /// Seconds a user's registration survives in Redis without a refresh; live sessions
+    /// refresh every third of it.
+    public var registrationTTLSeconds: Int = 30
+    /// Largest control frame payload accepted.
+    public var maxFrameSize: Int = Framing.defaultMaxFrameSize
+    /// Largest datagram accepted; larger ones are dropped and counted.
+    public var maxDatagramSize: Int = 8 * 1024
+    /// Datagrams read per system call (recvmmsg).
+    public var datagramVectorReadCount: Int = 32
+    public var logger: Logger = Logger(label: "simp.relay")
+
+    public init() {}
+
+    /// The UDP port to bind, after applying the `port + 1` default.
+    public var effectiveUDPPort: Int {
+        if let udpPort { return udpPort }
+        return port == 0 ? 0 : port + 1
+    }
+}

@@ -1,0 +1,158 @@
+import Logging
+import NIOCore
+import SIMPCore
+
+/// Counts a relay has kept since it started.
+public struct RelayStatistics: Sendable, Equatable {
+    public var datagramsReceived = 0
+    public var datagramsForwarded = 0
+    public var receiptsRouted = 0
+    public var rejected: [RejectReason: Int] = [:]
+    public var connectedUsers = 0
+}
+
+/// Runs `RelayCore` on the relay's event loop and carries out its actions: writes to
+/// channels, Redis calls, counting and logging. Every method runs on `eventLoop`.
+final class RelayEngine: @unchecked Sendable { // confined to eventLoop
+    let eventLoop: EventLoop
+    private var core: RelayCore
+    private let registry: Registry
+    private let logger: Logger
+    private let metrics = RelayMetrics()
+    private var connections: [ConnectionID: Channel] = [:]
+    private var nextConnection: UInt64 = 1
+    private(set) var statistics = RelayStatistics()
+    var datagramChannel: Channel?
+    /// Set while the relay shuts down: registrations are withdrawn in one batch instead.
+    private var withdrawing = false
+
+    init(core: RelayCore, registry: Registry, eventLoop: EventLoop, logger: Logger) {
+        self.core = core
+        self.registry = registry
+        self.eventLoop = eventLoop
+        self.logger = logger
+    }
+
+    /// Tells the core the bound UDP port, which CONNECTED reports to clients.
+    func setUDPPort(_ port: Int) {
+        var configuration = core.configuration
+        configuration.udpPort = port
+        core = RelayCore(configuration: configuration)
+    }
+
+    /// Stops per-connection unregistering, closes every control connection, and returns the
+    /// registrations to withdraw from Redis in one batch.
+    func closeAllForShutdown() -> [(user: String, session: String)] {
+        withdrawing = true
+        let registrations = core.liveRegistrations.map { (user: $0.user, session: $0.session) }
+        for channel in connections.values { channel.close(promise: nil) }
+        return registrations
+    }
+
+    var liveRegistrations: [(user: String, route: Route, session: String)] { core.liveRegistrations }
+
+    // MARK: Control connections
+
+    func connectionOpened(_ channel: Channel) -> ConnectionID {
+        let id = ConnectionID(nextConnection)
+        nextConnection += 1
+        connections[id] = channel
+        core.connectionOpened(id)
+        return id
+    }
+
+    func connectionClosed(_ id: ConnectionID) {
+        connections[id] = nil
+        perform(core.connectionClosed(id))
+    }
+
+    func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
+        metrics.controlFramesReceived.increment()
+        do {
+            let message = try MessageCodec.decode(payload)
+            if message.kind == .receipt { statistics.receiptsRouted += 1; metrics.receiptsRouted.increment() }
+            perform(core.controlReceived(message, on: id, peer: peer))
+        } catch {
+            perform(core.malformedControl(on: id, detail: "\(error)"))
+        }
+    }
+
+    /// A peer announced a frame above the limit: tell it, count it, close.
+    func frameTooLarge(on id: ConnectionID, _ error: FrameTooLargeError) {
+        perform([
+            .reject(.frameTooLarge, detail: "\(id) announced \(error.announcedSize) bytes"),
+            .send(id, .error(.frameTooLarge, "control frames are limited to \(error.maxFrameSize) bytes")),
+            .close(id),
+        ])
+    }
+
+    // MARK: Datagrams
+
+    func datagram(_ bytes: ByteBuffer) {
+        statistics.datagramsReceived += 1
+        metrics.datagramsReceived.increment()
+        perform(core.datagramReceived(bytes, now: .now()))
+    }
+
+    func oversizedDatagram(size: Int, from source: SocketAddress) {
+        perform([.reject(.frameTooLarge, detail: "datagram of \(size) bytes from \(source)")])
+    }
+
+    // MARK: Actions
+
+    func perform(_ actions: [RelayCore.Action]) {
+        for action in actions { perform(action) }
+    }
+
+    private func perform(_ action: RelayCore.Action) {
+        switch action {
+        case .send(let id, let message):
+            connections[id]?.writeAndFlush(message, promise: nil)
+        case .forward(let bytes, let address):
+            statistics.datagramsForwarded += 1
+            metrics.datagramsForwarded.increment()
+            // Flushed once per read burst by the datagram handler (or right away, below).
+            datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        case .register(let user, let route, let session, let id):
+            registry.register(user: user, route: route, session: session, on: eventLoop).whenComplete { [self] result in
+                if case .failure(let error) = result { redisFailed("register \(user)", error) }
+                perform(core.registrationCompleted(id, succeeded: (try? result.get()) != nil))
+                updateSessionGauge()
+                if case .success = result { logger.info("user connected", metadata: ["user": "\(user)", "udp": "\(AddressText.format(route.address) ?? "?")"]) }
+            }
+        case .unregister(let user, let session):
+            updateSessionGauge()
+            logger.info("user disconnected", metadata: ["user": "\(user)"])
+            guard !withdrawing else { return }
+            registry.unregister(user: user, session: session, on: eventLoop).whenFailure { [self] error in
+                redisFailed("unregister \(user)", error)
+            }
+        case .lookup(let user):
+            registry.lookup(user: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let route): perform(core.lookupCompleted(user: user, route: route, now: .now()))
+                case .failure(let error):
+                    redisFailed("look up \(user)", error)
+                    perform(core.lookupFailed(user: user))
+                }
+                datagramChannel?.flush()
+            }
+        case .close(let id):
+            connections[id]?.close(promise: nil)
+        case .reject(let reason, let detail):
+            statistics.rejected[reason, default: 0] += 1
+            metrics.rejected(reason)
+            logger.debug("rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
+        }
+    }
+
+    private func redisFailed(_ what: String, _ error: Error) {
+        metrics.redisErrors.increment()
+        logger.warning("Redis call failed", metadata: ["call": "\(what)", "error": "\(error)"])
+    }
+
+    private func updateSessionGauge() {
+        statistics.connectedUsers = core.connectedUsers
+        metrics.sessions.record(core.connectedUsers)
+    }
+}

@@ -1,0 +1,141 @@
+import Logging
+import NIOCore
+import NIOPosix
+import SIMPCore
+import SIMPRedis
+
+/// A running SIMP relay: TCP control listener, UDP forwarder, registrations in Redis.
+///
+/// All of a relay's channels share one event loop, so `RelayCore` needs no locks; Redis calls
+/// run on the Redis client's own thread.
+public final class RelayServer: @unchecked Sendable {
+    public let configuration: RelayConfiguration
+    private let group: MultiThreadedEventLoopGroup
+    private let redis: RedisClient
+    private let engine: RelayEngine
+    private let registry: Registry
+    private var tcpChannel: Channel?
+    private var udpChannel: Channel?
+    private var refreshTask: RepeatedTask?
+    private var logger: Logger { configuration.logger }
+
+    /// The bound control address (after `start`).
+    public private(set) var controlAddress: SocketAddress?
+    /// The bound datagram address (after `start`).
+    public private(set) var datagramAddress: SocketAddress?
+
+    public init(configuration: RelayConfiguration) {
+        self.configuration = configuration
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.redis = RedisClient(url: configuration.redis, logger: configuration.logger)
+        self.registry = Registry(redis: redis, ttlSeconds: configuration.registrationTTLSeconds)
+        // The core learns the UDP port once it is bound; placeholder until then.
+        self.engine = RelayEngine(
+            core: RelayCore(configuration: .init(relayId: configuration.relayId, udpPort: 0)),
+            registry: registry, eventLoop: group.next(), logger: configuration.logger)
+    }
+
+    /// Checks Redis, binds both sockets and starts refreshing registrations.
+    /// Throws a readable error if Redis is unreachable or a port is taken.
+    public func start() async throws {
+        let loop = engine.eventLoop
+        do {
+            _ = try await redis.command(["PING"])
+        } catch {
+            throw RelayStartError("Redis is not reachable at \(configuration.redis) (\(error)). Start Redis or pass --redis.")
+        }
+        let udp = try await bind("UDP", configuration.effectiveUDPPort) {
+            try await DatagramBootstrap(group: loop)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+                .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
+                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
+                    capacity: configuration.datagramVectorReadCount * (configuration.maxDatagramSize + 1)))
+                .channelInitializer { [engine, configuration] channel in
+                    channel.pipeline.addHandler(DatagramHandler(engine: engine, maxDatagramSize: configuration.maxDatagramSize))
+                }
+                .bind(host: configuration.host, port: configuration.effectiveUDPPort).get()
+        }
+        let udpPort = udp.localAddress?.port ?? 0
+        try await loop.submit { [engine] in
+            engine.datagramChannel = udp
+            engine.setUDPPort(udpPort)
+        }.get()
+        let tcp = try await bind("TCP", configuration.port) {
+            try await ServerBootstrap(group: loop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer { [engine, configuration] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(FrameDecoder(maxFrameSize: configuration.maxFrameSize)),
+                            MessageToByteHandler(FrameEncoder()),
+                            ControlChannelHandler(engine: engine),
+                        ])
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port).get()
+        }
+        udpChannel = udp
+        tcpChannel = tcp
+        controlAddress = tcp.localAddress
+        datagramAddress = udp.localAddress
+        startRefreshing()
+        logger.info("relay listening", metadata: [
+            "tcp": "\(tcp.localAddress.flatMap(AddressText.format) ?? "?")",
+            "udp": "\(udp.localAddress.flatMap(AddressText.format) ?? "?")",
+            "redis": "\(configuration.redis)", "relay": "\(configuration.relayId)",
+        ])
+    }
+
+    /// Stops accepting, removes this relay's registrations from Redis and closes everything.
+    public func shutdown() async {
+        refreshTask?.cancel()
+        try? await tcpChannel?.close()
+        let registrations = (try? await engine.eventLoop.submit { [engine] in
+            engine.closeAllForShutdown()
+        }.get()) ?? []
+        do {
+            try await registry.withdraw(relayId: configuration.relayId, registrations: registrations, on: engine.eventLoop).get()
+        } catch {
+            logger.warning("could not remove registrations from Redis; they expire by TTL", metadata: ["error": "\(error)"])
+        }
+        try? await udpChannel?.close()
+        await redis.shutdown()
+        try? await group.shutdownGracefully()
+        logger.info("relay stopped", metadata: ["relay": "\(configuration.relayId)", "sessions": "\(registrations.count)"])
+    }
+
+    /// A snapshot of the relay's counters.
+    public func statistics() async throws -> RelayStatistics {
+        try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
+    }
+
+    /// Redis round trips made by this relay so far.
+    public var redisRoundTrips: Int { redis.roundTrips }
+
+    private func startRefreshing() {
+        let interval = TimeAmount.milliseconds(Int64(configuration.registrationTTLSeconds) * 1000 / 3)
+        let description = "tcp=\(controlAddress.flatMap(AddressText.format) ?? "") udp=\(datagramAddress.flatMap(AddressText.format) ?? "")"
+        refreshTask = engine.eventLoop.scheduleRepeatedAsyncTask(initialDelay: .zero, delay: interval) { [engine, registry, configuration] _ in
+            let announced = registry.announceRelay(configuration.relayId, description: description, on: engine.eventLoop)
+            let refreshed = registry.refresh(engine.liveRegistrations, on: engine.eventLoop)
+            return announced.and(refreshed).map { _ in }.flatMapErrorWithEventLoop { error, loop in
+                configuration.logger.warning("registration refresh failed", metadata: ["error": "\(error)"])
+                return loop.makeSucceededVoidFuture()
+            }
+        }
+    }
+
+    private func bind(_ what: String, _ port: Int, _ body: () async throws -> Channel) async throws -> Channel {
+        do { return try await body() } catch {
+            throw RelayStartError("cannot listen on \(what) \(configuration.host):\(port): \(error)")
+        }
+    }
+}
+
+/// Why a relay could not start.
+public struct RelayStartError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

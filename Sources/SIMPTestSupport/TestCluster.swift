@@ -1,0 +1,103 @@
+import Logging
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPRedis
+import SIMPRelay
+
+/// A relay on free loopback ports next to a real Redis, plus helpers to connect clients.
+public final class TestRelay: @unchecked Sendable {
+    public let redis: RedisServerProcess
+    public let server: RelayServer
+    /// A Redis connection for the test's own checks.
+    public let inspector: RedisClient
+    private var clients: [SIMPClient] = []
+
+    private init(redis: RedisServerProcess, server: RelayServer) {
+        self.redis = redis
+        self.server = server
+        self.inspector = RedisClient(url: redis.url)
+    }
+
+    /// Starts Redis (or uses `SIMP_TEST_REDIS_URL`) and a relay on ephemeral ports.
+    public static func start(configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
+        let redis = try await RedisServerProcess.start()
+        var configuration = RelayConfiguration()
+        configuration.port = 0
+        configuration.udpPort = 0
+        configuration.redis = redis.url
+        configuration.logger = Logger(label: "test.relay")
+        configure(&configuration)
+        let server = RelayServer(configuration: configuration)
+        do { try await server.start() } catch { await redis.stop(); throw error }
+        return TestRelay(redis: redis, server: server)
+    }
+
+    /// The relay's control port.
+    public var port: Int { server.controlAddress!.port! }
+
+    /// A unique user id for this test run, so tests sharing a Redis never collide.
+    public static func uniqueUser(_ name: String) -> String {
+        "\(name)-\(UInt32.random(in: .min ... .max))"
+    }
+
+    /// A client configuration pointing at this relay, with quick retransmits for tests.
+    public func clientConfiguration(user: String) -> ClientConfiguration {
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: user)
+        configuration.localHost = "127.0.0.1"
+        configuration.retransmit.initialRTO = .milliseconds(200)
+        configuration.retransmit.minimumRTO = .milliseconds(50)
+        configuration.retransmit.maxAttempts = 6
+        return configuration
+    }
+
+    /// Connects a client, closed by `stop()`.
+    public func connectClient(user: String, configure: (inout ClientConfiguration) -> Void = { _ in }) async throws -> SIMPClient {
+        var configuration = clientConfiguration(user: user)
+        configure(&configuration)
+        let client = SIMPClient(configuration: configuration)
+        clients.append(client)
+        try await client.connect()
+        return client
+    }
+
+    /// Closes clients, the relay, and a private Redis.
+    public func stop() async {
+        for client in clients { await client.close() }
+        await server.shutdown()
+        await inspector.shutdown()
+        await redis.stop()
+    }
+}
+
+/// Polling helpers for conditions that become true asynchronously.
+public enum Eventually {
+    /// Re-evaluates `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
+    public static func holds(within timeout: TimeAmount = .seconds(3), _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = NIODeadline.now() + timeout
+        while NIODeadline.now() < deadline {
+            if try await condition() { return true }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return try await condition()
+    }
+}
+
+/// Collects everything a client receives, for tests to inspect at any time.
+public actor MessageInbox {
+    public private(set) var messages: [SIMPMessage] = []
+
+    /// Starts consuming `client.messages` (a stream has one consumer: use one inbox per client).
+    public init(_ client: SIMPClient) {
+        Task { [weak self] in
+            for await message in client.messages { await self?.append(message) }
+        }
+    }
+
+    private func append(_ message: SIMPMessage) { messages.append(message) }
+
+    /// Waits until at least `count` messages arrived; returns whether they did within `timeout`.
+    public func waitFor(_ count: Int, within timeout: TimeAmount = .seconds(3)) async -> Bool {
+        await Eventually.holds(within: timeout) { self.messages.count >= count }
+    }
+}

@@ -1,0 +1,156 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SIMPClient
+import SIMPCore
+import ServiceLifecycle
+
+@main
+struct SIMPCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp",
+        abstract: "The SIMP messaging client.",
+        discussion: "Start a relay with scripts/run-server, then `simp listen` in one terminal and `simp send` in another.",
+        subcommands: [Send.self, Listen.self])
+}
+
+/// Flags every subcommand shares.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The relay's control address, HOST:PORT.")
+    var server = "127.0.0.1:7600"
+
+    @Option(help: "Your user id.")
+    var user: String
+
+    @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
+    var udpPort = 0
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "warning"
+
+    func validate() throws {
+        do { _ = try MessageFormatting.parseServer(server) } catch { throw ValidationError("\(error)") }
+        guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
+        guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+    }
+
+    /// Sets up logging and connects, or exits with a one-line error.
+    func connect() async throws -> SIMPClient {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let (host, port) = try MessageFormatting.parseServer(server)
+        var configuration = ClientConfiguration(serverHost: host, serverPort: port, user: user)
+        configuration.localUDPPort = udpPort
+        let client = SIMPClient(configuration: configuration)
+        do {
+            try await client.connect()
+        } catch {
+            await client.close()
+            fail("simp: \(error)")
+        }
+        return client
+    }
+}
+
+/// Prints `line` to standard error and exits with status 1.
+func fail(_ line: String) -> Never {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+    exit(1)
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send one message and wait for the receiver's receipt.",
+        discussion: """
+            Prints the message id, then `delivered in N ms` when the receipt arrives, and exits 0. \
+            Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
+            or no receipt arrives after all retransmissions.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "The recipient's user id.")
+    var to: String
+
+    @Option(help: "Send an IMAGE message with this URL instead of text.")
+    var image: String?
+
+    @Option(help: "Display scale for --image.")
+    var scale: Float = 1
+
+    @Argument(help: "The message text.")
+    var text: String = ""
+
+    func validate() throws {
+        guard !to.isEmpty else { throw ValidationError("--to must not be empty") }
+        guard image != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (or --image URL)") }
+    }
+
+    func run() async throws {
+        let client = try await connection.connect()
+        var message = SIMPMessage(kind: .text, toUser: to, content: text)
+        if let image {
+            message.kind = .image
+            message.imageURL = image
+            message.imageScale = scale
+        }
+        let (id, outcome) = try await client.submit(message)
+        print("message \(id) to \(to)")
+        let result = try await outcome.get()
+        await client.close()
+        switch result {
+        case .delivered(_, let latency, let attempts):
+            let millis = Double(latency.nanoseconds) / 1_000_000
+            print(String(format: "delivered in %.1f ms", millis) + (attempts > 1 ? " (\(attempts) transmissions)" : ""))
+        case .failed(_, .rejected(_, let reason)):
+            fail("simp: message \(id) not delivered: \(reason)")
+        case .failed(_, .timedOut(let attempts)):
+            fail("simp: message \(id) not delivered: no receipt after \(attempts) transmissions")
+        case .connectionLost:
+            fail("simp: message \(id): connection to the relay was lost before the receipt arrived")
+        }
+    }
+}
+
+struct Listen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait for messages and print each one (once, however often it was retransmitted).",
+        discussion: "Runs until Ctrl-C, or until --count messages arrived.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(help: "One JSON object per line: id, from, to, type, content, time.")
+    var json = false
+
+    @Option(help: "Exit 0 after this many messages.")
+    var count: Int?
+
+    func validate() throws {
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() async throws {
+        let client = try await connection.connect()
+        if !json, count == nil {
+            FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
+        }
+        let listen = ListenService(
+            client: client, count: count,
+            format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
+            printLine: { line in
+                print(line)
+                fflush(stdout)
+            })
+        // `--count` ends the listen service normally, which shuts the group down cleanly.
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: listen, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: Logger(label: "simp.lifecycle")))
+        try await group.run()
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Logging
+import SIMPRedis
+import SIMPRelay
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes one line to standard error.
+func printError(_ line: String) {
+    fputs(line + "\n", stderr)
+}
+
+@main
+struct SIMPServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-server",
+        abstract: "The SIMP relay: registers users over TCP, forwards their messages over UDP.",
+        discussion: """
+            Clients connect to the TCP control port, register a UDP address, and send messages as \
+            UDP datagrams to the relay's UDP port (by default the TCP port + 1). Registrations \
+            are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or SIGTERM \
+            removes this relay's registrations and stops it.
+            """)
+
+    @Option(help: "Address to listen on (TCP and UDP).")
+    var host = "127.0.0.1"
+
+    @Option(help: "TCP control port (0 picks a free one).")
+    var port = 7600
+
+    @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the TCP port + 1.")
+    var udpPort: Int?
+
+    @Option(help: "Redis server holding the registry: redis://HOST:PORT[/DB].")
+    var redis = "redis://127.0.0.1:6379"
+
+    @Option(name: .customLong("relay-id"), help: "This relay's id in Redis. Default: random.")
+    var relayId: String?
+
+    @Option(name: .customLong("registration-ttl"), help: "Seconds a registration lives in Redis without a refresh.")
+    var registrationTTL = 30
+
+    @Option(name: .customLong("max-frame-size"), help: "Largest control frame payload in bytes.")
+    var maxFrameSize = 65536
+
+    @Option(name: .customLong("max-datagram-size"), help: "Largest datagram in bytes; larger ones are dropped.")
+    var maxDatagramSize = 8192
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
+        if let udpPort, !(0...65535).contains(udpPort) { throw ValidationError("--udp-port must be 0-65535") }
+        guard port != 65535 || udpPort != nil else { throw ValidationError("--port 65535 leaves no room for UDP port + 1: pass --udp-port") }
+        guard registrationTTL >= 3 else { throw ValidationError("--registration-ttl must be at least 3 seconds") }
+        guard maxFrameSize >= 256 else { throw ValidationError("--max-frame-size must be at least 256") }
+        guard (256...65507).contains(maxDatagramSize) else { throw ValidationError("--max-datagram-size must be 256-65507") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var configuration = RelayConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.udpPort = udpPort
+        configuration.redis = try RedisURL(parsing: redis)
+        if let relayId { configuration.relayId = relayId }
+        configuration.registrationTTLSeconds = registrationTTL
+        configuration.maxFrameSize = maxFrameSize
+        configuration.maxDatagramSize = maxDatagramSize
+        configuration.logger = Logger(label: "simp.relay")
+
+        let server = RelayServer(configuration: configuration)
+        let group = ServiceGroup(
+            services: [RelayService(server: server)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: Logger(label: "simp.lifecycle"))
+        do {
+            try await group.run()
+        } catch {
+            printError("simp-server: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
