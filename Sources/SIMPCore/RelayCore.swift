@@ -12,8 +12,9 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case malformed, unexpectedKind = "unexpected_kind", missingField = "missing_field"
     case unsupportedVersion = "unsupported_version", unknownRecipient = "unknown_recipient"
     case notConnected = "not_connected", alreadyConnected = "already_connected"
-    case lookupBacklogFull = "lookup_backlog_full", receiptUnroutable = "receipt_unroutable"
-    case frameTooLarge = "frame_too_large"
+    case lookupBacklogFull = "lookup_backlog_full", registryUnavailable = "registry_unavailable"
+    case receiptUnroutable = "receipt_unroutable"
+    case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
 }
 
 /// A user's registration as the relay knows it.
@@ -256,10 +257,11 @@ public struct RelayCore: Sendable {
         return waiting.map { .forward($0, to: address) }
     }
 
-    /// Redis could not be asked: the waiting datagrams are dropped (their senders retransmit).
+    /// Redis could not be asked: the waiting datagrams are dropped, one count each (their
+    /// senders retransmit).
     public mutating func lookupFailed(user: String) -> [Action] {
         let waiting = awaitingLookup.removeValue(forKey: user) ?? []
-        return waiting.isEmpty ? [] : [.reject(.lookupBacklogFull, detail: "registry lookup for \(user) failed; dropped \(waiting.count) datagrams")]
+        return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
     }
 
     private mutating func awaitRoute(_ bytes: ByteBuffer, for message: SIMPMessage) -> [Action] {

@@ -6,7 +6,7 @@ import SIMPRedis
 ///
 /// Keys (documented in docs/PROTOCOL.md):
 /// - `simp:user:<userId>`: hash `addr` (`ip:port`), `relay` (relay id), `session` (token of the
-///   control connection), `since` (ms since the epoch); expires after the registration TTL
+///   control connection), `since` (ms since the epoch when the session registered); expires after the registration TTL
 ///   unless refreshed.
 /// - `simp:relay:<relayId>`: the relay's listening addresses; expires unless refreshed.
 public struct Registry: Sendable {
@@ -29,7 +29,8 @@ public struct Registry: Sendable {
     private static let refreshScript = """
         local s = redis.call('HGET', KEYS[1], 'session')
         if s == false or s == ARGV[3] then
-          redis.call('HSET', KEYS[1], 'addr', ARGV[1], 'relay', ARGV[2], 'session', ARGV[3], 'since', ARGV[4])
+          redis.call('HSET', KEYS[1], 'addr', ARGV[1], 'relay', ARGV[2], 'session', ARGV[3])
+          redis.call('HSETNX', KEYS[1], 'since', ARGV[4])
           return redis.call('EXPIRE', KEYS[1], ARGV[5])
         end
         return 0

@@ -70,7 +70,6 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         metrics.controlFramesReceived.increment()
         do {
             let message = try MessageCodec.decode(payload)
-            if message.kind == .receipt { statistics.receiptsRouted += 1; metrics.receiptsRouted.increment() }
             perform(core.controlReceived(message, on: id, peer: peer))
         } catch {
             perform(core.malformedControl(on: id, detail: "\(error)"))
@@ -95,7 +94,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     func oversizedDatagram(size: Int, from source: SocketAddress) {
-        perform([.reject(.frameTooLarge, detail: "datagram of \(size) bytes from \(source)")])
+        perform([.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)")])
     }
 
     // MARK: Actions
@@ -107,6 +106,10 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private func perform(_ action: RelayCore.Action) {
         switch action {
         case .send(let id, let message):
+            if message.kind == .receipt {
+                statistics.receiptsRouted += 1
+                metrics.receiptsRouted.increment()
+            }
             connections[id]?.writeAndFlush(message, promise: nil)
         case .forward(let bytes, let address):
             statistics.datagramsForwarded += 1
@@ -146,7 +149,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         }
     }
 
-    private func redisFailed(_ what: String, _ error: Error) {
+    func redisFailed(_ what: String, _ error: Error) {
         metrics.redisErrors.increment()
         logger.warning("Redis call failed", metadata: ["call": "\(what)", "error": "\(error)"])
     }

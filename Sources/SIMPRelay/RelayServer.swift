@@ -121,7 +121,7 @@ public final class RelayServer: @unchecked Sendable {
             let announced = registry.announceRelay(configuration.relayId, description: description, on: engine.eventLoop)
             let refreshed = registry.refresh(engine.liveRegistrations, on: engine.eventLoop)
             return announced.and(refreshed).map { _ in }.flatMapErrorWithEventLoop { error, loop in
-                configuration.logger.warning("registration refresh failed", metadata: ["error": "\(error)"])
+                engine.redisFailed("refresh registrations", error)
                 return loop.makeSucceededVoidFuture()
             }
         }

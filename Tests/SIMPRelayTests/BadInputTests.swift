@@ -35,7 +35,7 @@ final class BadInputTests: XCTestCase {
 
         let counted = try await Eventually.holds {
             let rejected = try await self.relay.server.statistics().rejected
-            return rejected[.malformed] == 1 && rejected[.frameTooLarge] == 1 && rejected[.unexpectedKind] == 1
+            return rejected[.malformed] == 1 && rejected[.datagramTooLarge] == 1 && rejected[.unexpectedKind] == 1
         }
         let rejected = try await relay.server.statistics().rejected
         XCTAssertTrue(counted, "\(rejected)")

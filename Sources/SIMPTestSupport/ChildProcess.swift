@@ -1,0 +1,84 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// A built executable of this package (`simp`, `simp-server`) run as a child process, with its
+/// output captured to files. Waiting never blocks a concurrency thread.
+public final class ChildProcess: @unchecked Sendable {
+    private let process = Process()
+    private let stdoutURL: URL
+    private let stderrURL: URL
+    private let exit = NIOLockedValueBox<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+
+    /// Starts `executable` (a product name) with `arguments`.
+    public init(_ executable: String, _ arguments: [String]) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        stdoutURL = directory.appendingPathComponent("stdout")
+        stderrURL = directory.appendingPathComponent("stderr")
+        FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process.executableURL = try Self.locate(executable)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        process.terminationHandler = { [exit] finished in
+            let waiters = exit.withLockedValue { state -> [CheckedContinuation<Int32, Never>] in
+                state.status = finished.terminationStatus
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume(returning: finished.terminationStatus) }
+        }
+        try process.run()
+    }
+
+    /// Everything written to standard output so far.
+    public var standardOutput: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    /// Everything written to standard error so far.
+    public var standardError: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// Sends a signal (e.g. SIGTERM).
+    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for the exit status; after `timeout` seconds the process is killed and nil returned.
+    public func exitStatus(timeout: Double = 20) async -> Int32? {
+        let killed = NIOLockedValueBox(false)
+        let killer = Task { [process] in
+            try await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
+            killed.withLockedValue { $0 = true }
+            kill(process.processIdentifier, SIGKILL)
+        }
+        let status = await withCheckedContinuation { continuation in
+            let done = exit.withLockedValue { state -> Int32? in
+                if state.status == nil { state.waiters.append(continuation) }
+                return state.status
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+        killer.cancel()
+        return killed.withLockedValue { $0 } ? nil : status
+    }
+
+    /// Finds a product of this package: `$SIMP_BIN_DIR`, next to the test bundle, or `.build/debug`.
+    static func locate(_ name: String) throws -> URL {
+        var candidates: [URL] = []
+        if let directory = ProcessInfo.processInfo.environment["SIMP_BIN_DIR"] {
+            candidates.append(URL(fileURLWithPath: directory))
+        }
+        let bundle = Bundle.main.bundleURL
+        candidates += [bundle, bundle.deletingLastPathComponent()]
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(packageRoot.appendingPathComponent(".build/debug"))
+        for directory in candidates {
+            let url = directory.appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        throw ChildProcessError(description: "\(name) not built; run `swift build` first (looked in \(candidates.map(\.path)))")
+    }
+}
+
+public struct ChildProcessError: Error, CustomStringConvertible {
+    public let description: String
+}

@@ -1,0 +1,148 @@
+import Foundation
+import SIMPClient
+import SIMPCore
+import SIMPRedis
+import SIMPTestSupport
+import XCTest
+
+/// The `simp` and `simp-server` executables, run as a user would run them.
+final class CommandLineTests: XCTestCase {
+    var relay: TestRelay!
+
+    override func setUp() async throws {
+        relay = try await TestRelay.start()
+    }
+
+    override func tearDown() async throws {
+        await relay.stop()
+    }
+
+    var server: String { "127.0.0.1:\(relay.port)" }
+
+    func waitForRegistration(of user: String) async throws -> Bool {
+        try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:\(user)"]).integer == 1
+        }
+    }
+
+    func testSendPrintsIdAndDeliveryTimeAndListenPrintsJSON() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--json", "--count", "1"])
+        let registered = try await waitForRegistration(of: bob)
+        XCTAssertTrue(registered, listen.standardError)
+
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "hello from the CLI"])
+
+        let sendStatus = await send.exitStatus()
+        XCTAssertEqual(sendStatus, 0, send.standardError)
+        let lines = send.standardOutput.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 2, send.standardOutput)
+        let id = lines.first.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { UInt64($0) }
+        XCTAssertNotNil(id, lines.first ?? "")
+        XCTAssertEqual(lines.first, "message \(id ?? 0) to \(bob)")
+        XCTAssertTrue(lines.last?.range(of: #"^delivered in [0-9]+\.[0-9] ms$"#, options: .regularExpression) != nil, lines.last ?? "")
+
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        let json = try JSONSerialization.jsonObject(with: Data(listen.standardOutput.utf8)) as? [String: Any]
+        XCTAssertEqual(json?["id"] as? UInt64, id)
+        XCTAssertEqual(json?["from"] as? String, alice)
+        XCTAssertEqual(json?["to"] as? String, bob)
+        XCTAssertEqual(json?["type"] as? String, "TEXT")
+        XCTAssertEqual(json?["content"] as? String, "hello from the CLI")
+        XCTAssertNotNil(json?["time"] as? Int64)
+    }
+
+    func testSendToUnknownUserExitsNonZeroWithOneLine() async throws {
+        let nobody = TestRelay.uniqueUser("nobody")
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", "alice", "--to", nobody, "hi"])
+
+        let status = await send.exitStatus()
+        XCTAssertEqual(status, 1)
+        let errorLines = send.standardError.split(separator: "\n")
+        XCTAssertEqual(errorLines.count, 1, send.standardError)
+        XCTAssertTrue(send.standardError.contains("no user \"\(nobody)\" is registered"), send.standardError)
+    }
+
+    func testSendWithoutRelayExitsNonZeroWithOneLine() async throws {
+        let closedPort = try FreePort.tcp()
+        let send = try ChildProcess("simp", ["send", "--server", "127.0.0.1:\(closedPort)", "--user", "a", "--to", "b", "hi"])
+
+        let status = await send.exitStatus()
+        XCTAssertEqual(status, 1)
+        XCTAssertEqual(send.standardError.split(separator: "\n").count, 1, send.standardError)
+        XCTAssertTrue(send.standardError.hasPrefix("simp: cannot reach the relay"), send.standardError)
+    }
+
+    func testBadServerFlagIsExplained() async throws {
+        let send = try ChildProcess("simp", ["send", "--server", "localhost", "--user", "a", "--to", "b", "hi"])
+        let status = await send.exitStatus()
+        XCTAssertNotEqual(status, 0)
+        XCTAssertTrue(send.standardError.contains("--server must be HOST:PORT"), send.standardError)
+    }
+}
+
+/// `simp-server` as an operator runs it.
+final class ServerCommandTests: XCTestCase {
+    func testServerServesAndSIGTERMRemovesItsRegistrations() async throws {
+        let redis = try await RedisServerProcess.start()
+        let inspector = RedisClient(url: redis.url)
+        let port = try FreePort.tcp()
+        let relayId = "relay-test-\(UInt32.random(in: .min ... .max))"
+        let server = try ChildProcess("simp-server", [
+            "--port", String(port), "--udp-port", "0", "--redis", redis.url.description, "--relay-id", relayId,
+        ])
+        let started = try await Eventually.holds(within: .seconds(10)) {
+            try await inspector.command(["EXISTS", "simp:relay:\(relayId)"]).integer == 1
+        }
+        XCTAssertTrue(started, server.standardError)
+        XCTAssertTrue(server.standardError.contains("relay listening"), server.standardError)
+
+        let bob = TestRelay.uniqueUser("bob")
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: bob)
+        configuration.localHost = "127.0.0.1"
+        let client = SIMPClient(configuration: configuration)
+        try await client.connect()
+        let registered = try await inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
+        XCTAssertEqual(registered, 1)
+
+        server.signal(SIGTERM)
+        let status = await server.exitStatus()
+
+        XCTAssertEqual(status, 0, server.standardError)
+        let remaining = try await inspector.command(["EXISTS", "simp:user:\(bob)", "simp:relay:\(relayId)"]).integer
+        XCTAssertEqual(remaining, 0, "SIGTERM must withdraw the relay's registrations")
+        await client.close()
+        await inspector.shutdown()
+        await redis.stop()
+    }
+
+    func testServerWithoutRedisExitsWithAClearMessage() async throws {
+        let deadRedis = "redis://127.0.0.1:\(try FreePort.tcp())"
+        let server = try ChildProcess("simp-server", ["--port", "0", "--udp-port", "0", "--redis", deadRedis])
+
+        let status = await server.exitStatus()
+
+        XCTAssertEqual(status, 1)
+        XCTAssertTrue(server.standardError.contains("Redis is not reachable at \(deadRedis)"), server.standardError)
+    }
+}
+
+final class MessageFormattingTests: XCTestCase {
+    func testImageJSONCarriesURLAndScale() throws {
+        var image = SIMPMessage(kind: .image, messageId: 5, fromUser: "a", toUser: "b", time: 1000)
+        image.imageURL = "https://example.com/cat.png"
+        image.imageScale = 0.5
+        let json = try JSONSerialization.jsonObject(with: Data(MessageFormatting.jsonLine(image).utf8)) as? [String: Any]
+        XCTAssertEqual(json?["type"] as? String, "IMAGE")
+        XCTAssertEqual(json?["imageURL"] as? String, "https://example.com/cat.png")
+        XCTAssertEqual(json?["imageScale"] as? Double, 0.5)
+    }
+
+    func testServerAddressParsing() throws {
+        XCTAssertEqual(try MessageFormatting.parseServer("127.0.0.1:7600").port, 7600)
+        XCTAssertEqual(try MessageFormatting.parseServer("[::1]:7600").host, "::1")
+        XCTAssertThrowsError(try MessageFormatting.parseServer("127.0.0.1"))
+        XCTAssertThrowsError(try MessageFormatting.parseServer("host:70000"))
+    }
+}

@@ -1,0 +1,28 @@
+# Shared by the scripts: free ports and a private Redis. Source it, don't run it.
+
+# Prints a TCP port on 127.0.0.1 that was free a moment ago.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Starts redis-server on 127.0.0.1:$1 without persistence; sets REDIS_PID.
+# Stop it with stop_redis.
+start_redis() {
+  local port=$1
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning &
+  REDIS_PID=$!
+  for _ in $(seq 1 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "redis-server did not start on port $port" >&2
+  return 1
+}
+
+stop_redis() {
+  if [ -n "${REDIS_PID:-}" ]; then
+    kill "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=""
+  fi
+}
