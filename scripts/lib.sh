@@ -9,7 +9,7 @@ free_port() {
 # Stop it with stop_redis.
 start_redis() {
   local port=$1
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning &
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning >/dev/null &
   REDIS_PID=$!
   for _ in $(seq 1 100); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
