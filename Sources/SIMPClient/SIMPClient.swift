@@ -54,11 +54,8 @@ public final class SIMPClient: @unchecked Sendable {
                 .connectTimeout(configuration.connectTimeout)
                 .channelInitializer { [engine, configuration] channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(FrameDecoder(maxFrameSize: configuration.maxFrameSize)),
-                            MessageToByteHandler(FrameEncoder()),
-                            ClientControlHandler(engine: engine),
-                        ])
+                        try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                            maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: engine))
                     }
                 }
                 .connect(host: configuration.serverHost, port: configuration.serverPort).get()

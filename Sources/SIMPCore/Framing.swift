@@ -59,3 +59,15 @@ public struct FrameEncoder: MessageToByteEncoder {
         Framing.writeFrame(data, into: &out)
     }
 }
+
+extension ChannelPipeline.SynchronousOperations {
+    /// Adds SIMP control framing (bounded `FrameDecoder` in, `FrameEncoder` out) followed by
+    /// `handler`, which then reads frame payloads and writes `SIMPMessage`s.
+    public func addSIMPControlHandlers(maxFrameSize: Int, _ handler: ChannelHandler) throws {
+        try addHandlers([
+            ByteToMessageHandler(FrameDecoder(maxFrameSize: maxFrameSize)),
+            MessageToByteHandler(FrameEncoder()),
+            handler,
+        ])
+    }
+}

@@ -67,11 +67,8 @@ public final class RelayServer: @unchecked Sendable {
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [engine, configuration] channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(FrameDecoder(maxFrameSize: configuration.maxFrameSize)),
-                            MessageToByteHandler(FrameEncoder()),
-                            ControlChannelHandler(engine: engine),
-                        ])
+                        try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                            maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine))
                     }
                 }
                 .bind(host: configuration.host, port: configuration.port).get()

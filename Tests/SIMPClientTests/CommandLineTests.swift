@@ -6,17 +6,7 @@ import SIMPTestSupport
 import XCTest
 
 /// The `simp` and `simp-server` executables, run as a user would run them.
-final class CommandLineTests: XCTestCase {
-    var relay: TestRelay!
-
-    override func setUp() async throws {
-        relay = try await TestRelay.start()
-    }
-
-    override func tearDown() async throws {
-        await relay.stop()
-    }
-
+final class CommandLineTests: RelayTestCase {
     var server: String { "127.0.0.1:\(relay.port)" }
 
     func waitForRegistration(of user: String) async throws -> Bool {

@@ -6,17 +6,7 @@ import SIMPTestSupport
 import XCTest
 
 /// Broken or hostile input is rejected, counted, and never stops the relay serving others.
-final class BadInputTests: XCTestCase {
-    var relay: TestRelay!
-
-    override func setUp() async throws {
-        relay = try await TestRelay.start()
-    }
-
-    override func tearDown() async throws {
-        await relay.stop()
-    }
-
+final class BadInputTests: RelayTestCase {
     /// After whatever the test did, two fresh users can still exchange a message.
     func assertRelayStillServes() async throws {
         let bob = TestRelay.uniqueUser("bob")

@@ -6,17 +6,7 @@ import SIMPTestSupport
 import XCTest
 
 /// End to end against a real redis-server and real loopback sockets.
-final class DeliveryTests: XCTestCase {
-    var relay: TestRelay!
-
-    override func setUp() async throws {
-        relay = try await TestRelay.start()
-    }
-
-    override func tearDown() async throws {
-        await relay.stop()
-    }
-
+final class DeliveryTests: RelayTestCase {
     func testMessageIsDeliveredOnceAndReceipted() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let bobClient = try await relay.connectClient(user: bob)
