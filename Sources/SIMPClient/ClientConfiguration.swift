@@ -14,6 +14,9 @@ public struct ClientConfiguration: Sendable {
     public var localUDPPort: Int = 0
     /// Where to send datagrams instead of the relay's own UDP address (e.g. an impairment proxy).
     public var datagramTarget: SocketAddress?
+    /// The UDP port to register instead of the bound one, so the relay's datagrams reach a proxy
+    /// that forwards them to this client (impairment in the relay → client direction).
+    public var advertisedUDPPort: Int?
     public var retransmit = RetransmitPolicy()
     /// How long to wait for the relay to accept CONNECT.
     public var connectTimeout: TimeAmount = .seconds(5)
@@ -42,6 +45,19 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
         case .connectionLost: return "connection to the relay was lost"
         }
     }
+}
+
+/// Where a client stands with its relay; `SIMPClient.connectionStates` reports every change.
+public enum ConnectionState: Equatable, Sendable {
+    /// Connecting (or registering) for the first time.
+    case connecting
+    /// Registered with the relay `relayId`.
+    case connected(relayId: String)
+    /// The connection was lost; the next attempt (1-based) starts after `delay`.
+    case reconnecting(attempt: Int, delay: TimeAmount)
+    /// Not connected and not trying: closed by the user, or the connection was lost without
+    /// automatic reconnection. `reason` says which.
+    case offline(reason: String)
 }
 
 /// The outcome of sending one message.

@@ -18,6 +18,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var relayDatagramAddress: SocketAddress?
     /// Called with each message delivered to the application.
     var onMessage: (SIMPMessage) -> Void = { _ in }
+    /// Called on every connection state change.
+    var onStateChange: (ConnectionState) -> Void = { _ in }
+    /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
+    var closedByUser = false
     /// Called when the relay accepts CONNECT (or refuses it).
     var connectPromise: EventLoopPromise<SIMPMessage>?
 
@@ -87,6 +91,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     /// The control channel closed: every caller still waiting learns it.
     func controlClosed() {
+        if connectPromise == nil, !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
         connectPromise?.fail(SIMPClientError.connectionLost)
         connectPromise = nil
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }

@@ -19,6 +19,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let stream: AsyncStream<SIMPMessage>
     private let continuation: AsyncStream<SIMPMessage>.Continuation
     private let closed = NIOLockedValueBox(false)
+    private let states: AsyncStream<ConnectionState>
+    private let statesContinuation: AsyncStream<ConnectionState>.Continuation
 
     /// Messages delivered to this user, each once, in arrival order.
     public var messages: AsyncStream<SIMPMessage> { stream }
@@ -29,8 +31,13 @@ public final class SIMPClient: @unchecked Sendable {
             user: configuration.user, policy: configuration.retransmit,
             eventLoop: group.next(), logger: configuration.logger)
         (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
+        (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
         engine.onMessage = { [continuation] in continuation.yield($0) }
+        engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
     }
+
+    /// Every change of connection state, in order (one consumer; the newest 16 are buffered).
+    public var connectionStates: AsyncStream<ConnectionState> { states }
 
     /// The bound local UDP address (after `connect`).
     public private(set) var localDatagramAddress: SocketAddress?
@@ -40,6 +47,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// Binds the UDP socket, connects to the relay and registers. Throws `SIMPClientError`.
     public func connect() async throws {
         let loop = engine.eventLoop
+        statesContinuation.yield(.connecting)
         let udp = try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .channelInitializer { [engine] channel in
@@ -64,7 +72,7 @@ public final class SIMPClient: @unchecked Sendable {
             throw SIMPClientError.cannotConnect("\(configuration.serverHost):\(configuration.serverPort): \(error)")
         }
         var connect = SIMPMessage(kind: .connect, fromUser: configuration.user, time: WallClock.millisecondsSinceEpoch())
-        connect.udpPort = UInt32(udp.localAddress?.port ?? 0)
+        connect.udpPort = UInt32(configuration.advertisedUDPPort ?? udp.localAddress?.port ?? 0)
         let accepted = try await loop.flatSubmit { [engine, configuration] () -> EventLoopFuture<SIMPMessage> in
             engine.control = tcp
             engine.datagrams = udp
@@ -81,6 +89,7 @@ public final class SIMPClient: @unchecked Sendable {
         relayUDP.port = Int(accepted.udpPort)
         let target = configuration.datagramTarget ?? relayUDP
         try await loop.submit { [engine] in engine.relayDatagramAddress = target }.get()
+        statesContinuation.yield(.connected(relayId: accepted.relayId))
         configuration.logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(target)"])
     }
 
@@ -113,12 +122,17 @@ public final class SIMPClient: @unchecked Sendable {
             return closed
         }
         guard !alreadyClosed else { return }
-        let channels = try? await engine.eventLoop.submit { [engine] in (engine.control, engine.datagrams) }.get()
+        let channels = try? await engine.eventLoop.submit { [engine] in
+            engine.closedByUser = true
+            return (engine.control, engine.datagrams)
+        }.get()
         if let control = channels?.0, control.isActive {
             try? await control.writeAndFlush(SIMPMessage(kind: .disconnect, fromUser: configuration.user))
             try? await control.close()
         }
         try? await channels?.1?.close()
+        statesContinuation.yield(.offline(reason: "closed"))
+        statesContinuation.finish()
         continuation.finish()
         try? await group.shutdownGracefully()
     }
