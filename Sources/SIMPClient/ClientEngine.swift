@@ -60,7 +60,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         let outcome = receiver.receive(message, arrivedAt: arrival, now: .now())
         control?.writeAndFlush(outcome.receipt, promise: nil)
-        if outcome.deliver { onMessage(message) }
+        outcome.deliver.forEach(onMessage)
+        if receiver.heldCount > 0 { armTimer() }
     }
 
     func controlReceived(_ message: SIMPMessage) {
@@ -123,9 +124,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
     }
 
-    /// Keeps one scheduled task at the sender's next deadline.
+    /// Keeps one scheduled task at the earliest of the sender's and the receiver's deadlines.
     private func armTimer() {
-        guard let deadline = sender.nextDeadline else {
+        guard let deadline = [sender.nextDeadline, receiver.nextDeadline].compactMap({ $0 }).min() else {
             timer?.cancel()
             timer = nil
             timerDeadline = nil
@@ -137,6 +138,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         timer = eventLoop.scheduleTask(deadline: deadline) { [self] in
             timer = nil
             timerDeadline = nil
+            receiver.poll(now: .now()).forEach(onMessage)
             carryOut(sender.poll(now: .now()))
         }
     }

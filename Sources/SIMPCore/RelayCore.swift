@@ -222,6 +222,8 @@ public struct RelayCore: Sendable {
             return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
         }
         guard message.kind.isContent else {
+            // A PING datagram only keeps the client's NAT mapping open: nothing to do.
+            if message.kind == .ping { return [] }
             return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
         }
         guard message.version == SIMPMessage.currentVersion else {
