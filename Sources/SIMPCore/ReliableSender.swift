@@ -67,6 +67,8 @@ public struct ReliableSender: Sendable {
     public private(set) var retransmits = 0
     /// Retransmissions made needless by an earlier transmission's receipt.
     public private(set) var spuriousRetransmits = 0
+    /// While suspended (no path to the receiver), nothing is sent and nothing times out.
+    public private(set) var isSuspended = false
 
     /// Sequence state of one (stream, receiver) conversation.
     private struct Conversation: Sendable {
@@ -106,7 +108,7 @@ public struct ReliableSender: Sendable {
     /// Messages held back by the id window.
     public var waitingCount: Int { waiting.count }
     /// When `poll(now:)` next has work, if ever.
-    public var nextDeadline: NIODeadline? { timers.min?.deadline }
+    public var nextDeadline: NIODeadline? { isSuspended ? nil : timers.min?.deadline }
     /// Whether `messageId` is still being retransmitted.
     public func isPending(_ messageId: UInt64) -> Bool { pending[messageId] != nil }
 
@@ -160,9 +162,24 @@ public struct ReliableSender: Sendable {
         return output
     }
 
+    /// Stops sending and timing out (the control channel is down): new messages wait.
+    public mutating func suspend() {
+        isSuspended = true
+    }
+
+    /// Sends every unreceipted message again and then the waiting ones (after a reconnect).
+    public mutating func resume(now: NIODeadline) -> SenderOutput {
+        guard isSuspended else { return SenderOutput() }
+        isSuspended = false
+        var output = retransmitAll(now: now)
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
     /// Retransmits what timed out and gives up what ran out of attempts.
     public mutating func poll(now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
+        guard !isSuspended else { return output }
         while let timer = timers.min, timer.deadline <= now {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
@@ -210,6 +227,7 @@ public struct ReliableSender: Sendable {
 
     /// Moves waiting messages into flight while they fit in the id window.
     private mutating func releaseWaiting(now: NIODeadline, into output: inout SenderOutput) {
+        guard !isSuspended else { return }
         while let front = sendOrder.first, pending[front] == nil { sendOrder.removeFirst() }
         while let next = waiting.first {
             if let oldest = sendOrder.first, next.messageId >= oldest, next.messageId - oldest >= policy.maxIdSpan {

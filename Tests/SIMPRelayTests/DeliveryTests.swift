@@ -146,10 +146,3 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(counts.dropped, 3)
     }
 }
-
-extension SendResult {
-    var failure: DeliveryFailure? {
-        if case .failed(_, let failure) = self { return failure }
-        return nil
-    }
-}
