@@ -9,7 +9,7 @@ import SIMPRedis
 /// and stopped by `stop()`.
 public final class RedisServerProcess: @unchecked Sendable {
     public let url: RedisURL
-    private let process: Process?
+    private var process: Process?
 
     private init(url: RedisURL, process: Process?) {
         self.url = url
@@ -27,15 +27,28 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// A new private `redis-server` on a free port.
     public static func startPrivate() async throws -> RedisServerProcess {
         let port = try FreePort.tcp()
+        let server = RedisServerProcess(url: RedisURL(host: "127.0.0.1", port: port), process: try launch(port: port))
+        try await server.waitUntilReady()
+        return server
+    }
+
+    /// Stops a private server and starts a new, empty one on the same port (a Redis restart
+    /// without persistence: every key is gone).
+    public func restart() async throws {
+        precondition(process != nil, "only a private redis-server can be restarted")
+        await stop()
+        process = try Self.launch(port: url.port)
+        try await waitUntilReady()
+    }
+
+    private static func launch(port: Int) throws -> Process {
         let process = Process()
         process.executableURL = try findExecutable("redis-server")
         process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--daemonize", "no", "--loglevel", "warning"]
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let server = RedisServerProcess(url: RedisURL(host: "127.0.0.1", port: port), process: process)
-        try await server.waitUntilReady()
-        return server
+        return process
     }
 
     /// Stops a server this object started, and waits until its port is closed.

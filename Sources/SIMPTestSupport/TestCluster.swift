@@ -19,9 +19,12 @@ public final class TestRelay: @unchecked Sendable {
         self.inspector = RedisClient(url: redis.url)
     }
 
-    /// Starts Redis (or uses `SIMP_TEST_REDIS_URL`) and a relay on ephemeral ports.
-    public static func start(configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
-        let redis = try await RedisServerProcess.start()
+    /// Starts a relay on ephemeral ports next to `redis` (by default: a new private Redis, or
+    /// the one `SIMP_TEST_REDIS_URL` names).
+    public static func start(
+        redis: RedisServerProcess? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }
+    ) async throws -> TestRelay {
+        let redis = try await { if let redis { return redis }; return try await RedisServerProcess.start() }()
         var configuration = RelayConfiguration()
         configuration.port = 0
         configuration.udpPort = 0

@@ -202,3 +202,26 @@ extension SendResult {
         return nil
     }
 }
+
+/// The registry heals itself when Redis restarts empty.
+final class RedisRestartTests: XCTestCase {
+    func testRegistrationsAreRecreatedAfterARedisRestartAndMessagesFlow() async throws {
+        let redis = try await RedisServerProcess.startPrivate()
+        let relay = try await TestRelay.start(redis: redis) { $0.registrationTTLSeconds = 3 } // refresh every 1 s
+        defer { Task { await relay.stop() } }
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        _ = try await relay.connectClient(user: bob)
+        let aliceClient = try await relay.connectClient(user: alice)
+
+        try await redis.restart()
+        let empty = try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
+        XCTAssertEqual(empty, 0, "a restarted Redis without persistence has lost the registration")
+
+        let healed = try await Eventually.holds(within: .seconds(4)) {
+            try await relay.inspector.command(["EXISTS", "simp:user:\(bob)", "simp:user:\(alice)"]).integer == 2
+        }
+        XCTAssertTrue(healed, "the refresh cycle re-creates live registrations")
+        let result = try await aliceClient.send(text: "after the Redis restart", to: bob)
+        guard case .delivered = result else { return XCTFail("\(result)") }
+    }
+}
