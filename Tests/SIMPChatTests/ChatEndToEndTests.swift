@@ -1,0 +1,117 @@
+import Foundation
+import SIMPChat
+import SIMPTestSupport
+import XCTest
+
+/// `simp chat` run as people run it: on pseudo-terminals, or with a script on stdin, against a
+/// real relay and Redis.
+final class ChatEndToEndTests: RelayTestCase {
+    var historyDirectory: URL!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        historyDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-chat-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        try? FileManager.default.removeItem(at: historyDirectory)
+        try await super.tearDown()
+    }
+
+    func chat(_ user: String, to peer: String) throws -> PseudoTerminalProcess {
+        try PseudoTerminalProcess("simp", [
+            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
+            "--history-dir", historyDirectory.path,
+        ], environment: ["NO_COLOR": ""])
+    }
+
+    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, line: UInt = #line) async {
+        let shown = await terminal.waitForScreen { $0.transcript.contains { $0.contains(text) } }
+        XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
+    }
+
+    func testTwoPeopleChatOnTerminalsAndSeeDeliveryTicks() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let aliceTerminal = try chat(alice, to: bob)
+        let bobTerminal = try chat(bob, to: alice)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
+
+        aliceTerminal.type("hello bob\r")
+        await assertScreen(bobTerminal, shows: "\(alice): hello bob")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): hello bob ✓✓")
+
+        bobTerminal.type("hi alice, 日本 ✓\r")
+        await assertScreen(aliceTerminal, shows: "\(bob): hi alice, 日本 ✓")
+        await assertScreen(bobTerminal, shows: "you → \(alice): hi alice, 日本 ✓ ✓✓")
+
+        // A message arriving while alice is typing leaves her line as it was.
+        aliceTerminal.type("half-typ")
+        let typing = await aliceTerminal.waitForScreen { $0.cursorLine.hasSuffix("> half-typ") }
+        XCTAssertTrue(typing, aliceTerminal.screen.cursorLine)
+        bobTerminal.type("/image https://example.com/cat.png 0.5\r")
+        await assertScreen(aliceTerminal, shows: "\(bob): [image] https://example.com/cat.png (scale 0.5)")
+        XCTAssertTrue(aliceTerminal.screen.cursorLine.hasSuffix("> half-typ"), aliceTerminal.screen.cursorLine)
+        aliceTerminal.type("ed\r")
+        await assertScreen(bobTerminal, shows: "\(alice): half-typed")
+
+        aliceTerminal.type("/quit\r")
+        bobTerminal.type("\u{4}")
+        let aliceStatus = await aliceTerminal.child.exitStatus()
+        let bobStatus = await bobTerminal.child.exitStatus()
+        XCTAssertEqual(aliceStatus, 0, aliceTerminal.rawOutput)
+        XCTAssertEqual(bobStatus, 0, bobTerminal.rawOutput)
+
+        // The conversation is on disk, and shown when alice comes back.
+        let history = try HistoryStore(directory: historyDirectory, user: alice).load()
+        XCTAssertEqual(history.map(\.text).filter { !$0.isEmpty }, ["hello bob", "hi alice, 日本 ✓", "half-typed"])
+        XCTAssertEqual(history.first?.status, "delivered")
+        let again = try chat(alice, to: bob)
+        await assertScreen(again, shows: "you → \(bob): hello bob ✓✓")
+        again.type("/quit\r")
+        _ = await again.child.exitStatus()
+    }
+
+    func testScriptedChatReadsStdinAndPrintsPlainLines() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"])
+        let registered = try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer == 1
+        }
+        XCTAssertTrue(registered, listen.standardError)
+        let script = historyDirectory.appendingPathComponent("script.txt")
+        try FileManager.default.createDirectory(at: historyDirectory, withIntermediateDirectories: true)
+        try "@\(bob) one\n/bogus\n\ntwo\n".write(to: script, atomically: true, encoding: .utf8)
+
+        let chat = try ChildProcess("simp", [
+            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--history-dir", historyDirectory.path,
+        ], standardInput: try FileHandle(forReadingFrom: script))
+
+        let status = await chat.exitStatus()
+        XCTAssertEqual(status, 0, chat.standardOutput + chat.standardError)
+        let lines = chat.standardOutput.split(separator: "\n").map(String.init)
+        XCTAssertFalse(chat.standardOutput.contains("\u{1B}"), "no escape sequences without a terminal")
+        XCTAssertTrue(lines.contains { $0.hasSuffix("you → \(bob): one ✓") }, chat.standardOutput)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("✓✓ delivered to \(bob): \"one\"") }, chat.standardOutput)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("✓✓ delivered to \(bob): \"two\"") }, chat.standardOutput)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("-- unknown command /bogus") }, chat.standardOutput)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0)
+        XCTAssertTrue(listen.standardOutput.contains("\(alice): one") && listen.standardOutput.contains("\(alice): two"),
+                      listen.standardOutput)
+    }
+
+    func testScriptedChatToAnUnknownUserExitsOneWithTheReason() async throws {
+        let nobody = TestRelay.uniqueUser("nobody")
+        let script = historyDirectory.appendingPathComponent("script.txt")
+        try FileManager.default.createDirectory(at: historyDirectory, withIntermediateDirectories: true)
+        try "hello?\n".write(to: script, atomically: true, encoding: .utf8)
+        let chat = try ChildProcess("simp", [
+            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", TestRelay.uniqueUser("alice"), "--to", nobody,
+            "--history-dir", historyDirectory.path,
+        ], standardInput: try FileHandle(forReadingFrom: script))
+        let status = await chat.exitStatus()
+        XCTAssertEqual(status, 1)
+        XCTAssertTrue(chat.standardOutput.contains("no user \"\(nobody)\" is registered"), chat.standardOutput)
+    }
+}
