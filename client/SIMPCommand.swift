@@ -172,6 +172,9 @@ struct Chat: AsyncParsableCommand {
             arrived) or ✗ failed with the reason. The line editor knows ←/→, Home/End, Ctrl-A/E, \
             Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
 
+            If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
+            messages typed meanwhile stay pending (…) and are sent once it is back.
+
             History is kept per user in DIR/USER.jsonl (default $SIMP_HOME/history, or \
             ~/.simp/history) and the last messages are shown on start.
 

@@ -167,11 +167,12 @@ public struct ChatSession: Sendable {
         return [.record(entry)]
     }
 
-    /// The client transmitted message `ref` with id `messageId`.
+    /// The client took message `ref` as `messageId`: transmitted if connected, else it waits
+    /// for the reconnect (and stays pending until then).
     public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
-        guard outgoing.markSent(ref: ref, messageId: messageId) else { return [] }
+        guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
         var entry = HistoryEntry(outgoing[ref].message, id: messageId)
-        entry.status = DeliveryStatus.sent.historyName
+        entry.status = outgoing[ref].status.historyName
         history.append(entry)
         showStatus(of: ref)
         return [.record(entry)]
@@ -199,6 +200,7 @@ public struct ChatSession: Sendable {
         case .connected(let relayId):
             notice(hasConnected ? "reconnected (relay \(relayId))" : "connected as \(user) (relay \(relayId))", .success)
             hasConnected = true
+            for ref in outgoing.markResumed() { showStatus(of: ref) }
         case .reconnecting(let attempt, let delay):
             notice("connection lost; reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
         case .offline(let reason):
@@ -207,6 +209,11 @@ public struct ChatSession: Sendable {
     }
 
     // MARK: Output
+
+    private var isConnected: Bool {
+        if case .connected = connection { return true }
+        return false
+    }
 
     /// The prompt and what is being typed.
     public var inputLine: InputLine {

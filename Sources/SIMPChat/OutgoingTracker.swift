@@ -88,13 +88,22 @@ public struct OutgoingTracker: Sendable {
         set { messages[ref] = newValue }
     }
 
-    /// Records that the client transmitted the message as `messageId`; false if the outcome
-    /// was already known (it stays as it is).
-    public mutating func markSent(ref: Int, messageId: UInt64) -> Bool {
+    /// Records that the client took the message as `messageId`, and transmitted it unless
+    /// `transmitted` is false (no relay: it stays pending until `markResumed`). Returns false
+    /// if the outcome was already known (it stays as it is).
+    public mutating func markSubmitted(ref: Int, messageId: UInt64, transmitted: Bool) -> Bool {
         messages[ref].messageId = messageId
         guard !messages[ref].status.isFinal else { return false }
-        messages[ref].status = .sent
+        if transmitted { messages[ref].status = .sent }
         return true
+    }
+
+    /// The relay is back and the client resent what was waiting: pending messages that have
+    /// an id are sent now. Returns their refs.
+    public mutating func markResumed() -> [Int] {
+        let resumed = messages.indices.filter { messages[$0].status == .pending && messages[$0].messageId != nil }
+        for index in resumed { messages[index].status = .sent }
+        return resumed
     }
 
     /// Records the outcome.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import SIMPChat
 import SIMPTestSupport
 import XCTest
@@ -22,11 +23,12 @@ final class ChatEndToEndTests: RelayTestCase {
         try PseudoTerminalProcess("simp", [
             "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
             "--history-dir", historyDirectory.path,
-        ], environment: ["NO_COLOR": ""])
+        ], environment: ["NO_COLOR": "1"])
     }
 
-    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, line: UInt = #line) async {
-        let shown = await terminal.waitForScreen { $0.transcript.contains { $0.contains(text) } }
+    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
+                      line: UInt = #line) async {
+        let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
         XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
     }
 
@@ -70,6 +72,47 @@ final class ChatEndToEndTests: RelayTestCase {
         await assertScreen(again, shows: "you → \(bob): hello bob ✓✓")
         again.type("/quit\r")
         _ = await again.child.exitStatus()
+    }
+
+    func testBothSurviveARelayRestartAndEveryMessageArrivesOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let aliceTerminal = try chat(alice, to: bob)
+        let bobTerminal = try chat(bob, to: alice)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
+        aliceTerminal.type("before\r")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): before ✓✓")
+
+        // The relay goes away; both notice by themselves and type while it is down.
+        let restart = Task { try await relay.restart(downtime: .milliseconds(700)) }
+        await assertScreen(aliceTerminal, shows: "-- connection lost; reconnecting in")
+        await assertScreen(bobTerminal, shows: "-- connection lost; reconnecting in")
+        aliceTerminal.type("during the outage\r")
+        bobTerminal.type("me too, offline\r")
+        try await restart.value
+
+        await assertScreen(aliceTerminal, shows: "-- reconnected", within: .seconds(20))
+        await assertScreen(bobTerminal, shows: "-- reconnected", within: .seconds(20))
+        await assertScreen(bobTerminal, shows: "\(alice): during the outage")
+        await assertScreen(aliceTerminal, shows: "\(bob): me too, offline")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): during the outage ✓✓")
+        await assertScreen(bobTerminal, shows: "you → \(alice): me too, offline ✓✓")
+        aliceTerminal.type("after\r")
+        await assertScreen(bobTerminal, shows: "\(alice): after")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): after ✓✓")
+
+        let raw = aliceTerminal.rawOutput
+        let typed = raw.range(of: "during the outage …"), back = raw.range(of: "-- reconnected")
+        XCTAssertTrue(typed != nil && back != nil && typed!.lowerBound < back!.lowerBound, "typed while the relay was down")
+        XCTAssertFalse(raw.contains("\u{1B}[0m"), "NO_COLOR: no colours")
+        let bobSaw = bobTerminal.screen.transcript.filter { $0.contains("\(alice): ") && !$0.contains("you →") }.map { $0.components(separatedBy: ": ").last! }
+        XCTAssertEqual(bobSaw, ["before", "during the outage", "after"], "each exactly once, in order")
+        let aliceSaw = aliceTerminal.screen.transcript.filter { $0.contains("\(bob): ") && !$0.contains("you →") }
+        XCTAssertEqual(aliceSaw.count, 1, aliceSaw.joined(separator: "\n"))
+        aliceTerminal.type("/quit\r")
+        bobTerminal.type("/quit\r")
+        _ = await aliceTerminal.child.exitStatus()
+        _ = await bobTerminal.child.exitStatus()
     }
 
     func testScriptedChatReadsStdinAndPrintsPlainLines() async throws {

@@ -119,6 +119,18 @@ final class ChatSessionTests: XCTestCase {
         XCTAssertEqual(terminal.transcript.suffix(3), ["-- reconnected (relay r2)", "-- offline: closed", "[offline] bob>"])
     }
 
+    func testMessageTypedWhileReconnectingStaysPendingUntilTheRelayIsBack() {
+        start(peer: "bob")
+        session.connectionChanged(.reconnecting(attempt: 1, delay: .seconds(1)))
+        guard case .send(let ref, _)? = type("still there?\r").first else { return XCTFail() }
+        _ = session.submitted(ref: ref, messageId: 8)
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 you → bob: still there? …", "[reconnecting] bob>"])
+        session.connectionChanged(.connected(relayId: "r2"))
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(3), ["12:00 you → bob: still there? ✓", "-- reconnected (relay r2)", "bob>"])
+    }
+
     func testMistakesAndHelpAreShownNotSent() {
         start()
         XCTAssertTrue(type("hello\r").isEmpty)
