@@ -77,6 +77,7 @@ let package = Package(
             dependencies: [
                 "SIMPClient", "SIMPCore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(

@@ -39,10 +39,11 @@ struct ConnectionOptions: ParsableArguments {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
-    /// Sets up logging and connects, or exits with a one-line error.
-    func connect() async throws -> SIMPClient {
+    /// Sets up logging (to stderr, or to `logHandler`) and connects, or exits with a one-line error.
+    func connect(logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
+            if let logHandler { return logHandler(label, level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -200,11 +201,13 @@ struct Chat: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await connection.connect()
+        let log = ChatLog()
+        let client = try await connection.connect(logHandler: log.handler)
         var options = ChatController.Options(
             peer: to,
             historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
         options.colors = !noColor
+        options.log = log
         let status = await ChatController(client: client, options: options).run()
         if status != 0 { throw ExitCode(status) }
     }

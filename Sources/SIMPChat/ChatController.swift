@@ -16,6 +16,8 @@ public final class ChatController: @unchecked Sendable {
         /// Without a terminal: how long to wait at end of input for unresolved messages.
         public var drainTimeout: TimeAmount = .seconds(10)
         public var environment = ProcessInfo.processInfo.environment
+        /// Log messages to show as notices while the chat runs.
+        public var log: ChatLog?
 
         public init(peer: String? = nil, historyDirectory: URL) {
             self.peer = peer
@@ -29,6 +31,7 @@ public final class ChatController: @unchecked Sendable {
         case incoming(SIMPMessage), connection(ConnectionState)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal
+        case log(String)
     }
 
     private let client: SIMPClient
@@ -84,6 +87,7 @@ public final class ChatController: @unchecked Sendable {
                 }
             }
         }
+        options.log?.detach()
         input.stop()
         sender.finish()
         for source in signalSources { source.cancel() }
@@ -108,12 +112,16 @@ public final class ChatController: @unchecked Sendable {
             return []
         case .drainTimeout: return session.drainTimedOut()
         case .signal: return [.quit(status: 130)]
+        case .log(let line):
+            session.inform(line)
+            return []
         }
     }
 
     /// Feeds stdin, the client's streams and signals into `events`.
     private func startSources(interactive: Bool) {
         let post = self.post
+        options.log?.attach { post.yield(.log($0)) }
         if interactive {
             input.startKeys({ post.yield(.keys($0)) }, onEnd: { post.yield(.endOfInput) })
         } else {

@@ -19,11 +19,11 @@ final class ChatEndToEndTests: RelayTestCase {
         try await super.tearDown()
     }
 
-    func chat(_ user: String, to peer: String) throws -> PseudoTerminalProcess {
+    func chat(_ user: String, to peer: String, _ extra: [String] = []) throws -> PseudoTerminalProcess {
         try PseudoTerminalProcess("simp", [
             "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
             "--history-dir", historyDirectory.path,
-        ], environment: ["NO_COLOR": "1"])
+        ] + extra, environment: ["NO_COLOR": "1"])
     }
 
     func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
@@ -76,7 +76,7 @@ final class ChatEndToEndTests: RelayTestCase {
 
     func testBothSurviveARelayRestartAndEveryMessageArrivesOnce() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let aliceTerminal = try chat(alice, to: bob)
+        let aliceTerminal = try chat(alice, to: bob, ["--log-level", "info"])
         let bobTerminal = try chat(bob, to: alice)
         await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
         await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
@@ -87,6 +87,7 @@ final class ChatEndToEndTests: RelayTestCase {
         let restart = Task { try await relay.restart(downtime: .milliseconds(700)) }
         await assertScreen(aliceTerminal, shows: "-- connection lost; reconnecting in")
         await assertScreen(bobTerminal, shows: "-- connection lost; reconnecting in")
+        await assertScreen(aliceTerminal, shows: "-- info: lost the relay; reconnecting")
         aliceTerminal.type("during the outage\r")
         bobTerminal.type("me too, offline\r")
         try await restart.value
