@@ -62,6 +62,7 @@ public final class ChatController: @unchecked Sendable {
         if interactive {
             do { try Terminal.enableRawMode() } catch {
                 FileHandle.standardError.write(Data("simp: \(error)\n".utf8))
+                await client.close()
                 return 1
             }
         }
