@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRelay", targets: ["SIMPRelay"]),
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
+        .library(name: "SIMPChat", targets: ["SIMPChat"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -69,6 +70,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
+        // and the terminal shell that ties them to a SIMPClient.
+        .target(
+            name: "SIMPChat",
+            dependencies: [
+                "SIMPClient", "SIMPCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
@@ -91,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "simp",
             dependencies: [
-                "SIMPClient",
+                "SIMPClient", "SIMPChat",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -102,6 +112,7 @@ let package = Package(
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
     ],
     swiftLanguageModes: [.v5]
 )

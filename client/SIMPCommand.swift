@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import SIMPChat
 import SIMPClient
 import SIMPCore
 import ServiceLifecycle
@@ -10,8 +11,11 @@ struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
         abstract: "The SIMP messaging client.",
-        discussion: "Start a relay with scripts/run-server, then `simp listen` in one terminal and `simp send` in another.",
-        subcommands: [Send.self, Listen.self])
+        discussion: """
+            Start a relay with scripts/run-server, then `simp chat --user alice` in one terminal and \
+            `simp chat --user bob --to alice` in another (or `simp listen` and `simp send`).
+            """,
+        subcommands: [Chat.self, Send.self, Listen.self])
 }
 
 /// Flags every subcommand shares.
@@ -35,10 +39,11 @@ struct ConnectionOptions: ParsableArguments {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
-    /// Sets up logging and connects, or exits with a one-line error.
-    func connect() async throws -> SIMPClient {
+    /// Sets up logging (to stderr, or to `logHandler`) and connects, or exits with a one-line error.
+    func connect(logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
+            if let logHandler { return logHandler(label, level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -152,5 +157,58 @@ struct Listen: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "simp.lifecycle")))
         try await group.run()
+    }
+}
+
+struct Chat: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Chat interactively: an input line at the bottom, messages above it, delivery ticks.",
+        discussion: """
+            Type `@NAME TEXT` to send TEXT to NAME (who then stays the current peer, shown in the \
+            prompt), or `/to NAME` and then plain lines. `/image URL [SCALE]` sends an image link, \
+            `/retry` resends failed messages, `/history [N]` shows older messages, `/help` lists \
+            everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
+
+            Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
+            arrived) or ✗ failed with the reason. The line editor knows ←/→, Home/End, Ctrl-A/E, \
+            Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
+
+            If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
+            messages typed meanwhile stay pending (…) and are sent once it is back.
+
+            History is kept per user in DIR/USER.jsonl (default $SIMP_HOME/history, or \
+            ~/.simp/history) and the last messages are shown on start.
+
+            When stdin is not a terminal, lines are read from it and carried out as if typed, and \
+            plain lines are printed (no colours, no cursor movement). At end of input `simp chat` \
+            waits up to 10 s for messages in flight, then exits 0 if every message was delivered \
+            and 1 otherwise.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "Start talking to this user (you can switch with /to NAME or @NAME).")
+    var to: String?
+
+    @Flag(name: .customLong("no-color"), help: "No colours (also off when NO_COLOR is set or stdout is not a terminal).")
+    var noColor = false
+
+    @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
+    var historyDir: String?
+
+    func validate() throws {
+        if let to, to.isEmpty { throw ValidationError("--to must not be empty") }
+    }
+
+    func run() async throws {
+        let log = ChatLog()
+        let client = try await connection.connect(logHandler: log.handler)
+        var options = ChatController.Options(
+            peer: to,
+            historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
+        options.colors = !noColor
+        options.log = log
+        let status = await ChatController(client: client, options: options).run()
+        if status != 0 { throw ExitCode(status) }
     }
 }

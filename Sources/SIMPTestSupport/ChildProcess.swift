@@ -9,8 +9,11 @@ public final class ChildProcess: @unchecked Sendable {
     private let stderrURL: URL
     private let exit = NIOLockedValueBox<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
-    /// Starts `executable` (a product name) with `arguments`.
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// Starts `executable` (a product name) with `arguments`, with `environment` added to
+    /// this process's. Stdin is `standardInput` (default: the null device). With a `terminal`
+    /// (a pseudo-terminal's child side) stdin, stdout and stderr are that terminal instead.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                standardInput: FileHandle? = nil, terminal: FileHandle? = nil) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         stdoutURL = directory.appendingPathComponent("stdout")
@@ -19,9 +22,10 @@ public final class ChildProcess: @unchecked Sendable {
         FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = try Self.locate(executable)
         process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
-        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = terminal ?? standardInput ?? FileHandle.nullDevice
+        process.standardOutput = try terminal ?? FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try terminal ?? FileHandle(forWritingTo: stderrURL)
         process.terminationHandler = { [exit] finished in
             let waiters = exit.withLockedValue { state -> [CheckedContinuation<Int32, Never>] in
                 state.status = finished.terminationStatus

@@ -1,0 +1,92 @@
+/// What one submitted line asks for.
+public enum ChatCommand: Equatable, Sendable {
+    /// Send `text` to `to`, or to the current peer when `to` is nil.
+    case say(String, to: String?)
+    /// `/to bob`: plain lines go to bob from now on.
+    case switchPeer(String)
+    /// `/image URL [scale]`: send an IMAGE message to the current peer.
+    case image(url: String, scale: Float)
+    /// `/retry`: resend the messages that failed.
+    case retry
+    /// `/history [n]`: show n older messages from the history.
+    case history(count: Int?)
+    case help
+    case quit
+    /// A blank line.
+    case nothing
+    /// A line that cannot be carried out; the text says why and what to type instead.
+    case invalid(String)
+
+    /// The help text `/help` shows, one command per line.
+    public static let helpLines = [
+        "@NAME TEXT       send TEXT to NAME (NAME becomes the current peer)",
+        "TEXT             send TEXT to the current peer (shown in the prompt)",
+        "/to NAME         talk to NAME from now on",
+        "/image URL [S]   send an image link, optionally with display scale S (default 1)",
+        "/retry           resend the messages that failed (✗)",
+        "/history [N]     show N older messages from the history (default 20)",
+        "/help            this help",
+        "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
+        "Marks: … pending  ✓ sent  ✓✓ delivered  ✗ failed",
+    ]
+
+    /// Parses a submitted line. `//text` sends `/text` literally.
+    public static func parse(_ line: String) -> ChatCommand {
+        let trimmed = line.trimmingWhitespace()
+        if trimmed.isEmpty { return .nothing }
+        if trimmed.hasPrefix("//") { return .say(String(trimmed.dropFirst()), to: nil) }
+        if trimmed.hasPrefix("@") { return parseAddressed(trimmed) }
+        guard trimmed.hasPrefix("/") else { return .say(trimmed, to: nil) }
+        let words = trimmed.split(whereSeparator: \.isWhitespace).map(String.init)
+        let arguments = Array(words.dropFirst())
+        switch words[0].lowercased() {
+        case "/to":
+            guard arguments.count == 1 else { return .invalid("usage: /to NAME") }
+            return .switchPeer(arguments[0])
+        case "/image", "/img":
+            return parseImage(arguments)
+        case "/retry":
+            return .retry
+        case "/history":
+            guard arguments.count <= 1 else { return .invalid("usage: /history [N]") }
+            guard let text = arguments.first else { return .history(count: nil) }
+            guard let count = Int(text), count > 0 else { return .invalid("/history takes a positive number, got \"\(text)\"") }
+            return .history(count: count)
+        case "/help", "/?":
+            return .help
+        case "/quit", "/exit", "/q":
+            return .quit
+        default:
+            return .invalid("unknown command \(words[0]); /help lists the commands (start with // to send a line beginning with /)")
+        }
+    }
+
+    private static func parseAddressed(_ line: String) -> ChatCommand {
+        let name = line.dropFirst().prefix { !$0.isWhitespace }
+        guard !name.isEmpty else { return .invalid("usage: @NAME TEXT") }
+        let text = line.dropFirst(name.count + 1).trimmingWhitespace()
+        if text.isEmpty { return .switchPeer(String(name)) }
+        return .say(text, to: String(name))
+    }
+
+    private static func parseImage(_ arguments: [String]) -> ChatCommand {
+        guard (1...2).contains(arguments.count) else { return .invalid("usage: /image URL [SCALE]") }
+        var scale: Float = 1
+        if arguments.count == 2 {
+            guard let parsed = Float(arguments[1]), parsed > 0, parsed.isFinite else {
+                return .invalid("the image scale must be a positive number, got \"\(arguments[1])\"")
+            }
+            scale = parsed
+        }
+        return .image(url: arguments[0], scale: scale)
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing whitespace.
+    func trimmingWhitespace() -> String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }),
+              let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
+        return String(self[first...last])
+    }
+}

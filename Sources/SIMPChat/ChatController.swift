@@ -1,0 +1,188 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+
+/// Runs `simp chat`: a `ChatSession` wired to a connected `SIMPClient`, the terminal
+/// (raw mode, window size, signals) and the history file.
+public final class ChatController: @unchecked Sendable {
+    /// How `simp chat` was asked to behave.
+    public struct Options: Sendable {
+        public var peer: String?
+        /// Colours unless false; also off when `NO_COLOR` is set or output is not a terminal.
+        public var colors = true
+        /// Where `<user>.jsonl` lives.
+        public var historyDirectory: URL
+        /// Without a terminal: how long to wait at end of input for unresolved messages.
+        public var drainTimeout: TimeAmount = .seconds(10)
+        public var environment = ProcessInfo.processInfo.environment
+        /// Log messages to show as notices while the chat runs.
+        public var log: ChatLog?
+
+        public init(peer: String? = nil, historyDirectory: URL) {
+            self.peer = peer
+            self.historyDirectory = historyDirectory
+        }
+    }
+
+    /// Everything the session reacts to, in the order it happened.
+    private enum Event: Sendable {
+        case keys([Key]), line(String), endOfInput
+        case incoming(SIMPMessage), connection(ConnectionState)
+        case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
+        case resize, drainTimeout, signal
+        case log(String)
+    }
+
+    private let client: SIMPClient
+    private let options: Options
+    private let events: AsyncStream<Event>
+    private let post: AsyncStream<Event>.Continuation
+    private let input = TerminalInput()
+    private var signalSources: [DispatchSourceSignal] = []
+
+    public init(client: SIMPClient, options: Options) {
+        self.client = client
+        self.options = options
+        (events, post) = AsyncStream.makeStream(of: Event.self)
+    }
+
+    /// Runs until the user quits (or input ends); returns the exit status. The terminal is
+    /// restored and the client closed before it returns.
+    public func run() async -> Int32 {
+        let interactive = Terminal.isTerminal(STDIN_FILENO) && Terminal.isTerminal(STDOUT_FILENO)
+        let noColor = !(options.environment["NO_COLOR"] ?? "").isEmpty
+        let size = interactive ? Terminal.windowSize() : nil
+        let screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
+                            interactive: interactive, colors: options.colors && !noColor)
+        let store = try? HistoryStore(directory: options.historyDirectory, user: client.configuration.user)
+        var session = ChatSession(
+            user: client.configuration.user, peer: options.peer, screen: screen,
+            history: (try? store?.load()) ?? [], clock: .system)
+        if interactive {
+            do { try Terminal.enableRawMode() } catch {
+                FileHandle.standardError.write(Data("simp: \(error)\n".utf8))
+                await client.close()
+                return 1
+            }
+        }
+        startSources(interactive: interactive)
+        let sender = startSender()
+        session.start()
+        if store == nil { session.inform("history is off: cannot use \(options.historyDirectory.path)") }
+        Terminal.write(session.takeOutput())
+
+        var status: Int32 = 0
+        loop: for await event in events {
+            let effects = apply(event, to: &session)
+            Terminal.write(session.takeOutput())
+            for effect in effects {
+                switch effect {
+                case .send(let ref, let message): sender.yield((ref, message))
+                case .record(let entry): try? store?.append(entry)
+                case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
+                case .startDrainTimer: startDrainTimer()
+                case .quit(let exitStatus):
+                    status = exitStatus
+                    break loop
+                }
+            }
+        }
+        options.log?.detach()
+        input.stop()
+        sender.finish()
+        for source in signalSources { source.cancel() }
+        Terminal.restore()
+        await client.close()
+        return status
+    }
+
+    private func apply(_ event: Event, to session: inout ChatSession) -> [ChatEffect] {
+        switch event {
+        case .keys(let keys): return session.handle(keys)
+        case .line(let line): return session.submitLine(line)
+        case .endOfInput: return session.endOfInput()
+        case .incoming(let message): return session.receive(message)
+        case .connection(let state):
+            session.connectionChanged(state)
+            return []
+        case .submitted(let ref, let id): return session.submitted(ref: ref, messageId: id)
+        case .resolved(let ref, let status): return session.resolved(ref: ref, status)
+        case .resize:
+            if let size = Terminal.windowSize() { session.resize(width: size.width, height: size.height) }
+            return []
+        case .drainTimeout: return session.drainTimedOut()
+        case .signal: return [.quit(status: 130)]
+        case .log(let line):
+            session.inform(line)
+            return []
+        }
+    }
+
+    /// Feeds stdin, the client's streams and signals into `events`.
+    private func startSources(interactive: Bool) {
+        let post = self.post
+        options.log?.attach { post.yield(.log($0)) }
+        if interactive {
+            input.startKeys({ post.yield(.keys($0)) }, onEnd: { post.yield(.endOfInput) })
+        } else {
+            input.startLines({ post.yield(.line($0)) }, onEnd: { post.yield(.endOfInput) })
+        }
+        Task { [client] in
+            for await message in client.messages { post.yield(.incoming(message)) }
+        }
+        Task { [client] in
+            for await state in client.connectionStates { post.yield(.connection(state)) }
+        }
+        let signals: [(Int32, Event)] = [(SIGWINCH, .resize), (SIGINT, .signal), (SIGTERM, .signal), (SIGHUP, .signal)]
+        for (number, event) in signals {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { post.yield(event) }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+
+    /// Submits messages one at a time, in the order they were typed, and reports each outcome.
+    private func startSender() -> AsyncStream<(Int, SIMPMessage)>.Continuation {
+        let (requests, continuation) = AsyncStream.makeStream(of: (Int, SIMPMessage).self)
+        Task { [client, post] in
+            for await (ref, message) in requests {
+                do {
+                    let (id, outcome) = try await client.submit(message)
+                    post.yield(.submitted(ref: ref, messageId: id))
+                    outcome.whenComplete { result in
+                        switch result {
+                        case .success(let sendResult): post.yield(.resolved(ref: ref, DeliveryStatus(sendResult)))
+                        case .failure(let error): post.yield(.resolved(ref: ref, .failed("\(error)")))
+                        }
+                    }
+                } catch {
+                    post.yield(.resolved(ref: ref, .failed("\(error)")))
+                }
+            }
+        }
+        return continuation
+    }
+
+    private func startDrainTimer() {
+        let delay = UInt64(options.drainTimeout.nanoseconds)
+        Task { [post] in
+            try? await Task.sleep(nanoseconds: delay)
+            post.yield(.drainTimeout)
+        }
+    }
+}
+
+extension ChatClock {
+    /// The wall clock; times shown as `HH:mm:ss` today and `MMM d HH:mm` on other days.
+    public static var system: ChatClock {
+        ChatClock(now: { Int64(Date().timeIntervalSince1970 * 1000) }, format: { millis in
+            let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+            let formatter = DateFormatter()
+            formatter.dateFormat = Calendar.current.isDateInToday(date) ? "HH:mm:ss" : "MMM d HH:mm"
+            return formatter.string(from: date)
+        })
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
+extension HistoryEntry {
+    /// The entry for a content message; `id` overrides the message's own (an outgoing
+    /// message's id is assigned by the client).
+    public init(_ message: SIMPMessage, id: UInt64? = nil) {
+        self.init(
+            id: id ?? message.messageId, time: message.time, from: message.fromUser, to: message.toUser,
+            kind: message.kind == .image ? "image" : "text", text: message.content,
+            imageURL: message.kind == .image ? message.imageURL : nil,
+            imageScale: message.kind == .image ? message.imageScale : nil)
+    }
+
+    /// What the message says, images as `[image] URL`.
+    var body: StyledText {
+        guard kind == "image", let imageURL else { return StyledText(text) }
+        let scale = imageScale.map { $0 == 1 || $0 == 0 ? "" : " (scale \(Self.short($0)))" } ?? ""
+        return StyledText("[image] ") + StyledText(imageURL, .link) + StyledText(scale)
+    }
+
+    private static func short(_ value: Float) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+}
+
+extension ChatSession {
+    /// `12:03 bob: hello`, or `12:03 you → bob: hello ✓✓` for the user's own messages
+    /// (with the failure reason after ✗).
+    static func messageLine(_ entry: HistoryEntry, user: String, clock: ChatClock,
+                            status: DeliveryStatus? = nil) -> StyledText {
+        let time = StyledText(clock.format(entry.time) + " ", .dim)
+        guard entry.from == user else {
+            return time + StyledText(entry.from, .peer) + StyledText(": ") + entry.body
+        }
+        let line = time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
+            + StyledText(": ") + entry.body
+        switch status {
+        case nil:
+            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
+            return line + StyledText(mark, .dim)
+        case .pending?, .sent?: return line + StyledText(" " + status!.mark, .dim)
+        case .delivered?: return line + StyledText(" ✓✓", .success)
+        case .failed(let reason)?: return line + StyledText(" ✗ \(reason) (/retry resends)", .failure)
+        }
+    }
+
+    /// A line about a message's outcome when its own line can no longer be changed:
+    /// `✓✓ delivered to bob: "hello" (1.2 ms)`.
+    static func followUpLine(_ tracked: OutgoingMessage, clock: ChatClock) -> StyledText {
+        let message = tracked.message
+        let what = message.kind == .image ? message.imageURL : message.content
+        let quoted = "\"" + (what.count > 40 ? String(what.prefix(39)) + "…" : what) + "\""
+        switch tracked.status {
+        case .delivered(let millis):
+            return StyledText("✓✓ delivered to \(message.toUser): \(quoted) (\(formatMillis(millis)))", .success)
+        case .failed(let reason):
+            return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
+        case .pending, .sent:
+            return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
+        }
+    }
+
+    static func formatMillis(_ millis: Double) -> String {
+        millis < 1000 ? String(format: "%.1f ms", millis) : String(format: "%.2f s", millis / 1000)
+    }
+
+    /// `2 s`, `1.5 s`, `250 ms`.
+    static func seconds(_ delay: TimeAmount) -> String {
+        let millis = delay.nanoseconds / 1_000_000
+        if millis < 1000 { return "\(millis) ms" }
+        if millis % 1000 == 0 { return "\(millis / 1000) s" }
+        return String(format: "%.1f s", Double(millis) / 1000)
+    }
+}

@@ -1,0 +1,299 @@
+import SIMPClient
+import SIMPCore
+
+/// Something the session needs done outside it.
+public enum ChatEffect: Equatable, Sendable {
+    /// Submit `message` to the client and report back with `submitted` and `resolved`.
+    case send(ref: Int, SIMPMessage)
+    /// Append to the history file.
+    case record(HistoryEntry)
+    case recordStatus(messageId: UInt64, status: String)
+    /// Call `drainTimedOut()` if messages are still unresolved after a while.
+    case startDrainTimer
+    /// Leave with this exit status.
+    case quit(status: Int32)
+}
+
+/// Time for the session: now, and how a timestamp is shown.
+public struct ChatClock: Sendable {
+    public var now: @Sendable () -> Int64
+    public var format: @Sendable (Int64) -> String
+
+    public init(now: @escaping @Sendable () -> Int64, format: @escaping @Sendable (Int64) -> String) {
+        self.now = now
+        self.format = format
+    }
+}
+
+/// The chat as a pure state machine: keys, lines, incoming messages, send outcomes and
+/// connection changes go in; terminal output (`takeOutput()`) and effects come out. The
+/// `ChatController` does the I/O around it.
+public struct ChatSession: Sendable {
+    public let user: String
+    /// Who plain lines go to.
+    public private(set) var peer: String?
+    public private(set) var editor = LineEditor()
+    public private(set) var screen: Screen
+    public private(set) var outgoing = OutgoingTracker()
+    public private(set) var connection: ConnectionState = .connecting
+    private var history: [HistoryEntry]
+    /// Index of the oldest history entry shown so far.
+    private var historyShownFrom: Int
+    private var draining = false
+    private var hasConnected = false
+    private var output = ""
+    private let clock: ChatClock
+
+    public init(user: String, peer: String?, screen: Screen, history: [HistoryEntry] = [], clock: ChatClock) {
+        self.user = user
+        self.peer = peer
+        self.screen = screen
+        self.history = history
+        self.historyShownFrom = history.count
+        self.clock = clock
+    }
+
+    /// Output produced since the last call.
+    public mutating func takeOutput() -> String {
+        defer { output = "" }
+        return output
+    }
+
+    /// The first screen: recent history (interactive only) and the input line.
+    public mutating func start(showingHistory count: Int = 10) {
+        if screen.interactive {
+            if !history.isEmpty {
+                let shown = min(count, history.count)
+                notice("last \(shown) of \(history.count) messages; /history shows older ones", .dim)
+                showHistory(count: shown)
+            }
+            notice("you are \(user); \(peer.map { "talking to \($0)" } ?? "@NAME TEXT to talk to someone"); /help for commands", .dim)
+        }
+        output += screen.draw(inputLine)
+    }
+
+    // MARK: Input
+
+    /// Applies keys typed in the terminal.
+    public mutating func handle(_ keys: [Key]) -> [ChatEffect] {
+        var effects: [ChatEffect] = []
+        for key in keys {
+            switch editor.handle(key) {
+            case .edited: output += screen.draw(inputLine)
+            case .submitted(let line): effects += submitLine(line)
+            case .interrupted, .endOfInput: effects += quit(status: 0)
+            case .redraw:
+                screen.resize(width: screen.width, height: screen.height)
+                output += "\u{1B}[2J\u{1B}[H" + screen.draw(inputLine)
+            }
+            if effects.contains(where: { if case .quit = $0 { return true } else { return false } }) { break }
+        }
+        return effects
+    }
+
+    /// Carries out one line (typed and submitted, or read from a non-terminal stdin).
+    public mutating func submitLine(_ line: String) -> [ChatEffect] {
+        switch ChatCommand.parse(line) {
+        case .nothing:
+            output += screen.draw(inputLine)
+            return []
+        case .say(let text, let to):
+            if let to { peer = to }
+            guard let peer else {
+                notice("no one to send to: type @NAME TEXT, or /to NAME first", .failure)
+                return []
+            }
+            return send(SIMPMessage(kind: .text, toUser: peer, content: text))
+        case .image(let url, let scale):
+            guard let peer else {
+                notice("no one to send to: type /to NAME first", .failure)
+                return []
+            }
+            var message = SIMPMessage(kind: .image, toUser: peer)
+            message.imageURL = url
+            message.imageScale = scale
+            return send(message)
+        case .switchPeer(let name):
+            peer = name
+            notice("talking to \(name)", .dim)
+            return []
+        case .retry:
+            let failures = outgoing.takeFailures()
+            if failures.isEmpty { notice("nothing to retry: no message failed", .dim) }
+            return failures.flatMap { send($0) }
+        case .history(let count):
+            if historyShownFrom == 0 { notice("no older messages", .dim) }
+            showHistory(count: count ?? 20)
+            return []
+        case .help:
+            for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
+            return []
+        case .quit:
+            return quit(status: 0)
+        case .invalid(let reason):
+            notice(reason, .failure)
+            return []
+        }
+    }
+
+    /// The input ended (Ctrl-D, or EOF on a non-terminal stdin). Without a terminal, waits for
+    /// the outcome of messages still in flight first.
+    public mutating func endOfInput() -> [ChatEffect] {
+        guard !screen.interactive, outgoing.unresolvedCount > 0 else { return quit(status: exitStatus) }
+        draining = true
+        return [.startDrainTimer]
+    }
+
+    /// Messages were still unresolved when the drain timer fired.
+    public mutating func drainTimedOut() -> [ChatEffect] {
+        guard draining else { return [] }
+        notice("gave up waiting for the outcome of \(outgoing.unresolvedCount) message(s)", .failure)
+        return quit(status: 1)
+    }
+
+    /// The terminal was resized.
+    public mutating func resize(width: Int, height: Int) {
+        screen.resize(width: width, height: height)
+        output += screen.draw(inputLine)
+    }
+
+    // MARK: Client events
+
+    /// A message delivered to this user.
+    public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
+        let entry = HistoryEntry(message)
+        history.append(entry)
+        printLine(Self.messageLine(entry, user: user, clock: clock))
+        return [.record(entry)]
+    }
+
+    /// The client took message `ref` as `messageId`: transmitted if connected, else it waits
+    /// for the reconnect (and stays pending until then).
+    public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
+        guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
+        var entry = HistoryEntry(outgoing[ref].message, id: messageId)
+        entry.status = outgoing[ref].status.historyName
+        history.append(entry)
+        showStatus(of: ref)
+        return [.record(entry)]
+    }
+
+    /// The outcome of message `ref` is known.
+    public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
+        outgoing.resolve(ref: ref, status)
+        showStatus(of: ref)
+        var effects: [ChatEffect] = []
+        if let id = outgoing[ref].messageId {
+            if let index = history.lastIndex(where: { $0.id == id }) { history[index].status = status.historyName }
+            effects.append(.recordStatus(messageId: id, status: status.historyName))
+        }
+        if draining, outgoing.unresolvedCount == 0 { effects += quit(status: exitStatus) }
+        return effects
+    }
+
+    /// The client's connection state changed.
+    public mutating func connectionChanged(_ state: ConnectionState) {
+        connection = state
+        switch state {
+        case .connecting:
+            output += screen.draw(inputLine)
+        case .connected(let relayId):
+            notice(hasConnected ? "reconnected (relay \(relayId))" : "connected as \(user) (relay \(relayId))", .success)
+            hasConnected = true
+            for ref in outgoing.markResumed() { showStatus(of: ref) }
+        case .reconnecting(let attempt, let delay):
+            notice("connection lost; reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
+        case .offline(let reason):
+            notice("offline: \(reason)", .failure)
+        }
+    }
+
+    // MARK: Output
+
+    private var isConnected: Bool {
+        if case .connected = connection { return true }
+        return false
+    }
+
+    /// The prompt and what is being typed.
+    public var inputLine: InputLine {
+        var prompt = StyledText()
+        switch connection {
+        case .connected: break
+        case .connecting: prompt = StyledText("[connecting] ", .warning)
+        case .reconnecting: prompt = StyledText("[reconnecting] ", .warning)
+        case .offline: prompt = StyledText("[offline] ", .failure)
+        }
+        prompt = prompt + StyledText(peer ?? "", .peer) + StyledText("> ", .bold)
+        return InputLine(prompt: prompt, text: editor.text, cursor: editor.cursor)
+    }
+
+    /// 1 if a message was not delivered (and not resent), 0 otherwise.
+    private var exitStatus: Int32 { outgoing.messages.contains { !$0.status.isDelivered && !$0.retried } ? 1 : 0 }
+
+    private mutating func send(_ message: SIMPMessage) -> [ChatEffect] {
+        var message = message
+        message.fromUser = user
+        message.time = clock.now()
+        let ref = outgoing.add(message)
+        if screen.interactive { showStatus(of: ref) }
+        return [.send(ref: ref, message)]
+    }
+
+    private mutating func quit(status: Int32) -> [ChatEffect] {
+        draining = false
+        if screen.interactive { output += "\r\u{1B}[2K" }
+        return [.quit(status: status)]
+    }
+
+    /// Shows message `ref`'s status: its line rewritten in place, or a follow-up line.
+    private mutating func showStatus(of ref: Int) {
+        let tracked = outgoing[ref]
+        var entry = HistoryEntry(tracked.message, id: tracked.messageId ?? 0)
+        entry.status = tracked.status.historyName
+        let line = Self.messageLine(entry, user: user, clock: clock, status: tracked.status)
+        if let row = tracked.row, let old = tracked.line,
+           let rewritten = screen.rewrite(row: row, old: old, with: line, input: inputLine) {
+            output += rewritten
+            outgoing[ref].line = line
+            return
+        }
+        if tracked.line == nil, screen.interactive || tracked.status == .sent || tracked.status.isFinal {
+            // First time on screen (plain output: once transmitted, or failed before that).
+            let (printed, row) = screen.print(line, input: inputLine)
+            output += printed
+            outgoing[ref].row = row
+            outgoing[ref].line = line
+        } else if tracked.status.isFinal {
+            printLine(Self.followUpLine(tracked, clock: clock))
+        }
+    }
+
+    private mutating func showHistory(count: Int) {
+        let from = max(0, historyShownFrom - count)
+        for entry in history[from..<historyShownFrom] {
+            printLine(StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim))
+        }
+        historyShownFrom = from
+    }
+
+    /// Prints a notice line (`-- text`) above the input line.
+    public mutating func inform(_ text: String) {
+        notice(text, .warning)
+    }
+
+    private mutating func notice(_ text: String, _ tone: Tone, prefix: String = "-- ") {
+        printLine(StyledText(prefix + text, tone))
+    }
+
+    private mutating func printLine(_ line: StyledText) {
+        output += screen.print(line, input: inputLine).output
+    }
+}
+
+extension DeliveryStatus {
+    var isDelivered: Bool {
+        if case .delivered = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+
+/// One message in a user's conversation history.
+public struct HistoryEntry: Codable, Equatable, Sendable {
+    public var id: UInt64
+    /// Milliseconds since the Unix epoch (the sender's clock).
+    public var time: Int64
+    public var from: String
+    public var to: String
+    /// `text` or `image`.
+    public var kind: String
+    public var text: String
+    public var imageURL: String?
+    public var imageScale: Float?
+    /// Outgoing messages: `sent`, `delivered` or `failed`.
+    public var status: String?
+
+    public init(id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,
+                imageURL: String? = nil, imageScale: Float? = nil, status: String? = nil) {
+        self.id = id
+        self.time = time
+        self.from = from
+        self.to = to
+        self.kind = kind
+        self.text = text
+        self.imageURL = imageURL
+        self.imageScale = imageScale
+        self.status = status
+    }
+}
+
+/// A user's history on disk: `<directory>/<user>.jsonl`, one JSON object per line, appended
+/// to. An outgoing message's later status is appended as `{"id":…,"status":…}` and folded
+/// into the message when loading. The file is compacted to `keep` entries when it grows
+/// past twice that.
+public final class HistoryStore: @unchecked Sendable {
+    /// The history file.
+    public let url: URL
+    /// Entries kept when compacting.
+    public let keep: Int
+
+    private struct StatusUpdate: Codable {
+        var id: UInt64
+        var status: String
+    }
+
+    /// The store for `user` in `directory` (created, private to the user, if missing).
+    public init(directory: URL, user: String, keep: Int = 2000) throws {
+        let safeName = String(user.map { $0.isLetter || $0.isNumber || "-_.@".contains($0) ? $0 : "_" })
+        url = directory.appendingPathComponent((safeName.hasPrefix(".") ? "_" : "") + safeName + ".jsonl")
+        self.keep = keep
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        if !FileManager.default.fileExists(atPath: url.path) {
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+    }
+
+    /// The default directory: `$SIMP_HOME/history`, else `~/.simp/history`.
+    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let home = environment["SIMP_HOME"], !home.isEmpty {
+            return URL(fileURLWithPath: home).appendingPathComponent("history")
+        }
+        let home = environment["HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser
+        return home.appendingPathComponent(".simp/history")
+    }
+
+    /// Every entry, oldest first, with status updates applied. Lines that do not parse are skipped.
+    public func load() throws -> [HistoryEntry] {
+        let data = try Data(contentsOf: url)
+        var entries: [HistoryEntry] = []
+        var positions: [UInt64: Int] = [:]
+        let decoder = JSONDecoder()
+        for line in data.split(separator: UInt8(ascii: "\n")) where !line.isEmpty {
+            if let entry = try? decoder.decode(HistoryEntry.self, from: line) {
+                positions[entry.id] = entries.count
+                entries.append(entry)
+            } else if let update = try? decoder.decode(StatusUpdate.self, from: line),
+                      let position = positions[update.id] {
+                entries[position].status = update.status
+            }
+        }
+        if entries.count > 2 * keep {
+            entries.removeFirst(entries.count - keep)
+            try rewrite(entries)
+        }
+        return entries
+    }
+
+    /// Appends a message.
+    public func append(_ entry: HistoryEntry) throws {
+        try appendLine(JSONEncoder.compact.encode(entry))
+    }
+
+    /// Records a new status for the message `id`.
+    public func update(id: UInt64, status: String) throws {
+        try appendLine(JSONEncoder.compact.encode(StatusUpdate(id: id, status: status)))
+    }
+
+    private func appendLine(_ json: Data) throws {
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: json + Data("\n".utf8))
+    }
+
+    private func rewrite(_ entries: [HistoryEntry]) throws {
+        var data = Data()
+        for entry in entries { data += try JSONEncoder.compact.encode(entry) + Data("\n".utf8) }
+        try data.write(to: url, options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+    }
+}
+
+extension JSONEncoder {
+    /// Sorted keys, no escaped slashes: one readable line per object.
+    static var compact: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
