@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import SIMPCore
 import SIMPRedis
 import SIMPRelay
 import ServiceLifecycle
@@ -49,6 +50,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-datagram-size"), help: "Largest datagram in bytes; larger ones are dropped.")
     var maxDatagramSize = 8192
 
+    @Option(name: .customLong("ping-interval"), help: "Seconds between PINGs to each client.")
+    var pingInterval: Double = 5
+
+    @Option(name: .customLong("ping-misses"), help: "A client silent for this many ping intervals is dropped and unregistered.")
+    var pingMisses = 3
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
@@ -59,6 +66,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
         guard registrationTTL >= 3 else { throw ValidationError("--registration-ttl must be at least 3 seconds") }
         guard maxFrameSize >= 256 else { throw ValidationError("--max-frame-size must be at least 256") }
         guard (256...65507).contains(maxDatagramSize) else { throw ValidationError("--max-datagram-size must be 256-65507") }
+        guard pingInterval >= 0.05 else { throw ValidationError("--ping-interval must be at least 0.05 seconds") }
+        guard pingMisses >= 1 else { throw ValidationError("--ping-misses must be at least 1") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
@@ -79,6 +88,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         configuration.registrationTTLSeconds = registrationTTL
         configuration.maxFrameSize = maxFrameSize
         configuration.maxDatagramSize = maxDatagramSize
+        configuration.heartbeat = HeartbeatPolicy(interval: .milliseconds(Int64(pingInterval * 1000)), missLimit: pingMisses)
         configuration.logger = Logger(label: "simp.relay")
 
         let server = RelayServer(configuration: configuration)

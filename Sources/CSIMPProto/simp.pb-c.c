@@ -136,7 +136,7 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[15] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[18] =
 {
   {
     "version",
@@ -318,18 +318,57 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[15] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "stream",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, stream),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "seq",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "floor",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, floor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
   3,   /* field[3] = content */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
+  17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
   1,   /* field[1] = messageId */
   14,   /* field[14] = relayId */
+  16,   /* field[16] = seq */
+  15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
   7,   /* field[7] = type */
@@ -339,7 +378,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
 static const ProtobufCIntRange simp__message__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -349,7 +388,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  15,
+  18,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   1,  simp__message__number_ranges,

@@ -18,6 +18,12 @@ public struct ClientConfiguration: Sendable {
     /// that forwards them to this client (impairment in the relay → client direction).
     public var advertisedUDPPort: Int?
     public var retransmit = RetransmitPolicy()
+    /// PING the relay every interval; a relay silent for `missLimit` intervals is given up.
+    public var heartbeat = HeartbeatPolicy()
+    /// Reconnect automatically after losing the relay (nil: report the loss and stop).
+    public var reconnect: ReconnectPolicy? = ReconnectPolicy()
+    /// A PING datagram to the relay this often keeps a NAT mapping of the UDP port open.
+    public var keepaliveInterval: TimeAmount = .seconds(25)
     /// How long to wait for the relay to accept CONNECT.
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize

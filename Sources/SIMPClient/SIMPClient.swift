@@ -27,9 +27,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     public init(configuration: ClientConfiguration) {
         self.configuration = configuration
-        self.engine = ClientEngine(
-            user: configuration.user, policy: configuration.retransmit,
-            eventLoop: group.next(), logger: configuration.logger)
+        self.engine = ClientEngine(configuration: configuration, eventLoop: group.next())
         (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
         engine.onMessage = { [continuation] in continuation.yield($0) }
@@ -41,10 +39,14 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The bound local UDP address (after `connect`).
     public private(set) var localDatagramAddress: SocketAddress?
-    /// The relay's id, from CONNECTED.
-    public private(set) var relayId: String?
+    /// The id of the relay that accepted the latest CONNECT.
+    public var relayId: String? {
+        get async { try? await engine.eventLoop.submit { [engine] in engine.relayId }.get() }
+    }
 
     /// Binds the UDP socket, connects to the relay and registers. Throws `SIMPClientError`.
+    /// Afterwards a lost relay is reconnected automatically (per `configuration.reconnect`),
+    /// keeping the same UDP port and resending every unreceipted message.
     public func connect() async throws {
         let loop = engine.eventLoop
         statesContinuation.yield(.connecting)
@@ -55,42 +57,15 @@ public final class SIMPClient: @unchecked Sendable {
             }
             .bind(host: configuration.localHost, port: configuration.localUDPPort).get()
         localDatagramAddress = udp.localAddress
-        let tcp: Channel
         do {
-            tcp = try await ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connectTimeout(configuration.connectTimeout)
-                .channelInitializer { [engine, configuration] channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addSIMPControlHandlers(
-                            maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: engine))
-                    }
-                }
-                .connect(host: configuration.serverHost, port: configuration.serverPort).get()
+            try await loop.flatSubmit { [engine] in
+                engine.datagrams = udp
+                return engine.connectControl()
+            }.get()
         } catch {
             try? await udp.close()
-            throw SIMPClientError.cannotConnect("\(configuration.serverHost):\(configuration.serverPort): \(error)")
+            throw error
         }
-        var connect = SIMPMessage(kind: .connect, fromUser: configuration.user, time: WallClock.millisecondsSinceEpoch())
-        connect.udpPort = UInt32(configuration.advertisedUDPPort ?? udp.localAddress?.port ?? 0)
-        let accepted = try await loop.flatSubmit { [engine, configuration] () -> EventLoopFuture<SIMPMessage> in
-            engine.control = tcp
-            engine.datagrams = udp
-            let promise = loop.makePromise(of: SIMPMessage.self)
-            engine.connectPromise = promise
-            tcp.writeAndFlush(connect, promise: nil)
-            loop.scheduleTask(in: configuration.connectTimeout) {
-                promise.fail(SIMPClientError.timedOut("waiting for the relay to accept CONNECT"))
-            }
-            return promise.futureResult
-        }.get()
-        relayId = accepted.relayId
-        var relayUDP = tcp.remoteAddress!
-        relayUDP.port = Int(accepted.udpPort)
-        let target = configuration.datagramTarget ?? relayUDP
-        try await loop.submit { [engine] in engine.relayDatagramAddress = target }.get()
-        statesContinuation.yield(.connected(relayId: accepted.relayId))
-        configuration.logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(target)"])
     }
 
     /// Sends a text message and waits until it is receipted, given up, or the connection drops.
@@ -146,11 +121,11 @@ final class ClientControlHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
-        engine.controlReceived(message)
+        engine.controlReceived(message, on: context.channel)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        engine.controlClosed()
+        engine.controlClosed(context.channel)
         context.fireChannelInactive()
     }
 

@@ -40,6 +40,12 @@ public struct SIMPMessage: Equatable, Sendable {
     public var udpPort: UInt32 = 0
     /// CONNECTED: the id of the relay holding the session.
     public var relayId: String = ""
+    /// The sender's stream id (fixed per sender instance); 0 for unordered messages.
+    public var stream: UInt64 = 0
+    /// Position in the (stream, toUser) conversation, from 1; 0 for unordered messages.
+    public var seq: UInt64 = 0
+    /// Every `seq` below this is resolved by the sender: the receiver need not wait for it.
+    public var floor: UInt64 = 0
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

@@ -64,6 +64,9 @@ public enum MessageCodec {
         message.errorText = string(c.errortext)
         message.udpPort = c.udpport
         message.relayId = string(c.relayid)
+        message.stream = c.stream
+        message.seq = c.seq
+        message.floor = c.floor
         return message
     }
 
@@ -103,6 +106,9 @@ public enum MessageCodec {
             c.errortext = base + offsets[4]
             c.udpport = message.udpPort
             c.relayid = base + offsets[5]
+            c.stream = message.stream
+            c.seq = message.seq
+            c.floor = message.floor
             return withUnsafePointer(to: &c) { body($0) }
         }
     }

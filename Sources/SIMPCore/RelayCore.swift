@@ -15,6 +15,7 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case lookupBacklogFull = "lookup_backlog_full", registryUnavailable = "registry_unavailable"
     case receiptUnroutable = "receipt_unroutable"
     case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
+    case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
 }
 
 /// A user's registration as the relay knows it.
@@ -85,6 +86,8 @@ public struct RelayCore: Sendable {
 
     private struct CachedRoute: Sendable {
         var route: Route?
+        /// Without a route: whether the user has registered before (offline, not unknown).
+        var known: Bool
         var expires: NIODeadline
     }
 
@@ -222,6 +225,8 @@ public struct RelayCore: Sendable {
             return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
         }
         guard message.kind.isContent else {
+            // A PING datagram only keeps the client's NAT mapping open: nothing to do.
+            if message.kind == .ping { return [] }
             return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
         }
         guard message.version == SIMPMessage.currentVersion else {
@@ -236,22 +241,24 @@ public struct RelayCore: Sendable {
             return [.forward(bytes, to: local.route.address)]
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return unknownRecipient(message) }
+            guard let route = cached.route else { return noRoute(message, known: cached.known) }
             return [.forward(bytes, to: route.address)]
         }
         return awaitRoute(bytes, for: message)
     }
 
-    /// Redis answered a `.lookup`: forwards the datagrams that waited for it.
-    public mutating func lookupCompleted(user: String, route: Route?, now: NIODeadline) -> [Action] {
+    /// Redis answered a `.lookup`: forwards the datagrams that waited for it. `known` says
+    /// whether a user without a route has registered before (then it is offline, and its
+    /// datagrams are dropped for their senders to retry, rather than refused as unknown).
+    public mutating func lookupCompleted(user: String, route: Route?, known: Bool = false, now: NIODeadline) -> [Action] {
         let waiting = awaitingLookup.removeValue(forKey: user) ?? []
         let current = sessions[user]?.route ?? route
         routeCache[user] = CachedRoute(
-            route: current,
+            route: current, known: known,
             expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
         guard let address = current?.address else {
             return waiting.flatMap { bytes in
-                (try? MessageCodec.decode(bytes)).map(unknownRecipient) ?? []
+                (try? MessageCodec.decode(bytes)).map { noRoute($0, known: known) } ?? []
             }
         }
         return waiting.map { .forward($0, to: address) }
@@ -275,6 +282,16 @@ public struct RelayCore: Sendable {
         }
         awaitingLookup[message.toUser] = [bytes]
         return [.lookup(user: message.toUser)]
+    }
+
+    /// A datagram whose recipient has no route: a user seen before is offline (dropped and
+    /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
+    /// restart), anyone else is unknown (the sender is told).
+    private func noRoute(_ message: SIMPMessage, known: Bool) -> [Action] {
+        guard !known else {
+            return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
+        }
+        return unknownRecipient(message)
     }
 
     private func unknownRecipient(_ message: SIMPMessage) -> [Action] {

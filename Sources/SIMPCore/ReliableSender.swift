@@ -67,7 +67,26 @@ public struct ReliableSender: Sendable {
     public private(set) var retransmits = 0
     /// Retransmissions made needless by an earlier transmission's receipt.
     public private(set) var spuriousRetransmits = 0
+    /// While suspended (no path to the receiver), nothing is sent and nothing times out.
+    public private(set) var isSuspended = false
 
+    /// Sequence state of one (stream, receiver) conversation.
+    private struct Conversation: Sendable {
+        var nextSeq: UInt64 = 1
+        /// Unresolved seqs in send order; resolved ones are dropped lazily from the front.
+        var unresolved: Deque<UInt64> = []
+        var resolved: Set<UInt64> = []
+
+        /// The lowest seq not yet receipted or given up (or the next seq when none is open).
+        mutating func floor() -> UInt64 {
+            while let first = unresolved.first, resolved.remove(first) != nil { unresolved.removeFirst() }
+            return unresolved.first ?? nextSeq
+        }
+    }
+
+    /// This sender's stream id, carried in every message so receivers can keep its order.
+    public let stream: UInt64
+    private var conversations: [String: Conversation] = [:]
     private var pending: [UInt64: Pending] = [:]
     private var sendOrder: Deque<UInt64> = []
     private var waiting: Deque<SIMPMessage> = []
@@ -78,6 +97,7 @@ public struct ReliableSender: Sendable {
     ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
     public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy()) {
         self.nextId = max(firstMessageId, 1)
+        self.stream = max(firstMessageId, 1)
         self.policy = policy
         self.estimator = RTTEstimator(
             initialRTO: policy.initialRTO, minimumRTO: policy.minimumRTO, maximumRTO: policy.maximumRTO)
@@ -88,17 +108,24 @@ public struct ReliableSender: Sendable {
     /// Messages held back by the id window.
     public var waitingCount: Int { waiting.count }
     /// When `poll(now:)` next has work, if ever.
-    public var nextDeadline: NIODeadline? { timers.min?.deadline }
+    public var nextDeadline: NIODeadline? { isSuspended ? nil : timers.min?.deadline }
     /// Whether `messageId` is still being retransmitted.
     public func isPending(_ messageId: UInt64) -> Bool { pending[messageId] != nil }
 
-    /// Accepts a content message; assigns its id (when 0) and sends it now if the window allows.
+    /// Accepts a content message; assigns its id (when 0) and its place in the conversation
+    /// with `toUser`, and sends it now if the window allows.
     public mutating func submit(_ message: SIMPMessage, now: NIODeadline) -> (messageId: UInt64, output: SenderOutput) {
         var message = message
         if message.messageId == 0 {
             message.messageId = nextId
             nextId += 1
         }
+        message.stream = stream
+        var conversation = conversations[message.toUser] ?? Conversation()
+        message.seq = conversation.nextSeq
+        conversation.nextSeq += 1
+        conversation.unresolved.append(message.seq)
+        conversations[message.toUser] = conversation
         waiting.append(message)
         var output = SenderOutput()
         releaseWaiting(now: now, into: &output)
@@ -109,6 +136,7 @@ public struct ReliableSender: Sendable {
     public mutating func handleReceipt(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
+        resolve(entry.message)
         let attempt = Int(receipt.attempt)
         if (1...entry.attempts).contains(attempt) {
             let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
@@ -128,7 +156,22 @@ public struct ReliableSender: Sendable {
     ) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: messageId) else { return output }
+        resolve(entry.message)
         output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
+    /// Stops sending and timing out (the control channel is down): new messages wait.
+    public mutating func suspend() {
+        isSuspended = true
+    }
+
+    /// Sends every unreceipted message again and then the waiting ones (after a reconnect).
+    public mutating func resume(now: NIODeadline) -> SenderOutput {
+        guard isSuspended else { return SenderOutput() }
+        isSuspended = false
+        var output = retransmitAll(now: now)
         releaseWaiting(now: now, into: &output)
         return output
     }
@@ -136,11 +179,13 @@ public struct ReliableSender: Sendable {
     /// Retransmits what timed out and gives up what ran out of attempts.
     public mutating func poll(now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
+        guard !isSuspended else { return output }
         while let timer = timers.min, timer.deadline <= now {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
             if entry.attempts >= policy.maxAttempts {
                 pending[timer.messageId] = nil
+                resolve(entry.message)
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
@@ -162,11 +207,19 @@ public struct ReliableSender: Sendable {
         return output
     }
 
-    /// Records a transmission of pending message `id` and arms its timer.
+    /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.
+    private mutating func resolve(_ message: SIMPMessage) {
+        conversations[message.toUser]?.resolved.insert(message.seq)
+    }
+
+    /// Records a transmission of pending message `id` (stamped with the conversation's current
+    /// floor) and arms its timer.
     private mutating func transmit(_ id: UInt64, now: NIODeadline) -> SIMPMessage {
         pending[id]!.sentAt.append(now)
         let attempts = pending[id]!.attempts
         pending[id]!.message.attempt = UInt32(attempts)
+        let peer = pending[id]!.message.toUser
+        pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
         let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
         return pending[id]!.message
@@ -174,6 +227,7 @@ public struct ReliableSender: Sendable {
 
     /// Moves waiting messages into flight while they fit in the id window.
     private mutating func releaseWaiting(now: NIODeadline, into output: inout SenderOutput) {
+        guard !isSuspended else { return }
         while let front = sendOrder.first, pending[front] == nil { sendOrder.removeFirst() }
         while let next = waiting.first {
             if let oldest = sendOrder.first, next.messageId >= oldest, next.messageId - oldest >= policy.maxIdSpan {

@@ -8,19 +8,27 @@ import SIMPRedis
 /// - `simp:user:<userId>`: hash `addr` (`ip:port`), `relay` (relay id), `session` (token of the
 ///   control connection), `since` (ms since the epoch when the session registered); expires after the registration TTL
 ///   unless refreshed.
+/// - `simp:seen:<userId>`: set at every registration (ms since the epoch), kept for
+///   `seenTTLSeconds` after it; a user without a registration but with this key is offline
+///   rather than unknown.
 /// - `simp:relay:<relayId>`: the relay's listening addresses; expires unless refreshed.
 public struct Registry: Sendable {
     public let redis: RedisClient
     /// Seconds a registration lives without a refresh.
     public let ttlSeconds: Int
+    /// Seconds a user counts as known (offline, not unknown) after its last registration.
+    public let seenTTLSeconds: Int
 
-    public init(redis: RedisClient, ttlSeconds: Int) {
+    public init(redis: RedisClient, ttlSeconds: Int, seenTTLSeconds: Int = 7 * 24 * 3600) {
         self.redis = redis
         self.ttlSeconds = ttlSeconds
+        self.seenTTLSeconds = seenTTLSeconds
     }
 
     /// The Redis key of `user`'s registration.
     public static func userKey(_ user: String) -> String { "simp:user:\(user)" }
+    /// The Redis key that marks `user` as known.
+    public static func seenKey(_ user: String) -> String { "simp:seen:\(user)" }
     /// The Redis key of a relay's liveness record.
     public static func relayKey(_ relayId: String) -> String { "simp:relay:\(relayId)" }
 
@@ -48,6 +56,7 @@ public struct Registry: Sendable {
             ["HSET", key, "addr", AddressText.format(route.address) ?? "", "relay", route.relayId,
              "session", session, "since", String(WallClock.millisecondsSinceEpoch())],
             ["EXPIRE", key, String(ttlSeconds)],
+            ["SET", Self.seenKey(user), String(WallClock.millisecondsSinceEpoch()), "EX", String(seenTTLSeconds)],
             ["EXEC"],
         ], on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
@@ -70,14 +79,17 @@ public struct Registry: Sendable {
             .flatMapThrowing { reply in try Self.check([reply]) }
     }
 
-    /// The registered route of `user`, or nil if none.
-    public func lookup(user: String, on eventLoop: EventLoop) -> EventLoopFuture<Route?> {
-        redis.command(["HMGET", Self.userKey(user), "addr", "relay"], on: eventLoop).flatMapThrowing { reply in
-            try Self.check([reply])
-            guard let fields = reply.array, fields.count == 2, let addr = fields[0].string,
-                  let address = AddressText.parse(addr) else { return nil }
-            return Route(address: address, relayId: fields[1].string ?? "")
-        }
+    /// The registered route of `user` (nil if none) and whether the user has registered
+    /// before, in one round trip.
+    public func lookup(user: String, on eventLoop: EventLoop) -> EventLoopFuture<(route: Route?, known: Bool)> {
+        redis.pipeline([["HMGET", Self.userKey(user), "addr", "relay"], ["EXISTS", Self.seenKey(user)]], on: eventLoop)
+            .flatMapThrowing { replies in
+                try Self.check(replies)
+                let known = replies[1].integer == 1
+                guard let fields = replies[0].array, fields.count == 2, let addr = fields[0].string,
+                      let address = AddressText.parse(addr) else { return (nil, known) }
+                return (Route(address: address, relayId: fields[1].string ?? ""), true)
+            }
     }
 
     /// Records that relay `relayId` is alive and where it listens.

@@ -21,6 +21,8 @@ public struct RelayConfiguration: Sendable {
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
     /// Largest datagram accepted; larger ones are dropped and counted.
     public var maxDatagramSize: Int = 8 * 1024
+    /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
+    public var heartbeat = HeartbeatPolicy()
     /// Datagrams read per system call (recvmmsg).
     public var datagramVectorReadCount: Int = 32
     public var logger: Logger = Logger(label: "simp.relay")

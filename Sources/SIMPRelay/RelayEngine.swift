@@ -20,14 +20,17 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private let logger: Logger
     private let metrics = RelayMetrics()
     private var connections: [ConnectionID: Channel] = [:]
+    private var heartbeats: HeartbeatTable
+    private var nextPingId: UInt64 = 1
     private var nextConnection: UInt64 = 1
     private(set) var statistics = RelayStatistics()
     var datagramChannel: Channel?
     /// Set while the relay shuts down: registrations are withdrawn in one batch instead.
     private var withdrawing = false
 
-    init(core: RelayCore, registry: Registry, eventLoop: EventLoop, logger: Logger) {
+    init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger) {
         self.core = core
+        self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.eventLoop = eventLoop
         self.logger = logger
@@ -58,16 +61,19 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         nextConnection += 1
         connections[id] = channel
         core.connectionOpened(id)
+        heartbeats.opened(id, now: .now())
         return id
     }
 
     func connectionClosed(_ id: ConnectionID) {
         connections[id] = nil
+        heartbeats.closed(id)
         perform(core.connectionClosed(id))
     }
 
     func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
         metrics.controlFramesReceived.increment()
+        heartbeats.heard(id, now: .now())
         do {
             let message = try MessageCodec.decode(payload)
             perform(core.controlReceived(message, on: id, peer: peer))
@@ -83,6 +89,22 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             .send(id, .error(.frameTooLarge, "control frames are limited to \(error.maxFrameSize) bytes")),
             .close(id),
         ])
+    }
+
+    /// Pings connections that are due and closes those whose client went silent; their
+    /// registrations are removed when the channel closes.
+    func heartbeatTick() {
+        let due = heartbeats.poll(now: .now())
+        for id in due.ping {
+            var ping = SIMPMessage(kind: .ping, messageId: nextPingId)
+            ping.time = WallClock.millisecondsSinceEpoch()
+            nextPingId += 1
+            connections[id]?.writeAndFlush(ping, promise: nil)
+        }
+        for id in due.dead {
+            perform([.reject(.heartbeatTimeout, detail: "\(id) silent for \(heartbeats.policy.deadAfter)"), .close(id)])
+            logger.info("dropped a silent client", metadata: ["connection": "\(id)"])
+        }
     }
 
     // MARK: Datagrams
@@ -133,7 +155,8 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         case .lookup(let user):
             registry.lookup(user: user, on: eventLoop).whenComplete { [self] result in
                 switch result {
-                case .success(let route): perform(core.lookupCompleted(user: user, route: route, now: .now()))
+                case .success(let answer):
+                    perform(core.lookupCompleted(user: user, route: answer.route, known: answer.known, now: .now()))
                 case .failure(let error):
                     redisFailed("look up \(user)", error)
                     perform(core.lookupFailed(user: user))

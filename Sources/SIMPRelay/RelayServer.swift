@@ -17,6 +17,7 @@ public final class RelayServer: @unchecked Sendable {
     private var tcpChannel: Channel?
     private var udpChannel: Channel?
     private var refreshTask: RepeatedTask?
+    private var heartbeatTask: RepeatedTask?
     private var logger: Logger { configuration.logger }
 
     /// The bound control address (after `start`).
@@ -32,7 +33,7 @@ public final class RelayServer: @unchecked Sendable {
         // The core learns the UDP port once it is bound; placeholder until then.
         self.engine = RelayEngine(
             core: RelayCore(configuration: .init(relayId: configuration.relayId, udpPort: 0)),
-            registry: registry, eventLoop: group.next(), logger: configuration.logger)
+            registry: registry, heartbeat: configuration.heartbeat, eventLoop: group.next(), logger: configuration.logger)
     }
 
     /// Checks Redis, binds both sockets and starts refreshing registrations.
@@ -78,6 +79,9 @@ public final class RelayServer: @unchecked Sendable {
         controlAddress = tcp.localAddress
         datagramAddress = udp.localAddress
         startRefreshing()
+        // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
+        let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
+        heartbeatTask = loop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [engine] _ in engine.heartbeatTick() }
         logger.info("relay listening", metadata: [
             "tcp": "\(tcp.localAddress.flatMap(AddressText.format) ?? "?")",
             "udp": "\(udp.localAddress.flatMap(AddressText.format) ?? "?")",
@@ -88,6 +92,7 @@ public final class RelayServer: @unchecked Sendable {
     /// Stops accepting, removes this relay's registrations from Redis and closes everything.
     public func shutdown() async {
         refreshTask?.cancel()
+        heartbeatTask?.cancel()
         try? await tcpChannel?.close()
         let registrations = (try? await engine.eventLoop.submit { [engine] in
             engine.closeAllForShutdown()

@@ -8,7 +8,7 @@ import SIMPRelay
 /// A relay on free loopback ports next to a real Redis, plus helpers to connect clients.
 public final class TestRelay: @unchecked Sendable {
     public let redis: RedisServerProcess
-    public let server: RelayServer
+    public private(set) var server: RelayServer
     /// A Redis connection for the test's own checks.
     public let inspector: RedisClient
     private var clients: [SIMPClient] = []
@@ -36,6 +36,18 @@ public final class TestRelay: @unchecked Sendable {
     /// The relay's control port.
     public var port: Int { server.controlAddress!.port! }
 
+    /// Stops the relay (gracefully: its registrations are withdrawn) and, after `downtime`,
+    /// starts a new one with the same settings on the same ports.
+    public func restart(downtime: TimeAmount = .zero) async throws {
+        var configuration = server.configuration
+        configuration.port = server.controlAddress!.port!
+        configuration.udpPort = server.datagramAddress!.port!
+        await server.shutdown()
+        try await Task.sleep(nanoseconds: UInt64(downtime.nanoseconds))
+        server = RelayServer(configuration: configuration)
+        try await server.start()
+    }
+
     /// A unique user id for this test run, so tests sharing a Redis never collide.
     public static func uniqueUser(_ name: String) -> String {
         "\(name)-\(UInt32.random(in: .min ... .max))"
@@ -48,6 +60,8 @@ public final class TestRelay: @unchecked Sendable {
         configuration.retransmit.initialRTO = .milliseconds(200)
         configuration.retransmit.minimumRTO = .milliseconds(50)
         configuration.retransmit.maxAttempts = 6
+        configuration.reconnect?.initialDelay = .milliseconds(100)
+        configuration.reconnect?.maxDelay = .milliseconds(500)
         return configuration
     }
 

@@ -15,9 +15,9 @@ final class ReceiverCoreTests: XCTestCase {
         var receiver = ReceiverCore()
         let first = receiver.receive(text(7), arrivedAt: t0, now: t0)
         let again = receiver.receive(text(7, attempt: 2), arrivedAt: t0 + .seconds(1), now: t0 + .seconds(1))
-        XCTAssertTrue(first.deliver)
+        XCTAssertEqual(first.deliver.count, 1)
         XCTAssertEqual(first.verdict, .deliver)
-        XCTAssertFalse(again.deliver)
+        XCTAssertTrue(again.deliver.isEmpty)
         XCTAssertEqual(again.verdict, .duplicate)
         XCTAssertEqual(again.receipt.kind, .receipt)
         XCTAssertEqual(again.receipt.messageId, 7)
@@ -45,10 +45,10 @@ final class ReceiverCoreTests: XCTestCase {
 
     func testSeparateSendersHaveSeparateWindows() {
         var receiver = ReceiverCore()
-        XCTAssertTrue(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver)
-        XCTAssertTrue(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver)
-        XCTAssertFalse(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver)
-        XCTAssertFalse(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver)
+        XCTAssertEqual(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver.count, 1)
+        XCTAssertEqual(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver.count, 1)
+        XCTAssertTrue(receiver.receive(text(7, from: "alice"), arrivedAt: t0, now: t0).deliver.isEmpty)
+        XCTAssertTrue(receiver.receive(text(7, from: "carol"), arrivedAt: t0, now: t0).deliver.isEmpty)
         XCTAssertEqual(receiver.suppressed, 2)
     }
 }

@@ -22,13 +22,17 @@ final class BadInputTests: RelayTestCase {
         try await RawDatagram.send([UInt8](repeating: 0x41, count: relay.server.configuration.maxDatagramSize + 1), to: udp)
         var receipt = MessageCodec.encode(SIMPMessage(kind: .receipt, messageId: 7, fromUser: "x", toUser: "y"))
         try await RawDatagram.send(receipt.readBytes(length: receipt.readableBytes)!, to: udp)
+        var keepalive = MessageCodec.encode(SIMPMessage(kind: .ping, fromUser: "x"))
+        try await RawDatagram.send(keepalive.readBytes(length: keepalive.readableBytes)!, to: udp)
 
         let counted = try await Eventually.holds {
             let rejected = try await self.relay.server.statistics().rejected
             return rejected[.malformed] == 1 && rejected[.datagramTooLarge] == 1 && rejected[.unexpectedKind] == 1
         }
-        let rejected = try await relay.server.statistics().rejected
-        XCTAssertTrue(counted, "\(rejected)")
+        let stats = try await relay.server.statistics()
+        XCTAssertTrue(counted, "\(stats.rejected)")
+        XCTAssertEqual(stats.rejected.values.reduce(0, +), 3, "a PING keepalive datagram is not a rejection")
+        XCTAssertEqual(stats.datagramsForwarded, 0)
         try await assertRelayStillServes()
     }
 

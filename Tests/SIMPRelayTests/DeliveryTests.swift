@@ -71,6 +71,30 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(stats.retransmits, 1)
     }
 
+    func testConversationOrderSurvivesALostFirstDatagram() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobClient = try await relay.connectClient(user: bob)
+        let inbox = MessageInbox(bobClient)
+        let proxy = try await DatagramProxy.start(target: relay.server.datagramAddress!) { _, index in
+            index == 1 ? 0 : 1 // "1" is lost once, so "2" and "3" arrive before it
+        }
+        defer { Task { await proxy.stop() } }
+        let aliceClient = try await relay.connectClient(user: alice) { $0.datagramTarget = proxy.address }
+
+        var outcomes: [EventLoopFuture<SendResult>] = []
+        for text in ["1", "2", "3"] {
+            outcomes.append(try await aliceClient.submit(SIMPMessage(kind: .text, toUser: bob, content: text)).result)
+        }
+        for outcome in outcomes {
+            guard case .delivered = try await outcome.get() else { return XCTFail("not delivered") }
+        }
+
+        let arrived = await inbox.waitFor(3)
+        XCTAssertTrue(arrived)
+        let contents = await inbox.messages.map(\.content)
+        XCTAssertEqual(contents, ["1", "2", "3"])
+    }
+
     func testDuplicatedDatagramsAreDeliveredOnce() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let bobClient = try await relay.connectClient(user: bob)
@@ -120,12 +144,5 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(result.failure, .timedOut(attempts: 3))
         let counts = try await blackhole.counts()
         XCTAssertEqual(counts.dropped, 3)
-    }
-}
-
-extension SendResult {
-    var failure: DeliveryFailure? {
-        if case .failed(_, let failure) = self { return failure }
-        return nil
     }
 }

@@ -50,9 +50,12 @@ typedef enum _Simp__Message__Type {
    */
   SIMP__MESSAGE__TYPE__ERROR = 6,
   /*
-   * either side, TCP: liveness probe, answered by PONG with the same messageId
+   * either side, TCP: liveness probe, answered by PONG with the same messageId;
    */
   SIMP__MESSAGE__TYPE__PING = 7,
+  /*
+   * client -> relay, UDP: NAT keepalive, not forwarded and not answered
+   */
   /*
    * answer to PING
    */
@@ -167,10 +170,25 @@ struct  Simp__Message
    * CONNECTED: id of the relay that holds the session
    */
   char *relayid;
+  /*
+   * In-order delivery per conversation (content messages). 0 in all three means "unordered".
+   */
+  /*
+   * the sender's stream id: fixed for the life of one sender instance
+   */
+  uint64_t stream;
+  /*
+   * 1, 2, 3 ... per (stream, toUser) conversation
+   */
+  uint64_t seq;
+  /*
+   * every seq below this is resolved by the sender (receipted or given up)
+   */
+  uint64_t floor;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /* Simp__Message methods */

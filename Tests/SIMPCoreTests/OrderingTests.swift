@@ -1,0 +1,117 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// In-order delivery per conversation: the sender numbers and floors, the receiver holds.
+final class OrderingTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    private func submit(_ sender: inout ReliableSender, to peer: String, _ text: String, at now: NIODeadline) -> SIMPMessage {
+        let output = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: peer, content: text), now: now).output
+        return output.transmit[0]
+    }
+
+    func testSenderNumbersEachConversationFromOneAndStampsTheFloor() {
+        var sender = ReliableSender(firstMessageId: 500)
+        let a1 = submit(&sender, to: "bob", "a1", at: t0)
+        let c1 = submit(&sender, to: "carol", "c1", at: t0)
+        let a2 = submit(&sender, to: "bob", "a2", at: t0)
+
+        XCTAssertEqual([a1.seq, a2.seq, c1.seq], [1, 2, 1])
+        XCTAssertEqual(Set([a1.stream, a2.stream, c1.stream]), [sender.stream])
+        XCTAssertEqual([a1.floor, a2.floor], [1, 1], "seq 1 is still unresolved")
+
+        _ = sender.handleReceipt(a1.receipt(holdMicros: 0), now: t0 + .milliseconds(10))
+        let a3 = submit(&sender, to: "bob", "a3", at: t0 + .milliseconds(10))
+        XCTAssertEqual(a3.floor, 2, "seq 1 was receipted, seq 2 is the oldest open one")
+    }
+
+    func testGivingUpRaisesTheFloorOnRetransmissionsOfLaterMessages() {
+        var policy = RetransmitPolicy()
+        policy.maxAttempts = 1
+        policy.initialRTO = .milliseconds(100)
+        policy.minimumRTO = .milliseconds(50)
+        var sender = ReliableSender(firstMessageId: 1, policy: policy)
+        _ = submit(&sender, to: "bob", "lost", at: t0)
+        let later = submit(&sender, to: "bob", "later", at: t0 + .milliseconds(50))
+        XCTAssertEqual(later.floor, 1)
+
+        let expiry = sender.poll(now: t0 + .milliseconds(100))
+
+        XCTAssertEqual(expiry.events.count, 1, "the first message is given up")
+        let stamped = sender.retransmitAll(now: t0 + .milliseconds(120)).transmit
+        XCTAssertEqual(stamped.map(\.floor), [2], "the retransmission tells the receiver not to wait for seq 1")
+    }
+
+    func testReceiverHoldsEarlyMessagesUntilTheGapFills() {
+        var sender = ReliableSender(firstMessageId: 1)
+        let m1 = submit(&sender, to: "bob", "1", at: t0)
+        let m2 = submit(&sender, to: "bob", "2", at: t0)
+        let m3 = submit(&sender, to: "bob", "3", at: t0)
+        var receiver = ReceiverCore()
+
+        let early3 = receiver.receive(m3, arrivedAt: t0, now: t0)
+        let early2 = receiver.receive(m2, arrivedAt: t0, now: t0)
+        XCTAssertTrue(early3.deliver.isEmpty)
+        XCTAssertTrue(early2.deliver.isEmpty)
+        XCTAssertEqual(early3.receipt.messageId, m3.messageId, "held messages are receipted at once")
+        XCTAssertEqual(receiver.heldCount, 2)
+
+        let gapFilled = receiver.receive(m1, arrivedAt: t0, now: t0)
+
+        XCTAssertEqual(gapFilled.deliver.map(\.content), ["1", "2", "3"])
+        XCTAssertEqual(receiver.heldCount, 0)
+        XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
+    }
+
+    func testFloorReleasesMessagesHeldBehindAGivenUpMessage() {
+        var receiver = ReceiverCore()
+        var m2 = SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob", content: "2")
+        (m2.stream, m2.seq, m2.floor) = (9, 2, 1)
+        var m3 = SIMPMessage(kind: .text, messageId: 3, fromUser: "alice", toUser: "bob", content: "3")
+        (m3.stream, m3.seq, m3.floor) = (9, 3, 3) // seq 1 given up, seq 2 receipted
+
+        XCTAssertTrue(receiver.receive(m2, arrivedAt: t0, now: t0).deliver.isEmpty)
+        let released = receiver.receive(m3, arrivedAt: t0, now: t0)
+
+        XCTAssertEqual(released.deliver.map(\.content), ["2", "3"])
+    }
+
+    func testHoldLimitSkipsAGapAndALateArrivalIsStillDelivered() {
+        var receiver = ReceiverCore(holdLimit: .seconds(2))
+        var m1 = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: "1")
+        (m1.stream, m1.seq, m1.floor) = (9, 1, 1)
+        var m2 = SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob", content: "2")
+        (m2.stream, m2.seq, m2.floor) = (9, 2, 1)
+
+        XCTAssertTrue(receiver.receive(m2, arrivedAt: t0, now: t0).deliver.isEmpty)
+        XCTAssertEqual(receiver.nextDeadline, t0 + .seconds(2))
+        XCTAssertTrue(receiver.poll(now: t0 + .seconds(1)).isEmpty)
+        XCTAssertEqual(receiver.poll(now: t0 + .seconds(2)).map(\.content), ["2"])
+        XCTAssertEqual(receiver.gapsSkippedByTimeout, 1)
+
+        let late = receiver.receive(m1, arrivedAt: t0 + .seconds(3), now: t0 + .seconds(3))
+
+        XCTAssertEqual(late.deliver.map(\.content), ["1"], "never dropped, only late")
+        XCTAssertEqual(receiver.deliveredOutOfOrder, 1)
+    }
+
+    func testStreamsAreSeparatePerSenderAndPerStream() {
+        var receiver = ReceiverCore()
+        var fromOld = SIMPMessage(kind: .text, messageId: 10, fromUser: "alice", toUser: "bob", content: "old")
+        (fromOld.stream, fromOld.seq, fromOld.floor) = (1, 5, 5)
+        var fromNew = SIMPMessage(kind: .text, messageId: 20, fromUser: "alice", toUser: "bob", content: "new")
+        (fromNew.stream, fromNew.seq, fromNew.floor) = (2, 1, 1) // alice restarted: a new stream
+
+        XCTAssertEqual(receiver.receive(fromOld, arrivedAt: t0, now: t0).deliver.map(\.content), ["old"])
+        XCTAssertEqual(receiver.receive(fromNew, arrivedAt: t0, now: t0).deliver.map(\.content), ["new"])
+    }
+}
+
+final class OrderingFieldsCodecTests: XCTestCase {
+    func testStreamSeqAndFloorRoundTripWithTheOtherFields() throws {
+        var message = SIMPMessage(kind: .text, messageId: 1_795_257_795_295_278, fromUser: "alice", toUser: "bob", content: "x", time: 77)
+        (message.stream, message.seq, message.floor, message.attempt) = (1_795_257_795_000_000, 12, 9, 3)
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(message)), message)
+    }
+}

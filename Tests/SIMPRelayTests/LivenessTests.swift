@@ -1,0 +1,204 @@
+import NIOCore
+import NIOPosix
+import SIMPClient
+import SIMPCore
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+/// Heartbeats both ways, reconnecting, and resuming without loss.
+final class LivenessTests: XCTestCase {
+    var relay: TestRelay!
+    /// Fast heartbeats so the tests see deaths within a second.
+    let fastHeartbeat = HeartbeatPolicy(interval: .milliseconds(100), missLimit: 3)
+
+    override func setUp() async throws {
+        relay = try await TestRelay.start { [fastHeartbeat] in $0.heartbeat = fastHeartbeat }
+    }
+
+    override func tearDown() async throws {
+        await relay.stop()
+    }
+
+    func testSilentClientIsDroppedWithinTheDocumentedTimeAndUnregistered() async throws {
+        let mallory = TestRelay.uniqueUser("mallory")
+        let peer = RawControlConnection()
+        defer { Task { await peer.close() } }
+        try await peer.connect(port: relay.port)
+        var connect = SIMPMessage(kind: .connect, fromUser: mallory)
+        connect.udpPort = 9
+        try await peer.send(connect)
+        let registered = try await Eventually.holds {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer == 1
+        }
+        XCTAssertTrue(registered)
+        let connectedAt = NIODeadline.now()
+
+        // The raw peer never answers PING: dead after 3 × 100 ms (+ one check interval).
+        let dropped = await Eventually.holds(within: .seconds(2)) { peer.isClosed }
+        let silence = NIODeadline.now() - connectedAt
+
+        XCTAssertTrue(dropped)
+        XCTAssertLessThan(silence, .milliseconds(900), "dropped after \(silence)")
+        let pings = try await peer.received().filter { $0.kind == .ping }
+        XCTAssertGreaterThanOrEqual(pings.count, 2, "the relay pinged before giving up")
+        let keyGone = try await Eventually.holds {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer == 0
+        }
+        XCTAssertTrue(keyGone)
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.rejected[.heartbeatTimeout], 1)
+    }
+
+    func testClientAnsweringPingsStaysConnected() async throws {
+        let bob = TestRelay.uniqueUser("bob")
+        let client = try await relay.connectClient(user: bob) { [fastHeartbeat] in $0.heartbeat = fastHeartbeat }
+
+        try await Task.sleep(nanoseconds: 800_000_000) // eight ping intervals
+
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.connectedUsers, 1)
+        XCTAssertNil(stats.rejected[.heartbeatTimeout])
+        let result = try await relay.connectClient(user: TestRelay.uniqueUser("alice")).send(text: "still here?", to: bob)
+        guard case .delivered = result else { return XCTFail("\(result)") }
+        _ = client
+    }
+
+    func testClientsReconnectAfterARelayRestartAndNothingIsLostOrDuplicated() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobClient = try await relay.connectClient(user: bob)
+        let inbox = MessageInbox(bobClient)
+        let aliceClient = try await relay.connectClient(user: alice)
+        var states = aliceClient.connectionStates.makeAsyncIterator()
+        let before = try await aliceClient.send(text: "before", to: bob)
+        guard case .delivered = before else { return XCTFail("\(before)") }
+
+        let restart = Task { try await relay.restart(downtime: .milliseconds(300)) }
+        try await Task.sleep(nanoseconds: 100_000_000) // the relay is down now
+        var during: [EventLoopFuture<SendResult>] = []
+        for text in ["during 1", "during 2", "during 3"] {
+            during.append(try await aliceClient.submit(SIMPMessage(kind: .text, toUser: bob, content: text)).result)
+        }
+        try await restart.value
+
+        for outcome in during {
+            let result = try await outcome.get()
+            guard case .delivered = result else { return XCTFail("\(result)") }
+        }
+        let all = await inbox.waitFor(4, within: .seconds(5))
+        XCTAssertTrue(all)
+        try await Task.sleep(nanoseconds: 300_000_000) // room for a duplicate to show up
+        let contents = await inbox.messages.map(\.content)
+        XCTAssertEqual(contents, ["before", "during 1", "during 2", "during 3"])
+
+        var seen: [ConnectionState] = []
+        while let state = await states.next() {
+            seen.append(state)
+            if case .connected = state, seen.count > 2 { break }
+        }
+        XCTAssertEqual(seen.first, .connecting)
+        XCTAssertTrue(seen.contains { if case .reconnecting = $0 { return true } else { return false } }, "\(seen)")
+        XCTAssertEqual(seen.last, .connected(relayId: relay.server.configuration.relayId))
+    }
+
+    func testMessageToAnOfflineKnownUserIsRetriedNotRefused() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobClient = try await relay.connectClient(user: bob)
+        await bobClient.close()
+        let aliceClient = try await relay.connectClient(user: alice) {
+            $0.retransmit.maxAttempts = 3
+            $0.retransmit.initialRTO = .milliseconds(60)
+        }
+
+        let result = try await aliceClient.send(text: "are you back?", to: bob)
+
+        XCTAssertEqual(result.failure, .timedOut(attempts: 3), "bob is offline, not unknown: retried, then given up")
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.rejected[.recipientOffline], 3)
+        XCTAssertNil(stats.rejected[.unknownRecipient])
+    }
+
+    func testClientGivesUpASilentRelayAndReconnects() async throws {
+        let silentRelay = try await SilentRelay.start()
+        defer { Task { await silentRelay.stop() } }
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: silentRelay.port, user: "carol")
+        configuration.localHost = "127.0.0.1"
+        configuration.heartbeat = fastHeartbeat
+        configuration.reconnect?.initialDelay = .seconds(60) // observe the first reconnect decision only
+        let client = SIMPClient(configuration: configuration)
+        defer { Task { await client.close() } }
+        var states = client.connectionStates.makeAsyncIterator()
+        try await client.connect()
+
+        let connectedAt = NIODeadline.now()
+        var seen: [ConnectionState] = []
+        while let state = await states.next() {
+            seen.append(state)
+            if case .reconnecting = state { break }
+        }
+        let silence = NIODeadline.now() - connectedAt
+
+        XCTAssertEqual(seen.count, 3, "\(seen)")
+        XCTAssertEqual(seen[1], .connected(relayId: "silent"))
+        XCTAssertLessThan(silence, .seconds(1), "noticed after \(silence)")
+        let pings = try await silentRelay.pingsReceived()
+        XCTAssertGreaterThanOrEqual(pings, 2)
+    }
+}
+
+/// A relay that accepts CONNECT and then answers nothing, not even PING.
+final class SilentRelay: @unchecked Sendable {
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private var channel: Channel!
+    private let handler = Handler()
+    var port: Int { channel.localAddress!.port! }
+
+    static func start() async throws -> SilentRelay {
+        let relay = SilentRelay()
+        relay.channel = try await ServerBootstrap(group: relay.group)
+            .childChannelInitializer { [handler = relay.handler] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addSIMPControlHandlers(maxFrameSize: 65536, handler)
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return relay
+    }
+
+    func pingsReceived() async throws -> Int {
+        try await channel.eventLoop.submit { [handler] in handler.pings }.get()
+    }
+
+    func stop() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+
+    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = SIMPMessage
+        var pings = 0
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
+            switch message.kind {
+            case .connect:
+                var connected = SIMPMessage(kind: .connected, toUser: message.fromUser)
+                connected.udpPort = 9
+                connected.relayId = "silent"
+                context.writeAndFlush(wrapOutboundOut(connected), promise: nil)
+            case .ping:
+                pings += 1
+            default:
+                break
+            }
+        }
+    }
+}
+
+extension SendResult {
+    var failure: DeliveryFailure? {
+        if case .failed(_, let failure) = self { return failure }
+        return nil
+    }
+}
