@@ -199,6 +199,18 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
     public var maxAttempts: Int?
     public var fastRetransmitThreshold: Int?
 
+    public init(
+        initialRTOMs: Double? = nil, minimumRTOMs: Double? = nil, maximumRTOMs: Double? = nil,
+        backoff: Double? = nil, maxAttempts: Int? = nil, fastRetransmitThreshold: Int? = nil
+    ) {
+        self.initialRTOMs = initialRTOMs
+        self.minimumRTOMs = minimumRTOMs
+        self.maximumRTOMs = maximumRTOMs
+        self.backoff = backoff
+        self.maxAttempts = maxAttempts
+        self.fastRetransmitThreshold = fastRetransmitThreshold
+    }
+
     func applied(to policy: RetransmitPolicy) -> RetransmitPolicy {
         var policy = policy
         func ms(_ value: Double) -> TimeAmount { .nanoseconds(Int64(value * 1e6)) }

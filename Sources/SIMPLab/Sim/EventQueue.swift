@@ -39,9 +39,9 @@ final class EventQueue {
         events.insert(Event(time: max(time, now), order: scheduled, action: action))
     }
 
-    /// Runs events in order until none is left or the next is later than `limit`.
-    func run(until limit: TimeAmount) {
-        while let next = events.min, next.time <= limit {
+    /// Runs events in order until none is left, the next is later than `limit`, or `stop` holds.
+    func run(until limit: TimeAmount, stop: () -> Bool = { false }) {
+        while !stop(), let next = events.min, next.time <= limit {
             events.removeMin()
             now = next.time
             next.action()
@@ -65,6 +65,8 @@ final class SimLink {
     }
 
     var conditions: LinkConditions { model.conditions }
+    /// Whether a blackout covers this moment.
+    var isDown: Bool { model.isDown(at: elapsed) }
     var statistics: LinkStatistics { model.statistics }
 
     /// Time on the link's clock (since the workload started; far negative before).

@@ -7,14 +7,20 @@ final class SimConnection {
     let id: ConnectionID
     /// The client's TCP peer address as the relay sees it.
     let peer: SocketAddress
-    let up: SimTCPStream
-    let down: SimTCPStream
+    unowned let client: SimClient
+    private(set) var up: SimTCPStream!
+    private(set) var down: SimTCPStream!
 
-    init(id: ConnectionID, peer: SocketAddress, up: SimTCPStream, down: SimTCPStream) {
+    init(id: ConnectionID, peer: SocketAddress, client: SimClient, relay: SimRelay, queue: EventQueue) {
         self.id = id
         self.peer = peer
-        self.up = up
-        self.down = down
+        self.client = client
+        up = SimTCPStream(forward: client.up, reverse: client.down, queue: queue) { [unowned relay, unowned self] message in
+            relay.controlReceived(message, on: self)
+        }
+        down = SimTCPStream(forward: client.down, reverse: client.up, queue: queue) { [unowned client, unowned self] message in
+            client.controlArrived(message, on: self)
+        }
     }
 
     func close() {
@@ -31,8 +37,12 @@ final class SimRelay {
     private(set) var isUp = true
     private(set) var redisUp = true
     private var registry: [String: Route] = [:]
-    private var connections: [ConnectionID: (connection: SimConnection, client: SimClient)] = [:]
+    /// Users who registered since Redis last started (`simp:seen:*`).
+    private var seen: Set<String> = []
+    private var connections: [ConnectionID: SimConnection] = [:]
+    private var heartbeats: HeartbeatTable
     private var connectionCount: UInt64 = 0
+    private var nextPingId: UInt64 = 1
     /// Rejected input by reason.
     private(set) var rejected: [RejectReason: Int] = [:]
     /// How long a Redis command takes.
@@ -41,10 +51,32 @@ final class SimRelay {
     init(world: SimWorld) {
         self.world = world
         self.core = Self.makeCore()
+        self.heartbeats = HeartbeatTable(policy: world.relayHeartbeat)
     }
 
     private static func makeCore() -> RelayCore {
         RelayCore(configuration: .init(relayId: "sim-relay", udpPort: 7601))
+    }
+
+    /// Checks heartbeats a few times per interval, as `RelayServer` does, until the run ends.
+    func startHeartbeats() {
+        let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, heartbeats.policy.interval.nanoseconds / 4)))
+        world.queue.schedule(after: tick) { [unowned self] in
+            guard !world.isFinished else { return }
+            if isUp { heartbeatTick() }
+            startHeartbeats()
+        }
+    }
+
+    private func heartbeatTick() {
+        let due = heartbeats.poll(now: world.queue.deadline)
+        for id in due.ping.sorted(by: { $0.rawValue < $1.rawValue }) {
+            connections[id]?.down.send(SIMPMessage(kind: .ping, messageId: nextPingId))
+            nextPingId += 1
+        }
+        for id in due.dead.sorted(by: { $0.rawValue < $1.rawValue }) {
+            perform([.reject(.heartbeatTimeout, detail: "\(id)"), .close(id)])
+        }
     }
 
     /// Opens a control connection for `client`; nil while the relay is down.
@@ -53,15 +85,10 @@ final class SimRelay {
         connectionCount += 1
         let id = ConnectionID(connectionCount)
         let peer = try! SocketAddress(ipAddress: client.ipAddress, port: 40_000 + Int(connectionCount % 20_000))
-        let up = SimTCPStream(forward: client.up, reverse: client.down, queue: world.queue) { [unowned self] message in
-            controlReceived(message, on: id, peer: peer)
-        }
-        let down = SimTCPStream(forward: client.down, reverse: client.up, queue: world.queue) { [unowned client] message in
-            client.controlArrived(message)
-        }
-        let connection = SimConnection(id: id, peer: peer, up: up, down: down)
-        connections[id] = (connection, client)
+        let connection = SimConnection(id: id, peer: peer, client: client, relay: self, queue: world.queue)
+        connections[id] = connection
         core.connectionOpened(id)
+        heartbeats.opened(id, now: world.queue.deadline)
         return connection
     }
 
@@ -71,21 +98,32 @@ final class SimRelay {
         perform(core.datagramReceived(bytes, now: world.queue.deadline))
     }
 
-    /// Closes a connection from the relay's side (or because it broke); the client learns it
-    /// one link delay later.
+    /// Closes a connection from the relay's side; the client learns it one link delay later.
     func closeConnection(_ id: ConnectionID) {
-        guard let entry = connections.removeValue(forKey: id) else { return }
-        entry.connection.close()
+        guard let connection = forget(id) else { return }
+        let client = connection.client
+        world.queue.schedule(after: client.down.meanDelay) { client.connectionClosed(connection) }
+    }
+
+    /// The client closed `connection`; the relay learns it one link delay later.
+    func clientClosed(_ connection: SimConnection) {
+        connection.close()
+        world.queue.schedule(after: connection.client.up.meanDelay) { [unowned self] in _ = forget(connection.id) }
+    }
+
+    private func forget(_ id: ConnectionID) -> SimConnection? {
+        guard let connection = connections.removeValue(forKey: id) else { return nil }
+        connection.close()
+        heartbeats.closed(id)
         perform(core.connectionClosed(id))
-        let client = entry.client
-        world.queue.schedule(after: client.down.meanDelay) { client.connectionClosed(entry.connection) }
+        return connection
     }
 
     /// Stops the relay (every connection drops, its registrations are withdrawn) and starts a
     /// fresh one after `downtime`.
     func restart(downtime: TimeAmount) {
         for id in connections.keys.sorted(by: { $0.rawValue < $1.rawValue }) { closeConnection(id) }
-        registry = registry.filter { $0.value.relayId != core.configuration.relayId }
+        if redisUp { registry = registry.filter { $0.value.relayId != core.configuration.relayId } }
         isUp = false
         core = Self.makeCore()
         world.queue.schedule(after: downtime) { [unowned self] in isUp = true }
@@ -95,12 +133,14 @@ final class SimRelay {
     func restartRedis(downtime: TimeAmount) {
         redisUp = false
         registry.removeAll()
+        seen.removeAll()
         world.queue.schedule(after: downtime) { [unowned self] in redisUp = true }
     }
 
-    private func controlReceived(_ message: SIMPMessage, on id: ConnectionID, peer: SocketAddress) {
-        guard connections[id] != nil else { return }
-        perform(core.controlReceived(message, on: id, peer: peer))
+    fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
+        guard connections[connection.id] === connection else { return }
+        heartbeats.heard(connection.id, now: world.queue.deadline)
+        perform(core.controlReceived(message, on: connection.id, peer: connection.peer))
     }
 
     private func perform(_ actions: [RelayCore.Action]) {
@@ -110,19 +150,23 @@ final class SimRelay {
     private func perform(_ action: RelayCore.Action) {
         switch action {
         case .send(let id, let message):
-            connections[id]?.connection.down.send(message)
+            connections[id]?.down.send(message)
         case .forward(let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
         case .register(let user, let route, _, let id):
             world.queue.schedule(after: redisLatency) { [unowned self] in
-                if redisUp { registry[user] = route }
+                if redisUp {
+                    registry[user] = route
+                    seen.insert(user)
+                }
                 perform(core.registrationCompleted(id, succeeded: redisUp))
             }
         case .unregister(let user, _):
             if redisUp { registry[user] = nil }
         case .lookup(let user):
             world.queue.schedule(after: redisLatency) { [unowned self] in
-                perform(redisUp ? core.lookupCompleted(user: user, route: registry[user], now: world.queue.deadline)
+                let now = world.queue.deadline
+                perform(redisUp ? core.lookupCompleted(user: user, route: registry[user], known: seen.contains(user), now: now)
                                 : core.lookupFailed(user: user))
             }
         case .close(let id):

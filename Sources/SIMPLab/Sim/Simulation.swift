@@ -1,16 +1,20 @@
 import NIOCore
+import SIMPClient
 import SIMPCore
+import SIMPRelay
 
 /// Runs a scenario in virtual time: the real reliability core (`ReliableSender`,
-/// `ReceiverCore`, `RelayCore`, `MessageCodec`) over simulated links and a modelled TCP.
-/// Thousands of messages take well under a second, and a seed always gives the same report.
+/// `ReceiverCore`, `RelayCore`, `Heartbeat`, `Backoff`, `MessageCodec`) over simulated links
+/// and a modelled TCP. Thousands of messages take well under a second, and a seed always gives
+/// the same report.
 public enum Simulation {
     /// Virtual time allowed after the last message is sent for every outcome to arrive.
     public static let drainLimit = TimeAmount.minutes(15)
+    /// Virtual time the run goes on after the last outcome, to catch late duplicates.
+    public static let linger = TimeAmount.seconds(5)
 
     public static func run(_ scenario: Scenario, seed: UInt64? = nil) -> ScenarioReport {
-        let world = SimWorld(scenario: scenario, seed: seed ?? scenario.seed)
-        return world.run()
+        SimWorld(scenario: scenario, seed: seed ?? scenario.seed).run()
     }
 }
 
@@ -19,13 +23,18 @@ final class SimWorld {
     let scenario: Scenario
     let seed: UInt64
     let queue = EventQueue()
+    /// The client defaults (heartbeat, reconnect, connect timeout) the simulated clients use.
+    let configuration = ClientConfiguration(serverHost: "sim", serverPort: 0, user: "")
+    let relayHeartbeat = RelayConfiguration().heartbeat
     var recorder = RunRecorder()
     private(set) var relay: SimRelay!
     private var clients: [SimClient] = []
     private var clientsByAddress: [SocketAddress: SimClient] = [:]
     private(set) var workloadStart: TimeAmount?
-    private var lastResolution: TimeAmount = .zero
-    /// Connect attempts give up waiting for everyone after this long and start anyway.
+    private var submitted = 0
+    private var lastProgress: TimeAmount = .zero
+    private(set) var finishedAt: TimeAmount?
+    /// The workload starts without the clients that did not connect within this time.
     private let connectGrace = TimeAmount.seconds(30)
 
     init(scenario: Scenario, seed: UInt64) {
@@ -33,10 +42,11 @@ final class SimWorld {
         self.seed = seed
     }
 
+    var isFinished: Bool { finishedAt != nil }
+
     func run() -> ScenarioReport {
         relay = SimRelay(world: self)
         let workload = scenario.workload
-        let policy = scenario.policy
         var stream: UInt64 = 0
         func link(_ conditions: LinkConditions) -> SimLink {
             stream += 1
@@ -49,20 +59,22 @@ final class SimWorld {
             let access = isSender ? scenario.senderAccess : scenario.receiverAccess
             let name = isSender ? "sender\(index + 1)" : "receiver\(index - workload.senders + 1)"
             let client = SimClient(user: name, isSender: isSender, index: index + 1, up: link(access.up),
-                                   down: link(access.down), policy: policy, world: self)
+                                   down: link(access.down), world: self)
             clients.append(client)
             clientsByAddress[client.publicAddress] = client
         }
+        relay.startHeartbeats()
         for client in clients { client.connect() }
         queue.schedule(after: connectGrace) { [unowned self] in startWorkload() }
-        queue.run(until: connectGrace + workload.interval * Int64(workload.messages) + Simulation.drainLimit)
+        let limit = connectGrace + workload.interval * Int64(workload.messages) + Simulation.drainLimit
+        queue.run(until: limit) { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false }
 
         var counters = SenderCounters()
         for client in clients where client.isSender {
             counters.retransmits += client.sender.retransmits
             counters.spuriousRetransmits += client.sender.spuriousRetransmits
         }
-        let duration = workloadStart.map { max(.zero, lastResolution - $0) } ?? .zero
+        let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
         return recorder.report(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration)
     }
 
@@ -76,10 +88,17 @@ final class SimWorld {
         clientsByAddress[client.publicAddress] = client
     }
 
-    func noteResolution() { lastResolution = queue.now }
+    /// An outcome or a delivery happened; the run ends once every message is settled.
+    func noteProgress() {
+        lastProgress = queue.now
+        if finishedAt == nil, submitted == scenario.workload.messages * scenario.workload.senders,
+           clients.allSatisfy({ $0.outstanding == 0 }) {
+            finishedAt = queue.now
+        }
+    }
 
     func clientConnected(_ client: SimClient) {
-        if workloadStart == nil, clients.allSatisfy(\.isConnected) { startWorkload() }
+        if workloadStart == nil, clients.allSatisfy(\.hasConnected) { startWorkload() }
     }
 
     private func startWorkload() {
@@ -96,7 +115,8 @@ final class SimWorld {
                 let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
                 sequences[receiverIndex] += 1
                 let to = receivers[receiverIndex].user
-                queue.schedule(after: workload.interval * Int64(message) + stagger * Int64(senderIndex)) {
+                queue.schedule(after: workload.interval * Int64(message) + stagger * Int64(senderIndex)) { [unowned self] in
+                    submitted += 1
                     sender.submit(text: text, to: to)
                 }
             }
@@ -110,7 +130,7 @@ final class SimWorld {
         switch fault.kind {
         case .closeControl:
             for client in clients where fault.applies(toSender: client.isSender) {
-                if let connection = client.connection { relay.closeConnection(connection.id) }
+                if let connection = client.control { relay.closeConnection(connection.id) }
             }
         case .restartRelay:
             relay.restart(downtime: fault.downtime)
