@@ -7,10 +7,12 @@ let package = Package(
     products: [
         .executable(name: "simp-server", targets: ["simp-server"]),
         .executable(name: "simp", targets: ["simp"]),
+        .executable(name: "simp-lab", targets: ["simp-lab"]),
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRelay", targets: ["SIMPRelay"]),
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
         .library(name: "SIMPChat", targets: ["SIMPChat"]),
+        .library(name: "SIMPLab", targets: ["SIMPLab"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -19,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -89,6 +92,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // Packet-loss scenarios: link model, simulator (virtual time), real-socket runner, report.
+        .target(
+            name: "SIMPLab",
+            dependencies: [
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]),
+
         .executableTarget(
             name: "simp-server",
             dependencies: [
@@ -107,12 +122,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "client"),
+        .executableTarget(
+            name: "simp-lab",
+            dependencies: [
+                "SIMPLab",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
     ],
     swiftLanguageModes: [.v5]
 )

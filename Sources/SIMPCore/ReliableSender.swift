@@ -6,15 +6,23 @@ import NIOCore
 public struct RetransmitPolicy: Sendable, Equatable {
     /// RTO before any RTT sample (RFC 6298 recommends 1 s).
     public var initialRTO: TimeAmount = .seconds(1)
-    public var minimumRTO: TimeAmount = .milliseconds(200)
+    /// Floor of the RTO. 150 ms rather than RFC 6298's 1 s: receipts carry the attempt they
+    /// answer, so samples are unambiguous, and fast retransmit handles most losses anyway.
+    public var minimumRTO: TimeAmount = .milliseconds(150)
     public var maximumRTO: TimeAmount = .seconds(10)
     /// Each retransmission multiplies the message's timeout by this factor.
     public var backoff: Double = 2
-    /// Transmissions (first send included) before the sender gives up.
-    public var maxAttempts: Int = 8
+    /// Transmissions (first send included) before the sender gives up. With the defaults the
+    /// timeouts add up to more than 30 s even from the RTO floor (39 s), so an outage shorter
+    /// than that never fails a message.
+    public var maxAttempts: Int = 9
     /// A message is sent only while its id is within this many ids of the oldest unreceipted
     /// one; later messages wait. Keeps every in-flight id inside the receiver's dedupe window.
     public var maxIdSpan: UInt64 = 1024
+    /// Fast retransmit: a message is sent again at once, without waiting for its timer, when
+    /// this many messages to the same receiver, sent after its latest transmission, have been
+    /// receipted first. 0 turns fast retransmit off.
+    public var fastRetransmitThreshold: Int = 2
 
     public init() {}
 }
@@ -51,6 +59,8 @@ public struct ReliableSender: Sendable {
     private struct Pending: Sendable {
         var message: SIMPMessage
         var sentAt: [NIODeadline] = []
+        /// Receipts for later-sent messages to the same receiver since the latest transmission.
+        var overtaken = 0
         var attempts: Int { sentAt.count }
     }
 
@@ -67,6 +77,8 @@ public struct ReliableSender: Sendable {
     public private(set) var retransmits = 0
     /// Retransmissions made needless by an earlier transmission's receipt.
     public private(set) var spuriousRetransmits = 0
+    /// Retransmissions triggered by fast retransmit (included in `retransmits`).
+    public private(set) var fastRetransmits = 0
     /// While suspended (no path to the receiver), nothing is sent and nothing times out.
     public private(set) var isSuspended = false
 
@@ -146,6 +158,9 @@ public struct ReliableSender: Sendable {
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
             latency: now - entry.sentAt[0], attempts: entry.attempts))
+        if (1...entry.attempts).contains(attempt) {
+            fastRetransmit(overtakenBy: entry.sentAt[attempt - 1], to: entry.message.toUser, now: now, into: &output)
+        }
         releaseWaiting(now: now, into: &output)
         return output
     }
@@ -207,6 +222,23 @@ public struct ReliableSender: Sendable {
         return output
     }
 
+    /// A receipt arrived for a transmission made at `sentAt` to `receiver`: every message to the
+    /// same receiver last transmitted before it was overtaken once more, and those overtaken
+    /// `fastRetransmitThreshold` times are sent again now (their datagram was most likely lost).
+    private mutating func fastRetransmit(
+        overtakenBy sentAt: NIODeadline, to receiver: String, now: NIODeadline, into output: inout SenderOutput
+    ) {
+        guard policy.fastRetransmitThreshold > 0, !isSuspended else { return }
+        for id in sendOrder {
+            guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < sentAt else { continue }
+            pending[id]!.overtaken += 1
+            guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, entry.attempts < policy.maxAttempts else { continue }
+            retransmits += 1
+            fastRetransmits += 1
+            output.transmit.append(transmit(id, now: now))
+        }
+    }
+
     /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.
     private mutating func resolve(_ message: SIMPMessage) {
         conversations[message.toUser]?.resolved.insert(message.seq)
@@ -216,6 +248,7 @@ public struct ReliableSender: Sendable {
     /// floor) and arms its timer.
     private mutating func transmit(_ id: UInt64, now: NIODeadline) -> SIMPMessage {
         pending[id]!.sentAt.append(now)
+        pending[id]!.overtaken = 0
         let attempts = pending[id]!.attempts
         pending[id]!.message.attempt = UInt32(attempts)
         let peer = pending[id]!.message.toUser

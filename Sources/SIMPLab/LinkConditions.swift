@@ -1,0 +1,102 @@
+/// How bad one direction of a network link is. Every field is optional in scenario JSON and
+/// defaults to a perfect link; `docs/SCENARIOS.md` describes each one.
+public struct LinkConditions: Codable, Equatable, Sendable {
+    /// Independent random loss of each packet, in percent.
+    public var lossPercent: Double = 0
+    /// Bursty loss (Gilbert–Elliott), applied on top of `lossPercent`.
+    public var burst: BurstLoss?
+    /// Probability that a packet arrives twice, in percent (UDP only; TCP discards copies).
+    public var duplicatePercent: Double = 0
+    /// Probability and depth of reordering (UDP only; TCP delivers in order).
+    public var reorder: Reordering?
+    /// One-way delay: every packet takes `delayMs` plus a uniform random part in [0, `jitterMs`].
+    public var delayMs: Double = 0
+    public var jitterMs: Double = 0
+    /// Windows in which the link drops everything, relative to the start of the workload.
+    public var blackouts: [Blackout] = []
+
+    public init() {}
+
+    /// Gilbert–Elliott two-state loss: each packet first moves the chain (good → bad with
+    /// `enterBadPercent`, bad → good with `leaveBadPercent`), then is lost with the loss of the
+    /// state it is in.
+    public struct BurstLoss: Codable, Equatable, Sendable {
+        public var enterBadPercent: Double
+        public var leaveBadPercent: Double
+        public var lossInGoodPercent: Double = 0
+        public var lossInBadPercent: Double = 100
+
+        public init(enterBadPercent: Double, leaveBadPercent: Double, lossInGoodPercent: Double = 0, lossInBadPercent: Double = 100) {
+            self.enterBadPercent = enterBadPercent
+            self.leaveBadPercent = leaveBadPercent
+            self.lossInGoodPercent = lossInGoodPercent
+            self.lossInBadPercent = lossInBadPercent
+        }
+    }
+
+    /// With probability `percent`, a packet is held back until `depth` later packets have
+    /// overtaken it (or `maxHoldMs` passed, so the last packets of a quiet link still arrive).
+    public struct Reordering: Codable, Equatable, Sendable {
+        public var percent: Double
+        public var depth: Int = 1
+        public var maxHoldMs: Double = 100
+
+        public init(percent: Double, depth: Int = 1, maxHoldMs: Double = 100) {
+            self.percent = percent
+            self.depth = depth
+            self.maxHoldMs = maxHoldMs
+        }
+    }
+
+    /// The link is down from `atMs` for `forMs`.
+    public struct Blackout: Codable, Equatable, Sendable {
+        public var atMs: Double
+        public var forMs: Double
+
+        public init(atMs: Double, forMs: Double) {
+            self.atMs = atMs
+            self.forMs = forMs
+        }
+    }
+
+    /// When the link is up again for good after its last blackout (0 without blackouts), in ms.
+    public var recoversAtMs: Double { blackouts.map { $0.atMs + $0.forMs }.max() ?? 0 }
+
+    private enum CodingKeys: String, CodingKey {
+        case lossPercent, burst, duplicatePercent, reorder, delayMs, jitterMs, blackouts
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        lossPercent = try c.decodeIfPresent(Double.self, forKey: .lossPercent) ?? 0
+        burst = try c.decodeIfPresent(BurstLoss.self, forKey: .burst)
+        duplicatePercent = try c.decodeIfPresent(Double.self, forKey: .duplicatePercent) ?? 0
+        reorder = try c.decodeIfPresent(Reordering.self, forKey: .reorder)
+        delayMs = try c.decodeIfPresent(Double.self, forKey: .delayMs) ?? 0
+        jitterMs = try c.decodeIfPresent(Double.self, forKey: .jitterMs) ?? 0
+        blackouts = try c.decodeIfPresent([Blackout].self, forKey: .blackouts) ?? []
+    }
+}
+
+extension LinkConditions.BurstLoss {
+    private enum CodingKeys: String, CodingKey { case enterBadPercent, leaveBadPercent, lossInGoodPercent, lossInBadPercent }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        enterBadPercent = try c.decode(Double.self, forKey: .enterBadPercent)
+        leaveBadPercent = try c.decode(Double.self, forKey: .leaveBadPercent)
+        lossInGoodPercent = try c.decodeIfPresent(Double.self, forKey: .lossInGoodPercent) ?? 0
+        lossInBadPercent = try c.decodeIfPresent(Double.self, forKey: .lossInBadPercent) ?? 100
+    }
+}
+
+extension LinkConditions.Reordering {
+    private enum CodingKeys: String, CodingKey { case percent, depth, maxHoldMs }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        percent = try c.decode(Double.self, forKey: .percent)
+        depth = try c.decodeIfPresent(Int.self, forKey: .depth) ?? 1
+        maxHoldMs = try c.decodeIfPresent(Double.self, forKey: .maxHoldMs) ?? 100
+    }
+}

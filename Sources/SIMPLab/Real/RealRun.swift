@@ -1,0 +1,214 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import SIMPClient
+import SIMPCore
+import SIMPRelay
+
+/// Runs a scenario with real sockets: a `RelayServer` next to a private `redis-server`, one
+/// `SIMPClient` per sender and receiver, each behind a `LinkProxy` (its datagrams, both ways,
+/// through the link model) and a `ControlProxy` (so its TCP connection can be cut). Faults
+/// restart the real relay and the real Redis. TCP itself is not impaired in this mode.
+public enum RealRun {
+    /// Wall-clock time allowed after the last message is sent for every outcome to arrive.
+    public static let drainLimit = TimeAmount.seconds(120)
+    /// Time waited after the last outcome for late deliveries and duplicates.
+    public static let linger = TimeAmount.milliseconds(300)
+
+    public static func run(_ scenario: Scenario, seed: UInt64? = nil) async throws -> ScenarioReport {
+        let world = try await RealWorld.start(scenario, seed: seed ?? scenario.seed)
+        do {
+            let report = try await world.execute()
+            await world.stop()
+            return report
+        } catch {
+            await world.stop()
+            throw error
+        }
+    }
+}
+
+/// The processes, proxies and clients of one real-mode run.
+final class RealWorld: @unchecked Sendable {
+    private struct Participant {
+        var name: String
+        var isSender: Bool
+        var client: SIMPClient
+        var path: LinkProxy
+        var control: ControlProxy
+    }
+
+    private let scenario: Scenario
+    private let seed: UInt64
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let redis: LabRedis
+    private var relay: RelayServer
+    private let relayConfiguration: RelayConfiguration
+    private var participants: [Participant] = []
+    private var inboxes: [Task<Void, Never>] = []
+    private let recorder = NIOLockedValueBox(RunRecorder())
+    private let lastProgress = NIOLockedValueBox(NIODeadline.now())
+
+    private init(scenario: Scenario, seed: UInt64, redis: LabRedis, relay: RelayServer, configuration: RelayConfiguration) {
+        self.scenario = scenario
+        self.seed = seed
+        self.redis = redis
+        self.relay = relay
+        self.relayConfiguration = configuration
+    }
+
+    static func start(_ scenario: Scenario, seed: UInt64) async throws -> RealWorld {
+        let redis = try await LabRedis.start()
+        var configuration = RelayConfiguration()
+        configuration.port = 0
+        configuration.udpPort = 0
+        configuration.redis = redis.url
+        configuration.relayId = "lab-relay"
+        configuration.logger = quietLogger("lab.relay")
+        let relay = RelayServer(configuration: configuration)
+        do { try await relay.start() } catch { await redis.stop(); throw error }
+        // A restarted relay must come back on the same ports.
+        configuration.port = relay.controlAddress!.port!
+        configuration.udpPort = relay.datagramAddress!.port!
+        let world = RealWorld(scenario: scenario, seed: seed, redis: redis, relay: relay, configuration: configuration)
+        do { try await world.connectClients() } catch {
+            await world.stop()
+            throw error
+        }
+        return world
+    }
+
+    private static func quietLogger(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .critical
+        return logger
+    }
+
+    private func connectClients() async throws {
+        let workload = scenario.workload
+        for index in 0..<(workload.senders + workload.receivers) {
+            let isSender = index < workload.senders
+            let name = (isSender ? "sender\(index + 1)" : "receiver\(index - workload.senders + 1)") + "-\(seed)"
+            let access = isSender ? scenario.senderAccess : scenario.receiverAccess
+            let path = try await LinkProxy.start(up: access.up, down: access.down, seed: seed, stream: UInt64(2 * index + 1),
+                                                 relay: relay.datagramAddress!, group: group)
+            let control = try await ControlProxy.start(target: relay.controlAddress!, group: group)
+            var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: control.port, user: name)
+            configuration.localHost = "127.0.0.1"
+            configuration.datagramTarget = path.clientSideAddress
+            configuration.advertisedUDPPort = path.publicPort
+            configuration.retransmit = scenario.policy
+            configuration.logger = Self.quietLogger("lab.client")
+            let client = SIMPClient(configuration: configuration)
+            participants.append(Participant(name: name, isSender: isSender, client: client, path: path, control: control))
+            if !isSender { inboxes.append(collect(client, as: name)) }
+            try await client.connect()
+            try await path.setClient(client.localDatagramAddress!)
+        }
+    }
+
+    /// Records every message the application of `client` receives.
+    private func collect(_ client: SIMPClient, as name: String) -> Task<Void, Never> {
+        Task { [recorder, lastProgress] in
+            for await message in client.messages {
+                recorder.withLockedValue { $0.appReceived(from: message.fromUser, to: name, text: message.content) }
+                lastProgress.withLockedValue { $0 = .now() }
+            }
+        }
+    }
+
+    func execute() async throws -> ScenarioReport {
+        let start = NIODeadline.now()
+        for participant in participants { try await participant.path.startClock(at: start) }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let senders = participants.filter(\.isSender)
+            let receivers = participants.filter { !$0.isSender }.map(\.name)
+            for (index, sender) in senders.enumerated() {
+                tasks.addTask { try await self.send(from: sender.client, index: index, senderCount: senders.count, to: receivers, start: start) }
+            }
+            for fault in scenario.faults {
+                tasks.addTask {
+                    try await Self.sleep(until: start + fault.at)
+                    try await self.apply(fault)
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        let deadline = NIODeadline.now() + RealRun.drainLimit
+        while recorder.withLockedValue({ $0.unresolved }) > 0, NIODeadline.now() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        try await Task.sleep(nanoseconds: UInt64(RealRun.linger.nanoseconds))
+        var counters = SenderCounters()
+        for participant in participants where participant.isSender {
+            let statistics = try await participant.client.statistics()
+            counters.retransmits += statistics.retransmits
+            counters.spuriousRetransmits += statistics.spuriousRetransmits
+        }
+        let duration = lastProgress.withLockedValue { $0 } - start
+        return recorder.withLockedValue {
+            $0.report(scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration))
+        }
+    }
+
+    /// One sender's share of the workload, on schedule.
+    private func send(from client: SIMPClient, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
+        let workload = scenario.workload
+        let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds * Int64(index) / Int64(senderCount))
+        var sequences = [Int](repeating: 0, count: receivers.count)
+        for message in 0..<workload.messages {
+            let receiverIndex = (index + message) % receivers.count
+            let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
+            sequences[receiverIndex] += 1
+            try await Self.sleep(until: start + workload.interval * Int64(message) + stagger)
+            let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receivers[receiverIndex], content: text))
+            recorder.withLockedValue { $0.messageSent() }
+            result.whenSuccess { [recorder, lastProgress] outcome in
+                recorder.withLockedValue { recorder in
+                    switch outcome {
+                    case .delivered(_, let latency, _): recorder.receiptArrived(latency: latency)
+                    case .failed: recorder.messageFailed()
+                    case .connectionLost: recorder.messageFailed(connectionLost: true)
+                    }
+                }
+                lastProgress.withLockedValue { $0 = .now() }
+            }
+        }
+    }
+
+    private func apply(_ fault: Fault) async throws {
+        switch fault.kind {
+        case .closeControl:
+            for participant in participants where fault.applies(toSender: participant.isSender) { await participant.control.cut() }
+        case .restartRelay:
+            await relay.shutdown()
+            try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
+            relay = RelayServer(configuration: relayConfiguration)
+            try await relay.start()
+        case .restartRedis:
+            await redis.stop()
+            try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
+            try await redis.launch()
+        case .natRebind:
+            for participant in participants where fault.applies(toSender: participant.isSender) { try await participant.path.rebind() }
+        }
+    }
+
+    func stop() async {
+        for participant in participants { await participant.client.close() }
+        for inbox in inboxes { await inbox.value }
+        for participant in participants {
+            await participant.control.stop()
+            await participant.path.stop()
+        }
+        await relay.shutdown()
+        await redis.stop()
+        try? await group.shutdownGracefully()
+    }
+
+    private static func sleep(until deadline: NIODeadline) async throws {
+        let wait = deadline - .now()
+        if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
+    }
+}

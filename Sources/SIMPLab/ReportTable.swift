@@ -1,0 +1,77 @@
+/// Text renderings of reports: a detailed table for one run, one row per run for a suite.
+public enum ReportTable {
+    /// The detailed table of one report.
+    public static func detailed(_ report: ScenarioReport) -> String {
+        var rows: [(String, String)] = [
+            ("scenario", report.scenario), ("mode", report.mode.rawValue), ("seed", "\(report.seed)"),
+            ("sent", "\(report.sent)"), ("delivered", "\(report.delivered)"), ("receipted", "\(report.receipted)"),
+            ("failed", "\(report.failed)" + (report.connectionLost > 0 ? " (\(report.connectionLost) connection lost)" : "")),
+            ("unresolved", "\(report.unresolved)"), ("duplicates", "\(report.duplicates)"),
+            ("out_of_order", "\(report.outOfOrder)"),
+        ]
+        if let latency = report.latency {
+            rows.append(("latency_ms", "p50 \(ms(latency.p50))  p95 \(ms(latency.p95))  p99 \(ms(latency.p99))  max \(ms(latency.max))  mean \(ms(latency.mean))"))
+        } else {
+            rows.append(("latency_ms", "-"))
+        }
+        rows += [
+            ("datagrams_sent", "\(report.datagramsSent)"),
+            ("datagrams_per_message", format3(report.datagramsPerMessage)),
+            ("retransmits", "\(report.retransmits)"),
+            ("spurious_retransmits", "\(report.spuriousRetransmits) (\(format2(report.spuriousRetransmitPercent))%)"),
+            ("duration_s", format2(report.durationSeconds)),
+        ]
+        for bar in report.bars {
+            rows.append(("bar " + bar.name, "\(bar.passed ? "pass" : "FAIL")  \(number(bar.value)) ≤ \(number(bar.limit))"))
+        }
+        rows.append(("result", report.passed ? "PASS" : "FAIL"))
+        let width = rows.map(\.0.count).max()!
+        return rows.map { $0.0.padding(toLength: width + 2, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// Column headers for `row(_:)`.
+    public static let header = [
+        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo",
+        "p50", "p99", "max", "mean", "dgram/msg", "spurious", "result",
+    ]
+
+    /// One summary line per report, aligned.
+    public static func summary(_ reports: [ScenarioReport]) -> String {
+        let rows = [header] + reports.map { report -> [String] in
+            let latency = report.latency
+            return [
+                report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
+                "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)",
+                latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
+                latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
+                format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)",
+                report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ","),
+            ]
+        }
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max()! }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    private static func ms(_ value: Double) -> String { format1(value) }
+    private static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : format2(value)
+    }
+    private static func format1(_ value: Double) -> String { fixed(value, 1) }
+    private static func format2(_ value: Double) -> String { fixed(value, 2) }
+    private static func format3(_ value: Double) -> String { fixed(value, 3) }
+
+    private static func fixed(_ value: Double, _ digits: Int) -> String {
+        guard value.isFinite else { return "\(value)" }
+        var scale = 1.0
+        for _ in 0..<digits { scale *= 10 }
+        let scaled = Int64((abs(value) * scale).rounded())
+        let whole = scaled / Int64(scale)
+        var fraction = String(scaled % Int64(scale))
+        while fraction.count < digits { fraction = "0" + fraction }
+        return (value < 0 && scaled != 0 ? "-" : "") + "\(whole)." + fraction
+    }
+}

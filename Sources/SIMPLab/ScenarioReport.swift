@@ -1,0 +1,106 @@
+import Foundation
+
+/// How a scenario is run.
+public enum LabMode: String, Codable, Sendable, CaseIterable {
+    /// The reliability core over simulated links, in virtual time.
+    case sim
+    /// A real relay, Redis and clients, with impairment proxies on loopback.
+    case real
+}
+
+/// Latency from a message's first transmission to its receipt at the sender, in milliseconds.
+public struct LatencySummary: Codable, Equatable, Sendable {
+    public var p50: Double
+    public var p95: Double
+    public var p99: Double
+    public var max: Double
+    public var mean: Double
+}
+
+/// One bar a run must meet, and how it did.
+public struct Bar: Codable, Equatable, Sendable {
+    public var name: String
+    public var limit: Double
+    public var value: Double
+    public var passed: Bool
+}
+
+/// The outcome of one run of one scenario: the human table and `--json` show the same fields.
+public struct ScenarioReport: Codable, Equatable, Sendable {
+    public var scenario: String
+    public var mode: LabMode
+    public var seed: UInt64
+    public var sent = 0
+    /// Distinct messages handed to a receiving application.
+    public var delivered = 0
+    /// Messages whose receipt reached the sender.
+    public var receipted = 0
+    /// Messages reported failed to the sender (given up, refused, or connection lost).
+    public var failed = 0
+    /// Of `failed`: the sender's connection dropped before the outcome was known.
+    public var connectionLost = 0
+    /// Messages neither receipted nor reported failed when the run ended.
+    public var unresolved = 0
+    /// Extra deliveries of a message to the application.
+    public var duplicates = 0
+    /// Deliveries of a message after a later one of the same conversation.
+    public var outOfOrder = 0
+    public var latency: LatencySummary?
+    /// Content datagrams transmitted by senders (first sends and retransmissions).
+    public var datagramsSent = 0
+    public var datagramsPerMessage = 0.0
+    public var retransmits = 0
+    /// Retransmissions made needless by a receipt for an earlier transmission.
+    public var spuriousRetransmits = 0
+    /// Virtual (sim) or wall-clock (real) length of the run.
+    public var durationSeconds = 0.0
+    public var bars: [Bar] = []
+    public var passed = true
+
+    public init(scenario: String, mode: LabMode, seed: UInt64) {
+        self.scenario = scenario
+        self.mode = mode
+        self.seed = seed
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case scenario, mode, seed, sent, delivered, receipted, failed
+        case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
+        case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
+        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", bars, passed
+    }
+
+    /// Spurious retransmissions as a percentage of messages sent.
+    public var spuriousRetransmitPercent: Double { sent == 0 ? 0 : Double(spuriousRetransmits) * 100 / Double(sent) }
+
+    /// The bars that failed.
+    public var failedBars: [Bar] { bars.filter { !$0.passed } }
+
+    /// Checks the universal bars and the scenario's own.
+    mutating func evaluate(against scenario: Scenario) {
+        func atMost(_ name: String, _ value: Double, _ limit: Double) {
+            bars.append(Bar(name: name, limit: limit, value: value, passed: value <= limit))
+        }
+        atMost("unresolved", Double(unresolved), 0)
+        atMost("duplicates", Double(duplicates), 0)
+        atMost("out_of_order", Double(outOfOrder), 0)
+        if scenario.expect.noFailures ?? (scenario.recoversAtMs <= 30_000) {
+            atMost("failed", Double(failed), 0)
+        }
+        let expect = scenario.expect
+        if let limit = expect.maxMeanLatencyMs { atMost("latency_mean_ms", latency?.mean ?? .infinity, limit) }
+        if let limit = expect.maxLatencyMs { atMost("latency_max_ms", latency?.max ?? .infinity, limit) }
+        if let limit = expect.maxDatagramsPerMessage { atMost("datagrams_per_message", datagramsPerMessage, limit) }
+        if let limit = expect.maxSpuriousRetransmitPercent {
+            atMost("spurious_retransmit_percent", (spuriousRetransmitPercent * 100).rounded() / 100, limit)
+        }
+        passed = bars.allSatisfy(\.passed)
+    }
+
+    /// The report as one JSON object.
+    public func json(pretty: Bool = false) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted] : [.sortedKeys]
+        return String(decoding: try! encoder.encode(self), as: UTF8.self)
+    }
+}

@@ -1,0 +1,143 @@
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPRelay
+
+/// Runs a scenario in virtual time: the real reliability core (`ReliableSender`,
+/// `ReceiverCore`, `RelayCore`, `Heartbeat`, `Backoff`, `MessageCodec`) over simulated links
+/// and a modelled TCP. Thousands of messages take well under a second, and a seed always gives
+/// the same report.
+public enum Simulation {
+    /// Virtual time allowed after the last message is sent for every outcome to arrive.
+    public static let drainLimit = TimeAmount.minutes(15)
+    /// Virtual time the run goes on after the last outcome, to catch late duplicates.
+    public static let linger = TimeAmount.seconds(5)
+
+    public static func run(_ scenario: Scenario, seed: UInt64? = nil) -> ScenarioReport {
+        SimWorld(scenario: scenario, seed: seed ?? scenario.seed).run()
+    }
+}
+
+/// Everything in one simulated run.
+final class SimWorld {
+    let scenario: Scenario
+    let seed: UInt64
+    let queue = EventQueue()
+    /// The client defaults (heartbeat, reconnect, connect timeout) the simulated clients use.
+    let configuration = ClientConfiguration(serverHost: "sim", serverPort: 0, user: "")
+    let relayHeartbeat = RelayConfiguration().heartbeat
+    var recorder = RunRecorder()
+    private(set) var relay: SimRelay!
+    private var clients: [SimClient] = []
+    private var clientsByAddress: [SocketAddress: SimClient] = [:]
+    private(set) var workloadStart: TimeAmount?
+    private var submitted = 0
+    private var lastProgress: TimeAmount = .zero
+    private(set) var finishedAt: TimeAmount?
+    /// The workload starts without the clients that did not connect within this time.
+    private let connectGrace = TimeAmount.seconds(30)
+
+    init(scenario: Scenario, seed: UInt64) {
+        self.scenario = scenario
+        self.seed = seed
+    }
+
+    var isFinished: Bool { finishedAt != nil }
+
+    func run() -> ScenarioReport {
+        relay = SimRelay(world: self)
+        let workload = scenario.workload
+        var stream: UInt64 = 0
+        func link(_ conditions: LinkConditions) -> SimLink {
+            stream += 1
+            return SimLink(conditions: conditions, random: SeededRandom(seed: seed, stream: stream), queue: queue) { [unowned self] in
+                workloadStart
+            }
+        }
+        for index in 0..<(workload.senders + workload.receivers) {
+            let isSender = index < workload.senders
+            let access = isSender ? scenario.senderAccess : scenario.receiverAccess
+            let name = isSender ? "sender\(index + 1)" : "receiver\(index - workload.senders + 1)"
+            let client = SimClient(user: name, isSender: isSender, index: index + 1, up: link(access.up),
+                                   down: link(access.down), world: self)
+            clients.append(client)
+            clientsByAddress[client.publicAddress] = client
+        }
+        relay.startHeartbeats()
+        for client in clients { client.connect() }
+        queue.schedule(after: connectGrace) { [unowned self] in startWorkload() }
+        let limit = connectGrace + workload.interval * Int64(workload.messages) + Simulation.drainLimit
+        queue.run(until: limit) { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false }
+
+        var counters = SenderCounters()
+        for client in clients where client.isSender {
+            counters.retransmits += client.sender.retransmits
+            counters.spuriousRetransmits += client.sender.spuriousRetransmits
+        }
+        let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
+        return recorder.report(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration)
+    }
+
+    /// The client whose public UDP address is `address`, if any.
+    func client(at address: SocketAddress) -> SimClient? { clientsByAddress[address] }
+
+    /// Re-files `client` under its new public address after `change`.
+    func addressChanged(of client: SimClient, _ change: () -> Void) {
+        clientsByAddress[client.publicAddress] = nil
+        change()
+        clientsByAddress[client.publicAddress] = client
+    }
+
+    /// An outcome or a delivery happened; the run ends once every message is settled.
+    func noteProgress() {
+        lastProgress = queue.now
+        if finishedAt == nil, submitted == scenario.workload.messages * scenario.workload.senders,
+           clients.allSatisfy({ $0.outstanding == 0 }) {
+            finishedAt = queue.now
+        }
+    }
+
+    func clientConnected(_ client: SimClient) {
+        if workloadStart == nil, clients.allSatisfy(\.hasConnected) { startWorkload() }
+    }
+
+    private func startWorkload() {
+        guard workloadStart == nil else { return }
+        workloadStart = queue.now
+        let workload = scenario.workload
+        let senders = clients.filter(\.isSender)
+        let receivers = clients.filter { !$0.isSender }
+        let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds / Int64(senders.count))
+        for (senderIndex, sender) in senders.enumerated() {
+            var sequences = [Int](repeating: 0, count: receivers.count)
+            for message in 0..<workload.messages {
+                let receiverIndex = (senderIndex + message) % receivers.count
+                let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
+                sequences[receiverIndex] += 1
+                let to = receivers[receiverIndex].user
+                queue.schedule(after: workload.interval * Int64(message) + stagger * Int64(senderIndex)) { [unowned self] in
+                    submitted += 1
+                    sender.submit(text: text, to: to)
+                }
+            }
+        }
+        for fault in scenario.faults {
+            queue.schedule(after: fault.at) { [unowned self] in apply(fault) }
+        }
+    }
+
+    private func apply(_ fault: Fault) {
+        switch fault.kind {
+        case .closeControl:
+            for client in clients where fault.applies(toSender: client.isSender) {
+                if let connection = client.control { relay.closeConnection(connection.id) }
+            }
+        case .restartRelay:
+            relay.restart(downtime: fault.downtime)
+        case .restartRedis:
+            relay.restartRedis(downtime: fault.downtime)
+        case .natRebind:
+            for client in clients where fault.applies(toSender: client.isSender) { client.rebind() }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import NIOCore
+import SIMPLab
+import XCTest
+
+/// A representative subset of the suite with real sockets: a relay, a private Redis and two
+/// clients behind impairment proxies, shortened to keep CI quick. `simp-lab replay --all
+/// --mode real` runs the full suite.
+final class RealModeTests: XCTestCase {
+    /// A suite scenario at 10 ms per message, `messages` long.
+    private func shortened(_ name: String, messages: Int = 200) throws -> Scenario {
+        var scenario = try Suite.scenario(name)
+        scenario.workload.messages = messages
+        scenario.workload.intervalMs = 10
+        return scenario
+    }
+
+    private func assertBars(_ report: ScenarioReport, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(report.mode, .real, file: file, line: line)
+        XCTAssertEqual(report.delivered, report.sent, file: file, line: line)
+        XCTAssertEqual(report.receipted, report.sent, file: file, line: line)
+        XCTAssertTrue(report.passed, "failed bars: \(report.failedBars)", file: file, line: line)
+    }
+
+    func testRandomLoss() async throws {
+        let report = try await RealRun.run(try shortened("loss-10"))
+        assertBars(report)
+        XCTAssertGreaterThan(report.retransmits, 0, "the proxy dropped datagrams")
+    }
+
+    func testDuplicationAndReordering() async throws {
+        var scenario = try shortened("duplication")
+        scenario.link.up.reorder = .init(percent: 10, depth: 3)
+        scenario.link.down.reorder = .init(percent: 10, depth: 3)
+        let report = try await RealRun.run(scenario)
+        assertBars(report)
+        XCTAssertEqual(report.duplicates, 0)
+        XCTAssertEqual(report.outOfOrder, 0)
+    }
+
+    func testBlackout() async throws {
+        var scenario = try shortened("blackout")
+        scenario.link.up.blackouts = [.init(atMs: 500, forMs: 1500)]
+        scenario.link.down.blackouts = scenario.link.up.blackouts
+        let report = try await RealRun.run(scenario)
+        assertBars(report)
+        XCTAssertGreaterThan(try XCTUnwrap(report.latency).max, 1000, "messages waited out the blackout")
+    }
+
+    func testRelayRestart() async throws {
+        var scenario = try shortened("relay-restart")
+        scenario.faults = [Fault(atMs: 500, kind: .restartRelay, forMs: 500)]
+        let report = try await RealRun.run(scenario)
+        assertBars(report)
+        XCTAssertGreaterThan(try XCTUnwrap(report.latency).max, 500, "messages waited for the relay")
+    }
+}
