@@ -23,7 +23,7 @@ public struct ClientConfiguration: Sendable {
     /// Reconnect automatically after losing the relay (nil: report the loss and stop).
     public var reconnect: ReconnectPolicy? = ReconnectPolicy()
     /// A PING datagram to the relay this often keeps a NAT mapping of the UDP port open.
-    public var keepaliveInterval: TimeAmount = .seconds(25)
+    public var keepaliveInterval: TimeAmount = .seconds(10)
     /// How long to wait for the relay to accept CONNECT.
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize

@@ -64,6 +64,9 @@ public struct RelayCore: Sendable {
         case register(user: String, route: Route, session: String, connection: ConnectionID)
         /// Remove the user's registration from Redis if it still names `session`.
         case unregister(user: String, session: String)
+        /// The user's datagrams now come from a new port: rewrite its registration (if it still
+        /// belongs to `session`) so every relay sends there.
+        case moveRoute(user: String, route: Route, session: String)
         /// Ask Redis for the user's route, then call `lookupCompleted`.
         case lookup(user: String)
         /// Close a connection (after sending what was queued).
@@ -218,17 +221,28 @@ public struct RelayCore: Sendable {
 
     // MARK: Datagrams
 
-    /// A UDP datagram arrived.
-    public mutating func datagramReceived(_ bytes: ByteBuffer, now: NIODeadline) -> [Action] {
+    /// A UDP datagram arrived from `source` (nil when unknown, e.g. in tests).
+    ///
+    /// NAT rebinding: when a datagram from a locally connected user arrives from the IP of the
+    /// user's control connection but another port, the user's route follows it (newest source
+    /// wins). Only the port may change: datagrams are not authenticated yet, so an address on
+    /// another host never moves a route.
+    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> [Action] {
         let message: SIMPMessage
         do { message = try MessageCodec.decode(bytes) } catch {
             return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
         }
+        let moved = source.flatMap { followRebinding(of: message.fromUser, to: $0) } ?? []
         guard message.kind.isContent else {
-            // A PING datagram only keeps the client's NAT mapping open: nothing to do.
-            if message.kind == .ping { return [] }
+            // A PING datagram keeps the client's NAT mapping open (and may reveal a rebinding).
+            if message.kind == .ping { return moved }
             return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
         }
+        return moved + routeContent(bytes, message, now: now)
+    }
+
+    /// Validates a content datagram and decides where it goes.
+    private mutating func routeContent(_ bytes: ByteBuffer, _ message: SIMPMessage, now: NIODeadline) -> [Action] {
         guard message.version == SIMPMessage.currentVersion else {
             return [.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
                 + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)")
@@ -245,6 +259,15 @@ public struct RelayCore: Sendable {
             return [.forward(bytes, to: route.address)]
         }
         return awaitRoute(bytes, for: message)
+    }
+
+    /// Moves a local user's route to `source` if only its port changed.
+    private mutating func followRebinding(of user: String, to source: SocketAddress) -> [Action]? {
+        guard var session = sessions[user], session.route.address != source,
+              session.route.address.ipAddress == source.ipAddress, let port = source.port, port > 0 else { return nil }
+        session.route.address = source
+        sessions[user] = session
+        return [.moveRoute(user: user, route: session.route, session: session.session)]
     }
 
     /// Redis answered a `.lookup`: forwards the datagrams that waited for it. `known` says

@@ -54,7 +54,7 @@ final class DatagramHandler: ChannelInboundHandler {
             engine.oversizedDatagram(size: envelope.data.readableBytes, from: envelope.remoteAddress)
             return
         }
-        engine.datagram(envelope.data)
+        engine.datagram(envelope.data, from: envelope.remoteAddress)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -109,10 +109,10 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Datagrams
 
-    func datagram(_ bytes: ByteBuffer) {
+    func datagram(_ bytes: ByteBuffer, from source: SocketAddress) {
         statistics.datagramsReceived += 1
         metrics.datagramsReceived.increment()
-        perform(core.datagramReceived(bytes, now: .now()))
+        perform(core.datagramReceived(bytes, from: source, now: .now()))
     }
 
     func oversizedDatagram(size: Int, from source: SocketAddress) {
@@ -151,6 +151,11 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             guard !withdrawing else { return }
             registry.unregister(user: user, session: session, on: eventLoop).whenFailure { [self] error in
                 redisFailed("unregister \(user)", error)
+            }
+        case .moveRoute(let user, let route, let session):
+            logger.info("user's UDP address moved", metadata: ["user": "\(user)", "udp": "\(AddressText.format(route.address) ?? "?")"])
+            registry.refresh([(user: user, route: route, session: session)], on: eventLoop).whenFailure { [self] error in
+                redisFailed("move \(user)", error)
             }
         case .lookup(let user):
             registry.lookup(user: user, on: eventLoop).whenComplete { [self] result in

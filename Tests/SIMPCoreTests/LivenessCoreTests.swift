@@ -105,3 +105,44 @@ final class RelayCoreOfflineTests: XCTestCase {
         XCTAssertEqual(cached.count, 1, "no ERROR to the sender: it keeps retrying")
     }
 }
+
+final class RelayCoreRebindingTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    private func connectedCore(_ user: String, ip: String, udpPort: Int) throws -> RelayCore {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let connection = ConnectionID(1)
+        core.connectionOpened(connection)
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = UInt32(udpPort)
+        _ = core.controlReceived(connect, on: connection, peer: try SocketAddress(ipAddress: ip, port: 40000))
+        _ = core.registrationCompleted(connection, succeeded: true)
+        return core
+    }
+
+    func testRouteFollowsANewPortOnTheSameIP() throws {
+        var core = try connectedCore("bob", ip: "10.0.0.7", udpPort: 5000)
+        let keepalive = MessageCodec.encode(SIMPMessage(kind: .ping, fromUser: "bob"))
+        let rebound = try SocketAddress(ipAddress: "10.0.0.7", port: 6123)
+
+        let actions = core.datagramReceived(keepalive, from: rebound, now: t0)
+
+        guard case .moveRoute(let user, let route, _)? = actions.first else { return XCTFail("\(actions)") }
+        XCTAssertEqual(user, "bob")
+        XCTAssertEqual(route.address, rebound)
+        let toBob = MessageCodec.encode(SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"))
+        guard case .forward(_, let address)? = core.datagramReceived(toBob, now: t0).first else { return XCTFail() }
+        XCTAssertEqual(address, rebound)
+        XCTAssertTrue(core.datagramReceived(keepalive, from: rebound, now: t0).isEmpty, "moves once")
+    }
+
+    func testAnotherIPNeverMovesARoute() throws {
+        var core = try connectedCore("bob", ip: "10.0.0.7", udpPort: 5000)
+        let forged = MessageCodec.encode(SIMPMessage(kind: .ping, fromUser: "bob"))
+
+        let actions = core.datagramReceived(forged, from: try SocketAddress(ipAddress: "10.6.6.6", port: 5000), now: t0)
+
+        XCTAssertTrue(actions.isEmpty)
+        XCTAssertEqual(core.liveRegistrations.first?.route.address, try SocketAddress(ipAddress: "10.0.0.7", port: 5000))
+    }
+}

@@ -13,9 +13,7 @@ final class SuiteBarsTests: XCTestCase {
     /// - kcp-link latency_max_ms: receipts travel over TCP; a lost receipt segment holds back
     ///   every later receipt until TCP repairs it (about one RTT), and a lost repair costs
     ///   another RTT, so the worst of 1,000 messages lands at 350–540 ms instead of ≤ 392 ms.
-    /// - nat-rebinding failed: the relay sends to the UDP port named in CONNECT and never
-    ///   learns the client's new public port, so every later message to it fails.
-    static let knownGaps: Set<String> = ["kcp-link/latency_max_ms", "nat-rebinding/failed"]
+    static let knownGaps: Set<String> = ["kcp-link/latency_max_ms"]
 
     func testEveryScenarioMeetsItsBarsInSimulation() throws {
         for entry in try ScenarioSuite(directory: Suite.directory).entries {

@@ -15,6 +15,8 @@ final class SimClient {
     private(set) var sender: ReliableSender
     private var receiver = ReceiverCore()
     private var heartbeat: Heartbeat?
+    /// When the next UDP keepalive (a PING datagram to the relay) is due, while connected.
+    private var nextKeepalive: NIODeadline?
     private var backoff: Backoff?
     private var random: SeededRandom
     private var nextPingId: UInt64 = 1
@@ -88,6 +90,7 @@ final class SimClient {
         control = connection
         hasConnected = true
         heartbeat = Heartbeat(policy: world.configuration.heartbeat, now: world.queue.deadline)
+        nextKeepalive = world.queue.deadline + world.configuration.keepaliveInterval
         backoff?.reset()
         world.clientConnected(self)
         carryOut(sender.resume(now: world.queue.deadline))
@@ -171,6 +174,7 @@ final class SimClient {
         guard closed === control else { return }
         control = nil
         heartbeat = nil
+        nextKeepalive = nil
         sender.suspend()
         armTimer()
         if backoff != nil {
@@ -184,12 +188,16 @@ final class SimClient {
 
     // MARK: Output
 
-    private func carryOut(_ output: SenderOutput) {
-        for message in output.transmit {
-            up.send(MessageCodec.encode(message, allocator: allocator)) { [unowned self] bytes in
-                world.relay.datagramArrived(bytes)
-            }
+    /// One datagram up the link to the relay, from the NAT mapping in force as it leaves.
+    private func sendDatagram(_ message: SIMPMessage) {
+        let source = publicAddress
+        up.send(MessageCodec.encode(message, allocator: allocator)) { [unowned self] bytes in
+            world.relay.datagramArrived(bytes, from: source)
         }
+    }
+
+    private func carryOut(_ output: SenderOutput) {
+        output.transmit.forEach(sendDatagram)
         for event in output.events { report(event) }
         armTimer()
     }
@@ -206,9 +214,9 @@ final class SimClient {
         world.noteProgress()
     }
 
-    /// One timer at the earliest deadline: retransmission, held message, heartbeat.
+    /// One timer at the earliest deadline: retransmission, held message, heartbeat, keepalive.
     private func armTimer() {
-        let deadlines = [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline]
+        let deadlines = [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive]
         guard let deadline = deadlines.compactMap({ $0 }).min() else {
             timerGeneration += 1
             timerDeadline = nil
@@ -239,6 +247,10 @@ final class SimClient {
                 world.relay.clientClosed(control)
                 connectionClosed(control)
             }
+        }
+        if let keepalive = nextKeepalive, keepalive <= now {
+            sendDatagram(SIMPMessage(kind: .ping, fromUser: user))
+            nextKeepalive = now + world.configuration.keepaliveInterval
         }
         carryOut(sender.poll(now: now))
     }

@@ -92,10 +92,10 @@ final class SimRelay {
         return connection
     }
 
-    /// A datagram reached the relay's UDP port.
-    func datagramArrived(_ bytes: ByteBuffer) {
+    /// A datagram from `source` reached the relay's UDP port.
+    func datagramArrived(_ bytes: ByteBuffer, from source: SocketAddress) {
         guard isUp else { return }
-        perform(core.datagramReceived(bytes, now: world.queue.deadline))
+        perform(core.datagramReceived(bytes, from: source, now: world.queue.deadline))
     }
 
     /// Closes a connection from the relay's side; the client learns it one link delay later.
@@ -163,6 +163,8 @@ final class SimRelay {
             }
         case .unregister(let user, _):
             if redisUp { registry[user] = nil }
+        case .moveRoute(let user, let route, _):
+            if redisUp { registry[user] = route }
         case .lookup(let user):
             world.queue.schedule(after: redisLatency) { [unowned self] in
                 let now = world.queue.deadline
