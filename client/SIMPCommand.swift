@@ -144,6 +144,11 @@ struct Listen: AsyncParsableCommand {
         if !json, count == nil {
             FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
         }
+        Task { // connection notices go to standard error, so --json output stays clean
+            for await state in client.connectionStates.dropFirst(2) { // connecting, connected
+                if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+            }
+        }
         let listen = ListenService(
             client: client, count: count,
             format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },

@@ -32,6 +32,17 @@ public enum MessageFormatting {
         return "[\(formatter.string(from: date))] \(message.fromUser): \(body)"
     }
 
+    /// A notice about a connection state change, for standard error (nil for `.connecting`).
+    public static func stateLine(_ state: ConnectionState) -> String? {
+        switch state {
+        case .connecting: return nil
+        case .connected(let relayId): return "connected (relay \(relayId))"
+        case .reconnecting(let attempt, let delay):
+            return String(format: "relay unreachable; reconnecting in %.1f s (attempt %d)", Double(delay.nanoseconds) / 1e9, attempt)
+        case .offline(let reason): return "offline: \(reason)"
+        }
+    }
+
     /// The wire name of a message type (`TEXT`, `IMAGE`, ...).
     public static func typeName(_ kind: SIMPMessage.Kind) -> String {
         switch kind {

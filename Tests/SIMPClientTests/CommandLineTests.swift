@@ -129,6 +129,13 @@ final class MessageFormattingTests: XCTestCase {
         XCTAssertEqual(json?["imageScale"] as? Double, 0.5)
     }
 
+    func testConnectionStateNotices() {
+        XCTAssertEqual(MessageFormatting.stateLine(.reconnecting(attempt: 2, delay: .milliseconds(1840))),
+                       "relay unreachable; reconnecting in 1.8 s (attempt 2)")
+        XCTAssertEqual(MessageFormatting.stateLine(.connected(relayId: "r7")), "connected (relay r7)")
+        XCTAssertNil(MessageFormatting.stateLine(.connecting))
+    }
+
     func testServerAddressParsing() throws {
         XCTAssertEqual(try MessageFormatting.parseServer("127.0.0.1:7600").port, 7600)
         XCTAssertEqual(try MessageFormatting.parseServer("[::1]:7600").host, "::1")
