@@ -3,20 +3,14 @@ import NIOCore
 import NIOPosix
 import SIMPCore
 
-/// Runs the client's core on its event loop: `ReliableSender` and `ReceiverCore` for
-/// messages, `Heartbeat` for the control channel, `Backoff` for reconnecting. It transmits
-/// datagrams, answers them with receipts, keeps one timer for every deadline, and after a
-/// reconnect resends everything unreceipted. Every method runs on `eventLoop`.
+/// Runs the client's `ClientSession` on its event loop over SwiftNIO sockets: the control
+/// connection's handshake, datagrams in and out, one timer at the session's deadline, and the
+/// callers waiting for their messages' outcomes. Every method runs on `eventLoop`.
 final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     let eventLoop: EventLoop
     let configuration: ClientConfiguration
     private var logger: Logger { configuration.logger }
-    private var sender: ReliableSender
-    private var receiver = ReceiverCore()
-    private var heartbeat: Heartbeat?
-    private var backoff: Backoff?
-    private var nextKeepalive: NIODeadline?
-    private var nextPingId: UInt64 = 1
+    private var session: ClientSession
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
@@ -36,24 +30,26 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     init(configuration: ClientConfiguration, eventLoop: EventLoop) {
         self.configuration = configuration
         self.eventLoop = eventLoop
-        self.sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: configuration.retransmit)
-        self.backoff = configuration.reconnect.map(Backoff.init)
-        sender.suspend() // nothing goes out before the relay accepted CONNECT
+        var core = ClientSession.Configuration(user: configuration.user, firstMessageId: WallClock.microsecondsSinceEpoch())
+        core.retransmit = configuration.retransmit
+        core.heartbeat = configuration.heartbeat
+        core.reconnect = configuration.reconnect
+        core.keepaliveInterval = configuration.keepaliveInterval
+        self.session = ClientSession(configuration: core)
     }
 
     /// Counters for reports: retransmissions, spurious ones, duplicates suppressed.
     var statistics: ClientStatistics {
         ClientStatistics(
-            retransmits: sender.retransmits, spuriousRetransmits: sender.spuriousRetransmits,
-            duplicatesSuppressed: receiver.suppressed, smoothedRTT: sender.estimator.smoothedRTT,
-            rto: sender.estimator.rto, inFlight: sender.inFlightCount)
+            retransmits: session.sender.retransmits, spuriousRetransmits: session.sender.spuriousRetransmits,
+            duplicatesSuppressed: session.receiver.suppressed, smoothedRTT: session.sender.estimator.smoothedRTT,
+            rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount)
     }
 
     func send(_ message: SIMPMessage) -> (UInt64, EventLoopFuture<SendResult>) {
         var message = message
-        message.fromUser = configuration.user
         if message.time == 0 { message.time = WallClock.millisecondsSinceEpoch() }
-        let (id, output) = sender.submit(message, now: .now())
+        let (id, output) = session.submit(message, now: .now())
         let promise = eventLoop.makePromise(of: SendResult.self)
         waiters[id] = promise
         carryOut(output)
@@ -105,25 +101,20 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         var relayUDP = channel.remoteAddress!
         relayUDP.port = Int(accepted.udpPort)
         relayDatagramAddress = configuration.datagramTarget ?? relayUDP
-        let now = NIODeadline.now()
-        heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
-        nextKeepalive = now + configuration.keepaliveInterval
-        backoff?.reset()
         logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(relayDatagramAddress!)"])
         onStateChange(.connected(relayId: accepted.relayId))
-        carryOut(sender.resume(now: now))
+        carryOut(session.registered(now: .now()))
     }
 
-    private func scheduleReconnect() {
-        guard var backoff, !closedByUser else { return }
-        let (attempt, delay) = backoff.next(random: Double.random(in: 0..<1))
-        self.backoff = backoff
+    /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
+    private func reconnect(attempt: Int, after delay: TimeAmount) {
         onStateChange(.reconnecting(attempt: attempt, delay: delay))
         eventLoop.scheduleTask(in: delay) { [self] in
             guard !closedByUser else { return }
             connectControl().whenFailure { [self] error in
                 logger.debug("reconnect failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-                scheduleReconnect()
+                guard !closedByUser else { return }
+                carryOut(session.connectAttemptFailed(random: Double.random(in: 0..<1)))
             }
         }
     }
@@ -135,10 +126,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             logger.debug("ignored undecodable or non-content datagram", metadata: ["bytes": "\(bytes.readableBytes)"])
             return
         }
-        let outcome = receiver.receive(message, arrivedAt: arrival, now: .now())
-        control?.writeAndFlush(outcome.receipt, promise: nil)
-        outcome.deliver.forEach(onMessage)
-        if receiver.heldCount > 0 { armTimer() }
+        carryOut(session.datagramReceived(message, arrivedAt: arrival, now: .now()))
     }
 
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
@@ -151,22 +139,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
-        heartbeat?.heard(at: .now())
-        switch message.kind {
-        case .receipt:
-            carryOut(sender.handleReceipt(message, now: .now()))
-        case .error where message.messageId != 0 && sender.isPending(message.messageId):
-            carryOut(sender.handleRejection(
-                messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: .now()))
-        case .error:
+        if message.kind == .error, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
-        case .ping:
-            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
-            pong.time = message.time
-            channel.writeAndFlush(pong, promise: nil)
-        default:
-            break
         }
+        carryOut(session.controlReceived(message, now: .now()))
     }
 
     /// A control channel closed: a handshake fails; a registered session is suspended and,
@@ -178,15 +154,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
-        heartbeat = nil
-        nextKeepalive = nil
-        sender.suspend()
-        armTimer()
-        if backoff != nil, !closedByUser {
-            logger.info("lost the relay; reconnecting")
-            scheduleReconnect()
-            return
-        }
+        let mayReconnect = configuration.reconnect != nil && !closedByUser
+        if mayReconnect { logger.info("lost the relay; reconnecting") }
+        carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
+        guard !mayReconnect else { return }
         if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         waiters.removeAll()
@@ -194,15 +165,23 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Output
 
-    private func carryOut(_ output: SenderOutput) {
-        if let datagrams, let target = relayDatagramAddress, !output.transmit.isEmpty {
-            for message in output.transmit {
+    private func carryOut(_ output: ClientSession.Output) {
+        if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
+            for message in output.datagrams {
                 let bytes = MessageCodec.encode(message, allocator: datagrams.allocator)
                 datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil)
             }
             datagrams.flush()
         }
-        for event in output.events { report(event) }
+        for frame in output.controlFrames { control?.write(frame, promise: nil) }
+        if !output.controlFrames.isEmpty { control?.flush() }
+        output.delivered.forEach(onMessage)
+        output.outcomes.forEach(report)
+        if output.closeControl {
+            logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
+            control?.close(promise: nil) // controlClosed takes it from here
+        }
+        if let plan = output.reconnect { reconnect(attempt: plan.attempt, after: plan.delay) }
         armTimer()
     }
 
@@ -215,11 +194,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
     }
 
-    /// Keeps one scheduled task at the earliest deadline: retransmission, held message,
-    /// heartbeat, keepalive.
+    /// Keeps one scheduled task at the session's next deadline.
     private func armTimer() {
-        let deadlines = [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive]
-        guard let deadline = deadlines.compactMap({ $0 }).min() else {
+        guard let deadline = session.nextDeadline else {
             timer?.cancel()
             timer = nil
             timerDeadline = nil
@@ -231,37 +208,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         timer = eventLoop.scheduleTask(deadline: deadline) { [self] in
             timer = nil
             timerDeadline = nil
-            timerFired(now: .now())
+            carryOut(session.poll(now: .now()))
         }
-    }
-
-    private func timerFired(now: NIODeadline) {
-        receiver.poll(now: now).forEach(onMessage)
-        if let action = heartbeat?.poll(now: now) {
-            switch action {
-            case .none: break
-            case .sendPing:
-                var ping = SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user)
-                ping.time = WallClock.millisecondsSinceEpoch()
-                nextPingId += 1
-                control?.writeAndFlush(ping, promise: nil)
-            case .peerDead:
-                logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
-                control?.close(promise: nil) // controlClosed takes it from here
-            }
-        }
-        if let keepalive = nextKeepalive, keepalive <= now {
-            sendKeepalive()
-            nextKeepalive = now + configuration.keepaliveInterval
-        }
-        carryOut(sender.poll(now: now))
-    }
-
-    /// A PING datagram to the relay keeps the NAT mapping of our UDP port open.
-    private func sendKeepalive() {
-        guard let datagrams, let target = relayDatagramAddress else { return }
-        let ping = SIMPMessage(kind: .ping, fromUser: configuration.user)
-        datagrams.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: MessageCodec.encode(ping, allocator: datagrams.allocator)), promise: nil)
     }
 }
 

@@ -1,10 +1,8 @@
 import NIOCore
 import SIMPCore
 
-/// A client in the simulator: the real `ReliableSender`, `ReceiverCore`, `Heartbeat` and
-/// `Backoff`, wired as `SIMPClient`'s engine wires them: nothing is sent before CONNECTED, one
-/// timer serves every deadline, a lost control connection suspends sending and is reconnected
-/// with backoff, after which everything unreceipted is sent again.
+/// A client in the simulator: the client's own `ClientSession` (the same one `SIMPClient`
+/// drives), connected to simulated links instead of sockets.
 final class SimClient {
     let user: String
     let isSender: Bool
@@ -12,14 +10,8 @@ final class SimClient {
     let up: SimLink
     let down: SimLink
     private unowned let world: SimWorld
-    private(set) var sender: ReliableSender
-    private var receiver = ReceiverCore()
-    private var heartbeat: Heartbeat?
-    /// When the next UDP keepalive (a PING datagram to the relay) is due, while connected.
-    private var nextKeepalive: NIODeadline?
-    private var backoff: Backoff?
+    private var session: ClientSession
     private var random: SeededRandom
-    private var nextPingId: UInt64 = 1
     /// The registered control connection, and one in its CONNECT handshake.
     private(set) var control: SimConnection?
     private var handshake: SimConnection?
@@ -44,14 +36,19 @@ final class SimClient {
         self.down = down
         self.world = world
         self.random = SeededRandom(seed: world.seed, stream: 1_000_000 + UInt64(index))
-        self.sender = ReliableSender(firstMessageId: UInt64(index) << 32, policy: world.scenario.policy)
-        self.backoff = world.configuration.reconnect.map(Backoff.init)
-        sender.suspend() // nothing goes out before the relay accepted CONNECT
+        var configuration = ClientSession.Configuration(user: user, firstMessageId: UInt64(index) << 32)
+        configuration.retransmit = world.scenario.policy
+        configuration.heartbeat = world.configuration.heartbeat
+        configuration.reconnect = world.configuration.reconnect
+        configuration.keepaliveInterval = world.configuration.keepaliveInterval
+        self.session = ClientSession(configuration: configuration)
     }
 
+    /// The client's retransmission counters.
+    var sender: ReliableSender { session.sender }
     var publicAddress: SocketAddress { try! SocketAddress(ipAddress: ipAddress, port: publicPort) }
     var isConnected: Bool { control != nil }
-    var outstanding: Int { waiters.count + receiver.heldCount }
+    var outstanding: Int { waiters.count + session.receiver.heldCount }
 
     // MARK: Connecting
 
@@ -81,7 +78,7 @@ final class SimClient {
         if let handshake { world.relay.clientClosed(handshake) }
         handshake = nil
         handshakeGeneration += 1
-        scheduleReconnect()
+        carryOut(session.connectAttemptFailed(random: random.unit()))
     }
 
     private func adopt(_ connection: SimConnection) {
@@ -89,18 +86,8 @@ final class SimClient {
         handshakeGeneration += 1
         control = connection
         hasConnected = true
-        heartbeat = Heartbeat(policy: world.configuration.heartbeat, now: world.queue.deadline)
-        nextKeepalive = world.queue.deadline + world.configuration.keepaliveInterval
-        backoff?.reset()
         world.clientConnected(self)
-        carryOut(sender.resume(now: world.queue.deadline))
-    }
-
-    private func scheduleReconnect() {
-        guard var backoff else { return }
-        let (_, delay) = backoff.next(random: random.unit())
-        self.backoff = backoff
-        world.queue.schedule(after: delay) { [unowned self] in connect() }
+        carryOut(session.registered(now: world.queue.deadline))
     }
 
     /// The NAT in front of this client maps it to a new public port.
@@ -110,8 +97,8 @@ final class SimClient {
 
     /// The application sends `text` to `user`.
     func submit(text: String, to user: String) {
-        let message = SIMPMessage(kind: .text, fromUser: self.user, toUser: user, content: text)
-        let (id, output) = sender.submit(message, now: world.queue.deadline)
+        let message = SIMPMessage(kind: .text, toUser: user, content: text)
+        let (id, output) = session.submit(message, now: world.queue.deadline)
         waiters.insert(id)
         world.recorder.messageSent()
         carryOut(output)
@@ -127,10 +114,7 @@ final class SimClient {
     private func datagramArrived(_ bytes: ByteBuffer) {
         guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else { return }
         let now = world.queue.deadline
-        let outcome = receiver.receive(message, arrivedAt: now, now: now)
-        control?.up.send(outcome.receipt)
-        deliver(outcome.deliver)
-        if receiver.heldCount > 0 { armTimer() }
+        carryOut(session.datagramReceived(message, arrivedAt: now, now: now))
     }
 
     private func deliver(_ messages: [SIMPMessage]) {
@@ -148,20 +132,7 @@ final class SimClient {
             return
         }
         guard connection === control else { return }
-        heartbeat?.heard(at: world.queue.deadline)
-        switch message.kind {
-        case .receipt:
-            carryOut(sender.handleReceipt(message, now: world.queue.deadline))
-        case .error where message.messageId != 0 && sender.isPending(message.messageId):
-            carryOut(sender.handleRejection(messageId: message.messageId, code: message.errorCode,
-                                            reason: message.errorText, now: world.queue.deadline))
-        case .ping:
-            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
-            pong.time = message.time
-            connection.up.send(pong)
-        default:
-            break
-        }
+        carryOut(session.controlReceived(message, now: world.queue.deadline))
     }
 
     /// A control connection closed: a handshake fails; a registered session is suspended and
@@ -173,14 +144,9 @@ final class SimClient {
         }
         guard closed === control else { return }
         control = nil
-        heartbeat = nil
-        nextKeepalive = nil
-        sender.suspend()
-        armTimer()
-        if backoff != nil {
-            scheduleReconnect()
-            return
-        }
+        let mayReconnect = world.configuration.reconnect != nil
+        carryOut(session.controlLost(mayReconnect: mayReconnect, random: random.unit()))
+        guard !mayReconnect else { return }
         for _ in waiters { world.recorder.messageFailed(connectionLost: true) }
         waiters.removeAll()
         world.noteProgress()
@@ -196,9 +162,18 @@ final class SimClient {
         }
     }
 
-    private func carryOut(_ output: SenderOutput) {
-        output.transmit.forEach(sendDatagram)
-        for event in output.events { report(event) }
+    private func carryOut(_ output: ClientSession.Output) {
+        output.datagrams.forEach(sendDatagram)
+        output.controlFrames.forEach { control?.up.send($0) }
+        deliver(output.delivered)
+        output.outcomes.forEach(report)
+        if output.closeControl, let control {
+            world.relay.clientClosed(control)
+            connectionClosed(control)
+        }
+        if let plan = output.reconnect {
+            world.queue.schedule(after: plan.delay) { [unowned self] in connect() }
+        }
         armTimer()
     }
 
@@ -214,10 +189,9 @@ final class SimClient {
         world.noteProgress()
     }
 
-    /// One timer at the earliest deadline: retransmission, held message, heartbeat, keepalive.
+    /// One timer at the session's next deadline.
     private func armTimer() {
-        let deadlines = [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive]
-        guard let deadline = deadlines.compactMap({ $0 }).min() else {
+        guard let deadline = session.nextDeadline else {
             timerGeneration += 1
             timerDeadline = nil
             return
@@ -229,29 +203,7 @@ final class SimClient {
         world.queue.schedule(at: world.queue.time(of: deadline)) { [unowned self] in
             guard generation == timerGeneration else { return }
             timerDeadline = nil
-            timerFired(now: world.queue.deadline)
+            carryOut(session.poll(now: world.queue.deadline))
         }
-    }
-
-    private func timerFired(now: NIODeadline) {
-        deliver(receiver.poll(now: now))
-        switch heartbeat?.poll(now: now) ?? .none {
-        case .none:
-            break
-        case .sendPing:
-            let ping = SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: user)
-            nextPingId += 1
-            control?.up.send(ping)
-        case .peerDead:
-            if let control {
-                world.relay.clientClosed(control)
-                connectionClosed(control)
-            }
-        }
-        if let keepalive = nextKeepalive, keepalive <= now {
-            sendDatagram(SIMPMessage(kind: .ping, fromUser: user))
-            nextKeepalive = now + world.configuration.keepaliveInterval
-        }
-        carryOut(sender.poll(now: now))
     }
 }

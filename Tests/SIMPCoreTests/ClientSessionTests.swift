@@ -1,0 +1,77 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// The client's wiring of the core, with a virtual clock.
+final class ClientSessionTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    private func session(reconnect: ReconnectPolicy? = ReconnectPolicy()) -> ClientSession {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.heartbeat = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
+        configuration.keepaliveInterval = .seconds(10)
+        configuration.reconnect = reconnect
+        return ClientSession(configuration: configuration)
+    }
+
+    func testNothingIsSentBeforeRegistrationThenEverythingIs() {
+        var client = session()
+        let early = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "early"), now: t0)
+        XCTAssertTrue(early.output.datagrams.isEmpty)
+        XCTAssertNil(client.nextDeadline)
+
+        let registered = client.registered(now: t0 + .seconds(1))
+
+        XCTAssertEqual(registered.datagrams.map(\.content), ["early"])
+        XCTAssertEqual(registered.datagrams.first?.fromUser, "alice")
+        XCTAssertTrue(client.isRegistered)
+    }
+
+    func testLosingTheRelaySuspendsAndPlansAReconnectThenResends() {
+        var client = session()
+        _ = client.registered(now: t0)
+        _ = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "m"), now: t0)
+
+        let lost = client.controlLost(mayReconnect: true, random: 0.5)
+
+        XCTAssertEqual(lost.reconnect?.attempt, 1)
+        XCTAssertEqual(lost.reconnect?.delay, .seconds(1))
+        XCTAssertEqual(client.connectAttemptFailed(random: 0.5).reconnect?.delay, .seconds(2))
+        XCTAssertEqual(client.poll(now: t0 + .seconds(100)).datagrams, [], "nothing retried or given up while down")
+        let back = client.registered(now: t0 + .seconds(100))
+        XCTAssertEqual(back.datagrams.map(\.attempt), [2], "the unreceipted message is sent again")
+        XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1, "backoff reset by success")
+    }
+
+    func testWithoutReconnectPolicyALossPlansNothing() {
+        var client = session(reconnect: nil)
+        _ = client.registered(now: t0)
+        XCTAssertNil(client.controlLost(mayReconnect: true, random: 0.5).reconnect)
+    }
+
+    func testPingsKeepalivesAndASilentRelay() {
+        var client = session()
+        _ = client.registered(now: t0)
+
+        let at5 = client.poll(now: t0 + .seconds(5))
+        XCTAssertEqual(at5.controlFrames.map(\.kind), [.ping])
+        let at10 = client.poll(now: t0 + .seconds(10))
+        XCTAssertEqual(at10.datagrams.map(\.kind), [.ping], "UDP keepalive")
+        XCTAssertEqual(at10.datagrams.first?.fromUser, "alice")
+        XCTAssertTrue(client.poll(now: t0 + .seconds(15)).closeControl, "15 s of silence")
+    }
+
+    func testIncomingDatagramIsReceiptedOnTheControlChannelAndDelivered() {
+        var client = session()
+        _ = client.registered(now: t0)
+        var message = SIMPMessage(kind: .text, messageId: 7, fromUser: "bob", toUser: "alice", content: "hi")
+        message.attempt = 1
+
+        let output = client.datagramReceived(message, arrivedAt: t0, now: t0)
+
+        XCTAssertEqual(output.controlFrames.map(\.kind), [.receipt])
+        XCTAssertEqual(output.delivered.map(\.content), ["hi"])
+        let pong = client.controlReceived(SIMPMessage(kind: .ping, messageId: 3), now: t0)
+        XCTAssertEqual(pong.controlFrames.map { [$0.kind.rawValue, Int32($0.messageId)] }, [[SIMPMessage.Kind.pong.rawValue, 3]])
+    }
+}
