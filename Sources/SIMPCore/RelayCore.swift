@@ -15,6 +15,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case lookupBacklogFull = "lookup_backlog_full", registryUnavailable = "registry_unavailable"
     case receiptUnroutable = "receipt_unroutable"
     case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
+    /// A datagram arrived while the relay was shutting down.
+    case draining
 }
 
 /// A user's registration as the relay knows it.
@@ -102,6 +104,8 @@ public struct RelayCore: Sendable {
     public var liveRegistrations: [(user: String, route: Route, session: String)] {
         sessions.map { ($0.key, $0.value.route, $0.value.session) }
     }
+    /// Datagrams held while their recipients' routes are looked up.
+    public var datagramsAwaitingLookup: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
     /// Whether `user` has a session on this relay.
     public func isConnected(_ user: String) -> Bool { sessions[user] != nil }
 
