@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "simp-server", targets: ["simp-server"]),
         .executable(name: "simp", targets: ["simp"]),
         .executable(name: "simp-lab", targets: ["simp-lab"]),
+        .executable(name: "simp-bench", targets: ["simp-bench"]),
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRelay", targets: ["SIMPRelay"]),
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
@@ -21,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
@@ -60,7 +62,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // The client library behind `simp`.
@@ -110,9 +114,27 @@ let package = Package(
                 "SIMPRelay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "server"),
+        // Load generator: the bench's logic lives in SIMPBench, the executable parses flags.
+        .target(
+            name: "SIMPBench",
+            dependencies: [
+                "SIMPCore", "SIMPRedis", "SIMPRelay",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "simp-bench",
+            dependencies: [
+                "SIMPBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .executableTarget(
             name: "simp",
             dependencies: [
@@ -131,10 +153,11 @@ let package = Package(
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
-        .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
+        .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPTestSupport"]),
     ],
     swiftLanguageModes: [.v5]
 )

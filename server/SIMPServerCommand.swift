@@ -1,6 +1,9 @@
 import ArgumentParser
 import Logging
 import SIMPCore
+import Metrics
+import NIOCore
+import Prometheus
 import SIMPRedis
 import SIMPRelay
 import ServiceLifecycle
@@ -23,7 +26,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
             Clients connect to the TCP control port, register a UDP address, and send messages as \
             UDP datagrams to the relay's UDP port (by default the TCP port + 1). Registrations \
             are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or SIGTERM \
-            removes this relay's registrations and stops it.
+            stops accepting connections, keeps routing receipts for up to --drain-timeout seconds, \
+            removes this relay's registrations and exits 0.
             """)
 
     @Option(help: "Address to listen on (TCP and UDP).")
@@ -59,6 +63,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://HOST:PORT/metrics (HOST is --host). Default: none.")
+    var metricsPort: Int?
+
+    @Option(name: .customLong("drain-timeout"), help: "On SIGTERM/SIGINT, seconds to keep routing receipts of datagrams already forwarded before closing connections.")
+    var drainTimeout = 5.0
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         if let udpPort, !(0...65535).contains(udpPort) { throw ValidationError("--udp-port must be 0-65535") }
@@ -68,6 +78,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
         guard (256...65507).contains(maxDatagramSize) else { throw ValidationError("--max-datagram-size must be 256-65507") }
         guard pingInterval >= 0.05 else { throw ValidationError("--ping-interval must be at least 0.05 seconds") }
         guard pingMisses >= 1 else { throw ValidationError("--ping-misses must be at least 1") }
+        if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 0-65535") }
+        guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
@@ -90,6 +102,14 @@ struct SIMPServerCommand: AsyncParsableCommand {
         configuration.maxDatagramSize = maxDatagramSize
         configuration.heartbeat = HeartbeatPolicy(interval: .milliseconds(Int64(pingInterval * 1000)), missLimit: pingMisses)
         configuration.logger = Logger(label: "simp.relay")
+        configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
+        if let metricsPort {
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(RelayPrometheus.factory(registry: registry))
+            configuration.metricsPort = metricsPort
+            configuration.metricsRegistry = registry
+        }
+        OpenFileLimit.raiseToHardLimit()
 
         let server = RelayServer(configuration: configuration)
         let group = ServiceGroup(

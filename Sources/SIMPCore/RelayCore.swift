@@ -16,6 +16,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case receiptUnroutable = "receipt_unroutable"
     case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
     case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
+    /// A datagram arrived while the relay was shutting down.
+    case draining
 }
 
 /// A user's registration as the relay knows it.
@@ -108,6 +110,8 @@ public struct RelayCore: Sendable {
     public var liveRegistrations: [(user: String, route: Route, session: String)] {
         sessions.map { ($0.key, $0.value.route, $0.value.session) }
     }
+    /// Datagrams held while their recipients' routes are looked up.
+    public var datagramsAwaitingLookup: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
     /// Whether `user` has a session on this relay.
     public func isConnected(_ user: String) -> Bool { sessions[user] != nil }
 

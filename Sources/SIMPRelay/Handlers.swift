@@ -42,6 +42,8 @@ final class DatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let engine: RelayEngine
     private let maxDatagramSize: Int
+    /// When the current read burst began (for the forwarding-latency histogram).
+    private var burstStart: NIODeadline?
 
     init(engine: RelayEngine, maxDatagramSize: Int) {
         self.engine = engine
@@ -49,6 +51,7 @@ final class DatagramHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if burstStart == nil { burstStart = .now() }
         let envelope = unwrapInboundIn(data)
         guard envelope.data.readableBytes <= maxDatagramSize else {
             engine.oversizedDatagram(size: envelope.data.readableBytes, from: envelope.remoteAddress)
@@ -59,6 +62,8 @@ final class DatagramHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         context.flush()
+        if let burstStart { engine.datagramBurstCompleted(startedAt: burstStart) }
+        burstStart = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

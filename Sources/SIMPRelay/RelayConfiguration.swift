@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import Prometheus
 import SIMPCore
 import SIMPRedis
 
@@ -26,6 +27,16 @@ public struct RelayConfiguration: Sendable {
     /// Datagrams read per system call (recvmmsg).
     public var datagramVectorReadCount: Int = 32
     public var logger: Logger = Logger(label: "simp.relay")
+    /// Port of the Prometheus endpoint (`GET /metrics` on `host`); nil serves none, 0 picks a free one.
+    public var metricsPort: Int?
+    /// Registry the relay's metrics are recorded in and /metrics exports. Nil: with a
+    /// `metricsPort`, a registry of the relay's own; without, the global `MetricsSystem`.
+    public var metricsRegistry: PrometheusCollectorRegistry?
+    /// On shutdown, how long the relay waits for receipts of datagrams it already forwarded
+    /// before it closes the control connections.
+    public var drainTimeout: TimeAmount = .seconds(5)
+    /// The drain ends early once no receipt has been routed for this long.
+    public var drainQuietPeriod: TimeAmount = .milliseconds(500)
 
     public init() {}
 

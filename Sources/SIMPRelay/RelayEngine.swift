@@ -18,7 +18,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var core: RelayCore
     private let registry: Registry
     private let logger: Logger
-    private let metrics = RelayMetrics()
+    private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
     private var heartbeats: HeartbeatTable
     private var nextPingId: UInt64 = 1
@@ -27,13 +27,18 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     var datagramChannel: Channel?
     /// Set while the relay shuts down: registrations are withdrawn in one batch instead.
     private var withdrawing = false
+    /// Set while the relay drains: new datagrams are dropped, receipts still routed.
+    private var draining = false
+    private var lastReceiptRouted = NIODeadline.now()
+    private var reportedRedisRoundTrips = 0
 
-    init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger) {
+    init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.eventLoop = eventLoop
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// Tells the core the bound UDP port, which CONNECTED reports to clients.
@@ -53,6 +58,34 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     var liveRegistrations: [(user: String, route: Route, session: String)] { core.liveRegistrations }
+
+    // MARK: Shutdown drain
+
+    /// Starts draining: datagrams arriving from now on are dropped (their senders retransmit
+    /// elsewhere), receipts for those already forwarded are still routed.
+    func beginDrain() {
+        draining = true
+        lastReceiptRouted = .now()
+    }
+
+    /// Whether draining can end: no client is left, or no receipt came for `quietPeriod`.
+    func drainSettled(quietPeriod: TimeAmount) -> Bool {
+        connections.isEmpty || NIODeadline.now() - lastReceiptRouted >= quietPeriod
+    }
+
+    // MARK: Metrics
+
+    /// Brings sampled figures (Redis round trips, inbox depth) into the metrics before an export.
+    func updateSampledMetrics(redisRoundTrips: Int) {
+        metrics.redisCalls.increment(by: max(0, redisRoundTrips - reportedRedisRoundTrips))
+        reportedRedisRoundTrips = max(reportedRedisRoundTrips, redisRoundTrips)
+        metrics.inboxDepth.record(core.datagramsAwaitingLookup)
+    }
+
+    /// A burst of datagrams read at `start` has been handled and its forwards flushed.
+    func datagramBurstCompleted(startedAt start: NIODeadline) {
+        metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
+    }
 
     // MARK: Control connections
 
@@ -112,6 +145,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     func datagram(_ bytes: ByteBuffer, from source: SocketAddress) {
         statistics.datagramsReceived += 1
         metrics.datagramsReceived.increment()
+        guard !draining else {
+            return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
+        }
         perform(core.datagramReceived(bytes, from: source, now: .now()))
     }
 
@@ -131,6 +167,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             if message.kind == .receipt {
                 statistics.receiptsRouted += 1
                 metrics.receiptsRouted.increment()
+                if draining { lastReceiptRouted = .now() }
             }
             connections[id]?.writeAndFlush(message, promise: nil)
         case .forward(let bytes, let address):

@@ -1,19 +1,56 @@
-import Metrics
+import CoreMetrics
+import Prometheus
 import SIMPCore
 
-/// The relay's counters, created once so the datagram path never builds a metric.
+/// The relay's metrics, created once so the datagram path never builds a metric.
 /// Names are documented in docs/PROTOCOL.md (Operations section).
 struct RelayMetrics {
-    let datagramsReceived = Counter(label: "simp_datagrams_received_total")
-    let datagramsForwarded = Counter(label: "simp_datagrams_forwarded_total")
-    let controlFramesReceived = Counter(label: "simp_control_frames_received_total")
-    let receiptsRouted = Counter(label: "simp_receipts_routed_total")
-    let redisErrors = Counter(label: "simp_redis_errors_total")
-    let sessions = Gauge(label: "simp_sessions")
-    private let rejected: [RejectReason: Counter] = Dictionary(
-        uniqueKeysWithValues: RejectReason.allCases.map {
-            ($0, Counter(label: "simp_rejected_total", dimensions: [("reason", $0.rawValue)]))
-        })
+    let datagramsReceived: CoreMetrics.Counter
+    let datagramsForwarded: CoreMetrics.Counter
+    let controlFramesReceived: CoreMetrics.Counter
+    let receiptsRouted: CoreMetrics.Counter
+    let redisCalls: CoreMetrics.Counter
+    let redisErrors: CoreMetrics.Counter
+    let sessions: CoreMetrics.Gauge
+    /// Datagrams held in the relay while their recipient's route is looked up in Redis.
+    let inboxDepth: CoreMetrics.Gauge
+    /// From reading a burst of datagrams to having flushed their forwards, per burst.
+    let forwardLatency: CoreMetrics.Timer
+    private let rejectedCounters: [RejectReason: CoreMetrics.Counter]
 
-    func rejected(_ reason: RejectReason) { rejected[reason]!.increment() }
+    /// Metrics on `factory` (the global `MetricsSystem.factory` unless the relay exports its own).
+    init(factory: MetricsFactory) {
+        datagramsReceived = CoreMetrics.Counter(label: "simp_datagrams_received_total", factory: factory)
+        datagramsForwarded = CoreMetrics.Counter(label: "simp_datagrams_forwarded_total", factory: factory)
+        controlFramesReceived = CoreMetrics.Counter(label: "simp_control_frames_received_total", factory: factory)
+        receiptsRouted = CoreMetrics.Counter(label: "simp_receipts_routed_total", factory: factory)
+        redisCalls = CoreMetrics.Counter(label: "simp_redis_calls_total", factory: factory)
+        redisErrors = CoreMetrics.Counter(label: "simp_redis_errors_total", factory: factory)
+        sessions = CoreMetrics.Gauge(label: "simp_sessions", factory: factory)
+        inboxDepth = CoreMetrics.Gauge(label: "simp_inbox_depth", factory: factory)
+        forwardLatency = CoreMetrics.Timer(label: Self.forwardLatencyLabel, factory: factory)
+        rejectedCounters = Dictionary(uniqueKeysWithValues: RejectReason.allCases.map {
+            ($0, Counter(label: "simp_rejected_total", dimensions: [("reason", $0.rawValue)], factory: factory))
+        })
+    }
+
+    func rejected(_ reason: RejectReason) { rejectedCounters[reason]!.increment() }
+
+    static let forwardLatencyLabel = "simp_forward_latency_seconds"
+}
+
+/// Prometheus export of the relay's metrics.
+public enum RelayPrometheus {
+    /// A swift-metrics factory on `registry`, with microsecond-scale buckets for the
+    /// forwarding-latency histogram. Bootstrap `MetricsSystem` with it and pass the same
+    /// registry as `RelayConfiguration.metricsRegistry` to serve it at /metrics.
+    public static func factory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets[RelayMetrics.forwardLatencyLabel] = [
+            .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+            .milliseconds(50), .milliseconds(250),
+        ]
+        return factory
+    }
 }

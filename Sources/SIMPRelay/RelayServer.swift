@@ -1,7 +1,9 @@
+import CoreMetrics
 import Logging
 import NIOCore
 import NIOPosix
 import SIMPCore
+import Prometheus
 import SIMPRedis
 
 /// A running SIMP relay: TCP control listener, UDP forwarder, registrations in Redis.
@@ -16,6 +18,9 @@ public final class RelayServer: @unchecked Sendable {
     private let registry: Registry
     private var tcpChannel: Channel?
     private var udpChannel: Channel?
+    private var metricsChannel: Channel?
+    /// What /metrics exports, if the relay serves it.
+    private let metricsRegistry: PrometheusCollectorRegistry?
     private var refreshTask: RepeatedTask?
     private var heartbeatTask: RepeatedTask?
     private var logger: Logger { configuration.logger }
@@ -24,16 +29,22 @@ public final class RelayServer: @unchecked Sendable {
     public private(set) var controlAddress: SocketAddress?
     /// The bound datagram address (after `start`).
     public private(set) var datagramAddress: SocketAddress?
+    /// The bound Prometheus endpoint (after `start`, with `metricsPort` set).
+    public private(set) var metricsAddress: SocketAddress?
 
     public init(configuration: RelayConfiguration) {
         self.configuration = configuration
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.redis = RedisClient(url: configuration.redis, logger: configuration.logger)
         self.registry = Registry(redis: redis, ttlSeconds: configuration.registrationTTLSeconds)
+        let registry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
+        self.metricsRegistry = registry
+        let factory: MetricsFactory = registry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         // The core learns the UDP port once it is bound; placeholder until then.
         self.engine = RelayEngine(
             core: RelayCore(configuration: .init(relayId: configuration.relayId, udpPort: 0)),
-            registry: registry, heartbeat: configuration.heartbeat, eventLoop: group.next(), logger: configuration.logger)
+            registry: self.registry, heartbeat: configuration.heartbeat, eventLoop: group.next(),
+            logger: configuration.logger, metrics: RelayMetrics(factory: factory))
     }
 
     /// Checks Redis, binds both sockets and starts refreshing registrations.
@@ -78,6 +89,15 @@ public final class RelayServer: @unchecked Sendable {
         tcpChannel = tcp
         controlAddress = tcp.localAddress
         datagramAddress = udp.localAddress
+        if let metricsRegistry, let port = configuration.metricsPort {
+            let endpoint = try await bind("metrics", port) { [engine, redis] in
+                try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, on: loop) {
+                    engine.updateSampledMetrics(redisRoundTrips: redis.roundTrips)
+                }
+            }
+            metricsChannel = endpoint
+            metricsAddress = endpoint.localAddress
+        }
         startRefreshing()
         // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
         let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
@@ -89,11 +109,13 @@ public final class RelayServer: @unchecked Sendable {
         ])
     }
 
-    /// Stops accepting, removes this relay's registrations from Redis and closes everything.
+    /// Stops accepting, drains (receipts for datagrams already forwarded are still routed, up
+    /// to `drainTimeout`), removes this relay's registrations from Redis and closes everything.
     public func shutdown() async {
         refreshTask?.cancel()
         heartbeatTask?.cancel()
         try? await tcpChannel?.close()
+        await drain()
         let registrations = (try? await engine.eventLoop.submit { [engine] in
             engine.closeAllForShutdown()
         }.get()) ?? []
@@ -103,9 +125,24 @@ public final class RelayServer: @unchecked Sendable {
             logger.warning("could not remove registrations from Redis; they expire by TTL", metadata: ["error": "\(error)"])
         }
         try? await udpChannel?.close()
+        try? await metricsChannel?.close()
         await redis.shutdown()
         try? await group.shutdownGracefully()
         logger.info("relay stopped", metadata: ["relay": "\(configuration.relayId)", "sessions": "\(registrations.count)"])
+    }
+
+    /// Waits until no client is left, no receipt has come for `drainQuietPeriod`, or
+    /// `drainTimeout` has passed.
+    private func drain() async {
+        let deadline = NIODeadline.now() + configuration.drainTimeout
+        let quiet = configuration.drainQuietPeriod
+        try? await engine.eventLoop.submit { [engine] in engine.beginDrain() }.get()
+        while NIODeadline.now() < deadline {
+            let settled = (try? await engine.eventLoop.submit { [engine] in engine.drainSettled(quietPeriod: quiet) }.get()) ?? true
+            if settled { return }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        logger.notice("drain time over; closing the remaining connections", metadata: ["relay": "\(configuration.relayId)"])
     }
 
     /// A snapshot of the relay's counters.

@@ -1,0 +1,107 @@
+import NIOCore
+import NIOPosix
+import SIMPCore
+
+/// Why the bench could not set itself up.
+public struct BenchError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One bench user's registration with the relay: a control connection that has been accepted
+/// (CONNECTED), and where the relay takes datagrams.
+struct BenchSession {
+    let user: String
+    let control: Channel
+    /// The relay's UDP address: the control connection's peer IP at CONNECTED's `udpPort`.
+    let relayDatagramAddress: SocketAddress
+}
+
+/// A control connection of a bench user: answers PING, completes the connect promise on
+/// CONNECTED (or fails it on ERROR), then hands every other message to `onMessage`.
+final class BenchControlHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = SIMPMessage
+    var connectPromise: EventLoopPromise<SIMPMessage>?
+    /// Called on the event loop with each message after CONNECTED; `flush` is due at read end.
+    var onMessage: (SIMPMessage) -> Void = { _ in }
+    /// Called when a burst of reads ends.
+    var onReadComplete: () -> Void = {}
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
+        switch message.kind {
+        case .ping:
+            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
+            pong.time = message.time
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connected where connectPromise != nil:
+            connectPromise?.succeed(message)
+            connectPromise = nil
+        case .error where connectPromise != nil:
+            connectPromise?.fail(BenchError("relay refused CONNECT: \(message.errorCode) \(message.errorText)"))
+            connectPromise = nil
+        default:
+            onMessage(message)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { onReadComplete() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connectPromise?.fail(BenchError("relay closed the control connection"))
+        connectPromise = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) { context.close(promise: nil) }
+}
+
+/// Opens control connections and registers users.
+enum BenchConnector {
+    /// Connects `user` to the relay at `host:port` and registers `udpPort` as its datagram
+    /// port; `handler` stays in the pipeline for the session's lifetime.
+    static func register(
+        user: String, udpPort: Int, host: String, port: Int, handler: BenchControlHandler, on loop: EventLoop
+    ) -> EventLoopFuture<BenchSession> {
+        ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                        maxFrameSize: Framing.defaultMaxFrameSize, handler)
+                }
+            }
+            .connect(host: host, port: port)
+            .flatMap { channel in
+                let promise = loop.makePromise(of: SIMPMessage.self)
+                handler.connectPromise = promise
+                var connect = SIMPMessage(kind: .connect, fromUser: user)
+                connect.udpPort = UInt32(udpPort)
+                channel.writeAndFlush(connect, promise: nil)
+                let timeout = loop.scheduleTask(in: .seconds(10)) {
+                    promise.fail(BenchError("no CONNECTED for \(user) within 10 s"))
+                }
+                return promise.futureResult.flatMapThrowing { connected in
+                    timeout.cancel()
+                    guard var address = channel.remoteAddress else { throw BenchError("control connection has no peer address") }
+                    address.port = Int(connected.udpPort)
+                    return BenchSession(user: user, control: channel, relayDatagramAddress: address)
+                }.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
+            }
+    }
+
+    /// Binds a UDP socket on `host` (free port) whose datagrams go to `handler`.
+    static func bindDatagramSocket(host: String, handler: ChannelHandler, on loop: EventLoop) -> EventLoopFuture<Channel> {
+        DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+            .channelOption(.datagramVectorReadMessageCount, value: 32)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+            .channelInitializer { $0.pipeline.addHandler(handler) }
+            .bind(host: host, port: 0)
+    }
+}

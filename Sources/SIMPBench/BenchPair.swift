@@ -1,0 +1,84 @@
+import NIOCore
+import SIMPCore
+
+/// One sending user and one receiving user of the bench, each with its own UDP socket and
+/// control connection, driving `ReliableSender` and `ReceiverCore` directly on the bench's
+/// event loop (no async hops per message).
+final class BenchPair {
+    struct Offer {
+        var at: NIODeadline
+        /// Offered inside the measurement window, so its latency counts.
+        var measured: Bool
+    }
+
+    let from: String
+    let to: String
+    var sender: ReliableSender
+    var receiver = ReceiverCore()
+    /// Messages offered and not yet receipted or failed, by id.
+    var offers: [UInt64: Offer] = [:]
+    /// Text that makes each datagram `size` bytes long.
+    var content = ""
+    var senderDatagrams: Channel!
+    var senderControl: Channel!
+    var receiverDatagrams: Channel!
+    var receiverControl: Channel!
+    var relayAddress: SocketAddress!
+
+    init(index: Int, prefix: String, policy: RetransmitPolicy) {
+        from = "\(prefix)-\(index)-a"
+        to = "\(prefix)-\(index)-b"
+        sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: policy)
+    }
+
+    /// Chooses the text length so a first transmission encodes to about `size` bytes.
+    func sizeContent(toEncodedSize size: Int) {
+        var probe = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: from, toUser: to,
+                                time: WallClock.millisecondsSinceEpoch())
+        probe.attempt = 1
+        var length = max(0, size - MessageCodec.encodedSize(of: probe))
+        while length > 0 {
+            probe.content = String(repeating: "x", count: length)
+            if MessageCodec.encodedSize(of: probe) <= size { break }
+            length -= 1
+        }
+        content = probe.content
+    }
+
+    /// Writes the sender's transmissions to the relay (flushed by the caller).
+    func write(_ transmissions: [SIMPMessage]) {
+        for message in transmissions {
+            let bytes = MessageCodec.encode(message, allocator: senderDatagrams.allocator)
+            senderDatagrams.write(AddressedEnvelope(remoteAddress: relayAddress, data: bytes), promise: nil)
+        }
+    }
+
+    func close() {
+        for channel in [senderDatagrams, senderControl, receiverDatagrams, receiverControl] as [Channel?] {
+            channel?.close(promise: nil)
+        }
+    }
+}
+
+/// Hands the receiving user's datagrams to the load run.
+final class ReceiverDatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let onDatagram: (ByteBuffer) -> Void
+    private let onReadComplete: () -> Void
+
+    init(onDatagram: @escaping (ByteBuffer) -> Void, onReadComplete: @escaping () -> Void) {
+        self.onDatagram = onDatagram
+        self.onReadComplete = onReadComplete
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { onDatagram(unwrapInboundIn(data).data) }
+    func channelReadComplete(context: ChannelHandlerContext) { onReadComplete() }
+    func errorCaught(context: ChannelHandlerContext, error: Error) {}
+}
+
+/// Discards datagrams (the sending user's socket, and idle sessions').
+final class DiscardDatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+    func errorCaught(context: ChannelHandlerContext, error: Error) {}
+}

@@ -1,0 +1,182 @@
+import Foundation
+
+/// Everything `simp-bench` reports: printed as a table, or with `--json` as one JSON object.
+public struct BenchReport: Codable, Sendable {
+    /// How the run was set up.
+    public struct Parameters: Codable, Sendable {
+        public var mode: String
+        public var relay: String
+        public var pairs: Int
+        public var rate: Double
+        public var size: Int
+        public var durationSeconds: Double
+        public var warmupSeconds: Double
+        public var sessions: Int?
+    }
+
+    /// The relay's own figures, when the bench started it or was told how to read them.
+    public struct RelayFigures: Codable, Sendable {
+        /// CPU seconds (user + system) the relay used during the measurement window.
+        public var cpuSeconds: Double?
+        /// Peak resident set size of the relay process (VmHWM).
+        public var peakRSSBytes: Int?
+        /// Resident set size at the end of the run.
+        public var rssBytes: Int?
+        /// Datagrams the relay forwarded while the bench measured (from /metrics).
+        public var forwarded: Double?
+        /// Redis round trips the relay made while the bench measured (from /metrics).
+        public var redisRoundTrips: Double?
+        public var redisRoundTripsPerForwarded: Double?
+    }
+
+    /// One rate tried by `--find-max`.
+    public struct Step: Codable, Sendable {
+        public var offeredRate: Double
+        public var deliveredRate: Double
+        public var receiptRate: Double
+        public var latencyP99: UInt64
+        public var sustained: Bool
+    }
+
+    /// `--sessions` figures.
+    public struct Sessions: Codable, Sendable {
+        public var connected: Int
+        public var connectSeconds: Double
+        /// The relay's resident set size once all sessions were registered.
+        public var relayRSSBytes: Int?
+    }
+
+    public var parameters: Parameters
+    public var machine: MachineInfo
+    public var offeredRate: Double
+    public var deliveredRate: Double
+    public var receiptRate: Double
+    public var failed: Int
+    public var unresolved: Int
+    public var duplicates: Int
+    public var retransmits: Int
+    public var generatorMaxLagUs: Int64
+    public var smoothedRTTUs: Int64?
+    public var latencyUs: LatencySummary
+    public var receiptRTTUs: LatencySummary
+    public var relay: RelayFigures?
+    public var maxSustainedRate: Double?
+    public var steps: [Step]?
+    public var sessions: Sessions?
+
+    enum CodingKeys: String, CodingKey {
+        case parameters, machine, offeredRate = "offered_rate", deliveredRate = "delivered_rate"
+        case receiptRate = "receipt_rate", failed, unresolved, duplicates, retransmits
+        case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
+        case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay
+        case maxSustainedRate = "max_sustained_rate", steps, sessions
+    }
+
+    init(parameters: Parameters, result: LoadResult) {
+        self.parameters = parameters
+        machine = MachineInfo.current()
+        offeredRate = Double(result.offered) / result.seconds
+        deliveredRate = Double(result.delivered) / result.seconds
+        receiptRate = Double(result.receipts) / result.seconds
+        failed = result.failed
+        unresolved = result.unresolved
+        duplicates = result.duplicates
+        retransmits = result.retransmits
+        generatorMaxLagUs = result.generatorMaxLag.nanoseconds / 1000
+        smoothedRTTUs = result.smoothedRTT.map { $0.nanoseconds / 1000 }
+        latencyUs = result.latency.summary
+        receiptRTTUs = result.receiptRTT.summary
+    }
+
+    /// One JSON object.
+    public func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+
+    /// A human-readable table.
+    public func table() -> String {
+        var rows: [(String, String)] = [
+            ("mode", parameters.mode), ("relay", parameters.relay),
+            ("machine", "\(machine.nproc) × \(machine.cpuModel)"),
+            ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
+            ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
+            ("target rate", "\(format(parameters.rate)) msg/s"),
+            ("offered_rate", "\(format(offeredRate)) msg/s"),
+            ("delivered_rate", "\(format(deliveredRate)) msg/s"),
+            ("receipt_rate", "\(format(receiptRate)) msg/s"),
+            ("failed / unresolved", "\(failed) / \(unresolved)"),
+            ("duplicates / retransmits", "\(duplicates) / \(retransmits)"),
+            ("latency_us", summaryText(latencyUs)),
+            ("receipt_rtt_us", summaryText(receiptRTTUs)),
+            ("generator max lag", "\(generatorMaxLagUs) µs"),
+        ]
+        if let relay {
+            if let cpu = relay.cpuSeconds {
+                rows.append(("relay CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
+            }
+            if let peak = relay.peakRSSBytes { rows.append(("relay peak RSS", megabytes(peak))) }
+            if let trips = relay.redisRoundTrips, let forwarded = relay.forwarded {
+                rows.append(("Redis round trips", "\(Int(trips)) for \(Int(forwarded)) forwarded (\(String(format: "%.5f", relay.redisRoundTripsPerForwarded ?? 0)) each)"))
+            }
+        }
+        if let sessions {
+            rows.append(("sessions", "\(sessions.connected) connected in \(format(sessions.connectSeconds)) s"))
+            if let rss = sessions.relayRSSBytes { rows.append(("relay RSS with sessions", megabytes(rss))) }
+        }
+        if let maxSustainedRate { rows.append(("max sustained rate", "\(format(maxSustainedRate)) msg/s")) }
+        let width = rows.map(\.0.count).max() ?? 0
+        var lines = rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }
+        if let steps {
+            lines.append("")
+            lines.append("offered/s  delivered/s  receipts/s  p99 µs  sustained")
+            for step in steps {
+                lines.append([format(step.offeredRate).leftPadded(9), format(step.deliveredRate).leftPadded(11),
+                              format(step.receiptRate).leftPadded(10), String(step.latencyP99).leftPadded(6),
+                              step.sustained ? "yes" : "no"].joined(separator: "  "))
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private func summaryText(_ s: LatencySummary) -> String {
+        "p50 \(s.p50)  p95 \(s.p95)  p99 \(s.p99)  p999 \(s.p999)  max \(s.max)  (n=\(s.count))"
+    }
+    private func format(_ value: Double) -> String {
+        value >= 100 ? String(Int(value.rounded())) : String(format: "%.2f", value)
+    }
+    private func megabytes(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1_048_576) }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}
+
+extension BenchReport.Parameters {
+    enum CodingKeys: String, CodingKey {
+        case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s", sessions
+    }
+}
+
+extension BenchReport.RelayFigures {
+    enum CodingKeys: String, CodingKey {
+        case cpuSeconds = "cpu_seconds", peakRSSBytes = "peak_rss_bytes", rssBytes = "rss_bytes", forwarded
+        case redisRoundTrips = "redis_round_trips", redisRoundTripsPerForwarded = "redis_round_trips_per_forwarded"
+    }
+}
+
+extension BenchReport.Step {
+    enum CodingKeys: String, CodingKey {
+        case offeredRate = "offered_rate", deliveredRate = "delivered_rate", receiptRate = "receipt_rate"
+        case latencyP99 = "latency_p99_us", sustained
+    }
+}
+
+extension BenchReport.Sessions {
+    enum CodingKeys: String, CodingKey {
+        case connected, connectSeconds = "connect_seconds", relayRSSBytes = "relay_rss_bytes"
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPRedis
+import SIMPRelay
+
+/// What `simp-bench` was asked to do (its flags, parsed).
+public struct BenchOptions: Sendable {
+    /// `host:port` of a running relay; nil starts a private relay and Redis.
+    public var server: (host: String, port: Int)?
+    /// Redis for a relay the bench starts; nil starts a private `redis-server`.
+    public var redis: RedisURL?
+    /// `simp-server` to start; nil means the one next to `simp-bench`.
+    public var relayBinary: URL?
+    /// Metrics endpoint (`host:port`) of a running relay, to count its Redis round trips.
+    public var relayMetrics: (host: String, port: Int)?
+    /// Process id of a running relay on this machine, for its CPU time and memory.
+    public var relayPid: Int32?
+    public var pairs = 10
+    public var rate: Double = 10_000
+    public var size = 200
+    public var duration: TimeAmount = .seconds(10)
+    public var warmup: TimeAmount = .seconds(2)
+    public var findMax = false
+    /// `--find-max`: a rate is sustained while delivery and receipts keep up with the offered
+    /// rate within this fraction…
+    public var sustainedFraction = 0.98
+    /// …and p99 latency stays under this.
+    public var maxP99: TimeAmount = .milliseconds(10)
+    /// Idle sessions to hold open during the run.
+    public var sessions = 0
+    public init() {}
+}
+
+/// Runs one `simp-bench` invocation: sets up the relay, the pairs and idle sessions, measures,
+/// and tears everything down.
+public enum BenchRunner {
+    public static func run(_ options: BenchOptions, progress: @escaping @Sendable (String) -> Void) async throws -> BenchReport {
+        OpenFileLimit.raiseToHardLimit()
+        let local: LocalRelay? = options.server == nil
+            ? try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: options.redis)
+            : nil
+        let target = options.server ?? ("127.0.0.1", local!.controlPort)
+        let metrics = options.relayMetrics ?? local.map { ("127.0.0.1", $0.metricsPort) }
+        let pid = options.relayPid ?? local?.pid
+        var parameters = LoadGenerator.Parameters()
+        parameters.host = target.host
+        parameters.port = target.port
+        parameters.pairs = options.pairs
+        parameters.size = options.size
+        let generator = LoadGenerator(parameters: parameters)
+        let idle = IdleSessions()
+        do {
+            var sessions: BenchReport.Sessions?
+            if options.sessions > 0 {
+                progress("connecting \(options.sessions) idle sessions")
+                let started = NIODeadline.now()
+                let connected = try await idle.connect(count: options.sessions, prefix: parameters.userPrefix,
+                                                       host: target.host, port: target.port, localHost: parameters.localHost)
+                sessions = .init(connected: connected, connectSeconds: seconds(.now() - started),
+                                 relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes)
+            }
+            progress("registering \(options.pairs) pairs")
+            try await generator.connect()
+            var report = options.findMax
+                ? try await findMax(generator, options, metrics: metrics, pid: pid, progress: progress)
+                : try await measure(generator, options, rate: options.rate, metrics: metrics, pid: pid)
+            report.sessions = sessions
+            report.parameters.relay = options.server.map { "\($0.host):\($0.port)" } ?? "started by simp-bench (child simp-server)"
+            await generator.close()
+            await idle.close()
+            await local?.stop()
+            return report
+        } catch {
+            await generator.close()
+            await idle.close()
+            await local?.stop()
+            throw error
+        }
+    }
+
+    /// One measurement window at `rate`, with the relay's figures when they can be read.
+    static func measure(
+        _ generator: LoadGenerator, _ options: BenchOptions, rate: Double,
+        metrics: (host: String, port: Int)?, pid: Int32?
+    ) async throws -> BenchReport {
+        let before = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
+        let cpu = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
+        let result = try await generator.measure(rate: rate, duration: options.duration, warmup: options.warmup) { starts in
+            guard let pid, let stats = ProcessStats.read(pid: pid) else { return }
+            cpu.withLockedValue { starts ? ($0.start = stats.cpuSeconds) : ($0.end = stats.cpuSeconds) }
+        }
+        let after = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
+        let parameters = BenchReport.Parameters(
+            mode: options.findMax ? "find-max" : (options.sessions > 0 ? "sessions" : "load"), relay: "",
+            pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
+            warmupSeconds: seconds(options.warmup), sessions: options.sessions > 0 ? options.sessions : nil)
+        var report = BenchReport(parameters: parameters, result: result)
+        if pid != nil || metrics != nil {
+            var relay = BenchReport.RelayFigures()
+            let window = cpu.withLockedValue { $0 }
+            if let start = window.start, let end = window.end { relay.cpuSeconds = end - start }
+            if let stats = pid.flatMap(ProcessStats.read) {
+                relay.peakRSSBytes = stats.peakRSSBytes
+                relay.rssBytes = stats.rssBytes
+            }
+            if let before, let after {
+                let forwarded = after.total("simp_datagrams_forwarded_total") - before.total("simp_datagrams_forwarded_total")
+                let trips = after.total("simp_redis_calls_total") - before.total("simp_redis_calls_total")
+                relay.forwarded = forwarded
+                relay.redisRoundTrips = trips
+                relay.redisRoundTripsPerForwarded = forwarded > 0 ? trips / forwarded : nil
+            }
+            report.relay = relay
+        }
+        return report
+    }
+
+    /// Doubles the rate from `options.rate` until a step is not sustained, then bisects
+    /// between the last sustained rate and the first unsustained one (five more steps).
+    static func findMax(
+        _ generator: LoadGenerator, _ options: BenchOptions,
+        metrics: (host: String, port: Int)?, pid: Int32?, progress: @escaping @Sendable (String) -> Void
+    ) async throws -> BenchReport {
+        var steps: [BenchReport.Step] = []
+        var best: BenchReport?
+        var low = 0.0, high: Double?
+        var rate = options.rate
+        for _ in 0..<20 {
+            progress("find-max: offering \(Int(rate)) msg/s")
+            let report = try await measure(generator, options, rate: rate, metrics: metrics, pid: pid)
+            let sustained = isSustained(report, rate: rate, options)
+            steps.append(.init(offeredRate: report.offeredRate, deliveredRate: report.deliveredRate,
+                               receiptRate: report.receiptRate, latencyP99: report.latencyUs.p99, sustained: sustained))
+            if sustained {
+                low = rate
+                best = report
+            } else {
+                high = rate
+            }
+            guard let high else { rate *= 2; continue }
+            if high - low <= max(0.05 * low, 100) || steps.count >= 12 { break }
+            rate = low > 0 ? (low + high) / 2 : high / 2
+        }
+        var report: BenchReport
+        if let best {
+            report = best
+        } else {
+            report = try await measure(generator, options, rate: options.rate, metrics: metrics, pid: pid)
+        }
+        report.maxSustainedRate = best == nil ? 0 : low
+        report.steps = steps
+        return report
+    }
+
+    static func isSustained(_ report: BenchReport, rate: Double, _ options: BenchOptions) -> Bool {
+        let keepUp = options.sustainedFraction * rate
+        return report.offeredRate >= keepUp && report.deliveredRate >= keepUp && report.receiptRate >= keepUp
+            && report.failed == 0 && report.unresolved == 0
+            && report.latencyUs.p99 <= UInt64(options.maxP99.nanoseconds / 1000)
+    }
+
+    static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
+}
+
+extension Optional {
+    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}

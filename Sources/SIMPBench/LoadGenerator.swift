@@ -1,0 +1,246 @@
+import NIOCore
+import NIOPosix
+import SIMPCore
+
+/// What one measurement window produced, before the report adds relay figures.
+public struct LoadResult: Sendable {
+    public var targetRate: Double
+    public var seconds: Double
+    public var offered = 0
+    public var delivered = 0
+    public var receipts = 0
+    public var failed = 0
+    /// Messages offered in the window still without receipt or failure when the bench stopped.
+    public var unresolved = 0
+    public var duplicates = 0
+    public var retransmits = 0
+    /// The longest the generator ran behind its schedule (the bench itself being slow).
+    public var generatorMaxLag: TimeAmount = .zero
+    public var latency = LatencyRecorder()
+    public var receiptRTT = LatencyRecorder()
+    /// The senders' smoothed RTT at the end, averaged over pairs.
+    public var smoothedRTT: TimeAmount?
+}
+
+/// An open-loop load generator: `pairs` sender/receiver pairs registered with a relay; during
+/// a window the senders offer messages at a fixed total rate whether or not receipts come
+/// back, so a slow relay shows up as latency and loss instead of a lower send rate.
+///
+/// Everything runs on one event loop, so the pairs need no locks.
+public final class LoadGenerator: @unchecked Sendable { // confined to loop
+    public struct Parameters: Sendable {
+        public var host = "127.0.0.1"
+        public var port = 7600
+        /// Address the bench's own sockets bind to.
+        public var localHost = "127.0.0.1"
+        public var pairs = 1
+        /// Encoded size of each datagram, bytes.
+        public var size = 200
+        /// User ids are `<prefix>-<n>-a` (sender) and `<prefix>-<n>-b` (receiver).
+        public var userPrefix = "bench-\(UInt32.random(in: .min ... .max))"
+        public var policy = RetransmitPolicy()
+        public init() {}
+    }
+
+    private enum Phase { case idle, warmup, measuring, draining }
+
+    public let parameters: Parameters
+    private let group: MultiThreadedEventLoopGroup
+    private let loop: EventLoop
+    private var pairs: [BenchPair] = []
+    private var phase = Phase.idle
+    private var result = LoadResult(targetRate: 0, seconds: 0)
+    private var outstandingMeasured = 0
+
+    public init(parameters: Parameters) {
+        self.parameters = parameters
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.loop = group.next()
+    }
+
+    /// Registers every pair's two users (up to 64 registrations at a time).
+    public func connect() async throws {
+        try await loop.flatSubmit { [self] in
+            pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
+            return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
+        }.get()
+    }
+
+    private func connect(_ pair: BenchPair) -> EventLoopFuture<Void> {
+        pair.sizeContent(toEncodedSize: parameters.size)
+        let senderControl = BenchControlHandler()
+        senderControl.onMessage = { [unowned self, unowned pair] in senderControlMessage($0, pair) }
+        senderControl.onReadComplete = { [unowned pair] in pair.senderDatagrams?.flush() }
+        let receiverControl = BenchControlHandler()
+        let receiverDatagrams = ReceiverDatagramHandler(
+            onDatagram: { [unowned self, unowned pair] in receiverDatagram($0, pair) },
+            onReadComplete: { [unowned pair] in pair.receiverControl?.flush() })
+        let host = parameters.localHost
+        return BenchConnector.bindDatagramSocket(host: host, handler: DiscardDatagramHandler(), on: loop)
+            .and(BenchConnector.bindDatagramSocket(host: host, handler: receiverDatagrams, on: loop))
+            .flatMap { [self] senderUDP, receiverUDP in
+                pair.senderDatagrams = senderUDP
+                pair.receiverDatagrams = receiverUDP
+                let a = BenchConnector.register(user: pair.from, udpPort: senderUDP.localAddress!.port!, host: parameters.host,
+                                                port: parameters.port, handler: senderControl, on: loop)
+                let b = BenchConnector.register(user: pair.to, udpPort: receiverUDP.localAddress!.port!, host: parameters.host,
+                                                port: parameters.port, handler: receiverControl, on: loop)
+                return a.and(b)
+            }
+            .map { sender, receiver in
+                pair.senderControl = sender.control
+                pair.receiverControl = receiver.control
+                pair.relayAddress = sender.relayDatagramAddress
+            }
+    }
+
+    /// Offers `rate` messages per second in total for `warmup` (not counted), then for
+    /// `duration` (counted), then waits up to `drain` for the window's last receipts.
+    /// `atWindowEdge` is called with `true` when counting starts and `false` when it stops.
+    public func measure(
+        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount = .seconds(2),
+        atWindowEdge: @escaping @Sendable (_ starts: Bool) -> Void = { _ in }
+    ) async throws -> LoadResult {
+        precondition(rate > 0 && duration > .zero)
+        let done = loop.makePromise(of: LoadResult.self)
+        loop.execute { [self] in
+            run(rate: rate, duration: duration, warmup: warmup, drain: drain, edge: atWindowEdge, done: done)
+        }
+        return try await done.futureResult.get()
+    }
+
+    /// Closes every connection (the relay removes the registrations).
+    public func close() async {
+        try? await loop.submit { [self] in for pair in pairs { pair.close() } }.get()
+        try? await group.shutdownGracefully()
+    }
+
+    // MARK: On the loop
+
+    private func run(
+        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount,
+        edge: @escaping (Bool) -> Void, done: EventLoopPromise<LoadResult>
+    ) {
+        result = LoadResult(targetRate: rate, seconds: Double(duration.nanoseconds) / 1e9)
+        outstandingMeasured = 0
+        let retransmitsBefore = pairs.reduce(0) { $0 + $1.sender.retransmits }
+        // About eight messages per tick, between 50 µs and 1 ms apart.
+        let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(5e4, 8e9 / rate))))
+        let start = NIODeadline.now()
+        let windowStart = start + warmup, windowEnd = windowStart + duration
+        var offered = 0, next = 0, ticks = 0
+        phase = .warmup
+        func step(_ task: RepeatedTask) {
+            let now = NIODeadline.now()
+            ticks += 1
+            if phase == .warmup, now >= windowStart {
+                phase = .measuring
+                edge(true)
+            }
+            if phase == .measuring, now >= windowEnd {
+                phase = .draining
+                edge(false)
+            }
+            if phase != .draining {
+                let due = Int(Double((now - start).nanoseconds) / 1e9 * rate) + 1
+                if due - offered > 1 {
+                    let lag = TimeAmount.nanoseconds(Int64(Double(due - offered - 1) / rate * 1e9))
+                    if phase == .measuring { result.generatorMaxLag = max(result.generatorMaxLag, lag) }
+                }
+                var touched = Set<Int>()
+                while offered < due {
+                    offer(pairs[next], now: now)
+                    touched.insert(next)
+                    next = (next + 1) % pairs.count
+                    offered += 1
+                }
+                for index in touched { pairs[index].senderDatagrams.flush() }
+            }
+            if ticks % max(1, Int(10_000_000 / tick.nanoseconds)) == 0 { pollRetransmits(now: now) }
+            if phase == .draining, outstandingMeasured == 0 || now >= windowEnd + drain {
+                task.cancel()
+                result.unresolved = outstandingMeasured
+                result.retransmits = pairs.reduce(0) { $0 + $1.sender.retransmits } - retransmitsBefore
+                let rtts = pairs.compactMap(\.sender.estimator.smoothedRTT)
+                if !rtts.isEmpty { result.smoothedRTT = .nanoseconds(rtts.reduce(0) { $0 + $1.nanoseconds } / Int64(rtts.count)) }
+                phase = .idle
+                done.succeed(result)
+            }
+        }
+        loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick, step)
+    }
+
+    private func offer(_ pair: BenchPair, now: NIODeadline) {
+        let message = SIMPMessage(kind: .text, fromUser: pair.from, toUser: pair.to, content: pair.content, time: 0)
+        let (id, output) = pair.sender.submit(message, now: now)
+        let measured = phase == .measuring
+        pair.offers[id] = BenchPair.Offer(at: now, measured: measured)
+        if measured {
+            result.offered += 1
+            outstandingMeasured += 1
+        }
+        pair.write(output.transmit)
+        record(output.events, pair)
+    }
+
+    private func pollRetransmits(now: NIODeadline) {
+        for pair in pairs {
+            guard let deadline = pair.sender.nextDeadline, deadline <= now else { continue }
+            let output = pair.sender.poll(now: now)
+            pair.write(output.transmit)
+            pair.senderDatagrams.flush()
+            record(output.events, pair)
+        }
+    }
+
+    private func senderControlMessage(_ message: SIMPMessage, _ pair: BenchPair) {
+        let now = NIODeadline.now()
+        switch message.kind {
+        case .receipt:
+            let output = pair.sender.handleReceipt(message, now: now)
+            pair.write(output.transmit)
+            record(output.events, pair)
+        case .error where message.messageId != 0:
+            let output = pair.sender.handleRejection(messageId: message.messageId, code: message.errorCode,
+                                                     reason: message.errorText, now: now)
+            pair.write(output.transmit)
+            record(output.events, pair)
+        default:
+            break
+        }
+    }
+
+    private func receiverDatagram(_ bytes: ByteBuffer, _ pair: BenchPair) {
+        let now = NIODeadline.now()
+        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else { return }
+        let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
+        pair.receiverControl.write(outcome.receipt, promise: nil)
+        guard outcome.verdict == .deliver else {
+            if phase == .measuring { result.duplicates += 1 }
+            return
+        }
+        // An arrival may release messages held for order; each counts when the application gets it.
+        for delivered in outcome.deliver {
+            if phase == .measuring { result.delivered += 1 }
+            guard let offer = pair.offers[delivered.messageId], offer.measured else { continue }
+            result.latency.record(now - offer.at)
+        }
+    }
+
+    /// Counts receipts and failures; a message is resolved by its sender's event.
+    private func record(_ events: [SenderEvent], _ pair: BenchPair) {
+        for event in events {
+            switch event {
+            case .delivered(let id, _, let latency, _):
+                if phase == .measuring { result.receipts += 1 }
+                guard pair.offers.removeValue(forKey: id)?.measured == true else { continue }
+                outstandingMeasured -= 1
+                result.receiptRTT.record(latency)
+            case .failed(let id, _, _):
+                guard pair.offers.removeValue(forKey: id)?.measured == true else { continue }
+                outstandingMeasured -= 1
+                result.failed += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import SIMPRedis
+
+/// A `simp-server` child process (and, unless a Redis URL is given, a private `redis-server`)
+/// started by the bench on free loopback ports, so its CPU time and memory can be read.
+public final class LocalRelay: @unchecked Sendable {
+    public let controlPort: Int
+    public let metricsPort: Int
+    public let redisURL: RedisURL
+    private let relay: Process
+    private let redis: Process?
+    public let logFile: URL
+
+    /// The relay's process id, for /proc readings.
+    public var pid: Int32 { relay.processIdentifier }
+
+    /// Starts Redis (unless `redis` is given) and `simp-server` from `binary` with `extraArguments`,
+    /// and waits until both answer.
+    public static func start(binary: URL, redis: RedisURL?, extraArguments: [String] = []) async throws -> LocalRelay {
+        var redisProcess: Process?
+        let redisURL: RedisURL
+        if let redis {
+            redisURL = redis
+        } else {
+            let port = try FreePort.find()
+            redisProcess = try launch("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "",
+                                                       "--appendonly", "no", "--loglevel", "warning"], log: nil)
+            redisURL = RedisURL(host: "127.0.0.1", port: port)
+        }
+        let (control, udp, metrics) = (try FreePort.find(), try FreePort.find(udp: true), try FreePort.find())
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-relay-\(control).log")
+        do {
+            try await waitForRedis(redisURL)
+            let relay = try launch(binary.path, [
+                "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
+                "--metrics-port", String(metrics), "--redis", redisURL.description, "--log-level", "warning",
+            ] + extraArguments, log: log)
+            let started = LocalRelay(controlPort: control, metricsPort: metrics, redisURL: redisURL,
+                                     relay: relay, redis: redisProcess, logFile: log)
+            try await started.waitUntilServing()
+            return started
+        } catch {
+            redisProcess?.terminate()
+            throw error
+        }
+    }
+
+    private init(controlPort: Int, metricsPort: Int, redisURL: RedisURL, relay: Process, redis: Process?, logFile: URL) {
+        self.controlPort = controlPort
+        self.metricsPort = metricsPort
+        self.redisURL = redisURL
+        self.relay = relay
+        self.redis = redis
+        self.logFile = logFile
+    }
+
+    /// `simp-server` next to the running executable (both are products of this package).
+    public static func siblingBinary() -> URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("simp-server")
+    }
+
+    /// SIGTERM to the relay (it drains and withdraws its registrations), then Redis if private.
+    /// Returns the relay's exit status, or nil if it had to be killed after `timeout`.
+    @discardableResult
+    public func stop(timeout: TimeAmount = .seconds(15)) async -> Int32? {
+        let status = await Self.terminate(relay, timeout: timeout)
+        if let redis { await Self.terminate(redis, timeout: .seconds(5)) }
+        return status
+    }
+
+    private func waitUntilServing() async throws {
+        for _ in 0..<200 {
+            guard relay.isRunning else {
+                let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+                throw BenchError("simp-server exited at start: \(log.split(separator: "\n").last ?? "")")
+            }
+            if (try? await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)) != nil { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw BenchError("simp-server did not start serving within 10 s (log: \(logFile.path))")
+    }
+
+    private static func waitForRedis(_ url: RedisURL) async throws {
+        let client = RedisClient(url: url, timeout: .milliseconds(200))
+        defer { Task { await client.shutdown() } }
+        for _ in 0..<100 {
+            if (try? await client.command(["PING"])) == .status("PONG") { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw BenchError("Redis at \(url) does not answer")
+    }
+
+    private static func launch(_ executable: String, _ arguments: [String], log: URL?) throws -> Process {
+        let process = Process()
+        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        if let log {
+            FileManager.default.createFile(atPath: log.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: log)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
+        do { try process.run() } catch { throw BenchError("cannot start \(executable): \(error)") }
+        return process
+    }
+
+    @discardableResult
+    private static func terminate(_ process: Process, timeout: TimeAmount) async -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        process.terminate()
+        let deadline = NIODeadline.now() + timeout
+        while process.isRunning, NIODeadline.now() < deadline {
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        guard !process.isRunning else {
+            kill(process.processIdentifier, SIGKILL)
+            return nil
+        }
+        return process.terminationStatus
+    }
+}
+
+/// Free loopback ports: bound on port 0 with SwiftNIO, read back, released.
+enum FreePort {
+    static func find(udp: Bool = false) throws -> Int {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let channel = try udp
+            ? DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+            : ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+        defer { try? channel.close().wait() }
+        guard let port = channel.localAddress?.port else { throw BenchError("no free port on 127.0.0.1") }
+        return port
+    }
+}

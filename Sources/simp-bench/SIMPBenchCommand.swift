@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import SIMPBench
+import SIMPRedis
+
+@main
+struct SIMPBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-bench",
+        abstract: "Open-loop load generator for a SIMP relay: rates, loss and latency percentiles.",
+        discussion: """
+            Registers --pairs sender/receiver pairs with the relay, warms up, then offers --rate \
+            messages per second in total (spread over the pairs) for --duration seconds, whether \
+            or not receipts come back. latency_us is send -> delivered at the receiver, \
+            receipt_rtt_us is send -> receipt back at the sender (HdrHistogram percentiles). \
+            Without --server it starts its own simp-server (next to this executable) and a \
+            private redis-server on free loopback ports, and reports the relay's CPU seconds, \
+            peak RSS and Redis round trips per forwarded datagram.
+            """)
+
+    @Option(help: "A running relay's control address HOST:PORT. Default: start one.")
+    var server: String?
+
+    @Option(help: "Redis for the relay the bench starts, redis://HOST:PORT. Default: a private redis-server.")
+    var redis: String?
+
+    @Option(name: .customLong("relay-binary"), help: "simp-server to start. Default: the one next to simp-bench.")
+    var relayBinary: String?
+
+    @Option(name: .customLong("relay-metrics"), help: "HOST:PORT of a running relay's --metrics-port, to count its Redis round trips.")
+    var relayMetrics: String?
+
+    @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
+    var relayPid: Int32?
+
+    @Option(help: "Sender/receiver pairs (each user has its own UDP socket and control connection).")
+    var pairs = 10
+
+    @Option(help: "Messages per second offered in total; with --find-max, the first rate tried.")
+    var rate = 10_000.0
+
+    @Option(help: "Datagram size in bytes (TEXT padded to this encoded size).")
+    var size = 200
+
+    @Option(help: "Seconds measured.")
+    var duration = 10.0
+
+    @Option(help: "Seconds of load before measuring.")
+    var warmup = 2.0
+
+    @Flag(name: .customLong("find-max"), help: "Raise the rate until delivery falls behind or p99 exceeds --max-p99-ms; report the highest sustained rate.")
+    var findMax = false
+
+    @Option(name: .customLong("max-p99-ms"), help: "With --find-max: the p99 latency (ms) above which a rate is not sustained.")
+    var maxP99Milliseconds = 10.0
+
+    @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
+    var sessions = 0
+
+    @Flag(help: "Print the report as one JSON object instead of a table.")
+    var json = false
+
+    func validate() throws {
+        guard pairs >= 1 else { throw ValidationError("--pairs must be at least 1") }
+        guard rate > 0 else { throw ValidationError("--rate must be positive") }
+        guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
+        guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
+        guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
+        if let server { _ = try Self.hostPort(server, flag: "--server") }
+        if let relayMetrics { _ = try Self.hostPort(relayMetrics, flag: "--relay-metrics") }
+        if let redis { do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") } }
+    }
+
+    func run() async throws {
+        var options = BenchOptions()
+        options.server = try server.map { try Self.hostPort($0, flag: "--server") }
+        options.redis = try redis.map { try RedisURL(parsing: $0) }
+        options.relayBinary = relayBinary.map { URL(fileURLWithPath: $0) }
+        options.relayMetrics = try relayMetrics.map { try Self.hostPort($0, flag: "--relay-metrics") }
+        options.relayPid = relayPid
+        options.pairs = pairs
+        options.rate = rate
+        options.size = size
+        options.duration = .nanoseconds(Int64(duration * 1e9))
+        options.warmup = .nanoseconds(Int64(warmup * 1e9))
+        options.findMax = findMax
+        options.maxP99 = .nanoseconds(Int64(maxP99Milliseconds * 1e6))
+        options.sessions = sessions
+        do {
+            let report = try await BenchRunner.run(options) { line in
+                FileHandle.standardError.write(Data("simp-bench: \(line)\n".utf8))
+            }
+            print(json ? report.json() : report.table())
+        } catch {
+            FileHandle.standardError.write(Data("simp-bench: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+
+    static func hostPort(_ text: String, flag: String) throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+              (1...65535).contains(port), colon != text.startIndex else {
+            throw ValidationError("\(flag) must be HOST:PORT, e.g. 127.0.0.1:7600")
+        }
+        return (String(text[..<colon]), port)
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import NIOCore
+@testable import SIMPBench
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// The load generator against a real relay and Redis, at a rate any machine sustains.
+final class LoadGeneratorTests: RelayTestCase {
+    func testEveryOfferedMessageIsDeliveredOnceAndReceipted() async throws {
+        var parameters = LoadGenerator.Parameters()
+        parameters.port = relay.port
+        parameters.pairs = 3
+        parameters.size = 200
+        let generator = LoadGenerator(parameters: parameters)
+        try await generator.connect()
+
+        let result = try await generator.measure(rate: 300, duration: .milliseconds(500), warmup: .milliseconds(100))
+        await generator.close()
+
+        XCTAssertGreaterThan(result.offered, 100)
+        XCTAssertEqual(result.failed, 0)
+        XCTAssertEqual(result.unresolved, 0)
+        XCTAssertEqual(result.duplicates, 0)
+        XCTAssertEqual(result.latency.count, UInt64(result.offered), "every message offered in the window was delivered")
+        XCTAssertEqual(result.receiptRTT.count, UInt64(result.offered), "and receipted")
+        XCTAssertLessThanOrEqual(result.latency.summary.p50, result.receiptRTT.summary.max)
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
+    }
+
+    func testDatagramsHaveTheRequestedSize() {
+        let pair = BenchPair(index: 7, prefix: "bench-size", policy: .init())
+        pair.sizeContent(toEncodedSize: 200)
+        var message = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: pair.from,
+                                  toUser: pair.to, content: pair.content, time: 0)
+        message.attempt = 1
+        XCTAssertEqual(Double(MessageCodec.encodedSize(of: message)), 200, accuracy: 8)
+    }
+}
+
+/// `simp-bench` as a user runs it: starts its own relay and Redis, prints one JSON object.
+final class BenchCommandTests: XCTestCase {
+    func testJSONRunWithItsOwnRelayReportsRatesLatencyAndRelayFigures() async throws {
+        let bench = try ChildProcess("simp-bench", ["--pairs", "2", "--rate", "200", "--duration", "1", "--warmup", "0.2", "--json"])
+        let status = await bench.exitStatus(timeout: 60)
+        XCTAssertEqual(status, 0, bench.standardError)
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bench.standardOutput.utf8)) as? [String: Any],
+                                   bench.standardOutput)
+        XCTAssertGreaterThan(object["delivered_rate"] as? Double ?? 0, 100)
+        XCTAssertEqual(object["failed"] as? Int, 0)
+        let relay = try XCTUnwrap(object["relay"] as? [String: Any])
+        XCTAssertGreaterThan(relay["peak_rss_bytes"] as? Int ?? 0, 0)
+        XCTAssertNotNil(relay["cpu_seconds"] as? Double)
+        XCTAssertGreaterThan(relay["forwarded"] as? Double ?? 0, 100)
+        XCTAssertNotNil(relay["redis_round_trips_per_forwarded"] as? Double)
+    }
+}

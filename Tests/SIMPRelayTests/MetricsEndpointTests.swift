@@ -1,0 +1,55 @@
+import NIOCore
+import SIMPBench
+import SIMPCore
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+/// `/metrics` of a real relay (its own Prometheus registry, Redis and loopback sockets).
+final class MetricsEndpointTests: XCTestCase {
+    func testMetricsEndpointExportsCountersThatMove() async throws {
+        let relay = try await TestRelay.start { $0.metricsPort = 0 }
+        do {
+            let port = try XCTUnwrap(relay.server.metricsAddress?.port)
+            let before = try await MetricsScrape.fetch(host: "127.0.0.1", port: port)
+            XCTAssertEqual(before["simp_datagrams_forwarded_total"], 0)
+
+            let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+            _ = try await relay.connectClient(user: bob)
+            let aliceClient = try await relay.connectClient(user: alice)
+            let result = try await aliceClient.send(text: "counted", to: bob)
+            guard case .delivered = result else { return XCTFail("\(result)") }
+            try await RawDatagram.send([0xff, 0xff, 0xff, 0x01], to: relay.server.datagramAddress!)
+            _ = try await Eventually.holds { try await relay.server.statistics().rejected[.malformed] == 1 }
+
+            let after = try await MetricsScrape.fetch(host: "127.0.0.1", port: port)
+            XCTAssertEqual(after["simp_datagrams_forwarded_total"], 1)
+            XCTAssertEqual(after["simp_datagrams_received_total"], 2)
+            XCTAssertEqual(after["simp_receipts_routed_total"], 1)
+            XCTAssertEqual(after["simp_sessions"], 2)
+            XCTAssertEqual(after["simp_rejected_total{reason=\"malformed\"}"], 1)
+            XCTAssertEqual(after["simp_inbox_depth"], 0)
+            XCTAssertEqual(after["simp_redis_errors_total"], 0)
+            let redisCalls = after.total("simp_redis_calls_total")
+            XCTAssertGreaterThanOrEqual(redisCalls, 2, "two registrations are Redis round trips")
+            XCTAssertEqual(redisCalls, Double(relay.server.redisRoundTrips), accuracy: 2)
+            XCTAssertGreaterThanOrEqual(after["simp_forward_latency_seconds_count"] ?? 0, 1)
+        } catch {
+            await relay.stop()
+            throw error
+        }
+        await relay.stop()
+    }
+
+    func testOtherPathsAreNotFound() async throws {
+        let relay = try await TestRelay.start { $0.metricsPort = 0 }
+        let port = try XCTUnwrap(relay.server.metricsAddress?.port)
+        do {
+            _ = try await MetricsScrape.fetch(host: "127.0.0.1", port: port, path: "/other")
+            XCTFail("/other must not be served")
+        } catch {
+            XCTAssertTrue("\(error)".contains("404"), "\(error)")
+        }
+        await relay.stop()
+    }
+}
