@@ -202,7 +202,8 @@ public struct ChatSession: Sendable {
             hasConnected = true
             for ref in outgoing.markResumed() { showStatus(of: ref) }
         case .reconnecting(let attempt, let delay):
-            notice("connection lost; reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
+            let what = attempt == 1 ? "connection lost" : "relay still unreachable"
+            notice("\(what); reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
         case .offline(let reason):
             notice("offline: \(reason)", .failure)
         }

@@ -112,7 +112,7 @@ final class ChatSessionTests: XCTestCase {
         XCTAssertEqual(terminal.transcript.suffix(2), ["-- connected as alice (relay r1)", "bob>"])
         session.connectionChanged(.reconnecting(attempt: 3, delay: .seconds(4)))
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(2), ["-- connection lost; reconnecting in 4 s (attempt 3)", "[reconnecting] bob>"])
+        XCTAssertEqual(terminal.transcript.suffix(2), ["-- relay still unreachable; reconnecting in 4 s (attempt 3)", "[reconnecting] bob>"])
         session.connectionChanged(.connected(relayId: "r2"))
         session.connectionChanged(.offline(reason: "closed"))
         refresh()
