@@ -219,31 +219,54 @@ public struct RelayCore: Sendable {
 
     // MARK: Datagrams
 
+    /// Where a datagram goes. The common case, a forward, needs no list of actions.
+    public enum DatagramRoute: Sendable {
+        /// Send the datagram's bytes unchanged to this address.
+        case forward(to: SocketAddress)
+        /// Anything else: rejections, an ERROR to the sender, a Redis lookup (or nothing yet).
+        case actions([Action])
+    }
+
     /// A UDP datagram arrived.
     public mutating func datagramReceived(_ bytes: ByteBuffer, now: NIODeadline) -> [Action] {
-        let message: SIMPMessage
-        do { message = try MessageCodec.decode(bytes) } catch {
-            return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
+        switch routeDatagram(bytes, now: now) {
+        case .forward(let address): return [.forward(bytes, to: address)]
+        case .actions(let actions): return actions
+        }
+    }
+
+    /// A UDP datagram arrived: the same decisions as `datagramReceived`, for the relay's hot
+    /// path. Only the header is read (`DatagramHeader.parse`) unless the bytes need the full decoder.
+    public mutating func routeDatagram(_ bytes: ByteBuffer, now: NIODeadline) -> DatagramRoute {
+        let message: DatagramHeader
+        do { message = try Self.header(of: bytes) } catch {
+            return .actions([.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")])
         }
         guard message.kind.isContent else {
-            return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
+            return .actions([.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")])
         }
         guard message.version == SIMPMessage.currentVersion else {
-            return [.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
-                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)")
+            return .actions([.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
+                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)"))
         }
         guard !message.toUser.isEmpty, !message.fromUser.isEmpty, message.messageId != 0 else {
-            return [.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
-                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId")
+            return .actions([.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
+                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId"))
         }
         if let local = sessions[message.toUser] {
-            return [.forward(bytes, to: local.route.address)]
+            return .forward(to: local.route.address)
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return unknownRecipient(message) }
-            return [.forward(bytes, to: route.address)]
+            guard let route = cached.route else { return .actions(unknownRecipient(message)) }
+            return .forward(to: route.address)
         }
-        return awaitRoute(bytes, for: message)
+        return .actions(awaitRoute(bytes, for: message))
+    }
+
+    /// The routing fields of a datagram: read directly when possible, else fully decoded.
+    private static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
+        if let header = DatagramHeader.parse(bytes) { return header }
+        return DatagramHeader(try MessageCodec.decode(bytes))
     }
 
     /// Redis answered a `.lookup`: forwards the datagrams that waited for it.
@@ -255,7 +278,7 @@ public struct RelayCore: Sendable {
             expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
         guard let address = current?.address else {
             return waiting.flatMap { bytes in
-                (try? MessageCodec.decode(bytes)).map(unknownRecipient) ?? []
+                (try? Self.header(of: bytes)).map(unknownRecipient) ?? []
             }
         }
         return waiting.map { .forward($0, to: address) }
@@ -268,7 +291,7 @@ public struct RelayCore: Sendable {
         return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
     }
 
-    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: SIMPMessage) -> [Action] {
+    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: DatagramHeader) -> [Action] {
         if var queue = awaitingLookup[message.toUser] {
             guard queue.count < configuration.maxDatagramsAwaitingLookup else {
                 return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
@@ -281,13 +304,13 @@ public struct RelayCore: Sendable {
         return [.lookup(user: message.toUser)]
     }
 
-    private func unknownRecipient(_ message: SIMPMessage) -> [Action] {
+    private func unknownRecipient(_ message: DatagramHeader) -> [Action] {
         [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")]
             + tellSender(message, .unknownRecipient, "no user \"\(message.toUser)\" is registered")
     }
 
     /// An ERROR to the sender of `message`, if the sender has a session here.
-    private func tellSender(_ message: SIMPMessage, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
+    private func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
         guard let sender = sessions[message.fromUser] else { return [] }
         var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
         error.fromUser = message.toUser
