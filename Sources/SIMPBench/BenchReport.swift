@@ -60,6 +60,8 @@ public struct BenchReport: Codable, Sendable {
     public var latencyUs: LatencySummary
     public var receiptRTTUs: LatencySummary
     public var relay: RelayFigures?
+    /// CPU seconds the bench itself used during the window (it shares the machine).
+    public var benchCPUSeconds: Double?
     public var maxSustainedRate: Double?
     public var steps: [Step]?
     public var sessions: Sessions?
@@ -68,7 +70,7 @@ public struct BenchReport: Codable, Sendable {
         case parameters, machine, offeredRate = "offered_rate", deliveredRate = "delivered_rate"
         case receiptRate = "receipt_rate", failed, unresolved, duplicates, retransmits
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
-        case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay
+        case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
         case maxSustainedRate = "max_sustained_rate", steps, sessions
     }
 
@@ -112,6 +114,9 @@ public struct BenchReport: Codable, Sendable {
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
+        if let cpu = benchCPUSeconds {
+            rows.append(("bench CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
+        }
         if let relay {
             if let cpu = relay.cpuSeconds {
                 rows.append(("relay CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))

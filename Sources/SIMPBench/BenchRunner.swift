@@ -86,7 +86,11 @@ public enum BenchRunner {
     ) async throws -> BenchReport {
         let before = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
         let cpu = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
+        let benchCPU = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
         let result = try await generator.measure(rate: rate, duration: options.duration, warmup: options.warmup) { starts in
+            if let own = ProcessStats.read(pid: getpid()) {
+                benchCPU.withLockedValue { starts ? ($0.start = own.cpuSeconds) : ($0.end = own.cpuSeconds) }
+            }
             guard let pid, let stats = ProcessStats.read(pid: pid) else { return }
             cpu.withLockedValue { starts ? ($0.start = stats.cpuSeconds) : ($0.end = stats.cpuSeconds) }
         }
@@ -96,6 +100,8 @@ public enum BenchRunner {
             pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
             warmupSeconds: seconds(options.warmup), sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
+        let own = benchCPU.withLockedValue { $0 }
+        if let start = own.start, let end = own.end { report.benchCPUSeconds = end - start }
         if pid != nil || metrics != nil {
             var relay = BenchReport.RelayFigures()
             let window = cpu.withLockedValue { $0 }

@@ -225,44 +225,74 @@ public struct RelayCore: Sendable {
 
     // MARK: Datagrams
 
+    /// Where a datagram goes. The common case, a forward, needs no list of actions.
+    public enum DatagramRoute: Sendable {
+        /// Send the datagram's bytes unchanged to this address.
+        case forward(to: SocketAddress)
+        /// Anything else: rejections, an ERROR to the sender, a Redis lookup, a moved route (or
+        /// nothing yet).
+        case actions([Action])
+    }
+
     /// A UDP datagram arrived from `source` (nil when unknown, e.g. in tests).
+    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> [Action] {
+        switch routeDatagram(bytes, from: source, now: now) {
+        case .forward(let address): return [.forward(bytes, to: address)]
+        case .actions(let actions): return actions
+        }
+    }
+
+    /// A UDP datagram arrived from `source`: the same decisions as `datagramReceived`, for the
+    /// relay's hot path. Only the header is read (`DatagramHeader.parse`) unless the bytes need
+    /// the full decoder.
     ///
     /// NAT rebinding: when a datagram from a locally connected user arrives from the IP of the
     /// user's control connection but another port, the user's route follows it (newest source
     /// wins). Only the port may change: datagrams are not authenticated yet, so an address on
     /// another host never moves a route.
-    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> [Action] {
-        let message: SIMPMessage
-        do { message = try MessageCodec.decode(bytes) } catch {
-            return [.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")]
+    public mutating func routeDatagram(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> DatagramRoute {
+        let message: DatagramHeader
+        do { message = try Self.header(of: bytes) } catch {
+            return .actions([.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")])
         }
         let moved = source.flatMap { followRebinding(of: message.fromUser, to: $0) } ?? []
         guard message.kind.isContent else {
             // A PING datagram keeps the client's NAT mapping open (and may reveal a rebinding).
-            if message.kind == .ping { return moved }
-            return [.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")]
+            if message.kind == .ping { return .actions(moved) }
+            return .actions([.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")])
         }
-        return moved + routeContent(bytes, message, now: now)
+        let route = routeContent(bytes, message, now: now)
+        guard !moved.isEmpty else { return route }
+        switch route {
+        case .forward(let address): return .actions(moved + [.forward(bytes, to: address)])
+        case .actions(let actions): return .actions(moved + actions)
+        }
     }
 
     /// Validates a content datagram and decides where it goes.
-    private mutating func routeContent(_ bytes: ByteBuffer, _ message: SIMPMessage, now: NIODeadline) -> [Action] {
+    private mutating func routeContent(_ bytes: ByteBuffer, _ message: DatagramHeader, now: NIODeadline) -> DatagramRoute {
         guard message.version == SIMPMessage.currentVersion else {
-            return [.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
-                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)")
+            return .actions([.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
+                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)"))
         }
         guard !message.toUser.isEmpty, !message.fromUser.isEmpty, message.messageId != 0 else {
-            return [.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
-                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId")
+            return .actions([.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
+                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId"))
         }
         if let local = sessions[message.toUser] {
-            return [.forward(bytes, to: local.route.address)]
+            return .forward(to: local.route.address)
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return noRoute(message, known: cached.known) }
-            return [.forward(bytes, to: route.address)]
+            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
+            return .forward(to: route.address)
         }
-        return awaitRoute(bytes, for: message)
+        return .actions(awaitRoute(bytes, for: message))
+    }
+
+    /// The routing fields of a datagram: read directly when possible, else fully decoded.
+    private static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
+        if let header = DatagramHeader.parse(bytes) { return header }
+        return DatagramHeader(try MessageCodec.decode(bytes))
     }
 
     /// Moves a local user's route to `source` if only its port changed.
@@ -285,7 +315,7 @@ public struct RelayCore: Sendable {
             expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
         guard let address = current?.address else {
             return waiting.flatMap { bytes in
-                (try? MessageCodec.decode(bytes)).map { noRoute($0, known: known) } ?? []
+                (try? Self.header(of: bytes)).map { noRoute($0, known: known) } ?? []
             }
         }
         return waiting.map { .forward($0, to: address) }
@@ -298,7 +328,7 @@ public struct RelayCore: Sendable {
         return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
     }
 
-    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: SIMPMessage) -> [Action] {
+    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: DatagramHeader) -> [Action] {
         if var queue = awaitingLookup[message.toUser] {
             guard queue.count < configuration.maxDatagramsAwaitingLookup else {
                 return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
@@ -314,20 +344,20 @@ public struct RelayCore: Sendable {
     /// A datagram whose recipient has no route: a user seen before is offline (dropped and
     /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
     /// restart), anyone else is unknown (the sender is told).
-    private func noRoute(_ message: SIMPMessage, known: Bool) -> [Action] {
+    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
         guard !known else {
             return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
         }
         return unknownRecipient(message)
     }
 
-    private func unknownRecipient(_ message: SIMPMessage) -> [Action] {
+    private func unknownRecipient(_ message: DatagramHeader) -> [Action] {
         [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")]
             + tellSender(message, .unknownRecipient, "no user \"\(message.toUser)\" is registered")
     }
 
     /// An ERROR to the sender of `message`, if the sender has a session here.
-    private func tellSender(_ message: SIMPMessage, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
+    private func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
         guard let sender = sessions[message.fromUser] else { return [] }
         var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
         error.fromUser = message.toUser

@@ -27,6 +27,11 @@ final class ControlChannelHandler: ChannelInboundHandler {
         engine.controlFrame(unwrapInboundIn(data), on: id, peer: peer)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        engine.controlReadCompleted()
+        context.fireChannelReadComplete()
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let tooLarge = error as? FrameTooLargeError, let id {
             engine.frameTooLarge(on: id, tooLarge)
@@ -51,13 +56,14 @@ final class DatagramHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if burstStart == nil { burstStart = .now() }
+        let now = burstStart ?? .now()
+        burstStart = now
         let envelope = unwrapInboundIn(data)
         guard envelope.data.readableBytes <= maxDatagramSize else {
             engine.oversizedDatagram(size: envelope.data.readableBytes, from: envelope.remoteAddress)
             return
         }
-        engine.datagram(envelope.data, from: envelope.remoteAddress)
+        engine.datagram(envelope.data, from: envelope.remoteAddress, now: now)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

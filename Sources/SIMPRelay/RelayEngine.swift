@@ -31,6 +31,11 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var draining = false
     private var lastReceiptRouted = NIODeadline.now()
     private var reportedRedisRoundTrips = 0
+    /// Datagram counts not yet added to the metrics (they are added once per read burst).
+    private var unreportedReceived = 0, unreportedForwarded = 0
+    /// Control connections with receipts written but not flushed yet.
+    private var unflushedReceipts = Set<ConnectionID>()
+    private var unflushedChannels: [Channel] = []
 
     init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
@@ -80,11 +85,21 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         metrics.redisCalls.increment(by: max(0, redisRoundTrips - reportedRedisRoundTrips))
         reportedRedisRoundTrips = max(reportedRedisRoundTrips, redisRoundTrips)
         metrics.inboxDepth.record(core.datagramsAwaitingLookup)
+        reportDatagramCounts()
     }
 
-    /// A burst of datagrams read at `start` has been handled and its forwards flushed.
+    /// A burst of datagrams read at `start` has been handled and its forwards flushed: the
+    /// burst's counts go to the metrics in one step each.
     func datagramBurstCompleted(startedAt start: NIODeadline) {
         metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
+        reportDatagramCounts()
+    }
+
+    private func reportDatagramCounts() {
+        if unreportedReceived > 0 { metrics.datagramsReceived.increment(by: Int64(unreportedReceived)) }
+        if unreportedForwarded > 0 { metrics.datagramsForwarded.increment(by: Int64(unreportedForwarded)) }
+        unreportedReceived = 0
+        unreportedForwarded = 0
     }
 
     // MARK: Control connections
@@ -102,6 +117,13 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         connections[id] = nil
         heartbeats.closed(id)
         perform(core.connectionClosed(id))
+    }
+
+    /// A control connection's read burst ended: sends the receipts it routed.
+    func controlReadCompleted() {
+        for channel in unflushedChannels { channel.flush() }
+        unflushedChannels.removeAll(keepingCapacity: true)
+        unflushedReceipts.removeAll(keepingCapacity: true)
     }
 
     func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
@@ -142,13 +164,18 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Datagrams
 
-    func datagram(_ bytes: ByteBuffer, from source: SocketAddress) {
+    /// A datagram from `source`, read at `now` (the start of its read burst); forwards are
+    /// flushed per burst.
+    func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) {
         statistics.datagramsReceived += 1
-        metrics.datagramsReceived.increment()
+        unreportedReceived += 1
         guard !draining else {
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
         }
-        perform(core.datagramReceived(bytes, from: source, now: .now()))
+        switch core.routeDatagram(bytes, from: source, now: now) {
+        case .forward(let address): forward(bytes, to: address)
+        case .actions(let actions): perform(actions)
+        }
     }
 
     func oversizedDatagram(size: Int, from source: SocketAddress) {
@@ -164,17 +191,16 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private func perform(_ action: RelayCore.Action) {
         switch action {
         case .send(let id, let message):
-            if message.kind == .receipt {
-                statistics.receiptsRouted += 1
-                metrics.receiptsRouted.increment()
-                if draining { lastReceiptRouted = .now() }
-            }
-            connections[id]?.writeAndFlush(message, promise: nil)
+            guard let channel = connections[id] else { return }
+            guard message.kind == .receipt else { return channel.writeAndFlush(message, promise: nil) }
+            statistics.receiptsRouted += 1
+            metrics.receiptsRouted.increment()
+            if draining { lastReceiptRouted = .now() }
+            // Receipts come from control reads; they are flushed together when the read ends.
+            channel.write(message, promise: nil)
+            if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
         case .forward(let bytes, let address):
-            statistics.datagramsForwarded += 1
-            metrics.datagramsForwarded.increment()
-            // Flushed once per read burst by the datagram handler (or right away, below).
-            datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+            forward(bytes, to: address)
         case .register(let user, let route, let session, let id):
             registry.register(user: user, route: route, session: session, on: eventLoop).whenComplete { [self] result in
                 if case .failure(let error) = result { redisFailed("register \(user)", error) }
@@ -204,6 +230,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
                     perform(core.lookupFailed(user: user))
                 }
                 datagramChannel?.flush()
+                reportDatagramCounts()
             }
         case .close(let id):
             connections[id]?.close(promise: nil)
@@ -212,6 +239,13 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             metrics.rejected(reason)
             logger.debug("rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         }
+    }
+
+    /// Writes a forward; flushed once per read burst by the datagram handler (or after a lookup).
+    private func forward(_ bytes: ByteBuffer, to address: SocketAddress) {
+        statistics.datagramsForwarded += 1
+        unreportedForwarded += 1
+        datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
     }
 
     func redisFailed(_ what: String, _ error: Error) {
