@@ -1,5 +1,6 @@
 import CoreMetrics
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
@@ -17,6 +18,8 @@ public final class RelayServer: @unchecked Sendable {
     private let engine: RelayEngine
     private let registry: Registry
     private var tcpChannel: Channel?
+    /// Set before the event loop shuts down, so late callers get an error instead of a hang.
+    private let stopped = NIOLockedValueBox(false)
     private var udpChannel: Channel?
     private var metricsChannel: Channel?
     /// What /metrics exports, if the relay serves it.
@@ -127,6 +130,7 @@ public final class RelayServer: @unchecked Sendable {
         try? await udpChannel?.close()
         try? await metricsChannel?.close()
         await redis.shutdown()
+        stopped.withLockedValue { $0 = true }
         try? await group.shutdownGracefully()
         logger.info("relay stopped", metadata: ["relay": "\(configuration.relayId)", "sessions": "\(registrations.count)"])
     }
@@ -145,9 +149,10 @@ public final class RelayServer: @unchecked Sendable {
         logger.notice("drain time over; closing the remaining connections", metadata: ["relay": "\(configuration.relayId)"])
     }
 
-    /// A snapshot of the relay's counters.
+    /// A snapshot of the relay's counters; throws `RelayStoppedError` after `shutdown()`.
     public func statistics() async throws -> RelayStatistics {
-        try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
+        guard !stopped.withLockedValue({ $0 }) else { throw RelayStoppedError() }
+        return try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
     }
 
     /// Redis round trips made by this relay so far.
@@ -171,6 +176,11 @@ public final class RelayServer: @unchecked Sendable {
             throw RelayStartError("cannot listen on \(what) \(configuration.host):\(port): \(error)")
         }
     }
+}
+
+/// The relay has been shut down.
+public struct RelayStoppedError: Error, CustomStringConvertible {
+    public var description: String { "the relay has been shut down" }
 }
 
 /// Why a relay could not start.

@@ -103,4 +103,13 @@ final class StartupTests: XCTestCase {
         }
         await server.shutdown()
     }
+
+    func testStatisticsAfterShutdownFailInsteadOfHanging() async throws {
+        let relay = try await TestRelay.start()
+        await relay.stop()
+        do {
+            _ = try await relay.server.statistics()
+            XCTFail("statistics of a stopped relay")
+        } catch is RelayStoppedError {}
+    }
 }
