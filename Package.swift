@@ -75,6 +75,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
@@ -154,7 +155,9 @@ let package = Package(
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench"]),
-        .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient", "SIMPTestSupport"]),
+        .testTarget(
+            name: "SIMPClientTests",
+            dependencies: ["SIMPClient", "SIMPTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
         .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPTestSupport"]),

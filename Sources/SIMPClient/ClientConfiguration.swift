@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import NIOCore
 import SIMPCore
 
@@ -28,6 +29,8 @@ public struct ClientConfiguration: Sendable {
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
     public var logger: Logger = Logger(label: "simp.client")
+    /// Where the client's retransmit and RTT metrics go (see `ClientMetrics`).
+    public var metricsFactory: MetricsFactory = MetricsSystem.factory
 
     public init(serverHost: String, serverPort: Int, user: String) {
         self.serverHost = serverHost

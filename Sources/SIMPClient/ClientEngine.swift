@@ -11,6 +11,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     let configuration: ClientConfiguration
     private var logger: Logger { configuration.logger }
     private var session: ClientSession
+    private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
@@ -36,6 +37,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.reconnect = configuration.reconnect
         core.keepaliveInterval = configuration.keepaliveInterval
         self.session = ClientSession(configuration: core)
+        self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
 
     /// Counters for reports: retransmissions, spurious ones, duplicates suppressed.
@@ -177,6 +179,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         if !output.controlFrames.isEmpty { control?.flush() }
         output.delivered.forEach(onMessage)
         output.outcomes.forEach(report)
+        metrics.update(outcomes: output.outcomes, session: session)
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here
