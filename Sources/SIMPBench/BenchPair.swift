@@ -17,6 +17,8 @@ final class BenchPair {
     var receiver = ReceiverCore()
     /// Messages offered and not yet receipted or failed, by id.
     var offers: [UInt64: Offer] = [:]
+    /// Ids the receiving application was handed, to catch any delivered twice.
+    var deliveredIds: Set<UInt64> = []
     /// Text that makes each datagram `size` bytes long.
     var content = ""
     var senderDatagrams: Channel!

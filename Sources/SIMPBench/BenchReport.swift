@@ -53,7 +53,10 @@ public struct BenchReport: Codable, Sendable {
     public var receiptRate: Double
     public var failed: Int
     public var unresolved: Int
+    /// Messages handed to the receiving application more than once.
     public var duplicates: Int
+    /// Duplicate datagram arrivals suppressed by the receiver.
+    public var suppressed: Int
     public var retransmits: Int
     public var generatorMaxLagUs: Int64
     public var smoothedRTTUs: Int64?
@@ -68,7 +71,7 @@ public struct BenchReport: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case parameters, machine, offeredRate = "offered_rate", deliveredRate = "delivered_rate"
-        case receiptRate = "receipt_rate", failed, unresolved, duplicates, retransmits
+        case receiptRate = "receipt_rate", failed, unresolved, duplicates, suppressed, retransmits
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
         case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
         case maxSustainedRate = "max_sustained_rate", steps, sessions
@@ -83,6 +86,7 @@ public struct BenchReport: Codable, Sendable {
         failed = result.failed
         unresolved = result.unresolved
         duplicates = result.duplicates
+        suppressed = result.suppressed
         retransmits = result.retransmits
         generatorMaxLagUs = result.generatorMaxLag.nanoseconds / 1000
         smoothedRTTUs = result.smoothedRTT.map { $0.nanoseconds / 1000 }
@@ -109,7 +113,7 @@ public struct BenchReport: Codable, Sendable {
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
             ("failed / unresolved", "\(failed) / \(unresolved)"),
-            ("duplicates / retransmits", "\(duplicates) / \(retransmits)"),
+            ("duplicates / suppressed / retransmits", "\(duplicates) / \(suppressed) / \(retransmits)"),
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
             ("generator max lag", "\(generatorMaxLagUs) µs"),

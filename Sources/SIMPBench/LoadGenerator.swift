@@ -12,7 +12,10 @@ public struct LoadResult: Sendable {
     public var failed = 0
     /// Messages offered in the window still without receipt or failure when the bench stopped.
     public var unresolved = 0
+    /// Messages handed to the receiving application more than once (should be 0).
     public var duplicates = 0
+    /// Duplicate datagram arrivals the receiver suppressed (retransmissions that crossed receipts).
+    public var suppressed = 0
     public var retransmits = 0
     /// The longest the generator ran behind its schedule (the bench itself being slow).
     public var generatorMaxLag: TimeAmount = .zero
@@ -216,11 +219,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         pair.receiverControl.write(outcome.receipt, promise: nil)
         guard outcome.verdict == .deliver else {
-            if phase == .measuring { result.duplicates += 1 }
+            if phase == .measuring { result.suppressed += 1 }
             return
         }
         // An arrival may release messages held for order; each counts when the application gets it.
         for delivered in outcome.deliver {
+            if !pair.deliveredIds.insert(delivered.messageId).inserted, phase == .measuring { result.duplicates += 1 }
             if phase == .measuring { result.delivered += 1 }
             guard let offer = pair.offers[delivered.messageId], offer.measured else { continue }
             result.latency.record(now - offer.at)
