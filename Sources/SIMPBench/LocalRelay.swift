@@ -10,7 +10,7 @@ public final class LocalRelay: @unchecked Sendable {
     public let metricsPort: Int
     public let redisURL: RedisURL
     private let relay: Process
-    private let redis: Process?
+    private let redis: LocalRedisServer?
     public let logFile: URL
 
     /// The relay's process id, for /proc readings.
@@ -19,35 +19,27 @@ public final class LocalRelay: @unchecked Sendable {
     /// Starts Redis (unless `redis` is given) and `simp-server` from `binary` with `extraArguments`,
     /// and waits until both answer.
     public static func start(binary: URL, redis: RedisURL?, extraArguments: [String] = []) async throws -> LocalRelay {
-        var redisProcess: Process?
-        let redisURL: RedisURL
-        if let redis {
-            redisURL = redis
-        } else {
-            let port = try FreePort.find()
-            redisProcess = try launch("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "",
-                                                       "--appendonly", "no", "--loglevel", "warning"], log: nil)
-            redisURL = RedisURL(host: "127.0.0.1", port: port)
-        }
-        let (control, udp, metrics) = (try FreePort.find(), try FreePort.find(udp: true), try FreePort.find())
+        let privateRedis = redis == nil ? try await LocalRedisServer.start() : nil
+        let redisURL = redis ?? privateRedis!.url
+        let (control, udp, metrics) = (try FreePort.tcp(), try FreePort.udp(), try FreePort.tcp())
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-relay-\(control).log")
         do {
-            try await waitForRedis(redisURL)
+            if privateRedis == nil { try await waitForRedis(redisURL) }
             let relay = try launch(binary.path, [
                 "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
                 "--metrics-port", String(metrics), "--redis", redisURL.description, "--log-level", "warning",
             ] + extraArguments, log: log)
             let started = LocalRelay(controlPort: control, metricsPort: metrics, redisURL: redisURL,
-                                     relay: relay, redis: redisProcess, logFile: log)
+                                     relay: relay, redis: privateRedis, logFile: log)
             try await started.waitUntilServing()
             return started
         } catch {
-            redisProcess?.terminate()
+            await privateRedis?.stop()
             throw error
         }
     }
 
-    private init(controlPort: Int, metricsPort: Int, redisURL: RedisURL, relay: Process, redis: Process?, logFile: URL) {
+    private init(controlPort: Int, metricsPort: Int, redisURL: RedisURL, relay: Process, redis: LocalRedisServer?, logFile: URL) {
         self.controlPort = controlPort
         self.metricsPort = metricsPort
         self.redisURL = redisURL
@@ -67,7 +59,7 @@ public final class LocalRelay: @unchecked Sendable {
     @discardableResult
     public func stop(timeout: TimeAmount = .seconds(15)) async -> Int32? {
         let status = await Self.terminate(relay, timeout: timeout)
-        if let redis { await Self.terminate(redis, timeout: .seconds(5)) }
+        await redis?.stop()
         return status
     }
 
@@ -93,18 +85,14 @@ public final class LocalRelay: @unchecked Sendable {
         throw BenchError("Redis at \(url) does not answer")
     }
 
-    private static func launch(_ executable: String, _ arguments: [String], log: URL?) throws -> Process {
+    private static func launch(_ executable: String, _ arguments: [String], log: URL) throws -> Process {
         let process = Process()
-        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
-        if let log {
-            FileManager.default.createFile(atPath: log.path, contents: nil)
-            process.standardError = try FileHandle(forWritingTo: log)
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: log)
         do { try process.run() } catch { throw BenchError("cannot start \(executable): \(error)") }
         return process
     }
@@ -122,19 +110,5 @@ public final class LocalRelay: @unchecked Sendable {
             return nil
         }
         return process.terminationStatus
-    }
-}
-
-/// Free loopback ports: bound on port 0 with SwiftNIO, read back, released.
-enum FreePort {
-    static func find(udp: Bool = false) throws -> Int {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
-        let channel = try udp
-            ? DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-            : ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-        defer { try? channel.close().wait() }
-        guard let port = channel.localAddress?.port else { throw BenchError("no free port on 127.0.0.1") }
-        return port
     }
 }

@@ -96,13 +96,19 @@ public struct RelayCore: Sendable {
         var expires: NIODeadline
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     private var connections: [ConnectionID: ConnectionState] = [:]
     private var sessions: [String: LocalSession] = [:]
     private var routeCache: [String: CachedRoute] = [:]
     private var awaitingLookup: [String: [ByteBuffer]] = [:]
 
     public init(configuration: Configuration) { self.configuration = configuration }
+
+    /// The relay's UDP socket is bound (with port 0, only then is its port known): CONNECTED
+    /// reports `port` from now on.
+    public mutating func udpPortBound(_ port: Int) {
+        configuration.udpPort = port
+    }
 
     /// Users with a live session on this relay.
     public var connectedUsers: Int { sessions.count }

@@ -23,7 +23,13 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var heartbeats: HeartbeatTable
     private var nextPingId: UInt64 = 1
     private var nextConnection: UInt64 = 1
-    private(set) var statistics = RelayStatistics()
+    /// Counts kept as things happen; `statistics` adds what the core knows.
+    private var counts = RelayStatistics()
+    var statistics: RelayStatistics {
+        var snapshot = counts
+        snapshot.connectedUsers = core.connectedUsers
+        return snapshot
+    }
     var datagramChannel: Channel?
     /// Set while the relay shuts down: registrations are withdrawn in one batch instead.
     private var withdrawing = false
@@ -48,9 +54,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     /// Tells the core the bound UDP port, which CONNECTED reports to clients.
     func setUDPPort(_ port: Int) {
-        var configuration = core.configuration
-        configuration.udpPort = port
-        core = RelayCore(configuration: configuration)
+        core.udpPortBound(port)
     }
 
     /// Stops per-connection unregistering, closes every control connection, and returns the
@@ -167,7 +171,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     /// A datagram from `source`, read at `now` (the start of its read burst); forwards are
     /// flushed per burst.
     func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) {
-        statistics.datagramsReceived += 1
+        counts.datagramsReceived += 1
         unreportedReceived += 1
         guard !draining else {
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
@@ -193,7 +197,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         case .send(let id, let message):
             guard let channel = connections[id] else { return }
             guard message.kind == .receipt else { return channel.writeAndFlush(message, promise: nil) }
-            statistics.receiptsRouted += 1
+            counts.receiptsRouted += 1
             metrics.receiptsRouted.increment()
             if draining { lastReceiptRouted = .now() }
             // Receipts come from control reads; they are flushed together when the read ends.
@@ -235,7 +239,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         case .close(let id):
             connections[id]?.close(promise: nil)
         case .reject(let reason, let detail):
-            statistics.rejected[reason, default: 0] += 1
+            counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
             logger.debug("rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         }
@@ -243,7 +247,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     /// Writes a forward; flushed once per read burst by the datagram handler (or after a lookup).
     private func forward(_ bytes: ByteBuffer, to address: SocketAddress) {
-        statistics.datagramsForwarded += 1
+        counts.datagramsForwarded += 1
         unreportedForwarded += 1
         datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
     }
@@ -254,7 +258,6 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     private func updateSessionGauge() {
-        statistics.connectedUsers = core.connectedUsers
         metrics.sessions.record(core.connectedUsers)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import SIMPBench
+import SIMPCore
 import SIMPRedis
 
 @main
@@ -99,10 +100,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     }
 
     static func hostPort(_ text: String, flag: String) throws -> (host: String, port: Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (1...65535).contains(port), colon != text.startIndex else {
+        guard let parsed = AddressText.parseHostPort(text) else {
             throw ValidationError("\(flag) must be HOST:PORT, e.g. 127.0.0.1:7600")
         }
-        return (String(text[..<colon]), port)
+        return parsed
     }
 }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import SIMPClient
 import SIMPCore
+import SIMPRedis
 import SIMPRelay
 
 /// Runs a scenario with real sockets: a `RelayServer` next to a private `redis-server`, one
@@ -42,7 +43,7 @@ final class RealWorld: @unchecked Sendable {
     private let scenario: Scenario
     private let seed: UInt64
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    private let redis: LabRedis
+    private let redis: LocalRedisServer
     private var relay: RelayServer
     private let relayConfiguration: RelayConfiguration
     private var participants: [Participant] = []
@@ -50,7 +51,7 @@ final class RealWorld: @unchecked Sendable {
     private let recorder = NIOLockedValueBox(RunRecorder())
     private let lastProgress = NIOLockedValueBox(NIODeadline.now())
 
-    private init(scenario: Scenario, seed: UInt64, redis: LabRedis, relay: RelayServer, configuration: RelayConfiguration) {
+    private init(scenario: Scenario, seed: UInt64, redis: LocalRedisServer, relay: RelayServer, configuration: RelayConfiguration) {
         self.scenario = scenario
         self.seed = seed
         self.redis = redis
@@ -59,7 +60,7 @@ final class RealWorld: @unchecked Sendable {
     }
 
     static func start(_ scenario: Scenario, seed: UInt64) async throws -> RealWorld {
-        let redis = try await LabRedis.start()
+        let redis = try await LocalRedisServer.start()
         var configuration = RelayConfiguration()
         configuration.port = 0
         configuration.udpPort = 0
@@ -189,7 +190,7 @@ final class RealWorld: @unchecked Sendable {
         case .restartRedis:
             await redis.stop()
             try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
-            try await redis.launch()
+            try await redis.relaunch()
         case .natRebind:
             for participant in participants where fault.applies(toSender: participant.isSender) { try await participant.path.rebind() }
         }

@@ -1,0 +1,94 @@
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// A private `redis-server` on 127.0.0.1, without persistence, for tools and tests that need a
+/// Redis of their own (`simp-lab`'s real mode, `simp-bench`, the test suite). It can be stopped
+/// and started again on the same port, like a Redis restart that loses every key.
+public final class LocalRedisServer: @unchecked Sendable {
+    public let url: RedisURL
+    private let executable: URL
+
+    private init(url: RedisURL, executable: URL) {
+        self.url = url
+        self.executable = executable
+    }
+
+    /// Starts `redis-server` on `port` (default: a free one) and waits until it answers PING.
+    public static func start(port: Int? = nil) async throws -> LocalRedisServer {
+        guard let executable = findOnPath("redis-server") else {
+            throw RedisError("redis-server not found on PATH (apt-get install -y redis-server)")
+        }
+        let server = LocalRedisServer(url: RedisURL(host: "127.0.0.1", port: try port ?? FreePort.tcp()), executable: executable)
+        try await server.relaunch()
+        return server
+    }
+
+    /// Starts the server (again, after `stop()`) on its port and waits until it answers PING.
+    public func relaunch() async throws {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--daemonize", "no", "--loglevel", "warning"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        guard try await answers(expected: true) else {
+            process.terminate()
+            throw RedisError("redis-server on port \(url.port) did not start")
+        }
+    }
+
+    /// Shuts the server down and waits until its port is closed. (Not `Process.waitUntilExit()`:
+    /// on Linux it can hang when called from a concurrency thread.)
+    public func stop() async {
+        let client = RedisClient(url: url, timeout: .milliseconds(200))
+        _ = try? await client.command(["SHUTDOWN", "NOSAVE"])
+        await client.shutdown()
+        _ = try? await answers(expected: false)
+    }
+
+    /// `stop()` then `relaunch()`: the same port, every key gone.
+    public func restart() async throws {
+        await stop()
+        try await relaunch()
+    }
+
+    /// Polls PING every 20 ms (up to 2 s) until the server does, or does not, answer.
+    private func answers(expected: Bool) async throws -> Bool {
+        let client = RedisClient(url: url, timeout: .milliseconds(200))
+        defer { Task { await client.shutdown() } }
+        for _ in 0..<100 {
+            let up = (try? await client.command(["PING"])) == .status("PONG")
+            if up == expected { return true }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return false
+    }
+
+    private static func findOnPath(_ name: String) -> URL? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        return (path.split(separator: ":").map(String.init) + ["/usr/bin", "/usr/sbin", "/usr/local/bin"])
+            .map { URL(fileURLWithPath: $0).appendingPathComponent(name) }
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+}
+
+/// Free loopback ports: bound on port 0, read back, released (free a moment ago, not reserved).
+public enum FreePort {
+    /// A TCP port on 127.0.0.1.
+    public static func tcp() throws -> Int { try find(udp: false) }
+    /// A UDP port on 127.0.0.1.
+    public static func udp() throws -> Int { try find(udp: true) }
+
+    private static func find(udp: Bool) throws -> Int {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let channel = try udp
+            ? DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+            : ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+        defer { try? channel.close().wait() }
+        guard let port = channel.localAddress?.port else { throw RedisError("no free port on 127.0.0.1") }
+        return port
+    }
+}
