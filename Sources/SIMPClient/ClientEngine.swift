@@ -178,8 +178,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         for frame in output.controlFrames { control?.write(frame, promise: nil) }
         if !output.controlFrames.isEmpty { control?.flush() }
         output.delivered.forEach(onMessage)
-        output.outcomes.forEach(report)
+        // Metrics first: a caller woken by `report` may read them at once.
         metrics.update(outcomes: output.outcomes, session: session)
+        output.outcomes.forEach(report)
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here
