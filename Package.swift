@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -44,6 +45,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         // hiredis behind a non-blocking interface.
         .target(
@@ -112,7 +115,7 @@ let package = Package(
         .executableTarget(
             name: "simp-server",
             dependencies: [
-                "SIMPRelay",
+                "SIMPRelay", "SIMPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -160,7 +163,7 @@ let package = Package(
             dependencies: ["SIMPClient", "SIMPTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
-        .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport"]),
     ],
     swiftLanguageModes: [.v5]
 )

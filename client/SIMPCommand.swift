@@ -26,6 +26,11 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Your user id.")
     var user: String
 
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "File whose first line is your password.",
+        discussion: "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."))
+    var passwordFile: String?
+
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
     var udpPort = 0
 
@@ -51,14 +56,30 @@ struct ConnectionOptions: ParsableArguments {
         let (host, port) = try MessageFormatting.parseServer(server)
         var configuration = ClientConfiguration(serverHost: host, serverPort: port, user: user)
         configuration.localUDPPort = udpPort
+        do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
+        do {
+            return try await Self.connect(configuration)
+        } catch SIMPClientError.rejected(.authFailed, LoginClient.Failure.passwordRequired.description) {
+            // The relay wants a password and none was given: ask, if someone is at the keyboard.
+            let asked: String?
+            do { asked = try PasswordInput.prompt("password for \(user): ") } catch { fail("simp: \(error)") }
+            guard let asked else { fail("simp: \(LoginClient.Failure.passwordRequired)") }
+            configuration.password = asked
+            do { return try await Self.connect(configuration) } catch { fail("simp: \(error)") }
+        } catch {
+            fail("simp: \(error)")
+        }
+    }
+
+    private static func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
         let client = SIMPClient(configuration: configuration)
         do {
             try await client.connect()
+            return client
         } catch {
             await client.close()
-            fail("simp: \(error)")
+            throw error
         }
-        return client
     }
 }
 

@@ -21,13 +21,25 @@ func printError(_ line: String) {
 struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
-        abstract: "The SIMP relay: registers users over TCP, forwards their messages over UDP.",
+        abstract: "The SIMP relay, and the commands that manage its users.",
         discussion: """
-            Clients connect to the TCP control port, register a UDP address, and send messages as \
-            UDP datagrams to the relay's UDP port (by default the TCP port + 1). Registrations \
-            are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or SIGTERM \
-            stops accepting connections, keeps routing receipts for up to --drain-timeout seconds, \
-            removes this relay's registrations and exits 0.
+            `simp-server [options]` runs the relay (the `serve` subcommand); `simp-server user add \
+            alice` creates a user who can then log in. See `simp-server serve --help`.
+            """,
+        subcommands: [Serve.self, UserCommand.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the relay: log users in over TCP, forward their messages over UDP.",
+        discussion: """
+            Clients connect to the TCP control port, log in (challenge-response: passwords never \
+            cross the wire; create users with `simp-server user add`), register a UDP address, \
+            and send sealed datagrams to the relay's UDP port (by default the TCP port + 1). \
+            Registrations are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or \
+            SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
+            seconds, removes this relay's registrations and exits 0.
             """)
 
     @Option(help: "Address to listen on (TCP and UDP).")
@@ -69,7 +81,28 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-timeout"), help: "On SIGTERM/SIGINT, seconds to keep routing receipts of datagrams already forwarded before closing connections.")
     var drainTimeout = 5.0
 
+    @Flag(name: .customLong("no-login"), help: ArgumentHelp(
+        "Development only: accept any user without a password.",
+        discussion: "Anyone who can reach the relay can then claim any user id. Datagrams are still sealed, but the session keys travel in clear."))
+    var noLogin = false
+
+    @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told.")
+    var messageRate: Double = 500
+
+    @Option(name: .customLong("connection-rate"), help: "New control connections per second from one IP address (burst: 10 times that).")
+    var connectionRate: Double = 100
+
+    @Option(name: .customLong("max-connections-per-host"), help: "Control connections open at once from one IP address.")
+    var maxConnectionsPerHost = 2000
+
+    @Option(name: .customLong("login-rate"), help: "Login attempts per second from one IP address (burst: 10 times that).")
+    var loginRate: Double = 5
+
     func validate() throws {
+        guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
+            throw ValidationError("--message-rate, --connection-rate and --login-rate must be positive")
+        }
+        guard maxConnectionsPerHost >= 1 else { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         if let udpPort, !(0...65535).contains(udpPort) { throw ValidationError("--udp-port must be 0-65535") }
         guard port != 65535 || udpPort != nil else { throw ValidationError("--port 65535 leaves no room for UDP port + 1: pass --udp-port") }
@@ -103,6 +136,11 @@ struct SIMPServerCommand: AsyncParsableCommand {
         configuration.heartbeat = HeartbeatPolicy(interval: .milliseconds(Int64(pingInterval * 1000)), missLimit: pingMisses)
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
+        configuration.requireLogin = !noLogin
+        configuration.messageLimit = RateLimit(perSecond: messageRate, burst: Int(max(1, messageRate * 2)))
+        configuration.connectionLimit = RateLimit(perSecond: connectionRate, burst: Int(max(1, connectionRate * 10)))
+        configuration.loginLimit = RateLimit(perSecond: loginRate, burst: Int(max(1, loginRate * 10)))
+        configuration.maxConnectionsPerHost = maxConnectionsPerHost
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(RelayPrometheus.factory(registry: registry))

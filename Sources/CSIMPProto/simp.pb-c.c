@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[10] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -64,17 +64,23 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[10] =
   { "PING", "SIMP__MESSAGE__TYPE__PING", 7 },
   { "PONG", "SIMP__MESSAGE__TYPE__PONG", 8 },
   { "DISCONNECT", "SIMP__MESSAGE__TYPE__DISCONNECT", 9 },
+  { "AUTH", "SIMP__MESSAGE__TYPE__AUTH", 10 },
+  { "CHALLENGE", "SIMP__MESSAGE__TYPE__CHALLENGE", 11 },
+  { "HELLO", "SIMP__MESSAGE__TYPE__HELLO", 12 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{0, 10}
+{0, 0},{0, 13}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[10] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13] =
 {
   { "AUDIO", 2 },
+  { "AUTH", 10 },
+  { "CHALLENGE", 11 },
   { "CONNECT", 3 },
   { "CONNECTED", 5 },
   { "DISCONNECT", 9 },
   { "ERROR", 6 },
+  { "HELLO", 12 },
   { "IMAGE", 1 },
   { "PING", 7 },
   { "PONG", 8 },
@@ -88,15 +94,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  10,
+  13,
   simp__message__type__enum_values_by_number,
-  10,
+  13,
   simp__message__type__enum_values_by_name,
   1,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[8] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[12] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -106,18 +112,26 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "UNSUPPORTED_VERSION", "SIMP__MESSAGE__ERROR_CODE__UNSUPPORTED_VERSION", 5 },
   { "INTERNAL", "SIMP__MESSAGE__ERROR_CODE__INTERNAL", 6 },
   { "ALREADY_CONNECTED", "SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED", 7 },
+  { "AUTH_FAILED", "SIMP__MESSAGE__ERROR_CODE__AUTH_FAILED", 8 },
+  { "AUTH_REQUIRED", "SIMP__MESSAGE__ERROR_CODE__AUTH_REQUIRED", 9 },
+  { "RATE_LIMITED", "SIMP__MESSAGE__ERROR_CODE__RATE_LIMITED", 10 },
+  { "SENDER_MISMATCH", "SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH", 11 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{0, 8}
+{0, 0},{0, 12}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[8] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[12] =
 {
   { "ALREADY_CONNECTED", 7 },
+  { "AUTH_FAILED", 8 },
+  { "AUTH_REQUIRED", 9 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
   { "INTERNAL", 6 },
   { "NONE", 0 },
   { "NOT_CONNECTED", 3 },
+  { "RATE_LIMITED", 10 },
+  { "SENDER_MISMATCH", 11 },
   { "UNKNOWN_RECIPIENT", 1 },
   { "UNSUPPORTED_VERSION", 5 },
 };
@@ -128,15 +142,15 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  8,
+  12,
   simp__message__error_code__enum_values_by_number,
-  8,
+  12,
   simp__message__error_code__enum_values_by_name,
   1,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[18] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
 {
   {
     "version",
@@ -354,6 +368,90 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[18] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "nonce",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, nonce),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "salt",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, salt),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "iterations",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, iterations),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "proof",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, proof),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessionId",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, sessionid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessionSecret",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, sessionsecret),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retryAfterMillis",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, retryaftermillis),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -365,9 +463,16 @@ static const unsigned simp__message__field_indices_by_name[] = {
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
+  20,   /* field[20] = iterations */
   1,   /* field[1] = messageId */
+  18,   /* field[18] = nonce */
+  21,   /* field[21] = proof */
   14,   /* field[14] = relayId */
+  24,   /* field[24] = retryAfterMillis */
+  19,   /* field[19] = salt */
   16,   /* field[16] = seq */
+  22,   /* field[22] = sessionId */
+  23,   /* field[23] = sessionSecret */
   15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
@@ -378,7 +483,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
 static const ProtobufCIntRange simp__message__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 0, 25 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -388,7 +493,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  18,
+  25,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   1,  simp__message__number_ranges,

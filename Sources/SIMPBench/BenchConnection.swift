@@ -9,20 +9,23 @@ public struct BenchError: Error, CustomStringConvertible {
 }
 
 /// One bench user's registration with the relay: a control connection that has been accepted
-/// (CONNECTED), and where the relay takes datagrams.
+/// (CONNECTED), where the relay takes datagrams, and the session's keys.
 struct BenchSession {
     let user: String
     let control: Channel
     /// The relay's UDP address: the control connection's peer IP at CONNECTED's `udpPort`.
     let relayDatagramAddress: SocketAddress
+    let keys: SessionKeys
 }
 
-/// A control connection of a bench user: answers PING, completes the connect promise on
-/// CONNECTED (or fails it on ERROR), then hands every other message to `onMessage`.
+/// A control connection of a bench user: answers PING, logs in (development relays only: the
+/// bench's users have no passwords), completes the connect promise on CONNECTED (or fails it on
+/// ERROR), then hands every other message to `onMessage`.
 final class BenchControlHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = SIMPMessage
-    var connectPromise: EventLoopPromise<SIMPMessage>?
+    var connectPromise: EventLoopPromise<(SIMPMessage, SessionKeys)>?
+    var login: (client: LoginClient, clientNonce: [UInt8], udpPort: Int)?
     /// Called on the event loop with each message after CONNECTED; `flush` is due at read end.
     var onMessage: (SIMPMessage) -> Void = { _ in }
     /// Called when a burst of reads ends.
@@ -35,11 +38,24 @@ final class BenchControlHandler: ChannelInboundHandler {
             var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
             pong.time = message.time
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .challenge where connectPromise != nil:
+            guard var login, message.iterations == 0,
+                  let answer = try? login.client.answer(message, clientNonce: login.clientNonce, udpPort: login.udpPort) else {
+                connectPromise?.fail(BenchError("the relay requires passwords: run simp-bench against a relay started with --no-login"))
+                connectPromise = nil
+                return
+            }
+            self.login = login
+            context.writeAndFlush(wrapOutboundOut(answer.frame), promise: nil)
         case .connected where connectPromise != nil:
-            connectPromise?.succeed(message)
+            if let keys = try? login?.client.accept(message, transcript: nil) {
+                connectPromise?.succeed((message, keys))
+            } else {
+                connectPromise?.fail(BenchError("CONNECTED before the login finished"))
+            }
             connectPromise = nil
         case .error where connectPromise != nil:
-            connectPromise?.fail(BenchError("relay refused CONNECT: \(message.errorCode) \(message.errorText)"))
+            connectPromise?.fail(BenchError("relay refused the login: \(message.errorCode) \(message.errorText)"))
             connectPromise = nil
         default:
             onMessage(message)
@@ -75,19 +91,20 @@ enum BenchConnector {
             }
             .connect(host: host, port: port)
             .flatMap { channel in
-                let promise = loop.makePromise(of: SIMPMessage.self)
+                let promise = loop.makePromise(of: (SIMPMessage, SessionKeys).self)
                 handler.connectPromise = promise
-                var connect = SIMPMessage(kind: .connect, fromUser: user)
-                connect.udpPort = UInt32(udpPort)
-                channel.writeAndFlush(connect, promise: nil)
+                let client = LoginClient(user: user, password: nil)
+                let (auth, nonce) = client.start()
+                handler.login = (client, nonce, udpPort)
+                channel.writeAndFlush(auth, promise: nil)
                 let timeout = loop.scheduleTask(in: .seconds(10)) {
                     promise.fail(BenchError("no CONNECTED for \(user) within 10 s"))
                 }
-                return promise.futureResult.flatMapThrowing { connected in
+                return promise.futureResult.flatMapThrowing { connected, keys in
                     timeout.cancel()
                     guard var address = channel.remoteAddress else { throw BenchError("control connection has no peer address") }
                     address.port = Int(connected.udpPort)
-                    return BenchSession(user: user, control: channel, relayDatagramAddress: address)
+                    return BenchSession(user: user, control: channel, relayDatagramAddress: address, keys: keys)
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
                     throw error

@@ -26,6 +26,9 @@ final class BenchPair {
     var receiverDatagrams: Channel!
     var receiverControl: Channel!
     var relayAddress: SocketAddress!
+    /// Seals the sender's datagrams; opens the receiver's.
+    var sealer: DatagramSealer!
+    var opener: DatagramOpener!
 
     init(index: Int, prefix: String, policy: RetransmitPolicy) {
         from = "\(prefix)-\(index)-a"
@@ -33,8 +36,9 @@ final class BenchPair {
         sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: policy)
     }
 
-    /// Chooses the text length so a first transmission encodes to about `size` bytes.
+    /// Chooses the text length so a first transmission, sealed, is about `size` bytes.
     func sizeContent(toEncodedSize size: Int) {
+        let size = size - SealedDatagram.overhead
         var probe = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: from, toUser: to,
                                 time: WallClock.millisecondsSinceEpoch())
         probe.attempt = 1
@@ -50,7 +54,7 @@ final class BenchPair {
     /// Writes the sender's transmissions to the relay (flushed by the caller).
     func write(_ transmissions: [SIMPMessage]) {
         for message in transmissions {
-            let bytes = MessageCodec.encode(message, allocator: senderDatagrams.allocator)
+            let bytes = sealer.seal(message, allocator: senderDatagrams.allocator)
             senderDatagrams.write(AddressedEnvelope(remoteAddress: relayAddress, data: bytes), promise: nil)
         }
     }

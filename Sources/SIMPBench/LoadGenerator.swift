@@ -94,6 +94,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.senderControl = sender.control
                 pair.receiverControl = receiver.control
                 pair.relayAddress = sender.relayDatagramAddress
+                pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
+                pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
             }
     }
 
@@ -215,7 +217,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
 
     private func receiverDatagram(_ bytes: ByteBuffer, _ pair: BenchPair) {
         let now = NIODeadline.now()
-        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else { return }
+        guard let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
+              message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         pair.receiverControl.write(outcome.receipt, promise: nil)
         guard outcome.verdict == .deliver else {

@@ -10,6 +10,9 @@ public struct ClientConfiguration: Sendable {
     public var serverPort: Int
     /// This client's user id.
     public var user: String
+    /// The user's password (nil for a relay that does not authenticate). It never goes on the
+    /// wire: the login proves it by challenge-response (docs/PROTOCOL.md §3).
+    public var password: String?
     /// Local address for the UDP socket; port 0 picks a free one.
     public var localHost: String = "0.0.0.0"
     public var localUDPPort: Int = 0
@@ -32,10 +35,11 @@ public struct ClientConfiguration: Sendable {
     /// Where the client's retransmit and RTT metrics go (see `ClientMetrics`).
     public var metricsFactory: MetricsFactory = MetricsSystem.factory
 
-    public init(serverHost: String, serverPort: Int, user: String) {
+    public init(serverHost: String, serverPort: Int, user: String, password: String? = nil) {
         self.serverHost = serverHost
         self.serverPort = serverPort
         self.user = user
+        self.password = password
     }
 }
 

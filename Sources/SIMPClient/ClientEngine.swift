@@ -15,9 +15,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
-    /// The registered control connection, and one still in its CONNECT handshake.
+    /// The registered control connection, and one still logging in.
     private(set) var control: Channel?
-    private var handshake: (channel: Channel?, promise: EventLoopPromise<SIMPMessage>)?
+    private var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
     private var relayDatagramAddress: SocketAddress?
     var datagrams: Channel?
     private(set) var relayId: String?
@@ -31,7 +31,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     init(configuration: ClientConfiguration, eventLoop: EventLoop) {
         self.configuration = configuration
         self.eventLoop = eventLoop
-        var core = ClientSession.Configuration(user: configuration.user, firstMessageId: WallClock.microsecondsSinceEpoch())
+        var core = ClientSession.Configuration(
+            user: configuration.user, firstMessageId: WallClock.microsecondsSinceEpoch(), password: configuration.password)
         core.retransmit = configuration.retransmit
         core.heartbeat = configuration.heartbeat
         core.reconnect = configuration.reconnect
@@ -60,9 +61,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Connecting
 
-    /// Opens a control connection and registers; on CONNECTED, resumes sending.
+    /// Opens a control connection, logs in and registers; on CONNECTED, resumes sending.
     func connectControl() -> EventLoopFuture<Void> {
-        let promise = eventLoop.makePromise(of: SIMPMessage.self)
+        let promise = eventLoop.makePromise(of: (SIMPMessage, ClientSession.Output).self)
         handshake = (nil, promise)
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -80,11 +81,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
                     promise.fail(SIMPClientError.cannotConnect("\(configuration.serverHost):\(configuration.serverPort): \(error)"))
                 case .success(let channel):
                     handshake?.channel = channel
-                    var connect = SIMPMessage(kind: .connect, fromUser: configuration.user, time: WallClock.millisecondsSinceEpoch())
-                    connect.udpPort = UInt32(configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0)
-                    channel.writeAndFlush(connect, promise: nil)
+                    let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
+                    channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
                     eventLoop.scheduleTask(in: configuration.connectTimeout) {
-                        promise.fail(SIMPClientError.timedOut("waiting for the relay to accept CONNECT"))
+                        promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                     }
                 }
             }
@@ -92,10 +92,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             handshake?.channel?.close(promise: nil)
             handshake = nil
             throw error
-        }.map { [self] accepted in adopt(accepted) }
+        }.map { [self] accepted, output in adopt(accepted, output) }
     }
 
-    private func adopt(_ accepted: SIMPMessage) {
+    private func adopt(_ accepted: SIMPMessage, _ output: ClientSession.Output) {
         guard let channel = handshake?.channel else { return }
         handshake = nil
         control = channel
@@ -105,7 +105,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         relayDatagramAddress = configuration.datagramTarget ?? relayUDP
         logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(relayDatagramAddress!)"])
         onStateChange(.connected(relayId: accepted.relayId))
-        carryOut(session.registered(now: .now()))
+        carryOut(output)
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
@@ -124,24 +124,28 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     // MARK: Input
 
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
-        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else {
-            logger.debug("ignored undecodable or non-content datagram", metadata: ["bytes": "\(bytes.readableBytes)"])
-            return
+        let rejectedBefore = session.rejectedDatagrams
+        let output = session.datagramArrived(bytes, arrivedAt: arrival, now: .now())
+        if session.rejectedDatagrams > rejectedBefore {
+            logger.debug("dropped a datagram that is not authentic for this session", metadata: ["bytes": "\(bytes.readableBytes)"])
         }
-        carryOut(session.datagramReceived(message, arrivedAt: arrival, now: .now()))
+        carryOut(output)
     }
 
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
         if channel === handshake?.channel {
-            switch message.kind {
-            case .connected: handshake?.promise.succeed(message)
-            case .error: handshake?.promise.fail(SIMPClientError.rejected(message.errorCode, message.errorText))
-            default: break
+            switch session.loginReceived(message, now: .now()) {
+            case .send(let frame)?: channel.writeAndFlush(frame, promise: nil)
+            case .registered(let connected, let output)?: handshake?.promise.succeed((connected, output))
+            case .refused(let code, let reason)?: handshake?.promise.fail(SIMPClientError.rejected(code, reason))
+            case nil: break
             }
             return
         }
         guard channel === control else { return }
-        if message.kind == .error, !session.sender.isPending(message.messageId) {
+        if message.kind == .error, message.errorCode == .rateLimited {
+            logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
+        } else if message.kind == .error, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(session.controlReceived(message, now: .now()))
@@ -170,7 +174,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private func carryOut(_ output: ClientSession.Output) {
         if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
             for message in output.datagrams {
-                let bytes = MessageCodec.encode(message, allocator: datagrams.allocator)
+                guard let bytes = session.seal(message, allocator: datagrams.allocator) else { continue }
                 datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil)
             }
             datagrams.flush()

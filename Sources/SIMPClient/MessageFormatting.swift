@@ -56,6 +56,9 @@ public enum MessageFormatting {
         case .ping: return "PING"
         case .pong: return "PONG"
         case .disconnect: return "DISCONNECT"
+        case .auth: return "AUTH"
+        case .challenge: return "CHALLENGE"
+        case .hello: return "HELLO"
         }
     }
 

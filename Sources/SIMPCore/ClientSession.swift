@@ -4,7 +4,10 @@ import NIOCore
 /// messages, the `Heartbeat` of the control connection, the `Backoff` of reconnecting and the
 /// UDP keepalive, wired together the way SIMP needs:
 ///
-/// - nothing goes out before the relay accepted CONNECT (`registered`);
+/// - a control connection first logs in (`beginLogin`, `loginReceived`); nothing goes out
+///   before the relay accepted it;
+/// - every datagram is sealed with the session's keys (`seal`, `datagramArrived` opens), and a
+///   HELLO datagram, repeated until the relay answers, tells the relay the client's address;
 /// - a lost control connection suspends sending (nothing is given up meanwhile) and plans a
 ///   reconnect; after the next CONNECTED everything unreceipted is sent again;
 /// - one deadline (`nextDeadline`) covers retransmissions, held messages, pings and keepalives.
@@ -21,10 +24,16 @@ public struct ClientSession: Sendable {
         public var keepaliveInterval: TimeAmount = .seconds(10)
         /// The first message id (and stream id); later ids count up from it.
         public var firstMessageId: UInt64
+        /// The user's password; nil for relays that do not authenticate.
+        public var password: String?
+        /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
+        public var helloInterval: TimeAmount = .milliseconds(250)
+        public var helloAttempts = 20
 
-        public init(user: String, firstMessageId: UInt64) {
+        public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
             self.firstMessageId = firstMessageId
+            self.password = password
         }
     }
 
@@ -64,9 +73,19 @@ public struct ClientSession: Sendable {
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
     private var nextPingId: UInt64 = 1
+    private var login: LoginClient
+    private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
+    private var sealer: DatagramSealer?
+    private var opener: DatagramOpener?
+    private var nextHello: (due: NIODeadline, attemptsLeft: Int)?
+    /// Datagrams dropped because they were not authentic for the current session.
+    public private(set) var rejectedDatagrams = 0
+    /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
+    public private(set) var throttleNotices = 0
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        self.login = LoginClient(user: configuration.user, password: configuration.password)
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit)
         self.backoff = configuration.reconnect.map(Backoff.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
@@ -77,7 +96,7 @@ public struct ClientSession: Sendable {
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive].compactMap { $0 }.min()
+        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due].compactMap { $0 }.min()
     }
 
     /// The application sends a content message; `fromUser` is filled in.
@@ -90,14 +109,98 @@ public struct ClientSession: Sendable {
         return (id, output)
     }
 
-    /// The relay accepted CONNECT: start the heartbeat and keepalive, reset the backoff, and
-    /// send everything unreceipted and waiting.
-    public mutating func registered(now: NIODeadline) -> Output {
+    // MARK: Login
+
+    /// How a login goes on after a frame from the relay.
+    public enum LoginStep: Sendable {
+        /// Send this frame on the connection that is logging in.
+        case send(SIMPMessage)
+        /// Logged in: the connection is now the registered control connection; `connected` is
+        /// the relay's CONNECTED, `output` what to do now.
+        case registered(connected: SIMPMessage, output: Output)
+        /// The relay refused, or could not prove itself: close the connection.
+        case refused(code: SIMPMessage.ErrorCode, reason: String)
+    }
+
+    /// A control connection is open: the AUTH frame that starts logging in. `udpPort` is the
+    /// port CONNECT will register.
+    public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
+        let (auth, nonce) = login.start()
+        pendingLogin = (nonce, udpPort, nil)
+        return auth
+    }
+
+    /// A frame arrived on the connection that is logging in.
+    public mutating func loginReceived(_ message: SIMPMessage, now: NIODeadline) -> LoginStep? {
+        guard let pending = pendingLogin else { return nil }
+        switch message.kind {
+        case .challenge:
+            do {
+                let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
+                pendingLogin?.transcript = answer.transcript
+                return .send(answer.frame)
+            } catch {
+                pendingLogin = nil
+                return .refused(code: .authFailed, reason: error.description)
+            }
+        case .connected:
+            pendingLogin = nil
+            do {
+                let keys = try login.accept(message, transcript: pending.transcript)
+                return .registered(connected: message, output: registered(keys: keys, now: now))
+            } catch {
+                return .refused(code: .authFailed, reason: error.description)
+            }
+        case .error:
+            pendingLogin = nil
+            return .refused(code: message.errorCode, reason: message.errorText)
+        default:
+            return nil
+        }
+    }
+
+    /// The relay accepted the login: seal with the new session's keys, say HELLO, start the
+    /// heartbeat and keepalive, reset the backoff, and send everything unreceipted and waiting.
+    public mutating func registered(keys: SessionKeys, now: NIODeadline) -> Output {
+        sealer = DatagramSealer(keys: keys, direction: .uplink)
+        opener = DatagramOpener(keys: keys, direction: .downlink)
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
         nextKeepalive = now + configuration.keepaliveInterval
+        nextHello = (now, configuration.helloAttempts)
         backoff?.reset()
-        var output = Output()
+        var output = pollHello(now: now)
         output.absorb(sender.resume(now: now))
+        return output
+    }
+
+    // MARK: Datagrams
+
+    /// Seals a datagram of `output` for the relay (nil before the first login).
+    public mutating func seal(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer? {
+        sealer?.seal(message, allocator: allocator)
+    }
+
+    /// A datagram arrived from the relay at `arrivedAt`: anything not authentic for the current
+    /// session is dropped (and counted); a HELLO answer ends the HELLOs; content is receipted
+    /// and delivered in order.
+    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
+        guard let payload = try? opener?.open(bytes).payload, let message = try? MessageCodec.decode(payload) else {
+            rejectedDatagrams += 1
+            return Output()
+        }
+        if message.kind == .hello {
+            nextHello = nil
+            return Output()
+        }
+        guard message.kind.isContent else { return Output() }
+        return datagramReceived(message, arrivedAt: arrivedAt, now: now)
+    }
+
+    private mutating func pollHello(now: NIODeadline) -> Output {
+        var output = Output()
+        guard let hello = nextHello, hello.due <= now else { return output }
+        output.datagrams.append(SIMPMessage(kind: .hello, fromUser: configuration.user))
+        nextHello = hello.attemptsLeft > 1 ? (now + configuration.helloInterval, hello.attemptsLeft - 1) : nil
         return output
     }
 
@@ -106,6 +209,8 @@ public struct ClientSession: Sendable {
     public mutating func controlLost(mayReconnect: Bool, random: Double) -> Output {
         heartbeat = nil
         nextKeepalive = nil
+        nextHello = nil
+        pendingLogin = nil
         sender.suspend()
         return mayReconnect ? connectAttemptFailed(random: random) : Output()
     }
@@ -124,6 +229,8 @@ public struct ClientSession: Sendable {
         switch message.kind {
         case .receipt:
             output.absorb(sender.handleReceipt(message, now: now))
+        case .error where message.errorCode == .rateLimited:
+            throttleNotices += 1 // the message stays pending: its retransmissions retry it
         case .error where message.messageId != 0 && sender.isPending(message.messageId):
             output.absorb(sender.handleRejection(
                 messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
@@ -137,8 +244,8 @@ public struct ClientSession: Sendable {
         return output
     }
 
-    /// A content datagram arrived at `arrivedAt`: receipt it (over the control connection) and
-    /// hand over what is now in order.
+    /// An authentic content datagram arrived at `arrivedAt`: receipt it (over the control
+    /// connection) and hand over what is now in order.
     public mutating func datagramReceived(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
         let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
         var output = Output()
@@ -150,7 +257,7 @@ public struct ClientSession: Sendable {
     /// The deadline passed: release held messages, ping or give up the relay, keep the NAT
     /// mapping alive, retransmit.
     public mutating func poll(now: NIODeadline) -> Output {
-        var output = Output()
+        var output = pollHello(now: now)
         output.delivered = receiver.poll(now: now)
         switch heartbeat?.poll(now: now) ?? .none {
         case .none: break

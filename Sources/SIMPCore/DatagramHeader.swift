@@ -1,3 +1,5 @@
+import CProtobufC
+import CSIMPProto
 import NIOCore
 
 /// The fields the relay needs to route a datagram, read straight from its protobuf bytes.
@@ -27,6 +29,33 @@ public struct DatagramHeader: Equatable, Sendable {
     public init(_ message: SIMPMessage) {
         self.init(version: message.version, messageId: message.messageId, kind: message.kind,
                   fromUser: message.fromUser, toUser: message.toUser)
+    }
+
+    /// The wire type of every field of `simp.Message`, read from the protobuf-c descriptor so
+    /// the fast path always knows the same schema as the full decoder.
+    enum KnownFields {
+        static let unknown: Int8 = -1
+        /// Enum fields the fast path does not validate.
+        static let enumeration: Int8 = -2
+        /// Indexed by field number.
+        static let wireTypes: [Int8] = {
+            let descriptor = simp__message__descriptor
+            let fields = UnsafeBufferPointer(start: descriptor.fields, count: Int(descriptor.n_fields))
+            var table = [Int8](repeating: unknown, count: Int(fields.map(\.id).max() ?? 0) + 1)
+            for field in fields { table[Int(field.id)] = wireType(of: field.type) }
+            return table
+        }()
+
+        private static func wireType(of type: ProtobufCType) -> Int8 {
+            switch type {
+            case PROTOBUF_C_TYPE_ENUM: return enumeration
+            case PROTOBUF_C_TYPE_INT32, PROTOBUF_C_TYPE_SINT32, PROTOBUF_C_TYPE_INT64, PROTOBUF_C_TYPE_SINT64,
+                 PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_TYPE_BOOL: return 0
+            case PROTOBUF_C_TYPE_FIXED64, PROTOBUF_C_TYPE_SFIXED64, PROTOBUF_C_TYPE_DOUBLE: return 1
+            case PROTOBUF_C_TYPE_STRING, PROTOBUF_C_TYPE_BYTES, PROTOBUF_C_TYPE_MESSAGE: return 2
+            default: return 5 // FIXED32, SFIXED32, FLOAT
+            }
+        }
     }
 
     /// Reads the header of the readable bytes of `buffer`, or nil if the full decoder must decide.
@@ -61,24 +90,14 @@ public struct DatagramHeader: Equatable, Sendable {
             case (7, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
                 to = range
-            case (3, 0), (10, 0), (11, 0), (14, 0):
-                guard reader.varint() != nil else { return nil }
-            case (4, 2), (5, 2), (13, 2), (15, 2):
-                guard reader.lengthDelimited() != nil else { return nil }
-            case (9, 5):
-                guard reader.skip(4) else { return nil }
-            case (1...15, _):
-                return nil // a known field with the wrong wire type, or errorCode (validated by the full decoder)
-            case (_, 0):
-                guard reader.varint() != nil else { return nil }
-            case (_, 1):
-                guard reader.skip(8) else { return nil }
-            case (_, 2):
-                guard reader.lengthDelimited() != nil else { return nil }
-            case (_, 5):
-                guard reader.skip(4) else { return nil }
-            default:
-                return nil // groups and invalid wire types
+            case (_, _) where field < KnownFields.wireTypes.count && KnownFields.wireTypes[Int(field)] != KnownFields.unknown:
+                // Another field of the schema: skipped if its wire type is right; enums other than
+                // `type` (the full decoder validates their values) and wrong wire types are left
+                // to the full decoder.
+                guard KnownFields.wireTypes[Int(field)] == Int8(wireType) else { return nil }
+                guard reader.skip(wireType: wireType) else { return nil }
+            default: // a field this schema does not have: skipped by wire type; groups are left to the full decoder
+                guard reader.skip(wireType: wireType) else { return nil }
             }
         }
         guard let fromUser = from.map({ reader.string($0) }) ?? "", let toUser = to.map({ reader.string($0) }) ?? "" else {
@@ -117,6 +136,17 @@ public struct DatagramHeader: Equatable, Sendable {
         }
 
         /// The byte range of a length-delimited field's payload.
+        /// Skips one field value of `wireType` (0, 1, 2 or 5).
+        mutating func skip(wireType: UInt64) -> Bool {
+            switch wireType {
+            case 0: return varint() != nil
+            case 1: return skip(8)
+            case 2: return lengthDelimited() != nil
+            case 5: return skip(4)
+            default: return false
+            }
+        }
+
         mutating func lengthDelimited() -> Range<Int>? {
             guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
             let start = offset

@@ -6,6 +6,7 @@ public struct SIMPMessage: Equatable, Sendable {
     public enum Kind: Int32, Sendable, CaseIterable {
         case text = 0, image = 1, audio = 2, connect = 3, receipt = 4
         case connected = 5, error = 6, ping = 7, pong = 8, disconnect = 9
+        case auth = 10, challenge = 11, hello = 12
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -15,6 +16,7 @@ public struct SIMPMessage: Equatable, Sendable {
     public enum ErrorCode: Int32, Sendable, CaseIterable {
         case none = 0, unknownRecipient = 1, badRequest = 2, notConnected = 3, frameTooLarge = 4
         case unsupportedVersion = 5, `internal` = 6, alreadyConnected = 7
+        case authFailed = 8, authRequired = 9, rateLimited = 10, senderMismatch = 11
     }
 
     /// The protocol version this implementation speaks.
@@ -46,6 +48,20 @@ public struct SIMPMessage: Equatable, Sendable {
     public var seq: UInt64 = 0
     /// Every `seq` below this is resolved by the sender: the receiver need not wait for it.
     public var floor: UInt64 = 0
+    /// AUTH: the client's nonce. CHALLENGE: the relay's nonce.
+    public var nonce: [UInt8] = []
+    /// CHALLENGE: the user's password salt.
+    public var salt: [UInt8] = []
+    /// CHALLENGE: PBKDF2 iterations; 0 when the relay does not authenticate.
+    public var iterations: UInt32 = 0
+    /// CONNECT: the client proof. CONNECTED: the relay's signature.
+    public var proof: [UInt8] = []
+    /// CONNECTED: the id sealed datagrams of this session carry.
+    public var sessionId: UInt64 = 0
+    /// CONNECTED from a relay that does not authenticate: the session secret, in clear.
+    public var sessionSecret: [UInt8] = []
+    /// ERROR RATE_LIMITED: milliseconds after which trying again may succeed.
+    public var retryAfterMillis: UInt32 = 0
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

@@ -67,6 +67,13 @@ public enum MessageCodec {
         message.stream = c.stream
         message.seq = c.seq
         message.floor = c.floor
+        message.nonce = byteArray(c.nonce)
+        message.salt = byteArray(c.salt)
+        message.iterations = c.iterations
+        message.proof = byteArray(c.proof)
+        message.sessionId = c.sessionid
+        message.sessionSecret = byteArray(c.sessionsecret)
+        message.retryAfterMillis = c.retryaftermillis
         return message
     }
 
@@ -75,7 +82,13 @@ public enum MessageCodec {
         return String(cString: pointer)
     }
 
-    /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer.
+    private static func byteArray(_ data: ProtobufCBinaryData) -> [UInt8] {
+        guard data.len > 0, let pointer = data.data else { return [] }
+        return Array(UnsafeBufferPointer(start: pointer, count: data.len))
+    }
+
+    /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer
+    /// and every bytes field in another.
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
         let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
                        message.errorText, message.relayId]
@@ -87,29 +100,47 @@ public enum MessageCodec {
             scratch.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
             scratch.append(0)
         }
+        // Bytes fields (login only): one contiguous copy; empty fields are skipped by protobuf-c.
+        var binary = message.nonce + message.salt + message.proof + message.sessionSecret
+        let lengths = [message.nonce.count, message.salt.count, message.proof.count, message.sessionSecret.count]
         return scratch.withUnsafeMutableBufferPointer { chars in
-            let base = chars.baseAddress!
-            var c = Simp__Message()
-            simp__message__init(&c)
-            c.version = message.version
-            c.messageid = message.messageId
-            c.time = message.time
-            c.content = base + offsets[0]
-            c.imageurl = base + offsets[1]
-            c.fromuser = base + offsets[2]
-            c.touser = base + offsets[3]
-            c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
-            c.imagescale = message.imageScale
-            c.attempt = message.attempt
-            c.holdmicros = message.holdMicros
-            c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
-            c.errortext = base + offsets[4]
-            c.udpport = message.udpPort
-            c.relayid = base + offsets[5]
-            c.stream = message.stream
-            c.seq = message.seq
-            c.floor = message.floor
-            return withUnsafePointer(to: &c) { body($0) }
+            binary.withUnsafeMutableBufferPointer { binaryBytes in
+                let base = chars.baseAddress!
+                var fields: [ProtobufCBinaryData] = []
+                var offset = 0
+                for length in lengths {
+                    fields.append(ProtobufCBinaryData(len: length, data: length == 0 ? nil : binaryBytes.baseAddress! + offset))
+                    offset += length
+                }
+                var c = Simp__Message()
+                simp__message__init(&c)
+                c.version = message.version
+                c.messageid = message.messageId
+                c.time = message.time
+                c.content = base + offsets[0]
+                c.imageurl = base + offsets[1]
+                c.fromuser = base + offsets[2]
+                c.touser = base + offsets[3]
+                c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
+                c.imagescale = message.imageScale
+                c.attempt = message.attempt
+                c.holdmicros = message.holdMicros
+                c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
+                c.errortext = base + offsets[4]
+                c.udpport = message.udpPort
+                c.relayid = base + offsets[5]
+                c.stream = message.stream
+                c.seq = message.seq
+                c.floor = message.floor
+                c.nonce = fields[0]
+                c.salt = fields[1]
+                c.iterations = message.iterations
+                c.proof = fields[2]
+                c.sessionid = message.sessionId
+                c.sessionsecret = fields[3]
+                c.retryaftermillis = message.retryAfterMillis
+                return withUnsafePointer(to: &c) { body($0) }
+            }
         }
     }
 }

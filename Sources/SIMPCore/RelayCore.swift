@@ -18,6 +18,17 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
     /// A datagram arrived while the relay was shutting down.
     case draining
+    /// Login: wrong password or unknown user; CONNECT without login on a relay that requires it.
+    case authFailed = "auth_failed", authRequired = "auth_required"
+    /// Too many connections or login attempts from one address, or messages from one user.
+    case connectionRateLimited = "connection_rate_limited", loginRateLimited = "login_rate_limited"
+    case messageRateLimited = "message_rate_limited"
+    /// Datagrams: not sealed, sealed for no live session, MAC wrong, counter replayed.
+    case unsealed, unknownSession = "unknown_session", badMAC = "bad_mac", replayed
+    /// A datagram whose `fromUser` is not its session's user.
+    case senderMismatch = "sender_mismatch"
+    /// The recipient's session is on another relay, which this relay cannot reach.
+    case crossRelayUnavailable = "cross_relay_unavailable"
 }
 
 /// A user's registration as the relay knows it.
@@ -31,12 +42,13 @@ public struct Route: Equatable, Sendable {
     }
 }
 
-/// The relay's decisions, without I/O: which connection holds which user, where a datagram
-/// goes, where a receipt goes, and when Redis must be asked or told.
+/// The relay's decisions, without I/O: who may log in, which connection holds which user,
+/// where a datagram goes, where a receipt goes, and when Redis must be asked or told.
 ///
 /// The SwiftNIO relay feeds it decoded input and carries out the actions it returns; the loss
 /// simulator drives the same type. Local sessions are authoritative; other users' routes come
-/// from Redis through `lookupCompleted` and are cached for `routeCacheTTL`.
+/// from Redis through `lookupCompleted` and are cached for `routeCacheTTL`. Login is in
+/// `RelayCore+Login.swift`, datagrams in `RelayCore+Datagrams.swift`.
 public struct RelayCore: Sendable {
     /// Settings that shape the relay's behaviour.
     public struct Configuration: Sendable {
@@ -49,6 +61,19 @@ public struct RelayCore: Sendable {
         public var unknownUserCacheTTL: TimeAmount = .milliseconds(500)
         /// Datagrams held per recipient while its route is being looked up.
         public var maxDatagramsAwaitingLookup = 256
+        /// Whether users must log in (AUTH/CHALLENGE/proof). Off only for development: then
+        /// anyone can claim any user.
+        public var requireLogin = true
+        /// Keys the decoy challenges for users that do not exist (stable per secret).
+        public var decoySecret: [UInt8] = LoginCrypto.randomBytes(32)
+        /// Content datagrams per user.
+        public var messageLimit = RateLimit(perSecond: 500, burst: 1000)
+        /// New control connections per IP address.
+        public var connectionLimit = RateLimit(perSecond: 100, burst: 1000)
+        /// Login attempts (AUTH, or CONNECT without login) per IP address.
+        public var loginLimit = RateLimit(perSecond: 5, burst: 50)
+        /// Control connections open at once per IP address.
+        public var maxConnectionsPerHost = 2000
 
         public init(relayId: String, udpPort: Int) {
             self.relayId = relayId
@@ -60,14 +85,18 @@ public struct RelayCore: Sendable {
     public enum Action: Sendable {
         /// Send a control message on a connection.
         case send(ConnectionID, SIMPMessage)
-        /// Send datagram bytes unchanged to an address.
+        /// Send a (sealed) datagram from one user to another's address.
         case forward(ByteBuffer, to: SocketAddress)
+        /// Send the relay's own (sealed) datagram, e.g. the answer to a HELLO.
+        case reply(ByteBuffer, to: SocketAddress)
+        /// Read the user's password verifier from Redis, then call `verifierFetched`.
+        case fetchVerifier(user: String, connection: ConnectionID)
         /// Store the user's registration in Redis, then call `registrationCompleted`.
         case register(user: String, route: Route, session: String, connection: ConnectionID)
         /// Remove the user's registration from Redis if it still names `session`.
         case unregister(user: String, session: String)
-        /// The user's datagrams now come from a new port: rewrite its registration (if it still
-        /// belongs to `session`) so every relay sends there.
+        /// The user's authenticated datagrams now come from a new address: rewrite its
+        /// registration (if it still belongs to `session`).
         case moveRoute(user: String, route: Route, session: String)
         /// Ask Redis for the user's route, then call `lookupCompleted`.
         case lookup(user: String)
@@ -77,32 +106,57 @@ public struct RelayCore: Sendable {
         case reject(RejectReason, detail: String)
     }
 
-    private enum ConnectionState: Sendable {
-        case awaitingConnect
-        case registering(user: String)
+    enum ConnectionState: Sendable {
+        case awaitingLogin
+        case fetchingVerifier(user: String, clientNonce: [UInt8])
+        /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate.
+        case challenged(LoginTranscript, verifier: PasswordVerifier?)
+        case registering(user: String, connected: SIMPMessage)
         case connected(user: String)
     }
 
-    private struct LocalSession: Sendable {
-        var connection: ConnectionID
-        var route: Route
-        var session: String
+    struct Connection: Sendable {
+        var state: ConnectionState = .awaitingLogin
+        /// The peer's IP address (rate limits are per address).
+        var host: String
     }
 
-    private struct CachedRoute: Sendable {
+    struct LocalSession: Sendable {
+        var connection: ConnectionID
+        var route: Route
+        /// The registration's owner token in Redis.
+        var session: String
+        var opener: DatagramOpener
+        var sealer: DatagramSealer
+        /// When the user may next be told it is throttled.
+        var nextThrottleNotice: NIODeadline = .uptimeNanoseconds(0)
+    }
+
+    struct CachedRoute: Sendable {
         var route: Route?
         /// Without a route: whether the user has registered before (offline, not unknown).
         var known: Bool
         var expires: NIODeadline
     }
 
-    public private(set) var configuration: Configuration
-    private var connections: [ConnectionID: ConnectionState] = [:]
-    private var sessions: [String: LocalSession] = [:]
-    private var routeCache: [String: CachedRoute] = [:]
-    private var awaitingLookup: [String: [ByteBuffer]] = [:]
+    public internal(set) var configuration: Configuration
+    var connections: [ConnectionID: Connection] = [:]
+    var connectionsPerHost: [String: Int] = [:]
+    var sessions: [String: LocalSession] = [:]
+    /// Session id → user, for sealed datagrams.
+    var usersBySessionId: [UInt64: String] = [:]
+    var routeCache: [String: CachedRoute] = [:]
+    var awaitingLookup: [String: [ByteBuffer]] = [:]
+    var connectionRates: RateLimiter<String>
+    var loginRates: RateLimiter<String>
+    var messageRates: RateLimiter<String>
 
-    public init(configuration: Configuration) { self.configuration = configuration }
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        self.connectionRates = RateLimiter(configuration.connectionLimit)
+        self.loginRates = RateLimiter(configuration.loginLimit)
+        self.messageRates = RateLimiter(configuration.messageLimit)
+    }
 
     /// The relay's UDP socket is bound (with port 0, only then is its port known): CONNECTED
     /// reports `port` from now on.
@@ -123,46 +177,62 @@ public struct RelayCore: Sendable {
 
     // MARK: Control channel
 
-    /// A control connection opened.
-    public mutating func connectionOpened(_ connection: ConnectionID) {
-        connections[connection] = .awaitingConnect
+    /// A control connection opened from `peer`. Returns what to do when the peer's address
+    /// opens connections too fast (an ERROR and a close), else nothing.
+    @discardableResult
+    public mutating func connectionOpened(_ connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = .now()) -> [Action] {
+        let host = peer?.ipAddress ?? "unknown"
+        connections[connection] = Connection(host: host)
+        connectionsPerHost[host, default: 0] += 1
+        let wait = connectionsPerHost[host]! > configuration.maxConnectionsPerHost
+            ? .seconds(1) : connectionRates.admit(host, now: now)
+        guard let wait else { return [] }
+        return [.reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
+                .send(connection, .rateLimited("too many connections from \(host)", retryAfter: wait)),
+                .close(connection)]
     }
 
     /// A control connection closed: its registration is removed.
     public mutating func connectionClosed(_ connection: ConnectionID) -> [Action] {
-        guard let state = connections.removeValue(forKey: connection) else { return [] }
-        switch state {
-        case .connected(let user), .registering(let user):
+        guard let closed = connections.removeValue(forKey: connection) else { return [] }
+        connectionsPerHost[closed.host, default: 1] -= 1
+        if connectionsPerHost[closed.host] == 0 { connectionsPerHost[closed.host] = nil }
+        switch closed.state {
+        case .connected(let user), .registering(let user, _):
             guard let session = sessions[user], session.connection == connection else { return [] }
-            sessions[user] = nil
+            endSession(of: user)
             return [.unregister(user: user, session: session.session)]
-        case .awaitingConnect:
+        case .awaitingLogin, .fetchingVerifier, .challenged:
             return []
         }
     }
 
     /// A decoded control frame arrived; `peer` is the connection's remote address.
-    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
-        guard let state = connections[connection] else { return [] }
+    public mutating func controlReceived(
+        _ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline = .now()
+    ) -> [Action] {
+        guard let state = connections[connection]?.state else { return [] }
         guard message.version == SIMPMessage.currentVersion else {
             return [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
                     .send(connection, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId))]
         }
         switch (message.kind, state) {
-        case (.connect, .awaitingConnect):
-            return connect(message, on: connection, peer: peer)
-        case (.connect, _):
+        case (.auth, .awaitingLogin):
+            return startLogin(message, on: connection, now: now)
+        case (.connect, .awaitingLogin), (.connect, .challenged):
+            return finishLogin(message, on: connection, peer: peer, now: now)
+        case (.auth, _), (.connect, _):
             return [.reject(.alreadyConnected, detail: "\(connection)"),
-                    .send(connection, .error(.alreadyConnected, "this connection already has a session"))]
+                    .send(connection, .error(.alreadyConnected, "this connection already has a session or a login under way"))]
         case (.ping, _):
             var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
             pong.time = message.time
             return [.send(connection, pong)]
         case (.pong, _):
             return []
-        case (_, .awaitingConnect), (_, .registering):
+        case (_, .awaitingLogin), (_, .fetchingVerifier), (_, .challenged), (_, .registering):
             return [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
-                    .send(connection, .error(.notConnected, "send CONNECT first", messageId: message.messageId))]
+                    .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
             return routeReceipt(message, from: user)
         case (.disconnect, .connected):
@@ -181,43 +251,56 @@ public struct RelayCore: Sendable {
 
     /// Redis answered the `.register` action for `connection`.
     public mutating func registrationCompleted(_ connection: ConnectionID, succeeded: Bool) -> [Action] {
-        guard case .registering(let user) = connections[connection] else {
+        guard case .registering(let user, let connected) = connections[connection]?.state else {
             return [] // closed meanwhile; connectionClosed already unregistered it
         }
         guard succeeded else {
-            connections[connection] = .awaitingConnect
-            if sessions[user]?.connection == connection { sessions[user] = nil }
+            connections[connection]?.state = .awaitingLogin
+            if sessions[user]?.connection == connection { endSession(of: user) }
             return [.send(connection, .error(.internal, "registry unavailable, try again"))]
         }
-        connections[connection] = .connected(user: user)
-        var connected = SIMPMessage(kind: .connected, toUser: user)
-        connected.udpPort = UInt32(configuration.udpPort)
-        connected.relayId = configuration.relayId
+        connections[connection]?.state = .connected(user: user)
         return [.send(connection, connected)]
     }
 
-    private mutating func connect(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
-        let user = message.fromUser
-        guard !user.isEmpty, message.udpPort > 0, message.udpPort <= 65535, peer.port != nil else {
-            return [.reject(.missingField, detail: "CONNECT without user or UDP port on \(connection)"),
-                    .send(connection, .error(.badRequest, "CONNECT needs fromUser and udpPort (1-65535)"))]
-        }
+    /// Starts `user`'s session on `connection` with `keys`; the CONNECTED to send once Redis
+    /// has the registration is `connected`. A previous session of the user is told and closed.
+    mutating func beginSession(
+        _ user: String, keys: SessionKeys, connected: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, udpPort: Int
+    ) -> [Action] {
         var address = peer
-        address.port = Int(message.udpPort)
+        address.port = udpPort
         var actions: [Action] = []
         if let previous = sessions[user] {
             // The newest session wins: the old connection is told and closed.
-            connections[previous.connection] = .awaitingConnect
+            connections[previous.connection]?.state = .awaitingLogin
+            endSession(of: user)
             actions += [.send(previous.connection, .error(.alreadyConnected, "\(user) connected again elsewhere")),
                         .close(previous.connection)]
         }
         let route = Route(address: address, relayId: configuration.relayId)
         let session = "\(configuration.relayId)/\(connection.rawValue)"
-        sessions[user] = LocalSession(connection: connection, route: route, session: session)
+        sessions[user] = LocalSession(
+            connection: connection, route: route, session: session,
+            opener: DatagramOpener(keys: keys, direction: .uplink), sealer: DatagramSealer(keys: keys, direction: .downlink))
+        usersBySessionId[keys.sessionId] = user
         routeCache[user] = nil
-        connections[connection] = .registering(user: user)
+        connections[connection]?.state = .registering(user: user, connected: connected)
         actions.append(.register(user: user, route: route, session: session, connection: connection))
         return actions
+    }
+
+    private mutating func endSession(of user: String) {
+        guard let session = sessions.removeValue(forKey: user) else { return }
+        usersBySessionId[session.opener.sessionId] = nil
+    }
+
+    /// A session id no live session uses.
+    func newSessionId() -> UInt64 {
+        while true {
+            let id = UInt64.random(in: 1 ... .max)
+            if usersBySessionId[id] == nil { return id }
+        }
     }
 
     private func routeReceipt(_ receipt: SIMPMessage, from user: String) -> [Action] {
@@ -228,145 +311,13 @@ public struct RelayCore: Sendable {
         }
         return [.send(sender.connection, receipt)]
     }
+}
 
-    // MARK: Datagrams
-
-    /// Where a datagram goes. The common case, a forward, needs no list of actions.
-    public enum DatagramRoute: Sendable {
-        /// Send the datagram's bytes unchanged to this address.
-        case forward(to: SocketAddress)
-        /// Anything else: rejections, an ERROR to the sender, a Redis lookup, a moved route (or
-        /// nothing yet).
-        case actions([Action])
-    }
-
-    /// A UDP datagram arrived from `source` (nil when unknown, e.g. in tests).
-    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> [Action] {
-        switch routeDatagram(bytes, from: source, now: now) {
-        case .forward(let address): return [.forward(bytes, to: address)]
-        case .actions(let actions): return actions
-        }
-    }
-
-    /// A UDP datagram arrived from `source`: the same decisions as `datagramReceived`, for the
-    /// relay's hot path. Only the header is read (`DatagramHeader.parse`) unless the bytes need
-    /// the full decoder.
-    ///
-    /// NAT rebinding: when a datagram from a locally connected user arrives from the IP of the
-    /// user's control connection but another port, the user's route follows it (newest source
-    /// wins). Only the port may change: datagrams are not authenticated yet, so an address on
-    /// another host never moves a route.
-    public mutating func routeDatagram(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> DatagramRoute {
-        let message: DatagramHeader
-        do { message = try Self.header(of: bytes) } catch {
-            return .actions([.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")])
-        }
-        let moved = source.flatMap { followRebinding(of: message.fromUser, to: $0) } ?? []
-        guard message.kind.isContent else {
-            // A PING datagram keeps the client's NAT mapping open (and may reveal a rebinding).
-            if message.kind == .ping { return .actions(moved) }
-            return .actions([.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")])
-        }
-        let route = routeContent(bytes, message, now: now)
-        guard !moved.isEmpty else { return route }
-        switch route {
-        case .forward(let address): return .actions(moved + [.forward(bytes, to: address)])
-        case .actions(let actions): return .actions(moved + actions)
-        }
-    }
-
-    /// Validates a content datagram and decides where it goes.
-    private mutating func routeContent(_ bytes: ByteBuffer, _ message: DatagramHeader, now: NIODeadline) -> DatagramRoute {
-        guard message.version == SIMPMessage.currentVersion else {
-            return .actions([.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
-                + tellSender(message, .unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)"))
-        }
-        guard !message.toUser.isEmpty, !message.fromUser.isEmpty, message.messageId != 0 else {
-            return .actions([.reject(.missingField, detail: "datagram without fromUser, toUser or messageId")]
-                + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId"))
-        }
-        if let local = sessions[message.toUser] {
-            return .forward(to: local.route.address)
-        }
-        if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
-            return .forward(to: route.address)
-        }
-        return .actions(awaitRoute(bytes, for: message))
-    }
-
-    /// The routing fields of a datagram: read directly when possible, else fully decoded.
-    private static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
-        if let header = DatagramHeader.parse(bytes) { return header }
-        return DatagramHeader(try MessageCodec.decode(bytes))
-    }
-
-    /// Moves a local user's route to `source` if only its port changed.
-    private mutating func followRebinding(of user: String, to source: SocketAddress) -> [Action]? {
-        guard var session = sessions[user], session.route.address != source,
-              session.route.address.ipAddress == source.ipAddress, let port = source.port, port > 0 else { return nil }
-        session.route.address = source
-        sessions[user] = session
-        return [.moveRoute(user: user, route: session.route, session: session.session)]
-    }
-
-    /// Redis answered a `.lookup`: forwards the datagrams that waited for it. `known` says
-    /// whether a user without a route has registered before (then it is offline, and its
-    /// datagrams are dropped for their senders to retry, rather than refused as unknown).
-    public mutating func lookupCompleted(user: String, route: Route?, known: Bool = false, now: NIODeadline) -> [Action] {
-        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
-        let current = sessions[user]?.route ?? route
-        routeCache[user] = CachedRoute(
-            route: current, known: known,
-            expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
-        guard let address = current?.address else {
-            return waiting.flatMap { bytes in
-                (try? Self.header(of: bytes)).map { noRoute($0, known: known) } ?? []
-            }
-        }
-        return waiting.map { .forward($0, to: address) }
-    }
-
-    /// Redis could not be asked: the waiting datagrams are dropped, one count each (their
-    /// senders retransmit).
-    public mutating func lookupFailed(user: String) -> [Action] {
-        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
-        return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
-    }
-
-    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: DatagramHeader) -> [Action] {
-        if var queue = awaitingLookup[message.toUser] {
-            guard queue.count < configuration.maxDatagramsAwaitingLookup else {
-                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
-            }
-            queue.append(bytes)
-            awaitingLookup[message.toUser] = queue
-            return []
-        }
-        awaitingLookup[message.toUser] = [bytes]
-        return [.lookup(user: message.toUser)]
-    }
-
-    /// A datagram whose recipient has no route: a user seen before is offline (dropped and
-    /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
-    /// restart), anyone else is unknown (the sender is told).
-    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
-        guard !known else {
-            return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
-        }
-        return unknownRecipient(message)
-    }
-
-    private func unknownRecipient(_ message: DatagramHeader) -> [Action] {
-        [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")]
-            + tellSender(message, .unknownRecipient, "no user \"\(message.toUser)\" is registered")
-    }
-
-    /// An ERROR to the sender of `message`, if the sender has a session here.
-    private func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
-        guard let sender = sessions[message.fromUser] else { return [] }
-        var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
-        error.fromUser = message.toUser
-        return [.send(sender.connection, error)]
+extension SIMPMessage {
+    /// An ERROR RATE_LIMITED telling when trying again may succeed.
+    public static func rateLimited(_ text: String, retryAfter: TimeAmount, messageId: UInt64 = 0, to user: String = "") -> SIMPMessage {
+        var error = SIMPMessage.error(.rateLimited, text, messageId: messageId, to: user)
+        error.retryAfterMillis = UInt32(clamping: max(1, retryAfter.nanoseconds / 1_000_000))
+        return error
     }
 }

@@ -106,7 +106,7 @@ public struct Registry: Sendable {
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
 
-    private static func check(_ replies: [RedisValue]) throws {
+    static func check(_ replies: [RedisValue]) throws {
         for reply in replies {
             if case .error(let message) = reply { throw RedisError(message) }
             if let nested = reply.array { try check(nested) }

@@ -38,7 +38,30 @@ public struct RelayConfiguration: Sendable {
     /// The drain ends early once no receipt has been routed for this long.
     public var drainQuietPeriod: TimeAmount = .milliseconds(500)
 
+    /// Whether users must log in with a password (docs/PROTOCOL.md §3). Turning it off is for
+    /// development only: anyone can then claim any user, and the relay says so loudly.
+    public var requireLogin = true
+    /// Content datagrams accepted per user (a token bucket: rate and burst).
+    public var messageLimit = RateLimit(perSecond: 500, burst: 1000)
+    /// New control connections accepted per IP address.
+    public var connectionLimit = RateLimit(perSecond: 100, burst: 1000)
+    /// Control connections open at once per IP address.
+    public var maxConnectionsPerHost = 2000
+    /// Login attempts accepted per IP address.
+    public var loginLimit = RateLimit(perSecond: 5, burst: 50)
+
     public init() {}
+
+    /// The core's settings derived from these.
+    func coreConfiguration() -> RelayCore.Configuration {
+        var core = RelayCore.Configuration(relayId: relayId, udpPort: 0)
+        core.requireLogin = requireLogin
+        core.messageLimit = messageLimit
+        core.connectionLimit = connectionLimit
+        core.maxConnectionsPerHost = maxConnectionsPerHost
+        core.loginLimit = loginLimit
+        return core
+    }
 
     /// The UDP port to bind, after applying the `port + 1` default.
     public var effectiveUDPPort: Int {

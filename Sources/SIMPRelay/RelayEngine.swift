@@ -17,6 +17,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     let eventLoop: EventLoop
     private var core: RelayCore
     private let registry: Registry
+    private let credentials: CredentialStore
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
@@ -43,8 +44,10 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
 
-    init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, registry: Registry, credentials: CredentialStore, heartbeat: HeartbeatPolicy,
+         eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
+        self.credentials = credentials
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.eventLoop = eventLoop
@@ -112,8 +115,8 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         let id = ConnectionID(nextConnection)
         nextConnection += 1
         connections[id] = channel
-        core.connectionOpened(id)
         heartbeats.opened(id, now: .now())
+        perform(core.connectionOpened(id, peer: channel.remoteAddress, now: .now()))
         return id
     }
 
@@ -177,7 +180,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
         }
         switch core.routeDatagram(bytes, from: source, now: now) {
-        case .forward(let address): forward(bytes, to: address)
+        case .forward(let sealed, let address): forward(sealed, to: address)
         case .actions(let actions): perform(actions)
         }
     }
@@ -205,6 +208,17 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
         case .forward(let bytes, let address):
             forward(bytes, to: address)
+        case .reply(let bytes, let address):
+            datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        case .fetchVerifier(let user, let id):
+            credentials.verifier(of: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let verifier): perform(core.verifierFetched(id, verifier: verifier))
+                case .failure(let error):
+                    redisFailed("read the credentials of \(user)", error)
+                    perform(core.verifierFetchFailed(id))
+                }
+            }
         case .register(let user, let route, let session, let id):
             registry.register(user: user, route: route, session: session, on: eventLoop).whenComplete { [self] result in
                 if case .failure(let error) = result { redisFailed("register \(user)", error) }
@@ -241,7 +255,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
-            logger.debug("rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
+            // Failed logins are worth an operator's attention; the rest is routine noise.
+            let level: Logger.Level = reason == .authFailed || reason == .loginRateLimited ? .notice : .debug
+            logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         }
     }
 

@@ -45,8 +45,8 @@ public final class RelayServer: @unchecked Sendable {
         let factory: MetricsFactory = registry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         // The core learns the UDP port once it is bound; placeholder until then.
         self.engine = RelayEngine(
-            core: RelayCore(configuration: .init(relayId: configuration.relayId, udpPort: 0)),
-            registry: self.registry, heartbeat: configuration.heartbeat, eventLoop: group.next(),
+            core: RelayCore(configuration: configuration.coreConfiguration()),
+            registry: self.registry, credentials: CredentialStore(redis: redis), heartbeat: configuration.heartbeat, eventLoop: group.next(),
             logger: configuration.logger, metrics: RelayMetrics(factory: factory))
     }
 
@@ -105,6 +105,9 @@ public final class RelayServer: @unchecked Sendable {
         // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
         let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
         heartbeatTask = loop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [engine] _ in engine.heartbeatTick() }
+        if !configuration.requireLogin {
+            logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
+        }
         logger.info("relay listening", metadata: [
             "tcp": "\(tcp.localAddress.flatMap(AddressText.format) ?? "?")",
             "udp": "\(udp.localAddress.flatMap(AddressText.format) ?? "?")",

@@ -1,17 +1,20 @@
 import NIOCore
 import NIOPosix
+import SIMPCore
 
-/// A UDP proxy on loopback that forwards each datagram to `target` as many times as `copies`
-/// says: 0 drops it, 2 duplicates it. Put it between a client and the relay
-/// (`ClientConfiguration.datagramTarget`) to lose or repeat chosen datagrams on purpose.
+/// A UDP proxy on loopback that forwards each content datagram (TEXT, IMAGE, AUDIO) to `target`
+/// as many times as `copies` says: 0 drops it, 2 duplicates it. Other datagrams (HELLO,
+/// keepalives) pass unchanged and uncounted, and the target's datagrams go back to the client,
+/// like a NAT. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
+/// lose or repeat chosen messages on purpose.
 public final class DatagramProxy: @unchecked Sendable {
     public let channel: Channel
     public var address: SocketAddress { channel.localAddress! }
     private let group: MultiThreadedEventLoopGroup
     private let handler: Handler
 
-    /// - Parameter copies: called with each datagram's bytes and its 1-based index; runs on the
-    ///   proxy's event loop.
+    /// - Parameter copies: called with each content datagram's bytes and its 1-based index; runs
+    ///   on the proxy's event loop.
     public static func start(target: SocketAddress, copies: @escaping @Sendable (ByteBuffer, Int) -> Int) async throws -> DatagramProxy {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let handler = Handler(target: target, copies: copies)
@@ -27,7 +30,7 @@ public final class DatagramProxy: @unchecked Sendable {
         self.handler = handler
     }
 
-    /// Datagrams seen and dropped so far.
+    /// Content datagrams seen and dropped so far.
     public func counts() async throws -> (seen: Int, dropped: Int) {
         try await channel.eventLoop.submit { [handler] in (handler.seen, handler.dropped) }.get()
     }
@@ -44,6 +47,7 @@ public final class DatagramProxy: @unchecked Sendable {
         let copies: @Sendable (ByteBuffer, Int) -> Int
         var seen = 0
         var dropped = 0
+        var client: SocketAddress?
 
         init(target: SocketAddress, copies: @escaping @Sendable (ByteBuffer, Int) -> Int) {
             self.target = target
@@ -52,6 +56,15 @@ public final class DatagramProxy: @unchecked Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let envelope = unwrapInboundIn(data)
+            if envelope.remoteAddress == target {
+                guard let client else { return }
+                return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: client, data: envelope.data)), promise: nil)
+            }
+            client = envelope.remoteAddress
+            guard let payload = SealedDatagram.unverifiedPayload(of: envelope.data),
+                  DatagramHeader.parse(payload)?.kind.isContent == true else {
+                return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: target, data: envelope.data)), promise: nil)
+            }
             seen += 1
             let count = copies(envelope.data, seen)
             if count == 0 { dropped += 1 }

@@ -40,6 +40,33 @@ public final class RawControlConnection: @unchecked Sendable {
         try await channel.eventLoop.submit { [collector] in collector.messages }.get()
     }
 
+    /// The first frame received of `kind`, waiting up to 3 s.
+    public func first(_ kind: SIMPMessage.Kind) async throws -> SIMPMessage? {
+        var found: SIMPMessage?
+        _ = try await Eventually.holds {
+            found = try await received().first { $0.kind == kind }
+            return found != nil
+        }
+        return found
+    }
+
+    /// Logs in as `user` (AUTH, CHALLENGE, CONNECT with proof) registering `udpPort`, and
+    /// returns the session's keys; throws with the relay's answer if it refuses.
+    @discardableResult
+    public func login(user: String, password: String?, udpPort: Int) async throws -> SessionKeys {
+        var client = LoginClient(user: user, password: password)
+        let (auth, nonce) = client.start()
+        try await send(auth)
+        guard let challenge = try await first(.challenge) else { throw RawPeerError("no CHALLENGE: \(try await received())") }
+        let answer = try client.answer(challenge, clientNonce: nonce, udpPort: udpPort)
+        try await send(answer.frame)
+        _ = try await Eventually.holds { try await received().contains { $0.kind == .connected || $0.kind == .error } }
+        guard let connected = try await received().first(where: { $0.kind == .connected }) else {
+            throw RawPeerError("login refused: \(try await received())")
+        }
+        return try client.accept(connected, transcript: answer.transcript)
+    }
+
     /// Whether the relay has closed the connection.
     public var isClosed: Bool { !channel.isActive }
 
@@ -55,6 +82,53 @@ public final class RawControlConnection: @unchecked Sendable {
             if let message = try? MessageCodec.decode(unwrapInboundIn(data)) { messages.append(message) }
         }
         func errorCaught(context: ChannelHandlerContext, error: Error) { context.close(promise: nil) }
+    }
+}
+
+/// Why a raw peer could not do what a test asked.
+public struct RawPeerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A UDP socket on loopback that sends raw bytes and keeps what arrives, for tests that
+/// play a client's data path by hand (sealed or forged datagrams, address changes).
+public final class RawDatagramSocket: @unchecked Sendable {
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let collector = Collector()
+    public private(set) var channel: Channel!
+
+    public init() {}
+
+    /// Binds a free loopback port.
+    public func bind() async throws {
+        channel = try await DatagramBootstrap(group: group)
+            .channelInitializer { [collector] in $0.pipeline.addHandler(collector) }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    public var port: Int { channel.localAddress!.port! }
+
+    public func send(_ bytes: ByteBuffer, to address: SocketAddress) async throws {
+        try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes))
+    }
+
+    /// Datagrams received so far.
+    public func received() async throws -> [ByteBuffer] {
+        try await channel.eventLoop.submit { [collector] in collector.datagrams }.get()
+    }
+
+    public func close() async {
+        try? await channel?.close()
+        try? await group.shutdownGracefully()
+    }
+
+    private final class Collector: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = AddressedEnvelope<ByteBuffer>
+        var datagrams: [ByteBuffer] = []
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            datagrams.append(unwrapInboundIn(data).data)
+        }
     }
 }
 

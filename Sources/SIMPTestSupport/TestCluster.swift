@@ -56,9 +56,22 @@ public final class TestRelay: @unchecked Sendable {
         "\(name)-\(UInt32.random(in: .min ... .max))"
     }
 
-    /// A client configuration pointing at this relay, with quick retransmits for tests.
-    public func clientConfiguration(user: String) -> ClientConfiguration {
-        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: user)
+    /// The password `addUser` gives `user` unless told otherwise.
+    public static func password(for user: String) -> String { "secret of \(user)" }
+    /// PBKDF2 iterations of test users: the protocol's minimum, to keep tests quick.
+    public static let testIterations = PasswordVerifier.minimumIterations
+
+    /// Creates (or resets) `user` with `password` in this relay's Redis.
+    public func addUser(_ user: String, password: String? = nil) async throws {
+        let verifier = PasswordVerifier.make(password: password ?? Self.password(for: user), iterations: Self.testIterations)
+        try await CredentialStore(redis: inspector).add(user, verifier: verifier, replace: true)
+    }
+
+    /// A client configuration for `user` (created with its test password) pointing at this
+    /// relay, with quick retransmits for tests.
+    public func clientConfiguration(user: String) async throws -> ClientConfiguration {
+        try await addUser(user)
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: user, password: Self.password(for: user))
         configuration.localHost = "127.0.0.1"
         configuration.retransmit.initialRTO = .milliseconds(200)
         configuration.retransmit.minimumRTO = .milliseconds(50)
@@ -68,9 +81,9 @@ public final class TestRelay: @unchecked Sendable {
         return configuration
     }
 
-    /// Connects a client, closed by `stop()`.
+    /// Connects a client (creating its user), closed by `stop()`.
     public func connectClient(user: String, configure: (inout ClientConfiguration) -> Void = { _ in }) async throws -> SIMPClient {
-        var configuration = clientConfiguration(user: user)
+        var configuration = try await clientConfiguration(user: user)
         configure(&configuration)
         let client = SIMPClient(configuration: configuration)
         clients.append(client)

@@ -17,10 +17,12 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             receipt_rtt_us is send -> receipt back at the sender (HdrHistogram percentiles). \
             Without --server it starts its own simp-server (next to this executable) and a \
             private redis-server on free loopback ports, and reports the relay's CPU seconds, \
-            peak RSS and Redis round trips per forwarded datagram.
+            peak RSS and Redis round trips per forwarded datagram. The bench's users have no \
+            passwords, so a relay given with --server must run with --no-login (and a \
+            --message-rate above the per-pair rate).
             """)
 
-    @Option(help: "A running relay's control address HOST:PORT. Default: start one.")
+    @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?
 
     @Option(help: "Redis for the relay the bench starts, redis://HOST:PORT. Default: a private redis-server.")

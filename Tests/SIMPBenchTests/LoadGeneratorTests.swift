@@ -2,11 +2,17 @@ import Foundation
 import NIOCore
 @testable import SIMPBench
 import SIMPCore
+import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
 /// The load generator against a real relay and Redis, at a rate any machine sustains.
 final class LoadGeneratorTests: RelayTestCase {
+    /// The bench's users have no passwords: it runs against development-mode relays.
+    override func configureRelay(_ configuration: inout RelayConfiguration) {
+        configuration.requireLogin = false
+    }
+
     func testEveryOfferedMessageIsDeliveredOnceAndReceipted() async throws {
         var parameters = LoadGenerator.Parameters()
         parameters.port = relay.port
@@ -35,7 +41,8 @@ final class LoadGeneratorTests: RelayTestCase {
         var message = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: pair.from,
                                   toUser: pair.to, content: pair.content, time: 0)
         message.attempt = 1
-        XCTAssertEqual(Double(MessageCodec.encodedSize(of: message)), 200, accuracy: 8)
+        XCTAssertEqual(Double(MessageCodec.encodedSize(of: message) + SealedDatagram.overhead), 200, accuracy: 8,
+                       "the sealed datagram on the wire")
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import SIMPChat
+import SIMPClient
 import SIMPTestSupport
 import XCTest
 
@@ -19,11 +20,27 @@ final class ChatEndToEndTests: RelayTestCase {
         try await super.tearDown()
     }
 
-    func chat(_ user: String, to peer: String, _ extra: [String] = []) throws -> PseudoTerminalProcess {
-        try PseudoTerminalProcess("simp", [
+    /// `simp chat` for `user` (created with its test password), which it takes from the
+    /// environment, or, with `typesPassword`, is asked for and typed at the prompt.
+    func chat(_ user: String, to peer: String, _ extra: [String] = [], typesPassword: Bool = false) async throws -> PseudoTerminalProcess {
+        var environment = ["NO_COLOR": "1"]
+        if !typesPassword { environment.merge(try await credentials(user)) { $1 } }
+        else { try await relay.addUser(user) }
+        let terminal = try PseudoTerminalProcess("simp", [
             "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
             "--history-dir", historyDirectory.path,
-        ] + extra, environment: ["NO_COLOR": "1"])
+        ] + extra, environment: environment)
+        if typesPassword {
+            await assertScreen(terminal, shows: "password for \(user):")
+            terminal.type(TestRelay.password(for: user) + "\r")
+        }
+        return terminal
+    }
+
+    /// Creates `user` and returns the environment that gives `simp` its password.
+    func credentials(_ user: String) async throws -> [String: String] {
+        try await relay.addUser(user)
+        return [PasswordInput.environmentVariable: TestRelay.password(for: user)]
     }
 
     func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
@@ -34,8 +51,8 @@ final class ChatEndToEndTests: RelayTestCase {
 
     func testTwoPeopleChatOnTerminalsAndSeeDeliveryTicks() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let aliceTerminal = try chat(alice, to: bob)
-        let bobTerminal = try chat(bob, to: alice)
+        let aliceTerminal = try await chat(alice, to: bob, typesPassword: true)
+        let bobTerminal = try await chat(bob, to: alice)
         await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
         await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
 
@@ -68,7 +85,7 @@ final class ChatEndToEndTests: RelayTestCase {
         let history = try HistoryStore(directory: historyDirectory, user: alice).load()
         XCTAssertEqual(history.map(\.text).filter { !$0.isEmpty }, ["hello bob", "hi alice, 日本 ✓", "half-typed"])
         XCTAssertEqual(history.first?.status, "delivered")
-        let again = try chat(alice, to: bob)
+        let again = try await chat(alice, to: bob)
         await assertScreen(again, shows: "you → \(bob): hello bob ✓✓")
         again.type("/quit\r")
         _ = await again.child.exitStatus()
@@ -76,8 +93,8 @@ final class ChatEndToEndTests: RelayTestCase {
 
     func testBothSurviveARelayRestartAndEveryMessageArrivesOnce() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let aliceTerminal = try chat(alice, to: bob, ["--log-level", "info"])
-        let bobTerminal = try chat(bob, to: alice)
+        let aliceTerminal = try await chat(alice, to: bob, ["--log-level", "info"])
+        let bobTerminal = try await chat(bob, to: alice)
         await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
         await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
         aliceTerminal.type("before\r")
@@ -118,7 +135,8 @@ final class ChatEndToEndTests: RelayTestCase {
 
     func testScriptedChatReadsStdinAndPrintsPlainLines() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"])
+        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"],
+                                      environment: try await credentials(bob))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer == 1
         }
@@ -129,7 +147,7 @@ final class ChatEndToEndTests: RelayTestCase {
 
         let chat = try ChildProcess("simp", [
             "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--history-dir", historyDirectory.path,
-        ], standardInput: try FileHandle(forReadingFrom: script))
+        ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
 
         let status = await chat.exitStatus()
         XCTAssertEqual(status, 0, chat.standardOutput + chat.standardError)
@@ -150,10 +168,11 @@ final class ChatEndToEndTests: RelayTestCase {
         let script = historyDirectory.appendingPathComponent("script.txt")
         try FileManager.default.createDirectory(at: historyDirectory, withIntermediateDirectories: true)
         try "hello?\n".write(to: script, atomically: true, encoding: .utf8)
+        let alice = TestRelay.uniqueUser("alice")
         let chat = try ChildProcess("simp", [
-            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", TestRelay.uniqueUser("alice"), "--to", nobody,
+            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", nobody,
             "--history-dir", historyDirectory.path,
-        ], standardInput: try FileHandle(forReadingFrom: script))
+        ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
         let status = await chat.exitStatus()
         XCTAssertEqual(status, 1)
         XCTAssertTrue(chat.standardOutput.contains("no user \"\(nobody)\" is registered"), chat.standardOutput)

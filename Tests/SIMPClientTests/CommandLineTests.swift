@@ -15,13 +15,25 @@ final class CommandLineTests: RelayTestCase {
         }
     }
 
+    /// Creates `user` and returns the environment that gives `simp` its password.
+    func credentials(_ user: String) async throws -> [String: String] {
+        try await relay.addUser(user)
+        return [PasswordInput.environmentVariable: TestRelay.password(for: user)]
+    }
+
     func testSendPrintsIdAndDeliveryTimeAndListenPrintsJSON() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--json", "--count", "1"])
+        // bob's password from a file, alice's from the environment.
+        try await relay.addUser(bob)
+        let passwordFile = FileManager.default.temporaryDirectory.appendingPathComponent("simp-pw-\(bob)")
+        try (TestRelay.password(for: bob) + "\n").write(to: passwordFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: passwordFile) }
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--password-file", passwordFile.path, "--json", "--count", "1"])
         let registered = try await waitForRegistration(of: bob)
         XCTAssertTrue(registered, listen.standardError)
 
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "hello from the CLI"])
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "hello from the CLI"],
+                                    environment: try await credentials(alice))
 
         let sendStatus = await send.exitStatus()
         XCTAssertEqual(sendStatus, 0, send.standardError)
@@ -45,13 +57,30 @@ final class CommandLineTests: RelayTestCase {
 
     func testSendToUnknownUserExitsNonZeroWithOneLine() async throws {
         let nobody = TestRelay.uniqueUser("nobody")
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", "alice", "--to", nobody, "hi"])
+        let alice = TestRelay.uniqueUser("alice")
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", nobody, "hi"],
+                                    environment: try await credentials(alice))
 
         let status = await send.exitStatus()
         XCTAssertEqual(status, 1)
         let errorLines = send.standardError.split(separator: "\n")
         XCTAssertEqual(errorLines.count, 1, send.standardError)
         XCTAssertTrue(send.standardError.contains("no user \"\(nobody)\" is registered"), send.standardError)
+    }
+
+    func testAWrongPasswordOrNoneExitsNonZeroWithOneLine() async throws {
+        let alice = TestRelay.uniqueUser("alice")
+        try await relay.addUser(alice)
+        let wrong = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
+                                     environment: [PasswordInput.environmentVariable: "not it"])
+        let none = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
+                                    environment: [PasswordInput.environmentVariable: ""])
+
+        let (wrongStatus, noneStatus) = (await wrong.exitStatus(), await none.exitStatus())
+        XCTAssertEqual(wrongStatus, 1)
+        XCTAssertEqual(wrong.standardError, "simp: relay refused: login failed: unknown user or wrong password (authFailed)\n")
+        XCTAssertEqual(noneStatus, 1)
+        XCTAssertTrue(none.standardError.contains("the password from SIMP_PASSWORD is empty"), none.standardError)
     }
 
     func testSendWithoutRelayExitsNonZeroWithOneLine() async throws {
@@ -89,7 +118,12 @@ final class ServerCommandTests: XCTestCase {
         XCTAssertTrue(server.standardError.contains("relay listening"), server.standardError)
 
         let bob = TestRelay.uniqueUser("bob")
-        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: bob)
+        let add = try ChildProcess("simp-server", ["user", "add", bob, "--redis", redis.url.description, "--iterations", "4096"],
+                                   environment: [PasswordInput.environmentVariable: "bob's secret"])
+        let addStatus = await add.exitStatus()
+        XCTAssertEqual(addStatus, 0, add.standardError)
+        XCTAssertEqual(add.standardOutput, "user \(bob) added\n")
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: bob, password: "bob's secret")
         configuration.localHost = "127.0.0.1"
         let client = SIMPClient(configuration: configuration)
         try await client.connect()
@@ -105,6 +139,37 @@ final class ServerCommandTests: XCTestCase {
         await client.close()
         await inspector.shutdown()
         await redis.stop()
+    }
+
+    func testUserCommandsAddListRemoveAndRefuseDuplicates() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { Task { await redis.stop() } }
+        let user = TestRelay.uniqueUser("carol")
+        func run(_ arguments: [String]) async throws -> (status: Int32?, out: String, err: String) {
+            let process = try ChildProcess("simp-server", ["user"] + arguments + ["--redis", redis.url.description],
+                                           environment: [PasswordInput.environmentVariable: "pw"])
+            let status = await process.exitStatus()
+            return (status, process.standardOutput, process.standardError)
+        }
+
+        let added = try await run(["add", user, "--iterations", "4096"])
+        let again = try await run(["add", user, "--iterations", "4096"])
+        let listed = try await run(["list"])
+        let inspector = RedisClient(url: redis.url)
+        let stored = try await inspector.command(["HGETALL", "simp:cred:\(user)"]).array?.compactMap(\.string) ?? []
+        await inspector.shutdown()
+        let removed = try await run(["remove", user])
+        let removedAgain = try await run(["remove", user])
+
+        XCTAssertEqual(added.status, 0, added.err)
+        XCTAssertEqual(again.status, 1)
+        XCTAssertEqual(again.err, "simp-server user: user \"\(user)\" already exists (use --replace to set a new password)\n")
+        XCTAssertEqual(listed.out, "\(user)\n")
+        XCTAssertFalse(stored.contains("pw"), "no password in Redis: \(stored)")
+        XCTAssertTrue(stored.contains("storedKey") && stored.contains("serverKey") && stored.contains("salt"), "\(stored)")
+        XCTAssertEqual(removed.out, "user \(user) removed\n")
+        XCTAssertEqual(removedAgain.status, 1)
+        XCTAssertEqual(removedAgain.err, "simp-server user: no user \"\(user)\"\n")
     }
 
     func testServerWithoutRedisExitsWithAClearMessage() async throws {

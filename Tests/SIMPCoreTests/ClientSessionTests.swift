@@ -5,6 +5,7 @@ import XCTest
 /// The client's wiring of the core, with a virtual clock.
 final class ClientSessionTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    private let keys = SessionKeys(sessionId: 42, secret: Array(repeating: 7, count: 32))
 
     private func session(reconnect: ReconnectPolicy? = ReconnectPolicy()) -> ClientSession {
         var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
@@ -20,16 +21,17 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertTrue(early.output.datagrams.isEmpty)
         XCTAssertNil(client.nextDeadline)
 
-        let registered = client.registered(now: t0 + .seconds(1))
+        let registered = client.registered(keys: keys, now: t0 + .seconds(1))
 
-        XCTAssertEqual(registered.datagrams.map(\.content), ["early"])
-        XCTAssertEqual(registered.datagrams.first?.fromUser, "alice")
+        XCTAssertEqual(registered.datagrams.map(\.kind), [.hello, .text], "HELLO first, then what waited")
+        XCTAssertEqual(registered.datagrams.map(\.content), ["", "early"])
+        XCTAssertEqual(registered.datagrams.map(\.fromUser), ["alice", "alice"])
         XCTAssertTrue(client.isRegistered)
     }
 
     func testLosingTheRelaySuspendsAndPlansAReconnectThenResends() {
         var client = session()
-        _ = client.registered(now: t0)
+        _ = client.registered(keys: keys, now: t0)
         _ = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "m"), now: t0)
 
         let lost = client.controlLost(mayReconnect: true, random: 0.5)
@@ -38,32 +40,64 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertEqual(lost.reconnect?.delay, .seconds(1))
         XCTAssertEqual(client.connectAttemptFailed(random: 0.5).reconnect?.delay, .seconds(2))
         XCTAssertEqual(client.poll(now: t0 + .seconds(100)).datagrams, [], "nothing retried or given up while down")
-        let back = client.registered(now: t0 + .seconds(100))
-        XCTAssertEqual(back.datagrams.map(\.attempt), [2], "the unreceipted message is sent again")
+        let back = client.registered(keys: keys, now: t0 + .seconds(100))
+        XCTAssertEqual(back.datagrams.filter(\.kind.isContent).map(\.attempt), [2], "the unreceipted message is sent again")
         XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1, "backoff reset by success")
     }
 
     func testWithoutReconnectPolicyALossPlansNothing() {
         var client = session(reconnect: nil)
-        _ = client.registered(now: t0)
+        _ = client.registered(keys: keys, now: t0)
         XCTAssertNil(client.controlLost(mayReconnect: true, random: 0.5).reconnect)
+    }
+
+    func testHelloIsRepeatedUntilTheRelayAnswersIt() {
+        var client = session()
+        XCTAssertEqual(client.registered(keys: keys, now: t0).datagrams.map(\.kind), [.hello])
+        XCTAssertEqual(client.poll(now: t0 + .milliseconds(250)).datagrams.map(\.kind), [.hello], "unanswered: again")
+        var relay = DatagramSealer(keys: keys, direction: .downlink)
+        var forged = DatagramSealer(keys: SessionKeys(sessionId: 42, secret: Array(repeating: 8, count: 32)), direction: .downlink)
+        _ = client.datagramArrived(forged.seal(SIMPMessage(kind: .hello)), arrivedAt: t0, now: t0)
+        XCTAssertEqual(client.rejectedDatagrams, 1, "a HELLO under another key is dropped")
+        XCTAssertEqual(client.poll(now: t0 + .milliseconds(500)).datagrams.map(\.kind), [.hello])
+
+        _ = client.datagramArrived(relay.seal(SIMPMessage(kind: .hello)), arrivedAt: t0, now: t0 + .milliseconds(510))
+
+        XCTAssertEqual(client.poll(now: t0 + .seconds(3)).datagrams, [], "answered: no more HELLOs")
+    }
+
+    func testDatagramsFromTheRelayAreOpenedWithTheSessionKey() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        var relay = DatagramSealer(keys: keys, direction: .downlink)
+        var message = SIMPMessage(kind: .text, messageId: 7, fromUser: "bob", toUser: "alice", content: "hi")
+        message.attempt = 1
+        let sealed = relay.seal(message)
+
+        XCTAssertEqual(client.datagramArrived(sealed, arrivedAt: t0, now: t0).delivered.map(\.content), ["hi"])
+        XCTAssertEqual(client.datagramArrived(sealed, arrivedAt: t0, now: t0).delivered, [], "a replayed datagram")
+        XCTAssertEqual(client.rejectedDatagrams, 1)
+        XCTAssertEqual(client.datagramArrived(MessageCodec.encode(message), arrivedAt: t0, now: t0).delivered, [], "unsealed")
+        XCTAssertEqual(client.rejectedDatagrams, 2)
     }
 
     func testPingsKeepalivesAndASilentRelay() {
         var client = session()
-        _ = client.registered(now: t0)
+        _ = client.registered(keys: keys, now: t0)
+        var relay = DatagramSealer(keys: keys, direction: .downlink)
+        _ = client.datagramArrived(relay.seal(SIMPMessage(kind: .hello)), arrivedAt: t0, now: t0)
 
         let at5 = client.poll(now: t0 + .seconds(5))
         XCTAssertEqual(at5.controlFrames.map(\.kind), [.ping])
         let at10 = client.poll(now: t0 + .seconds(10))
-        XCTAssertEqual(at10.datagrams.map(\.kind), [.ping], "UDP keepalive")
+        XCTAssertEqual(at10.datagrams.map(\.kind), [.ping], "UDP keepalive (the HELLOs gave up long before)")
         XCTAssertEqual(at10.datagrams.first?.fromUser, "alice")
         XCTAssertTrue(client.poll(now: t0 + .seconds(15)).closeControl, "15 s of silence")
     }
 
     func testIncomingDatagramIsReceiptedOnTheControlChannelAndDelivered() {
         var client = session()
-        _ = client.registered(now: t0)
+        _ = client.registered(keys: keys, now: t0)
         var message = SIMPMessage(kind: .text, messageId: 7, fromUser: "bob", toUser: "alice", content: "hi")
         message.attempt = 1
 

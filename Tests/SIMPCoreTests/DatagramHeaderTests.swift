@@ -38,12 +38,13 @@ final class DatagramHeaderTests: XCTestCase {
     }
 
     func testFieldOrderRepeatsAndUnknownFieldsFollowProtobufRules() {
-        // toUser twice (the last wins), fields out of order, unknown fields 20 of each wire type.
+        // toUser twice (the last wins), fields out of order, unknown fields 100 of each wire type.
         let encoded: [UInt8] = [0x3a, 0x01, 0x78, // toUser "x"
-                                0xa0, 0x01, 0x05, // field 20 varint
-                                0xa1, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, // field 20 fixed64
-                                0xa2, 0x01, 0x02, 0x41, 0x42, // field 20 bytes
-                                0xa5, 0x01, 1, 2, 3, 4, // field 20 fixed32
+                                0xa0, 0x06, 0x05, // field 100 varint
+                                0xa1, 0x06, 1, 2, 3, 4, 5, 6, 7, 8, // field 100 fixed64
+                                0xa2, 0x06, 0x02, 0x41, 0x42, // field 100 bytes
+                                0xa5, 0x06, 1, 2, 3, 4, // field 100 fixed32
+                                0x88, 0x01, 0x03, // seq (field 17) varint: a known field, skipped
                                 0x32, 0x01, 0x61, // fromUser "a"
                                 0x3a, 0x01, 0x62, // toUser "b"
                                 0x10, 0x07, 0x08, 0x01] // messageId 7, version 1
@@ -61,6 +62,7 @@ final class DatagramHeaderTests: XCTestCase {
         XCTAssertNil(parse([0x40, 0x63]), "an unknown type")
         XCTAssertNil(parse([0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), "an over-long varint")
         XCTAssertNil(parse([0x00, 0x01]), "field number 0")
+        XCTAssertNil(parse([0x8a, 0x01, 0x00]), "seq (field 17) with the wrong wire type, which protobuf-c refuses")
     }
 
     /// Random corruptions of valid datagrams: whenever the fast path answers, the full

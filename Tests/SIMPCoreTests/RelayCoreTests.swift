@@ -34,14 +34,20 @@ private func rejected(_ action: Action) -> RejectReason? {
     return nil
 }
 
+/// Routing and sessions of the relay core, on a development relay (CONNECT without login, so
+/// the session secret comes in CONNECTED); login itself is in `RelayLoginTests`.
 final class RelayCoreTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
     private let c1 = ConnectionID(1), c2 = ConnectionID(2)
     private let alicePeer = try! SocketAddress(ipAddress: "127.0.0.1", port: 40_001)
     private let bobPeer = try! SocketAddress(ipAddress: "::1", port: 40_002)
+    /// Each connected user's datagram address and session keys, as its client would hold them.
+    private var clients: [String: (address: SocketAddress, sealer: DatagramSealer, opener: DatagramOpener)] = [:]
 
     private func makeCore() -> RelayCore {
-        RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        var configuration = RelayCore.Configuration(relayId: "r1", udpPort: 7000)
+        configuration.requireLogin = false
+        return RelayCore(configuration: configuration)
     }
 
     private func connectMessage(_ user: String, udpPort: UInt32) -> SIMPMessage {
@@ -50,15 +56,35 @@ final class RelayCoreTests: XCTestCase {
         return connect
     }
 
-    /// Opens `connection`, sends CONNECT and completes the registration.
+    /// Opens `connection`, sends CONNECT and completes the registration; keeps the session keys.
     private func connect(_ core: inout RelayCore, _ user: String, on connection: ConnectionID, peer: SocketAddress, udpPort: UInt32) {
-        core.connectionOpened(connection)
-        XCTAssertNotNil(core.controlReceived(connectMessage(user, udpPort: udpPort), on: connection, peer: peer).compactMap(registered).first)
-        XCTAssertEqual(core.registrationCompleted(connection, succeeded: true).compactMap(sent).first?.message.kind, .connected)
+        core.connectionOpened(connection, now: t0)
+        XCTAssertNotNil(core.controlReceived(connectMessage(user, udpPort: udpPort), on: connection, peer: peer, now: t0).compactMap(registered).first)
+        let connected = core.registrationCompleted(connection, succeeded: true).compactMap(sent).first?.message
+        XCTAssertEqual(connected?.kind, .connected)
+        let keys = SessionKeys(sessionId: connected!.sessionId, secret: connected!.sessionSecret)
+        var address = peer
+        address.port = Int(udpPort)
+        clients[user] = (address, DatagramSealer(keys: keys, direction: .uplink), DatagramOpener(keys: keys, direction: .downlink))
     }
 
+    private func message(_ id: UInt64, from: String, to: String) -> SIMPMessage {
+        SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)")
+    }
+
+    /// A datagram from `from`, sealed with its session's keys.
     private func datagram(_ id: UInt64, from: String = "alice", to: String) -> ByteBuffer {
-        MessageCodec.encode(SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)"))
+        clients[from]!.sealer.seal(message(id, from: from, to: to))
+    }
+
+    /// `from`'s datagram arriving from its registered address.
+    private func receive(_ core: inout RelayCore, _ id: UInt64, from: String = "alice", to: String, now: NIODeadline? = nil) -> [Action] {
+        core.datagramReceived(datagram(id, from: from, to: to), from: clients[from]!.address, now: now ?? t0)
+    }
+
+    /// What `user`'s client makes of a forwarded datagram.
+    private func open(_ bytes: ByteBuffer, as user: String) throws -> SIMPMessage {
+        try MessageCodec.decode(try clients[user]!.opener.open(bytes).payload)
     }
 
     private func address(_ ip: String, _ port: Int) -> SocketAddress { try! SocketAddress(ipAddress: ip, port: port) }
@@ -67,8 +93,8 @@ final class RelayCoreTests: XCTestCase {
 
     func testConnectRegistersPeerIPWithItsUDPPort() throws {
         var core = makeCore()
-        core.connectionOpened(c1)
-        let actions = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
+        core.connectionOpened(c1, now: t0)
+        let actions = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer, now: t0)
         XCTAssertEqual(actions.count, 1)
         let register = try XCTUnwrap(registered(actions[0]))
         XCTAssertEqual(register.user, "alice")
@@ -176,28 +202,30 @@ final class RelayCoreTests: XCTestCase {
 
         XCTAssertTrue(core.connectionClosed(c1).isEmpty, "closing the old connection must not unregister the new session")
         XCTAssertTrue(core.isConnected("alice"))
-        let forward = try XCTUnwrap(core.datagramReceived(datagram(1, from: "bob", to: "alice"), now: t0).compactMap(forwarded).first)
+        connect(&core, "bob", on: ConnectionID(3), peer: bobPeer, udpPort: 6666)
+        let forward = try XCTUnwrap(receive(&core, 1, from: "bob", to: "alice").compactMap(forwarded).first)
         XCTAssertEqual(forward.address, address("127.0.0.1", 5556))
         XCTAssertEqual(core.connectionClosed(c2).compactMap(unregistered).first?.session, "r1/2")
     }
 
     // MARK: Datagrams
 
-    func testDatagramToLocalUserIsForwardedUnchanged() throws {
+    func testDatagramToLocalUserIsResealedForTheRecipient() throws {
         var core = makeCore()
+        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         connect(&core, "bob", on: c2, peer: bobPeer, udpPort: 6666)
-        let bytes = datagram(1, to: "bob")
-        let actions = core.datagramReceived(bytes, now: t0)
+        let actions = receive(&core, 1, to: "bob")
         XCTAssertEqual(actions.count, 1)
         let forward = try XCTUnwrap(forwarded(actions[0]))
-        XCTAssertEqual(forward.bytes, bytes)
         XCTAssertEqual(forward.address, address("::1", 6666))
+        XCTAssertEqual(try open(forward.bytes, as: "bob"), message(1, from: "alice", to: "bob"), "bob's key opens it")
+        XCTAssertThrowsError(try open(forward.bytes, as: "alice"), "not alice's")
     }
 
     func testUnknownRecipientIsLookedUpThenRejected() throws {
         var core = makeCore()
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        XCTAssertEqual(core.datagramReceived(datagram(5, to: "carol"), now: t0).compactMap(lookedUp), ["carol"])
+        XCTAssertEqual(receive(&core, 5, to: "carol").compactMap(lookedUp), ["carol"])
         let actions = core.lookupCompleted(user: "carol", route: nil, now: t0)
         XCTAssertEqual(actions.compactMap(rejected), [.unknownRecipient])
         let error = try XCTUnwrap(actions.compactMap(sent).first)
@@ -208,30 +236,50 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(error.message.toUser, "alice")
     }
 
-    func testLookupForwardsQueuedDatagramsAndCachesRoute() throws {
+    func testLookupDecidesForQueuedDatagramsAndCachesTheRoute() throws {
         var core = makeCore()
-        let queued = (1...3).map { datagram(UInt64($0), to: "dave") }
-        XCTAssertEqual(core.datagramReceived(queued[0], now: t0).compactMap(lookedUp), ["dave"])
-        XCTAssertTrue(core.datagramReceived(queued[1], now: t0).isEmpty)
-        XCTAssertTrue(core.datagramReceived(queued[2], now: t0).isEmpty)
+        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
+        XCTAssertEqual(receive(&core, 1, to: "dave").compactMap(lookedUp), ["dave"])
+        XCTAssertTrue(receive(&core, 2, to: "dave").isEmpty)
+        XCTAssertTrue(receive(&core, 3, to: "dave").isEmpty)
 
         let dave = address("127.0.0.9", 9000)
         let actions = core.lookupCompleted(user: "dave", route: Route(address: dave, relayId: "r2"), now: t0)
-        XCTAssertEqual(actions.count, 3)
-        XCTAssertEqual(actions.compactMap(forwarded).map(\.bytes), queued)
-        XCTAssertEqual(actions.compactMap(forwarded).map(\.address), [dave, dave, dave])
+        XCTAssertEqual(actions.compactMap(rejected), Array(repeating: .crossRelayUnavailable, count: 3),
+                       "dave's session key is on r2: only r2 can seal for him")
 
         let ttl = core.configuration.routeCacheTTL
-        let cached = core.datagramReceived(datagram(4, to: "dave"), now: t0 + ttl - .nanoseconds(1))
-        XCTAssertEqual(cached.compactMap(forwarded).map(\.address), [dave])
-        XCTAssertEqual(cached.count, 1)
-        XCTAssertEqual(core.datagramReceived(datagram(5, to: "dave"), now: t0 + ttl).compactMap(lookedUp), ["dave"])
+        let cached = receive(&core, 4, to: "dave", now: t0 + ttl - .nanoseconds(1))
+        XCTAssertEqual(cached.compactMap(rejected), [.crossRelayUnavailable], "decided from the cache")
+        XCTAssertEqual(receive(&core, 5, to: "dave", now: t0 + ttl).compactMap(lookedUp), ["dave"], "asked again after the TTL")
     }
 
-    func testMalformedDatagramIsRejected() {
+    func testARouteNamingThisRelayWithoutASessionIsOffline() throws {
         var core = makeCore()
-        let actions = core.datagramReceived(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), now: t0)
+        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
+        XCTAssertEqual(receive(&core, 1, to: "erin").compactMap(lookedUp), ["erin"])
+        let actions = core.lookupCompleted(user: "erin", route: Route(address: address("10.0.0.1", 1), relayId: "r1"), now: t0)
+        XCTAssertEqual(actions.compactMap(rejected), [.recipientOffline], "a stale registration of this relay")
+    }
+
+    func testKnownUserWithoutRouteIsOfflineNotUnknown() throws {
+        var core = makeCore()
+        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
+        XCTAssertEqual(receive(&core, 3, to: "bob").compactMap(lookedUp), ["bob"])
+
+        let offline = core.lookupCompleted(user: "bob", route: nil, known: true, now: t0)
+
+        XCTAssertEqual(offline.compactMap(rejected), [.recipientOffline])
+        XCTAssertEqual(offline.count, 1, "no ERROR to the sender: it keeps retrying")
+        let cached = receive(&core, 4, to: "bob", now: t0 + .milliseconds(10))
+        XCTAssertEqual(cached.compactMap(rejected), [.recipientOffline])
+        XCTAssertEqual(cached.count, 1)
+    }
+
+    func testUnsealedDatagramIsRejected() {
+        var core = makeCore()
+        let actions = core.datagramReceived(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer, now: t0)
         XCTAssertEqual(actions.count, 1)
-        XCTAssertEqual(actions.compactMap(rejected), [.malformed])
+        XCTAssertEqual(actions.compactMap(rejected), [.unsealed])
     }
 }

@@ -27,11 +27,11 @@ final class BadInputTests: RelayTestCase {
 
         let counted = try await Eventually.holds {
             let rejected = try await self.relay.server.statistics().rejected
-            return rejected[.malformed] == 1 && rejected[.datagramTooLarge] == 1 && rejected[.unexpectedKind] == 1
+            return rejected[.unsealed] == 3 && rejected[.datagramTooLarge] == 1
         }
         let stats = try await relay.server.statistics()
         XCTAssertTrue(counted, "\(stats.rejected)")
-        XCTAssertEqual(stats.rejected.values.reduce(0, +), 3, "a PING keepalive datagram is not a rejection")
+        XCTAssertEqual(stats.rejected.values.reduce(0, +), 4, "unsealed datagrams never reach the decoder")
         XCTAssertEqual(stats.datagramsForwarded, 0)
         try await assertRelayStillServes()
     }
@@ -75,16 +75,24 @@ final class BadInputTests: RelayTestCase {
         let peer = RawControlConnection()
         defer { Task { await peer.close() } }
         try await peer.connect(port: relay.port)
+        let mallory = TestRelay.uniqueUser("mallory")
+        try await relay.addUser(mallory)
 
-        try await peer.send(SIMPMessage(kind: .connect, fromUser: "mallory"))
+        await XCTAssertThrowsErrorAsync(try await peer.login(user: mallory, password: TestRelay.password(for: mallory), udpPort: 0))
 
-        let answered = try await Eventually.holds { try await peer.received().count == 1 }
-        XCTAssertTrue(answered)
-        let answer = try await peer.received().first
+        let answer = try await peer.received().last
         XCTAssertEqual(answer?.errorCode, .badRequest)
-        let exists = try await relay.inspector.command(["EXISTS", "simp:user:mallory"]).integer
+        let exists = try await relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer
         XCTAssertEqual(exists, 0)
     }
+}
+
+/// XCTAssertThrowsError for async expressions.
+func XCTAssertThrowsErrorAsync<T>(_ expression: @autoclosure () async throws -> T, file: StaticString = #filePath, line: UInt = #line) async {
+    do {
+        _ = try await expression()
+        XCTFail("no error thrown", file: file, line: line)
+    } catch {}
 }
 
 final class StartupTests: XCTestCase {

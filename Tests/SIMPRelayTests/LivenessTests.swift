@@ -25,9 +25,8 @@ final class LivenessTests: XCTestCase {
         let peer = RawControlConnection()
         defer { Task { await peer.close() } }
         try await peer.connect(port: relay.port)
-        var connect = SIMPMessage(kind: .connect, fromUser: mallory)
-        connect.udpPort = 9
-        try await peer.send(connect)
+        try await relay.addUser(mallory)
+        try await peer.login(user: mallory, password: TestRelay.password(for: mallory), udpPort: 9)
         let registered = try await Eventually.holds {
             try await self.relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer == 1
         }
@@ -146,7 +145,8 @@ final class LivenessTests: XCTestCase {
     }
 }
 
-/// A relay that accepts CONNECT and then answers nothing, not even PING.
+/// A relay that lets anyone log in (like a development relay) and then answers nothing, not
+/// even PING.
 final class SilentRelay: @unchecked Sendable {
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private var channel: Channel!
@@ -182,9 +182,15 @@ final class SilentRelay: @unchecked Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
             switch message.kind {
+            case .auth:
+                var challenge = SIMPMessage(kind: .challenge, toUser: message.fromUser)
+                challenge.nonce = Array(repeating: 7, count: 16) // iterations 0: no password
+                context.writeAndFlush(wrapOutboundOut(challenge), promise: nil)
             case .connect:
                 var connected = SIMPMessage(kind: .connected, toUser: message.fromUser)
                 connected.udpPort = 9
+                connected.sessionId = 1
+                connected.sessionSecret = Array(repeating: 1, count: 32)
                 connected.relayId = "silent"
                 context.writeAndFlush(wrapOutboundOut(connected), promise: nil)
             case .ping:
@@ -214,6 +220,7 @@ final class RedisRestartTests: XCTestCase {
         let aliceClient = try await relay.connectClient(user: alice)
 
         try await redis.restart()
+        _ = try? await relay.inspector.command(["PING"]) // the inspector's old connection died with Redis; this reconnects it
         let empty = try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
         XCTAssertEqual(empty, 0, "a restarted Redis without persistence has lost the registration")
 

@@ -63,7 +63,22 @@ typedef enum _Simp__Message__Type {
   /*
    * client -> relay, TCP: orderly goodbye, the registration is removed
    */
-  SIMP__MESSAGE__TYPE__DISCONNECT = 9
+  SIMP__MESSAGE__TYPE__DISCONNECT = 9,
+  /*
+   * client -> relay, TCP: start a login as `fromUser` with the client's `nonce`
+   */
+  SIMP__MESSAGE__TYPE__AUTH = 10,
+  /*
+   * relay -> client, TCP: `salt`, `iterations` and the relay's `nonce`;
+   */
+  SIMP__MESSAGE__TYPE__CHALLENGE = 11,
+  /*
+   * iterations 0: this relay does not authenticate (development mode)
+   */
+  /*
+   * client -> relay, UDP (sealed): the source of this datagram is the client's
+   */
+  SIMP__MESSAGE__TYPE__HELLO = 12
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -95,7 +110,23 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * a second CONNECT on the same control connection
    */
-  SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED = 7
+  SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED = 7,
+  /*
+   * login refused: unknown user or wrong password (never says which)
+   */
+  SIMP__MESSAGE__ERROR_CODE__AUTH_FAILED = 8,
+  /*
+   * CONNECT without a completed AUTH/CHALLENGE on a relay that requires it
+   */
+  SIMP__MESSAGE__ERROR_CODE__AUTH_REQUIRED = 9,
+  /*
+   * too many messages, connections or login attempts; see retryAfterMillis
+   */
+  SIMP__MESSAGE__ERROR_CODE__RATE_LIMITED = 10,
+  /*
+   * a datagram's fromUser is not the user its session authenticated
+   */
+  SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH = 11
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 
@@ -185,10 +216,41 @@ struct  Simp__Message
    * every seq below this is resolved by the sender (receipted or given up)
    */
   uint64_t floor;
+  /*
+   * Authentication (docs/PROTOCOL.md §3).
+   */
+  /*
+   * AUTH: the client's nonce; CHALLENGE: the relay's nonce (16-64 bytes each)
+   */
+  ProtobufCBinaryData nonce;
+  /*
+   * CHALLENGE: the user's password salt
+   */
+  ProtobufCBinaryData salt;
+  /*
+   * CHALLENGE: PBKDF2 iterations; 0 when the relay does not authenticate
+   */
+  uint32_t iterations;
+  /*
+   * CONNECT: the client proof; CONNECTED: the relay's signature
+   */
+  ProtobufCBinaryData proof;
+  /*
+   * CONNECTED: the session id every sealed datagram of this session carries
+   */
+  uint64_t sessionid;
+  /*
+   * CONNECTED, development mode only: the session secret, sent in clear
+   */
+  ProtobufCBinaryData sessionsecret;
+  /*
+   * ERROR RATE_LIMITED: when trying again may succeed
+   */
+  uint32_t retryaftermillis;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0 }
 
 
 /* Simp__Message methods */

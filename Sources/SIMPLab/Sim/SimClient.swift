@@ -52,7 +52,7 @@ final class SimClient {
 
     // MARK: Connecting
 
-    /// Opens a control connection and sends CONNECT; failure leads to a reconnect attempt.
+    /// Opens a control connection and starts logging in; failure leads to a reconnect attempt.
     func connect() {
         handshakeGeneration += 1
         let generation = handshakeGeneration
@@ -67,9 +67,7 @@ final class SimClient {
             return
         }
         handshake = connection
-        var connect = SIMPMessage(kind: .connect, fromUser: user)
-        connect.udpPort = UInt32(registeredPort)
-        connection.up.send(connect)
+        connection.up.send(session.beginLogin(udpPort: registeredPort))
         world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
     }
 
@@ -81,13 +79,13 @@ final class SimClient {
         carryOut(session.connectAttemptFailed(random: random.unit()))
     }
 
-    private func adopt(_ connection: SimConnection) {
+    private func adopt(_ connection: SimConnection, _ output: ClientSession.Output) {
         handshake = nil
         handshakeGeneration += 1
         control = connection
         hasConnected = true
         world.clientConnected(self)
-        carryOut(session.registered(now: world.queue.deadline))
+        carryOut(output)
     }
 
     /// The NAT in front of this client maps it to a new public port.
@@ -112,9 +110,8 @@ final class SimClient {
     }
 
     private func datagramArrived(_ bytes: ByteBuffer) {
-        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else { return }
         let now = world.queue.deadline
-        carryOut(session.datagramReceived(message, arrivedAt: now, now: now))
+        carryOut(session.datagramArrived(bytes, arrivedAt: now, now: now))
     }
 
     private func deliver(_ messages: [SIMPMessage]) {
@@ -124,10 +121,11 @@ final class SimClient {
 
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
-            switch message.kind {
-            case .connected: adopt(connection)
-            case .error: handshakeFailed(handshakeGeneration)
-            default: break
+            switch session.loginReceived(message, now: world.queue.deadline) {
+            case .send(let frame)?: connection.up.send(frame)
+            case .registered(_, let output)?: adopt(connection, output)
+            case .refused?: handshakeFailed(handshakeGeneration)
+            case nil: break
             }
             return
         }
@@ -157,7 +155,8 @@ final class SimClient {
     /// One datagram up the link to the relay, from the NAT mapping in force as it leaves.
     private func sendDatagram(_ message: SIMPMessage) {
         let source = publicAddress
-        up.send(MessageCodec.encode(message, allocator: allocator)) { [unowned self] bytes in
+        guard let sealed = session.seal(message, allocator: allocator) else { return }
+        up.send(sealed) { [unowned self] bytes in
             world.relay.datagramArrived(bytes, from: source)
         }
     }

@@ -55,7 +55,9 @@ final class SimRelay {
     }
 
     private static func makeCore() -> RelayCore {
-        RelayCore(configuration: .init(relayId: "sim-relay", udpPort: 7601))
+        var configuration = RelayCore.Configuration(relayId: "sim-relay", udpPort: 7601)
+        configuration.requireLogin = false // the simulated Redis holds no credentials; datagrams are still sealed
+        return RelayCore(configuration: configuration)
     }
 
     /// Checks heartbeats a few times per interval, as `RelayServer` does, until the run ends.
@@ -87,8 +89,8 @@ final class SimRelay {
         let peer = try! SocketAddress(ipAddress: client.ipAddress, port: 40_000 + Int(connectionCount % 20_000))
         let connection = SimConnection(id: id, peer: peer, client: client, relay: self, queue: world.queue)
         connections[id] = connection
-        core.connectionOpened(id)
         heartbeats.opened(id, now: world.queue.deadline)
+        perform(core.connectionOpened(id, peer: peer, now: world.queue.deadline))
         return connection
     }
 
@@ -140,7 +142,7 @@ final class SimRelay {
     fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
         guard connections[connection.id] === connection else { return }
         heartbeats.heard(connection.id, now: world.queue.deadline)
-        perform(core.controlReceived(message, on: connection.id, peer: connection.peer))
+        perform(core.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline))
     }
 
     private func perform(_ actions: [RelayCore.Action]) {
@@ -151,7 +153,7 @@ final class SimRelay {
         switch action {
         case .send(let id, let message):
             connections[id]?.down.send(message)
-        case .forward(let bytes, let address):
+        case .forward(let bytes, let address), .reply(let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
         case .register(let user, let route, _, let id):
             world.queue.schedule(after: redisLatency) { [unowned self] in
@@ -171,6 +173,8 @@ final class SimRelay {
                 perform(redisUp ? core.lookupCompleted(user: user, route: registry[user], known: seen.contains(user), now: now)
                                 : core.lookupFailed(user: user))
             }
+        case .fetchVerifier(_, let id):
+            perform(core.verifierFetched(id, verifier: nil)) // not reached: the simulated relay needs no login
         case .close(let id):
             closeConnection(id)
         case .reject(let reason, _):

@@ -1,0 +1,83 @@
+import NIOCore
+
+/// A token bucket: `burst` tokens, refilled at `perSecond`; each admitted event takes one.
+public struct TokenBucket: Sendable, Equatable {
+    public let perSecond: Double
+    public let burst: Double
+    private var tokens: Double
+    private var updated: NIODeadline
+
+    public init(perSecond: Double, burst: Int, now: NIODeadline) {
+        self.perSecond = perSecond
+        self.burst = Double(max(1, burst))
+        self.tokens = self.burst
+        self.updated = now
+    }
+
+    /// Takes a token if there is one.
+    public mutating func admit(now: NIODeadline) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    /// How long until a token is available (zero if one is).
+    public func retryAfter(now: NIODeadline) -> TimeAmount {
+        var copy = self
+        copy.refill(now: now)
+        guard copy.tokens < 1, perSecond > 0 else { return .zero }
+        return .nanoseconds(Int64((1 - copy.tokens) / perSecond * 1e9))
+    }
+
+    /// Whether the bucket is full again (and can be forgotten).
+    public func isFull(now: NIODeadline) -> Bool {
+        var copy = self
+        copy.refill(now: now)
+        return copy.tokens >= burst
+    }
+
+    private mutating func refill(now: NIODeadline) {
+        guard now > updated else { return }
+        let seconds = Double((now - updated).nanoseconds) / 1e9
+        tokens = min(burst, tokens + seconds * perSecond)
+        updated = now
+    }
+}
+
+/// A rate and a burst, as operators configure them.
+public struct RateLimit: Sendable, Equatable {
+    public var perSecond: Double
+    public var burst: Int
+    public init(perSecond: Double, burst: Int) {
+        self.perSecond = perSecond
+        self.burst = burst
+    }
+}
+
+/// One token bucket per key (a user, an IP address), created on first use and forgotten
+/// once full again, so idle keys cost nothing.
+public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
+    public let limit: RateLimit
+    private var buckets: [Key: TokenBucket] = [:]
+    private var nextSweep: NIODeadline?
+
+    public init(_ limit: RateLimit) { self.limit = limit }
+
+    /// Admits one event for `key`, or says how long until one would be admitted.
+    public mutating func admit(_ key: Key, now: NIODeadline) -> TimeAmount? {
+        sweep(now: now)
+        var bucket = buckets[key] ?? TokenBucket(perSecond: limit.perSecond, burst: limit.burst, now: now)
+        defer { buckets[key] = bucket }
+        return bucket.admit(now: now) ? nil : max(bucket.retryAfter(now: now), .milliseconds(1))
+    }
+
+    /// Keys with a partly used bucket.
+    public var trackedKeys: Int { buckets.count }
+
+    private mutating func sweep(now: NIODeadline) {
+        if let nextSweep, now < nextSweep { return }
+        nextSweep = now + .seconds(10)
+        buckets = buckets.filter { !$0.value.isFull(now: now) }
+    }
+}

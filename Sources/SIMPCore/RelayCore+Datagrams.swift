@@ -1,0 +1,191 @@
+import NIOCore
+
+/// The data path (docs/PROTOCOL.md §5): every datagram is sealed for its sender's session;
+/// the relay opens it (MAC, replay window), checks that `fromUser` is the session's user,
+/// limits the user's rate, and seals the payload again for the recipient's session.
+extension RelayCore {
+    /// Where a datagram goes. The common case, a forward, needs no list of actions.
+    public enum DatagramRoute: Sendable {
+        /// Send these (sealed) bytes to this address.
+        case forward(ByteBuffer, to: SocketAddress)
+        /// Anything else: rejections, an ERROR to the sender, a Redis lookup, a moved route, a
+        /// HELLO answer (or nothing yet).
+        case actions([Action])
+    }
+
+    /// A UDP datagram arrived from `source`.
+    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) -> [Action] {
+        switch routeDatagram(bytes, from: source, now: now) {
+        case .forward(let sealed, let address): return [.forward(sealed, to: address)]
+        case .actions(let actions): return actions
+        }
+    }
+
+    /// A UDP datagram arrived from `source`: the same decisions as `datagramReceived`, for the
+    /// relay's hot path. Only the payload's routing header is read (`DatagramHeader.parse`)
+    /// unless the bytes need the full decoder.
+    ///
+    /// Addresses follow authentic traffic: when the newest authentic datagram of a session (the
+    /// highest counter so far) comes from a new source, the user's route moves there (NAT
+    /// rebinding, roaming). Forged, replayed or older datagrams never move it.
+    public mutating func routeDatagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) -> DatagramRoute {
+        guard let sessionId = SealedDatagram.sessionId(of: bytes) else {
+            return .actions([.reject(.unsealed, detail: "\(bytes.readableBytes) bytes from \(source)")])
+        }
+        guard let user = usersBySessionId[sessionId] else {
+            return .actions([.reject(.unknownSession, detail: "session \(sessionId) from \(source)")])
+        }
+        let opened: DatagramOpener.Opened
+        do { opened = try sessions[user]!.opener.open(bytes) } catch {
+            let reason: RejectReason = error == .replayed ? .replayed : .badMAC
+            return .actions([.reject(reason, detail: "session of \(user) from \(source)")])
+        }
+        let header: DatagramHeader
+        do { header = try Self.header(of: opened.payload) } catch {
+            return .actions([.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)")])
+        }
+        let moved = opened.isNewest ? follow(user, to: source) : []
+        switch header.kind {
+        case .hello:
+            return .actions(moved + [.reply(seal(SIMPMessage(kind: .hello, toUser: user), for: user), to: source)])
+        case .ping:
+            return .actions(moved) // a keepalive: keeps the NAT mapping open
+        case let kind where kind.isContent:
+            let route = routeContent(opened.payload, header, from: user, now: now)
+            guard !moved.isEmpty else { return route }
+            switch route {
+            case .forward(let sealed, let address): return .actions(moved + [.forward(sealed, to: address)])
+            case .actions(let actions): return .actions(moved + actions)
+            }
+        default:
+            return .actions(moved + [.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)")])
+        }
+    }
+
+    /// Validates an authentic content datagram and decides where it goes.
+    private mutating func routeContent(_ payload: ByteBuffer, _ message: DatagramHeader, from user: String, now: NIODeadline) -> DatagramRoute {
+        guard message.version == SIMPMessage.currentVersion else {
+            return .actions([.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
+                + tell(user, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId)))
+        }
+        guard message.fromUser == user else {
+            return .actions([.reject(.senderMismatch, detail: "\(user)'s session sent a datagram from \"\(message.fromUser)\"")]
+                + tell(user, .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId)))
+        }
+        guard !message.toUser.isEmpty, message.messageId != 0 else {
+            return .actions([.reject(.missingField, detail: "datagram without toUser or messageId")]
+                + tell(user, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId)))
+        }
+        if let wait = messageRates.admit(user, now: now) {
+            return .actions([.reject(.messageRateLimited, detail: "\(user)")] + throttleNotice(user, message, wait: wait, now: now))
+        }
+        if sessions[message.toUser] != nil {
+            return deliver(payload, to: message.toUser)
+        }
+        if let cached = routeCache[message.toUser], cached.expires > now {
+            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
+            return .actions(deliverElsewhere(payload, to: message.toUser, route: route))
+        }
+        return .actions(awaitRoute(payload, for: message))
+    }
+
+    /// Seals `payload` for `user`'s session and sends it to the user's address.
+    private mutating func deliver(_ payload: ByteBuffer, to user: String) -> DatagramRoute {
+        guard let address = sessions[user]?.route.address else { return .actions([]) }
+        let sealed = sessions[user]!.sealer.seal(payload: payload)
+        return .forward(sealed, to: address)
+    }
+
+    /// Encodes and seals `message` for `user`'s session.
+    private mutating func seal(_ message: SIMPMessage, for user: String) -> ByteBuffer {
+        sessions[user]!.sealer.seal(message)
+    }
+
+    /// A recipient whose session is on another relay. Only that relay holds the recipient's
+    /// session key, so the payload must travel through it.
+    private func deliverElsewhere(_ payload: ByteBuffer, to user: String, route: Route) -> [Action] {
+        [.reject(.crossRelayUnavailable, detail: "\(user) is on relay \(route.relayId)")]
+    }
+
+    /// The routing fields of a payload: read directly when possible, else fully decoded.
+    static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
+        if let header = DatagramHeader.parse(bytes) { return header }
+        return DatagramHeader(try MessageCodec.decode(bytes))
+    }
+
+    /// Moves a local user's route to `source` (the newest authentic datagram came from there).
+    private mutating func follow(_ user: String, to source: SocketAddress) -> [Action] {
+        guard var session = sessions[user], session.route.address != source, let port = source.port, port > 0 else { return [] }
+        session.route.address = source
+        sessions[user] = session
+        return [.moveRoute(user: user, route: session.route, session: session.session)]
+    }
+
+    /// Redis answered a `.lookup`: delivers the payloads that waited for it. `known` says
+    /// whether a user without a route has registered before (then it is offline, and its
+    /// datagrams are dropped for their senders to retry, rather than refused as unknown).
+    public mutating func lookupCompleted(user: String, route: Route?, known: Bool = false, now: NIODeadline) -> [Action] {
+        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
+        let current = sessions[user]?.route ?? route
+        routeCache[user] = CachedRoute(
+            route: current, known: known,
+            expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
+        return waiting.flatMap { payload -> [Action] in
+            if sessions[user] != nil {
+                if case .forward(let sealed, let address) = deliver(payload, to: user) { return [.forward(sealed, to: address)] }
+                return []
+            }
+            guard let current, current.relayId != configuration.relayId else {
+                return (try? Self.header(of: payload)).map { noRoute($0, known: known || current != nil) } ?? []
+            }
+            return deliverElsewhere(payload, to: user, route: current)
+        }
+    }
+
+    /// Redis could not be asked: the waiting datagrams are dropped, one count each (their
+    /// senders retransmit).
+    public mutating func lookupFailed(user: String) -> [Action] {
+        let waiting = awaitingLookup.removeValue(forKey: user) ?? []
+        return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
+    }
+
+    private mutating func awaitRoute(_ payload: ByteBuffer, for message: DatagramHeader) -> [Action] {
+        if var queue = awaitingLookup[message.toUser] {
+            guard queue.count < configuration.maxDatagramsAwaitingLookup else {
+                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
+            }
+            queue.append(payload)
+            awaitingLookup[message.toUser] = queue
+            return []
+        }
+        awaitingLookup[message.toUser] = [payload]
+        return [.lookup(user: message.toUser)]
+    }
+
+    /// A datagram whose recipient has no route: a user seen before is offline (dropped and
+    /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
+    /// restart), anyone else is unknown (the sender is told).
+    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
+        guard !known else {
+            return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
+        }
+        var error = SIMPMessage.error(.unknownRecipient, "no user \"\(message.toUser)\" is registered", messageId: message.messageId)
+        error.fromUser = message.toUser
+        return [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")] + tell(message.fromUser, error)
+    }
+
+    /// RATE_LIMITED to a throttled sender, at most every 100 ms (the notice is itself traffic).
+    private mutating func throttleNotice(_ user: String, _ message: DatagramHeader, wait: TimeAmount, now: NIODeadline) -> [Action] {
+        guard let due = sessions[user]?.nextThrottleNotice, due <= now else { return [] }
+        sessions[user]!.nextThrottleNotice = now + .milliseconds(100)
+        return tell(user, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId))
+    }
+
+    /// A control message to `user`, if the user has a session here.
+    private func tell(_ user: String, _ message: SIMPMessage) -> [Action] {
+        guard let session = sessions[user] else { return [] }
+        var message = message
+        message.toUser = user
+        return [.send(session.connection, message)]
+    }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import SIMPClient
+import SIMPCore
+import SIMPRedis
+import SIMPRelay
+
+/// `simp-server user add|remove|list`: the users who may log in, kept in Redis.
+struct UserCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "user",
+        abstract: "Manage the users who may log in (stored in Redis as salted verifiers, never as passwords).",
+        subcommands: [Add.self, Remove.self, List.self])
+
+    struct RedisOption: ParsableArguments {
+        @Option(help: "Redis server the relays use: redis://HOST:PORT[/DB].")
+        var redis = "redis://127.0.0.1:6379"
+
+        func validate() throws {
+            do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
+        }
+
+        /// Runs `body` with a credential store, turning failures into one-line errors.
+        func withStore(_ body: (CredentialStore) async throws -> Void) async throws {
+            let client = RedisClient(url: try RedisURL(parsing: redis))
+            defer { Task { await client.shutdown() } }
+            do {
+                try await body(CredentialStore(redis: client))
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                printError("simp-server user: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a user (or, with --replace, set a new password).",
+            discussion: """
+                The password is read from --password-file, else from the SIMP_PASSWORD environment \
+                variable, else asked for twice on the terminal.
+                """)
+
+        @Argument(help: "The user id.")
+        var user: String
+
+        @Option(name: .customLong("password-file"), help: "File whose first line is the password.")
+        var passwordFile: String?
+
+        @Option(help: "PBKDF2 iterations (at least 4096); more makes guessing slower, and logging in too.")
+        var iterations: UInt32 = PasswordVerifier.defaultIterations
+
+        @Flag(help: "Replace the password of an existing user.")
+        var replace = false
+
+        @OptionGroup var options: RedisOption
+
+        func validate() throws {
+            guard !user.isEmpty else { throw ValidationError("the user id must not be empty") }
+            guard iterations >= PasswordVerifier.minimumIterations else {
+                throw ValidationError("--iterations must be at least \(PasswordVerifier.minimumIterations)")
+            }
+        }
+
+        func run() async throws {
+            let password = try readPassword()
+            let verifier = PasswordVerifier.make(password: password, iterations: iterations)
+            try await options.withStore { store in
+                try await store.add(user, verifier: verifier, replace: replace)
+                print(replace ? "password of \(user) replaced" : "user \(user) added")
+            }
+        }
+
+        private func readPassword() throws -> String {
+            do {
+                if let password = try PasswordInput.read(file: passwordFile) { return password }
+                guard let first = try PasswordInput.prompt("password for \(user): ") else {
+                    printError("simp-server user add: no password: give --password-file, set SIMP_PASSWORD, or run it in a terminal")
+                    throw ExitCode.failure
+                }
+                guard try PasswordInput.prompt("again: ") == first else {
+                    printError("simp-server user add: the passwords differ")
+                    throw ExitCode.failure
+                }
+                return first
+            } catch let error as PasswordInput.Failure {
+                printError("simp-server user add: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a user: it can no longer log in (live sessions go on until they end).")
+
+        @Argument(help: "The user id.")
+        var user: String
+
+        @OptionGroup var options: RedisOption
+
+        func run() async throws {
+            try await options.withStore { store in
+                try await store.remove(user)
+                print("user \(user) removed")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print every user who can log in, one per line.")
+
+        @OptionGroup var options: RedisOption
+
+        func run() async throws {
+            try await options.withStore { store in
+                for user in try await store.users() { print(user) }
+            }
+        }
+    }
+}
