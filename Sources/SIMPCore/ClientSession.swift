@@ -29,6 +29,9 @@ public struct ClientSession: Sendable {
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20
+        /// Also send each receipt as a datagram, which no TCP loss can hold up; the control
+        /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
+        public var receiptDatagrams = true
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -82,6 +85,8 @@ public struct ClientSession: Sendable {
     public private(set) var rejectedDatagrams = 0
     /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
     public private(set) var throttleNotices = 0
+    /// Receipts sent as datagrams (besides their control-channel copies).
+    public private(set) var receiptDatagramsSent = 0
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -188,11 +193,19 @@ public struct ClientSession: Sendable {
             rejectedDatagrams += 1
             return Output()
         }
-        if message.kind == .hello {
+        switch message.kind {
+        case .hello:
             nextHello = nil
             return Output()
+        case .receipt: // the fast copy; whichever copy comes first counts
+            var output = Output()
+            output.absorb(sender.handleReceipt(message, now: now))
+            return output
+        case let kind where kind.isContent:
+            break
+        default:
+            return Output()
         }
-        guard message.kind.isContent else { return Output() }
         return datagramReceived(message, arrivedAt: arrivedAt, now: now)
     }
 
@@ -249,7 +262,13 @@ public struct ClientSession: Sendable {
     public mutating func datagramReceived(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
         let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
         var output = Output()
-        if isRegistered { output.controlFrames.append(outcome.receipt) }
+        if isRegistered {
+            output.controlFrames.append(outcome.receipt)
+            if configuration.receiptDatagrams {
+                output.datagrams.append(outcome.receipt)
+                receiptDatagramsSent += 1
+            }
+        }
         output.delivered = outcome.deliver
         return output
     }

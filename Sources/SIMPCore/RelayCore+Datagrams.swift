@@ -50,16 +50,34 @@ extension RelayCore {
             return .actions(moved + [.reply(seal(SIMPMessage(kind: .hello, toUser: user), for: user), to: source)])
         case .ping:
             return .actions(moved) // a keepalive: keeps the NAT mapping open
+        case .receipt:
+            return Self.merge(moved, routeReceiptDatagram(opened.payload, header, from: user))
         case let kind where kind.isContent:
-            let route = routeContent(opened.payload, header, from: user, now: now)
-            guard !moved.isEmpty else { return route }
-            switch route {
-            case .forward(let sealed, let address): return .actions(moved + [.forward(sealed, to: address)])
-            case .actions(let actions): return .actions(moved + actions)
-            }
+            return Self.merge(moved, routeContent(opened.payload, header, from: user, now: now))
         default:
             return .actions(moved + [.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)")])
         }
+    }
+
+    /// `actions` (a moved route) before `route`, keeping the action-free fast path when there are none.
+    private static func merge(_ actions: [Action], _ route: DatagramRoute) -> DatagramRoute {
+        guard !actions.isEmpty else { return route }
+        switch route {
+        case .forward(let sealed, let address): return .actions(actions + [.forward(sealed, to: address)])
+        case .actions(let more): return .actions(actions + more)
+        }
+    }
+
+    /// A receipt's fast copy (the control channel carries the reliable one): forwarded to a
+    /// sender on this relay, else dropped without asking Redis.
+    private mutating func routeReceiptDatagram(_ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String) -> DatagramRoute {
+        guard receipt.fromUser == user, receipt.version == SIMPMessage.currentVersion, receipt.messageId != 0 else {
+            return .actions([.reject(.senderMismatch, detail: "receipt datagram of \(user) from \"\(receipt.fromUser)\"")])
+        }
+        guard sessions[receipt.toUser] != nil else {
+            return .actions([.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay")])
+        }
+        return deliver(payload, to: receipt.toUser)
     }
 
     /// Validates an authentic content datagram and decides where it goes.

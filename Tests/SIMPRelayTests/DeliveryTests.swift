@@ -26,8 +26,8 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(messages.first?.fromUser, alice)
         XCTAssertEqual(messages.first?.toUser, bob)
         let stats = try await relay.server.statistics()
-        XCTAssertEqual(stats.datagramsForwarded, 1)
-        XCTAssertEqual(stats.receiptsRouted, 1)
+        XCTAssertEqual(stats.datagramsForwarded, 2, "the message, and the receipt's datagram copy")
+        XCTAssertEqual(stats.receiptsRouted, 1, "the receipt's control-channel copy")
     }
 
     func testRegistrationLivesInRedisWhileConnectedAndIsRemovedOnLeave() async throws {
@@ -114,7 +114,7 @@ final class DeliveryTests: RelayTestCase {
         // Network copies carry the same counter: the relay's replay window stops them.
         let relayStats = try await relay.server.statistics()
         XCTAssertEqual(relayStats.rejected[.replayed], 10)
-        XCTAssertEqual(relayStats.datagramsForwarded, 5)
+        XCTAssertEqual(relayStats.datagramsForwarded, 10, "five messages, five receipt datagrams")
     }
 
     func testUnknownRecipientIsReportedToTheSender() async throws {

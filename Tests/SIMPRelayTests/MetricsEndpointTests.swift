@@ -23,8 +23,8 @@ final class MetricsEndpointTests: XCTestCase {
             _ = try await Eventually.holds { try await relay.server.statistics().rejected[.unsealed] == 1 }
 
             let after = try await MetricsScrape.fetch(host: "127.0.0.1", port: port)
-            XCTAssertEqual(after["simp_datagrams_forwarded_total"], 1)
-            XCTAssertGreaterThanOrEqual(after["simp_datagrams_received_total"] ?? 0, 4, "two HELLOs, the message, the garbage")
+            XCTAssertEqual(after["simp_datagrams_forwarded_total"], 2, "the message and its receipt datagram")
+            XCTAssertGreaterThanOrEqual(after["simp_datagrams_received_total"] ?? 0, 5, "two HELLOs, the message, its receipt, the garbage")
             XCTAssertEqual(after["simp_receipts_routed_total"], 1)
             XCTAssertEqual(after["simp_sessions"], 2)
             XCTAssertEqual(after["simp_rejected_total{reason=\"unsealed\"}"], 1)

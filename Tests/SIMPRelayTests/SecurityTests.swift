@@ -180,7 +180,7 @@ final class SecurityTests: RelayTestCase {
         let arrived = await inbox.waitFor(1)
         XCTAssertTrue(arrived)
         let forwarded = try await relay.server.statistics().datagramsForwarded
-        XCTAssertEqual(forwarded, 1, "the copy went no further than the relay")
+        XCTAssertEqual(forwarded, 2, "the message and bob's receipt datagram: the copy went no further than the relay")
     }
 
     func testASessionCannotSendAsAnotherUser() async throws {
