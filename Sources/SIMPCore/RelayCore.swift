@@ -16,6 +16,12 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case receiptUnroutable = "receipt_unroutable"
     case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
     case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
+    /// A delivery published for another relay reached no subscriber (that relay is gone).
+    case relayUnreachable = "relay_unreachable"
+    /// Another relay handed over a delivery for a user who has no session here (it moved).
+    case recipientNotHere = "recipient_not_here"
+    /// Bytes on this relay's delivery channel were not a valid envelope.
+    case badRelayDelivery = "bad_relay_delivery"
     /// A datagram arrived while the relay was shutting down.
     case draining
 }
@@ -62,6 +68,17 @@ public struct RelayCore: Sendable {
         case send(ConnectionID, SIMPMessage)
         /// Send datagram bytes unchanged to an address.
         case forward(ByteBuffer, to: SocketAddress)
+        /// Send datagram bytes to `user`, who has a session on this relay, at `address`: the
+        /// one way a datagram handed over by another relay leaves this relay.
+        case deliver(user: String, ByteBuffer, to: SocketAddress)
+        /// Hand `delivery` to relay `relay` (Redis PUBLISH on its delivery channel), then call
+        /// `deliveryUnheard` if no relay was listening.
+        case publish(relay: String, RelayDelivery)
+        /// Tell every relay that a user's session is now here (PUBLISH on `simp:moves`).
+        case announceMove(UserMove)
+        /// Ask Redis whether `user`'s registration still names `session`; if not, call
+        /// `sessionSuperseded`.
+        case checkSession(user: String, session: String)
         /// Store the user's registration in Redis, then call `registrationCompleted`.
         case register(user: String, route: Route, session: String, connection: ConnectionID)
         /// Remove the user's registration from Redis if it still names `session`.
@@ -77,19 +94,19 @@ public struct RelayCore: Sendable {
         case reject(RejectReason, detail: String)
     }
 
-    private enum ConnectionState: Sendable {
+    enum ConnectionState: Sendable {
         case awaitingConnect
         case registering(user: String)
         case connected(user: String)
     }
 
-    private struct LocalSession: Sendable {
+    struct LocalSession: Sendable {
         var connection: ConnectionID
         var route: Route
         var session: String
     }
 
-    private struct CachedRoute: Sendable {
+    struct CachedRoute: Sendable {
         var route: Route?
         /// Without a route: whether the user has registered before (offline, not unknown).
         var known: Bool
@@ -97,10 +114,11 @@ public struct RelayCore: Sendable {
     }
 
     public private(set) var configuration: Configuration
-    private var connections: [ConnectionID: ConnectionState] = [:]
-    private var sessions: [String: LocalSession] = [:]
-    private var routeCache: [String: CachedRoute] = [:]
-    private var awaitingLookup: [String: [ByteBuffer]] = [:]
+    var connections: [ConnectionID: ConnectionState] = [:]
+    var sessions: [String: LocalSession] = [:]
+    var routeCache: [String: CachedRoute] = [:]
+    /// Datagrams and receipts waiting for their recipient's route.
+    var awaitingLookup: [String: [RelayDelivery.Payload]] = [:]
 
     public init(configuration: Configuration) { self.configuration = configuration }
 
@@ -142,7 +160,7 @@ public struct RelayCore: Sendable {
     }
 
     /// A decoded control frame arrived; `peer` is the connection's remote address.
-    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
+    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline = .now()) -> [Action] {
         guard let state = connections[connection] else { return [] }
         guard message.version == SIMPMessage.currentVersion else {
             return [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
@@ -164,7 +182,7 @@ public struct RelayCore: Sendable {
             return [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
                     .send(connection, .error(.notConnected, "send CONNECT first", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
-            return routeReceipt(message, from: user)
+            return routeReceipt(message, from: user, now: now)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -193,7 +211,7 @@ public struct RelayCore: Sendable {
         var connected = SIMPMessage(kind: .connected, toUser: user)
         connected.udpPort = UInt32(configuration.udpPort)
         connected.relayId = configuration.relayId
-        return [.send(connection, connected)]
+        return [.send(connection, connected), .announceMove(UserMove(user: user, relayId: configuration.relayId))]
     }
 
     private mutating func connect(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
@@ -220,13 +238,17 @@ public struct RelayCore: Sendable {
         return actions
     }
 
-    private func routeReceipt(_ receipt: SIMPMessage, from user: String) -> [Action] {
+    private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> [Action] {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
-        guard let sender = sessions[receipt.toUser] else {
-            return [.reject(.receiptUnroutable, detail: "receipt from \(user) for \(receipt.toUser), who is not on this relay")]
+        if let sender = sessions[receipt.toUser] {
+            return [.send(sender.connection, receipt)]
         }
-        return [.send(sender.connection, receipt)]
+        guard !receipt.toUser.isEmpty else {
+            return [.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser")]
+        }
+        // The sender is on another relay: the receipt goes there through Redis.
+        return routeRemote(.control(receipt), to: receipt.toUser, now: now)
     }
 
     // MARK: Datagrams
@@ -288,15 +310,11 @@ public struct RelayCore: Sendable {
         if let local = sessions[message.toUser] {
             return .forward(to: local.route.address)
         }
-        if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
-            return .forward(to: route.address)
-        }
-        return .actions(awaitRoute(bytes, for: message))
+        return .actions(routeRemote(.datagram(bytes), to: message.toUser, now: now))
     }
 
     /// The routing fields of a datagram: read directly when possible, else fully decoded.
-    private static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
+    static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
         if let header = DatagramHeader.parse(bytes) { return header }
         return DatagramHeader(try MessageCodec.decode(bytes))
     }
@@ -315,16 +333,14 @@ public struct RelayCore: Sendable {
     /// datagrams are dropped for their senders to retry, rather than refused as unknown).
     public mutating func lookupCompleted(user: String, route: Route?, known: Bool = false, now: NIODeadline) -> [Action] {
         let waiting = awaitingLookup.removeValue(forKey: user) ?? []
-        let current = sessions[user]?.route ?? route
-        routeCache[user] = CachedRoute(
-            route: current, known: known,
-            expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
-        guard let address = current?.address else {
-            return waiting.flatMap { bytes in
-                (try? Self.header(of: bytes)).map { noRoute($0, known: known) } ?? []
-            }
+        if sessions[user] != nil {
+            return waiting.flatMap { deliverToLocalUser(RelayDelivery(user: user, payload: $0)) }
         }
-        return waiting.map { .forward($0, to: address) }
+        let cached = CachedRoute(
+            route: route, known: known,
+            expires: now + (route == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
+        routeCache[user] = cached
+        return waiting.flatMap { dispatch($0, to: user, via: cached) }
     }
 
     /// Redis could not be asked: the waiting datagrams are dropped, one count each (their
@@ -334,23 +350,23 @@ public struct RelayCore: Sendable {
         return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
     }
 
-    private mutating func awaitRoute(_ bytes: ByteBuffer, for message: DatagramHeader) -> [Action] {
-        if var queue = awaitingLookup[message.toUser] {
+    mutating func awaitRoute(_ payload: RelayDelivery.Payload, for user: String) -> [Action] {
+        if var queue = awaitingLookup[user] {
             guard queue.count < configuration.maxDatagramsAwaitingLookup else {
-                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
+                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(user) full")]
             }
-            queue.append(bytes)
-            awaitingLookup[message.toUser] = queue
+            queue.append(payload)
+            awaitingLookup[user] = queue
             return []
         }
-        awaitingLookup[message.toUser] = [bytes]
-        return [.lookup(user: message.toUser)]
+        awaitingLookup[user] = [payload]
+        return [.lookup(user: user)]
     }
 
     /// A datagram whose recipient has no route: a user seen before is offline (dropped and
     /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
     /// restart), anyone else is unknown (the sender is told).
-    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
+    func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
         guard !known else {
             return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
         }

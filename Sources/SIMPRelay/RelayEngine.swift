@@ -7,6 +7,8 @@ public struct RelayStatistics: Sendable, Equatable {
     public var datagramsReceived = 0
     public var datagramsForwarded = 0
     public var receiptsRouted = 0
+    /// Datagrams and receipts handed to other relays through Redis (and heard there).
+    public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
 }
@@ -17,6 +19,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     let eventLoop: EventLoop
     private var core: RelayCore
     private let registry: Registry
+    private let bus: RelayBus
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
@@ -47,6 +50,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         self.core = core
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
+        self.bus = RelayBus(redis: registry.redis)
         self.eventLoop = eventLoop
         self.logger = logger
         self.metrics = metrics
@@ -182,6 +186,29 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         }
     }
 
+    // MARK: Other relays
+
+    /// A message on one of the relay's pub/sub channels (already on the event loop).
+    func relayChannelMessage(channel: String, payload: [UInt8]) {
+        if channel == RelayBus.movesChannel {
+            guard let move = UserMove(encoded: String(decoding: payload, as: UTF8.self)) else {
+                return perform([.reject(.badRelayDelivery, detail: "malformed move announcement")])
+            }
+            return perform(core.userMoved(move))
+        }
+        var buffer = ByteBufferAllocator().buffer(capacity: payload.count)
+        buffer.writeBytes(payload)
+        perform(core.relayDeliveryReceived(buffer))
+        // Not inside a read burst: flush what the delivery wrote.
+        datagramChannel?.flush()
+        controlReadCompleted()
+    }
+
+    /// The relay's pub/sub subscription is (again) in place.
+    func relayChannelsSubscribed() {
+        core.deliveryChannelSubscribed()
+    }
+
     func oversizedDatagram(size: Int, from source: SocketAddress) {
         perform([.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)")])
     }
@@ -205,6 +232,32 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
         case .forward(let bytes, let address):
             forward(bytes, to: address)
+        case .deliver(_, let bytes, let address):
+            forward(bytes, to: address)
+        case .publish(let relay, let delivery):
+            bus.publish(delivery, to: relay, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let listeners) where listeners == 0:
+                    perform(core.deliveryUnheard(relay: relay, user: delivery.user))
+                case .success:
+                    counts.deliveriesPublished += 1
+                case .failure(let error):
+                    redisFailed("publish to \(relay)", error)
+                }
+            }
+        case .announceMove(let move):
+            bus.announce(move, on: eventLoop).whenFailure { [self] error in redisFailed("announce move of \(move.user)", error) }
+        case .checkSession(let user, let session):
+            bus.session(of: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let current) where current != session:
+                    logger.info("user moved to another relay", metadata: ["user": "\(user)"])
+                    perform(core.sessionSuperseded(user: user, session: session))
+                    updateSessionGauge()
+                case .success: break
+                case .failure(let error): redisFailed("check session of \(user)", error)
+                }
+            }
         case .register(let user, let route, let session, let id):
             registry.register(user: user, route: route, session: session, on: eventLoop).whenComplete { [self] result in
                 if case .failure(let error) = result { redisFailed("register \(user)", error) }

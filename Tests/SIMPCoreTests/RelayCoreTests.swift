@@ -3,33 +3,37 @@ import SIMPCore
 import XCTest
 
 // Pattern-matching helpers: each returns the payload of one kind of action, or nil.
-private typealias Action = RelayCore.Action
+typealias Action = RelayCore.Action
 
-private func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)? {
+func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)? {
     if case .send(let connection, let message) = action { return (connection, message) }
     return nil
 }
-private func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
+func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
     if case .forward(let bytes, let address) = action { return (bytes, address) }
     return nil
 }
-private func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {
+func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {
     if case .register(let user, let route, let session, let connection) = action { return (user, route, session, connection) }
     return nil
 }
-private func unregistered(_ action: Action) -> (user: String, session: String)? {
+func unregistered(_ action: Action) -> (user: String, session: String)? {
     if case .unregister(let user, let session) = action { return (user, session) }
     return nil
 }
-private func lookedUp(_ action: Action) -> String? {
+func lookedUp(_ action: Action) -> String? {
     if case .lookup(let user) = action { return user }
     return nil
 }
-private func closed(_ action: Action) -> ConnectionID? {
+func closed(_ action: Action) -> ConnectionID? {
     if case .close(let connection) = action { return connection }
     return nil
 }
-private func rejected(_ action: Action) -> RejectReason? {
+func published(_ action: Action) -> (relay: String, delivery: RelayDelivery)? {
+    if case .publish(let relay, let delivery) = action { return (relay, delivery) }
+    return nil
+}
+func rejected(_ action: Action) -> RejectReason? {
     if case .reject(let reason, _) = action { return reason }
     return nil
 }
@@ -82,7 +86,9 @@ final class RelayCoreTests: XCTestCase {
         core.connectionOpened(c1)
         _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
         let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 1)
+        XCTAssertEqual(actions.count, 2)
+        guard case .announceMove(let move) = actions[1] else { return XCTFail("\(actions[1]) is not announceMove") }
+        XCTAssertEqual(move, UserMove(user: "alice", relayId: "r1"))
         let (connection, message) = try XCTUnwrap(sent(actions[0]))
         XCTAssertEqual(connection, c1)
         XCTAssertEqual(message.kind, .connected)
@@ -208,7 +214,7 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(error.message.toUser, "alice")
     }
 
-    func testLookupForwardsQueuedDatagramsAndCachesRoute() throws {
+    func testLookupPublishesQueuedDatagramsToTheUsersRelayAndCachesRoute() throws {
         var core = makeCore()
         let queued = (1...3).map { datagram(UInt64($0), to: "dave") }
         XCTAssertEqual(core.datagramReceived(queued[0], now: t0).compactMap(lookedUp), ["dave"])
@@ -218,12 +224,12 @@ final class RelayCoreTests: XCTestCase {
         let dave = address("127.0.0.9", 9000)
         let actions = core.lookupCompleted(user: "dave", route: Route(address: dave, relayId: "r2"), now: t0)
         XCTAssertEqual(actions.count, 3)
-        XCTAssertEqual(actions.compactMap(forwarded).map(\.bytes), queued)
-        XCTAssertEqual(actions.compactMap(forwarded).map(\.address), [dave, dave, dave])
+        XCTAssertEqual(actions.compactMap(published).map(\.delivery), queued.map { RelayDelivery(user: "dave", payload: .datagram($0)) })
+        XCTAssertEqual(actions.compactMap(published).map(\.relay), ["r2", "r2", "r2"])
 
         let ttl = core.configuration.routeCacheTTL
         let cached = core.datagramReceived(datagram(4, to: "dave"), now: t0 + ttl - .nanoseconds(1))
-        XCTAssertEqual(cached.compactMap(forwarded).map(\.address), [dave])
+        XCTAssertEqual(cached.compactMap(published).map(\.relay), ["r2"])
         XCTAssertEqual(cached.count, 1)
         XCTAssertEqual(core.datagramReceived(datagram(5, to: "dave"), now: t0 + ttl).compactMap(lookedUp), ["dave"])
     }

@@ -140,7 +140,7 @@ final class SimRelay {
     fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
         guard connections[connection.id] === connection else { return }
         heartbeats.heard(connection.id, now: world.queue.deadline)
-        perform(core.controlReceived(message, on: connection.id, peer: connection.peer))
+        perform(core.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline))
     }
 
     private func perform(_ actions: [RelayCore.Action]) {
@@ -151,8 +151,10 @@ final class SimRelay {
         switch action {
         case .send(let id, let message):
             connections[id]?.down.send(message)
-        case .forward(let bytes, let address):
+        case .forward(let bytes, let address), .deliver(_, let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
+        case .publish, .announceMove, .checkSession:
+            break // the simulation has one relay: there is no other relay to hand anything to
         case .register(let user, let route, _, let id):
             world.queue.schedule(after: redisLatency) { [unowned self] in
                 if redisUp {
