@@ -27,7 +27,11 @@ final class BenchPair {
     var receiverControl: Channel!
     var relayAddress: SocketAddress!
 
+    /// The pair's number, which picks its relays in a multi-relay run.
+    let index: Int
+
     init(index: Int, prefix: String, policy: RetransmitPolicy) {
+        self.index = index
         from = "\(prefix)-\(index)-a"
         to = "\(prefix)-\(index)-b"
         sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: policy)
