@@ -41,9 +41,10 @@ public final class RedisClient: @unchecked Sendable {
         thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(commands) }
     }
 
-    /// Runs one command whose arguments may be binary (e.g. PUBLISH of an encoded message).
-    public func command(bytes arguments: [[UInt8]], on eventLoop: EventLoop) -> EventLoopFuture<RedisValue> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(bytes: [arguments])[0] }
+    /// Runs commands whose arguments may be binary (e.g. PUBLISH of an encoded message) in
+    /// one round trip.
+    public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
+        thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(bytes: commands) }
     }
 
     /// Runs one command.

@@ -19,22 +19,24 @@ public struct RelayBus: Sendable {
     /// The channel every relay receives moves on.
     public static let movesChannel = "simp:relays:moves"
 
-    /// Publishes `delivery` to relay `relayId`; the future holds how many relays heard it
-    /// (0: that relay is gone).
-    public func publish(_ delivery: RelayDelivery, to relayId: String, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        let payload = delivery.encoded()
-        return publish(Array(Self.deliveryChannel(relayId).utf8), payload.readableBytesView.map { $0 }, on: eventLoop)
+    /// Publishes each delivery to its relay in one round trip; the future holds, per
+    /// delivery, how many relays heard it (0: that relay is gone).
+    public func publish(_ deliveries: [(relay: String, delivery: RelayDelivery)], on eventLoop: EventLoop) -> EventLoopFuture<[Int]> {
+        publish(deliveries.map { (Array(Self.deliveryChannel($0.relay).utf8), Array($0.delivery.encoded().readableBytesView)) }, on: eventLoop)
     }
 
     /// Tells every relay that `move.user` now has its session on `move.relayId`.
     public func announce(_ move: UserMove, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        publish(Array(Self.movesChannel.utf8), Array(move.encoded.utf8), on: eventLoop)
+        publish([(Array(Self.movesChannel.utf8), Array(move.encoded.utf8))], on: eventLoop).map { $0[0] }
     }
 
-    private func publish(_ channel: [UInt8], _ payload: [UInt8], on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        redis.command(bytes: [Array("PUBLISH".utf8), channel, payload], on: eventLoop).flatMapThrowing { reply in
-            if case .error(let message) = reply { throw RedisError(message) }
-            return Int(reply.integer ?? 0)
+    private func publish(_ messages: [(channel: [UInt8], payload: [UInt8])], on eventLoop: EventLoop) -> EventLoopFuture<[Int]> {
+        let publish = Array("PUBLISH".utf8)
+        return redis.pipeline(bytes: messages.map { [publish, $0.channel, $0.payload] }, on: eventLoop).flatMapThrowing { replies in
+            try replies.map { reply in
+                if case .error(let message) = reply { throw RedisError(message) }
+                return Int(reply.integer ?? 0)
+            }
         }
     }
 

@@ -45,6 +45,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     /// Control connections with receipts written but not flushed yet.
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
+    /// Deliveries for other relays decided in this event-loop turn, published together in one
+    /// Redis round trip once the turn's reads are handled.
+    private var unpublished: [(relay: String, delivery: RelayDelivery)] = []
 
     init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
@@ -235,16 +238,8 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         case .deliver(_, let bytes, let address):
             forward(bytes, to: address)
         case .publish(let relay, let delivery):
-            bus.publish(delivery, to: relay, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let listeners) where listeners == 0:
-                    perform(core.deliveryUnheard(relay: relay, user: delivery.user))
-                case .success:
-                    counts.deliveriesPublished += 1
-                case .failure(let error):
-                    redisFailed("publish to \(relay)", error)
-                }
-            }
+            if unpublished.isEmpty { eventLoop.execute { [self] in publishPending() } }
+            unpublished.append((relay, delivery))
         case .announceMove(let move):
             bus.announce(move, on: eventLoop).whenFailure { [self] error in redisFailed("announce move of \(move.user)", error) }
         case .checkSession(let user, let session):
@@ -295,6 +290,27 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
             logger.debug("rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
+        }
+    }
+
+    /// Publishes the deliveries collected in this event-loop turn in one pipeline.
+    private func publishPending() {
+        let batch = unpublished
+        unpublished.removeAll(keepingCapacity: true)
+        guard !batch.isEmpty else { return }
+        bus.publish(batch, on: eventLoop).whenComplete { [self] result in
+            switch result {
+            case .success(let listeners):
+                for (entry, heard) in zip(batch, listeners) {
+                    if heard == 0 {
+                        perform(core.deliveryUnheard(relay: entry.relay, user: entry.delivery.user))
+                    } else {
+                        counts.deliveriesPublished += 1
+                    }
+                }
+            case .failure(let error):
+                redisFailed("publish \(batch.count) deliveries", error)
+            }
         }
     }
 
