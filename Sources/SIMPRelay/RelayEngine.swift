@@ -199,6 +199,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             }
             return perform(core.userMoved(move))
         }
+        metrics.deliveriesReceived.increment()
         var buffer = ByteBufferAllocator().buffer(capacity: payload.count)
         buffer.writeBytes(payload)
         perform(core.relayDeliveryReceived(buffer))
@@ -306,6 +307,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
                         perform(core.deliveryUnheard(relay: entry.relay, user: entry.delivery.user))
                     } else {
                         counts.deliveriesPublished += 1
+                        metrics.deliveriesPublished.increment()
                     }
                 }
             case .failure(let error):

@@ -105,7 +105,13 @@ public final class RelayServer: @unchecked Sendable {
             metricsChannel = endpoint
             metricsAddress = endpoint.localAddress
         }
-        try await subscribe()
+        do { try await subscribe() } catch {
+            await subscriber?.stop()
+            try? await tcp.close()
+            try? await udp.close()
+            try? await metricsChannel?.close()
+            throw error
+        }
         startRefreshing()
         // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
         let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
