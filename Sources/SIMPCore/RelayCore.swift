@@ -66,10 +66,9 @@ public struct RelayCore: Sendable {
     public enum Action: Sendable {
         /// Send a control message on a connection.
         case send(ConnectionID, SIMPMessage)
-        /// Send datagram bytes unchanged to an address.
-        case forward(ByteBuffer, to: SocketAddress)
-        /// Send datagram bytes to `user`, who has a session on this relay, at `address`: the
-        /// one way a datagram handed over by another relay leaves this relay.
+        /// Send datagram bytes to `user`, who has a session on this relay, at its registered
+        /// `address`: the only way a datagram leaves the relay, whether it came from a local
+        /// sender or was handed over by another relay.
         case deliver(user: String, ByteBuffer, to: SocketAddress)
         /// Hand `delivery` to relay `relay` (Redis PUBLISH on its delivery channel), then call
         /// `deliveryUnheard` if no relay was listening.
@@ -253,10 +252,11 @@ public struct RelayCore: Sendable {
 
     // MARK: Datagrams
 
-    /// Where a datagram goes. The common case, a forward, needs no list of actions.
+    /// Where a datagram goes. The common case, a local recipient, needs no list of actions.
     public enum DatagramRoute: Sendable {
-        /// Send the datagram's bytes unchanged to this address.
-        case forward(to: SocketAddress)
+        /// Deliver the datagram's bytes to `user`, who has a session here, at `address`
+        /// (as `Action.deliver`).
+        case deliver(user: String, to: SocketAddress)
         /// Anything else: rejections, an ERROR to the sender, a Redis lookup, a moved route (or
         /// nothing yet).
         case actions([Action])
@@ -265,7 +265,7 @@ public struct RelayCore: Sendable {
     /// A UDP datagram arrived from `source` (nil when unknown, e.g. in tests).
     public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress? = nil, now: NIODeadline) -> [Action] {
         switch routeDatagram(bytes, from: source, now: now) {
-        case .forward(let address): return [.forward(bytes, to: address)]
+        case .deliver(let user, let address): return [.deliver(user: user, bytes, to: address)]
         case .actions(let actions): return actions
         }
     }
@@ -292,7 +292,7 @@ public struct RelayCore: Sendable {
         let route = routeContent(bytes, message, now: now)
         guard !moved.isEmpty else { return route }
         switch route {
-        case .forward(let address): return .actions(moved + [.forward(bytes, to: address)])
+        case .deliver(let user, let address): return .actions(moved + [.deliver(user: user, bytes, to: address)])
         case .actions(let actions): return .actions(moved + actions)
         }
     }
@@ -308,7 +308,7 @@ public struct RelayCore: Sendable {
                 + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId"))
         }
         if let local = sessions[message.toUser] {
-            return .forward(to: local.route.address)
+            return .deliver(user: message.toUser, to: local.route.address)
         }
         return .actions(routeRemote(.datagram(bytes), to: message.toUser, now: now))
     }

@@ -184,7 +184,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
         }
         switch core.routeDatagram(bytes, from: source, now: now) {
-        case .forward(let address): forward(bytes, to: address)
+        case .deliver(_, let address): forward(bytes, to: address)
         case .actions(let actions): perform(actions)
         }
     }
@@ -234,8 +234,6 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             // Receipts come from control reads; they are flushed together when the read ends.
             channel.write(message, promise: nil)
             if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
-        case .forward(let bytes, let address):
-            forward(bytes, to: address)
         case .deliver(_, let bytes, let address):
             forward(bytes, to: address)
         case .publish(let relay, let delivery):

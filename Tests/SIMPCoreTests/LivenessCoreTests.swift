@@ -131,7 +131,7 @@ final class RelayCoreRebindingTests: XCTestCase {
         XCTAssertEqual(user, "bob")
         XCTAssertEqual(route.address, rebound)
         let toBob = MessageCodec.encode(SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"))
-        guard case .forward(_, let address)? = core.datagramReceived(toBob, now: t0).first else { return XCTFail() }
+        guard case .deliver(_, _, let address)? = core.datagramReceived(toBob, now: t0).first else { return XCTFail() }
         XCTAssertEqual(address, rebound)
         XCTAssertTrue(core.datagramReceived(keepalive, from: rebound, now: t0).isEmpty, "moves once")
     }

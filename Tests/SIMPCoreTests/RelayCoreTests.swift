@@ -10,7 +10,7 @@ func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)?
     return nil
 }
 func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
-    if case .forward(let bytes, let address) = action { return (bytes, address) }
+    if case .deliver(_, let bytes, let address) = action { return (bytes, address) }
     return nil
 }
 func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {

@@ -86,6 +86,18 @@ final class MultiRelayTests: XCTestCase {
         }
     }
 
+    func testClientStartsOnTheNextRelayWhenTheFirstIsDown() async throws {
+        try await start()
+        await cluster.relays[0].server.crash()
+        let dave = TestRelay.uniqueUser("dave"), erin = TestRelay.uniqueUser("erin")
+        let daveClient = try await cluster.connectClient(user: dave, relay: 0) // tries relay 0, then 1
+        let erinClient = try await cluster.connectClient(user: erin, relay: 2)
+        let daveRelay = await daveClient.relayId
+        XCTAssertEqual(daveRelay, cluster.relays[1].server.configuration.relayId)
+        let result = try await erinClient.send(text: "found you", to: dave)
+        guard case .delivered = result else { return XCTFail("\(result)") }
+    }
+
     func testDeadRelaysKeyAndRegistrationsExpire() async throws {
         try await start { _, configuration in configuration.registrationTTLSeconds = 2 }
         let carol = TestRelay.uniqueUser("carol")
