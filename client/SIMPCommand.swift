@@ -20,7 +20,9 @@ struct SIMPCommand: AsyncParsableCommand {
 
 /// Flags every subcommand shares.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "The relay's control address, HOST:PORT.")
+    @Option(help: ArgumentHelp(
+        "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
+        discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
     var server = "127.0.0.1:7600"
 
     @Option(help: "Your user id.")
@@ -38,7 +40,7 @@ struct ConnectionOptions: ParsableArguments {
     var logLevel = "warning"
 
     func validate() throws {
-        do { _ = try MessageFormatting.parseServer(server) } catch { throw ValidationError("\(error)") }
+        do { _ = try MessageFormatting.parseServers(server) } catch { throw ValidationError("\(error)") }
         guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
         guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -53,8 +55,7 @@ struct ConnectionOptions: ParsableArguments {
             handler.logLevel = level
             return handler
         }
-        let (host, port) = try MessageFormatting.parseServer(server)
-        var configuration = ClientConfiguration(serverHost: host, serverPort: port, user: user)
+        var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
         configuration.localUDPPort = udpPort
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
         do {

@@ -54,7 +54,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Redis server holding the registry: redis://HOST:PORT[/DB].")
     var redis = "redis://127.0.0.1:6379"
 
-    @Option(name: .customLong("relay-id"), help: "This relay's id in Redis. Default: random.")
+    @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
     var relayId: String?
 
     @Option(name: .customLong("registration-ttl"), help: "Seconds a registration lives in Redis without a refresh.")
@@ -104,6 +104,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard maxConnectionsPerHost >= 1 else { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
+        if let relayId, relayId.isEmpty || relayId.contains(where: \.isWhitespace) {
+            throw ValidationError("--relay-id must be non-empty and contain no spaces (it names Redis keys and channels)")
+        }
         if let udpPort, !(0...65535).contains(udpPort) { throw ValidationError("--udp-port must be 0-65535") }
         guard port != 65535 || udpPort != nil else { throw ValidationError("--port 65535 leaves no room for UDP port + 1: pass --udp-port") }
         guard registrationTTL >= 3 else { throw ValidationError("--registration-ttl must be at least 3 seconds") }

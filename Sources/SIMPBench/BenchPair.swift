@@ -30,7 +30,11 @@ final class BenchPair {
     var sealer: DatagramSealer!
     var opener: DatagramOpener!
 
+    /// The pair's number, which picks its relays in a multi-relay run.
+    let index: Int
+
     init(index: Int, prefix: String, policy: RetransmitPolicy) {
+        self.index = index
         from = "\(prefix)-\(index)-a"
         to = "\(prefix)-\(index)-b"
         sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: policy)

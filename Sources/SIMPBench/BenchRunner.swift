@@ -17,6 +17,9 @@ public struct BenchOptions: Sendable {
     /// Process id of a running relay on this machine, for its CPU time and memory.
     public var relayPid: Int32?
     public var pairs = 10
+    /// Relays the bench starts on one Redis (with `server` nil); above 1, every message goes
+    /// from its sender's relay to another relay holding its receiver.
+    public var relays = 1
     public var rate: Double = 10_000
     public var size = 200
     public var duration: TimeAmount = .seconds(10)
@@ -40,12 +43,28 @@ public enum BenchRunner {
         let local: LocalRelay? = options.server == nil
             ? try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: options.redis)
             : nil
+        var others: [LocalRelay] = []
+        func stopRelays() async {
+            for other in others { await other.stop() }
+            await local?.stop()
+        }
+        if let local, options.relays > 1 {
+            do {
+                for _ in 1..<options.relays {
+                    others.append(try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: local.redisURL))
+                }
+            } catch {
+                await stopRelays()
+                throw error
+            }
+        }
         let target = options.server ?? ("127.0.0.1", local!.controlPort)
         let metrics = options.relayMetrics ?? local.map { ("127.0.0.1", $0.metricsPort) }
         let pid = options.relayPid ?? local?.pid
         var parameters = LoadGenerator.Parameters()
         parameters.host = target.host
         parameters.port = target.port
+        parameters.extraPorts = others.map(\.controlPort)
         parameters.pairs = options.pairs
         parameters.size = options.size
         let generator = LoadGenerator(parameters: parameters)
@@ -66,15 +85,17 @@ public enum BenchRunner {
                 ? try await findMax(generator, options, metrics: metrics, pid: pid, progress: progress)
                 : try await measure(generator, options, rate: options.rate, metrics: metrics, pid: pid)
             report.sessions = sessions
-            report.parameters.relay = options.server.map { "\($0.host):\($0.port)" } ?? "started by simp-bench (child simp-server)"
+            report.parameters.relay = options.server.map { "\($0.host):\($0.port)" }
+                ?? (options.relays > 1 ? "\(options.relays) simp-server children on one Redis; every message crosses relays (relay figures: the first)"
+                                       : "started by simp-bench (child simp-server)")
             await generator.close()
             await idle.close()
-            await local?.stop()
+            await stopRelays()
             return report
         } catch {
             await generator.close()
             await idle.close()
-            await local?.stop()
+            await stopRelays()
             throw error
         }
     }

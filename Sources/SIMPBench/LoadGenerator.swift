@@ -34,6 +34,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     public struct Parameters: Sendable {
         public var host = "127.0.0.1"
         public var port = 7600
+        /// Control ports of further relays on the same host and Redis. With any, pair n's
+        /// sender registers at relay n mod N and its receiver at relay (n+1) mod N (N relays
+        /// in all), so every message crosses from one relay to another.
+        public var extraPorts: [Int] = []
+        /// Every relay's control port, `port` first.
+        public var relayPorts: [Int] { [port] + extraPorts }
         /// Address the bench's own sockets bind to.
         public var localHost = "127.0.0.1"
         public var pairs = 1
@@ -84,10 +90,11 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             .flatMap { [self] senderUDP, receiverUDP in
                 pair.senderDatagrams = senderUDP
                 pair.receiverDatagrams = receiverUDP
+                let ports = parameters.relayPorts
                 let a = BenchConnector.register(user: pair.from, udpPort: senderUDP.localAddress!.port!, host: parameters.host,
-                                                port: parameters.port, handler: senderControl, on: loop)
+                                                port: ports[pair.index % ports.count], handler: senderControl, on: loop)
                 let b = BenchConnector.register(user: pair.to, udpPort: receiverUDP.localAddress!.port!, host: parameters.host,
-                                                port: parameters.port, handler: receiverControl, on: loop)
+                                                port: ports[(pair.index + 1) % ports.count], handler: receiverControl, on: loop)
                 return a.and(b)
             }
             .map { sender, receiver in

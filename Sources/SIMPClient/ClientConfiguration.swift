@@ -5,9 +5,12 @@ import SIMPCore
 
 /// Everything a client needs to connect.
 public struct ClientConfiguration: Sendable {
-    /// The relay's control address.
+    /// The (first) relay's control address.
     public var serverHost: String
     public var serverPort: Int
+    /// Further relays (sharing the first one's Redis), tried in turn when the current one cannot
+    /// be reached or is lost.
+    public var fallbackServers: [RelayEndpoint] = []
     /// This client's user id.
     public var user: String
     /// The user's password (nil for a relay that does not authenticate). It never goes on the
@@ -41,6 +44,29 @@ public struct ClientConfiguration: Sendable {
         self.user = user
         self.password = password
     }
+
+    /// A configuration that tries `servers` in order (at least one).
+    public init(servers: [RelayEndpoint], user: String) {
+        precondition(!servers.isEmpty, "a client needs at least one relay")
+        self.init(serverHost: servers[0].host, serverPort: servers[0].port, user: user)
+        fallbackServers = Array(servers.dropFirst())
+    }
+
+    /// Every relay the client may use, the first one first.
+    public var servers: [RelayEndpoint] {
+        [RelayEndpoint(host: serverHost, port: serverPort)] + fallbackServers
+    }
+}
+
+/// A relay's control address.
+public struct RelayEndpoint: Equatable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// Why a client could not connect or lost its relay.

@@ -19,6 +19,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private(set) var control: Channel?
     private var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
     private var relayDatagramAddress: SocketAddress?
+    /// Index in `configuration.servers` of the relay to connect to next.
+    private var serverIndex = 0
+    private var server: RelayEndpoint { configuration.servers[serverIndex] }
     var datagrams: Channel?
     private(set) var relayId: String?
     /// Called with each message delivered to the application.
@@ -61,7 +64,28 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Connecting
 
-    /// Opens a control connection, logs in and registers; on CONNECTED, resumes sending.
+    /// Tries each configured relay once, in turn, until one accepts; fails with the last error.
+    func connectAnyRelay() -> EventLoopFuture<Void> {
+        func attempt(_ remaining: Int) -> EventLoopFuture<Void> {
+            connectControl().flatMapError { [self] error in
+                guard remaining > 1, !closedByUser else { return eventLoop.makeFailedFuture(error) }
+                nextServer(after: error)
+                return attempt(remaining - 1)
+            }
+        }
+        return attempt(configuration.servers.count)
+    }
+
+    /// Moves on to the next configured relay (failover).
+    private func nextServer(after error: Error?) {
+        guard configuration.servers.count > 1 else { return }
+        let previous = server
+        serverIndex = (serverIndex + 1) % configuration.servers.count
+        logger.info("trying the next relay", metadata: ["failed": "\(previous)", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
+    }
+
+    /// Opens a control connection to the current relay, logs in and registers; on CONNECTED,
+    /// resumes sending.
     func connectControl() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: (SIMPMessage, ClientSession.Output).self)
         handshake = (nil, promise)
@@ -74,11 +98,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
                         maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: self))
                 }
             }
-            .connect(host: configuration.serverHost, port: configuration.serverPort)
-            .whenComplete { [self] result in
+            .connect(host: server.host, port: server.port)
+            .whenComplete { [self, server] result in
                 switch result {
                 case .failure(let error):
-                    promise.fail(SIMPClientError.cannotConnect("\(configuration.serverHost):\(configuration.serverPort): \(error)"))
+                    promise.fail(SIMPClientError.cannotConnect("\(server): \(error)"))
                 case .success(let channel):
                     handshake?.channel = channel
                     let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
@@ -116,6 +140,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             connectControl().whenFailure { [self] error in
                 logger.debug("reconnect failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
                 guard !closedByUser else { return }
+                nextServer(after: error)
                 carryOut(session.connectAttemptFailed(random: Double.random(in: 0..<1)))
             }
         }
@@ -161,7 +186,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         guard channel === control else { return }
         control = nil
         let mayReconnect = configuration.reconnect != nil && !closedByUser
-        if mayReconnect { logger.info("lost the relay; reconnecting") }
+        if mayReconnect {
+            logger.info("lost the relay; reconnecting")
+            nextServer(after: nil)
+        }
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
         guard !mayReconnect else { return }
         if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }

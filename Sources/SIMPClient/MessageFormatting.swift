@@ -69,6 +69,15 @@ public enum MessageFormatting {
         }
         return parsed
     }
+
+    /// Parses `--server`: one `HOST:PORT` or several separated by commas (tried in turn).
+    public static func parseServers(_ text: String) throws -> [RelayEndpoint] {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        return try parts.map { part in
+            let (host, port) = try parseServer(part)
+            return RelayEndpoint(host: host, port: port)
+        }
+    }
 }
 
 /// `--server` was not `HOST:PORT`.

@@ -60,7 +60,7 @@ public final class SIMPClient: @unchecked Sendable {
         do {
             try await loop.flatSubmit { [engine] in
                 engine.datagrams = udp
-                return engine.connectControl()
+                return engine.connectAnyRelay()
             }.get()
         } catch {
             try? await udp.close()

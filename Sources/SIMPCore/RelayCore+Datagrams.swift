@@ -6,8 +6,8 @@ import NIOCore
 extension RelayCore {
     /// Where a datagram goes. The common case, a forward, needs no list of actions.
     public enum DatagramRoute: Sendable {
-        /// Send these (sealed) bytes to this address.
-        case forward(ByteBuffer, to: SocketAddress)
+        /// Send these bytes, sealed for `user`, to this address (as `Action.deliver`).
+        case deliver(user: String, ByteBuffer, to: SocketAddress)
         /// Anything else: rejections, an ERROR to the sender, a Redis lookup, a moved route, a
         /// HELLO answer (or nothing yet).
         case actions([Action])
@@ -16,7 +16,7 @@ extension RelayCore {
     /// A UDP datagram arrived from `source`.
     public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) -> [Action] {
         switch routeDatagram(bytes, from: source, now: now) {
-        case .forward(let sealed, let address): return [.forward(sealed, to: address)]
+        case .deliver(let user, let sealed, let address): return [.deliver(user: user, sealed, to: address)]
         case .actions(let actions): return actions
         }
     }
@@ -63,7 +63,7 @@ extension RelayCore {
     private static func merge(_ actions: [Action], _ route: DatagramRoute) -> DatagramRoute {
         guard !actions.isEmpty else { return route }
         switch route {
-        case .forward(let sealed, let address): return .actions(actions + [.forward(sealed, to: address)])
+        case .deliver(let user, let sealed, let address): return .actions(actions + [.deliver(user: user, sealed, to: address)])
         case .actions(let more): return .actions(actions + more)
         }
     }
@@ -100,29 +100,22 @@ extension RelayCore {
         if sessions[message.toUser] != nil {
             return deliver(payload, to: message.toUser)
         }
-        if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
-            return .actions(deliverElsewhere(payload, to: message.toUser, route: route))
-        }
-        return .actions(awaitRoute(payload, for: message))
+        return .actions(routeRemote(.datagram(payload), to: message.toUser, now: now))
     }
 
-    /// Seals `payload` for `user`'s session and sends it to the user's address.
-    private mutating func deliver(_ payload: ByteBuffer, to user: String) -> DatagramRoute {
-        guard let address = sessions[user]?.route.address else { return .actions([]) }
+    /// Seals `payload` for `user`'s session and sends it to the user's address: every datagram
+    /// for a user leaves through here, from a local sender or handed over by another relay.
+    mutating func deliver(_ payload: ByteBuffer, to user: String) -> DatagramRoute {
+        guard let address = sessions[user]?.route.address else {
+            return .actions([.reject(.recipientNotHere, detail: "datagram for \(user), who has no session on \(configuration.relayId)")])
+        }
         let sealed = sessions[user]!.sealer.seal(payload: payload)
-        return .forward(sealed, to: address)
+        return .deliver(user: user, sealed, to: address)
     }
 
     /// Encodes and seals `message` for `user`'s session.
     private mutating func seal(_ message: SIMPMessage, for user: String) -> ByteBuffer {
         sessions[user]!.sealer.seal(message)
-    }
-
-    /// A recipient whose session is on another relay. Only that relay holds the recipient's
-    /// session key, so the payload must travel through it.
-    private func deliverElsewhere(_ payload: ByteBuffer, to user: String, route: Route) -> [Action] {
-        [.reject(.crossRelayUnavailable, detail: "\(user) is on relay \(route.relayId)")]
     }
 
     /// The routing fields of a payload: read directly when possible, else fully decoded.
@@ -144,20 +137,14 @@ extension RelayCore {
     /// datagrams are dropped for their senders to retry, rather than refused as unknown).
     public mutating func lookupCompleted(user: String, route: Route?, known: Bool = false, now: NIODeadline) -> [Action] {
         let waiting = awaitingLookup.removeValue(forKey: user) ?? []
-        let current = sessions[user]?.route ?? route
-        routeCache[user] = CachedRoute(
-            route: current, known: known,
-            expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
-        return waiting.flatMap { payload -> [Action] in
-            if sessions[user] != nil {
-                if case .forward(let sealed, let address) = deliver(payload, to: user) { return [.forward(sealed, to: address)] }
-                return []
-            }
-            guard let current, current.relayId != configuration.relayId else {
-                return (try? Self.header(of: payload)).map { noRoute($0, known: known || current != nil) } ?? []
-            }
-            return deliverElsewhere(payload, to: user, route: current)
+        if sessions[user] != nil {
+            return waiting.flatMap { deliverToLocalUser(RelayDelivery(user: user, payload: $0)) }
         }
+        let cached = CachedRoute(
+            route: route, known: known,
+            expires: now + (route == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
+        routeCache[user] = cached
+        return waiting.flatMap { dispatch($0, to: user, via: cached) }
     }
 
     /// Redis could not be asked: the waiting datagrams are dropped, one count each (their
@@ -167,23 +154,23 @@ extension RelayCore {
         return waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
     }
 
-    private mutating func awaitRoute(_ payload: ByteBuffer, for message: DatagramHeader) -> [Action] {
-        if var queue = awaitingLookup[message.toUser] {
+    mutating func awaitRoute(_ payload: RelayDelivery.Payload, for user: String) -> [Action] {
+        if var queue = awaitingLookup[user] {
             guard queue.count < configuration.maxDatagramsAwaitingLookup else {
-                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(message.toUser) full")]
+                return [.reject(.lookupBacklogFull, detail: "lookup backlog for \(user) full")]
             }
             queue.append(payload)
-            awaitingLookup[message.toUser] = queue
+            awaitingLookup[user] = queue
             return []
         }
-        awaitingLookup[message.toUser] = [payload]
-        return [.lookup(user: message.toUser)]
+        awaitingLookup[user] = [payload]
+        return [.lookup(user: user)]
     }
 
     /// A datagram whose recipient has no route: a user seen before is offline (dropped and
     /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
     /// restart), anyone else is unknown (the sender is told).
-    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
+    func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
         guard !known else {
             return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
         }

@@ -27,8 +27,12 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case unsealed, unknownSession = "unknown_session", badMAC = "bad_mac", replayed
     /// A datagram whose `fromUser` is not its session's user.
     case senderMismatch = "sender_mismatch"
-    /// The recipient's session is on another relay, which this relay cannot reach.
-    case crossRelayUnavailable = "cross_relay_unavailable"
+    /// A delivery published for another relay reached no subscriber (that relay is gone).
+    case relayUnreachable = "relay_unreachable"
+    /// Another relay handed over a delivery for a user who has no session here (it moved).
+    case recipientNotHere = "recipient_not_here"
+    /// Bytes on this relay's delivery channel were not a valid envelope.
+    case badRelayDelivery = "bad_relay_delivery"
 }
 
 /// A user's registration as the relay knows it.
@@ -85,8 +89,18 @@ public struct RelayCore: Sendable {
     public enum Action: Sendable {
         /// Send a control message on a connection.
         case send(ConnectionID, SIMPMessage)
-        /// Send a (sealed) datagram from one user to another's address.
-        case forward(ByteBuffer, to: SocketAddress)
+        /// Send a datagram, sealed for `user`'s session, to the user's registered `address`: the
+        /// only way a datagram for a user leaves the relay, whether it came from a local sender
+        /// or was handed over by another relay.
+        case deliver(user: String, ByteBuffer, to: SocketAddress)
+        /// Hand `delivery` to relay `relay` (Redis PUBLISH on its delivery channel), then call
+        /// `deliveryUnheard` if no relay was listening.
+        case publish(relay: String, RelayDelivery)
+        /// Tell every relay that a user's session is now here (PUBLISH on `simp:relays:moves`).
+        case announceMove(UserMove)
+        /// Ask Redis whether `user`'s registration still names `session`; if not, call
+        /// `sessionSuperseded`.
+        case checkSession(user: String, session: String)
         /// Send the relay's own (sealed) datagram, e.g. the answer to a HELLO.
         case reply(ByteBuffer, to: SocketAddress)
         /// Read the user's password verifier from Redis, then call `verifierFetched`.
@@ -146,7 +160,8 @@ public struct RelayCore: Sendable {
     /// Session id → user, for sealed datagrams.
     var usersBySessionId: [UInt64: String] = [:]
     var routeCache: [String: CachedRoute] = [:]
-    var awaitingLookup: [String: [ByteBuffer]] = [:]
+    /// Payloads (datagrams and receipts) waiting for their recipient's route.
+    var awaitingLookup: [String: [RelayDelivery.Payload]] = [:]
     var connectionRates: RateLimiter<String>
     var loginRates: RateLimiter<String>
     var messageRates: RateLimiter<String>
@@ -234,7 +249,7 @@ public struct RelayCore: Sendable {
             return [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
                     .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
-            return routeReceipt(message, from: user)
+            return routeReceipt(message, from: user, now: now)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -260,7 +275,7 @@ public struct RelayCore: Sendable {
             return [.send(connection, .error(.internal, "registry unavailable, try again"))]
         }
         connections[connection]?.state = .connected(user: user)
-        return [.send(connection, connected)]
+        return [.send(connection, connected), .announceMove(UserMove(user: user, relayId: configuration.relayId))]
     }
 
     /// Starts `user`'s session on `connection` with `keys`; the CONNECTED to send once Redis
@@ -290,7 +305,7 @@ public struct RelayCore: Sendable {
         return actions
     }
 
-    private mutating func endSession(of user: String) {
+    mutating func endSession(of user: String) {
         guard let session = sessions.removeValue(forKey: user) else { return }
         usersBySessionId[session.opener.sessionId] = nil
     }
@@ -303,13 +318,17 @@ public struct RelayCore: Sendable {
         }
     }
 
-    private func routeReceipt(_ receipt: SIMPMessage, from user: String) -> [Action] {
+    private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> [Action] {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
-        guard let sender = sessions[receipt.toUser] else {
-            return [.reject(.receiptUnroutable, detail: "receipt from \(user) for \(receipt.toUser), who is not on this relay")]
+        if let sender = sessions[receipt.toUser] {
+            return [.send(sender.connection, receipt)]
         }
-        return [.send(sender.connection, receipt)]
+        guard !receipt.toUser.isEmpty else {
+            return [.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser")]
+        }
+        // The sender is on another relay: the receipt goes there through Redis.
+        return routeRemote(.control(receipt), to: receipt.toUser, now: now)
     }
 }
 

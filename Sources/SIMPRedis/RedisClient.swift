@@ -41,6 +41,12 @@ public final class RedisClient: @unchecked Sendable {
         thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(commands) }
     }
 
+    /// Runs commands whose arguments may be binary (e.g. PUBLISH of an encoded message) in
+    /// one round trip.
+    public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
+        thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(bytes: commands) }
+    }
+
     /// Runs one command.
     public func command(_ arguments: [String]) async throws -> RedisValue {
         try await pipeline([arguments])[0]
@@ -60,12 +66,18 @@ public final class RedisClient: @unchecked Sendable {
     // MARK: On the client's thread
 
     private func runPipeline(_ commands: [[String]]) throws -> [RedisValue] {
+        try runPipeline(bytes: commands.map { $0.map { Array($0.utf8) } })
+    }
+
+    private func runPipeline(bytes commands: [[[UInt8]]]) throws -> [RedisValue] {
         let context = try connectedContext()
         for command in commands {
-            let appended = withArgv(command) { argc, argv, lengths in
+            let appended = withRedisArgv(command) { argc, argv, lengths in
                 redisAppendCommandArgv(context, argc, argv, lengths)
             }
-            guard appended == REDIS_OK else { throw failure(context, "could not queue \(command.first ?? "")") }
+            guard appended == REDIS_OK else {
+                throw failure(context, "could not queue \(String(decoding: command.first ?? [], as: UTF8.self))")
+            }
         }
         roundTripCount.withLockedValue { $0 += 1 }
         var replies: [RedisValue] = []
@@ -116,30 +128,9 @@ public final class RedisClient: @unchecked Sendable {
         context = nil
     }
 
-    private static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
+    static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
         withUnsafeBytes(of: context.pointee.errstr) { bytes in
             String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
-    }
-
-    private func withArgv<R>(
-        _ arguments: [String],
-        _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R
-    ) -> R {
-        var storage = [CChar]()
-        var offsets: [Int] = []
-        var lengths: [Int] = []
-        for argument in arguments {
-            offsets.append(storage.count)
-            lengths.append(argument.utf8.count)
-            storage.append(contentsOf: argument.utf8.map { CChar(bitPattern: $0) })
-            storage.append(0)
-        }
-        return storage.withUnsafeBufferPointer { chars in
-            var argv: [UnsafePointer<CChar>?] = offsets.map { chars.baseAddress! + $0 }
-            return argv.withUnsafeMutableBufferPointer { argvBuffer in
-                body(Int32(arguments.count), argvBuffer.baseAddress!, lengths)
-            }
         }
     }
 
@@ -157,6 +148,28 @@ public final class RedisClient: @unchecked Sendable {
         case REDIS_REPLY_ARRAY:
             return .array((0..<Int(r.elements)).map { value(of: r.element[$0]!) })
         default: return .null
+        }
+    }
+}
+
+/// Calls `body` with hiredis's argv form (count, pointers, lengths) of binary-safe arguments.
+func withRedisArgv<R>(
+    _ arguments: [[UInt8]],
+    _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R
+) -> R {
+    var storage = [CChar]()
+    var offsets: [Int] = []
+    var lengths: [Int] = []
+    for argument in arguments {
+        offsets.append(storage.count)
+        lengths.append(argument.count)
+        storage.append(contentsOf: argument.map { CChar(bitPattern: $0) })
+        storage.append(0)
+    }
+    return storage.withUnsafeBufferPointer { chars in
+        var argv: [UnsafePointer<CChar>?] = offsets.map { chars.baseAddress! + $0 }
+        return argv.withUnsafeMutableBufferPointer { argvBuffer in
+            body(Int32(arguments.count), argvBuffer.baseAddress!, lengths)
         }
     }
 }

@@ -18,6 +18,9 @@ public struct RelayConfiguration: Sendable {
     /// Seconds a user's registration survives in Redis without a refresh; live sessions
     /// refresh every third of it.
     public var registrationTTLSeconds: Int = 30
+    /// How long a route read from Redis is used before Redis is asked again. Moves announced on
+    /// `simp:relays:moves` end it earlier; this bounds a stale route when an announcement is lost.
+    public var routeCacheTTL: TimeAmount = .seconds(2)
     /// Largest control frame payload accepted.
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
     /// Largest datagram accepted; larger ones are dropped and counted.
@@ -60,6 +63,7 @@ public struct RelayConfiguration: Sendable {
         core.connectionLimit = connectionLimit
         core.maxConnectionsPerHost = maxConnectionsPerHost
         core.loginLimit = loginLimit
+        core.routeCacheTTL = routeCacheTTL
         return core
     }
 

@@ -7,6 +7,8 @@ public struct RelayStatistics: Sendable, Equatable {
     public var datagramsReceived = 0
     public var datagramsForwarded = 0
     public var receiptsRouted = 0
+    /// Datagrams and receipts handed to other relays through Redis (and heard there).
+    public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
 }
@@ -18,6 +20,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var core: RelayCore
     private let registry: Registry
     private let credentials: CredentialStore
+    private let bus: RelayBus
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
@@ -43,6 +46,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     /// Control connections with receipts written but not flushed yet.
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
+    /// Deliveries for other relays decided in this event-loop turn, published together in one
+    /// Redis round trip once the turn's reads are handled.
+    private var unpublished: [(relay: String, delivery: RelayDelivery)] = []
 
     init(core: RelayCore, registry: Registry, credentials: CredentialStore, heartbeat: HeartbeatPolicy,
          eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
@@ -50,6 +56,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         self.credentials = credentials
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
+        self.bus = RelayBus(redis: registry.redis)
         self.eventLoop = eventLoop
         self.logger = logger
         self.metrics = metrics
@@ -180,9 +187,33 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
         }
         switch core.routeDatagram(bytes, from: source, now: now) {
-        case .forward(let sealed, let address): forward(sealed, to: address)
+        case .deliver(_, let sealed, let address): forward(sealed, to: address)
         case .actions(let actions): perform(actions)
         }
+    }
+
+    // MARK: Other relays
+
+    /// A message on one of the relay's pub/sub channels (already on the event loop).
+    func relayChannelMessage(channel: String, payload: [UInt8]) {
+        if channel == RelayBus.movesChannel {
+            guard let move = UserMove(encoded: String(decoding: payload, as: UTF8.self)) else {
+                return perform([.reject(.badRelayDelivery, detail: "malformed move announcement")])
+            }
+            return perform(core.userMoved(move))
+        }
+        metrics.deliveriesReceived.increment()
+        var buffer = ByteBufferAllocator().buffer(capacity: payload.count)
+        buffer.writeBytes(payload)
+        perform(core.relayDeliveryReceived(buffer))
+        // Not inside a read burst: flush what the delivery wrote.
+        datagramChannel?.flush()
+        controlReadCompleted()
+    }
+
+    /// The relay's pub/sub subscription is (again) in place.
+    func relayChannelsSubscribed() {
+        core.deliveryChannelSubscribed()
     }
 
     func oversizedDatagram(size: Int, from source: SocketAddress) {
@@ -206,7 +237,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             // Receipts come from control reads; they are flushed together when the read ends.
             channel.write(message, promise: nil)
             if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
-        case .forward(let bytes, let address):
+        case .deliver(_, let bytes, let address):
             forward(bytes, to: address)
         case .reply(let bytes, let address):
             datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
@@ -217,6 +248,22 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
                 case .failure(let error):
                     redisFailed("read the credentials of \(user)", error)
                     perform(core.verifierFetchFailed(id))
+                }
+            }
+        case .publish(let relay, let delivery):
+            if unpublished.isEmpty { eventLoop.execute { [self] in publishPending() } }
+            unpublished.append((relay, delivery))
+        case .announceMove(let move):
+            bus.announce(move, on: eventLoop).whenFailure { [self] error in redisFailed("announce move of \(move.user)", error) }
+        case .checkSession(let user, let session):
+            bus.session(of: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let current) where current != session:
+                    logger.info("user moved to another relay", metadata: ["user": "\(user)"])
+                    perform(core.sessionSuperseded(user: user, session: session))
+                    updateSessionGauge()
+                case .success: break
+                case .failure(let error): redisFailed("check session of \(user)", error)
                 }
             }
         case .register(let user, let route, let session, let id):
@@ -258,6 +305,28 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             // Failed logins are worth an operator's attention; the rest is routine noise.
             let level: Logger.Level = reason == .authFailed || reason == .loginRateLimited ? .notice : .debug
             logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
+        }
+    }
+
+    /// Publishes the deliveries collected in this event-loop turn in one pipeline.
+    private func publishPending() {
+        let batch = unpublished
+        unpublished.removeAll(keepingCapacity: true)
+        guard !batch.isEmpty else { return }
+        bus.publish(batch, on: eventLoop).whenComplete { [self] result in
+            switch result {
+            case .success(let listeners):
+                for (entry, heard) in zip(batch, listeners) {
+                    if heard == 0 {
+                        perform(core.deliveryUnheard(relay: entry.relay, user: entry.delivery.user))
+                    } else {
+                        counts.deliveriesPublished += 1
+                        metrics.deliveriesPublished.increment()
+                    }
+                }
+            case .failure(let error):
+                redisFailed("publish \(batch.count) deliveries", error)
+            }
         }
     }
 

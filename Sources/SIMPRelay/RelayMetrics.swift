@@ -9,6 +9,10 @@ struct RelayMetrics {
     let datagramsForwarded: CoreMetrics.Counter
     let controlFramesReceived: CoreMetrics.Counter
     let receiptsRouted: CoreMetrics.Counter
+    /// Datagrams and receipts handed to other relays through Redis and heard there.
+    let deliveriesPublished: CoreMetrics.Counter
+    /// Payloads other relays handed to this one.
+    let deliveriesReceived: CoreMetrics.Counter
     let redisCalls: CoreMetrics.Counter
     let redisErrors: CoreMetrics.Counter
     let sessions: CoreMetrics.Gauge
@@ -24,6 +28,8 @@ struct RelayMetrics {
         datagramsForwarded = CoreMetrics.Counter(label: "simp_datagrams_forwarded_total", factory: factory)
         controlFramesReceived = CoreMetrics.Counter(label: "simp_control_frames_received_total", factory: factory)
         receiptsRouted = CoreMetrics.Counter(label: "simp_receipts_routed_total", factory: factory)
+        deliveriesPublished = CoreMetrics.Counter(label: "simp_relay_deliveries_published_total", factory: factory)
+        deliveriesReceived = CoreMetrics.Counter(label: "simp_relay_deliveries_received_total", factory: factory)
         redisCalls = CoreMetrics.Counter(label: "simp_redis_calls_total", factory: factory)
         redisErrors = CoreMetrics.Counter(label: "simp_redis_errors_total", factory: factory)
         sessions = CoreMetrics.Gauge(label: "simp_sessions", factory: factory)

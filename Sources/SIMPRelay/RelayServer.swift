@@ -25,6 +25,8 @@ public final class RelayServer: @unchecked Sendable {
     /// What /metrics exports, if the relay serves it.
     private let metricsRegistry: PrometheusCollectorRegistry?
     private var refreshTask: RepeatedTask?
+    /// This relay's delivery channel and the moves channel, on a connection of their own.
+    private var subscriber: RedisSubscriber?
     private var heartbeatTask: RepeatedTask?
     private var logger: Logger { configuration.logger }
 
@@ -43,7 +45,7 @@ public final class RelayServer: @unchecked Sendable {
         let registry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
         self.metricsRegistry = registry
         let factory: MetricsFactory = registry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
-        // The core learns the UDP port once it is bound; placeholder until then.
+        // The core learns the UDP port once it is bound (`coreConfiguration` leaves 0 until then).
         self.engine = RelayEngine(
             core: RelayCore(configuration: configuration.coreConfiguration()),
             registry: self.registry, credentials: CredentialStore(redis: redis), heartbeat: configuration.heartbeat, eventLoop: group.next(),
@@ -101,6 +103,13 @@ public final class RelayServer: @unchecked Sendable {
             metricsChannel = endpoint
             metricsAddress = endpoint.localAddress
         }
+        do { try await subscribe() } catch {
+            await subscriber?.stop()
+            try? await tcp.close()
+            try? await udp.close()
+            try? await metricsChannel?.close()
+            throw error
+        }
         startRefreshing()
         // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
         let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
@@ -118,10 +127,12 @@ public final class RelayServer: @unchecked Sendable {
     /// Stops accepting, drains (receipts for datagrams already forwarded are still routed, up
     /// to `drainTimeout`), removes this relay's registrations from Redis and closes everything.
     public func shutdown() async {
+        guard !stopped.withLockedValue({ $0 }) else { return } // after crash()
         refreshTask?.cancel()
         heartbeatTask?.cancel()
         try? await tcpChannel?.close()
         await drain()
+        await subscriber?.stop()
         let registrations = (try? await engine.eventLoop.submit { [engine] in
             engine.closeAllForShutdown()
         }.get()) ?? []
@@ -136,6 +147,48 @@ public final class RelayServer: @unchecked Sendable {
         stopped.withLockedValue { $0 = true }
         try? await group.shutdownGracefully()
         logger.info("relay stopped", metadata: ["relay": "\(configuration.relayId)", "sessions": "\(registrations.count)"])
+    }
+
+    /// Stops as a killed process would, for failover tests: sockets close at once, nothing is
+    /// drained or withdrawn from Redis (registrations and the relay's key expire by TTL).
+    public func crash() async {
+        refreshTask?.cancel()
+        heartbeatTask?.cancel()
+        await subscriber?.stop()
+        try? await tcpChannel?.close()
+        try? await udpChannel?.close()
+        _ = try? await engine.eventLoop.submit { [engine] in engine.closeAllForShutdown() }.get()
+        try? await metricsChannel?.close()
+        await redis.shutdown()
+        stopped.withLockedValue { $0 = true }
+        try? await group.shutdownGracefully()
+        logger.notice("relay crashed on purpose", metadata: ["relay": "\(configuration.relayId)"])
+    }
+
+    /// Subscribes to this relay's delivery channel and the moves channel, and waits until the
+    /// subscription is in place (so nothing published after `start` returns is missed).
+    private func subscribe() async throws {
+        let ready = NIOLockedValueBox(false)
+        let subscriber = RedisSubscriber(
+            url: configuration.redis,
+            channels: [RelayBus.deliveryChannel(configuration.relayId), RelayBus.movesChannel],
+            logger: logger,
+            onSubscribed: { [engine] in
+                engine.eventLoop.execute { engine.relayChannelsSubscribed() }
+                ready.withLockedValue { $0 = true }
+            },
+            onMessage: { [engine] channel, payload in
+                engine.eventLoop.execute { engine.relayChannelMessage(channel: channel, payload: payload) }
+            })
+        subscriber.start()
+        self.subscriber = subscriber
+        let deadline = NIODeadline.now() + .seconds(5)
+        while !ready.withLockedValue({ $0 }) {
+            guard NIODeadline.now() < deadline else {
+                throw RelayStartError("could not subscribe to Redis pub/sub at \(configuration.redis)")
+            }
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
     }
 
     /// Waits until no client is left, no receipt has come for `drainQuietPeriod`, or

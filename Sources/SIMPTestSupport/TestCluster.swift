@@ -93,10 +93,15 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Closes clients, the relay, and a private Redis.
     public func stop() async {
+        await stopKeepingRedis()
+        await redis.stop()
+    }
+
+    /// Closes clients and the relay, leaving Redis running (for relays that share it).
+    public func stopKeepingRedis() async {
         for client in clients { await client.close() }
         await server.shutdown()
         await inspector.shutdown()
-        await redis.stop()
     }
 }
 

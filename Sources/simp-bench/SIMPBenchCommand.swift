@@ -61,6 +61,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
 
+    @Option(help: "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis.")
+    var relays = 1
+
     @Flag(help: "Print the report as one JSON object instead of a table.")
     var json = false
 
@@ -70,6 +73,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
+        guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
+        guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
         if let server { _ = try Self.hostPort(server, flag: "--server") }
         if let relayMetrics { _ = try Self.hostPort(relayMetrics, flag: "--relay-metrics") }
         if let redis { do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") } }
@@ -83,6 +88,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.relayMetrics = try relayMetrics.map { try Self.hostPort($0, flag: "--relay-metrics") }
         options.relayPid = relayPid
         options.pairs = pairs
+        options.relays = relays
         options.rate = rate
         options.size = size
         options.duration = .nanoseconds(Int64(duration * 1e9))

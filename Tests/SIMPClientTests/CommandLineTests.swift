@@ -207,4 +207,15 @@ final class MessageFormattingTests: XCTestCase {
         XCTAssertThrowsError(try MessageFormatting.parseServer("127.0.0.1"))
         XCTAssertThrowsError(try MessageFormatting.parseServer("host:70000"))
     }
+
+    func testSeveralServersAreTriedInTheGivenOrder() throws {
+        let servers = try MessageFormatting.parseServers("127.0.0.1:7600, [::1]:7700,relay-c:7800")
+        XCTAssertEqual(servers, [RelayEndpoint(host: "127.0.0.1", port: 7600), RelayEndpoint(host: "::1", port: 7700),
+                                 RelayEndpoint(host: "relay-c", port: 7800)])
+        let configuration = ClientConfiguration(servers: servers, user: "alice")
+        XCTAssertEqual(configuration.servers, servers)
+        XCTAssertEqual(configuration.serverPort, 7600)
+        XCTAssertThrowsError(try MessageFormatting.parseServers("127.0.0.1:7600,"))
+        XCTAssertThrowsError(try MessageFormatting.parseServers("127.0.0.1:7600,nope"))
+    }
 }

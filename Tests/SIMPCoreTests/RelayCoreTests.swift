@@ -3,33 +3,37 @@ import SIMPCore
 import XCTest
 
 // Pattern-matching helpers: each returns the payload of one kind of action, or nil.
-private typealias Action = RelayCore.Action
+typealias Action = RelayCore.Action
 
-private func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)? {
+func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)? {
     if case .send(let connection, let message) = action { return (connection, message) }
     return nil
 }
-private func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
-    if case .forward(let bytes, let address) = action { return (bytes, address) }
+func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
+    if case .deliver(_, let bytes, let address) = action { return (bytes, address) }
     return nil
 }
-private func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {
+func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {
     if case .register(let user, let route, let session, let connection) = action { return (user, route, session, connection) }
     return nil
 }
-private func unregistered(_ action: Action) -> (user: String, session: String)? {
+func unregistered(_ action: Action) -> (user: String, session: String)? {
     if case .unregister(let user, let session) = action { return (user, session) }
     return nil
 }
-private func lookedUp(_ action: Action) -> String? {
+func lookedUp(_ action: Action) -> String? {
     if case .lookup(let user) = action { return user }
     return nil
 }
-private func closed(_ action: Action) -> ConnectionID? {
+func closed(_ action: Action) -> ConnectionID? {
     if case .close(let connection) = action { return connection }
     return nil
 }
-private func rejected(_ action: Action) -> RejectReason? {
+func published(_ action: Action) -> (relay: String, delivery: RelayDelivery)? {
+    if case .publish(let relay, let delivery) = action { return (relay, delivery) }
+    return nil
+}
+func rejected(_ action: Action) -> RejectReason? {
     if case .reject(let reason, _) = action { return reason }
     return nil
 }
@@ -108,7 +112,9 @@ final class RelayCoreTests: XCTestCase {
         core.connectionOpened(c1)
         _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
         let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 1)
+        XCTAssertEqual(actions.count, 2)
+        guard case .announceMove(let move) = actions[1] else { return XCTFail("\(actions[1]) is not announceMove") }
+        XCTAssertEqual(move, UserMove(user: "alice", relayId: "r1"))
         let (connection, message) = try XCTUnwrap(sent(actions[0]))
         XCTAssertEqual(connection, c1)
         XCTAssertEqual(message.kind, .connected)
@@ -236,7 +242,7 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(error.message.toUser, "alice")
     }
 
-    func testLookupDecidesForQueuedDatagramsAndCachesTheRoute() throws {
+    func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() throws {
         var core = makeCore()
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         XCTAssertEqual(receive(&core, 1, to: "dave").compactMap(lookedUp), ["dave"])
@@ -245,12 +251,16 @@ final class RelayCoreTests: XCTestCase {
 
         let dave = address("127.0.0.9", 9000)
         let actions = core.lookupCompleted(user: "dave", route: Route(address: dave, relayId: "r2"), now: t0)
-        XCTAssertEqual(actions.compactMap(rejected), Array(repeating: .crossRelayUnavailable, count: 3),
-                       "dave's session key is on r2: only r2 can seal for him")
+        XCTAssertEqual(actions.compactMap(published).map(\.relay), ["r2", "r2", "r2"], "dave's session key is on r2: r2 seals for him")
+        let payloads = try actions.compactMap(published).map { delivery -> SIMPMessage in
+            guard case .datagram(let payload) = delivery.delivery.payload else { throw XCTSkip("not a datagram") }
+            return try MessageCodec.decode(payload)
+        }
+        XCTAssertEqual(payloads, (1...3).map { message(UInt64($0), from: "alice", to: "dave") }, "the checked payloads, unsealed")
 
         let ttl = core.configuration.routeCacheTTL
         let cached = receive(&core, 4, to: "dave", now: t0 + ttl - .nanoseconds(1))
-        XCTAssertEqual(cached.compactMap(rejected), [.crossRelayUnavailable], "decided from the cache")
+        XCTAssertEqual(cached.compactMap(published).map(\.relay), ["r2"], "decided from the cache")
         XCTAssertEqual(receive(&core, 5, to: "dave", now: t0 + ttl).compactMap(lookedUp), ["dave"], "asked again after the TTL")
     }
 

@@ -153,8 +153,10 @@ final class SimRelay {
         switch action {
         case .send(let id, let message):
             connections[id]?.down.send(message)
-        case .forward(let bytes, let address), .reply(let bytes, let address):
+        case .deliver(_, let bytes, let address), .reply(let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
+        case .publish, .announceMove, .checkSession:
+            break // the simulation has one relay: there is no other relay to hand anything to
         case .register(let user, let route, _, let id):
             world.queue.schedule(after: redisLatency) { [unowned self] in
                 if redisUp {
