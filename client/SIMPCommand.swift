@@ -73,6 +73,8 @@ struct Send: AsyncParsableCommand {
         abstract: "Send one message and wait for the receiver's receipt.",
         discussion: """
             Prints the message id, then `delivered in N ms` when the receipt arrives, and exits 0. \
+            If the recipient is offline (but known to the relay), the relay stores the message and \
+            `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives after all retransmissions.
             """)
@@ -118,6 +120,8 @@ struct Send: AsyncParsableCommand {
             fail("simp: message \(id) not delivered: no receipt after \(attempts) transmissions")
         case .connectionLost:
             fail("simp: message \(id): connection to the relay was lost before the receipt arrived")
+        case .stored:
+            print("stored: \(to) is offline; the relay delivers it when \(to) connects")
         }
     }
 }
@@ -175,7 +179,8 @@ struct Chat: AsyncParsableCommand {
             everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
 
             Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
-            arrived) or ✗ failed with the reason. The line editor knows ←/→, Home/End, Ctrl-A/E, \
+            arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
+            ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. The line editor knows ←/→, Home/End, Ctrl-A/E, \
             Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
@@ -187,7 +192,7 @@ struct Chat: AsyncParsableCommand {
             When stdin is not a terminal, lines are read from it and carried out as if typed, and \
             plain lines are printed (no colours, no cursor movement). At end of input `simp chat` \
             waits up to 10 s for messages in flight, then exits 0 if every message was delivered \
-            and 1 otherwise.
+            (or stored for an offline receiver) and 1 otherwise.
             """)
 
     @OptionGroup var connection: ConnectionOptions

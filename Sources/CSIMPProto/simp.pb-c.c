@@ -96,7 +96,7 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[8] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[10] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -106,15 +106,19 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "UNSUPPORTED_VERSION", "SIMP__MESSAGE__ERROR_CODE__UNSUPPORTED_VERSION", 5 },
   { "INTERNAL", "SIMP__MESSAGE__ERROR_CODE__INTERNAL", 6 },
   { "ALREADY_CONNECTED", "SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED", 7 },
+  { "INBOX_FULL", "SIMP__MESSAGE__ERROR_CODE__INBOX_FULL", 16 },
+  { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{0, 8}
+{0, 0},{16, 8},{0, 10}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[8] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[10] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
+  { "INBOX_EXPIRED", 9 },
+  { "INBOX_FULL", 8 },
   { "INTERNAL", 6 },
   { "NONE", 0 },
   { "NOT_CONNECTED", 3 },
@@ -128,15 +132,45 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  8,
+  10,
   simp__message__error_code__enum_values_by_number,
-  8,
+  10,
   simp__message__error_code__enum_values_by_name,
-  1,
+  2,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[18] =
+static const ProtobufCEnumValue simp__message__delivery_status__enum_values_by_number[3] =
+{
+  { "DELIVERED", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED", 0 },
+  { "STORED", "SIMP__MESSAGE__DELIVERY_STATUS__STORED", 1 },
+  { "DELIVERED_FROM_INBOX", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX", 2 },
+};
+static const ProtobufCIntRange simp__message__delivery_status__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex simp__message__delivery_status__enum_values_by_name[3] =
+{
+  { "DELIVERED", 0 },
+  { "DELIVERED_FROM_INBOX", 2 },
+  { "STORED", 1 },
+};
+const ProtobufCEnumDescriptor simp__message__delivery_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "simp.Message.DeliveryStatus",
+  "DeliveryStatus",
+  "Simp__Message__DeliveryStatus",
+  "simp",
+  3,
+  simp__message__delivery_status__enum_values_by_number,
+  3,
+  simp__message__delivery_status__enum_values_by_name,
+  1,
+  simp__message__delivery_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[19] =
 {
   {
     "version",
@@ -354,6 +388,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[18] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "status",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, status),
+    &simp__message__delivery_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -368,6 +414,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   1,   /* field[1] = messageId */
   14,   /* field[14] = relayId */
   16,   /* field[16] = seq */
+  18,   /* field[18] = status */
   15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
@@ -375,10 +422,11 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[1 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 30, 18 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -388,10 +436,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  18,
+  19,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  1,  simp__message__number_ranges,
+  2,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -28,7 +28,7 @@ public final class ChatController: @unchecked Sendable {
     /// Everything the session reacts to, in the order it happened.
     private enum Event: Sendable {
         case keys([Key]), line(String), endOfInput
-        case incoming(SIMPMessage), connection(ConnectionState)
+        case incoming(SIMPMessage), connection(ConnectionState), notice(DeliveryNotice)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal
         case log(String)
@@ -103,6 +103,7 @@ public final class ChatController: @unchecked Sendable {
         case .line(let line): return session.submitLine(line)
         case .endOfInput: return session.endOfInput()
         case .incoming(let message): return session.receive(message)
+        case .notice(let notice): return session.noticed(notice)
         case .connection(let state):
             session.connectionChanged(state)
             return []
@@ -133,6 +134,9 @@ public final class ChatController: @unchecked Sendable {
         }
         Task { [client] in
             for await state in client.connectionStates { post.yield(.connection(state)) }
+        }
+        Task { [client] in
+            for await notice in client.notices { post.yield(.notice(notice)) }
         }
         let signals: [(Int32, Event)] = [(SIGWINCH, .resize), (SIGINT, .signal), (SIGTERM, .signal), (SIGHUP, .signal)]
         for (number, event) in signals {

@@ -40,7 +40,7 @@ extension ChatSession {
         case nil:
             let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
             return line + StyledText(mark, .dim)
-        case .pending?, .sent?: return line + StyledText(" " + status!.mark, .dim)
+        case .pending?, .sent?, .stored?: return line + StyledText(" " + status!.mark, .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
         case .failed(let reason)?: return line + StyledText(" ✗ \(reason) (/retry resends)", .failure)
         }
@@ -57,6 +57,8 @@ extension ChatSession {
             return StyledText("✓✓ delivered to \(message.toUser): \(quoted) (\(formatMillis(millis)))", .success)
         case .failed(let reason):
             return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
+        case .stored:
+            return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
         case .pending, .sent:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }

@@ -178,8 +178,26 @@ public struct ChatSession: Sendable {
         return [.record(entry)]
     }
 
+    /// News about a message the relay stored for an offline receiver: delivered later (✓✓) or
+    /// discarded (✗ with the reason).
+    public mutating func noticed(_ notice: DeliveryNotice) -> [ChatEffect] {
+        switch notice {
+        case .stored:
+            return [] // the send outcome says it
+        case .delivered(let id, _):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            let waited = Double(max(0, clock.now() - outgoing[ref].message.time))
+            return resolved(ref: ref, .delivered(latencyMillis: waited))
+        case .discarded(let id, _, _, let reason):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            return resolved(ref: ref, .failed(reason))
+        }
+    }
+
     /// The outcome of message `ref` is known.
     public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
+        // A late "stored" never undoes news that the stored message was delivered meanwhile.
+        if status == .stored, outgoing[ref].status.isDelivered { return [] }
         outgoing.resolve(ref: ref, status)
         showStatus(of: ref)
         var effects: [ChatEffect] = []
@@ -229,8 +247,11 @@ public struct ChatSession: Sendable {
         return InputLine(prompt: prompt, text: editor.text, cursor: editor.cursor)
     }
 
-    /// 1 if a message was not delivered (and not resent), 0 otherwise.
-    private var exitStatus: Int32 { outgoing.messages.contains { !$0.status.isDelivered && !$0.retried } ? 1 : 0 }
+    /// 1 if a message was neither delivered nor stored for an offline receiver (and not
+    /// resent), 0 otherwise.
+    private var exitStatus: Int32 {
+        outgoing.messages.contains { !$0.status.isDelivered && $0.status != .stored && !$0.retried } ? 1 : 0
+    }
 
     private mutating func send(_ message: SIMPMessage) -> [ChatEffect] {
         var message = message

@@ -23,6 +23,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private(set) var relayId: String?
     /// Called with each message delivered to the application.
     var onMessage: (SIMPMessage) -> Void = { _ in }
+    /// Called with news about messages stored for offline receivers.
+    var onNotice: (DeliveryNotice) -> Void = { _ in }
     /// Called on every connection state change.
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
@@ -141,7 +143,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
-        if message.kind == .error, !session.sender.isPending(message.messageId) {
+        let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
+        if message.kind == .error, !isNotice, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(session.controlReceived(message, now: .now()))
@@ -181,6 +184,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         // Metrics first: a caller woken by `report` may read them at once.
         metrics.update(outcomes: output.outcomes, session: session)
         output.outcomes.forEach(report)
+        for notice in output.notices {
+            if case .stored(let id, _) = notice { waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id)) }
+            onNotice(notice)
+        }
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here

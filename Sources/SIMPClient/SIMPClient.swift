@@ -19,6 +19,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let stream: AsyncStream<SIMPMessage>
     private let continuation: AsyncStream<SIMPMessage>.Continuation
     private let closed = NIOLockedValueBox(false)
+    private let noticeStream: AsyncStream<DeliveryNotice>
+    private let noticesContinuation: AsyncStream<DeliveryNotice>.Continuation
     private let states: AsyncStream<ConnectionState>
     private let statesContinuation: AsyncStream<ConnectionState>.Continuation
 
@@ -32,7 +34,13 @@ public final class SIMPClient: @unchecked Sendable {
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
         engine.onMessage = { [continuation] in continuation.yield($0) }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
+        (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))
+        engine.onNotice = { [noticesContinuation] in noticesContinuation.yield($0) }
     }
+
+    /// News about messages the relay stored for offline receivers: stored, delivered later, or
+    /// discarded (one consumer; the newest 4096 are buffered).
+    public var notices: AsyncStream<DeliveryNotice> { noticeStream }
 
     /// Every change of connection state, in order (one consumer; the newest 16 are buffered).
     public var connectionStates: AsyncStream<ConnectionState> { states }
@@ -109,6 +117,7 @@ public final class SIMPClient: @unchecked Sendable {
         statesContinuation.yield(.offline(reason: "closed"))
         statesContinuation.finish()
         continuation.finish()
+        noticesContinuation.finish()
         try? await group.shutdownGracefully()
     }
 }

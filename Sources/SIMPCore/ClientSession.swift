@@ -38,6 +38,8 @@ public struct ClientSession: Sendable {
         public var delivered: [SIMPMessage] = []
         /// Outcomes of sent messages.
         public var outcomes: [SenderEvent] = []
+        /// News about messages stored for offline receivers (stored, delivered later, discarded).
+        public var notices: [DeliveryNotice] = []
         /// The relay stopped answering: close the control connection (then call `controlLost`).
         public var closeControl = false
         /// Connect again after `delay`; this is attempt number `attempt` since the last success.
@@ -47,7 +49,7 @@ public struct ClientSession: Sendable {
 
         public static func == (a: Output, b: Output) -> Bool {
             a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
-                && a.outcomes == b.outcomes && a.closeControl == b.closeControl
+                && a.outcomes == b.outcomes && a.notices == b.notices && a.closeControl == b.closeControl
                 && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
         }
 
@@ -122,8 +124,22 @@ public struct ClientSession: Sendable {
         heartbeat?.heard(at: now)
         var output = Output()
         switch message.kind {
+        case .receipt where message.status == .stored:
+            // The receiver is offline: the message is settled (no more retries), not delivered.
+            let settled = sender.handleReceipt(message, now: now)
+            output.datagrams += settled.transmit
+            for event in settled.events {
+                guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
+                output.notices.append(.stored(messageId: id, to: to))
+            }
         case .receipt:
+            let wasPending = sender.isPending(message.messageId)
             output.absorb(sender.handleReceipt(message, now: now))
+            if !wasPending, message.status == .deliveredFromInbox {
+                output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
+            }
+        case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
+            output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))
         case .error where message.messageId != 0 && sender.isPending(message.messageId):
             output.absorb(sender.handleRejection(
                 messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))

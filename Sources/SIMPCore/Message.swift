@@ -15,6 +15,20 @@ public struct SIMPMessage: Equatable, Sendable {
     public enum ErrorCode: Int32, Sendable, CaseIterable {
         case none = 0, unknownRecipient = 1, badRequest = 2, notConnected = 3, frameTooLarge = 4
         case unsupportedVersion = 5, `internal` = 6, alreadyConnected = 7
+        /// A stored message was discarded because the receiver's inbox hit its cap.
+        case inboxFull = 16
+        /// A stored message was discarded because it waited longer than the inbox TTL.
+        case inboxExpired = 17
+    }
+
+    /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
+    public enum DeliveryStatus: Int32, Sendable, CaseIterable {
+        /// The receiver got the message (the receiver's own receipt).
+        case delivered = 0
+        /// The receiver is offline; the relay stored the message in its inbox.
+        case stored = 1
+        /// A stored message reached its receiver (the relay's receipt to the original sender).
+        case deliveredFromInbox = 2
     }
 
     /// The protocol version this implementation speaks.
@@ -46,6 +60,8 @@ public struct SIMPMessage: Equatable, Sendable {
     public var seq: UInt64 = 0
     /// Every `seq` below this is resolved by the sender: the receiver need not wait for it.
     public var floor: UInt64 = 0
+    /// RECEIPT only: delivered, stored for an offline receiver, or delivered from the inbox.
+    public var status: DeliveryStatus = .delivered
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

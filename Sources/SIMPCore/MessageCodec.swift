@@ -50,7 +50,8 @@ public enum MessageCodec {
         defer { simp__message__free_unpacked(unpacked, nil) }
         let c = unpacked.pointee
         guard let kind = SIMPMessage.Kind(rawValue: Int32(bitPattern: c.type.rawValue)),
-              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue))
+              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue)),
+              let status = SIMPMessage.DeliveryStatus(rawValue: Int32(bitPattern: c.status.rawValue))
         else { throw DecodeError.unknownEnumValue }
         var message = SIMPMessage(
             kind: kind, messageId: c.messageid, fromUser: string(c.fromuser), toUser: string(c.touser),
@@ -67,6 +68,7 @@ public enum MessageCodec {
         message.stream = c.stream
         message.seq = c.seq
         message.floor = c.floor
+        message.status = status
         return message
     }
 
@@ -109,6 +111,7 @@ public enum MessageCodec {
             c.stream = message.stream
             c.seq = message.seq
             c.floor = message.floor
+            c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
             return withUnsafePointer(to: &c) { body($0) }
         }
     }

@@ -18,6 +18,12 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
     /// A datagram arrived while the relay was shutting down.
     case draining
+    /// A stored message was discarded: the receiver's inbox hit its cap.
+    case inboxFull = "inbox_full"
+    /// A stored message was discarded: it waited longer than the inbox TTL.
+    case inboxExpired = "inbox_expired"
+    /// A message for an offline user could not be stored (its sender retransmits).
+    case inboxUnavailable = "inbox_unavailable"
 }
 
 /// A user's registration as the relay knows it.
@@ -49,6 +55,10 @@ public struct RelayCore: Sendable {
         public var unknownUserCacheTTL: TimeAmount = .milliseconds(500)
         /// Datagrams held per recipient while its route is being looked up.
         public var maxDatagramsAwaitingLookup = 256
+        /// How long a message may wait in an offline inbox, in milliseconds.
+        public var inboxTTLMillis: Int64 = 7 * 24 * 3600 * 1000
+        /// How the relay retransmits stored messages to a user who came back.
+        public var inboxRetransmit = RetransmitPolicy()
 
         public init(relayId: String, udpPort: Int) {
             self.relayId = relayId
@@ -75,6 +85,15 @@ public struct RelayCore: Sendable {
         case close(ConnectionID)
         /// Count and log rejected input.
         case reject(RejectReason, detail: String)
+        /// Send a datagram the relay itself transmits (a stored message) to `user` at `address`.
+        case sendDatagram(SIMPMessage, user: String, to: SocketAddress)
+        /// Append `message` to `user`'s offline inbox (unless an entry with its dedupe key is
+        /// there), then call `inboxStoreCompleted`.
+        case storeInInbox(user: String, message: SIMPMessage)
+        /// Read `user`'s inbox, oldest first, then call `inboxLoaded`.
+        case loadInbox(user: String)
+        /// Remove this entry from `user`'s inbox.
+        case removeFromInbox(user: String, entry: InboxEntry)
     }
 
     private enum ConnectionState: Sendable {
@@ -83,7 +102,7 @@ public struct RelayCore: Sendable {
         case connected(user: String)
     }
 
-    private struct LocalSession: Sendable {
+    struct LocalSession: Sendable {
         var connection: ConnectionID
         var route: Route
         var session: String
@@ -98,11 +117,15 @@ public struct RelayCore: Sendable {
 
     public private(set) var configuration: Configuration
     private var connections: [ConnectionID: ConnectionState] = [:]
-    private var sessions: [String: LocalSession] = [:]
+    var sessions: [String: LocalSession] = [:]
+    var inbox: InboxCore
     private var routeCache: [String: CachedRoute] = [:]
     private var awaitingLookup: [String: [ByteBuffer]] = [:]
 
-    public init(configuration: Configuration) { self.configuration = configuration }
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
+    }
 
     /// The relay's UDP socket is bound (with port 0, only then is its port known): CONNECTED
     /// reports `port` from now on.
@@ -135,6 +158,7 @@ public struct RelayCore: Sendable {
         case .connected(let user), .registering(let user):
             guard let session = sessions[user], session.connection == connection else { return [] }
             sessions[user] = nil
+            inbox.userLeft(user)
             return [.unregister(user: user, session: session.session)]
         case .awaitingConnect:
             return []
@@ -142,7 +166,7 @@ public struct RelayCore: Sendable {
     }
 
     /// A decoded control frame arrived; `peer` is the connection's remote address.
-    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
+    public mutating func controlReceived(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline = .now()) -> [Action] {
         guard let state = connections[connection] else { return [] }
         guard message.version == SIMPMessage.currentVersion else {
             return [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
@@ -164,7 +188,7 @@ public struct RelayCore: Sendable {
             return [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
                     .send(connection, .error(.notConnected, "send CONNECT first", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
-            return routeReceipt(message, from: user)
+            return routeReceipt(message, from: user, now: now)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -193,7 +217,7 @@ public struct RelayCore: Sendable {
         var connected = SIMPMessage(kind: .connected, toUser: user)
         connected.udpPort = UInt32(configuration.udpPort)
         connected.relayId = configuration.relayId
-        return [.send(connection, connected)]
+        return [.send(connection, connected), .loadInbox(user: user)]
     }
 
     private mutating func connect(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
@@ -220,9 +244,10 @@ public struct RelayCore: Sendable {
         return actions
     }
 
-    private func routeReceipt(_ receipt: SIMPMessage, from user: String) -> [Action] {
+    private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> [Action] {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
+        if let stored = inbox.receipt(receipt, from: user, now: now) { return inboxActions(stored) }
         guard let sender = sessions[receipt.toUser] else {
             return [.reject(.receiptUnroutable, detail: "receipt from \(user) for \(receipt.toUser), who is not on this relay")]
         }
@@ -289,7 +314,7 @@ public struct RelayCore: Sendable {
             return .forward(to: local.route.address)
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
-            guard let route = cached.route else { return .actions(noRoute(message, known: cached.known)) }
+            guard let route = cached.route else { return .actions(noRoute(message, bytes: bytes, known: cached.known)) }
             return .forward(to: route.address)
         }
         return .actions(awaitRoute(bytes, for: message))
@@ -321,7 +346,7 @@ public struct RelayCore: Sendable {
             expires: now + (current == nil ? configuration.unknownUserCacheTTL : configuration.routeCacheTTL))
         guard let address = current?.address else {
             return waiting.flatMap { bytes in
-                (try? Self.header(of: bytes)).map { noRoute($0, known: known) } ?? []
+                (try? Self.header(of: bytes)).map { noRoute($0, bytes: bytes, known: known) } ?? []
             }
         }
         return waiting.map { .forward($0, to: address) }
@@ -347,13 +372,10 @@ public struct RelayCore: Sendable {
         return [.lookup(user: message.toUser)]
     }
 
-    /// A datagram whose recipient has no route: a user seen before is offline (dropped and
-    /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
-    /// restart), anyone else is unknown (the sender is told).
-    private func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
-        guard !known else {
-            return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
-        }
+    /// A datagram whose recipient has no route: a user seen before is offline (the message
+    /// goes to its inbox, see `storeOffline`), anyone else is unknown (the sender is told).
+    private func noRoute(_ message: DatagramHeader, bytes: ByteBuffer, known: Bool) -> [Action] {
+        guard !known else { return storeOffline(bytes, message) }
         return unknownRecipient(message)
     }
 
@@ -363,7 +385,7 @@ public struct RelayCore: Sendable {
     }
 
     /// An ERROR to the sender of `message`, if the sender has a session here.
-    private func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
+    func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
         guard let sender = sessions[message.fromUser] else { return [] }
         var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
         error.fromUser = message.toUser

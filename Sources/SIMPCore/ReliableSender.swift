@@ -98,6 +98,10 @@ public struct ReliableSender: Sendable {
 
     /// This sender's stream id, carried in every message so receivers can keep its order.
     public let stream: UInt64
+    /// Set when the sender transmits on other senders' behalf (the relay delivering an
+    /// offline inbox): messages keep the id, stream, seq and floor they were stored with, so
+    /// the receiver orders and dedupes them as if their original sender had retransmitted.
+    public let keepsSenderSequence: Bool
     private var conversations: [String: Conversation] = [:]
     private var pending: [UInt64: Pending] = [:]
     private var sendOrder: Deque<UInt64> = []
@@ -107,7 +111,8 @@ public struct ReliableSender: Sendable {
 
     /// - Parameter firstMessageId: the id of the first message; ids then increase by one.
     ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
-    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy()) {
+    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false) {
+        self.keepsSenderSequence = keepsSenderSequence
         self.nextId = max(firstMessageId, 1)
         self.stream = max(firstMessageId, 1)
         self.policy = policy
@@ -132,12 +137,14 @@ public struct ReliableSender: Sendable {
             message.messageId = nextId
             nextId += 1
         }
-        message.stream = stream
-        var conversation = conversations[message.toUser] ?? Conversation()
-        message.seq = conversation.nextSeq
-        conversation.nextSeq += 1
-        conversation.unresolved.append(message.seq)
-        conversations[message.toUser] = conversation
+        if !keepsSenderSequence {
+            message.stream = stream
+            var conversation = conversations[message.toUser] ?? Conversation()
+            message.seq = conversation.nextSeq
+            conversation.nextSeq += 1
+            conversation.unresolved.append(message.seq)
+            conversations[message.toUser] = conversation
+        }
         waiting.append(message)
         var output = SenderOutput()
         releaseWaiting(now: now, into: &output)
@@ -252,7 +259,7 @@ public struct ReliableSender: Sendable {
         let attempts = pending[id]!.attempts
         pending[id]!.message.attempt = UInt32(attempts)
         let peer = pending[id]!.message.toUser
-        pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
+        if !keepsSenderSequence { pending[id]!.message.floor = conversations[peer]?.floor() ?? 0 }
         let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
         return pending[id]!.message

@@ -38,7 +38,19 @@ public struct RelayConfiguration: Sendable {
     /// The drain ends early once no receipt has been routed for this long.
     public var drainQuietPeriod: TimeAmount = .milliseconds(500)
 
+    /// Messages kept per offline inbox; beyond it the oldest are discarded (their senders told).
+    public var inboxMaxMessages: Int = 1000
+    /// Seconds a message may wait in an offline inbox before it is discarded (its sender told).
+    public var inboxTTLSeconds: Int = 7 * 24 * 3600
+
     public init() {}
+
+    /// The core's settings (the UDP port is filled in once bound).
+    var coreConfiguration: RelayCore.Configuration {
+        var core = RelayCore.Configuration(relayId: relayId, udpPort: 0)
+        core.inboxTTLMillis = Int64(inboxTTLSeconds) * 1000
+        return core
+    }
 
     /// The UDP port to bind, after applying the `port + 1` default.
     public var effectiveUDPPort: Int {

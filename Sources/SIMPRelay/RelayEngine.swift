@@ -9,6 +9,10 @@ public struct RelayStatistics: Sendable, Equatable {
     public var receiptsRouted = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
+    /// Messages newly stored in offline inboxes (retransmissions of stored ones not counted).
+    public var inboxStored = 0
+    /// Entries removed from inboxes after delivery or hand-over.
+    public var inboxRemoved = 0
 }
 
 /// Runs `RelayCore` on the relay's event loop and carries out its actions: writes to
@@ -17,6 +21,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     let eventLoop: EventLoop
     private var core: RelayCore
     private let registry: Registry
+    private let inboxStore: InboxStore
+    private var inboxTimer: Scheduled<Void>?
+    private var inboxTimerDeadline: NIODeadline?
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
@@ -43,8 +50,9 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
 
-    init(core: RelayCore, registry: Registry, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, registry: Registry, inboxStore: InboxStore, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
+        self.inboxStore = inboxStore
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.eventLoop = eventLoop
@@ -135,7 +143,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         heartbeats.heard(id, now: .now())
         do {
             let message = try MessageCodec.decode(payload)
-            perform(core.controlReceived(message, on: id, peer: peer))
+            perform(core.controlReceived(message, on: id, peer: peer, now: .now()))
         } catch {
             perform(core.malformedControl(on: id, detail: "\(error)"))
         }
@@ -190,6 +198,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     func perform(_ actions: [RelayCore.Action]) {
         for action in actions { perform(action) }
+        armInboxTimer()
     }
 
     private func perform(_ action: RelayCore.Action) {
@@ -238,6 +247,35 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             }
         case .close(let id):
             connections[id]?.close(promise: nil)
+        case .sendDatagram(let message, _, let address):
+            guard let channel = datagramChannel else { return }
+            counts.datagramsForwarded += 1
+            unreportedForwarded += 1
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: MessageCodec.encode(message, allocator: channel.allocator)), promise: nil)
+        case .storeInInbox(let user, let message):
+            let entry = InboxEntry(message: message, storedAt: WallClock.millisecondsSinceEpoch())
+            inboxStore.store(entry, for: user, wallNow: entry.storedAt, on: eventLoop).whenComplete { [self] result in
+                if case .failure(let error) = result { redisFailed("store in \(user)'s inbox", error) }
+                if case .success(.stored(false, _)) = result { counts.inboxStored += 1 }
+                perform(core.inboxStoreCompleted(user: user, entry: entry, result: (try? result.get()) ?? .failed))
+                controlReadCompleted() // receipts written outside a control read are flushed here
+            }
+        case .loadInbox(let user):
+            inboxStore.load(user: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let entries):
+                    if !entries.isEmpty { logger.info("delivering inbox", metadata: ["user": "\(user)", "entries": "\(entries.count)"]) }
+                    perform(core.inboxLoaded(user: user, entries: entries, wallNow: WallClock.millisecondsSinceEpoch(), now: .now()))
+                    controlReadCompleted()
+                case .failure(let error):
+                    redisFailed("load \(user)'s inbox", error)
+                }
+            }
+        case .removeFromInbox(let user, let entry):
+            counts.inboxRemoved += 1
+            inboxStore.remove(entry, for: user, on: eventLoop).whenFailure { [self] error in
+                redisFailed("remove from \(user)'s inbox", error)
+            }
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
@@ -250,6 +288,19 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         counts.datagramsForwarded += 1
         unreportedForwarded += 1
         datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+    }
+
+    /// Keeps one scheduled task at the inbox's next retransmission deadline.
+    private func armInboxTimer() {
+        guard let deadline = core.inboxNextDeadline else { return }
+        if let armed = inboxTimerDeadline, armed <= deadline { return }
+        inboxTimer?.cancel()
+        inboxTimerDeadline = deadline
+        inboxTimer = eventLoop.scheduleTask(deadline: deadline) { [self] in
+            inboxTimer = nil
+            inboxTimerDeadline = nil
+            perform(core.inboxPoll(now: .now()))
+        }
     }
 
     func redisFailed(_ what: String, _ error: Error) {

@@ -45,8 +45,10 @@ public final class RelayServer: @unchecked Sendable {
         let factory: MetricsFactory = registry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         // The core learns the UDP port once it is bound; placeholder until then.
         self.engine = RelayEngine(
-            core: RelayCore(configuration: .init(relayId: configuration.relayId, udpPort: 0)),
-            registry: self.registry, heartbeat: configuration.heartbeat, eventLoop: group.next(),
+            core: RelayCore(configuration: configuration.coreConfiguration),
+            registry: self.registry,
+            inboxStore: InboxStore(redis: redis, maxMessages: configuration.inboxMaxMessages, ttlSeconds: configuration.inboxTTLSeconds),
+            heartbeat: configuration.heartbeat, eventLoop: group.next(),
             logger: configuration.logger, metrics: RelayMetrics(factory: factory))
     }
 

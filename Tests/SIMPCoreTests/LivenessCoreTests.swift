@@ -99,10 +99,11 @@ final class RelayCoreOfflineTests: XCTestCase {
         let offline = core.lookupCompleted(user: "bob", route: nil, known: true, now: t0)
 
         XCTAssertEqual(offline.count, 1)
-        guard case .reject(.recipientOffline, _) = offline[0] else { return XCTFail("\(offline)") }
+        guard case .storeInInbox("bob", let stored) = offline[0] else { return XCTFail("\(offline)") }
+        XCTAssertEqual(stored.messageId, 3)
         let cached = core.datagramReceived(datagram, now: t0 + .milliseconds(10))
-        guard case .reject(.recipientOffline, _) = cached.first else { return XCTFail("\(cached)") }
-        XCTAssertEqual(cached.count, 1, "no ERROR to the sender: it keeps retrying")
+        guard case .storeInInbox("bob", _) = cached.first else { return XCTFail("\(cached)") }
+        XCTAssertEqual(cached.count, 1, "no ERROR to the sender: the message goes to the inbox")
     }
 }
 

@@ -77,12 +77,13 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(register.connection, c1)
     }
 
-    func testRegistrationSuccessSendsConnected() throws {
+    func testRegistrationSuccessSendsConnectedThenLoadsTheInbox() throws {
         var core = makeCore()
         core.connectionOpened(c1)
         _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
         let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 1)
+        XCTAssertEqual(actions.count, 2)
+        guard case .loadInbox("alice") = actions[1] else { return XCTFail("\(actions)") }
         let (connection, message) = try XCTUnwrap(sent(actions[0]))
         XCTAssertEqual(connection, c1)
         XCTAssertEqual(message.kind, .connected)

@@ -95,9 +95,38 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * a second CONNECT on the same control connection
    */
-  SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED = 7
+  SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED = 7,
+  /*
+   * Offline inbox (16-23).
+   */
+  /*
+   * a stored message was discarded: the receiver's inbox hit its cap
+   */
+  SIMP__MESSAGE__ERROR_CODE__INBOX_FULL = 16,
+  /*
+   * a stored message was discarded: it waited longer than the inbox TTL
+   */
+  SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
+/*
+ * RECEIPT only: what the receipt reports (offline inbox, fields 30-44).
+ */
+typedef enum _Simp__Message__DeliveryStatus {
+  /*
+   * the receiver got the message (sent by the receiver itself)
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED = 0,
+  /*
+   * relay -> sender: the receiver is offline; the message waits in its inbox
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__STORED = 1,
+  /*
+   * relay -> sender: a stored message reached its receiver
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__DELIVERY_STATUS)
+} Simp__Message__DeliveryStatus;
 
 /* --- messages --- */
 
@@ -185,10 +214,17 @@ struct  Simp__Message
    * every seq below this is resolved by the sender (receipted or given up)
    */
   uint64_t floor;
+  /*
+   * Offline inbox (fields 30-44).
+   */
+  /*
+   * RECEIPT: delivered by the receiver, stored by the relay, or delivered from the inbox
+   */
+  Simp__Message__DeliveryStatus status;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED }
 
 
 /* Simp__Message methods */
@@ -224,6 +260,7 @@ typedef void (*Simp__Message_Closure)
 extern const ProtobufCMessageDescriptor simp__message__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__type__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__error_code__descriptor;
+extern const ProtobufCEnumDescriptor    simp__message__delivery_status__descriptor;
 
 PROTOBUF_C__END_DECLS
 

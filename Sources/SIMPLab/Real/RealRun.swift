@@ -171,6 +171,7 @@ final class RealWorld: @unchecked Sendable {
                     case .delivered(_, let latency, _): recorder.receiptArrived(latency: latency)
                     case .failed: recorder.messageFailed()
                     case .connectionLost: recorder.messageFailed(connectionLost: true)
+                    case .stored: recorder.messageFailed() // the lab's receivers are always online
                     }
                 }
                 lastProgress.withLockedValue { $0 = .now() }

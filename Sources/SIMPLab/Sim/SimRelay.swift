@@ -140,7 +140,7 @@ final class SimRelay {
     fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
         guard connections[connection.id] === connection else { return }
         heartbeats.heard(connection.id, now: world.queue.deadline)
-        perform(core.controlReceived(message, on: connection.id, peer: connection.peer))
+        perform(core.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline))
     }
 
     private func perform(_ actions: [RelayCore.Action]) {
@@ -175,6 +175,14 @@ final class SimRelay {
             closeConnection(id)
         case .reject(let reason, _):
             rejected[reason, default: 0] += 1
+        // The simulated Redis keeps no inboxes: a message for an offline user is dropped (and
+        // counted) for its sender to retransmit, as before the inbox existed.
+        case .storeInInbox:
+            rejected[.recipientOffline, default: 0] += 1
+        case .loadInbox, .removeFromInbox:
+            break
+        case .sendDatagram(let message, _, let address):
+            world.client(at: address)?.receiveFromRelay(MessageCodec.encode(message))
         }
     }
 }

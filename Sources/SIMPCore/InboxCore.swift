@@ -1,0 +1,103 @@
+import NIOCore
+
+/// Delivers users' offline inboxes, without I/O: the relay acts as the retransmitting sender of
+/// the stored messages, with one `ReliableSender` per (receiver, original sender) that keeps the
+/// messages' original id, stream, seq and floor, so the receiver's `ReceiverCore` orders them
+/// and drops duplicates as if their sender had retransmitted them.
+///
+/// `RelayCore` owns one and turns its outputs into actions.
+public struct InboxCore: Sendable {
+    private struct DrainKey: Hashable, Sendable {
+        let receiver: String
+        let sender: String
+    }
+
+    private struct Drain: Sendable {
+        var sender: ReliableSender
+        var entries: [UInt64: InboxEntry] = [:]
+    }
+
+    /// What to do after a call.
+    public struct Output: Sendable {
+        /// Content messages to send to `user` over UDP.
+        public var datagrams: [(user: String, message: SIMPMessage)] = []
+        /// Stored receipts to hand to `user` over its control connection (then remove).
+        public var receipts: [(user: String, entry: InboxEntry)] = []
+        /// Entries `receiver` receipted: remove them and tell their senders.
+        public var delivered: [(receiver: String, entry: InboxEntry)] = []
+        /// Entries older than the TTL: remove them and tell their senders.
+        public var expired: [(receiver: String, entry: InboxEntry)] = []
+        public init() {}
+    }
+
+    public let retransmit: RetransmitPolicy
+    /// How long an entry may wait, in milliseconds.
+    public let ttlMillis: Int64
+    private var drains: [DrainKey: Drain] = [:]
+
+    public init(retransmit: RetransmitPolicy = RetransmitPolicy(), ttlMillis: Int64) {
+        self.retransmit = retransmit
+        self.ttlMillis = ttlMillis
+    }
+
+    /// Stored messages in flight to their receivers.
+    public var inFlightCount: Int { drains.values.reduce(0) { $0 + $1.entries.count } }
+
+    /// When `poll` next has work, if ever.
+    public var nextDeadline: NIODeadline? { drains.values.compactMap(\.sender.nextDeadline).min() }
+
+    /// `user`'s inbox was read (oldest first) after it connected: what is within the TTL goes
+    /// out in order, the rest is reported expired. Any earlier delivery to `user` is replaced.
+    public mutating func loaded(user: String, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
+        userLeft(user)
+        var output = Output()
+        for entry in entries {
+            if entry.storedAt + ttlMillis < wallNow {
+                output.expired.append((user, entry))
+            } else if entry.message.kind == .receipt {
+                output.receipts.append((user, entry))
+            } else if entry.message.kind.isContent {
+                let key = DrainKey(receiver: user, sender: entry.message.fromUser)
+                var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
+                guard drain.entries[entry.message.messageId] == nil else { continue } // stored twice: sent once
+                drain.entries[entry.message.messageId] = entry
+                let (_, sent) = drain.sender.submit(entry.message, now: now)
+                drains[key] = drain
+                output.datagrams += sent.transmit.map { (user, $0) }
+            }
+        }
+        return output
+    }
+
+    /// A RECEIPT from `user`: if it answers a stored message, that entry is delivered (nil
+    /// means the receipt is not about the inbox and is routed as usual).
+    public mutating func receipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> Output? {
+        let key = DrainKey(receiver: user, sender: receipt.toUser)
+        guard var drain = drains[key], let entry = drain.entries.removeValue(forKey: receipt.messageId) else { return nil }
+        var output = Output()
+        let sent = drain.sender.handleReceipt(receipt, now: now)
+        output.datagrams = sent.transmit.map { (user, $0) }
+        output.delivered.append((user, entry))
+        drains[key] = drain.entries.isEmpty ? nil : drain
+        return output
+    }
+
+    /// Retransmits what timed out. A message that runs out of attempts stays in the inbox for
+    /// the receiver's next connection.
+    public mutating func poll(now: NIODeadline) -> Output {
+        var output = Output()
+        for key in Array(drains.keys) {
+            guard var drain = drains[key], let deadline = drain.sender.nextDeadline, deadline <= now else { continue }
+            let sent = drain.sender.poll(now: now)
+            output.datagrams += sent.transmit.map { (key.receiver, $0) }
+            for case .failed(let id, _, _) in sent.events { drain.entries[id] = nil }
+            drains[key] = drain.entries.isEmpty ? nil : drain
+        }
+        return output
+    }
+
+    /// `user` left: deliveries to it stop (its entries stay stored).
+    public mutating func userLeft(_ user: String) {
+        for key in drains.keys where key.receiver == user { drains[key] = nil }
+    }
+}

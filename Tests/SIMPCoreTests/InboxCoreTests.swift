@@ -1,0 +1,216 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+final class InboxEntryTests: XCTestCase {
+    func testEntryTextRoundTripsAndNamesTheMessageBySenderAndId() throws {
+        var message = SIMPMessage(kind: .text, messageId: 42, fromUser: "alice smith", toUser: "bob", content: "hi there")
+        message.stream = 7
+        message.seq = 3
+        message.floor = 2
+        let entry = InboxEntry(message: message, storedAt: 1_700_000_000_000)
+        XCTAssertEqual(entry.dedupeKey, "m/42/alice smith")
+        let parsed = try XCTUnwrap(InboxEntry(text: entry.text))
+        XCTAssertEqual(parsed, entry)
+        XCTAssertEqual(parsed.message.seq, 3)
+        XCTAssertNil(InboxEntry(text: "garbage"))
+        XCTAssertNil(InboxEntry(text: "12 !!!notbase64 m/1/a"))
+    }
+
+    func testReceiptAndMessageWithTheSameIdHaveDifferentKeys() {
+        let message = SIMPMessage(kind: .text, messageId: 5, fromUser: "a", toUser: "b")
+        let receipt = message.receipt(holdMicros: 0)
+        XCTAssertNotEqual(InboxEntry(message: message, storedAt: 1).dedupeKey,
+                          InboxEntry(message: SIMPMessage(kind: .receipt, messageId: 5, fromUser: "a"), storedAt: 1).dedupeKey)
+        XCTAssertEqual(receipt.kind, .receipt)
+    }
+}
+
+final class InboxCoreTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+    private let wall: Int64 = 1_700_000_000_000
+
+    private func stored(_ id: UInt64, seq: UInt64, from sender: String = "alice", at storedAt: Int64? = nil) -> InboxEntry {
+        var message = SIMPMessage(kind: .text, messageId: id, fromUser: sender, toUser: "bob", content: "m\(id)")
+        message.stream = 900
+        message.seq = seq
+        message.floor = 1
+        message.attempt = 4
+        return InboxEntry(message: message, storedAt: storedAt ?? wall - 1000)
+    }
+
+    private func policy() -> RetransmitPolicy {
+        var policy = RetransmitPolicy()
+        policy.initialRTO = .milliseconds(100)
+        policy.maxAttempts = 3
+        return policy
+    }
+
+    func testStoredMessagesGoOutInOrderWithTheirOriginalSequence() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        let output = inbox.loaded(user: "bob", entries: [stored(10, seq: 1), stored(11, seq: 2)], wallNow: wall, now: t0)
+        XCTAssertEqual(output.datagrams.map(\.user), ["bob", "bob"])
+        XCTAssertEqual(output.datagrams.map(\.message.messageId), [10, 11])
+        XCTAssertEqual(output.datagrams.map(\.message.stream), [900, 900])
+        XCTAssertEqual(output.datagrams.map(\.message.seq), [1, 2])
+        XCTAssertEqual(output.datagrams.map(\.message.floor), [1, 1])
+        XCTAssertEqual(output.datagrams.map(\.message.attempt), [1, 1], "the relay's own transmission count")
+        XCTAssertEqual(output.datagrams.map(\.message.fromUser), ["alice", "alice"])
+        XCTAssertEqual(inbox.inFlightCount, 2)
+    }
+
+    func testReceiptDeliversTheEntryOnceAndUnrelatedReceiptsAreNotTaken() throws {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        let entry = stored(10, seq: 1)
+        let sent = inbox.loaded(user: "bob", entries: [entry], wallNow: wall, now: t0).datagrams[0].message
+        var receipt = sent.receipt(holdMicros: 0)
+        receipt.fromUser = "bob"
+
+        XCTAssertNil(inbox.receipt(SIMPMessage(kind: .receipt, messageId: 99, fromUser: "bob", toUser: "alice"), from: "bob", now: t0))
+        let output = try XCTUnwrap(inbox.receipt(receipt, from: "bob", now: t0 + .milliseconds(5)))
+        XCTAssertEqual(output.delivered.map(\.entry), [entry])
+        XCTAssertEqual(output.delivered.map(\.receiver), ["bob"])
+        XCTAssertNil(inbox.receipt(receipt, from: "bob", now: t0 + .milliseconds(6)), "a second receipt is not the inbox's")
+        XCTAssertEqual(inbox.inFlightCount, 0)
+        XCTAssertNil(inbox.nextDeadline)
+    }
+
+    func testUnreceiptedMessageIsRetransmittedWithTheSameSequenceThenLeftForTheNextConnection() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        _ = inbox.loaded(user: "bob", entries: [stored(10, seq: 1)], wallNow: wall, now: t0)
+        var now = t0
+        var transmissions: [SIMPMessage] = []
+        while let deadline = inbox.nextDeadline {
+            now = deadline
+            transmissions += inbox.poll(now: now).datagrams.map(\.message)
+        }
+        XCTAssertEqual(transmissions.map(\.attempt), [2, 3])
+        XCTAssertEqual(transmissions.map(\.seq), [1, 1])
+        XCTAssertEqual(inbox.inFlightCount, 0, "given up for now; the entry stays stored")
+    }
+
+    func testExpiredEntriesAreReportedAndReceiptsHandedOver() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        let old = stored(10, seq: 1, at: wall - 61_000)
+        let receipt = InboxEntry(message: SIMPMessage(kind: .receipt, messageId: 3, fromUser: "carol", toUser: "bob"), storedAt: wall)
+        let output = inbox.loaded(user: "bob", entries: [old, receipt, stored(11, seq: 2)], wallNow: wall, now: t0)
+        XCTAssertEqual(output.expired.map(\.entry), [old])
+        XCTAssertEqual(output.receipts.map(\.entry), [receipt])
+        XCTAssertEqual(output.datagrams.map(\.message.messageId), [11])
+    }
+
+    func testLeavingStopsDeliveryAndReloadingStartsOver() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        _ = inbox.loaded(user: "bob", entries: [stored(10, seq: 1)], wallNow: wall, now: t0)
+        inbox.userLeft("bob")
+        XCTAssertEqual(inbox.inFlightCount, 0)
+        let again = inbox.loaded(user: "bob", entries: [stored(10, seq: 1), stored(10, seq: 1)], wallNow: wall, now: t0)
+        XCTAssertEqual(again.datagrams.count, 1, "an entry stored twice goes out once")
+    }
+}
+
+final class RelayCoreInboxTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    private func connected(_ core: inout RelayCore, _ user: String, _ connection: ConnectionID, port: Int) -> [RelayCore.Action] {
+        core.connectionOpened(connection)
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = UInt32(port)
+        _ = core.controlReceived(connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 40_000 + port), now: t0)
+        return core.registrationCompleted(connection, succeeded: true)
+    }
+
+    func testStoredReceiptThenDeliveryFromInboxThenDeliveredReceipt() throws {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let alice = ConnectionID(1), bob = ConnectionID(2)
+        _ = connected(&core, "alice", alice, port: 5001)
+        var message = SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "hi")
+        message.stream = 5
+        message.seq = 1
+        let entry = InboxEntry(message: message, storedAt: 1000)
+
+        let storedActions = core.inboxStoreCompleted(user: "bob", entry: entry, result: .stored(duplicate: false, discarded: []))
+        guard case .send(alice, let storedReceipt) = storedActions.first else { return XCTFail("\(storedActions)") }
+        XCTAssertEqual(storedReceipt.status, .stored)
+        XCTAssertEqual(storedReceipt.messageId, 77)
+        XCTAssertEqual(storedReceipt.fromUser, "bob")
+
+        let onConnect = connected(&core, "bob", bob, port: 5002)
+        XCTAssertTrue(onConnect.contains { if case .loadInbox("bob") = $0 { return true }; return false })
+        let delivery = core.inboxLoaded(user: "bob", entries: [entry], wallNow: 2000, now: t0)
+        guard case .sendDatagram(let sent, "bob", let address) = delivery.first else { return XCTFail("\(delivery)") }
+        XCTAssertEqual(address.port, 5002)
+        XCTAssertEqual(sent.seq, 1)
+
+        let receipted = core.controlReceived(sent.receipt(holdMicros: 0), on: bob, peer: try SocketAddress(ipAddress: "127.0.0.1", port: 1), now: t0)
+        guard case .removeFromInbox("bob", entry) = receipted.first else { return XCTFail("\(receipted)") }
+        guard case .send(alice, let delivered) = receipted.last else { return XCTFail("\(receipted)") }
+        XCTAssertEqual(delivered.status, .deliveredFromInbox)
+        XCTAssertEqual(delivered.messageId, 77)
+    }
+
+    func testDeliveredReceiptForAnOfflineSenderIsStoredForIt() {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let bob = ConnectionID(2)
+        _ = connected(&core, "bob", bob, port: 5002)
+        let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 8, fromUser: "alice", toUser: "bob"), storedAt: 1000)
+        let sent = core.inboxLoaded(user: "bob", entries: [entry], wallNow: 2000, now: t0)
+        guard case .sendDatagram(let message, _, _) = sent.first else { return XCTFail("\(sent)") }
+        let actions = core.controlReceived(message.receipt(holdMicros: 0), on: bob, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 1), now: t0)
+        guard case .storeInInbox("alice", let receipt) = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertEqual(receipt.kind, .receipt)
+        XCTAssertEqual(receipt.status, .deliveredFromInbox)
+    }
+
+    func testDiscardedEntriesAreCountedAndTheirSendersTold() {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let alice = ConnectionID(1)
+        _ = connected(&core, "alice", alice, port: 5001)
+        let old = InboxEntry(message: SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"), storedAt: 1)
+        let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
+        let actions = core.inboxStoreCompleted(user: "bob", entry: new, result: .stored(duplicate: false, discarded: [(old, .full)]))
+        guard case .reject(.inboxFull, _) = actions[0] else { return XCTFail("\(actions)") }
+        guard case .send(alice, let error) = actions[1] else { return XCTFail("\(actions)") }
+        XCTAssertEqual(error.errorCode, .inboxFull)
+        XCTAssertEqual(error.messageId, 1)
+        guard case .send(alice, let receipt) = actions[2] else { return XCTFail("\(actions)") }
+        XCTAssertEqual(receipt.status, .stored)
+        XCTAssertEqual(receipt.messageId, 2)
+        guard case .reject(.inboxUnavailable, _) = core.inboxStoreCompleted(user: "bob", entry: new, result: .failed).first else {
+            return XCTFail("a failed store is counted")
+        }
+    }
+}
+
+final class ClientSessionInboxTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    func testStoredReceiptSettlesTheMessageAndLaterDeliveryIsANotice() {
+        var session = ClientSession(configuration: .init(user: "alice", firstMessageId: 100))
+        _ = session.registered(now: t0)
+        let (id, _) = session.submit(SIMPMessage(kind: .text, toUser: "bob", content: "hi"), now: t0)
+        var stored = SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")
+        stored.status = .stored
+        let first = session.controlReceived(stored, now: t0 + .milliseconds(2))
+        XCTAssertEqual(first.notices, [.stored(messageId: id, to: "bob")])
+        XCTAssertTrue(first.outcomes.isEmpty, "stored is not delivered")
+        XCTAssertFalse(session.sender.isPending(id), "no more retransmissions")
+
+        var later = stored
+        later.status = .deliveredFromInbox
+        XCTAssertEqual(session.controlReceived(later, now: t0 + .seconds(5)).notices, [.delivered(messageId: id, to: "bob")])
+        var plain = stored
+        plain.status = .delivered
+        XCTAssertTrue(session.controlReceived(plain, now: t0 + .seconds(6)).notices.isEmpty, "a late duplicate receipt is no news")
+        let discarded = session.controlReceived(
+            { var e = SIMPMessage.error(.inboxExpired, "gone", messageId: id, to: "alice"); e.fromUser = "bob"; return e }(),
+            now: t0 + .seconds(7))
+        XCTAssertEqual(discarded.notices, [.discarded(messageId: id, to: "bob", .inboxExpired, "gone")])
+    }
+
+    func testDatagramCodecCarriesTheStatus() throws {
+        var receipt = SIMPMessage(kind: .receipt, messageId: 1, fromUser: "b", toUser: "a")
+        receipt.status = .deliveredFromInbox
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(receipt)).status, .deliveredFromInbox)
+    }
+}
