@@ -82,7 +82,13 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     @Option(help: "The recipient's user id.")
-    var to: String
+    var to: String?
+
+    @Option(help: "Post to this room instead (you must be a member; see --join). Members get it from #ROOM.")
+    var room: String?
+
+    @Flag(help: "With --room: join the room first (creating it if it has no members).")
+    var join = false
 
     @Option(help: "Send an IMAGE message with this URL instead of text.")
     var image: String?
@@ -94,12 +100,21 @@ struct Send: AsyncParsableCommand {
     var text: String = ""
 
     func validate() throws {
-        guard !to.isEmpty else { throw ValidationError("--to must not be empty") }
+        guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
+        guard to?.isEmpty != true, room?.isEmpty != true else { throw ValidationError("--to and --room must not be empty") }
+        guard !join || room != nil else { throw ValidationError("--join needs --room") }
         guard image != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (or --image URL)") }
     }
 
     func run() async throws {
         let client = try await connection.connect()
+        if let room, join {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
+        let to = self.to ?? SIMPClient.roomAddress(room!)
         var message = SIMPMessage(kind: .text, toUser: to, content: text)
         if let image {
             message.kind = .image
@@ -120,6 +135,8 @@ struct Send: AsyncParsableCommand {
             fail("simp: message \(id) not delivered: no receipt after \(attempts) transmissions")
         case .connectionLost:
             fail("simp: message \(id): connection to the relay was lost before the receipt arrived")
+        case .stored where room != nil:
+            print("posted to \(to); members get it now, or when they connect")
         case .stored:
             print("stored: \(to) is offline; the relay delivers it when \(to) connects")
         }
@@ -139,12 +156,21 @@ struct Listen: AsyncParsableCommand {
     @Option(help: "Exit 0 after this many messages.")
     var count: Int?
 
+    @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
+    var room: [String] = []
+
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
 
     func run() async throws {
         let client = try await connection.connect()
+        for room in room {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
         if !json, count == nil {
             FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
         }

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[10] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -64,11 +64,14 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[10] =
   { "PING", "SIMP__MESSAGE__TYPE__PING", 7 },
   { "PONG", "SIMP__MESSAGE__TYPE__PONG", 8 },
   { "DISCONNECT", "SIMP__MESSAGE__TYPE__DISCONNECT", 9 },
+  { "ROOM_JOIN", "SIMP__MESSAGE__TYPE__ROOM_JOIN", 15 },
+  { "ROOM_LEAVE", "SIMP__MESSAGE__TYPE__ROOM_LEAVE", 16 },
+  { "ROOM_MEMBERS", "SIMP__MESSAGE__TYPE__ROOM_MEMBERS", 17 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{0, 10}
+{0, 0},{15, 10},{0, 13}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[10] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13] =
 {
   { "AUDIO", 2 },
   { "CONNECT", 3 },
@@ -79,6 +82,9 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[10
   { "PING", 7 },
   { "PONG", 8 },
   { "RECEIPT", 4 },
+  { "ROOM_JOIN", 10 },
+  { "ROOM_LEAVE", 11 },
+  { "ROOM_MEMBERS", 12 },
   { "TEXT", 0 },
 };
 const ProtobufCEnumDescriptor simp__message__type__descriptor =
@@ -88,15 +94,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  10,
+  13,
   simp__message__type__enum_values_by_number,
-  10,
+  13,
   simp__message__type__enum_values_by_name,
-  1,
+  2,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[10] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[11] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -108,11 +114,12 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "ALREADY_CONNECTED", "SIMP__MESSAGE__ERROR_CODE__ALREADY_CONNECTED", 7 },
   { "INBOX_FULL", "SIMP__MESSAGE__ERROR_CODE__INBOX_FULL", 16 },
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
+  { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 8},{0, 10}
+{0, 0},{16, 8},{0, 11}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[10] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[11] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "BAD_REQUEST", 2 },
@@ -121,6 +128,7 @@ static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_n
   { "INBOX_FULL", 8 },
   { "INTERNAL", 6 },
   { "NONE", 0 },
+  { "NOT_A_MEMBER", 10 },
   { "NOT_CONNECTED", 3 },
   { "UNKNOWN_RECIPIENT", 1 },
   { "UNSUPPORTED_VERSION", 5 },
@@ -132,27 +140,29 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  10,
+  11,
   simp__message__error_code__enum_values_by_number,
-  10,
+  11,
   simp__message__error_code__enum_values_by_name,
   2,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__delivery_status__enum_values_by_number[3] =
+static const ProtobufCEnumValue simp__message__delivery_status__enum_values_by_number[4] =
 {
   { "DELIVERED", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED", 0 },
   { "STORED", "SIMP__MESSAGE__DELIVERY_STATUS__STORED", 1 },
   { "DELIVERED_FROM_INBOX", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX", 2 },
+  { "ROOM_DELIVERED", "SIMP__MESSAGE__DELIVERY_STATUS__ROOM_DELIVERED", 3 },
 };
 static const ProtobufCIntRange simp__message__delivery_status__value_ranges[] = {
-{0, 0},{0, 3}
+{0, 0},{0, 4}
 };
-static const ProtobufCEnumValueIndex simp__message__delivery_status__enum_values_by_name[3] =
+static const ProtobufCEnumValueIndex simp__message__delivery_status__enum_values_by_name[4] =
 {
   { "DELIVERED", 0 },
   { "DELIVERED_FROM_INBOX", 2 },
+  { "ROOM_DELIVERED", 3 },
   { "STORED", 1 },
 };
 const ProtobufCEnumDescriptor simp__message__delivery_status__descriptor =
@@ -162,15 +172,15 @@ const ProtobufCEnumDescriptor simp__message__delivery_status__descriptor =
   "DeliveryStatus",
   "Simp__Message__DeliveryStatus",
   "simp",
-  3,
+  4,
   simp__message__delivery_status__enum_values_by_number,
-  3,
+  4,
   simp__message__delivery_status__enum_values_by_name,
   1,
   simp__message__delivery_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[19] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
 {
   {
     "version",
@@ -400,10 +410,85 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[19] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "room",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, room),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "members",
+    32,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Simp__Message, n_members),
+    offsetof(Simp__Message, members),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "author",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, author),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "authorMessageId",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, authormessageid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "memberCount",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, membercount),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deliveredCount",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, deliveredcount),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
+  21,   /* field[21] = author */
+  22,   /* field[22] = authorMessageId */
   3,   /* field[3] = content */
+  24,   /* field[24] = deliveredCount */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
@@ -411,8 +496,11 @@ static const unsigned simp__message__field_indices_by_name[] = {
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
+  23,   /* field[23] = memberCount */
+  20,   /* field[20] = members */
   1,   /* field[1] = messageId */
   14,   /* field[14] = relayId */
+  19,   /* field[19] = room */
   16,   /* field[16] = seq */
   18,   /* field[18] = status */
   15,   /* field[15] = stream */
@@ -426,7 +514,7 @@ static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 30, 18 },
-  { 0, 19 }
+  { 0, 25 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -436,7 +524,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  19,
+  25,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   2,  simp__message__number_ranges,

@@ -29,6 +29,7 @@ public final class ChatController: @unchecked Sendable {
     private enum Event: Sendable {
         case keys([Key]), line(String), endOfInput
         case incoming(SIMPMessage), connection(ConnectionState), notice(DeliveryNotice)
+        case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal
         case log(String)
@@ -82,6 +83,7 @@ public final class ChatController: @unchecked Sendable {
                 case .record(let entry): try? store?.append(entry)
                 case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
                 case .startDrainTimer: startDrainTimer()
+                case .room(let request): startRoomRequest(request)
                 case .quit(let exitStatus):
                     status = exitStatus
                     break loop
@@ -104,6 +106,9 @@ public final class ChatController: @unchecked Sendable {
         case .endOfInput: return session.endOfInput()
         case .incoming(let message): return session.receive(message)
         case .notice(let notice): return session.noticed(notice)
+        case .roomAnswered(let request, let answer):
+            session.roomAnswered(request, answer)
+            return []
         case .connection(let state):
             session.connectionChanged(state)
             return []
@@ -168,6 +173,25 @@ public final class ChatController: @unchecked Sendable {
             }
         }
         return continuation
+    }
+
+    /// Asks the client and posts the answer back as an event.
+    private func startRoomRequest(_ request: ChatRoomRequest) {
+        Task { [client, post] in
+            do {
+                let members: [String]
+                switch request {
+                case .join(let room): members = try await client.joinRoom(room)
+                case .leave(let room): try await client.leaveRoom(room); members = []
+                case .members(let room): members = try await client.roomMembers(room)
+                }
+                post.yield(.roomAnswered(request, .success(members)))
+            } catch SIMPClientError.rejected(_, let text) {
+                post.yield(.roomAnswered(request, .failure(ChatRoomError(text))))
+            } catch {
+                post.yield(.roomAnswered(request, .failure(ChatRoomError("\(error)"))))
+            }
+        }
     }
 
     private func startDrainTimer() {

@@ -11,6 +11,7 @@ extension HistoryEntry {
             kind: message.kind == .image ? "image" : "text", text: message.content,
             imageURL: message.kind == .image ? message.imageURL : nil,
             imageScale: message.kind == .image ? message.imageScale : nil)
+        if !message.author.isEmpty { author = message.author }
     }
 
     /// What the message says, images as `[image] URL`.
@@ -32,7 +33,8 @@ extension ChatSession {
                             status: DeliveryStatus? = nil) -> StyledText {
         let time = StyledText(clock.format(entry.time) + " ", .dim)
         guard entry.from == user else {
-            return time + StyledText(entry.from, .peer) + StyledText(": ") + entry.body
+            let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
+            return time + StyledText(from, .peer) + StyledText(": ") + entry.body
         }
         let line = time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
             + StyledText(": ") + entry.body

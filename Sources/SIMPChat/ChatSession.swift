@@ -8,6 +8,8 @@ public enum ChatEffect: Equatable, Sendable {
     /// Append to the history file.
     case record(HistoryEntry)
     case recordStatus(messageId: UInt64, status: String)
+    /// Carry out a room request with the client and report back with `roomAnswered`.
+    case room(ChatRoomRequest)
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
     case startDrainTimer
     /// Leave with this exit status.
@@ -125,6 +127,14 @@ public struct ChatSession: Sendable {
             if historyShownFrom == 0 { notice("no older messages", .dim) }
             showHistory(count: count ?? 20)
             return []
+        case .join(let room):
+            return [.room(.join(room))]
+        case .leave(let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/leave") }
+            return [.room(.leave(room))]
+        case .members(let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/members") }
+            return [.room(.members(room))]
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []
@@ -180,10 +190,13 @@ public struct ChatSession: Sendable {
 
     /// News about a message the relay stored for an offline receiver: delivered later (✓✓) or
     /// discarded (✗ with the reason).
-    public mutating func noticed(_ notice: DeliveryNotice) -> [ChatEffect] {
-        switch notice {
+    public mutating func noticed(_ news: DeliveryNotice) -> [ChatEffect] {
+        switch news {
         case .stored:
             return [] // the send outcome says it
+        case .roomProgress(_, let room, let delivered, let total):
+            if delivered == total { notice("#\(room): delivered \(delivered)/\(total)", .dim) }
+            return []
         case .delivered(let id, _):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             let waited = Double(max(0, clock.now() - outgoing[ref].message.time))
@@ -191,6 +204,33 @@ public struct ChatSession: Sendable {
         case .discarded(let id, _, _, let reason):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             return resolved(ref: ref, .failed(reason))
+        }
+    }
+
+    private mutating func askWhichRoom(_ command: String) -> [ChatEffect] {
+        notice("which room? type \(command) ROOM, or /join ROOM first", .failure)
+        return []
+    }
+
+    /// The room the current peer names, if it is one.
+    private var currentRoom: String? {
+        guard let peer, peer.hasPrefix("#") else { return nil }
+        return String(peer.dropFirst())
+    }
+
+    /// The client answered a room request: the members, or why it failed.
+    public mutating func roomAnswered(_ request: ChatRoomRequest, _ answer: Result<[String], ChatRoomError>) {
+        switch (request, answer) {
+        case (_, .failure(let error)):
+            notice("\(request): \(error.reason)", .failure)
+        case (.join(let room), .success(let members)):
+            peer = "#" + room
+            notice("joined #\(room) (\(members.joined(separator: ", "))); plain lines go to the room", .dim)
+        case (.leave(let room), .success):
+            if peer == "#" + room { peer = nil }
+            notice("left #\(room)", .dim)
+        case (.members(let room), .success(let members)):
+            notice("#\(room): \(members.joined(separator: ", "))", .dim)
         }
     }
 

@@ -13,6 +13,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Room requests waiting for their ROOM_MEMBERS answer, by request id.
+    private var roomWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
+    private var nextRoomRequestId: UInt64 = 1
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still in its CONNECT handshake.
@@ -58,6 +61,19 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         waiters[id] = promise
         carryOut(output)
         return (id, promise.futureResult)
+    }
+
+    /// Sends a ROOM_JOIN, ROOM_LEAVE or ROOM_MEMBERS frame; the future has the members the
+    /// relay answered with, or fails with `SIMPClientError`.
+    func roomRequest(_ kind: SIMPMessage.Kind, room: String) -> EventLoopFuture<[String]> {
+        guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
+        var request = SIMPMessage(kind: kind, messageId: nextRoomRequestId, fromUser: configuration.user)
+        request.room = room
+        nextRoomRequestId += 1
+        let promise = eventLoop.makePromise(of: [String].self)
+        roomWaiters[request.messageId] = promise
+        control.writeAndFlush(request, promise: nil)
+        return promise.futureResult
     }
 
     // MARK: Connecting
@@ -143,6 +159,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
+        if message.kind == .roomMembers || message.kind == .error, let waiter = roomWaiters.removeValue(forKey: message.messageId) {
+            if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
+            return waiter.succeed(message.members)
+        }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.kind == .error, !isNotice, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
@@ -159,6 +179,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
+        for waiter in roomWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
+        roomWaiters.removeAll()
         let mayReconnect = configuration.reconnect != nil && !closedByUser
         if mayReconnect { logger.info("lost the relay; reconnecting") }
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))

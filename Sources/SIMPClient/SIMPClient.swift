@@ -15,7 +15,7 @@ import SIMPCore
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    private let engine: ClientEngine
+    let engine: ClientEngine
     private let stream: AsyncStream<SIMPMessage>
     private let continuation: AsyncStream<SIMPMessage>.Continuation
     private let closed = NIOLockedValueBox(false)

@@ -124,13 +124,19 @@ public struct ClientSession: Sendable {
         heartbeat?.heard(at: now)
         var output = Output()
         switch message.kind {
-        case .receipt where message.status == .stored:
-            // The receiver is offline: the message is settled (no more retries), not delivered.
+        case .receipt where message.status == .stored || message.status == .roomDelivered:
+            // The receiver is offline, or it is a room post: the message is settled (no more
+            // retries), not delivered.
             let settled = sender.handleReceipt(message, now: now)
             output.datagrams += settled.transmit
             for event in settled.events {
                 guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
                 output.notices.append(.stored(messageId: id, to: to))
+            }
+            if message.status == .roomDelivered {
+                output.notices.append(.roomProgress(
+                    messageId: message.messageId, room: message.room,
+                    delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
             }
         case .receipt:
             let wasPending = sender.isPending(message.messageId)

@@ -57,16 +57,27 @@ public struct InboxCore: Sendable {
             } else if entry.message.kind == .receipt {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
-                let key = DrainKey(receiver: user, sender: entry.message.fromUser)
-                var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
-                guard drain.entries[entry.message.messageId] == nil else { continue } // stored twice: sent once
-                drain.entries[entry.message.messageId] = entry
-                let (_, sent) = drain.sender.submit(entry.message, now: now)
-                drains[key] = drain
-                output.datagrams += sent.transmit.map { (user, $0) }
+                output.datagrams += submit(entry, to: user, now: now)
             }
         }
         return output
+    }
+
+    /// A content entry was stored for `user`, who is connected: it goes out now.
+    public mutating func enqueue(_ entry: InboxEntry, for user: String, now: NIODeadline) -> Output {
+        var output = Output()
+        output.datagrams = submit(entry, to: user, now: now)
+        return output
+    }
+
+    private mutating func submit(_ entry: InboxEntry, to user: String, now: NIODeadline) -> [(user: String, message: SIMPMessage)] {
+        let key = DrainKey(receiver: user, sender: entry.message.fromUser)
+        var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
+        guard drain.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
+        drain.entries[entry.message.messageId] = entry
+        let (_, sent) = drain.sender.submit(entry.message, now: now)
+        drains[key] = drain
+        return sent.transmit.map { (user, $0) }
     }
 
     /// A RECEIPT from `user`: if it answers a stored message, that entry is delivered (nil

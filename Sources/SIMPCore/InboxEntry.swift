@@ -63,4 +63,6 @@ public enum DeliveryNotice: Equatable, Sendable {
     case delivered(messageId: UInt64, to: String)
     /// A stored message was discarded (inbox cap or TTL) before it reached its receiver.
     case discarded(messageId: UInt64, to: String, SIMPMessage.ErrorCode, String)
+    /// A room post has reached `delivered` of its `of` members.
+    case roomProgress(messageId: UInt64, room: String, delivered: Int, of: Int)
 }

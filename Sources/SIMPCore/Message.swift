@@ -6,6 +6,7 @@ public struct SIMPMessage: Equatable, Sendable {
     public enum Kind: Int32, Sendable, CaseIterable {
         case text = 0, image = 1, audio = 2, connect = 3, receipt = 4
         case connected = 5, error = 6, ping = 7, pong = 8, disconnect = 9
+        case roomJoin = 15, roomLeave = 16, roomMembers = 17
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -19,6 +20,8 @@ public struct SIMPMessage: Equatable, Sendable {
         case inboxFull = 16
         /// A stored message was discarded because it waited longer than the inbox TTL.
         case inboxExpired = 17
+        /// Posting to, or listing, a room the user is not a member of.
+        case notAMember = 18
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
@@ -29,6 +32,8 @@ public struct SIMPMessage: Equatable, Sendable {
         case stored = 1
         /// A stored message reached its receiver (the relay's receipt to the original sender).
         case deliveredFromInbox = 2
+        /// Relay -> author of a room message: `deliveredCount` of `memberCount` members have it.
+        case roomDelivered = 3
     }
 
     /// The protocol version this implementation speaks.
@@ -62,6 +67,18 @@ public struct SIMPMessage: Equatable, Sendable {
     public var floor: UInt64 = 0
     /// RECEIPT only: delivered, stored for an offline receiver, or delivered from the inbox.
     public var status: DeliveryStatus = .delivered
+    /// ROOM_* frames: the room's name. Room copies and their receipts to the author: the room.
+    public var room: String = ""
+    /// ROOM_MEMBERS answer: the room's members.
+    public var members: [String] = []
+    /// Room copy (its `fromUser` is `#room`): the member who posted it.
+    public var author: String = ""
+    /// Room copy: the author's own id for the message.
+    public var authorMessageId: UInt64 = 0
+    /// Room copy, and STORED / ROOM_DELIVERED receipts to the author: how many members it was addressed to.
+    public var memberCount: UInt32 = 0
+    /// ROOM_DELIVERED receipt: how many members have it.
+    public var deliveredCount: UInt32 = 0
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

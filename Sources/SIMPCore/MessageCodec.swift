@@ -69,6 +69,12 @@ public enum MessageCodec {
         message.seq = c.seq
         message.floor = c.floor
         message.status = status
+        message.room = string(c.room)
+        message.members = (0..<c.n_members).map { string(c.members[$0]) }
+        message.author = string(c.author)
+        message.authorMessageId = c.authormessageid
+        message.memberCount = c.membercount
+        message.deliveredCount = c.deliveredcount
         return message
     }
 
@@ -80,7 +86,7 @@ public enum MessageCodec {
     /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer.
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
         let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
-                       message.errorText, message.relayId]
+                       message.errorText, message.relayId, message.room, message.author] + message.members
         var scratch = [CChar]()
         scratch.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
         var offsets = [Int]()
@@ -112,7 +118,17 @@ public enum MessageCodec {
             c.seq = message.seq
             c.floor = message.floor
             c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
-            return withUnsafePointer(to: &c) { body($0) }
+            c.room = base + offsets[6]
+            c.author = base + offsets[7]
+            c.authormessageid = message.authorMessageId
+            c.membercount = message.memberCount
+            c.deliveredcount = message.deliveredCount
+            var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(8).map { base + $0 }
+            return members.withUnsafeMutableBufferPointer { pointers in
+                c.n_members = pointers.count
+                c.members = pointers.baseAddress
+                return withUnsafePointer(to: &c) { body($0) }
+            }
         }
     }
 }

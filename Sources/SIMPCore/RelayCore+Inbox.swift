@@ -36,13 +36,17 @@ extension RelayCore {
     }
 
     /// Redis answered a `.storeInInbox` for `user`: the sender of a stored message learns it is
-    /// stored; the senders of discarded entries learn they were discarded.
-    public func inboxStoreCompleted(user: String, entry: InboxEntry, result: InboxStoreResult) -> [Action] {
+    /// stored; the senders of discarded entries learn they were discarded. A content entry for
+    /// a user connected here (a room copy, or a store that crossed the user's connect) goes out now.
+    public mutating func inboxStoreCompleted(user: String, entry: InboxEntry, result: InboxStoreResult, now: NIODeadline) -> [Action] {
         let message = entry.message
-        guard case .stored(_, let discarded) = result else {
+        guard case .stored(let duplicate, let discarded) = result else {
             return [.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))")]
         }
         var actions = discarded.flatMap { discard(user: user, $0.entry, $0.reason) }
+        if message.kind.isContent, !duplicate, sessions[user] != nil {
+            actions += inboxActions(inbox.enqueue(entry, for: user, now: now))
+        }
         if message.kind.isContent, let sender = sessions[message.fromUser] {
             var receipt = message.receipt(holdMicros: 0)
             receipt.attempt = 0 // not an RTT sample: the receiver never saw it
@@ -77,6 +81,10 @@ extension RelayCore {
         }
         for (receiver, entry) in output.delivered {
             actions.append(.removeFromInbox(user: receiver, entry: entry))
+            if Self.isRoomAddress(entry.message.fromUser) {
+                actions.append(.countRoomDelivery(copy: entry.message))
+                continue
+            }
             var receipt = entry.message.receipt(holdMicros: 0)
             receipt.attempt = 0
             receipt.status = .deliveredFromInbox

@@ -22,8 +22,10 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case inboxFull = "inbox_full"
     /// A stored message was discarded: it waited longer than the inbox TTL.
     case inboxExpired = "inbox_expired"
-    /// A message for an offline user could not be stored (its sender retransmits).
+    /// A message for an offline user (or a room post) could not be stored (its sender retransmits).
     case inboxUnavailable = "inbox_unavailable"
+    /// A room post or member list request from a user who is not a member of the room.
+    case notAMember = "not_a_member"
 }
 
 /// A user's registration as the relay knows it.
@@ -94,6 +96,14 @@ public struct RelayCore: Sendable {
         case loadInbox(user: String)
         /// Remove this entry from `user`'s inbox.
         case removeFromInbox(user: String, entry: InboxEntry)
+        /// Carry out a room join, leave or member list in Redis, then call `roomAnswered`.
+        case roomRequest(RoomRequest)
+        /// If the author is a member of `room`, number the post (once per author and messageId)
+        /// and read the members, then call `roomPosted`.
+        case postToRoom(room: String, message: SIMPMessage)
+        /// A member receipted room copy `copy`: count the member once per post in Redis, then
+        /// call `roomDeliveryCounted`.
+        case countRoomDelivery(copy: SIMPMessage)
     }
 
     private enum ConnectionState: Sendable {
@@ -189,6 +199,8 @@ public struct RelayCore: Sendable {
                     .send(connection, .error(.notConnected, "send CONNECT first", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
             return routeReceipt(message, from: user, now: now)
+        case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
+            return roomControl(message, from: user, on: connection)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -312,6 +324,9 @@ public struct RelayCore: Sendable {
         }
         if let local = sessions[message.toUser] {
             return .forward(to: local.route.address)
+        }
+        if Self.isRoomAddress(message.toUser) {
+            return .actions(postToRoom(bytes, message))
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
             guard let route = cached.route else { return .actions(noRoute(message, bytes: bytes, known: cached.known)) }

@@ -61,6 +61,9 @@ public struct ReliableSender: Sendable {
         var sentAt: [NIODeadline] = []
         /// Receipts for later-sent messages to the same receiver since the latest transmission.
         var overtaken = 0
+        /// `keepsSenderSequence` with a message that came without a floor (a room copy): its
+        /// floor is the lowest seq of the same (stream, receiver) still pending here.
+        var computesFloor = false
         var attempts: Int { sentAt.count }
     }
 
@@ -101,6 +104,8 @@ public struct ReliableSender: Sendable {
     /// Set when the sender transmits on other senders' behalf (the relay delivering an
     /// offline inbox): messages keep the id, stream, seq and floor they were stored with, so
     /// the receiver orders and dedupes them as if their original sender had retransmitted.
+    /// A message submitted with floor 0 gets, at every transmission, the lowest seq of its
+    /// (stream, receiver) still pending in this sender.
     public let keepsSenderSequence: Bool
     private var conversations: [String: Conversation] = [:]
     private var pending: [UInt64: Pending] = [:]
@@ -259,7 +264,13 @@ public struct ReliableSender: Sendable {
         let attempts = pending[id]!.attempts
         pending[id]!.message.attempt = UInt32(attempts)
         let peer = pending[id]!.message.toUser
-        if !keepsSenderSequence { pending[id]!.message.floor = conversations[peer]?.floor() ?? 0 }
+        if !keepsSenderSequence {
+            pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
+        } else if pending[id]!.computesFloor {
+            let stream = pending[id]!.message.stream
+            pending[id]!.message.floor = pending.values
+                .filter { $0.message.toUser == peer && $0.message.stream == stream }.map(\.message.seq).min() ?? 0
+        }
         let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
         return pending[id]!.message
@@ -274,7 +285,7 @@ public struct ReliableSender: Sendable {
                 break
             }
             waiting.removeFirst()
-            pending[next.messageId] = Pending(message: next)
+            pending[next.messageId] = Pending(message: next, computesFloor: keepsSenderSequence && next.floor == 0)
             sendOrder.append(next.messageId)
             output.transmit.append(transmit(next.messageId, now: now))
         }

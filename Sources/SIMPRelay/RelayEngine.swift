@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import SIMPCore
+import SIMPRedis
 
 /// Counts a relay has kept since it started.
 public struct RelayStatistics: Sendable, Equatable {
@@ -22,6 +23,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var core: RelayCore
     private let registry: Registry
     private let inboxStore: InboxStore
+    private let roomStore: RoomStore
     private var inboxTimer: Scheduled<Void>?
     private var inboxTimerDeadline: NIODeadline?
     private let logger: Logger
@@ -50,9 +52,11 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
 
-    init(core: RelayCore, registry: Registry, inboxStore: InboxStore, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, registry: Registry, inboxStore: InboxStore, roomStore: RoomStore, heartbeat: HeartbeatPolicy,
+         eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
         self.inboxStore = inboxStore
+        self.roomStore = roomStore
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.eventLoop = eventLoop
@@ -257,7 +261,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             inboxStore.store(entry, for: user, wallNow: entry.storedAt, on: eventLoop).whenComplete { [self] result in
                 if case .failure(let error) = result { redisFailed("store in \(user)'s inbox", error) }
                 if case .success(.stored(false, _)) = result { counts.inboxStored += 1 }
-                perform(core.inboxStoreCompleted(user: user, entry: entry, result: (try? result.get()) ?? .failed))
+                perform(core.inboxStoreCompleted(user: user, entry: entry, result: (try? result.get()) ?? .failed, now: .now()))
                 controlReadCompleted() // receipts written outside a control read are flushed here
             }
         case .loadInbox(let user):
@@ -275,6 +279,25 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             counts.inboxRemoved += 1
             inboxStore.remove(entry, for: user, on: eventLoop).whenFailure { [self] error in
                 redisFailed("remove from \(user)'s inbox", error)
+            }
+        case .roomRequest(let request):
+            roomStore.answer(request, on: eventLoop).whenSuccess { [self] answer in
+                if answer == .failed { redisFailed("room \(request.operation) \(request.room)", RedisError("failed")) }
+                perform(core.roomAnswered(request, answer))
+            }
+        case .postToRoom(let room, let message):
+            roomStore.post(message, to: room, on: eventLoop).whenSuccess { [self] result in
+                if result == .failed { redisFailed("post to \(room)", RedisError("failed")) }
+                perform(core.roomPosted(room: room, message: message, result: result))
+                controlReadCompleted()
+            }
+        case .countRoomDelivery(let copy):
+            roomStore.countDelivery(of: copy, to: copy.toUser, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let delivered): perform(core.roomDeliveryCounted(copy: copy, delivered: delivered))
+                case .failure(let error): redisFailed("count delivery in \(copy.room)", error)
+                }
+                controlReadCompleted()
             }
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1

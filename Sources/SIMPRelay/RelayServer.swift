@@ -48,6 +48,7 @@ public final class RelayServer: @unchecked Sendable {
             core: RelayCore(configuration: configuration.coreConfiguration),
             registry: self.registry,
             inboxStore: InboxStore(redis: redis, maxMessages: configuration.inboxMaxMessages, ttlSeconds: configuration.inboxTTLSeconds),
+            roomStore: RoomStore(redis: redis, postTTLSeconds: configuration.inboxTTLSeconds),
             heartbeat: configuration.heartbeat, eventLoop: group.next(),
             logger: configuration.logger, metrics: RelayMetrics(factory: factory))
     }

@@ -129,7 +129,7 @@ final class RelayCoreInboxTests: XCTestCase {
         message.seq = 1
         let entry = InboxEntry(message: message, storedAt: 1000)
 
-        let storedActions = core.inboxStoreCompleted(user: "bob", entry: entry, result: .stored(duplicate: false, discarded: []))
+        let storedActions = core.inboxStoreCompleted(user: "bob", entry: entry, result: .stored(duplicate: false, discarded: []), now: t0)
         guard case .send(alice, let storedReceipt) = storedActions.first else { return XCTFail("\(storedActions)") }
         XCTAssertEqual(storedReceipt.status, .stored)
         XCTAssertEqual(storedReceipt.messageId, 77)
@@ -168,7 +168,7 @@ final class RelayCoreInboxTests: XCTestCase {
         _ = connected(&core, "alice", alice, port: 5001)
         let old = InboxEntry(message: SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"), storedAt: 1)
         let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
-        let actions = core.inboxStoreCompleted(user: "bob", entry: new, result: .stored(duplicate: false, discarded: [(old, .full)]))
+        let actions = core.inboxStoreCompleted(user: "bob", entry: new, result: .stored(duplicate: false, discarded: [(old, .full)]), now: t0)
         guard case .reject(.inboxFull, _) = actions[0] else { return XCTFail("\(actions)") }
         guard case .send(alice, let error) = actions[1] else { return XCTFail("\(actions)") }
         XCTAssertEqual(error.errorCode, .inboxFull)
@@ -176,7 +176,7 @@ final class RelayCoreInboxTests: XCTestCase {
         guard case .send(alice, let receipt) = actions[2] else { return XCTFail("\(actions)") }
         XCTAssertEqual(receipt.status, .stored)
         XCTAssertEqual(receipt.messageId, 2)
-        guard case .reject(.inboxUnavailable, _) = core.inboxStoreCompleted(user: "bob", entry: new, result: .failed).first else {
+        guard case .reject(.inboxUnavailable, _) = core.inboxStoreCompleted(user: "bob", entry: new, result: .failed, now: t0).first else {
             return XCTFail("a failed store is counted")
         }
     }
@@ -212,5 +212,80 @@ final class ClientSessionInboxTests: XCTestCase {
         var receipt = SIMPMessage(kind: .receipt, messageId: 1, fromUser: "b", toUser: "a")
         receipt.status = .deliveredFromInbox
         XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(receipt)).status, .deliveredFromInbox)
+    }
+}
+
+final class RelayCoreRoomTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    func testAPostBecomesOneNumberedCopyPerOtherMemberAndTheAuthorHearsStored() {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let alice = ConnectionID(1)
+        core.connectionOpened(alice)
+        var connect = SIMPMessage(kind: .connect, fromUser: "alice")
+        connect.udpPort = 5001
+        _ = core.controlReceived(connect, on: alice, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 4000), now: t0)
+        _ = core.registrationCompleted(alice, succeeded: true)
+        var post = SIMPMessage(kind: .text, messageId: 900, fromUser: "alice", toUser: "#lobby", content: "hi all")
+        post.stream = 900
+        post.seq = 4
+
+        let routed = core.datagramReceived(MessageCodec.encode(post), now: t0)
+        guard case .postToRoom("lobby", let decoded) = routed.first else { return XCTFail("\(routed)") }
+        let actions = core.roomPosted(room: "lobby", message: decoded, result: .posted(seq: 17, members: ["carol", "alice", "bob"], duplicate: false))
+
+        guard case .send(alice, let receipt) = actions.first else { return XCTFail("\(actions)") }
+        XCTAssertEqual(receipt.status, .stored)
+        XCTAssertEqual(receipt.memberCount, 2)
+        XCTAssertEqual(receipt.messageId, 900)
+        let copies = actions.compactMap { action -> (String, SIMPMessage)? in
+            if case .storeInInbox(let user, let copy) = action { return (user, copy) }
+            return nil
+        }
+        XCTAssertEqual(copies.map(\.0), ["bob", "carol"])
+        for (member, copy) in copies {
+            XCTAssertEqual(copy.fromUser, "#lobby")
+            XCTAssertEqual(copy.toUser, member)
+            XCTAssertEqual(copy.author, "alice")
+            XCTAssertEqual(copy.authorMessageId, 900)
+            XCTAssertEqual([copy.messageId, copy.seq, copy.stream, copy.floor], [17, 17, RelayCore.roomStream, 0])
+        }
+        let again = core.roomPosted(room: "lobby", message: decoded, result: .posted(seq: 17, members: ["alice", "bob"], duplicate: true))
+        XCTAssertEqual(again.count, 1, "a retransmitted post is receipted again, not fanned out again")
+        let refused = core.roomPosted(room: "lobby", message: decoded, result: .notAMember)
+        guard case .send(alice, let error) = refused.last else { return XCTFail("\(refused)") }
+        XCTAssertEqual(error.errorCode, .notAMember)
+        XCTAssertFalse(RelayCore.isValidRoomName("has space"))
+        XCTAssertFalse(RelayCore.isValidRoomName(""))
+        XCTAssertTrue(RelayCore.isValidRoomName("team-1.dev_x"))
+    }
+
+    func testRelayedCopiesWithoutAFloorGetTheLowestPendingSeq() {
+        var sender = ReliableSender(firstMessageId: 1, keepsSenderSequence: true)
+        func copy(_ seq: UInt64) -> SIMPMessage {
+            var message = SIMPMessage(kind: .text, messageId: seq, fromUser: "#lobby", toUser: "bob")
+            message.stream = 1
+            message.seq = seq
+            return message
+        }
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        XCTAssertEqual(sender.submit(copy(5), now: t0).output.transmit.map(\.floor), [5])
+        XCTAssertEqual(sender.submit(copy(8), now: t0).output.transmit.map(\.floor), [5], "5 is still pending")
+        var receipt = copy(5).receipt(holdMicros: 0)
+        receipt.attempt = 1
+        _ = sender.handleReceipt(receipt, now: t0 + .milliseconds(1))
+        XCTAssertEqual(sender.submit(copy(9), now: t0 + .milliseconds(2)).output.transmit.map(\.floor), [8])
+    }
+
+    func testRoomFieldsRoundTrip() throws {
+        var reply = SIMPMessage(kind: .roomMembers, messageId: 3, toUser: "alice")
+        reply.room = "lobby"
+        reply.members = ["alice", "bob", "日本"]
+        reply.author = "x"
+        reply.authorMessageId = 7
+        reply.memberCount = 3
+        reply.deliveredCount = 2
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(reply)), reply)
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(SIMPMessage(kind: .roomJoin))).members, [])
     }
 }

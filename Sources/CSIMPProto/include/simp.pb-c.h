@@ -63,7 +63,22 @@ typedef enum _Simp__Message__Type {
   /*
    * client -> relay, TCP: orderly goodbye, the registration is removed
    */
-  SIMP__MESSAGE__TYPE__DISCONNECT = 9
+  SIMP__MESSAGE__TYPE__DISCONNECT = 9,
+  /*
+   * Rooms (types 15-24).
+   */
+  /*
+   * client -> relay, TCP: join `room` (created if new); answered by ROOM_MEMBERS
+   */
+  SIMP__MESSAGE__TYPE__ROOM_JOIN = 15,
+  /*
+   * client -> relay, TCP: leave `room`; answered by ROOM_MEMBERS without members
+   */
+  SIMP__MESSAGE__TYPE__ROOM_LEAVE = 16,
+  /*
+   * client -> relay, TCP: list `room`'s members (members only);
+   */
+  SIMP__MESSAGE__TYPE__ROOM_MEMBERS = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -106,7 +121,11 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * a stored message was discarded: it waited longer than the inbox TTL
    */
-  SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED = 17
+  SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED = 17,
+  /*
+   * posting to, or listing, a room the user is not a member of
+   */
+  SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER = 18
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*
@@ -124,7 +143,11 @@ typedef enum _Simp__Message__DeliveryStatus {
   /*
    * relay -> sender: a stored message reached its receiver
    */
-  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX = 2
+  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX = 2,
+  /*
+   * relay -> author: `deliveredCount` of `memberCount` room members have it
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__ROOM_DELIVERED = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__DELIVERY_STATUS)
 } Simp__Message__DeliveryStatus;
 
@@ -221,10 +244,35 @@ struct  Simp__Message
    * RECEIPT: delivered by the receiver, stored by the relay, or delivered from the inbox
    */
   Simp__Message__DeliveryStatus status;
+  /*
+   * ROOM_*: the room's name; room copies and their receipts to the author: the room
+   */
+  char *room;
+  /*
+   * ROOM_MEMBERS answer: the room's members
+   */
+  size_t n_members;
+  char **members;
+  /*
+   * room copy (fromUser "#room"): the member who posted it
+   */
+  char *author;
+  /*
+   * room copy: the author's messageId
+   */
+  uint64_t authormessageid;
+  /*
+   * room copy, and STORED/ROOM_DELIVERED receipts to the author: members addressed
+   */
+  uint32_t membercount;
+  /*
+   * ROOM_DELIVERED receipt: members that have the message
+   */
+  uint32_t deliveredcount;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /* Simp__Message methods */
