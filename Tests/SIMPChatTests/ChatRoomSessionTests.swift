@@ -6,29 +6,7 @@ import SIMPTestSupport
 import XCTest
 
 /// Rooms and stored messages in `simp chat`: commands in, effects and screen out.
-final class ChatRoomSessionTests: XCTestCase {
-    static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
-    var session: ChatSession!
-    var terminal = VirtualTerminal(width: 120, height: 8)
-    var decoder = KeyDecoder()
-
-    func start(peer: String? = nil) {
-        session = ChatSession(user: "alice", peer: peer,
-                              screen: Screen(width: 120, height: 8, interactive: true, colors: false),
-                              history: [], clock: Self.clock)
-        session.start(showingHistory: 2)
-        session.connectionChanged(.connected(relayId: "r1"))
-        refresh()
-    }
-
-    @discardableResult
-    func type(_ text: String) -> [ChatEffect] {
-        defer { refresh() }
-        return session.handle(decoder.feed(Array(text.utf8)))
-    }
-
-    func refresh() { terminal.feed(session.takeOutput()) }
-
+extension ChatSessionTests {
     func testJoinMakesTheRoomTheCurrentPeerAndRoomPostsShowTheirAuthor() {
         start()
         XCTAssertEqual(type("/join #lobby\r"), [.room(.join("lobby"))])
