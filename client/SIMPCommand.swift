@@ -206,7 +206,9 @@ struct Chat: AsyncParsableCommand {
 
             Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
             arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
-            ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. The line editor knows ←/→, Home/End, Ctrl-A/E, \
+            ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. \
+            When the receiver has seen it, it turns ✓✓ read (your own read markers: --no-read-receipts). \
+            `/join ROOM`, `/leave`, `/members` for group chat; `/who [NAME...|#ROOM]` for presence. The line editor knows ←/→, Home/End, Ctrl-A/E, \
             Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
@@ -229,6 +231,9 @@ struct Chat: AsyncParsableCommand {
     @Flag(name: .customLong("no-color"), help: "No colours (also off when NO_COLOR is set or stdout is not a terminal).")
     var noColor = false
 
+    @Flag(name: .customLong("no-read-receipts"), help: "Do not tell senders when you have seen their messages.")
+    var noReadReceipts = false
+
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
     var historyDir: String?
 
@@ -243,6 +248,7 @@ struct Chat: AsyncParsableCommand {
             peer: to,
             historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
         options.colors = !noColor
+        options.readReceipts = !noReadReceipts
         options.log = log
         let status = await ChatController(client: client, options: options).run()
         if status != 0 { throw ExitCode(status) }

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[17] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -67,11 +67,15 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
   { "ROOM_JOIN", "SIMP__MESSAGE__TYPE__ROOM_JOIN", 15 },
   { "ROOM_LEAVE", "SIMP__MESSAGE__TYPE__ROOM_LEAVE", 16 },
   { "ROOM_MEMBERS", "SIMP__MESSAGE__TYPE__ROOM_MEMBERS", 17 },
+  { "TYPING", "SIMP__MESSAGE__TYPE__TYPING", 18 },
+  { "READ", "SIMP__MESSAGE__TYPE__READ", 19 },
+  { "WHO", "SIMP__MESSAGE__TYPE__WHO", 20 },
+  { "PRESENCE", "SIMP__MESSAGE__TYPE__PRESENCE", 21 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 10},{0, 13}
+{0, 0},{15, 10},{0, 17}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[17] =
 {
   { "AUDIO", 2 },
   { "CONNECT", 3 },
@@ -81,11 +85,15 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13
   { "IMAGE", 1 },
   { "PING", 7 },
   { "PONG", 8 },
+  { "PRESENCE", 16 },
+  { "READ", 14 },
   { "RECEIPT", 4 },
   { "ROOM_JOIN", 10 },
   { "ROOM_LEAVE", 11 },
   { "ROOM_MEMBERS", 12 },
   { "TEXT", 0 },
+  { "TYPING", 13 },
+  { "WHO", 15 },
 };
 const ProtobufCEnumDescriptor simp__message__type__descriptor =
 {
@@ -94,9 +102,9 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  13,
+  17,
   simp__message__type__enum_values_by_number,
-  13,
+  17,
   simp__message__type__enum_values_by_name,
   2,
   simp__message__type__value_ranges,
@@ -180,7 +188,35 @@ const ProtobufCEnumDescriptor simp__message__delivery_status__descriptor =
   simp__message__delivery_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
+static const ProtobufCEnumValue simp__message__presence__enum_values_by_number[2] =
+{
+  { "OFFLINE", "SIMP__MESSAGE__PRESENCE__OFFLINE", 0 },
+  { "ONLINE", "SIMP__MESSAGE__PRESENCE__ONLINE", 1 },
+};
+static const ProtobufCIntRange simp__message__presence__value_ranges[] = {
+{0, 0},{0, 2}
+};
+static const ProtobufCEnumValueIndex simp__message__presence__enum_values_by_name[2] =
+{
+  { "OFFLINE", 0 },
+  { "ONLINE", 1 },
+};
+const ProtobufCEnumDescriptor simp__message__presence__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "simp.Message.Presence",
+  "Presence",
+  "Simp__Message__Presence",
+  "simp",
+  2,
+  simp__message__presence__enum_values_by_number,
+  2,
+  simp__message__presence__enum_values_by_name,
+  1,
+  simp__message__presence__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[27] =
 {
   {
     "version",
@@ -482,6 +518,30 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "presence",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, presence),
+    &simp__message__presence__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lastSeen",
+    38,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, lastseen),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -496,9 +556,11 @@ static const unsigned simp__message__field_indices_by_name[] = {
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
+  26,   /* field[26] = lastSeen */
   23,   /* field[23] = memberCount */
   20,   /* field[20] = members */
   1,   /* field[1] = messageId */
+  25,   /* field[25] = presence */
   14,   /* field[14] = relayId */
   19,   /* field[19] = room */
   16,   /* field[16] = seq */
@@ -514,7 +576,7 @@ static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 30, 18 },
-  { 0, 25 }
+  { 0, 27 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -524,7 +586,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  25,
+  27,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   2,  simp__message__number_ranges,

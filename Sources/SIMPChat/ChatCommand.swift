@@ -16,6 +16,8 @@ public enum ChatCommand: Equatable, Sendable {
     case leave(room: String?)
     /// `/members [ROOM]`: list the room's members (default: the current room).
     case members(room: String?)
+    /// `/who [NAME... | #ROOM]`: presence (default: the current peer).
+    case who([String])
     case help
     case quit
     /// A blank line.
@@ -34,9 +36,10 @@ public enum ChatCommand: Equatable, Sendable {
         "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT also posts to it)",
         "/leave [ROOM]    leave ROOM (default: the current room)",
         "/members [ROOM]  list ROOM's members (default: the current room)",
+        "/who [NAME...]   who is online (default: the current peer; /who #ROOM for a room)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
-        "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later  ✓✓ delivered  ✗ failed",
+        "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later  ✓✓ delivered  ✓✓ read  ✗ failed",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -70,6 +73,8 @@ public enum ChatCommand: Equatable, Sendable {
         case "/members":
             guard arguments.count <= 1 else { return .invalid("usage: /members [ROOM]") }
             return .members(room: arguments.first.map(roomName))
+        case "/who":
+            return .who(arguments)
         case "/help", "/?":
             return .help
         case "/quit", "/exit", "/q":

@@ -40,10 +40,11 @@ extension ChatSession {
             + StyledText(": ") + entry.body
         switch status {
         case nil:
-            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
+            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "read" ? " ✓✓ read" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
             return line + StyledText(mark, .dim)
         case .pending?, .sent?, .stored?: return line + StyledText(" " + status!.mark, .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
+        case .read?: return line + StyledText(" ✓✓ read", .success)
         case .failed(let reason)?: return line + StyledText(" ✗ \(reason) (/retry resends)", .failure)
         }
     }
@@ -59,6 +60,8 @@ extension ChatSession {
             return StyledText("✓✓ delivered to \(message.toUser): \(quoted) (\(formatMillis(millis)))", .success)
         case .failed(let reason):
             return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
+        case .read:
+            return StyledText("✓✓ read by \(message.toUser): \(quoted)", .success)
         case .stored:
             return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
         case .pending, .sent:

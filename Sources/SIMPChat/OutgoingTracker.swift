@@ -12,6 +12,8 @@ public enum DeliveryStatus: Equatable, Sendable {
     case stored
     /// The receipt arrived.
     case delivered(latencyMillis: Double)
+    /// The receiver has seen it (its read marker arrived).
+    case read
     /// Given up; the reason is for the user.
     case failed(String)
 
@@ -22,6 +24,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .sent: return "✓"
         case .stored: return "✓ (stored)"
         case .delivered: return "✓✓"
+        case .read: return "✓✓ read"
         case .failed: return "✗"
         }
     }
@@ -29,7 +32,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     /// Whether the outcome is known.
     public var isFinal: Bool {
         switch self {
-        case .delivered, .failed, .stored: return true
+        case .delivered, .failed, .stored, .read: return true
         case .pending, .sent: return false
         }
     }
@@ -41,6 +44,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .sent: return "sent"
         case .stored: return "stored"
         case .delivered: return "delivered"
+        case .read: return "read"
         case .failed: return "failed"
         }
     }

@@ -13,9 +13,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
-    /// Room requests waiting for their ROOM_MEMBERS answer, by request id.
-    private var roomWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
-    private var nextRoomRequestId: UInt64 = 1
+    /// Room and WHO requests waiting for their answer, by request id.
+    private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
+    private var nextRequestId: UInt64 = 1
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still in its CONNECT handshake.
@@ -28,6 +28,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var onMessage: (SIMPMessage) -> Void = { _ in }
     /// Called with news about messages stored for offline receivers.
     var onNotice: (DeliveryNotice) -> Void = { _ in }
+    /// Called with news about peers (typing, presence).
+    var onPeerEvent: (PeerEvent) -> Void = { _ in }
     /// Called on every connection state change.
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
@@ -65,13 +67,14 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     /// Sends a ROOM_JOIN, ROOM_LEAVE or ROOM_MEMBERS frame; the future has the members the
     /// relay answered with, or fails with `SIMPClientError`.
-    func roomRequest(_ kind: SIMPMessage.Kind, room: String) -> EventLoopFuture<[String]> {
+    func roomRequest(_ kind: SIMPMessage.Kind, room: String, users: [String] = []) -> EventLoopFuture<[String]> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        var request = SIMPMessage(kind: kind, messageId: nextRoomRequestId, fromUser: configuration.user)
+        var request = SIMPMessage(kind: kind, messageId: nextRequestId, fromUser: configuration.user)
         request.room = room
-        nextRoomRequestId += 1
+        request.members = users
+        nextRequestId += 1
         let promise = eventLoop.makePromise(of: [String].self)
-        roomWaiters[request.messageId] = promise
+        requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
         return promise.futureResult
     }
@@ -141,8 +144,18 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Input
 
+    /// Tells `user` this user is typing (at most once).
+    func typing(to user: String) {
+        carryOut(session.typing(to: user))
+    }
+
+    /// Tells `sender` its messages up to `upTo` were seen.
+    func markRead(from sender: String, upTo: UInt64) {
+        carryOut(session.markRead(from: sender, upTo: upTo))
+    }
+
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
-        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent else {
+        guard let message = try? MessageCodec.decode(bytes), message.kind.isContent || message.kind == .typing else {
             logger.debug("ignored undecodable or non-content datagram", metadata: ["bytes": "\(bytes.readableBytes)"])
             return
         }
@@ -159,7 +172,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
-        if message.kind == .roomMembers || message.kind == .error, let waiter = roomWaiters.removeValue(forKey: message.messageId) {
+        if [.roomMembers, .who, .error].contains(message.kind), let waiter = requestWaiters.removeValue(forKey: message.messageId) {
             if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
             return waiter.succeed(message.members)
         }
@@ -179,8 +192,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
-        for waiter in roomWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
-        roomWaiters.removeAll()
+        for waiter in requestWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
+        requestWaiters.removeAll()
         let mayReconnect = configuration.reconnect != nil && !closedByUser
         if mayReconnect { logger.info("lost the relay; reconnecting") }
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
@@ -210,6 +223,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             if case .stored(let id, _) = notice { waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id)) }
             onNotice(notice)
         }
+        output.peerEvents.forEach(onPeerEvent)
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here

@@ -64,6 +64,10 @@ public enum MessageFormatting {
         case .roomJoin: return "ROOM_JOIN"
         case .roomLeave: return "ROOM_LEAVE"
         case .roomMembers: return "ROOM_MEMBERS"
+        case .typing: return "TYPING"
+        case .read: return "READ"
+        case .who: return "WHO"
+        case .presence: return "PRESENCE"
         }
     }
 

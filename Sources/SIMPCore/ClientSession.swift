@@ -38,8 +38,11 @@ public struct ClientSession: Sendable {
         public var delivered: [SIMPMessage] = []
         /// Outcomes of sent messages.
         public var outcomes: [SenderEvent] = []
-        /// News about messages stored for offline receivers (stored, delivered later, discarded).
+        /// News about messages stored for offline receivers (stored, delivered later, discarded),
+        /// room progress and read markers.
         public var notices: [DeliveryNotice] = []
+        /// News about peers: typing, presence.
+        public var peerEvents: [PeerEvent] = []
         /// The relay stopped answering: close the control connection (then call `controlLost`).
         public var closeControl = false
         /// Connect again after `delay`; this is attempt number `attempt` since the last success.
@@ -49,7 +52,8 @@ public struct ClientSession: Sendable {
 
         public static func == (a: Output, b: Output) -> Bool {
             a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
-                && a.outcomes == b.outcomes && a.notices == b.notices && a.closeControl == b.closeControl
+                && a.outcomes == b.outcomes && a.notices == b.notices && a.peerEvents == b.peerEvents
+            && a.closeControl == b.closeControl
                 && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
         }
 
@@ -66,6 +70,7 @@ public struct ClientSession: Sendable {
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
     private var nextPingId: UInt64 = 1
+    private var nextSignalId: UInt64 = 1
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -144,6 +149,10 @@ public struct ClientSession: Sendable {
             if !wasPending, message.status == .deliveredFromInbox {
                 output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
             }
+        case .read:
+            output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
+        case .presence:
+            output.peerEvents.append(.presence(user: message.fromUser, online: message.online, lastSeen: message.lastSeen))
         case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
             output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))
         case .error where message.messageId != 0 && sender.isPending(message.messageId):
@@ -162,10 +171,34 @@ public struct ClientSession: Sendable {
     /// A content datagram arrived at `arrivedAt`: receipt it (over the control connection) and
     /// hand over what is now in order.
     public mutating func datagramReceived(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
+        if message.kind == .typing {
+            var output = Output()
+            output.peerEvents.append(.typing(from: message.fromUser))
+            return output
+        }
         let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
         var output = Output()
         if isRegistered { output.controlFrames.append(outcome.receipt) }
         output.delivered = outcome.deliver
+        return output
+    }
+
+    /// Tells `user` this user is typing: one datagram, never retransmitted (nothing while the
+    /// relay is unreachable).
+    public mutating func typing(to user: String) -> Output {
+        var output = Output()
+        guard isRegistered else { return output }
+        output.datagrams.append(SIMPMessage(kind: .typing, messageId: nextSignalId, fromUser: configuration.user, toUser: user))
+        nextSignalId += 1
+        return output
+    }
+
+    /// Tells `sender` this user has seen its messages up to id `upTo` (a READ over the control
+    /// connection; nothing while the relay is unreachable).
+    public mutating func markRead(from sender: String, upTo: UInt64) -> Output {
+        var output = Output()
+        guard isRegistered else { return output }
+        output.controlFrames.append(SIMPMessage(kind: .read, messageId: upTo, fromUser: configuration.user, toUser: sender))
         return output
     }
 

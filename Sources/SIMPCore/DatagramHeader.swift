@@ -67,8 +67,10 @@ public struct DatagramHeader: Equatable, Sendable {
                 guard reader.lengthDelimited() != nil else { return nil }
             case (9, 5):
                 guard reader.skip(4) else { return nil }
-            case (1...15, _), (30, _):
-                return nil // a known field with the wrong wire type, or errorCode/status (enums the full decoder validates)
+            case (1...15, _), (30...44, _):
+                // A known field with the wrong wire type, errorCode, or an inbox/room/presence field
+                // (30-44, never in a client's content datagram): the full decoder validates it.
+                return nil
             case (_, 0):
                 guard reader.varint() != nil else { return nil }
             case (_, 1):

@@ -21,7 +21,7 @@ public struct InboxCore: Sendable {
     public struct Output: Sendable {
         /// Content messages to send to `user` over UDP.
         public var datagrams: [(user: String, message: SIMPMessage)] = []
-        /// Stored receipts to hand to `user` over its control connection (then remove).
+        /// Stored receipts and read markers to hand to `user` over its control connection (then remove).
         public var receipts: [(user: String, entry: InboxEntry)] = []
         /// Entries `receiver` receipted: remove them and tell their senders.
         public var delivered: [(receiver: String, entry: InboxEntry)] = []
@@ -54,7 +54,7 @@ public struct InboxCore: Sendable {
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
-            } else if entry.message.kind == .receipt {
+            } else if entry.message.kind == .receipt || entry.message.kind == .read {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
                 output.datagrams += submit(entry, to: user, now: now)

@@ -43,7 +43,7 @@ public struct InboxEntry: Equatable, Sendable {
 
     /// The dedupe key of a message: receipts and content messages never share one.
     public static func dedupeKey(kind: SIMPMessage.Kind, messageId: UInt64, fromUser: String) -> String {
-        "\(kind == .receipt ? "r" : "m")/\(messageId)/\(fromUser)"
+        "\(kind == .receipt ? "r" : kind == .read ? "d" : "m")/\(messageId)/\(fromUser)"
     }
 }
 
@@ -65,4 +65,14 @@ public enum DeliveryNotice: Equatable, Sendable {
     case discarded(messageId: UInt64, to: String, SIMPMessage.ErrorCode, String)
     /// A room post has reached `delivered` of its `of` members.
     case roomProgress(messageId: UInt64, room: String, delivered: Int, of: Int)
+    /// `by` has seen every message this user sent it up to id `upTo`.
+    case read(upTo: UInt64, by: String)
+}
+
+/// News about other users that is not about a message of this user's.
+public enum PeerEvent: Equatable, Sendable {
+    /// `from` is typing to this user (at most once: a lost one is not resent).
+    case typing(from: String)
+    /// `user` went online or offline; `lastSeen` in ms since the epoch.
+    case presence(user: String, online: Bool, lastSeen: Int64)
 }

@@ -7,6 +7,7 @@ public struct SIMPMessage: Equatable, Sendable {
         case text = 0, image = 1, audio = 2, connect = 3, receipt = 4
         case connected = 5, error = 6, ping = 7, pong = 8, disconnect = 9
         case roomJoin = 15, roomLeave = 16, roomMembers = 17
+        case typing = 18, read = 19, who = 20, presence = 21
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -79,6 +80,10 @@ public struct SIMPMessage: Equatable, Sendable {
     public var memberCount: UInt32 = 0
     /// ROOM_DELIVERED receipt: how many members have it.
     public var deliveredCount: UInt32 = 0
+    /// PRESENCE: whether `fromUser` is now online.
+    public var online: Bool = false
+    /// PRESENCE: when `fromUser` was last connected, ms since the epoch (now, if online).
+    public var lastSeen: Int64 = 0
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

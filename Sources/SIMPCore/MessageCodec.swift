@@ -75,6 +75,9 @@ public enum MessageCodec {
         message.authorMessageId = c.authormessageid
         message.memberCount = c.membercount
         message.deliveredCount = c.deliveredcount
+        guard c.presence.rawValue <= 1 else { throw DecodeError.unknownEnumValue }
+        message.online = c.presence.rawValue == 1
+        message.lastSeen = c.lastseen
         return message
     }
 
@@ -123,6 +126,8 @@ public enum MessageCodec {
             c.authormessageid = message.authorMessageId
             c.membercount = message.memberCount
             c.deliveredcount = message.deliveredCount
+            c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
+            c.lastseen = message.lastSeen
             var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(8).map { base + $0 }
             return members.withUnsafeMutableBufferPointer { pointers in
                 c.n_members = pointers.count

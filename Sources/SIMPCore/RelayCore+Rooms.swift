@@ -9,6 +9,14 @@ public struct RoomRequest: Sendable, Equatable {
     public var connection: ConnectionID
     /// The request's messageId, echoed in the answer.
     public var messageId: UInt64
+
+    public init(operation: Operation, room: String, user: String, connection: ConnectionID, messageId: UInt64) {
+        self.operation = operation
+        self.room = room
+        self.user = user
+        self.connection = connection
+        self.messageId = messageId
+    }
 }
 
 /// What Redis said to a `RoomRequest`.

@@ -104,6 +104,12 @@ public struct RelayCore: Sendable {
         /// A member receipted room copy `copy`: count the member once per post in Redis, then
         /// call `roomDeliveryCounted`.
         case countRoomDelivery(copy: SIMPMessage)
+        /// Record `user`'s presence in Redis, read the members of its rooms, then call
+        /// `presenceRecorded`.
+        case recordPresence(user: String, online: Bool)
+        /// Read the presence of the request's users (or room members) from Redis, then call
+        /// `whoAnswered`.
+        case who(WhoRequest)
     }
 
     private enum ConnectionState: Sendable {
@@ -129,6 +135,8 @@ public struct RelayCore: Sendable {
     private var connections: [ConnectionID: ConnectionState] = [:]
     var sessions: [String: LocalSession] = [:]
     var inbox: InboxCore
+    /// Presence subscriptions: watched user → local users who asked WHO about it.
+    var watchers: [String: Set<String>] = [:]
     private var routeCache: [String: CachedRoute] = [:]
     private var awaitingLookup: [String: [ByteBuffer]] = [:]
 
@@ -169,7 +177,7 @@ public struct RelayCore: Sendable {
             guard let session = sessions[user], session.connection == connection else { return [] }
             sessions[user] = nil
             inbox.userLeft(user)
-            return [.unregister(user: user, session: session.session)]
+            return [.unregister(user: user, session: session.session), .recordPresence(user: user, online: false)]
         case .awaitingConnect:
             return []
         }
@@ -201,6 +209,10 @@ public struct RelayCore: Sendable {
             return routeReceipt(message, from: user, now: now)
         case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
             return roomControl(message, from: user, on: connection)
+        case (.read, .connected(let user)):
+            return routeRead(message, from: user)
+        case (.who, .connected(let user)):
+            return who(message, from: user, on: connection)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -229,7 +241,7 @@ public struct RelayCore: Sendable {
         var connected = SIMPMessage(kind: .connected, toUser: user)
         connected.udpPort = UInt32(configuration.udpPort)
         connected.relayId = configuration.relayId
-        return [.send(connection, connected), .loadInbox(user: user)]
+        return [.send(connection, connected), .loadInbox(user: user), .recordPresence(user: user, online: true)]
     }
 
     private mutating func connect(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress) -> [Action] {
@@ -299,7 +311,7 @@ public struct RelayCore: Sendable {
             return .actions([.reject(.malformed, detail: "datagram of \(bytes.readableBytes) bytes: \(error)")])
         }
         let moved = source.flatMap { followRebinding(of: message.fromUser, to: $0) } ?? []
-        guard message.kind.isContent else {
+        guard message.kind.isContent || message.kind == .typing else {
             // A PING datagram keeps the client's NAT mapping open (and may reveal a rebinding).
             if message.kind == .ping { return .actions(moved) }
             return .actions([.reject(.unexpectedKind, detail: "\(message.kind) datagram from \(message.fromUser)")])
@@ -326,6 +338,7 @@ public struct RelayCore: Sendable {
             return .forward(to: local.route.address)
         }
         if Self.isRoomAddress(message.toUser) {
+            guard message.kind != .typing else { return .actions([]) } // typing is for one peer only
             return .actions(postToRoom(bytes, message))
         }
         if let cached = routeCache[message.toUser], cached.expires > now {
@@ -390,6 +403,7 @@ public struct RelayCore: Sendable {
     /// A datagram whose recipient has no route: a user seen before is offline (the message
     /// goes to its inbox, see `storeOffline`), anyone else is unknown (the sender is told).
     private func noRoute(_ message: DatagramHeader, bytes: ByteBuffer, known: Bool) -> [Action] {
+        guard message.kind != .typing else { return [] } // at most once: never stored, never refused
         guard !known else { return storeOffline(bytes, message) }
         return unknownRecipient(message)
     }

@@ -24,6 +24,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private let registry: Registry
     private let inboxStore: InboxStore
     private let roomStore: RoomStore
+    let presenceStore: PresenceStore
     private var inboxTimer: Scheduled<Void>?
     private var inboxTimerDeadline: NIODeadline?
     private let logger: Logger
@@ -52,9 +53,10 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
 
-    init(core: RelayCore, registry: Registry, inboxStore: InboxStore, roomStore: RoomStore, heartbeat: HeartbeatPolicy,
-         eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, registry: Registry, inboxStore: InboxStore, roomStore: RoomStore, presenceStore: PresenceStore,
+         heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
+        self.presenceStore = presenceStore
         self.inboxStore = inboxStore
         self.roomStore = roomStore
         self.heartbeats = HeartbeatTable(policy: heartbeat)
@@ -298,6 +300,30 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
                 case .failure(let error): redisFailed("count delivery in \(copy.room)", error)
                 }
                 controlReadCompleted()
+            }
+        case .recordPresence(let user, let online):
+            guard !withdrawing || online else { return } // a relay shutting down leaves presence to expire
+            let now = WallClock.millisecondsSinceEpoch()
+            presenceStore.record(user: user, online: online, now: now, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let roomPeers): perform(core.presenceRecorded(user: user, online: online, lastSeen: now, roomPeers: roomPeers))
+                case .failure(let error): redisFailed("record presence of \(user)", error)
+                }
+                controlReadCompleted()
+            }
+        case .who(let request):
+            let users: EventLoopFuture<[String]?> = request.room.map { roomStore.members(of: $0, askedBy: request.user, on: eventLoop) }
+                ?? eventLoop.makeSucceededFuture(request.users)
+            users.flatMap { [presenceStore, eventLoop] users -> EventLoopFuture<[PresenceEntry]?> in
+                guard let users else { return eventLoop.makeSucceededFuture(nil) }
+                return presenceStore.lookup(users, on: eventLoop).map { $0 }
+            }.whenComplete { [self] result in
+                switch result {
+                case .success(let entries): perform(core.whoAnswered(request, entries))
+                case .failure(let error):
+                    redisFailed("who for \(request.user)", error)
+                    perform([.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId))])
+                }
             }
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1

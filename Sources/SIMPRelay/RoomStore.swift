@@ -57,13 +57,15 @@ public struct RoomStore: Sendable {
         let key = Self.membersKey(request.room)
         switch request.operation {
         case .join:
-            return redis.pipeline([["SADD", key, request.user], ["SMEMBERS", key]], on: eventLoop).map { replies in
-                guard replies.count == 2, let members = replies[1].array else { return .failed }
+            return redis.pipeline([["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
+                                   ["SMEMBERS", key]], on: eventLoop).map { replies in
+                guard replies.count == 3, let members = replies[2].array else { return .failed }
                 return .members(members.compactMap(\.string))
             }.recover { _ in .failed }
         case .leave:
-            return redis.command(["SREM", key, request.user], on: eventLoop).map { reply in
-                reply.integer == nil ? .failed : .members([])
+            return redis.pipeline([["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
+                                  on: eventLoop).map { replies in
+                replies.first?.integer == nil ? .failed : .members([])
             }.recover { _ in .failed }
         case .members:
             return redis.command(["EVAL", Self.membersScript, "1", key, request.user], on: eventLoop).map { reply in
@@ -95,5 +97,19 @@ public struct RoomStore: Sendable {
             guard let count = reply.integer else { throw RedisError("unexpected reply \(reply)") }
             return Int(count)
         }
+    }
+}
+
+extension RoomStore {
+    /// `room`'s members if `user` is one of them, else nil.
+    public func members(of room: String, askedBy user: String, on eventLoop: EventLoop) -> EventLoopFuture<[String]?> {
+        answer(RoomRequest(operation: .members, room: room, user: user, connection: ConnectionID(0), messageId: 0), on: eventLoop)
+            .flatMapThrowing { answer in
+                switch answer {
+                case .members(let members): return members.sorted()
+                case .notAMember: return nil
+                case .failed: throw RedisError("room \(room) unavailable")
+                }
+            }
     }
 }

@@ -46,3 +46,40 @@ extension ChatSessionTests {
         guard case .delivered = session.outgoing[ref].status else { return XCTFail("a late stored undid delivered") }
     }
 }
+
+extension ChatSessionTests {
+    func testReadMarkersTypingAndWho() {
+        start(peer: "bob")
+        let fromBob = SIMPMessage(kind: .text, messageId: 50, fromUser: "bob", toUser: "alice", content: "hi", time: 1)
+        XCTAssertEqual(session.receive(fromBob).last, .markRead(from: "bob", upTo: 50), "the current peer's message is seen at once")
+        let fromCarol = SIMPMessage(kind: .text, messageId: 60, fromUser: "carol", toUser: "alice", content: "psst", time: 1)
+        XCTAssertEqual(session.receive(fromCarol).count, 1, "carol's message is not seen yet")
+        XCTAssertEqual(type("/to carol\r"), [.who(users: ["carol"], room: nil, show: false), .markRead(from: "carol", upTo: 60)])
+
+        XCTAssertEqual(type("h"), [.typing(to: "carol")])
+        XCTAssertEqual(type("e"), [], "at most one typing indicator per window")
+        session.peerEvent(.typing(from: "carol"))
+        refresh()
+        XCTAssertTrue(terminal.transcript.last?.hasPrefix("carol (typing…)>") == true, "\(terminal.transcript)")
+        type("\u{7f}\u{7f}")
+
+        guard case .send(let ref, _)? = type("hello\r").first else { return XCTFail("not sent") }
+        _ = session.submitted(ref: ref, messageId: 9)
+        _ = session.resolved(ref: ref, .delivered(latencyMillis: 1))
+        XCTAssertEqual(session.noticed(.read(upTo: 9, by: "carol")), [.recordStatus(messageId: 9, status: "read")])
+        refresh()
+        XCTAssertTrue(terminal.transcript.contains("12:00 you → carol: hello ✓✓ read"), "\(terminal.transcript)")
+
+        XCTAssertEqual(type("/who\r"), [.who(users: ["carol"], room: nil, show: true)])
+        XCTAssertEqual(type("/who #lobby\r"), [.who(users: [], room: "lobby", show: true)])
+        session.whoAnswered(.success([PresenceEntry(user: "carol", online: false, lastSeen: 5)]), show: true)
+        session.peerEvent(.presence(user: "dave", online: true, lastSeen: 9))
+        refresh()
+        XCTAssertTrue(terminal.transcript.contains("-- carol: offline, last seen 12:00"), "\(terminal.transcript)")
+        XCTAssertTrue(terminal.transcript.contains("-- dave is online"), "\(terminal.transcript)")
+
+        session.sendsReadMarkers = false
+        let quiet = SIMPMessage(kind: .text, messageId: 61, fromUser: "carol", toUser: "alice", content: "again", time: 1)
+        XCTAssertEqual(session.receive(quiet).count, 1, "read markers can be turned off")
+    }
+}

@@ -289,3 +289,58 @@ final class RelayCoreRoomTests: XCTestCase {
         XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(SIMPMessage(kind: .roomJoin))).members, [])
     }
 }
+
+final class RelayCorePresenceTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    private func connect(_ core: inout RelayCore, _ user: String, _ id: UInt64) -> ConnectionID {
+        let connection = ConnectionID(id)
+        core.connectionOpened(connection)
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = UInt32(5000 + id)
+        _ = core.controlReceived(connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 4000), now: t0)
+        _ = core.registrationCompleted(connection, succeeded: true)
+        return connection
+    }
+
+    func testPresenceGoesToFollowersAndRoomPeersConnectedHere() {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let alice = connect(&core, "alice", 1), carol = connect(&core, "carol", 2)
+        let closed = core.connectionClosed(connect(&core, "bob", 3))
+        XCTAssertTrue(closed.contains { if case .recordPresence("bob", false) = $0 { return true }; return false })
+
+        _ = core.whoAnswered(WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil),
+                             [PresenceEntry(user: "bob", online: false, lastSeen: 5)])
+        let actions = core.presenceRecorded(user: "bob", online: true, lastSeen: 77, roomPeers: ["bob", "carol", "dave"])
+        let sent = actions.compactMap { action -> (ConnectionID, SIMPMessage)? in
+            if case .send(let connection, let message) = action { return (connection, message) }
+            return nil
+        }
+        XCTAssertEqual(sent.map(\.0), [alice, carol], "follower alice and room peer carol; dave is not here")
+        XCTAssertEqual(sent.map(\.1.kind), [.presence, .presence])
+        XCTAssertEqual(sent.first?.1.online, true)
+        XCTAssertEqual(sent.first?.1.lastSeen, 77)
+        XCTAssertEqual(sent.first?.1.fromUser, "bob")
+    }
+
+    func testReadMarkerForAnOfflineSenderIsStoredAndTypingForAnOfflineUserIsDropped() {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let bob = connect(&core, "bob", 1)
+        let read = core.controlReceived(SIMPMessage(kind: .read, messageId: 12, fromUser: "mallory", toUser: "alice"),
+                                        on: bob, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 1), now: t0)
+        guard case .storeInInbox("alice", let marker) = read.first else { return XCTFail("\(read)") }
+        XCTAssertEqual(marker.fromUser, "bob", "the relay vouches for the reader")
+        XCTAssertEqual(InboxEntry(message: marker, storedAt: 1).dedupeKey, "d/12/bob")
+
+        let typing = MessageCodec.encode(SIMPMessage(kind: .typing, messageId: 1, fromUser: "bob", toUser: "alice"))
+        _ = core.datagramReceived(typing, now: t0)
+        XCTAssertTrue(core.lookupCompleted(user: "alice", route: nil, known: true, now: t0).isEmpty, "not stored, not refused")
+        XCTAssertTrue(core.datagramReceived(MessageCodec.encode(SIMPMessage(kind: .typing, messageId: 2, fromUser: "bob", toUser: "#room")), now: t0).isEmpty)
+    }
+
+    func testPresenceEntryTextRoundTripsUserIdsWithSpaces() {
+        let entry = PresenceEntry(user: "ann marie", online: true, lastSeen: 123)
+        XCTAssertEqual(PresenceEntry(text: entry.text), entry)
+        XCTAssertNil(PresenceEntry(text: "bob maybe 1"))
+    }
+}

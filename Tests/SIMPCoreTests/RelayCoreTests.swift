@@ -82,8 +82,10 @@ final class RelayCoreTests: XCTestCase {
         core.connectionOpened(c1)
         _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
         let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 2)
-        guard case .loadInbox("alice") = actions[1] else { return XCTFail("\(actions)") }
+        XCTAssertEqual(actions.count, 3)
+        guard case .loadInbox("alice") = actions[1], case .recordPresence("alice", online: true) = actions[2] else {
+            return XCTFail("\(actions)")
+        }
         let (connection, message) = try XCTUnwrap(sent(actions[0]))
         XCTAssertEqual(connection, c1)
         XCTAssertEqual(message.kind, .connected)
@@ -153,7 +155,8 @@ final class RelayCoreTests: XCTestCase {
         var core = makeCore()
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         let actions = core.connectionClosed(c1)
-        XCTAssertEqual(actions.count, 1)
+        XCTAssertEqual(actions.count, 2)
+        guard case .recordPresence("alice", online: false) = actions[1] else { return XCTFail("\(actions)") }
         let unregister = try XCTUnwrap(unregistered(actions[0]))
         XCTAssertEqual(unregister.user, "alice")
         XCTAssertEqual(unregister.session, "r1/1")

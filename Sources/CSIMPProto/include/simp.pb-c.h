@@ -78,7 +78,36 @@ typedef enum _Simp__Message__Type {
   /*
    * client -> relay, TCP: list `room`'s members (members only);
    */
-  SIMP__MESSAGE__TYPE__ROOM_MEMBERS = 17
+  SIMP__MESSAGE__TYPE__ROOM_MEMBERS = 17,
+  /*
+   * relay -> client: the answer, `members`, messageId echoed
+   * Presence, read markers, typing (types 15-24).
+   */
+  /*
+   * client -> relay -> peer, UDP: `fromUser` is typing to `toUser`; at most once:
+   */
+  SIMP__MESSAGE__TYPE__TYPING = 18,
+  /*
+   * never receipted, retransmitted or stored
+   */
+  /*
+   * reader -> relay -> sender, TCP: `fromUser` has seen every message from `toUser`
+   */
+  SIMP__MESSAGE__TYPE__READ = 19,
+  /*
+   * up to id `messageId`; stored for an offline sender
+   */
+  /*
+   * client -> relay, TCP: presence of `members` (or of `room`'s members);
+   */
+  SIMP__MESSAGE__TYPE__WHO = 20,
+  /*
+   * relay -> client: the answer, `members` as "<user> <online|offline> <lastSeen ms>"
+   */
+  /*
+   * relay -> client, TCP: `fromUser` went online or offline (`presence`, `lastSeen`)
+   */
+  SIMP__MESSAGE__TYPE__PRESENCE = 21
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -150,6 +179,11 @@ typedef enum _Simp__Message__DeliveryStatus {
   SIMP__MESSAGE__DELIVERY_STATUS__ROOM_DELIVERED = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__DELIVERY_STATUS)
 } Simp__Message__DeliveryStatus;
+typedef enum _Simp__Message__Presence {
+  SIMP__MESSAGE__PRESENCE__OFFLINE = 0,
+  SIMP__MESSAGE__PRESENCE__ONLINE = 1
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__PRESENCE)
+} Simp__Message__Presence;
 
 /* --- messages --- */
 
@@ -269,10 +303,18 @@ struct  Simp__Message
    * ROOM_DELIVERED receipt: members that have the message
    */
   uint32_t deliveredcount;
+  /*
+   * PRESENCE: the user's new state
+   */
+  Simp__Message__Presence presence;
+  /*
+   * PRESENCE: ms since the epoch when the user was last connected (now, if online)
+   */
+  int64_t lastseen;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0 }
 
 
 /* Simp__Message methods */
@@ -309,6 +351,7 @@ extern const ProtobufCMessageDescriptor simp__message__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__type__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__delivery_status__descriptor;
+extern const ProtobufCEnumDescriptor    simp__message__presence__descriptor;
 
 PROTOBUF_C__END_DECLS
 

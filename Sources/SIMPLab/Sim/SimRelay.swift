@@ -179,7 +179,7 @@ final class SimRelay {
         // counted) for its sender to retransmit, as before the inbox existed.
         case .storeInInbox:
             rejected[.recipientOffline, default: 0] += 1
-        case .loadInbox, .removeFromInbox, .roomRequest, .postToRoom, .countRoomDelivery:
+        case .loadInbox, .removeFromInbox, .roomRequest, .postToRoom, .countRoomDelivery, .recordPresence, .who:
             break // no inboxes and no rooms in the simulation
         case .sendDatagram(let message, _, let address):
             world.client(at: address)?.receiveFromRelay(MessageCodec.encode(message))
