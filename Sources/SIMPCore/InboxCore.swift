@@ -27,6 +27,9 @@ public struct InboxCore: Sendable {
         public var delivered: [(receiver: String, entry: InboxEntry)] = []
         /// Entries older than the TTL: remove them and tell their senders.
         public var expired: [(receiver: String, entry: InboxEntry)] = []
+        /// Direct datagrams held back while stored messages of the same sender were delivered,
+        /// now to be forwarded to `user`.
+        public var released: [(user: String, bytes: ByteBuffer)] = []
         public init() {}
     }
 
@@ -34,6 +37,32 @@ public struct InboxCore: Sendable {
     /// How long an entry may wait, in milliseconds.
     public let ttlMillis: Int64
     private var drains: [DrainKey: Drain] = [:]
+    /// Direct datagrams waiting for a drain of the same (receiver, sender) to finish, by id.
+    private var held: [DrainKey: [(id: UInt64, bytes: ByteBuffer)]] = [:]
+    /// Direct datagrams held per (receiver, sender) at most; later ones are dropped (their
+    /// senders retransmit).
+    public static let maxHeld = 256
+
+    /// Whether no inbox is being delivered (the relay's fast path checks this first).
+    public var isIdle: Bool { drains.isEmpty }
+
+    /// A direct datagram from `sender` to `receiver` while stored messages from `sender` are
+    /// still being delivered to `receiver`: it waits until they are receipted, so it cannot
+    /// overtake them. Returns false (forward it now) when nothing is being delivered.
+    public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: String, from sender: String) -> Bool {
+        let key = DrainKey(receiver: receiver, sender: sender)
+        guard drains[key] != nil else { return false }
+        var queue = held[key] ?? []
+        if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
+        held[key] = queue
+        return true
+    }
+
+    /// The drain `key` finished (or gave up): what was held for it goes out now.
+    private mutating func finished(_ key: DrainKey, into output: inout Output) {
+        drains[key] = nil
+        output.released += (held.removeValue(forKey: key) ?? []).map { (key.receiver, $0.bytes) }
+    }
 
     public init(retransmit: RetransmitPolicy = RetransmitPolicy(), ttlMillis: Int64) {
         self.retransmit = retransmit
@@ -89,7 +118,8 @@ public struct InboxCore: Sendable {
         let sent = drain.sender.handleReceipt(receipt, now: now)
         output.datagrams = sent.transmit.map { (user, $0) }
         output.delivered.append((user, entry))
-        drains[key] = drain.entries.isEmpty ? nil : drain
+        drains[key] = drain
+        if drain.entries.isEmpty { finished(key, into: &output) }
         return output
     }
 
@@ -102,7 +132,8 @@ public struct InboxCore: Sendable {
             let sent = drain.sender.poll(now: now)
             output.datagrams += sent.transmit.map { (key.receiver, $0) }
             for case .failed(let id, _, _) in sent.events { drain.entries[id] = nil }
-            drains[key] = drain.entries.isEmpty ? nil : drain
+            drains[key] = drain
+            if drain.entries.isEmpty { finished(key, into: &output) }
         }
         return output
     }
@@ -110,5 +141,6 @@ public struct InboxCore: Sendable {
     /// `user` left: deliveries to it stop (its entries stay stored).
     public mutating func userLeft(_ user: String) {
         for key in drains.keys where key.receiver == user { drains[key] = nil }
+        for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
     }
 }

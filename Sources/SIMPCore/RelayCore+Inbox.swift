@@ -94,6 +94,10 @@ extension RelayCore {
                 actions.append(.storeInInbox(user: receipt.toUser, message: receipt))
             }
         }
+        for (user, bytes) in output.released {
+            guard let session = sessions[user] else { continue }
+            actions.append(.forward(bytes, to: session.route.address))
+        }
         for (receiver, entry) in output.expired {
             actions += [.removeFromInbox(user: receiver, entry: entry)] + discard(user: receiver, entry, .expired)
         }

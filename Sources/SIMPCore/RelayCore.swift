@@ -335,6 +335,10 @@ public struct RelayCore: Sendable {
                 + tellSender(message, .badRequest, "a message needs fromUser, toUser and messageId"))
         }
         if let local = sessions[message.toUser] {
+            if !inbox.isIdle, message.kind != .typing,
+               inbox.holdIfDelivering(bytes, messageId: message.messageId, to: message.toUser, from: message.fromUser) {
+                return .actions([]) // stored messages from the same sender go first
+            }
             return .forward(to: local.route.address)
         }
         if Self.isRoomAddress(message.toUser) {

@@ -344,3 +344,40 @@ final class RelayCorePresenceTests: XCTestCase {
         XCTAssertNil(PresenceEntry(text: "bob maybe 1"))
     }
 }
+
+final class InboxOrderingTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+
+    func testDirectDatagramsWaitUntilStoredOnesFromTheSameSenderAreReceipted() throws {
+        var core = RelayCore(configuration: .init(relayId: "r1", udpPort: 7000))
+        let bob = ConnectionID(2)
+        core.connectionOpened(bob)
+        var connect = SIMPMessage(kind: .connect, fromUser: "bob")
+        connect.udpPort = 5002
+        _ = core.controlReceived(connect, on: bob, peer: try SocketAddress(ipAddress: "127.0.0.1", port: 4000), now: t0)
+        _ = core.registrationCompleted(bob, succeeded: true)
+        var stored = SIMPMessage(kind: .text, messageId: 10, fromUser: "alice", toUser: "bob")
+        stored.stream = 10
+        stored.seq = 1
+        let sent = core.inboxLoaded(user: "bob", entries: [InboxEntry(message: stored, storedAt: 1)], wallNow: 2, now: t0)
+        guard case .sendDatagram(let copy, _, _) = sent.first else { return XCTFail("\(sent)") }
+
+        var direct = SIMPMessage(kind: .text, messageId: 11, fromUser: "alice", toUser: "bob")
+        direct.stream = 10
+        direct.seq = 2
+        direct.floor = 2
+        let bytes = MessageCodec.encode(direct)
+        XCTAssertTrue(core.datagramReceived(bytes, now: t0).isEmpty, "held behind the stored message")
+        XCTAssertTrue(core.datagramReceived(bytes, now: t0).isEmpty, "a retransmission is held once")
+        let fromCarol = MessageCodec.encode(SIMPMessage(kind: .text, messageId: 5, fromUser: "carol", toUser: "bob"))
+        guard case .forward = core.datagramReceived(fromCarol, now: t0).first else { return XCTFail("other senders are not held") }
+
+        let receipted = core.controlReceived(copy.receipt(holdMicros: 0), on: bob, peer: try SocketAddress(ipAddress: "127.0.0.1", port: 1), now: t0)
+        let forwards = receipted.compactMap { action -> ByteBuffer? in
+            if case .forward(let bytes, _) = action { return bytes }
+            return nil
+        }
+        XCTAssertEqual(forwards, [bytes], "released once the stored message is receipted")
+        guard case .forward = core.datagramReceived(bytes, now: t0).first else { return XCTFail("no longer held") }
+    }
+}
