@@ -95,6 +95,8 @@ struct Send: AsyncParsableCommand {
         abstract: "Send one message and wait for the receiver's receipt.",
         discussion: """
             Prints the message id, then `delivered in N ms` when the receipt arrives, and exits 0. \
+            If the recipient is offline (but known to the relay), the relay stores the message and \
+            `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives after all retransmissions.
             """)
@@ -102,7 +104,13 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     @Option(help: "The recipient's user id.")
-    var to: String
+    var to: String?
+
+    @Option(help: "Post to this room instead (you must be a member; see --join). Members get it from #ROOM.")
+    var room: String?
+
+    @Flag(help: "With --room: join the room first (creating it if it has no members).")
+    var join = false
 
     @Option(help: "Send an IMAGE message with this URL instead of text.")
     var image: String?
@@ -114,12 +122,21 @@ struct Send: AsyncParsableCommand {
     var text: String = ""
 
     func validate() throws {
-        guard !to.isEmpty else { throw ValidationError("--to must not be empty") }
+        guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
+        guard to?.isEmpty != true, room?.isEmpty != true else { throw ValidationError("--to and --room must not be empty") }
+        guard !join || room != nil else { throw ValidationError("--join needs --room") }
         guard image != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (or --image URL)") }
     }
 
     func run() async throws {
         let client = try await connection.connect()
+        if let room, join {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
+        let to = self.to ?? SIMPClient.roomAddress(room!)
         var message = SIMPMessage(kind: .text, toUser: to, content: text)
         if let image {
             message.kind = .image
@@ -140,6 +157,10 @@ struct Send: AsyncParsableCommand {
             fail("simp: message \(id) not delivered: no receipt after \(attempts) transmissions")
         case .connectionLost:
             fail("simp: message \(id): connection to the relay was lost before the receipt arrived")
+        case .stored where room != nil:
+            print("posted to \(to); members get it now, or when they connect")
+        case .stored:
+            print("stored: \(to) is offline; the relay delivers it when \(to) connects")
         }
     }
 }
@@ -157,12 +178,21 @@ struct Listen: AsyncParsableCommand {
     @Option(help: "Exit 0 after this many messages.")
     var count: Int?
 
+    @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
+    var room: [String] = []
+
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
 
     func run() async throws {
         let client = try await connection.connect()
+        for room in room {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
         if !json, count == nil {
             FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
         }
@@ -197,7 +227,10 @@ struct Chat: AsyncParsableCommand {
             everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
 
             Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
-            arrived) or ✗ failed with the reason. The line editor knows ←/→, Home/End, Ctrl-A/E, \
+            arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
+            ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. \
+            When the receiver has seen it, it turns ✓✓ read (your own read markers: --no-read-receipts). \
+            `/join ROOM`, `/leave`, `/members` for group chat; `/who [NAME...|#ROOM]` for presence. The line editor knows ←/→, Home/End, Ctrl-A/E, \
             Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
@@ -209,7 +242,7 @@ struct Chat: AsyncParsableCommand {
             When stdin is not a terminal, lines are read from it and carried out as if typed, and \
             plain lines are printed (no colours, no cursor movement). At end of input `simp chat` \
             waits up to 10 s for messages in flight, then exits 0 if every message was delivered \
-            and 1 otherwise.
+            (or stored for an offline receiver) and 1 otherwise.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -219,6 +252,9 @@ struct Chat: AsyncParsableCommand {
 
     @Flag(name: .customLong("no-color"), help: "No colours (also off when NO_COLOR is set or stdout is not a terminal).")
     var noColor = false
+
+    @Flag(name: .customLong("no-read-receipts"), help: "Do not tell senders when you have seen their messages.")
+    var noReadReceipts = false
 
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
     var historyDir: String?
@@ -234,6 +270,7 @@ struct Chat: AsyncParsableCommand {
             peer: to,
             historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
         options.colors = !noColor
+        options.readReceipts = !noReadReceipts
         options.log = log
         let status = await ChatController(client: client, options: options).run()
         if status != 0 { throw ExitCode(status) }

@@ -98,6 +98,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("login-rate"), help: "Login attempts per second from one IP address (burst: 10 times that).")
     var loginRate: Double = 5
 
+    @Option(name: .customLong("inbox-max-messages"), help: "Messages kept per offline user's inbox; beyond it the oldest are discarded and their senders told.")
+    var inboxMaxMessages = 1000
+
+    @Option(name: .customLong("inbox-ttl"), help: "Seconds a message waits in an offline user's inbox before it is discarded (its sender told). Default: 7 days.")
+    var inboxTTL = 7 * 24 * 3600
+
     func validate() throws {
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
             throw ValidationError("--message-rate, --connection-rate and --login-rate must be positive")
@@ -114,6 +120,8 @@ struct Serve: AsyncParsableCommand {
         guard (256...65507).contains(maxDatagramSize) else { throw ValidationError("--max-datagram-size must be 256-65507") }
         guard pingInterval >= 0.05 else { throw ValidationError("--ping-interval must be at least 0.05 seconds") }
         guard pingMisses >= 1 else { throw ValidationError("--ping-misses must be at least 1") }
+        guard inboxMaxMessages >= 1 else { throw ValidationError("--inbox-max-messages must be at least 1") }
+        guard inboxTTL >= 1 else { throw ValidationError("--inbox-ttl must be at least 1 second") }
         if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 0-65535") }
         guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -134,6 +142,8 @@ struct Serve: AsyncParsableCommand {
         configuration.redis = try RedisURL(parsing: redis)
         if let relayId { configuration.relayId = relayId }
         configuration.registrationTTLSeconds = registrationTTL
+        configuration.inboxMaxMessages = inboxMaxMessages
+        configuration.inboxTTLSeconds = inboxTTL
         configuration.maxFrameSize = maxFrameSize
         configuration.maxDatagramSize = maxDatagramSize
         configuration.heartbeat = HeartbeatPolicy(interval: .milliseconds(Int64(pingInterval * 1000)), missLimit: pingMisses)

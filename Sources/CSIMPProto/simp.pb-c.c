@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[20] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -67,11 +67,18 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[13] =
   { "AUTH", "SIMP__MESSAGE__TYPE__AUTH", 10 },
   { "CHALLENGE", "SIMP__MESSAGE__TYPE__CHALLENGE", 11 },
   { "HELLO", "SIMP__MESSAGE__TYPE__HELLO", 12 },
+  { "ROOM_JOIN", "SIMP__MESSAGE__TYPE__ROOM_JOIN", 15 },
+  { "ROOM_LEAVE", "SIMP__MESSAGE__TYPE__ROOM_LEAVE", 16 },
+  { "ROOM_MEMBERS", "SIMP__MESSAGE__TYPE__ROOM_MEMBERS", 17 },
+  { "TYPING", "SIMP__MESSAGE__TYPE__TYPING", 18 },
+  { "READ", "SIMP__MESSAGE__TYPE__READ", 19 },
+  { "WHO", "SIMP__MESSAGE__TYPE__WHO", 20 },
+  { "PRESENCE", "SIMP__MESSAGE__TYPE__PRESENCE", 21 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{0, 13}
+{0, 0},{15, 13},{0, 20}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[20] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -84,8 +91,15 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[13
   { "IMAGE", 1 },
   { "PING", 7 },
   { "PONG", 8 },
+  { "PRESENCE", 19 },
+  { "READ", 17 },
   { "RECEIPT", 4 },
+  { "ROOM_JOIN", 13 },
+  { "ROOM_LEAVE", 14 },
+  { "ROOM_MEMBERS", 15 },
   { "TEXT", 0 },
+  { "TYPING", 16 },
+  { "WHO", 18 },
 };
 const ProtobufCEnumDescriptor simp__message__type__descriptor =
 {
@@ -94,15 +108,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  13,
+  20,
   simp__message__type__enum_values_by_number,
-  13,
+  20,
   simp__message__type__enum_values_by_name,
-  1,
+  2,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[12] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[15] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -116,19 +130,25 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "AUTH_REQUIRED", "SIMP__MESSAGE__ERROR_CODE__AUTH_REQUIRED", 9 },
   { "RATE_LIMITED", "SIMP__MESSAGE__ERROR_CODE__RATE_LIMITED", 10 },
   { "SENDER_MISMATCH", "SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH", 11 },
+  { "INBOX_FULL", "SIMP__MESSAGE__ERROR_CODE__INBOX_FULL", 16 },
+  { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
+  { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{0, 12}
+{0, 0},{16, 12},{0, 15}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[12] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[15] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
+  { "INBOX_EXPIRED", 13 },
+  { "INBOX_FULL", 12 },
   { "INTERNAL", 6 },
   { "NONE", 0 },
+  { "NOT_A_MEMBER", 14 },
   { "NOT_CONNECTED", 3 },
   { "RATE_LIMITED", 10 },
   { "SENDER_MISMATCH", 11 },
@@ -142,15 +162,75 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  12,
+  15,
   simp__message__error_code__enum_values_by_number,
-  12,
+  15,
   simp__message__error_code__enum_values_by_name,
-  1,
+  2,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
+static const ProtobufCEnumValue simp__message__delivery_status__enum_values_by_number[4] =
+{
+  { "DELIVERED", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED", 0 },
+  { "STORED", "SIMP__MESSAGE__DELIVERY_STATUS__STORED", 1 },
+  { "DELIVERED_FROM_INBOX", "SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX", 2 },
+  { "ROOM_DELIVERED", "SIMP__MESSAGE__DELIVERY_STATUS__ROOM_DELIVERED", 3 },
+};
+static const ProtobufCIntRange simp__message__delivery_status__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex simp__message__delivery_status__enum_values_by_name[4] =
+{
+  { "DELIVERED", 0 },
+  { "DELIVERED_FROM_INBOX", 2 },
+  { "ROOM_DELIVERED", 3 },
+  { "STORED", 1 },
+};
+const ProtobufCEnumDescriptor simp__message__delivery_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "simp.Message.DeliveryStatus",
+  "DeliveryStatus",
+  "Simp__Message__DeliveryStatus",
+  "simp",
+  4,
+  simp__message__delivery_status__enum_values_by_number,
+  4,
+  simp__message__delivery_status__enum_values_by_name,
+  1,
+  simp__message__delivery_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue simp__message__presence__enum_values_by_number[2] =
+{
+  { "OFFLINE", "SIMP__MESSAGE__PRESENCE__OFFLINE", 0 },
+  { "ONLINE", "SIMP__MESSAGE__PRESENCE__ONLINE", 1 },
+};
+static const ProtobufCIntRange simp__message__presence__value_ranges[] = {
+{0, 0},{0, 2}
+};
+static const ProtobufCEnumValueIndex simp__message__presence__enum_values_by_name[2] =
+{
+  { "OFFLINE", 0 },
+  { "ONLINE", 1 },
+};
+const ProtobufCEnumDescriptor simp__message__presence__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "simp.Message.Presence",
+  "Presence",
+  "Simp__Message__Presence",
+  "simp",
+  2,
+  simp__message__presence__enum_values_by_number,
+  2,
+  simp__message__presence__enum_values_by_name,
+  1,
+  simp__message__presence__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[34] =
 {
   {
     "version",
@@ -452,10 +532,121 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[25] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "status",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, status),
+    &simp__message__delivery_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "room",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, room),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "members",
+    32,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Simp__Message, n_members),
+    offsetof(Simp__Message, members),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "author",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, author),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "authorMessageId",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, authormessageid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "memberCount",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, membercount),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deliveredCount",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, deliveredcount),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "presence",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, presence),
+    &simp__message__presence__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lastSeen",
+    38,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, lastseen),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
+  28,   /* field[28] = author */
+  29,   /* field[29] = authorMessageId */
   3,   /* field[3] = content */
+  31,   /* field[31] = deliveredCount */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
@@ -464,15 +655,21 @@ static const unsigned simp__message__field_indices_by_name[] = {
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
   20,   /* field[20] = iterations */
+  33,   /* field[33] = lastSeen */
+  30,   /* field[30] = memberCount */
+  27,   /* field[27] = members */
   1,   /* field[1] = messageId */
   18,   /* field[18] = nonce */
+  32,   /* field[32] = presence */
   21,   /* field[21] = proof */
   14,   /* field[14] = relayId */
   24,   /* field[24] = retryAfterMillis */
+  26,   /* field[26] = room */
   19,   /* field[19] = salt */
   16,   /* field[16] = seq */
   22,   /* field[22] = sessionId */
   23,   /* field[23] = sessionSecret */
+  25,   /* field[25] = status */
   15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
@@ -480,10 +677,11 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[1 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 25 }
+  { 30, 25 },
+  { 0, 34 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -493,10 +691,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  25,
+  34,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  1,  simp__message__number_ranges,
+  2,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

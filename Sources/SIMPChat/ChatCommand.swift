@@ -10,6 +10,14 @@ public enum ChatCommand: Equatable, Sendable {
     case retry
     /// `/history [n]`: show n older messages from the history.
     case history(count: Int?)
+    /// `/join ROOM`: join (or create) a room and talk to it.
+    case join(room: String)
+    /// `/leave [ROOM]`: leave the room (default: the current one).
+    case leave(room: String?)
+    /// `/members [ROOM]`: list the room's members (default: the current room).
+    case members(room: String?)
+    /// `/who [NAME... | #ROOM]`: presence (default: the current peer).
+    case who([String])
     case help
     case quit
     /// A blank line.
@@ -25,9 +33,13 @@ public enum ChatCommand: Equatable, Sendable {
         "/image URL [S]   send an image link, optionally with display scale S (default 1)",
         "/retry           resend the messages that failed (✗)",
         "/history [N]     show N older messages from the history (default 20)",
+        "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT also posts to it)",
+        "/leave [ROOM]    leave ROOM (default: the current room)",
+        "/members [ROOM]  list ROOM's members (default: the current room)",
+        "/who [NAME...]   who is online (default: the current peer; /who #ROOM for a room)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
-        "Marks: … pending  ✓ sent  ✓✓ delivered  ✗ failed",
+        "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later  ✓✓ delivered  ✓✓ read  ✗ failed",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -52,6 +64,17 @@ public enum ChatCommand: Equatable, Sendable {
             guard let text = arguments.first else { return .history(count: nil) }
             guard let count = Int(text), count > 0 else { return .invalid("/history takes a positive number, got \"\(text)\"") }
             return .history(count: count)
+        case "/join":
+            guard arguments.count == 1 else { return .invalid("usage: /join ROOM") }
+            return .join(room: roomName(arguments[0]))
+        case "/leave":
+            guard arguments.count <= 1 else { return .invalid("usage: /leave [ROOM]") }
+            return .leave(room: arguments.first.map(roomName))
+        case "/members":
+            guard arguments.count <= 1 else { return .invalid("usage: /members [ROOM]") }
+            return .members(room: arguments.first.map(roomName))
+        case "/who":
+            return .who(arguments)
         case "/help", "/?":
             return .help
         case "/quit", "/exit", "/q":
@@ -59,6 +82,11 @@ public enum ChatCommand: Equatable, Sendable {
         default:
             return .invalid("unknown command \(words[0]); /help lists the commands (start with // to send a line beginning with /)")
         }
+    }
+
+    /// `#lobby` and `lobby` both name the room `lobby`.
+    private static func roomName(_ word: String) -> String {
+        word.hasPrefix("#") ? String(word.dropFirst()) : word
     }
 
     private static func parseAddressed(_ line: String) -> ChatCommand {
@@ -89,4 +117,23 @@ extension StringProtocol {
               let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
         return String(self[first...last])
     }
+}
+
+/// A room request `simp chat` makes of the client.
+public enum ChatRoomRequest: Equatable, Sendable, CustomStringConvertible {
+    case join(String), leave(String), members(String)
+
+    public var description: String {
+        switch self {
+        case .join(let room): return "/join #\(room)"
+        case .leave(let room): return "/leave #\(room)"
+        case .members(let room): return "/members #\(room)"
+        }
+    }
+}
+
+/// Why a room request failed, for the user.
+public struct ChatRoomError: Error, Equatable, Sendable {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
 }

@@ -18,6 +18,8 @@ public final class ChatController: @unchecked Sendable {
         public var environment = ProcessInfo.processInfo.environment
         /// Log messages to show as notices while the chat runs.
         public var log: ChatLog?
+        /// Send read markers when the user has seen a conversation.
+        public var readReceipts = true
 
         public init(peer: String? = nil, historyDirectory: URL) {
             self.peer = peer
@@ -28,7 +30,9 @@ public final class ChatController: @unchecked Sendable {
     /// Everything the session reacts to, in the order it happened.
     private enum Event: Sendable {
         case keys([Key]), line(String), endOfInput
-        case incoming(SIMPMessage), connection(ConnectionState)
+        case incoming(SIMPMessage), connection(ConnectionState), notice(DeliveryNotice)
+        case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
+        case peer(PeerEvent), whoAnswered(Result<[PresenceEntry], ChatRoomError>, show: Bool)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal
         case log(String)
@@ -59,6 +63,7 @@ public final class ChatController: @unchecked Sendable {
         var session = ChatSession(
             user: client.configuration.user, peer: options.peer, screen: screen,
             history: (try? store?.load()) ?? [], clock: .system)
+        session.sendsReadMarkers = options.readReceipts
         if interactive {
             do { try Terminal.enableRawMode() } catch {
                 FileHandle.standardError.write(Data("simp: \(error)\n".utf8))
@@ -82,6 +87,10 @@ public final class ChatController: @unchecked Sendable {
                 case .record(let entry): try? store?.append(entry)
                 case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
                 case .startDrainTimer: startDrainTimer()
+                case .room(let request): startRoomRequest(request)
+                case .markRead(let sender, let upTo): Task { [client] in await client.markRead(from: sender, upTo: upTo) }
+                case .typing(let peer): Task { [client] in await client.sendTyping(to: peer) }
+                case .who(let users, let room, let show): startWho(users: users, room: room, show: show)
                 case .quit(let exitStatus):
                     status = exitStatus
                     break loop
@@ -103,8 +112,19 @@ public final class ChatController: @unchecked Sendable {
         case .line(let line): return session.submitLine(line)
         case .endOfInput: return session.endOfInput()
         case .incoming(let message): return session.receive(message)
+        case .notice(let notice): return session.noticed(notice)
+        case .roomAnswered(let request, let answer):
+            session.roomAnswered(request, answer)
+            return []
+        case .peer(let event):
+            session.peerEvent(event)
+            return []
+        case .whoAnswered(let entries, let show):
+            session.whoAnswered(entries, show: show)
+            return []
         case .connection(let state):
             session.connectionChanged(state)
+            if case .connected = state { return session.followCurrentPeer() }
             return []
         case .submitted(let ref, let id): return session.submitted(ref: ref, messageId: id)
         case .resolved(let ref, let status): return session.resolved(ref: ref, status)
@@ -133,6 +153,12 @@ public final class ChatController: @unchecked Sendable {
         }
         Task { [client] in
             for await state in client.connectionStates { post.yield(.connection(state)) }
+        }
+        Task { [client] in
+            for await notice in client.notices { post.yield(.notice(notice)) }
+        }
+        Task { [client] in
+            for await event in client.peerEvents { post.yield(.peer(event)) }
         }
         let signals: [(Int32, Event)] = [(SIGWINCH, .resize), (SIGINT, .signal), (SIGTERM, .signal), (SIGHUP, .signal)]
         for (number, event) in signals {
@@ -164,6 +190,39 @@ public final class ChatController: @unchecked Sendable {
             }
         }
         return continuation
+    }
+
+    /// Asks the client and posts the answer back as an event.
+    private func startRoomRequest(_ request: ChatRoomRequest) {
+        Task { [client, post] in
+            do {
+                let members: [String]
+                switch request {
+                case .join(let room): members = try await client.joinRoom(room)
+                case .leave(let room): try await client.leaveRoom(room); members = []
+                case .members(let room): members = try await client.roomMembers(room)
+                }
+                post.yield(.roomAnswered(request, .success(members)))
+            } catch SIMPClientError.rejected(_, let text) {
+                post.yield(.roomAnswered(request, .failure(ChatRoomError(text))))
+            } catch {
+                post.yield(.roomAnswered(request, .failure(ChatRoomError("\(error)"))))
+            }
+        }
+    }
+
+    private func startWho(users: [String], room: String?, show: Bool) {
+        Task { [client, post] in
+            do {
+                let entries: [PresenceEntry]
+                if let room { entries = try await client.who(room: room) } else { entries = try await client.who(users) }
+                post.yield(.whoAnswered(.success(entries), show: show))
+            } catch SIMPClientError.rejected(_, let text) {
+                post.yield(.whoAnswered(.failure(ChatRoomError(text)), show: show))
+            } catch {
+                post.yield(.whoAnswered(.failure(ChatRoomError("\(error)")), show: show))
+            }
+        }
     }
 
     private func startDrainTimer() {

@@ -11,6 +11,7 @@ extension HistoryEntry {
             kind: message.kind == .image ? "image" : "text", text: message.content,
             imageURL: message.kind == .image ? message.imageURL : nil,
             imageScale: message.kind == .image ? message.imageScale : nil)
+        if !message.author.isEmpty { author = message.author }
     }
 
     /// What the message says, images as `[image] URL`.
@@ -32,16 +33,18 @@ extension ChatSession {
                             status: DeliveryStatus? = nil) -> StyledText {
         let time = StyledText(clock.format(entry.time) + " ", .dim)
         guard entry.from == user else {
-            return time + StyledText(entry.from, .peer) + StyledText(": ") + entry.body
+            let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
+            return time + StyledText(from, .peer) + StyledText(": ") + entry.body
         }
         let line = time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
             + StyledText(": ") + entry.body
         switch status {
         case nil:
-            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
+            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "read" ? " ✓✓ read" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
             return line + StyledText(mark, .dim)
-        case .pending?, .sent?: return line + StyledText(" " + status!.mark, .dim)
+        case .pending?, .sent?, .stored?: return line + StyledText(" " + status!.mark, .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
+        case .read?: return line + StyledText(" ✓✓ read", .success)
         case .failed(let reason)?: return line + StyledText(" ✗ \(reason) (/retry resends)", .failure)
         }
     }
@@ -57,6 +60,10 @@ extension ChatSession {
             return StyledText("✓✓ delivered to \(message.toUser): \(quoted) (\(formatMillis(millis)))", .success)
         case .failed(let reason):
             return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
+        case .read:
+            return StyledText("✓✓ read by \(message.toUser): \(quoted)", .success)
+        case .stored:
+            return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
         case .pending, .sent:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }

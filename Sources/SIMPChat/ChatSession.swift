@@ -8,6 +8,14 @@ public enum ChatEffect: Equatable, Sendable {
     /// Append to the history file.
     case record(HistoryEntry)
     case recordStatus(messageId: UInt64, status: String)
+    /// Carry out a room request with the client and report back with `roomAnswered`.
+    case room(ChatRoomRequest)
+    /// Tell `sender` its messages up to `upTo` were seen (a read marker).
+    case markRead(from: String, upTo: UInt64)
+    /// Tell `to` this user is typing.
+    case typing(to: String)
+    /// Ask the presence of `users` (and follow their changes); `show` prints the answer (`/who`).
+    case who(users: [String], room: String?, show: Bool)
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
     case startDrainTimer
     /// Leave with this exit status.
@@ -44,6 +52,16 @@ public struct ChatSession: Sendable {
     private var output = ""
     private let clock: ChatClock
 
+    /// Whether read markers are sent when the user has seen a conversation (`--no-read-receipts` turns them off).
+    public var sendsReadMarkers = true
+    /// Newest unseen message id per peer (read markers are sent when the user switches to it).
+    private var unread: [String: UInt64] = [:]
+    /// When each peer was last reported typing (ms, chat clock).
+    private var typingSince: [String: Int64] = [:]
+    private var lastTypingSent: Int64 = .min
+    /// How long a typing indicator is shown, and how often one is sent, in ms.
+    public static let typingWindow: Int64 = 4000
+
     public init(user: String, peer: String?, screen: Screen, history: [HistoryEntry] = [], clock: ChatClock) {
         self.user = user
         self.peer = peer
@@ -79,7 +97,8 @@ public struct ChatSession: Sendable {
         var effects: [ChatEffect] = []
         for key in keys {
             switch editor.handle(key) {
-            case .edited: output += screen.draw(inputLine)
+            case .edited:
+                output += screen.draw(inputLine)
             case .submitted(let line): effects += submitLine(line)
             case .interrupted, .endOfInput: effects += quit(status: 0)
             case .redraw:
@@ -88,7 +107,7 @@ public struct ChatSession: Sendable {
             }
             if effects.contains(where: { if case .quit = $0 { return true } else { return false } }) { break }
         }
-        return effects
+        return effects + typingEffect() // only while a line is left half-typed
     }
 
     /// Carries out one line (typed and submitted, or read from a non-terminal stdin).
@@ -98,12 +117,16 @@ public struct ChatSession: Sendable {
             output += screen.draw(inputLine)
             return []
         case .say(let text, let to):
-            if let to { peer = to }
+            var effects: [ChatEffect] = []
+            if let to, to != peer {
+                peer = to
+                effects = peerChosen()
+            }
             guard let peer else {
                 notice("no one to send to: type @NAME TEXT, or /to NAME first", .failure)
                 return []
             }
-            return send(SIMPMessage(kind: .text, toUser: peer, content: text))
+            return send(SIMPMessage(kind: .text, toUser: peer, content: text)) + effects
         case .image(let url, let scale):
             guard let peer else {
                 notice("no one to send to: type /to NAME first", .failure)
@@ -116,7 +139,17 @@ public struct ChatSession: Sendable {
         case .switchPeer(let name):
             peer = name
             notice("talking to \(name)", .dim)
-            return []
+            return peerChosen()
+        case .who(let names):
+            let users = names.isEmpty ? peer.map { [$0] } ?? [] : names
+            if let room = users.first.flatMap({ $0.hasPrefix("#") ? String($0.dropFirst()) : nil }) {
+                return [.who(users: [], room: room, show: true)]
+            }
+            guard !users.isEmpty else {
+                notice("usage: /who NAME... or /who #ROOM (default: the current peer)", .failure)
+                return []
+            }
+            return [.who(users: users, room: nil, show: true)]
         case .retry:
             let failures = outgoing.takeFailures()
             if failures.isEmpty { notice("nothing to retry: no message failed", .dim) }
@@ -125,6 +158,14 @@ public struct ChatSession: Sendable {
             if historyShownFrom == 0 { notice("no older messages", .dim) }
             showHistory(count: count ?? 20)
             return []
+        case .join(let room):
+            return [.room(.join(room))]
+        case .leave(let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/leave") }
+            return [.room(.leave(room))]
+        case .members(let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/members") }
+            return [.room(.members(room))]
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []
@@ -159,12 +200,67 @@ public struct ChatSession: Sendable {
 
     // MARK: Client events
 
-    /// A message delivered to this user.
+    /// A message delivered to this user. A direct message from the current peer is seen at
+    /// once (a read marker goes back); from anyone else when the user switches to them.
     public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
         let entry = HistoryEntry(message)
         history.append(entry)
+        typingSince[message.fromUser] = nil
         printLine(Self.messageLine(entry, user: user, clock: clock))
-        return [.record(entry)]
+        var effects: [ChatEffect] = [.record(entry)]
+        if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
+            if message.fromUser == peer {
+                effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
+            } else {
+                unread[message.fromUser] = max(unread[message.fromUser] ?? 0, message.messageId)
+            }
+        }
+        return effects
+    }
+
+    /// News about a peer: typing (shown in the prompt for a few seconds) or presence.
+    public mutating func peerEvent(_ event: PeerEvent) {
+        switch event {
+        case .typing(let from):
+            typingSince[from] = clock.now()
+            output += screen.draw(inputLine)
+        case .presence(let who, let online, _):
+            notice("\(who) is \(online ? "online" : "offline")", .dim)
+        }
+    }
+
+    /// The client answered a WHO.
+    public mutating func whoAnswered(_ entries: Result<[PresenceEntry], ChatRoomError>, show: Bool) {
+        guard show else { return }
+        switch entries {
+        case .failure(let error): notice("/who: \(error.reason)", .failure)
+        case .success(let entries):
+            for entry in entries {
+                let seen = entry.lastSeen > 0 ? ", last seen \(clock.format(entry.lastSeen))" : ", never seen"
+                notice("\(entry.user): " + (entry.online ? "online" : "offline" + seen), .dim)
+            }
+        }
+    }
+
+    /// (Re)connected: follow the current peer's presence again (the relay forgets followers
+    /// when they disconnect).
+    public mutating func followCurrentPeer() -> [ChatEffect] { peerChosen() }
+
+    /// The current peer changed: what it sent is now seen, and its presence is followed.
+    private mutating func peerChosen() -> [ChatEffect] {
+        guard let peer, !RelayCore.isRoomAddress(peer) else { return [] }
+        var effects: [ChatEffect] = [.who(users: [peer], room: nil, show: false)]
+        if sendsReadMarkers, let id = unread.removeValue(forKey: peer) { effects.append(.markRead(from: peer, upTo: id)) }
+        return effects
+    }
+
+    /// A typing indicator for the current peer, at most one per `typingWindow`.
+    private mutating func typingEffect() -> [ChatEffect] {
+        guard let peer, !RelayCore.isRoomAddress(peer), !editor.text.isEmpty, !editor.text.hasPrefix("/") else { return [] }
+        let now = clock.now()
+        guard lastTypingSent == .min || now - lastTypingSent >= Self.typingWindow else { return [] }
+        lastTypingSent = now
+        return [.typing(to: peer)]
     }
 
     /// The client took message `ref` as `messageId`: transmitted if connected, else it waits
@@ -178,8 +274,65 @@ public struct ChatSession: Sendable {
         return [.record(entry)]
     }
 
+    /// News about a message the relay stored for an offline receiver: delivered later (✓✓) or
+    /// discarded (✗ with the reason).
+    public mutating func noticed(_ news: DeliveryNotice) -> [ChatEffect] {
+        switch news {
+        case .stored:
+            return [] // the send outcome says it
+        case .roomProgress(_, let room, let delivered, let total):
+            if delivered == total { notice("#\(room): delivered \(delivered)/\(total)", .dim) }
+            return []
+        case .read(let upTo, let reader):
+            var effects: [ChatEffect] = []
+            for ref in outgoing.messages.indices {
+                let tracked = outgoing[ref]
+                guard tracked.message.toUser == reader, let id = tracked.messageId, id <= upTo,
+                      tracked.status.isDelivered || tracked.status == .stored else { continue }
+                effects += resolved(ref: ref, .read)
+            }
+            return effects
+        case .delivered(let id, _):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            let waited = Double(max(0, clock.now() - outgoing[ref].message.time))
+            return resolved(ref: ref, .delivered(latencyMillis: waited))
+        case .discarded(let id, _, _, let reason):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            return resolved(ref: ref, .failed(reason))
+        }
+    }
+
+    private mutating func askWhichRoom(_ command: String) -> [ChatEffect] {
+        notice("which room? type \(command) ROOM, or /join ROOM first", .failure)
+        return []
+    }
+
+    /// The room the current peer names, if it is one.
+    private var currentRoom: String? {
+        guard let peer, peer.hasPrefix("#") else { return nil }
+        return String(peer.dropFirst())
+    }
+
+    /// The client answered a room request: the members, or why it failed.
+    public mutating func roomAnswered(_ request: ChatRoomRequest, _ answer: Result<[String], ChatRoomError>) {
+        switch (request, answer) {
+        case (_, .failure(let error)):
+            notice("\(request): \(error.reason)", .failure)
+        case (.join(let room), .success(let members)):
+            peer = "#" + room
+            notice("joined #\(room) (\(members.joined(separator: ", "))); plain lines go to the room", .dim)
+        case (.leave(let room), .success):
+            if peer == "#" + room { peer = nil }
+            notice("left #\(room)", .dim)
+        case (.members(let room), .success(let members)):
+            notice("#\(room): \(members.joined(separator: ", "))", .dim)
+        }
+    }
+
     /// The outcome of message `ref` is known.
     public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
+        // A late "stored" never undoes news that the stored message was delivered meanwhile.
+        if status == .stored, outgoing[ref].status.isDelivered { return [] }
         outgoing.resolve(ref: ref, status)
         showStatus(of: ref)
         var effects: [ChatEffect] = []
@@ -225,12 +378,19 @@ public struct ChatSession: Sendable {
         case .reconnecting: prompt = StyledText("[reconnecting] ", .warning)
         case .offline: prompt = StyledText("[offline] ", .failure)
         }
-        prompt = prompt + StyledText(peer ?? "", .peer) + StyledText("> ", .bold)
+        prompt = prompt + StyledText(peer ?? "", .peer)
+        if let peer, let since = typingSince[peer], clock.now() - since < Self.typingWindow {
+            prompt = prompt + StyledText(" (typing…)", .dim)
+        }
+        prompt = prompt + StyledText("> ", .bold)
         return InputLine(prompt: prompt, text: editor.text, cursor: editor.cursor)
     }
 
-    /// 1 if a message was not delivered (and not resent), 0 otherwise.
-    private var exitStatus: Int32 { outgoing.messages.contains { !$0.status.isDelivered && !$0.retried } ? 1 : 0 }
+    /// 1 if a message was neither delivered nor stored for an offline receiver (and not
+    /// resent), 0 otherwise.
+    private var exitStatus: Int32 {
+        outgoing.messages.contains { !$0.status.isDelivered && $0.status != .stored && !$0.retried } ? 1 : 0
+    }
 
     private mutating func send(_ message: SIMPMessage) -> [ChatEffect] {
         var message = message
@@ -295,6 +455,6 @@ public struct ChatSession: Sendable {
 extension DeliveryStatus {
     var isDelivered: Bool {
         if case .delivered = self { return true }
-        return false
+        return self == .read
     }
 }

@@ -14,6 +14,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var imageScale: Float?
     /// Outgoing messages: `sent`, `delivered` or `failed`.
     public var status: String?
+    /// Room posts (`from` is `#room`): the member who posted it.
+    public var author: String?
 
     public init(id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,
                 imageURL: String? = nil, imageScale: Float? = nil, status: String? = nil) {

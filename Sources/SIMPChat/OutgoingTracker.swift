@@ -8,8 +8,12 @@ public enum DeliveryStatus: Equatable, Sendable {
     case pending
     /// Transmitted; waiting for the receiver's receipt.
     case sent
+    /// The receiver is offline: the relay stored the message for it ("sent", not delivered).
+    case stored
     /// The receipt arrived.
     case delivered(latencyMillis: Double)
+    /// The receiver has seen it (its read marker arrived).
+    case read
     /// Given up; the reason is for the user.
     case failed(String)
 
@@ -18,7 +22,9 @@ public enum DeliveryStatus: Equatable, Sendable {
         switch self {
         case .pending: return "…"
         case .sent: return "✓"
+        case .stored: return "✓ (stored)"
         case .delivered: return "✓✓"
+        case .read: return "✓✓ read"
         case .failed: return "✗"
         }
     }
@@ -26,7 +32,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     /// Whether the outcome is known.
     public var isFinal: Bool {
         switch self {
-        case .delivered, .failed: return true
+        case .delivered, .failed, .stored, .read: return true
         case .pending, .sent: return false
         }
     }
@@ -36,7 +42,9 @@ public enum DeliveryStatus: Equatable, Sendable {
         switch self {
         case .pending: return "pending"
         case .sent: return "sent"
+        case .stored: return "stored"
         case .delivered: return "delivered"
+        case .read: return "read"
         case .failed: return "failed"
         }
     }
@@ -52,6 +60,8 @@ public enum DeliveryStatus: Equatable, Sendable {
             self = .failed(reason)
         case .connectionLost:
             self = .failed("connection to the relay was lost")
+        case .stored:
+            self = .stored
         }
     }
 }

@@ -13,6 +13,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Room and WHO requests waiting for their answer, by request id.
+    private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
+    private var nextRequestId: UInt64 = 1
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
@@ -26,6 +29,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private(set) var relayId: String?
     /// Called with each message delivered to the application.
     var onMessage: (SIMPMessage) -> Void = { _ in }
+    /// Called with news about messages stored for offline receivers.
+    var onNotice: (DeliveryNotice) -> Void = { _ in }
+    /// Called with news about peers (typing, presence).
+    var onPeerEvent: (PeerEvent) -> Void = { _ in }
     /// Called on every connection state change.
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
@@ -60,6 +67,20 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         waiters[id] = promise
         carryOut(output)
         return (id, promise.futureResult)
+    }
+
+    /// Sends a ROOM_JOIN, ROOM_LEAVE or ROOM_MEMBERS frame; the future has the members the
+    /// relay answered with, or fails with `SIMPClientError`.
+    func roomRequest(_ kind: SIMPMessage.Kind, room: String, users: [String] = []) -> EventLoopFuture<[String]> {
+        guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
+        var request = SIMPMessage(kind: kind, messageId: nextRequestId, fromUser: configuration.user)
+        request.room = room
+        request.members = users
+        nextRequestId += 1
+        let promise = eventLoop.makePromise(of: [String].self)
+        requestWaiters[request.messageId] = promise
+        control.writeAndFlush(request, promise: nil)
+        return promise.futureResult
     }
 
     // MARK: Connecting
@@ -148,6 +169,16 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Input
 
+    /// Tells `user` this user is typing (at most once).
+    func typing(to user: String) {
+        carryOut(session.typing(to: user))
+    }
+
+    /// Tells `sender` its messages up to `upTo` were seen.
+    func markRead(from sender: String, upTo: UInt64) {
+        carryOut(session.markRead(from: sender, upTo: upTo))
+    }
+
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
         let rejectedBefore = session.rejectedDatagrams
         let output = session.datagramArrived(bytes, arrivedAt: arrival, now: .now())
@@ -168,9 +199,14 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
+        if [.roomMembers, .who, .error].contains(message.kind), let waiter = requestWaiters.removeValue(forKey: message.messageId) {
+            if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
+            return waiter.succeed(message.members)
+        }
+        let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.kind == .error, message.errorCode == .rateLimited {
             logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
-        } else if message.kind == .error, !session.sender.isPending(message.messageId) {
+        } else if message.kind == .error, !isNotice, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(session.controlReceived(message, now: .now()))
@@ -185,6 +221,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
+        for waiter in requestWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
+        requestWaiters.removeAll()
         let mayReconnect = configuration.reconnect != nil && !closedByUser
         if mayReconnect {
             logger.info("lost the relay; reconnecting")
@@ -213,6 +251,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         // Metrics first: a caller woken by `report` may read them at once.
         metrics.update(outcomes: output.outcomes, session: session)
         output.outcomes.forEach(report)
+        for notice in output.notices {
+            if case .stored(let id, _) = notice { waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id)) }
+            onNotice(notice)
+        }
+        output.peerEvents.forEach(onPeerEvent)
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here

@@ -10,6 +10,10 @@ public enum MessageFormatting {
             "id": message.messageId, "from": message.fromUser, "to": message.toUser,
             "type": typeName(message.kind), "content": message.content, "time": message.time,
         ]
+        if !message.author.isEmpty {
+            object["room"] = message.room
+            object["author"] = message.author
+        }
         if message.kind == .image {
             object["imageURL"] = message.imageURL
             object["imageScale"] = Double(message.imageScale)
@@ -18,7 +22,7 @@ public enum MessageFormatting {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// A human-readable line: `[12:03:04] alice: hello`.
+    /// A human-readable line: `[12:03:04] alice: hello`, or `[12:03:04] #room alice: hello`.
     public static func textLine(_ message: SIMPMessage) -> String {
         let date = Date(timeIntervalSince1970: Double(message.time) / 1000)
         let formatter = DateFormatter()
@@ -29,7 +33,8 @@ public enum MessageFormatting {
         case .audio: body = "[audio] \(message.content)"
         default: body = message.content
         }
-        return "[\(formatter.string(from: date))] \(message.fromUser): \(body)"
+        let from = message.author.isEmpty ? message.fromUser : "\(message.fromUser) \(message.author)"
+        return "[\(formatter.string(from: date))] \(from): \(body)"
     }
 
     /// A notice about a connection state change, for standard error (nil for `.connecting`).
@@ -59,6 +64,13 @@ public enum MessageFormatting {
         case .auth: return "AUTH"
         case .challenge: return "CHALLENGE"
         case .hello: return "HELLO"
+        case .roomJoin: return "ROOM_JOIN"
+        case .roomLeave: return "ROOM_LEAVE"
+        case .roomMembers: return "ROOM_MEMBERS"
+        case .typing: return "TYPING"
+        case .read: return "READ"
+        case .who: return "WHO"
+        case .presence: return "PRESENCE"
         }
     }
 

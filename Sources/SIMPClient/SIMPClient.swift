@@ -15,10 +15,14 @@ import SIMPCore
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    private let engine: ClientEngine
+    let engine: ClientEngine
     private let stream: AsyncStream<SIMPMessage>
     private let continuation: AsyncStream<SIMPMessage>.Continuation
     private let closed = NIOLockedValueBox(false)
+    private let noticeStream: AsyncStream<DeliveryNotice>
+    private let noticesContinuation: AsyncStream<DeliveryNotice>.Continuation
+    private let peerEventStream: AsyncStream<PeerEvent>
+    private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private let states: AsyncStream<ConnectionState>
     private let statesContinuation: AsyncStream<ConnectionState>.Continuation
 
@@ -32,7 +36,19 @@ public final class SIMPClient: @unchecked Sendable {
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
         engine.onMessage = { [continuation] in continuation.yield($0) }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
+        (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))
+        engine.onNotice = { [noticesContinuation] in noticesContinuation.yield($0) }
+        (peerEventStream, peerEventsContinuation) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        engine.onPeerEvent = { [peerEventsContinuation] in peerEventsContinuation.yield($0) }
     }
+
+    /// News about messages the relay stored for offline receivers: stored, delivered later, or
+    /// discarded (one consumer; the newest 4096 are buffered).
+    public var notices: AsyncStream<DeliveryNotice> { noticeStream }
+
+    /// News about peers: typing indicators, and presence changes of users this client asked
+    /// `who` about or shares a room with (one consumer; the newest 1024 are buffered).
+    public var peerEvents: AsyncStream<PeerEvent> { peerEventStream }
 
     /// Every change of connection state, in order (one consumer; the newest 16 are buffered).
     public var connectionStates: AsyncStream<ConnectionState> { states }
@@ -109,6 +125,8 @@ public final class SIMPClient: @unchecked Sendable {
         statesContinuation.yield(.offline(reason: "closed"))
         statesContinuation.finish()
         continuation.finish()
+        noticesContinuation.finish()
+        peerEventsContinuation.finish()
         try? await group.shutdownGracefully()
     }
 }

@@ -50,6 +50,11 @@ public struct ClientSession: Sendable {
         public var delivered: [SIMPMessage] = []
         /// Outcomes of sent messages.
         public var outcomes: [SenderEvent] = []
+        /// News about messages stored for offline receivers (stored, delivered later, discarded),
+        /// room progress and read markers.
+        public var notices: [DeliveryNotice] = []
+        /// News about peers: typing, presence.
+        public var peerEvents: [PeerEvent] = []
         /// The relay stopped answering: close the control connection (then call `controlLost`).
         public var closeControl = false
         /// Connect again after `delay`; this is attempt number `attempt` since the last success.
@@ -59,7 +64,8 @@ public struct ClientSession: Sendable {
 
         public static func == (a: Output, b: Output) -> Bool {
             a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
-                && a.outcomes == b.outcomes && a.closeControl == b.closeControl
+                && a.outcomes == b.outcomes && a.notices == b.notices && a.peerEvents == b.peerEvents
+            && a.closeControl == b.closeControl
                 && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
         }
 
@@ -87,6 +93,7 @@ public struct ClientSession: Sendable {
     public private(set) var throttleNotices = 0
     /// Receipts sent as datagrams (besides their control-channel copies).
     public private(set) var receiptDatagramsSent = 0
+    private var nextSignalId: UInt64 = 1
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -201,7 +208,7 @@ public struct ClientSession: Sendable {
             var output = Output()
             output.absorb(sender.handleReceipt(message, now: now))
             return output
-        case let kind where kind.isContent:
+        case let kind where kind.isContent || kind == .typing:
             break
         default:
             return Output()
@@ -240,10 +247,38 @@ public struct ClientSession: Sendable {
         heartbeat?.heard(at: now)
         var output = Output()
         switch message.kind {
+        case .receipt where message.status == .stored || message.status == .roomDelivered:
+            // The receiver is offline, or it is a room post: the message is settled (no more
+            // retries), not delivered.
+            // A direct message stays unresolved until it is delivered from the inbox (order).
+            let settled = message.room.isEmpty && message.status == .stored
+                ? sender.handleStored(message, now: now) : sender.handleReceipt(message, now: now)
+            output.datagrams += settled.transmit
+            for event in settled.events {
+                guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
+                output.notices.append(.stored(messageId: id, to: to))
+            }
+            if message.status == .roomDelivered {
+                output.notices.append(.roomProgress(
+                    messageId: message.messageId, room: message.room,
+                    delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
+            }
         case .receipt:
+            let wasPending = sender.isPending(message.messageId)
             output.absorb(sender.handleReceipt(message, now: now))
+            if message.status == .deliveredFromInbox { sender.storedMessageSettled(message.messageId) }
+            if !wasPending, message.status == .deliveredFromInbox {
+                output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
+            }
         case .error where message.errorCode == .rateLimited:
             throttleNotices += 1 // the message stays pending: its retransmissions retry it
+        case .read:
+            output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
+        case .presence:
+            output.peerEvents.append(.presence(user: message.fromUser, online: message.online, lastSeen: message.lastSeen))
+        case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
+            sender.storedMessageSettled(message.messageId)
+            output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))
         case .error where message.messageId != 0 && sender.isPending(message.messageId):
             output.absorb(sender.handleRejection(
                 messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
@@ -260,16 +295,41 @@ public struct ClientSession: Sendable {
     /// An authentic content datagram arrived at `arrivedAt`: receipt it (over the control
     /// connection) and hand over what is now in order.
     public mutating func datagramReceived(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
+        if message.kind == .typing {
+            var output = Output()
+            output.peerEvents.append(.typing(from: message.fromUser))
+            return output
+        }
         let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
         var output = Output()
         if isRegistered {
             output.controlFrames.append(outcome.receipt)
-            if configuration.receiptDatagrams {
+            // Not for room copies ("#room" is no session the relay could forward it to).
+            if configuration.receiptDatagrams, !message.fromUser.hasPrefix("#") {
                 output.datagrams.append(outcome.receipt)
                 receiptDatagramsSent += 1
             }
         }
         output.delivered = outcome.deliver
+        return output
+    }
+
+    /// Tells `user` this user is typing: one datagram, never retransmitted (nothing while the
+    /// relay is unreachable).
+    public mutating func typing(to user: String) -> Output {
+        var output = Output()
+        guard isRegistered else { return output }
+        output.datagrams.append(SIMPMessage(kind: .typing, messageId: nextSignalId, fromUser: configuration.user, toUser: user))
+        nextSignalId += 1
+        return output
+    }
+
+    /// Tells `sender` this user has seen its messages up to id `upTo` (a READ over the control
+    /// connection; nothing while the relay is unreachable).
+    public mutating func markRead(from sender: String, upTo: UInt64) -> Output {
+        var output = Output()
+        guard isRegistered else { return output }
+        output.controlFrames.append(SIMPMessage(kind: .read, messageId: upTo, fromUser: configuration.user, toUser: sender))
         return output
     }
 

@@ -7,6 +7,8 @@ public struct SIMPMessage: Equatable, Sendable {
         case text = 0, image = 1, audio = 2, connect = 3, receipt = 4
         case connected = 5, error = 6, ping = 7, pong = 8, disconnect = 9
         case auth = 10, challenge = 11, hello = 12
+        case roomJoin = 15, roomLeave = 16, roomMembers = 17
+        case typing = 18, read = 19, who = 20, presence = 21
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -17,6 +19,24 @@ public struct SIMPMessage: Equatable, Sendable {
         case none = 0, unknownRecipient = 1, badRequest = 2, notConnected = 3, frameTooLarge = 4
         case unsupportedVersion = 5, `internal` = 6, alreadyConnected = 7
         case authFailed = 8, authRequired = 9, rateLimited = 10, senderMismatch = 11
+        /// A stored message was discarded because the receiver's inbox hit its cap.
+        case inboxFull = 16
+        /// A stored message was discarded because it waited longer than the inbox TTL.
+        case inboxExpired = 17
+        /// Posting to, or listing, a room the user is not a member of.
+        case notAMember = 18
+    }
+
+    /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
+    public enum DeliveryStatus: Int32, Sendable, CaseIterable {
+        /// The receiver got the message (the receiver's own receipt).
+        case delivered = 0
+        /// The receiver is offline; the relay stored the message in its inbox.
+        case stored = 1
+        /// A stored message reached its receiver (the relay's receipt to the original sender).
+        case deliveredFromInbox = 2
+        /// Relay -> author of a room message: `deliveredCount` of `memberCount` members have it.
+        case roomDelivered = 3
     }
 
     /// The protocol version this implementation speaks.
@@ -62,6 +82,24 @@ public struct SIMPMessage: Equatable, Sendable {
     public var sessionSecret: [UInt8] = []
     /// ERROR RATE_LIMITED: milliseconds after which trying again may succeed.
     public var retryAfterMillis: UInt32 = 0
+    /// RECEIPT only: delivered, stored for an offline receiver, or delivered from the inbox.
+    public var status: DeliveryStatus = .delivered
+    /// ROOM_* frames: the room's name. Room copies and their receipts to the author: the room.
+    public var room: String = ""
+    /// ROOM_MEMBERS answer: the room's members.
+    public var members: [String] = []
+    /// Room copy (its `fromUser` is `#room`): the member who posted it.
+    public var author: String = ""
+    /// Room copy: the author's own id for the message.
+    public var authorMessageId: UInt64 = 0
+    /// Room copy, and STORED / ROOM_DELIVERED receipts to the author: how many members it was addressed to.
+    public var memberCount: UInt32 = 0
+    /// ROOM_DELIVERED receipt: how many members have it.
+    public var deliveredCount: UInt32 = 0
+    /// PRESENCE: whether `fromUser` is now online.
+    public var online: Bool = false
+    /// PRESENCE: when `fromUser` was last connected, ms since the epoch (now, if online).
+    public var lastSeen: Int64 = 0
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

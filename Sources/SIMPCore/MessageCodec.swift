@@ -50,7 +50,8 @@ public enum MessageCodec {
         defer { simp__message__free_unpacked(unpacked, nil) }
         let c = unpacked.pointee
         guard let kind = SIMPMessage.Kind(rawValue: Int32(bitPattern: c.type.rawValue)),
-              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue))
+              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue)),
+              let status = SIMPMessage.DeliveryStatus(rawValue: Int32(bitPattern: c.status.rawValue))
         else { throw DecodeError.unknownEnumValue }
         var message = SIMPMessage(
             kind: kind, messageId: c.messageid, fromUser: string(c.fromuser), toUser: string(c.touser),
@@ -74,6 +75,16 @@ public enum MessageCodec {
         message.sessionId = c.sessionid
         message.sessionSecret = byteArray(c.sessionsecret)
         message.retryAfterMillis = c.retryaftermillis
+        message.status = status
+        message.room = string(c.room)
+        message.members = (0..<c.n_members).map { string(c.members[$0]) }
+        message.author = string(c.author)
+        message.authorMessageId = c.authormessageid
+        message.memberCount = c.membercount
+        message.deliveredCount = c.deliveredcount
+        guard c.presence.rawValue <= 1 else { throw DecodeError.unknownEnumValue }
+        message.online = c.presence.rawValue == 1
+        message.lastSeen = c.lastseen
         return message
     }
 
@@ -91,7 +102,7 @@ public enum MessageCodec {
     /// and every bytes field in another.
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
         let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
-                       message.errorText, message.relayId]
+                       message.errorText, message.relayId, message.room, message.author] + message.members
         var scratch = [CChar]()
         scratch.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
         var offsets = [Int]()
@@ -139,7 +150,20 @@ public enum MessageCodec {
                 c.sessionid = message.sessionId
                 c.sessionsecret = fields[3]
                 c.retryaftermillis = message.retryAfterMillis
-                return withUnsafePointer(to: &c) { body($0) }
+                c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
+                c.room = base + offsets[6]
+                c.author = base + offsets[7]
+                c.authormessageid = message.authorMessageId
+                c.membercount = message.memberCount
+                c.deliveredcount = message.deliveredCount
+                c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
+                c.lastseen = message.lastSeen
+                var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(8).map { base + $0 }
+                return members.withUnsafeMutableBufferPointer { pointers in
+                    c.n_members = pointers.count
+                    c.members = pointers.baseAddress
+                    return withUnsafePointer(to: &c) { body($0) }
+                }
             }
         }
     }

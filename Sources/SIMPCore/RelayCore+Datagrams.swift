@@ -52,7 +52,7 @@ extension RelayCore {
             return .actions(moved) // a keepalive: keeps the NAT mapping open
         case .receipt:
             return Self.merge(moved, routeReceiptDatagram(opened.payload, header, from: user))
-        case let kind where kind.isContent:
+        case let kind where kind.isContent || kind == .typing:
             return Self.merge(moved, routeContent(opened.payload, header, from: user, now: now))
         default:
             return .actions(moved + [.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)")])
@@ -80,7 +80,8 @@ extension RelayCore {
         return deliver(payload, to: receipt.toUser)
     }
 
-    /// Validates an authentic content datagram and decides where it goes.
+    /// Validates an authentic content (or TYPING) datagram and decides where it goes: a local
+    /// user, a room, another relay, an offline user's inbox.
     private mutating func routeContent(_ payload: ByteBuffer, _ message: DatagramHeader, from user: String, now: NIODeadline) -> DatagramRoute {
         guard message.version == SIMPMessage.currentVersion else {
             return .actions([.reject(.unsupportedVersion, detail: "datagram version \(message.version)")]
@@ -96,6 +97,14 @@ extension RelayCore {
         }
         if let wait = messageRates.admit(user, now: now) {
             return .actions([.reject(.messageRateLimited, detail: "\(user)")] + throttleNotice(user, message, wait: wait, now: now))
+        }
+        if !inbox.isIdle, message.kind != .typing,
+           inbox.holdIfDelivering(payload, messageId: message.messageId, to: message.toUser, from: message.fromUser) {
+            return .actions([]) // stored messages from the same sender go first
+        }
+        if Self.isRoomAddress(message.toUser) {
+            guard message.kind != .typing else { return .actions([]) } // typing is for one peer only
+            return .actions(postToRoom(payload, message))
         }
         if sessions[message.toUser] != nil {
             return deliver(payload, to: message.toUser)
@@ -167,13 +176,11 @@ extension RelayCore {
         return [.lookup(user: user)]
     }
 
-    /// A datagram whose recipient has no route: a user seen before is offline (dropped and
-    /// counted; the sender's retransmissions reach it once it is back, e.g. after a relay
-    /// restart), anyone else is unknown (the sender is told).
-    func noRoute(_ message: DatagramHeader, known: Bool) -> [Action] {
-        guard !known else {
-            return [.reject(.recipientOffline, detail: "\(message.fromUser) -> \(message.toUser)")]
-        }
+    /// A datagram whose recipient has no route: a user seen before is offline (the message
+    /// goes to its inbox, see `storeOffline`), anyone else is unknown (the sender is told).
+    func noRoute(_ message: DatagramHeader, payload: ByteBuffer, known: Bool) -> [Action] {
+        guard message.kind != .typing else { return [] } // at most once: never stored, never refused
+        guard !known else { return storeOffline(payload, message) }
         var error = SIMPMessage.error(.unknownRecipient, "no user \"\(message.toUser)\" is registered", messageId: message.messageId)
         error.fromUser = message.toUser
         return [.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)")] + tell(message.fromUser, error)
@@ -186,8 +193,13 @@ extension RelayCore {
         return tell(user, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId))
     }
 
+    /// An ERROR about `message` to its sender, if the sender has a session here.
+    func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String) -> [Action] {
+        tell(message.fromUser, .error(code, text, messageId: message.messageId))
+    }
+
     /// A control message to `user`, if the user has a session here.
-    private func tell(_ user: String, _ message: SIMPMessage) -> [Action] {
+    func tell(_ user: String, _ message: SIMPMessage) -> [Action] {
         guard let session = sessions[user] else { return [] }
         var message = message
         message.toUser = user

@@ -26,7 +26,7 @@ extension RelayCore {
     private func noRoute(for payload: RelayDelivery.Payload, to user: String, known: Bool) -> [Action] {
         switch payload {
         case .datagram(let bytes):
-            return (try? Self.header(of: bytes)).map { noRoute($0, known: known) } ?? []
+            return (try? Self.header(of: bytes)).map { noRoute($0, payload: bytes, known: known) } ?? []
         case .control(let message):
             return [.reject(.receiptUnroutable, detail: "\(message.kind) from \(message.fromUser) for \(user), who is offline")]
         }

@@ -33,6 +33,14 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case recipientNotHere = "recipient_not_here"
     /// Bytes on this relay's delivery channel were not a valid envelope.
     case badRelayDelivery = "bad_relay_delivery"
+    /// A stored message was discarded: the receiver's inbox hit its cap.
+    case inboxFull = "inbox_full"
+    /// A stored message was discarded: it waited longer than the inbox TTL.
+    case inboxExpired = "inbox_expired"
+    /// A message for an offline user (or a room post) could not be stored (its sender retransmits).
+    case inboxUnavailable = "inbox_unavailable"
+    /// A room post or member list request from a user who is not a member of the room.
+    case notAMember = "not_a_member"
 }
 
 /// A user's registration as the relay knows it.
@@ -78,6 +86,10 @@ public struct RelayCore: Sendable {
         public var loginLimit = RateLimit(perSecond: 5, burst: 50)
         /// Control connections open at once per IP address.
         public var maxConnectionsPerHost = 2000
+        /// How long a message may wait in an offline inbox, in milliseconds.
+        public var inboxTTLMillis: Int64 = 7 * 24 * 3600 * 1000
+        /// How the relay retransmits stored messages to a user who came back.
+        public var inboxRetransmit = RetransmitPolicy()
 
         public init(relayId: String, udpPort: Int) {
             self.relayId = relayId
@@ -118,6 +130,27 @@ public struct RelayCore: Sendable {
         case close(ConnectionID)
         /// Count and log rejected input.
         case reject(RejectReason, detail: String)
+        /// Append `message` to `user`'s offline inbox (unless an entry with its dedupe key is
+        /// there), then call `inboxStoreCompleted`.
+        case storeInInbox(user: String, message: SIMPMessage)
+        /// Read `user`'s inbox, oldest first, then call `inboxLoaded`.
+        case loadInbox(user: String)
+        /// Remove this entry from `user`'s inbox.
+        case removeFromInbox(user: String, entry: InboxEntry)
+        /// Carry out a room join, leave or member list in Redis, then call `roomAnswered`.
+        case roomRequest(RoomRequest)
+        /// If the author is a member of `room`, number the post (once per author and messageId)
+        /// and read the members, then call `roomPosted`.
+        case postToRoom(room: String, message: SIMPMessage)
+        /// A member receipted room copy `copy`: count the member once per post in Redis, then
+        /// call `roomDeliveryCounted`.
+        case countRoomDelivery(copy: SIMPMessage)
+        /// Record `user`'s presence in Redis, read the members of its rooms, then call
+        /// `presenceRecorded`.
+        case recordPresence(user: String, online: Bool)
+        /// Read the presence of the request's users (or room members) from Redis, then call
+        /// `whoAnswered`.
+        case who(WhoRequest)
     }
 
     enum ConnectionState: Sendable {
@@ -165,9 +198,14 @@ public struct RelayCore: Sendable {
     var connectionRates: RateLimiter<String>
     var loginRates: RateLimiter<String>
     var messageRates: RateLimiter<String>
+    /// Stored messages on their way to users who came back (the relay as their sender).
+    var inbox: InboxCore
+    /// Presence subscriptions: watched user → local users who asked WHO about it.
+    var watchers: [String: Set<String>] = [:]
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
         self.connectionRates = RateLimiter(configuration.connectionLimit)
         self.loginRates = RateLimiter(configuration.loginLimit)
         self.messageRates = RateLimiter(configuration.messageLimit)
@@ -216,7 +254,7 @@ public struct RelayCore: Sendable {
         case .connected(let user), .registering(let user, _):
             guard let session = sessions[user], session.connection == connection else { return [] }
             endSession(of: user)
-            return [.unregister(user: user, session: session.session)]
+            return [.unregister(user: user, session: session.session), .recordPresence(user: user, online: false)]
         case .awaitingLogin, .fetchingVerifier, .challenged:
             return []
         }
@@ -250,6 +288,12 @@ public struct RelayCore: Sendable {
                     .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
             return routeReceipt(message, from: user, now: now)
+        case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
+            return roomControl(message, from: user, on: connection)
+        case (.read, .connected(let user)):
+            return routeRead(message, from: user)
+        case (.who, .connected(let user)):
+            return who(message, from: user, on: connection)
         case (.disconnect, .connected):
             return connectionClosed(connection) + [.close(connection)]
         case (_, .connected):
@@ -275,7 +319,8 @@ public struct RelayCore: Sendable {
             return [.send(connection, .error(.internal, "registry unavailable, try again"))]
         }
         connections[connection]?.state = .connected(user: user)
-        return [.send(connection, connected), .announceMove(UserMove(user: user, relayId: configuration.relayId))]
+        return [.send(connection, connected), .announceMove(UserMove(user: user, relayId: configuration.relayId)),
+                .loadInbox(user: user), .recordPresence(user: user, online: true)]
     }
 
     /// Starts `user`'s session on `connection` with `keys`; the CONNECTED to send once Redis
@@ -308,6 +353,7 @@ public struct RelayCore: Sendable {
     mutating func endSession(of user: String) {
         guard let session = sessions.removeValue(forKey: user) else { return }
         usersBySessionId[session.opener.sessionId] = nil
+        inbox.userLeft(user)
     }
 
     /// A session id no live session uses.
@@ -321,6 +367,7 @@ public struct RelayCore: Sendable {
     private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> [Action] {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
+        if let stored = inbox.receipt(receipt, from: user, now: now) { return inboxActions(stored) }
         if let sender = sessions[receipt.toUser] {
             return [.send(sender.connection, receipt)]
         }

@@ -61,6 +61,11 @@ public struct ReliableSender: Sendable {
         var sentAt: [NIODeadline] = []
         /// Receipts for later-sent messages to the same receiver since the latest transmission.
         var overtaken = 0
+        /// `keepsSenderSequence` (the relay delivering stored messages): the floor is the lowest
+        /// seq of the same (stream, receiver) still pending here, not the one the message was
+        /// stored with: seqs below it are delivered or were discarded from the inbox, and the
+        /// receiver must not wait for them.
+        var computesFloor = false
         var attempts: Int { sentAt.count }
     }
 
@@ -98,6 +103,14 @@ public struct ReliableSender: Sendable {
 
     /// This sender's stream id, carried in every message so receivers can keep its order.
     public let stream: UInt64
+    /// Set when the sender transmits on other senders' behalf (the relay delivering an
+    /// offline inbox): messages keep the id, stream, seq and floor they were stored with, so
+    /// the receiver orders and dedupes them as if their original sender had retransmitted.
+    /// A message submitted with floor 0 gets, at every transmission, the lowest seq of its
+    /// (stream, receiver) still pending in this sender.
+    public let keepsSenderSequence: Bool
+    /// Messages stored for an offline receiver whose seq is not resolved yet (`handleStored`).
+    private var storedUnresolved: [UInt64: SIMPMessage] = [:]
     private var conversations: [String: Conversation] = [:]
     private var pending: [UInt64: Pending] = [:]
     private var sendOrder: Deque<UInt64> = []
@@ -107,7 +120,8 @@ public struct ReliableSender: Sendable {
 
     /// - Parameter firstMessageId: the id of the first message; ids then increase by one.
     ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
-    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy()) {
+    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false) {
+        self.keepsSenderSequence = keepsSenderSequence
         self.nextId = max(firstMessageId, 1)
         self.stream = max(firstMessageId, 1)
         self.policy = policy
@@ -132,12 +146,14 @@ public struct ReliableSender: Sendable {
             message.messageId = nextId
             nextId += 1
         }
-        message.stream = stream
-        var conversation = conversations[message.toUser] ?? Conversation()
-        message.seq = conversation.nextSeq
-        conversation.nextSeq += 1
-        conversation.unresolved.append(message.seq)
-        conversations[message.toUser] = conversation
+        if !keepsSenderSequence {
+            message.stream = stream
+            var conversation = conversations[message.toUser] ?? Conversation()
+            message.seq = conversation.nextSeq
+            conversation.nextSeq += 1
+            conversation.unresolved.append(message.seq)
+            conversations[message.toUser] = conversation
+        }
         waiting.append(message)
         var output = SenderOutput()
         releaseWaiting(now: now, into: &output)
@@ -163,6 +179,28 @@ public struct ReliableSender: Sendable {
         }
         releaseWaiting(now: now, into: &output)
         return output
+    }
+
+    /// Handles a STORED receipt (the receiver is offline; the relay keeps the message in its
+    /// inbox): the message is settled (no more retransmissions, reported like a receipt) but
+    /// its seq stays unresolved, so later messages keep the receiver waiting for it and it is
+    /// still delivered in order when the relay hands over the inbox.
+    public mutating func handleStored(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
+        var output = SenderOutput()
+        guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
+        storedUnresolved[receipt.messageId] = entry.message
+        output.events.append(.delivered(
+            messageId: receipt.messageId, to: entry.message.toUser,
+            latency: now - entry.sentAt[0], attempts: entry.attempts))
+        releaseWaiting(now: now, into: &output)
+        return output
+    }
+
+    /// A stored message reached its receiver or was discarded: its seq no longer holds later
+    /// messages back.
+    public mutating func storedMessageSettled(_ messageId: UInt64) {
+        guard let message = storedUnresolved.removeValue(forKey: messageId) else { return }
+        resolve(message)
     }
 
     /// Handles the relay's refusal of `messageId`: the message fails without further retries.
@@ -252,7 +290,13 @@ public struct ReliableSender: Sendable {
         let attempts = pending[id]!.attempts
         pending[id]!.message.attempt = UInt32(attempts)
         let peer = pending[id]!.message.toUser
-        pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
+        if !keepsSenderSequence {
+            pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
+        } else if pending[id]!.computesFloor {
+            let stream = pending[id]!.message.stream
+            pending[id]!.message.floor = pending.values
+                .filter { $0.message.toUser == peer && $0.message.stream == stream }.map(\.message.seq).min() ?? 0
+        }
         let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
         return pending[id]!.message
@@ -267,7 +311,7 @@ public struct ReliableSender: Sendable {
                 break
             }
             waiting.removeFirst()
-            pending[next.messageId] = Pending(message: next)
+            pending[next.messageId] = Pending(message: next, computesFloor: keepsSenderSequence)
             sendOrder.append(next.messageId)
             output.transmit.append(transmit(next.messageId, now: now))
         }

@@ -41,6 +41,10 @@ public struct RelayConfiguration: Sendable {
     /// The drain ends early once no receipt has been routed for this long.
     public var drainQuietPeriod: TimeAmount = .milliseconds(500)
 
+    /// Messages kept per offline inbox; beyond it the oldest are discarded (their senders told).
+    public var inboxMaxMessages: Int = 1000
+    /// Seconds a message may wait in an offline inbox before it is discarded (its sender told).
+    public var inboxTTLSeconds: Int = 7 * 24 * 3600
     /// Whether users must log in with a password (docs/PROTOCOL.md §3). Turning it off is for
     /// development only: anyone can then claim any user, and the relay says so loudly.
     public var requireLogin = true
@@ -64,6 +68,7 @@ public struct RelayConfiguration: Sendable {
         core.maxConnectionsPerHost = maxConnectionsPerHost
         core.loginLimit = loginLimit
         core.routeCacheTTL = routeCacheTTL
+        core.inboxTTLMillis = Int64(inboxTTLSeconds) * 1000
         return core
     }
 

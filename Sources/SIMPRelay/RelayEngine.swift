@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import SIMPCore
+import SIMPRedis
 
 /// Counts a relay has kept since it started.
 public struct RelayStatistics: Sendable, Equatable {
@@ -11,6 +12,10 @@ public struct RelayStatistics: Sendable, Equatable {
     public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
+    /// Messages newly stored in offline inboxes (retransmissions of stored ones not counted).
+    public var inboxStored = 0
+    /// Entries removed from inboxes after delivery or hand-over.
+    public var inboxRemoved = 0
 }
 
 /// Runs `RelayCore` on the relay's event loop and carries out its actions: writes to
@@ -21,6 +26,11 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private let registry: Registry
     private let credentials: CredentialStore
     private let bus: RelayBus
+    private let inboxStore: InboxStore
+    private let roomStore: RoomStore
+    let presenceStore: PresenceStore
+    private var inboxTimer: Scheduled<Void>?
+    private var inboxTimerDeadline: NIODeadline?
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
@@ -46,14 +56,18 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     /// Control connections with receipts written but not flushed yet.
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
+    private var datagramFlushScheduled = false
     /// Deliveries for other relays decided in this event-loop turn, published together in one
     /// Redis round trip once the turn's reads are handled.
     private var unpublished: [(relay: String, delivery: RelayDelivery)] = []
 
-    init(core: RelayCore, registry: Registry, credentials: CredentialStore, heartbeat: HeartbeatPolicy,
-         eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, registry: Registry, credentials: CredentialStore, inboxStore: InboxStore, roomStore: RoomStore,
+         presenceStore: PresenceStore, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
         self.credentials = credentials
+        self.presenceStore = presenceStore
+        self.inboxStore = inboxStore
+        self.roomStore = roomStore
         self.heartbeats = HeartbeatTable(policy: heartbeat)
         self.registry = registry
         self.bus = RelayBus(redis: registry.redis)
@@ -145,7 +159,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         heartbeats.heard(id, now: .now())
         do {
             let message = try MessageCodec.decode(payload)
-            perform(core.controlReceived(message, on: id, peer: peer))
+            perform(core.controlReceived(message, on: id, peer: peer, now: .now()))
         } catch {
             perform(core.malformedControl(on: id, detail: "\(error)"))
         }
@@ -224,6 +238,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
 
     func perform(_ actions: [RelayCore.Action]) {
         for action in actions { perform(action) }
+        armInboxTimer()
     }
 
     private func perform(_ action: RelayCore.Action) {
@@ -241,6 +256,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             forward(bytes, to: address)
         case .reply(let bytes, let address):
             datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+            flushDatagramsThisTurn()
         case .fetchVerifier(let user, let id):
             credentials.verifier(of: user, on: eventLoop).whenComplete { [self] result in
                 switch result {
@@ -299,6 +315,73 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
             }
         case .close(let id):
             connections[id]?.close(promise: nil)
+        case .storeInInbox(let user, let message):
+            let entry = InboxEntry(message: message, storedAt: WallClock.millisecondsSinceEpoch())
+            inboxStore.store(entry, for: user, wallNow: entry.storedAt, on: eventLoop).whenComplete { [self] result in
+                if case .failure(let error) = result { redisFailed("store in \(user)'s inbox", error) }
+                if case .success(.stored(false, _)) = result { counts.inboxStored += 1 }
+                perform(core.inboxStoreCompleted(user: user, entry: entry, result: (try? result.get()) ?? .failed, now: .now()))
+                controlReadCompleted() // receipts written outside a control read are flushed here
+            }
+        case .loadInbox(let user):
+            inboxStore.load(user: user, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let entries):
+                    if !entries.isEmpty { logger.info("delivering inbox", metadata: ["user": "\(user)", "entries": "\(entries.count)"]) }
+                    perform(core.inboxLoaded(user: user, entries: entries, wallNow: WallClock.millisecondsSinceEpoch(), now: .now()))
+                    controlReadCompleted()
+                case .failure(let error):
+                    redisFailed("load \(user)'s inbox", error)
+                }
+            }
+        case .removeFromInbox(let user, let entry):
+            counts.inboxRemoved += 1
+            inboxStore.remove(entry, for: user, on: eventLoop).whenFailure { [self] error in
+                redisFailed("remove from \(user)'s inbox", error)
+            }
+        case .roomRequest(let request):
+            roomStore.answer(request, on: eventLoop).whenSuccess { [self] answer in
+                if answer == .failed { redisFailed("room \(request.operation) \(request.room)", RedisError("failed")) }
+                perform(core.roomAnswered(request, answer))
+            }
+        case .postToRoom(let room, let message):
+            roomStore.post(message, to: room, on: eventLoop).whenSuccess { [self] result in
+                if result == .failed { redisFailed("post to \(room)", RedisError("failed")) }
+                perform(core.roomPosted(room: room, message: message, result: result))
+                controlReadCompleted()
+            }
+        case .countRoomDelivery(let copy):
+            roomStore.countDelivery(of: copy, to: copy.toUser, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let delivered): perform(core.roomDeliveryCounted(copy: copy, delivered: delivered))
+                case .failure(let error): redisFailed("count delivery in \(copy.room)", error)
+                }
+                controlReadCompleted()
+            }
+        case .recordPresence(let user, let online):
+            guard !withdrawing || online else { return } // a relay shutting down leaves presence to expire
+            let now = WallClock.millisecondsSinceEpoch()
+            presenceStore.record(user: user, online: online, now: now, on: eventLoop).whenComplete { [self] result in
+                switch result {
+                case .success(let roomPeers): perform(core.presenceRecorded(user: user, online: online, lastSeen: now, roomPeers: roomPeers))
+                case .failure(let error): redisFailed("record presence of \(user)", error)
+                }
+                controlReadCompleted()
+            }
+        case .who(let request):
+            let users: EventLoopFuture<[String]?> = request.room.map { roomStore.members(of: $0, askedBy: request.user, on: eventLoop) }
+                ?? eventLoop.makeSucceededFuture(request.users)
+            users.flatMap { [presenceStore, eventLoop] users -> EventLoopFuture<[PresenceEntry]?> in
+                guard let users else { return eventLoop.makeSucceededFuture(nil) }
+                return presenceStore.lookup(users, on: eventLoop).map { $0 }
+            }.whenComplete { [self] result in
+                switch result {
+                case .success(let entries): perform(core.whoAnswered(request, entries))
+                case .failure(let error):
+                    redisFailed("who for \(request.user)", error)
+                    perform([.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId))])
+                }
+            }
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
@@ -335,6 +418,31 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         counts.datagramsForwarded += 1
         unreportedForwarded += 1
         datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        flushDatagramsThisTurn()
+    }
+
+    /// Keeps one scheduled task at the inbox's next retransmission deadline.
+    private func armInboxTimer() {
+        guard let deadline = core.inboxNextDeadline else { return }
+        if let armed = inboxTimerDeadline, armed <= deadline { return }
+        inboxTimer?.cancel()
+        inboxTimerDeadline = deadline
+        inboxTimer = eventLoop.scheduleTask(deadline: deadline) { [self] in
+            inboxTimer = nil
+            inboxTimerDeadline = nil
+            perform(core.inboxPoll(now: .now()))
+        }
+    }
+
+    /// Datagrams written outside a read burst (stored messages, deliveries from other relays,
+    /// lookups) go out at the end of this event-loop turn, in one flush with the rest.
+    private func flushDatagramsThisTurn() {
+        guard !datagramFlushScheduled else { return }
+        datagramFlushScheduled = true
+        eventLoop.execute { [self] in
+            datagramFlushScheduled = false
+            datagramChannel?.flush()
+        }
     }
 
     func redisFailed(_ what: String, _ error: Error) {

@@ -48,7 +48,11 @@ public final class RelayServer: @unchecked Sendable {
         // The core learns the UDP port once it is bound (`coreConfiguration` leaves 0 until then).
         self.engine = RelayEngine(
             core: RelayCore(configuration: configuration.coreConfiguration()),
-            registry: self.registry, credentials: CredentialStore(redis: redis), heartbeat: configuration.heartbeat, eventLoop: group.next(),
+            registry: self.registry, credentials: CredentialStore(redis: redis),
+            inboxStore: InboxStore(redis: redis, maxMessages: configuration.inboxMaxMessages, ttlSeconds: configuration.inboxTTLSeconds),
+            roomStore: RoomStore(redis: redis, postTTLSeconds: configuration.inboxTTLSeconds),
+            presenceStore: PresenceStore(redis: redis, onlineTTLSeconds: configuration.registrationTTLSeconds),
+            heartbeat: configuration.heartbeat, eventLoop: group.next(),
             logger: configuration.logger, metrics: RelayMetrics(factory: factory))
     }
 
@@ -219,8 +223,10 @@ public final class RelayServer: @unchecked Sendable {
         let description = "tcp=\(controlAddress.flatMap(AddressText.format) ?? "") udp=\(datagramAddress.flatMap(AddressText.format) ?? "")"
         refreshTask = engine.eventLoop.scheduleRepeatedAsyncTask(initialDelay: .zero, delay: interval) { [engine, registry, configuration] _ in
             let announced = registry.announceRelay(configuration.relayId, description: description, on: engine.eventLoop)
-            let refreshed = registry.refresh(engine.liveRegistrations, on: engine.eventLoop)
-            return announced.and(refreshed).map { _ in }.flatMapErrorWithEventLoop { error, loop in
+            let live = engine.liveRegistrations
+            let refreshed = registry.refresh(live, on: engine.eventLoop)
+            let present = engine.presenceStore.refresh(live.map(\.user), now: WallClock.millisecondsSinceEpoch(), on: engine.eventLoop)
+            return announced.and(refreshed).and(present).map { _ in }.flatMapErrorWithEventLoop { error, loop in
                 engine.redisFailed("refresh registrations", error)
                 return loop.makeSucceededVoidFuture()
             }

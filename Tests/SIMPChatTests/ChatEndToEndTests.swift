@@ -59,6 +59,8 @@ final class ChatEndToEndTests: RelayTestCase {
         aliceTerminal.type("hello bob\r")
         await assertScreen(bobTerminal, shows: "\(alice): hello bob")
         await assertScreen(aliceTerminal, shows: "you → \(bob): hello bob ✓✓")
+        // bob talks to alice, so he has seen it at once: his read marker turns her ticks to read.
+        await assertScreen(aliceTerminal, shows: "you → \(bob): hello bob ✓✓ read")
 
         bobTerminal.type("hi alice, 日本 ✓\r")
         await assertScreen(aliceTerminal, shows: "\(bob): hi alice, 日本 ✓")
@@ -84,7 +86,7 @@ final class ChatEndToEndTests: RelayTestCase {
         // The conversation is on disk, and shown when alice comes back.
         let history = try HistoryStore(directory: historyDirectory, user: alice).load()
         XCTAssertEqual(history.map(\.text).filter { !$0.isEmpty }, ["hello bob", "hi alice, 日本 ✓", "half-typed"])
-        XCTAssertEqual(history.first?.status, "delivered")
+        XCTAssertEqual(history.first?.status, "read")
         let again = try await chat(alice, to: bob)
         await assertScreen(again, shows: "you → \(bob): hello bob ✓✓")
         again.type("/quit\r")

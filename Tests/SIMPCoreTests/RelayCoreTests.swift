@@ -107,13 +107,14 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(register.connection, c1)
     }
 
-    func testRegistrationSuccessSendsConnected() throws {
+    func testRegistrationSuccessSendsConnectedThenLoadsTheInbox() throws {
         var core = makeCore()
         core.connectionOpened(c1)
         _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
         let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 2)
-        guard case .announceMove(let move) = actions[1] else { return XCTFail("\(actions[1]) is not announceMove") }
+        XCTAssertEqual(actions.count, 4)
+        guard case .announceMove(let move) = actions[1], case .loadInbox("alice") = actions[2],
+              case .recordPresence("alice", online: true) = actions[3] else { return XCTFail("\(actions)") }
         XCTAssertEqual(move, UserMove(user: "alice", relayId: "r1"))
         let (connection, message) = try XCTUnwrap(sent(actions[0]))
         XCTAssertEqual(connection, c1)
@@ -184,7 +185,8 @@ final class RelayCoreTests: XCTestCase {
         var core = makeCore()
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         let actions = core.connectionClosed(c1)
-        XCTAssertEqual(actions.count, 1)
+        XCTAssertEqual(actions.count, 2)
+        guard case .recordPresence("alice", online: false) = actions[1] else { return XCTFail("\(actions)") }
         let unregister = try XCTUnwrap(unregistered(actions[0]))
         XCTAssertEqual(unregister.user, "alice")
         XCTAssertEqual(unregister.session, "r1/1")
@@ -269,21 +271,22 @@ final class RelayCoreTests: XCTestCase {
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         XCTAssertEqual(receive(&core, 1, to: "erin").compactMap(lookedUp), ["erin"])
         let actions = core.lookupCompleted(user: "erin", route: Route(address: address("10.0.0.1", 1), relayId: "r1"), now: t0)
-        XCTAssertEqual(actions.compactMap(rejected), [.recipientOffline], "a stale registration of this relay")
+        guard case .storeInInbox("erin", _)? = actions.first else { return XCTFail("a stale registration of this relay: offline, stored: \(actions)") }
     }
 
-    func testKnownUserWithoutRouteIsOfflineNotUnknown() throws {
+    func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() throws {
         var core = makeCore()
         connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
         XCTAssertEqual(receive(&core, 3, to: "bob").compactMap(lookedUp), ["bob"])
 
         let offline = core.lookupCompleted(user: "bob", route: nil, known: true, now: t0)
 
-        XCTAssertEqual(offline.compactMap(rejected), [.recipientOffline])
-        XCTAssertEqual(offline.count, 1, "no ERROR to the sender: it keeps retrying")
+        XCTAssertEqual(offline.count, 1)
+        guard case .storeInInbox("bob", let stored) = offline[0] else { return XCTFail("\(offline)") }
+        XCTAssertEqual(stored, message(3, from: "alice", to: "bob"), "the payload goes to bob's inbox")
         let cached = receive(&core, 4, to: "bob", now: t0 + .milliseconds(10))
-        XCTAssertEqual(cached.compactMap(rejected), [.recipientOffline])
-        XCTAssertEqual(cached.count, 1)
+        guard case .storeInInbox("bob", _) = cached.first else { return XCTFail("\(cached)") }
+        XCTAssertEqual(cached.count, 1, "no ERROR to the sender: the message goes to the inbox")
     }
 
     func testUnsealedDatagramIsRejected() {

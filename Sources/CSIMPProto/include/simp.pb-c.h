@@ -78,7 +78,52 @@ typedef enum _Simp__Message__Type {
   /*
    * client -> relay, UDP (sealed): the source of this datagram is the client's
    */
-  SIMP__MESSAGE__TYPE__HELLO = 12
+  SIMP__MESSAGE__TYPE__HELLO = 12,
+  /*
+   * UDP address; the relay answers with a sealed HELLO datagram
+   * Rooms (types 15-24).
+   */
+  /*
+   * client -> relay, TCP: join `room` (created if new); answered by ROOM_MEMBERS
+   */
+  SIMP__MESSAGE__TYPE__ROOM_JOIN = 15,
+  /*
+   * client -> relay, TCP: leave `room`; answered by ROOM_MEMBERS without members
+   */
+  SIMP__MESSAGE__TYPE__ROOM_LEAVE = 16,
+  /*
+   * client -> relay, TCP: list `room`'s members (members only);
+   */
+  SIMP__MESSAGE__TYPE__ROOM_MEMBERS = 17,
+  /*
+   * relay -> client: the answer, `members`, messageId echoed
+   * Presence, read markers, typing (types 15-24).
+   */
+  /*
+   * client -> relay -> peer, UDP: `fromUser` is typing to `toUser`; at most once:
+   */
+  SIMP__MESSAGE__TYPE__TYPING = 18,
+  /*
+   * never receipted, retransmitted or stored
+   */
+  /*
+   * reader -> relay -> sender, TCP: `fromUser` has seen every message from `toUser`
+   */
+  SIMP__MESSAGE__TYPE__READ = 19,
+  /*
+   * up to id `messageId`; stored for an offline sender
+   */
+  /*
+   * client -> relay, TCP: presence of `members` (or of `room`'s members);
+   */
+  SIMP__MESSAGE__TYPE__WHO = 20,
+  /*
+   * relay -> client: the answer, `members` as "<user> <online|offline> <lastSeen ms>"
+   */
+  /*
+   * relay -> client, TCP: `fromUser` went online or offline (`presence`, `lastSeen`)
+   */
+  SIMP__MESSAGE__TYPE__PRESENCE = 21
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -126,9 +171,51 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * a datagram's fromUser is not the user its session authenticated
    */
-  SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH = 11
+  SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH = 11,
+  /*
+   * Offline inbox (16-23).
+   */
+  /*
+   * a stored message was discarded: the receiver's inbox hit its cap
+   */
+  SIMP__MESSAGE__ERROR_CODE__INBOX_FULL = 16,
+  /*
+   * a stored message was discarded: it waited longer than the inbox TTL
+   */
+  SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED = 17,
+  /*
+   * posting to, or listing, a room the user is not a member of
+   */
+  SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER = 18
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
+/*
+ * RECEIPT only: what the receipt reports (offline inbox, fields 30-44).
+ */
+typedef enum _Simp__Message__DeliveryStatus {
+  /*
+   * the receiver got the message (sent by the receiver itself)
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED = 0,
+  /*
+   * relay -> sender: the receiver is offline; the message waits in its inbox
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__STORED = 1,
+  /*
+   * relay -> sender: a stored message reached its receiver
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED_FROM_INBOX = 2,
+  /*
+   * relay -> author: `deliveredCount` of `memberCount` room members have it
+   */
+  SIMP__MESSAGE__DELIVERY_STATUS__ROOM_DELIVERED = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__DELIVERY_STATUS)
+} Simp__Message__DeliveryStatus;
+typedef enum _Simp__Message__Presence {
+  SIMP__MESSAGE__PRESENCE__OFFLINE = 0,
+  SIMP__MESSAGE__PRESENCE__ONLINE = 1
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__PRESENCE)
+} Simp__Message__Presence;
 
 /* --- messages --- */
 
@@ -217,7 +304,7 @@ struct  Simp__Message
    */
   uint64_t floor;
   /*
-   * Authentication (docs/PROTOCOL.md §3).
+   * Authentication and sealed datagrams (docs/PROTOCOL.md §4.2, §5.1).
    */
   /*
    * AUTH: the client's nonce; CHALLENGE: the relay's nonce (16-64 bytes each)
@@ -247,10 +334,50 @@ struct  Simp__Message
    * ERROR RATE_LIMITED: when trying again may succeed
    */
   uint32_t retryaftermillis;
+  /*
+   * Offline inbox (fields 30-44).
+   */
+  /*
+   * RECEIPT: delivered by the receiver, stored by the relay, or delivered from the inbox
+   */
+  Simp__Message__DeliveryStatus status;
+  /*
+   * ROOM_*: the room's name; room copies and their receipts to the author: the room
+   */
+  char *room;
+  /*
+   * ROOM_MEMBERS answer: the room's members
+   */
+  size_t n_members;
+  char **members;
+  /*
+   * room copy (fromUser "#room"): the member who posted it
+   */
+  char *author;
+  /*
+   * room copy: the author's messageId
+   */
+  uint64_t authormessageid;
+  /*
+   * room copy, and STORED/ROOM_DELIVERED receipts to the author: members addressed
+   */
+  uint32_t membercount;
+  /*
+   * ROOM_DELIVERED receipt: members that have the message
+   */
+  uint32_t deliveredcount;
+  /*
+   * PRESENCE: the user's new state
+   */
+  Simp__Message__Presence presence;
+  /*
+   * PRESENCE: ms since the epoch when the user was last connected (now, if online)
+   */
+  int64_t lastseen;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0 }
 
 
 /* Simp__Message methods */
@@ -286,6 +413,8 @@ typedef void (*Simp__Message_Closure)
 extern const ProtobufCMessageDescriptor simp__message__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__type__descriptor;
 extern const ProtobufCEnumDescriptor    simp__message__error_code__descriptor;
+extern const ProtobufCEnumDescriptor    simp__message__delivery_status__descriptor;
+extern const ProtobufCEnumDescriptor    simp__message__presence__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -50,6 +50,9 @@ final class RealWorld: @unchecked Sendable {
     private var inboxes: [Task<Void, Never>] = []
     private let recorder = NIOLockedValueBox(RunRecorder())
     private let lastProgress = NIOLockedValueBox(NIODeadline.now())
+    /// Messages the relay stored for a receiver that was offline (e.g. during a relay restart),
+    /// with when they were sent: they count when the relay reports them delivered.
+    private let storedSince = NIOLockedValueBox([UInt64: NIODeadline]())
 
     private init(scenario: Scenario, seed: UInt64, redis: LocalRedisServer, relay: RelayServer, configuration: RelayConfiguration) {
         self.scenario = scenario
@@ -157,7 +160,27 @@ final class RealWorld: @unchecked Sendable {
     }
 
     /// One sender's share of the workload, on schedule.
+    /// Counts stored messages when the relay reports them delivered from the inbox (or discarded).
+    private func followStoredMessages(of client: SIMPClient) -> Task<Void, Never> {
+        Task { [recorder, lastProgress, storedSince] in
+            for await notice in client.notices {
+                switch notice {
+                case .delivered(let id, _):
+                    guard let sent = storedSince.withLockedValue({ $0.removeValue(forKey: id) }) else { continue }
+                    recorder.withLockedValue { $0.receiptArrived(latency: .now() - sent) }
+                case .discarded(let id, _, _, _):
+                    guard storedSince.withLockedValue({ $0.removeValue(forKey: id) }) != nil else { continue }
+                    recorder.withLockedValue { $0.messageFailed() }
+                default:
+                    continue
+                }
+                lastProgress.withLockedValue { $0 = .now() }
+            }
+        }
+    }
+
     private func send(from client: SIMPClient, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
+        _ = followStoredMessages(of: client) // ends when the client closes
         let workload = scenario.workload
         let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds * Int64(index) / Int64(senderCount))
         var sequences = [Int](repeating: 0, count: receivers.count)
@@ -168,12 +191,14 @@ final class RealWorld: @unchecked Sendable {
             try await Self.sleep(until: start + workload.interval * Int64(message) + stagger)
             let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receivers[receiverIndex], content: text))
             recorder.withLockedValue { $0.messageSent() }
-            result.whenSuccess { [recorder, lastProgress] outcome in
+            let sentAt = NIODeadline.now()
+            result.whenSuccess { [recorder, lastProgress, storedSince] outcome in
                 recorder.withLockedValue { recorder in
                     switch outcome {
                     case .delivered(_, let latency, _): recorder.receiptArrived(latency: latency)
                     case .failed: recorder.messageFailed()
                     case .connectionLost: recorder.messageFailed(connectionLost: true)
+                    case .stored(let id): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
                     }
                 }
                 lastProgress.withLockedValue { $0 = .now() }

@@ -181,6 +181,12 @@ final class SimRelay {
             closeConnection(id)
         case .reject(let reason, _):
             rejected[reason, default: 0] += 1
+        // The simulated Redis keeps no inboxes: a message for an offline user is dropped (and
+        // counted) for its sender to retransmit, as before the inbox existed.
+        case .storeInInbox:
+            rejected[.recipientOffline, default: 0] += 1
+        case .loadInbox, .removeFromInbox, .roomRequest, .postToRoom, .countRoomDelivery, .recordPresence, .who:
+            break // no inboxes and no rooms in the simulation
         }
     }
 }

@@ -1,0 +1,36 @@
+import NIOCore
+import SIMPCore
+
+/// Group chat: rooms are kept by the relay (in Redis). A message to a room is addressed to
+/// `#<room>`; members receive it from `#<room>` with `author` naming who posted it.
+extension SIMPClient {
+    /// The address of `room` for `send(text:to:)`: `#<room>`.
+    public static func roomAddress(_ room: String) -> String { "#" + room }
+
+    /// Joins `room` (creating it if it has no members) and returns its members, this user included.
+    /// Throws `SIMPClientError` (e.g. `.rejected(.badRequest, ...)` for an invalid name).
+    public func joinRoom(_ room: String) async throws -> [String] {
+        try await roomRequest(.roomJoin, room)
+    }
+
+    /// Leaves `room`.
+    public func leaveRoom(_ room: String) async throws {
+        _ = try await roomRequest(.roomLeave, room)
+    }
+
+    /// The members of `room`; only members may ask (else `.rejected(.notAMember, ...)`).
+    public func roomMembers(_ room: String) async throws -> [String] {
+        try await roomRequest(.roomMembers, room)
+    }
+
+    /// Posts a text message to `room`. The result is `.stored` once the relay has taken it for
+    /// the members; `notices` then reports `.roomProgress` as members receive it.
+    public func send(text: String, toRoom room: String) async throws -> SendResult {
+        try await send(text: text, to: Self.roomAddress(room))
+    }
+
+    private func roomRequest(_ kind: SIMPMessage.Kind, _ room: String) async throws -> [String] {
+        let engine = self.engine
+        return try await engine.eventLoop.flatSubmit { engine.roomRequest(kind, room: room) }.get()
+    }
+}

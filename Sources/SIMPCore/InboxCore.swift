@@ -1,0 +1,146 @@
+import NIOCore
+
+/// Delivers users' offline inboxes, without I/O: the relay acts as the retransmitting sender of
+/// the stored messages, with one `ReliableSender` per (receiver, original sender) that keeps the
+/// messages' original id, stream, seq and floor, so the receiver's `ReceiverCore` orders them
+/// and drops duplicates as if their sender had retransmitted them.
+///
+/// `RelayCore` owns one and turns its outputs into actions.
+public struct InboxCore: Sendable {
+    private struct DrainKey: Hashable, Sendable {
+        let receiver: String
+        let sender: String
+    }
+
+    private struct Drain: Sendable {
+        var sender: ReliableSender
+        var entries: [UInt64: InboxEntry] = [:]
+    }
+
+    /// What to do after a call.
+    public struct Output: Sendable {
+        /// Content messages to send to `user` over UDP.
+        public var datagrams: [(user: String, message: SIMPMessage)] = []
+        /// Stored receipts and read markers to hand to `user` over its control connection (then remove).
+        public var receipts: [(user: String, entry: InboxEntry)] = []
+        /// Entries `receiver` receipted: remove them and tell their senders.
+        public var delivered: [(receiver: String, entry: InboxEntry)] = []
+        /// Entries older than the TTL: remove them and tell their senders.
+        public var expired: [(receiver: String, entry: InboxEntry)] = []
+        /// Direct datagrams held back while stored messages of the same sender were delivered,
+        /// now to be forwarded to `user`.
+        public var released: [(user: String, bytes: ByteBuffer)] = []
+        public init() {}
+    }
+
+    public let retransmit: RetransmitPolicy
+    /// How long an entry may wait, in milliseconds.
+    public let ttlMillis: Int64
+    private var drains: [DrainKey: Drain] = [:]
+    /// Direct datagrams waiting for a drain of the same (receiver, sender) to finish, by id.
+    private var held: [DrainKey: [(id: UInt64, bytes: ByteBuffer)]] = [:]
+    /// Direct datagrams held per (receiver, sender) at most; later ones are dropped (their
+    /// senders retransmit).
+    public static let maxHeld = 256
+
+    /// Whether no inbox is being delivered (the relay's fast path checks this first).
+    public var isIdle: Bool { drains.isEmpty }
+
+    /// A direct datagram from `sender` to `receiver` while stored messages from `sender` are
+    /// still being delivered to `receiver`: it waits until they are receipted, so it cannot
+    /// overtake them. Returns false (forward it now) when nothing is being delivered.
+    public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: String, from sender: String) -> Bool {
+        let key = DrainKey(receiver: receiver, sender: sender)
+        guard drains[key] != nil else { return false }
+        var queue = held[key] ?? []
+        if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
+        held[key] = queue
+        return true
+    }
+
+    /// The drain `key` finished (or gave up): what was held for it goes out now.
+    private mutating func finished(_ key: DrainKey, into output: inout Output) {
+        drains[key] = nil
+        output.released += (held.removeValue(forKey: key) ?? []).map { (key.receiver, $0.bytes) }
+    }
+
+    public init(retransmit: RetransmitPolicy = RetransmitPolicy(), ttlMillis: Int64) {
+        self.retransmit = retransmit
+        self.ttlMillis = ttlMillis
+    }
+
+    /// Stored messages in flight to their receivers.
+    public var inFlightCount: Int { drains.values.reduce(0) { $0 + $1.entries.count } }
+
+    /// When `poll` next has work, if ever.
+    public var nextDeadline: NIODeadline? { drains.values.compactMap(\.sender.nextDeadline).min() }
+
+    /// `user`'s inbox was read (oldest first) after it connected: what is within the TTL goes
+    /// out in order, the rest is reported expired. Any earlier delivery to `user` is replaced.
+    public mutating func loaded(user: String, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
+        userLeft(user)
+        var output = Output()
+        for entry in entries {
+            if entry.storedAt + ttlMillis < wallNow {
+                output.expired.append((user, entry))
+            } else if entry.message.kind == .receipt || entry.message.kind == .read {
+                output.receipts.append((user, entry))
+            } else if entry.message.kind.isContent {
+                output.datagrams += submit(entry, to: user, now: now)
+            }
+        }
+        return output
+    }
+
+    /// A content entry was stored for `user`, who is connected: it goes out now.
+    public mutating func enqueue(_ entry: InboxEntry, for user: String, now: NIODeadline) -> Output {
+        var output = Output()
+        output.datagrams = submit(entry, to: user, now: now)
+        return output
+    }
+
+    private mutating func submit(_ entry: InboxEntry, to user: String, now: NIODeadline) -> [(user: String, message: SIMPMessage)] {
+        let key = DrainKey(receiver: user, sender: entry.message.fromUser)
+        var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
+        guard drain.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
+        drain.entries[entry.message.messageId] = entry
+        let (_, sent) = drain.sender.submit(entry.message, now: now)
+        drains[key] = drain
+        return sent.transmit.map { (user, $0) }
+    }
+
+    /// A RECEIPT from `user`: if it answers a stored message, that entry is delivered (nil
+    /// means the receipt is not about the inbox and is routed as usual).
+    public mutating func receipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> Output? {
+        let key = DrainKey(receiver: user, sender: receipt.toUser)
+        guard var drain = drains[key], let entry = drain.entries.removeValue(forKey: receipt.messageId) else { return nil }
+        var output = Output()
+        let sent = drain.sender.handleReceipt(receipt, now: now)
+        output.datagrams = sent.transmit.map { (user, $0) }
+        output.delivered.append((user, entry))
+        drains[key] = drain
+        if drain.entries.isEmpty { finished(key, into: &output) }
+        return output
+    }
+
+    /// Retransmits what timed out. A message that runs out of attempts stays in the inbox for
+    /// the receiver's next connection.
+    public mutating func poll(now: NIODeadline) -> Output {
+        var output = Output()
+        for key in Array(drains.keys) {
+            guard var drain = drains[key], let deadline = drain.sender.nextDeadline, deadline <= now else { continue }
+            let sent = drain.sender.poll(now: now)
+            output.datagrams += sent.transmit.map { (key.receiver, $0) }
+            for case .failed(let id, _, _) in sent.events { drain.entries[id] = nil }
+            drains[key] = drain
+            if drain.entries.isEmpty { finished(key, into: &output) }
+        }
+        return output
+    }
+
+    /// `user` left: deliveries to it stop (its entries stay stored).
+    public mutating func userLeft(_ user: String) {
+        for key in drains.keys where key.receiver == user { drains[key] = nil }
+        for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
+    }
+}

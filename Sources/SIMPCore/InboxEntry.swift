@@ -1,0 +1,78 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One message waiting in a user's offline inbox, in the text form kept in Redis:
+/// `<storedAt ms> <base64 of the protobuf Message> <dedupe key>`.
+///
+/// The dedupe key names the message by its original sender and id, so a retransmission of a
+/// message already stored is recognised and not stored twice.
+public struct InboxEntry: Equatable, Sendable {
+    /// The stored message: a content message (delivered over UDP) or a RECEIPT for the user as
+    /// a sender (sent over the control channel).
+    public let message: SIMPMessage
+    /// Wall clock when the relay stored it, milliseconds since the Unix epoch.
+    public let storedAt: Int64
+    /// Identifies the message among the inbox's entries: `<kind>/<messageId>/<fromUser>`.
+    public let dedupeKey: String
+    /// The entry exactly as stored in Redis (used to remove exactly this entry).
+    public let text: String
+
+    /// An entry for `message`, stored at `storedAt`.
+    public init(message: SIMPMessage, storedAt: Int64) {
+        self.message = message
+        self.storedAt = storedAt
+        self.dedupeKey = Self.dedupeKey(kind: message.kind, messageId: message.messageId, fromUser: message.fromUser)
+        let bytes = MessageCodec.encode(message)
+        let base64 = Data(bytes.readableBytesView).base64EncodedString()
+        self.text = "\(storedAt) \(base64) \(dedupeKey)"
+    }
+
+    /// Parses what `text` holds; nil for anything else.
+    public init?(text: String) {
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let storedAt = Int64(parts[0]), let data = Data(base64Encoded: String(parts[1])) else { return nil }
+        guard let message = try? data.withUnsafeBytes({ try MessageCodec.decode($0) }) else { return nil }
+        self.message = message
+        self.storedAt = storedAt
+        self.dedupeKey = String(parts[2])
+        self.text = text
+    }
+
+    /// The dedupe key of a message: receipts and content messages never share one.
+    public static func dedupeKey(kind: SIMPMessage.Kind, messageId: UInt64, fromUser: String) -> String {
+        "\(kind == .receipt ? "r" : kind == .read ? "d" : "m")/\(messageId)/\(fromUser)"
+    }
+}
+
+/// Why a stored message left an inbox without being delivered.
+public enum InboxDiscardReason: Sendable, Equatable {
+    /// The inbox hit its cap; the oldest entries make room.
+    case full
+    /// The entry waited longer than the inbox TTL.
+    case expired
+}
+
+/// What a sender learns about a message after the relay stored it for an offline receiver.
+public enum DeliveryNotice: Equatable, Sendable {
+    /// The receiver is offline; the message waits in its inbox (a "sent" tick, not "delivered").
+    case stored(messageId: UInt64, to: String)
+    /// A stored message reached its receiver.
+    case delivered(messageId: UInt64, to: String)
+    /// A stored message was discarded (inbox cap or TTL) before it reached its receiver.
+    case discarded(messageId: UInt64, to: String, SIMPMessage.ErrorCode, String)
+    /// A room post has reached `delivered` of its `of` members.
+    case roomProgress(messageId: UInt64, room: String, delivered: Int, of: Int)
+    /// `by` has seen every message this user sent it up to id `upTo`.
+    case read(upTo: UInt64, by: String)
+}
+
+/// News about other users that is not about a message of this user's.
+public enum PeerEvent: Equatable, Sendable {
+    /// `from` is typing to this user (at most once: a lost one is not resent).
+    case typing(from: String)
+    /// `user` went online or offline; `lastSeen` in ms since the epoch.
+    case presence(user: String, online: Bool, lastSeen: Int64)
+}

@@ -1,0 +1,80 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// Presence in Redis.
+///
+/// Keys (documented in docs/PROTOCOL.md §7):
+/// - `simp:presence:<user>`: hash `state` (`online`/`offline`) and `lastSeen` (ms since the
+///   epoch). While online it expires after the registration TTL unless the relay's refresh cycle
+///   (driven by the client's heartbeats) extends it, so a crashed relay's users turn offline by
+///   themselves; when offline it lives `offlineTTLSeconds`.
+/// - `simp:presence:<user>:rooms`: set of the rooms the user is in, so its presence changes
+///   reach their members (maintained by `RoomStore` on join and leave).
+public struct PresenceStore: Sendable {
+    public let redis: RedisClient
+    public let onlineTTLSeconds: Int
+    public let offlineTTLSeconds: Int
+
+    public init(redis: RedisClient, onlineTTLSeconds: Int, offlineTTLSeconds: Int = 7 * 24 * 3600) {
+        self.redis = redis
+        self.onlineTTLSeconds = onlineTTLSeconds
+        self.offlineTTLSeconds = offlineTTLSeconds
+    }
+
+    public static func presenceKey(_ user: String) -> String { "simp:presence:\(user)" }
+    public static func roomsKey(_ user: String) -> String { "simp:presence:\(user):rooms" }
+
+    // KEYS: presence, rooms. ARGV: state, now, TTL. Returns the members of the user's rooms.
+    private static let recordScript = """
+        redis.call('HSET', KEYS[1], 'state', ARGV[1], 'lastSeen', ARGV[2])
+        redis.call('EXPIRE', KEYS[1], ARGV[3])
+        local peers = {}
+        for _, room in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+          for _, member in ipairs(redis.call('SMEMBERS', 'simp:room:' .. room .. ':members')) do
+            peers[member] = true
+          end
+        end
+        local out = {}
+        for member, _ in pairs(peers) do table.insert(out, member) end
+        return out
+        """
+    // KEYS: presence. ARGV: now, TTL. Extends an online record (re-creating a lost one).
+    private static let refreshScript = """
+        redis.call('HSET', KEYS[1], 'state', 'online', 'lastSeen', ARGV[1])
+        return redis.call('EXPIRE', KEYS[1], ARGV[2])
+        """
+
+    /// Records `user` as online or offline now; returns the members of the user's rooms.
+    public func record(user: String, online: Bool, now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<[String]> {
+        redis.command(
+            ["EVAL", Self.recordScript, "2", Self.presenceKey(user), Self.roomsKey(user), online ? "online" : "offline",
+             String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)], on: eventLoop
+        ).flatMapThrowing { reply in
+            if case .error(let message) = reply { throw RedisError(message) }
+            return (reply.array ?? []).compactMap(\.string)
+        }
+    }
+
+    /// Keeps the presence of `users` (connected here) online for another TTL.
+    public func refresh(_ users: [String], now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        guard !users.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
+        return redis.pipeline(users.map { ["EVAL", Self.refreshScript, "1", Self.presenceKey($0), String(now), String(onlineTTLSeconds)] },
+                              on: eventLoop).map { _ in }
+    }
+
+    /// The presence of `users` (absent: offline, last seen when they last registered, or never).
+    public func lookup(_ users: [String], on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]> {
+        guard !users.isEmpty else { return eventLoop.makeSucceededFuture([]) }
+        let commands = users.flatMap { [["HMGET", Self.presenceKey($0), "state", "lastSeen"], ["GET", Registry.seenKey($0)]] }
+        return redis.pipeline(commands, on: eventLoop).map { replies in
+            users.enumerated().map { index, user in
+                let fields = replies[2 * index].array ?? []
+                let state = fields.first?.string
+                let lastSeen = fields.count > 1 ? fields[1].string.flatMap { Int64($0) } : nil
+                let seen = replies[2 * index + 1].string.flatMap { Int64($0) } ?? 0
+                return PresenceEntry(user: user, online: state == "online", lastSeen: lastSeen ?? seen)
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// Rooms in Redis.
+///
+/// Keys (documented in docs/PROTOCOL.md §7):
+/// - `simp:room:<room>:members`: set of the members' user ids; a room exists while it has members.
+/// - `simp:room:<room>:seq`: the room's post counter (INCR), one order for every member.
+/// - `simp:room:<room>:posted`: hash `<author>/<messageId>` → room seq, so a retransmitted post
+///   is numbered and fanned out once; expires `postTTLSeconds` after the latest post.
+/// - `simp:room:<room>:got:<author>/<messageId>`: set of the members who receipted that post,
+///   whose size is the "delivered k/n" count; expires after `postTTLSeconds`.
+public struct RoomStore: Sendable {
+    public let redis: RedisClient
+    /// Seconds the per-post bookkeeping lives (at least the inbox TTL, so late deliveries count).
+    public let postTTLSeconds: Int
+
+    public init(redis: RedisClient, postTTLSeconds: Int) {
+        self.redis = redis
+        self.postTTLSeconds = max(60, postTTLSeconds)
+    }
+
+    public static func membersKey(_ room: String) -> String { "simp:room:\(room):members" }
+    public static func seqKey(_ room: String) -> String { "simp:room:\(room):seq" }
+    public static func postedKey(_ room: String) -> String { "simp:room:\(room):posted" }
+    public static func gotKey(_ room: String, author: String, messageId: UInt64) -> String {
+        "simp:room:\(room):got:\(author)/\(messageId)"
+    }
+
+    // KEYS: members, seq, posted. ARGV: author, posted field, TTL.
+    // Returns {-1} for a non-member, else {seq, duplicate (0/1), members}.
+    private static let postScript = """
+        if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return {-1} end
+        local seq = redis.call('HGET', KEYS[3], ARGV[2])
+        local duplicate = 1
+        if not seq then
+          seq = redis.call('INCR', KEYS[2])
+          redis.call('HSET', KEYS[3], ARGV[2], seq)
+          duplicate = 0
+        end
+        redis.call('EXPIRE', KEYS[3], ARGV[3])
+        return {tonumber(seq), duplicate, redis.call('SMEMBERS', KEYS[1])}
+        """
+    private static let membersScript = """
+        if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
+        return redis.call('SMEMBERS', KEYS[1])
+        """
+    private static let countScript = """
+        redis.call('SADD', KEYS[1], ARGV[1])
+        redis.call('EXPIRE', KEYS[1], ARGV[2])
+        return redis.call('SCARD', KEYS[1])
+        """
+
+    /// Carries out a join (the room is created by its first member), leave or member list.
+    public func answer(_ request: RoomRequest, on eventLoop: EventLoop) -> EventLoopFuture<RoomAnswer> {
+        let key = Self.membersKey(request.room)
+        switch request.operation {
+        case .join:
+            return redis.pipeline([["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
+                                   ["SMEMBERS", key]], on: eventLoop).map { replies in
+                guard replies.count == 3, let members = replies[2].array else { return .failed }
+                return .members(members.compactMap(\.string))
+            }.recover { _ in .failed }
+        case .leave:
+            return redis.pipeline([["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
+                                  on: eventLoop).map { replies in
+                replies.first?.integer == nil ? .failed : .members([])
+            }.recover { _ in .failed }
+        case .members:
+            return redis.command(["EVAL", Self.membersScript, "1", key, request.user], on: eventLoop).map { reply in
+                if case .error = reply { return .failed }
+                guard let members = reply.array else { return .notAMember }
+                return .members(members.compactMap(\.string))
+            }.recover { _ in .failed }
+        }
+    }
+
+    /// Numbers `message` (a post by `message.fromUser`) in `room` if the author is a member.
+    public func post(_ message: SIMPMessage, to room: String, on eventLoop: EventLoop) -> EventLoopFuture<RoomPostResult> {
+        redis.command(
+            ["EVAL", Self.postScript, "3", Self.membersKey(room), Self.seqKey(room), Self.postedKey(room),
+             message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)], on: eventLoop
+        ).map { reply in
+            guard let items = reply.array, let first = items.first?.integer else { return .failed }
+            guard first >= 0, items.count == 3, let duplicate = items[1].integer, let members = items[2].array else { return .notAMember }
+            return .posted(seq: UInt64(first), members: members.compactMap(\.string), duplicate: duplicate == 1)
+        }.recover { _ in .failed }
+    }
+
+    /// Records that `member` has room copy `copy`; returns how many members have it.
+    public func countDelivery(of copy: SIMPMessage, to member: String, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
+        redis.command(
+            ["EVAL", Self.countScript, "1", Self.gotKey(copy.room, author: copy.author, messageId: copy.authorMessageId),
+             member, String(postTTLSeconds)], on: eventLoop
+        ).flatMapThrowing { reply in
+            guard let count = reply.integer else { throw RedisError("unexpected reply \(reply)") }
+            return Int(count)
+        }
+    }
+}
+
+extension RoomStore {
+    /// `room`'s members if `user` is one of them, else nil.
+    public func members(of room: String, askedBy user: String, on eventLoop: EventLoop) -> EventLoopFuture<[String]?> {
+        answer(RoomRequest(operation: .members, room: room, user: user, connection: ConnectionID(0), messageId: 0), on: eventLoop)
+            .flatMapThrowing { answer in
+                switch answer {
+                case .members(let members): return members.sorted()
+                case .notAMember: return nil
+                case .failed: throw RedisError("room \(room) unavailable")
+                }
+            }
+    }
+}
