@@ -33,7 +33,7 @@ public struct HostileInputs<Random: RandomNumberGenerator> {
 
     /// `bytes` with one to four random edits: bit flips, overwritten, inserted or removed
     /// bytes, truncation, or a splice with another seed.
-    public mutating func mutated(_ bytes: [UInt8], others: [[UInt8]]) -> [UInt8] {
+    private mutating func mutated(_ bytes: [UInt8], others: [[UInt8]]) -> [UInt8] {
         var bytes = bytes
         for _ in 0..<Int.random(in: 1...4, using: &random) {
             let position = bytes.isEmpty ? 0 : Int.random(in: 0..<bytes.count, using: &random)
