@@ -14,7 +14,7 @@ struct ControlStream: Equatable, CustomStringConvertible {
     /// Frames `stream` as the relay's pipeline does when TCP delivers it in reads of
     /// `readSizes` bytes (the last read takes whatever is left).
     static func split(_ stream: ByteBuffer, readSizes: [Int]) -> ControlStream {
-        var processor = NIOSingleStepByteToMessageProcessor(FrameDecoder(maxFrameSize: Framing.defaultMaxFrameSize))
+        let processor = NIOSingleStepByteToMessageProcessor(FrameDecoder(maxFrameSize: Framing.defaultMaxFrameSize))
         var result = ControlStream()
         var rest = stream
         do {
