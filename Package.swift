@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
         .library(name: "SIMPChat", targets: ["SIMPChat"]),
         .library(name: "SIMPLab", targets: ["SIMPLab"]),
+        .library(name: "SIMPFuzz", targets: ["SIMPFuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -48,6 +49,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        // Per-input functions of the fuzz targets (built with libFuzzer by scripts/fuzz from
+        // fuzz/Package.swift) and their seed corpus; the regression tests call them too.
+        .target(
+            name: "SIMPFuzz",
+            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         // hiredis behind a non-blocking interface.
         .target(
             name: "SIMPRedis",
@@ -157,11 +163,14 @@ let package = Package(
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
-        .testTarget(name: "SIMPRelayTests", dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench"]),
+        .testTarget(
+            name: "SIMPRelayTests",
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab"]),
         .testTarget(
             name: "SIMPClientTests",
             dependencies: ["SIMPClient", "SIMPTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
         .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport"]),
     ],

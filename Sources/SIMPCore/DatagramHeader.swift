@@ -8,7 +8,8 @@ import NIOCore
 /// `type`, `fromUser` and `toUser`, skips everything else without copying, and gives up
 /// (returns nil) on anything it does not handle exactly as `MessageCodec.decode` does: wire
 /// types that do not match the field, groups, over-long varints, truncation, NUL bytes in the
-/// user ids, or an `errorCode`. The caller then decodes the datagram in full, so the relay's
+/// user ids, a declared field with another wire type, or a field the full decoder must check
+/// (enums such as `errorCode`, nested messages, repeated fields). The caller then decodes the datagram in full, so the relay's
 /// decisions never depend on which path read the bytes.
 public struct DatagramHeader: Equatable, Sendable {
     public var version: UInt32 = 0
@@ -29,33 +30,6 @@ public struct DatagramHeader: Equatable, Sendable {
     public init(_ message: SIMPMessage) {
         self.init(version: message.version, messageId: message.messageId, kind: message.kind,
                   fromUser: message.fromUser, toUser: message.toUser)
-    }
-
-    /// The wire type of every field of `simp.Message`, read from the protobuf-c descriptor so
-    /// the fast path always knows the same schema as the full decoder.
-    enum KnownFields {
-        static let unknown: Int8 = -1
-        /// Enum fields the fast path does not validate.
-        static let enumeration: Int8 = -2
-        /// Indexed by field number.
-        static let wireTypes: [Int8] = {
-            let descriptor = simp__message__descriptor
-            let fields = UnsafeBufferPointer(start: descriptor.fields, count: Int(descriptor.n_fields))
-            var table = [Int8](repeating: unknown, count: Int(fields.map(\.id).max() ?? 0) + 1)
-            for field in fields { table[Int(field.id)] = wireType(of: field.type) }
-            return table
-        }()
-
-        private static func wireType(of type: ProtobufCType) -> Int8 {
-            switch type {
-            case PROTOBUF_C_TYPE_ENUM: return enumeration
-            case PROTOBUF_C_TYPE_INT32, PROTOBUF_C_TYPE_SINT32, PROTOBUF_C_TYPE_INT64, PROTOBUF_C_TYPE_SINT64,
-                 PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_TYPE_BOOL: return 0
-            case PROTOBUF_C_TYPE_FIXED64, PROTOBUF_C_TYPE_SFIXED64, PROTOBUF_C_TYPE_DOUBLE: return 1
-            case PROTOBUF_C_TYPE_STRING, PROTOBUF_C_TYPE_BYTES, PROTOBUF_C_TYPE_MESSAGE: return 2
-            default: return 5 // FIXED32, SFIXED32, FLOAT
-            }
-        }
     }
 
     /// Reads the header of the readable bytes of `buffer`, or nil if the full decoder must decide.
@@ -90,14 +64,13 @@ public struct DatagramHeader: Equatable, Sendable {
             case (7, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
                 to = range
-            case (_, _) where field < KnownFields.wireTypes.count && KnownFields.wireTypes[Int(field)] != KnownFields.unknown:
-                // Another field of the schema: skipped if its wire type is right; enums other than
-                // `type` (the full decoder validates their values) and wrong wire types are left
-                // to the full decoder.
-                guard KnownFields.wireTypes[Int(field)] == Int8(wireType) else { return nil }
-                guard reader.skip(wireType: wireType) else { return nil }
-            default: // a field this schema does not have: skipped by wire type; groups are left to the full decoder
-                guard reader.skip(wireType: wireType) else { return nil }
+            default:
+                // Any other field the proto declares must have its plain wire type; the full
+                // decoder validates enums, nested messages and repeated fields.
+                let declared = field < FieldTable.wireTypes.count ? FieldTable.wireTypes[Int(field)] : FieldTable.undeclared
+                guard declared == FieldTable.undeclared || declared == wireType, reader.skip(wireType: wireType) else {
+                    return nil
+                }
             }
         }
         guard let fromUser = from.map({ reader.string($0) }) ?? "", let toUser = to.map({ reader.string($0) }) ?? "" else {
@@ -129,14 +102,7 @@ public struct DatagramHeader: Equatable, Sendable {
             return nil
         }
 
-        mutating func skip(_ count: Int) -> Bool {
-            guard bytes.count - offset >= count else { return false }
-            offset += count
-            return true
-        }
-
-        /// The byte range of a length-delimited field's payload.
-        /// Skips one field value of `wireType` (0, 1, 2 or 5).
+        /// Skips a field's value of `wireType`; false for groups, invalid wire types or truncation.
         mutating func skip(wireType: UInt64) -> Bool {
             switch wireType {
             case 0: return varint() != nil
@@ -147,11 +113,20 @@ public struct DatagramHeader: Equatable, Sendable {
             }
         }
 
+        mutating func skip(_ count: Int) -> Bool {
+            guard bytes.count - offset >= count else { return false }
+            offset += count
+            return true
+        }
+
+        /// The byte range of a length-delimited field's payload. Like protobuf-c, takes a
+        /// length of at most 5 bytes.
         mutating func lengthDelimited() -> Range<Int>? {
-            guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
             let start = offset
+            guard let length = varint(), offset - start <= 5, length <= UInt64(bytes.count - offset) else { return nil }
+            let payload = offset
             offset += Int(length)
-            return start..<offset
+            return payload..<offset
         }
 
         /// The UTF-8 text in `range`, or nil if it holds a NUL (which the C decoder would cut at).
@@ -159,6 +134,41 @@ public struct DatagramHeader: Equatable, Sendable {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
             guard !slice.contains(0) else { return nil }
             return String(decoding: slice, as: UTF8.self)
+        }
+    }
+}
+
+/// The wire type `simp.Message` declares for each field number, read from protobuf-c's
+/// descriptor, so that fields added to the proto are checked here without a change.
+private enum FieldTable {
+    /// A field number the proto does not declare: skipped whatever its wire type.
+    static let undeclared: UInt64 = 0xff
+    /// A declared field `DatagramHeader.parse` leaves to the full decoder.
+    static let fullDecoderOnly: UInt64 = 0xfe
+
+    /// Indexed by field number, up to the largest declared one.
+    static let wireTypes: [UInt64] = {
+        let descriptor = simp__message__descriptor
+        let fields = UnsafeBufferPointer(start: descriptor.fields, count: Int(descriptor.n_fields))
+        var table = [UInt64](repeating: undeclared, count: Int(fields.map(\.id).max() ?? 0) + 1)
+        for field in fields {
+            table[Int(field.id)] = wireType(field)
+        }
+        return table
+    }()
+
+    private static func wireType(_ field: ProtobufCFieldDescriptor) -> UInt64 {
+        guard field.label != PROTOBUF_C_LABEL_REPEATED, field.flags & UInt32(PROTOBUF_C_FIELD_FLAG_ONEOF.rawValue) == 0 else {
+            return fullDecoderOnly
+        }
+        switch field.type {
+        case PROTOBUF_C_TYPE_INT32, PROTOBUF_C_TYPE_SINT32, PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_TYPE_INT64,
+             PROTOBUF_C_TYPE_SINT64, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_TYPE_BOOL:
+            return 0
+        case PROTOBUF_C_TYPE_SFIXED64, PROTOBUF_C_TYPE_FIXED64, PROTOBUF_C_TYPE_DOUBLE: return 1
+        case PROTOBUF_C_TYPE_STRING, PROTOBUF_C_TYPE_BYTES: return 2
+        case PROTOBUF_C_TYPE_SFIXED32, PROTOBUF_C_TYPE_FIXED32, PROTOBUF_C_TYPE_FLOAT: return 5
+        default: return fullDecoderOnly // enums (their values are checked) and nested messages
         }
     }
 }

@@ -113,6 +113,15 @@ public final class RawDatagramSocket: @unchecked Sendable {
         try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes))
     }
 
+    /// Sends `datagrams` to `address`, flushed once at the end.
+    public func send(_ datagrams: [ByteBuffer], to address: SocketAddress) async throws {
+        let channel: Channel = self.channel
+        try await channel.eventLoop.submit {
+            for datagram in datagrams { channel.write(AddressedEnvelope(remoteAddress: address, data: datagram), promise: nil) }
+            channel.flush()
+        }.get()
+    }
+
     /// Datagrams received so far.
     public func received() async throws -> [ByteBuffer] {
         try await channel.eventLoop.submit { [collector] in collector.datagrams }.get()

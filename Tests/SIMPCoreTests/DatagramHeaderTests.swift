@@ -38,13 +38,12 @@ final class DatagramHeaderTests: XCTestCase {
     }
 
     func testFieldOrderRepeatsAndUnknownFieldsFollowProtobufRules() {
-        // toUser twice (the last wins), fields out of order, unknown fields 100 of each wire type.
+        // toUser twice (the last wins), fields out of order, unknown fields 2000 of each wire type.
         let encoded: [UInt8] = [0x3a, 0x01, 0x78, // toUser "x"
-                                0xa0, 0x06, 0x05, // field 100 varint
-                                0xa1, 0x06, 1, 2, 3, 4, 5, 6, 7, 8, // field 100 fixed64
-                                0xa2, 0x06, 0x02, 0x41, 0x42, // field 100 bytes
-                                0xa5, 0x06, 1, 2, 3, 4, // field 100 fixed32
-                                0x88, 0x01, 0x03, // seq (field 17) varint: a known field, skipped
+                                0x80, 0x7d, 0x05, // field 2000 varint
+                                0x81, 0x7d, 1, 2, 3, 4, 5, 6, 7, 8, // field 2000 fixed64
+                                0x82, 0x7d, 0x02, 0x41, 0x42, // field 2000 bytes
+                                0x85, 0x7d, 1, 2, 3, 4, // field 2000 fixed32
                                 0x32, 0x01, 0x61, // fromUser "a"
                                 0x3a, 0x01, 0x62, // toUser "b"
                                 0x10, 0x07, 0x08, 0x01] // messageId 7, version 1
@@ -57,12 +56,13 @@ final class DatagramHeaderTests: XCTestCase {
         XCTAssertNil(parse([0x3a, 0x03, 0x62, 0x00, 0x62]), "a NUL in a user id (the C decoder cuts there)")
         XCTAssertNil(parse([0x60, 0x01]), "errorCode, whose value the full decoder validates")
         XCTAssertNil(parse([0x12, 0x01, 0x00]), "messageId with the wrong wire type")
+        XCTAssertNil(parse([0x82, 0x01, 0x01, 0x00]), "stream (field 16, from the proto's descriptor) with the wrong wire type")
+        XCTAssertNil(parse([0x32, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00]), "a length prefix over 5 bytes (protobuf-c refuses it)")
         XCTAssertNil(parse([0xa3, 0x01, 0xa4, 0x01]), "a group")
         XCTAssertNil(parse([0x3a, 0x05, 0x62]), "truncated")
         XCTAssertNil(parse([0x40, 0x63]), "an unknown type")
         XCTAssertNil(parse([0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), "an over-long varint")
         XCTAssertNil(parse([0x00, 0x01]), "field number 0")
-        XCTAssertNil(parse([0x8a, 0x01, 0x00]), "seq (field 17) with the wrong wire type, which protobuf-c refuses")
     }
 
     /// Random corruptions of valid datagrams: whenever the fast path answers, the full

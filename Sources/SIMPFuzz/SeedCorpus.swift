@@ -1,0 +1,116 @@
+import NIOCore
+import SIMPCore
+
+/// The seed inputs committed under `fuzz/corpus/`: valid messages of every kind and edge
+/// cases, named by file. `SeedCorpusTests` checks the committed files are these bytes
+/// (`scripts/fuzz seeds` rewrites them).
+public enum SeedCorpus {
+    /// Datagram target inputs: one encoded message each.
+    public static var datagrams: [String: [UInt8]] {
+        var seeds: [String: [UInt8]] = [:]
+        for (name, message) in messages { seeds[name] = bytes(MessageCodec.encode(message)) }
+        seeds["empty"] = []
+        seeds["truncated-content"] = Array(seeds["text-alice-bob"]!.dropLast(3))
+        // An unknown field (number 99, length-delimited) before the known ones.
+        seeds["unknown-field"] = [0x9a, 0x06, 0x02, 0x68, 0x69] + seeds["text-alice-bob"]!
+        return seeds
+    }
+
+    /// Control target inputs: a read-cutting byte, then a stream of frames.
+    public static var controlStreams: [String: [UInt8]] {
+        let session: [SIMPMessage] = [
+            connect("mallory"), receiptTo("alice"), ping(), messages["text-alice-bob"]!,
+            SIMPMessage(kind: .disconnect),
+        ]
+        var seeds: [String: [UInt8]] = [
+            "session": [0x03] + frames(session),
+            "session-one-byte-reads": [0x00] + frames(session),
+            "connect-twice": [0x11] + frames([connect("mallory"), connect("alice")]),
+            "receipt-before-connect": [0x07] + frames([receiptTo("bob")]),
+            "registration-fails": [0x85] + frames([connect("mallory"), receiptTo("bob")]),
+            "old-version": [0x02] + frames([{ var m = ping(); m.version = 0; return m }()]),
+            "malformed-payload": [0x05] + [0, 0, 0, 3, 0xff, 0xff, 0xff] + frames([ping()]),
+            "oversized-announce": [0x01] + frames([ping()]) + [0x7f, 0xff, 0xff, 0xff, 0x00],
+            "truncated-frame": [0x09] + Array(frames([connect("mallory")]).dropLast(2)),
+            "empty-frame": [0x04, 0, 0, 0, 0],
+            "login": [0x06] + frames([auth("mallory"), connect("mallory"), receiptTo("alice"), roomJoin("lobby")]),
+            "auth-bad-nonce": [0x0a] + frames([{ var m = auth("mallory"); m.nonce = [1, 2]; return m }()]),
+        ]
+        for (name, message) in messages where !message.kind.isContent {
+            seeds["single-\(name)"] = [0x1f] + frames([message])
+        }
+        return seeds
+    }
+
+    private static func auth(_ user: String) -> SIMPMessage {
+        var auth = SIMPMessage(kind: .auth, fromUser: user)
+        auth.nonce = Array(0..<24)
+        return auth
+    }
+
+    private static func roomJoin(_ room: String) -> SIMPMessage {
+        var join = SIMPMessage(kind: .roomJoin, messageId: 3)
+        join.room = room
+        return join
+    }
+
+    private static var messages: [String: SIMPMessage] {
+        var text = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: "hi", time: 1_700_000_000_000)
+        text.attempt = 1
+        text.stream = 7
+        text.seq = 1
+        var image = SIMPMessage(kind: .image, messageId: 2, fromUser: "bob", toUser: "carol")
+        image.imageURL = "https://example.com/a.png"
+        image.imageScale = 0.5
+        var audio = SIMPMessage(kind: .audio, messageId: .max, fromUser: "alice", toUser: "dave", content: String(repeating: "á", count: 300))
+        audio.attempt = .max
+        var unknownRecipient = text
+        unknownRecipient.toUser = "nobody"
+        var oldVersion = text
+        oldVersion.version = 0
+        var receipt = text.receipt(holdMicros: 250)
+        receipt.attempt = 2
+        var pong = SIMPMessage(kind: .pong, messageId: 5)
+        pong.time = 1234
+        var connected = SIMPMessage(kind: .connected, toUser: "alice")
+        connected.udpPort = 7601
+        connected.relayId = "relay-1"
+        var seeds: [String: SIMPMessage] = [
+            "text-alice-bob": text, "image-bob-carol": image, "audio-alice-dave": audio,
+            "text-unknown-recipient": unknownRecipient, "text-old-version": oldVersion,
+            "text-no-id": SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob"),
+            "connect": connect("mallory"), "receipt": receipt, "ping": ping(), "pong": pong,
+            "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
+        ]
+        for code in SIMPMessage.ErrorCode.allCases where code != .none {
+            seeds["error-\(code)"] = .error(code, "error \(code.rawValue)", messageId: 9, to: "alice")
+        }
+        return seeds
+    }
+
+    private static func connect(_ user: String) -> SIMPMessage {
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = 5003
+        return connect
+    }
+
+    private static func receiptTo(_ user: String) -> SIMPMessage {
+        SIMPMessage(kind: .text, messageId: 3, fromUser: user, toUser: "mallory").receipt(holdMicros: 10)
+    }
+
+    private static func ping() -> SIMPMessage {
+        var ping = SIMPMessage(kind: .ping, messageId: 42)
+        ping.time = 1234
+        return ping
+    }
+
+    private static func frames(_ messages: [SIMPMessage]) -> [UInt8] {
+        var buffer = ByteBuffer()
+        for message in messages { Framing.writeFrame(message, into: &buffer) }
+        return bytes(buffer)
+    }
+
+    private static func bytes(_ buffer: ByteBuffer) -> [UInt8] {
+        Array(buffer.readableBytesView)
+    }
+}

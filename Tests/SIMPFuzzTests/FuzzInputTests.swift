@@ -1,0 +1,62 @@
+import Foundation
+import SIMPFuzz
+import XCTest
+
+/// The fuzz targets' committed inputs: the seed corpus is current, and every seed and every
+/// finding in `fuzz/regressions/` passes the targets' checks (a fixed finding stays fixed).
+final class FuzzInputTests: XCTestCase {
+    static let fuzz = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("fuzz")
+
+    /// The targets by folder name, with their per-input function.
+    static let targets: [(name: String, entry: (UnsafeRawBufferPointer) throws -> Void, seeds: [String: [UInt8]])] = [
+        ("datagram", FuzzEntry.datagram, SeedCorpus.datagrams),
+        ("control", FuzzEntry.control, SeedCorpus.controlStreams),
+    ]
+
+    /// Fails if `fuzz/corpus` differs from `SeedCorpus`; with SIMP_UPDATE_FUZZ_SEEDS=1 in
+    /// the environment (`scripts/fuzz seeds`), rewrites it instead.
+    func testCommittedSeedCorpusIsCurrent() throws {
+        let update = ProcessInfo.processInfo.environment["SIMP_UPDATE_FUZZ_SEEDS"] == "1"
+        for target in Self.targets {
+            let folder = Self.fuzz.appendingPathComponent("corpus/\(target.name)")
+            if update {
+                try? FileManager.default.removeItem(at: folder)
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                for (name, bytes) in target.seeds {
+                    try Data(bytes).write(to: folder.appendingPathComponent(name))
+                }
+            }
+            let committed = try Self.files(in: folder)
+            XCTAssertEqual(committed.mapValues { $0.count }, target.seeds.mapValues { $0.count },
+                           "fuzz/corpus/\(target.name) is stale: run scripts/fuzz seeds and commit the result")
+            for (name, bytes) in target.seeds where committed[name] != bytes {
+                XCTFail("fuzz/corpus/\(target.name)/\(name) is stale: run scripts/fuzz seeds")
+            }
+        }
+    }
+
+    func testSeedsAndRegressionsPassTheTargets() throws {
+        var inputs = 0
+        for target in Self.targets {
+            for folder in ["corpus", "regressions"] {
+                for (name, bytes) in try Self.files(in: Self.fuzz.appendingPathComponent("\(folder)/\(target.name)")) {
+                    XCTAssertNoThrow(try bytes.withUnsafeBytes(target.entry), "fuzz/\(folder)/\(target.name)/\(name)")
+                    inputs += 1
+                }
+            }
+        }
+        XCTAssertGreaterThan(inputs, 40)
+    }
+
+    /// The regular files of `folder` by name (none if it does not exist).
+    static func files(in folder: URL) throws -> [String: [UInt8]] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        var files: [String: [UInt8]] = [:]
+        for name in names where !name.hasPrefix(".") {
+            files[name] = [UInt8](try Data(contentsOf: folder.appendingPathComponent(name)))
+        }
+        return files
+    }
+}
