@@ -258,6 +258,10 @@ public struct ClientSession: Sendable {
                 guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
                 output.notices.append(.stored(messageId: id, to: to))
             }
+            if message.status == .stored, !message.room.isEmpty, message.seq != 0 {
+                // The room does not send this user its own post: nothing waits for its number.
+                output.delivered += receiver.skip(message.seq, from: "#\(message.room)", stream: RelayCore.roomStream, now: now)
+            }
             if message.status == .roomDelivered {
                 output.notices.append(.roomProgress(
                     messageId: message.messageId, room: message.room,

@@ -80,6 +80,7 @@ public struct InboxCore: Sendable {
     public mutating func loaded(user: String, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
         userLeft(user)
         var output = Output()
+        let entries = Self.inRoomOrder(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
@@ -92,10 +93,30 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    /// A content entry was stored for `user`, who is connected: it goes out now.
+    /// `entries` with each room's copies in the room's order (relays may have stored them out of
+    /// it); every other entry keeps its place.
+    static func inRoomOrder(_ entries: [InboxEntry]) -> [InboxEntry] {
+        var copies: [String: [InboxEntry]] = [:]
+        for entry in entries where entry.message.fromUser.hasPrefix("#") { copies[entry.message.fromUser, default: []].append(entry) }
+        for room in copies.keys { copies[room]!.sort { $0.message.seq < $1.message.seq } }
+        var next: [String: Int] = [:]
+        return entries.map { entry in
+            let room = entry.message.fromUser
+            guard let sorted = copies[room] else { return entry }
+            defer { next[room, default: 0] += 1 }
+            return sorted[next[room, default: 0]]
+        }
+    }
+
+    /// An entry was stored for `user`, who is connected: a content message goes out now (with
+    /// the relay as its retransmitting sender), a stored receipt or read marker is handed over.
     public mutating func enqueue(_ entry: InboxEntry, for user: String, now: NIODeadline) -> Output {
         var output = Output()
-        output.datagrams = submit(entry, to: user, now: now)
+        if entry.message.kind == .receipt || entry.message.kind == .read {
+            output.receipts.append((user, entry))
+        } else if entry.message.kind.isContent {
+            output.datagrams = submit(entry, to: user, now: now)
+        }
         return output
     }
 

@@ -26,6 +26,8 @@ public struct ReceiverCore: Sendable {
     private struct OrderedStream: Sendable {
         var nextSeq: UInt64
         var held: [UInt64: (message: SIMPMessage, since: NIODeadline)] = [:]
+        /// Seqs that will never come (see `skip`).
+        var skipped: Set<UInt64> = []
         var lastActive: NIODeadline
 
         /// Moves past `floor`, releasing held messages below it, then everything consecutive.
@@ -35,10 +37,15 @@ public struct ReceiverCore: Sendable {
                 for seq in held.keys.filter({ $0 < floor }).sorted() { ready.append(held.removeValue(forKey: seq)!.message) }
                 nextSeq = floor
             }
-            while let next = held.removeValue(forKey: nextSeq) {
-                ready.append(next.message)
+            while true {
+                if let next = held.removeValue(forKey: nextSeq) {
+                    ready.append(next.message)
+                } else if skipped.remove(nextSeq) == nil {
+                    break
+                }
                 nextSeq += 1
             }
+            skipped = skipped.filter { $0 >= nextSeq }
             return ready
         }
     }
@@ -101,6 +108,23 @@ public struct ReceiverCore: Sendable {
         streams[key] = stream
         outcome.deliver = ready
         return outcome
+    }
+
+    /// Seq `seq` of `sender`'s `stream` will never reach this receiver (in a room: this user's
+    /// own post, which the room numbers but does not send back): nothing waits for it. Returns
+    /// the messages this releases.
+    public mutating func skip(_ seq: UInt64, from sender: String, stream: UInt64, now: NIODeadline) -> [SIMPMessage] {
+        let key = StreamKey(sender: sender, stream: stream)
+        guard var ordered = streams[key] else {
+            startStream(key, firstSeq: 1, now: now)
+            streams[key]!.skipped.insert(seq)
+            return []
+        }
+        guard seq >= ordered.nextSeq else { return [] }
+        ordered.skipped.insert(seq)
+        let ready = ordered.release(floor: 0)
+        streams[key] = ordered
+        return ready
     }
 
     /// Releases messages that waited longer than `holdLimit` for a gap, skipping the gap.

@@ -44,8 +44,8 @@ extension RelayCore {
             return [.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))")]
         }
         var actions = discarded.flatMap { discard(user: user, $0.entry, $0.reason) }
-        if message.kind.isContent, !duplicate, sessions[user] != nil {
-            actions += inboxActions(inbox.enqueue(entry, for: user, now: now))
+        if !duplicate, sessions[user] != nil, message.kind.isContent {
+            actions += handOver(entry, to: user, now: now)
         }
         if message.kind.isContent, let sender = sessions[message.fromUser] {
             var receipt = message.receipt(holdMicros: 0)
@@ -53,7 +53,19 @@ extension RelayCore {
             receipt.status = .stored
             actions.append(.send(sender.connection, receipt))
         }
+        if !duplicate, sessions[user] == nil {
+            // The user may be connected to another relay: that relay hands the entry over now.
+            actions += routeRemote(.inboxEntry(entry), to: user, now: now)
+        }
         return actions
+    }
+
+    /// An entry just stored for `user`, who is connected here, goes out now. A room copy makes
+    /// the relay read the whole inbox again instead: copies stored by different relays may
+    /// arrive out of the room's order, and reading them sorted keeps one order for everyone.
+    mutating func handOver(_ entry: InboxEntry, to user: String, now: NIODeadline) -> [Action] {
+        guard !Self.isRoomAddress(entry.message.fromUser) else { return [.loadInbox(user: user)] }
+        return inboxActions(inbox.enqueue(entry, for: user, now: now))
     }
 
     /// Redis answered a `.loadInbox`: delivery to `user` starts (if it is still connected).

@@ -87,8 +87,9 @@ extension RelayCore {
     }
 
     /// Redis recorded `user`'s presence; `roomPeers` are the members of its rooms. Local users
-    /// who follow it or share a room with it get a PRESENCE frame.
-    public mutating func presenceRecorded(user: String, online: Bool, lastSeen: Int64, roomPeers: [String]) -> [Action] {
+    /// who follow it or share a room with it get a PRESENCE frame; room peers connected to
+    /// other relays get it through them.
+    public mutating func presenceRecorded(user: String, online: Bool, lastSeen: Int64, roomPeers: [String], now: NIODeadline = .now()) -> [Action] {
         var audience = Set(roomPeers)
         audience.formUnion(watchers[user] ?? [])
         audience.remove(user)
@@ -96,12 +97,14 @@ extension RelayCore {
         presence.online = online
         presence.lastSeen = lastSeen
         var actions: [Action] = []
+        let peersHere = Set(roomPeers)
         for peer in audience.sorted() {
+            presence.toUser = peer
             guard let session = sessions[peer] else {
                 watchers[user]?.remove(peer) // followers who left stop following
+                if peersHere.contains(peer) { actions += routeRemote(.control(presence), to: peer, now: now) }
                 continue
             }
-            presence.toUser = peer
             actions.append(.send(session.connection, presence))
         }
         if watchers[user]?.isEmpty == true { watchers[user] = nil }

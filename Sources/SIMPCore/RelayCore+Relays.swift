@@ -27,8 +27,12 @@ extension RelayCore {
         switch payload {
         case .datagram(let bytes):
             return (try? Self.header(of: bytes)).map { noRoute($0, payload: bytes, known: known) } ?? []
+        case .control(let message) where message.kind == .presence || message.status == .roomDelivered:
+            return [] // news for someone who is not connected anywhere: nobody to tell
         case .control(let message):
             return [.reject(.receiptUnroutable, detail: "\(message.kind) from \(message.fromUser) for \(user), who is offline")]
+        case .inboxEntry:
+            return [] // it waits in the inbox for the user's next connect
         }
     }
 
@@ -38,7 +42,7 @@ extension RelayCore {
     /// leaves by the relay's UDP socket sealed for the user's session (`.deliver`), a control message down the user's
     /// control connection. Every payload that reaches a local user from elsewhere goes
     /// through here.
-    public mutating func deliverToLocalUser(_ delivery: RelayDelivery) -> [Action] {
+    public mutating func deliverToLocalUser(_ delivery: RelayDelivery, now: NIODeadline = .now()) -> [Action] {
         guard let session = sessions[delivery.user] else {
             return [.reject(.recipientNotHere, detail: "delivery for \(delivery.user), who has no session on \(configuration.relayId)")]
         }
@@ -50,6 +54,8 @@ extension RelayCore {
             }
         case .control(let message):
             return [.send(session.connection, message)]
+        case .inboxEntry(let entry):
+            return handOver(entry, to: delivery.user, now: now)
         }
     }
 

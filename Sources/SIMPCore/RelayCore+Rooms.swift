@@ -116,6 +116,7 @@ extension RelayCore {
                 receipt.fromUser = message.toUser
                 receipt.room = room
                 receipt.memberCount = UInt32(recipients.count)
+                receipt.seq = seq // the author's own place in the room's order, which it never receives
                 actions.append(.send(author.connection, receipt))
             }
             guard !duplicate else { return actions }
@@ -139,13 +140,15 @@ extension RelayCore {
     }
 
     /// Redis counted a member's receipt for a room post: `delivered` of its members have it.
-    public func roomDeliveryCounted(copy: SIMPMessage, delivered: Int) -> [Action] {
-        guard let author = sessions[copy.author] else { return [] } // progress is not stored for offline authors
+    /// The author hears it on whichever relay it is connected to (progress is not stored for
+    /// an offline author).
+    public mutating func roomDeliveryCounted(copy: SIMPMessage, delivered: Int, now: NIODeadline = .now()) -> [Action] {
         var receipt = SIMPMessage(kind: .receipt, messageId: copy.authorMessageId, fromUser: copy.fromUser, toUser: copy.author)
         receipt.status = .roomDelivered
         receipt.room = copy.room
         receipt.memberCount = copy.memberCount
         receipt.deliveredCount = UInt32(delivered)
+        guard let author = sessions[copy.author] else { return routeRemote(.control(receipt), to: copy.author, now: now) }
         return [.send(author.connection, receipt)]
     }
 }

@@ -15,6 +15,9 @@ public struct RelayDelivery: Equatable, Sendable {
         case datagram(ByteBuffer)
         /// A control message (e.g. a RECEIPT), sent as a frame on the user's control connection.
         case control(SIMPMessage)
+        /// An entry just stored in the user's inbox (in Redis): the relay holding the user hands
+        /// it over now instead of at the user's next connect.
+        case inboxEntry(InboxEntry)
     }
 
     /// The user the payload is for.
@@ -36,11 +39,13 @@ public struct RelayDelivery: Equatable, Sendable {
 
     private static let datagramTag: UInt8 = 0x44 // "D"
     private static let controlTag: UInt8 = 0x43 // "C"
+    private static let inboxTag: UInt8 = 0x49 // "I"
     /// Longest user id accepted in an envelope.
     public static let maxUserLength = 1024
 
-    /// The envelope: tag (`D` datagram / `C` control), hops (1 byte), user length (2 bytes, big
-    /// endian), user (UTF-8), then the encoded `Message`.
+    /// The envelope: tag (`D` datagram / `C` control / `I` inbox entry), hops (1 byte), user
+    /// length (2 bytes, big endian), user (UTF-8), then the encoded `Message` (for `I`: the
+    /// entry's text as kept in Redis).
     public func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: 4 + user.utf8.count + 64)
         switch payload {
@@ -53,6 +58,10 @@ public struct RelayDelivery: Equatable, Sendable {
             buffer.writeInteger(Self.controlTag)
             writeHeader(into: &buffer)
             MessageCodec.encode(message, into: &buffer)
+        case .inboxEntry(let entry):
+            buffer.writeInteger(Self.inboxTag)
+            writeHeader(into: &buffer)
+            buffer.writeString(entry.text)
         }
         return buffer
     }
@@ -78,6 +87,11 @@ public struct RelayDelivery: Equatable, Sendable {
             return RelayDelivery(user: user, payload: .datagram(buffer), hops: hops)
         case controlTag:
             return RelayDelivery(user: user, payload: .control(try MessageCodec.decode(buffer)), hops: hops)
+        case inboxTag:
+            guard let text = buffer.readString(length: buffer.readableBytes), let entry = InboxEntry(text: text) else {
+                throw DecodingError(description: "bad inbox entry")
+            }
+            return RelayDelivery(user: user, payload: .inboxEntry(entry), hops: hops)
         default:
             throw DecodingError(description: "unknown envelope tag \(tag)")
         }

@@ -52,3 +52,27 @@ final class ReceiverCoreTests: XCTestCase {
         XCTAssertEqual(receiver.suppressed, 2)
     }
 }
+
+final class ReceiverSkipTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    private func copy(_ seq: UInt64, floor: UInt64) -> SIMPMessage {
+        var message = SIMPMessage(kind: .text, messageId: seq, fromUser: "#lobby", toUser: "bob", content: "\(seq)")
+        message.stream = 1
+        message.seq = seq
+        message.floor = floor
+        return message
+    }
+
+    func testASkippedSeqNoLongerHoldsLaterOnesBack() {
+        var receiver = ReceiverCore()
+        XCTAssertEqual(receiver.receive(copy(1, floor: 1), arrivedAt: t0, now: t0).deliver.map(\.seq), [1])
+        XCTAssertEqual(receiver.receive(copy(3, floor: 1), arrivedAt: t0, now: t0).deliver, [], "2 might still come")
+
+        XCTAssertEqual(receiver.skip(2, from: "#lobby", stream: 1, now: t0).map(\.seq), [3], "2 was this user's own post")
+        XCTAssertEqual(receiver.skip(5, from: "#lobby", stream: 1, now: t0), [])
+        XCTAssertEqual(receiver.receive(copy(6, floor: 4), arrivedAt: t0, now: t0).deliver, [], "4 might still come")
+        XCTAssertEqual(receiver.receive(copy(4, floor: 4), arrivedAt: t0, now: t0).deliver.map(\.seq), [4, 6], "5 skipped in advance")
+        XCTAssertEqual(receiver.gapsSkippedByTimeout, 0)
+    }
+}

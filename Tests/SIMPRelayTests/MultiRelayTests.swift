@@ -140,4 +140,52 @@ final class MultiRelayTests: XCTestCase {
         XCTAssertEqual(texts, ["after the move"])
         _ = oldBob
     }
+
+    func testARoomSpreadOverThreeRelaysGetsEveryPostInOneOrderAndTheAuthorSeesProgress() async throws {
+        try await start()
+        let room = "room-\(UInt32.random(in: .min ... .max))"
+        var members: [SIMPClient] = [], inboxes: [MessageInbox] = []
+        for (index, name) in ["ann", "ben", "cat"].enumerated() {
+            let client = try await cluster.connectClient(user: TestRelay.uniqueUser(name), relay: index)
+            _ = try await client.joinRoom(room)
+            members.append(client)
+            inboxes.append(MessageInbox(client))
+        }
+        let progress = NoticeLog(members[0])
+
+        for (author, text) in [(0, "one"), (1, "two"), (2, "three"), (0, "four")] {
+            guard case .stored = try await members[author].send(text: text, toRoom: room) else { return XCTFail(text) }
+        }
+
+        let expected = [["two", "three"], ["one", "three", "four"], ["one", "two", "four"]]
+        for (index, inbox) in inboxes.enumerated() {
+            let arrived = await inbox.waitFor(expected[index].count, within: .seconds(5))
+            XCTAssertTrue(arrived, "member \(index) got the posts of members on other relays at once")
+            let texts = await inbox.messages.map(\.content)
+            XCTAssertEqual(texts, expected[index], "one room order, each post once")
+        }
+        let complete = await progress.waitFor { if case .roomProgress(_, _, 2, 2) = $0 { return true }; return false }
+        XCTAssertTrue(complete, "the author on relay 0 hears 2/2 from members on relays 1 and 2")
+    }
+
+    func testAMessageStoredOnOneRelayIsDeliveredWhenTheUserConnectsToAnother() async throws {
+        try await start()
+        let ann = TestRelay.uniqueUser("ann"), ben = TestRelay.uniqueUser("ben")
+        let benFirst = try await cluster.connectClient(user: ben, relay: 1)
+        await benFirst.close() // ben is known, and offline
+        _ = try await Eventually.holds { try await self.cluster.inspector.command(["EXISTS", "simp:user:\(ben)"]).integer == 0 }
+        let annClient = try await cluster.connectClient(user: ann, relay: 0)
+        let notices = NoticeLog(annClient)
+
+        guard case .stored = try await annClient.send(text: "while you were away", to: ben) else { return XCTFail("not stored") }
+        let benAgain = try await cluster.connectClient(user: ben, relay: 2)
+        let inbox = MessageInbox(benAgain)
+
+        let arrived = await inbox.waitFor(1, within: .seconds(5))
+        XCTAssertTrue(arrived)
+        let texts = await inbox.messages.map(\.content)
+        XCTAssertEqual(texts, ["while you were away"])
+        let delivered = await notices.waitFor { if case .delivered = $0 { return true }; return false }
+        XCTAssertTrue(delivered, "ann, on relay 0, hears that ben got it on relay 2")
+    }
 }
