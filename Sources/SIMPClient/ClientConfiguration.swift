@@ -31,6 +31,9 @@ public struct ClientConfiguration: Sendable {
     public var reconnect: ReconnectPolicy? = ReconnectPolicy()
     /// A PING datagram to the relay this often keeps a NAT mapping of the UDP port open.
     public var keepaliveInterval: TimeAmount = .seconds(10)
+    /// How long a message that arrived before an earlier one of its conversation waits for it;
+    /// then the gap is skipped (the earlier one, if it comes, is still delivered, late).
+    public var orderingHoldLimit: TimeAmount = .seconds(30)
     /// How long to wait for the relay to accept CONNECT.
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize

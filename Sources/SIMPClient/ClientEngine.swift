@@ -47,6 +47,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.heartbeat = configuration.heartbeat
         core.reconnect = configuration.reconnect
         core.keepaliveInterval = configuration.keepaliveInterval
+        core.orderingHoldLimit = configuration.orderingHoldLimit
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }

@@ -22,6 +22,9 @@ public struct ClientSession: Sendable {
         /// nil: a lost relay is reported, not reconnected.
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var keepaliveInterval: TimeAmount = .seconds(10)
+        /// How long a message that arrived early waits for an earlier one before the gap is
+        /// skipped (`ReceiverCore.holdLimit`).
+        public var orderingHoldLimit: TimeAmount = .seconds(30)
         /// The first message id (and stream id); later ids count up from it.
         public var firstMessageId: UInt64
         /// The user's password; nil for relays that do not authenticate.
@@ -77,7 +80,7 @@ public struct ClientSession: Sendable {
 
     public let configuration: Configuration
     public private(set) var sender: ReliableSender
-    public private(set) var receiver = ReceiverCore()
+    public private(set) var receiver: ReceiverCore
     private var heartbeat: Heartbeat?
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
@@ -98,6 +101,7 @@ public struct ClientSession: Sendable {
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)
+        self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit)
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit)
         self.backoff = configuration.reconnect.map(Backoff.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT

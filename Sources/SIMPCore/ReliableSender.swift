@@ -62,10 +62,12 @@ public struct ReliableSender: Sendable {
         /// Receipts for later-sent messages to the same receiver since the latest transmission.
         var overtaken = 0
         /// `keepsSenderSequence` (the relay delivering stored messages): the floor is the lowest
-        /// seq of the same (stream, receiver) still pending here, not the one the message was
-        /// stored with: seqs below it are delivered or were discarded from the inbox, and the
-        /// receiver must not wait for them.
+        /// seq of the same (stream, receiver) still pending here, or the floor the message was
+        /// stored with if that is lower (its original sender may still be sending an earlier
+        /// message directly).
         var computesFloor = false
+        /// The floor the message came with (nil: none, as for room copies).
+        var originalFloor: UInt64?
         var attempts: Int { sentAt.count }
     }
 
@@ -294,8 +296,9 @@ public struct ReliableSender: Sendable {
             pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
         } else if pending[id]!.computesFloor {
             let stream = pending[id]!.message.stream
-            pending[id]!.message.floor = pending.values
+            let lowestPending = pending.values
                 .filter { $0.message.toUser == peer && $0.message.stream == stream }.map(\.message.seq).min() ?? 0
+            pending[id]!.message.floor = min(pending[id]!.originalFloor ?? lowestPending, lowestPending)
         }
         let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
@@ -311,7 +314,8 @@ public struct ReliableSender: Sendable {
                 break
             }
             waiting.removeFirst()
-            pending[next.messageId] = Pending(message: next, computesFloor: keepsSenderSequence)
+            pending[next.messageId] = Pending(
+                message: next, computesFloor: keepsSenderSequence, originalFloor: next.floor == 0 ? nil : next.floor)
             sendOrder.append(next.messageId)
             output.transmit.append(transmit(next.messageId, now: now))
         }

@@ -110,7 +110,9 @@ final class InboxTests: XCTestCase {
         let stats = try await relay.server.statistics()
         XCTAssertEqual(stats.rejected[.inboxFull], 1)
 
-        let bobClient = try await relay.connectClient(user: bob)
+        // Stored "two" and "three" still say "wait for one" (their floor): bob's receiver skips
+        // the gap after its hold limit (30 s by default, half a second here).
+        let bobClient = try await relay.connectClient(user: bob) { $0.orderingHoldLimit = .milliseconds(500) }
         let inbox = MessageInbox(bobClient)
         _ = await inbox.waitFor(2)
         try await Task.sleep(nanoseconds: 200_000_000)
