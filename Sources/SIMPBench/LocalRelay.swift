@@ -30,6 +30,7 @@ public final class LocalRelay: @unchecked Sendable {
                 "--metrics-port", String(metrics), "--redis", redisURL.description, "--log-level", "warning",
                 // The bench's users have no passwords, and its load must not be throttled.
                 "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
+                "--max-connections-per-host", "1000000",
             ] + extraArguments, log: log)
             let started = LocalRelay(controlPort: control, metricsPort: metrics, redisURL: redisURL,
                                      relay: relay, redis: privateRedis, logFile: log)
