@@ -56,6 +56,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var statistics: ClientStatistics {
         ClientStatistics(
             retransmits: session.sender.retransmits, spuriousRetransmits: session.sender.spuriousRetransmits,
+            extraCopies: session.sender.extraCopiesSent,
             duplicatesSuppressed: session.receiver.suppressed, smoothedRTT: session.sender.estimator.smoothedRTT,
             rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount)
     }
@@ -297,6 +298,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 public struct ClientStatistics: Sendable, Equatable {
     public var retransmits: Int
     public var spuriousRetransmits: Int
+    /// Datagrams sent beyond one per transmission (retransmissions go out in two copies).
+    public var extraCopies: Int
     public var duplicatesSuppressed: Int
     public var smoothedRTT: TimeAmount?
     public var rto: TimeAmount

@@ -23,6 +23,11 @@ public struct RetransmitPolicy: Sendable, Equatable {
     /// this many messages to the same receiver, sent after its latest transmission, have been
     /// receipted first. 0 turns fast retransmit off.
     public var fastRetransmitThreshold: Int = 2
+    /// Copies sent of each retransmission (not of first transmissions or of the resend after
+    /// a reconnect): a message that was lost once is sent twice, so losing it again takes two
+    /// losses. On KCP's test link this keeps the worst send → receipt time under 392 ms in 30
+    /// of 30 seeds (1 copy: 23 of 30) for ~0.06 more datagrams per message (docs/SCENARIOS.md).
+    public var retransmissionCopies: Int = 2
 
     public init() {}
 }
@@ -111,6 +116,8 @@ public struct ReliableSender: Sendable {
     /// A message submitted with floor 0 gets, at every transmission, the lowest seq of its
     /// (stream, receiver) still pending in this sender.
     public let keepsSenderSequence: Bool
+    /// Datagrams sent beyond one per transmission (`RetransmitPolicy.retransmissionCopies`).
+    public private(set) var extraCopiesSent = 0
     /// Messages stored for an offline receiver whose seq is not resolved yet (`handleStored`).
     private var storedUnresolved: [UInt64: SIMPMessage] = [:]
     private var conversations: [String: Conversation] = [:]
@@ -244,8 +251,7 @@ public struct ReliableSender: Sendable {
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
-                retransmits += 1
-                output.transmit.append(transmit(timer.messageId, now: now))
+                retransmit(timer.messageId, now: now, into: &output)
             }
         }
         releaseWaiting(now: now, into: &output)
@@ -255,7 +261,7 @@ public struct ReliableSender: Sendable {
     /// Sends every unreceipted message again now (after a reconnect), counting it as an attempt.
     public mutating func retransmitAll(now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
-        for id in sendOrder where pending[id] != nil {
+        for id in sendOrder where pending[id] != nil { // one copy each: the link may be fine again
             retransmits += 1
             output.transmit.append(transmit(id, now: now))
         }
@@ -273,10 +279,18 @@ public struct ReliableSender: Sendable {
             guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < sentAt else { continue }
             pending[id]!.overtaken += 1
             guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, entry.attempts < policy.maxAttempts else { continue }
-            retransmits += 1
             fastRetransmits += 1
-            output.transmit.append(transmit(id, now: now))
+            retransmit(id, now: now, into: &output)
         }
+    }
+
+    /// Sends pending message `id` again, in `policy.retransmissionCopies` copies.
+    private mutating func retransmit(_ id: UInt64, now: NIODeadline, into output: inout SenderOutput) {
+        retransmits += 1
+        let message = transmit(id, now: now)
+        let copies = max(1, policy.retransmissionCopies)
+        output.transmit.append(contentsOf: repeatElement(message, count: copies))
+        extraCopiesSent += copies - 1
     }
 
     /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.

@@ -87,7 +87,7 @@ public struct RunRecorder {
                 p99: ms(latencies.valueAtPercentile(99)), max: ms(latencyMaxMicros),
                 mean: ms(latencySumMicros / UInt64(receipted)))
         }
-        report.datagramsSent = sent + counters.retransmits
+        report.datagramsSent = sent + counters.retransmits + counters.extraCopies
         report.datagramsPerMessage = sent == 0 ? 0 : (Double(report.datagramsSent) / Double(sent) * 1000).rounded() / 1000
         report.retransmits = counters.retransmits
         report.spuriousRetransmits = counters.spuriousRetransmits
@@ -101,6 +101,8 @@ public struct RunRecorder {
 public struct SenderCounters: Equatable, Sendable {
     public var retransmits = 0
     public var spuriousRetransmits = 0
+    /// Datagrams beyond one per transmission (retransmissions sent in several copies).
+    public var extraCopies = 0
     public init(retransmits: Int = 0, spuriousRetransmits: Int = 0) {
         self.retransmits = retransmits
         self.spuriousRetransmits = spuriousRetransmits

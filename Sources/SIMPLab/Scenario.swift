@@ -198,6 +198,7 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
     public var backoff: Double?
     public var maxAttempts: Int?
     public var fastRetransmitThreshold: Int?
+    public var retransmissionCopies: Int?
 
     public init(
         initialRTOMs: Double? = nil, minimumRTOMs: Double? = nil, maximumRTOMs: Double? = nil,
@@ -220,6 +221,7 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
         if let backoff { policy.backoff = backoff }
         if let maxAttempts { policy.maxAttempts = maxAttempts }
         if let fastRetransmitThreshold { policy.fastRetransmitThreshold = fastRetransmitThreshold }
+        if let retransmissionCopies { policy.retransmissionCopies = retransmissionCopies }
         return policy
     }
 }

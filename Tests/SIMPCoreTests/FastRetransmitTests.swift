@@ -25,7 +25,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testTwoLaterReceiptsResendTheOvertakenMessageAtOnce() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let ids = submit(&sender, to: ["bob", "bob", "bob"])
         XCTAssertEqual(sender.handleReceipt(receipt(for: ids[1]), now: ms(60)).transmit, [])
         let output = sender.handleReceipt(receipt(for: ids[2]), now: ms(70))
@@ -38,7 +38,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testReceiptsFromAnotherReceiverDoNotCount() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let ids = submit(&sender, to: ["bob", "carol", "carol"])
         XCTAssertEqual(sender.handleReceipt(receipt(for: ids[1], to: "carol"), now: ms(60)).transmit, [])
         XCTAssertEqual(sender.handleReceipt(receipt(for: ids[2], to: "carol"), now: ms(70)).transmit, [])
@@ -46,7 +46,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testOnlyMessagesSentAfterTheLatestTransmissionOvertake() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let ids = submit(&sender, to: ["bob", "bob", "bob"])
         // The first message times out and is retransmitted after the other two were sent.
         let deadline = sender.nextDeadline!
@@ -57,7 +57,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testThresholdZeroTurnsItOff() {
-        var policy = RetransmitPolicy()
+        var policy = RetransmitPolicy.oneCopy
         policy.fastRetransmitThreshold = 0
         var sender = ReliableSender(firstMessageId: 1, policy: policy)
         let ids = submit(&sender, to: ["bob", "bob", "bob", "bob"])
@@ -67,7 +67,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testLateReceiptForTheFirstTransmissionCountsTheFastRetransmitAsSpurious() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let ids = submit(&sender, to: ["bob", "bob", "bob"])
         _ = sender.handleReceipt(receipt(for: ids[1]), now: ms(60))
         _ = sender.handleReceipt(receipt(for: ids[2]), now: ms(70))
@@ -77,7 +77,7 @@ final class FastRetransmitTests: XCTestCase {
     }
 
     func testNoFastRetransmitBeyondMaxAttempts() {
-        var policy = RetransmitPolicy()
+        var policy = RetransmitPolicy.oneCopy
         policy.maxAttempts = 1
         var sender = ReliableSender(firstMessageId: 1, policy: policy)
         let ids = submit(&sender, to: ["bob", "bob", "bob"])

@@ -40,7 +40,7 @@ final class InboxCoreTests: XCTestCase {
     }
 
     private func policy() -> RetransmitPolicy {
-        var policy = RetransmitPolicy()
+        var policy = RetransmitPolicy.oneCopy
         policy.initialRTO = .milliseconds(100)
         policy.maxAttempts = 3
         return policy

@@ -16,14 +16,14 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     private func policy(maxAttempts: Int = 8, maxIdSpan: UInt64 = 1024) -> RetransmitPolicy {
-        var policy = RetransmitPolicy()
+        var policy = RetransmitPolicy.oneCopy
         policy.maxAttempts = maxAttempts
         policy.maxIdSpan = maxIdSpan
         return policy
     }
 
     func testSubmitTransmitsOnceWithAttemptOneAndAnId() {
-        var sender = ReliableSender(firstMessageId: 100)
+        var sender = ReliableSender(firstMessageId: 100, policy: .oneCopy)
         let (id, output) = sender.submit(text("hello"), now: t0)
         XCTAssertEqual(id, 100)
         XCTAssertEqual(output.transmit.count, 1)
@@ -36,15 +36,15 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testIdsIncrease() {
-        var sender = ReliableSender(firstMessageId: 100)
+        var sender = ReliableSender(firstMessageId: 100, policy: .oneCopy)
         let ids = (0..<3).map { _ in sender.submit(text(), now: t0).messageId }
         XCTAssertEqual(ids, [100, 101, 102])
-        var fromZero = ReliableSender(firstMessageId: 0)
+        var fromZero = ReliableSender(firstMessageId: 0, policy: .oneCopy)
         XCTAssertEqual(fromZero.submit(text(), now: t0).messageId, 1)
     }
 
     func testRetransmitsAtDeadlineWithDoublingBackoff() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         XCTAssertEqual(sender.poll(now: t0 + .seconds(1) - .nanoseconds(1)), SenderOutput())
 
@@ -79,7 +79,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testReceiptDeliversAndStopsRetransmission() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         XCTAssertEqual(sender.poll(now: t0 + .seconds(1)).transmit.count, 1)
         let output = sender.handleReceipt(receipt(for: id, attempt: 2), now: t0 + .milliseconds(1500))
@@ -90,7 +90,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testDuplicateReceiptYieldsNothing() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         XCTAssertEqual(sender.handleReceipt(receipt(for: id, attempt: 1), now: t0 + .milliseconds(80)).events.count, 1)
         XCTAssertEqual(sender.handleReceipt(receipt(for: id, attempt: 1), now: t0 + .milliseconds(90)), SenderOutput())
@@ -98,7 +98,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testReceiptForEarlierAttemptIsSampledFromThatAttempt() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         let rto = sender.estimator.rto
         XCTAssertEqual(sender.poll(now: t0 + rto).transmit.first?.attempt, 2)
@@ -108,7 +108,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testReceiptForLatestAttemptIsSampledFromItsSend() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         let rto = sender.estimator.rto
         _ = sender.poll(now: t0 + rto)
@@ -118,7 +118,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testHoldTimeIsSubtractedFromSample() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         let output = sender.handleReceipt(receipt(for: id, attempt: 1, holdMicros: 100_000), now: t0 + .milliseconds(300))
         XCTAssertEqual(sender.estimator.smoothedRTT, .milliseconds(200))
@@ -127,7 +127,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testRejectionFailsWithoutRetries() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let id = sender.submit(text(), now: t0).messageId
         let output = sender.handleRejection(messageId: id, code: .unknownRecipient, reason: "no bob", now: t0 + .milliseconds(10))
         XCTAssertEqual(output.events, [.failed(messageId: id, to: "bob", .rejected(.unknownRecipient, "no bob"))])
@@ -156,7 +156,7 @@ final class ReliableSenderTests: XCTestCase {
     }
 
     func testRetransmitAllResendsEveryPendingMessage() {
-        var sender = ReliableSender(firstMessageId: 1)
+        var sender = ReliableSender(firstMessageId: 1, policy: .oneCopy)
         let ids = (0..<3).map { _ in sender.submit(text(), now: t0).messageId }
         // Dropped without an RTT sample, so the RTO stays at the initial 1 s.
         _ = sender.handleRejection(messageId: ids[1], code: .unknownRecipient, reason: "", now: t0 + .milliseconds(50))
@@ -170,3 +170,26 @@ final class ReliableSenderTests: XCTestCase {
         XCTAssertEqual(sender.nextDeadline, now + .seconds(2))
     }
 }
+
+extension RetransmitPolicy {
+    /// The default policy with single-copy retransmissions, for tests of the timers themselves.
+    static var oneCopy: RetransmitPolicy {
+        var policy = RetransmitPolicy()
+        policy.retransmissionCopies = 1
+        return policy
+    }
+}
+
+final class RetransmissionCopiesTests: XCTestCase {
+    func testRetransmissionsGoOutTwiceAndFirstTransmissionsAndResumesOnce() {
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var sender = ReliableSender(firstMessageId: 1)
+        XCTAssertEqual(sender.submit(SIMPMessage(kind: .text, toUser: "bob"), now: t0).output.transmit.map(\.attempt), [1])
+        XCTAssertEqual(sender.poll(now: t0 + .seconds(2)).transmit.map(\.attempt), [2, 2], "a timeout: two copies")
+        XCTAssertEqual(sender.retransmits, 1)
+        XCTAssertEqual(sender.extraCopiesSent, 1)
+        sender.suspend()
+        XCTAssertEqual(sender.resume(now: t0 + .seconds(3)).transmit.map(\.attempt), [3], "after a reconnect: one")
+    }
+}
+

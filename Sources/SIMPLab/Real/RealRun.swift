@@ -152,6 +152,7 @@ final class RealWorld: @unchecked Sendable {
             let statistics = try await participant.client.statistics()
             counters.retransmits += statistics.retransmits
             counters.spuriousRetransmits += statistics.spuriousRetransmits
+            counters.extraCopies += statistics.extraCopies
         }
         let duration = lastProgress.withLockedValue { $0 } - start
         return recorder.withLockedValue {

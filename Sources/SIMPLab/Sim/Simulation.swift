@@ -73,6 +73,7 @@ final class SimWorld {
         for client in clients where client.isSender {
             counters.retransmits += client.sender.retransmits
             counters.spuriousRetransmits += client.sender.spuriousRetransmits
+            counters.extraCopies += client.sender.extraCopiesSent
         }
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
         return recorder.report(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration)
