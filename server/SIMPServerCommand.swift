@@ -87,16 +87,16 @@ struct Serve: AsyncParsableCommand {
     var noLogin = false
 
     @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told.")
-    var messageRate: Double = 500
+    var messageRate = RelayCore.Configuration.defaultMessageLimit.perSecond
 
     @Option(name: .customLong("connection-rate"), help: "New control connections per second from one IP address (burst: 10 times that).")
-    var connectionRate: Double = 100
+    var connectionRate = RelayCore.Configuration.defaultConnectionLimit.perSecond
 
     @Option(name: .customLong("max-connections-per-host"), help: "Control connections open at once from one IP address.")
-    var maxConnectionsPerHost = 2000
+    var maxConnectionsPerHost = RelayCore.Configuration.defaultMaxConnectionsPerHost
 
     @Option(name: .customLong("login-rate"), help: "Login attempts per second from one IP address (burst: 10 times that).")
-    var loginRate: Double = 5
+    var loginRate = RelayCore.Configuration.defaultLoginLimit.perSecond
 
     @Option(name: .customLong("inbox-max-messages"), help: "Messages kept per offline user's inbox; beyond it the oldest are discarded and their senders told.")
     var inboxMaxMessages = 1000
@@ -150,9 +150,9 @@ struct Serve: AsyncParsableCommand {
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
         configuration.requireLogin = !noLogin
-        configuration.messageLimit = RateLimit(perSecond: messageRate, burst: Int(max(1, messageRate * 2)))
-        configuration.connectionLimit = RateLimit(perSecond: connectionRate, burst: Int(max(1, connectionRate * 10)))
-        configuration.loginLimit = RateLimit(perSecond: loginRate, burst: Int(max(1, loginRate * 10)))
+        configuration.messageLimit = RelayCore.Configuration.defaultMessageLimit.scaled(toPerSecond: messageRate)
+        configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)
+        configuration.loginLimit = RelayCore.Configuration.defaultLoginLimit.scaled(toPerSecond: loginRate)
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()

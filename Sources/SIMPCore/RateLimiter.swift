@@ -53,6 +53,11 @@ public struct RateLimit: Sendable, Equatable {
         self.perSecond = perSecond
         self.burst = burst
     }
+
+    /// The same limit at another rate, with a burst of the same number of seconds' worth.
+    public func scaled(toPerSecond rate: Double) -> RateLimit {
+        RateLimit(perSecond: rate, burst: Int(max(1, (rate * Double(burst) / perSecond).rounded())))
+    }
 }
 
 /// One token bucket per key (a user, an IP address), created on first use and forgotten

@@ -71,8 +71,14 @@ extension RelayCore {
     /// A receipt's fast copy (the control channel carries the reliable one): forwarded to a
     /// sender on this relay, else dropped without asking Redis.
     private mutating func routeReceiptDatagram(_ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String) -> DatagramRoute {
-        guard receipt.fromUser == user, receipt.version == SIMPMessage.currentVersion, receipt.messageId != 0 else {
+        guard receipt.version == SIMPMessage.currentVersion else {
+            return .actions([.reject(.unsupportedVersion, detail: "receipt datagram version \(receipt.version) from \(user)")])
+        }
+        guard receipt.fromUser == user else {
             return .actions([.reject(.senderMismatch, detail: "receipt datagram of \(user) from \"\(receipt.fromUser)\"")])
+        }
+        guard receipt.messageId != 0 else {
+            return .actions([.reject(.missingField, detail: "receipt datagram without messageId from \(user)")])
         }
         guard sessions[receipt.toUser] != nil else {
             return .actions([.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay")])

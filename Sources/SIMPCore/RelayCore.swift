@@ -79,13 +79,20 @@ public struct RelayCore: Sendable {
         /// Keys the decoy challenges for users that do not exist (stable per secret).
         public var decoySecret: [UInt8] = LoginCrypto.randomBytes(32)
         /// Content datagrams per user.
-        public var messageLimit = RateLimit(perSecond: 500, burst: 1000)
+        public var messageLimit = Self.defaultMessageLimit
         /// New control connections per IP address.
-        public var connectionLimit = RateLimit(perSecond: 100, burst: 1000)
+        public var connectionLimit = Self.defaultConnectionLimit
         /// Login attempts (AUTH, or CONNECT without login) per IP address.
-        public var loginLimit = RateLimit(perSecond: 5, burst: 50)
+        public var loginLimit = Self.defaultLoginLimit
         /// Control connections open at once per IP address.
-        public var maxConnectionsPerHost = 2000
+        public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
+
+        /// The defaults of the limits above (also those of `simp-server`'s flags): bursts of
+        /// two seconds' worth of messages, ten seconds' worth of connections and logins.
+        public static let defaultMessageLimit = RateLimit(perSecond: 500, burst: 1000)
+        public static let defaultConnectionLimit = RateLimit(perSecond: 100, burst: 1000)
+        public static let defaultLoginLimit = RateLimit(perSecond: 5, burst: 50)
+        public static let defaultMaxConnectionsPerHost = 2000
         /// How long a message may wait in an offline inbox, in milliseconds.
         public var inboxTTLMillis: Int64 = 7 * 24 * 3600 * 1000
         /// How the relay retransmits stored messages to a user who came back.

@@ -49,13 +49,13 @@ public struct RelayConfiguration: Sendable {
     /// development only: anyone can then claim any user, and the relay says so loudly.
     public var requireLogin = true
     /// Content datagrams accepted per user (a token bucket: rate and burst).
-    public var messageLimit = RateLimit(perSecond: 500, burst: 1000)
+    public var messageLimit = RelayCore.Configuration.defaultMessageLimit
     /// New control connections accepted per IP address.
-    public var connectionLimit = RateLimit(perSecond: 100, burst: 1000)
+    public var connectionLimit = RelayCore.Configuration.defaultConnectionLimit
     /// Control connections open at once per IP address.
-    public var maxConnectionsPerHost = 2000
+    public var maxConnectionsPerHost = RelayCore.Configuration.defaultMaxConnectionsPerHost
     /// Login attempts accepted per IP address.
-    public var loginLimit = RateLimit(perSecond: 5, burst: 50)
+    public var loginLimit = RelayCore.Configuration.defaultLoginLimit
 
     public init() {}
 

@@ -57,6 +57,8 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     private var unflushedReceipts = Set<ConnectionID>()
     private var unflushedChannels: [Channel] = []
     private var datagramFlushScheduled = false
+    /// Set while a read burst of datagrams is handled: the datagram handler flushes at its end.
+    private var inDatagramBurst = false
     /// Deliveries for other relays decided in this event-loop turn, published together in one
     /// Redis round trip once the turn's reads are handled.
     private var unpublished: [(relay: String, delivery: RelayDelivery)] = []
@@ -119,6 +121,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     /// A burst of datagrams read at `start` has been handled and its forwards flushed: the
     /// burst's counts go to the metrics in one step each.
     func datagramBurstCompleted(startedAt start: NIODeadline) {
+        inDatagramBurst = false
         metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
         reportDatagramCounts()
     }
@@ -197,6 +200,7 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) {
         counts.datagramsReceived += 1
         unreportedReceived += 1
+        inDatagramBurst = true
         guard !draining else {
             return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
         }
@@ -435,9 +439,10 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     /// Datagrams written outside a read burst (stored messages, deliveries from other relays,
-    /// lookups) go out at the end of this event-loop turn, in one flush with the rest.
+    /// lookups) go out at the end of this event-loop turn, in one flush with the rest; those
+    /// written during a burst are flushed by the datagram handler when the burst ends.
     private func flushDatagramsThisTurn() {
-        guard !datagramFlushScheduled else { return }
+        guard !inDatagramBurst, !datagramFlushScheduled else { return }
         datagramFlushScheduled = true
         eventLoop.execute { [self] in
             datagramFlushScheduled = false

@@ -54,5 +54,7 @@ final class SealedDatagramTests: XCTestCase {
         XCTAssertEqual(Double(wait) / 1e6, 50, accuracy: 1, "half a token in: 50 ms to go")
         XCTAssertNil(limiter.admit("a", now: t0 + .milliseconds(100)), "one token after 100 ms")
         XCTAssertNil(limiter.admit("b", now: t0), "per key")
+        XCTAssertEqual(RateLimit(perSecond: 500, burst: 1000).scaled(toPerSecond: 50), RateLimit(perSecond: 50, burst: 100),
+                       "two seconds' worth stays two seconds' worth")
     }
 }
