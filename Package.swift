@@ -49,11 +49,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        // SwiftNIO glue shared by the relay, the client and the bench: control-channel framing handlers.
+        .target(
+            name: "SIMPNIO",
+            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         // Per-input functions of the fuzz targets (built with libFuzzer by scripts/fuzz from
         // fuzz/Package.swift) and their seed corpus; the regression tests call them too.
         .target(
             name: "SIMPFuzz",
-            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["SIMPCore", "SIMPNIO", .product(name: "NIOCore", package: "swift-nio")]),
         // hiredis behind a non-blocking interface.
         .target(
             name: "SIMPRedis",
@@ -67,9 +71,10 @@ let package = Package(
         .target(
             name: "SIMPRelay",
             dependencies: [
-                "SIMPCore", "SIMPRedis",
+                "SIMPCore", "SIMPNIO", "SIMPRedis",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -80,7 +85,7 @@ let package = Package(
         .target(
             name: "SIMPClient",
             dependencies: [
-                "SIMPCore",
+                "SIMPCore", "SIMPNIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -100,7 +105,7 @@ let package = Package(
         .target(
             name: "SIMPTestSupport",
             dependencies: [
-                "SIMPRelay", "SIMPClient", "SIMPRedis",
+                "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPNIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -113,6 +118,8 @@ let package = Package(
                 "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -133,7 +140,7 @@ let package = Package(
         .target(
             name: "SIMPBench",
             dependencies: [
-                "SIMPCore", "SIMPRedis", "SIMPRelay",
+                "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -162,10 +169,12 @@ let package = Package(
             ]),
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab"]),
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO",
+                           .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(
             name: "SIMPClientTests",
             dependencies: ["SIMPClient", "SIMPTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics")]),

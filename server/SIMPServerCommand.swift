@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import NIOPosix
 import SIMPCore
 import Metrics
 import NIOCore
@@ -162,9 +163,8 @@ struct Serve: AsyncParsableCommand {
         }
         OpenFileLimit.raiseToHardLimit()
 
-        let server = RelayServer(configuration: configuration)
         let group = ServiceGroup(
-            services: [RelayService(server: server)],
+            services: [RelayService(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "simp.lifecycle"))
         do {

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import SIMPCore
+import SIMPNIO
 
 /// Why the bench could not set itself up.
 public struct BenchError: Error, CustomStringConvertible {

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import SIMPCore
+import SIMPNIO
 
 /// Runs the client's `ClientSession` on its event loop over SwiftNIO sockets: the control
 /// connection's handshake, datagrams in and out, one timer at the session's deadline, and the

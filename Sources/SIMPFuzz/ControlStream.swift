@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPNIO
 
 /// What `FrameDecoder` makes of a control stream: the frame payloads, then how it ended.
 struct ControlStream: Equatable, CustomStringConvertible {

@@ -27,22 +27,25 @@ struct FuzzRelay {
         var configuration = RelayCore.Configuration(relayId: "fuzz", udpPort: 7601)
         configuration.requireLogin = false
         configuration.messageLimit = RateLimit(perSecond: 1e9, burst: Int.max / 2)
-        core = RelayCore(configuration: configuration)
+        core = RelayCore(configuration: configuration, entropy: .seeded(1), now: Self.now)
+        var actions: [RelayAction] = []
         for (number, user) in [(UInt64(1), "alice"), (2, "bob")] {
             let connection = ConnectionID(number)
-            core.connectionOpened(connection, now: Self.now)
+            core.connectionOpened(connection, peer: nil, now: Self.now, into: &actions)
             var connect = SIMPMessage(kind: .connect, fromUser: user)
             connect.udpPort = UInt32(5000 + number)
-            _ = core.controlReceived(connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 30_000), now: Self.now)
-            for case .send(_, let connected) in core.registrationCompleted(connection, succeeded: true) where user == "alice" {
+            core.controlReceived(connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 30_000), now: Self.now, into: &actions)
+            for case .store(let request) in actions { core.storeAnswered(request, .success(.done), now: Self.now, into: &actions) }
+            for case .send(_, let connected) in actions where user == "alice" && connected.kind == .connected {
                 let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
                 aliceSealer = DatagramSealer(keys: keys, direction: .uplink)
             }
+            actions.removeAll()
         }
         let carol = Route(address: try! SocketAddress(ipAddress: "127.0.0.2", port: 6000), relayId: "other")
-        _ = core.lookupCompleted(user: "carol", route: carol, now: Self.now)
-        _ = core.lookupCompleted(user: "dave", route: nil, known: true, now: Self.now)
-        core.connectionOpened(Self.fuzzedConnection, now: Self.now)
+        core.storeAnswered(.lookup(user: "carol"), .success(.route(carol, known: true)), now: Self.now, into: &actions)
+        core.storeAnswered(.lookup(user: "dave"), .success(.route(nil, known: true)), now: Self.now, into: &actions)
+        core.connectionOpened(Self.fuzzedConnection, peer: nil, now: Self.now, into: &actions)
     }
 
     /// `payload` sealed as alice's next datagram.
@@ -50,43 +53,49 @@ struct FuzzRelay {
         aliceSealer.seal(payload: payload)
     }
 
-    /// Routes a datagram as the relay's datagram loop does; answers Redis lookups with "no
-    /// such user". A forwarded datagram must be one its receiver can decode.
+    /// Routes a datagram as the relay's engine does; answers store lookups with "no such
+    /// user". A delivered datagram must be one its receiver can use.
     mutating func receive(datagram: ByteBuffer, decoded: Result<SIMPMessage, Error>) throws {
-        switch core.routeDatagram(datagram, from: Self.peer, now: Self.now) {
-        case .deliver(let user, _, let address):
+        var actions: [RelayAction] = []
+        core.datagramReceived(datagram, from: Self.peer, now: Self.now, into: &actions)
+        for case .deliver(let user, _, let address) in actions {
             guard case .success(let message) = decoded, message.kind.isContent || message.kind == .receipt || message.kind == .typing else {
                 throw FuzzViolation("delivered to \(user) at \(address) a datagram it cannot use: \(decoded)")
             }
-        case .actions(let actions):
-            try FuzzChecks.sendsAreEncodable(actions)
-            for case .lookup(let user) in actions {
-                try FuzzChecks.sendsAreEncodable(core.lookupCompleted(user: user, route: nil, now: Self.now))
-            }
+        }
+        try FuzzChecks.sendsAreEncodable(actions)
+        for case .store(.lookup(let user)) in actions {
+            var answered: [RelayAction] = []
+            core.storeAnswered(.lookup(user: user), .success(.route(nil, known: false)), now: Self.now, into: &answered)
+            try FuzzChecks.sendsAreEncodable(answered)
         }
     }
 
     /// Feeds frames to the fuzzed connection as the relay's control handler does, completing
-    /// registrations as Redis would, until the relay closes the connection.
+    /// registrations as the store would, until the relay closes the connection.
     mutating func receive(control stream: ControlStream, registrationSucceeds: Bool) throws {
         let connection = Self.fuzzedConnection
         for payload in stream.payloads {
-            var actions: [RelayCore.Action]
+            var actions: [RelayAction] = []
             do {
                 let message = try MessageCodec.decode(payload)
                 try FuzzChecks.roundTrips(message)
-                actions = core.controlReceived(message, on: connection, peer: Self.peer, now: Self.now)
+                core.controlReceived(message, on: connection, peer: Self.peer, now: Self.now, into: &actions)
             } catch let violation as FuzzViolation {
                 throw violation
             } catch {
-                actions = core.malformedControl(on: connection, detail: "\(error)")
+                core.malformedControl(on: connection, detail: "\(error)", now: Self.now, into: &actions)
             }
-            for case .register(_, _, _, let registering) in actions {
-                actions += core.registrationCompleted(registering, succeeded: registrationSucceeds)
+            for case .store(let request) in actions {
+                guard case .register = request else { continue }
+                let result: Result<StoreAnswer, StoreFailure> = registrationSucceeds ? .success(.done) : .failure(StoreFailure("fuzz"))
+                core.storeAnswered(request, result, now: Self.now, into: &actions)
             }
             try FuzzChecks.sendsAreEncodable(actions)
-            if actions.contains(where: { if case .close(connection) = $0 { return true } else { return false } }) { break }
+            if actions.contains(.close(connection)) { break }
         }
-        try FuzzChecks.sendsAreEncodable(core.connectionClosed(connection))
+        var closing: [RelayAction] = []
+        core.connectionClosed(connection, into: &closing)
+        try FuzzChecks.sendsAreEncodable(closing)
     }
 }

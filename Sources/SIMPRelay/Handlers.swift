@@ -28,7 +28,7 @@ final class ControlChannelHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        engine.controlReadCompleted()
+        engine.flushControl()
         context.fireChannelReadComplete()
     }
 

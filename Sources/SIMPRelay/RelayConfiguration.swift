@@ -69,7 +69,20 @@ public struct RelayConfiguration: Sendable {
         core.loginLimit = loginLimit
         core.routeCacheTTL = routeCacheTTL
         core.inboxTTLMillis = Int64(inboxTTLSeconds) * 1000
+        core.heartbeat = heartbeat
+        core.refreshInterval = .milliseconds(Int64(registrationTTLSeconds) * 1000 / 3)
+        core.drainTimeout = drainTimeout
+        core.drainQuietPeriod = drainQuietPeriod
         return core
+    }
+
+    /// The store's settings derived from these.
+    var storeLimits: RedisRelayStore.Limits {
+        var limits = RedisRelayStore.Limits()
+        limits.registrationTTLSeconds = registrationTTLSeconds
+        limits.inboxMaxMessages = inboxMaxMessages
+        limits.inboxTTLSeconds = inboxTTLSeconds
+        return limits
     }
 
     /// The UDP port to bind, after applying the `port + 1` default.

@@ -1,14 +1,13 @@
 import Logging
 import NIOCore
 import SIMPCore
-import SIMPRedis
 
 /// Counts a relay has kept since it started.
 public struct RelayStatistics: Sendable, Equatable {
     public var datagramsReceived = 0
     public var datagramsForwarded = 0
     public var receiptsRouted = 0
-    /// Datagrams and receipts handed to other relays through Redis (and heard there).
+    /// Datagrams and receipts handed to other relays through the store (and heard there).
     public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
@@ -18,111 +17,188 @@ public struct RelayStatistics: Sendable, Equatable {
     public var inboxRemoved = 0
 }
 
-/// Runs `RelayCore` on the relay's event loop and carries out its actions: writes to
-/// channels, Redis calls, counting and logging. Every method runs on `eventLoop`.
-final class RelayEngine: @unchecked Sendable { // confined to eventLoop
+/// The relay's one interpreter of `RelayCore`: it feeds the core what the channels and the
+/// store report, with the time, and carries out the actions the core returns — writes,
+/// closes, store requests, counting and logging — and keeps one timer at the core's next
+/// deadline. It lives on `eventLoop`; every method must be called there.
+final class RelayEngine {
     let eventLoop: EventLoop
     private var core: RelayCore
-    private let registry: Registry
-    private let credentials: CredentialStore
-    private let bus: RelayBus
-    private let inboxStore: InboxStore
-    private let roomStore: RoomStore
-    let presenceStore: PresenceStore
-    private var inboxTimer: Scheduled<Void>?
-    private var inboxTimerDeadline: NIODeadline?
+    private let store: any RelayStore
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
-    private var heartbeats: HeartbeatTable
-    private var nextPingId: UInt64 = 1
     private var nextConnection: UInt64 = 1
+    var datagramChannel: Channel?
     /// Counts kept as things happen; `statistics` adds what the core knows.
     private var counts = RelayStatistics()
-    var statistics: RelayStatistics {
-        var snapshot = counts
-        snapshot.connectedUsers = core.connectedUsers
-        return snapshot
-    }
-    var datagramChannel: Channel?
-    /// Set while the relay shuts down: registrations are withdrawn in one batch instead.
-    private var withdrawing = false
-    /// Set while the relay drains: new datagrams are dropped, receipts still routed.
-    private var draining = false
-    private var lastReceiptRouted = NIODeadline.now()
-    private var reportedRedisRoundTrips = 0
-    /// Datagram counts not yet added to the metrics (they are added once per read burst).
+    /// Action buffers reused between calls into the core (a call may nest: a close reports
+    /// the connection's end at once).
+    private var spareBuffers: [[RelayAction]] = []
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: NIODeadline?
+    /// Completed when the core says a graceful shutdown's drain is over.
+    private var drained: EventLoopPromise<Void>?
+    /// Set once the relay stops: nothing more is carried out but closes.
+    private var stopped = false
+    private var reportedRoundTrips = 0
+    /// Datagram counts not yet added to the metrics (added once per read burst).
     private var unreportedReceived = 0, unreportedForwarded = 0
-    /// Control connections with receipts written but not flushed yet.
-    private var unflushedReceipts = Set<ConnectionID>()
-    private var unflushedChannels: [Channel] = []
+    /// Control channels with receipts written but not flushed yet.
+    private var unflushedControl: [ObjectIdentifier: Channel] = [:]
     private var datagramFlushScheduled = false
     /// Set while a read burst of datagrams is handled: the datagram handler flushes at its end.
     private var inDatagramBurst = false
-    /// Deliveries for other relays decided in this event-loop turn, published together in one
-    /// Redis round trip once the turn's reads are handled.
-    private var unpublished: [(relay: String, delivery: RelayDelivery)] = []
 
-    init(core: RelayCore, registry: Registry, credentials: CredentialStore, inboxStore: InboxStore, roomStore: RoomStore,
-         presenceStore: PresenceStore, heartbeat: HeartbeatPolicy, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
         self.core = core
-        self.credentials = credentials
-        self.presenceStore = presenceStore
-        self.inboxStore = inboxStore
-        self.roomStore = roomStore
-        self.heartbeats = HeartbeatTable(policy: heartbeat)
-        self.registry = registry
-        self.bus = RelayBus(redis: registry.redis)
+        self.store = store
         self.eventLoop = eventLoop
         self.logger = logger
         self.metrics = metrics
     }
 
-    /// Tells the core the bound UDP port, which CONNECTED reports to clients.
-    func setUDPPort(_ port: Int) {
-        core.udpPortBound(port)
+    var statistics: RelayStatistics {
+        var snapshot = counts
+        snapshot.connectedUsers = core.connectedUsers
+        return snapshot
     }
 
-    /// Stops per-connection unregistering, closes every control connection, and returns the
-    /// registrations to withdraw from Redis in one batch.
-    func closeAllForShutdown() -> [(user: String, session: String)] {
-        withdrawing = true
-        let registrations = core.liveRegistrations.map { (user: $0.user, session: $0.session) }
+    /// Feeds the core one input and carries out what it decided.
+    private func handle(_ input: (inout RelayCore, inout [RelayAction]) -> Void) {
+        var actions = spareBuffers.popLast() ?? []
+        input(&core, &actions)
+        for action in actions { perform(action) }
+        actions.removeAll(keepingCapacity: true)
+        spareBuffers.append(actions)
+        armTimer()
+    }
+
+    // MARK: Lifecycle
+
+    /// The sockets are bound: the core learns the UDP port and announces the relay.
+    func listening(udpPort: Int, description: String) {
+        handle { $0.listening(udpPort: udpPort, description: description, now: .now(), into: &$1) }
+    }
+
+    /// Starts the graceful drain; the future completes when the core says it is over.
+    func drain() -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        drained = promise
+        core.beginDrain(now: .now())
+        armTimer()
+        return promise.futureResult
+    }
+
+    /// Withdraws every registration in one store request and closes every connection; the
+    /// future completes when the store has answered.
+    func shutDown() -> EventLoopFuture<Void> {
+        var actions: [RelayAction] = []
+        core.shutDown(into: &actions)
+        stopped = true
+        var withdrawn = eventLoop.makeSucceededVoidFuture()
+        for action in actions {
+            switch action {
+            case .store(let request): withdrawn = store.perform(request, on: eventLoop).map { _ in }
+            case .close(let id): connections[id]?.close(promise: nil)
+            default: break
+            }
+        }
+        timer?.cancel()
+        return withdrawn
+    }
+
+    /// Stops as a killed process would: connections close, nothing more reaches the store.
+    func crash() {
+        stopped = true
+        timer?.cancel()
         for channel in connections.values { channel.close(promise: nil) }
-        return registrations
     }
 
-    var liveRegistrations: [(user: String, route: Route, session: String)] { core.liveRegistrations }
+    // MARK: Control connections
 
-    // MARK: Shutdown drain
-
-    /// Starts draining: datagrams arriving from now on are dropped (their senders retransmit
-    /// elsewhere), receipts for those already forwarded are still routed.
-    func beginDrain() {
-        draining = true
-        lastReceiptRouted = .now()
+    func connectionOpened(_ channel: Channel) -> ConnectionID {
+        let id = ConnectionID(nextConnection)
+        nextConnection += 1
+        connections[id] = channel
+        handle { $0.connectionOpened(id, peer: channel.remoteAddress, now: .now(), into: &$1) }
+        return id
     }
 
-    /// Whether draining can end: no client is left, or no receipt came for `quietPeriod`.
-    func drainSettled(quietPeriod: TimeAmount) -> Bool {
-        connections.isEmpty || NIODeadline.now() - lastReceiptRouted >= quietPeriod
+    func connectionClosed(_ id: ConnectionID) {
+        connections[id] = nil
+        handle { $0.connectionClosed(id, into: &$1) }
+        metrics.sessions.record(core.connectedUsers)
+    }
+
+    func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
+        metrics.controlFramesReceived.increment()
+        do {
+            let message = try MessageCodec.decode(payload)
+            handle { $0.controlReceived(message, on: id, peer: peer, now: .now(), into: &$1) }
+        } catch {
+            handle { $0.malformedControl(on: id, detail: "\(error)", now: .now(), into: &$1) }
+        }
+    }
+
+    /// A peer announced a frame above the limit.
+    func frameTooLarge(on id: ConnectionID, _ error: FrameTooLargeError) {
+        handle { $0.frameTooLarge(on: id, announced: error.announcedSize, limit: error.maxFrameSize, into: &$1) }
+    }
+
+    /// A control read burst ended: the receipts it routed go out together.
+    func flushControl() {
+        for channel in unflushedControl.values { channel.flush() }
+        unflushedControl.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Datagrams
+
+    /// A datagram from `source`, read at `now` (the start of its read burst).
+    func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) {
+        counts.datagramsReceived += 1
+        unreportedReceived += 1
+        inDatagramBurst = true
+        handle { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
+    }
+
+    func oversizedDatagram(size: Int, from source: SocketAddress) {
+        handle { $0.datagramTooLarge(size: size, from: source, into: &$1) }
+    }
+
+    /// A burst of datagrams read at `start` has been handled and its forwards flushed.
+    func datagramBurstCompleted(startedAt start: NIODeadline) {
+        inDatagramBurst = false
+        metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
+        reportDatagramCounts()
+    }
+
+    // MARK: Other relays
+
+    /// What the store's subscription brought from other relays.
+    func storeEvent(_ event: RelayStoreEvent) {
+        switch event {
+        case .delivery(let bytes):
+            metrics.deliveriesReceived.increment()
+            handle { $0.relayDeliveryReceived(bytes, now: .now(), into: &$1) }
+        case .move(let move):
+            handle { $0.userMoved(move, into: &$1) }
+        case .malformed(let what):
+            perform(.reject(.badRelayDelivery, detail: "malformed \(what)"))
+        case .subscribed:
+            core.deliveryChannelSubscribed()
+        }
+        flushOutsideReads()
     }
 
     // MARK: Metrics
 
-    /// Brings sampled figures (Redis round trips, inbox depth) into the metrics before an export.
-    func updateSampledMetrics(redisRoundTrips: Int) {
-        metrics.redisCalls.increment(by: max(0, redisRoundTrips - reportedRedisRoundTrips))
-        reportedRedisRoundTrips = max(reportedRedisRoundTrips, redisRoundTrips)
+    /// Brings sampled figures (store round trips, lookups waiting) into the metrics before an export.
+    func updateSampledMetrics() {
+        let roundTrips = store.roundTrips
+        metrics.redisCalls.increment(by: max(0, roundTrips - reportedRoundTrips))
+        reportedRoundTrips = max(reportedRoundTrips, roundTrips)
         metrics.inboxDepth.record(core.datagramsAwaitingLookup)
-        reportDatagramCounts()
-    }
-
-    /// A burst of datagrams read at `start` has been handled and its forwards flushed: the
-    /// burst's counts go to the metrics in one step each.
-    func datagramBurstCompleted(startedAt start: NIODeadline) {
-        inDatagramBurst = false
-        metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
         reportDatagramCounts()
     }
 
@@ -133,329 +209,147 @@ final class RelayEngine: @unchecked Sendable { // confined to eventLoop
         unreportedForwarded = 0
     }
 
-    // MARK: Control connections
-
-    func connectionOpened(_ channel: Channel) -> ConnectionID {
-        let id = ConnectionID(nextConnection)
-        nextConnection += 1
-        connections[id] = channel
-        heartbeats.opened(id, now: .now())
-        perform(core.connectionOpened(id, peer: channel.remoteAddress, now: .now()))
-        return id
-    }
-
-    func connectionClosed(_ id: ConnectionID) {
-        connections[id] = nil
-        heartbeats.closed(id)
-        perform(core.connectionClosed(id))
-    }
-
-    /// A control connection's read burst ended: sends the receipts it routed.
-    func controlReadCompleted() {
-        for channel in unflushedChannels { channel.flush() }
-        unflushedChannels.removeAll(keepingCapacity: true)
-        unflushedReceipts.removeAll(keepingCapacity: true)
-    }
-
-    func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
-        metrics.controlFramesReceived.increment()
-        heartbeats.heard(id, now: .now())
-        do {
-            let message = try MessageCodec.decode(payload)
-            perform(core.controlReceived(message, on: id, peer: peer, now: .now()))
-        } catch {
-            perform(core.malformedControl(on: id, detail: "\(error)"))
-        }
-    }
-
-    /// A peer announced a frame above the limit: tell it, count it, close.
-    func frameTooLarge(on id: ConnectionID, _ error: FrameTooLargeError) {
-        perform([
-            .reject(.frameTooLarge, detail: "\(id) announced \(error.announcedSize) bytes"),
-            .send(id, .error(.frameTooLarge, "control frames are limited to \(error.maxFrameSize) bytes")),
-            .close(id),
-        ])
-    }
-
-    /// Pings connections that are due and closes those whose client went silent; their
-    /// registrations are removed when the channel closes.
-    func heartbeatTick() {
-        let due = heartbeats.poll(now: .now())
-        for id in due.ping {
-            var ping = SIMPMessage(kind: .ping, messageId: nextPingId)
-            ping.time = WallClock.millisecondsSinceEpoch()
-            nextPingId += 1
-            connections[id]?.writeAndFlush(ping, promise: nil)
-        }
-        for id in due.dead {
-            perform([.reject(.heartbeatTimeout, detail: "\(id) silent for \(heartbeats.policy.deadAfter)"), .close(id)])
-            logger.info("dropped a silent client", metadata: ["connection": "\(id)"])
-        }
-    }
-
-    // MARK: Datagrams
-
-    /// A datagram from `source`, read at `now` (the start of its read burst); forwards are
-    /// flushed per burst.
-    func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline) {
-        counts.datagramsReceived += 1
-        unreportedReceived += 1
-        inDatagramBurst = true
-        guard !draining else {
-            return perform([.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")])
-        }
-        switch core.routeDatagram(bytes, from: source, now: now) {
-        case .deliver(_, let sealed, let address): forward(sealed, to: address)
-        case .actions(let actions): perform(actions)
-        }
-    }
-
-    // MARK: Other relays
-
-    /// A message on one of the relay's pub/sub channels (already on the event loop).
-    func relayChannelMessage(channel: String, payload: [UInt8]) {
-        if channel == RelayBus.movesChannel {
-            guard let move = UserMove(encoded: String(decoding: payload, as: UTF8.self)) else {
-                return perform([.reject(.badRelayDelivery, detail: "malformed move announcement")])
-            }
-            return perform(core.userMoved(move))
-        }
-        metrics.deliveriesReceived.increment()
-        var buffer = ByteBufferAllocator().buffer(capacity: payload.count)
-        buffer.writeBytes(payload)
-        perform(core.relayDeliveryReceived(buffer))
-        // Not inside a read burst: flush what the delivery wrote.
-        datagramChannel?.flush()
-        controlReadCompleted()
-    }
-
-    /// The relay's pub/sub subscription is (again) in place.
-    func relayChannelsSubscribed() {
-        core.deliveryChannelSubscribed()
-    }
-
-    func oversizedDatagram(size: Int, from source: SocketAddress) {
-        perform([.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)")])
-    }
-
     // MARK: Actions
 
-    func perform(_ actions: [RelayCore.Action]) {
-        for action in actions { perform(action) }
-        armInboxTimer()
-    }
-
-    private func perform(_ action: RelayCore.Action) {
+    private func perform(_ action: RelayAction) {
+        if stopped {
+            if case .close(let id) = action { connections[id]?.close(promise: nil) }
+            return
+        }
         switch action {
         case .send(let id, let message):
             guard let channel = connections[id] else { return }
             guard message.kind == .receipt else { return channel.writeAndFlush(message, promise: nil) }
             counts.receiptsRouted += 1
             metrics.receiptsRouted.increment()
-            if draining { lastReceiptRouted = .now() }
-            // Receipts come from control reads; they are flushed together when the read ends.
-            channel.write(message, promise: nil)
-            if unflushedReceipts.insert(id).inserted { unflushedChannels.append(channel) }
+            channel.write(message, promise: nil) // flushed when the read (or store answer) is handled
+            unflushedControl[ObjectIdentifier(channel)] = channel
         case .deliver(_, let bytes, let address):
-            forward(bytes, to: address)
+            counts.datagramsForwarded += 1
+            unreportedForwarded += 1
+            writeDatagram(bytes, to: address)
         case .reply(let bytes, let address):
-            datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
-            flushDatagramsThisTurn()
-        case .fetchVerifier(let user, let id):
-            credentials.verifier(of: user, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let verifier): perform(core.verifierFetched(id, verifier: verifier))
-                case .failure(let error):
-                    redisFailed("read the credentials of \(user)", error)
-                    perform(core.verifierFetchFailed(id))
-                }
-            }
-        case .publish(let relay, let delivery):
-            if unpublished.isEmpty { eventLoop.execute { [self] in publishPending() } }
-            unpublished.append((relay, delivery))
-        case .announceMove(let move):
-            bus.announce(move, on: eventLoop).whenFailure { [self] error in redisFailed("announce move of \(move.user)", error) }
-        case .checkSession(let user, let session):
-            bus.session(of: user, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let current) where current != session:
-                    logger.info("user moved to another relay", metadata: ["user": "\(user)"])
-                    perform(core.sessionSuperseded(user: user, session: session))
-                    updateSessionGauge()
-                case .success: break
-                case .failure(let error): redisFailed("check session of \(user)", error)
-                }
-            }
-        case .register(let user, let route, let session, let id):
-            registry.register(user: user, route: route, session: session, on: eventLoop).whenComplete { [self] result in
-                if case .failure(let error) = result { redisFailed("register \(user)", error) }
-                perform(core.registrationCompleted(id, succeeded: (try? result.get()) != nil))
-                updateSessionGauge()
-                if case .success = result { logger.info("user connected", metadata: ["user": "\(user)", "udp": "\(AddressText.format(route.address) ?? "?")"]) }
-            }
-        case .unregister(let user, let session):
-            updateSessionGauge()
-            logger.info("user disconnected", metadata: ["user": "\(user)"])
-            guard !withdrawing else { return }
-            registry.unregister(user: user, session: session, on: eventLoop).whenFailure { [self] error in
-                redisFailed("unregister \(user)", error)
-            }
-        case .moveRoute(let user, let route, let session):
-            logger.info("user's UDP address moved", metadata: ["user": "\(user)", "udp": "\(AddressText.format(route.address) ?? "?")"])
-            registry.refresh([(user: user, route: route, session: session)], on: eventLoop).whenFailure { [self] error in
-                redisFailed("move \(user)", error)
-            }
-        case .lookup(let user):
-            registry.lookup(user: user, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let answer):
-                    perform(core.lookupCompleted(user: user, route: answer.route, known: answer.known, now: .now()))
-                case .failure(let error):
-                    redisFailed("look up \(user)", error)
-                    perform(core.lookupFailed(user: user))
-                }
-                datagramChannel?.flush()
-                reportDatagramCounts()
-            }
+            writeDatagram(bytes, to: address)
         case .close(let id):
             connections[id]?.close(promise: nil)
-        case .storeInInbox(let user, let message):
-            let entry = InboxEntry(message: message, storedAt: WallClock.millisecondsSinceEpoch())
-            inboxStore.store(entry, for: user, wallNow: entry.storedAt, on: eventLoop).whenComplete { [self] result in
-                if case .failure(let error) = result { redisFailed("store in \(user)'s inbox", error) }
-                if case .success(.stored(false, _)) = result { counts.inboxStored += 1 }
-                perform(core.inboxStoreCompleted(user: user, entry: entry, result: (try? result.get()) ?? .failed, now: .now()))
-                controlReadCompleted() // receipts written outside a control read are flushed here
-            }
-        case .loadInbox(let user):
-            inboxStore.load(user: user, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let entries):
-                    if !entries.isEmpty { logger.info("delivering inbox", metadata: ["user": "\(user)", "entries": "\(entries.count)"]) }
-                    perform(core.inboxLoaded(user: user, entries: entries, wallNow: WallClock.millisecondsSinceEpoch(), now: .now()))
-                    controlReadCompleted()
-                case .failure(let error):
-                    redisFailed("load \(user)'s inbox", error)
-                }
-            }
-        case .removeFromInbox(let user, let entry):
-            counts.inboxRemoved += 1
-            inboxStore.remove(entry, for: user, on: eventLoop).whenFailure { [self] error in
-                redisFailed("remove from \(user)'s inbox", error)
-            }
-        case .roomRequest(let request):
-            roomStore.answer(request, on: eventLoop).whenSuccess { [self] answer in
-                if answer == .failed { redisFailed("room \(request.operation) \(request.room)", RedisError("failed")) }
-                perform(core.roomAnswered(request, answer))
-            }
-        case .postToRoom(let room, let message):
-            roomStore.post(message, to: room, on: eventLoop).whenSuccess { [self] result in
-                if result == .failed { redisFailed("post to \(room)", RedisError("failed")) }
-                perform(core.roomPosted(room: room, message: message, result: result))
-                controlReadCompleted()
-            }
-        case .countRoomDelivery(let copy):
-            roomStore.countDelivery(of: copy, to: copy.toUser, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let delivered): perform(core.roomDeliveryCounted(copy: copy, delivered: delivered))
-                case .failure(let error): redisFailed("count delivery in \(copy.room)", error)
-                }
-                controlReadCompleted()
-            }
-        case .recordPresence(let user, let online):
-            guard !withdrawing || online else { return } // a relay shutting down leaves presence to expire
-            let now = WallClock.millisecondsSinceEpoch()
-            presenceStore.record(user: user, online: online, now: now, on: eventLoop).whenComplete { [self] result in
-                switch result {
-                case .success(let roomPeers): perform(core.presenceRecorded(user: user, online: online, lastSeen: now, roomPeers: roomPeers))
-                case .failure(let error): redisFailed("record presence of \(user)", error)
-                }
-                controlReadCompleted()
-            }
-        case .who(let request):
-            let users: EventLoopFuture<[String]?> = request.room.map { roomStore.members(of: $0, askedBy: request.user, on: eventLoop) }
-                ?? eventLoop.makeSucceededFuture(request.users)
-            users.flatMap { [presenceStore, eventLoop] users -> EventLoopFuture<[PresenceEntry]?> in
-                guard let users else { return eventLoop.makeSucceededFuture(nil) }
-                return presenceStore.lookup(users, on: eventLoop).map { $0 }
-            }.whenComplete { [self] result in
-                switch result {
-                case .success(let entries): perform(core.whoAnswered(request, entries))
-                case .failure(let error):
-                    redisFailed("who for \(request.user)", error)
-                    perform([.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId))])
-                }
-            }
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
             // Failed logins are worth an operator's attention; the rest is routine noise.
             let level: Logger.Level = reason == .authFailed || reason == .loginRateLimited ? .notice : .debug
             logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
+        case .store(let request):
+            ask(request)
+        case .drained:
+            drained?.succeed()
+            drained = nil
         }
     }
 
-    /// Publishes the deliveries collected in this event-loop turn in one pipeline.
-    private func publishPending() {
-        let batch = unpublished
-        unpublished.removeAll(keepingCapacity: true)
-        guard !batch.isEmpty else { return }
-        bus.publish(batch, on: eventLoop).whenComplete { [self] result in
-            switch result {
-            case .success(let listeners):
-                for (entry, heard) in zip(batch, listeners) {
-                    if heard == 0 {
-                        perform(core.deliveryUnheard(relay: entry.relay, user: entry.delivery.user))
-                    } else {
-                        counts.deliveriesPublished += 1
-                        metrics.deliveriesPublished.increment()
-                    }
-                }
-            case .failure(let error):
-                redisFailed("publish \(batch.count) deliveries", error)
-            }
+    /// Sends `request` to the store; its answer goes back to the core.
+    private func ask(_ request: StoreRequest) {
+        noteRequest(request)
+        store.perform(request, on: eventLoop).hop(to: eventLoop).assumeIsolated().whenComplete { [self] result in
+            guard !stopped else { return }
+            let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
+            noteAnswer(request, answer)
+            handle { $0.storeAnswered(request, answer, now: .now(), into: &$1) }
+            flushOutsideReads()
         }
     }
 
-    /// Writes a forward; flushed once per read burst by the datagram handler (or after a lookup).
-    private func forward(_ bytes: ByteBuffer, to address: SocketAddress) {
-        counts.datagramsForwarded += 1
-        unreportedForwarded += 1
+    /// Counts and logs what an operator wants to see of a request.
+    private func noteRequest(_ request: StoreRequest) {
+        switch request {
+        case .unregister(let user, _):
+            logger.info("user disconnected", metadata: ["user": "\(user)"])
+            metrics.sessions.record(core.connectedUsers)
+        case .moveRoute(let registration):
+            logger.info("user's UDP address moved", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+        case .removeFromInbox:
+            counts.inboxRemoved += 1
+        default:
+            break
+        }
+    }
+
+    /// Counts and logs what an operator wants to see of an answer; every failure is logged here.
+    private func noteAnswer(_ request: StoreRequest, _ answer: Result<StoreAnswer, StoreFailure>) {
+        switch (request, answer) {
+        case (_, .failure(let failure)):
+            metrics.redisErrors.increment()
+            logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
+        case (.register(let registration, _), .success):
+            metrics.sessions.record(core.connectedUsers + 1)
+            logger.info("user connected", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+        case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
+            counts.inboxStored += 1
+        case (.loadInbox(let user), .success(.inboxLoaded(let entries, _))) where !entries.isEmpty:
+            logger.info("delivering inbox", metadata: ["user": "\(user)", "entries": "\(entries.count)"])
+        case (.publish, .success(.listeners(let heard))) where heard > 0:
+            counts.deliveriesPublished += 1
+            metrics.deliveriesPublished.increment()
+        default:
+            break
+        }
+    }
+
+    private func writeDatagram(_ bytes: ByteBuffer, to address: SocketAddress) {
         datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
-        flushDatagramsThisTurn()
-    }
-
-    /// Keeps one scheduled task at the inbox's next retransmission deadline.
-    private func armInboxTimer() {
-        guard let deadline = core.inboxNextDeadline else { return }
-        if let armed = inboxTimerDeadline, armed <= deadline { return }
-        inboxTimer?.cancel()
-        inboxTimerDeadline = deadline
-        inboxTimer = eventLoop.scheduleTask(deadline: deadline) { [self] in
-            inboxTimer = nil
-            inboxTimerDeadline = nil
-            perform(core.inboxPoll(now: .now()))
-        }
-    }
-
-    /// Datagrams written outside a read burst (stored messages, deliveries from other relays,
-    /// lookups) go out at the end of this event-loop turn, in one flush with the rest; those
-    /// written during a burst are flushed by the datagram handler when the burst ends.
-    private func flushDatagramsThisTurn() {
         guard !inDatagramBurst, !datagramFlushScheduled else { return }
+        // Outside a read burst: flushed once at the end of this event-loop turn.
         datagramFlushScheduled = true
-        eventLoop.execute { [self] in
+        eventLoop.assumeIsolated().execute { [self] in
             datagramFlushScheduled = false
             datagramChannel?.flush()
         }
     }
 
-    func redisFailed(_ what: String, _ error: Error) {
-        metrics.redisErrors.increment()
-        logger.warning("Redis call failed", metadata: ["call": "\(what)", "error": "\(error)"])
+    /// Work that did not come from a read (a store answer, a timer, another relay) flushes what
+    /// it wrote on control channels; datagrams go out at the end of the turn.
+    private func flushOutsideReads() {
+        flushControl()
+        reportDatagramCounts()
     }
 
-    private func updateSessionGauge() {
-        metrics.sessions.record(core.connectedUsers)
+    /// Keeps one scheduled task at the core's next deadline.
+    private func armTimer() {
+        guard !stopped else { return }
+        let deadline = core.nextDeadline
+        if let armed = timerDeadline, armed <= deadline { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        timer = eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            timerDeadline = nil
+            handle { $0.tick(now: .now(), into: &$1) }
+            flushOutsideReads()
+        }
+    }
+}
+
+extension StoreRequest {
+    /// The request's kind, for logs.
+    var name: String {
+        switch self {
+        case .fetchVerifier: "fetchVerifier"
+        case .register: "register"
+        case .unregister: "unregister"
+        case .moveRoute: "moveRoute"
+        case .refresh: "refresh"
+        case .withdraw: "withdraw"
+        case .lookup: "lookup"
+        case .publish: "publish"
+        case .announceMove: "announceMove"
+        case .checkSession: "checkSession"
+        case .storeInInbox: "storeInInbox"
+        case .loadInbox: "loadInbox"
+        case .removeFromInbox: "removeFromInbox"
+        case .room: "room"
+        case .postToRoom: "postToRoom"
+        case .countRoomDelivery: "countRoomDelivery"
+        case .recordPresence: "recordPresence"
+        case .who: "who"
+        }
     }
 }

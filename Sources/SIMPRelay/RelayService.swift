@@ -1,14 +1,153 @@
+import CoreMetrics
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Prometheus
 import ServiceLifecycle
+import SIMPCore
+import SIMPRedis
 
-/// Runs a `RelayServer` under swift-service-lifecycle: starts it, then on graceful shutdown
-/// (SIGTERM/SIGINT) removes its registrations and stops.
-public struct RelayService: Service {
-    public let server: RelayServer
-    public init(server: RelayServer) { self.server = server }
+/// A SIMP relay as a swift-service-lifecycle `Service`: `run()` checks the store, binds the
+/// TCP control listener, the UDP socket and the optional /metrics endpoint, subscribes to the
+/// relay's channels, and serves until graceful shutdown; then it drains (receipts for
+/// datagrams already forwarded are still routed), withdraws its registrations and closes
+/// everything. Cancelled instead, it stops as a killed process would: sockets close, nothing
+/// is withdrawn (registrations expire by TTL).
+///
+/// All of a relay's channels share one event loop of the injected group, so its core needs no locks.
+public final class RelayService: Service, Sendable {
+    public let configuration: RelayConfiguration
+    private let eventLoop: EventLoop
+    private let store: any RelayStore
+    private let metricsRegistry: PrometheusCollectorRegistry?
+    private let ready = AsyncStream<Result<RelayAddresses, Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))
+
+    /// A relay on one loop of `group`, with `store` (default: Redis at `configuration.redis`).
+    public init(configuration: RelayConfiguration, group: EventLoopGroup, store: (any RelayStore)? = nil) {
+        self.configuration = configuration
+        self.eventLoop = group.next()
+        self.store = store ?? RedisRelayStore(url: configuration.redis, limits: configuration.storeLimits, logger: configuration.logger)
+        self.metricsRegistry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
+    }
+
+    /// Where the relay listens, once `run()` has bound its sockets; throws what stopped it from starting.
+    public func addresses() async throws -> RelayAddresses {
+        for await result in ready.stream { return try result.get() }
+        throw RelayStoppedError()
+    }
+
+    /// Store round trips made so far.
+    public var storeRoundTrips: Int { store.roundTrips }
 
     public func run() async throws {
-        try await server.start()
-        try? await gracefulShutdown()
-        await server.shutdown()
+        let running: RunningRelay
+        do {
+            running = try await start()
+        } catch {
+            ready.continuation.yield(.failure(error))
+            ready.continuation.finish()
+            await store.shutdown()
+            throw error
+        }
+        ready.continuation.yield(.success(running.addresses))
+        ready.continuation.finish()
+        let graceful: Void? = try? await gracefulShutdown()
+        if graceful != nil, !Task.isCancelled {
+            await running.stopGracefully(drainTimeout: configuration.drainTimeout)
+        } else {
+            await running.crash()
+        }
+        engineBox.withLockedValue { $0 = nil }
+        await store.shutdown()
     }
+
+    /// A snapshot of the relay's counters (after `addresses()` returned).
+    public func statistics() async throws -> RelayStatistics {
+        guard let engine = engineBox.withLockedValue({ $0 }) else { throw RelayStoppedError() }
+        return try await eventLoop.submit { engine.value.statistics }.get()
+    }
+
+    private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
+
+    private func start() async throws -> RunningRelay {
+        do { try await store.ping() } catch {
+            throw RelayStartError("Redis is not reachable at \(configuration.redis) (\(error)). Start Redis or pass --redis.")
+        }
+        let factory: MetricsFactory = metricsRegistry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
+        let engine = try await eventLoop.submit { [configuration, store, eventLoop] in
+            NIOLoopBound(RelayEngine(
+                core: RelayCore(configuration: configuration.coreConfiguration(), entropy: .system, now: .now()),
+                store: store, eventLoop: eventLoop, logger: configuration.logger, metrics: RelayMetrics(factory: factory)),
+                eventLoop: eventLoop)
+        }.get()
+        engineBox.withLockedValue { $0 = engine }
+        let sockets = try await RelaySockets.bind(configuration, engine: engine, metricsRegistry: metricsRegistry, store: store)
+        do {
+            try await store.subscribe(relayId: configuration.relayId, on: eventLoop) { event in engine.value.storeEvent(event) }.get()
+        } catch {
+            await sockets.close()
+            throw RelayStartError("could not subscribe to the relay channels at \(configuration.redis): \(error)")
+        }
+        try await eventLoop.submit { engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description) }.get()
+        if !configuration.requireLogin {
+            configuration.logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
+        }
+        configuration.logger.info("relay listening", metadata: [
+            "tcp": "\(AddressText.format(sockets.addresses.control) ?? "?")", "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
+            "redis": "\(configuration.redis)", "relay": "\(configuration.relayId)",
+        ])
+        return RunningRelay(configuration: configuration, engine: engine, sockets: sockets)
+    }
+}
+
+/// The addresses a running relay listens on.
+public struct RelayAddresses: Sendable, Equatable {
+    public var control: SocketAddress
+    public var datagram: SocketAddress
+    /// The Prometheus endpoint, if the relay serves one.
+    public var metrics: SocketAddress?
+
+    /// `tcp=HOST:PORT udp=HOST:PORT`, as recorded in the relay's liveness key.
+    public var description: String {
+        "tcp=\(AddressText.format(control) ?? "") udp=\(AddressText.format(datagram) ?? "")"
+    }
+}
+
+/// A relay between start and stop: its engine and sockets.
+private struct RunningRelay: Sendable {
+    let configuration: RelayConfiguration
+    let engine: NIOLoopBound<RelayEngine>
+    let sockets: RelaySockets
+    var addresses: RelayAddresses { sockets.addresses }
+
+    func stopGracefully(drainTimeout: TimeAmount) async {
+        try? await sockets.control.close()
+        try? await engine.eventLoop.flatSubmit { engine.value.drain() }.get()
+        let registrations = (try? await engine.eventLoop.submit { engine.value.statistics.connectedUsers }.get()) ?? 0
+        do {
+            try await engine.eventLoop.flatSubmit { engine.value.shutDown() }.get()
+        } catch {
+            configuration.logger.warning("could not remove registrations from Redis; they expire by TTL", metadata: ["error": "\(error)"])
+        }
+        await sockets.close()
+        configuration.logger.info("relay stopped", metadata: ["relay": "\(configuration.relayId)", "sessions": "\(registrations)"])
+    }
+
+    func crash() async {
+        try? await engine.eventLoop.submit { engine.value.crash() }.get()
+        await sockets.close()
+        configuration.logger.notice("relay stopped without draining", metadata: ["relay": "\(configuration.relayId)"])
+    }
+}
+
+/// The relay has been shut down.
+public struct RelayStoppedError: Error, CustomStringConvertible {
+    public var description: String { "the relay has been shut down" }
+}
+
+/// Why a relay could not start.
+public struct RelayStartError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

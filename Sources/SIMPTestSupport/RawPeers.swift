@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import SIMPCore
+import SIMPNIO
 
 /// A bare TCP connection to a relay's control port that sends arbitrary bytes and records
 /// the frames the relay answers with, for tests of hostile or broken peers.

@@ -8,12 +8,12 @@ import SIMPRelay
 /// A relay on free loopback ports next to a real Redis, plus helpers to connect clients.
 public final class TestRelay: @unchecked Sendable {
     public let redis: RedisServerProcess
-    public private(set) var server: RelayServer
+    public private(set) var server: BackgroundRelay
     /// A Redis connection for the test's own checks.
     public let inspector: RedisClient
     private var clients: [SIMPClient] = []
 
-    private init(redis: RedisServerProcess, server: RelayServer) {
+    private init(redis: RedisServerProcess, server: BackgroundRelay) {
         self.redis = redis
         self.server = server
         self.inspector = RedisClient(url: redis.url)
@@ -31,9 +31,12 @@ public final class TestRelay: @unchecked Sendable {
         configuration.redis = redis.url
         configuration.logger = Logger(label: "test.relay")
         configure(&configuration)
-        let server = RelayServer(configuration: configuration)
-        do { try await server.start() } catch { await redis.stop(); throw error }
-        return TestRelay(redis: redis, server: server)
+        do {
+            return TestRelay(redis: redis, server: try await BackgroundRelay.start(configuration: configuration))
+        } catch {
+            await redis.stop()
+            throw error
+        }
     }
 
     /// The relay's control port.
@@ -47,8 +50,7 @@ public final class TestRelay: @unchecked Sendable {
         configuration.udpPort = server.datagramAddress!.port!
         await server.shutdown()
         try await Task.sleep(nanoseconds: UInt64(downtime.nanoseconds))
-        server = RelayServer(configuration: configuration)
-        try await server.start()
+        server = try await BackgroundRelay.start(configuration: configuration)
     }
 
     /// A unique user id for this test run, so tests sharing a Redis never collide.

@@ -101,15 +101,13 @@ final class StartupTests: XCTestCase {
         configuration.port = 0
         configuration.udpPort = 0
         configuration.redis = RedisURL(host: "127.0.0.1", port: try FreePort.tcp())
-        let server = RelayServer(configuration: configuration)
-
         do {
-            try await server.start()
+            let relay = try await BackgroundRelay.start(configuration: configuration)
+            await relay.shutdown()
             XCTFail("started without Redis")
         } catch {
             XCTAssertTrue("\(error)".contains("Redis is not reachable at \(configuration.redis)"), "\(error)")
         }
-        await server.shutdown()
     }
 
     func testStatisticsAfterShutdownFailInsteadOfHanging() async throws {

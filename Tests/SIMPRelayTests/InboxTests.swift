@@ -174,14 +174,14 @@ final class InboxTests: XCTestCase {
         message.attempt = 2
         let second = try await store.store(InboxEntry(message: message, storedAt: now + 5), for: bob, wallNow: now + 5, on: loop).get()
 
-        XCTAssertEqual(first, .stored(duplicate: false, discarded: []))
-        XCTAssertEqual(second, .stored(duplicate: true, discarded: []))
+        XCTAssertEqual(first, InboxStoreResult(duplicate: false))
+        XCTAssertEqual(second, InboxStoreResult(duplicate: true))
         let entries = try await store.load(user: bob, on: loop).get()
         XCTAssertEqual(entries.map(\.message.messageId), [9])
         let ttl = try await relay.inspector.command(["TTL", InboxStore.inboxKey(bob)]).integer ?? -2
         XCTAssertGreaterThan(ttl, 0, "inbox keys expire")
         try await store.remove(entries[0], for: bob, on: loop).get()
         let afterRemove = try await store.store(InboxEntry(message: message, storedAt: now + 9), for: bob, wallNow: now + 9, on: loop).get()
-        XCTAssertEqual(afterRemove, .stored(duplicate: false, discarded: []), "removal forgets the dedupe key too")
+        XCTAssertEqual(afterRemove, InboxStoreResult(duplicate: false), "removal forgets the dedupe key too")
     }
 }

@@ -2,6 +2,7 @@ import NIOCore
 import NIOPosix
 import SIMPClient
 import SIMPCore
+import SIMPNIO
 import SIMPRelay
 import SIMPTestSupport
 import XCTest

@@ -7,7 +7,7 @@ import SIMPCore
 import SIMPRedis
 import SIMPRelay
 
-/// Runs a scenario with real sockets: a `RelayServer` next to a private `redis-server`, one
+/// Runs a scenario with real sockets: a `BackgroundRelay` next to a private `redis-server`, one
 /// `SIMPClient` per sender and receiver, each behind a `LinkProxy` (its datagrams, both ways,
 /// through the link model) and a `ControlProxy` (so its TCP connection can be cut). Faults
 /// restart the real relay and the real Redis. TCP itself is not impaired in this mode.
@@ -44,7 +44,7 @@ final class RealWorld: @unchecked Sendable {
     private let seed: UInt64
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let redis: LocalRedisServer
-    private var relay: RelayServer
+    private var relay: BackgroundRelay
     private let relayConfiguration: RelayConfiguration
     private var participants: [Participant] = []
     private var inboxes: [Task<Void, Never>] = []
@@ -54,7 +54,7 @@ final class RealWorld: @unchecked Sendable {
     /// with when they were sent: they count when the relay reports them delivered.
     private let storedSince = NIOLockedValueBox([UInt64: NIODeadline]())
 
-    private init(scenario: Scenario, seed: UInt64, redis: LocalRedisServer, relay: RelayServer, configuration: RelayConfiguration) {
+    private init(scenario: Scenario, seed: UInt64, redis: LocalRedisServer, relay: BackgroundRelay, configuration: RelayConfiguration) {
         self.scenario = scenario
         self.seed = seed
         self.redis = redis
@@ -73,8 +73,8 @@ final class RealWorld: @unchecked Sendable {
         // lose credentials. Datagrams are sealed and checked exactly as with login.
         configuration.requireLogin = false
         configuration.logger = quietLogger("lab.relay")
-        let relay = RelayServer(configuration: configuration)
-        do { try await relay.start() } catch { await redis.stop(); throw error }
+        let relay: BackgroundRelay
+        do { relay = try await BackgroundRelay.start(configuration: configuration) } catch { await redis.stop(); throw error }
         // A restarted relay must come back on the same ports.
         configuration.port = relay.controlAddress!.port!
         configuration.udpPort = relay.datagramAddress!.port!
@@ -214,8 +214,7 @@ final class RealWorld: @unchecked Sendable {
         case .restartRelay:
             await relay.shutdown()
             try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
-            relay = RelayServer(configuration: relayConfiguration)
-            try await relay.start()
+            relay = try await BackgroundRelay.start(configuration: relayConfiguration)
         case .restartRedis:
             await redis.stop()
             try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))

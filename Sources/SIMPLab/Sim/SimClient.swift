@@ -23,7 +23,8 @@ final class SimClient {
     /// The UDP port the relay's datagrams reach now (changes on a NAT rebinding).
     private(set) var publicPort = 50_000
     /// Messages whose outcome the application still waits for.
-    private var waiters: Set<UInt64> = []
+    /// Messages without an outcome yet, with when they were submitted.
+    private var waiters: [UInt64: TimeAmount] = [:]
     private var timerDeadline: NIODeadline?
     private var timerGeneration = 0
     private let allocator = ByteBufferAllocator()
@@ -97,7 +98,7 @@ final class SimClient {
     func submit(text: String, to user: String) {
         let message = SIMPMessage(kind: .text, toUser: user, content: text)
         let (id, output) = session.submit(message, now: world.queue.deadline)
-        waiters.insert(id)
+        waiters[id] = world.queue.now
         world.recorder.messageSent()
         carryOut(output)
     }
@@ -166,6 +167,7 @@ final class SimClient {
         output.controlFrames.forEach { control?.up.send($0) }
         deliver(output.delivered)
         output.outcomes.forEach(report)
+        output.notices.forEach(follow)
         if output.closeControl, let control {
             world.relay.clientClosed(control)
             connectionClosed(control)
@@ -179,11 +181,27 @@ final class SimClient {
     private func report(_ event: SenderEvent) {
         switch event {
         case .delivered(let id, _, let latency, _):
-            guard waiters.remove(id) != nil else { return }
+            guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.receiptArrived(latency: latency)
         case .failed(let id, _, _):
-            guard waiters.remove(id) != nil else { return }
+            guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.messageFailed()
+        }
+        world.noteProgress()
+    }
+
+    /// A message stored for an offline receiver has its outcome when the relay says it was
+    /// delivered from the inbox (or discarded), as in real mode.
+    private func follow(_ notice: DeliveryNotice) {
+        switch notice {
+        case .delivered(let id, _):
+            guard let submitted = waiters.removeValue(forKey: id) else { return }
+            world.recorder.receiptArrived(latency: world.queue.now - submitted)
+        case .discarded(let id, _, _, _):
+            guard waiters.removeValue(forKey: id) != nil else { return }
+            world.recorder.messageFailed()
+        default:
+            return
         }
         world.noteProgress()
     }

@@ -1,5 +1,8 @@
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 import SIMPCore
+import SIMPRelay
 
 /// A control connection between a simulated client and the relay: two TCP streams over the
 /// client's access link.
@@ -29,56 +32,48 @@ final class SimConnection {
     }
 }
 
-/// The relay in the simulator: the real `RelayCore`, with its actions carried out over the
-/// simulated network and an in-memory Redis that can be down.
+/// The relay in the simulator: the real `RelayCore`, its actions carried out over the
+/// simulated network, its store requests answered by an `InMemoryRelayStore` (through the
+/// `RelayStore` protocol, after a simulated round trip) that can be down, and its timers
+/// driven by `tick` at the core's next deadline, in virtual time.
 final class SimRelay {
     private unowned let world: SimWorld
     private var core: RelayCore
+    private let store: InMemoryRelayStore
+    /// The store's futures complete on this loop, which runs inside the simulation's thread.
+    private let storeLoop = EmbeddedEventLoop()
+    /// Wall-clock milliseconds the store stamps: virtual time after a fixed epoch.
+    private let storeClock: NIOLockedValueBox<Int64>
     private(set) var isUp = true
-    private(set) var redisUp = true
-    private var registry: [String: Route] = [:]
-    /// Users who registered since Redis last started (`simp:seen:*`).
-    private var seen: Set<String> = []
     private var connections: [ConnectionID: SimConnection] = [:]
-    private var heartbeats: HeartbeatTable
     private var connectionCount: UInt64 = 0
-    private var nextPingId: UInt64 = 1
+    /// Incremented by a restart, so answers and timers of the previous relay are ignored.
+    private var generation = 0
+    private var armedDeadline: NIODeadline?
     /// Rejected input by reason.
     private(set) var rejected: [RejectReason: Int] = [:]
-    /// How long a Redis command takes.
-    private let redisLatency = TimeAmount.microseconds(300)
+    /// How long a store request takes.
+    private let storeLatency = TimeAmount.microseconds(300)
+    private static let epochMillis: Int64 = 1_700_000_000_000
 
     init(world: SimWorld) {
         self.world = world
-        self.core = Self.makeCore()
-        self.heartbeats = HeartbeatTable(policy: world.relayHeartbeat)
+        let clock = NIOLockedValueBox(Self.epochMillis)
+        self.storeClock = clock
+        self.store = InMemoryRelayStore(clock: { clock.withLockedValue { $0 } })
+        self.core = Self.makeCore(world: world)
     }
 
-    private static func makeCore() -> RelayCore {
+    private static func makeCore(world: SimWorld) -> RelayCore {
         var configuration = RelayCore.Configuration(relayId: "sim-relay", udpPort: 7601)
-        configuration.requireLogin = false // the simulated Redis holds no credentials; datagrams are still sealed
-        return RelayCore(configuration: configuration)
+        configuration.requireLogin = false // the simulated clients have no passwords; datagrams are still sealed
+        configuration.heartbeat = world.relayHeartbeat
+        return RelayCore(configuration: configuration, entropy: .seeded(world.seed), now: world.queue.deadline)
     }
 
-    /// Checks heartbeats a few times per interval, as `RelayServer` does, until the run ends.
-    func startHeartbeats() {
-        let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, heartbeats.policy.interval.nanoseconds / 4)))
-        world.queue.schedule(after: tick) { [unowned self] in
-            guard !world.isFinished else { return }
-            if isUp { heartbeatTick() }
-            startHeartbeats()
-        }
-    }
-
-    private func heartbeatTick() {
-        let due = heartbeats.poll(now: world.queue.deadline)
-        for id in due.ping.sorted(by: { $0.rawValue < $1.rawValue }) {
-            connections[id]?.down.send(SIMPMessage(kind: .ping, messageId: nextPingId))
-            nextPingId += 1
-        }
-        for id in due.dead.sorted(by: { $0.rawValue < $1.rawValue }) {
-            perform([.reject(.heartbeatTimeout, detail: "\(id)"), .close(id)])
-        }
+    /// The relay starts serving: it announces itself and its timers run.
+    func start() {
+        perform { $0.listening(udpPort: 7601, description: "sim", now: world.queue.deadline, into: &$1) }
     }
 
     /// Opens a control connection for `client`; nil while the relay is down.
@@ -89,15 +84,14 @@ final class SimRelay {
         let peer = try! SocketAddress(ipAddress: client.ipAddress, port: 40_000 + Int(connectionCount % 20_000))
         let connection = SimConnection(id: id, peer: peer, client: client, relay: self, queue: world.queue)
         connections[id] = connection
-        heartbeats.opened(id, now: world.queue.deadline)
-        perform(core.connectionOpened(id, peer: peer, now: world.queue.deadline))
+        perform { $0.connectionOpened(id, peer: peer, now: world.queue.deadline, into: &$1) }
         return connection
     }
 
     /// A datagram from `source` reached the relay's UDP port.
     func datagramArrived(_ bytes: ByteBuffer, from source: SocketAddress) {
         guard isUp else { return }
-        perform(core.datagramReceived(bytes, from: source, now: world.queue.deadline))
+        perform { $0.datagramReceived(bytes, from: source, now: world.queue.deadline, into: &$1) }
     }
 
     /// Closes a connection from the relay's side; the client learns it one link delay later.
@@ -116,77 +110,85 @@ final class SimRelay {
     private func forget(_ id: ConnectionID) -> SimConnection? {
         guard let connection = connections.removeValue(forKey: id) else { return nil }
         connection.close()
-        heartbeats.closed(id)
-        perform(core.connectionClosed(id))
+        perform { $0.connectionClosed(id, into: &$1) }
         return connection
     }
 
-    /// Stops the relay (every connection drops, its registrations are withdrawn) and starts a
-    /// fresh one after `downtime`.
+    /// Stops the relay gracefully (every connection drops, its registrations are withdrawn)
+    /// and starts a fresh one after `downtime`.
     func restart(downtime: TimeAmount) {
-        for id in connections.keys.sorted(by: { $0.rawValue < $1.rawValue }) { closeConnection(id) }
-        if redisUp { registry = registry.filter { $0.value.relayId != core.configuration.relayId } }
+        perform { $0.shutDown(into: &$1) }
+        generation += 1
+        armedDeadline = nil
         isUp = false
-        core = Self.makeCore()
-        world.queue.schedule(after: downtime) { [unowned self] in isUp = true }
+        core = Self.makeCore(world: world)
+        world.queue.schedule(after: downtime) { [unowned self] in
+            isUp = true
+            start()
+        }
     }
 
-    /// Stops Redis and starts it again, empty, after `downtime`.
+    /// Stops the store and starts it again, empty, after `downtime`.
     func restartRedis(downtime: TimeAmount) {
-        redisUp = false
-        registry.removeAll()
-        seen.removeAll()
-        world.queue.schedule(after: downtime) { [unowned self] in redisUp = true }
+        store.isAvailable = false
+        store.reset()
+        world.queue.schedule(after: downtime) { [unowned self] in store.isAvailable = true }
     }
 
     fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
         guard connections[connection.id] === connection else { return }
-        heartbeats.heard(connection.id, now: world.queue.deadline)
-        perform(core.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline))
+        perform { $0.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline, into: &$1) }
     }
 
-    private func perform(_ actions: [RelayCore.Action]) {
+    /// Feeds the core one input and carries out what it decided.
+    private func perform(_ input: (inout RelayCore, inout [RelayAction]) -> Void) {
+        var actions: [RelayAction] = []
+        input(&core, &actions)
         for action in actions { perform(action) }
+        armTimer()
     }
 
-    private func perform(_ action: RelayCore.Action) {
+    private func perform(_ action: RelayAction) {
         switch action {
         case .send(let id, let message):
             connections[id]?.down.send(message)
         case .deliver(_, let bytes, let address), .reply(let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
-        case .publish, .announceMove, .checkSession:
-            break // the simulation has one relay: there is no other relay to hand anything to
-        case .register(let user, let route, _, let id):
-            world.queue.schedule(after: redisLatency) { [unowned self] in
-                if redisUp {
-                    registry[user] = route
-                    seen.insert(user)
-                }
-                perform(core.registrationCompleted(id, succeeded: redisUp))
-            }
-        case .unregister(let user, _):
-            if redisUp { registry[user] = nil }
-        case .moveRoute(let user, let route, _):
-            if redisUp { registry[user] = route }
-        case .lookup(let user):
-            world.queue.schedule(after: redisLatency) { [unowned self] in
-                let now = world.queue.deadline
-                perform(redisUp ? core.lookupCompleted(user: user, route: registry[user], known: seen.contains(user), now: now)
-                                : core.lookupFailed(user: user))
-            }
-        case .fetchVerifier(_, let id):
-            perform(core.verifierFetched(id, verifier: nil)) // not reached: the simulated relay needs no login
         case .close(let id):
             closeConnection(id)
         case .reject(let reason, _):
             rejected[reason, default: 0] += 1
-        // The simulated Redis keeps no inboxes: a message for an offline user is dropped (and
-        // counted) for its sender to retransmit, as before the inbox existed.
-        case .storeInInbox:
-            rejected[.recipientOffline, default: 0] += 1
-        case .loadInbox, .removeFromInbox, .roomRequest, .postToRoom, .countRoomDelivery, .recordPresence, .who:
-            break // no inboxes and no rooms in the simulation
+        case .store(let request):
+            ask(request)
+        case .drained:
+            break // the simulated relay restarts without draining
+        }
+    }
+
+    /// Asks the store; the answer reaches the core one simulated round trip later.
+    private func ask(_ request: StoreRequest) {
+        storeClock.withLockedValue { $0 = Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 }
+        let asked = generation
+        store.perform(request, on: storeLoop).assumeIsolated().whenComplete { [unowned self] result in
+            let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
+            world.queue.schedule(after: storeLatency) { [unowned self] in
+                guard asked == generation else { return }
+                perform { $0.storeAnswered(request, answer, now: world.queue.deadline, into: &$1) }
+            }
+        }
+        storeLoop.run()
+    }
+
+    /// Keeps one tick scheduled at the core's next deadline.
+    private func armTimer() {
+        let deadline = core.nextDeadline
+        if let armed = armedDeadline, armed <= deadline { return }
+        armedDeadline = deadline
+        let armedIn = generation
+        world.queue.schedule(at: world.queue.time(of: deadline)) { [unowned self] in
+            guard armedIn == generation, armedDeadline == deadline, !world.isFinished else { return }
+            armedDeadline = nil
+            perform { $0.tick(now: world.queue.deadline, into: &$1) }
         }
     }
 }

@@ -63,7 +63,7 @@ final class SimWorld {
             clients.append(client)
             clientsByAddress[client.publicAddress] = client
         }
-        relay.startHeartbeats()
+        relay.start()
         for client in clients { client.connect() }
         queue.schedule(after: connectGrace) { [unowned self] in startWorkload() }
         let limit = connectGrace + workload.interval * Int64(workload.messages) + Simulation.drainLimit

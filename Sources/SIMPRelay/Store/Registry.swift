@@ -63,7 +63,7 @@ public struct Registry: Sendable {
 
     /// Extends the given registrations by the TTL in one round trip, re-creating any that
     /// Redis lost (e.g. after a Redis restart) unless another session has taken the user over.
-    public func refresh(_ registrations: [(user: String, route: Route, session: String)], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+    public func refresh(_ registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         guard !registrations.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
         let now = String(WallClock.millisecondsSinceEpoch())
         let commands = registrations.map { entry in
@@ -99,7 +99,7 @@ public struct Registry: Sendable {
     }
 
     /// Removes relay `relayId`'s liveness record and every registration in `registrations`.
-    public func withdraw(relayId: String, registrations: [(user: String, session: String)], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+    public func withdraw(relayId: String, registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         let commands = [["DEL", Self.relayKey(relayId)]] + registrations.map {
             ["EVAL", Self.unregisterScript, "1", Self.userKey($0.user), $0.session]
         }

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPNIO
 import XCTest
 
 final class FramingTests: XCTestCase {

@@ -70,11 +70,11 @@ public struct InboxStore: Sendable {
         ).flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError(message) }
             guard let items = reply.array, let duplicate = items.first?.integer else { throw RedisError("unexpected inbox reply \(reply)") }
-            let discarded = items.dropFirst().compactMap { item -> (entry: InboxEntry, reason: InboxDiscardReason)? in
+            let discarded = items.dropFirst().compactMap { item -> DiscardedEntry? in
                 guard let text = item.string, let tag = text.first, let entry = InboxEntry(text: String(text.dropFirst())) else { return nil }
-                return (entry, tag == "F" ? .full : .expired)
+                return DiscardedEntry(entry: entry, reason: tag == "F" ? .full : .expired)
             }
-            return .stored(duplicate: duplicate == 1, discarded: discarded)
+            return InboxStoreResult(duplicate: duplicate == 1, discarded: discarded)
         }
     }
 

@@ -58,21 +58,22 @@ public struct RoomStore: Sendable {
         switch request.operation {
         case .join:
             return redis.pipeline([["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
-                                   ["SMEMBERS", key]], on: eventLoop).map { replies in
-                guard replies.count == 3, let members = replies[2].array else { return .failed }
+                                   ["SMEMBERS", key]], on: eventLoop).flatMapThrowing { replies in
+                guard replies.count == 3, let members = replies[2].array else { throw RedisError("unexpected join reply \(replies)") }
                 return .members(members.compactMap(\.string))
-            }.recover { _ in .failed }
+            }
         case .leave:
             return redis.pipeline([["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
-                                  on: eventLoop).map { replies in
-                replies.first?.integer == nil ? .failed : .members([])
-            }.recover { _ in .failed }
+                                  on: eventLoop).flatMapThrowing { replies in
+                guard replies.first?.integer != nil else { throw RedisError("unexpected leave reply \(replies)") }
+                return .members([])
+            }
         case .members:
-            return redis.command(["EVAL", Self.membersScript, "1", key, request.user], on: eventLoop).map { reply in
-                if case .error = reply { return .failed }
+            return redis.command(["EVAL", Self.membersScript, "1", key, request.user], on: eventLoop).flatMapThrowing { reply in
+                if case .error(let message) = reply { throw RedisError(message) }
                 guard let members = reply.array else { return .notAMember }
                 return .members(members.compactMap(\.string))
-            }.recover { _ in .failed }
+            }
         }
     }
 
@@ -81,11 +82,11 @@ public struct RoomStore: Sendable {
         redis.command(
             ["EVAL", Self.postScript, "3", Self.membersKey(room), Self.seqKey(room), Self.postedKey(room),
              message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)], on: eventLoop
-        ).map { reply in
-            guard let items = reply.array, let first = items.first?.integer else { return .failed }
+        ).flatMapThrowing { reply in
+            guard let items = reply.array, let first = items.first?.integer else { throw RedisError("unexpected post reply \(reply)") }
             guard first >= 0, items.count == 3, let duplicate = items[1].integer, let members = items[2].array else { return .notAMember }
             return .posted(seq: UInt64(first), members: members.compactMap(\.string), duplicate: duplicate == 1)
-        }.recover { _ in .failed }
+        }
     }
 
     /// Records that `member` has room copy `copy`; returns how many members have it.
@@ -108,7 +109,6 @@ extension RoomStore {
                 switch answer {
                 case .members(let members): return members.sorted()
                 case .notAMember: return nil
-                case .failed: throw RedisError("room \(room) unavailable")
                 }
             }
     }

@@ -1,0 +1,89 @@
+import NIOCore
+
+/// The relay's control connections: where each comes from, how far its login got, and whether
+/// its peer is alive. Admission (connections per address) is decided here too.
+public struct ConnectionTable: Sendable {
+    /// Where a connection stands: no session yet (a login may be under way in `RelayLogin`),
+    /// a session waiting for the store to register it, or a session.
+    public enum Phase: Sendable, Equatable {
+        case awaitingLogin
+        case registering(user: String, connected: SIMPMessage)
+        case connected(user: String)
+
+        /// The user a session was started for (registering or connected).
+        public var sessionUser: String? {
+            switch self {
+            case .registering(let user, _), .connected(let user): return user
+            case .awaitingLogin: return nil
+            }
+        }
+    }
+
+    struct Connection: Sendable {
+        var phase: Phase = .awaitingLogin
+        /// The peer's IP address (rate limits are per address).
+        var host: String
+        var heartbeat: Heartbeat
+    }
+
+    private var connections: [ConnectionID: Connection] = [:]
+    private var connectionsPerHost: [String: Int] = [:]
+    private var connectionRates: RateLimiter<String>
+    private let maxConnectionsPerHost: Int
+    public let heartbeat: HeartbeatPolicy
+
+    public init(connectionLimit: RateLimit, maxConnectionsPerHost: Int, heartbeat: HeartbeatPolicy) {
+        self.connectionRates = RateLimiter(connectionLimit)
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.heartbeat = heartbeat
+    }
+
+    /// Open connections.
+    public var count: Int { connections.count }
+    /// Every open connection.
+    public var ids: [ConnectionID] { Array(connections.keys) }
+
+    /// Records a new connection from `host`; returns how long the host must wait when it opens
+    /// connections too fast or holds too many (the connection is recorded either way, and
+    /// forgotten when it closes).
+    public mutating func open(_ id: ConnectionID, host: String, now: NIODeadline) -> TimeAmount? {
+        connections[id] = Connection(host: host, heartbeat: Heartbeat(policy: heartbeat, now: now))
+        connectionsPerHost[host, default: 0] += 1
+        if connectionsPerHost[host]! > maxConnectionsPerHost { return .seconds(1) }
+        return connectionRates.admit(host, now: now)
+    }
+
+    /// Forgets a connection; returns the phase it was in (nil if it was not open).
+    public mutating func close(_ id: ConnectionID) -> Phase? {
+        guard let closed = connections.removeValue(forKey: id) else { return nil }
+        connectionsPerHost[closed.host, default: 1] -= 1
+        if connectionsPerHost[closed.host] == 0 { connectionsPerHost[closed.host] = nil }
+        return closed.phase
+    }
+
+    public func phase(of id: ConnectionID) -> Phase? { connections[id]?.phase }
+    public func host(of id: ConnectionID) -> String? { connections[id]?.host }
+
+    public mutating func setPhase(_ phase: Phase, of id: ConnectionID) {
+        connections[id]?.phase = phase
+    }
+
+    /// A frame arrived on `id`: its peer is alive.
+    public mutating func heard(_ id: ConnectionID, now: NIODeadline) {
+        connections[id]?.heartbeat.heard(at: now)
+    }
+
+    /// Connections to ping now, and connections whose peer went silent (their phases are
+    /// kept until `close`).
+    public mutating func pollHeartbeats(now: NIODeadline) -> (ping: [ConnectionID], dead: [ConnectionID]) {
+        var ping: [ConnectionID] = [], dead: [ConnectionID] = []
+        for id in connections.keys {
+            switch connections[id]!.heartbeat.poll(now: now) {
+            case .none: break
+            case .sendPing: ping.append(id)
+            case .peerDead: dead.append(id)
+            }
+        }
+        return (ping.sorted { $0.rawValue < $1.rawValue }, dead.sorted { $0.rawValue < $1.rawValue })
+    }
+}

@@ -1,0 +1,90 @@
+import NIOCore
+
+/// Identifies one control (TCP) connection on a relay.
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "c\(rawValue)" }
+}
+
+/// A user's registration as the relay knows it.
+public struct Route: Equatable, Sendable {
+    public var address: SocketAddress
+    /// The relay holding the user's session.
+    public var relayId: String
+    public init(address: SocketAddress, relayId: String) {
+        self.address = address
+        self.relayId = relayId
+    }
+}
+
+/// A live session's entry in the store: who, where, and the token that owns the entry (only
+/// the session that wrote a registration may refresh or remove it).
+public struct Registration: Equatable, Sendable {
+    public var user: String
+    public var route: Route
+    public var session: String
+    public init(user: String, route: Route, session: String) {
+        self.user = user
+        self.route = route
+        self.session = session
+    }
+}
+
+/// Something the relay's shell must do. Every decision of the relay reaches the outside world
+/// as one of these; the shell only carries them out.
+public enum RelayAction: Equatable, Sendable {
+    /// Send a control message on a connection.
+    case send(ConnectionID, SIMPMessage)
+    /// Send a datagram, sealed for `user`'s session, to the user's registered `address`: the
+    /// only way a datagram for a user leaves the relay.
+    case deliver(user: String, ByteBuffer, to: SocketAddress)
+    /// Send the relay's own sealed datagram (the answer to a HELLO) to `address`.
+    case reply(ByteBuffer, to: SocketAddress)
+    /// Close a connection (after sending what was queued).
+    case close(ConnectionID)
+    /// Count and log rejected input.
+    case reject(RejectReason, detail: String)
+    /// Ask the store; its answer comes back through `RelayCore.storeAnswered`.
+    case store(StoreRequest)
+    /// A graceful shutdown's drain is over: the shell may call `RelayCore.shutDown`.
+    case drained
+}
+
+/// Why the relay dropped or refused input; each reason has its own counter.
+public enum RejectReason: String, Sendable, CaseIterable {
+    case malformed, unexpectedKind = "unexpected_kind", missingField = "missing_field"
+    case unsupportedVersion = "unsupported_version", unknownRecipient = "unknown_recipient"
+    case notConnected = "not_connected", alreadyConnected = "already_connected"
+    case lookupBacklogFull = "lookup_backlog_full", registryUnavailable = "registry_unavailable"
+    case receiptUnroutable = "receipt_unroutable"
+    case frameTooLarge = "frame_too_large", datagramTooLarge = "datagram_too_large"
+    case heartbeatTimeout = "heartbeat_timeout", recipientOffline = "recipient_offline"
+    /// A datagram arrived while the relay was shutting down.
+    case draining
+    /// Login: wrong password or unknown user; CONNECT without login on a relay that requires it.
+    case authFailed = "auth_failed", authRequired = "auth_required"
+    /// Too many connections or login attempts from one address, or messages from one user.
+    case connectionRateLimited = "connection_rate_limited", loginRateLimited = "login_rate_limited"
+    case messageRateLimited = "message_rate_limited"
+    /// Datagrams: not sealed, sealed for no live session, MAC wrong, counter replayed.
+    case unsealed, unknownSession = "unknown_session", badMAC = "bad_mac", replayed
+    /// A datagram whose `fromUser` is not its session's user.
+    case senderMismatch = "sender_mismatch"
+    /// A delivery published for another relay reached no subscriber (that relay is gone).
+    case relayUnreachable = "relay_unreachable"
+    /// Another relay handed over a delivery for a user who has no session here (it moved).
+    case recipientNotHere = "recipient_not_here"
+    /// Bytes on this relay's delivery channel were not a valid envelope.
+    case badRelayDelivery = "bad_relay_delivery"
+    /// A stored message was discarded: the receiver's inbox hit its cap.
+    case inboxFull = "inbox_full"
+    /// A stored message was discarded: it waited longer than the inbox TTL.
+    case inboxExpired = "inbox_expired"
+    /// A message for an offline user (or a room post) could not be stored (its sender retransmits).
+    case inboxUnavailable = "inbox_unavailable"
+    /// A room post or member list request from a user who is not a member of the room.
+    case notAMember = "not_a_member"
+    /// A store request other than the above failed (the store's own error is in the detail).
+    case storeUnavailable = "store_unavailable"
+}

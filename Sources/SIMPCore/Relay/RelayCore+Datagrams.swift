@@ -1,0 +1,129 @@
+import NIOCore
+
+/// The data path (docs/PROTOCOL.md §5): every datagram is sealed for its sender's session;
+/// the relay opens it (MAC, replay window), checks that `fromUser` is the session's user,
+/// limits the user's rate, and seals the payload again for the recipient's session.
+extension RelayCore {
+    /// A UDP datagram arrived from `source`. Only the payload's routing header is read
+    /// (`DatagramHeader.parse`) unless the bytes need the full decoder.
+    ///
+    /// Addresses follow authentic traffic: when the newest authentic datagram of a session (the
+    /// highest counter so far) comes from a new source, the user's route moves there (NAT
+    /// rebinding, roaming). Forged, replayed or older datagrams never move it.
+    public mutating func datagramReceived(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline, into output: inout [RelayAction]) {
+        guard !isDraining else {
+            return output.append(.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down"))
+        }
+        let opened: SessionTable.OpenedDatagram
+        switch sessions.open(bytes, from: source) {
+        case .success(let datagram): opened = datagram
+        case .failure(let rejection): return output.append(rejection.action)
+        }
+        let user = opened.user
+        let header: DatagramHeader
+        do { header = try Self.header(of: opened.payload) } catch {
+            return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
+        }
+        if opened.isNewest, let moved = sessions.follow(user, to: source) { output.append(.store(.moveRoute(moved))) }
+        switch header.kind {
+        case .hello:
+            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), for: user) { output.append(.reply(hello, to: source)) }
+        case .ping:
+            break // a keepalive: keeps the NAT mapping open
+        case .receipt:
+            routeReceiptDatagram(opened.payload, header, from: user, into: &output)
+        case let kind where kind.isContent || kind == .typing:
+            routeContent(opened.payload, header, from: user, now: now, into: &output)
+        default:
+            output.append(.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)"))
+        }
+    }
+
+    /// A datagram above the relay's size limit arrived from `source`.
+    public func datagramTooLarge(size: Int, from source: SocketAddress, into output: inout [RelayAction]) {
+        output.append(.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)"))
+    }
+
+    /// A receipt's fast copy (the control channel carries the reliable one): forwarded to a
+    /// sender on this relay, else dropped without asking the store.
+    private mutating func routeReceiptDatagram(_ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String, into output: inout [RelayAction]) {
+        guard receipt.version == SIMPMessage.currentVersion else {
+            return output.append(.reject(.unsupportedVersion, detail: "receipt datagram version \(receipt.version) from \(user)"))
+        }
+        guard receipt.fromUser == user else {
+            return output.append(.reject(.senderMismatch, detail: "receipt datagram of \(user) from \"\(receipt.fromUser)\""))
+        }
+        guard receipt.messageId != 0 else {
+            return output.append(.reject(.missingField, detail: "receipt datagram without messageId from \(user)"))
+        }
+        guard sessions.contains(receipt.toUser) else {
+            return output.append(.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay"))
+        }
+        deliver(payload, to: receipt.toUser, into: &output)
+    }
+
+    /// Validates an authentic content (or TYPING) datagram and decides where it goes: a local
+    /// user, a room, another relay, an offline user's inbox.
+    private mutating func routeContent(_ payload: ByteBuffer, _ message: DatagramHeader, from user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        guard message.version == SIMPMessage.currentVersion else {
+            output.append(.reject(.unsupportedVersion, detail: "datagram version \(message.version)"))
+            return tell(user, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId), into: &output)
+        }
+        guard message.fromUser == user else {
+            output.append(.reject(.senderMismatch, detail: "\(user)'s session sent a datagram from \"\(message.fromUser)\""))
+            return tell(user, .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId), into: &output)
+        }
+        guard !message.toUser.isEmpty, message.messageId != 0 else {
+            output.append(.reject(.missingField, detail: "datagram without toUser or messageId"))
+            return tell(user, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
+        }
+        if let wait = messageRates.admit(user, now: now) {
+            output.append(.reject(.messageRateLimited, detail: "\(user)"))
+            guard sessions.admitThrottleNotice(for: user, now: now) else { return }
+            return tell(user, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
+        }
+        if !inbox.isIdle, message.kind != .typing,
+           inbox.holdIfDelivering(payload, messageId: message.messageId, to: message.toUser, from: message.fromUser) {
+            return // stored messages from the same sender go first
+        }
+        if Self.isRoomAddress(message.toUser) {
+            guard message.kind != .typing else { return } // typing is for one peer only
+            return postToRoom(payload, message, into: &output)
+        }
+        if sessions.contains(message.toUser) {
+            return deliver(payload, to: message.toUser, into: &output)
+        }
+        routeRemote(.datagram(payload), to: message.toUser, now: now, into: &output)
+    }
+
+    /// Seals `payload` for `user`'s session and sends it to the user's address: every datagram
+    /// for a user leaves through here, from a local sender or handed over by another relay.
+    mutating func deliver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
+        guard let delivery = sessions.seal(payload, for: user) else {
+            return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no session on \(configuration.relayId)"))
+        }
+        output.append(delivery)
+    }
+
+    /// The routing fields of a payload: read directly when possible, else fully decoded.
+    static func header(of bytes: ByteBuffer) throws -> DatagramHeader {
+        if let header = DatagramHeader.parse(bytes) { return header }
+        return DatagramHeader(try MessageCodec.decode(bytes))
+    }
+
+    /// A datagram whose recipient has no route: a known user is offline (the message goes to
+    /// its inbox), anyone else is unknown (the sender is told).
+    func noRoute(_ message: DatagramHeader, payload: ByteBuffer, known: Bool, into output: inout [RelayAction]) {
+        guard message.kind != .typing else { return } // at most once: never stored, never refused
+        guard !known else { return storeOffline(payload, message, into: &output) }
+        var error = SIMPMessage.error(.unknownRecipient, "no user \"\(message.toUser)\" is registered", messageId: message.messageId)
+        error.fromUser = message.toUser
+        output.append(.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)"))
+        tell(message.fromUser, error, into: &output)
+    }
+
+    /// An ERROR about `message` to its sender, if the sender has a session here.
+    func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String, into output: inout [RelayAction]) {
+        tell(message.fromUser, .error(code, text, messageId: message.messageId), into: &output)
+    }
+}

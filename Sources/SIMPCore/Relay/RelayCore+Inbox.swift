@@ -1,0 +1,104 @@
+import NIOCore
+
+/// The offline inbox: messages for a known user without a session are stored (the sender gets
+/// a STORED receipt); when the user connects the relay delivers them as their retransmitting
+/// sender (`InboxCore`) and tells each original sender when its message arrived.
+extension RelayCore {
+    /// A content datagram for a known user without a route: store it in the user's inbox.
+    func storeOffline(_ bytes: ByteBuffer, _ header: DatagramHeader, into output: inout [RelayAction]) {
+        guard let message = try? MessageCodec.decode(bytes) else {
+            return output.append(.reject(.malformed, detail: "datagram for offline \(header.toUser) does not decode"))
+        }
+        output.append(.store(.storeInInbox(user: message.toUser, message: message)))
+    }
+
+    /// The store answered a `.storeInInbox` for `user`: the sender of a stored message learns it
+    /// is stored; the senders of discarded entries learn they were discarded. A content entry
+    /// for a user connected here (a room copy, or a store that crossed the user's connect)
+    /// goes out now; for a user elsewhere, its relay hands it over.
+    mutating func inboxStored(user: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+        guard case .success(.inboxStored(let entry, let stored)) = result else {
+            return output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))"))
+        }
+        for discarded in stored.discarded { discard(user: user, discarded.entry, discarded.reason, into: &output) }
+        if !stored.duplicate, sessions.contains(user), message.kind.isContent {
+            handOver(entry, to: user, now: now, into: &output)
+        }
+        if message.kind.isContent, let sender = sessions.connection(of: message.fromUser) {
+            var receipt = message.receipt(holdMicros: 0)
+            receipt.attempt = 0 // not an RTT sample: the receiver never saw it
+            receipt.status = .stored
+            output.append(.send(sender, receipt))
+        }
+        if !stored.duplicate, !sessions.contains(user) {
+            // The user may be connected to another relay: that relay hands the entry over now.
+            routeRemote(.inboxEntry(entry), to: user, now: now, into: &output)
+        }
+    }
+
+    /// An entry just stored for `user`, who is connected here, goes out now. A room copy makes
+    /// the relay read the whole inbox again instead: copies stored by different relays may
+    /// arrive out of the room's order, and reading them sorted keeps one order for everyone.
+    mutating func handOver(_ entry: InboxEntry, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        guard !Self.isRoomAddress(entry.message.fromUser) else { return output.append(.store(.loadInbox(user: user))) }
+        inboxActions(inbox.enqueue(entry, for: user, now: now), into: &output)
+    }
+
+    /// The store answered a `.loadInbox`: delivery to `user` starts (if it is still connected);
+    /// a failed read is tried again after `inboxRetryDelay`.
+    mutating func inboxLoaded(user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+        guard sessions.contains(user) else { return }
+        guard case .success(.inboxLoaded(let entries, let wallNow)) = result else {
+            timers.retryInboxLoad(of: user, at: now + configuration.inboxRetryDelay)
+            return
+        }
+        inboxActions(inbox.loaded(user: user, entries: entries, wallNow: wallNow, now: now), into: &output)
+    }
+
+    /// Turns what `InboxCore` decided into actions.
+    mutating func inboxActions(_ decided: InboxCore.Output, into output: inout [RelayAction]) {
+        for (user, message) in decided.datagrams {
+            if let delivery = sessions.seal(message, for: user) { output.append(delivery) }
+        }
+        for (user, entry) in decided.receipts {
+            guard let connection = sessions.connection(of: user) else { continue }
+            output += [.send(connection, entry.message), .store(.removeFromInbox(user: user, entry: entry))]
+        }
+        for (receiver, entry) in decided.delivered {
+            output.append(.store(.removeFromInbox(user: receiver, entry: entry)))
+            if Self.isRoomAddress(entry.message.fromUser) {
+                output.append(.store(.countRoomDelivery(copy: entry.message)))
+                continue
+            }
+            var receipt = entry.message.receipt(holdMicros: 0)
+            receipt.attempt = 0
+            receipt.status = .deliveredFromInbox
+            if let sender = sessions.connection(of: receipt.toUser) {
+                output.append(.send(sender, receipt))
+            } else {
+                output.append(.store(.storeInInbox(user: receipt.toUser, message: receipt)))
+            }
+        }
+        for (user, payload) in decided.released {
+            if let delivery = sessions.seal(payload, for: user) { output.append(delivery) }
+        }
+        for (receiver, entry) in decided.expired {
+            output.append(.store(.removeFromInbox(user: receiver, entry: entry)))
+            discard(user: receiver, entry, .expired, into: &output)
+        }
+    }
+
+    /// Counts a discarded entry of `user`'s inbox and tells its sender, if connected here.
+    private func discard(user: String, _ entry: InboxEntry, _ reason: InboxDiscardReason, into output: inout [RelayAction]) {
+        let message = entry.message
+        let why: (RejectReason, SIMPMessage.ErrorCode, String) = reason == .full
+            ? (.inboxFull, .inboxFull, "\(user)'s inbox is full; the message was discarded")
+            : (.inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded")
+        output.append(.reject(why.0, detail: "\(message.kind) \(message.messageId) from \(message.fromUser) to \(user)"))
+        if message.kind.isContent, let sender = sessions.connection(of: message.fromUser) {
+            var error = SIMPMessage.error(why.1, why.2, messageId: message.messageId, to: message.fromUser)
+            error.fromUser = user
+            output.append(.send(sender, error))
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import NIOCore
+
+/// Many relays on one store: payloads for users on other relays are published to their relay,
+/// moves invalidate cached routes (docs/PROTOCOL.md §7.7).
+extension RelayCore {
+    // MARK: Routing to other relays
+
+    /// Routes a payload for `user`, who has no session here, from the cached route or after a
+    /// lookup.
+    mutating func routeRemote(_ payload: RelayDelivery.Payload, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        switch routes.route(payload, to: user, now: now) {
+        case .cached(let cached): dispatch(payload, to: user, via: cached, into: &output)
+        case .lookUp: output.append(.store(.lookup(user: user)))
+        case .waiting: break
+        case .backlogFull: output.append(.reject(.lookupBacklogFull, detail: "lookup backlog for \(user) full"))
+        }
+    }
+
+    /// The store answered a `.lookup`: the payloads that waited for it go on. A user who
+    /// connected here meanwhile gets them directly.
+    mutating func lookedUp(_ user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+        guard case .success(.route(let route, let known)) = result else {
+            let waiting = routes.takeWaiting(for: user)
+            output += waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
+            return
+        }
+        if sessions.contains(user) {
+            for payload in routes.takeWaiting(for: user) { deliverToLocalUser(RelayDelivery(user: user, payload: payload), now: now, into: &output) }
+            return
+        }
+        let (cached, waiting) = routes.lookedUp(user, route: route, known: known, now: now)
+        for payload in waiting { dispatch(payload, to: user, via: cached, into: &output) }
+    }
+
+    /// Sends a payload for a user without a session here along a route read from the store.
+    private func dispatch(_ payload: RelayDelivery.Payload, to user: String, via cached: RouteTable.CachedRoute, into output: inout [RelayAction]) {
+        guard let route = cached.route, route.relayId != configuration.relayId else {
+            // No route, or one left behind by this relay's previous life: the user is offline.
+            return noRoute(for: payload, to: user, known: cached.known || cached.route != nil, into: &output)
+        }
+        output.append(.store(.publish(relay: route.relayId, RelayDelivery(user: user, payload: payload))))
+    }
+
+    private func noRoute(for payload: RelayDelivery.Payload, to user: String, known: Bool, into output: inout [RelayAction]) {
+        switch payload {
+        case .datagram(let bytes):
+            guard let header = try? Self.header(of: bytes) else { return }
+            noRoute(header, payload: bytes, known: known, into: &output)
+        case .control(let message) where message.kind == .presence || message.status == .roomDelivered:
+            break // news for someone who is not connected anywhere: nobody to tell
+        case .control(let message):
+            output.append(.reject(.receiptUnroutable, detail: "\(message.kind) from \(message.fromUser) for \(user), who is offline"))
+        case .inboxEntry:
+            break // it waits in the inbox for the user's next connect
+        }
+    }
+
+    /// A `.publish` was answered: with no listener, that relay is gone, so every route through
+    /// it is forgotten (the next payload looks the user up again).
+    mutating func published(to relay: String, _ delivery: RelayDelivery, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+        switch result {
+        case .success(.listeners(let count)) where count > 0:
+            break
+        case .success:
+            routes.forgetRoutes(through: relay)
+            output.append(.reject(.relayUnreachable, detail: "delivery for \(delivery.user) via \(relay): no relay listening"))
+        case .failure(let failure):
+            output.append(.reject(.relayUnreachable, detail: "delivery for \(delivery.user) via \(relay) failed: \(failure)"))
+        }
+    }
+
+    // MARK: Deliveries from other relays
+
+    /// Hands a payload to `delivery.user`, who must have a session on this relay: a datagram
+    /// leaves sealed for the user's session, a control message goes down the user's control
+    /// connection, an inbox entry starts its delivery.
+    mutating func deliverToLocalUser(_ delivery: RelayDelivery, now: NIODeadline, into output: inout [RelayAction]) {
+        guard let connection = sessions.connection(of: delivery.user) else {
+            return output.append(.reject(.recipientNotHere, detail: "delivery for \(delivery.user), who has no session on \(configuration.relayId)"))
+        }
+        switch delivery.payload {
+        case .datagram(let payload): deliver(payload, to: delivery.user, into: &output)
+        case .control(let message): output.append(.send(connection, message))
+        case .inboxEntry(let entry): handOver(entry, to: delivery.user, now: now, into: &output)
+        }
+    }
+
+    /// Bytes arrived on this relay's delivery channel. A user who moved away meanwhile is not
+    /// chased: the payload is dropped and counted, its sender retransmits along the new route.
+    public mutating func relayDeliveryReceived(_ bytes: ByteBuffer, now: NIODeadline, into output: inout [RelayAction]) {
+        do {
+            deliverToLocalUser(try RelayDelivery.decode(bytes), now: now, into: &output)
+        } catch {
+            output.append(.reject(.badRelayDelivery, detail: "\(error)"))
+        }
+    }
+
+    /// The delivery subscription was (re)established: moves announced while it was down were
+    /// missed, so every cached route is dropped.
+    public mutating func deliveryChannelSubscribed() {
+        routes.forgetAll()
+    }
+
+    // MARK: Moves
+
+    /// Relay `move.relayId` registered a session for `move.user`: the cached route is stale.
+    /// A session of that user here is checked against the store and closed if superseded.
+    public mutating func userMoved(_ move: UserMove, into output: inout [RelayAction]) {
+        guard move.relayId != configuration.relayId else { return }
+        routes.forget(move.user)
+        guard let registration = sessions.registration(of: move.user) else { return }
+        output.append(.store(.checkSession(user: move.user, session: registration.session)))
+    }
+
+    /// The store answered `.checkSession`: when it no longer names `session`, the user connected
+    /// again on another relay, so this relay's session is told and closed.
+    mutating func sessionChecked(user: String, session: String, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(.currentSession(let current)) = result, current != session,
+              let registration = sessions.registration(of: user), registration.session == session,
+              let connection = sessions.connection(of: user) else { return }
+        endSession(of: user, withdraw: false, into: &output)
+        connections.setPhase(.awaitingLogin, of: connection)
+        output += [.send(connection, .error(.alreadyConnected, "\(user) connected again on another relay")), .close(connection)]
+    }
+}

@@ -1,0 +1,299 @@
+import NIOCore
+
+/// The relay's decisions, without I/O: who may log in, which connection holds which session,
+/// where a datagram or receipt goes, what is stored, and when timers fire.
+///
+/// It composes parts that each own their state: `ConnectionTable` (control connections,
+/// liveness), `RelayLogin` (logins under way), `SessionTable` (sessions by id, keys,
+/// addresses), `RouteTable` (routes to users elsewhere), `InboxCore` (stored messages on their
+/// way), `PresenceCore` (presence followers). The shell feeds it input with the time, carries
+/// out the `RelayAction`s it appends to `output`, answers its `.store` requests through
+/// `storeAnswered`, and calls `tick` at `nextDeadline`. The simulator drives the same type.
+public struct RelayCore: Sendable {
+    /// Settings that shape the relay's behaviour.
+    public struct Configuration: Sendable {
+        public var relayId: String
+        /// The relay's UDP port, told to clients in CONNECTED (set by `listening`).
+        public var udpPort: Int
+        /// How long a route read from the store is trusted before the store is asked again.
+        public var routeCacheTTL: TimeAmount = .seconds(2)
+        /// How long "no such user" from the store is trusted.
+        public var unknownUserCacheTTL: TimeAmount = .milliseconds(500)
+        /// Payloads held per recipient while its route is being looked up.
+        public var maxDatagramsAwaitingLookup = 256
+        /// Whether users must log in (AUTH/CHALLENGE/proof). Off only for development: then
+        /// anyone can claim any user.
+        public var requireLogin = true
+        /// Keys the decoy challenges for users that do not exist; nil draws one from the
+        /// core's entropy.
+        public var decoySecret: [UInt8]?
+        /// Content datagrams per user.
+        public var messageLimit = Self.defaultMessageLimit
+        /// New control connections per IP address.
+        public var connectionLimit = Self.defaultConnectionLimit
+        /// Login attempts (AUTH, or CONNECT without login) per IP address.
+        public var loginLimit = Self.defaultLoginLimit
+        /// Control connections open at once per IP address.
+        public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
+        /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
+        public var heartbeat = HeartbeatPolicy()
+        /// How often live registrations are refreshed in the store (a third of their TTL).
+        public var refreshInterval: TimeAmount = .seconds(10)
+        /// How long a graceful shutdown waits for receipts of datagrams already forwarded.
+        public var drainTimeout: TimeAmount = .seconds(5)
+        /// The drain ends early once no receipt has been routed for this long.
+        public var drainQuietPeriod: TimeAmount = .milliseconds(500)
+        /// How long after a failed inbox read the relay reads it again.
+        public var inboxRetryDelay: TimeAmount = .seconds(1)
+
+        /// The defaults of the limits above (also those of `simp-server`'s flags): bursts of
+        /// two seconds' worth of messages, ten seconds' worth of connections and logins.
+        public static let defaultMessageLimit = RateLimit(perSecond: 500, burst: 1000)
+        public static let defaultConnectionLimit = RateLimit(perSecond: 100, burst: 1000)
+        public static let defaultLoginLimit = RateLimit(perSecond: 5, burst: 50)
+        public static let defaultMaxConnectionsPerHost = 2000
+        /// How long a message may wait in an offline inbox, in milliseconds.
+        public var inboxTTLMillis: Int64 = 7 * 24 * 3600 * 1000
+        /// How the relay retransmits stored messages to a user who came back.
+        public var inboxRetransmit = RetransmitPolicy()
+
+        public init(relayId: String, udpPort: Int) {
+            self.relayId = relayId
+            self.udpPort = udpPort
+        }
+    }
+
+    /// The actions the core asks for (kept as a name for readers of `RelayCore.Action`).
+    public typealias Action = RelayAction
+
+    public private(set) var configuration: Configuration
+    var entropy: Entropy
+    var connections: ConnectionTable
+    var login: RelayLogin
+    var sessions = SessionTable()
+    var routes: RouteTable
+    var inbox: InboxCore
+    var presence = PresenceCore()
+    var messageRates: RateLimiter<String>
+    var timers: RelayTimers
+
+    /// A core with `entropy` as its only source of randomness (`.system` in production).
+    public init(configuration: Configuration, entropy: Entropy, now: NIODeadline) {
+        var entropy = entropy
+        self.configuration = configuration
+        self.login = RelayLogin(
+            requireLogin: configuration.requireLogin, decoySecret: configuration.decoySecret ?? entropy.bytes(32),
+            limit: configuration.loginLimit)
+        self.entropy = entropy
+        self.connections = ConnectionTable(
+            connectionLimit: configuration.connectionLimit, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+            heartbeat: configuration.heartbeat)
+        self.routes = RouteTable(
+            cacheTTL: configuration.routeCacheTTL, unknownUserCacheTTL: configuration.unknownUserCacheTTL,
+            maxAwaitingLookup: configuration.maxDatagramsAwaitingLookup)
+        self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
+        self.messageRates = RateLimiter(configuration.messageLimit)
+        self.timers = RelayTimers(configuration: configuration, now: now)
+    }
+
+    /// Users with a live session on this relay.
+    public var connectedUsers: Int { sessions.count }
+    /// Open control connections.
+    public var openConnections: Int { connections.count }
+    /// The registrations this relay keeps alive in the store.
+    public var liveRegistrations: [Registration] { sessions.registrations }
+    /// Payloads held while their recipients' routes are looked up.
+    public var datagramsAwaitingLookup: Int { routes.awaitingCount }
+    /// Stored messages in flight to users who came back.
+    public var inboxInFlight: Int { inbox.inFlightCount }
+    /// Whether `user` has a session on this relay.
+    public func isConnected(_ user: String) -> Bool { sessions.contains(user) }
+    /// Whether a graceful shutdown has begun.
+    public var isDraining: Bool { timers.drain != nil }
+
+    /// The relay's sockets are bound: CONNECTED reports `udpPort` from now on, and the relay
+    /// announces itself (with `description`, its addresses) in the store at once.
+    public mutating func listening(udpPort: Int, description: String, now: NIODeadline, into output: inout [RelayAction]) {
+        configuration.udpPort = udpPort
+        timers.description = description
+        refresh(now: now, into: &output)
+    }
+
+    // MARK: Control channel
+
+    /// A control connection opened from `peer`; an address that opens connections too fast
+    /// (or holds too many) gets an ERROR and a close.
+    public mutating func connectionOpened(_ connection: ConnectionID, peer: SocketAddress?, now: NIODeadline, into output: inout [RelayAction]) {
+        let host = peer?.ipAddress ?? "unknown"
+        guard let wait = connections.open(connection, host: host, now: now) else { return }
+        output += [.reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
+                   .send(connection, .rateLimited("too many connections from \(host)", retryAfter: wait)),
+                   .close(connection)]
+    }
+
+    /// A control connection closed: its login is forgotten and its session ends.
+    public mutating func connectionClosed(_ connection: ConnectionID, into output: inout [RelayAction]) {
+        login.forget(connection)
+        guard let user = connections.close(connection)?.sessionUser, sessions.connection(of: user) == connection else { return }
+        endSession(of: user, into: &output)
+    }
+
+    /// A decoded control frame arrived; `peer` is the connection's remote address.
+    public mutating func controlReceived(
+        _ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline, into output: inout [RelayAction]
+    ) {
+        guard let phase = connections.phase(of: connection) else { return }
+        connections.heard(connection, now: now)
+        guard message.version == SIMPMessage.currentVersion else {
+            output += [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
+                       .send(connection, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId))]
+            return
+        }
+        switch (message.kind, phase) {
+        case (.ping, _):
+            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
+            pong.time = message.time
+            output.append(.send(connection, pong))
+        case (.pong, _):
+            break
+        case (.auth, .awaitingLogin):
+            let host = connections.host(of: connection) ?? "unknown"
+            loginStep(login.auth(message, on: connection, host: host, now: now, entropy: &entropy), on: connection, peer: peer, into: &output)
+        case (.connect, .awaitingLogin):
+            let host = connections.host(of: connection) ?? "unknown"
+            let step = login.connect(message, on: connection, host: host, now: now, entropy: &entropy)
+            loginStep(step, on: connection, peer: peer, udpPort: Int(message.udpPort), into: &output)
+        case (.auth, _), (.connect, _):
+            output += RelayLogin.alreadyLoggingIn(connection)
+        case (_, .awaitingLogin), (_, .registering):
+            output += [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
+                       .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
+        case (.receipt, .connected(let user)):
+            routeReceipt(message, from: user, now: now, into: &output)
+        case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
+            roomControl(message, from: user, on: connection, into: &output)
+        case (.read, .connected(let user)):
+            routeRead(message, from: user, into: &output)
+        case (.who, .connected(let user)):
+            who(message, from: user, on: connection, into: &output)
+        case (.disconnect, .connected):
+            connectionClosed(connection, into: &output)
+            output.append(.close(connection))
+        case (_, .connected):
+            output += [.reject(.unexpectedKind, detail: "\(message.kind) on control channel of \(connection)"),
+                       .send(connection, .error(.badRequest, "\(message.kind) is not a control message", messageId: message.messageId))]
+        }
+    }
+
+    /// A control frame could not be decoded.
+    public mutating func malformedControl(on connection: ConnectionID, detail: String, now: NIODeadline, into output: inout [RelayAction]) {
+        connections.heard(connection, now: now)
+        output += [.reject(.malformed, detail: "\(connection): \(detail)"),
+                   .send(connection, .error(.badRequest, "malformed control frame"))]
+    }
+
+    /// A peer announced a control frame above `limit` bytes: it is told, and the connection closes.
+    public func frameTooLarge(on connection: ConnectionID, announced: Int, limit: Int, into output: inout [RelayAction]) {
+        output += [.reject(.frameTooLarge, detail: "\(connection) announced \(announced) bytes"),
+                   .send(connection, .error(.frameTooLarge, "control frames are limited to \(limit) bytes")),
+                   .close(connection)]
+    }
+
+    /// Carries out a login step; an accepted login starts the session.
+    private mutating func loginStep(
+        _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, udpPort: Int = 0, into output: inout [RelayAction]
+    ) {
+        switch step {
+        case .actions(let actions):
+            output += actions
+        case .fetchVerifier(let user):
+            output.append(.store(.fetchVerifier(user: user, connection: connection)))
+        case .accepted(let user, let secret, var connected):
+            let keys = SessionKeys(sessionId: sessions.unusedSessionId(&entropy), secret: secret)
+            connected.toUser = user
+            connected.udpPort = UInt32(configuration.udpPort)
+            connected.relayId = configuration.relayId
+            connected.sessionId = keys.sessionId
+            beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, udpPort: udpPort, into: &output)
+        }
+    }
+
+    /// Starts `user`'s session on `connection`; the CONNECTED goes out once the store has the
+    /// registration. A previous session of the user is told and closed (the newest wins).
+    private mutating func beginSession(
+        _ user: String, keys: SessionKeys, connected: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, udpPort: Int,
+        into output: inout [RelayAction]
+    ) {
+        var address = peer
+        address.port = udpPort
+        let route = Route(address: address, relayId: configuration.relayId)
+        let token = "\(configuration.relayId)/\(connection.rawValue)"
+        if let previous = sessions.connection(of: user) {
+            connections.setPhase(.awaitingLogin, of: previous)
+            endSession(of: user, withdraw: false, into: &output)
+            output += [.send(previous, .error(.alreadyConnected, "\(user) connected again elsewhere")), .close(previous)]
+        }
+        _ = sessions.start(user, keys: keys, route: route, token: token, on: connection)
+        routes.forget(user)
+        connections.setPhase(.registering(user: user, connected: connected), of: connection)
+        output.append(.store(.register(Registration(user: user, route: route, session: token), connection: connection)))
+    }
+
+    /// Ends `user`'s session here: its registration is withdrawn and its presence recorded
+    /// (unless another session of the user takes over at once, `withdraw: false`).
+    mutating func endSession(of user: String, withdraw: Bool = true, into output: inout [RelayAction]) {
+        guard let registration = sessions.end(user) else { return }
+        inbox.userLeft(user)
+        guard withdraw else { return }
+        output += [.store(.unregister(user: user, session: registration.session)), .store(.recordPresence(user: user, online: false))]
+    }
+
+    /// The store answered `.register`.
+    mutating func registered(on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+        guard case .registering(let user, let connected) = connections.phase(of: connection) else {
+            return // closed meanwhile; connectionClosed already unregistered it
+        }
+        guard case .success = result else {
+            connections.setPhase(.awaitingLogin, of: connection)
+            if sessions.connection(of: user) == connection { endSession(of: user, withdraw: false, into: &output) }
+            output.append(.send(connection, .error(.internal, "registry unavailable, try again")))
+            return
+        }
+        connections.setPhase(.connected(user: user), of: connection)
+        output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId))),
+                   .store(.loadInbox(user: user)), .store(.recordPresence(user: user, online: true))]
+    }
+
+    /// A RECEIPT on `user`'s control channel: to the inbox's delivery, or to the original sender.
+    private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        var receipt = receipt
+        receipt.fromUser = user // the relay vouches for who sent the receipt
+        timers.receiptRouted(now: now)
+        if let stored = inbox.receipt(receipt, from: user, now: now) { return inboxActions(stored, into: &output) }
+        if let sender = sessions.connection(of: receipt.toUser) {
+            return output.append(.send(sender, receipt))
+        }
+        guard !receipt.toUser.isEmpty else {
+            return output.append(.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser"))
+        }
+        // The sender is on another relay: the receipt goes there through the store.
+        routeRemote(.control(receipt), to: receipt.toUser, now: now, into: &output)
+    }
+
+    /// A control message to `user`, if the user has a session here.
+    func tell(_ user: String, _ message: SIMPMessage, into output: inout [RelayAction]) {
+        guard let connection = sessions.connection(of: user) else { return }
+        var message = message
+        message.toUser = user
+        output.append(.send(connection, message))
+    }
+}
+
+extension SIMPMessage {
+    /// An ERROR RATE_LIMITED telling when trying again may succeed.
+    public static func rateLimited(_ text: String, retryAfter: TimeAmount, messageId: UInt64 = 0, to user: String = "") -> SIMPMessage {
+        var error = SIMPMessage.error(.rateLimited, text, messageId: messageId, to: user)
+        error.retryAfterMillis = UInt32(clamping: max(1, retryAfter.nanoseconds / 1_000_000))
+        return error
+    }
+}

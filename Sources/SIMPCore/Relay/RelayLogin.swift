@@ -1,0 +1,149 @@
+import NIOCore
+
+/// Login (docs/PROTOCOL.md §3): AUTH → CHALLENGE → CONNECT with proof → CONNECTED with the
+/// relay's signature and the session id, one connection at a time. A relay that does not
+/// require login answers AUTH with iterations 0 and accepts CONNECT without proof, handing out
+/// the session secret in clear.
+///
+/// It owns the logins under way and the per-address login rate; `RelayCore` starts the session
+/// once a login is accepted.
+public struct RelayLogin: Sendable {
+    /// What the core must do next for a connection's login.
+    public enum Step: Equatable, Sendable {
+        /// Carry out these actions (answers, rejections, a close); no session starts.
+        case actions([RelayAction])
+        /// Ask the store for `user`'s verifier, then call `verifierFetched`.
+        case fetchVerifier(user: String)
+        /// The login is accepted: start `user`'s session with `secret`; `connected` is the
+        /// CONNECTED to send once the store has the registration (the core fills in the rest).
+        case accepted(user: String, secret: [UInt8], connected: SIMPMessage)
+    }
+
+    private enum Progress: Sendable {
+        case fetchingVerifier(user: String, clientNonce: [UInt8])
+        /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate.
+        case challenged(LoginTranscript, verifier: PasswordVerifier?)
+    }
+
+    /// Whether users must log in with a password.
+    public let requireLogin: Bool
+    /// Keys the decoy challenges for users that do not exist (stable per secret).
+    private let decoySecret: [UInt8]
+    private var rates: RateLimiter<String>
+    private var progress: [ConnectionID: Progress] = [:]
+
+    public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit) {
+        self.requireLogin = requireLogin
+        self.decoySecret = decoySecret
+        self.rates = RateLimiter(limit)
+    }
+
+    /// The connection closed (or its login ended): its login is forgotten.
+    public mutating func forget(_ connection: ConnectionID) {
+        progress[connection] = nil
+    }
+
+    /// AUTH on a connection without a session.
+    public mutating func auth(_ auth: SIMPMessage, on connection: ConnectionID, host: String, now: NIODeadline, entropy: inout Entropy) -> Step {
+        guard progress[connection] == nil else { return .actions(Self.alreadyLoggingIn(connection)) }
+        if let refused = rateLimited(connection, host: host, now: now) { return .actions(refused) }
+        guard !auth.fromUser.isEmpty, (16...64).contains(auth.nonce.count) else {
+            return .actions([.reject(.missingField, detail: "AUTH without user or with a bad nonce on \(connection)"),
+                             .send(connection, .error(.badRequest, "AUTH needs fromUser and a nonce of 16-64 bytes"))])
+        }
+        guard requireLogin else {
+            return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, on: connection, entropy: &entropy)
+        }
+        progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce)
+        return .fetchVerifier(user: auth.fromUser)
+    }
+
+    /// The store answered `.fetchVerifier`: nil means no such user, which gets a decoy
+    /// challenge that no password answers, so the reply does not tell whether the user exists.
+    public mutating func verifierFetched(_ verifier: PasswordVerifier?, on connection: ConnectionID, entropy: inout Entropy) -> Step {
+        guard case .fetchingVerifier(let user, let clientNonce) = progress[connection] else { return .actions([]) }
+        let verifier = verifier ?? LoginVerification.decoy(for: user, secret: decoySecret, iterations: PasswordVerifier.defaultIterations)
+        return challenge(user, clientNonce: clientNonce, verifier: verifier, on: connection, entropy: &entropy)
+    }
+
+    /// The store could not be asked for a verifier.
+    public mutating func verifierFetchFailed(on connection: ConnectionID, _ failure: StoreFailure) -> Step {
+        guard case .fetchingVerifier = progress.removeValue(forKey: connection) else { return .actions([]) }
+        return .actions([.reject(.registryUnavailable, detail: "verifier lookup for \(connection) failed: \(failure)"),
+                         .send(connection, .error(.internal, "registry unavailable, try again"))])
+    }
+
+    private mutating func challenge(
+        _ user: String, clientNonce: [UInt8], verifier: PasswordVerifier?, on connection: ConnectionID, entropy: inout Entropy
+    ) -> Step {
+        let transcript = LoginTranscript(
+            user: user, clientNonce: clientNonce, relayNonce: entropy.bytes(24),
+            salt: verifier?.salt ?? [], iterations: verifier?.iterations ?? 0)
+        progress[connection] = .challenged(transcript, verifier: verifier)
+        var challenge = SIMPMessage(kind: .challenge, toUser: user)
+        challenge.nonce = transcript.relayNonce
+        challenge.salt = transcript.salt
+        challenge.iterations = transcript.iterations
+        return .actions([.send(connection, challenge)])
+    }
+
+    /// CONNECT: checks the proof of the challenged login (or, without login, accepts the
+    /// claimed user).
+    public mutating func connect(
+        _ connect: SIMPMessage, on connection: ConnectionID, host: String, now: NIODeadline, entropy: inout Entropy
+    ) -> Step {
+        guard connect.udpPort > 0, connect.udpPort <= 65535 else {
+            return .actions([.reject(.missingField, detail: "CONNECT without UDP port on \(connection)"),
+                             .send(connection, .error(.badRequest, "CONNECT needs udpPort (1-65535)"))])
+        }
+        var connected = SIMPMessage(kind: .connected)
+        switch progress[connection] {
+        case .challenged(let transcript, let verifier?):
+            progress[connection] = nil
+            guard connect.fromUser == transcript.user,
+                  let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
+            else { return .actions(Self.failed(transcript.user, on: connection, host: host)) }
+            connected.proof = verified.signature
+            return .accepted(user: transcript.user, secret: verified.sessionSecret, connected: connected)
+        case .challenged(let transcript, nil):
+            progress[connection] = nil
+            let secret = entropy.bytes(32)
+            connected.sessionSecret = secret
+            return .accepted(user: transcript.user, secret: secret, connected: connected)
+        case .fetchingVerifier:
+            return .actions(Self.alreadyLoggingIn(connection))
+        case nil: // CONNECT without AUTH
+            guard !requireLogin else {
+                return .actions([.reject(.authRequired, detail: "CONNECT without login on \(connection)"),
+                                 .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first"))])
+            }
+            if let refused = rateLimited(connection, host: host, now: now) { return .actions(refused) }
+            guard !connect.fromUser.isEmpty else {
+                return .actions([.reject(.missingField, detail: "CONNECT without user on \(connection)"),
+                                 .send(connection, .error(.badRequest, "CONNECT needs fromUser and udpPort (1-65535)"))])
+            }
+            let secret = entropy.bytes(32)
+            connected.sessionSecret = secret
+            return .accepted(user: connect.fromUser, secret: secret, connected: connected)
+        }
+    }
+
+    static func alreadyLoggingIn(_ connection: ConnectionID) -> [RelayAction] {
+        [.reject(.alreadyConnected, detail: "\(connection)"),
+         .send(connection, .error(.alreadyConnected, "this connection already has a session or a login under way"))]
+    }
+
+    /// A wrong proof: the same answer whether the user exists or not; the connection closes.
+    private static func failed(_ user: String, on connection: ConnectionID, host: String) -> [RelayAction] {
+        [.reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection)"),
+         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+         .close(connection)]
+    }
+
+    private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {
+        guard let wait = rates.admit(host, now: now) else { return nil }
+        return [.reject(.loginRateLimited, detail: "\(connection) from \(host)"),
+                .send(connection, .rateLimited("too many login attempts from \(host)", retryAfter: wait)),
+                .close(connection)]
+    }
+}

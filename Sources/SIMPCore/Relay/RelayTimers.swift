@@ -1,0 +1,131 @@
+import NIOCore
+
+/// When the relay's periodic work is next due: heartbeat checks, registration refreshes,
+/// retried inbox reads and the shutdown drain. The inbox's retransmissions keep their own
+/// deadlines in `InboxCore`.
+public struct RelayTimers: Sendable {
+    /// A graceful shutdown's drain: it ends at `deadline`, or once no receipt has been routed
+    /// for the quiet period.
+    struct Drain: Sendable {
+        var deadline: NIODeadline
+        var lastReceipt: NIODeadline
+        var finished = false
+    }
+
+    /// How often heartbeats are checked: a few times per interval, so a dead client goes within
+    /// about a quarter interval of its deadline.
+    let heartbeatCheckPeriod: TimeAmount
+    let refreshInterval: TimeAmount
+    let drainQuietPeriod: TimeAmount
+    var nextHeartbeatCheck: NIODeadline
+    /// Nil until the relay listens (`RelayCore.listening`).
+    var nextRefresh: NIODeadline?
+    /// The relay's addresses, as recorded in the store at each refresh.
+    var description = ""
+    var drain: Drain?
+    private(set) var inboxRetries: [String: NIODeadline] = [:]
+    var nextPingId: UInt64 = 1
+
+    init(configuration: RelayCore.Configuration, now: NIODeadline) {
+        let interval = configuration.heartbeat.interval.nanoseconds
+        heartbeatCheckPeriod = .nanoseconds(max(20_000_000, min(1_000_000_000, interval / 4)))
+        refreshInterval = configuration.refreshInterval
+        drainQuietPeriod = configuration.drainQuietPeriod
+        nextHeartbeatCheck = now + heartbeatCheckPeriod
+    }
+
+    /// The earliest of the deadlines kept here.
+    var nextDeadline: NIODeadline {
+        var next = nextHeartbeatCheck
+        if let nextRefresh { next = min(next, nextRefresh) }
+        if let drain, !drain.finished { next = min(next, drain.deadline, drain.lastReceipt + drainQuietPeriod) }
+        if let retry = inboxRetries.values.min() { next = min(next, retry) }
+        return next
+    }
+
+    mutating func retryInboxLoad(of user: String, at deadline: NIODeadline) {
+        inboxRetries[user] = deadline
+    }
+
+    /// The users whose inbox read is due again.
+    mutating func dueInboxRetries(now: NIODeadline) -> [String] {
+        let due = inboxRetries.filter { $0.value <= now }.keys.sorted()
+        for user in due { inboxRetries[user] = nil }
+        return due
+    }
+
+    mutating func receiptRouted(now: NIODeadline) {
+        drain?.lastReceipt = now
+    }
+}
+
+/// Time-driven decisions: the shell calls `tick` at `nextDeadline` (or any time).
+extension RelayCore {
+    /// When `tick` next has work.
+    public var nextDeadline: NIODeadline {
+        guard let inboxDeadline = inbox.nextDeadline else { return timers.nextDeadline }
+        return min(inboxDeadline, timers.nextDeadline)
+    }
+
+    /// Pings connections that are due, drops those whose client went silent, refreshes live
+    /// registrations, retransmits stored messages, reads failed inboxes again, and ends the
+    /// shutdown drain.
+    public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
+        if now >= timers.nextHeartbeatCheck {
+            timers.nextHeartbeatCheck = now + timers.heartbeatCheckPeriod
+            checkHeartbeats(now: now, into: &output)
+        }
+        if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
+        if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
+        for user in timers.dueInboxRetries(now: now) where sessions.contains(user) {
+            output.append(.store(.loadInbox(user: user)))
+        }
+        if let drain = timers.drain, !drain.finished,
+           connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod {
+            timers.drain?.finished = true
+            output.append(.drained)
+        }
+    }
+
+    private mutating func checkHeartbeats(now: NIODeadline, into output: inout [RelayAction]) {
+        let due = connections.pollHeartbeats(now: now)
+        for connection in due.ping {
+            output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.nextPingId)))
+            timers.nextPingId += 1
+        }
+        for connection in due.dead {
+            // Forget it now, so it is counted once however long the close takes.
+            connectionClosed(connection, into: &output)
+            output += [.reject(.heartbeatTimeout, detail: "\(connection) silent for \(connections.heartbeat.deadAfter)"), .close(connection)]
+        }
+    }
+
+    /// Keeps this relay's registrations and its own liveness record alive in the store.
+    mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
+        timers.nextRefresh = now + timers.refreshInterval
+        output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, sessions.registrations)))
+    }
+
+    // MARK: Shutdown
+
+    /// A graceful shutdown begins: datagrams arriving from now on are dropped (their senders
+    /// retransmit elsewhere), receipts for those already forwarded are still routed. `tick`
+    /// says `.drained` when no client is left, no receipt came for the quiet period, or the
+    /// drain timeout passed.
+    public mutating func beginDrain(now: NIODeadline) {
+        guard timers.drain == nil else { return }
+        timers.drain = RelayTimers.Drain(deadline: now + configuration.drainTimeout, lastReceipt: now)
+    }
+
+    /// The relay stops: every session ends without a word to the store one by one; their
+    /// registrations are withdrawn in one request, and every connection closes.
+    public mutating func shutDown(into output: inout [RelayAction]) {
+        let registrations = sessions.endAll()
+        timers.nextRefresh = nil
+        for connection in connections.ids.sorted(by: { $0.rawValue < $1.rawValue }) {
+            connections.setPhase(.awaitingLogin, of: connection)
+            output.append(.close(connection))
+        }
+        output.append(.store(.withdraw(relayId: configuration.relayId, registrations)))
+    }
+}

@@ -1,0 +1,81 @@
+import NIOCore
+
+/// Routes to users who have no session on this relay: what the store said (cached for a
+/// while), and the payloads waiting while it is asked. Moves, unheard deliveries and a new
+/// subscription invalidate the cache.
+public struct RouteTable: Sendable {
+    /// What the store said about a user without a session here.
+    public struct CachedRoute: Sendable, Equatable {
+        public var route: Route?
+        /// Without a route: whether the user is known (offline, not unknown).
+        public var known: Bool
+        public var expires: NIODeadline
+    }
+
+    /// What became of a payload handed to `route(_:to:now:)`.
+    public enum Decision: Sendable {
+        /// The cache answers.
+        case cached(CachedRoute)
+        /// The first payload waiting for this user: ask the store.
+        case lookUp
+        /// It waits behind a lookup already under way.
+        case waiting
+        /// Too many payloads already wait for this user: dropped.
+        case backlogFull
+    }
+
+    private var cache: [String: CachedRoute] = [:]
+    private var awaitingLookup: [String: [RelayDelivery.Payload]] = [:]
+    public let cacheTTL: TimeAmount
+    public let unknownUserCacheTTL: TimeAmount
+    public let maxAwaitingLookup: Int
+
+    public init(cacheTTL: TimeAmount, unknownUserCacheTTL: TimeAmount, maxAwaitingLookup: Int) {
+        self.cacheTTL = cacheTTL
+        self.unknownUserCacheTTL = unknownUserCacheTTL
+        self.maxAwaitingLookup = maxAwaitingLookup
+    }
+
+    /// Payloads held while their recipients' routes are looked up.
+    public var awaitingCount: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
+
+    /// Decides from the cache, or queues `payload` until the store answers.
+    public mutating func route(_ payload: RelayDelivery.Payload, to user: String, now: NIODeadline) -> Decision {
+        if let cached = cache[user], cached.expires > now { return .cached(cached) }
+        guard var queue = awaitingLookup[user] else {
+            awaitingLookup[user] = [payload]
+            return .lookUp
+        }
+        guard queue.count < maxAwaitingLookup else { return .backlogFull }
+        queue.append(payload)
+        awaitingLookup[user] = queue
+        return .waiting
+    }
+
+    /// The store answered a lookup: caches it and returns the payloads that waited.
+    public mutating func lookedUp(_ user: String, route: Route?, known: Bool, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
+        let cached = CachedRoute(route: route, known: known, expires: now + (route == nil ? unknownUserCacheTTL : cacheTTL))
+        cache[user] = cached
+        return (cached, awaitingLookup.removeValue(forKey: user) ?? [])
+    }
+
+    /// A lookup failed (or its user connected here meanwhile): the payloads that waited.
+    public mutating func takeWaiting(for user: String) -> [RelayDelivery.Payload] {
+        awaitingLookup.removeValue(forKey: user) ?? []
+    }
+
+    /// `user` moved (or connected here): its cached route is stale.
+    public mutating func forget(_ user: String) {
+        cache[user] = nil
+    }
+
+    /// Relay `relay` is gone: every route through it is stale.
+    public mutating func forgetRoutes(through relay: String) {
+        cache = cache.filter { $0.value.route?.relayId != relay }
+    }
+
+    /// Moves may have been missed: every cached route is stale.
+    public mutating func forgetAll() {
+        cache.removeAll()
+    }
+}

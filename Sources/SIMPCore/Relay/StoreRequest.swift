@@ -1,0 +1,180 @@
+import NIOCore
+
+/// Everything the relay asks of its store (Redis in production, memory in tests and in the
+/// simulator). Each request is answered once, through `RelayCore.storeAnswered`, with a
+/// `StoreAnswer` or a `StoreFailure`; the core decides what a failure means for the user.
+public enum StoreRequest: Equatable, Sendable {
+    // MARK: Login and sessions
+    /// The user's password verifier (nil answer: no such user).
+    case fetchVerifier(user: String, connection: ConnectionID)
+    /// Write the user's registration, replacing any older one (the newest session wins).
+    case register(Registration, connection: ConnectionID)
+    /// Remove the user's registration if it still names `session`.
+    case unregister(user: String, session: String)
+    /// The user's authenticated datagrams now come from a new address.
+    case moveRoute(Registration)
+    /// Extend these registrations (and their users' presence), re-creating lost ones; record
+    /// that this relay is alive and where it listens.
+    case refresh(relayId: String, description: String, [Registration])
+    /// This relay stops: remove its liveness record and these registrations.
+    case withdraw(relayId: String, [Registration])
+    /// The user's route, and whether the user is known (offline rather than unknown).
+    case lookup(user: String)
+
+    // MARK: Other relays
+    /// Hand `delivery` to relay `relay`; the answer says how many relays heard it.
+    case publish(relay: String, RelayDelivery)
+    /// Tell every relay that a user's session is now here.
+    case announceMove(UserMove)
+    /// Which session the store names for `user` now.
+    case checkSession(user: String, session: String)
+
+    // MARK: Inbox, rooms, presence
+    /// Append `message` to `user`'s inbox unless an entry with its dedupe key is there.
+    case storeInInbox(user: String, message: SIMPMessage)
+    /// Read `user`'s inbox, oldest first.
+    case loadInbox(user: String)
+    /// Remove this entry from `user`'s inbox.
+    case removeFromInbox(user: String, entry: InboxEntry)
+    /// A room join, leave or member list.
+    case room(RoomRequest)
+    /// If the author is a member, number the post (once per author and messageId) and read
+    /// the members.
+    case postToRoom(room: String, message: SIMPMessage)
+    /// A member receipted room copy `copy`: count the member once per post.
+    case countRoomDelivery(copy: SIMPMessage)
+    /// Record `user`'s presence and read the members of its rooms.
+    case recordPresence(user: String, online: Bool)
+    /// The presence of the request's users (or room members).
+    case who(WhoRequest)
+}
+
+/// What the store answered.
+public enum StoreAnswer: Equatable, Sendable {
+    /// Done; nothing to report (writes).
+    case done
+    case verifier(PasswordVerifier?)
+    /// `known`: without a route, whether the user exists or registered before.
+    case route(Route?, known: Bool)
+    /// How many relays heard a publish (0: that relay is gone).
+    case listeners(Int)
+    /// The session the store names for a user now (nil: none).
+    case currentSession(String?)
+    /// The entry as stored (with the store's time stamp) and what became of it.
+    case inboxStored(InboxEntry, InboxStoreResult)
+    /// The inbox, oldest first; `wallNow` is the store's clock (ms since the epoch) for the TTL.
+    case inboxLoaded([InboxEntry], wallNow: Int64)
+    case room(RoomAnswer)
+    case roomPosted(RoomPostResult)
+    /// How many members have a room post now.
+    case deliveredCount(Int)
+    /// Presence written at `lastSeen` (ms since the epoch); `roomPeers` share a room with the user.
+    case presenceRecorded(lastSeen: Int64, roomPeers: [String])
+    /// Presence entries; nil when the asker is not a member of the room asked about.
+    case presence([PresenceEntry]?)
+}
+
+/// The store could not carry out a request (unreachable, an error reply).
+public struct StoreFailure: Error, Equatable, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What became of a stored message.
+public struct InboxStoreResult: Sendable, Equatable {
+    /// An entry with the same dedupe key was already there.
+    public var duplicate: Bool
+    /// Entries that left the inbox to make room or because they expired.
+    public var discarded: [DiscardedEntry]
+
+    public init(duplicate: Bool, discarded: [DiscardedEntry] = []) {
+        self.duplicate = duplicate
+        self.discarded = discarded
+    }
+}
+
+/// An inbox entry that left without being delivered, and why.
+public struct DiscardedEntry: Sendable, Equatable {
+    public var entry: InboxEntry
+    public var reason: InboxDiscardReason
+    public init(entry: InboxEntry, reason: InboxDiscardReason) {
+        self.entry = entry
+        self.reason = reason
+    }
+}
+
+/// A room request from a client's control channel.
+public struct RoomRequest: Sendable, Equatable {
+    public enum Operation: Sendable, Equatable { case join, leave, members }
+    public var operation: Operation
+    public var room: String
+    public var user: String
+    public var connection: ConnectionID
+    /// The request's messageId, echoed in the answer.
+    public var messageId: UInt64
+
+    public init(operation: Operation, room: String, user: String, connection: ConnectionID, messageId: UInt64) {
+        self.operation = operation
+        self.room = room
+        self.user = user
+        self.connection = connection
+        self.messageId = messageId
+    }
+}
+
+/// What the store said to a `RoomRequest`.
+public enum RoomAnswer: Sendable, Equatable {
+    /// The room's members (empty after a leave).
+    case members([String])
+    case notAMember
+}
+
+/// What the store said to a `.postToRoom`.
+public enum RoomPostResult: Sendable, Equatable {
+    /// The post has room sequence number `seq`; `duplicate` when it had been posted before
+    /// (a retransmission). `members` are the room's members now.
+    case posted(seq: UInt64, members: [String], duplicate: Bool)
+    case notAMember
+}
+
+/// A WHO request: the presence of `users`, or of `room`'s members.
+public struct WhoRequest: Sendable, Equatable {
+    public var user: String
+    public var connection: ConnectionID
+    public var messageId: UInt64
+    public var users: [String]
+    /// Set instead of `users`: ask about this room's members (the asker must be one).
+    public var room: String?
+
+    public init(user: String, connection: ConnectionID, messageId: UInt64, users: [String], room: String?) {
+        self.user = user
+        self.connection = connection
+        self.messageId = messageId
+        self.users = users
+        self.room = room
+    }
+}
+
+/// One user's presence as the store knows it.
+public struct PresenceEntry: Sendable, Equatable {
+    public var user: String
+    public var online: Bool
+    /// ms since the epoch when the user was last connected; 0 if never seen.
+    public var lastSeen: Int64
+    public init(user: String, online: Bool, lastSeen: Int64) {
+        self.user = user
+        self.online = online
+        self.lastSeen = lastSeen
+    }
+
+    /// The WHO answer's text form: `<user> <online|offline> <lastSeen>`.
+    public var text: String { "\(user) \(online ? "online" : "offline") \(lastSeen)" }
+
+    /// Parses `text`; the user id may itself contain spaces.
+    public init?(text: String) {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count >= 3, let lastSeen = Int64(parts[parts.count - 1]),
+              ["online", "offline"].contains(parts[parts.count - 2]) else { return nil }
+        self.init(user: parts.dropLast(2).joined(separator: " "), online: parts[parts.count - 2] == "online", lastSeen: lastSeen)
+    }
+}

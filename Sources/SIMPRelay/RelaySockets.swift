@@ -1,0 +1,87 @@
+import NIOCore
+import NIOPosix
+import Prometheus
+import SIMPCore
+import SIMPNIO
+
+/// The relay's listening sockets on its event loop: the TCP control listener, the UDP socket
+/// and, optionally, the Prometheus endpoint, wired to the relay's engine.
+struct RelaySockets: Sendable {
+    let control: Channel
+    let datagram: Channel
+    let metrics: Channel?
+    let addresses: RelayAddresses
+
+    /// Binds every socket, or none: a port in use (TCP or UDP) is an error naming it.
+    static func bind(
+        _ configuration: RelayConfiguration, engine: NIOLoopBound<RelayEngine>, metricsRegistry: PrometheusCollectorRegistry?,
+        store: any RelayStore
+    ) async throws -> RelaySockets {
+        let loop = engine.eventLoop
+        let udp = try await bind("UDP", configuration, configuration.effectiveUDPPort) {
+            try await DatagramBootstrap(group: loop)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+                .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
+                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
+                    capacity: configuration.datagramVectorReadCount * (configuration.maxDatagramSize + 1)))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        engine.value.datagramChannel = channel
+                        try channel.pipeline.syncOperations.addHandler(
+                            DatagramHandler(engine: engine.value, maxDatagramSize: configuration.maxDatagramSize))
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.effectiveUDPPort).get()
+        }
+        let tcp: Channel
+        do {
+            tcp = try await bind("TCP", configuration, configuration.port) {
+                try await ServerBootstrap(group: loop)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .childChannelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                                maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine.value))
+                        }
+                    }
+                    .bind(host: configuration.host, port: configuration.port).get()
+            }
+        } catch {
+            try? await udp.close()
+            throw error
+        }
+        var metrics: Channel?
+        if let metricsRegistry, let port = configuration.metricsPort {
+            do {
+                metrics = try await bind("metrics", configuration, port) {
+                    try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, on: loop) {
+                        engine.value.updateSampledMetrics()
+                    }
+                }
+            } catch {
+                try? await udp.close()
+                try? await tcp.close()
+                throw error
+            }
+        }
+        guard let control = tcp.localAddress, let datagram = udp.localAddress else {
+            throw RelayStartError("the relay's sockets have no local address")
+        }
+        return RelaySockets(control: tcp, datagram: udp, metrics: metrics,
+                            addresses: RelayAddresses(control: control, datagram: datagram, metrics: metrics?.localAddress))
+    }
+
+    func close() async {
+        try? await control.close()
+        try? await datagram.close()
+        try? await metrics?.close()
+    }
+
+    private static func bind(_ what: String, _ configuration: RelayConfiguration, _ port: Int, _ body: () async throws -> Channel) async throws -> Channel {
+        do { return try await body() } catch {
+            throw RelayStartError("cannot listen on \(what) \(configuration.host):\(port): \(error)")
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPCore
+
+/// A `RelayStore` in memory, for tests of the relay without `redis-server` and for the
+/// simulator. Several relays may share one (their deliveries and moves go through it, as
+/// through Redis pub/sub). It can be made unavailable, and emptied, like a Redis that stops
+/// and restarts without persistence.
+public final class InMemoryRelayStore: RelayStore {
+    private struct Subscriber {
+        var eventLoop: EventLoop
+        var handler: @Sendable (RelayStoreEvent) -> Void
+    }
+
+    private struct Shared {
+        var state: MemoryStoreState
+        var subscribers: [String: Subscriber] = [:]
+        var available = true
+        var roundTrips = 0
+    }
+
+    private let shared: NIOLockedValueBox<Shared>
+    /// Milliseconds since the epoch, as the store stamps stored messages and presence.
+    private let clock: @Sendable () -> Int64
+
+    public init(limits: RedisRelayStore.Limits = .init(), clock: @escaping @Sendable () -> Int64 = WallClock.millisecondsSinceEpoch) {
+        self.shared = NIOLockedValueBox(Shared(state: MemoryStoreState(limits: limits)))
+        self.clock = clock
+    }
+
+    /// Creates or replaces `user`'s password verifier.
+    public func addUser(_ user: String, verifier: PasswordVerifier) {
+        shared.withLockedValue { $0.state.credentials[user] = verifier }
+    }
+
+    /// Whether requests succeed; while false every request fails, as with Redis down.
+    public var isAvailable: Bool {
+        get { shared.withLockedValue { $0.available } }
+        set { shared.withLockedValue { $0.available = newValue } }
+    }
+
+    /// Forgets everything but credentials and subscriptions (a Redis restarted without persistence).
+    public func reset() {
+        shared.withLockedValue { shared in
+            let credentials = shared.state.credentials
+            shared.state = MemoryStoreState(limits: shared.state.limits)
+            shared.state.credentials = credentials
+        }
+    }
+
+    /// Stored messages waiting for `user`.
+    public func inbox(of user: String) -> [InboxEntry] {
+        shared.withLockedValue { $0.state.inboxes[user] ?? [] }
+    }
+
+    /// The registration the store holds for `user`.
+    public func registration(of user: String) -> Registration? {
+        shared.withLockedValue { $0.state.registrations[user] }
+    }
+
+    public var roundTrips: Int { shared.withLockedValue { $0.roundTrips } }
+
+    public func ping() async throws {
+        guard isAvailable else { throw StoreFailure("the in-memory store is unavailable") }
+    }
+
+    public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        let now = clock()
+        let outcome: Result<StoreAnswer, StoreFailure> = shared.withLockedValue { shared in
+            guard shared.available else { return .failure(StoreFailure("the in-memory store is unavailable")) }
+            shared.roundTrips += 1
+            switch request {
+            case .publish(let relay, let delivery):
+                guard let subscriber = shared.subscribers[relay] else { return .success(.listeners(0)) }
+                let encoded = delivery.encoded()
+                subscriber.eventLoop.execute { subscriber.handler(.delivery(encoded)) }
+                return .success(.listeners(1))
+            case .announceMove(let move):
+                for (relayId, subscriber) in shared.subscribers where relayId != move.relayId {
+                    subscriber.eventLoop.execute { subscriber.handler(.move(move)) }
+                }
+                return .success(.done)
+            default:
+                return .success(shared.state.answer(request, now: now))
+            }
+        }
+        return eventLoop.makeCompletedFuture(outcome.mapError { $0 as Error })
+    }
+
+    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+        shared.withLockedValue { $0.subscribers[relayId] = Subscriber(eventLoop: eventLoop, handler: handler) }
+        eventLoop.execute { handler(.subscribed) }
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    public func shutdown() async {}
+}

@@ -1,0 +1,173 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// The relay's store in Redis (keys in docs/PROTOCOL.md §7): each request is carried out by the
+/// part of the schema it concerns (`Registry`, `CredentialStore`, `InboxStore`, `RoomStore`,
+/// `PresenceStore`, `RelayBus`). Publishes made in one event-loop turn go out in one pipeline.
+public final class RedisRelayStore: RelayStore {
+    public let redis: RedisClient
+    let registry: Registry
+    let credentials: CredentialStore
+    let inboxes: InboxStore
+    let rooms: RoomStore
+    let presence: PresenceStore
+    let bus: RelayBus
+    private let url: RedisURL
+    private let logger: Logger
+    private let subscriber = NIOLockedValueBox<RedisSubscriber?>(nil)
+    private let publishes = PublishBatcher()
+
+    /// Settings of the schema.
+    public struct Limits: Sendable {
+        /// Seconds a registration (and online presence) lives without a refresh.
+        public var registrationTTLSeconds = 30
+        /// Messages kept per inbox; beyond it the oldest are discarded.
+        public var inboxMaxMessages = 1000
+        /// Seconds a message may wait in an inbox.
+        public var inboxTTLSeconds = 7 * 24 * 3600
+        public init() {}
+    }
+
+    public init(url: RedisURL, limits: Limits = Limits(), logger: Logger) {
+        self.url = url
+        self.logger = logger
+        let redis = RedisClient(url: url, logger: logger)
+        self.redis = redis
+        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds)
+        self.credentials = CredentialStore(redis: redis)
+        self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
+        self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
+        self.presence = PresenceStore(redis: redis, onlineTTLSeconds: limits.registrationTTLSeconds)
+        self.bus = RelayBus(redis: redis)
+    }
+
+    public var roundTrips: Int { redis.roundTrips }
+
+    public func ping() async throws {
+        _ = try await redis.command(["PING"])
+    }
+
+    public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        let now = WallClock.millisecondsSinceEpoch()
+        switch request {
+        case .fetchVerifier(let user, _):
+            return credentials.verifier(of: user, on: eventLoop).map { .verifier($0) }
+        case .register(let registration, _):
+            return registry.register(user: registration.user, route: registration.route, session: registration.session, on: eventLoop).map { .done }
+        case .unregister(let user, let session):
+            return registry.unregister(user: user, session: session, on: eventLoop).map { .done }
+        case .moveRoute(let registration):
+            return registry.refresh([registration], on: eventLoop).map { .done }
+        case .refresh(let relayId, let description, let registrations):
+            let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
+            let refreshed = registry.refresh(registrations, on: eventLoop)
+            let present = presence.refresh(registrations.map(\.user), now: now, on: eventLoop)
+            return announced.and(refreshed).and(present).map { _ in .done }
+        case .withdraw(let relayId, let registrations):
+            return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .done }
+        case .lookup(let user):
+            return registry.lookup(user: user, on: eventLoop).map { .route($0.route, known: $0.known) }
+        case .publish(let relay, let delivery):
+            return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop).map { .listeners($0) }
+        case .announceMove(let move):
+            return bus.announce(move, on: eventLoop).map { _ in .done }
+        case .checkSession(let user, _):
+            return bus.session(of: user, on: eventLoop).map { .currentSession($0) }
+        case .storeInInbox(let user, let message):
+            let entry = InboxEntry(message: message, storedAt: now)
+            return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .inboxStored(entry, $0) }
+        case .loadInbox(let user):
+            return inboxes.load(user: user, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
+        case .removeFromInbox(let user, let entry):
+            return inboxes.remove(entry, for: user, on: eventLoop).map { .done }
+        case .room(let roomRequest):
+            return rooms.answer(roomRequest, on: eventLoop).map { .room($0) }
+        case .postToRoom(let room, let message):
+            return rooms.post(message, to: room, on: eventLoop).map { .roomPosted($0) }
+        case .countRoomDelivery(let copy):
+            return rooms.countDelivery(of: copy, to: copy.toUser, on: eventLoop).map { .deliveredCount($0) }
+        case .recordPresence(let user, let online):
+            return presence.record(user: user, online: online, now: now, on: eventLoop).map { .presenceRecorded(lastSeen: now, roomPeers: $0) }
+        case .who(let who):
+            return whoAnswer(who, on: eventLoop).map { .presence($0) }
+        }
+    }
+
+    /// The presence of the asked users, or of the room's members (nil: the asker is not one).
+    private func whoAnswer(_ request: WhoRequest, on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]?> {
+        let users: EventLoopFuture<[String]?> = request.room.map { rooms.members(of: $0, askedBy: request.user, on: eventLoop) }
+            ?? eventLoop.makeSucceededFuture(request.users)
+        return users.flatMap { [presence] users in
+            guard let users else { return eventLoop.makeSucceededFuture(nil) }
+            return presence.lookup(users, on: eventLoop).map { $0 }
+        }
+    }
+
+    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+        let ready = eventLoop.makePromise(of: Void.self)
+        let subscriber = RedisSubscriber(
+            url: url, channels: [RelayBus.deliveryChannel(relayId), RelayBus.movesChannel], logger: logger,
+            onSubscribed: {
+                eventLoop.execute { handler(.subscribed) }
+                ready.succeed()
+            },
+            onMessage: { channel, payload in
+                let event = Self.event(channel: channel, payload: payload)
+                eventLoop.execute { handler(event) }
+            })
+        self.subscriber.withLockedValue { $0 = subscriber }
+        subscriber.start()
+        return ready.futureResult
+    }
+
+    private static func event(channel: String, payload: [UInt8]) -> RelayStoreEvent {
+        guard channel == RelayBus.movesChannel else { return .delivery(ByteBuffer(bytes: payload)) }
+        guard let move = UserMove(encoded: String(decoding: payload, as: UTF8.self)) else { return .malformed("move announcement") }
+        return .move(move)
+    }
+
+    public func shutdown() async {
+        await subscriber.withLockedValue { $0 }?.stop()
+        await redis.shutdown()
+    }
+}
+
+/// Collects the publishes asked for in one event-loop turn and sends them in one pipeline.
+private final class PublishBatcher: Sendable {
+    private struct Pending {
+        var deliveries: [(relay: String, delivery: RelayDelivery)] = []
+        var promises: [EventLoopPromise<Int>] = []
+    }
+
+    private let pending = NIOLockedValueBox(Pending())
+
+    func publish(relay: String, _ delivery: RelayDelivery, via bus: RelayBus, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
+        let promise = eventLoop.makePromise(of: Int.self)
+        let first = pending.withLockedValue { pending in
+            pending.deliveries.append((relay, delivery))
+            pending.promises.append(promise)
+            return pending.promises.count == 1
+        }
+        if first { eventLoop.execute { self.flush(via: bus, on: eventLoop) } }
+        return promise.futureResult
+    }
+
+    private func flush(via bus: RelayBus, on eventLoop: EventLoop) {
+        let batch = pending.withLockedValue { pending in
+            defer { pending = Pending() }
+            return pending
+        }
+        guard !batch.promises.isEmpty else { return }
+        bus.publish(batch.deliveries, on: eventLoop).whenComplete { result in
+            switch result {
+            case .success(let listeners):
+                for (promise, count) in zip(batch.promises, listeners) { promise.succeed(count) }
+            case .failure(let error):
+                for promise in batch.promises { promise.fail(error) }
+            }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import NIOCore
+import SIMPCore
+
+/// Where a relay keeps what outlives a connection: credentials, registrations, inboxes, rooms,
+/// presence, and the channels between relays. `RedisRelayStore` is the production one;
+/// `InMemoryRelayStore` serves tests and the simulator. The relay asks only through
+/// `perform`, and every answer, failures included, goes back to its core.
+public protocol RelayStore: Sendable {
+    /// Carries out `request`; the future completes (on any loop) with the answer, or fails.
+    func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer>
+
+    /// Starts delivering what other relays send relay `relayId` (and every relay's moves) to
+    /// `handler`, called on `eventLoop` in order. The future succeeds once the subscription is
+    /// in place, so nothing published afterwards is missed.
+    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void>
+
+    /// Round trips made so far (for the relay's metrics).
+    var roundTrips: Int { get }
+
+    /// Checks that the store answers (before the relay starts listening).
+    func ping() async throws
+
+    /// Ends subscriptions and connections.
+    func shutdown() async
+}
+
+/// What the store hands a relay from other relays.
+public enum RelayStoreEvent: Sendable, Equatable {
+    /// A `RelayDelivery` envelope for one of this relay's users.
+    case delivery(ByteBuffer)
+    /// A user's session moved to another relay.
+    case move(UserMove)
+    /// Something arrived on a relay channel that is not a valid announcement.
+    case malformed(String)
+    /// The subscription is (again) in place; anything published while it was down was lost.
+    case subscribed
+}
