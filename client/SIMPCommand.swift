@@ -205,8 +205,7 @@ struct Listen: AsyncParsableCommand {
             client: client, count: count,
             format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
             printLine: { line in
-                print(line)
-                fflush(stdout)
+                FileHandle.standardOutput.write(Data((line + "\n").utf8))
             })
         // `--count` ends the listen service normally, which shuts the group down cleanly.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(

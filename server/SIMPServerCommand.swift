@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import NIOPosix
 import SIMPCore
@@ -15,7 +16,7 @@ import Glibc
 
 /// Writes one line to standard error.
 func printError(_ line: String) {
-    fputs(line + "\n", stderr)
+    FileHandle.standardError.write(Data((line + "\n").utf8))
 }
 
 @main

@@ -254,6 +254,7 @@ final class RelayEngine {
             let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
             noteAnswer(request, answer)
             handle { $0.storeAnswered(request, answer, now: .now(), into: &$1) }
+            metrics.sessions.record(core.connectedUsers)
             flushOutsideReads()
         }
     }
@@ -280,7 +281,6 @@ final class RelayEngine {
             metrics.redisErrors.increment()
             logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
         case (.register(let registration, _), .success):
-            metrics.sessions.record(core.connectedUsers + 1)
             logger.info("user connected", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
         case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
             counts.inboxStored += 1

@@ -110,7 +110,9 @@ public final class TestRelay: @unchecked Sendable {
 /// Polling helpers for conditions that become true asynchronously.
 public enum Eventually {
     /// Re-evaluates `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
-    public static func holds(within timeout: TimeAmount = .seconds(3), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    public static func holds(
+        within timeout: TimeAmount = .seconds(3), isolation: isolated (any Actor)? = #isolation, _ condition: () async throws -> Bool
+    ) async rethrows -> Bool {
         let deadline = NIODeadline.now() + timeout
         while NIODeadline.now() < deadline {
             if try await condition() { return true }

@@ -10,7 +10,7 @@ final class FuzzInputTests: XCTestCase {
         .appendingPathComponent("fuzz")
 
     /// The targets by folder name, with their per-input function.
-    static let targets: [(name: String, entry: (UnsafeRawBufferPointer) throws -> Void, seeds: [String: [UInt8]])] = [
+    static let targets: [(name: String, entry: @Sendable (UnsafeRawBufferPointer) throws -> Void, seeds: [String: [UInt8]])] = [
         ("datagram", FuzzEntry.datagram, SeedCorpus.datagrams),
         ("control", FuzzEntry.control, SeedCorpus.controlStreams),
     ]
