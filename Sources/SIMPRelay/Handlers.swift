@@ -12,7 +12,9 @@ final class ControlChannelHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         peer = context.remoteAddress
-        id = engine.connectionOpened(context.channel)
+        let id = engine.add(context.channel)
+        self.id = id
+        engine.connectionOpened(id, peer: context.remoteAddress)
         context.fireChannelActive()
     }
 
@@ -56,7 +58,7 @@ final class DatagramHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let now = burstStart ?? .now()
+        let now = burstStart ?? engine.now()
         burstStart = now
         let envelope = unwrapInboundIn(data)
         guard envelope.data.readableBytes <= maxDatagramSize else {

@@ -50,7 +50,14 @@ final class RelayEngine {
     /// Set while a read burst of datagrams is handled: the datagram handler flushes at its end.
     private var inDatagramBurst = false
 
-    init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics) {
+    /// The engine's clock (the event loop's time for an `EmbeddedEventLoop` in tests).
+    let now: () -> NIODeadline
+
+    init(
+        core: RelayCore, store: any RelayStore, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics,
+        clock: @escaping () -> NIODeadline = NIODeadline.now
+    ) {
+        self.now = clock
         self.core = core
         self.store = store
         self.eventLoop = eventLoop
@@ -78,14 +85,14 @@ final class RelayEngine {
 
     /// The sockets are bound: the core learns the UDP port and announces the relay.
     func listening(udpPort: Int, description: String) {
-        handle { $0.listening(udpPort: udpPort, description: description, now: .now(), into: &$1) }
+        handle { $0.listening(udpPort: udpPort, description: description, now: now(), into: &$1) }
     }
 
     /// Starts the graceful drain; the future completes when the core says it is over.
     func drain() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: Void.self)
         drained = promise
-        core.beginDrain(now: .now())
+        core.beginDrain(now: now())
         armTimer()
         return promise.futureResult
     }
@@ -117,12 +124,17 @@ final class RelayEngine {
 
     // MARK: Control connections
 
-    func connectionOpened(_ channel: Channel) -> ConnectionID {
+    /// Gives a new control channel its id; `connectionOpened` then lets the core decide about it
+    /// (apart, so the handler knows the id if the core closes the channel at once).
+    func add(_ channel: Channel) -> ConnectionID {
         let id = ConnectionID(nextConnection)
         nextConnection += 1
         connections[id] = channel
-        handle { $0.connectionOpened(id, peer: channel.remoteAddress, now: .now(), into: &$1) }
         return id
+    }
+
+    func connectionOpened(_ id: ConnectionID, peer: SocketAddress?) {
+        handle { $0.connectionOpened(id, peer: peer, now: now(), into: &$1) }
     }
 
     func connectionClosed(_ id: ConnectionID) {
@@ -135,9 +147,9 @@ final class RelayEngine {
         metrics.controlFramesReceived.increment()
         do {
             let message = try MessageCodec.decode(payload)
-            handle { $0.controlReceived(message, on: id, peer: peer, now: .now(), into: &$1) }
+            handle { $0.controlReceived(message, on: id, peer: peer, now: now(), into: &$1) }
         } catch {
-            handle { $0.malformedControl(on: id, detail: "\(error)", now: .now(), into: &$1) }
+            handle { $0.malformedControl(on: id, detail: "\(error)", now: now(), into: &$1) }
         }
     }
 
@@ -169,7 +181,7 @@ final class RelayEngine {
     /// A burst of datagrams read at `start` has been handled and its forwards flushed.
     func datagramBurstCompleted(startedAt start: NIODeadline) {
         inDatagramBurst = false
-        metrics.forwardLatency.recordNanoseconds((NIODeadline.now() - start).nanoseconds)
+        metrics.forwardLatency.recordNanoseconds((now() - start).nanoseconds)
         reportDatagramCounts()
     }
 
@@ -180,7 +192,7 @@ final class RelayEngine {
         switch event {
         case .delivery(let bytes):
             metrics.deliveriesReceived.increment()
-            handle { $0.relayDeliveryReceived(bytes, now: .now(), into: &$1) }
+            handle { $0.relayDeliveryReceived(bytes, now: now(), into: &$1) }
         case .move(let move):
             handle { $0.userMoved(move, into: &$1) }
         case .malformed(let what):
@@ -253,7 +265,7 @@ final class RelayEngine {
             guard !stopped else { return }
             let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
             noteAnswer(request, answer)
-            handle { $0.storeAnswered(request, answer, now: .now(), into: &$1) }
+            handle { $0.storeAnswered(request, answer, now: now(), into: &$1) }
             metrics.sessions.record(core.connectedUsers)
             flushOutsideReads()
         }
@@ -322,7 +334,7 @@ final class RelayEngine {
         timer = eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             timer = nil
             timerDeadline = nil
-            handle { $0.tick(now: .now(), into: &$1) }
+            handle { $0.tick(now: now(), into: &$1) }
             flushOutsideReads()
         }
     }

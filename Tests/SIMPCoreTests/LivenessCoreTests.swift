@@ -23,21 +23,21 @@ final class HeartbeatTests: XCTestCase {
         XCTAssertEqual(beat.poll(now: t0 + .seconds(29)), .peerDead)
     }
 
-    func testTableReportsPingsAndDeathsAndForgetsTheDead() {
-        var table = HeartbeatTable(policy: policy)
+    func testConnectionTableReportsPingsAndDeaths() {
+        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10, heartbeat: policy)
         let quiet = ConnectionID(1), chatty = ConnectionID(2)
-        table.opened(quiet, now: t0)
-        table.opened(chatty, now: t0)
+        XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0))
+        XCTAssertNil(table.open(chatty, host: "10.0.0.1", now: t0))
 
-        let first = table.poll(now: t0 + .seconds(5))
-        XCTAssertEqual(Set(first.ping), [quiet, chatty])
+        let first = table.pollHeartbeats(now: t0 + .seconds(5))
+        XCTAssertEqual(first.ping, [quiet, chatty])
         table.heard(chatty, now: t0 + .seconds(12))
-        let later = table.poll(now: t0 + .seconds(15))
+        let later = table.pollHeartbeats(now: t0 + .seconds(15))
 
         XCTAssertEqual(later.dead, [quiet])
+        XCTAssertEqual(table.close(quiet), .awaitingLogin)
         XCTAssertEqual(table.count, 1)
-        table.closed(chatty)
-        XCTAssertEqual(table.count, 0)
+        XCTAssertNil(table.close(quiet), "closed once")
     }
 }
 

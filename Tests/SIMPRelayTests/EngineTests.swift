@@ -1,0 +1,115 @@
+import NIOCore
+import NIOEmbedded
+import SIMPCore
+@testable import SIMPRelay
+import XCTest
+
+/// The relay's engine and handlers with the in-memory store, on an embedded event loop: the
+/// paths where a real Redis adds nothing.
+final class EngineTests: XCTestCase {
+    func testADatagramIsResealedForItsRecipientAndTheReceiptGoesBackToTheSender() throws {
+        let relay = try EmbeddedRelay()
+        try relay.connect("alice", port: 40_000)
+        try relay.connect("bob", port: 41_000)
+        let message = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: "hi")
+
+        try relay.sendDatagram(message)
+
+        let delivered = try XCTUnwrap(relay.readDatagram())
+        XCTAssertEqual(delivered.user, "bob")
+        XCTAssertEqual(delivered.message, message)
+        try relay.send(message.receipt(holdMicros: 10), on: relay.control(of: "bob"))
+        var expected = message.receipt(holdMicros: 10)
+        expected.fromUser = "bob"
+        XCTAssertEqual(try relay.read(from: relay.control(of: "alice")), expected)
+        XCTAssertEqual(relay.engine.statistics.datagramsForwarded, 1)
+        XCTAssertEqual(relay.engine.statistics.receiptsRouted, 1)
+    }
+
+    func testAMessageForAnOfflineUserIsStoredThenDeliveredWhenTheUserComes() throws {
+        let relay = try EmbeddedRelay()
+        try relay.connect("alice", port: 40_000)
+        relay.store.addUser("bob", verifier: .make(password: "pw", iterations: PasswordVerifier.minimumIterations))
+        let message = SIMPMessage(kind: .text, messageId: 7, fromUser: "alice", toUser: "bob", content: "later")
+
+        try relay.sendDatagram(message)
+
+        let stored = try XCTUnwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .receipt)
+        XCTAssertEqual(stored.status, .stored)
+        XCTAssertEqual(relay.store.inbox(of: "bob").map(\.message), [message])
+        try relay.connect("bob", port: 41_000)
+        relay.loop.run()
+        XCTAssertEqual(try relay.readDatagram()?.message.content, "later")
+    }
+
+    func testAStoreThatIsDownRefusesTheRegistrationWithAClearError() throws {
+        let relay = try EmbeddedRelay()
+        relay.store.isAvailable = false
+        let control = try relay.open(port: 40_000)
+        var connect = SIMPMessage(kind: .connect, fromUser: "alice")
+        connect.udpPort = 40_001
+
+        try relay.send(connect, on: control)
+
+        let error = try XCTUnwrapFrame(relay.read(from: control), kind: .error)
+        XCTAssertEqual(error.errorCode, .internal)
+        XCTAssertEqual(error.errorText, "registry unavailable, try again")
+        XCTAssertEqual(relay.engine.statistics.connectedUsers, 0)
+    }
+
+    func testASilentClientIsPingedThenDroppedAndCountedOnce() throws {
+        let relay = try EmbeddedRelay { $0.heartbeat = HeartbeatPolicy(interval: .seconds(1), missLimit: 3) }
+        try relay.connect("alice", port: 40_000)
+        let control = relay.control(of: "alice")
+
+        relay.advance(by: .milliseconds(1_100))
+        XCTAssertEqual(try relay.read(from: control)?.kind, .ping)
+        relay.advance(by: .seconds(3))
+
+        XCTAssertFalse(control.isActive, "closed by the relay")
+        XCTAssertNil(relay.store.registration(of: "alice"), "its registration is withdrawn")
+        relay.advance(by: .seconds(5))
+        XCTAssertEqual(relay.engine.statistics.rejected[.heartbeatTimeout], 1)
+    }
+
+    func testADrainEndsWhenNoClientIsLeftAndShutdownWithdrawsEveryRegistration() throws {
+        let relay = try EmbeddedRelay()
+        try relay.connect("alice", port: 40_000)
+        XCTAssertNotNil(relay.store.registration(of: "alice"))
+        var drained = false
+        relay.engine.drain().whenSuccess { drained = true }
+        relay.advance(by: .milliseconds(100))
+        XCTAssertFalse(drained, "a client is still connected and receipts may come")
+
+        relay.advance(by: .milliseconds(500))
+        XCTAssertTrue(drained, "no receipt for the quiet period")
+        _ = relay.engine.shutDown()
+        relay.loop.run()
+        XCTAssertNil(relay.store.registration(of: "alice"))
+        XCTAssertFalse(relay.control(of: "alice").isActive)
+    }
+}
+
+/// Connections the relay refuses are forgotten at once: they never count as silent later, and
+/// never lock their address out.
+final class RefusedConnectionTests: XCTestCase {
+    func testARefusedConnectionIsForgottenAndItsAddressCanComeBack() throws {
+        let relay = try EmbeddedRelay {
+            $0.maxConnectionsPerHost = 1
+            $0.heartbeat = HeartbeatPolicy(interval: .seconds(1), missLimit: 2)
+        }
+        let first = try relay.open(port: 40_000)
+        let refused = try relay.open(port: 40_002)
+        XCTAssertEqual(try relay.read(from: refused)?.errorCode, .rateLimited)
+        XCTAssertFalse(refused.isActive)
+        _ = try first.close().wait()
+        relay.loop.run()
+
+        let again = try relay.open(port: 40_004)
+        XCTAssertTrue(again.isActive, "the address is not locked out")
+        XCTAssertNil(try relay.read(from: again))
+        relay.advance(by: .seconds(3))
+        XCTAssertEqual(relay.engine.statistics.rejected[.connectionRateLimited], 1)
+        XCTAssertEqual(relay.engine.statistics.rejected[.heartbeatTimeout], 1, "only the connection that was accepted and went silent")
+    }
+}
