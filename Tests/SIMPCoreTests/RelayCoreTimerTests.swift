@@ -74,7 +74,23 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(300) + quiet)
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(300) + quiet - .nanoseconds(1)), [])
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(300) + quiet), [.drained])
-        XCTAssertEqual(relay.tick(now: t0 + .seconds(10)), [], "drained once")
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [], "drained once")
+    }
+
+    func testReceiptsFromOtherRelaysAndStoredReceiptsKeepTheDrainOpen() {
+        var relay = DevRelay()
+        relay.connect("alice", on: c1, port: 5001)
+        relay.core.beginDrain(now: t0)
+        let quiet = relay.core.configuration.drainQuietPeriod
+        let receipt = SIMPMessage(kind: .receipt, messageId: 3, fromUser: "dave", toUser: "alice")
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(receipt)), now: t0 + .milliseconds(400)), [.send(c1, receipt)])
+        XCTAssertEqual(relay.tick(now: t0 + quiet), [], "a receipt from another relay was routed 100 ms ago")
+        let entry = InboxEntry(message: textMessage(4, from: "alice", to: "erin"), storedAt: 1)
+        XCTAssertEqual(relay.answer(.storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
+                                    now: t0 + .milliseconds(800)),
+                       [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])
     }
 
     func testTheDrainEndsAtOnceWithoutConnectionsAndAtItsTimeoutOtherwise() {
