@@ -113,6 +113,19 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.closed(c2), [.store(.unregister(user: "alice", session: "r1/2")), .store(.recordPresence(user: "alice", online: false))])
     }
 
+    func testAConnectionClosedWhileRegisteringUnregistersAndTheLateAnswerIsIgnored() {
+        var relay = DevRelay()
+        _ = relay.open(c1, peer: alicePeer)
+        let register = StoreRequest.register(relay.registration("alice", on: c1, port: 5555, peer: alicePeer), connection: c1)
+        XCTAssertEqual(relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer), [.store(register)])
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .who, messageId: 2), on: c1, peer: alicePeer),
+                       [.reject(.notConnected, detail: "\(SIMPMessage.Kind.who) on c1"),
+                        .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 2))], "not before CONNECTED")
+        XCTAssertEqual(relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertEqual(relay.answer(register, .success(.done)), [], "closed meanwhile")
+        XCTAssertFalse(relay.core.isConnected("alice"))
+    }
+
     // MARK: Datagrams
 
     func testDatagramToLocalUserIsResealedForTheRecipient() throws {
@@ -179,6 +192,14 @@ final class RelayCoreTests: XCTestCase {
         let failed = RelayAction.reject(.registryUnavailable, detail: "registry lookup for dave failed")
         XCTAssertEqual(relay.answer(.lookup(user: "dave"), .failure(StoreFailure("down"))), [failed, failed])
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))], "nothing cached")
+    }
+
+    func testPayloadsWaitingForALookupGoToTheRecipientWhoConnectedHereMeanwhile() {
+        var relay = relay()
+        let message = textMessage(1, from: "alice", to: "bob")
+        XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
+        relay.connect("bob", on: c2, port: 6666, peer: bobPeer)
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))), [relay.delivery(message, to: "bob")])
     }
 
     func testUnsealedDatagramIsRejected() {
