@@ -86,6 +86,14 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "dave")), [.store(.lookup(user: "dave"))])
     }
 
+    func testANewDeliverySubscriptionDropsEveryCachedRoute() {
+        var relay = relayWithBob()
+        _ = relay.send(textMessage(1, from: "bob", to: "alice"))
+        _ = onR2("alice", &relay)
+        relay.core.deliveryChannelSubscribed()
+        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))], "moves may have been missed")
+    }
+
     func testLocalUserWhoMovedElsewhereIsCheckedThenClosed() {
         var relay = relayWithBob()
         XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r1"), into: &$1) }, [], "own announcements are ignored")

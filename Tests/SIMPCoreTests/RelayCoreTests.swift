@@ -202,6 +202,15 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))), [relay.delivery(message, to: "bob")])
     }
 
+    func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(SIMPMessage(kind: .hello, fromUser: "alice")),
+                       [relay.reply(SIMPMessage(kind: .hello, toUser: "alice"), to: "alice", at: address("127.0.0.1", 5555))])
+        var forger = DatagramSealer(keys: SessionKeys(sessionId: relay.clients["alice"]!.keys.sessionId, secret: [UInt8](repeating: 0, count: 32)), direction: .uplink)
+        XCTAssertEqual(relay.datagram(forger.seal(SIMPMessage(kind: .hello, fromUser: "alice")), from: alicePeer),
+                       [.reject(.badMAC, detail: "session of alice from \(alicePeer)")])
+    }
+
     func testUnsealedDatagramIsRejected() {
         var relay = DevRelay()
         XCTAssertEqual(relay.datagram(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer),
