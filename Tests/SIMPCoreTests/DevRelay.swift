@@ -2,44 +2,172 @@ import NIOCore
 import SIMPCore
 import XCTest
 
-/// A development-mode `RelayCore` (CONNECT without login, the session secret in CONNECTED)
-/// and, for each connected user, what its client holds: address and session keys. Lets core
-/// tests send sealed datagrams and read what the relay seals for a user.
+/// The relay-core test helpers: a `RelayCore` with seeded entropy (so every output is
+/// deterministic) and, for each connected user, what its client holds: its connection, its
+/// datagram address and its session keys.
+///
+/// Every entry point returns the actions the core appended, so tests compare whole outputs
+/// (`XCTAssertEqual(actions, [...])`). Datagrams the relay seals for a user are either opened
+/// with the user's keys (`open`, `delivered`) or expected whole (`delivery`): sealing is
+/// deterministic, so the expected bytes are built with the user's keys, in the order the relay
+/// seals them.
+///
+/// By default the relay is in development mode (CONNECT without login, the session secret in
+/// CONNECTED); `configure` may switch login on.
 struct DevRelay {
-    var core: RelayCore
-    private(set) var clients: [String: (address: SocketAddress, sealer: DatagramSealer, opener: DatagramOpener)] = [:]
+    /// The time every test starts at.
+    static let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
 
-    init(relayId: String = "r1", udpPort: Int = 7000, configure: (inout RelayCore.Configuration) -> Void = { _ in }) {
+    /// What a connected user's client holds.
+    struct Client {
+        var connection: ConnectionID
+        /// Where the user's datagrams come from (its registered route).
+        var address: SocketAddress
+        var keys: SessionKeys
+        /// The session secret CONNECTED carried.
+        var secret: [UInt8]
+        /// Seals the client's datagrams.
+        var sealer: DatagramSealer
+        /// Opens what the relay sealed for the client.
+        var opener: DatagramOpener
+        /// Builds the relay's next datagrams for the client, to expect them whole.
+        var expected: DatagramSealer
+    }
+
+    var core: RelayCore
+    private(set) var clients: [String: Client] = [:]
+
+    init(relayId: String = "r1", udpPort: Int = 7000, seed: UInt64 = 1, now: NIODeadline = DevRelay.t0,
+         configure: (inout RelayCore.Configuration) -> Void = { _ in }) {
         var configuration = RelayCore.Configuration(relayId: relayId, udpPort: udpPort)
         configuration.requireLogin = false
         configure(&configuration)
-        core = RelayCore(configuration: configuration)
+        core = RelayCore(configuration: configuration, entropy: .seeded(seed), now: now)
     }
 
-    /// Opens `connection`, connects `user` with UDP port `port` and completes the registration;
-    /// returns the actions of the completion.
-    @discardableResult
-    mutating func connect(_ user: String, on connection: ConnectionID, port: Int, now: NIODeadline) -> [RelayCore.Action] {
-        core.connectionOpened(connection, now: now)
-        var connect = SIMPMessage(kind: .connect, fromUser: user)
-        connect.udpPort = UInt32(port)
-        let peer = try! SocketAddress(ipAddress: "127.0.0.1", port: 40_000 + Int(connection.rawValue))
-        _ = core.controlReceived(connect, on: connection, peer: peer, now: now)
-        let actions = core.registrationCompleted(connection, succeeded: true)
-        for case .send(_, let connected) in actions where connected.kind == .connected {
-            let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
-            var address = peer
-            address.port = port
-            clients[user] = (address, DatagramSealer(keys: keys, direction: .uplink), DatagramOpener(keys: keys, direction: .downlink))
-        }
+    // MARK: Driving the core
+
+    /// Runs one core entry point and returns what it appended.
+    mutating func run(_ body: (inout RelayCore, inout [RelayAction]) -> Void) -> [RelayAction] {
+        var actions: [RelayAction] = []
+        body(&core, &actions)
         return actions
     }
 
-    /// `message` as a datagram sealed by its `fromUser`'s client, from that client's address.
-    mutating func send(_ message: SIMPMessage, now: NIODeadline) -> [RelayCore.Action] {
-        let user = message.fromUser
-        let sealed = clients[user]!.sealer.seal(message)
-        return core.datagramReceived(sealed, from: clients[user]!.address, now: now)
+    /// The control connection `connection`'s peer (unless a test names another).
+    static func peer(of connection: ConnectionID) -> SocketAddress {
+        try! SocketAddress(ipAddress: "127.0.0.1", port: 40_000 + Int(connection.rawValue))
+    }
+
+    mutating func open(_ connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.connectionOpened(connection, peer: peer ?? Self.peer(of: connection), now: now, into: &$1) }
+    }
+
+    mutating func control(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.controlReceived(message, on: connection, peer: peer ?? Self.peer(of: connection), now: now, into: &$1) }
+    }
+
+    mutating func closed(_ connection: ConnectionID) -> [RelayAction] {
+        run { $0.connectionClosed(connection, into: &$1) }
+    }
+
+    /// Answers a store request the core made.
+    mutating func answer(_ request: StoreRequest, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.storeAnswered(request, result, now: now, into: &$1) }
+    }
+
+    mutating func tick(now: NIODeadline) -> [RelayAction] {
+        run { $0.tick(now: now, into: &$1) }
+    }
+
+    mutating func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
+    }
+
+    mutating func relayDelivery(_ delivery: RelayDelivery, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.relayDeliveryReceived(delivery.encoded(), now: now, into: &$1) }
+    }
+
+    // MARK: Users
+
+    /// A CONNECT for `user` announcing UDP port `udpPort`.
+    static func connectMessage(_ user: String, udpPort: Int) -> SIMPMessage {
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = UInt32(udpPort)
+        return connect
+    }
+
+    /// The registration the relay writes for `user` connecting on `connection` from `peer`'s
+    /// IP with UDP port `port`.
+    func registration(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil) -> Registration {
+        var address = peer ?? Self.peer(of: connection)
+        address.port = port
+        let relayId = core.configuration.relayId
+        return Registration(user: user, route: Route(address: address, relayId: relayId), session: "\(relayId)/\(connection.rawValue)")
+    }
+
+    /// Opens `connection`, sends CONNECT for `user` with UDP port `port`, and completes the
+    /// registration; keeps the session keys from CONNECTED as the client would. Returns the
+    /// actions of the completion.
+    @discardableResult
+    mutating func connect(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+        _ = open(connection, peer: peer, now: now)
+        let registering = control(Self.connectMessage(user, udpPort: port), on: connection, peer: peer, now: now)
+        XCTAssertEqual(registering.last, .store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection)),
+                       "CONNECT registers \(user)")
+        return complete(user, on: connection, port: port, peer: peer, now: now)
+    }
+
+    /// The store wrote the registration of `user`'s CONNECT on `connection`; keeps the session
+    /// keys from CONNECTED as the client would. Returns the actions of the completion.
+    @discardableResult
+    mutating func complete(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+        let register = StoreRequest.register(registration(user, on: connection, port: port, peer: peer), connection: connection)
+        let actions = answer(register, .success(.done), now: now)
+        guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
+            XCTFail("no CONNECTED for \(user): \(actions)")
+            return actions
+        }
+        let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
+        clients[user] = Client(
+            connection: connection, address: register.registration!.route.address, keys: keys, secret: connected.sessionSecret,
+            sealer: DatagramSealer(keys: keys, direction: .uplink), opener: DatagramOpener(keys: keys, direction: .downlink),
+            expected: DatagramSealer(keys: keys, direction: .downlink))
+        return actions
+    }
+
+    /// The CONNECTED `user`'s client received (with the session keys it holds).
+    func connected(_ user: String) -> SIMPMessage {
+        var connected = SIMPMessage(kind: .connected, toUser: user)
+        connected.udpPort = UInt32(core.configuration.udpPort)
+        connected.relayId = core.configuration.relayId
+        connected.sessionId = clients[user]!.keys.sessionId
+        connected.sessionSecret = clients[user]!.secret
+        return connected
+    }
+
+    /// What a development relay does once the store has `user`'s registration.
+    func registeredActions(_ user: String) -> [RelayAction] {
+        [.send(clients[user]!.connection, connected(user)),
+         .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
+         .store(.loadInbox(user: user)), .store(.recordPresence(user: user, online: true))]
+    }
+
+    /// `user`'s control connection.
+    func connection(of user: String) -> ConnectionID { clients[user]!.connection }
+
+    // MARK: Datagrams
+
+    /// `message` sealed by its `fromUser`'s client.
+    mutating func sealed(_ message: SIMPMessage) -> ByteBuffer {
+        clients[message.fromUser]!.sealer.seal(message)
+    }
+
+    /// `message` as a datagram sealed by its `fromUser`'s client, from that client's address
+    /// (or `source`).
+    mutating func send(_ message: SIMPMessage, from source: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+        let bytes = sealed(message)
+        return datagram(bytes, from: source ?? clients[message.fromUser]!.address, now: now)
     }
 
     /// What `user`'s client reads from a datagram the relay sealed for it.
@@ -48,11 +176,55 @@ struct DevRelay {
     }
 
     /// The messages of the `.deliver` actions for `user` in `actions`, opened.
-    mutating func delivered(to user: String, in actions: [RelayCore.Action]) throws -> [SIMPMessage] {
+    mutating func delivered(to user: String, in actions: [RelayAction]) throws -> [SIMPMessage] {
         var messages: [SIMPMessage] = []
         for case .deliver(let recipient, let bytes, _) in actions where recipient == user {
             messages.append(try open(bytes, as: user))
         }
         return messages
     }
+
+    /// The relay's next datagram for `user`, carrying `message`, to the user's address.
+    mutating func delivery(_ message: SIMPMessage, to user: String) -> RelayAction {
+        delivery(payload: MessageCodec.encode(message), to: user)
+    }
+
+    /// The relay's next datagram for `user`, carrying encoded `payload`.
+    mutating func delivery(payload: ByteBuffer, to user: String) -> RelayAction {
+        .deliver(user: user, clients[user]!.expected.seal(payload: payload), to: clients[user]!.address)
+    }
+
+    /// The relay's next datagram for `user`, as a reply (HELLO) to `source`.
+    mutating func reply(_ message: SIMPMessage, to user: String, at source: SocketAddress) -> RelayAction {
+        .reply(clients[user]!.expected.seal(message), to: source)
+    }
+
+    /// `user` now sends from `address` (its route moved).
+    mutating func move(_ user: String, to address: SocketAddress) {
+        clients[user]!.address = address
+    }
+}
+
+extension StoreRequest {
+    /// The registration of a `.register` request.
+    var registration: Registration? {
+        if case .register(let registration, _) = self { return registration }
+        return nil
+    }
+}
+
+/// A text message, as tests send them.
+func textMessage(_ id: UInt64, from: String, to: String) -> SIMPMessage {
+    SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)")
+}
+
+/// An address.
+func address(_ ip: String, _ port: Int) -> SocketAddress { try! SocketAddress(ipAddress: ip, port: port) }
+
+/// A receipt of message `id` from `from` (the receiver) to `to` (the sender) with `status`, as
+/// the relay writes it for stored messages (not an RTT sample: attempt 0).
+func statusReceipt(_ id: UInt64, from: String, to: String, _ status: SIMPMessage.DeliveryStatus) -> SIMPMessage {
+    var receipt = SIMPMessage(kind: .receipt, messageId: id, fromUser: from, toUser: to)
+    receipt.status = status
+    return receipt
 }

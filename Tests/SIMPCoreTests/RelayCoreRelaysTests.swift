@@ -2,122 +2,116 @@ import NIOCore
 import SIMPCore
 import XCTest
 
-/// RelayCore with other relays on the same Redis: deliveries through pub/sub, moves.
+/// RelayCore with other relays on the same store: deliveries handed over, moves.
 final class RelayCoreRelaysTests: XCTestCase {
-    private let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
-    private let c1 = ConnectionID(1), c2 = ConnectionID(2)
-    private let bobAddress = try! SocketAddress(ipAddress: "127.0.0.1", port: 5555)
-    private let elsewhere = try! SocketAddress(ipAddress: "127.0.0.7", port: 7777)
+    private let c1 = ConnectionID(1)
+    private let elsewhere = address("127.0.0.7", 7777)
 
-    /// bob's client: seals his datagrams, opens what the relay seals for him.
-    private var bobSealer: DatagramSealer!
-    private var bobOpener: DatagramOpener!
-
-    /// A development-mode relay "r1" with bob connected on c1.
-    private func coreWithBob() throws -> RelayCore {
-        var configuration = RelayCore.Configuration(relayId: "r1", udpPort: 7000)
-        configuration.requireLogin = false
-        var core = RelayCore(configuration: configuration)
-        core.connectionOpened(c1, now: t0)
-        var connect = SIMPMessage(kind: .connect, fromUser: "bob")
-        connect.udpPort = 5555
-        _ = core.controlReceived(connect, on: c1, peer: try SocketAddress(ipAddress: "127.0.0.1", port: 40_000), now: t0)
-        let connected = try XCTUnwrap(core.registrationCompleted(c1, succeeded: true).compactMap(sent).first?.message)
-        let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
-        bobSealer = DatagramSealer(keys: keys, direction: .uplink)
-        bobOpener = DatagramOpener(keys: keys, direction: .downlink)
-        return core
+    /// A development-mode relay "r1" with bob connected on c1 (UDP 5555).
+    private func relayWithBob() -> DevRelay {
+        var relay = DevRelay()
+        relay.connect("bob", on: c1, port: 5555)
+        return relay
     }
 
     /// An encoded message: what another relay hands over after checking it.
     private func payload(_ id: UInt64, from: String = "bob", to: String) -> ByteBuffer {
-        MessageCodec.encode(SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)"))
+        MessageCodec.encode(textMessage(id, from: from, to: to))
     }
 
-    /// bob's datagram to `to`, sealed, arriving from bob's address.
-    private func fromBob(_ core: inout RelayCore, _ id: UInt64, to: String) -> [RelayCore.Action] {
-        core.datagramReceived(bobSealer.seal(payload: payload(id, to: to)), from: bobAddress, now: t0)
+    /// `user`'s route on relay r2, as the store answers it.
+    private func onR2(_ user: String, _ relay: inout DevRelay) -> [RelayAction] {
+        relay.answer(.lookup(user: user), .success(.route(Route(address: elsewhere, relayId: "r2"), known: true)))
     }
 
-    func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() throws {
-        var core = try coreWithBob()
+    func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() {
+        var relay = relayWithBob()
         let bytes = payload(1, from: "alice", to: "bob")
-        let actions = core.relayDeliveryReceived(RelayDelivery(user: "bob", payload: .datagram(bytes)).encoded())
-        guard actions.count == 1, case .deliver(let user, let delivered, let address) = actions[0] else { return XCTFail("\(actions)") }
-        XCTAssertEqual(user, "bob")
-        XCTAssertEqual(try bobOpener.open(delivered).payload, bytes, "sealed for bob by the relay that holds him")
-        XCTAssertEqual(address, bobAddress)
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(bytes))), [relay.delivery(payload: bytes, to: "bob")],
+                       "sealed for bob by the relay that holds him, to bob's address")
     }
 
-    func testReceiptFromAnotherRelayGoesDownTheUsersControlConnection() throws {
-        var core = try coreWithBob()
+    func testReceiptFromAnotherRelayGoesDownTheUsersControlConnection() {
+        var relay = relayWithBob()
         let receipt = SIMPMessage(kind: .receipt, messageId: 9, fromUser: "alice", toUser: "bob")
-        let actions = core.relayDeliveryReceived(RelayDelivery(user: "bob", payload: .control(receipt)))
-        XCTAssertEqual(actions.compactMap(sent).map(\.connection), [c1])
-        XCTAssertEqual(actions.compactMap(sent).first?.message, receipt)
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "bob", payload: .control(receipt))), [.send(c1, receipt)])
     }
 
-    func testDeliveryForAUserWhoIsNotHereIsCountedAndBadBytesToo() throws {
-        var core = try coreWithBob()
-        let missing = core.relayDeliveryReceived(RelayDelivery(user: "carol", payload: .datagram(payload(1, to: "carol"))))
-        XCTAssertEqual(missing.compactMap(rejected), [.recipientNotHere])
-        XCTAssertEqual(core.relayDeliveryReceived(ByteBuffer(bytes: [0x44, 0, 0, 0])).compactMap(rejected), [.badRelayDelivery])
-        XCTAssertEqual(core.relayDeliveryReceived(ByteBuffer(bytes: [0x58, 0, 0, 1, 0x61])).compactMap(rejected), [.badRelayDelivery])
-    }
-
-    func testReceiptForASenderOnAnotherRelayIsLookedUpThenPublished() throws {
-        var core = try coreWithBob()
-        let receipt = SIMPMessage(kind: .receipt, messageId: 3, toUser: "alice")
-        XCTAssertEqual(core.controlReceived(receipt, on: c1, peer: bobAddress, now: t0).compactMap(lookedUp), ["alice"])
-        let actions = core.lookupCompleted(user: "alice", route: Route(address: elsewhere, relayId: "r2"), known: true, now: t0)
-        let publish = try XCTUnwrap(actions.compactMap(published).first)
-        XCTAssertEqual(publish.relay, "r2")
-        guard case .control(let routed) = publish.delivery.payload else { return XCTFail("\(publish.delivery)") }
-        XCTAssertEqual(routed.fromUser, "bob", "the relay vouches for the receipt's sender")
-        XCTAssertEqual(routed.messageId, 3)
-        // Cached now: the next receipt goes straight out.
-        let next = core.controlReceived(SIMPMessage(kind: .receipt, messageId: 4, toUser: "alice"), on: c1, peer: bobAddress, now: t0)
-        XCTAssertEqual(next.compactMap(published).map(\.relay), ["r2"])
-    }
-
-    func testMoveAnnouncementDropsTheCachedRoute() throws {
-        var core = try coreWithBob()
-        _ = fromBob(&core, 1, to: "alice")
-        _ = core.lookupCompleted(user: "alice", route: Route(address: elsewhere, relayId: "r2"), known: true, now: t0)
-        XCTAssertEqual(fromBob(&core, 2, to: "alice").compactMap(published).map(\.relay), ["r2"])
-        XCTAssertTrue(core.userMoved(UserMove(user: "alice", relayId: "r3")).isEmpty)
-        XCTAssertEqual(fromBob(&core, 3, to: "alice").compactMap(lookedUp), ["alice"])
-    }
-
-    func testUnheardPublishForgetsEveryRouteThroughThatRelay() throws {
-        var core = try coreWithBob()
-        for user in ["alice", "dave"] {
-            _ = fromBob(&core, 1, to: user)
-            _ = core.lookupCompleted(user: user, route: Route(address: elsewhere, relayId: "r2"), known: true, now: t0)
+    func testDeliveryForAUserWhoIsNotHereIsCountedAndBadBytesToo() {
+        var relay = relayWithBob()
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "carol", payload: .datagram(payload(1, to: "carol")))),
+                       [.reject(.recipientNotHere, detail: "delivery for carol, who has no session on r1")])
+        for bad in [ByteBuffer(bytes: [0x44, 0, 0, 0]), ByteBuffer(bytes: [0x58, 0, 0, 1, 0x61])] {
+            XCTAssertThrowsError(try RelayDelivery.decode(bad)) { error in
+                XCTAssertEqual(relay.run { $0.relayDeliveryReceived(bad, now: DevRelay.t0, into: &$1) },
+                               [.reject(.badRelayDelivery, detail: "\(error)")])
+            }
         }
-        XCTAssertEqual(core.deliveryUnheard(relay: "r2", user: "alice").compactMap(rejected), [.relayUnreachable])
-        XCTAssertEqual(fromBob(&core, 2, to: "dave").compactMap(lookedUp), ["dave"])
     }
 
-    func testLocalUserWhoMovedElsewhereIsCheckedThenClosed() throws {
-        var core = try coreWithBob()
-        XCTAssertTrue(core.userMoved(UserMove(user: "bob", relayId: "r1")).isEmpty, "own announcements are ignored")
-        let check = core.userMoved(UserMove(user: "bob", relayId: "r2"))
-        guard check.count == 1, case .checkSession(let user, let session) = check[0] else { return XCTFail("\(check)") }
-        XCTAssertEqual(user, "bob")
-        let actions = core.sessionSuperseded(user: user, session: session)
-        XCTAssertEqual(actions.compactMap(sent).first?.message.errorCode, .alreadyConnected)
-        XCTAssertEqual(actions.compactMap(closed), [c1])
-        XCTAssertFalse(core.isConnected("bob"))
-        XCTAssertTrue(core.connectionClosed(c1).isEmpty, "Redis already names the new session")
-        XCTAssertTrue(core.sessionSuperseded(user: "bob", session: session).isEmpty)
+    func testReceiptForASenderOnAnotherRelayIsLookedUpThenPublished() {
+        var relay = relayWithBob()
+        func published(_ id: UInt64) -> RelayAction {
+            // The relay vouches for the receipt's sender.
+            .store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .control(SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")))))
+        }
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .receipt, messageId: 3, toUser: "alice"), on: c1), [.store(.lookup(user: "alice"))])
+        XCTAssertEqual(onR2("alice", &relay), [published(3)])
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .receipt, messageId: 4, toUser: "alice"), on: c1), [published(4)],
+                       "cached now: the next receipt goes straight out")
     }
 
-    func testRouteLeftBehindByThisRelayMeansOffline() throws {
-        var core = try coreWithBob()
-        _ = fromBob(&core, 1, to: "alice")
-        let actions = core.lookupCompleted(user: "alice", route: Route(address: elsewhere, relayId: "r1"), known: true, now: t0)
-        guard case .storeInInbox("alice", _)? = actions.first else { return XCTFail("offline, so stored: \(actions)") }
+    func testMoveAnnouncementDropsTheCachedRoute() {
+        var relay = relayWithBob()
+        XCTAssertEqual(relay.send(textMessage(1, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
+        XCTAssertEqual(onR2("alice", &relay), [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))))])
+        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "alice")),
+                       [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(2, to: "alice")))))])
+        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "alice", relayId: "r3"), into: &$1) }, [])
+        XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
+    }
+
+    func testUnheardPublishForgetsEveryRouteThroughThatRelay() {
+        var relay = relayWithBob()
+        for user in ["alice", "dave"] {
+            _ = relay.send(textMessage(1, from: "bob", to: user))
+            _ = onR2(user, &relay)
+        }
+        let delivery = RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))
+        XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery), .success(.listeners(1))), [], "heard: nothing to do")
+        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "dave")),
+                       [.store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(payload(2, to: "dave")))))])
+        XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery), .success(.listeners(0))),
+                       [.reject(.relayUnreachable, detail: "delivery for alice via r2: no relay listening")])
+        XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "dave")), [.store(.lookup(user: "dave"))])
+    }
+
+    func testANewDeliverySubscriptionDropsEveryCachedRoute() {
+        var relay = relayWithBob()
+        _ = relay.send(textMessage(1, from: "bob", to: "alice"))
+        _ = onR2("alice", &relay)
+        relay.core.deliveryChannelSubscribed()
+        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))], "moves may have been missed")
+    }
+
+    func testLocalUserWhoMovedElsewhereIsCheckedThenClosed() {
+        var relay = relayWithBob()
+        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r1"), into: &$1) }, [], "own announcements are ignored")
+        let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
+        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check)])
+        XCTAssertEqual(relay.answer(check, .success(.currentSession("r1/1"))), [], "the store still names this session")
+        XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))),
+                       [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])
+        XCTAssertFalse(relay.core.isConnected("bob"))
+        XCTAssertEqual(relay.closed(c1), [], "the store already names the new session")
+        XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))), [])
+    }
+
+    func testRouteLeftBehindByThisRelayMeansOffline() {
+        var relay = relayWithBob()
+        _ = relay.send(textMessage(1, from: "bob", to: "alice"))
+        XCTAssertEqual(relay.answer(.lookup(user: "alice"), .success(.route(Route(address: elsewhere, relayId: "r1"), known: true))),
+                       [.store(.storeInInbox(user: "alice", message: textMessage(1, from: "bob", to: "alice")))], "offline, so stored")
     }
 
     func testEnvelopeRoundTripsAndMoveTextParses() throws {

@@ -2,297 +2,229 @@ import NIOCore
 import SIMPCore
 import XCTest
 
-// Pattern-matching helpers: each returns the payload of one kind of action, or nil.
-typealias Action = RelayCore.Action
-
-func sent(_ action: Action) -> (connection: ConnectionID, message: SIMPMessage)? {
-    if case .send(let connection, let message) = action { return (connection, message) }
-    return nil
-}
-func forwarded(_ action: Action) -> (bytes: ByteBuffer, address: SocketAddress)? {
-    if case .deliver(_, let bytes, let address) = action { return (bytes, address) }
-    return nil
-}
-func registered(_ action: Action) -> (user: String, route: Route, session: String, connection: ConnectionID)? {
-    if case .register(let user, let route, let session, let connection) = action { return (user, route, session, connection) }
-    return nil
-}
-func unregistered(_ action: Action) -> (user: String, session: String)? {
-    if case .unregister(let user, let session) = action { return (user, session) }
-    return nil
-}
-func lookedUp(_ action: Action) -> String? {
-    if case .lookup(let user) = action { return user }
-    return nil
-}
-func closed(_ action: Action) -> ConnectionID? {
-    if case .close(let connection) = action { return connection }
-    return nil
-}
-func published(_ action: Action) -> (relay: String, delivery: RelayDelivery)? {
-    if case .publish(let relay, let delivery) = action { return (relay, delivery) }
-    return nil
-}
-func rejected(_ action: Action) -> RejectReason? {
-    if case .reject(let reason, _) = action { return reason }
-    return nil
-}
-
 /// Routing and sessions of the relay core, on a development relay (CONNECT without login, so
 /// the session secret comes in CONNECTED); login itself is in `RelayLoginTests`.
 final class RelayCoreTests: XCTestCase {
-    private let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
+    private let t0 = DevRelay.t0
     private let c1 = ConnectionID(1), c2 = ConnectionID(2)
-    private let alicePeer = try! SocketAddress(ipAddress: "127.0.0.1", port: 40_001)
-    private let bobPeer = try! SocketAddress(ipAddress: "::1", port: 40_002)
-    /// Each connected user's datagram address and session keys, as its client would hold them.
-    private var clients: [String: (address: SocketAddress, sealer: DatagramSealer, opener: DatagramOpener)] = [:]
+    private let alicePeer = address("127.0.0.1", 40_001)
+    private let bobPeer = address("::1", 40_002)
 
-    private func makeCore() -> RelayCore {
-        var configuration = RelayCore.Configuration(relayId: "r1", udpPort: 7000)
-        configuration.requireLogin = false
-        return RelayCore(configuration: configuration)
+    /// A relay with alice (UDP 5555) and, if asked, bob (UDP 6666, over IPv6) connected.
+    private func relay(withBob: Bool = false) -> DevRelay {
+        var relay = DevRelay()
+        relay.connect("alice", on: c1, port: 5555, peer: alicePeer)
+        if withBob { relay.connect("bob", on: c2, port: 6666, peer: bobPeer) }
+        return relay
     }
-
-    private func connectMessage(_ user: String, udpPort: UInt32) -> SIMPMessage {
-        var connect = SIMPMessage(kind: .connect, fromUser: user)
-        connect.udpPort = udpPort
-        return connect
-    }
-
-    /// Opens `connection`, sends CONNECT and completes the registration; keeps the session keys.
-    private func connect(_ core: inout RelayCore, _ user: String, on connection: ConnectionID, peer: SocketAddress, udpPort: UInt32) {
-        core.connectionOpened(connection, now: t0)
-        XCTAssertNotNil(core.controlReceived(connectMessage(user, udpPort: udpPort), on: connection, peer: peer, now: t0).compactMap(registered).first)
-        let connected = core.registrationCompleted(connection, succeeded: true).compactMap(sent).first?.message
-        XCTAssertEqual(connected?.kind, .connected)
-        let keys = SessionKeys(sessionId: connected!.sessionId, secret: connected!.sessionSecret)
-        var address = peer
-        address.port = Int(udpPort)
-        clients[user] = (address, DatagramSealer(keys: keys, direction: .uplink), DatagramOpener(keys: keys, direction: .downlink))
-    }
-
-    private func message(_ id: UInt64, from: String, to: String) -> SIMPMessage {
-        SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)")
-    }
-
-    /// A datagram from `from`, sealed with its session's keys.
-    private func datagram(_ id: UInt64, from: String = "alice", to: String) -> ByteBuffer {
-        clients[from]!.sealer.seal(message(id, from: from, to: to))
-    }
-
-    /// `from`'s datagram arriving from its registered address.
-    private func receive(_ core: inout RelayCore, _ id: UInt64, from: String = "alice", to: String, now: NIODeadline? = nil) -> [Action] {
-        core.datagramReceived(datagram(id, from: from, to: to), from: clients[from]!.address, now: now ?? t0)
-    }
-
-    /// What `user`'s client makes of a forwarded datagram.
-    private func open(_ bytes: ByteBuffer, as user: String) throws -> SIMPMessage {
-        try MessageCodec.decode(try clients[user]!.opener.open(bytes).payload)
-    }
-
-    private func address(_ ip: String, _ port: Int) -> SocketAddress { try! SocketAddress(ipAddress: ip, port: port) }
 
     // MARK: Control channel
 
-    func testConnectRegistersPeerIPWithItsUDPPort() throws {
-        var core = makeCore()
-        core.connectionOpened(c1, now: t0)
-        let actions = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer, now: t0)
-        XCTAssertEqual(actions.count, 1)
-        let register = try XCTUnwrap(registered(actions[0]))
-        XCTAssertEqual(register.user, "alice")
-        XCTAssertEqual(register.route, Route(address: address("127.0.0.1", 5555), relayId: "r1"))
-        XCTAssertEqual(register.session, "r1/1")
-        XCTAssertEqual(register.connection, c1)
+    func testConnectRegistersPeerIPWithItsUDPPort() {
+        var relay = DevRelay()
+        XCTAssertEqual(relay.open(c1, peer: alicePeer), [])
+        let actions = relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
+        let route = Route(address: address("127.0.0.1", 5555), relayId: "r1")
+        XCTAssertEqual(actions, [.store(.register(Registration(user: "alice", route: route, session: "r1/1"), connection: c1))])
     }
 
-    func testRegistrationSuccessSendsConnectedThenLoadsTheInbox() throws {
-        var core = makeCore()
-        core.connectionOpened(c1)
-        _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
-        let actions = core.registrationCompleted(c1, succeeded: true)
-        XCTAssertEqual(actions.count, 4)
-        guard case .announceMove(let move) = actions[1], case .loadInbox("alice") = actions[2],
-              case .recordPresence("alice", online: true) = actions[3] else { return XCTFail("\(actions)") }
-        XCTAssertEqual(move, UserMove(user: "alice", relayId: "r1"))
-        let (connection, message) = try XCTUnwrap(sent(actions[0]))
-        XCTAssertEqual(connection, c1)
-        XCTAssertEqual(message.kind, .connected)
-        XCTAssertEqual(message.udpPort, 7000)
-        XCTAssertEqual(message.relayId, "r1")
-        XCTAssertEqual(message.toUser, "alice")
-        XCTAssertTrue(core.isConnected("alice"))
+    func testRegistrationSuccessSendsConnectedWithKeysFromTheInjectedEntropyThenLoadsTheInbox() {
+        var relay = DevRelay(seed: 42)
+        _ = relay.open(c1, peer: alicePeer)
+        _ = relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
+        let actions = relay.complete("alice", on: c1, port: 5555, peer: alicePeer)
+
+        // The same draws as the core's: the decoy secret, the session secret, the session id.
+        var entropy = Entropy.seeded(42)
+        _ = entropy.bytes(32)
+        var connected = SIMPMessage(kind: .connected, toUser: "alice")
+        connected.udpPort = 7000
+        connected.relayId = "r1"
+        connected.sessionSecret = entropy.bytes(32)
+        connected.sessionId = entropy.next()
+        XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
+                                 .store(.loadInbox(user: "alice")), .store(.recordPresence(user: "alice", online: true))])
+        XCTAssertTrue(relay.core.isConnected("alice"))
     }
 
-    func testRegistrationFailureSendsInternalError() throws {
-        var core = makeCore()
-        core.connectionOpened(c1)
-        _ = core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
-        let actions = core.registrationCompleted(c1, succeeded: false)
-        XCTAssertEqual(actions.count, 1)
-        let (connection, message) = try XCTUnwrap(sent(actions[0]))
-        XCTAssertEqual(connection, c1)
-        XCTAssertEqual(message.kind, .error)
-        XCTAssertEqual(message.errorCode, .internal)
-        XCTAssertFalse(core.isConnected("alice"))
-        // The connection may try CONNECT again.
-        XCTAssertNotNil(core.controlReceived(connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer).compactMap(registered).first)
+    func testRegistrationFailureSendsInternalError() {
+        var relay = DevRelay()
+        _ = relay.open(c1, peer: alicePeer)
+        let connect = DevRelay.connectMessage("alice", udpPort: 5555)
+        let registering = relay.control(connect, on: c1, peer: alicePeer)
+        let register = StoreRequest.register(relay.registration("alice", on: c1, port: 5555, peer: alicePeer), connection: c1)
+        XCTAssertEqual(registering, [.store(register)])
+
+        XCTAssertEqual(relay.answer(register, .failure(StoreFailure("down"))), [.send(c1, .error(.internal, "registry unavailable, try again"))])
+        XCTAssertFalse(relay.core.isConnected("alice"))
+        XCTAssertEqual(relay.control(connect, on: c1, peer: alicePeer), [.store(register)], "the connection may try CONNECT again")
     }
 
-    func testControlMessageBeforeConnectIsNotConnected() throws {
-        var core = makeCore()
-        core.connectionOpened(c1)
+    func testControlMessageBeforeConnectIsNotConnected() {
+        var relay = DevRelay()
+        _ = relay.open(c1, peer: alicePeer)
         let receipt = SIMPMessage(kind: .receipt, messageId: 31, fromUser: "alice", toUser: "bob")
-        let actions = core.controlReceived(receipt, on: c1, peer: alicePeer)
-        XCTAssertEqual(actions.compactMap(rejected), [.notConnected])
-        let error = try XCTUnwrap(actions.compactMap(sent).first)
-        XCTAssertEqual(error.connection, c1)
-        XCTAssertEqual(error.message.errorCode, .notConnected)
-        XCTAssertEqual(error.message.messageId, 31)
+        XCTAssertEqual(relay.control(receipt, on: c1, peer: alicePeer),
+                       [.reject(.notConnected, detail: "\(SIMPMessage.Kind.receipt) on c1"),
+                        .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 31))])
     }
 
-    func testPingIsAnsweredWithPongOfSameId() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        let ping = SIMPMessage(kind: .ping, messageId: 99, time: 123)
-        let actions = core.controlReceived(ping, on: c1, peer: alicePeer)
-        XCTAssertEqual(actions.count, 1)
-        let (connection, pong) = try XCTUnwrap(sent(actions[0]))
-        XCTAssertEqual(connection, c1)
-        XCTAssertEqual(pong.kind, .pong)
-        XCTAssertEqual(pong.messageId, 99)
-        XCTAssertEqual(pong.time, 123)
+    func testPingIsAnsweredWithPongOfSameId() {
+        var relay = relay()
+        var pong = SIMPMessage(kind: .pong, messageId: 99)
+        pong.time = 123
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .ping, messageId: 99, time: 123), on: c1, peer: alicePeer), [.send(c1, pong)])
     }
 
-    func testReceiptGoesToOriginalSenderWithAuthenticatedFromUser() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        connect(&core, "bob", on: c2, peer: bobPeer, udpPort: 6666)
+    func testReceiptGoesToOriginalSenderWithAuthenticatedFromUser() {
+        var relay = relay(withBob: true)
         var receipt = SIMPMessage(kind: .receipt, messageId: 9, fromUser: "mallory", toUser: "alice")
         receipt.attempt = 2
         receipt.holdMicros = 300
-        let actions = core.controlReceived(receipt, on: c2, peer: bobPeer)
-        XCTAssertEqual(actions.count, 1)
-        let (connection, routed) = try XCTUnwrap(sent(actions[0]))
-        XCTAssertEqual(connection, c1)
         var expected = receipt
         expected.fromUser = "bob"
-        XCTAssertEqual(routed, expected)
+        XCTAssertEqual(relay.control(receipt, on: c2, peer: bobPeer), [.send(c1, expected)])
     }
 
-    func testConnectionClosedUnregistersSession() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        let actions = core.connectionClosed(c1)
-        XCTAssertEqual(actions.count, 2)
-        guard case .recordPresence("alice", online: false) = actions[1] else { return XCTFail("\(actions)") }
-        let unregister = try XCTUnwrap(unregistered(actions[0]))
-        XCTAssertEqual(unregister.user, "alice")
-        XCTAssertEqual(unregister.session, "r1/1")
-        XCTAssertFalse(core.isConnected("alice"))
-        XCTAssertTrue(core.connectionClosed(c1).isEmpty)
+    func testConnectionClosedUnregistersSession() {
+        var relay = relay()
+        XCTAssertEqual(relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertFalse(relay.core.isConnected("alice"))
+        XCTAssertEqual(relay.closed(c1), [])
     }
 
-    func testNewConnectReplacesOldSessionAndOldCloseKeepsNewOne() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        core.connectionOpened(c2)
-        let actions = core.controlReceived(connectMessage("alice", udpPort: 5556), on: c2, peer: alicePeer)
-        let error = try XCTUnwrap(actions.compactMap(sent).first)
-        XCTAssertEqual(error.connection, c1)
-        XCTAssertEqual(error.message.errorCode, .alreadyConnected)
-        XCTAssertEqual(actions.compactMap(closed), [c1])
-        let register = try XCTUnwrap(actions.compactMap(registered).first)
-        XCTAssertEqual(register.session, "r1/2")
-        XCTAssertEqual(register.connection, c2)
-        XCTAssertEqual(core.registrationCompleted(c2, succeeded: true).compactMap(sent).first?.message.kind, .connected)
+    func testNewConnectReplacesOldSessionAndOldCloseKeepsNewOne() {
+        var relay = relay()
+        _ = relay.open(c2, peer: alicePeer)
+        let actions = relay.control(DevRelay.connectMessage("alice", udpPort: 5556), on: c2, peer: alicePeer)
+        let register = StoreRequest.register(relay.registration("alice", on: c2, port: 5556, peer: alicePeer), connection: c2)
+        XCTAssertEqual(register.registration?.session, "r1/2")
+        XCTAssertEqual(actions, [.send(c1, .error(.alreadyConnected, "alice connected again elsewhere")), .close(c1), .store(register)])
+        let completed = relay.complete("alice", on: c2, port: 5556, peer: alicePeer)
+        XCTAssertEqual(completed, relay.registeredActions("alice"))
 
-        XCTAssertTrue(core.connectionClosed(c1).isEmpty, "closing the old connection must not unregister the new session")
-        XCTAssertTrue(core.isConnected("alice"))
-        connect(&core, "bob", on: ConnectionID(3), peer: bobPeer, udpPort: 6666)
-        let forward = try XCTUnwrap(receive(&core, 1, from: "bob", to: "alice").compactMap(forwarded).first)
-        XCTAssertEqual(forward.address, address("127.0.0.1", 5556))
-        XCTAssertEqual(core.connectionClosed(c2).compactMap(unregistered).first?.session, "r1/2")
+        XCTAssertEqual(relay.closed(c1), [], "closing the old connection must not unregister the new session")
+        XCTAssertTrue(relay.core.isConnected("alice"))
+        relay.connect("bob", on: ConnectionID(3), port: 6666, peer: bobPeer)
+        let forward = relay.send(textMessage(1, from: "bob", to: "alice"))
+        XCTAssertEqual(forward, [relay.delivery(textMessage(1, from: "bob", to: "alice"), to: "alice")])
+        guard case .deliver(_, _, let to)? = forward.first else { return XCTFail("\(forward)") }
+        XCTAssertEqual(to, address("127.0.0.1", 5556), "to the new session's address")
+        XCTAssertEqual(relay.closed(c2), [.store(.unregister(user: "alice", session: "r1/2")), .store(.recordPresence(user: "alice", online: false))])
+    }
+
+    func testAConnectionClosedWhileRegisteringUnregistersAndTheLateAnswerIsIgnored() {
+        var relay = DevRelay()
+        _ = relay.open(c1, peer: alicePeer)
+        let register = StoreRequest.register(relay.registration("alice", on: c1, port: 5555, peer: alicePeer), connection: c1)
+        XCTAssertEqual(relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer), [.store(register)])
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .who, messageId: 2), on: c1, peer: alicePeer),
+                       [.reject(.notConnected, detail: "\(SIMPMessage.Kind.who) on c1"),
+                        .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 2))], "not before CONNECTED")
+        XCTAssertEqual(relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertEqual(relay.answer(register, .success(.done)), [], "closed meanwhile")
+        XCTAssertFalse(relay.core.isConnected("alice"))
     }
 
     // MARK: Datagrams
 
     func testDatagramToLocalUserIsResealedForTheRecipient() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        connect(&core, "bob", on: c2, peer: bobPeer, udpPort: 6666)
-        let actions = receive(&core, 1, to: "bob")
-        XCTAssertEqual(actions.count, 1)
-        let forward = try XCTUnwrap(forwarded(actions[0]))
-        XCTAssertEqual(forward.address, address("::1", 6666))
-        XCTAssertEqual(try open(forward.bytes, as: "bob"), message(1, from: "alice", to: "bob"), "bob's key opens it")
-        XCTAssertThrowsError(try open(forward.bytes, as: "alice"), "not alice's")
+        var relay = relay(withBob: true)
+        let message = textMessage(1, from: "alice", to: "bob")
+        let actions = relay.send(message)
+        XCTAssertEqual(actions, [relay.delivery(message, to: "bob")])
+        guard case .deliver(_, let bytes, let to)? = actions.first else { return XCTFail("\(actions)") }
+        XCTAssertEqual(to, address("::1", 6666))
+        XCTAssertEqual(try relay.open(bytes, as: "bob"), message, "bob's key opens it")
+        XCTAssertThrowsError(try relay.open(bytes, as: "alice"), "not alice's")
     }
 
-    func testUnknownRecipientIsLookedUpThenRejected() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        XCTAssertEqual(receive(&core, 5, to: "carol").compactMap(lookedUp), ["carol"])
-        let actions = core.lookupCompleted(user: "carol", route: nil, now: t0)
-        XCTAssertEqual(actions.compactMap(rejected), [.unknownRecipient])
-        let error = try XCTUnwrap(actions.compactMap(sent).first)
-        XCTAssertEqual(error.connection, c1)
-        XCTAssertEqual(error.message.kind, .error)
-        XCTAssertEqual(error.message.errorCode, .unknownRecipient)
-        XCTAssertEqual(error.message.messageId, 5)
-        XCTAssertEqual(error.message.toUser, "alice")
+    func testUnknownRecipientIsLookedUpThenRejected() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "carol")), [.store(.lookup(user: "carol"))])
+        var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
+        error.fromUser = "carol"
+        XCTAssertEqual(relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+                       [.reject(.unknownRecipient, detail: "alice -> carol"), .send(c1, error)])
     }
 
-    func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        XCTAssertEqual(receive(&core, 1, to: "dave").compactMap(lookedUp), ["dave"])
-        XCTAssertTrue(receive(&core, 2, to: "dave").isEmpty)
-        XCTAssertTrue(receive(&core, 3, to: "dave").isEmpty)
-
-        let dave = address("127.0.0.9", 9000)
-        let actions = core.lookupCompleted(user: "dave", route: Route(address: dave, relayId: "r2"), now: t0)
-        XCTAssertEqual(actions.compactMap(published).map(\.relay), ["r2", "r2", "r2"], "dave's session key is on r2: r2 seals for him")
-        let payloads = try actions.compactMap(published).map { delivery -> SIMPMessage in
-            guard case .datagram(let payload) = delivery.delivery.payload else { throw XCTSkip("not a datagram") }
-            return try MessageCodec.decode(payload)
+    func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() {
+        var relay = relay()
+        func publish(_ id: UInt64) -> RelayAction {
+            .store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(MessageCodec.encode(textMessage(id, from: "alice", to: "dave"))))))
         }
-        XCTAssertEqual(payloads, (1...3).map { message(UInt64($0), from: "alice", to: "dave") }, "the checked payloads, unsealed")
+        XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))])
+        XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave")), [])
+        XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [])
 
-        let ttl = core.configuration.routeCacheTTL
-        let cached = receive(&core, 4, to: "dave", now: t0 + ttl - .nanoseconds(1))
-        XCTAssertEqual(cached.compactMap(published).map(\.relay), ["r2"], "decided from the cache")
-        XCTAssertEqual(receive(&core, 5, to: "dave", now: t0 + ttl).compactMap(lookedUp), ["dave"], "asked again after the TTL")
+        let route = Route(address: address("127.0.0.9", 9000), relayId: "r2")
+        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(route, known: true))), [publish(1), publish(2), publish(3)],
+                       "dave's session key is on r2: r2 seals for him the checked payloads, unsealed")
+
+        let ttl = relay.core.configuration.routeCacheTTL
+        XCTAssertEqual(relay.send(textMessage(4, from: "alice", to: "dave"), now: t0 + ttl - .nanoseconds(1)), [publish(4)], "decided from the cache")
+        XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "dave"), now: t0 + ttl), [.store(.lookup(user: "dave"))], "asked again after the TTL")
     }
 
-    func testARouteNamingThisRelayWithoutASessionIsOffline() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        XCTAssertEqual(receive(&core, 1, to: "erin").compactMap(lookedUp), ["erin"])
-        let actions = core.lookupCompleted(user: "erin", route: Route(address: address("10.0.0.1", 1), relayId: "r1"), now: t0)
-        guard case .storeInInbox("erin", _)? = actions.first else { return XCTFail("a stale registration of this relay: offline, stored: \(actions)") }
+    func testARouteNamingThisRelayWithoutASessionIsOffline() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "erin")), [.store(.lookup(user: "erin"))])
+        let stale = Route(address: address("10.0.0.1", 1), relayId: "r1")
+        XCTAssertEqual(relay.answer(.lookup(user: "erin"), .success(.route(stale, known: false))),
+                       [.store(.storeInInbox(user: "erin", message: textMessage(1, from: "alice", to: "erin")))],
+                       "a stale registration of this relay: offline, stored")
     }
 
-    func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() throws {
-        var core = makeCore()
-        connect(&core, "alice", on: c1, peer: alicePeer, udpPort: 5555)
-        XCTAssertEqual(receive(&core, 3, to: "bob").compactMap(lookedUp), ["bob"])
+    func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "bob")), [.store(.lookup(user: "bob"))])
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))),
+                       [.store(.storeInInbox(user: "bob", message: textMessage(3, from: "alice", to: "bob")))], "the payload goes to bob's inbox")
+        XCTAssertEqual(relay.send(textMessage(4, from: "alice", to: "bob"), now: t0 + .milliseconds(10)),
+                       [.store(.storeInInbox(user: "bob", message: textMessage(4, from: "alice", to: "bob")))],
+                       "no ERROR to the sender: the message goes to the inbox")
+    }
 
-        let offline = core.lookupCompleted(user: "bob", route: nil, known: true, now: t0)
+    func testAFailedLookupRejectsEveryWaitingPayload() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))])
+        XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave")), [])
+        let failed = RelayAction.reject(.registryUnavailable, detail: "registry lookup for dave failed")
+        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .failure(StoreFailure("down"))), [failed, failed])
+        XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))], "nothing cached")
+    }
 
-        XCTAssertEqual(offline.count, 1)
-        guard case .storeInInbox("bob", let stored) = offline[0] else { return XCTFail("\(offline)") }
-        XCTAssertEqual(stored, message(3, from: "alice", to: "bob"), "the payload goes to bob's inbox")
-        let cached = receive(&core, 4, to: "bob", now: t0 + .milliseconds(10))
-        guard case .storeInInbox("bob", _) = cached.first else { return XCTFail("\(cached)") }
-        XCTAssertEqual(cached.count, 1, "no ERROR to the sender: the message goes to the inbox")
+    func testPayloadsWaitingForALookupGoToTheRecipientWhoConnectedHereMeanwhile() {
+        var relay = relay()
+        let message = textMessage(1, from: "alice", to: "bob")
+        XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
+        relay.connect("bob", on: c2, port: 6666, peer: bobPeer)
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))), [relay.delivery(message, to: "bob")])
+    }
+
+    func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() {
+        var relay = relay()
+        XCTAssertEqual(relay.send(SIMPMessage(kind: .hello, fromUser: "alice")),
+                       [relay.reply(SIMPMessage(kind: .hello, toUser: "alice"), to: "alice", at: address("127.0.0.1", 5555))])
+        var forger = DatagramSealer(keys: SessionKeys(sessionId: relay.clients["alice"]!.keys.sessionId, secret: [UInt8](repeating: 0, count: 32)), direction: .uplink)
+        XCTAssertEqual(relay.datagram(forger.seal(SIMPMessage(kind: .hello, fromUser: "alice")), from: alicePeer),
+                       [.reject(.badMAC, detail: "session of alice from \(alicePeer)")])
     }
 
     func testUnsealedDatagramIsRejected() {
-        var core = makeCore()
-        let actions = core.datagramReceived(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer, now: t0)
-        XCTAssertEqual(actions.count, 1)
-        XCTAssertEqual(actions.compactMap(rejected), [.unsealed])
+        var relay = DevRelay()
+        XCTAssertEqual(relay.datagram(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer),
+                       [.reject(.unsealed, detail: "3 bytes from \(alicePeer)")])
+    }
+
+    func testTheNewestAuthenticDatagramFromANewAddressMovesTheRoute() {
+        var relay = relay(withBob: true)
+        let roamed = address("127.0.0.1", 5999)
+        let message = textMessage(1, from: "alice", to: "bob")
+        let moved = relay.registration("alice", on: c1, port: 5999, peer: alicePeer)
+        XCTAssertEqual(relay.send(message, from: roamed), [.store(.moveRoute(moved)), relay.delivery(message, to: "bob")])
+        relay.move("alice", to: roamed)
+        let back = textMessage(2, from: "bob", to: "alice")
+        XCTAssertEqual(relay.send(back), [relay.delivery(back, to: "alice")], "to alice's new address")
     }
 }

@@ -5,50 +5,50 @@ import XCTest
 /// Login and datagram authentication in the core: a real `ClientSession` logs in to a real
 /// `RelayCore` whose Redis answers are played by the test.
 final class RelayLoginTests: XCTestCase {
-    private let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
+    private let t0 = DevRelay.t0
     private let peer = try! SocketAddress(ipAddress: "192.0.2.10", port: 40_000)
     private let verifier = PasswordVerifier.make(password: "correct horse", iterations: PasswordVerifier.minimumIterations)
     private var nextConnection: UInt64 = 1
 
-    private func relayCore(_ configure: (inout RelayCore.Configuration) -> Void = { _ in }) -> RelayCore {
-        var configuration = RelayCore.Configuration(relayId: "r1", udpPort: 7001)
-        configure(&configuration)
-        return RelayCore(configuration: configuration)
+    private func relayCore(_ configure: @escaping (inout RelayCore.Configuration) -> Void = { _ in }) -> DevRelay {
+        DevRelay(udpPort: 7001) {
+            $0.requireLogin = true
+            configure(&$0)
+        }
     }
 
     private func client(_ user: String, password: String?) -> ClientSession {
         ClientSession(configuration: .init(user: user, firstMessageId: 1, password: password))
     }
 
-    private func sent(_ actions: [RelayCore.Action]) -> [SIMPMessage] {
-        actions.compactMap { if case .send(_, let message) = $0 { return message } else { return nil } }
-    }
-    private func rejected(_ actions: [RelayCore.Action]) -> [RejectReason] {
-        actions.compactMap { if case .reject(let reason, _) = $0 { return reason } else { return nil } }
+    /// A wrong proof's answer on `connection`.
+    private func authFailed(_ user: String, on connection: ConnectionID) -> [RelayAction] {
+        [.reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection)"),
+         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection)]
     }
 
-    /// Runs a whole login between `session` and `core`: the relay's Redis knows `stored` for
+    /// Runs a whole login between `session` and `core`: the relay's store knows `stored` for
     /// the user (nil: no such user). Returns the last relay actions and the client's last step.
     @discardableResult
     private func login(
-        _ session: inout ClientSession, to core: inout RelayCore, stored: PasswordVerifier?, from address: SocketAddress? = nil
-    ) -> (connection: ConnectionID, actions: [RelayCore.Action], step: ClientSession.LoginStep?) {
+        _ session: inout ClientSession, to core: inout DevRelay, stored: PasswordVerifier?, from address: SocketAddress? = nil
+    ) -> (connection: ConnectionID, actions: [RelayAction], step: ClientSession.LoginStep?) {
         let connection = ConnectionID(nextConnection)
         nextConnection += 1
         let address = address ?? peer
-        var actions = core.connectionOpened(connection, peer: address, now: t0)
+        var actions = core.open(connection, peer: address)
         var frames = [session.beginLogin(udpPort: 5000)]
         var step: ClientSession.LoginStep?
         while let frame = frames.popLast() {
-            actions = core.controlReceived(frame, on: connection, peer: address, now: t0)
-            for action in actions {
-                switch action {
-                case .fetchVerifier(_, let id): actions += core.verifierFetched(id, verifier: stored)
-                case .register(_, _, _, let id): actions += core.registrationCompleted(id, succeeded: true)
+            actions = core.control(frame, on: connection, peer: address)
+            for case .store(let request) in actions {
+                switch request {
+                case .fetchVerifier: actions += core.answer(request, .success(.verifier(stored)))
+                case .register: actions += core.answer(request, .success(.done))
                 default: break
                 }
             }
-            for message in sent(actions) {
+            for case .send(_, let message) in actions {
                 step = session.loginReceived(message, now: t0)
                 if case .send(let next)? = step { frames.append(next) }
             }
@@ -64,10 +64,11 @@ final class RelayLoginTests: XCTestCase {
 
         guard case .registered(let connected, let output)? = result.step else { return XCTFail("\(String(describing: result.step))") }
         XCTAssertTrue(connected.sessionSecret.isEmpty, "with login, the session secret never crosses the wire")
-        XCTAssertTrue(core.isConnected("alice"))
+        XCTAssertTrue(core.core.isConnected("alice"))
         let hello = try XCTUnwrap(alice.seal(try XCTUnwrap(output.datagrams.first)))
-        let answer = core.datagramReceived(hello, from: try SocketAddress(ipAddress: "192.0.2.10", port: 5000), now: t0)
-        guard case .reply(let reply, _)? = answer.first else { return XCTFail("\(answer)") }
+        let source = address("192.0.2.10", 5000)
+        let answer = core.datagram(hello, from: source)
+        guard answer.count == 1, case .reply(let reply, to: source) = answer[0] else { return XCTFail("\(answer)") }
         _ = alice.datagramArrived(reply, arrivedAt: t0, now: t0)
         XCTAssertEqual(alice.rejectedDatagrams, 0, "the relay's HELLO opens with the client's keys")
     }
@@ -80,46 +81,57 @@ final class RelayLoginTests: XCTestCase {
         let wrongResult = login(&wrong, to: &core, stored: verifier)
         let ghostResult = login(&ghost, to: &core, stored: nil)
 
-        XCTAssertEqual(rejected(wrongResult.actions), [.authFailed])
-        XCTAssertEqual(rejected(ghostResult.actions), [.authFailed])
-        XCTAssertEqual(sent(wrongResult.actions).map(\.errorText), sent(ghostResult.actions).map(\.errorText))
-        XCTAssertFalse(core.isConnected("alice"))
-        XCTAssertFalse(core.isConnected("nobody"))
+        XCTAssertEqual(wrongResult.actions, authFailed("alice", on: wrongResult.connection))
+        XCTAssertEqual(ghostResult.actions, authFailed("nobody", on: ghostResult.connection), "the same ERROR text")
+        XCTAssertFalse(core.core.isConnected("alice"))
+        XCTAssertFalse(core.core.isConnected("nobody"))
     }
 
     func testARecordedLoginCannotBeReplayed() {
         var core = relayCore()
         var alice = client("alice", password: "correct horse")
         let first = ConnectionID(100)
-        core.connectionOpened(first, peer: peer, now: t0)
+        _ = core.open(first, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
-        let fetch = core.controlReceived(auth, on: first, peer: peer, now: t0)
-        XCTAssertEqual(fetch.count, 1)
-        let challenge = sent(core.verifierFetched(first, verifier: verifier))[0]
-        guard case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail() }
+        XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first))])
+        let challenged = core.answer(.fetchVerifier(user: "alice", connection: first), .success(.verifier(verifier)))
+        guard challenged.count == 1, case .send(first, let challenge) = challenged[0],
+              case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail("\(challenged)") }
 
         // An eavesdropper replays AUTH and the recorded CONNECT on its own connection.
         let replay = ConnectionID(101)
-        core.connectionOpened(replay, peer: peer, now: t0)
-        _ = core.controlReceived(auth, on: replay, peer: peer, now: t0)
-        _ = core.verifierFetched(replay, verifier: verifier)
-        let actions = core.controlReceived(recordedConnect, on: replay, peer: peer, now: t0)
+        _ = core.open(replay, peer: peer)
+        _ = core.control(auth, on: replay, peer: peer)
+        _ = core.answer(.fetchVerifier(user: "alice", connection: replay), .success(.verifier(verifier)))
+        let actions = core.control(recordedConnect, on: replay, peer: peer)
 
-        XCTAssertEqual(rejected(actions), [.authFailed], "the relay's nonce differs, so the old proof fails")
+        XCTAssertEqual(actions, authFailed("alice", on: replay), "the relay's nonce differs, so the old proof fails")
+    }
+
+    func testAFailedVerifierFetchIsToldAndTheLoginMayStartOver() {
+        var core = relayCore()
+        var alice = client("alice", password: "correct horse")
+        let connection = ConnectionID(1)
+        _ = core.open(connection, peer: peer)
+        let auth = alice.beginLogin(udpPort: 5000)
+        let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection)
+        XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)])
+        XCTAssertEqual(core.answer(fetch, .failure(StoreFailure("down"))),
+                       [.reject(.registryUnavailable, detail: "verifier lookup for c1 failed: down"),
+                        .send(connection, .error(.internal, "registry unavailable, try again"))])
+        XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)], "AUTH again")
     }
 
     func testConnectWithoutLoginIsRefusedWhenLoginIsRequired() {
         var core = relayCore()
         let connection = ConnectionID(1)
-        core.connectionOpened(connection, peer: peer, now: t0)
-        var connect = SIMPMessage(kind: .connect, fromUser: "alice")
-        connect.udpPort = 5000
+        _ = core.open(connection, peer: peer)
 
-        let actions = core.controlReceived(connect, on: connection, peer: peer, now: t0)
+        let actions = core.control(DevRelay.connectMessage("alice", udpPort: 5000), on: connection, peer: peer)
 
-        XCTAssertEqual(rejected(actions), [.authRequired])
-        XCTAssertEqual(sent(actions).map(\.errorCode), [.authRequired])
-        XCTAssertFalse(core.isConnected("alice"))
+        XCTAssertEqual(actions, [.reject(.authRequired, detail: "CONNECT without login on c1"),
+                                 .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first"))])
+        XCTAssertFalse(core.core.isConnected("alice"))
     }
 
     func testAClientWithoutPasswordIsToldOneIsNeeded() {
@@ -145,24 +157,38 @@ final class RelayLoginTests: XCTestCase {
 
     func testLoginAttemptsFromOneAddressAreRateLimited() {
         var core = relayCore { $0.loginLimit = RateLimit(perSecond: 0.1, burst: 3) }
-        var results: [[RejectReason]] = []
+        var results: [[RelayAction]] = []
         for _ in 0..<4 {
             var mallory = client("alice", password: "guess")
-            results.append(rejected(login(&mallory, to: &core, stored: verifier).actions))
+            results.append(login(&mallory, to: &core, stored: verifier).actions)
         }
-        XCTAssertEqual(results, [[.authFailed], [.authFailed], [.authFailed], [.loginRateLimited]])
+        let c4 = ConnectionID(4)
+        XCTAssertEqual(results, [authFailed("alice", on: ConnectionID(1)), authFailed("alice", on: ConnectionID(2)), authFailed("alice", on: ConnectionID(3)),
+                                 [.reject(.loginRateLimited, detail: "c4 from 192.0.2.10"),
+                                  .send(c4, .rateLimited("too many login attempts from 192.0.2.10", retryAfter: .seconds(10))), .close(c4)]])
         var other = client("alice", password: "correct horse")
-        let elsewhere = try! SocketAddress(ipAddress: "198.51.100.7", port: 1)
-        guard case .registered? = login(&other, to: &core, stored: verifier, from: elsewhere).step else {
+        guard case .registered? = login(&other, to: &core, stored: verifier, from: address("198.51.100.7", 1)).step else {
             return XCTFail("another address is not limited")
         }
     }
 
     func testConnectionsFromOneAddressAreRateLimited() {
         var core = relayCore { $0.connectionLimit = RateLimit(perSecond: 1, burst: 2) }
-        let verdicts = (1...3).map { core.connectionOpened(ConnectionID($0), peer: peer, now: t0) }
-        XCTAssertEqual(verdicts.map(rejected), [[], [], [.connectionRateLimited]])
-        XCTAssertEqual(sent(verdicts[2]).map(\.errorCode), [.rateLimited])
-        XCTAssertGreaterThan(sent(verdicts[2])[0].retryAfterMillis, 0)
+        let verdicts = (1...3).map { core.open(ConnectionID($0), peer: peer) }
+        let c3 = ConnectionID(3)
+        XCTAssertEqual(verdicts, [[], [], [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
+                                           .send(c3, .rateLimited("too many connections from 192.0.2.10", retryAfter: .seconds(1))), .close(c3)]])
+    }
+
+    func testTooManyConnectionsFromOneAddressAreRefusedUntilOneCloses() {
+        var core = relayCore { $0.maxConnectionsPerHost = 2 }
+        XCTAssertEqual(core.open(ConnectionID(1), peer: peer), [])
+        XCTAssertEqual(core.open(ConnectionID(2), peer: peer), [])
+        let c3 = ConnectionID(3)
+        XCTAssertEqual(core.open(c3, peer: peer), [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
+                                                   .send(c3, .rateLimited("too many connections from 192.0.2.10", retryAfter: .seconds(1))), .close(c3)])
+        _ = core.closed(c3)
+        _ = core.closed(ConnectionID(1))
+        XCTAssertEqual(core.open(ConnectionID(4), peer: peer), [])
     }
 }

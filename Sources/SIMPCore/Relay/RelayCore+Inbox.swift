@@ -28,6 +28,7 @@ extension RelayCore {
             var receipt = message.receipt(holdMicros: 0)
             receipt.attempt = 0 // not an RTT sample: the receiver never saw it
             receipt.status = .stored
+            timers.receiptRouted(now: now)
             output.append(.send(sender, receipt))
         }
         if !stored.duplicate, !sessions.contains(user) {

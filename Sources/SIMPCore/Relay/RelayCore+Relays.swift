@@ -80,7 +80,9 @@ extension RelayCore {
         }
         switch delivery.payload {
         case .datagram(let payload): deliver(payload, to: delivery.user, into: &output)
-        case .control(let message): output.append(.send(connection, message))
+        case .control(let message):
+            if message.kind == .receipt { timers.receiptRouted(now: now) } // a drain waits for these too
+            output.append(.send(connection, message))
         case .inboxEntry(let entry): handOver(entry, to: delivery.user, now: now, into: &output)
         }
     }

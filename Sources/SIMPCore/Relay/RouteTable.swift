@@ -13,7 +13,7 @@ public struct RouteTable: Sendable {
     }
 
     /// What became of a payload handed to `route(_:to:now:)`.
-    public enum Decision: Sendable {
+    public enum Decision: Sendable, Equatable {
         /// The cache answers.
         case cached(CachedRoute)
         /// The first payload waiting for this user: ask the store.

@@ -16,7 +16,7 @@ public struct SessionTable: Sendable {
     }
 
     /// An authentic datagram: whose session sealed it, and what it carried.
-    public struct OpenedDatagram: Sendable {
+    public struct OpenedDatagram: Sendable, Equatable {
         public var user: String
         public var payload: ByteBuffer
         /// Whether it carries the session's highest counter so far (its source may move the route).
@@ -37,9 +37,9 @@ public struct SessionTable: Sendable {
     public func registration(of user: String) -> Registration? {
         sessionIds[user].flatMap { sessions[$0] }.map { Registration(user: $0.user, route: $0.route, session: $0.token) }
     }
-    /// Every session's registration.
+    /// Every session's registration, by user (a stable order: a seeded run replays exactly).
     public var registrations: [Registration] {
-        sessions.values.map { Registration(user: $0.user, route: $0.route, session: $0.token) }
+        sessions.values.map { Registration(user: $0.user, route: $0.route, session: $0.token) }.sorted { $0.user < $1.user }
     }
 
     /// A session id no live session uses.

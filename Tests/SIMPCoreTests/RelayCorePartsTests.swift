@@ -1,0 +1,133 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// The parts `RelayCore` composes, each on its own.
+final class SessionTableTests: XCTestCase {
+    private let t0 = DevRelay.t0
+    private let secret = [UInt8](repeating: 7, count: 32)
+    private var keys: SessionKeys { SessionKeys(sessionId: 42, secret: secret) }
+    private let home = address("127.0.0.1", 5001)
+
+    private func table() -> SessionTable {
+        var table = SessionTable()
+        XCTAssertNil(table.start("alice", keys: keys, route: Route(address: home, relayId: "r1"), token: "r1/1", on: ConnectionID(1)))
+        return table
+    }
+
+    func testASessionIsFoundByUserAndTheNewestReplacesTheOld() {
+        var table = table()
+        XCTAssertTrue(table.contains("alice"))
+        XCTAssertEqual(table.connection(of: "alice"), ConnectionID(1))
+        let newer = SessionKeys(sessionId: 43, secret: Array(repeating: 8, count: 32))
+        XCTAssertEqual(table.start("alice", keys: newer, route: Route(address: home, relayId: "r1"), token: "r1/2", on: ConnectionID(2)), ConnectionID(1))
+        XCTAssertEqual(table.count, 1)
+        _ = table.start("aaron", keys: keys, route: Route(address: home, relayId: "r1"), token: "r1/3", on: ConnectionID(3))
+        XCTAssertEqual(table.registrations.map(\.session), ["r1/3", "r1/2"], "by user")
+        XCTAssertEqual(table.end("alice"), Registration(user: "alice", route: Route(address: home, relayId: "r1"), session: "r1/2"))
+        XCTAssertNil(table.end("alice"))
+        XCTAssertEqual(table.endAll().map(\.user), ["aaron"])
+        XCTAssertEqual(table.count, 0)
+    }
+
+    func testDatagramsOpenOnlyWithTheirSessionsKeysAndOnce() throws {
+        var table = table()
+        var client = DatagramSealer(keys: keys, direction: .uplink)
+        let message = textMessage(1, from: "alice", to: "bob")
+        let sealed = client.seal(message)
+        let opened = try table.open(sealed, from: home).get()
+        XCTAssertEqual(opened.user, "alice")
+        XCTAssertEqual(opened.payload, MessageCodec.encode(message))
+        XCTAssertTrue(opened.isNewest)
+        XCTAssertEqual(table.open(sealed, from: home), .failure(RelayRejection(.replayed, "session of alice from \(home)")))
+        XCTAssertEqual(table.open(ByteBuffer(bytes: [1, 2]), from: home), .failure(RelayRejection(.unsealed, "2 bytes from \(home)")))
+        var stranger = DatagramSealer(keys: SessionKeys(sessionId: 9, secret: secret), direction: .uplink)
+        XCTAssertEqual(table.open(stranger.seal(message), from: home), .failure(RelayRejection(.unknownSession, "session 9 from \(home)")))
+        var forger = DatagramSealer(keys: SessionKeys(sessionId: 42, secret: Array(repeating: 1, count: 32)), direction: .uplink)
+        XCTAssertEqual(table.open(forger.seal(message), from: home), .failure(RelayRejection(.badMAC, "session of alice from \(home)")))
+    }
+
+    func testTheRouteFollowsANewAddressAndThrottleNoticesAreSpaced() {
+        var table = table()
+        XCTAssertNil(table.follow("alice", to: home), "same address: no move")
+        let roamed = address("127.0.0.1", 6001)
+        XCTAssertEqual(table.follow("alice", to: roamed), Registration(user: "alice", route: Route(address: roamed, relayId: "r1"), session: "r1/1"))
+        XCTAssertNil(table.follow("bob", to: roamed))
+        XCTAssertTrue(table.admitThrottleNotice(for: "alice", now: t0))
+        XCTAssertFalse(table.admitThrottleNotice(for: "alice", now: t0 + .milliseconds(99)))
+        XCTAssertTrue(table.admitThrottleNotice(for: "alice", now: t0 + .milliseconds(100)))
+    }
+}
+
+final class RouteTableTests: XCTestCase {
+    private let t0 = DevRelay.t0
+    private let r2 = Route(address: address("127.0.0.2", 5000), relayId: "r2")
+
+    private func payload(_ id: UInt64) -> RelayDelivery.Payload { .datagram(MessageCodec.encode(textMessage(id, from: "alice", to: "bob"))) }
+
+    func testOneLookupPerUserWithABoundedBacklogThenTheCacheAnswers() {
+        var table = RouteTable(cacheTTL: .seconds(2), unknownUserCacheTTL: .milliseconds(500), maxAwaitingLookup: 2)
+        XCTAssertEqual(table.route(payload(1), to: "bob", now: t0), .lookUp)
+        XCTAssertEqual(table.route(payload(2), to: "bob", now: t0), .waiting)
+        XCTAssertEqual(table.route(payload(3), to: "bob", now: t0), .backlogFull)
+        XCTAssertEqual(table.awaitingCount, 2)
+        let (cached, waiting) = table.lookedUp("bob", route: r2, known: true, now: t0)
+        XCTAssertEqual([cached.route], [r2])
+        XCTAssertTrue(cached.known)
+        XCTAssertEqual(cached.expires, t0 + .seconds(2))
+        XCTAssertEqual(waiting, [payload(1), payload(2)])
+        XCTAssertEqual(table.awaitingCount, 0)
+        XCTAssertEqual(table.route(payload(4), to: "bob", now: t0 + .seconds(2) - .nanoseconds(1)), .cached(cached))
+        XCTAssertEqual(table.route(payload(5), to: "bob", now: t0 + .seconds(2)), .lookUp, "expired")
+        XCTAssertEqual(table.takeWaiting(for: "bob"), [payload(5)])
+    }
+
+    func testUnknownUsersAreTrustedBrieflyAndInvalidationsDropRoutes() {
+        var table = RouteTable(cacheTTL: .seconds(2), unknownUserCacheTTL: .milliseconds(500), maxAwaitingLookup: 2)
+        let (ghost, _) = table.lookedUp("ghost", route: nil, known: false, now: t0)
+        XCTAssertEqual(ghost.expires, t0 + .milliseconds(500))
+        XCTAssertEqual(table.route(payload(1), to: "ghost", now: t0 + .milliseconds(499)), .cached(ghost))
+        XCTAssertEqual(table.route(payload(1), to: "ghost", now: t0 + .milliseconds(500)), .lookUp)
+        for user in ["bob", "carol", "dave"] { _ = table.lookedUp(user, route: user == "dave" ? Route(address: r2.address, relayId: "r3") : r2, known: true, now: t0) }
+        table.forget("bob")
+        XCTAssertEqual(table.route(payload(2), to: "bob", now: t0), .lookUp)
+        table.forgetRoutes(through: "r2")
+        XCTAssertEqual(table.route(payload(3), to: "carol", now: t0), .lookUp)
+        guard case .cached = table.route(payload(4), to: "dave", now: t0) else { return XCTFail("dave is on r3") }
+        table.forgetAll()
+        XCTAssertEqual(table.route(payload(5), to: "dave", now: t0), .lookUp)
+    }
+}
+
+final class ConnectionTableTests: XCTestCase {
+    private let t0 = DevRelay.t0
+
+    func testConnectionsPerHostAreCappedAndFreedOnClose() {
+        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 1, heartbeat: HeartbeatPolicy())
+        XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0))
+        XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.2", now: t0), "another host")
+        XCTAssertEqual(table.open(ConnectionID(3), host: "10.0.0.1", now: t0), .seconds(1))
+        XCTAssertEqual(table.close(ConnectionID(3)), .awaitingLogin)
+        table.setPhase(.connected(user: "alice"), of: ConnectionID(1))
+        XCTAssertEqual(table.close(ConnectionID(1)), .connected(user: "alice"))
+        XCTAssertNil(table.close(ConnectionID(1)))
+        XCTAssertNil(table.open(ConnectionID(4), host: "10.0.0.1", now: t0), "freed")
+        XCTAssertEqual(table.count, 2)
+        XCTAssertEqual(table.host(of: ConnectionID(4)), "10.0.0.1")
+    }
+
+    func testHeartbeatsPingTheDueAndGiveUpTheSilent() {
+        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10,
+                                    heartbeat: HeartbeatPolicy(interval: .seconds(1), missLimit: 2))
+        for id in [3, 1, 2] as [UInt64] { _ = table.open(ConnectionID(id), host: "h", now: t0) }
+        XCTAssertEqual(table.pollHeartbeats(now: t0 + .milliseconds(999)).ping, [])
+        let first = table.pollHeartbeats(now: t0 + .seconds(1))
+        XCTAssertEqual(first.ping, [ConnectionID(1), ConnectionID(2), ConnectionID(3)])
+        XCTAssertEqual(first.dead, [])
+        table.heard(ConnectionID(2), now: t0 + .milliseconds(1500))
+        let second = table.pollHeartbeats(now: t0 + .seconds(2))
+        XCTAssertEqual(second.ping, [ConnectionID(2)])
+        XCTAssertEqual(second.dead, [ConnectionID(1), ConnectionID(3)])
+        XCTAssertEqual(table.count, 3, "the dead are kept until they are closed")
+    }
+}

@@ -1,0 +1,130 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// The relay core's time-driven decisions (`tick`, `nextDeadline`): heartbeats, registration
+/// refreshes, the shutdown drain, and the shutdown itself.
+final class RelayCoreTimerTests: XCTestCase {
+    private let t0 = DevRelay.t0
+    private let c1 = ConnectionID(1), c2 = ConnectionID(2), c3 = ConnectionID(3)
+    private let heartbeat = HeartbeatPolicy(interval: .seconds(1), missLimit: 3)
+
+    private func ping(_ id: UInt64) -> SIMPMessage { SIMPMessage(kind: .ping, messageId: id) }
+
+    func testPingsGoToConnectionsThatAreDue() {
+        var relay = DevRelay { $0.heartbeat = self.heartbeat }
+        relay.connect("alice", on: c1, port: 5001)
+        XCTAssertEqual(relay.open(c2, now: t0 + .milliseconds(500)), [])
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(250), "heartbeats are checked four times per interval")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(250)), [])
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(1)), [.send(c1, ping(1))])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(1500)), [.send(c2, ping(2))])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(1600)), [], "not checked again before the check period")
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(1750))
+    }
+
+    func testASilentConnectionIsDroppedOnceAndCountedOnce() {
+        var relay = DevRelay { $0.heartbeat = self.heartbeat }
+        relay.connect("alice", on: c1, port: 5001)
+        relay.connect("bob", on: c2, port: 5002)
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(1)), [.send(c1, ping(1)), .send(c2, ping(2))])
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [.send(c1, ping(3)), .send(c2, ping(4))])
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .pong, messageId: 4), on: c2, now: t0 + .milliseconds(2500)), [])
+
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(3)),
+                       [.send(c2, ping(5)),
+                        .store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
+                        .reject(.heartbeatTimeout, detail: "c1 silent for \(heartbeat.deadAfter)"), .close(c1)],
+                       "alice said nothing for three intervals; bob answered")
+        XCTAssertFalse(relay.core.isConnected("alice"))
+        XCTAssertTrue(relay.core.isConnected("bob"))
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(3250)), [], "counted once, however long the close takes")
+        XCTAssertEqual(relay.closed(c1), [], "the shell's close adds nothing")
+    }
+
+    func testRegistrationsAreRefreshedEveryRefreshIntervalOnceListening() {
+        var relay = DevRelay { $0.heartbeat = HeartbeatPolicy(interval: .seconds(60)) }
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(30)), [], "nothing to refresh before the relay listens")
+        let start = t0 + .seconds(30)
+        XCTAssertEqual(relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) },
+                       [.store(.refresh(relayId: "r1", description: "udp 7100", []))], "the relay announces itself at once")
+        relay.connect("alice", on: c1, port: 5001, now: start)
+        XCTAssertEqual(relay.connected("alice").udpPort, 7100, "CONNECTED names the bound port")
+        let interval = relay.core.configuration.refreshInterval
+        let alice = relay.registration("alice", on: c1, port: 5001)
+        XCTAssertEqual(relay.tick(now: start + interval - .nanoseconds(1)), [])
+        XCTAssertEqual(relay.tick(now: start + interval), [.store(.refresh(relayId: "r1", description: "udp 7100", [alice]))])
+        XCTAssertEqual(relay.tick(now: start + interval + interval - .nanoseconds(1)), [])
+        XCTAssertEqual(relay.tick(now: start + interval + interval), [.store(.refresh(relayId: "r1", description: "udp 7100", [alice]))])
+    }
+
+    func testTheDrainEndsOnceNoReceiptCameForTheQuietPeriod() {
+        var relay = DevRelay()
+        relay.connect("alice", on: c1, port: 5001)
+        relay.connect("bob", on: c2, port: 5002)
+        relay.core.beginDrain(now: t0)
+        XCTAssertTrue(relay.core.isDraining)
+        let bytes = relay.sealed(textMessage(1, from: "alice", to: "bob"))
+        XCTAssertEqual(relay.datagram(bytes, from: address("127.0.0.1", 5001)),
+                       [.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")], "its sender retransmits elsewhere")
+
+        let receipt = SIMPMessage(kind: .receipt, messageId: 7, fromUser: "bob", toUser: "alice")
+        XCTAssertEqual(relay.control(receipt, on: c2, now: t0 + .milliseconds(300)), [.send(c1, receipt)], "receipts are still routed")
+        let quiet = relay.core.configuration.drainQuietPeriod
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(300) + quiet)
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(300) + quiet - .nanoseconds(1)), [])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(300) + quiet), [.drained])
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [], "drained once")
+    }
+
+    func testReceiptsFromOtherRelaysAndStoredReceiptsKeepTheDrainOpen() {
+        var relay = DevRelay()
+        relay.connect("alice", on: c1, port: 5001)
+        relay.core.beginDrain(now: t0)
+        let quiet = relay.core.configuration.drainQuietPeriod
+        let receipt = SIMPMessage(kind: .receipt, messageId: 3, fromUser: "dave", toUser: "alice")
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(receipt)), now: t0 + .milliseconds(400)), [.send(c1, receipt)])
+        XCTAssertEqual(relay.tick(now: t0 + quiet), [], "a receipt from another relay was routed 100 ms ago")
+        let entry = InboxEntry(message: textMessage(4, from: "alice", to: "erin"), storedAt: 1)
+        XCTAssertEqual(relay.answer(.storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
+                                    now: t0 + .milliseconds(800)),
+                       [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])
+    }
+
+    func testTheDrainEndsAtOnceWithoutConnectionsAndAtItsTimeoutOtherwise() {
+        var empty = DevRelay()
+        empty.core.beginDrain(now: t0)
+        XCTAssertEqual(empty.tick(now: t0), [.drained])
+
+        var busy = DevRelay {
+            $0.drainTimeout = .seconds(2)
+            $0.drainQuietPeriod = .seconds(60)
+        }
+        busy.connect("alice", on: c1, port: 5001)
+        busy.core.beginDrain(now: t0)
+        XCTAssertEqual(busy.core.nextDeadline, t0 + .seconds(1), "the next heartbeat check comes first")
+        XCTAssertEqual(busy.tick(now: t0 + .seconds(1)), [])
+        XCTAssertEqual(busy.core.nextDeadline, t0 + .seconds(2))
+        XCTAssertEqual(busy.tick(now: t0 + .seconds(2) - .nanoseconds(1)), [])
+        XCTAssertEqual(busy.tick(now: t0 + .seconds(2)), [.drained])
+    }
+
+    func testShutDownWithdrawsEveryRegistrationInOneRequestAndClosesEveryConnection() {
+        var relay = DevRelay()
+        _ = relay.run { $0.listening(udpPort: 7000, description: "udp 7000", now: DevRelay.t0, into: &$1) }
+        relay.connect("bob", on: c2, port: 5002)
+        relay.connect("alice", on: c1, port: 5001)
+        XCTAssertEqual(relay.open(c3), [], "a connection without a session")
+        let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
+
+        XCTAssertEqual(relay.run { $0.shutDown(into: &$1) },
+                       [.close(c1), .close(c2), .close(c3), .store(.withdraw(relayId: "r1", registrations))])
+        XCTAssertEqual(relay.core.connectedUsers, 0)
+        for connection in [c1, c2, c3] {
+            XCTAssertEqual(relay.closed(connection), [], "no unregister per session: the withdraw covers them")
+        }
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(60)), [], "no refresh after the shutdown")
+    }
+}
