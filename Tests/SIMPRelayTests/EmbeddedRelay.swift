@@ -42,9 +42,9 @@ final class EmbeddedRelay {
     /// Opens a control connection from 127.0.0.1:`port` (its UDP port is `port + 1`).
     func open(port: Int) throws -> EmbeddedChannel {
         let control = EmbeddedChannel(loop: loop)
-        control.remoteAddress = try SocketAddress(ipAddress: "127.0.0.1", port: port)
         try control.pipeline.syncOperations.addSIMPControlHandlers(maxFrameSize: Framing.defaultMaxFrameSize, ControlChannelHandler(engine: engine))
-        control.pipeline.fireChannelActive()
+        control.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: port), promise: nil)
+        loop.run()
         return control
     }
 
