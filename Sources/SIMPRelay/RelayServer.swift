@@ -100,7 +100,7 @@ public final class RelayServer: @unchecked Sendable {
         datagramAddress = udp.localAddress
         if let metricsRegistry, let port = configuration.metricsPort {
             let endpoint = try await bind("metrics", port) { [engine, redis] in
-                try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, on: loop) {
+                try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, redis: configuration.redis, on: loop) {
                     engine.updateSampledMetrics(redisRoundTrips: redis.roundTrips)
                 }
             }

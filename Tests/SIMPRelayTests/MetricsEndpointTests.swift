@@ -28,12 +28,39 @@ final class MetricsEndpointTests: XCTestCase {
             XCTAssertEqual(after["simp_receipts_routed_total"], 1)
             XCTAssertEqual(after["simp_sessions"], 2)
             XCTAssertEqual(after["simp_rejected_total{reason=\"unsealed\"}"], 1)
-            XCTAssertEqual(after["simp_inbox_depth"], 0)
+            XCTAssertEqual(after["simp_datagrams_awaiting_lookup"], 0)
             XCTAssertEqual(after["simp_redis_errors_total"], 0)
             let redisCalls = after.total("simp_redis_calls_total")
             XCTAssertGreaterThanOrEqual(redisCalls, 2, "two registrations are Redis round trips")
             XCTAssertEqual(redisCalls, Double(relay.server.redisRoundTrips), accuracy: 2)
             XCTAssertGreaterThanOrEqual(after["simp_forward_latency_seconds_count"] ?? 0, 1)
+        } catch {
+            await relay.stop()
+            throw error
+        }
+        await relay.stop()
+    }
+
+    /// Every family has a `# HELP` with text and a `# TYPE`, and every sample belongs to a
+    /// family (Prometheus' text format; promtool and Grafana show the HELP text).
+    func testEveryMetricHasHelpAndType() async throws {
+        let relay = try await TestRelay.start { $0.metricsPort = 0 }
+        do {
+            let port = try XCTUnwrap(relay.server.metricsAddress?.port)
+            let metrics = PrometheusExposition(text: try await MetricsScrape.fetch(host: "127.0.0.1", port: port).text)
+            let families = Set(metrics.samples.map { metrics.family(ofSample: $0.name) })
+            XCTAssertGreaterThanOrEqual(families.count, 20)
+            for family in families.sorted() {
+                XCTAssertNotNil(metrics.types[family], "\(family) has no # TYPE")
+                XCTAssertFalse((metrics.help[family] ?? "").isEmpty, "\(family) has no # HELP text")
+            }
+            XCTAssertEqual(Set(metrics.types.keys), families, "no TYPE line without samples")
+            XCTAssertEqual(metrics.types["simp_rejected_total"], "counter")
+            XCTAssertEqual(metrics.types["simp_forward_latency_seconds"], "histogram")
+            XCTAssertEqual(metrics.types["simp_datagrams_awaiting_lookup"], "gauge")
+            XCTAssertEqual(metrics.types["process_cpu_seconds_total"], "counter")
+            XCTAssertNil(metrics.types["simp_inbox_depth"], "renamed to simp_datagrams_awaiting_lookup")
+            XCTAssertEqual(metrics.value("simp_build_info", ["version": SIMPVersion.current]), 1)
         } catch {
             await relay.stop()
             throw error
