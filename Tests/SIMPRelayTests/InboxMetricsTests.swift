@@ -108,6 +108,30 @@ final class InboxMetricsTests: XCTestCase {
         await redis.stop()
     }
 
+    /// When Redis stops answering, a scrape still completes and the figures stay as they were.
+    func testAScrapeWithoutRedisKeepsTheLastFigures() async throws {
+        let redis = try await RedisServerProcess.startPrivate()
+        let client = RedisClient(url: redis.url)
+        let registry = PrometheusCollectorRegistry()
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let sampler = InboxSampler(redis: redis.url, registry: registry, on: loop)
+        let now = WallClock.millisecondsSinceEpoch()
+        _ = try await InboxStore(redis: client, maxMessages: 10, ttlSeconds: 3600)
+            .store(entry(from: "s", to: "u", id: 1, storedAt: now), for: "u", wallNow: now, on: loop).get()
+        try await loop.flatSubmit { sampler.sample() }.get()
+        let sampledAt = try scrapeValue(registry, "simp_inbox_sampled_timestamp_seconds")
+        XCTAssertEqual(try scrapeValue(registry, "simp_inbox_stored_messages"), 1)
+
+        await client.shutdown()
+        await redis.stop()
+        let started = NIODeadline.now()
+        try await loop.flatSubmit { sampler.sample() }.get()
+        XCTAssertLessThan(NIODeadline.now() - started, .seconds(3), "one failed call, not one per step")
+        XCTAssertEqual(try scrapeValue(registry, "simp_inbox_stored_messages"), 1)
+        XCTAssertEqual(try scrapeValue(registry, "simp_inbox_sampled_timestamp_seconds"), sampledAt)
+        await sampler.shutdown()
+    }
+
     private func scrapeValue(_ registry: PrometheusCollectorRegistry, _ name: String) throws -> Double {
         try XCTUnwrap(PrometheusExposition(text: registry.emitToString()).value(name), name)
     }
