@@ -9,17 +9,18 @@ import SIMPRedis
 ///
 /// Before each export, `beforeScrape` runs on the channel's event loop to bring figures that
 /// are sampled rather than counted up to date, and the endpoint samples what it adds to the
-/// registry itself: the process (`process_*`), the build (`simp_build_info`) and the offline
-/// inboxes in Redis (`simp_inbox_*`, see `InboxSampler`).
+/// registry itself: the process (`process_*`), the build (`simp_build_info`) and, given the
+/// relay's Redis, the offline inboxes in it (`simp_inbox_*`, see `InboxSampler`; pass nil for a
+/// relay whose store is not Redis).
 enum MetricsEndpoint {
     static func bind(
-        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisURL, on loop: EventLoop,
+        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop,
         beforeScrape: @escaping @Sendable () -> Void
     ) async throws -> Channel {
         let samplers = ScrapeSamplers(registry: registry, redis: redis, on: loop)
         let prepare: @Sendable () -> EventLoopFuture<Void> = {
             beforeScrape()
-            return samplers.sample()
+            return samplers.sample(on: loop)
         }
         do {
             let channel = try await ServerBootstrap(group: loop)
@@ -43,11 +44,11 @@ enum MetricsEndpoint {
 /// What the endpoint samples at each scrape beside the relay's own metrics.
 private struct ScrapeSamplers: Sendable {
     let process: ProcessMetrics
-    let inboxes: InboxSampler
+    let inboxes: InboxSampler?
 
-    init(registry: PrometheusCollectorRegistry, redis: RedisURL, on loop: EventLoop) {
+    init(registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop) {
         process = ProcessMetrics(registry: registry)
-        inboxes = InboxSampler(redis: redis, registry: registry, on: loop)
+        inboxes = redis.map { InboxSampler(redis: $0, registry: registry, on: loop) }
         registry.makeGauge(
             descriptor: MetricNameDescriptor(
                 metricName: "simp_build_info", unitName: "",
@@ -56,11 +57,12 @@ private struct ScrapeSamplers: Sendable {
         ).set(to: 1)
     }
 
-    func sample() -> EventLoopFuture<Void> {
-        inboxes.sample().map { [process] in process.update() }
+    func sample(on loop: EventLoop) -> EventLoopFuture<Void> {
+        let inboxesSampled = inboxes?.sample() ?? loop.makeSucceededVoidFuture()
+        return inboxesSampled.map { [process] in process.update() }
     }
 
-    func shutdown() async { await inboxes.shutdown() }
+    func shutdown() async { await inboxes?.shutdown() }
 }
 
 private final class MetricsHTTPHandler: ChannelInboundHandler {

@@ -1,7 +1,9 @@
 import NIOCore
 import SIMPBench
 import SIMPCore
-import SIMPRelay
+import NIOPosix
+import Prometheus
+@testable import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
@@ -66,6 +68,19 @@ final class MetricsEndpointTests: XCTestCase {
             throw error
         }
         await relay.stop()
+    }
+
+    /// Without a Redis (a relay on another store) the endpoint serves the rest, no inbox figures.
+    func testWithoutRedisTheEndpointHasNoInboxFigures() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let channel = try await MetricsEndpoint.bind(
+            host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry(), redis: nil, on: loop) {}
+        let port = try XCTUnwrap(channel.localAddress?.port)
+        let metrics = PrometheusExposition(text: try await MetricsScrape.fetch(host: "127.0.0.1", port: port).text)
+        try await channel.close()
+        XCTAssertEqual(metrics.value("simp_build_info", ["version": SIMPVersion.current]), 1)
+        XCTAssertNotNil(metrics.value("process_open_fds"))
+        XCTAssertFalse(metrics.sampleNames.contains { $0.hasPrefix("simp_inbox_") }, "\(metrics.sampleNames)")
     }
 
     func testOtherPathsAreNotFound() async throws {
