@@ -77,6 +77,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("log-format"), help: "text (readable lines) or json (one JSON object per line, for log shippers).")
+    var logFormat = "text"
+
     @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://HOST:PORT/metrics (HOST is --host). Default: none.")
     var metricsPort: Int?
 
@@ -127,16 +130,14 @@ struct Serve: AsyncParsableCommand {
         if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 0-65535") }
         guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        guard LogFormat(rawValue: logFormat) != nil else { throw ValidationError("--log-format must be text or json, got \(logFormat)") }
         do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let format = LogFormat(rawValue: logFormat)!
+        LoggingSystem.bootstrap { label in format.makeHandler(label: label, level: level) }
         var configuration = RelayConfiguration()
         configuration.host = host
         configuration.port = port

@@ -5,6 +5,8 @@ import NIOPosix
 public struct MetricsScrape: Sendable {
     /// Each sample line's series (name with labels, as written) and value.
     public let samples: [String: Double]
+    /// The exposition as served (with its `# HELP` and `# TYPE` lines).
+    public let text: String
 
     /// Parses Prometheus text exposition; comments and malformed lines are skipped.
     public init(text: String) {
@@ -14,6 +16,7 @@ public struct MetricsScrape: Sendable {
             samples[String(line[..<space])] = value
         }
         self.samples = samples
+        self.text = text
     }
 
     /// The sum of every series of metric `name` (all label combinations).

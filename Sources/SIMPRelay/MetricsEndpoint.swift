@@ -2,38 +2,79 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Prometheus
+import SIMPCore
+import SIMPRedis
 
 /// Serves a Prometheus registry as text at `GET /metrics` (anything else: 404).
-/// `beforeScrape` runs on the channel's event loop before each export, to bring figures
-/// that are sampled rather than counted up to date.
+///
+/// Before each export, `beforeScrape` runs on the channel's event loop to bring figures that
+/// are sampled rather than counted up to date, and the endpoint samples what it adds to the
+/// registry itself: the process (`process_*`), the build (`simp_build_info`) and, given the
+/// relay's Redis, the offline inboxes in it (`simp_inbox_*`, see `InboxSampler`; pass nil for a
+/// relay whose store is not Redis).
 enum MetricsEndpoint {
     static func bind(
-        host: String, port: Int, registry: PrometheusCollectorRegistry, on loop: EventLoop,
+        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop,
         beforeScrape: @escaping @Sendable () -> Void
     ) async throws -> Channel {
-        try await ServerBootstrap(group: loop)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(
-                        MetricsHTTPHandler(registry: registry, beforeScrape: beforeScrape))
+        let samplers = ScrapeSamplers(registry: registry, redis: redis, on: loop)
+        let prepare: @Sendable () -> EventLoopFuture<Void> = {
+            beforeScrape()
+            return samplers.sample(on: loop)
+        }
+        do {
+            let channel = try await ServerBootstrap(group: loop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry, prepare: prepare))
+                    }
                 }
-            }
-            .bind(host: host, port: port).get()
+                .bind(host: host, port: port).get()
+            channel.closeFuture.whenComplete { _ in Task { await samplers.shutdown() } }
+            return channel
+        } catch {
+            await samplers.shutdown()
+            throw error
+        }
     }
+}
+
+/// What the endpoint samples at each scrape beside the relay's own metrics.
+private struct ScrapeSamplers: Sendable {
+    let process: ProcessMetrics
+    let inboxes: InboxSampler?
+
+    init(registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop) {
+        process = ProcessMetrics(registry: registry)
+        inboxes = redis.map { InboxSampler(redis: $0, registry: registry, on: loop) }
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "simp_build_info", unitName: "",
+                helpText: "Always 1; the label says which SIMP version the relay runs."),
+            labels: [("version", SIMPVersion.current)]
+        ).set(to: 1)
+    }
+
+    func sample(on loop: EventLoop) -> EventLoopFuture<Void> {
+        let inboxesSampled = inboxes?.sample() ?? loop.makeSucceededVoidFuture()
+        return inboxesSampled.map { [process] in process.update() }
+    }
+
+    func shutdown() async { await inboxes?.shutdown() }
 }
 
 private final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     private let registry: PrometheusCollectorRegistry
-    private let beforeScrape: @Sendable () -> Void
+    private let prepare: @Sendable () -> EventLoopFuture<Void>
     private var request: HTTPRequestHead?
 
-    init(registry: PrometheusCollectorRegistry, beforeScrape: @escaping @Sendable () -> Void) {
+    init(registry: PrometheusCollectorRegistry, prepare: @escaping @Sendable () -> EventLoopFuture<Void>) {
         self.registry = registry
-        self.beforeScrape = beforeScrape
+        self.prepare = prepare
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -43,25 +84,25 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let request else { return }
             self.request = nil
-            respond(to: request, context: context)
+            guard request.method == .GET && request.uri.split(separator: "?").first == "/metrics" else {
+                return respond(to: request, status: .notFound, body: Array("not found\n".utf8), context: context)
+            }
+            prepare().assumeIsolated().whenComplete { [self] _ in
+                guard context.channel.isActive else { return }
+                respond(to: request, status: .ok, body: registry.emitToBuffer(), context: context)
+            }
         }
     }
 
-    private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
-        let found = request.method == .GET && request.uri.split(separator: "?").first == "/metrics"
-        var body = context.channel.allocator.buffer(capacity: found ? 4096 : 16)
-        if found {
-            beforeScrape()
-            body.writeBytes(registry.emitToBuffer())
-        } else {
-            body.writeString("not found\n")
-        }
+    private func respond(to request: HTTPRequestHead, status: HTTPResponseStatus, body bytes: [UInt8], context: ChannelHandlerContext) {
+        var body = context.channel.allocator.buffer(capacity: bytes.count)
+        body.writeBytes(bytes)
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: found ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain")
+        headers.add(name: "Content-Type", value: status == .ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain")
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         let keepAlive = request.isKeepAlive
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        let head = HTTPResponseHead(version: request.version, status: found ? .ok : .notFound, headers: headers)
+        let head = HTTPResponseHead(version: request.version, status: status, headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let channel = context.channel

@@ -210,7 +210,7 @@ final class RelayEngine {
         let roundTrips = store.roundTrips
         metrics.redisCalls.increment(by: max(0, roundTrips - reportedRoundTrips))
         reportedRoundTrips = max(reportedRoundTrips, roundTrips)
-        metrics.inboxDepth.record(core.datagramsAwaitingLookup)
+        metrics.datagramsAwaitingLookup.record(core.datagramsAwaitingLookup)
         reportDatagramCounts()
     }
 

@@ -3,7 +3,7 @@ import Prometheus
 import SIMPCore
 
 /// The relay's metrics, created once so the datagram path never builds a metric.
-/// Names are documented in docs/PROTOCOL.md (Operations section).
+/// Names are documented in docs/PROTOCOL.md §8.1; `help` holds their `# HELP` texts.
 struct RelayMetrics {
     let datagramsReceived: CoreMetrics.Counter
     let datagramsForwarded: CoreMetrics.Counter
@@ -17,7 +17,7 @@ struct RelayMetrics {
     let redisErrors: CoreMetrics.Counter
     let sessions: CoreMetrics.Gauge
     /// Datagrams held in the relay while their recipient's route is looked up in Redis.
-    let inboxDepth: CoreMetrics.Gauge
+    let datagramsAwaitingLookup: CoreMetrics.Gauge
     /// From reading a burst of datagrams to having flushed their forwards, per burst.
     let forwardLatency: CoreMetrics.Timer
     private let rejectedCounters: [RejectReason: CoreMetrics.Counter]
@@ -33,7 +33,7 @@ struct RelayMetrics {
         redisCalls = CoreMetrics.Counter(label: "simp_redis_calls_total", factory: factory)
         redisErrors = CoreMetrics.Counter(label: "simp_redis_errors_total", factory: factory)
         sessions = CoreMetrics.Gauge(label: "simp_sessions", factory: factory)
-        inboxDepth = CoreMetrics.Gauge(label: "simp_inbox_depth", factory: factory)
+        datagramsAwaitingLookup = CoreMetrics.Gauge(label: "simp_datagrams_awaiting_lookup", factory: factory)
         forwardLatency = CoreMetrics.Timer(label: Self.forwardLatencyLabel, factory: factory)
         rejectedCounters = Dictionary(uniqueKeysWithValues: RejectReason.allCases.map {
             ($0, Counter(label: "simp_rejected_total", dimensions: [("reason", $0.rawValue)], factory: factory))
@@ -43,20 +43,37 @@ struct RelayMetrics {
     func rejected(_ reason: RejectReason) { rejectedCounters[reason]!.increment() }
 
     static let forwardLatencyLabel = "simp_forward_latency_seconds"
+
+    /// The `# HELP` text of each metric above, by name.
+    static let help: [String: String] = [
+        "simp_datagrams_received_total": "UDP datagrams within the size limit received (before decoding).",
+        "simp_datagrams_forwarded_total": "Datagrams sent to a recipient.",
+        "simp_control_frames_received_total": "Complete control frames received over TCP (before decoding).",
+        "simp_receipts_routed_total": "RECEIPT frames forwarded to the original sender's control connection.",
+        "simp_relay_deliveries_published_total": "Datagrams and receipts published to another relay's delivery channel and heard there.",
+        "simp_relay_deliveries_received_total": "Payloads other relays published on this relay's delivery channel.",
+        "simp_redis_calls_total": "Redis round trips made by the relay (a pipeline counts once).",
+        "simp_redis_errors_total": "Failed Redis calls (register, unregister, lookup, publish, session checks, refresh rounds).",
+        "simp_sessions": "Sessions (logged-in users) held by this relay.",
+        "simp_datagrams_awaiting_lookup": "Datagrams held while their recipient's route is looked up in Redis.",
+        forwardLatencyLabel: "Per burst of datagrams read together, from reading the first to having flushed every forward.",
+        "simp_rejected_total": "Input dropped or refused, by reason (docs/PROTOCOL.md section 8.1).",
+    ]
 }
 
 /// Prometheus export of the relay's metrics.
 public enum RelayPrometheus {
-    /// A swift-metrics factory on `registry`, with microsecond-scale buckets for the
-    /// forwarding-latency histogram. Bootstrap `MetricsSystem` with it and pass the same
-    /// registry as `RelayConfiguration.metricsRegistry` to serve it at /metrics.
-    public static func factory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+    /// A swift-metrics factory on `registry` that gives the relay's metrics their `# HELP`
+    /// texts, with microsecond-scale buckets for the forwarding-latency histogram. Bootstrap
+    /// `MetricsSystem` with it and pass the same registry as `RelayConfiguration.metricsRegistry`
+    /// to serve it at /metrics.
+    public static func factory(registry: PrometheusCollectorRegistry) -> DescribedPrometheusFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[RelayMetrics.forwardLatencyLabel] = [
             .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
             .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
             .milliseconds(50), .milliseconds(250),
         ]
-        return factory
+        return DescribedPrometheusFactory(factory, help: RelayMetrics.help)
     }
 }

@@ -56,7 +56,8 @@ struct RelaySockets: Sendable {
         if let metricsRegistry, let port = configuration.metricsPort {
             do {
                 metrics = try await bind("metrics", configuration, port) {
-                    try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, on: loop) {
+                    let redis = store is RedisRelayStore ? configuration.redis : nil
+                    return try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, redis: redis, on: loop) {
                         engine.value.updateSampledMetrics()
                     }
                 }

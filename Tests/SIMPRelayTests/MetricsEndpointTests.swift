@@ -1,7 +1,9 @@
 import NIOCore
 import SIMPBench
 import SIMPCore
-import SIMPRelay
+import NIOPosix
+import Prometheus
+@testable import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
@@ -28,7 +30,7 @@ final class MetricsEndpointTests: XCTestCase {
             XCTAssertEqual(after["simp_receipts_routed_total"], 1)
             XCTAssertEqual(after["simp_sessions"], 2)
             XCTAssertEqual(after["simp_rejected_total{reason=\"unsealed\"}"], 1)
-            XCTAssertEqual(after["simp_inbox_depth"], 0)
+            XCTAssertEqual(after["simp_datagrams_awaiting_lookup"], 0)
             XCTAssertEqual(after["simp_redis_errors_total"], 0)
             let redisCalls = after.total("simp_redis_calls_total")
             XCTAssertGreaterThanOrEqual(redisCalls, 2, "two registrations are Redis round trips")
@@ -39,6 +41,46 @@ final class MetricsEndpointTests: XCTestCase {
             throw error
         }
         await relay.stop()
+    }
+
+    /// Every family has a `# HELP` with text and a `# TYPE`, and every sample belongs to a
+    /// family (Prometheus' text format; promtool and Grafana show the HELP text).
+    func testEveryMetricHasHelpAndType() async throws {
+        let relay = try await TestRelay.start { $0.metricsPort = 0 }
+        do {
+            let port = try XCTUnwrap(relay.server.metricsAddress?.port)
+            let metrics = PrometheusExposition(text: try await MetricsScrape.fetch(host: "127.0.0.1", port: port).text)
+            let families = Set(metrics.samples.map { metrics.family(ofSample: $0.name) })
+            XCTAssertGreaterThanOrEqual(families.count, 20)
+            for family in families.sorted() {
+                XCTAssertNotNil(metrics.types[family], "\(family) has no # TYPE")
+                XCTAssertFalse((metrics.help[family] ?? "").isEmpty, "\(family) has no # HELP text")
+            }
+            XCTAssertEqual(Set(metrics.types.keys), families, "no TYPE line without samples")
+            XCTAssertEqual(metrics.types["simp_rejected_total"], "counter")
+            XCTAssertEqual(metrics.types["simp_forward_latency_seconds"], "histogram")
+            XCTAssertEqual(metrics.types["simp_datagrams_awaiting_lookup"], "gauge")
+            XCTAssertEqual(metrics.types["process_cpu_seconds_total"], "counter")
+            XCTAssertNil(metrics.types["simp_inbox_depth"], "renamed to simp_datagrams_awaiting_lookup")
+            XCTAssertEqual(metrics.value("simp_build_info", ["version": SIMPVersion.current]), 1)
+        } catch {
+            await relay.stop()
+            throw error
+        }
+        await relay.stop()
+    }
+
+    /// Without a Redis (a relay on another store) the endpoint serves the rest, no inbox figures.
+    func testWithoutRedisTheEndpointHasNoInboxFigures() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let channel = try await MetricsEndpoint.bind(
+            host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry(), redis: nil, on: loop) {}
+        let port = try XCTUnwrap(channel.localAddress?.port)
+        let metrics = PrometheusExposition(text: try await MetricsScrape.fetch(host: "127.0.0.1", port: port).text)
+        try await channel.close()
+        XCTAssertEqual(metrics.value("simp_build_info", ["version": SIMPVersion.current]), 1)
+        XCTAssertNotNil(metrics.value("process_open_fds"))
+        XCTAssertFalse(metrics.sampleNames.contains { $0.hasPrefix("simp_inbox_") }, "\(metrics.sampleNames)")
     }
 
     func testOtherPathsAreNotFound() async throws {
