@@ -20,6 +20,7 @@ public enum ReportTable {
             ("retransmits", "\(report.retransmits)"),
             ("spurious_retransmits", "\(report.spuriousRetransmits) (\(format2(report.spuriousRetransmitPercent))%)"),
             ("duration_s", format2(report.durationSeconds)),
+            ("ended", report.ended.explanation + " at \(format2(report.endedAtSeconds)) s"),
         ]
         for bar in report.bars {
             rows.append(("bar " + bar.name, "\(bar.passed ? "pass" : "FAIL")  \(number(bar.value)) ≤ \(number(bar.limit))"))

@@ -26,6 +26,8 @@ final class SimClient {
     private var waiters: Set<UInt64> = []
     private var timerDeadline: NIODeadline?
     private var timerGeneration = 0
+    /// The sender's retransmission count already passed to the recorder.
+    private var retransmitsRecorded = 0
     private let allocator = ByteBufferAllocator()
 
     init(user: String, isSender: Bool, index: Int, up: SimLink, down: SimLink, world: SimWorld) {
@@ -98,7 +100,7 @@ final class SimClient {
         let message = SIMPMessage(kind: .text, toUser: user, content: text)
         let (id, output) = session.submit(message, now: world.queue.deadline)
         waiters.insert(id)
-        world.recorder.messageSent()
+        world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
         carryOut(output)
     }
 
@@ -115,7 +117,9 @@ final class SimClient {
     }
 
     private func deliver(_ messages: [SIMPMessage]) {
-        for message in messages { world.recorder.appReceived(from: message.fromUser, to: user, text: message.content) }
+        for message in messages {
+            world.recorder.appReceived(from: message.fromUser, to: user, text: message.content, at: world.elapsed)
+        }
         if !messages.isEmpty { world.noteProgress() }
     }
 
@@ -145,7 +149,7 @@ final class SimClient {
         let mayReconnect = world.configuration.reconnect != nil
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: random.unit()))
         guard !mayReconnect else { return }
-        for _ in waiters { world.recorder.messageFailed(connectionLost: true) }
+        for id in waiters.sorted() { world.recorder.messageFailed(id: id, connectionLost: true, at: world.elapsed) }
         waiters.removeAll()
         world.noteProgress()
     }
@@ -166,6 +170,10 @@ final class SimClient {
         output.controlFrames.forEach { control?.up.send($0) }
         deliver(output.delivered)
         output.outcomes.forEach(report)
+        if session.sender.retransmits > retransmitsRecorded {
+            world.recorder.retransmitted(session.sender.retransmits - retransmitsRecorded, at: world.elapsed)
+            retransmitsRecorded = session.sender.retransmits
+        }
         if output.closeControl, let control {
             world.relay.clientClosed(control)
             connectionClosed(control)
@@ -178,12 +186,12 @@ final class SimClient {
 
     private func report(_ event: SenderEvent) {
         switch event {
-        case .delivered(let id, _, let latency, _):
+        case .delivered(let id, _, let latency, let attempts):
             guard waiters.remove(id) != nil else { return }
-            world.recorder.receiptArrived(latency: latency)
-        case .failed(let id, _, _):
+            world.recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: world.elapsed)
+        case .failed(let id, _, let failure):
             guard waiters.remove(id) != nil else { return }
-            world.recorder.messageFailed()
+            world.recorder.messageFailed(id: id, attempts: failure.attempts, at: world.elapsed)
         }
         world.noteProgress()
     }
@@ -204,5 +212,13 @@ final class SimClient {
             timerDeadline = nil
             carryOut(session.poll(now: world.queue.deadline))
         }
+    }
+}
+
+extension DeliveryFailure {
+    /// Transmissions made before giving up, when known.
+    var attempts: Int? {
+        if case .timedOut(let attempts) = self { return attempts }
+        return nil
     }
 }
