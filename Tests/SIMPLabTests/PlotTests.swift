@@ -12,7 +12,7 @@ final class PlotTests: XCTestCase {
     private func eventfulRun() throws -> LabRun {
         var scenario = try Suite.scenario("loss-10")
         scenario.workload.messages = 300
-        scenario.link.up.blackouts = [.init(atMs: 2000, forMs: 1000)]
+        scenario.senderLink?.up.blackouts = [.init(atMs: 2000, forMs: 1000)]
         scenario.faults = [Fault(atMs: 4000, kind: .restartRelay, forMs: 500)]
         return Simulation.execute(scenario, seed: 3)
     }
@@ -43,7 +43,8 @@ final class PlotTests: XCTestCase {
         XCTAssertEqual(blackouts.count, 2, "marked in the latency and the retransmission panels")
         XCTAssertEqual(svg.root.all { $0.attributes["class"] == "fault" && $0.attributes["data-kind"] == "restartRelay" }.count, 2)
         let header = svg.root.all { $0.attributes["class"] == "impairments" }.map(\.text).joined(separator: "\n")
-        XCTAssertTrue(header.contains("5% loss"), header)
+        XCTAssertTrue(header.contains("senders' links: up 5% loss, 20–30 ms, blackout at 2 s for 1 s; down 5% loss, 20–30 ms"), header)
+        XCTAssertTrue(header.contains("receivers' links: 5 ms"), header)
         XCTAssertTrue(header.contains("restartRelay at 4 s for 0.5 s"), header)
     }
 

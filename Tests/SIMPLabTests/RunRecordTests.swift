@@ -17,8 +17,9 @@ final class RunRecordTests: XCTestCase {
         XCTAssertEqual(run.messages.filter { $0.deliveredMs != nil }.count, report.delivered)
         for message in run.messages where message.fate == .receipted {
             let delivered = try XCTUnwrap(message.deliveredMs), receipted = try XCTUnwrap(message.receiptedMs)
+            // The receipt leaves on arrival; delivery may wait for an earlier message (ordering).
             XCTAssertLessThanOrEqual(message.sentMs, delivered)
-            XCTAssertLessThanOrEqual(delivered, receipted)
+            XCTAssertLessThanOrEqual(message.sentMs, receipted)
             XCTAssertGreaterThanOrEqual(try XCTUnwrap(message.attempts), 1)
             XCTAssertEqual(try XCTUnwrap(message.latencyMs), receipted - message.sentMs, accuracy: 0.11)
         }

@@ -12,12 +12,12 @@ public enum LabPlot {
 
     /// The SVG of one run.
     public static func run(_ run: LabRun) -> String {
-        var canvas = SVGCanvas(width: 960, height: 950)
+        var canvas = SVGCanvas(width: 960, height: 990)
         header(run, on: &canvas)
         let time = timeScale(run)
         latencyDistribution(run, on: &canvas, frame: ChartFrame(left: 90, top: 150, width: 830, height: 200))
         latencyOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 420, width: 830, height: 220), time: time)
-        retransmissionsOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 710, width: 830, height: 170), time: time)
+        retransmissionsOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 750, width: 830, height: 170), time: time)
         return canvas.document
     }
 
@@ -30,7 +30,7 @@ public enum LabPlot {
                     size: 17, weight: "bold", fill: report.passed ? "#222" : failedColour, attributes: "class=\"title\"")
         var figures = "sent \(report.sent) · delivered \(report.delivered) · receipted \(report.receipted) · failed \(report.failed)"
         figures += " · unresolved \(report.unresolved) · \(SVGCanvas.number(report.datagramsPerMessage)) datagrams/message"
-        figures += " · \(report.retransmits) retransmissions · run ended: \(report.ended.explanation)"
+        figures += " · \(report.retransmits) retransmissions · ended: \(report.ended.rawValue)"
         canvas.text(figures, x: 20, y: 50)
         let scenario = run.scenario
         var lines: [String] = []
@@ -157,7 +157,7 @@ public enum LabPlot {
         }
         canvas.close()
         legend([("receipted message", latencyColour), ("failed / no outcome (×, at the top)", failedColour),
-                ("blackout", blackoutColour), ("fault", faultColour)], on: &canvas, x: frame.left, y: frame.bottom + 46)
+                ("blackout", blackoutColour), ("fault", faultColour)], on: &canvas, x: frame.left, y: frame.bottom + 52)
         canvas.close()
     }
 

@@ -86,7 +86,8 @@ struct ChartScale {
     static func fitting(_ values: [Double], pixels: (Double, Double), logAbove ratio: Double? = nil) -> ChartScale {
         let positive = values.filter { $0 > 0 }
         if let ratio, let low = positive.min(), let high = positive.max(), high / low > ratio {
-            let lower = pow10(floor(log10(low)))
+            let decade = pow10(floor(log10(low)))
+            let lower = [5.0, 2, 1].map { $0 * decade }.first { $0 <= low } ?? decade
             return ChartScale(lower: lower, upper: niceCeiling(high), pixelLower: pixels.0, pixelUpper: pixels.1, logarithmic: true)
         }
         let high = values.max() ?? 1
