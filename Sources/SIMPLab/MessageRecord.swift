@@ -88,4 +88,7 @@ public struct LabRun: Sendable {
     public var report: ScenarioReport
     public var messages: [MessageRecord]
     public var retransmissions: [TimedCount]
+    /// How finely `retransmissions` is timed, in ms: 0 when each one is recorded as it
+    /// happens (sim), the sampling interval in real mode.
+    public var timelineResolutionMs = 0.0
 }

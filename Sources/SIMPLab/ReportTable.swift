@@ -65,7 +65,8 @@ public enum ReportTable {
     private static func format2(_ value: Double) -> String { fixed(value, 2) }
     private static func format3(_ value: Double) -> String { fixed(value, 3) }
 
-    private static func fixed(_ value: Double, _ digits: Int) -> String {
+    /// `value` with exactly `digits` decimals.
+    static func fixed(_ value: Double, _ digits: Int) -> String {
         guard value.isFinite else { return "\(value)" }
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }

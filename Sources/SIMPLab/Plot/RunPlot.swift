@@ -29,7 +29,7 @@ public enum LabPlot {
         canvas.text("\(report.scenario) — \(report.mode.rawValue) mode, seed \(report.seed) — \(result)", x: 20, y: 28,
                     size: 17, weight: "bold", fill: report.passed ? "#222" : failedColour, attributes: "class=\"title\"")
         var figures = "sent \(report.sent) · delivered \(report.delivered) · receipted \(report.receipted) · failed \(report.failed)"
-        figures += " · unresolved \(report.unresolved) · \(SVGCanvas.number(report.datagramsPerMessage)) datagrams/message"
+        figures += " · unresolved \(report.unresolved) · \(ReportTable.fixed(report.datagramsPerMessage, 2)) datagrams/message"
         figures += " · \(report.retransmits) retransmissions · ended: \(report.ended.rawValue)"
         canvas.text(figures, x: 20, y: 50)
         let scenario = run.scenario
@@ -135,20 +135,26 @@ public enum LabPlot {
 
     private static func latencyOverTime(_ run: LabRun, on canvas: inout SVGCanvas, frame: ChartFrame, time: ChartScale) {
         canvas.open("class=\"panel\" id=\"latency-over-time\"")
-        panelTitle("Latency of each message by the time it was sent, with blackouts and faults", frame: frame, on: &canvas)
+        panelTitle("Latency of each message (from its first transmission) by the time it was sent", frame: frame, on: &canvas)
         let x = placed(time, in: frame)
         let receipted = run.messages.filter { $0.latencyMs != nil }
-        let y = ChartScale.fitting(receipted.isEmpty ? [1, 1000] : receipted.map { $0.latencyMs! }, pixels: (frame.bottom, frame.top), logAbove: 30)
+        let unfinished = run.messages.filter { $0.fate != .receipted }
+        // Messages without a receipt get a strip of their own along the top.
+        let strip = unfinished.isEmpty ? 0.0 : 16
+        let y = ChartScale.fitting(receipted.isEmpty ? [1, 1000] : receipted.map { $0.latencyMs! },
+                                   pixels: (frame.bottom, frame.top + strip), logAbove: 30)
         frame.drawAxes(on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)",
                        yLabel: "latency (ms)" + (y.logarithmic ? ", log" : ""))
-        impairments(run.scenario, on: &canvas, frame: frame, x: x)
+        if strip > 0 {
+            canvas.rect(x: frame.left, y: frame.top, width: frame.width, height: strip, fill: "#fdecec")
+            canvas.text("no receipt", x: frame.left - 7, y: frame.top + 12, anchor: "end", size: 10, fill: failedColour)
+        }
         canvas.open("class=\"series\" data-name=\"latency\" data-points=\"\(receipted.count)\"")
         let radius = receipted.count > 3000 ? 1.2 : 2
         for message in receipted {
             canvas.circle(x: x(message.sentMs / 1000), y: y(message.latencyMs!), r: radius, fill: latencyColour, opacity: 0.6)
         }
         canvas.close()
-        let unfinished = run.messages.filter { $0.fate != .receipted }
         canvas.open("class=\"series\" data-name=\"failed\" data-points=\"\(unfinished.count)\"")
         for message in unfinished {
             let cx = x(message.sentMs / 1000), cy = frame.top + 8
@@ -156,7 +162,8 @@ public enum LabPlot {
             canvas.line(x1: cx - 3, y1: cy + 3, x2: cx + 3, y2: cy - 3, stroke: failedColour, width: 1.5)
         }
         canvas.close()
-        legend([("receipted message", latencyColour), ("failed / no outcome (×, at the top)", failedColour),
+        impairments(run.scenario, on: &canvas, frame: frame, x: x)
+        legend([("receipted message", latencyColour), ("failed / no outcome (× in the top strip)", failedColour),
                 ("blackout", blackoutColour), ("fault", faultColour)], on: &canvas, x: frame.left, y: frame.bottom + 52)
         canvas.close()
     }
@@ -164,7 +171,8 @@ public enum LabPlot {
     private static func retransmissionsOverTime(_ run: LabRun, on canvas: inout SVGCanvas, frame: ChartFrame, time: ChartScale) {
         canvas.open("class=\"panel\" id=\"retransmissions\"")
         let x = placed(time, in: frame)
-        let binSeconds = ChartScale.niceStep(x.upper / 80)
+        // Bins no finer than twice the timeline's sampling (real mode), or some would stay empty.
+        let binSeconds = ChartScale.niceStep(max(x.upper / 80, 2 * run.timelineResolutionMs / 1000))
         var bins = [Int](repeating: 0, count: Int((x.upper / binSeconds).rounded(.up)) + 1)
         for event in run.retransmissions {
             bins[min(bins.count - 1, max(0, Int(event.atMs / 1000 / binSeconds)))] += event.count
@@ -173,7 +181,6 @@ public enum LabPlot {
         panelTitle("Retransmissions over time (per \(binLabel))", frame: frame, on: &canvas)
         let y = ChartScale.fitting(bins.map(Double.init) + [1], pixels: (frame.bottom, frame.top))
         frame.drawAxes(on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)", yLabel: "retransmissions")
-        impairments(run.scenario, on: &canvas, frame: frame, x: x)
         let total = run.retransmissions.reduce(0) { $0 + $1.count }
         canvas.open("class=\"series\" data-name=\"retransmissions\" data-points=\"\(total)\"")
         for (index, count) in bins.enumerated() where count > 0 {
@@ -182,6 +189,7 @@ public enum LabPlot {
                         fill: retransmitColour)
         }
         canvas.close()
+        impairments(run.scenario, on: &canvas, frame: frame, x: x)
         if total == 0 {
             canvas.text("no retransmissions", x: frame.left + frame.width / 2, y: frame.top + frame.height / 2, anchor: "middle", fill: "#555")
         }

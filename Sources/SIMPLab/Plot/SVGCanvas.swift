@@ -108,7 +108,7 @@ struct ChartScale {
     var ticks: [Double] {
         if logarithmic {
             var ticks: [Double] = []
-            var decade = lower
+            var decade = Self.pow10(floor(log10(lower)))
             while decade <= upper * 1.0001 {
                 for factor in [1.0, 2, 5] where decade * factor >= lower * 0.9999 && decade * factor <= upper * 1.0001 {
                     ticks.append(decade * factor)

@@ -35,7 +35,7 @@ extension LabPlot {
             } else {
                 canvas.text("nothing receipted", x: frame.left + 8, y: middle + 4, fill: failedColour)
             }
-            canvas.text(SVGCanvas.number(report.datagramsPerMessage), x: frame.right + 80, y: middle + 4, anchor: "end")
+            canvas.text(ReportTable.fixed(report.datagramsPerMessage, 2), x: frame.right + 80, y: middle + 4, anchor: "end")
             let result = report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ", ")
             canvas.text(result, x: frame.right + 100, y: middle + 4, weight: "bold", fill: report.passed ? "#2a7d2a" : failedColour)
         }

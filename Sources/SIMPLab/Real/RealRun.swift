@@ -170,10 +170,12 @@ final class RealWorld: @unchecked Sendable {
         let counters = try await senderCounters()
         recordRetransmissions(upTo: counters.retransmits, at: NIODeadline.now() - start)
         let duration = lastProgress.withLockedValue { $0 } - start
-        return recorder.withLockedValue {
+        var run = recorder.withLockedValue {
             $0.run(scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration), ended: ended,
                    endedAt: NIODeadline.now() - start)
         }
+        run.timelineResolutionMs = Double(options.progressInterval.nanoseconds) / 1e6
+        return run
     }
 
     /// The senders' retransmission counters, summed.
