@@ -98,6 +98,16 @@ struct Replay: AsyncParsableCommand {
         if let messages, Int(messages) != nil {
             throw ValidationError("--messages names the JSON Lines file to write; use --count \(messages) to change the messages per sender")
         }
+        // Check where the files go before a long run, not after it.
+        let plotIsFile = files.count == 1 && !all // otherwise a directory, created as needed
+        for (flag, path) in [("--messages", messages), ("--plot", plotIsFile ? plot : nil)] {
+            guard let path else { continue }
+            let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ValidationError("\(flag) \(path): no such directory \(parent)")
+            }
+        }
         if let maxVirtualSeconds, !(maxVirtualSeconds > 0) { throw ValidationError("--max-virtual-seconds must be positive") }
         if let maxWallSeconds, !(maxWallSeconds > 0) { throw ValidationError("--max-wall-seconds must be positive") }
     }
@@ -150,7 +160,7 @@ struct Replay: AsyncParsableCommand {
             try write(lines, to: URL(fileURLWithPath: messages))
         }
         guard let plot else { return }
-        if runs.count == 1 && !all {
+        if files.count == 1 && !all {
             try write(LabPlot.run(runs[0]), to: URL(fileURLWithPath: plot))
             return
         }
