@@ -104,10 +104,13 @@ public enum LabPlot {
         canvas.close()
         if let latency = run.report.latency {
             canvas.open("class=\"markers\"")
-            for (name, value) in [("p50", latency.p50), ("p99", latency.p99), ("max", latency.max)] {
+            for (row, (name, value)) in [("p50", latency.p50), ("p99", latency.p99), ("max", latency.max)].enumerated() {
                 canvas.line(x1: x(value), y1: frame.top, x2: x(value), y2: frame.bottom, stroke: "#555", dash: "3,3")
-                canvas.text("\(name) \(SVGCanvas.number(value)) ms", x: x(value) - 4, y: frame.top + 14 + (name == "p99" ? 14 : name == "max" ? 28 : 0),
-                            anchor: "end", size: 11, fill: "#333")
+                // Along the bottom, where a CDF right of its own percentile never goes: right of the
+                // line, or left of it near the right edge; one row each.
+                let left = frame.right - x(value) < 110
+                canvas.text("\(name) \(SVGCanvas.number(value)) ms", x: left ? x(value) - 4 : x(value) + 4,
+                            y: frame.bottom - 8 - Double(2 - row) * 15, anchor: left ? "end" : "start", size: 11, fill: "#333")
             }
             canvas.close()
         } else {
