@@ -54,7 +54,7 @@ final class EventQueue {
     /// Runs events in order until none is left, the next is later than `limit`, or `stop`
     /// holds; every `checkEvery` events `check` may end the run by returning false.
     func run(
-        until limit: TimeAmount, stop: () -> Bool = { false }, checkEvery: Int = 256, check: () -> Bool = { true }
+        until limit: TimeAmount, stop: () -> Bool = { false }, checkEvery: Int, check: () -> Bool = { true }
     ) -> Outcome {
         var count = 0
         while true {

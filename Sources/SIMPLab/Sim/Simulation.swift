@@ -105,35 +105,31 @@ final class SimWorld {
     private func runQueue() -> RunEnd {
         let limit = options.maxVirtualTime ?? Simulation.defaultMaxVirtualTime(for: scenario)
         let clock = ContinuousClock()
-        let wallStart = clock.now
-        let wallLimit = Duration.nanoseconds((options.maxWallTime ?? Simulation.defaultMaxWallTime).nanoseconds)
-        let progressInterval = Duration.nanoseconds(options.progressInterval.nanoseconds)
-        var nextProgress = wallStart + progressInterval
-        var instant = (virtual: queue.now, since: wallStart, checks: 0)
-        var stalled = false
-        let stallTime = Duration.nanoseconds(Simulation.stallWallTime.nanoseconds)
-        let outcome = queue.run(until: limit, stop: { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false }) {
-            let now = clock.now
-            if queue.now != instant.virtual { instant = (queue.now, now, 0) }
-            instant.checks += 1
-            if instant.checks * 256 >= Simulation.stallEvents, now - instant.since >= stallTime {
-                stalled = true
+        var watch = RunGuard(start: clock.now, wallLimit: options.maxWallTime ?? Simulation.defaultMaxWallTime,
+                             progressInterval: options.progressInterval, eventsPerCheck: Self.eventsPerCheck)
+        var stoppedBy = RunEnd.wallTimeLimit
+        let outcome = queue.run(until: limit, stop: { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false },
+                                checkEvery: Self.eventsPerCheck) {
+            switch watch.check(virtual: queue.now, wall: clock.now) {
+            case .proceed: return true
+            case .report:
+                options.progress?(recorder.progress(scenario: scenario, clock: elapsed))
+                return true
+            case .stop(let reason):
+                stoppedBy = reason
                 return false
             }
-            if now - wallStart >= wallLimit { return false }
-            if let progress = options.progress, now >= nextProgress {
-                nextProgress = now + progressInterval
-                progress(recorder.progress(scenario: scenario, clock: elapsed))
-            }
-            return true
         }
         if isFinished { return .settled }
         switch outcome {
-        case .interrupted: return stalled ? .stalled : .wallTimeLimit
+        case .interrupted: return stoppedBy
         case .reachedLimit: return .virtualTimeLimit
         case .empty, .stopped: return .idle
         }
     }
+
+    /// Events between two looks at the wall clock.
+    private static let eventsPerCheck = 256
 
     /// The client whose public UDP address is `address`, if any.
     func client(at address: SocketAddress) -> SimClient? { clientsByAddress[address] }
