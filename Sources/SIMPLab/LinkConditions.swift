@@ -62,41 +62,55 @@ public struct LinkConditions: Codable, Equatable, Sendable {
     /// When the link is up again for good after its last blackout (0 without blackouts), in ms.
     public var recoversAtMs: Double { blackouts.map { $0.atMs + $0.forMs }.max() ?? 0 }
 
-    private enum CodingKeys: String, CodingKey {
+    private enum CodingKeys: String, CodingKey, CaseIterable {
         case lossPercent, burst, duplicatePercent, reorder, delayMs, jitterMs, blackouts
     }
 
     public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        lossPercent = try c.decodeIfPresent(Double.self, forKey: .lossPercent) ?? 0
+        lossPercent = try c.decode(.lossPercent, in: StrictDecoding.percent, default: 0)
         burst = try c.decodeIfPresent(BurstLoss.self, forKey: .burst)
-        duplicatePercent = try c.decodeIfPresent(Double.self, forKey: .duplicatePercent) ?? 0
+        duplicatePercent = try c.decode(.duplicatePercent, in: StrictDecoding.percent, default: 0)
         reorder = try c.decodeIfPresent(Reordering.self, forKey: .reorder)
-        delayMs = try c.decodeIfPresent(Double.self, forKey: .delayMs) ?? 0
-        jitterMs = try c.decodeIfPresent(Double.self, forKey: .jitterMs) ?? 0
+        delayMs = try c.decode(.delayMs, in: StrictDecoding.nonNegative, default: 0)
+        jitterMs = try c.decode(.jitterMs, in: StrictDecoding.nonNegative, default: 0)
         blackouts = try c.decodeIfPresent([Blackout].self, forKey: .blackouts) ?? []
     }
 }
 
 extension LinkConditions.BurstLoss {
-    private enum CodingKeys: String, CodingKey { case enterBadPercent, leaveBadPercent, lossInGoodPercent, lossInBadPercent }
+    private enum CodingKeys: String, CodingKey, CaseIterable { case enterBadPercent, leaveBadPercent, lossInGoodPercent, lossInBadPercent }
 
     public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        enterBadPercent = try c.decode(Double.self, forKey: .enterBadPercent)
-        leaveBadPercent = try c.decode(Double.self, forKey: .leaveBadPercent)
-        lossInGoodPercent = try c.decodeIfPresent(Double.self, forKey: .lossInGoodPercent) ?? 0
-        lossInBadPercent = try c.decodeIfPresent(Double.self, forKey: .lossInBadPercent) ?? 100
+        enterBadPercent = try c.decodeRequired(.enterBadPercent, in: StrictDecoding.percent)
+        leaveBadPercent = try c.decodeRequired(.leaveBadPercent, in: StrictDecoding.percent)
+        lossInGoodPercent = try c.decode(.lossInGoodPercent, in: StrictDecoding.percent, default: 0)
+        lossInBadPercent = try c.decode(.lossInBadPercent, in: StrictDecoding.percent, default: 100)
     }
 }
 
 extension LinkConditions.Reordering {
-    private enum CodingKeys: String, CodingKey { case percent, depth, maxHoldMs }
+    private enum CodingKeys: String, CodingKey, CaseIterable { case percent, depth, maxHoldMs }
 
     public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        percent = try c.decode(Double.self, forKey: .percent)
-        depth = try c.decodeIfPresent(Int.self, forKey: .depth) ?? 1
-        maxHoldMs = try c.decodeIfPresent(Double.self, forKey: .maxHoldMs) ?? 100
+        percent = try c.decodeRequired(.percent, in: StrictDecoding.percent)
+        depth = try c.decode(.depth, in: 1...1000, default: 1)
+        maxHoldMs = try c.decode(.maxHoldMs, in: StrictDecoding.nonNegative, default: 100)
+    }
+}
+
+extension LinkConditions.Blackout {
+    private enum CodingKeys: String, CodingKey, CaseIterable { case atMs, forMs }
+
+    public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        atMs = try c.decodeRequired(.atMs, in: StrictDecoding.nonNegative)
+        forMs = try c.decodeRequired(.forMs, in: StrictDecoding.nonNegative)
     }
 }

@@ -20,6 +20,7 @@ public enum ReportTable {
             ("retransmits", "\(report.retransmits)"),
             ("spurious_retransmits", "\(report.spuriousRetransmits) (\(format2(report.spuriousRetransmitPercent))%)"),
             ("duration_s", format2(report.durationSeconds)),
+            ("ended", report.ended.explanation + " at \(format2(report.endedAtSeconds)) s"),
         ]
         for bar in report.bars {
             rows.append(("bar " + bar.name, "\(bar.passed ? "pass" : "FAIL")  \(number(bar.value)) ≤ \(number(bar.limit))"))
@@ -64,7 +65,8 @@ public enum ReportTable {
     private static func format2(_ value: Double) -> String { fixed(value, 2) }
     private static func format3(_ value: Double) -> String { fixed(value, 3) }
 
-    private static func fixed(_ value: Double, _ digits: Int) -> String {
+    /// `value` with exactly `digits` decimals.
+    static func fixed(_ value: Double, _ digits: Int) -> String {
         guard value.isFinite else { return "\(value)" }
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }

@@ -5,7 +5,7 @@ import NIOCore
 ///
 /// Messages carry their per-conversation sequence number in their text (`MessageText`), so
 /// the receiving side can count duplicates and reordering without any shared state.
-public struct RunRecorder {
+public struct RunRecorder: Sendable {
     private struct Conversation: Hashable {
         var from: String
         var to: String
@@ -14,6 +14,8 @@ public struct RunRecorder {
     private struct ConversationLog {
         var seen: Set<Int> = []
         var highest = -1
+        /// Message ids by sequence number, to tie a delivery to its message.
+        var ids: [Int: UInt64] = [:]
     }
 
     public private(set) var sent = 0
@@ -27,29 +29,50 @@ public struct RunRecorder {
     private var latencies = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
     private var latencySumMicros: UInt64 = 0
     private var latencyMaxMicros: UInt64 = 0
+    /// What became of each message, in the order they were sent.
+    public private(set) var messages: [MessageRecord] = []
+    private var recordIndex: [UInt64: Int] = [:]
+    /// Retransmissions over time (ms since the workload start, how many).
+    public private(set) var retransmissions: [TimedCount] = []
 
     public init() {}
 
-    /// A sender handed a message to its client.
-    public mutating func messageSent() { sent += 1 }
+    /// A sender handed message `id` with `text` for `to` to its client, `at` after the workload started.
+    public mutating func messageSent(id: UInt64, from: String, to: String, text: String, at time: TimeAmount) {
+        sent += 1
+        recordIndex[id] = messages.count
+        messages.append(MessageRecord(id: id, from: from, to: to, sentMs: Self.ms(time)))
+        if let sequence = MessageText.sequence(in: text) {
+            conversations[Conversation(from: from, to: to), default: ConversationLog()].ids[sequence] = id
+        }
+    }
 
-    /// The sender's receipt arrived `latency` after the message was first transmitted.
-    public mutating func receiptArrived(latency: TimeAmount) {
+    /// The sender's receipt for `id` arrived `latency` after the message was first transmitted.
+    public mutating func receiptArrived(id: UInt64, latency: TimeAmount, attempts: Int?, at time: TimeAmount) {
+        guard let index = recordIndex[id], messages[index].fate == .unresolved else { return }
         receipted += 1
         let micros = UInt64(max(0, latency.nanoseconds / 1000))
         _ = latencies.record(micros)
         latencySumMicros += micros
         latencyMaxMicros = max(latencyMaxMicros, micros)
+        messages[index].fate = .receipted
+        messages[index].receiptedMs = Self.ms(time)
+        messages[index].latencyMs = Self.ms(latency)
+        messages[index].attempts = attempts
     }
 
-    /// The sender was told the message failed (`connectionLost`: its connection dropped first).
-    public mutating func messageFailed(connectionLost lost: Bool = false) {
+    /// The sender was told message `id` failed (`connectionLost`: its connection dropped first).
+    public mutating func messageFailed(id: UInt64, connectionLost lost: Bool = false, attempts: Int? = nil, at time: TimeAmount) {
+        guard let index = recordIndex[id], messages[index].fate == .unresolved else { return }
         failed += 1
         if lost { connectionLost += 1 }
+        messages[index].fate = lost ? .connectionLost : .failed
+        messages[index].failedMs = Self.ms(time)
+        messages[index].attempts = attempts
     }
 
     /// A receiving application was handed a message.
-    public mutating func appReceived(from: String, to: String, text: String) {
+    public mutating func appReceived(from: String, to: String, text: String, at time: TimeAmount) {
         guard let sequence = MessageText.sequence(in: text) else { return }
         let key = Conversation(from: from, to: to)
         var log = conversations[key, default: ConversationLog()]
@@ -60,18 +83,32 @@ public struct RunRecorder {
             log.seen.insert(sequence)
             if sequence < log.highest { outOfOrder += 1 }
             log.highest = max(log.highest, sequence)
+            if let id = log.ids[sequence], let index = recordIndex[id] { messages[index].deliveredMs = Self.ms(time) }
         }
         conversations[key] = log
     }
+
+    /// `count` retransmissions happened at `time`.
+    public mutating func retransmitted(_ count: Int = 1, at time: TimeAmount) {
+        guard count > 0 else { return }
+        retransmissions.append(TimedCount(atMs: Self.ms(time), count: count))
+    }
+
+    /// Messages sent but not yet receipted or failed.
+    public var inFlight: Int { unresolved }
+
+    private static func ms(_ time: TimeAmount) -> Double { (Double(time.nanoseconds) / 1e5).rounded() / 10 }
 
     /// Messages neither receipted nor reported failed.
     public var unresolved: Int { sent - receipted - failed }
 
     /// The report for this run.
     public func report(
-        scenario: Scenario, mode: LabMode, seed: UInt64, counters: SenderCounters, duration: TimeAmount
+        scenario: Scenario, mode: LabMode, seed: UInt64, counters: SenderCounters, duration: TimeAmount, ended: RunEnd = .settled,
+        endedAt: TimeAmount? = nil
     ) -> ScenarioReport {
         var report = ScenarioReport(scenario: scenario.name, mode: mode, seed: seed)
+        report.ended = ended
         report.sent = sent
         report.delivered = delivered
         report.receipted = receipted
@@ -92,8 +129,19 @@ public struct RunRecorder {
         report.retransmits = counters.retransmits
         report.spuriousRetransmits = counters.spuriousRetransmits
         report.durationSeconds = (Double(duration.nanoseconds) / 1e9 * 100).rounded() / 100
+        report.endedAtSeconds = (Double((endedAt ?? duration).nanoseconds) / 1e9 * 100).rounded() / 100
         report.evaluate(against: scenario)
         return report
+    }
+
+    /// The run's report with its per-message records and retransmission timeline.
+    public func run(
+        scenario: Scenario, mode: LabMode, seed: UInt64, counters: SenderCounters, duration: TimeAmount, ended: RunEnd,
+        endedAt: TimeAmount
+    ) -> LabRun {
+        let report = report(scenario: scenario, mode: mode, seed: seed, counters: counters, duration: duration, ended: ended,
+                            endedAt: endedAt)
+        return LabRun(scenario: scenario, report: report, messages: messages, retransmissions: retransmissions)
     }
 }
 

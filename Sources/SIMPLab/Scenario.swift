@@ -42,15 +42,16 @@ public struct Scenario: Codable, Equatable, Sendable {
             throw LabError("cannot read \(url.path): \(error.localizedDescription)")
         }
         do { return try JSONDecoder().decode(Scenario.self, from: data) } catch {
-            throw LabError("\(url.lastPathComponent) is not a valid scenario: \(LabError.describe(error))")
+            throw LabError("\(url.relativePath): \(LabError.describe(error))")
         }
     }
 
-    private enum CodingKeys: String, CodingKey {
+    private enum CodingKeys: String, CodingKey, CaseIterable {
         case name, description, seed, workload, link, senderLink, receiverLink, faults, expect, retransmit
     }
 
     public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decode(String.self, forKey: .name)
         description = try c.decodeIfPresent(String.self, forKey: .description) ?? ""
@@ -93,16 +94,23 @@ public struct Workload: Codable, Equatable, Sendable {
         if let ratePerSecond, ratePerSecond <= 0 { throw LabError("workload.ratePerSecond must be positive") }
     }
 
-    private enum CodingKeys: String, CodingKey { case senders, receivers, messages, intervalMs, ratePerSecond, payloadBytes }
+    private enum CodingKeys: String, CodingKey, CaseIterable {
+        case senders, receivers, messages, intervalMs, ratePerSecond, payloadBytes
+    }
 
     public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        senders = try c.decodeIfPresent(Int.self, forKey: .senders) ?? 1
-        receivers = try c.decodeIfPresent(Int.self, forKey: .receivers) ?? 1
-        messages = try c.decodeIfPresent(Int.self, forKey: .messages) ?? 100
-        intervalMs = try c.decodeIfPresent(Double.self, forKey: .intervalMs)
-        ratePerSecond = try c.decodeIfPresent(Double.self, forKey: .ratePerSecond)
-        payloadBytes = try c.decodeIfPresent(Int.self, forKey: .payloadBytes) ?? 32
+        senders = try c.decode(.senders, in: 1...10_000, default: 1)
+        receivers = try c.decode(.receivers, in: 1...10_000, default: 1)
+        messages = try c.decode(.messages, in: 1...10_000_000, default: 100)
+        intervalMs = try c.decodeIfPresent(.intervalMs, in: StrictDecoding.positive)
+        ratePerSecond = try c.decodeIfPresent(.ratePerSecond, in: StrictDecoding.positive)
+        payloadBytes = try c.decode(.payloadBytes, in: 0...60_000, default: 32)
+        if intervalMs != nil, ratePerSecond != nil {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath + [CodingKeys.ratePerSecond],
+                                                    debugDescription: "give intervalMs or ratePerSecond, not both"))
+        }
     }
 }
 
@@ -119,11 +127,12 @@ public struct AccessLink: Codable, Equatable, Sendable {
 
     public init(both: LinkConditions) { self.init(up: both, down: both) }
 
-    private enum CodingKeys: String, CodingKey { case up, down }
+    private enum CodingKeys: String, CodingKey, CaseIterable { case up, down }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if c.contains(.up) || c.contains(.down) {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
             self.init(up: try c.decodeIfPresent(LinkConditions.self, forKey: .up) ?? LinkConditions(),
                       down: try c.decodeIfPresent(LinkConditions.self, forKey: .down) ?? LinkConditions())
         } else {
@@ -134,7 +143,7 @@ public struct AccessLink: Codable, Equatable, Sendable {
 
 /// A control-plane or address fault at a point of the run.
 public struct Fault: Codable, Equatable, Sendable {
-    public enum Kind: String, Codable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
         /// The target clients' TCP control connections are closed.
         case closeControl
         /// The relay stops (every connection drops) and starts again after `forMs`.
@@ -147,7 +156,7 @@ public struct Fault: Codable, Equatable, Sendable {
     }
 
     /// Which clients a client fault applies to.
-    public enum Target: String, Codable, Sendable { case senders, receivers, all }
+    public enum Target: String, Codable, Sendable, CaseIterable { case senders, receivers, all }
 
     /// Milliseconds after the workload starts.
     public var atMs: Double
@@ -166,6 +175,18 @@ public struct Fault: Codable, Equatable, Sendable {
     /// The downtime of a restart.
     public var downtime: TimeAmount { .nanoseconds(Int64((forMs ?? 1000) * 1e6)) }
     public var at: TimeAmount { .nanoseconds(Int64(atMs * 1e6)) }
+
+    private enum CodingKeys: String, CodingKey, CaseIterable { case atMs, kind, forMs, target }
+
+    public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        atMs = try c.decodeRequired(.atMs, in: StrictDecoding.nonNegative)
+        _ = try c.decode(String.self, forKey: .kind) // "missing" error if absent
+        kind = try c.decodeChoice(Kind.self, forKey: .kind)!
+        forMs = try c.decodeIfPresent(.forMs, in: StrictDecoding.nonNegative)
+        target = try c.decodeChoice(Target.self, forKey: .target)
+    }
 
     /// Whether the fault hits a client in the given role.
     public func applies(toSender isSender: Bool) -> Bool {
@@ -188,6 +209,20 @@ public struct Expectations: Codable, Equatable, Sendable {
     public var noFailures: Bool?
 
     public init() {}
+
+    private enum CodingKeys: String, CodingKey, CaseIterable {
+        case maxMeanLatencyMs, maxLatencyMs, maxDatagramsPerMessage, maxSpuriousRetransmitPercent, noFailures
+    }
+
+    public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        maxMeanLatencyMs = try c.decodeIfPresent(.maxMeanLatencyMs, in: StrictDecoding.nonNegative)
+        maxLatencyMs = try c.decodeIfPresent(.maxLatencyMs, in: StrictDecoding.nonNegative)
+        maxDatagramsPerMessage = try c.decodeIfPresent(.maxDatagramsPerMessage, in: StrictDecoding.nonNegative)
+        maxSpuriousRetransmitPercent = try c.decodeIfPresent(.maxSpuriousRetransmitPercent, in: StrictDecoding.nonNegative)
+        noFailures = try c.decodeIfPresent(Bool.self, forKey: .noFailures)
+    }
 }
 
 /// Retransmission settings a scenario may override (milliseconds where a time).
@@ -210,6 +245,22 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
         self.backoff = backoff
         self.maxAttempts = maxAttempts
         self.fastRetransmitThreshold = fastRetransmitThreshold
+    }
+
+    private enum CodingKeys: String, CodingKey, CaseIterable {
+        case initialRTOMs, minimumRTOMs, maximumRTOMs, backoff, maxAttempts, fastRetransmitThreshold, retransmissionCopies
+    }
+
+    public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        initialRTOMs = try c.decodeIfPresent(.initialRTOMs, in: StrictDecoding.positive)
+        minimumRTOMs = try c.decodeIfPresent(.minimumRTOMs, in: StrictDecoding.positive)
+        maximumRTOMs = try c.decodeIfPresent(.maximumRTOMs, in: StrictDecoding.positive)
+        backoff = try c.decodeIfPresent(.backoff, in: 1...Double.infinity)
+        maxAttempts = try c.decodeIfPresent(.maxAttempts, in: 1...1000)
+        fastRetransmitThreshold = try c.decodeIfPresent(.fastRetransmitThreshold, in: 0...1000)
+        retransmissionCopies = try c.decodeIfPresent(.retransmissionCopies, in: 1...10)
     }
 
     func applied(to policy: RetransmitPolicy) -> RetransmitPolicy {
@@ -235,7 +286,9 @@ public struct LabError: Error, CustomStringConvertible {
     static func describe(_ error: Error) -> String {
         guard let error = error as? DecodingError else { return "\(error)" }
         func path(_ context: DecodingError.Context) -> String {
-            context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            context.codingPath.reduce(into: "") { path, key in
+                if let index = key.intValue { path += "[\(index)]" } else { path += (path.isEmpty ? "" : ".") + key.stringValue }
+            }
         }
         switch error {
         case .keyNotFound(let key, let context): return "missing \"\(key.stringValue)\" at \(path(context).isEmpty ? "top level" : path(context))"

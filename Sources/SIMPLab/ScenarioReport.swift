@@ -17,6 +17,32 @@ public struct LatencySummary: Codable, Equatable, Sendable {
     public var mean: Double
 }
 
+/// Why a run stopped.
+public enum RunEnd: String, Codable, Sendable {
+    /// Every message was receipted or reported failed (and late duplicates were waited for).
+    case settled
+    /// The simulator reached its bound on virtual time (`--max-virtual-seconds`).
+    case virtualTimeLimit = "virtual_time_limit"
+    /// The run reached its bound on wall-clock time (`--max-wall-seconds`).
+    case wallTimeLimit = "wall_time_limit"
+    /// Virtual time stopped advancing: a million events in a row at one instant (something
+    /// re-arms itself without delay), so the simulator gave up at once.
+    case stalled
+    /// Nothing was left to happen, yet some messages had no outcome.
+    case idle
+
+    /// A phrase for the table.
+    public var explanation: String {
+        switch self {
+        case .settled: return "settled (every message has an outcome)"
+        case .virtualTimeLimit: return "virtual-time limit reached"
+        case .wallTimeLimit: return "wall-time limit reached"
+        case .stalled: return "virtual time stalled (events looping at one instant)"
+        case .idle: return "nothing left to happen"
+        }
+    }
+}
+
 /// One bar a run must meet, and how it did.
 public struct Bar: Codable, Equatable, Sendable {
     public var name: String
@@ -54,6 +80,11 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     public var spuriousRetransmits = 0
     /// Virtual (sim) or wall-clock (real) length of the run.
     public var durationSeconds = 0.0
+    /// Why the run stopped: settled, or a bound on virtual or wall time.
+    public var ended = RunEnd.settled
+    /// Seconds from the workload start to when the run stopped (virtual in sim mode), after
+    /// the last outcome: with `ended`, how far a bounded run got.
+    public var endedAtSeconds = 0.0
     public var bars: [Bar] = []
     public var passed = true
 
@@ -67,7 +98,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         case scenario, mode, seed, sent, delivered, receipted, failed
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
-        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", bars, passed
+        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", bars, passed
     }
 
     /// Spurious retransmissions as a percentage of messages sent.
@@ -84,6 +115,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         atMost("unresolved", Double(unresolved), 0)
         atMost("duplicates", Double(duplicates), 0)
         atMost("out_of_order", Double(outOfOrder), 0)
+        atMost("not_settled", ended == .settled ? 0 : 1, 0)
         if scenario.expect.noFailures ?? (scenario.recoversAtMs <= 30_000) {
             atMost("failed", Double(failed), 0)
         }

@@ -45,7 +45,13 @@ struct List: AsyncParsableCommand {
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Runs scenarios and prints a report table (or JSON).",
-        discussion: "One file prints the detailed table; several files or --all print one summary row per scenario.")
+        discussion: """
+            One file prints the detailed table; several files or --all print one summary row per scenario. \
+            --plot draws the run as SVG (latency distribution, latency over time with blackouts and faults, \
+            retransmissions over time); --messages writes each message's fate as JSON Lines. A simulated run \
+            stops at --max-virtual-seconds or --max-wall-seconds, whichever comes first, and its report says \
+            which (`ended`). A live progress line goes to stderr when it is a terminal.
+            """)
 
     @Argument(help: "Scenario files to run.")
     var files: [String] = []
@@ -62,14 +68,48 @@ struct Replay: AsyncParsableCommand {
     var mode: LabMode = Lab.defaultMode
 
     @Option(name: .long, help: "Override the number of messages per sender (e.g. for a quick real run).")
-    var messages: Int?
+    var count: Int?
 
     @Flag(name: .long, help: "Print the report as JSON: one object for one scenario, an array for several.")
     var json = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Write an SVG picture of the run to this file; with several scenarios, a directory for one SVG per scenario plus summary.svg.",
+        valueName: "path"))
+    var plot: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Write every message (id, sent, delivered, receipted, attempts, fate; ms since the workload started) as JSON Lines to this file.",
+        valueName: "file"))
+    var messages: String?
+
+    @Option(name: .long, help: "Sim mode: stop a run after this much virtual time (default: the workload plus 15 minutes).")
+    var maxVirtualSeconds: Double?
+
+    @Option(name: .long, help: "Stop a simulated run after this much wall-clock time (default 120); real mode: stop waiting for outcomes then (default: 120 s after the last send).")
+    var maxWallSeconds: Double?
+
+    @Flag(name: .long, help: "No live progress line (it is only shown when stderr is a terminal).")
+    var noProgress = false
+
     func validate() throws {
         if files.isEmpty && !all { throw ValidationError("name scenario files or pass --all") }
-        if let messages, messages < 1 { throw ValidationError("--messages must be at least 1") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if let messages, Int(messages) != nil {
+            throw ValidationError("--messages names the JSON Lines file to write; use --count \(messages) to change the messages per sender")
+        }
+        // Check where the files go before a long run, not after it.
+        let plotIsFile = files.count == 1 && !all // otherwise a directory, created as needed
+        for (flag, path) in [("--messages", messages), ("--plot", plotIsFile ? plot : nil)] {
+            guard let path else { continue }
+            let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ValidationError("\(flag) \(path): no such directory \(parent)")
+            }
+        }
+        if let maxVirtualSeconds, !(maxVirtualSeconds > 0) { throw ValidationError("--max-virtual-seconds must be positive") }
+        if let maxWallSeconds, !(maxWallSeconds > 0) { throw ValidationError("--max-wall-seconds must be positive") }
     }
 
     func run() async throws {
@@ -78,25 +118,86 @@ struct Replay: AsyncParsableCommand {
             scenarios = try files.map { try Scenario.load(from: URL(fileURLWithPath: $0)) }
             if all { scenarios += try suite.suite().entries.map(\.scenario) }
         } catch let error as LabError {
-            FileHandle.standardError.write(Data("simp-lab: \(error)\n".utf8))
-            throw ExitCode(2)
+            fail("\(error)")
         }
-        var reports: [ScenarioReport] = []
-        for var scenario in scenarios {
-            if let messages { scenario.workload.messages = messages }
-            do {
-                reports.append(try await Lab.run(scenario, mode: mode, seed: seed))
-            } catch {
-                FileHandle.standardError.write(Data("simp-lab: \(scenario.name): \(error)\n".utf8))
-                throw ExitCode(2)
+        let progress = ProgressLine(enabled: !noProgress && isatty(STDERR_FILENO) != 0)
+        var runs: [LabRun] = []
+        for (index, var scenario) in scenarios.enumerated() {
+            if let count { scenario.workload.messages = count }
+            var options = LabOptions()
+            options.maxWallTime = maxWallSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
+            options.maxVirtualTime = maxVirtualSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
+            let prefix = scenarios.count > 1 ? "[\(index + 1)/\(scenarios.count)] " : ""
+            if progress.enabled {
+                options.progress = { @Sendable (state: LabProgress) in progress.show(prefix + state.line) }
             }
+            do {
+                runs.append(try await Lab.execute(scenario, mode: mode, seed: seed, options: options))
+            } catch {
+                progress.clear()
+                fail("\(scenario.name): \(error)")
+            }
+            progress.clear()
         }
+        let reports = runs.map(\.report)
         if json {
             print(reports.count == 1 ? reports[0].json() : "[" + reports.map { $0.json() }.joined(separator: ",") + "]")
         } else {
             print(reports.count == 1 ? ReportTable.detailed(reports[0]) : ReportTable.summary(reports))
         }
+        do {
+            try writeOutputs(runs)
+        } catch {
+            fail("\(error)")
+        }
         if reports.contains(where: { !$0.passed }) { throw ExitCode(1) }
+    }
+
+    /// The --plot and --messages files.
+    private func writeOutputs(_ runs: [LabRun]) throws {
+        if let messages {
+            let lines = runs.map { MessageRecord.jsonLines($0.messages, scenario: runs.count > 1 ? $0.report.scenario : nil) }.joined()
+            try write(lines, to: URL(fileURLWithPath: messages))
+        }
+        guard let plot else { return }
+        if files.count == 1 && !all {
+            try write(LabPlot.run(runs[0]), to: URL(fileURLWithPath: plot))
+            return
+        }
+        let directory = URL(fileURLWithPath: plot, isDirectory: true)
+        do { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) } catch {
+            throw ValidationError("cannot create directory \(plot): \(error.localizedDescription)")
+        }
+        for run in runs { try write(LabPlot.run(run), to: directory.appendingPathComponent("\(run.report.scenario).svg")) }
+        try write(LabPlot.summary(runs.map(\.report)), to: directory.appendingPathComponent("summary.svg"))
+    }
+
+    private func write(_ text: String, to url: URL) throws {
+        do { try Data(text.utf8).write(to: url) } catch {
+            throw ValidationError("cannot write \(url.relativePath): \(error.localizedDescription)")
+        }
+    }
+
+    private func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("simp-lab: \(message)\n".utf8))
+        Foundation.exit(2)
+    }
+}
+
+/// The live progress line on stderr: rewritten in place, cleared when a run ends.
+final class ProgressLine: Sendable {
+    let enabled: Bool
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func show(_ line: String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data(("\r\u{1B}[2K" + String(line.prefix(100))).utf8))
+    }
+
+    func clear() {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8))
     }
 }
 

@@ -53,4 +53,22 @@ final class RealModeTests: XCTestCase {
         assertBars(report)
         XCTAssertGreaterThan(try XCTUnwrap(report.latency).max, 500, "messages waited for the relay")
     }
+
+    /// More clients than the relay's default login burst (50 per address) all log in from
+    /// 127.0.0.1: the lab's relay is configured for its own load.
+    func testManyPairsAllLogIn() async throws {
+        let scenario = try Suite.decode("""
+            {"name": "pairs", "workload": {"senders": 30, "receivers": 30, "messages": 2, "intervalMs": 20}}
+            """)
+        let seen = ProgressLog()
+        var options = LabOptions()
+        options.progressInterval = .milliseconds(20)
+        options.progress = { seen.append($0) }
+        let run = try await RealRun.execute(scenario, options: options)
+        assertBars(run.report)
+        XCTAssertEqual(run.report.sent, 60)
+        XCTAssertEqual(run.messages.filter { $0.fate == .receipted }.count, 60)
+        XCTAssertEqual(run.report.ended, .settled)
+        XCTAssertEqual(seen.entries.last?.total, 60, "progress was reported")
+    }
 }

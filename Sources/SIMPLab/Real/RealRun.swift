@@ -18,11 +18,17 @@ public enum RealRun {
     public static let linger = TimeAmount.milliseconds(300)
 
     public static func run(_ scenario: Scenario, seed: UInt64? = nil) async throws -> ScenarioReport {
-        let world = try await RealWorld.start(scenario, seed: seed ?? scenario.seed)
+        try await execute(scenario, seed: seed).report
+    }
+
+    /// Runs `scenario`, keeping every message's record; `options` bounds the wait for outcomes
+    /// and receives progress.
+    public static func execute(_ scenario: Scenario, seed: UInt64? = nil, options: LabOptions = LabOptions()) async throws -> LabRun {
+        let world = try await RealWorld.start(scenario, seed: seed ?? scenario.seed, options: options)
         do {
-            let report = try await world.execute()
+            let run = try await world.execute()
             await world.stop()
-            return report
+            return run
         } catch {
             await world.stop()
             throw error
@@ -42,6 +48,7 @@ final class RealWorld: @unchecked Sendable {
 
     private let scenario: Scenario
     private let seed: UInt64
+    private let options: LabOptions
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let redis: LocalRedisServer
     private var relay: BackgroundRelay
@@ -50,19 +57,25 @@ final class RealWorld: @unchecked Sendable {
     private var inboxes: [Task<Void, Never>] = []
     private let recorder = NIOLockedValueBox(RunRecorder())
     private let lastProgress = NIOLockedValueBox(NIODeadline.now())
+    /// When the workload started: the recorder's times count from here.
+    private let workloadStart = NIOLockedValueBox(NIODeadline.now())
     /// Messages the relay stored for a receiver that was offline (e.g. during a relay restart),
     /// with when they were sent: they count when the relay reports them delivered.
     private let storedSince = NIOLockedValueBox([UInt64: NIODeadline]())
 
-    private init(scenario: Scenario, seed: UInt64, redis: LocalRedisServer, relay: BackgroundRelay, configuration: RelayConfiguration) {
+    private init(
+        scenario: Scenario, seed: UInt64, options: LabOptions, redis: LocalRedisServer, relay: BackgroundRelay,
+        configuration: RelayConfiguration
+    ) {
         self.scenario = scenario
         self.seed = seed
+        self.options = options
         self.redis = redis
         self.relay = relay
         self.relayConfiguration = configuration
     }
 
-    static func start(_ scenario: Scenario, seed: UInt64) async throws -> RealWorld {
+    static func start(_ scenario: Scenario, seed: UInt64, options: LabOptions) async throws -> RealWorld {
         let redis = try await LocalRedisServer.start()
         var configuration = RelayConfiguration()
         configuration.port = 0
@@ -73,12 +86,13 @@ final class RealWorld: @unchecked Sendable {
         // lose credentials. Datagrams are sealed and checked exactly as with login.
         configuration.requireLogin = false
         configuration.logger = quietLogger("lab.relay")
+        configuration.allowLoad(ofClients: scenario.workload.senders + scenario.workload.receivers)
         let relay: BackgroundRelay
         do { relay = try await BackgroundRelay.start(configuration: configuration) } catch { await redis.stop(); throw error }
         // A restarted relay must come back on the same ports.
         configuration.port = relay.controlAddress!.port!
         configuration.udpPort = relay.datagramAddress!.port!
-        let world = RealWorld(scenario: scenario, seed: seed, redis: redis, relay: relay, configuration: configuration)
+        let world = RealWorld(scenario: scenario, seed: seed, options: options, redis: redis, relay: relay, configuration: configuration)
         do { try await world.connectClients() } catch {
             await world.stop()
             throw error
@@ -117,22 +131,25 @@ final class RealWorld: @unchecked Sendable {
 
     /// Records every message the application of `client` receives.
     private func collect(_ client: SIMPClient, as name: String) -> Task<Void, Never> {
-        Task { [recorder, lastProgress] in
+        Task { [recorder, lastProgress, workloadStart] in
             for await message in client.messages {
-                recorder.withLockedValue { $0.appReceived(from: message.fromUser, to: name, text: message.content) }
+                let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
+                recorder.withLockedValue { $0.appReceived(from: message.fromUser, to: name, text: message.content, at: at) }
                 lastProgress.withLockedValue { $0 = .now() }
             }
         }
     }
 
-    func execute() async throws -> ScenarioReport {
+    func execute() async throws -> LabRun {
         let start = NIODeadline.now()
+        workloadStart.withLockedValue { $0 = start }
+        let sampler = sampleProgress(start: start)
         for participant in participants { try await participant.path.startClock(at: start) }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let senders = participants.filter(\.isSender)
             let receivers = participants.filter { !$0.isSender }.map(\.name)
             for (index, sender) in senders.enumerated() {
-                tasks.addTask { try await self.send(from: sender.client, index: index, senderCount: senders.count, to: receivers, start: start) }
+                tasks.addTask { try await self.send(from: sender.client, named: sender.name, index: index, senderCount: senders.count, to: receivers, start: start) }
             }
             for fault in scenario.faults {
                 tasks.addTask {
@@ -142,11 +159,27 @@ final class RealWorld: @unchecked Sendable {
             }
             try await tasks.waitForAll()
         }
-        let deadline = NIODeadline.now() + RealRun.drainLimit
+        let drainEnd = NIODeadline.now() + RealRun.drainLimit
+        let deadline = options.maxWallTime.map { min(drainEnd, start + $0) } ?? drainEnd
         while recorder.withLockedValue({ $0.unresolved }) > 0, NIODeadline.now() < deadline {
             try await Task.sleep(nanoseconds: 20_000_000)
         }
+        let ended: RunEnd = recorder.withLockedValue { $0.unresolved } == 0 ? .settled : .wallTimeLimit
         try await Task.sleep(nanoseconds: UInt64(RealRun.linger.nanoseconds))
+        sampler.cancel()
+        let counters = try await senderCounters()
+        recordRetransmissions(upTo: counters.retransmits, at: NIODeadline.now() - start)
+        let duration = lastProgress.withLockedValue { $0 } - start
+        var run = recorder.withLockedValue {
+            $0.run(scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration), ended: ended,
+                   endedAt: NIODeadline.now() - start)
+        }
+        run.timelineResolutionMs = Double(options.progressInterval.nanoseconds) / 1e6
+        return run
+    }
+
+    /// The senders' retransmission counters, summed.
+    private func senderCounters() async throws -> SenderCounters {
         var counters = SenderCounters()
         for participant in participants where participant.isSender {
             let statistics = try await participant.client.statistics()
@@ -154,24 +187,50 @@ final class RealWorld: @unchecked Sendable {
             counters.spuriousRetransmits += statistics.spuriousRetransmits
             counters.extraCopies += statistics.extraCopies
         }
-        let duration = lastProgress.withLockedValue { $0 } - start
-        return recorder.withLockedValue {
-            $0.report(scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration))
+        return counters
+    }
+
+    /// Retransmissions already passed to the recorder's timeline.
+    private let retransmitsRecorded = NIOLockedValueBox(0)
+
+    private func recordRetransmissions(upTo total: Int, at time: TimeAmount) {
+        let new = retransmitsRecorded.withLockedValue { recorded in
+            defer { recorded = max(recorded, total) }
+            return total - recorded
+        }
+        recorder.withLockedValue { $0.retransmitted(new, at: time) }
+    }
+
+    /// Samples the senders' retransmission counters for the timeline and reports progress,
+    /// every `progressInterval` until cancelled.
+    private func sampleProgress(start: NIODeadline) -> Task<Void, Never> {
+        Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(options.progressInterval.nanoseconds))
+                guard !Task.isCancelled, let counters = try? await senderCounters() else { return }
+                let now = NIODeadline.now() - start
+                recordRetransmissions(upTo: counters.retransmits, at: now)
+                if let progress = options.progress {
+                    progress(recorder.withLockedValue { $0.progress(scenario: scenario, clock: now) })
+                }
+            }
         }
     }
 
     /// One sender's share of the workload, on schedule.
     /// Counts stored messages when the relay reports them delivered from the inbox (or discarded).
     private func followStoredMessages(of client: SIMPClient) -> Task<Void, Never> {
-        Task { [recorder, lastProgress, storedSince] in
+        Task { [recorder, lastProgress, storedSince, workloadStart] in
             for await notice in client.notices {
                 switch notice {
                 case .delivered(let id, _):
                     guard let sent = storedSince.withLockedValue({ $0.removeValue(forKey: id) }) else { continue }
-                    recorder.withLockedValue { $0.receiptArrived(latency: .now() - sent) }
+                    let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
+                    recorder.withLockedValue { $0.receiptArrived(id: id, latency: .now() - sent, attempts: nil, at: at) }
                 case .discarded(let id, _, _, _):
                     guard storedSince.withLockedValue({ $0.removeValue(forKey: id) }) != nil else { continue }
-                    recorder.withLockedValue { $0.messageFailed() }
+                    let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
+                    recorder.withLockedValue { $0.messageFailed(id: id, at: at) }
                 default:
                     continue
                 }
@@ -180,7 +239,7 @@ final class RealWorld: @unchecked Sendable {
         }
     }
 
-    private func send(from client: SIMPClient, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
+    private func send(from client: SIMPClient, named sender: String, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
         _ = followStoredMessages(of: client) // ends when the client closes
         let workload = scenario.workload
         let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds * Int64(index) / Int64(senderCount))
@@ -190,15 +249,18 @@ final class RealWorld: @unchecked Sendable {
             let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
             sequences[receiverIndex] += 1
             try await Self.sleep(until: start + workload.interval * Int64(message) + stagger)
-            let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receivers[receiverIndex], content: text))
-            recorder.withLockedValue { $0.messageSent() }
+            let (id, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receivers[receiverIndex], content: text))
             let sentAt = NIODeadline.now()
+            recorder.withLockedValue {
+                $0.messageSent(id: id, from: sender, to: receivers[receiverIndex], text: text, at: sentAt - start)
+            }
             result.whenSuccess { [recorder, lastProgress, storedSince] outcome in
+                let at = NIODeadline.now() - start
                 recorder.withLockedValue { recorder in
                     switch outcome {
-                    case .delivered(_, let latency, _): recorder.receiptArrived(latency: latency)
-                    case .failed: recorder.messageFailed()
-                    case .connectionLost: recorder.messageFailed(connectionLost: true)
+                    case .delivered(_, let latency, let attempts): recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: at)
+                    case .failed(_, let failure): recorder.messageFailed(id: id, attempts: failure.attempts, at: at)
+                    case .connectionLost: recorder.messageFailed(id: id, connectionLost: true, at: at)
                     case .stored(let id): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
                     }
                 }
@@ -239,5 +301,17 @@ final class RealWorld: @unchecked Sendable {
     private static func sleep(until deadline: NIODeadline) async throws {
         let wait = deadline - .now()
         if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
+    }
+}
+
+extension RelayConfiguration {
+    /// Raises the per-address limits so that `clients` clients on one address (loopback) can
+    /// all log in at once, and again after a fault, without tripping the relay's abuse limits.
+    mutating func allowLoad(ofClients clients: Int) {
+        let logins = RateLimit(perSecond: max(loginLimit.perSecond, Double(2 * clients)), burst: max(loginLimit.burst, 4 * clients))
+        loginLimit = logins
+        connectionLimit = RateLimit(perSecond: max(connectionLimit.perSecond, logins.perSecond),
+                                    burst: max(connectionLimit.burst, logins.burst))
+        maxConnectionsPerHost = max(maxConnectionsPerHost, 4 * clients)
     }
 }

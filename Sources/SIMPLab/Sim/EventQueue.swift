@@ -39,9 +39,30 @@ final class EventQueue {
         events.insert(Event(time: max(time, now), order: scheduled, action: action))
     }
 
-    /// Runs events in order until none is left, the next is later than `limit`, or `stop` holds.
-    func run(until limit: TimeAmount, stop: () -> Bool = { false }) {
-        while !stop(), let next = events.min, next.time <= limit {
+    /// Why `run` returned.
+    enum Outcome: Equatable {
+        /// `stop` held.
+        case stopped
+        /// The next event is later than the limit.
+        case reachedLimit
+        /// No event was left.
+        case empty
+        /// `check` said to stop.
+        case interrupted
+    }
+
+    /// Runs events in order until none is left, the next is later than `limit`, or `stop`
+    /// holds; every `checkEvery` events `check` may end the run by returning false.
+    func run(
+        until limit: TimeAmount, stop: () -> Bool = { false }, checkEvery: Int, check: () -> Bool = { true }
+    ) -> Outcome {
+        var count = 0
+        while true {
+            if stop() { return .stopped }
+            guard let next = events.min else { return .empty }
+            guard next.time <= limit else { return .reachedLimit }
+            count += 1
+            if count % checkEvery == 0, !check() { return .interrupted }
             events.removeMin()
             now = next.time
             next.action()

@@ -27,6 +27,8 @@ final class SimClient {
     private var waiters: [UInt64: TimeAmount] = [:]
     private var timerDeadline: NIODeadline?
     private var timerGeneration = 0
+    /// The sender's retransmission count already passed to the recorder.
+    private var retransmitsRecorded = 0
     private let allocator = ByteBufferAllocator()
 
     init(user: String, isSender: Bool, index: Int, up: SimLink, down: SimLink, world: SimWorld) {
@@ -99,7 +101,7 @@ final class SimClient {
         let message = SIMPMessage(kind: .text, toUser: user, content: text)
         let (id, output) = session.submit(message, now: world.queue.deadline)
         waiters[id] = world.queue.now
-        world.recorder.messageSent()
+        world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
         carryOut(output)
     }
 
@@ -116,7 +118,9 @@ final class SimClient {
     }
 
     private func deliver(_ messages: [SIMPMessage]) {
-        for message in messages { world.recorder.appReceived(from: message.fromUser, to: user, text: message.content) }
+        for message in messages {
+            world.recorder.appReceived(from: message.fromUser, to: user, text: message.content, at: world.elapsed)
+        }
         if !messages.isEmpty { world.noteProgress() }
     }
 
@@ -146,7 +150,7 @@ final class SimClient {
         let mayReconnect = world.configuration.reconnect != nil
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: random.unit()))
         guard !mayReconnect else { return }
-        for _ in waiters { world.recorder.messageFailed(connectionLost: true) }
+        for id in waiters.keys.sorted() { world.recorder.messageFailed(id: id, connectionLost: true, at: world.elapsed) }
         waiters.removeAll()
         world.noteProgress()
     }
@@ -168,6 +172,10 @@ final class SimClient {
         deliver(output.delivered)
         output.outcomes.forEach(report)
         output.notices.forEach(follow)
+        if session.sender.retransmits > retransmitsRecorded {
+            world.recorder.retransmitted(session.sender.retransmits - retransmitsRecorded, at: world.elapsed)
+            retransmitsRecorded = session.sender.retransmits
+        }
         if output.closeControl, let control {
             world.relay.clientClosed(control)
             connectionClosed(control)
@@ -180,12 +188,12 @@ final class SimClient {
 
     private func report(_ event: SenderEvent) {
         switch event {
-        case .delivered(let id, _, let latency, _):
+        case .delivered(let id, _, let latency, let attempts):
             guard waiters.removeValue(forKey: id) != nil else { return }
-            world.recorder.receiptArrived(latency: latency)
-        case .failed(let id, _, _):
+            world.recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: world.elapsed)
+        case .failed(let id, _, let failure):
             guard waiters.removeValue(forKey: id) != nil else { return }
-            world.recorder.messageFailed()
+            world.recorder.messageFailed(id: id, attempts: failure.attempts, at: world.elapsed)
         }
         world.noteProgress()
     }
@@ -196,10 +204,10 @@ final class SimClient {
         switch notice {
         case .delivered(let id, _):
             guard let submitted = waiters.removeValue(forKey: id) else { return }
-            world.recorder.receiptArrived(latency: world.queue.now - submitted)
+            world.recorder.receiptArrived(id: id, latency: world.queue.now - submitted, attempts: nil, at: world.elapsed)
         case .discarded(let id, _, _, _):
             guard waiters.removeValue(forKey: id) != nil else { return }
-            world.recorder.messageFailed()
+            world.recorder.messageFailed(id: id, at: world.elapsed)
         default:
             return
         }
@@ -222,5 +230,13 @@ final class SimClient {
             timerDeadline = nil
             carryOut(session.poll(now: world.queue.deadline))
         }
+    }
+}
+
+extension DeliveryFailure {
+    /// Transmissions made before giving up, when known.
+    var attempts: Int? {
+        if case .timedOut(let attempts) = self { return attempts }
+        return nil
     }
 }

@@ -10,11 +10,27 @@ import SIMPRelay
 public enum Simulation {
     /// Virtual time allowed after the last message is sent for every outcome to arrive.
     public static let drainLimit = TimeAmount.minutes(15)
+    /// A run whose virtual time stays at one instant for this long (wall clock), through at
+    /// least `stallEvents` events, is stalled: something re-arms itself without delay.
+    public static let stallWallTime = TimeAmount.seconds(10)
+    static let stallEvents = 10_000
+    /// The default bound on wall-clock time for a simulated run.
+    public static let defaultMaxWallTime = TimeAmount.seconds(120)
     /// Virtual time the run goes on after the last outcome, to catch late duplicates.
     public static let linger = TimeAmount.seconds(5)
 
     public static func run(_ scenario: Scenario, seed: UInt64? = nil) -> ScenarioReport {
-        SimWorld(scenario: scenario, seed: seed ?? scenario.seed).run()
+        execute(scenario, seed: seed).report
+    }
+
+    /// Runs `scenario` within the bounds of `options`, keeping every message's record.
+    public static func execute(_ scenario: Scenario, seed: UInt64? = nil, options: LabOptions = LabOptions()) -> LabRun {
+        SimWorld(scenario: scenario, seed: seed ?? scenario.seed, options: options).run()
+    }
+
+    /// The default bound on virtual time: the connect grace, the workload, then `drainLimit`.
+    public static func defaultMaxVirtualTime(for scenario: Scenario) -> TimeAmount {
+        SimWorld.connectGrace + scenario.workload.interval * Int64(scenario.workload.messages) + drainLimit
     }
 }
 
@@ -22,6 +38,7 @@ public enum Simulation {
 final class SimWorld {
     let scenario: Scenario
     let seed: UInt64
+    private let options: LabOptions
     let queue = EventQueue()
     /// The client defaults (heartbeat, reconnect, connect timeout) the simulated clients use.
     let configuration = ClientConfiguration(serverHost: "sim", serverPort: 0, user: "")
@@ -35,16 +52,20 @@ final class SimWorld {
     private var lastProgress: TimeAmount = .zero
     private(set) var finishedAt: TimeAmount?
     /// The workload starts without the clients that did not connect within this time.
-    private let connectGrace = TimeAmount.seconds(30)
+    static let connectGrace = TimeAmount.seconds(30)
 
-    init(scenario: Scenario, seed: UInt64) {
+    init(scenario: Scenario, seed: UInt64, options: LabOptions) {
         self.scenario = scenario
         self.seed = seed
+        self.options = options
     }
+
+    /// Time since the workload started (zero before).
+    var elapsed: TimeAmount { workloadStart.map { queue.now - $0 } ?? .zero }
 
     var isFinished: Bool { finishedAt != nil }
 
-    func run() -> ScenarioReport {
+    func run() -> LabRun {
         relay = SimRelay(world: self)
         let workload = scenario.workload
         var stream: UInt64 = 0
@@ -65,9 +86,8 @@ final class SimWorld {
         }
         relay.start()
         for client in clients { client.connect() }
-        queue.schedule(after: connectGrace) { [unowned self] in startWorkload() }
-        let limit = connectGrace + workload.interval * Int64(workload.messages) + Simulation.drainLimit
-        queue.run(until: limit) { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false }
+        queue.schedule(after: Self.connectGrace) { [unowned self] in startWorkload() }
+        let ended = runQueue()
 
         var counters = SenderCounters()
         for client in clients where client.isSender {
@@ -76,8 +96,40 @@ final class SimWorld {
             counters.extraCopies += client.sender.extraCopiesSent
         }
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
-        return recorder.report(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration)
+        return recorder.run(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,
+                            endedAt: elapsed)
     }
+
+    /// Runs the event queue until the run settles or reaches a bound on virtual or wall time,
+    /// reporting progress on the way.
+    private func runQueue() -> RunEnd {
+        let limit = options.maxVirtualTime ?? Simulation.defaultMaxVirtualTime(for: scenario)
+        let clock = ContinuousClock()
+        var watch = RunGuard(start: clock.now, wallLimit: options.maxWallTime ?? Simulation.defaultMaxWallTime,
+                             progressInterval: options.progressInterval, eventsPerCheck: Self.eventsPerCheck)
+        var stoppedBy = RunEnd.wallTimeLimit
+        let outcome = queue.run(until: limit, stop: { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false },
+                                checkEvery: Self.eventsPerCheck) {
+            switch watch.check(virtual: queue.now, wall: clock.now) {
+            case .proceed: return true
+            case .report:
+                options.progress?(recorder.progress(scenario: scenario, clock: elapsed))
+                return true
+            case .stop(let reason):
+                stoppedBy = reason
+                return false
+            }
+        }
+        if isFinished { return .settled }
+        switch outcome {
+        case .interrupted: return stoppedBy
+        case .reachedLimit: return .virtualTimeLimit
+        case .empty, .stopped: return .idle
+        }
+    }
+
+    /// Events between two looks at the wall clock.
+    private static let eventsPerCheck = 256
 
     /// The client whose public UDP address is `address`, if any.
     func client(at address: SocketAddress) -> SimClient? { clientsByAddress[address] }
