@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import SIMPClient
 import SIMPCore
 import Metrics
 import NIOCore
@@ -17,17 +18,30 @@ func printError(_ line: String) {
     fputs(line + "\n", stderr)
 }
 
-@main
 struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
         abstract: "The SIMP relay, and the commands that manage its users.",
-        discussion: """
-            `simp-server [options]` runs the relay (the `serve` subcommand); `simp-server user add \
-            alice` creates a user who can then log in. See `simp-server serve --help`.
+        usage: """
+            simp-server [<options>]
+              simp-server serve [<options>]
+              simp-server user add|remove|list ...
             """,
-        subcommands: [Serve.self, UserCommand.self],
-        defaultSubcommand: Serve.self)
+        discussion: """
+            `simp-server [options]` runs the relay with the options below (`simp-server serve \
+            [options]` is the same); `simp-server user add alice` creates a user who can then log in.
+
+            Every option can also come from a TOML file (--config FILE: keys named like the \
+            options, `port = 7600`, `no-login = true`) or from the environment (SIMP_ and the \
+            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_NO_LOGIN=true). Typed options override \
+            the environment, which overrides the file.
+            """,
+        version: SIMPVersion.current,
+        subcommands: [Serve.self, UserCommand.self])
+
+    @OptionGroup var relay: RelayOptions
+
+    func run() async throws { try await relay.serve() }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -41,6 +55,16 @@ struct Serve: AsyncParsableCommand {
             SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
             seconds, removes this relay's registrations and exits 0.
             """)
+
+    @OptionGroup var relay: RelayOptions
+
+    func run() async throws { try await relay.serve() }
+}
+
+/// The relay's options: `simp-server` and `simp-server serve` take the same.
+struct RelayOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("TOML file with settings (keys named like these options).", valueName: "file"))
+    var config: String?
 
     @Option(help: "Address to listen on (TCP and UDP).")
     var host = "127.0.0.1"
@@ -128,7 +152,7 @@ struct Serve: AsyncParsableCommand {
         do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
 
-    func run() async throws {
+    func serve() async throws {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -169,6 +193,13 @@ struct Serve: AsyncParsableCommand {
             logger: Logger(label: "simp.lifecycle"))
         do {
             try await group.run()
+        } catch where SocketErrorText.isAddressInUse(error) {
+            let held = SocketErrorText.portsInUse(host: host, [
+                ("--port", port, false), ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
+            ])
+            let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
+            printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")
+            throw ExitCode.failure
         } catch {
             printError("simp-server: \(error)")
             throw ExitCode.failure

@@ -20,6 +20,8 @@ public final class ChatController: @unchecked Sendable {
         public var log: ChatLog?
         /// Send read markers when the user has seen a conversation.
         public var readReceipts = true
+        /// Ring the terminal bell for a message from someone other than the current peer.
+        public var bell = true
 
         public init(peer: String? = nil, historyDirectory: URL) {
             self.peer = peer
@@ -64,6 +66,7 @@ public final class ChatController: @unchecked Sendable {
             user: client.configuration.user, peer: options.peer, screen: screen,
             history: (try? store?.load()) ?? [], clock: .system)
         session.sendsReadMarkers = options.readReceipts
+        session.rings = options.bell
         if interactive {
             do { try Terminal.enableRawMode() } catch {
                 FileHandle.standardError.write(Data("simp: \(error)\n".utf8))
