@@ -160,7 +160,7 @@ let package = Package(
         .executableTarget(
             name: "simp-lab",
             dependencies: [
-                "SIMPLab",
+                "SIMPLab", "SIMPCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 

@@ -29,6 +29,7 @@ public enum ConfigFile {
     /// The arguments the file at `path` gives: its top-level `keys`, and the keys of the table
     /// named `section` (one of `sections`; the others are checked but give nothing here).
     public static func arguments(path: String, keys: Keys, sections: [String: Keys] = [:], section: String? = nil) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path) else { throw Failure("\(path): no such config file") }
         let text: String
         do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
             throw Failure("\(path): cannot read the config file (\(error.localizedDescription))")

@@ -22,9 +22,11 @@ public enum SocketErrorText {
         }
     }
 
-    /// Whether `error` says an address is already in use (EADDRINUSE).
+    /// Whether `error` says an address is already in use (EADDRINUSE), itself or in the text
+    /// of an error that wraps it.
     public static func isAddressInUse(_ error: Error) -> Bool {
-        (error as? IOError)?.errnoCode == EADDRINUSE
+        if let error = error as? IOError { return error.errnoCode == EADDRINUSE }
+        return "\(error)".contains("(errno: \(EADDRINUSE))")
     }
 
     /// Which of the `ports` (name and number; 0 is skipped) another process holds on `host`,
