@@ -21,6 +21,10 @@ enum SIMPServerMain {
 
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments == ["--help"] || arguments == ["-h"] || arguments == ["help"] {
+            print(SIMPServerCommand.helpWithRelayOptions)
+            return
+        }
         let informational = ["-h", "--help", "--version", "help"]
         if !arguments.contains(where: { informational.contains($0) || $0.hasPrefix("--generate-completion-script") }) {
             do { arguments = try configured(arguments) } catch { printError("simp-server: \(error)"); exit(1) }

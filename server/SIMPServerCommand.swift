@@ -13,6 +13,14 @@ import ServiceLifecycle
 import Glibc
 #endif
 
+extension String {
+    var trimmingWhitespaceAtEnd: String {
+        var text = self
+        while text.last?.isWhitespace == true { text.removeLast() }
+        return text
+    }
+}
+
 /// Writes one line to standard error.
 func printError(_ line: String) {
     fputs(line + "\n", stderr)
@@ -37,11 +45,19 @@ struct SIMPServerCommand: AsyncParsableCommand {
             the environment, which overrides the file.
             """,
         version: SIMPVersion.current,
-        subcommands: [Serve.self, UserCommand.self])
+        subcommands: [Serve.self, UserCommand.self],
+        defaultSubcommand: Serve.self)
 
-    @OptionGroup var relay: RelayOptions
-
-    func run() async throws { try await relay.serve() }
+    /// `--help` with the relay's options (the default subcommand's), which the parser's own
+    /// help for a command with subcommands leaves out.
+    static var helpWithRelayOptions: String {
+        let root = helpMessage(), relay = Serve.helpMessage()
+        guard let ownOptions = root.range(of: "OPTIONS:"), let subcommands = root.range(of: "SUBCOMMANDS:"),
+              let relayOptions = relay.range(of: "OPTIONS:"), let help = relay.range(of: "  -h, --help") else { return root }
+        return String(root[..<ownOptions.lowerBound]) + String(relay[relayOptions.lowerBound..<help.lowerBound])
+            + "  --version               Show the version.\n" + String(relay[help.lowerBound...]).trimmingWhitespaceAtEnd
+            + "\n\n" + String(root[subcommands.lowerBound...])
+    }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -56,13 +72,6 @@ struct Serve: AsyncParsableCommand {
             seconds, removes this relay's registrations and exits 0.
             """)
 
-    @OptionGroup var relay: RelayOptions
-
-    func run() async throws { try await relay.serve() }
-}
-
-/// The relay's options: `simp-server` and `simp-server serve` take the same.
-struct RelayOptions: ParsableArguments {
     @Option(help: ArgumentHelp("TOML file with settings (keys named like these options).", valueName: "file"))
     var config: String?
 
@@ -152,7 +161,7 @@ struct RelayOptions: ParsableArguments {
         do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
 
-    func serve() async throws {
+    func run() async throws {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
