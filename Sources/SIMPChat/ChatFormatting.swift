@@ -79,6 +79,8 @@ extension ChatSession {
             return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
         case .read:
             return StyledText("✓✓ read by \(message.toUser): \(quoted)", .success)
+        case .stored where RelayCore.isRoomAddress(message.toUser):
+            return StyledText("✓ posted to \(message.toUser): \(quoted)", .dim)
         case .stored:
             return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
         case .pending, .sent, .roomDelivered:

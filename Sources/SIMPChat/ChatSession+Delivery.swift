@@ -23,7 +23,8 @@ extension ChatSession {
             return [] // the send outcome says it
         case .roomProgress(let id, _, let delivered, let total):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
-            return resolved(ref: ref, .roomDelivered(delivered, of: total))
+            // Progress on the way is shown only in place; a line off screen hears the total once.
+            return update(ref: ref, .roomDelivered(delivered, of: total), quietly: delivered < total).effects
         case .read(let upTo, let reader):
             return markedRead(upTo: upTo, by: reader)
         case .delivered(let id, _):

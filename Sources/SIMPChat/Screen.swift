@@ -52,8 +52,9 @@ public struct Screen: Sendable {
     }
 
     /// Replaces the line printed at `row` with `line` in the scrollback, and returns the bytes
-    /// that rewrite it on screen, or nil when it is not on screen as a single row (plain
-    /// output, scrolled off, or either version wraps): the caller may print a follow-up.
+    /// that rewrite it on screen, or nil when that cannot be done in place (plain output,
+    /// scrolled off, or the new version takes a different number of rows): the caller may
+    /// print a follow-up.
     public mutating func rewrite(row: Row, with line: StyledText, input: InputLine?) -> String? {
         let index = row - firstRow
         guard scrollback.indices.contains(index) else { return nil }
@@ -62,8 +63,11 @@ public struct Screen: Sendable {
         guard interactive else { return nil }
         if scrolledBack > 0 { return view.contains(index) ? redraw(input) : nil }
         let up = rows(of: scrollback[index...], upTo: height)
-        guard up <= height - 1, rows(of: old) == 1, rows(of: line) == 1 else { return nil }
-        return "\r\u{1B}[\(up)A\u{1B}[2K" + line.rendered(colors: colors) + "\r\u{1B}[\(up)B" + draw(input)
+        let wrapped = line.wrapped(width: width)
+        guard up <= height - 1, rows(of: old) == wrapped.count else { return nil }
+        let down = up - wrapped.count + 1 // from the line's last row to the input line
+        return "\r\u{1B}[\(up)A" + wrapped.map { "\u{1B}[2K" + $0.rendered(colors: colors) }.joined(separator: "\r\n")
+            + "\r\u{1B}[\(down)B" + draw(input)
     }
 
     /// Bytes that redraw the input line (prompt, the visible part of the text, cursor). Text

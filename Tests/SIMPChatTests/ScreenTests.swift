@@ -55,8 +55,12 @@ final class ScreenTests: XCTestCase {
     func testLongLinesWrapAtWordBoundaries() {
         var screen = Screen(width: 20, height: 6, interactive: true, colors: false)
         var terminal = VirtualTerminal(width: 20, height: 6)
-        terminal.feed(screen.print("you → bob: the quick brown fox jumps over", input: input).output)
-        XCTAssertEqual(Array(terminal.transcript.prefix(3)), ["you → bob: the quick", "brown fox jumps over", "bob> half typed"])
+        let (output, row) = screen.print("you → bob: the quick brown fox jumps", input: input)
+        terminal.feed(output)
+        XCTAssertEqual(Array(terminal.transcript.prefix(3)), ["you → bob: the quick", "brown fox jumps", "bob> half typed"])
+        terminal.feed(screen.rewrite(row: row, with: "you → bob: the quick brown fox jumps ✓✓", input: input) ?? "")
+        XCTAssertEqual(terminal.lines.prefix(3), ["you → bob: the quick", "brown fox jumps ✓✓", "bob> half typed"],
+                       "a wrapped line is rewritten in place while it keeps its number of rows")
         XCTAssertEqual(StyledText("a-very-long-word-without-spaces").wrapped(width: 10).map(\.plain),
                        ["a-very-lon", "g-word-wit", "hout-space", "s"], "a word longer than a row is cut")
         XCTAssertEqual((StyledText("ab ", .dim) + StyledText("cd ef", .bold)).wrapped(width: 4),
