@@ -326,7 +326,7 @@ struct Chat: AsyncParsableCommand {
 
     func run() async throws {
         let log = ChatLog()
-        let client = try await connection.connect(logHandler: log.handler)
+        let client = try await connection.connect(logHandler: { label, level in log.handler(label: label, level: level) })
         var options = ChatController.Options(
             peer: to,
             historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
