@@ -15,6 +15,7 @@ enum SIMPMain {
         "color": .flag(ifTrue: nil, ifFalse: "--no-color"),
         "read-receipts": .flag(ifTrue: nil, ifFalse: "--no-read-receipts"),
         "bell": .flag(ifTrue: nil, ifFalse: "--no-bell"),
+        "colors": .value,
     ]
 
     static func main() async {

@@ -17,7 +17,7 @@ struct SIMPCommand: AsyncParsableCommand {
 
             Settings can live in $SIMP_HOME/config.toml or ~/.config/simp/config.toml: top-level \
             keys named like the shared flags (server, user, password-file, udp-port, log-level) and a \
-            [chat] table (to, history-dir, color, read-receipts, bell). Flags override the file.
+            [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
         version: SIMPVersion.current,
         subcommands: [Chat.self, Send.self, Listen.self])
@@ -317,11 +317,17 @@ struct Chat: AsyncParsableCommand {
     @Flag(name: .customLong("no-bell"), help: "Do not ring the terminal bell when a message arrives from someone other than the current peer.")
     var noBell = false
 
+    @Option(help: ArgumentHelp(
+        "Colours to change, as TONE=COLOUR pairs: peer=cyan,me=bold yellow,link=4;34.",
+        discussion: "Tones: dim, bold, peer, me, success, warning, failure, link. Colours: black, red, green, yellow, blue, magenta, cyan, white, bold, dim, underline, none, or SGR codes."))
+    var colors: String?
+
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
     var historyDir: String?
 
     func validate() throws {
         if let to, to.isEmpty { throw ValidationError("--to must not be empty") }
+        if let colors { do { _ = try Palette(changing: colors) } catch { throw ValidationError("--colors: \(error)") } }
     }
 
     func run() async throws {
@@ -333,6 +339,7 @@ struct Chat: AsyncParsableCommand {
         options.colors = !noColor
         options.readReceipts = !noReadReceipts
         options.bell = !noBell
+        if let colors { options.palette = try Palette(changing: colors) }
         options.log = log
         let status = await ChatController(client: client, options: options).run()
         if status != 0 { throw ExitCode(status) }

@@ -22,6 +22,8 @@ public final class ChatController: @unchecked Sendable {
         public var readReceipts = true
         /// Ring the terminal bell for a message from someone other than the current peer.
         public var bell = true
+        /// The colours of names, marks and notices.
+        public var palette = Palette.standard
 
         public init(peer: String? = nil, historyDirectory: URL) {
             self.peer = peer
@@ -59,8 +61,9 @@ public final class ChatController: @unchecked Sendable {
         let interactive = Terminal.isTerminal(STDIN_FILENO) && Terminal.isTerminal(STDOUT_FILENO)
         let noColor = !(options.environment["NO_COLOR"] ?? "").isEmpty
         let size = interactive ? Terminal.windowSize() : nil
-        let screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
+        var screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
                             interactive: interactive, colors: options.colors && !noColor)
+        screen.palette = options.palette
         let store = try? HistoryStore(directory: options.historyDirectory, user: client.configuration.user)
         var session = ChatSession(
             user: client.configuration.user, peer: options.peer, screen: screen,

@@ -14,6 +14,8 @@ public struct Screen: Sendable {
     public let interactive: Bool
     /// Whether to emit ANSI colours.
     public let colors: Bool
+    /// The colours of each tone.
+    public var palette = Palette.standard
     /// The lines printed in this session (and older history put above them), oldest first.
     public private(set) var scrollback: [StyledText] = []
     /// The row number of `scrollback[0]`: a line's `Row` stays the same while lines are added
@@ -66,7 +68,7 @@ public struct Screen: Sendable {
         let wrapped = line.wrapped(width: width)
         guard up <= height - 1, rows(of: old) == wrapped.count else { return nil }
         let down = up - wrapped.count + 1 // from the line's last row to the input line
-        return "\r\u{1B}[\(up)A" + wrapped.map { "\u{1B}[2K" + $0.rendered(colors: colors) }.joined(separator: "\r\n")
+        return "\r\u{1B}[\(up)A" + wrapped.map { "\u{1B}[2K" + paint($0) }.joined(separator: "\r\n")
             + "\r\u{1B}[\(down)B" + draw(input)
     }
 
@@ -101,7 +103,7 @@ public struct Screen: Sendable {
         let marked = StyledText(hiddenBefore ? "…" : "", .dim) + StyledText(visible)
             + StyledText(end < characters.count ? "…" : "", .dim)
         let column = promptWidth + (hiddenBefore ? 1 : 0) + DisplayWidth.of(String(characters[start..<input.cursor]))
-        return "\r\u{1B}[2K" + prompt.rendered(colors: colors) + marked.rendered(colors: colors)
+        return "\r\u{1B}[2K" + paint(prompt) + paint(marked)
             + "\r" + (column > 0 ? "\u{1B}[\(column)C" : "")
     }
 
@@ -180,8 +182,10 @@ public struct Screen: Sendable {
         return max(count, 1)
     }
 
+    private func paint(_ text: StyledText) -> String { text.rendered(colors: colors, palette: palette) }
+
     private func rendered(_ line: StyledText) -> String {
-        line.wrapped(width: width).map { $0.rendered(colors: colors) }.joined(separator: "\r\n")
+        line.wrapped(width: width).map { paint($0) }.joined(separator: "\r\n")
     }
 
     private func rows(of line: StyledText) -> Int { line.wrapped(width: width).count }

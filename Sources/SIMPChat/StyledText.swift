@@ -1,20 +1,6 @@
-/// A colour role for part of a line; the renderer maps it to ANSI SGR codes or to nothing.
-public enum Tone: Sendable, Equatable {
+/// A colour role for part of a line; the renderer maps it to ANSI SGR codes (`Palette`) or to nothing.
+public enum Tone: String, Sendable, Equatable, CaseIterable {
     case plain, dim, bold, peer, me, success, warning, failure, link
-
-    var sgr: String {
-        switch self {
-        case .plain: return ""
-        case .dim: return "2"
-        case .bold: return "1"
-        case .peer: return "1;36"
-        case .me: return "1;35"
-        case .success: return "32"
-        case .warning: return "33"
-        case .failure: return "31"
-        case .link: return "4;34"
-        }
-    }
 }
 
 /// A line of text made of styled runs.
@@ -33,11 +19,12 @@ public struct StyledText: Sendable, Equatable, ExpressibleByStringLiteral {
     /// The terminal columns the text occupies.
     public var width: Int { DisplayWidth.of(plain) }
 
-    /// The text with ANSI colours when `colors` is true, plain otherwise.
-    public func rendered(colors: Bool) -> String {
+    /// The text with ANSI colours from `palette` when `colors` is true, plain otherwise.
+    public func rendered(colors: Bool, palette: Palette = .standard) -> String {
         guard colors else { return plain }
         return runs.map { run in
-            run.tone == .plain ? run.text : "\u{1B}[\(run.tone.sgr)m\(run.text)\u{1B}[0m"
+            let code = palette.codes[run.tone] ?? ""
+            return code.isEmpty ? run.text : "\u{1B}[\(code)m\(run.text)\u{1B}[0m"
         }.joined()
     }
 

@@ -95,6 +95,19 @@ final class ScreenTests: XCTestCase {
         XCTAssertEqual(plain.draw(input), "")
     }
 
+    func testAPaletteChangesColoursByNameOrCode() throws {
+        let palette = try Palette(changing: "peer=bold yellow, me=1;32,link=none")
+        XCTAssertEqual(palette.codes[.peer], "1;33")
+        XCTAssertEqual(palette.codes[.me], "1;32")
+        XCTAssertEqual(palette.codes[.failure], Palette.standard.codes[.failure], "the others stay")
+        var screen = Screen(interactive: true, colors: true)
+        screen.palette = palette
+        let output = screen.print(StyledText("bob", .peer) + StyledText(" https://x", .link), input: nil).output
+        XCTAssertTrue(output.contains("\u{1B}[1;33mbob\u{1B}[0m https://x"), output)
+        XCTAssertThrowsError(try Palette(changing: "peer=teal")) { XCTAssertTrue("\($0)".contains("unknown colour \"teal\"")) }
+        XCTAssertThrowsError(try Palette(changing: "nick=red")) { XCTAssertTrue("\($0)".contains("tones: dim, bold, peer")) }
+    }
+
     func testWideCharactersMoveTheCursorTwoColumns() {
         let screen = Screen(width: 40, height: 5, interactive: true, colors: false)
         XCTAssertTrue(screen.draw(InputLine(prompt: "> ", text: "日本", cursor: 2)).hasSuffix("\r\u{1B}[6C"))
