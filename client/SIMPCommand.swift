@@ -175,10 +175,10 @@ struct Send: AsyncParsableCommand {
             }
         }
         let to = self.to ?? SIMPClient.roomAddress(room!)
-        let messages = messages(to: to)
+        let messages = messages(to: to).filter { $0.kind != .text || !$0.content.isEmpty }
         guard !messages.isEmpty else {
             await client.close()
-            fail("simp: nothing to send: standard input had no lines")
+            fail("simp: nothing to send: standard input was empty")
         }
         var outcomes: [(UInt64, EventLoopFuture<SendResult>)] = []
         for message in messages {

@@ -41,8 +41,10 @@ public enum SocketErrorText {
         let descriptor = socket(address.protocol.rawValue, udp ? Int32(SOCK_DGRAM.rawValue) : Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return true }
         defer { close(descriptor) }
-        var reuse: Int32 = 1
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        if !udp { // a TCP port in TIME_WAIT is free for a listener; one with a listener is not
+            var reuse: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        }
         return address.withSockAddr { pointer, size in bind(descriptor, pointer, socklen_t(size)) } == 0
     }
 
