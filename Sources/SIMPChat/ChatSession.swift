@@ -149,7 +149,7 @@ public struct ChatSession: Sendable {
                 peer = to
                 effects = peerChosen()
             }
-            return sendToPeer(SIMPMessage(kind: .text, content: text), hint: "@NAME TEXT") + effects
+            return sendToPeer(SIMPMessage(kind: .text, content: text), orType: "@NAME TEXT") + effects
         case .image(let url, let scale):
             var message = SIMPMessage(kind: .image)
             message.imageURL = url
@@ -181,7 +181,7 @@ public struct ChatSession: Sendable {
                 return []
             }
             let from = max(0, historyShownFrom - (count ?? 20))
-            let lines = history[from..<historyShownFrom].map { StyledText(Self.messageLine($0, user: user, clock: clock).plain, .dim) }
+            let lines = history[from..<historyShownFrom].map(historyLine)
             historyShownFrom = from
             output += screen.insertAbove(lines, input: inputLine)
             return []
@@ -280,9 +280,9 @@ public struct ChatSession: Sendable {
     }
 
     /// Sends `message` to the current peer, or says how to choose one.
-    mutating func sendToPeer(_ message: SIMPMessage, hint: String = "/to NAME") -> [ChatEffect] {
+    mutating func sendToPeer(_ message: SIMPMessage, orType alternative: String? = nil) -> [ChatEffect] {
         guard let peer else {
-            notice("no one to send to: type \(hint == "/to NAME" ? "" : hint + ", or ")/to NAME first", .failure)
+            notice("no one to send to: type " + (alternative.map { "\($0), or " } ?? "") + "/to NAME first", .failure)
             return []
         }
         var message = message
@@ -337,10 +337,13 @@ public struct ChatSession: Sendable {
     /// Shows the last `count` history entries not shown yet (at start).
     mutating func showHistory(count: Int) {
         let from = max(0, historyShownFrom - count)
-        for entry in history[from..<historyShownFrom] {
-            printLine(StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim))
-        }
+        for entry in history[from..<historyShownFrom] { printLine(historyLine(entry)) }
         historyShownFrom = from
+    }
+
+    /// A history entry as shown from the history file: dimmed.
+    func historyLine(_ entry: HistoryEntry) -> StyledText {
+        StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim)
     }
 
     /// Prints a notice line (`-- text`) above the input line.
