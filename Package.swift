@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -91,6 +92,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ]),
         // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
         // and the terminal shell that ties them to a SIMPClient.
@@ -157,6 +159,7 @@ let package = Package(
             dependencies: [
                 "SIMPClient", "SIMPChat",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -164,7 +167,7 @@ let package = Package(
         .executableTarget(
             name: "simp-lab",
             dependencies: [
-                "SIMPLab",
+                "SIMPLab", "SIMPCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 

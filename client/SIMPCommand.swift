@@ -1,12 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
 import SIMPChat
 import SIMPClient
 import SIMPCore
 import ServiceLifecycle
 
-@main
 struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
@@ -14,7 +14,12 @@ struct SIMPCommand: AsyncParsableCommand {
         discussion: """
             Start a relay with scripts/run-server, then `simp chat --user alice` in one terminal and \
             `simp chat --user bob --to alice` in another (or `simp listen` and `simp send`).
+
+            Settings can live in $SIMP_HOME/config.toml or ~/.config/simp/config.toml: top-level \
+            keys named like the shared flags (server, user, password-file, udp-port, log-level) and a \
+            [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
+        version: SIMPVersion.current,
         subcommands: [Chat.self, Send.self, Listen.self])
 }
 
@@ -118,14 +123,47 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Display scale for --image.")
     var scale: Float = 1
 
-    @Argument(help: "The message text.")
+    @Option(help: "Send an AUDIO message with this URL (a link to the recording) instead of text.")
+    var audio: String?
+
+    @Flag(help: "Send each line of standard input as its own message (empty lines are skipped), in order.")
+    var lines = false
+
+    @Argument(help: "The message text; - reads it from standard input.")
     var text: String = ""
 
     func validate() throws {
         guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
         guard to?.isEmpty != true, room?.isEmpty != true else { throw ValidationError("--to and --room must not be empty") }
         guard !join || room != nil else { throw ValidationError("--join needs --room") }
-        guard image != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (or --image URL)") }
+        guard image == nil || audio == nil else { throw ValidationError("give --image or --audio, not both") }
+        if lines {
+            guard image == nil, audio == nil, text.isEmpty else { throw ValidationError("--lines reads the text from standard input: no TEXT, --image or --audio") }
+        } else {
+            guard image != nil || audio != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (- for standard input), --image URL, --audio URL or --lines") }
+        }
+    }
+
+    /// The messages to send: one, or one per line of standard input.
+    func messages(to: String) -> [SIMPMessage] {
+        if let image {
+            var message = SIMPMessage(kind: .image, toUser: to)
+            message.imageURL = image
+            message.imageScale = scale
+            return [message]
+        }
+        if let audio { return [SIMPMessage(kind: .audio, toUser: to, content: audio)] }
+        if lines {
+            var texts: [String] = []
+            while let line = readLine(strippingNewline: true) { if !line.isEmpty { texts.append(line) } }
+            return texts.map { SIMPMessage(kind: .text, toUser: to, content: $0) }
+        }
+        var body = text
+        if text == "-" {
+            body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            while body.hasSuffix("\n") || body.hasSuffix("\r") { body.removeLast() }
+        }
+        return [SIMPMessage(kind: .text, toUser: to, content: body)]
     }
 
     func run() async throws {
@@ -137,30 +175,44 @@ struct Send: AsyncParsableCommand {
             }
         }
         let to = self.to ?? SIMPClient.roomAddress(room!)
-        var message = SIMPMessage(kind: .text, toUser: to, content: text)
-        if let image {
-            message.kind = .image
-            message.imageURL = image
-            message.imageScale = scale
+        let messages = messages(to: to).filter { $0.kind != .text || !$0.content.isEmpty }
+        guard !messages.isEmpty else {
+            await client.close()
+            fail("simp: nothing to send: standard input was empty")
         }
-        let (id, outcome) = try await client.submit(message)
-        print("message \(id) to \(to)")
-        let result = try await outcome.get()
+        var outcomes: [(UInt64, EventLoopFuture<SendResult>)] = []
+        for message in messages {
+            let (id, outcome) = try await client.submit(message)
+            print("message \(id) to \(to)")
+            outcomes.append((id, outcome))
+        }
+        var failures: [String] = []
+        for (id, outcome) in outcomes {
+            let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: messages.count > 1)
+            if let failure = line.failure { failures.append(failure) } else { print(line.text) }
+        }
         await client.close()
+        for failure in failures.dropLast() { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
+        if let last = failures.last { fail("simp: \(last)") }
+    }
+
+    /// What to print for one message's outcome (`failure` for standard error).
+    private func outcomeLine(id: UInt64, to: String, _ result: SendResult, numbered: Bool) -> (text: String, failure: String?) {
+        let prefix = numbered ? "message \(id): " : ""
         switch result {
         case .delivered(_, let latency, let attempts):
             let millis = Double(latency.nanoseconds) / 1_000_000
-            print(String(format: "delivered in %.1f ms", millis) + (attempts > 1 ? " (\(attempts) transmissions)" : ""))
+            return (prefix + String(format: "delivered in %.1f ms", millis) + (attempts > 1 ? " (\(attempts) transmissions)" : ""), nil)
         case .failed(_, .rejected(_, let reason)):
-            fail("simp: message \(id) not delivered: \(reason)")
+            return ("", "message \(id) not delivered: \(reason)")
         case .failed(_, .timedOut(let attempts)):
-            fail("simp: message \(id) not delivered: no receipt after \(attempts) transmissions")
+            return ("", "message \(id) not delivered: no receipt after \(attempts) transmissions")
         case .connectionLost:
-            fail("simp: message \(id): connection to the relay was lost before the receipt arrived")
+            return ("", "message \(id): connection to the relay was lost before the receipt arrived")
         case .stored where room != nil:
-            print("posted to \(to); members get it now, or when they connect")
+            return (prefix + "posted to \(to); members get it now, or when they connect", nil)
         case .stored:
-            print("stored: \(to) is offline; the relay delivers it when \(to) connects")
+            return (prefix + "stored: \(to) is offline; the relay delivers it when \(to) connects", nil)
         }
     }
 }
@@ -198,6 +250,7 @@ struct Listen: AsyncParsableCommand {
         }
         Task { // connection notices go to standard error, so --json output stays clean
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
+                if state == .offline(reason: SIMPClient.closedReason) { break } // our own exit, not news
                 if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
             }
         }
@@ -222,6 +275,7 @@ struct Chat: AsyncParsableCommand {
         discussion: """
             Type `@NAME TEXT` to send TEXT to NAME (who then stays the current peer, shown in the \
             prompt), or `/to NAME` and then plain lines. `/image URL [SCALE]` sends an image link, \
+            `/audio URL` an audio link, \
             `/retry` resends failed messages, `/history [N]` shows older messages, `/help` lists \
             everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
 
@@ -230,7 +284,11 @@ struct Chat: AsyncParsableCommand {
             ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. \
             When the receiver has seen it, it turns ✓✓ read (your own read markers: --no-read-receipts). \
             `/join ROOM`, `/leave`, `/members` for group chat; `/who [NAME...|#ROOM]` for presence. The line editor knows ←/→, Home/End, Ctrl-A/E, \
-            Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw.
+            Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw, Tab to complete \
+            names, #rooms and /commands, PageUp/PageDown to scroll back through the session. \
+            Messages in other conversations are counted in the prompt ([carol 2] bob>) and ring the \
+            terminal bell (--no-bell); after the history shown at start, a "— new —" line marks \
+            the first message that arrives. A room post's mark counts its members who have it (✓✓ 2/2).
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
             messages typed meanwhile stay pending (…) and are sent once it is back.
@@ -255,21 +313,32 @@ struct Chat: AsyncParsableCommand {
     @Flag(name: .customLong("no-read-receipts"), help: "Do not tell senders when you have seen their messages.")
     var noReadReceipts = false
 
+    @Flag(name: .customLong("no-bell"), help: "Do not ring the terminal bell when a message arrives from someone other than the current peer.")
+    var noBell = false
+
+    @Option(help: ArgumentHelp(
+        "Colours to change, as TONE=COLOUR pairs: peer=cyan,me=bold yellow,link=4;34.",
+        discussion: "Tones: dim, bold, peer, me, success, warning, failure, link. Colours: black, red, green, yellow, blue, magenta, cyan, white, bold, dim, underline, none, or SGR codes."))
+    var colors: String?
+
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
     var historyDir: String?
 
     func validate() throws {
         if let to, to.isEmpty { throw ValidationError("--to must not be empty") }
+        if let colors { do { _ = try Palette(changing: colors) } catch { throw ValidationError("--colors: \(error)") } }
     }
 
     func run() async throws {
         let log = ChatLog()
-        let client = try await connection.connect(logHandler: log.handler)
+        let client = try await connection.connect(logHandler: { label, level in log.handler(label: label, level: level) })
         var options = ChatController.Options(
             peer: to,
             historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
         options.colors = !noColor
         options.readReceipts = !noReadReceipts
+        options.bell = !noBell
+        if let colors { options.palette = try Palette(changing: colors) }
         options.log = log
         let status = await ChatController(client: client, options: options).run()
         if status != 0 { throw ExitCode(status) }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOPosix
+import SIMPClient
 import SIMPCore
 import Metrics
 import NIOCore
@@ -14,22 +15,51 @@ import ServiceLifecycle
 import Glibc
 #endif
 
+extension String {
+    var trimmingWhitespaceAtEnd: String {
+        var text = self
+        while text.last?.isWhitespace == true { text.removeLast() }
+        return text
+    }
+}
+
 /// Writes one line to standard error.
 func printError(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))
 }
 
-@main
 struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
         abstract: "The SIMP relay, and the commands that manage its users.",
-        discussion: """
-            `simp-server [options]` runs the relay (the `serve` subcommand); `simp-server user add \
-            alice` creates a user who can then log in. See `simp-server serve --help`.
+        usage: """
+            simp-server [<options>]
+              simp-server serve [<options>]
+              simp-server user add|remove|list ...
             """,
+        discussion: """
+            `simp-server [options]` runs the relay with the options below (`simp-server serve \
+            [options]` is the same); `simp-server user add alice` creates a user who can then log in.
+
+            Every option can also come from a TOML file (--config FILE: keys named like the \
+            options, `port = 7600`, `no-login = true`) or from the environment (SIMP_ and the \
+            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_NO_LOGIN=true). Typed options override \
+            the environment, which overrides the file.
+            """,
+        version: SIMPVersion.current,
         subcommands: [Serve.self, UserCommand.self],
         defaultSubcommand: Serve.self)
+
+    /// `--help` with the relay's options (the default subcommand's), which the parser's own
+    /// help for a command with subcommands leaves out.
+    static var helpWithRelayOptions: String {
+        let root = helpMessage(), relay = Serve.helpMessage()
+        guard let ownOptions = root.range(of: "OPTIONS:"), let subcommands = root.range(of: "SUBCOMMANDS:"),
+              let relayOptions = relay.range(of: "OPTIONS:"), let help = relay.range(of: "  -h, --help") else { return root }
+        return String(root[..<ownOptions.lowerBound]) + String(relay[relayOptions.lowerBound..<help.lowerBound])
+            + "  --version               Show the version.\n" + String(relay[help.lowerBound...]).trimmingWhitespaceAtEnd
+            + "\n\n" + String(root[subcommands.lowerBound...])
+    }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -43,6 +73,9 @@ struct Serve: AsyncParsableCommand {
             SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
             seconds, removes this relay's registrations and exits 0.
             """)
+
+    @Option(help: ArgumentHelp("TOML file with settings (keys named like these options).", valueName: "file"))
+    var config: String?
 
     @Option(help: "Address to listen on (TCP and UDP).")
     var host = "127.0.0.1"
@@ -171,6 +204,13 @@ struct Serve: AsyncParsableCommand {
             logger: Logger(label: "simp.lifecycle"))
         do {
             try await group.run()
+        } catch where SocketErrorText.isAddressInUse(error) {
+            let held = SocketErrorText.portsInUse(host: host, [
+                ("--port", port, false), ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
+            ])
+            let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
+            printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")
+            throw ExitCode.failure
         } catch {
             printError("simp-server: \(error)")
             throw ExitCode.failure

@@ -6,6 +6,8 @@ public enum ChatCommand: Equatable, Sendable {
     case switchPeer(String)
     /// `/image URL [scale]`: send an IMAGE message to the current peer.
     case image(url: String, scale: Float)
+    /// `/audio URL`: send an AUDIO message (a link to the recording) to the current peer.
+    case audio(url: String)
     /// `/retry`: resend the messages that failed.
     case retry
     /// `/history [n]`: show n older messages from the history.
@@ -25,21 +27,29 @@ public enum ChatCommand: Equatable, Sendable {
     /// A line that cannot be carried out; the text says why and what to type instead.
     case invalid(String)
 
-    /// The help text `/help` shows, one command per line.
+    /// The help text `/help` shows, one command per line, each at most 80 columns.
     public static let helpLines = [
         "@NAME TEXT       send TEXT to NAME (NAME becomes the current peer)",
         "TEXT             send TEXT to the current peer (shown in the prompt)",
         "/to NAME         talk to NAME from now on",
-        "/image URL [S]   send an image link, optionally with display scale S (default 1)",
+        "/image URL [S]   send an image link, optionally with display scale S",
+        "/audio URL       send an audio link",
         "/retry           resend the messages that failed (✗)",
-        "/history [N]     show N older messages from the history (default 20)",
-        "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT also posts to it)",
+        "/history [N]     show N older messages above (default 20; PageDown returns)",
+        "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT posts too)",
         "/leave [ROOM]    leave ROOM (default: the current room)",
         "/members [ROOM]  list ROOM's members (default: the current room)",
-        "/who [NAME...]   who is online (default: the current peer; /who #ROOM for a room)",
+        "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
-        "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later  ✓✓ delivered  ✓✓ read  ✗ failed",
+        "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
+        "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later",
+        "       ✓✓ delivered  ✓✓ read  ✓✓ 2/2 room members who have it  ✗ failed",
+    ]
+
+    /// The commands, for Tab completion.
+    public static let names = [
+        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/help", "/quit",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -57,6 +67,9 @@ public enum ChatCommand: Equatable, Sendable {
             return .switchPeer(arguments[0])
         case "/image", "/img":
             return parseImage(arguments)
+        case "/audio":
+            guard arguments.count == 1 else { return .invalid("usage: /audio URL") }
+            return .audio(url: arguments[0])
         case "/retry":
             return .retry
         case "/history":

@@ -20,6 +20,10 @@ public final class ChatController: @unchecked Sendable {
         public var log: ChatLog?
         /// Send read markers when the user has seen a conversation.
         public var readReceipts = true
+        /// Ring the terminal bell for a message from someone other than the current peer.
+        public var bell = true
+        /// The colours of names, marks and notices.
+        public var palette = Palette.standard
 
         public init(peer: String? = nil, historyDirectory: URL) {
             self.peer = peer
@@ -57,13 +61,15 @@ public final class ChatController: @unchecked Sendable {
         let interactive = Terminal.isTerminal(STDIN_FILENO) && Terminal.isTerminal(STDOUT_FILENO)
         let noColor = !(options.environment["NO_COLOR"] ?? "").isEmpty
         let size = interactive ? Terminal.windowSize() : nil
-        let screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
+        var screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
                             interactive: interactive, colors: options.colors && !noColor)
+        screen.palette = options.palette
         let store = try? HistoryStore(directory: options.historyDirectory, user: client.configuration.user)
         var session = ChatSession(
             user: client.configuration.user, peer: options.peer, screen: screen,
             history: (try? store?.load()) ?? [], clock: .system)
         session.sendsReadMarkers = options.readReceipts
+        session.rings = options.bell
         if interactive {
             do { try Terminal.enableRawMode() } catch {
                 FileHandle.standardError.write(Data("simp: \(error)\n".utf8))

@@ -8,14 +8,15 @@ extension HistoryEntry {
     public init(_ message: SIMPMessage, id: UInt64? = nil) {
         self.init(
             id: id ?? message.messageId, time: message.time, from: message.fromUser, to: message.toUser,
-            kind: message.kind == .image ? "image" : "text", text: message.content,
+            kind: message.kind == .image ? "image" : message.kind == .audio ? "audio" : "text", text: message.content,
             imageURL: message.kind == .image ? message.imageURL : nil,
             imageScale: message.kind == .image ? message.imageScale : nil)
         if !message.author.isEmpty { author = message.author }
     }
 
-    /// What the message says, images as `[image] URL`.
+    /// What the message says, images as `[image] URL`, audio as `[audio] URL`.
     var body: StyledText {
+        if kind == "audio" { return StyledText("[audio] ") + StyledText(text, .link) }
         guard kind == "image", let imageURL else { return StyledText(text) }
         let scale = imageScale.map { $0 == 1 || $0 == 0 ? "" : " (scale \(Self.short($0)))" } ?? ""
         return StyledText("[image] ") + StyledText(imageURL, .link) + StyledText(scale)
@@ -40,12 +41,28 @@ extension ChatSession {
             + StyledText(": ") + entry.body
         switch status {
         case nil:
-            let mark = entry.status.map { $0 == "delivered" ? " ✓✓" : $0 == "read" ? " ✓✓ read" : $0 == "failed" ? " ✗" : " ✓" } ?? ""
-            return line + StyledText(mark, .dim)
+            return line + StyledText(entry.status.map { " " + historyMark($0) } ?? "", .dim)
         case .pending?, .sent?, .stored?: return line + StyledText(" " + status!.mark, .dim)
+        case .roomDelivered(let delivered, let total)?:
+            return line + StyledText(" " + status!.mark, delivered == total ? .success : .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
         case .read?: return line + StyledText(" ✓✓ read", .success)
         case .failed(let reason)?: return line + StyledText(" ✗ \(reason) (/retry resends)", .failure)
+        }
+    }
+
+    /// The mark for a status as the history file names it (`delivered 2/3` for room posts).
+    static func historyMark(_ name: String) -> String {
+        switch name {
+        case "delivered": return "✓✓"
+        case "read": return "✓✓ read"
+        case "failed": return "✗"
+        default:
+            let counts = name.hasPrefix("delivered ") ? name.dropFirst("delivered ".count).split(separator: "/") : []
+            if counts.count == 2, let delivered = Int(counts[0]), let total = Int(counts[1]) {
+                return DeliveryStatus.roomDelivered(delivered, of: total).mark
+            }
+            return "✓"
         }
     }
 
@@ -62,9 +79,11 @@ extension ChatSession {
             return StyledText("✗ not delivered to \(message.toUser): \(quoted): \(reason) (/retry resends)", .failure)
         case .read:
             return StyledText("✓✓ read by \(message.toUser): \(quoted)", .success)
+        case .stored where RelayCore.isRoomAddress(message.toUser):
+            return StyledText("✓ posted to \(message.toUser): \(quoted)", .dim)
         case .stored:
             return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
-        case .pending, .sent:
+        case .pending, .sent, .roomDelivered:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }
     }

@@ -39,26 +39,37 @@ public struct ChatClock: Sendable {
 public struct ChatSession: Sendable {
     public let user: String
     /// Who plain lines go to.
-    public private(set) var peer: String?
-    public private(set) var editor = LineEditor()
-    public private(set) var screen: Screen
-    public private(set) var outgoing = OutgoingTracker()
-    public private(set) var connection: ConnectionState = .connecting
-    private var history: [HistoryEntry]
+    public internal(set) var peer: String?
+    public internal(set) var editor = LineEditor()
+    public internal(set) var screen: Screen
+    public internal(set) var outgoing = OutgoingTracker()
+    public internal(set) var connection: ConnectionState = .connecting
+    var history: [HistoryEntry]
     /// Index of the oldest history entry shown so far.
-    private var historyShownFrom: Int
-    private var draining = false
-    private var hasConnected = false
-    private var output = ""
-    private let clock: ChatClock
+    var historyShownFrom: Int
+    var draining = false
+    var hasConnected = false
+    var output = ""
+    let clock: ChatClock
 
     /// Whether read markers are sent when the user has seen a conversation (`--no-read-receipts` turns them off).
     public var sendsReadMarkers = true
     /// Newest unseen message id per peer (read markers are sent when the user switches to it).
-    private var unread: [String: UInt64] = [:]
+    var unread: [String: UInt64] = [:]
+    /// Messages that arrived in each conversation other than the current one since the user
+    /// last talked in it (shown in the prompt).
+    public internal(set) var unreadCounts: [String: Int] = [:]
+    /// Ring the terminal bell when a direct message arrives from someone other than the current
+    /// peer (`--no-bell` turns it off).
+    public var rings = true
+    /// Names and rooms seen in this session, for Tab completion.
+    public internal(set) var knownNames: Set<String> = []
+    /// Whether the "— new —" line still has to go before the first message received after the
+    /// history shown at start.
+    var newMarkerPending = false
     /// When each peer was last reported typing (ms, chat clock).
-    private var typingSince: [String: Int64] = [:]
-    private var lastTypingSent: Int64 = .min
+    var typingSince: [String: Int64] = [:]
+    var lastTypingSent: Int64 = .min
     /// How long a typing indicator is shown, and how often one is sent, in ms.
     public static let typingWindow: Int64 = 4000
 
@@ -69,6 +80,8 @@ public struct ChatSession: Sendable {
         self.history = history
         self.historyShownFrom = history.count
         self.clock = clock
+        for entry in history { learnNames(entry.from, entry.to) }
+        if let peer { learnNames(peer) }
     }
 
     /// Output produced since the last call.
@@ -84,6 +97,7 @@ public struct ChatSession: Sendable {
                 let shown = min(count, history.count)
                 notice("last \(shown) of \(history.count) messages; /history shows older ones", .dim)
                 showHistory(count: shown)
+                newMarkerPending = true
             }
             notice("you are \(user); \(peer.map { "talking to \($0)" } ?? "@NAME TEXT to talk to someone"); /help for commands", .dim)
         }
@@ -96,14 +110,27 @@ public struct ChatSession: Sendable {
     public mutating func handle(_ keys: [Key]) -> [ChatEffect] {
         var effects: [ChatEffect] = []
         for key in keys {
+            switch key {
+            case .tab:
+                complete()
+                continue
+            case .pageUp:
+                output += screen.pageUp(inputLine)
+                continue
+            case .pageDown:
+                output += screen.pageDown(inputLine)
+                continue
+            default: break
+            }
             switch editor.handle(key) {
             case .edited:
                 output += screen.draw(inputLine)
-            case .submitted(let line): effects += submitLine(line)
+            case .submitted(let line):
+                output += screen.follow(inputLine)
+                effects += submitLine(line)
             case .interrupted, .endOfInput: effects += quit(status: 0)
             case .redraw:
-                screen.resize(width: screen.width, height: screen.height)
-                output += "\u{1B}[2J\u{1B}[H" + screen.draw(inputLine)
+                output += screen.redraw(inputLine)
             }
             if effects.contains(where: { if case .quit = $0 { return true } else { return false } }) { break }
         }
@@ -122,20 +149,14 @@ public struct ChatSession: Sendable {
                 peer = to
                 effects = peerChosen()
             }
-            guard let peer else {
-                notice("no one to send to: type @NAME TEXT, or /to NAME first", .failure)
-                return []
-            }
-            return send(SIMPMessage(kind: .text, toUser: peer, content: text)) + effects
+            return sendToPeer(SIMPMessage(kind: .text, content: text), orType: "@NAME TEXT") + effects
         case .image(let url, let scale):
-            guard let peer else {
-                notice("no one to send to: type /to NAME first", .failure)
-                return []
-            }
-            var message = SIMPMessage(kind: .image, toUser: peer)
+            var message = SIMPMessage(kind: .image)
             message.imageURL = url
             message.imageScale = scale
-            return send(message)
+            return sendToPeer(message)
+        case .audio(let url):
+            return sendToPeer(SIMPMessage(kind: .audio, content: url))
         case .switchPeer(let name):
             peer = name
             notice("talking to \(name)", .dim)
@@ -155,8 +176,14 @@ public struct ChatSession: Sendable {
             if failures.isEmpty { notice("nothing to retry: no message failed", .dim) }
             return failures.flatMap { send($0) }
         case .history(let count):
-            if historyShownFrom == 0 { notice("no older messages", .dim) }
-            showHistory(count: count ?? 20)
+            if historyShownFrom == 0 {
+                notice("no older messages", .dim)
+                return []
+            }
+            let from = max(0, historyShownFrom - (count ?? 20))
+            let lines = history[from..<historyShownFrom].map(historyLine)
+            historyShownFrom = from
+            output += screen.insertAbove(lines, input: inputLine)
             return []
         case .join(let room):
             return [.room(.join(room))]
@@ -194,68 +221,11 @@ public struct ChatSession: Sendable {
 
     /// The terminal was resized.
     public mutating func resize(width: Int, height: Int) {
-        screen.resize(width: width, height: height)
-        output += screen.draw(inputLine)
-    }
-
-    // MARK: Client events
-
-    /// A message delivered to this user. A direct message from the current peer is seen at
-    /// once (a read marker goes back); from anyone else when the user switches to them.
-    public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
-        let entry = HistoryEntry(message)
-        history.append(entry)
-        typingSince[message.fromUser] = nil
-        printLine(Self.messageLine(entry, user: user, clock: clock))
-        var effects: [ChatEffect] = [.record(entry)]
-        if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
-            if message.fromUser == peer {
-                effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
-            } else {
-                unread[message.fromUser] = max(unread[message.fromUser] ?? 0, message.messageId)
-            }
-        }
-        return effects
-    }
-
-    /// News about a peer: typing (shown in the prompt for a few seconds) or presence.
-    public mutating func peerEvent(_ event: PeerEvent) {
-        switch event {
-        case .typing(let from):
-            typingSince[from] = clock.now()
-            output += screen.draw(inputLine)
-        case .presence(let who, let online, _):
-            notice("\(who) is \(online ? "online" : "offline")", .dim)
-        }
-    }
-
-    /// The client answered a WHO.
-    public mutating func whoAnswered(_ entries: Result<[PresenceEntry], ChatRoomError>, show: Bool) {
-        guard show else { return }
-        switch entries {
-        case .failure(let error): notice("/who: \(error.reason)", .failure)
-        case .success(let entries):
-            for entry in entries {
-                let seen = entry.lastSeen > 0 ? ", last seen \(clock.format(entry.lastSeen))" : ", never seen"
-                notice("\(entry.user): " + (entry.online ? "online" : "offline" + seen), .dim)
-            }
-        }
-    }
-
-    /// (Re)connected: follow the current peer's presence again (the relay forgets followers
-    /// when they disconnect).
-    public mutating func followCurrentPeer() -> [ChatEffect] { peerChosen() }
-
-    /// The current peer changed: what it sent is now seen, and its presence is followed.
-    private mutating func peerChosen() -> [ChatEffect] {
-        guard let peer, !RelayCore.isRoomAddress(peer) else { return [] }
-        var effects: [ChatEffect] = [.who(users: [peer], room: nil, show: false)]
-        if sendsReadMarkers, let id = unread.removeValue(forKey: peer) { effects.append(.markRead(from: peer, upTo: id)) }
-        return effects
+        output += screen.resize(width: width, height: height, input: inputLine)
     }
 
     /// A typing indicator for the current peer, at most one per `typingWindow`.
-    private mutating func typingEffect() -> [ChatEffect] {
+    mutating func typingEffect() -> [ChatEffect] {
         guard let peer, !RelayCore.isRoomAddress(peer), !editor.text.isEmpty, !editor.text.hasPrefix("/") else { return [] }
         let now = clock.now()
         guard lastTypingSent == .min || now - lastTypingSent >= Self.typingWindow else { return [] }
@@ -263,108 +233,21 @@ public struct ChatSession: Sendable {
         return [.typing(to: peer)]
     }
 
-    /// The client took message `ref` as `messageId`: transmitted if connected, else it waits
-    /// for the reconnect (and stays pending until then).
-    public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
-        guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
-        var entry = HistoryEntry(outgoing[ref].message, id: messageId)
-        entry.status = outgoing[ref].status.historyName
-        history.append(entry)
-        showStatus(of: ref)
-        return [.record(entry)]
-    }
-
-    /// News about a message the relay stored for an offline receiver: delivered later (✓✓) or
-    /// discarded (✗ with the reason).
-    public mutating func noticed(_ news: DeliveryNotice) -> [ChatEffect] {
-        switch news {
-        case .stored:
-            return [] // the send outcome says it
-        case .roomProgress(_, let room, let delivered, let total):
-            if delivered == total { notice("#\(room): delivered \(delivered)/\(total)", .dim) }
-            return []
-        case .read(let upTo, let reader):
-            var effects: [ChatEffect] = []
-            for ref in outgoing.messages.indices {
-                let tracked = outgoing[ref]
-                guard tracked.message.toUser == reader, let id = tracked.messageId, id <= upTo,
-                      tracked.status.isDelivered || tracked.status == .stored else { continue }
-                effects += resolved(ref: ref, .read)
-            }
-            return effects
-        case .delivered(let id, _):
-            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
-            let waited = Double(max(0, clock.now() - outgoing[ref].message.time))
-            return resolved(ref: ref, .delivered(latencyMillis: waited))
-        case .discarded(let id, _, _, let reason):
-            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
-            return resolved(ref: ref, .failed(reason))
-        }
-    }
-
-    private mutating func askWhichRoom(_ command: String) -> [ChatEffect] {
+    mutating func askWhichRoom(_ command: String) -> [ChatEffect] {
         notice("which room? type \(command) ROOM, or /join ROOM first", .failure)
         return []
     }
 
     /// The room the current peer names, if it is one.
-    private var currentRoom: String? {
+    var currentRoom: String? {
         guard let peer, peer.hasPrefix("#") else { return nil }
         return String(peer.dropFirst())
     }
 
-    /// The client answered a room request: the members, or why it failed.
-    public mutating func roomAnswered(_ request: ChatRoomRequest, _ answer: Result<[String], ChatRoomError>) {
-        switch (request, answer) {
-        case (_, .failure(let error)):
-            notice("\(request): \(error.reason)", .failure)
-        case (.join(let room), .success(let members)):
-            peer = "#" + room
-            notice("joined #\(room) (\(members.joined(separator: ", "))); plain lines go to the room", .dim)
-        case (.leave(let room), .success):
-            if peer == "#" + room { peer = nil }
-            notice("left #\(room)", .dim)
-        case (.members(let room), .success(let members)):
-            notice("#\(room): \(members.joined(separator: ", "))", .dim)
-        }
-    }
-
-    /// The outcome of message `ref` is known.
-    public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
-        // A late "stored" never undoes news that the stored message was delivered meanwhile.
-        if status == .stored, outgoing[ref].status.isDelivered { return [] }
-        outgoing.resolve(ref: ref, status)
-        showStatus(of: ref)
-        var effects: [ChatEffect] = []
-        if let id = outgoing[ref].messageId {
-            if let index = history.lastIndex(where: { $0.id == id }) { history[index].status = status.historyName }
-            effects.append(.recordStatus(messageId: id, status: status.historyName))
-        }
-        if draining, outgoing.unresolvedCount == 0 { effects += quit(status: exitStatus) }
-        return effects
-    }
-
-    /// The client's connection state changed.
-    public mutating func connectionChanged(_ state: ConnectionState) {
-        connection = state
-        switch state {
-        case .connecting:
-            output += screen.draw(inputLine)
-        case .connected(let relayId):
-            notice(hasConnected ? "reconnected (relay \(relayId))" : "connected as \(user) (relay \(relayId))", .success)
-            hasConnected = true
-            for ref in outgoing.markResumed() { showStatus(of: ref) }
-        case .reconnecting(let attempt, let delay):
-            let what = attempt == 1 ? "connection lost" : "relay still unreachable"
-            notice("\(what); reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
-        case .offline(let reason):
-            notice("offline: \(reason)", .failure)
-        }
-    }
 
     // MARK: Output
 
-    private var isConnected: Bool {
+    var isConnected: Bool {
         if case .connected = connection { return true }
         return false
     }
@@ -378,6 +261,10 @@ public struct ChatSession: Sendable {
         case .reconnecting: prompt = StyledText("[reconnecting] ", .warning)
         case .offline: prompt = StyledText("[offline] ", .failure)
         }
+        let elsewhere = unreadCounts.filter { $0.key != peer }.sorted { $0.key < $1.key }
+        if !elsewhere.isEmpty {
+            prompt = prompt + StyledText("[" + elsewhere.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + "] ", .warning)
+        }
         prompt = prompt + StyledText(peer ?? "", .peer)
         if let peer, let since = typingSince[peer], clock.now() - since < Self.typingWindow {
             prompt = prompt + StyledText(" (typing…)", .dim)
@@ -388,11 +275,23 @@ public struct ChatSession: Sendable {
 
     /// 1 if a message was neither delivered nor stored for an offline receiver (and not
     /// resent), 0 otherwise.
-    private var exitStatus: Int32 {
+    var exitStatus: Int32 {
         outgoing.messages.contains { !$0.status.isDelivered && $0.status != .stored && !$0.retried } ? 1 : 0
     }
 
-    private mutating func send(_ message: SIMPMessage) -> [ChatEffect] {
+    /// Sends `message` to the current peer, or says how to choose one.
+    mutating func sendToPeer(_ message: SIMPMessage, orType alternative: String? = nil) -> [ChatEffect] {
+        guard let peer else {
+            notice("no one to send to: type " + (alternative.map { "\($0), or " } ?? "") + "/to NAME first", .failure)
+            return []
+        }
+        var message = message
+        message.toUser = peer
+        unreadCounts[peer] = nil
+        return send(message)
+    }
+
+    mutating func send(_ message: SIMPMessage) -> [ChatEffect] {
         var message = message
         message.fromUser = user
         message.time = clock.now()
@@ -401,23 +300,27 @@ public struct ChatSession: Sendable {
         return [.send(ref: ref, message)]
     }
 
-    private mutating func quit(status: Int32) -> [ChatEffect] {
+    mutating func quit(status: Int32) -> [ChatEffect] {
         draining = false
         if screen.interactive { output += "\r\u{1B}[2K" }
         return [.quit(status: status)]
     }
 
-    /// Shows message `ref`'s status: its line rewritten in place, or a follow-up line.
-    private mutating func showStatus(of ref: Int) {
+    /// Shows message `ref`'s status: its line rewritten in place (in the scrollback too), or,
+    /// unless `quietly`, a follow-up line.
+    @discardableResult
+    mutating func showStatus(of ref: Int, quietly: Bool = false) -> Bool {
         let tracked = outgoing[ref]
         var entry = HistoryEntry(tracked.message, id: tracked.messageId ?? 0)
         entry.status = tracked.status.historyName
         let line = Self.messageLine(entry, user: user, clock: clock, status: tracked.status)
-        if let row = tracked.row, let old = tracked.line,
-           let rewritten = screen.rewrite(row: row, old: old, with: line, input: inputLine) {
-            output += rewritten
+        if let row = tracked.row, tracked.line != nil {
             outgoing[ref].line = line
-            return
+            if let rewritten = screen.rewrite(row: row, with: line, input: inputLine) {
+                output += rewritten
+                return true
+            }
+            if quietly { return false }
         }
         if tracked.line == nil, screen.interactive || tracked.status == .sent || tracked.status.isFinal {
             // First time on screen (plain output: once transmitted, or failed before that).
@@ -428,14 +331,19 @@ public struct ChatSession: Sendable {
         } else if tracked.status.isFinal {
             printLine(Self.followUpLine(tracked, clock: clock))
         }
+        return true
     }
 
-    private mutating func showHistory(count: Int) {
+    /// Shows the last `count` history entries not shown yet (at start).
+    mutating func showHistory(count: Int) {
         let from = max(0, historyShownFrom - count)
-        for entry in history[from..<historyShownFrom] {
-            printLine(StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim))
-        }
+        for entry in history[from..<historyShownFrom] { printLine(historyLine(entry)) }
         historyShownFrom = from
+    }
+
+    /// A history entry as shown from the history file: dimmed.
+    func historyLine(_ entry: HistoryEntry) -> StyledText {
+        StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim)
     }
 
     /// Prints a notice line (`-- text`) above the input line.
@@ -443,11 +351,11 @@ public struct ChatSession: Sendable {
         notice(text, .warning)
     }
 
-    private mutating func notice(_ text: String, _ tone: Tone, prefix: String = "-- ") {
+    mutating func notice(_ text: String, _ tone: Tone, prefix: String = "-- ") {
         printLine(StyledText(prefix + text, tone))
     }
 
-    private mutating func printLine(_ line: StyledText) {
+    mutating func printLine(_ line: StyledText) {
         output += screen.print(line, input: inputLine).output
     }
 }
@@ -456,5 +364,10 @@ extension DeliveryStatus {
     var isDelivered: Bool {
         if case .delivered = self { return true }
         return self == .read
+    }
+
+    var isRoomProgress: Bool {
+        if case .roomDelivered = self { return true }
+        return false
     }
 }

@@ -7,6 +7,8 @@ public enum Key: Equatable, Sendable {
     case delete
     case left, right, up, down
     case home, end
+    /// PageUp / PageDown: scroll the session's scrollback.
+    case pageUp, pageDown
     /// Ctrl-Left / Alt-B and Ctrl-Right / Alt-F.
     case wordLeft, wordRight
     /// Ctrl+letter (lowercase), e.g. `.control("a")` for Ctrl-A. Enter, Tab and Backspace

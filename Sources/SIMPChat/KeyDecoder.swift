@@ -113,6 +113,8 @@ public struct KeyDecoder: Sendable {
             case "1", "7": return (.home, length)
             case "4", "8": return (.end, length)
             case "3": return (.delete, length)
+            case "5": return (.pageUp, length)
+            case "6": return (.pageDown, length)
             default: return (.unknown, length)
             }
         default: return (.unknown, length)

@@ -44,6 +44,13 @@ public struct LineEditor: Sendable, Equatable {
         self.history = history
     }
 
+    /// Replaces the line (a completion); the cursor goes to `cursor`, clamped to the text.
+    public mutating func setText(_ newText: String, cursor newCursor: Int) {
+        text = newText
+        cursor = max(0, min(newCursor, text.count))
+        browsing = nil
+    }
+
     /// The text before the cursor.
     public var textBeforeCursor: Substring { text.prefix(cursor) }
 
@@ -72,7 +79,7 @@ public struct LineEditor: Sendable, Equatable {
             if text.isEmpty { return .endOfInput }
             deleteForward()
         case .control("l"): return .redraw
-        case .tab, .escape, .unknown, .control: break
+        case .tab, .escape, .unknown, .control, .pageUp, .pageDown: break
         }
         return .edited
     }

@@ -14,6 +14,8 @@ public enum DeliveryStatus: Equatable, Sendable {
     case delivered(latencyMillis: Double)
     /// The receiver has seen it (its read marker arrived).
     case read
+    /// A room post: `delivered` of the room's `of` members have it.
+    case roomDelivered(Int, of: Int)
     /// Given up; the reason is for the user.
     case failed(String)
 
@@ -25,6 +27,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .stored: return "✓ (stored)"
         case .delivered: return "✓✓"
         case .read: return "✓✓ read"
+        case .roomDelivered(let delivered, let total): return (delivered == total ? "✓✓ " : "✓ ") + "\(delivered)/\(total)"
         case .failed: return "✗"
         }
     }
@@ -32,7 +35,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     /// Whether the outcome is known.
     public var isFinal: Bool {
         switch self {
-        case .delivered, .failed, .stored, .read: return true
+        case .delivered, .failed, .stored, .read, .roomDelivered: return true
         case .pending, .sent: return false
         }
     }
@@ -45,6 +48,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .stored: return "stored"
         case .delivered: return "delivered"
         case .read: return "read"
+        case .roomDelivered(let delivered, let total): return "delivered \(delivered)/\(total)"
         case .failed: return "failed"
         }
     }

@@ -81,7 +81,7 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .cannotConnect(let reason): return "cannot reach the relay: \(reason)"
+        case .cannotConnect(let reason): return "cannot reach relay \(reason)"
         case .rejected(let code, let text): return "relay refused: \(text) (\(code))"
         case .timedOut(let what): return "timed out \(what)"
         case .connectionLost: return "connection to the relay was lost"

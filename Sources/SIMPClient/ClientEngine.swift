@@ -126,7 +126,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             .whenComplete { [self, server] result in
                 switch result {
                 case .failure(let error):
-                    promise.fail(SIMPClientError.cannotConnect("\(server): \(error)"))
+                    promise.fail(SIMPClientError.cannotConnect("\(server) (\(SocketErrorText.reason(error)))"))
                 case .success(let channel):
                     handshake?.channel = channel
                     let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0

@@ -105,6 +105,9 @@ public final class SIMPClient: @unchecked Sendable {
         try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
     }
 
+    /// The `.offline` reason after `close()`: the user's own doing, not news.
+    public static let closedReason = "closed"
+
     /// Says goodbye to the relay (its registration is removed) and closes the sockets.
     /// Calling it again does nothing.
     public func close() async {
@@ -122,7 +125,7 @@ public final class SIMPClient: @unchecked Sendable {
             try? await control.close()
         }
         try? await channels?.1?.close()
-        statesContinuation.yield(.offline(reason: "closed"))
+        statesContinuation.yield(.offline(reason: Self.closedReason))
         statesContinuation.finish()
         continuation.finish()
         noticesContinuation.finish()

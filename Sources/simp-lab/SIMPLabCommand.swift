@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SIMPCore
 import SIMPLab
 
 @main
@@ -12,6 +13,7 @@ struct SIMPLabCommand: AsyncParsableCommand {
             simulated links in virtual time; `real` mode runs a relay, Redis and clients on loopback with \
             impairment proxies. Exit status: 0 if every bar passed, 1 if one failed, 2 on errors.
             """,
+        version: SIMPVersion.current,
         subcommands: [Replay.self, List.self])
 }
 

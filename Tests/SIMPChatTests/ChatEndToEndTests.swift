@@ -22,14 +22,15 @@ final class ChatEndToEndTests: RelayTestCase {
 
     /// `simp chat` for `user` (created with its test password), which it takes from the
     /// environment, or, with `typesPassword`, is asked for and typed at the prompt.
-    func chat(_ user: String, to peer: String, _ extra: [String] = [], typesPassword: Bool = false) async throws -> PseudoTerminalProcess {
+    func chat(_ user: String, to peer: String, _ extra: [String] = [], typesPassword: Bool = false,
+              width: Int = 100, height: Int = 30) async throws -> PseudoTerminalProcess {
         var environment = ["NO_COLOR": "1"]
         if !typesPassword { environment.merge(try await credentials(user)) { $1 } }
         else { try await relay.addUser(user) }
         let terminal = try PseudoTerminalProcess("simp", [
             "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
             "--history-dir", historyDirectory.path,
-        ] + extra, environment: environment)
+        ] + extra, environment: environment, width: width, height: height)
         if typesPassword {
             await assertScreen(terminal, shows: "password for \(user):")
             terminal.type(TestRelay.password(for: user) + "\r")

@@ -65,7 +65,7 @@ final class ChatSessionTests: XCTestCase {
         image.imageScale = 0.5
         _ = session.receive(image)
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: [image] https://example.com/cat.png (scale 0.5)", ">"])
+        XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: [image] https://example.com/cat.png (scale 0.5)", "[bob 1] >"])
     }
 
     func testImageCommandSendsAnImageMessage() {
@@ -160,12 +160,17 @@ final class ChatSessionTests: XCTestCase {
         start(history: history)
         XCTAssertEqual(Array(terminal.transcript.prefix(3)),
                        ["-- last 2 of 5 messages; /history shows older ones", "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5"])
+        // Older messages go above what is shown, in time order.
         type("/history 2\r")
-        XCTAssertEqual(terminal.transcript.suffix(3), ["12:00 bob: old 2", "12:00 bob: old 3", ">"].map { $0 == "12:00 bob: old 2" ? "12:00 you → bob: old 2 ✓✓" : $0 })
+        XCTAssertEqual(Array(terminal.lines.prefix(5)), [
+            "12:00 you → bob: old 2 ✓✓", "12:00 bob: old 3", "-- last 2 of 5 messages; /history shows older ones",
+            "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5",
+        ])
         type("/history\r")
-        XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: old 1", ">"])
+        XCTAssertEqual(Array(terminal.lines.prefix(3)), ["12:00 bob: old 1", "12:00 you → bob: old 2 ✓✓", "12:00 bob: old 3"])
+        XCTAssertTrue(terminal.cursorLine.hasPrefix("[1 more ↓]"), "the view is scrolled back: \(terminal.cursorLine)")
         type("/history\r")
-        XCTAssertEqual(terminal.transcript.suffix(2), ["-- no older messages", ">"])
+        XCTAssertEqual(terminal.lines.suffix(2), ["-- no older messages", ">"], "typing returns to the newest lines")
     }
 
     func testPlainModePrintsLinesAndWaitsForOutcomesAtEndOfInput() {

@@ -33,13 +33,15 @@ final class PresenceTests: RelayTestCase {
         let alice = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
         let aliceEvents = PeerEventLog(alice)
         let bobName = TestRelay.uniqueUser("bob")
-        let never = TestRelay.uniqueUser("never")
+        let never = TestRelay.uniqueUser("never"), nobody = TestRelay.uniqueUser("nobody")
+        try await relay.addUser(never)
         var bob = try await relay.connectClient(user: bobName)
 
-        let answer = try await alice.who([bobName, never])
-        XCTAssertEqual(answer.map(\.user), [bobName, never])
-        XCTAssertEqual(answer.map(\.online), [true, false])
-        XCTAssertEqual(answer.last?.lastSeen, 0, "never seen")
+        let answer = try await alice.who([bobName, never, nobody])
+        XCTAssertEqual(answer.map(\.user), [bobName, never, nobody])
+        XCTAssertEqual(answer.map(\.online), [true, false, false])
+        XCTAssertEqual(answer[1].lastSeen, 0, "a user who exists but was never seen")
+        XCTAssertEqual(answer[2].lastSeen, -1, "no such user: no credentials, never seen")
         let key = try await relay.inspector.command(["HGET", "simp:presence:\(bobName)", "state"]).string
         XCTAssertEqual(key, "online")
         let ttl = try await relay.inspector.command(["TTL", "simp:presence:\(bobName)"]).integer ?? -2

@@ -64,16 +64,21 @@ public struct PresenceStore: Sendable {
     }
 
     /// The presence of `users` (absent: offline, last seen when they last registered, or never).
+    /// A user with no credentials (`simp:cred:<user>`) who was never seen does not exist:
+    /// `lastSeen` is -1.
     public func lookup(_ users: [String], on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]> {
         guard !users.isEmpty else { return eventLoop.makeSucceededFuture([]) }
-        let commands = users.flatMap { [["HMGET", Self.presenceKey($0), "state", "lastSeen"], ["GET", Registry.seenKey($0)]] }
+        let commands = users.flatMap {
+            [["HMGET", Self.presenceKey($0), "state", "lastSeen"], ["GET", Registry.seenKey($0)], ["EXISTS", CredentialStore.key($0)]]
+        }
         return redis.pipeline(commands, on: eventLoop).map { replies in
             users.enumerated().map { index, user in
-                let fields = replies[2 * index].array ?? []
+                let fields = replies[3 * index].array ?? []
                 let state = fields.first?.string
                 let lastSeen = fields.count > 1 ? fields[1].string.flatMap { Int64($0) } : nil
-                let seen = replies[2 * index + 1].string.flatMap { Int64($0) } ?? 0
-                return PresenceEntry(user: user, online: state == "online", lastSeen: lastSeen ?? seen)
+                let seen = replies[3 * index + 1].string.flatMap { Int64($0) }
+                let exists = replies[3 * index + 2].integer == 1 || lastSeen != nil || seen != nil
+                return PresenceEntry(user: user, online: state == "online", lastSeen: exists ? lastSeen ?? seen ?? 0 : -1)
             }
         }
     }

@@ -1,0 +1,118 @@
+import SIMPClient
+import SIMPCore
+
+/// What happens to the messages the user sent (submitted, stored, delivered, read, room
+/// progress), room answers and connection changes.
+extension ChatSession {
+    /// The client took message `ref` as `messageId`: transmitted if connected, else it waits
+    /// for the reconnect (and stays pending until then).
+    public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
+        guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
+        var entry = HistoryEntry(outgoing[ref].message, id: messageId)
+        entry.status = outgoing[ref].status.historyName
+        history.append(entry)
+        showStatus(of: ref)
+        return [.record(entry)]
+    }
+
+    /// News about a message the relay stored for an offline receiver: delivered later (✓✓) or
+    /// discarded (✗ with the reason).
+    public mutating func noticed(_ news: DeliveryNotice) -> [ChatEffect] {
+        switch news {
+        case .stored:
+            return [] // the send outcome says it
+        case .roomProgress(let id, _, let delivered, let total):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            // Progress on the way is shown only in place; a line off screen hears the total once.
+            return update(ref: ref, .roomDelivered(delivered, of: total), quietly: delivered < total).effects
+        case .read(let upTo, let reader):
+            return markedRead(upTo: upTo, by: reader)
+        case .delivered(let id, _):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            let waited = Double(max(0, clock.now() - outgoing[ref].message.time))
+            return resolved(ref: ref, .delivered(latencyMillis: waited))
+        case .discarded(let id, _, _, let reason):
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            return resolved(ref: ref, .failed(reason))
+        }
+    }
+
+    /// The client answered a room request: the members, or why it failed.
+    public mutating func roomAnswered(_ request: ChatRoomRequest, _ answer: Result<[String], ChatRoomError>) {
+        switch (request, answer) {
+        case (_, .failure(let error)):
+            notice("\(request): \(error.reason)", .failure)
+        case (.join(let room), .success(let members)):
+            peer = "#" + room
+            for member in members { learnNames(member) }
+            learnNames(peer!)
+            notice("joined #\(room) (\(members.joined(separator: ", "))); plain lines go to the room", .dim)
+        case (.leave(let room), .success):
+            if peer == "#" + room { peer = nil }
+            notice("left #\(room)", .dim)
+        case (.members(let room), .success(let members)):
+            for member in members { learnNames(member) }
+            notice("#\(room): \(members.joined(separator: ", "))", .dim)
+        }
+    }
+
+    /// The outcome of message `ref` is known.
+    public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
+        update(ref: ref, status).effects
+    }
+
+    /// The reader has seen the user's messages up to `upTo`. Marks on screen turn ✓✓ read in
+    /// place; messages whose line is off screen change quietly (in the scrollback), with one
+    /// summary line for all of them, never a line each.
+    mutating func markedRead(upTo: UInt64, by reader: String) -> [ChatEffect] {
+        var effects: [ChatEffect] = []
+        var unseen: [Int] = []
+        for ref in outgoing.messages.indices {
+            let tracked = outgoing[ref]
+            guard tracked.message.toUser == reader, let id = tracked.messageId, id <= upTo, tracked.status != .read,
+                  tracked.status.isDelivered || tracked.status == .stored else { continue }
+            let (more, shown) = update(ref: ref, .read, quietly: true)
+            effects += more
+            if !shown { unseen.append(ref) }
+        }
+        if let last = unseen.last {
+            let summary = Self.followUpLine(outgoing[last], clock: clock)
+            printLine(unseen.count == 1 ? summary : summary + StyledText(" and \(unseen.count - 1) earlier", .success))
+        }
+        return effects
+    }
+
+    /// Records message `ref`'s new status and shows it; `shown` is false when its line is off
+    /// screen and, `quietly`, no follow-up line was printed.
+    mutating func update(ref: Int, _ status: DeliveryStatus, quietly: Bool = false) -> (effects: [ChatEffect], shown: Bool) {
+        // A late "stored" never undoes news that the stored message was delivered meanwhile.
+        if status == .stored, outgoing[ref].status.isDelivered || outgoing[ref].status.isRoomProgress { return ([], true) }
+        outgoing.resolve(ref: ref, status)
+        let shown = showStatus(of: ref, quietly: quietly)
+        var effects: [ChatEffect] = []
+        if let id = outgoing[ref].messageId {
+            if let index = history.lastIndex(where: { $0.id == id }) { history[index].status = status.historyName }
+            effects.append(.recordStatus(messageId: id, status: status.historyName))
+        }
+        if draining, outgoing.unresolvedCount == 0 { effects += quit(status: exitStatus) }
+        return (effects, shown)
+    }
+
+    /// The client's connection state changed.
+    public mutating func connectionChanged(_ state: ConnectionState) {
+        connection = state
+        switch state {
+        case .connecting:
+            output += screen.draw(inputLine)
+        case .connected(let relayId):
+            notice(hasConnected ? "reconnected (relay \(relayId))" : "connected as \(user) (relay \(relayId))", .success)
+            hasConnected = true
+            for ref in outgoing.markResumed() { showStatus(of: ref) }
+        case .reconnecting(let attempt, let delay):
+            let what = attempt == 1 ? "connection lost" : "relay still unreachable"
+            notice("\(what); reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
+        case .offline(let reason):
+            notice("offline: \(reason)", .failure)
+        }
+    }
+}

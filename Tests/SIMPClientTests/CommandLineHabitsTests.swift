@@ -1,0 +1,149 @@
+import Foundation
+import NIOPosix
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// What users and operators expect of any command line: stdin, config files, --version,
+/// errors they can act on.
+final class CommandLineHabitsTests: RelayTestCase {
+    var server: String { "127.0.0.1:\(relay.port)" }
+    var scratch: URL!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("simp-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() async throws {
+        try? FileManager.default.removeItem(at: scratch)
+        try await super.tearDown()
+    }
+
+    func file(_ name: String, _ text: String) throws -> URL {
+        let url = scratch.appendingPathComponent(name)
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return url
+    }
+
+    func credentials(_ user: String) async throws -> [String: String] {
+        try await relay.addUser(user)
+        return [PasswordInput.environmentVariable: TestRelay.password(for: user)]
+    }
+
+    func listen(_ user: String, count: Int) async throws -> ChildProcess {
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--json", "--count", String(count)],
+                                      environment: try await credentials(user))
+        let registered = try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:\(user)"]).integer == 1
+        }
+        XCTAssertTrue(registered, listen.standardError)
+        return listen
+    }
+
+    func testSendReadsStandardInputWholeOrLineByLineAndSendsAudio() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listen = try await listen(bob, count: 4)
+        let environment = try await credentials(alice)
+        let base = ["send", "--server", server, "--user", alice, "--to", bob]
+
+        let whole = try ChildProcess("simp", base + ["-"], environment: environment,
+                                     standardInput: FileHandle(forReadingFrom: try file("whole", "two lines\nin one message\n")))
+        let wholeStatus = await whole.exitStatus()
+        XCTAssertEqual(wholeStatus, 0, whole.standardError)
+        let lines = try ChildProcess("simp", base + ["--lines"], environment: environment,
+                                     standardInput: FileHandle(forReadingFrom: try file("lines", "first\n\nsecond\n")))
+        let linesStatus = await lines.exitStatus()
+        XCTAssertEqual(linesStatus, 0, lines.standardError)
+        XCTAssertEqual(lines.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, lines.standardOutput)
+        let audio = try ChildProcess("simp", base + ["--audio", "https://example.com/hi.ogg"], environment: environment)
+        let audioStatus = await audio.exitStatus()
+        XCTAssertEqual(audioStatus, 0, audio.standardError)
+
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        let received = listen.standardOutput.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        XCTAssertEqual(received.map { $0["content"] as? String }, ["two lines\nin one message", "first", "second", "https://example.com/hi.ogg"])
+        XCTAssertEqual(received.last?["type"] as? String, "AUDIO")
+        XCTAssertEqual(listen.standardError, "", "--count ends quietly: no stray offline line")
+    }
+
+    func testConfigFileGivesFlagsTypedFlagsWinAndUnknownKeysAreNamed() async throws {
+        let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave"), bob = TestRelay.uniqueUser("bob")
+        let listen = try await listen(bob, count: 2)
+        _ = try file("config.toml", "server = \"\(server)\"\nuser = \"\(carol)\"\n\n[chat]\nbell = false\n")
+        var environment = try await credentials(carol)
+        environment["SIMP_HOME"] = scratch.path
+        let fromFile = try ChildProcess("simp", ["send", "--to", bob, "from the file"], environment: environment)
+        let fromFileStatus = await fromFile.exitStatus()
+        XCTAssertEqual(fromFileStatus, 0, fromFile.standardError)
+        environment.merge(try await credentials(dave)) { $1 }
+        let typed = try ChildProcess("simp", ["send", "--user", dave, "--to", bob, "typed wins"], environment: environment)
+        let typedStatus = await typed.exitStatus()
+        XCTAssertEqual(typedStatus, 0, typed.standardError)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        XCTAssertTrue(listen.standardOutput.contains("\"from\":\"\(carol)\""), listen.standardOutput)
+        XCTAssertTrue(listen.standardOutput.contains("\"from\":\"\(dave)\""), listen.standardOutput)
+
+        let config = try file("config.toml", "server = \"\(server)\"\n[chat]\ncolour = false\n")
+        let wrong = try ChildProcess("simp", ["send", "--user", dave, "--to", bob, "x"], environment: environment)
+        let wrongStatus = await wrong.exitStatus()
+        XCTAssertEqual(wrongStatus, 1)
+        XCTAssertTrue(wrong.standardError.hasPrefix("simp: \(config.path): unknown key \"colour\" in [chat]"), wrong.standardError)
+    }
+}
+
+/// `--version`, `--help` and the relay's config, environment and start-up errors.
+final class ExecutableBasicsTests: XCTestCase {
+    func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, out: String, err: String) {
+        let child = try ChildProcess(executable, arguments, environment: environment)
+        let status = await child.exitStatus()
+        return (status ?? -1, child.standardOutput, child.standardError)
+    }
+
+    func testEveryExecutableHasVersionAndTheRelayHelpListsItsOptions() async throws {
+        for executable in ["simp", "simp-server", "simp-lab", "simp-bench"] {
+            let version = try await run(executable, ["--version"])
+            XCTAssertEqual(version.status, 0, executable)
+            XCTAssertEqual(version.out, SIMPVersion.current + "\n", executable)
+        }
+        let help = try await run("simp-server", ["--help"])
+        XCTAssertEqual(help.status, 0)
+        for option in ["--port", "--redis", "--no-login", "--config", "--inbox-ttl"] {
+            XCTAssertTrue(help.out.contains(option), "simp-server --help lacks \(option)")
+        }
+        let completion = try await run("simp", ["--generate-completion-script", "bash"])
+        XCTAssertTrue(completion.out.contains("_simp()") && completion.out.contains("--history-dir"), completion.out.prefix(200) + "")
+    }
+
+    func testRelayConfigFileAndEnvironmentAreCheckedAndAPortInUseIsNamed() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bad = directory.appendingPathComponent("relay.toml")
+        try "port = 7600\nno-logn = true\n".write(to: bad, atomically: true, encoding: .utf8)
+        let unknown = try await run("simp-server", ["--config", bad.path])
+        XCTAssertEqual(unknown.status, 1)
+        XCTAssertTrue(unknown.err.hasPrefix("simp-server: \(bad.path): unknown key \"no-logn\""), unknown.err)
+        let badEnvironment = try await run("simp-server", ["--port", "0"], environment: ["SIMP_NO_LOGIN": "perhaps"])
+        XCTAssertEqual(badEnvironment.err, "simp-server: SIMP_NO_LOGIN must be true or false, got \"perhaps\"\n")
+
+        // Another process holds the TCP port: the relay says which, from the file's port.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let holder = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let port = holder.localAddress!.port!
+        try "port = \(port)\nudp-port = 0\n".write(to: bad, atomically: true, encoding: .utf8)
+        let redis = try await RedisServerProcess.start()
+        let inUse = try await run("simp-server", ["--config", bad.path], environment: ["SIMP_REDIS": redis.url.description])
+        await redis.stop()
+        XCTAssertEqual(inUse.status, 1)
+        XCTAssertTrue(inUse.err.contains("TCP port \(port) (--port) is in use by another process"), inUse.err)
+        try await holder.close()
+        try await group.shutdownGracefully()
+    }
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import SIMPClient
+
+/// Turns `--config FILE` and `SIMP_*` environment variables into arguments placed before the
+/// typed ones (so typed options win, then the environment, then the file), then runs `simp-server`.
+@main
+enum SIMPServerMain {
+    /// The relay's options, by long name (`simp-server --help`); a key missing here is
+    /// reported as unknown in a config file.
+    static let relayKeys: ConfigFile.Keys = {
+        var keys: ConfigFile.Keys = [:]
+        for name in [
+            "host", "port", "udp-port", "redis", "relay-id", "registration-ttl", "max-frame-size", "max-datagram-size",
+            "ping-interval", "ping-misses", "log-level", "log-format", "metrics-port", "drain-timeout", "message-rate", "connection-rate",
+            "max-connections-per-host", "login-rate", "inbox-max-messages", "inbox-ttl",
+        ] { keys[name] = .value }
+        keys["no-login"] = .flag(ifTrue: "--no-login", ifFalse: nil)
+        return keys
+    }()
+
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments == ["--help"] || arguments == ["-h"] || arguments == ["help"] {
+            print(SIMPServerCommand.helpWithRelayOptions)
+            return
+        }
+        let informational = ["-h", "--help", "--version", "help"]
+        if !arguments.contains(where: { informational.contains($0) || $0.hasPrefix("--generate-completion-script") }) {
+            do { arguments = try configured(arguments) } catch { printError("simp-server: \(error)"); exit(1) }
+        }
+        await SIMPServerCommand.main(arguments)
+    }
+
+    /// `arguments` with the file's and the environment's settings inserted where the command's options start.
+    static func configured(_ arguments: [String]) throws -> [String] {
+        var keys = relayKeys
+        var at = arguments.first == "serve" ? 1 : 0
+        if arguments.first == "user" { // user add|remove|list take only --redis
+            keys = ["redis": .value]
+            at = min(2, arguments.count)
+        }
+        var settings: [String] = []
+        if let path = configPath(arguments) {
+            let fromFile = try ConfigFile.arguments(path: path, keys: relayKeys) // every key is checked
+            settings += keys.count == relayKeys.count ? fromFile : values(of: "--redis", in: fromFile)
+        }
+        settings += try ConfigFile.arguments(environment: ProcessInfo.processInfo.environment, keys: keys)
+        var result = arguments
+        result.insert(contentsOf: settings, at: at)
+        return result
+    }
+
+    /// The value of `--config FILE` or `--config=FILE`.
+    private static func configPath(_ arguments: [String]) -> String? {
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--config", index + 1 < arguments.count { return arguments[index + 1] }
+            if argument.hasPrefix("--config=") { return String(argument.dropFirst("--config=".count)) }
+        }
+        return nil
+    }
+
+    /// Only `option VALUE` from `arguments`.
+    private static func values(of option: String, in arguments: [String]) -> [String] {
+        arguments.indices.dropLast().filter { arguments[$0] == option }.flatMap { [option, arguments[$0 + 1]] }
+    }
+}
