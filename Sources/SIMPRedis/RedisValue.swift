@@ -1,0 +1,42 @@
+/// A Redis failure: connection trouble or an error reply.
+public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// One Redis reply.
+public indirect enum RedisValue: Equatable, Sendable {
+    case null
+    case string(String)
+    case integer(Int64)
+    case status(String)
+    case error(String)
+    case array([RedisValue])
+
+    /// The reply as text, for string and status replies.
+    public var string: String? {
+        switch self {
+        case .string(let s), .status(let s): return s
+        default: return nil
+        }
+    }
+
+    /// The reply as an integer, for integer replies.
+    public var integer: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements of an array reply.
+    public var array: [RedisValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+
+    /// The message of an error reply.
+    public var errorMessage: String? {
+        if case .error(let message) = self { return message }
+        return nil
+    }
+}
