@@ -112,7 +112,8 @@ public final class RedisSubscriber: Sendable {
                 self.state.value.confirmed = 0
                 var commands: [[String]] = []
                 if !self.channels.isEmpty { commands.append(["SUBSCRIBE"] + self.channels) }
-                if !self.shardChannels.isEmpty { commands.append(["SSUBSCRIBE"] + self.shardChannels) }
+                // One SSUBSCRIBE per channel: on a cluster, one command's channels must share a slot.
+                commands += self.shardChannels.map { ["SSUBSCRIBE", $0] }
                 connection.sendForPushes(commands)
                 connection.channel.closeFuture.whenComplete { _ in self.lost(RedisError("connection closed")) }
             case .failure(let error):

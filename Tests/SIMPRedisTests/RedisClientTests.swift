@@ -61,7 +61,7 @@ final class RedisClientTests: XCTestCase {
         var url = server.url
         url.database = 3
         let db3 = RedisClient(url: url)
-        defer { Task { await db3.shutdown() } }
+        addTeardownBlock { await db3.shutdown() }
         let key = "test:db:\(UInt32.random(in: .min ... .max))"
         _ = try await db3.command(["SET", key, "x", "EX", "30"])
         let inDB0 = try await client.command(["EXISTS", key])
@@ -93,7 +93,7 @@ final class RedisClientTests: XCTestCase {
 
     func testUnreachableServerGivesAReadableError() async throws {
         let nowhere = RedisClient(url: RedisURL(host: "127.0.0.1", port: try FreePort.tcp()), timeout: .milliseconds(300))
-        defer { Task { await nowhere.shutdown() } }
+        addTeardownBlock { await nowhere.shutdown() }
         do {
             _ = try await nowhere.command(["PING"])
             XCTFail("PING to a closed port succeeded")
@@ -106,7 +106,7 @@ final class RedisClientTests: XCTestCase {
         let local = try await LocalRedisServer.start()
         let log = CapturedLog()
         let watcher = RedisClient(url: local.url, timeout: .milliseconds(300), logger: log.logger())
-        defer { Task { await watcher.shutdown() } }
+        addTeardownBlock { await watcher.shutdown() }
         let first = try await watcher.command(["PING"])
         XCTAssertEqual(first, .status("PONG"))
         await local.stop()
@@ -117,7 +117,7 @@ final class RedisClientTests: XCTestCase {
         }
         XCTAssertEqual(failures, 20)
         try await local.relaunch()
-        defer { Task { await local.stop() } }
+        addTeardownBlock { await local.stop() }
         let back = await Eventually.holds(within: .seconds(3)) { (try? await watcher.command(["PING"])) == .status("PONG") }
         XCTAssertTrue(back, "the client did not reconnect")
         let warnings = log.texts(atLeast: .warning).filter { $0.contains("unreachable") }

@@ -17,7 +17,7 @@ final class RedisClusterTests: XCTestCase {
         let cluster = try await RedisClusterProcess.shared()
         let samples = keys(200) + ["foo", "", "a{}b", "{{a}}", "simp:user:{alice}", "x{#room}{y}", "é{ü}"]
         let client = RedisClient(url: cluster.seeds[0])
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let slots = try await client.pipeline(samples.map { ["CLUSTER", "KEYSLOT", $0] })
         XCTAssertEqual(slots, samples.map { .integer(Int64(RedisKeySlot.slot(of: $0))) })
     }
@@ -25,7 +25,7 @@ final class RedisClusterTests: XCTestCase {
     func testPipelinesAreSplitByMasterAndRepliesComeBackInOrder() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let client = RedisClusterClient(seeds: [cluster.seeds[0]])
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let names = keys(300)
         let before = client.roundTrips
         let written = try await client.pipeline(names.flatMap { [["SET", $0, "v-\($0)", "EX", "60"], ["GET", $0]] })
@@ -47,7 +47,7 @@ final class RedisClusterTests: XCTestCase {
     func testTransactionsOnHashTaggedKeysAndScriptsAfterNOSCRIPT() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let client = RedisClusterClient(seeds: cluster.seeds)
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let user = "u\(UInt32.random(in: .min ... .max))"
         let transaction = try await client.pipeline([["MULTI"], ["HSET", "simp:user:{\(user)}", "addr", "a"],
                                                      ["SET", "simp:seen:{\(user)}", "1", "EX", "60"], ["EXEC"]])
@@ -69,7 +69,7 @@ final class RedisClusterTests: XCTestCase {
     func testShardedPubSubReachesSubscribersOnEveryMaster() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let client = RedisClusterClient(seeds: cluster.seeds)
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         // Channels named like relay delivery channels, spread until every master holds one.
         var channels: [String] = []
         var owners = Set<RedisURL>()
@@ -99,7 +99,7 @@ final class RedisClusterTests: XCTestCase {
     func testReshardingMidStreamIsFollowed() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let client = RedisClusterClient(seeds: cluster.seeds)
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let names = keys(200, "reshard")
         _ = try await client.pipeline(names.map { ["SET", $0, "0", "EX", "120"] })
         let ownersBefore = try await owners(of: names, cluster: cluster)
@@ -132,9 +132,9 @@ final class RedisClusterTests: XCTestCase {
     /// the client follows it within the retry window; no call fails, no increment is lost.
     func testFailoverOfAKilledMasterIsFollowed() async throws {
         let cluster = try await RedisClusterProcess.start()
-        defer { Task { await cluster.stop() } }
+        addTeardownBlock { await cluster.stop() }
         let client = RedisClusterClient(seeds: cluster.seeds, retryWindow: .seconds(10))
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let names = keys(100, "failover")
         _ = try await client.pipeline(names.map { ["SET", $0, "0"] })
         // WAIT makes the replicas hold the counters before the master dies.
@@ -179,7 +179,7 @@ final class RedisClusterTests: XCTestCase {
 
     private func owners(of names: [String], cluster: RedisClusterProcess) async throws -> [Int] {
         let client = RedisClusterClient(seeds: cluster.seeds)
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         var owners: [Int] = []
         for name in names { owners.append(try await client.masterURL(forKey: name).get().port) }
         return owners

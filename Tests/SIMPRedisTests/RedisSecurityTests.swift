@@ -7,15 +7,15 @@ import XCTest
 final class RedisSecurityTests: XCTestCase {
     func testRequirepassWithAPasswordOnlyURL() async throws {
         let server = try await LocalRedisServer.start(extraArguments: ["--requirepass", "s3cret pw"], password: "s3cret pw")
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let url = try RedisURL(parsing: "redis://:s3cret%20pw@127.0.0.1:\(server.url.port)")
         let client = RedisClient(url: url)
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let pong = try await client.command(["PING"])
         XCTAssertEqual(pong, .status("PONG"))
 
         let anonymous = RedisClient(url: RedisURL(host: "127.0.0.1", port: server.url.port))
-        defer { Task { await anonymous.shutdown() } }
+        addTeardownBlock { await anonymous.shutdown() }
         let refused = try await anonymous.command(["GET", "x"])
         XCTAssertTrue(refused.errorMessage?.hasPrefix("NOAUTH") == true, "\(refused)")
     }
@@ -23,9 +23,9 @@ final class RedisSecurityTests: XCTestCase {
     func testACLUserAndDatabase() async throws {
         let server = try await LocalRedisServer.start(
             extraArguments: ["--user", "alice", "on", ">pa55", "~*", "&*", "+@all", "--user", "default", "off"], user: "alice", password: "pa55")
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let client = RedisClient(url: try RedisURL(parsing: "redis://alice:pa55@127.0.0.1:\(server.url.port)/2"))
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let whoami = try await client.command(["ACL", "WHOAMI"])
         XCTAssertEqual(whoami, .string("alice"))
         let info = try await client.command(["CLIENT", "INFO"])
@@ -34,9 +34,9 @@ final class RedisSecurityTests: XCTestCase {
 
     func testWrongPasswordIsAReadableErrorWithoutThePassword() async throws {
         let server = try await LocalRedisServer.start(extraArguments: ["--requirepass", "right"], password: "right")
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let client = RedisClient(url: try RedisURL(parsing: "redis://:hunter2@127.0.0.1:\(server.url.port)"))
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         do {
             _ = try await client.command(["PING"])
             XCTFail("a wrong password was accepted")
@@ -54,10 +54,10 @@ final class RedisSecurityTests: XCTestCase {
         let tls = RedisTLS(caFile: certificates.caFile, certificateFile: certificates.clientCertificate, keyFile: certificates.clientKey)
         let server = try await LocalRedisServer.start(
             port: port, extraArguments: certificates.redisServerArguments(port: port, requireClientCertificate: true), tls: tls)
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let text = "rediss://127.0.0.1:\(port)?ca=\(certificates.caFile)&cert=\(certificates.clientCertificate)&key=\(certificates.clientKey)"
         let client = RedisClient(url: try RedisURL(parsing: text))
-        defer { Task { await client.shutdown() } }
+        addTeardownBlock { await client.shutdown() }
         let replies = try await client.pipeline([["SET", "tls:test", "v"], ["GET", "tls:test"]])
         XCTAssertEqual(replies, [.status("OK"), .string("v")])
 

@@ -9,7 +9,7 @@ import XCTest
 final class RedisSubscriberTests: XCTestCase {
     func testMessagesArriveOnTheGivenLoopInOrderWithBinaryPayloads() async throws {
         let server = try await RedisServerProcess.startPrivate()
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let received = NIOLockedValueBox<[(String, [UInt8], Bool)]>([])
         let subscriber = RedisSubscriber(url: server.url, channels: ["plain"], shardChannels: ["sharded"], eventLoop: loop) { channel, payload in
@@ -18,7 +18,7 @@ final class RedisSubscriberTests: XCTestCase {
         subscriber.start()
         try await subscriber.waitUntilSubscribed()
         let publisher = RedisClient(url: server.url)
-        defer { Task { await publisher.shutdown() } }
+        addTeardownBlock { await publisher.shutdown() }
         let binary: [UInt8] = [0, 1, 2, 13, 10, 255]
         var commands: [[[UInt8]]] = []
         for index in 0..<50 {
@@ -41,7 +41,7 @@ final class RedisSubscriberTests: XCTestCase {
 
     func testResubscribesAfterARedisRestart() async throws {
         let server = try await RedisServerProcess.startPrivate()
-        defer { Task { await server.stop() } }
+        addTeardownBlock { await server.stop() }
         let subscriptions = NIOLockedValueBox(0)
         let received = NIOLockedValueBox<[String]>([])
         let subscriber = RedisSubscriber(url: server.url, channels: ["c"], onSubscribed: { subscriptions.withLockedValue { $0 += 1 } }) { _, payload in
@@ -53,7 +53,7 @@ final class RedisSubscriberTests: XCTestCase {
         let again = await Eventually.holds(within: .seconds(5)) { subscriptions.withLockedValue { $0 } == 2 }
         XCTAssertTrue(again, "no second subscription after the restart")
         let publisher = RedisClient(url: server.url)
-        defer { Task { await publisher.shutdown() } }
+        addTeardownBlock { await publisher.shutdown() }
         _ = try await publisher.command(["PUBLISH", "c", "after restart"])
         let heard = await Eventually.holds { received.withLockedValue { $0 } == ["after restart"] }
         XCTAssertTrue(heard)
