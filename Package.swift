@@ -65,7 +65,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         // The relay: SwiftNIO shells around the core, registry in Redis.
         .target(
             name: "SIMPRelay",

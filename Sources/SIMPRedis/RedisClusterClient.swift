@@ -179,11 +179,12 @@ public final class RedisClusterClient: RedisCommands {
         if late { return eventLoop.makeFailedFuture(lastError ?? RedisError("Redis Cluster did not settle in time")) }
         let pause = again.allSatisfy({ $0.1 != .slotOwner }) ? TimeAmount.zero : .milliseconds(Int64(min(500, 25 << min(attempt, 5))))
         let refreshed = needsRefresh ? refresh().map { _ in }.recover { _ in } : eventLoop.makeSucceededVoidFuture()
+        let (retried, finished) = (again, done)
         return refreshed.flatMap {
             self.eventLoop.scheduleTask(in: pause) {}.futureResult
         }.flatMap {
-            self.send(again.map(\.0), targets: again.map(\.1), commands: commands, attempt: attempt + 1, deadline: deadline)
-        }.map { done + $0 }
+            self.send(retried.map(\.0), targets: retried.map(\.1), commands: commands, attempt: attempt + 1, deadline: deadline)
+        }.map { finished + $0 }
     }
 
     private func node(for unit: Unit, target: Target, in map: ClusterSlotMap) -> ClusterNode {

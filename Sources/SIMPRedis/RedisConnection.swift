@@ -121,9 +121,7 @@ struct RedisConnection: Sendable {
             .connect(host: url.host, port: url.port)
         return connected.flatMap { channel in
             let connection = RedisConnection(channel: channel, url: url)
-            var login: [[String]] = []
-            if let password = url.password { login.append(["AUTH"] + (url.user.map { [$0] } ?? []) + [password]) }
-            if url.database != 0 { login.append(["SELECT", String(url.database)]) }
+            let login = Self.loginCommands(for: url)
             guard !login.isEmpty else { return eventLoop.makeSucceededFuture(connection) }
             return connection.send(login.map { $0.map { Array($0.utf8) } }, timeout: timeout).flatMapThrowing { replies in
                 for (command, reply) in zip(login, replies) {
@@ -137,6 +135,14 @@ struct RedisConnection: Sendable {
                 return loop.makeFailedFuture(error)
             }
         }
+    }
+
+    /// AUTH (user or requirepass) and SELECT, as the URL asks.
+    private static func loginCommands(for url: RedisURL) -> [[String]] {
+        var login: [[String]] = []
+        if let password = url.password { login.append(["AUTH"] + (url.user.map { [$0] } ?? []) + [password]) }
+        if url.database != 0 { login.append(["SELECT", String(url.database)]) }
+        return login
     }
 
     /// Writes commands in one flush and returns their replies in order. A connection that does
