@@ -46,10 +46,7 @@ public final class RedisClient: RedisCommands {
 
     /// Runs commands whose arguments may be binary in one round trip; replies in order.
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
-        guard self.eventLoop.inEventLoop else {
-            return self.eventLoop.flatSubmit { self.send(commands) }.hop(to: eventLoop)
-        }
-        return send(commands).hop(to: eventLoop)
+        self.eventLoop.run(answeringOn: eventLoop) { self.send(commands) }
     }
 
     /// Closes the connection; later calls fail.

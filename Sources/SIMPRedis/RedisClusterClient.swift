@@ -63,10 +63,7 @@ public final class RedisClusterClient: RedisCommands {
     public var roundTrips: Int { roundTripCount.withLockedValue { $0 } }
 
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
-        guard self.eventLoop.inEventLoop else {
-            return self.eventLoop.flatSubmit { self.run(commands) }.hop(to: eventLoop)
-        }
-        return run(commands).hop(to: eventLoop)
+        self.eventLoop.run(answeringOn: eventLoop) { self.run(commands) }
     }
 
     /// Runs a command without keys on every master (e.g. `SCAN`, `DBSIZE`); replies per master.

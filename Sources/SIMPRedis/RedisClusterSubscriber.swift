@@ -22,8 +22,7 @@ public final class RedisClusterSubscriber: Sendable {
         var generation = 0
         var nodes: [RedisSubscriber] = []
         var pending = 0
-        var subscribed = false
-        var waiters: [EventLoopPromise<Void>] = []
+        var readiness = Readiness()
         var outage = Outage()
         var stopping = false
     }
@@ -54,10 +53,8 @@ public final class RedisClusterSubscriber: Sendable {
     public func waitUntilSubscribed(timeout: TimeAmount = .seconds(5)) async throws {
         let promise = eventLoop.makePromise(of: Void.self)
         eventLoop.execute {
-            if self.state.value.subscribed { return promise.succeed() }
-            self.state.value.waiters.append(promise)
-            self.eventLoop.scheduleTask(in: timeout) {
-                promise.fail(RedisError("could not subscribe to Redis Cluster pub/sub within \(timeout.nanoseconds / 1_000_000) ms"))
+            self.state.value.readiness.wait(promise, timeout: timeout, on: self.eventLoop) {
+                RedisError("could not subscribe to Redis Cluster pub/sub within \(timeout.nanoseconds / 1_000_000) ms")
             }
         }
         try await promise.futureResult.get()
@@ -116,11 +113,8 @@ public final class RedisClusterSubscriber: Sendable {
         state.value.pending -= 1
         guard state.value.pending == 0 else { return }
         state.value.outage.recovered(logger: logger, what: "Redis Cluster pub/sub")
-        state.value.subscribed = true
         onSubscribed()
-        let waiters = state.value.waiters
-        state.value.waiters = []
-        for waiter in waiters { waiter.succeed() }
+        state.value.readiness.becameReady()
     }
 
     private func nodeLost(_ generation: Int) {
@@ -131,7 +125,7 @@ public final class RedisClusterSubscriber: Sendable {
     /// Drops every node's subscription and builds them again from a fresh slot map.
     private func rebuild(after error: Error) {
         state.value.generation += 1
-        state.value.subscribed = false
+        state.value.readiness.lost()
         let old = state.value.nodes
         state.value.nodes = []
         for node in old { Task { await node.stop() } }

@@ -28,8 +28,7 @@ public final class RedisSubscriber: Sendable {
     private struct State {
         var connection: RedisConnection?
         var confirmed = 0
-        var subscribed = false
-        var waiters: [EventLoopPromise<Void>] = []
+        var readiness = Readiness()
         var outage = Outage()
         var started = false
         var stopping = false
@@ -75,10 +74,8 @@ public final class RedisSubscriber: Sendable {
     public func waitUntilSubscribed(timeout: TimeAmount = .seconds(5)) async throws {
         let promise = eventLoop.makePromise(of: Void.self)
         eventLoop.execute {
-            if self.state.value.subscribed { return promise.succeed() }
-            self.state.value.waiters.append(promise)
-            self.eventLoop.scheduleTask(in: timeout) {
-                promise.fail(RedisError("could not subscribe to Redis pub/sub at \(self.url) within \(timeout.nanoseconds / 1_000_000) ms"))
+            self.state.value.readiness.wait(promise, timeout: timeout, on: self.eventLoop) {
+                RedisError("could not subscribe to Redis pub/sub at \(self.url) within \(timeout.nanoseconds / 1_000_000) ms")
             }
         }
         try await promise.futureResult.get()
@@ -141,16 +138,13 @@ public final class RedisSubscriber: Sendable {
     }
 
     private func subscribed() {
-        state.value.subscribed = true
         onSubscribed()
-        let waiters = state.value.waiters
-        state.value.waiters = []
-        for waiter in waiters { waiter.succeed() }
+        state.value.readiness.becameReady()
     }
 
     private func lost(_ error: Error) {
         state.value.connection = nil
-        state.value.subscribed = false
+        state.value.readiness.lost()
         guard !state.value.stopping else { return }
         retry(after: error)
     }

@@ -39,6 +39,7 @@ public final class RedisClusterProcess: Sendable {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        SharedCluster.made(directory)
         let ports = try ClusterPorts.pick(count: masters * (1 + replicas))
         var processes: [Int: Process] = [:]
         for port in ports {
@@ -151,10 +152,11 @@ public final class RedisClusterProcess: Sendable {
     }
 }
 
-/// The run-wide cluster, and every cluster node's pid so none outlives the test process.
+/// The run-wide cluster, and every cluster node's pid and directory, so none outlives the test process.
 private enum SharedCluster {
     static let instance = SharedTask { try await RedisClusterProcess.start() }
     private static let pids = NIOLockedValueBox<[pid_t]>([])
+    private static let directories = NIOLockedValueBox<[URL]>([])
     private static let registered = NIOLockedValueBox(false)
 
     static func started(_ pid: pid_t) {
@@ -166,8 +168,13 @@ private enum SharedCluster {
         if first { atexit { SharedCluster.killAll() } }
     }
 
+    static func made(_ directory: URL) {
+        directories.withLockedValue { $0.append(directory) }
+    }
+
     static func killAll() {
         for pid in pids.withLockedValue({ $0 }) { kill(pid, SIGKILL) }
+        for directory in directories.withLockedValue({ $0 }) { try? FileManager.default.removeItem(at: directory) }
     }
 }
 
