@@ -49,7 +49,7 @@ final class RedisSecurityTests: XCTestCase {
 
     func testTLSWithACAFileAndAClientCertificate() async throws {
         let certificates = try await TestCertificates.make()
-        defer { certificates.remove() }
+        addTeardownBlock { certificates.remove() } // runs last: stopping the server needs the files
         let port = try FreePort.tcp()
         let tls = RedisTLS(caFile: certificates.caFile, certificateFile: certificates.clientCertificate, keyFile: certificates.clientKey)
         let server = try await LocalRedisServer.start(
