@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import Logging
 import NIOPosix
 import SIMPRedis
 import SIMPTestSupport
@@ -91,6 +92,26 @@ final class RedisClusterTests: XCTestCase {
         XCTAssertTrue(all)
         for channel in channels { XCTAssertEqual(received.withLockedValue { $0[channel] }, ["to \(channel)"]) }
         XCTAssertEqual(received.withLockedValue { $0["simp:relays:moves"] }, ["moved"])
+        await subscriber.stop()
+    }
+
+    func testAnEndpointURLMakesAClusterClientAndSubscriber() async throws {
+        let cluster = try await RedisClusterProcess.shared()
+        let endpoint = try RedisEndpoint(parsing: "redis+cluster://" + cluster.ports.prefix(2).map { "127.0.0.1:\($0)" }.joined(separator: ","))
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let client = endpoint.makeClient(eventLoop: loop, logger: Logger(label: "test"))
+        addTeardownBlock { await client.shutdown() }
+        let heard = NIOLockedValueBox<[String]>([])
+        let subscriber = endpoint.makeSubscriber(client: client, channels: [], shardChannels: ["simp:relay:{a}:deliver"], eventLoop: loop,
+                                                 logger: Logger(label: "test"), onSubscribed: {}) { _, payload in
+            heard.withLockedValue { $0.append(String(decoding: payload, as: UTF8.self)) }
+        }
+        subscriber.start()
+        try await subscriber.waitUntilSubscribed(timeout: .seconds(5))
+        let count = try await client.command(["SPUBLISH", "simp:relay:{a}:deliver", "hello"])
+        XCTAssertEqual(count, .integer(1))
+        let arrived = await Eventually.holds { heard.withLockedValue { $0 } == ["hello"] }
+        XCTAssertTrue(arrived)
         await subscriber.stop()
     }
 

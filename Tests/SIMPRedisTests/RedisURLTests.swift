@@ -64,3 +64,18 @@ final class RedisKeySlotTests: XCTestCase {
         XCTAssertEqual(RedisKeySlot.slot(of: "{{a}}"), RedisKeySlot.slot(of: "{a"))
     }
 }
+
+final class RedisEndpointTests: XCTestCase {
+    func testParsesSingleServersAndClusters() throws {
+        XCTAssertEqual(try RedisEndpoint(parsing: "redis://:pw@h:1/2"), .single(RedisURL(host: "h", port: 1, database: 2, password: "pw")))
+        let cluster = try RedisEndpoint(parsing: "rediss+cluster://u:pw@a:7000,b:7001,[::1]:7002?ca=/ca.pem")
+        let tls = RedisTLS(caFile: "/ca.pem")
+        XCTAssertEqual(cluster, .cluster(seeds: [RedisURL(host: "a", port: 7000, user: "u", password: "pw", tls: tls),
+                                                 RedisURL(host: "b", port: 7001, user: "u", password: "pw", tls: tls),
+                                                 RedisURL(host: "::1", port: 7002, user: "u", password: "pw", tls: tls)]))
+        XCTAssertFalse(cluster.description.contains("pw@"), cluster.description)
+        for text in ["redis+cluster://", "redis+cluster://:pw@a:1/3", "redis+cluster://a:1,b:0"] {
+            XCTAssertThrowsError(try RedisEndpoint(parsing: text), text) { XCTAssertFalse("\($0)".contains("pw"), "\($0)") }
+        }
+    }
+}
