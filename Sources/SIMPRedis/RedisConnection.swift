@@ -25,7 +25,9 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let reader = RESPReader()
-    private var waiting = CircularBuffer<(expected: Int, replies: [RedisValue], promise: EventLoopPromise<[RedisValue]>)>()
+    private var waiting = CircularBuffer<(expected: Int, promise: EventLoopPromise<[RedisValue]>)>()
+    /// Replies so far to the first waiting request (kept apart so appending never copies).
+    private var replies: [RedisValue] = []
     private let onPush: ((RedisPush) -> Void)?
     private let name: String
     private var failure: Error?
@@ -35,16 +37,16 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         self.onPush = onPush
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    func write(context: ChannelHandlerContext, data: NIOAny, promise written: EventLoopPromise<Void>?) {
         let request = unwrapOutboundIn(data)
         var buffer = context.channel.allocator.buffer(capacity: 64 * request.commands.count)
         for command in request.commands { RESPEncoder.write(command, into: &buffer) }
-        if let replies = request.promise {
-            if request.commands.isEmpty { replies.succeed([]) } else {
-                waiting.append((request.commands.count, [], replies))
+        if let promise = request.promise {
+            if request.commands.isEmpty { promise.succeed([]) } else {
+                waiting.append((request.commands.count, promise))
             }
         }
-        context.write(wrapOutboundOut(buffer), promise: promise)
+        context.write(wrapOutboundOut(buffer), promise: written)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -68,10 +70,13 @@ final class RedisChannelHandler: ChannelDuplexHandler {
             guard let onPush else { throw RedisError("Redis at \(name) sent a reply nobody asked for") }
             return onPush(.reply(value))
         }
-        waiting[waiting.startIndex].replies.append(value)
-        if waiting[waiting.startIndex].replies.count == waiting[waiting.startIndex].expected {
+        if replies.isEmpty { replies.reserveCapacity(waiting[waiting.startIndex].expected) }
+        replies.append(value)
+        if replies.count == waiting[waiting.startIndex].expected {
             let done = waiting.removeFirst()
-            done.promise.succeed(done.replies)
+            let answer = replies
+            replies = []
+            done.promise.succeed(answer)
         }
     }
 
@@ -90,6 +95,7 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     }
 
     private func failWaiting(_ error: Error) {
+        replies = []
         while let next = waiting.popFirst() { next.promise.fail(error) }
     }
 }
