@@ -83,7 +83,7 @@ public final class RedisClient: RedisCommands {
 
     private func write(_ commands: [[[UInt8]]], on connection: RedisConnection) -> EventLoopFuture<[RedisValue]> {
         roundTripCount.withLockedValue { $0 += 1 }
-        return connection.send(commands, timeout: timeout)
+        return connection.send(commands)
     }
 
     private func connect() {

@@ -18,7 +18,9 @@ enum RedisPush {
 
 /// Writes requests with hiredis's formatter and matches the replies hiredis's reader parses to
 /// their promises, in order (pipelining: many requests may be in flight). With `onPush`, the
-/// connection is a subscriber and every reply no request waits for goes there.
+/// connection is a subscriber and every reply no request waits for goes there. A connection
+/// that leaves a request unanswered for `timeout` (no reply at all meanwhile) is closed, which
+/// fails everything in flight on it; one timer per connection does that, not one per request.
 final class RedisChannelHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = RedisRequest
@@ -30,10 +32,15 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     private var replies: [RedisValue] = []
     private let onPush: ((RedisPush) -> Void)?
     private let name: String
+    private let timeout: TimeAmount
     private var failure: Error?
+    /// When the last reply came (or the first request was written to an idle connection).
+    private var lastProgress = NIODeadline.now()
+    private var watchdog: Scheduled<Void>?
 
-    init(name: String, onPush: ((RedisPush) -> Void)?) {
+    init(name: String, timeout: TimeAmount, onPush: ((RedisPush) -> Void)?) {
         self.name = name
+        self.timeout = timeout
         self.onPush = onPush
     }
 
@@ -43,7 +50,9 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         for command in request.commands { RESPEncoder.write(command, into: &buffer) }
         if let promise = request.promise {
             if request.commands.isEmpty { promise.succeed([]) } else {
+                if waiting.isEmpty { lastProgress = .now() }
                 waiting.append((request.commands.count, promise))
+                watch(context: context, after: timeout)
             }
         }
         context.write(wrapOutboundOut(buffer), promise: written)
@@ -65,11 +74,28 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Arms the watchdog (if not armed): when it fires, a request still waiting with no reply
+    /// for `timeout` closes the connection.
+    private func watch(context: ChannelHandlerContext, after delay: TimeAmount) {
+        guard watchdog == nil else { return }
+        watchdog = context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
+            self.watchdog = nil
+            guard !self.waiting.isEmpty else { return }
+            let quiet = NIODeadline.now() - self.lastProgress
+            if quiet >= self.timeout {
+                self.fail(context: context, RedisError("no reply within \(self.timeout.nanoseconds / 1_000_000) ms"))
+            } else {
+                self.watch(context: context, after: self.timeout - quiet)
+            }
+        }
+    }
+
     private func deliver(_ value: RedisValue) throws {
         guard !waiting.isEmpty else {
             guard let onPush else { throw RedisError("Redis at \(name) sent a reply nobody asked for") }
             return onPush(.reply(value))
         }
+        lastProgress = .now()
         if replies.isEmpty { replies.reserveCapacity(waiting[waiting.startIndex].expected) }
         replies.append(value)
         if replies.count == waiting[waiting.startIndex].expected {
@@ -85,6 +111,8 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        watchdog?.cancel()
+        watchdog = nil
         failWaiting(failure.map { RedisError("Redis at \(name): \($0)") } ?? RedisError("connection to Redis at \(name) lost"))
         context.fireChannelInactive()
     }
@@ -121,7 +149,7 @@ struct RedisConnection: Sendable {
                         let hostname = url.host.isIPAddress ? nil : url.host
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: hostname))
                     }
-                    try channel.pipeline.syncOperations.addHandler(RedisChannelHandler(name: name, onPush: onPush))
+                    try channel.pipeline.syncOperations.addHandler(RedisChannelHandler(name: name, timeout: timeout, onPush: onPush))
                 }
             }
             .connect(host: url.host, port: url.port)
@@ -129,7 +157,7 @@ struct RedisConnection: Sendable {
             let connection = RedisConnection(channel: channel, url: url)
             let login = Self.loginCommands(for: url)
             guard !login.isEmpty else { return eventLoop.makeSucceededFuture(connection) }
-            return connection.send(login.map { $0.map { Array($0.utf8) } }, timeout: timeout).flatMapThrowing { replies in
+            return connection.send(login.map { $0.map { Array($0.utf8) } }).flatMapThrowing { replies in
                 for (command, reply) in zip(login, replies) {
                     if case .error(let message) = reply {
                         throw RedisError("Redis at \(url) refused \(command[0]): \(message)")
@@ -151,13 +179,10 @@ struct RedisConnection: Sendable {
         return login
     }
 
-    /// Writes commands in one flush and returns their replies in order. A connection that does
-    /// not answer within `timeout` is closed (failing everything in flight on it).
-    func send(_ commands: [[[UInt8]]], timeout: TimeAmount) -> EventLoopFuture<[RedisValue]> {
+    /// Writes commands in one flush and returns their replies in order (a connection that does
+    /// not answer within the connect `timeout` is closed, failing everything in flight on it).
+    func send(_ commands: [[[UInt8]]]) -> EventLoopFuture<[RedisValue]> {
         let promise = channel.eventLoop.makePromise(of: [RedisValue].self)
-        let channel = self.channel
-        let watchdog = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-        promise.futureResult.whenComplete { _ in watchdog.cancel() }
         channel.writeAndFlush(RedisRequest(commands: commands, promise: promise)).whenFailure { error in
             promise.fail(RedisError("Redis at \(url.address): cannot send: \(error)"))
         }

@@ -102,6 +102,21 @@ final class RedisClientTests: XCTestCase {
         }
     }
 
+    func testAServerThatStopsAnsweringTimesOutAndTheClientRecovers() async throws {
+        let slow = RedisClient(url: server.url, timeout: .milliseconds(300))
+        addTeardownBlock { await slow.shutdown() }
+        _ = try await slow.command(["PING"])
+        _ = try await client.command(["CLIENT", "PAUSE", "800", "ALL"])
+        do {
+            _ = try await slow.command(["GET", "x"])
+            XCTFail("a paused server answered")
+        } catch {
+            XCTAssertTrue("\(error)".contains("no reply within 300 ms"), "\(error)")
+        }
+        let back = await Eventually.holds(within: .seconds(3)) { (try? await slow.command(["PING"])) == .status("PONG") }
+        XCTAssertTrue(back)
+    }
+
     func testReconnectsAfterAnOutageAndLogsItOnceEachWay() async throws {
         let local = try await LocalRedisServer.start()
         let log = CapturedLog()
