@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -11,6 +12,8 @@ public final class LocalRedisServer: Sendable {
     public let url: RedisURL
     private let executable: URL
     private let extraArguments: [String]
+    /// The running process, killed if it does not shut down when asked.
+    private let pid = NIOLockedValueBox<pid_t?>(nil)
 
     private init(url: RedisURL, executable: URL, extraArguments: [String]) {
         self.url = url
@@ -44,19 +47,32 @@ public final class LocalRedisServer: Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
+        pid.withLockedValue { $0 = process.processIdentifier }
         guard try await answers(expected: true) else {
-            process.terminate()
+            kill()
             throw RedisError("redis-server on port \(url.port) did not start")
         }
     }
 
-    /// Shuts the server down and waits until its port is closed. (Not `Process.waitUntilExit()`:
-    /// on Linux it can hang when called from a concurrency thread.)
+    /// Shuts the server down with `SHUTDOWN` and waits until its port is closed; a server that
+    /// refuses (e.g. an ACL without `SHUTDOWN`) or lingers is killed. (Not
+    /// `Process.waitUntilExit()`: on Linux it can hang when called from a concurrency thread.
+    /// Not SIGTERM: a process started from a test runner's thread may have it blocked.)
     public func stop() async {
         let client = RedisClient(url: url, timeout: .milliseconds(200), logger: Self.quiet)
-        _ = try? await client.command(["SHUTDOWN", "NOSAVE"])
+        let reply = try? await client.command(["SHUTDOWN", "NOSAVE"])
         await client.shutdown()
-        _ = try? await answers(expected: false)
+        let refused = reply?.errorMessage != nil
+        let closed = refused ? false : (try? await answers(expected: false)) == true
+        if !closed {
+            kill()
+            _ = try? await answers(expected: false)
+        }
+        pid.withLockedValue { $0 = nil }
+    }
+
+    private func kill() {
+        if let running = pid.withLockedValue({ $0 }) { _ = Foundation.kill(running, SIGKILL) }
     }
 
     /// `stop()` then `relaunch()`: the same port, every key gone.
