@@ -103,6 +103,16 @@ public struct RedisURL: Hashable, Sendable, CustomStringConvertible {
         return text
     }
 
+    /// The URL as text *with* its password, to hand to a child process (`--redis`). Never log it.
+    public var textWithPassword: String {
+        guard let password else { return description }
+        let escaped = password.utf8.map { byte -> String in
+            let safe = (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7a) || "-._~".utf8.contains(byte)
+            return safe ? String(UnicodeScalar(byte)) : "%" + String(byte, radix: 16, uppercase: true).leftPadded
+        }.joined()
+        return description.replacingFirst(":***@", with: ":\(escaped)@")
+    }
+
     /// The same server as `host:port` (no scheme, no credentials), as Redis Cluster names nodes.
     public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
@@ -171,6 +181,13 @@ public struct RedisTLS: Hashable, Sendable {
 }
 
 extension String {
+    fileprivate var leftPadded: String { count == 1 ? "0" + self : self }
+
+    fileprivate func replacingFirst(_ target: String, with replacement: String) -> String {
+        guard let range = firstRange(of: target) else { return self }
+        return String(self[..<range.lowerBound]) + replacement + self[range.upperBound...]
+    }
+
     /// Decodes `%XX` escapes; nil when an escape is malformed. (Foundation-free, so the URL
     /// parser has no Foundation dependency.)
     fileprivate var removingPercentEncodingIfValid: String? {

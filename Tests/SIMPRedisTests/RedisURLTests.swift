@@ -79,3 +79,12 @@ final class RedisEndpointTests: XCTestCase {
         }
     }
 }
+
+final class RedisURLTextTests: XCTestCase {
+    func testTextWithPasswordParsesBackToTheSameURL() throws {
+        for text in ["redis://:p%40ss%3Aw%2F%25 x@h:1/2", "rediss://bob:simple@h:6380?ca=/ca.pem", "redis://h:1"] {
+            let url = try RedisURL(parsing: text)
+            XCTAssertEqual(try RedisURL(parsing: url.textWithPassword), url, url.textWithPassword)
+        }
+    }
+}
