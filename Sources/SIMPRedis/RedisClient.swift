@@ -69,7 +69,7 @@ public final class RedisClient: RedisCommands {
         if state.value.closed { return eventLoop.makeFailedFuture(RedisError("Redis client for \(url) is shut down")) }
         if let connection = state.value.connection { return write(commands, on: connection) }
         if state.value.queued == nil, let waiting = state.value.outage.refusal(now: .now()) {
-            return eventLoop.makeFailedFuture(RedisError("cannot reach Redis at \(url): \(waiting)"))
+            return eventLoop.makeFailedFuture(RedisError("cannot reach Redis at \(url): \(waiting)", unavailable: true))
         }
         let promise = eventLoop.makePromise(of: [RedisValue].self)
         if state.value.queued != nil {
@@ -114,7 +114,7 @@ public final class RedisClient: RedisCommands {
             for request in queued { write(request.commands, on: connection).cascade(to: request.promise) }
         case .failure(let error):
             state.value.outage.failed(error, now: .now(), logger: logger, what: "Redis at \(url)")
-            let reported = error is RedisError ? error : RedisError("cannot reach Redis at \(url): \(error)")
+            let reported = error is RedisError ? error : RedisError("cannot reach Redis at \(url): \(error)", unavailable: true)
             for request in queued { request.promise.fail(reported) }
         }
     }

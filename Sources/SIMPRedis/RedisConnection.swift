@@ -113,7 +113,8 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         watchdog?.cancel()
         watchdog = nil
-        failWaiting(failure.map { RedisError("Redis at \(name): \($0)") } ?? RedisError("connection to Redis at \(name) lost"))
+        failWaiting(failure.map { RedisError("Redis at \(name): \($0)", unavailable: true) }
+                    ?? RedisError("connection to Redis at \(name) lost", unavailable: true))
         context.fireChannelInactive()
     }
 
@@ -184,7 +185,7 @@ struct RedisConnection: Sendable {
     func send(_ commands: [[[UInt8]]]) -> EventLoopFuture<[RedisValue]> {
         let promise = channel.eventLoop.makePromise(of: [RedisValue].self)
         channel.writeAndFlush(RedisRequest(commands: commands, promise: promise)).whenFailure { error in
-            promise.fail(RedisError("Redis at \(url.address): cannot send: \(error)"))
+            promise.fail(RedisError("Redis at \(url.address): cannot send: \(error)", unavailable: true))
         }
         return promise.futureResult
     }

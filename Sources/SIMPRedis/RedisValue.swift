@@ -1,7 +1,15 @@
 /// A Redis failure: connection trouble or an error reply.
 public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// Redis could not be used at all (unreachable, connection lost, no reply, backing off) as
+    /// opposed to a failed command. The client already logs such an outage once when it starts
+    /// and once when it ends, so callers may log these quietly.
+    public let unavailable: Bool
+
+    public init(_ message: String, unavailable: Bool = false) {
+        self.message = message
+        self.unavailable = unavailable
+    }
     public var description: String { message }
 }
 

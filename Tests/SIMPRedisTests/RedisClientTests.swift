@@ -99,6 +99,7 @@ final class RedisClientTests: XCTestCase {
             XCTFail("PING to a closed port succeeded")
         } catch let error as RedisError {
             XCTAssertTrue(error.message.contains("cannot reach Redis"), error.message)
+            XCTAssertTrue(error.unavailable)
         }
     }
 
@@ -112,6 +113,7 @@ final class RedisClientTests: XCTestCase {
             XCTFail("a paused server answered")
         } catch {
             XCTAssertTrue("\(error)".contains("no reply within 300 ms"), "\(error)")
+            XCTAssertEqual((error as? RedisError)?.unavailable, true)
         }
         let back = await Eventually.holds(within: .seconds(3)) { (try? await slow.command(["PING"])) == .status("PONG") }
         XCTAssertTrue(back)
