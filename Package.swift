@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -59,15 +60,18 @@ let package = Package(
         .target(
             name: "SIMPFuzz",
             dependencies: ["SIMPCore", "SIMPNIO", .product(name: "NIOCore", package: "swift-nio")]),
-        // hiredis behind a non-blocking interface.
+        // Redis on SwiftNIO with hiredis as the RESP codec: single node, pub/sub, Cluster, TLS.
         .target(
             name: "SIMPRedis",
             dependencies: [
                 "CHiredis",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         // The relay: SwiftNIO shells around the core, registry in Redis.
         .target(
             name: "SIMPRelay",

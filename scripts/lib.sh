@@ -19,6 +19,25 @@ start_redis() {
   return 1
 }
 
+# Starts redis-server on 127.0.0.1:$1 with its data in directory $2 (append-only file, fsync
+# every second), so keys survive a restart; sets REDIS_PID. Stop it with stop_redis (SIGTERM:
+# Redis flushes the AOF and exits).
+start_persistent_redis() {
+  local port=$1 dir=$2
+  mkdir -p "$dir"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
+    --save "" --daemonize no --loglevel notice --logfile "$dir/redis.log" >/dev/null &
+  REDIS_PID=$!
+  for _ in $(seq 1 200); do
+    redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return 0
+    kill -0 "$REDIS_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "redis-server did not start on port $port (see $dir/redis.log)" >&2
+  stop_redis
+  return 1
+}
+
 stop_redis() {
   if [ -n "${REDIS_PID:-}" ]; then
     kill "$REDIS_PID" 2>/dev/null || true

@@ -86,7 +86,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the TCP port + 1.")
     var udpPort: Int?
 
-    @Option(help: "Redis server holding the registry: redis://HOST:PORT[/DB].")
+    @Option(help: "Redis server holding the registry: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or rediss://…[?ca=FILE&cert=FILE&key=FILE] for TLS (docs/OPERATIONS.md §4).")
     var redis = "redis://127.0.0.1:6379"
 
     @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")

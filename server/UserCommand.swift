@@ -12,7 +12,7 @@ struct UserCommand: AsyncParsableCommand {
         subcommands: [Add.self, Remove.self, List.self])
 
     struct RedisOption: ParsableArguments {
-        @Option(help: "Redis server the relays use: redis://HOST:PORT[/DB].")
+        @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://….")
         var redis = "redis://127.0.0.1:6379"
 
         func validate() throws {

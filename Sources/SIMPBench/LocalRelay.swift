@@ -27,7 +27,7 @@ public final class LocalRelay: @unchecked Sendable {
             if privateRedis == nil { try await waitForRedis(redisURL) }
             let relay = try launch(binary.path, [
                 "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
-                "--metrics-port", String(metrics), "--redis", redisURL.description, "--log-level", "warning",
+                "--metrics-port", String(metrics), "--redis", redisURL.textWithPassword, "--log-level", "warning",
                 // The bench's users have no passwords, and its load must not be throttled.
                 "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
                 "--max-connections-per-host", "1000000",

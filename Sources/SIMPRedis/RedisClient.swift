@@ -1,175 +1,168 @@
-import CHiredis
-import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 
-/// A Redis connection through hiredis that never blocks an event loop.
+/// A connection to one Redis server on a SwiftNIO event loop, hiredis as the RESP codec.
 ///
-/// hiredis is a blocking client, so every call runs on the client's own thread, in order, and
-/// the answer comes back as a future on the caller's event loop. Commands sent together with
-/// `pipeline` share one round trip. A broken connection is re-established on the next call.
-public final class RedisClient: @unchecked Sendable {
+/// Every call is written on the client's event loop (pass the relay's own loop and nothing
+/// hops threads); commands sent together with `pipeline` share one flush and one round trip,
+/// and many pipelines may be in flight at once. A lost connection is re-established on the next
+/// call; after a failed attempt, calls fail at once until the backoff (50 ms doubling to 1 s)
+/// has passed. An outage is logged once, and again when Redis answers again.
+public final class RedisClient: RedisCommands {
     public let url: RedisURL
+    public let eventLoop: EventLoop
     private let timeout: TimeAmount
     private let logger: Logger
-    private let thread = NIOThreadPool(numberOfThreads: 1)
-    /// Touched only on `thread`.
-    private var context: UnsafeMutablePointer<redisContext>?
+    private let state: NIOLoopBoundBox<State>
     private let roundTripCount = NIOLockedValueBox<Int>(0)
 
-    /// - Parameter timeout: limit for connecting and for each reply.
-    public init(url: RedisURL, timeout: TimeAmount = .seconds(2), logger: Logger = Logger(label: "simp.redis")) {
+    private struct State {
+        /// The open connection.
+        var connection: RedisConnection?
+        /// Set while connecting: the requests made meanwhile, written in order once connected.
+        var queued: [(commands: [[[UInt8]]], promise: EventLoopPromise<[RedisValue]>)]?
+        var tlsContext: NIOSSLContext?
+        var outage = Outage()
+        var closed = false
+    }
+
+    /// - Parameters:
+    ///   - timeout: limit for connecting and for each reply.
+    ///   - eventLoop: where the connection lives; futures still complete on the loop each call names.
+    public init(url: RedisURL, timeout: TimeAmount = .seconds(2), logger: Logger = Logger(label: "simp.redis"),
+                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
         self.url = url
         self.timeout = timeout
         self.logger = logger
-        thread.start()
+        self.eventLoop = eventLoop
+        self.state = .makeBoxSendingValue(State(), eventLoop: eventLoop)
     }
 
     /// Round trips made so far (a pipeline counts once).
     public var roundTrips: Int { roundTripCount.withLockedValue { $0 } }
 
-    /// Runs one command.
-    public func command(_ arguments: [String], on eventLoop: EventLoop) -> EventLoopFuture<RedisValue> {
-        pipeline([arguments], on: eventLoop).map { $0[0] }
-    }
-
-    /// Runs several commands in one round trip; replies come back in order. An error reply is
-    /// returned as `.error`, not thrown; a connection failure fails the future.
-    public func pipeline(_ commands: [[String]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(commands) }
-    }
-
-    /// Runs commands whose arguments may be binary (e.g. PUBLISH of an encoded message) in
-    /// one round trip.
+    /// Runs commands whose arguments may be binary in one round trip; replies in order.
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in try runPipeline(bytes: commands) }
+        self.eventLoop.run(answeringOn: eventLoop) { self.send(commands) }
     }
 
-    /// Runs one command.
-    public func command(_ arguments: [String]) async throws -> RedisValue {
-        try await pipeline([arguments])[0]
-    }
-
-    /// Runs several commands in one round trip.
-    public func pipeline(_ commands: [[String]]) async throws -> [RedisValue] {
-        try await thread.runIfActive { [self] in try runPipeline(commands) }
-    }
-
-    /// Closes the connection and stops the client's thread.
+    /// Closes the connection; later calls fail.
     public func shutdown() async {
-        _ = try? await thread.runIfActive { [self] in disconnect() }
-        try? await thread.shutdownGracefully()
-    }
-
-    // MARK: On the client's thread
-
-    private func runPipeline(_ commands: [[String]]) throws -> [RedisValue] {
-        try runPipeline(bytes: commands.map { $0.map { Array($0.utf8) } })
-    }
-
-    private func runPipeline(bytes commands: [[[UInt8]]]) throws -> [RedisValue] {
-        let context = try connectedContext()
-        for command in commands {
-            let appended = withRedisArgv(command) { argc, argv, lengths in
-                redisAppendCommandArgv(context, argc, argv, lengths)
-            }
-            guard appended == REDIS_OK else {
-                throw failure(context, "could not queue \(String(decoding: command.first ?? [], as: UTF8.self))")
-            }
+        let connection = try? await eventLoop.submit { () -> RedisConnection? in
+            self.state.value.closed = true
+            return self.state.value.connection
+        }.get()
+        if let connection {
+            connection.close()
+            try? await connection.channel.closeFuture.get()
         }
+    }
+
+    // MARK: On the event loop
+
+    /// Writes at once on an open connection; otherwise queues behind a connection attempt
+    /// (unless backing off), so requests keep the order they were made in.
+    private func send(_ commands: [[[UInt8]]]) -> EventLoopFuture<[RedisValue]> {
+        if state.value.closed { return eventLoop.makeFailedFuture(RedisError("Redis client for \(url) is shut down")) }
+        if let connection = state.value.connection { return write(commands, on: connection) }
+        if state.value.queued == nil, let waiting = state.value.outage.refusal(now: .now()) {
+            return eventLoop.makeFailedFuture(RedisError("cannot reach Redis at \(url): \(waiting)", unavailable: true))
+        }
+        let promise = eventLoop.makePromise(of: [RedisValue].self)
+        if state.value.queued != nil {
+            state.value.queued!.append((commands, promise))
+            return promise.futureResult
+        }
+        state.value.queued = [(commands, promise)]
+        connect()
+        return promise.futureResult
+    }
+
+    private func write(_ commands: [[[UInt8]]], on connection: RedisConnection) -> EventLoopFuture<[RedisValue]> {
         roundTripCount.withLockedValue { $0 += 1 }
-        var replies: [RedisValue] = []
-        replies.reserveCapacity(commands.count)
-        for _ in commands {
-            var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
-                throw failure(context, "no reply")
+        return connection.send(commands)
+    }
+
+    private func connect() {
+        let attempt: EventLoopFuture<RedisConnection>
+        do {
+            attempt = RedisConnection.connect(to: url, tlsContext: try tls(), on: eventLoop, timeout: timeout)
+        } catch {
+            return connected(.failure(error))
+        }
+        attempt.whenComplete { self.connected($0) }
+    }
+
+    private func connected(_ result: Result<RedisConnection, Error>) {
+        let queued = state.value.queued ?? []
+        state.value.queued = nil
+        switch result {
+        case .success(let connection):
+            guard !state.value.closed else {
+                connection.close()
+                for request in queued { request.promise.fail(RedisError("Redis client for \(url) is shut down")) }
+                return
             }
-            let reply = raw.assumingMemoryBound(to: redisReply.self)
-            replies.append(Self.value(of: reply))
-            freeReplyObject(raw)
-        }
-        return replies
-    }
-
-    private func connectedContext() throws -> UnsafeMutablePointer<redisContext> {
-        if let context { return context }
-        let limit = timeval(tv_sec: Int(timeout.nanoseconds / 1_000_000_000),
-                            tv_usec: Int(timeout.nanoseconds % 1_000_000_000 / 1000))
-        guard let fresh = redisConnectWithTimeout(url.host, Int32(url.port), limit) else {
-            throw RedisError("cannot reach Redis at \(url): out of memory")
-        }
-        if fresh.pointee.err != 0 {
-            let reason = Self.errorText(fresh)
-            redisFree(fresh)
-            throw RedisError("cannot reach Redis at \(url): \(reason)")
-        }
-        redisSetTimeout(fresh, limit)
-        context = fresh
-        logger.debug("connected to Redis", metadata: ["redis": "\(url)"])
-        if url.database != 0 {
-            let reply = try runPipeline([["SELECT", String(url.database)]])[0]
-            if case .error(let message) = reply { throw RedisError("Redis SELECT \(url.database) failed: \(message)") }
-        }
-        return fresh
-    }
-
-    /// Drops a broken connection (hiredis contexts cannot be reused after an I/O error).
-    private func failure(_ context: UnsafeMutablePointer<redisContext>, _ what: String) -> RedisError {
-        let error = RedisError("Redis at \(url): \(what): \(Self.errorText(context))")
-        disconnect()
-        return error
-    }
-
-    private func disconnect() {
-        if let context { redisFree(context) }
-        context = nil
-    }
-
-    static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
-        withUnsafeBytes(of: context.pointee.errstr) { bytes in
-            String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+            state.value.outage.recovered(logger: logger, what: "Redis at \(url)")
+            state.value.connection = connection
+            connection.channel.closeFuture.whenComplete { _ in
+                if self.state.value.connection?.channel === connection.channel { self.state.value.connection = nil }
+            }
+            for request in queued { write(request.commands, on: connection).cascade(to: request.promise) }
+        case .failure(let error):
+            state.value.outage.failed(error, now: .now(), logger: logger, what: "Redis at \(url)")
+            let reported = error is RedisError ? error : RedisError("cannot reach Redis at \(url): \(error)", unavailable: true)
+            for request in queued { request.promise.fail(reported) }
         }
     }
 
-    private static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {
-        let r = reply.pointee
-        func text() -> String {
-            guard let str = r.str else { return "" }
-            return String(decoding: UnsafeRawBufferPointer(start: str, count: Int(r.len)), as: UTF8.self)
-        }
-        switch r.type {
-        case REDIS_REPLY_STRING: return .string(text())
-        case REDIS_REPLY_STATUS: return .status(text())
-        case REDIS_REPLY_ERROR: return .error(text())
-        case REDIS_REPLY_INTEGER: return .integer(r.integer)
-        case REDIS_REPLY_ARRAY:
-            return .array((0..<Int(r.elements)).map { value(of: r.element[$0]!) })
-        default: return .null
-        }
+    private func tls() throws -> NIOSSLContext? {
+        guard let settings = url.tls else { return nil }
+        if let context = state.value.tlsContext { return context }
+        let context = try settings.makeContext()
+        state.value.tlsContext = context
+        return context
     }
 }
 
-/// Calls `body` with hiredis's argv form (count, pointers, lengths) of binary-safe arguments.
-func withRedisArgv<R>(
-    _ arguments: [[UInt8]],
-    _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R
-) -> R {
-    var storage = [CChar]()
-    var offsets: [Int] = []
-    var lengths: [Int] = []
-    for argument in arguments {
-        offsets.append(storage.count)
-        lengths.append(argument.count)
-        storage.append(contentsOf: argument.map { CChar(bitPattern: $0) })
-        storage.append(0)
+/// Backoff between connection attempts and the log of an outage: one warning when Redis
+/// becomes unreachable, one notice when it answers again.
+struct Outage {
+    private(set) var since: NIODeadline?
+    private var retryAt: NIODeadline?
+    private var delay = TimeAmount.milliseconds(50)
+    private var lastError = ""
+    static let maximumDelay = TimeAmount.seconds(1)
+
+    /// Why not to try now (still backing off), or nil.
+    func refusal(now: NIODeadline) -> String? {
+        guard let retryAt, now < retryAt else { return nil }
+        return "\(lastError) (retrying in \((retryAt - now).nanoseconds / 1_000_000) ms)"
     }
-    return storage.withUnsafeBufferPointer { chars in
-        var argv: [UnsafePointer<CChar>?] = offsets.map { chars.baseAddress! + $0 }
-        return argv.withUnsafeMutableBufferPointer { argvBuffer in
-            body(Int32(arguments.count), argvBuffer.baseAddress!, lengths)
+
+    /// The delay before the next attempt after a failure now.
+    mutating func failed(_ error: Error, now: NIODeadline, logger: Logger, what: String) {
+        lastError = "\(error)"
+        if since == nil {
+            since = now
+            logger.warning("\(what) is unreachable; retrying in the background, next message when it is back",
+                           metadata: ["error": "\(error)"])
         }
+        retryAt = now + delay
+        delay = min(delay * 2, Self.maximumDelay)
+    }
+
+    /// The wait before the next attempt (for callers that retry on their own).
+    var nextDelay: TimeAmount { delay }
+
+    mutating func recovered(logger: Logger, what: String) {
+        if let since {
+            let seconds = Double((NIODeadline.now() - since).nanoseconds) / 1e9
+            logger.notice("\(what) is reachable again", metadata: ["down_seconds": "\(Int(seconds.rounded()))"])
+        }
+        self = Outage()
     }
 }

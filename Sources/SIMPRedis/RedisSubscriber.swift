@@ -1,133 +1,159 @@
-import CHiredis
-import Foundation
 import Logging
-import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
 
-/// A Redis pub/sub subscription on a hiredis connection and a thread of its own.
+/// A Redis pub/sub subscription on a SwiftNIO connection of its own: classic channels
+/// (`SUBSCRIBE`) and sharded channels (`SSUBSCRIBE`, Redis 7) on one server.
 ///
-/// The thread blocks in SUBSCRIBE (never on an event loop) and hands every message to
-/// `onMessage` on that thread; the receiver hops to its own loop. A lost connection is
-/// re-established (with `onSubscribed` called again: messages published meanwhile were lost,
-/// since pub/sub is at most once). `stop()` unblocks the thread by shutting the socket down.
-public final class RedisSubscriber: @unchecked Sendable {
+/// Messages and `onSubscribed` are called on `eventLoop` (pass the relay's loop: no hop). A lost
+/// connection is re-established with backoff (50 ms doubling to 1 s) and `onSubscribed` is
+/// called again: messages published meanwhile were lost, since pub/sub is at most once.
+/// For Redis Cluster use `RedisClusterSubscriber`.
+public final class RedisSubscriber: Sendable {
     /// A message published on one of the channels.
     public typealias Handler = @Sendable (_ channel: String, _ payload: [UInt8]) -> Void
 
     public let url: RedisURL
     public let channels: [String]
+    public let shardChannels: [String]
+    public let eventLoop: EventLoop
     private let logger: Logger
     private let onSubscribed: @Sendable () -> Void
     private let onMessage: Handler
-    /// The live context (to shut its socket down from `stop`) and whether to stop.
-    private let state = NIOLockedValueBox<(context: UnsafeMutablePointer<redisContext>?, stopping: Bool)>((nil, false))
-    private let finished = DispatchSemaphore(value: 0)
-    private var thread: Thread?
+    /// Called instead of reconnecting when the subscription breaks (for the cluster subscriber).
+    private let onLost: (@Sendable () -> Void)?
+    private let state: NIOLoopBoundBox<State>
+
+    private struct State {
+        var connection: RedisConnection?
+        var confirmed = 0
+        var readiness = Readiness()
+        var outage = Outage()
+        var started = false
+        var stopping = false
+    }
 
     /// - Parameters:
-    ///   - onSubscribed: called (on the subscriber's thread) each time all channels are subscribed.
-    ///   - onMessage: called (on the subscriber's thread) with each message, in order.
-    public init(url: RedisURL, channels: [String], logger: Logger = Logger(label: "simp.redis.subscriber"),
-                onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping Handler) {
+    ///   - channels: classic channels (`SUBSCRIBE`).
+    ///   - shardChannels: sharded channels (`SSUBSCRIBE`); on Redis Cluster they must all hash to
+    ///     slots of this server.
+    ///   - onSubscribed: called on `eventLoop` each time every channel is subscribed.
+    ///   - onMessage: called on `eventLoop` with each message, in order.
+    public convenience init(url: RedisURL, channels: [String], shardChannels: [String] = [],
+                            eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+                            logger: Logger = Logger(label: "simp.redis.subscriber"),
+                            onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping Handler) {
+        self.init(url: url, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop, logger: logger,
+                  onSubscribed: onSubscribed, onMessage: onMessage, onLost: nil)
+    }
+
+    init(url: RedisURL, channels: [String], shardChannels: [String], eventLoop: EventLoop, logger: Logger,
+         onSubscribed: @escaping @Sendable () -> Void, onMessage: @escaping Handler, onLost: (@Sendable () -> Void)?) {
         self.url = url
         self.channels = channels
+        self.shardChannels = shardChannels
+        self.eventLoop = eventLoop
         self.logger = logger
         self.onSubscribed = onSubscribed
         self.onMessage = onMessage
+        self.onLost = onLost
+        self.state = .makeBoxSendingValue(State(), eventLoop: eventLoop)
     }
 
-    /// Starts the subscriber's thread.
+    /// Connects and subscribes (in the background; see `waitUntilSubscribed`).
     public func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "redis-subscriber"
-        self.thread = thread
-        thread.start()
+        eventLoop.execute {
+            guard !self.state.value.started else { return }
+            self.state.value.started = true
+            self.connect()
+        }
     }
 
-    /// Unsubscribes and waits for the thread to end.
+    /// Waits until every channel is subscribed (so nothing published afterwards is missed).
+    public func waitUntilSubscribed(timeout: TimeAmount = .seconds(5)) async throws {
+        let promise = eventLoop.makePromise(of: Void.self)
+        eventLoop.execute {
+            self.state.value.readiness.wait(promise, timeout: timeout, on: self.eventLoop) {
+                RedisError("could not subscribe to Redis pub/sub at \(self.url) within \(timeout.nanoseconds / 1_000_000) ms")
+            }
+        }
+        try await promise.futureResult.get()
+    }
+
+    /// Closes the subscription; no message is delivered after this returns.
     public func stop() async {
-        guard thread != nil else { return }
-        state.withLockedValue { state in
-            state.stopping = true
-            if let context = state.context { _ = shutdown(context.pointee.fd, Int32(SHUT_RDWR)) }
+        let closed = eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
+            self.state.value.stopping = true
+            guard let connection = self.state.value.connection else { return self.eventLoop.makeSucceededVoidFuture() }
+            connection.close()
+            return connection.channel.closeFuture
         }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [finished] in
-                finished.wait()
-                done.resume()
-            }
-        }
-        thread = nil
+        try? await closed.get()
     }
 
-    private var stopping: Bool { state.withLockedValue { $0.stopping } }
+    // MARK: On the event loop
 
-    // MARK: On the subscriber's thread
-
-    private func run() {
-        var delay: UInt32 = 50_000
-        while !stopping {
-            if let context = connect() {
-                delay = 50_000
-                listen(on: context)
-                state.withLockedValue { $0.context = nil }
-                redisFree(context)
-            }
-            guard !stopping else { break }
-            usleep(delay)
-            delay = min(delay * 2, 1_000_000)
-        }
-        finished.signal()
-    }
-
-    /// Connects and sends SUBSCRIBE; nil (logged) on failure or when stopping.
-    private func connect() -> UnsafeMutablePointer<redisContext>? {
-        guard let context = redisConnectWithTimeout(url.host, Int32(url.port), timeval(tv_sec: 2, tv_usec: 0)) else { return nil }
-        guard context.pointee.err == 0 else {
-            logger.warning("cannot reach Redis for pub/sub", metadata: ["redis": "\(url)", "error": "\(RedisClient.errorText(context))"])
-            redisFree(context)
-            return nil
-        }
-        redisSetTimeout(context, timeval(tv_sec: 0, tv_usec: 0)) // block until a message comes
-        let registered = state.withLockedValue { state -> Bool in
-            guard !state.stopping else { return false }
-            state.context = context
-            return true
-        }
-        guard registered else { redisFree(context); return nil }
-        // Channels are not per database, so no SELECT. A failed append shows up in listen().
-        _ = withRedisArgv((["SUBSCRIBE"] + channels).map { Array($0.utf8) }) { redisAppendCommandArgv(context, $0, $1, $2) }
-        return context
-    }
-
-    /// Reads replies until the connection fails or is shut down.
-    private func listen(on context: UnsafeMutablePointer<redisContext>) {
-        var subscribed = 0
-        while true {
-            var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
-                if !stopping {
-                    logger.warning("Redis pub/sub connection lost; resubscribing", metadata: ["error": "\(RedisClient.errorText(context))"])
-                }
-                return
-            }
-            defer { freeReplyObject(raw) }
-            let reply = raw.assumingMemoryBound(to: redisReply.self).pointee
-            guard reply.type == REDIS_REPLY_ARRAY, reply.elements == 3 else { continue }
-            let parts = (0..<3).map { Self.bytes(of: reply.element[$0]!.pointee) }
-            switch String(decoding: parts[0], as: UTF8.self) {
-            case "subscribe":
-                subscribed += 1
-                if subscribed == channels.count { onSubscribed() }
-            case "message":
-                onMessage(String(decoding: parts[1], as: UTF8.self), parts[2])
-            default:
-                continue
+    private func connect() {
+        guard !state.value.stopping else { return }
+        let tlsContext: NIOSSLContext?
+        do { tlsContext = try url.tls?.makeContext() } catch { return retry(after: error) }
+        RedisConnection.connect(to: url, tlsContext: tlsContext, on: eventLoop, timeout: .seconds(2)) { push in
+            self.received(push)
+        }.whenComplete { result in
+            switch result {
+            case .success(let connection):
+                guard !self.state.value.stopping else { return connection.close() }
+                self.state.value.outage.recovered(logger: self.logger, what: "Redis pub/sub at \(self.url)")
+                self.state.value.connection = connection
+                self.state.value.confirmed = 0
+                var commands: [[String]] = []
+                if !self.channels.isEmpty { commands.append(["SUBSCRIBE"] + self.channels) }
+                // One SSUBSCRIBE per channel: on a cluster, one command's channels must share a slot.
+                commands += self.shardChannels.map { ["SSUBSCRIBE", $0] }
+                connection.sendForPushes(commands)
+                connection.channel.closeFuture.whenComplete { _ in self.lost(RedisError("connection closed")) }
+            case .failure(let error):
+                self.retry(after: error)
             }
         }
     }
 
-    private static func bytes(of reply: redisReply) -> [UInt8] {
-        guard let str = reply.str else { return [] }
-        return Array(UnsafeRawBufferPointer(start: str, count: Int(reply.len)))
+    private func received(_ push: RedisPush) {
+        guard !state.value.stopping else { return }
+        switch push {
+        case .message(let channel, let payload):
+            onMessage(channel, payload)
+        case .reply(let reply):
+            let kind = reply.array?.first?.string
+            if kind == "subscribe" || kind == "ssubscribe" {
+                state.value.confirmed += 1
+                if state.value.confirmed == channels.count + shardChannels.count { subscribed() }
+            } else if kind == "sunsubscribe" || reply.errorMessage != nil {
+                // A sharded channel's slot moved to another node (or SSUBSCRIBE was refused).
+                logger.notice("Redis pub/sub at \(url) ended a subscription", metadata: ["reply": "\(reply)"])
+                state.value.connection?.close()
+            }
+        }
+    }
+
+    private func subscribed() {
+        onSubscribed()
+        state.value.readiness.becameReady()
+    }
+
+    private func lost(_ error: Error) {
+        state.value.connection = nil
+        state.value.readiness.lost()
+        guard !state.value.stopping else { return }
+        retry(after: error)
+    }
+
+    private func retry(after error: Error) {
+        guard !state.value.stopping else { return }
+        if let onLost { return onLost() }
+        let delay = state.value.outage.nextDelay
+        state.value.outage.failed(error, now: .now(), logger: logger, what: "Redis pub/sub at \(url)")
+        eventLoop.scheduleTask(in: delay) { self.connect() }
     }
 }

@@ -26,6 +26,14 @@ public final class RedisServerProcess: @unchecked Sendable {
         return RedisServerProcess(url: local.url, local: local)
     }
 
+    /// A new private `redis-server` started with `extraArguments` (e.g. `--requirepass`, TLS
+    /// options), whose `url` logs in with `user`/`password` and `tls`.
+    public static func startPrivate(extraArguments: [String], port: Int? = nil, user: String? = nil, password: String? = nil,
+                                    tls: RedisTLS? = nil) async throws -> RedisServerProcess {
+        let local = try await LocalRedisServer.start(port: port, extraArguments: extraArguments, user: user, password: password, tls: tls)
+        return RedisServerProcess(url: local.url, local: local)
+    }
+
     /// Restarts a private server on its port, empty (a Redis restart without persistence).
     public func restart() async throws {
         guard let local else { preconditionFailure("only a private redis-server can be restarted") }

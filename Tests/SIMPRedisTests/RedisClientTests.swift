@@ -61,7 +61,7 @@ final class RedisClientTests: XCTestCase {
         var url = server.url
         url.database = 3
         let db3 = RedisClient(url: url)
-        defer { Task { await db3.shutdown() } }
+        addTeardownBlock { await db3.shutdown() }
         let key = "test:db:\(UInt32.random(in: .min ... .max))"
         _ = try await db3.command(["SET", key, "x", "EX", "30"])
         let inDB0 = try await client.command(["EXISTS", key])
@@ -70,29 +70,76 @@ final class RedisClientTests: XCTestCase {
         XCTAssertEqual(inDB3, .integer(1))
     }
 
+    func testManyPipelinesInFlightAnswerInOrder() async throws {
+        let key = "test:counter:\(UInt32.random(in: .min ... .max))"
+        let loop = client.eventLoop
+        let before = client.roundTrips
+        // Issued back to back on the client's loop: all in flight at once on one connection.
+        let replies = try await loop.flatSubmit { [client] in
+            EventLoopFuture.whenAllSucceed((1...500).map { _ in client!.command(["INCR", key], on: loop) }, on: loop)
+        }.get()
+        XCTAssertEqual(replies, (1...500).map { RedisValue.integer(Int64($0)) })
+        XCTAssertEqual(client.roundTrips - before, 500)
+        _ = try await client.command(["DEL", key])
+    }
+
+    func testBinaryArgumentsAndPubSubPayloadsStayIntact() async throws {
+        let payload = (0...255).map(UInt8.init) + [0, 13, 10, 36, 42]
+        let key = "test:bytes:\(UInt32.random(in: .min ... .max))"
+        let replies = try await client.pipeline(bytes: [[Array("SET".utf8), Array(key.utf8), payload], [Array("STRLEN".utf8), Array(key.utf8)],
+                                                        [Array("DEL".utf8), Array(key.utf8)]])
+        XCTAssertEqual(replies, [.status("OK"), .integer(Int64(payload.count)), .integer(1)])
+    }
+
     func testUnreachableServerGivesAReadableError() async throws {
         let nowhere = RedisClient(url: RedisURL(host: "127.0.0.1", port: try FreePort.tcp()), timeout: .milliseconds(300))
-        defer { Task { await nowhere.shutdown() } }
+        addTeardownBlock { await nowhere.shutdown() }
         do {
             _ = try await nowhere.command(["PING"])
             XCTFail("PING to a closed port succeeded")
         } catch let error as RedisError {
             XCTAssertTrue(error.message.contains("cannot reach Redis"), error.message)
+            XCTAssertTrue(error.unavailable)
         }
     }
-}
 
-final class RedisURLTests: XCTestCase {
-    func testParsesHostPortAndDatabase() throws {
-        XCTAssertEqual(try RedisURL(parsing: "redis://10.0.0.5:6380/2"), RedisURL(host: "10.0.0.5", port: 6380, database: 2))
-        XCTAssertEqual(try RedisURL(parsing: "redis://localhost"), RedisURL(host: "localhost", port: 6379, database: 0))
-        XCTAssertEqual(try RedisURL(parsing: "redis://[::1]:7000"), RedisURL(host: "::1", port: 7000))
-        XCTAssertEqual(RedisURL(host: "::1", port: 7000, database: 1).description, "redis://[::1]:7000/1")
+    func testAServerThatStopsAnsweringTimesOutAndTheClientRecovers() async throws {
+        let slow = RedisClient(url: server.url, timeout: .milliseconds(300))
+        addTeardownBlock { await slow.shutdown() }
+        _ = try await slow.command(["PING"])
+        _ = try await client.command(["CLIENT", "PAUSE", "800", "ALL"])
+        do {
+            _ = try await slow.command(["GET", "x"])
+            XCTFail("a paused server answered")
+        } catch {
+            XCTAssertTrue("\(error)".contains("no reply within 300 ms"), "\(error)")
+            XCTAssertEqual((error as? RedisError)?.unavailable, true)
+        }
+        let back = await Eventually.holds(within: .seconds(3)) { (try? await slow.command(["PING"])) == .status("PONG") }
+        XCTAssertTrue(back)
     }
 
-    func testRejectsWhatIsNotARedisURL() {
-        for text in ["127.0.0.1:6379", "redis://", "redis://host:0", "redis://host:99999", "redis://host/x"] {
-            XCTAssertThrowsError(try RedisURL(parsing: text), text)
+    func testReconnectsAfterAnOutageAndLogsItOnceEachWay() async throws {
+        let local = try await LocalRedisServer.start()
+        let log = CapturedLog()
+        let watcher = RedisClient(url: local.url, timeout: .milliseconds(300), logger: log.logger())
+        addTeardownBlock { await watcher.shutdown() }
+        let first = try await watcher.command(["PING"])
+        XCTAssertEqual(first, .status("PONG"))
+        await local.stop()
+        var failures = 0
+        for _ in 0..<20 {
+            if (try? await watcher.command(["PING"])) == nil { failures += 1 }
+            try await Task.sleep(nanoseconds: 25_000_000)
         }
+        XCTAssertEqual(failures, 20)
+        try await local.relaunch()
+        addTeardownBlock { await local.stop() }
+        let back = await Eventually.holds(within: .seconds(3)) { (try? await watcher.command(["PING"])) == .status("PONG") }
+        XCTAssertTrue(back, "the client did not reconnect")
+        let warnings = log.texts(atLeast: .warning).filter { $0.contains("unreachable") }
+        let notices = log.texts(atLeast: .notice).filter { $0.contains("reachable again") }
+        XCTAssertEqual(warnings.count, 1, "\(log.texts())")
+        XCTAssertEqual(notices.count, 1, "\(log.texts())")
     }
 }

@@ -1,0 +1,44 @@
+import Foundation
+import SIMPRedis
+
+/// A throwaway certificate authority made with the openssl CLI, a server certificate for
+/// 127.0.0.1/localhost and a client certificate, all signed by it (PEM files, valid one day).
+public struct TestCertificates: Sendable {
+    public let directory: URL
+    public var caFile: String { path("ca.crt") }
+    public var serverCertificate: String { path("server.crt") }
+    public var serverKey: String { path("server.key") }
+    public var clientCertificate: String { path("client.crt") }
+    public var clientKey: String { path("client.key") }
+
+    /// Makes a new CA and its two certificates in a temporary directory.
+    public static func make() async throws -> TestCertificates {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try await ToolProcess.run("openssl", ["req", "-x509"] + key + ["-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+                                              "-subj", "/CN=SIMP test CA"], in: directory)
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
+        try "extendedKeyUsage=clientAuth\n".write(to: directory.appendingPathComponent("client.ext"), atomically: true, encoding: .utf8)
+        for name in ["server", "client"] {
+            try await ToolProcess.run("openssl", ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr",
+                                                  "-subj", "/CN=simp-\(name)"], in: directory)
+            try await ToolProcess.run("openssl", ["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                                                  "-CAcreateserial", "-out", "\(name).crt", "-days", "1", "-extfile", "\(name).ext"],
+                                      in: directory)
+        }
+        return TestCertificates(directory: directory)
+    }
+
+    /// `redis-server` options for a TLS-only server on `port` that checks client certificates
+    /// when `requireClientCertificate`.
+    public func redisServerArguments(port: Int, requireClientCertificate: Bool) -> [String] {
+        ["--port", "0", "--tls-port", String(port), "--tls-cert-file", serverCertificate, "--tls-key-file", serverKey,
+         "--tls-ca-cert-file", caFile, "--tls-auth-clients", requireClientCertificate ? "yes" : "no"]
+    }
+
+    /// Deletes the files.
+    public func remove() { try? FileManager.default.removeItem(at: directory) }
+
+    private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+}
