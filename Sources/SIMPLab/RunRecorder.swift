@@ -5,7 +5,7 @@ import NIOCore
 ///
 /// Messages carry their per-conversation sequence number in their text (`MessageText`), so
 /// the receiving side can count duplicates and reordering without any shared state.
-public struct RunRecorder {
+public struct RunRecorder: Sendable {
     private struct Conversation: Hashable {
         var from: String
         var to: String
