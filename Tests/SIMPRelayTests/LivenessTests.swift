@@ -73,7 +73,7 @@ final class LivenessTests: XCTestCase {
         let before = try await aliceClient.send(text: "before", to: bob)
         guard case .delivered = before else { return XCTFail("\(before)") }
 
-        let restart = Task { try await relay.restart(downtime: .milliseconds(300)) }
+        let restart = Task { [relay = relay!] in try await relay.restart(downtime: .milliseconds(300)) }
         try await Task.sleep(nanoseconds: 100_000_000) // the relay is down now
         var during: [EventLoopFuture<SendResult>] = []
         for text in ["during 1", "during 2", "during 3"] {
