@@ -183,5 +183,5 @@ let package = Package(
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
         .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )
