@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPClient
@@ -171,7 +172,7 @@ final class SilentRelay: @unchecked Sendable {
     }
 
     func pingsReceived() async throws -> Int {
-        try await channel.eventLoop.submit { [handler] in handler.pings }.get()
+        handler.pings.withLockedValue { $0 }
     }
 
     func stop() async {
@@ -179,10 +180,11 @@ final class SilentRelay: @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
-    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+    private final class Handler: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = SIMPMessage
-        var pings = 0
+        /// Shared by every connection's pipeline and read by the test, hence the lock.
+        let pings = NIOLockedValueBox(0)
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
@@ -199,7 +201,7 @@ final class SilentRelay: @unchecked Sendable {
                 connected.relayId = "silent"
                 context.writeAndFlush(wrapOutboundOut(connected), promise: nil)
             case .ping:
-                pings += 1
+                pings.withLockedValue { $0 += 1 }
             default:
                 break
             }
