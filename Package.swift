@@ -34,9 +34,9 @@ let package = Package(
         .systemLibrary(
             name: "CProtobufC", pkgConfig: "libprotobuf-c",
             providers: [.apt(["libprotobuf-c-dev"])]),
-        .systemLibrary(
-            name: "CHiredis", pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"])]),
+        // hiredis without pkg-config: its headers and library are in the default paths, and its
+        // .pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM drops with a warning on every build.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         // protoc-c output for proto/simp.proto, committed; scripts/generate-proto regenerates it.
         .target(name: "CSIMPProto", dependencies: ["CProtobufC"]),
 
@@ -114,6 +114,7 @@ let package = Package(
                 "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPNIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
@@ -190,5 +191,5 @@ let package = Package(
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
         .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

@@ -77,26 +77,27 @@ final class BenchControlHandler: ChannelInboundHandler {
 /// Opens control connections and registers users.
 enum BenchConnector {
     /// Connects `user` to the relay at `host:port` and registers `udpPort` as its datagram
-    /// port; `handler` stays in the pipeline for the session's lifetime.
+    /// port; `handler` stays in the pipeline for the session's lifetime. Call on `loop`.
     static func register(
         user: String, udpPort: Int, host: String, port: Int, handler: BenchControlHandler, on loop: EventLoop
     ) -> EventLoopFuture<BenchSession> {
-        ClientBootstrap(group: loop)
+        let handler = NIOLoopBound(handler, eventLoop: loop)
+        return ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addSIMPControlHandlers(
-                        maxFrameSize: Framing.defaultMaxFrameSize, handler)
+                        maxFrameSize: Framing.defaultMaxFrameSize, handler.value)
                 }
             }
             .connect(host: host, port: port)
             .flatMap { channel in
                 let promise = loop.makePromise(of: (SIMPMessage, SessionKeys).self)
-                handler.connectPromise = promise
+                handler.value.connectPromise = promise
                 let client = LoginClient(user: user, password: nil)
                 let (auth, nonce) = client.start()
-                handler.login = (client, nonce, udpPort)
+                handler.value.login = (client, nonce, udpPort)
                 channel.writeAndFlush(auth, promise: nil)
                 let timeout = loop.scheduleTask(in: .seconds(10)) {
                     promise.fail(BenchError("no CONNECTED for \(user) within 10 s"))
@@ -113,13 +114,16 @@ enum BenchConnector {
             }
     }
 
-    /// Binds a UDP socket on `host` (free port) whose datagrams go to `handler`.
+    /// Binds a UDP socket on `host` (free port) whose datagrams go to `handler`. Call on `loop`.
     static func bindDatagramSocket(host: String, handler: ChannelHandler, on loop: EventLoop) -> EventLoopFuture<Channel> {
-        DatagramBootstrap(group: loop)
+        let handler = NIOLoopBound(handler, eventLoop: loop)
+        return DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
             .channelOption(.datagramVectorReadMessageCount, value: 32)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
-            .channelInitializer { $0.pipeline.addHandler(handler) }
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler.value) }
+            }
             .bind(host: host, port: 0)
     }
 }

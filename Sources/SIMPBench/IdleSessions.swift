@@ -15,7 +15,9 @@ public final class IdleSessions: @unchecked Sendable {
     /// many are connected.
     public func connect(count: Int, prefix: String, host: String, port: Int, localHost: String, concurrency: Int = 128) async throws -> Int {
         let loop = group.next()
-        let udp = try await BenchConnector.bindDatagramSocket(host: localHost, handler: DiscardDatagramHandler(), on: loop).get()
+        let udp = try await loop.flatSubmit {
+            BenchConnector.bindDatagramSocket(host: localHost, handler: DiscardDatagramHandler(), on: loop)
+        }.get()
         datagrams = udp
         let udpPort = udp.localAddress!.port!
         var next = 0

@@ -87,6 +87,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         let host = parameters.localHost
         return BenchConnector.bindDatagramSocket(host: host, handler: DiscardDatagramHandler(), on: loop)
             .and(BenchConnector.bindDatagramSocket(host: host, handler: receiverDatagrams, on: loop))
+            .assumeIsolated()
             .flatMap { [self] senderUDP, receiverUDP in
                 pair.senderDatagrams = senderUDP
                 pair.receiverDatagrams = receiverUDP
@@ -104,6 +105,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
                 pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
             }
+            .nonisolated()
     }
 
     /// Offers `rate` messages per second in total for `warmup` (not counted), then for
@@ -179,7 +181,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 done.succeed(result)
             }
         }
-        loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick, step)
+        let loopStep = NIOLoopBound(step, eventLoop: loop)
+        loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick) { loopStep.value($0) }
     }
 
     private func offer(_ pair: BenchPair, now: NIODeadline) {

@@ -94,7 +94,7 @@ public final class LocalRelay: @unchecked Sendable {
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: log)
         do { try process.run() } catch { throw BenchError("cannot start \(executable): \(error)") }
         return process

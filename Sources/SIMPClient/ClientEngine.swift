@@ -91,11 +91,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// Tries each configured relay once, in turn, until one accepts; fails with the last error.
     func connectAnyRelay() -> EventLoopFuture<Void> {
         func attempt(_ remaining: Int) -> EventLoopFuture<Void> {
-            connectControl().flatMapError { [self] error in
+            connectControl().assumeIsolated().flatMapError { [self] error in
                 guard remaining > 1, !closedByUser else { return eventLoop.makeFailedFuture(error) }
                 nextServer(after: error)
                 return attempt(remaining - 1)
-            }
+            }.nonisolated()
         }
         return attempt(configuration.servers.count)
     }

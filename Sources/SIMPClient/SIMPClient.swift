@@ -69,7 +69,9 @@ public final class SIMPClient: @unchecked Sendable {
         let udp = try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .channelInitializer { [engine] channel in
-                channel.pipeline.addHandler(ClientDatagramHandler(engine: engine))
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ClientDatagramHandler(engine: engine))
+                }
             }
             .bind(host: configuration.localHost, port: configuration.localUDPPort).get()
         localDatagramAddress = udp.localAddress

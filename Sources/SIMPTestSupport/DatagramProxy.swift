@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
@@ -32,7 +33,7 @@ public final class DatagramProxy: @unchecked Sendable {
 
     /// Content datagrams seen and dropped so far.
     public func counts() async throws -> (seen: Int, dropped: Int) {
-        try await channel.eventLoop.submit { [handler] in (handler.seen, handler.dropped) }.get()
+        handler.state.withLockedValue { ($0.seen, $0.dropped) }
     }
 
     public func stop() async {
@@ -40,14 +41,18 @@ public final class DatagramProxy: @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
-    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+    private final class Handler: ChannelInboundHandler, Sendable {
         typealias InboundIn = AddressedEnvelope<ByteBuffer>
         typealias OutboundOut = AddressedEnvelope<ByteBuffer>
+        struct State {
+            var seen = 0
+            var dropped = 0
+            var client: SocketAddress?
+        }
         let target: SocketAddress
         let copies: @Sendable (ByteBuffer, Int) -> Int
-        var seen = 0
-        var dropped = 0
-        var client: SocketAddress?
+        /// Written on the loop, counts read by the test, hence the lock.
+        let state = NIOLockedValueBox(State())
 
         init(target: SocketAddress, copies: @escaping @Sendable (ByteBuffer, Int) -> Int) {
             self.target = target
@@ -57,17 +62,20 @@ public final class DatagramProxy: @unchecked Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let envelope = unwrapInboundIn(data)
             if envelope.remoteAddress == target {
-                guard let client else { return }
+                guard let client = state.withLockedValue({ $0.client }) else { return }
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: client, data: envelope.data)), promise: nil)
             }
-            client = envelope.remoteAddress
+            state.withLockedValue { $0.client = envelope.remoteAddress }
             guard let payload = SealedDatagram.unverifiedPayload(of: envelope.data),
                   DatagramHeader.parse(payload)?.kind.isContent == true else {
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: target, data: envelope.data)), promise: nil)
             }
-            seen += 1
+            let seen = state.withLockedValue { state in
+                state.seen += 1
+                return state.seen
+            }
             let count = copies(envelope.data, seen)
-            if count == 0 { dropped += 1 }
+            if count == 0 { state.withLockedValue { $0.dropped += 1 } }
             for _ in 0..<count {
                 context.write(wrapOutboundOut(AddressedEnvelope(remoteAddress: target, data: envelope.data)), promise: nil)
             }

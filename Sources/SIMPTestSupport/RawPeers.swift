@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
@@ -38,7 +39,7 @@ public final class RawControlConnection: @unchecked Sendable {
 
     /// Frames received so far, decoded.
     public func received() async throws -> [SIMPMessage] {
-        try await channel.eventLoop.submit { [collector] in collector.messages }.get()
+        collector.messages.withLockedValue { $0 }
     }
 
     /// The first frame received of `kind`, waiting up to 3 s.
@@ -76,11 +77,12 @@ public final class RawControlConnection: @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
-    private final class Collector: ChannelInboundHandler, @unchecked Sendable {
+    /// Keeps every decoded frame; read from outside the loop, hence the lock.
+    private final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
-        var messages: [SIMPMessage] = []
+        let messages = NIOLockedValueBox<[SIMPMessage]>([])
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            if let message = try? MessageCodec.decode(unwrapInboundIn(data)) { messages.append(message) }
+            if let message = try? MessageCodec.decode(unwrapInboundIn(data)) { messages.withLockedValue { $0.append(message) } }
         }
         func errorCaught(context: ChannelHandlerContext, error: Error) { context.close(promise: nil) }
     }
@@ -125,7 +127,7 @@ public final class RawDatagramSocket: @unchecked Sendable {
 
     /// Datagrams received so far.
     public func received() async throws -> [ByteBuffer] {
-        try await channel.eventLoop.submit { [collector] in collector.datagrams }.get()
+        collector.datagrams.withLockedValue { $0 }
     }
 
     public func close() async {
@@ -133,11 +135,13 @@ public final class RawDatagramSocket: @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
-    private final class Collector: ChannelInboundHandler, @unchecked Sendable {
+    /// Keeps every datagram; read from outside the loop, hence the lock.
+    private final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = AddressedEnvelope<ByteBuffer>
-        var datagrams: [ByteBuffer] = []
+        let datagrams = NIOLockedValueBox<[ByteBuffer]>([])
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            datagrams.append(unwrapInboundIn(data).data)
+            let datagram = unwrapInboundIn(data).data
+            datagrams.withLockedValue { $0.append(datagram) }
         }
     }
 }

@@ -104,7 +104,7 @@ final class ChatEndToEndTests: RelayTestCase {
         await assertScreen(aliceTerminal, shows: "you → \(bob): before ✓✓")
 
         // The relay goes away; both notice by themselves and type while it is down.
-        let restart = Task { try await relay.restart(downtime: .milliseconds(700)) }
+        let restart = Task { [relay = relay!] in try await relay.restart(downtime: .milliseconds(700)) }
         await assertScreen(aliceTerminal, shows: "-- connection lost; reconnecting in")
         await assertScreen(bobTerminal, shows: "-- connection lost; reconnecting in")
         await assertScreen(aliceTerminal, shows: "-- info: lost the relay; reconnecting")

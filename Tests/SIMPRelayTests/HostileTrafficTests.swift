@@ -23,13 +23,14 @@ final class HostileTrafficTests: RelayTestCase {
         let aliceInbox = MessageInbox(aliceClient), bobInbox = MessageInbox(bobClient)
         let nonce = UInt32.random(in: .min ... .max)
 
-        async let barrage = hostileTraffic(aimedAt: bob, posingAs: alice, seed: 5)
-        async let fromAlice = chat(aliceClient, to: bob, texts: (1...20).map { "a\(nonce)-\($0)" })
-        async let fromBob = chat(bobClient, to: alice, texts: (1...20).map { "b\(nonce)-\($0)" })
+        let relay = self.relay!
+        async let barrage = Self.hostileTraffic(on: relay, aimedAt: bob, posingAs: alice, seed: 5)
+        async let fromAlice = Self.chat(aliceClient, to: bob, texts: (1...20).map { "a\(nonce)-\($0)" })
+        async let fromBob = Self.chat(bobClient, to: alice, texts: (1...20).map { "b\(nonce)-\($0)" })
         let (sent, aliceSent, bobSent) = try await (barrage, fromAlice, fromBob)
         // And once the barrage is over.
-        async let afterFromAlice = chat(aliceClient, to: bob, texts: ["a\(nonce)-after"])
-        async let afterFromBob = chat(bobClient, to: alice, texts: ["b\(nonce)-after"])
+        async let afterFromAlice = Self.chat(aliceClient, to: bob, texts: ["a\(nonce)-after"])
+        async let afterFromBob = Self.chat(bobClient, to: alice, texts: ["b\(nonce)-after"])
         let (aliceAfter, bobAfter) = try await (afterFromAlice, afterFromBob)
 
         XCTAssertGreaterThanOrEqual(sent.datagrams, 4000)
@@ -46,7 +47,7 @@ final class HostileTrafficTests: RelayTestCase {
         let expected: [RejectReason] = [.malformed, .frameTooLarge, .notConnected, .unexpectedKind,
                                         .unsealed, .badMAC, .senderMismatch]
         let counted = try await Eventually.holds {
-            let rejected = try await self.relay.server.statistics().rejected
+            let rejected = try await relay.server.statistics().rejected
             return expected.allSatisfy { rejected[$0, default: 0] > 0 }
         }
         let rejected = try await relay.server.statistics().rejected
@@ -56,7 +57,7 @@ final class HostileTrafficTests: RelayTestCase {
 
     /// Sends `texts` one by one (20 ms apart, so they interleave with the barrage); returns
     /// those that were delivered.
-    private func chat(_ client: SIMPClient, to peer: String, texts: [String]) async throws -> [String] {
+    private static func chat(_ client: SIMPClient, to peer: String, texts: [String]) async throws -> [String] {
         var delivered: [String] = []
         for text in texts {
             if case .delivered = try await client.send(text: text, to: peer) { delivered.append(text) }
@@ -71,7 +72,9 @@ final class HostileTrafficTests: RelayTestCase {
     /// hostile client: they reach the decoders), a quarter are the same bytes unsealed, and a
     /// quarter are well-formed messages to `target` claiming to be from `victim`, sealed by
     /// mallory, every other one with a byte flipped after sealing.
-    private func hostileTraffic(aimedAt target: String, posingAs victim: String, seed: UInt64) async throws -> Barrage {
+    private static func hostileTraffic(
+        on relay: TestRelay, aimedAt target: String, posingAs victim: String, seed: UInt64
+    ) async throws -> Barrage {
         var inputs = HostileInputs(random: SeededRandom(seed: seed))
         let udp = relay.server.datagramAddress!
         let mallory = TestRelay.uniqueUser("mallory")
@@ -85,7 +88,10 @@ final class HostileTrafficTests: RelayTestCase {
             direction: .uplink)
         var peers: [RawControlConnection] = []
         var barrage = Barrage()
-        defer { Task { for peer in peers + [malloryControl] { await peer.close() }; await socket.close() } }
+        defer {
+            let open = peers + [malloryControl]
+            Task { for peer in open { await peer.close() }; await socket.close() }
+        }
         for round in 0..<40 {
             let datagrams = (0..<100).map { i -> ByteBuffer in
                 switch i % 4 {

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPClient
@@ -73,7 +74,7 @@ final class LivenessTests: XCTestCase {
         let before = try await aliceClient.send(text: "before", to: bob)
         guard case .delivered = before else { return XCTFail("\(before)") }
 
-        let restart = Task { try await relay.restart(downtime: .milliseconds(300)) }
+        let restart = Task { [relay = relay!] in try await relay.restart(downtime: .milliseconds(300)) }
         try await Task.sleep(nanoseconds: 100_000_000) // the relay is down now
         var during: [EventLoopFuture<SendResult>] = []
         for text in ["during 1", "during 2", "during 3"] {
@@ -171,7 +172,7 @@ final class SilentRelay: @unchecked Sendable {
     }
 
     func pingsReceived() async throws -> Int {
-        try await channel.eventLoop.submit { [handler] in handler.pings }.get()
+        handler.pings.withLockedValue { $0 }
     }
 
     func stop() async {
@@ -179,10 +180,11 @@ final class SilentRelay: @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
-    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+    private final class Handler: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = SIMPMessage
-        var pings = 0
+        /// Shared by every connection's pipeline and read by the test, hence the lock.
+        let pings = NIOLockedValueBox(0)
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard let message = try? MessageCodec.decode(unwrapInboundIn(data)) else { return }
@@ -199,7 +201,7 @@ final class SilentRelay: @unchecked Sendable {
                 connected.relayId = "silent"
                 context.writeAndFlush(wrapOutboundOut(connected), promise: nil)
             case .ping:
-                pings += 1
+                pings.withLockedValue { $0 += 1 }
             default:
                 break
             }

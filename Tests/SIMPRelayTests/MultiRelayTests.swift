@@ -56,8 +56,8 @@ final class MultiRelayTests: XCTestCase {
         let aliceInbox = MessageInbox(aliceClient), bobInbox = MessageInbox(bobClient)
 
         let count = 30
-        async let fromAlice = sendSpaced(count, from: aliceClient, to: bob)
-        async let fromBob = sendSpaced(count, from: bobClient, to: alice)
+        async let fromAlice = Self.sendSpaced(count, from: aliceClient, to: bob)
+        async let fromBob = Self.sendSpaced(count, from: bobClient, to: alice)
         try await Task.sleep(nanoseconds: 150_000_000) // mid-conversation
         await cluster.relays[0].server.crash()
         let (aliceResults, bobResults) = try await (fromAlice, fromBob)
@@ -76,7 +76,7 @@ final class MultiRelayTests: XCTestCase {
     }
 
     /// Sends `count` messages 10 ms apart, each waited for concurrently.
-    private func sendSpaced(_ count: Int, from client: SIMPClient, to user: String) async throws -> [SendResult] {
+    private static func sendSpaced(_ count: Int, from client: SIMPClient, to user: String) async throws -> [SendResult] {
         try await withThrowingTaskGroup(of: SendResult.self) { group in
             for index in 0..<count {
                 group.addTask { try await client.send(text: "m\(index)", to: user) }

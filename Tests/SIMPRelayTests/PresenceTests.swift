@@ -24,7 +24,7 @@ actor PeerEventLog {
 
 /// Presence, read markers and typing against a real Redis and a real relay.
 final class PresenceTests: RelayTestCase {
-    private func presence(_ event: PeerEvent, _ user: String, online: Bool) -> Bool {
+    private static func presence(_ event: PeerEvent, _ user: String, online: Bool) -> Bool {
         if case .presence(user, online, let lastSeen) = event { return lastSeen > 0 }
         return false
     }
@@ -48,14 +48,14 @@ final class PresenceTests: RelayTestCase {
         XCTAssertGreaterThan(ttl, 0, "online presence expires unless refreshed")
 
         await bob.close()
-        let wentOffline = await aliceEvents.waitFor { self.presence($0, bobName, online: false) }
+        let wentOffline = await aliceEvents.waitFor { Self.presence($0, bobName, online: false) }
         XCTAssertTrue(wentOffline, "a follower hears that bob went offline")
         let later = try await alice.who([bobName])
         XCTAssertEqual(later.first?.online, false)
         XCTAssertGreaterThan(later.first?.lastSeen ?? 0, 0, "last seen")
 
         bob = try await relay.connectClient(user: bobName)
-        let cameBack = await aliceEvents.waitFor { self.presence($0, bobName, online: true) }
+        let cameBack = await aliceEvents.waitFor { Self.presence($0, bobName, online: true) }
         XCTAssertTrue(cameBack)
 
         // Room members hear of each other without asking.
@@ -67,7 +67,7 @@ final class PresenceTests: RelayTestCase {
         let roomPresence = try await carol.who(room: room)
         XCTAssertEqual(Set(roomPresence.map(\.user)), [carol.configuration.user, bobName])
         await bob.close()
-        let heard = await carolEvents.waitFor { self.presence($0, bobName, online: false) }
+        let heard = await carolEvents.waitFor { Self.presence($0, bobName, online: false) }
         XCTAssertTrue(heard, "a room member hears that bob went offline")
         do {
             _ = try await alice.who(room: room)

@@ -34,17 +34,22 @@ final class SecurityTests: RelayTestCase {
             return sealer.seal(message)
         }
 
-        func close() async {
-            await control.close()
-            await udp.close()
+        /// Closes both sockets; Sendable (the user is not), so a teardown block can hold it.
+        var closer: @Sendable () async -> Void {
+            { [control, udp] in
+                await control.close()
+                await udp.close()
+            }
         }
+
+        func close() async { await closer() }
     }
 
     private func rawUser(_ name: String, loggedIn: Bool = true) async throws -> RawUser {
         let user = RawUser(TestRelay.uniqueUser(name))
         try await relay.addUser(user.name)
         if loggedIn { try await user.login(to: relay) }
-        addTeardownBlock { await user.close() }
+        addTeardownBlock(user.closer)
         return user
     }
 
@@ -82,7 +87,7 @@ final class SecurityTests: RelayTestCase {
     func testAWrongPasswordAndAnUnknownUserAreRefusedAlikeAndClosed() async throws {
         let alice = try await rawUser("alice", loggedIn: false)
         let ghost = RawUser(TestRelay.uniqueUser("ghost"))
-        addTeardownBlock { await ghost.close() }
+        addTeardownBlock(ghost.closer)
 
         await XCTAssertThrowsErrorAsync(try await alice.login(to: relay, password: "guess"))
         await XCTAssertThrowsErrorAsync(try await ghost.login(to: relay, password: "guess"))
@@ -130,7 +135,7 @@ final class SecurityTests: RelayTestCase {
         }
 
         let third = RawUser(alice.name)
-        defer { Task { await third.close() } }
+        defer { Task { [close = third.closer] in await close() } }
         await XCTAssertThrowsErrorAsync(try await third.login(to: relay))
 
         let answer = try await third.control.received().last

@@ -107,7 +107,7 @@ public struct DatagramSealer: Sendable {
 
     private func appendMAC(to out: inout ByteBuffer) {
         let mac = out.withUnsafeReadableBytes { SealedDatagram.mac(of: $0, key: key) }
-        mac.withUnsafeBytes { out.writeBytes(UnsafeRawBufferPointer(rebasing: $0.prefix(SealedDatagram.macSize))) }
+        _ = mac.withUnsafeBytes { out.writeBytes(UnsafeRawBufferPointer(rebasing: $0.prefix(SealedDatagram.macSize))) }
     }
 }
 

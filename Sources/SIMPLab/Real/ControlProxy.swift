@@ -47,8 +47,11 @@ public final class ControlProxy: @unchecked Sendable { // `open` confined to `lo
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(to: target)
             .flatMap { [self] outbound in
-                let (a, b) = Glue.pair()
-                return inbound.pipeline.addHandler(a).and(outbound.pipeline.addHandler(b)).map { _ in
+                // Both connections live on inbound's loop, where this runs.
+                return inbound.eventLoop.makeCompletedFuture {
+                    let (a, b) = Glue.pair()
+                    try inbound.pipeline.syncOperations.addHandler(a)
+                    try outbound.pipeline.syncOperations.addHandler(b)
                     self.loop.execute {
                         self.open.append(contentsOf: [inbound, outbound])
                         self.open.removeAll { !$0.isActive }

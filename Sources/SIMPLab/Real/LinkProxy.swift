@@ -95,19 +95,19 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
     private func carry(_ deliveries: [ImpairedLink<ByteBuffer>.Delivery], to target: SocketAddress, via channel: @escaping () -> Channel) {
         for delivery in deliveries {
             let send = { channel().writeAndFlush(AddressedEnvelope(remoteAddress: target, data: delivery.packet), promise: nil) }
-            if delivery.after <= .zero { send() } else { loop.scheduleTask(in: delivery.after, send) }
+            if delivery.after <= .zero { send() } else { loop.assumeIsolated().scheduleTask(in: delivery.after, send) }
         }
     }
 
     private func scheduleRelease(_ link: ReferenceWritableKeyPath<LinkProxy, ImpairedLink<ByteBuffer>>,
                                  to target: SocketAddress, via channel: @escaping () -> Channel) {
         guard let release = self[keyPath: link].nextRelease, start != nil else { return }
-        loop.scheduleTask(in: max(.zero, release - elapsed)) { [self] in
+        loop.assumeIsolated().scheduleTask(in: max(.zero, release - elapsed)) { [self] in
             carry(self[keyPath: link].releaseExpired(at: elapsed), to: target, via: channel)
         }
     }
 
-    private func bind(_ receive: @escaping (ByteBuffer) -> Void) async throws -> Channel {
+    private func bind(_ receive: @escaping @Sendable (ByteBuffer) -> Void) async throws -> Channel {
         try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .channelInitializer { channel in
