@@ -72,6 +72,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]),
+        // Processes the tools and the tests start on this machine: a private redis-server, free
+        // loopback ports.
+        .target(
+            name: "SIMPLocalServers",
+            dependencies: [
+                "SIMPRedis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         // The relay: SwiftNIO shells around the core, registry in Redis.
         .target(
             name: "SIMPRelay",
@@ -111,7 +122,7 @@ let package = Package(
         .target(
             name: "SIMPTestSupport",
             dependencies: [
-                "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPNIO",
+                "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPNIO", "SIMPLocalServers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -122,7 +133,7 @@ let package = Package(
         .target(
             name: "SIMPLab",
             dependencies: [
-                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis",
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -147,7 +158,7 @@ let package = Package(
         .target(
             name: "SIMPBench",
             dependencies: [
-                "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay",
+                "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay", "SIMPLocalServers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -178,14 +189,14 @@ let package = Package(
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
-        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers"]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO",
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO", "SIMPLocalServers",
                            .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics")]),
+            dependencies: ["SIMPClient", "SIMPTestSupport", "SIMPLocalServers", .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
         .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),

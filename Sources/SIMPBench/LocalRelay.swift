@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import SIMPRedis
+import SIMPLocalServers
 
 /// A `simp-server` child process (and, unless a Redis URL is given, a private `redis-server`)
 /// started by the bench on free loopback ports, so its CPU time and memory can be read.

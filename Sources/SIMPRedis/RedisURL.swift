@@ -1,3 +1,4 @@
+import Foundation
 /// Where a Redis server is and how to log in to it:
 /// `redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB][?ca=FILE&cert=FILE&key=FILE]`.
 ///

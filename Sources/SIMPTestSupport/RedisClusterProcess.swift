@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPRedis
+import SIMPLocalServers
 
 /// A real Redis Cluster on 127.0.0.1: `redis-server --cluster-enabled yes` on free ports (each
 /// port and its bus port, +10000), joined by `redis-cli --cluster create … --cluster-replicas`,

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPRedis
+import SIMPLocalServers
 
 /// The Redis a test uses: the one `SIMP_TEST_REDIS_URL` names (as `.ci/run` sets; shared and
 /// left running), or a `LocalRedisServer` of the test's own, stopped by `stop()`.

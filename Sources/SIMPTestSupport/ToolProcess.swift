@@ -1,5 +1,6 @@
 import Foundation
 import SIMPRedis
+import SIMPLocalServers
 
 /// Runs a command-line tool (redis-cli, openssl) to completion without blocking a concurrency
 /// thread, and returns what it printed.

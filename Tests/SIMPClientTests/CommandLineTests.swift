@@ -4,6 +4,7 @@ import SIMPCore
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// The `simp` and `simp-server` executables, run as a user would run them.
 final class CommandLineTests: RelayTestCase {

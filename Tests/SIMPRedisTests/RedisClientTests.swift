@@ -3,6 +3,7 @@ import NIOPosix
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// The hiredis client against a real redis-server.
 final class RedisClientTests: XCTestCase {

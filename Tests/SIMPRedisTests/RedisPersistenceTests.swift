@@ -2,6 +2,7 @@ import Foundation
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// The AOF settings OPERATIONS.md recommends keep data across a Redis restart.
 final class RedisPersistenceTests: XCTestCase {

@@ -2,6 +2,7 @@ import NIOCore
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// Logging in (requirepass, ACL users) and TLS against real redis-servers.
 final class RedisSecurityTests: XCTestCase {

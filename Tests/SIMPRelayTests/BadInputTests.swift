@@ -4,6 +4,7 @@ import SIMPRedis
 import SIMPRelay
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// Broken or hostile input is rejected, counted, and never stops the relay serving others.
 final class BadInputTests: RelayTestCase {

@@ -3,6 +3,7 @@ import SIMPClient
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+import SIMPLocalServers
 
 /// A relay on a Redis as managed services run it: TLS with a client certificate and an ACL user.
 final class ManagedRedisTests: XCTestCase {

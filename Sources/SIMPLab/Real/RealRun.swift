@@ -6,6 +6,7 @@ import SIMPClient
 import SIMPCore
 import SIMPRedis
 import SIMPRelay
+import SIMPLocalServers
 
 /// Runs a scenario with real sockets: a `BackgroundRelay` next to a private `redis-server`, one
 /// `SIMPClient` per sender and receiver, each behind a `LinkProxy` (its datagrams, both ways,

@@ -3,6 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SIMPRedis
 
 /// A private `redis-server` on 127.0.0.1, without persistence, for tools and tests that need a
 /// Redis of their own (`simp-lab`'s real mode, `simp-bench`, the test suite). It can be stopped
@@ -106,23 +107,5 @@ public final class LocalRedisServer: Sendable {
         return (path.split(separator: ":").map(String.init) + ["/usr/bin", "/usr/sbin", "/usr/local/bin"])
             .map { URL(fileURLWithPath: $0).appendingPathComponent(name) }
             .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-}
-
-/// Free loopback ports: bound on port 0, read back, released (free a moment ago, not reserved).
-public enum FreePort {
-    /// A TCP port on 127.0.0.1.
-    public static func tcp() throws -> Int { try find(udp: false) }
-    /// A UDP port on 127.0.0.1.
-    public static func udp() throws -> Int { try find(udp: true) }
-
-    private static func find(udp: Bool) throws -> Int {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let channel = try udp
-            ? DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-            : ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-        defer { try? channel.close().wait() }
-        guard let port = channel.localAddress?.port else { throw RedisError("no free port on 127.0.0.1") }
-        return port
     }
 }
