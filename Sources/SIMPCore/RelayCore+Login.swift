@@ -85,6 +85,7 @@ extension RelayCore {
         connected.udpPort = UInt32(configuration.udpPort)
         connected.relayId = configuration.relayId
         connected.sessionId = keys.sessionId
+        connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
         return beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, udpPort: Int(connect.udpPort))
     }
 

@@ -86,6 +86,8 @@ public struct RelayCore: Sendable {
         public var loginLimit = Self.defaultLoginLimit
         /// Control connections open at once per IP address.
         public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
+        /// The largest datagram the relay accepts, told to clients in CONNECTED.
+        public var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
 
         /// The defaults of the limits above (also those of `simp-server`'s flags): bursts of
         /// two seconds' worth of messages, ten seconds' worth of connections and logins.

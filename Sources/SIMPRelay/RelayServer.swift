@@ -3,6 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import SIMPCore
 import Prometheus
 import SIMPRedis
@@ -65,9 +66,9 @@ public final class RelayServer: @unchecked Sendable {
         } catch {
             throw RelayStartError("Redis is not reachable at \(configuration.redis) (\(error)). Start Redis or pass --redis.")
         }
+        let tls = try configuration.tls.map(ControlTLS.serverContext)
         let udp = try await bind("UDP", configuration.effectiveUDPPort) {
             try await DatagramBootstrap(group: loop)
-                .channelOption(.socketOption(.so_reuseaddr), value: 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                 .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
                 .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
@@ -88,6 +89,7 @@ public final class RelayServer: @unchecked Sendable {
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [engine, configuration] channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                         try channel.pipeline.syncOperations.addSIMPControlHandlers(
                             maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine))
                     }
@@ -118,6 +120,7 @@ public final class RelayServer: @unchecked Sendable {
         // Check heartbeats a few times per interval, so a dead client goes within ~1/4 interval of its deadline.
         let tick = TimeAmount.nanoseconds(max(20_000_000, min(1_000_000_000, configuration.heartbeat.interval.nanoseconds / 4)))
         heartbeatTask = loop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [engine] _ in engine.heartbeatTick() }
+        if tls == nil { logger.warning("\(ControlTLS.plaintextWarning(host: configuration.host))") }
         if !configuration.requireLogin {
             logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
         }

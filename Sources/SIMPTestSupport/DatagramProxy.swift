@@ -1,11 +1,12 @@
 import NIOCore
 import NIOPosix
-import SIMPCore
 
 /// A UDP proxy on loopback that forwards each content datagram (TEXT, IMAGE, AUDIO) to `target`
 /// as many times as `copies` says: 0 drops it, 2 duplicates it. Other datagrams (HELLO,
 /// keepalives) pass unchanged and uncounted, and the target's datagrams go back to the client,
-/// like a NAT. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
+/// like a NAT. Datagrams are encrypted, so the proxy tells them apart by length, as any
+/// on-path observer could: the client's first datagram is its HELLO, and its keepalive PINGs
+/// have the same length (both carry only version, type and user); content datagrams are longer. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
 /// lose or repeat chosen messages on purpose.
 public final class DatagramProxy: @unchecked Sendable {
     public let channel: Channel
@@ -48,6 +49,8 @@ public final class DatagramProxy: @unchecked Sendable {
         var seen = 0
         var dropped = 0
         var client: SocketAddress?
+        /// The length of the client's HELLO.
+        var helloLength: Int?
 
         init(target: SocketAddress, copies: @escaping @Sendable (ByteBuffer, Int) -> Int) {
             self.target = target
@@ -61,8 +64,9 @@ public final class DatagramProxy: @unchecked Sendable {
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: client, data: envelope.data)), promise: nil)
             }
             client = envelope.remoteAddress
-            guard let payload = SealedDatagram.unverifiedPayload(of: envelope.data),
-                  DatagramHeader.parse(payload)?.kind.isContent == true else {
+            let length = envelope.data.readableBytes
+            if helloLength == nil { helloLength = length }
+            guard length > helloLength! else {
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: target, data: envelope.data)), promise: nil)
             }
             seen += 1

@@ -20,7 +20,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             peak RSS and Redis round trips per forwarded datagram. The bench's users have no \
             passwords, so a relay given with --server must run with --no-login (and a \
             --message-rate above the per-pair rate).
-            """)
+            """,
+        subcommands: [SealBenchCommand.self])
 
     @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?
