@@ -11,8 +11,8 @@ protocol BenchSeal {
     mutating func open(_ bytes: ByteBuffer) -> ByteBuffer?
 }
 
-/// The seal in use (ChaCha20-Poly1305, docs/PROTOCOL.md §5.1).
-struct ChaChaPolySeal: BenchSeal {
+/// The seal in use (AES-256-GCM, docs/PROTOCOL.md §5.1).
+struct AESGCMSeal: BenchSeal {
     var sealer: DatagramSealer
     var opener: DatagramOpener
 
@@ -62,16 +62,16 @@ struct HMACSeal: BenchSeal {
     }
 }
 
-/// The alternative AEAD, for comparison only: the ChaCha20-Poly1305 layout with AES-256-GCM.
-struct AESGCMSeal: BenchSeal {
+/// The alternative AEAD, for comparison only: the same layout with ChaCha20-Poly1305 (marker 0xA3).
+struct ChaChaPolySeal: BenchSeal {
     let key: SymmetricKey
     var counter: UInt64 = 0
     var window = DedupeWindow(size: 1024)
 
     init(keys: SessionKeys) { key = keys.key(.uplink) }
 
-    private static func nonce(_ counter: UInt64) -> AES.GCM.Nonce {
-        withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { try! AES.GCM.Nonce(data: $0) }
+    private static func nonce(_ counter: UInt64) -> ChaChaPoly.Nonce {
+        withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { try! ChaChaPoly.Nonce(data: $0) }
     }
 
     mutating func seal(payload: ByteBuffer) -> ByteBuffer {
@@ -81,7 +81,7 @@ struct AESGCMSeal: BenchSeal {
         out.writeInteger(UInt64(1))
         out.writeInteger(counter)
         let box = out.withUnsafeReadableBytes { header in
-            payload.withUnsafeReadableBytes { try! AES.GCM.seal($0, using: key, nonce: Self.nonce(counter), authenticating: header) }
+            payload.withUnsafeReadableBytes { try! ChaChaPoly.seal($0, using: key, nonce: Self.nonce(counter), authenticating: header) }
         }
         box.ciphertext.withUnsafeBytes { _ = out.writeBytes($0) }
         box.tag.withUnsafeBytes { _ = out.writeBytes($0) }
@@ -91,10 +91,10 @@ struct AESGCMSeal: BenchSeal {
     mutating func open(_ bytes: ByteBuffer) -> ByteBuffer? {
         guard bytes.readableBytes >= 33, let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self) else { return nil }
         let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
-            guard let box = try? AES.GCM.SealedBox(
+            guard let box = try? ChaChaPoly.SealedBox(
                 nonce: Self.nonce(counter), ciphertext: UnsafeRawBufferPointer(rebasing: raw[17..<(raw.count - 16)]),
                 tag: UnsafeRawBufferPointer(rebasing: raw.suffix(16))),
-                let opened = try? AES.GCM.open(box, using: key, authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(17)))
+                let opened = try? ChaChaPoly.open(box, using: key, authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(17)))
             else { return nil }
             return ByteBuffer(bytes: opened)
         }

@@ -9,8 +9,8 @@ public enum SealBench {
     /// The seals measured, in the order reported.
     static let variants: [(name: String, make: (SessionKeys) -> any BenchSeal)] = [
         ("hmac-sha256 (previous seal, 0xA1)", { HMACSeal(keys: $0) }),
-        ("chacha20-poly1305 (seal in use, 0xA2)", { ChaChaPolySeal(keys: $0) }),
-        ("aes-256-gcm (alternative)", { AESGCMSeal(keys: $0) }),
+        ("aes-256-gcm (seal in use, 0xA2)", { AESGCMSeal(keys: $0) }),
+        ("chacha20-poly1305 (alternative)", { ChaChaPolySeal(keys: $0) }),
     ]
 
     /// Measures every variant `rounds` times over `datagrams` datagrams of a `payloadSize`-byte

@@ -235,7 +235,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// with a reconnect policy, retried; otherwise waiting callers learn it was lost.
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
-            handshake?.promise.fail(SIMPClientError.connectionLost)
+            // A relay that runs TLS closes a plain-TCP client's connection without a word.
+            handshake?.promise.fail(configuration.tls != nil ? SIMPClientError.connectionLost : SIMPClientError.cannotConnect(
+                "\(server) closed the connection during the login (a relay that runs TLS does this to a client without --tls)"))
             return
         }
         guard channel === control else { return }

@@ -31,6 +31,11 @@ public final class DatagramProxy: @unchecked Sendable {
         self.handler = handler
     }
 
+    /// Every datagram passed so far, both ways, concatenated: what an on-path observer sees.
+    public func recordedBytes() async throws -> [UInt8] {
+        try await channel.eventLoop.submit { [handler] in handler.wire }.get()
+    }
+
     /// Content datagrams seen and dropped so far.
     public func counts() async throws -> (seen: Int, dropped: Int) {
         try await channel.eventLoop.submit { [handler] in (handler.seen, handler.dropped) }.get()
@@ -48,6 +53,7 @@ public final class DatagramProxy: @unchecked Sendable {
         let copies: @Sendable (ByteBuffer, Int) -> Int
         var seen = 0
         var dropped = 0
+        var wire: [UInt8] = []
         var client: SocketAddress?
         /// The length of the client's HELLO.
         var helloLength: Int?
@@ -59,6 +65,7 @@ public final class DatagramProxy: @unchecked Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let envelope = unwrapInboundIn(data)
+            wire += envelope.data.readableBytesView
             if envelope.remoteAddress == target {
                 guard let client else { return }
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: client, data: envelope.data)), promise: nil)

@@ -75,7 +75,9 @@ final class ControlTLSTests: XCTestCase {
         do {
             _ = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
             XCTFail("a plain-TCP client logged in to a TLS relay")
-        } catch is SIMPClientError {}
+        } catch SIMPClientError.cannotConnect(let reason) {
+            XCTAssertTrue(reason.contains("without --tls"), reason)
+        }
         XCTAssertLessThan(NIODeadline.now() - start, .seconds(6))
     }
 

@@ -41,15 +41,13 @@ public enum DatagramDirection: Sendable {
 ///     marker 0xA2 (1 byte) | session id (8, big-endian) | counter (8, big-endian)
 ///     | ciphertext of the payload (a protobuf Message) | tag (16)
 ///
-/// ChaCha20-Poly1305 (RFC 8439) with the key of the datagram's direction, the nonce
+/// AES-256-GCM with the key of the datagram's direction, the nonce
 /// `00 00 00 00 ‖ counter (8, big-endian)`, and the 17 header bytes as associated data.
 public enum SealedDatagram {
     /// Version 2 of the seal (0xA1 was the HMAC seal, which did not encrypt).
     public static let marker: UInt8 = 0xA2
     public static let headerSize = 17
     public static let tagSize = 16
-    /// The ChaCha20-Poly1305 nonce; not sent, made from the counter.
-    static let nonceSize = 12
     /// Bytes a seal adds to a payload.
     public static let overhead = headerSize + tagSize
     /// The largest datagram a relay accepts unless configured otherwise (CONNECTED says when
@@ -64,9 +62,9 @@ public enum SealedDatagram {
 
     /// The AEAD nonce for `counter`: four zero bytes, then the counter big-endian. A direction's
     /// counter never repeats within a session, and each session and direction has its own key.
-    static func nonce(_ counter: UInt64) -> ChaChaPoly.Nonce {
+    static func nonce(_ counter: UInt64) -> AES.GCM.Nonce {
         // Three 4-byte words (no padding between them) on the stack; 12 bytes cannot fail.
-        withUnsafeBytes(of: nonceWords(counter)) { try! ChaChaPoly.Nonce(data: $0) }
+        withUnsafeBytes(of: nonceWords(counter)) { try! AES.GCM.Nonce(data: $0) }
     }
 
     /// The nonce's bytes as three big-endian words: 0, then the counter's high and low halves.
@@ -118,16 +116,14 @@ public struct DatagramSealer: Sendable {
         let nonce = SealedDatagram.nonce(nextCounter)
         nextCounter += 1
         let box = out.withUnsafeReadableBytes { raw in
-            // ChaCha20-Poly1305 fails only for a wrong key or nonce size, both fixed here.
-            try! ChaChaPoly.seal(
+            // AES-GCM fails only for a wrong key or nonce size, both fixed here.
+            try! AES.GCM.seal(
                 UnsafeRawBufferPointer(rebasing: raw.dropFirst(SealedDatagram.headerSize)), using: key, nonce: nonce,
                 authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
         }
         out.moveWriterIndex(to: out.readerIndex + SealedDatagram.headerSize)
-        box.combined.withUnsafeBytes { combined in
-            // The combined form is nonce (12) ‖ ciphertext ‖ tag; the nonce is implicit.
-            _ = out.writeBytes(UnsafeRawBufferPointer(rebasing: combined.dropFirst(SealedDatagram.nonceSize)))
-        }
+        box.ciphertext.withUnsafeBytes { _ = out.writeBytes($0) }
+        box.tag.withUnsafeBytes { _ = out.writeBytes($0) }
     }
 }
 
@@ -179,11 +175,11 @@ public struct DatagramOpener: Sendable {
         let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
             let header = UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize))
             let sealed = raw.dropFirst(SealedDatagram.headerSize)
-            guard let box = try? ChaChaPoly.SealedBox(
+            guard let box = try? AES.GCM.SealedBox(
                 nonce: SealedDatagram.nonce(counter),
                 ciphertext: UnsafeRawBufferPointer(rebasing: sealed.dropLast(SealedDatagram.tagSize)),
                 tag: UnsafeRawBufferPointer(rebasing: sealed.suffix(SealedDatagram.tagSize))),
-                let opened = try? ChaChaPoly.open(box, using: key, authenticating: header) else { return nil }
+                let opened = try? AES.GCM.open(box, using: key, authenticating: header) else { return nil }
             return ByteBuffer(bytes: opened)
         }
         guard let plaintext else { throw .badMAC }
