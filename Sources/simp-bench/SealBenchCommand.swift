@@ -29,6 +29,9 @@ struct SealBenchCommand: ParsableCommand {
     @Flag(help: "Print the report as one JSON object instead of a table.")
     var json = false
 
+    /// `simp-bench`'s own `--json` takes the flag when both could: read either.
+    @ParentCommand var bench: SIMPBenchCommand
+
     func validate() throws {
         guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
         guard datagrams >= 1, rounds >= 1 else { throw ValidationError("--datagrams and --rounds must be at least 1") }
@@ -37,6 +40,6 @@ struct SealBenchCommand: ParsableCommand {
     func run() throws {
         let counter: (() -> Int)? = simp_thread_allocations() >= 0 ? { Int(simp_thread_allocations()) } : nil
         let report = try SealBench.run(payloadSize: size, datagrams: datagrams, rounds: rounds, allocations: counter)
-        print(json ? report.json() : report.table())
+        print(json || bench.json ? report.json() : report.table())
     }
 }
