@@ -18,7 +18,7 @@ public struct TestCertificates: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let certificates = TestCertificates(folder: folder)
         let p256 = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: folder.appendingPathComponent("relay.ext").path,
             contents: Data("subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".utf8))
         try openssl(["req", "-x509"] + p256 + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=SIMP test CA \(name)"], in: folder)
