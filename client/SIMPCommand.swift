@@ -38,6 +38,14 @@ struct ConnectionOptions: ParsableArguments {
         discussion: "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."))
     var passwordFile: String?
 
+    @Flag(help: ArgumentHelp(
+        "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
+        discussion: "It is checked against the system's trusted CAs, or --ca."))
+    var tls = false
+
+    @Option(help: "PEM file of the CA that signed the relay's certificate (implies --tls).")
+    var ca: String?
+
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
     var udpPort = 0
 
@@ -62,6 +70,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
         configuration.localUDPPort = udpPort
+        if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
         do {
             return try await Self.connect(configuration)
@@ -203,10 +212,8 @@ struct Send: AsyncParsableCommand {
         case .delivered(_, let latency, let attempts):
             let millis = Double(latency.nanoseconds) / 1_000_000
             return (prefix + String(format: "delivered in %.1f ms", millis) + (attempts > 1 ? " (\(attempts) transmissions)" : ""), nil)
-        case .failed(_, .rejected(_, let reason)):
-            return ("", "message \(id) not delivered: \(reason)")
-        case .failed(_, .timedOut(let attempts)):
-            return ("", "message \(id) not delivered: no receipt after \(attempts) transmissions")
+        case .failed(_, let failure):
+            return ("", "message \(id) not delivered: \(failure)")
         case .connectionLost:
             return ("", "message \(id): connection to the relay was lost before the receipt arrived")
         case .stored where room != nil:

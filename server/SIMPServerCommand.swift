@@ -124,6 +124,14 @@ struct Serve: AsyncParsableCommand {
         discussion: "Anyone who can reach the relay can then claim any user id. Datagrams are still sealed, but the session keys travel in clear."))
     var noLogin = false
 
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp(
+        "PEM file with the relay's TLS certificate (then any intermediates): TLS on the control channel.",
+        discussion: "Give --tls-key with it. Without both the control channel is plain TCP, for development on loopback; the relay warns at start."))
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM file with the private key of --tls-cert.")
+    var tlsKey: String?
+
     @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told.")
     var messageRate = RelayCore.Configuration.defaultMessageLimit.perSecond
 
@@ -146,6 +154,7 @@ struct Serve: AsyncParsableCommand {
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
             throw ValidationError("--message-rate, --connection-rate and --login-rate must be positive")
         }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard maxConnectionsPerHost >= 1 else { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         if let relayId, relayId.isEmpty || relayId.contains(where: \.isWhitespace) {
@@ -186,6 +195,7 @@ struct Serve: AsyncParsableCommand {
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
         configuration.requireLogin = !noLogin
+        if let tlsCert, let tlsKey { configuration.tls = ControlTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
         configuration.messageLimit = RelayCore.Configuration.defaultMessageLimit.scaled(toPerSecond: messageRate)
         configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)
         configuration.loginLimit = RelayCore.Configuration.defaultLoginLimit.scaled(toPerSecond: loginRate)

@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[34] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[35] =
 {
   {
     "version",
@@ -640,6 +640,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[34] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "maxDatagramSize",
+    39,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, maxdatagramsize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -656,6 +668,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   4,   /* field[4] = imageURL */
   20,   /* field[20] = iterations */
   33,   /* field[33] = lastSeen */
+  34,   /* field[34] = maxDatagramSize */
   30,   /* field[30] = memberCount */
   27,   /* field[27] = members */
   1,   /* field[1] = messageId */
@@ -681,7 +694,7 @@ static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 30, 25 },
-  { 0, 34 }
+  { 0, 35 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -691,7 +704,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  34,
+  35,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   2,  simp__message__number_ranges,

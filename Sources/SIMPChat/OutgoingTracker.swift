@@ -58,10 +58,8 @@ public enum DeliveryStatus: Equatable, Sendable {
         switch result {
         case .delivered(_, let latency, _):
             self = .delivered(latencyMillis: Double(latency.nanoseconds) / 1_000_000)
-        case .failed(_, .timedOut(let attempts)):
-            self = .failed("no receipt after \(attempts) transmissions")
-        case .failed(_, .rejected(_, let reason)):
-            self = .failed(reason)
+        case .failed(_, let failure):
+            self = .failed(failure.description)
         case .connectionLost:
             self = .failed("connection to the relay was lost")
         case .stored:

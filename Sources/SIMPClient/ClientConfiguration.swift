@@ -34,6 +34,9 @@ public struct ClientConfiguration: Sendable {
     /// How long a message that arrived before an earlier one of its conversation waits for it;
     /// then the gap is skipped (the earlier one, if it comes, is still delivered, late).
     public var orderingHoldLimit: TimeAmount = .seconds(30)
+    /// TLS on the control channel (nil: plain TCP, for a development relay; the client warns
+    /// when such a relay is not on this machine).
+    public var tls: ClientTLS?
     /// How long to wait for the relay to accept CONNECT.
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import SIMPCore
 import SIMPNIO
 
@@ -27,6 +28,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var serverIndex = 0
     private var server: RelayEndpoint { configuration.servers[serverIndex] }
     var datagrams: Channel?
+    /// TLS for the control channel, built once from `configuration.tls`.
+    var tlsContext: NIOSSLContext?
+    private var warnedWithoutTLS = false
     private(set) var relayId: String?
     /// Called with each message delivered to the application.
     var onMessage: (SIMPMessage) -> Void = { _ in }
@@ -113,11 +117,16 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     func connectControl() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: (SIMPMessage, ClientSession.Output).self)
         handshake = (nil, promise)
+        if tlsContext == nil, !warnedWithoutTLS, !ClientTLS.isLoopback(server.host) {
+            warnedWithoutTLS = true
+            logger.warning("connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)")
+        }
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(configuration.connectTimeout)
-            .channelInitializer { [self] channel in
+            .channelInitializer { [self, server] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tlsContext { try channel.pipeline.syncOperations.addHandler(ClientTLS.handler(tlsContext, host: server.host)) }
                     try channel.pipeline.syncOperations.addSIMPControlHandlers(
                         maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: self))
                 }
@@ -215,11 +224,21 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         carryOut(session.controlReceived(message, now: .now()))
     }
 
+    /// An error on a control channel: during the login, a TLS failure fails the connect with
+    /// its reason (the channel closes next).
+    func controlFailed(_ channel: Channel, _ error: Error) {
+        guard channel === handshake?.channel, let tls = configuration.tls,
+              error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError else { return }
+        handshake?.promise.fail(tls.failure(error, server: server))
+    }
+
     /// A control channel closed: a handshake fails; a registered session is suspended and,
     /// with a reconnect policy, retried; otherwise waiting callers learn it was lost.
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
-            handshake?.promise.fail(SIMPClientError.connectionLost)
+            // A relay that runs TLS closes a plain-TCP client's connection without a word.
+            handshake?.promise.fail(configuration.tls != nil ? SIMPClientError.connectionLost : SIMPClientError.cannotConnect(
+                "\(server) closed the connection during the login (a relay that runs TLS does this to a client without --tls)"))
             return
         }
         guard channel === control else { return }

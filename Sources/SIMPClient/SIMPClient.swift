@@ -2,6 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import SIMPCore
 
 /// A SIMP user's connection to a relay: registers a UDP address over TCP, sends messages that
@@ -65,9 +66,12 @@ public final class SIMPClient: @unchecked Sendable {
     /// keeping the same UDP port and resending every unreceipted message.
     public func connect() async throws {
         let loop = engine.eventLoop
+        let tls = try configuration.tls?.makeContext()
         statesContinuation.yield(.connecting)
         let udp = try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
+            // Room for the largest datagram a relay may send (NIO's default, 2048 bytes, truncates longer ones).
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 65536))
             .channelInitializer { [engine] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ClientDatagramHandler(engine: engine))
@@ -78,6 +82,7 @@ public final class SIMPClient: @unchecked Sendable {
         do {
             try await loop.flatSubmit { [engine] in
                 engine.datagrams = udp
+                engine.tlsContext = tls
                 return engine.connectAnyRelay()
             }.get()
         } catch {
@@ -153,6 +158,7 @@ final class ClientControlHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        engine.controlFailed(context.channel, error)
         context.close(promise: nil)
     }
 }

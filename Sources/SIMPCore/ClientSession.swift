@@ -115,14 +115,35 @@ public struct ClientSession: Sendable {
         [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due].compactMap { $0 }.min()
     }
 
-    /// The application sends a content message; `fromUser` is filled in.
+    /// The largest datagram the relay accepts: from its last CONNECTED, else the default.
+    public private(set) var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
+
+    /// The application sends a content message; `fromUser` is filled in. A message too large
+    /// for the relay fails at once (`DeliveryFailure.tooLarge`) instead of being sent.
     public mutating func submit(_ message: SIMPMessage, now: NIODeadline) -> (messageId: UInt64, output: Output) {
         var message = message
         message.fromUser = configuration.user
-        let (id, sent) = sender.submit(message, now: now)
         var output = Output()
+        let size = sealedSizeBound(of: message)
+        guard size <= maxDatagramSize else {
+            let id = sender.skipMessageId()
+            output.outcomes.append(.failed(messageId: id, to: message.toUser, .tooLarge(size: size, limit: maxDatagramSize)))
+            return (id, output)
+        }
+        let (id, sent) = sender.submit(message, now: now)
         output.absorb(sent)
         return (id, output)
+    }
+
+    /// The most bytes `message` can take as a sealed datagram, with the fields the sender fills
+    /// in (id, stream, seq, floor, attempt) at their largest likely sizes.
+    func sealedSizeBound(of message: SIMPMessage) -> Int {
+        var probe = message
+        if probe.messageId == 0 { probe.messageId = .max }
+        (probe.stream, probe.seq, probe.floor) = (.max, UInt64(UInt32.max), UInt64(UInt32.max))
+        probe.attempt = UInt32(max(1, configuration.retransmit.maxAttempts))
+        if probe.time == 0 { probe.time = Int64(Int32.max) << 16 } // a wall clock in ms, well past 2100
+        return MessageCodec.encodedSize(of: probe) + SealedDatagram.overhead
     }
 
     // MARK: Login
@@ -161,6 +182,7 @@ public struct ClientSession: Sendable {
             }
         case .connected:
             pendingLogin = nil
+            maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
             do {
                 let keys = try login.accept(message, transcript: pending.transcript)
                 return .registered(connected: message, output: registered(keys: keys, now: now))

@@ -82,6 +82,9 @@ public struct SIMPMessage: Equatable, Sendable {
     public var sessionSecret: [UInt8] = []
     /// ERROR RATE_LIMITED: milliseconds after which trying again may succeed.
     public var retryAfterMillis: UInt32 = 0
+    /// CONNECTED: the largest sealed datagram the relay accepts, in bytes (0: the default,
+    /// `SealedDatagram.defaultMaxDatagramSize`).
+    public var maxDatagramSize: UInt32 = 0
     /// RECEIPT only: delivered, stored for an offline receiver, or delivered from the inbox.
     public var status: DeliveryStatus = .delivered
     /// ROOM_* frames: the room's name. Room copies and their receipts to the author: the room.

@@ -75,6 +75,7 @@ public enum MessageCodec {
         message.sessionId = c.sessionid
         message.sessionSecret = byteArray(c.sessionsecret)
         message.retryAfterMillis = c.retryaftermillis
+        message.maxDatagramSize = c.maxdatagramsize
         message.status = status
         message.room = string(c.room)
         message.members = (0..<c.n_members).map { string(c.members[$0]) }
@@ -150,6 +151,7 @@ public enum MessageCodec {
                 c.sessionid = message.sessionId
                 c.sessionsecret = fields[3]
                 c.retryaftermillis = message.retryAfterMillis
+                c.maxdatagramsize = message.maxDatagramSize
                 c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
                 c.room = base + offsets[6]
                 c.author = base + offsets[7]

@@ -38,6 +38,20 @@ public enum DeliveryFailure: Error, Equatable, Sendable {
     case timedOut(attempts: Int)
     /// The relay refused the message.
     case rejected(SIMPMessage.ErrorCode, String)
+    /// Refused before sending: sealed, it would take `size` bytes, over the relay's `limit`.
+    case tooLarge(size: Int, limit: Int)
+}
+
+extension DeliveryFailure: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .timedOut(let attempts): return "no receipt after \(attempts) transmissions"
+        case .rejected(_, let reason): return reason
+        case .tooLarge(let size, let limit):
+            return "message too large: it would be a \(size)-byte datagram and the relay accepts at most \(limit) bytes "
+                + "(shorten it by \(size - limit) bytes or more)"
+        }
+    }
 }
 
 /// What became of one message.
@@ -167,6 +181,13 @@ public struct ReliableSender: Sendable {
         var output = SenderOutput()
         releaseWaiting(now: now, into: &output)
         return (message.messageId, output)
+    }
+
+    /// Uses up a message id without sending anything, for a message refused before it was
+    /// submitted (ids must increase, not be contiguous).
+    public mutating func skipMessageId() -> UInt64 {
+        defer { nextId += 1 }
+        return nextId
     }
 
     /// Handles a RECEIPT from the receiver.

@@ -84,7 +84,7 @@ struct FuzzRelay {
             } catch let violation as FuzzViolation {
                 throw violation
             } catch {
-                core.malformedControl(on: connection, detail: "\(error)", now: Self.now, into: &actions)
+                core.malformedControl(payload, on: connection, detail: "\(error)", now: Self.now, into: &actions)
             }
             for case .store(let request) in actions {
                 guard case .register = request else { continue }

@@ -62,7 +62,7 @@ final class DatagramHandler: ChannelInboundHandler {
         burstStart = now
         let envelope = unwrapInboundIn(data)
         guard envelope.data.readableBytes <= maxDatagramSize else {
-            engine.oversizedDatagram(size: envelope.data.readableBytes, from: envelope.remoteAddress)
+            engine.oversizedDatagram(envelope.data, from: envelope.remoteAddress)
             return
         }
         engine.datagram(envelope.data, from: envelope.remoteAddress, now: now)

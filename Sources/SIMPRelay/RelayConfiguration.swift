@@ -23,8 +23,10 @@ public struct RelayConfiguration: Sendable {
     public var routeCacheTTL: TimeAmount = .seconds(2)
     /// Largest control frame payload accepted.
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
+    /// TLS on the control channel (nil: plain TCP, for development; the relay warns at start).
+    public var tls: ControlTLSFiles?
     /// Largest datagram accepted; larger ones are dropped and counted.
-    public var maxDatagramSize: Int = 8 * 1024
+    public var maxDatagramSize: Int = SealedDatagram.defaultMaxDatagramSize
     /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
     public var heartbeat = HeartbeatPolicy()
     /// Datagrams read per system call (recvmmsg).
@@ -73,6 +75,7 @@ public struct RelayConfiguration: Sendable {
         core.refreshInterval = .milliseconds(Int64(registrationTTLSeconds) * 1000 / 3)
         core.drainTimeout = drainTimeout
         core.drainQuietPeriod = drainQuietPeriod
+        core.maxDatagramSize = maxDatagramSize
         return core
     }
 

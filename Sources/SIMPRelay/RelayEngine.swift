@@ -149,7 +149,7 @@ final class RelayEngine {
             let message = try MessageCodec.decode(payload)
             handle { $0.controlReceived(message, on: id, peer: peer, now: now(), into: &$1) }
         } catch {
-            handle { $0.malformedControl(on: id, detail: "\(error)", now: now(), into: &$1) }
+            handle { $0.malformedControl(payload, on: id, detail: "\(error)", now: now(), into: &$1) }
         }
     }
 
@@ -174,8 +174,8 @@ final class RelayEngine {
         handle { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
     }
 
-    func oversizedDatagram(size: Int, from source: SocketAddress) {
-        handle { $0.datagramTooLarge(size: size, from: source, into: &$1) }
+    func oversizedDatagram(_ bytes: ByteBuffer, from source: SocketAddress) {
+        handle { $0.datagramTooLarge(bytes, size: bytes.readableBytes, from: source, now: now(), into: &$1) }
     }
 
     /// A burst of datagrams read at `start` has been handled and its forwards flushed.

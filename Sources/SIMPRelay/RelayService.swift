@@ -90,6 +90,9 @@ public final class RelayService: Service, Sendable {
             throw RelayStartError("could not subscribe to the relay channels at \(configuration.redis): \(error)")
         }
         try await eventLoop.submit { engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description) }.get()
+        if configuration.tls == nil {
+            configuration.logger.warning("\(ControlTLS.plaintextWarning(host: configuration.host))")
+        }
         if !configuration.requireLogin {
             configuration.logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
         }

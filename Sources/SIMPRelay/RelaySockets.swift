@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Prometheus
 import SIMPCore
 import SIMPNIO
@@ -18,9 +19,10 @@ struct RelaySockets: Sendable {
         store: any RelayStore
     ) async throws -> RelaySockets {
         let loop = engine.eventLoop
+        let tls = try configuration.tls.map(ControlTLS.serverContext)
+        // No SO_REUSEADDR on the UDP socket: a port another relay holds must refuse to bind.
         let udp = try await bind("UDP", configuration, configuration.effectiveUDPPort) {
             try await DatagramBootstrap(group: loop)
-                .channelOption(.socketOption(.so_reuseaddr), value: 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                 .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
                 .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
@@ -42,6 +44,7 @@ struct RelaySockets: Sendable {
                     .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
+                            if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                             try channel.pipeline.syncOperations.addSIMPControlHandlers(
                                 maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine.value))
                         }

@@ -1,12 +1,13 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SIMPCore
 
 /// A UDP proxy on loopback that forwards each content datagram (TEXT, IMAGE, AUDIO) to `target`
 /// as many times as `copies` says: 0 drops it, 2 duplicates it. Other datagrams (HELLO,
 /// keepalives) pass unchanged and uncounted, and the target's datagrams go back to the client,
-/// like a NAT. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
+/// like a NAT. Datagrams are encrypted, so the proxy tells them apart by length, as any
+/// on-path observer could: the client's first datagram is its HELLO, and its keepalive PINGs
+/// have the same length (both carry only version, type and user); content datagrams are longer. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
 /// lose or repeat chosen messages on purpose.
 public final class DatagramProxy: @unchecked Sendable {
     public let channel: Channel
@@ -31,6 +32,11 @@ public final class DatagramProxy: @unchecked Sendable {
         self.handler = handler
     }
 
+    /// Every datagram passed so far, both ways, concatenated: what an on-path observer sees.
+    public func recordedBytes() async throws -> [UInt8] {
+        handler.state.withLockedValue { $0.wire }
+    }
+
     /// Content datagrams seen and dropped so far.
     public func counts() async throws -> (seen: Int, dropped: Int) {
         handler.state.withLockedValue { ($0.seen, $0.dropped) }
@@ -48,6 +54,10 @@ public final class DatagramProxy: @unchecked Sendable {
             var seen = 0
             var dropped = 0
             var client: SocketAddress?
+            /// Every datagram passed, both ways.
+            var wire: [UInt8] = []
+            /// The length of the client's HELLO.
+            var helloLength: Int?
         }
         let target: SocketAddress
         let copies: @Sendable (ByteBuffer, Int) -> Int
@@ -61,13 +71,18 @@ public final class DatagramProxy: @unchecked Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let envelope = unwrapInboundIn(data)
+            state.withLockedValue { $0.wire += envelope.data.readableBytesView }
             if envelope.remoteAddress == target {
                 guard let client = state.withLockedValue({ $0.client }) else { return }
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: client, data: envelope.data)), promise: nil)
             }
-            state.withLockedValue { $0.client = envelope.remoteAddress }
-            guard let payload = SealedDatagram.unverifiedPayload(of: envelope.data),
-                  DatagramHeader.parse(payload)?.kind.isContent == true else {
+            let length = envelope.data.readableBytes
+            let helloLength = state.withLockedValue { state in
+                state.client = envelope.remoteAddress
+                if state.helloLength == nil { state.helloLength = length }
+                return state.helloLength!
+            }
+            guard length > helloLength else {
                 return context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: target, data: envelope.data)), promise: nil)
             }
             let seen = state.withLockedValue { state in

@@ -1,8 +1,9 @@
 import Foundation
 import SIMPRedis
 
-/// A throwaway certificate authority made with the openssl CLI, a server certificate for
-/// 127.0.0.1/localhost and a client certificate, all signed by it (PEM files, valid one day).
+/// A throwaway certificate authority made with the openssl CLI, a server certificate (by
+/// default for 127.0.0.1 and localhost) and a client certificate, all signed by it (PEM files,
+/// valid one day), for the TLS tests of Redis connections and of the relay's control channel.
 public struct TestCertificates: Sendable {
     public let directory: URL
     public var caFile: String { path("ca.crt") }
@@ -10,15 +11,20 @@ public struct TestCertificates: Sendable {
     public var serverKey: String { path("server.key") }
     public var clientCertificate: String { path("client.crt") }
     public var clientKey: String { path("client.key") }
+    /// The relay's certificate and key (simp-server --tls-cert, --tls-key): the server's.
+    public var certificateFile: String { serverCertificate }
+    public var keyFile: String { serverKey }
 
-    /// Makes a new CA and its two certificates in a temporary directory.
-    public static func make() async throws -> TestCertificates {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-tls-\(UUID().uuidString)")
+    /// Makes a new CA and its two certificates in a temporary directory; `name` tells apart
+    /// several sets in one test, `subjectAltName` (openssl's syntax) says which names and
+    /// addresses the server certificate is valid for.
+    public static func make(name: String = "test", subjectAltName: String = "IP:127.0.0.1,DNS:localhost") async throws -> TestCertificates {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-tls-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         try await ToolProcess.run("openssl", ["req", "-x509"] + key + ["-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-                                              "-subj", "/CN=SIMP test CA"], in: directory)
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
+                                              "-subj", "/CN=SIMP test CA \(name)"], in: directory)
+        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".write(to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
         try "extendedKeyUsage=clientAuth\n".write(to: directory.appendingPathComponent("client.ext"), atomically: true, encoding: .utf8)
         for name in ["server", "client"] {
             try await ToolProcess.run("openssl", ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr",

@@ -21,7 +21,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             passwords, so a relay given with --server must run with --no-login (and a \
             --message-rate above the per-pair rate).
             """,
-        version: SIMPVersion.current)
+        version: SIMPVersion.current,
+        subcommands: [SealBenchCommand.self])
 
     @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?

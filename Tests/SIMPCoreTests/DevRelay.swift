@@ -142,6 +142,7 @@ struct DevRelay {
         connected.udpPort = UInt32(core.configuration.udpPort)
         connected.relayId = core.configuration.relayId
         connected.sessionId = clients[user]!.keys.sessionId
+        connected.maxDatagramSize = UInt32(core.configuration.maxDatagramSize)
         connected.sessionSecret = clients[user]!.secret
         return connected
     }

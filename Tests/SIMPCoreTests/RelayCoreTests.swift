@@ -42,6 +42,7 @@ final class RelayCoreTests: XCTestCase {
         connected.relayId = "r1"
         connected.sessionSecret = entropy.bytes(32)
         connected.sessionId = entropy.next()
+        connected.maxDatagramSize = UInt32(SealedDatagram.defaultMaxDatagramSize)
         XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
                                  .store(.loadInbox(user: "alice")), .store(.recordPresence(user: "alice", online: true))])
         XCTAssertTrue(relay.core.isConnected("alice"))

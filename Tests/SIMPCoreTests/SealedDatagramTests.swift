@@ -5,16 +5,47 @@ import XCTest
 final class SealedDatagramTests: XCTestCase {
     private let keys = SessionKeys(sessionId: 0x0102_0304_0506_0708, secret: Array(0..<32))
 
-    /// The example of docs/PROTOCOL.md §5.1, byte for byte.
-    func testTheDocumentedExampleIsWhatTheSealerWrites() {
+    /// The example of docs/PROTOCOL.md §5.1, byte for byte: keys, nonce, associated data,
+    /// ciphertext and tag (computed independently with Python's `cryptography` package when written).
+    func testTheDocumentedExampleIsWhatTheSealerWrites() throws {
         var message = SIMPMessage(kind: .text, messageId: 300, fromUser: "alice", toUser: "bob", content: "hi", time: 1_700_000_000_000)
         message.attempt = 1
+        XCTAssertEqual(Hex.encode(Array(MessageCodec.encode(message).readableBytesView)),
+                       "080110ac021880d095ffbc31220268693205616c6963653a03626f625001")
+        XCTAssertEqual(keys.key(.uplink).withUnsafeBytes { Hex.encode(Array($0)) },
+                       "8acb0850d86e784378a3ddc33cb6df76d1d6215e8cf0ffe1d605f8f160a1cd59")
+        XCTAssertEqual(keys.key(.downlink).withUnsafeBytes { Hex.encode(Array($0)) },
+                       "bc9c2c7ba66a88df0aa96b8aa8cf06117769752af05f0f8b12aad2bbc921434a")
         var sealer = DatagramSealer(keys: keys, direction: .uplink)
 
         let sealed = sealer.seal(message)
 
-        XCTAssertEqual(Hex.encode(Array(sealed.readableBytesView)),
-                       "a101020304050607080000000000000001080110ac021880d095ffbc31220268693205616c6963653a03626f6250012c637c17d7ad221f787d6d6cb01a1529")
+        let expected = "a201020304050607080000000000000001" // marker, session id, counter 1: the associated data
+            + "f3f124438f33ece697891b8559c87b058bc61d9377f0a8779a47493d61aa" // ciphertext (30 bytes)
+            + "a03d70f4e072d78bdb9066e85b41117b" // tag
+        XCTAssertEqual(Hex.encode(Array(sealed.readableBytesView)), expected)
+        var opener = DatagramOpener(keys: keys, direction: .uplink)
+        let opened = try opener.open(ByteBuffer(bytes: Hex.decode(expected)!))
+        XCTAssertEqual(try MessageCodec.decode(opened.payload), message)
+        XCTAssertEqual(opened.counter, 1)
+    }
+
+    func testThePayloadIsNotInClear() throws {
+        var sealer = DatagramSealer(keys: keys, direction: .uplink)
+        let secret = "the secret plan for the weekend"
+        let sealed = sealer.seal(SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: secret))
+        let wire = String(decoding: sealed.readableBytesView, as: UTF8.self)
+        for word in [secret, "alice", "bob", "plan"] { XCTAssertFalse(wire.contains(word), word) }
+        var opener = DatagramOpener(keys: keys, direction: .uplink)
+        XCTAssertEqual(try MessageCodec.decode(opener.open(sealed).payload).content, secret)
+        XCTAssertEqual(sealer.seal(payload: ByteBuffer()).readableBytes, SealedDatagram.overhead, "an empty payload")
+    }
+
+    func testTheSameSealedBytesFromBothEntryPoints() throws {
+        let message = SIMPMessage(kind: .text, messageId: 7, fromUser: "alice", toUser: "bob", content: "same")
+        var first = DatagramSealer(keys: keys, direction: .downlink)
+        var second = DatagramSealer(keys: keys, direction: .downlink)
+        XCTAssertEqual(first.seal(message), second.seal(payload: MessageCodec.encode(message)))
     }
 
     func testOpeningChecksSessionMACAndCounter() throws {
@@ -26,16 +57,20 @@ final class SealedDatagramTests: XCTestCase {
         XCTAssertEqual(try opener.open(second).isNewest, true)
         XCTAssertEqual(try opener.open(first).isNewest, false, "late but authentic: accepted, not newest")
         XCTAssertThrowsError(try opener.open(first)) { XCTAssertEqual($0 as? OpenFailure, .replayed) }
-        var tampered = second
-        tampered.setInteger(UInt8(0xff), at: 20)
-        XCTAssertThrowsError(try opener.open(tampered)) { XCTAssertEqual($0 as? OpenFailure, .badMAC) }
+        for offset in [5, 12, 20, second.readableBytes - 1] { // session id, counter, ciphertext, tag
+            var tampered = sealer.seal(SIMPMessage(kind: .ping, fromUser: "a"))
+            tampered.setInteger(tampered.getInteger(at: offset, as: UInt8.self)! ^ 0x01, at: offset)
+            XCTAssertThrowsError(try opener.open(tampered), "byte \(offset) changed") {
+                XCTAssertEqual($0 as? OpenFailure, offset == 5 ? .wrongSession : .badMAC)
+            }
+        }
         var downlink = DatagramOpener(keys: keys, direction: .downlink)
         XCTAssertThrowsError(try downlink.open(sealer.seal(SIMPMessage(kind: .ping))), "a reflected datagram") {
             XCTAssertEqual($0 as? OpenFailure, .badMAC)
         }
         var other = DatagramOpener(keys: SessionKeys(sessionId: 9, secret: Array(0..<32)), direction: .uplink)
         XCTAssertThrowsError(try other.open(sealer.seal(SIMPMessage(kind: .ping)))) { XCTAssertEqual($0 as? OpenFailure, .wrongSession) }
-        XCTAssertThrowsError(try opener.open(ByteBuffer(bytes: [0xA1, 1, 2]))) { XCTAssertEqual($0 as? OpenFailure, .notSealed) }
+        XCTAssertThrowsError(try opener.open(ByteBuffer(bytes: [0xA2, 1, 2]))) { XCTAssertEqual($0 as? OpenFailure, .notSealed) }
         for _ in 0..<100 { _ = sealer.seal(SIMPMessage(kind: .ping)) }
         XCTAssertThrowsError(try opener.open(first), "older than the window") { XCTAssertEqual($0 as? OpenFailure, .replayed) }
     }

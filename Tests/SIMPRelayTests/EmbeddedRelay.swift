@@ -33,7 +33,7 @@ final class EmbeddedRelay {
             core: RelayCore(configuration: configuration, entropy: .seeded(42), now: loop.now), store: store, eventLoop: loop,
             logger: Logger(label: "test.embedded"), metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: { loop.now })
         datagrams = EmbeddedChannel(loop: loop)
-        try datagrams.pipeline.syncOperations.addHandler(DatagramHandler(engine: engine, maxDatagramSize: 8192))
+        try datagrams.pipeline.syncOperations.addHandler(DatagramHandler(engine: engine, maxDatagramSize: configuration.maxDatagramSize))
         engine.datagramChannel = datagrams
         engine.listening(udpPort: 7601, description: "embedded")
         loop.run()

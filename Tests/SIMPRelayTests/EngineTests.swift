@@ -113,3 +113,47 @@ final class RefusedConnectionTests: XCTestCase {
         XCTAssertEqual(relay.engine.statistics.rejected[.heartbeatTimeout], 1, "only the connection that was accepted and went silent")
     }
 }
+
+/// A frame of the original SIMP lineage (`float version = 1`) is answered with
+/// UNSUPPORTED_VERSION and a text saying why, not "malformed".
+final class LineageFrameEngineTests: XCTestCase {
+    func testAnOriginalLineageConnectIsToldWhichVersionThisRelaySpeaks() throws {
+        let relay = try EmbeddedRelay()
+        let control = try relay.open(port: 40_000)
+        // version = 1.0 as fixed32 (field 1), messageId = 7, type = CONNECT (3), fromUser "ann".
+        let lineage: [UInt8] = [0x0D, 0x00, 0x00, 0x80, 0x3F, 0x10, 0x07, 0x40, 0x03, 0x32, 0x03, 0x61, 0x6E, 0x6E]
+        var frame = ByteBuffer()
+        frame.writeInteger(UInt32(lineage.count))
+        frame.writeBytes(lineage)
+
+        try control.writeInbound(frame)
+        relay.loop.run()
+
+        let answer = try XCTUnwrapFrame(relay.read(from: control), kind: .error)
+        XCTAssertEqual(answer.errorCode, .unsupportedVersion)
+        XCTAssertTrue(answer.errorText.contains("version"), answer.errorText)
+        XCTAssertEqual(relay.engine.statistics.rejected[.unsupportedVersion], 1)
+        XCTAssertNil(relay.engine.statistics.rejected[.malformed])
+    }
+}
+
+/// A datagram above the relay's limit is dropped and counted; its session, if the header names
+/// a live one, is told on its own control connection.
+final class OversizedDatagramEngineTests: XCTestCase {
+    func testTheSessionThatSentATooLargeDatagramIsToldWhy() throws {
+        let relay = try EmbeddedRelay { $0.maxDatagramSize = 1024 }
+        try relay.connect("alice", port: 40_000)
+        let huge = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: String(repeating: "x", count: 2000))
+        var sealer = relay.clients["alice"]!.sealer
+        let sealed = sealer.seal(huge)
+
+        try relay.datagrams.writeInbound(AddressedEnvelope(remoteAddress: relay.clients["alice"]!.address, data: sealed))
+        relay.loop.run()
+
+        let error = try XCTUnwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .error)
+        XCTAssertEqual(error.errorCode, .badRequest)
+        XCTAssertEqual(error.errorText, "a datagram of \(sealed.readableBytes) bytes exceeds this relay's maximum of 1024 bytes")
+        XCTAssertEqual(relay.engine.statistics.rejected[.datagramTooLarge], 1)
+        XCTAssertNil(try relay.readDatagram(), "nothing forwarded")
+    }
+}

@@ -374,10 +374,14 @@ struct  Simp__Message
    * PRESENCE: ms since the epoch when the user was last connected (now, if online)
    */
   int64_t lastseen;
+  /*
+   * CONNECTED: the largest sealed datagram the relay accepts (0 = the default, 8192)
+   */
+  uint32_t maxdatagramsize;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0 }
 
 
 /* Simp__Message methods */

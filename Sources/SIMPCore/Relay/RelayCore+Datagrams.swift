@@ -39,9 +39,16 @@ extension RelayCore {
         }
     }
 
-    /// A datagram above the relay's size limit arrived from `source`.
-    public func datagramTooLarge(size: Int, from source: SocketAddress, into output: inout [RelayAction]) {
+    /// A datagram above the relay's size limit arrived from `source` (`bytes` is what was read
+    /// of it). If its header names a live session, that session's own control connection is
+    /// told, at most every 100 ms; the datagram cannot be authenticated, so nothing goes
+    /// anywhere else.
+    public mutating func datagramTooLarge(_ bytes: ByteBuffer, size: Int, from source: SocketAddress, now: NIODeadline, into output: inout [RelayAction]) {
         output.append(.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)"))
+        guard let sessionId = SealedDatagram.sessionId(of: bytes), let user = sessions.user(ofSession: sessionId),
+              sessions.admitThrottleNotice(for: user, now: now) else { return }
+        let text = "a datagram of \(size) bytes exceeds this relay's maximum of \(configuration.maxDatagramSize) bytes"
+        tell(user, .error(.badRequest, text), into: &output)
     }
 
     /// A receipt's fast copy (the control channel carries the reliable one): forwarded to a

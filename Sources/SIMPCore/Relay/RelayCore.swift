@@ -43,6 +43,8 @@ public struct RelayCore: Sendable {
         public var drainTimeout: TimeAmount = .seconds(5)
         /// The drain ends early once no receipt has been routed for this long.
         public var drainQuietPeriod: TimeAmount = .milliseconds(500)
+        /// The largest datagram the relay accepts, told to clients in CONNECTED.
+        public var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
         /// How long after a failed inbox read the relay reads it again.
         public var inboxRetryDelay: TimeAmount = .seconds(1)
 
@@ -185,9 +187,16 @@ public struct RelayCore: Sendable {
         }
     }
 
-    /// A control frame could not be decoded.
-    public mutating func malformedControl(on connection: ConnectionID, detail: String, now: NIODeadline, into output: inout [RelayAction]) {
+    /// A control frame could not be decoded. A frame of the original SIMP lineage (a `float`
+    /// version) is told which version this relay speaks; anything else is malformed.
+    public mutating func malformedControl(
+        _ payload: ByteBuffer, on connection: ConnectionID, detail: String, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         connections.heard(connection, now: now)
+        if let lineage = LineageFrame.detect(payload) {
+            output += [.reject(.unsupportedVersion, detail: "\(connection): \(lineage)"), .send(connection, lineage.answer)]
+            return
+        }
         output += [.reject(.malformed, detail: "\(connection): \(detail)"),
                    .send(connection, .error(.badRequest, "malformed control frame"))]
     }
@@ -214,6 +223,7 @@ public struct RelayCore: Sendable {
             connected.udpPort = UInt32(configuration.udpPort)
             connected.relayId = configuration.relayId
             connected.sessionId = keys.sessionId
+            connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
             beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, udpPort: udpPort, into: &output)
         }
     }

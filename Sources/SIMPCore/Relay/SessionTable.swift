@@ -42,6 +42,9 @@ public struct SessionTable: Sendable {
         sessions.values.map { Registration(user: $0.user, route: $0.route, session: $0.token) }.sorted { $0.user < $1.user }
     }
 
+    /// The user whose session has id `sessionId`.
+    public func user(ofSession sessionId: UInt64) -> String? { sessions[sessionId]?.user }
+
     /// A session id no live session uses.
     public func unusedSessionId(_ entropy: inout Entropy) -> UInt64 {
         while true {

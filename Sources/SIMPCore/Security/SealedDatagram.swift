@@ -24,6 +24,11 @@ public struct SessionKeys: Sendable {
         self.uplink = derive("uplink")
         self.downlink = derive("downlink")
     }
+
+    /// The key of one direction.
+    public func key(_ direction: DatagramDirection) -> SymmetricKey {
+        direction == .uplink ? uplink : downlink
+    }
 }
 
 /// Which way a sealed datagram travels.
@@ -33,17 +38,21 @@ public enum DatagramDirection: Sendable {
 
 /// The sealed datagram format (docs/PROTOCOL.md §5.1):
 ///
-///     marker 0xA1 (1 byte) | session id (8, big-endian) | counter (8, big-endian)
-///     | payload (a protobuf Message) | MAC (16)
+///     marker 0xA2 (1 byte) | session id (8, big-endian) | counter (8, big-endian)
+///     | ciphertext of the payload (a protobuf Message) | tag (16)
 ///
-/// The MAC is HMAC-SHA256 over everything before it, truncated to 16 bytes, with the key of
-/// the datagram's direction.
+/// AES-256-GCM with the key of the datagram's direction, the nonce
+/// `00 00 00 00 ‖ counter (8, big-endian)`, and the 17 header bytes as associated data.
 public enum SealedDatagram {
-    public static let marker: UInt8 = 0xA1
+    /// Version 2 of the seal (0xA1 was the HMAC seal, which did not encrypt).
+    public static let marker: UInt8 = 0xA2
     public static let headerSize = 17
-    public static let macSize = 16
+    public static let tagSize = 16
     /// Bytes a seal adds to a payload.
-    public static let overhead = headerSize + macSize
+    public static let overhead = headerSize + tagSize
+    /// The largest datagram a relay accepts unless configured otherwise (CONNECTED says when
+    /// it is otherwise).
+    public static let defaultMaxDatagramSize = 8192
 
     /// The session id of a sealed datagram, read without checking anything else.
     public static func sessionId(of bytes: ByteBuffer) -> UInt64? {
@@ -51,19 +60,16 @@ public enum SealedDatagram {
         return bytes.getInteger(at: bytes.readerIndex + 1, as: UInt64.self)
     }
 
-    /// The payload of a sealed datagram, NOT verified: for tools that look at traffic (the
-    /// payload is authenticated, not encrypted). Receivers use `DatagramOpener`.
-    public static func unverifiedPayload(of bytes: ByteBuffer) -> ByteBuffer? {
-        guard sessionId(of: bytes) != nil else { return nil }
-        return bytes.getSlice(at: bytes.readerIndex + headerSize, length: bytes.readableBytes - overhead)
+    /// The AEAD nonce for `counter`: four zero bytes, then the counter big-endian. A direction's
+    /// counter never repeats within a session, and each session and direction has its own key.
+    static func nonce(_ counter: UInt64) -> AES.GCM.Nonce {
+        // Three 4-byte words (no padding between them) on the stack; 12 bytes cannot fail.
+        withUnsafeBytes(of: nonceWords(counter)) { try! AES.GCM.Nonce(data: $0) }
     }
 
-    static func key(_ keys: SessionKeys, _ direction: DatagramDirection) -> SymmetricKey {
-        direction == .uplink ? keys.uplink : keys.downlink
-    }
-
-    static func mac(of bytes: UnsafeRawBufferPointer, key: SymmetricKey) -> HMAC<SHA256>.MAC {
-        HMAC<SHA256>.authenticationCode(for: bytes, using: key)
+    /// The nonce's bytes as three big-endian words: 0, then the counter's high and low halves.
+    public static func nonceWords(_ counter: UInt64) -> (UInt32, UInt32, UInt32) {
+        (0, UInt32(truncatingIfNeeded: counter >> 32).bigEndian, UInt32(truncatingIfNeeded: counter).bigEndian)
     }
 }
 
@@ -76,7 +82,7 @@ public struct DatagramSealer: Sendable {
 
     public init(keys: SessionKeys, direction: DatagramDirection) {
         self.sessionId = keys.sessionId
-        self.key = SealedDatagram.key(keys, direction)
+        self.key = keys.key(direction)
     }
 
     /// Seals encoded message bytes (all readable bytes of `payload`).
@@ -85,7 +91,7 @@ public struct DatagramSealer: Sendable {
         writeHeader(into: &out)
         var payload = payload
         out.writeBuffer(&payload)
-        appendMAC(to: &out)
+        encryptInPlace(&out)
         return out
     }
 
@@ -94,20 +100,30 @@ public struct DatagramSealer: Sendable {
         var out = allocator.buffer(capacity: MessageCodec.encodedSize(of: message) + SealedDatagram.overhead)
         writeHeader(into: &out)
         MessageCodec.encode(message, into: &out)
-        appendMAC(to: &out)
+        encryptInPlace(&out)
         return out
     }
 
-    private mutating func writeHeader(into out: inout ByteBuffer) {
+    private func writeHeader(into out: inout ByteBuffer) {
         out.writeInteger(SealedDatagram.marker)
         out.writeInteger(sessionId)
         out.writeInteger(nextCounter)
-        nextCounter += 1
     }
 
-    private func appendMAC(to out: inout ByteBuffer) {
-        let mac = out.withUnsafeReadableBytes { SealedDatagram.mac(of: $0, key: key) }
-        _ = mac.withUnsafeBytes { out.writeBytes(UnsafeRawBufferPointer(rebasing: $0.prefix(SealedDatagram.macSize))) }
+    /// `out` holds the header and the plaintext: replaces the plaintext with its ciphertext and
+    /// appends the tag, then advances the counter.
+    private mutating func encryptInPlace(_ out: inout ByteBuffer) {
+        let nonce = SealedDatagram.nonce(nextCounter)
+        nextCounter += 1
+        let box = out.withUnsafeReadableBytes { raw in
+            // AES-GCM fails only for a wrong key or nonce size, both fixed here.
+            try! AES.GCM.seal(
+                UnsafeRawBufferPointer(rebasing: raw.dropFirst(SealedDatagram.headerSize)), using: key, nonce: nonce,
+                authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
+        }
+        out.moveWriterIndex(to: out.readerIndex + SealedDatagram.headerSize)
+        box.ciphertext.withUnsafeBytes { _ = out.writeBytes($0) }
+        box.tag.withUnsafeBytes { _ = out.writeBytes($0) }
     }
 }
 
@@ -117,14 +133,15 @@ public enum OpenFailure: Error, Equatable, Sendable {
     case notSealed
     /// Sealed for another session.
     case wrongSession
-    /// The MAC does not match: forged or corrupted.
+    /// The tag does not match: forged, corrupted, or sealed with another key.
     case badMAC
     /// Its counter was seen before, or is older than the replay window.
     case replayed
 }
 
-/// Checks the datagrams one side receives in one direction of a session: MAC, then counter
-/// against a sliding replay window (after the MAC passed, so forgeries cannot move it).
+/// Checks the datagrams one side receives in one direction of a session: decrypts and
+/// authenticates, then checks the counter against a sliding replay window (after the tag
+/// passed, so forgeries cannot move it).
 public struct DatagramOpener: Sendable {
     public let sessionId: UInt64
     private let key: SymmetricKey
@@ -132,7 +149,7 @@ public struct DatagramOpener: Sendable {
 
     /// What an authentic datagram carried.
     public struct Opened: Sendable {
-        /// The protobuf Message bytes.
+        /// The protobuf Message bytes, decrypted.
         public var payload: ByteBuffer
         public var counter: UInt64
         /// Whether no datagram with a higher counter was accepted before: only such a datagram
@@ -142,37 +159,32 @@ public struct DatagramOpener: Sendable {
 
     public init(keys: SessionKeys, direction: DatagramDirection, replayWindow: UInt64 = 1024) {
         self.sessionId = keys.sessionId
-        self.key = SealedDatagram.key(keys, direction)
+        self.key = keys.key(direction)
         self.window = DedupeWindow(size: replayWindow)
     }
 
     /// The highest counter accepted so far (0 before the first).
     public var highestCounter: UInt64 { window.highest }
 
-    /// Verifies `bytes` and records its counter.
+    /// Authenticates and decrypts `bytes`, and records its counter.
     public mutating func open(_ bytes: ByteBuffer) throws(OpenFailure) -> Opened {
         guard let session = SealedDatagram.sessionId(of: bytes) else { throw .notSealed }
         guard session == sessionId else { throw .wrongSession }
-        let start = bytes.readerIndex
-        let macStart = start + bytes.readableBytes - SealedDatagram.macSize
-        let authentic = bytes.withUnsafeReadableBytes { raw -> Bool in
-            let expected = SealedDatagram.mac(of: UnsafeRawBufferPointer(rebasing: raw[..<(macStart - start)]), key: key)
-            let received = UnsafeRawBufferPointer(rebasing: raw[(macStart - start)...])
-            return expected.withUnsafeBytes { Self.constantTimeEqual(UnsafeRawBufferPointer(rebasing: $0.prefix(SealedDatagram.macSize)), received) }
-        }
-        guard authentic else { throw .badMAC }
-        let counter = bytes.getInteger(at: start + 9, as: UInt64.self)!
+        let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self)!
         guard counter > 0 else { throw .replayed }
+        let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
+            let header = UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize))
+            let sealed = raw.dropFirst(SealedDatagram.headerSize)
+            guard let box = try? AES.GCM.SealedBox(
+                nonce: SealedDatagram.nonce(counter),
+                ciphertext: UnsafeRawBufferPointer(rebasing: sealed.dropLast(SealedDatagram.tagSize)),
+                tag: UnsafeRawBufferPointer(rebasing: sealed.suffix(SealedDatagram.tagSize))),
+                let opened = try? AES.GCM.open(box, using: key, authenticating: header) else { return nil }
+            return ByteBuffer(bytes: opened)
+        }
+        guard let plaintext else { throw .badMAC }
         let isNewest = counter > window.highest
         guard window.accept(counter) == .deliver else { throw .replayed }
-        let payload = bytes.getSlice(at: start + SealedDatagram.headerSize, length: macStart - start - SealedDatagram.headerSize)!
-        return Opened(payload: payload, counter: counter, isNewest: isNewest)
-    }
-
-    private static func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for i in 0..<a.count { difference |= a[i] ^ b[i] }
-        return difference == 0
+        return Opened(payload: plaintext, counter: counter, isNewest: isNewest)
     }
 }
