@@ -133,6 +133,11 @@ struct DevRelay {
             connection: connection, address: register.registration!.route.address, keys: keys, secret: connected.sessionSecret,
             sealer: DatagramSealer(keys: keys, direction: .uplink), opener: DatagramOpener(keys: keys, direction: .downlink),
             expected: DatagramSealer(keys: keys, direction: .downlink))
+        // The client says HELLO, as a real one does: the relay answers and reads its inbox now.
+        let hello = send(SIMPMessage(kind: .hello, fromUser: user), now: now)
+        XCTAssertEqual(hello, [.store(.loadInbox(user: user)),
+                               reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address)],
+                       "HELLO starts \(user)'s inbox")
         return actions
     }
 
@@ -151,7 +156,7 @@ struct DevRelay {
     func registeredActions(_ user: String) -> [RelayAction] {
         [.send(clients[user]!.connection, connected(user)),
          .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
-         .store(.loadInbox(user: user)), .store(.recordPresence(user: user, online: true))]
+         .store(.recordPresence(user: user, online: true))]
     }
 
     /// `user`'s control connection.

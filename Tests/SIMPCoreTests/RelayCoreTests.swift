@@ -44,7 +44,7 @@ final class RelayCoreTests: XCTestCase {
         connected.sessionId = entropy.next()
         connected.maxDatagramSize = UInt32(SealedDatagram.defaultMaxDatagramSize)
         XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
-                                 .store(.loadInbox(user: "alice")), .store(.recordPresence(user: "alice", online: true))])
+                                 .store(.recordPresence(user: "alice", online: true))])
         XCTAssertTrue(relay.core.isConnected("alice"))
     }
 

@@ -68,7 +68,9 @@ final class RelayLoginTests: XCTestCase {
         let hello = try XCTUnwrap(alice.seal(try XCTUnwrap(output.datagrams.first)))
         let source = address("192.0.2.10", 5000)
         let answer = core.datagram(hello, from: source)
-        guard answer.count == 1, case .reply(let reply, to: source) = answer[0] else { return XCTFail("\(answer)") }
+        guard answer.count == 2, answer[0] == .store(.loadInbox(user: "alice")), case .reply(let reply, to: source) = answer[1] else {
+            return XCTFail("the HELLO starts alice's inbox and is answered: \(answer)")
+        }
         _ = alice.datagramArrived(reply, arrivedAt: t0, now: t0)
         XCTAssertEqual(alice.rejectedDatagrams, 0, "the relay's HELLO opens with the client's keys")
     }

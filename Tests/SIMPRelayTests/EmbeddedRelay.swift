@@ -15,6 +15,8 @@ final class EmbeddedRelay {
     let engine: RelayEngine
     let datagrams: EmbeddedChannel
     private(set) var clients: [String: Client] = [:]
+    /// Datagrams read from the channel while looking for another, not yet handed to the test.
+    private var unread: [(user: String, message: SIMPMessage)] = []
 
     /// A user's side of the relay: its control channel, UDP address and session keys.
     struct Client {
@@ -48,7 +50,7 @@ final class EmbeddedRelay {
         return control
     }
 
-    /// Connects `user` (development mode: CONNECT without login) and waits for CONNECTED.
+    /// Connects `user` (development mode: CONNECT without login), waits for CONNECTED and says HELLO.
     func connect(_ user: String, port: Int) throws {
         let control = try open(port: port)
         var connect = SIMPMessage(kind: .connect, fromUser: user)
@@ -59,6 +61,11 @@ final class EmbeddedRelay {
         clients[user] = Client(
             control: control, address: try SocketAddress(ipAddress: "127.0.0.1", port: port + 1),
             sealer: DatagramSealer(keys: keys, direction: .uplink), opener: DatagramOpener(keys: keys, direction: .downlink))
+        // HELLO, as a real client says it: the relay answers, and starts the user's inbox.
+        try sendDatagram(SIMPMessage(kind: .hello, fromUser: user))
+        var others: [(user: String, message: SIMPMessage)] = []
+        while let datagram = try readDatagram(), datagram.message.kind != .hello { others.append(datagram) }
+        unread = others + unread // what came with the answer (stored messages) is still to be read
     }
 
     /// Writes `message` as a frame on `control` and lets the loop (and the store) answer.
@@ -86,6 +93,7 @@ final class EmbeddedRelay {
 
     /// The next datagram the relay sent, opened by the client it was addressed to.
     func readDatagram() throws -> (user: String, message: SIMPMessage)? {
+        if !unread.isEmpty { return unread.removeFirst() }
         guard let envelope = try datagrams.readOutbound(as: AddressedEnvelope<ByteBuffer>.self) else { return nil }
         guard let user = clients.first(where: { $0.value.address == envelope.remoteAddress })?.key else { return nil }
         let payload = try clients[user]!.opener.open(envelope.data).payload

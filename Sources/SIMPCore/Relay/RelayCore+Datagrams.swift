@@ -25,6 +25,7 @@ extension RelayCore {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
         }
         if opened.isNewest, let moved = sessions.follow(user, to: source) { output.append(.store(.moveRoute(moved))) }
+        if timers.takeInboxLoad(of: user) { output.append(.store(.loadInbox(user: user))) } // the client is ready for it
         switch header.kind {
         case .hello:
             if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), for: user) { output.append(.reply(hello, to: source)) }

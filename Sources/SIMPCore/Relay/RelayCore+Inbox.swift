@@ -50,9 +50,10 @@ extension RelayCore {
     mutating func inboxLoaded(user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
         guard sessions.contains(user) else { return }
         guard case .success(.inboxLoaded(let entries, let wallNow)) = result else {
-            timers.retryInboxLoad(of: user, at: now + configuration.inboxRetryDelay)
+            timers.loadInbox(of: user, at: now + configuration.inboxRetryDelay)
             return
         }
+        _ = timers.takeInboxLoad(of: user) // read now: nothing waits any more
         inboxActions(inbox.loaded(user: user, entries: entries, wallNow: wallNow, now: now), into: &output)
     }
 

@@ -18,7 +18,7 @@ extension RelayCore {
             guard case .actions(let actions) = step else { return } // a verifier only ever leads to a challenge
             output += actions
         case .register(_, let connection):
-            registered(on: connection, result, into: &output)
+            registered(on: connection, result, now: now, into: &output)
         case .lookup(let user):
             lookedUp(user, result, now: now, into: &output)
         case .publish(let relay, let delivery):

@@ -45,6 +45,9 @@ public struct RelayCore: Sendable {
         public var drainQuietPeriod: TimeAmount = .milliseconds(500)
         /// The largest datagram the relay accepts, told to clients in CONNECTED.
         public var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
+        /// How long after CONNECTED a session's inbox is read if no datagram came from it
+        /// (a client's HELLO starts the read at once).
+        public var inboxStartDelay: TimeAmount = .seconds(1)
         /// How long after a failed inbox read the relay reads it again.
         public var inboxRetryDelay: TimeAmount = .seconds(1)
 
@@ -258,8 +261,13 @@ public struct RelayCore: Sendable {
         output += [.store(.unregister(user: user, session: registration.session)), .store(.recordPresence(user: user, online: false))]
     }
 
-    /// The store answered `.register`.
-    mutating func registered(on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+    /// The store answered `.register`: CONNECTED goes out. The session's stored messages are
+    /// sent once its first authentic datagram (the client's HELLO) shows that the client has
+    /// its keys and its UDP path works — sent earlier, they could reach the client before
+    /// CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the latest.
+    mutating func registered(
+        on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         guard case .registering(let user, let connected) = connections.phase(of: connection) else {
             return // closed meanwhile; connectionClosed already unregistered it
         }
@@ -270,8 +278,9 @@ public struct RelayCore: Sendable {
             return
         }
         connections.setPhase(.connected(user: user), of: connection)
+        timers.loadInbox(of: user, at: now + configuration.inboxStartDelay)
         output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId))),
-                   .store(.loadInbox(user: user)), .store(.recordPresence(user: user, online: true))]
+                   .store(.recordPresence(user: user, online: true))]
     }
 
     /// A RECEIPT on `user`'s control channel: to the inbox's delivery, or to the original sender.

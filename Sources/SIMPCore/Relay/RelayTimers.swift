@@ -1,7 +1,8 @@
 import NIOCore
 
 /// When the relay's periodic work is next due: heartbeat checks, registration refreshes,
-/// retried inbox reads and the shutdown drain. The inbox's retransmissions keep their own
+/// inbox reads that wait (for a session's first datagram, or after a failure) and the
+/// shutdown drain. The inbox's retransmissions keep their own
 /// deadlines in `InboxCore`.
 public struct RelayTimers: Sendable {
     /// A graceful shutdown's drain: it ends at `deadline`, or once no receipt has been routed
@@ -23,7 +24,8 @@ public struct RelayTimers: Sendable {
     /// The relay's addresses, as recorded in the store at each refresh.
     var description = ""
     var drain: Drain?
-    private(set) var inboxRetries: [String: NIODeadline] = [:]
+    /// Users whose inbox is read at the latest at these times.
+    private(set) var inboxLoads: [String: NIODeadline] = [:]
     var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
@@ -39,18 +41,25 @@ public struct RelayTimers: Sendable {
         var next = nextHeartbeatCheck
         if let nextRefresh { next = min(next, nextRefresh) }
         if let drain, !drain.finished { next = min(next, drain.deadline, drain.lastReceipt + drainQuietPeriod) }
-        if let retry = inboxRetries.values.min() { next = min(next, retry) }
+        if let load = inboxLoads.values.min() { next = min(next, load) }
         return next
     }
 
-    mutating func retryInboxLoad(of user: String, at deadline: NIODeadline) {
-        inboxRetries[user] = deadline
+    /// `user`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`).
+    mutating func loadInbox(of user: String, at deadline: NIODeadline) {
+        inboxLoads[user] = deadline
     }
 
-    /// The users whose inbox read is due again.
-    mutating func dueInboxRetries(now: NIODeadline) -> [String] {
-        let due = inboxRetries.filter { $0.value <= now }.keys.sorted()
-        for user in due { inboxRetries[user] = nil }
+    /// Whether `user`'s inbox waited to be read; it no longer does.
+    mutating func takeInboxLoad(of user: String) -> Bool {
+        guard !inboxLoads.isEmpty else { return false }
+        return inboxLoads.removeValue(forKey: user) != nil
+    }
+
+    /// The users whose inbox read is due.
+    mutating func dueInboxLoads(now: NIODeadline) -> [String] {
+        let due = inboxLoads.filter { $0.value <= now }.keys.sorted()
+        for user in due { inboxLoads[user] = nil }
         return due
     }
 
@@ -68,7 +77,7 @@ extension RelayCore {
     }
 
     /// Pings connections that are due, drops those whose client went silent, refreshes live
-    /// registrations, retransmits stored messages, reads failed inboxes again, and ends the
+    /// registrations, retransmits stored messages, reads inboxes that waited, and ends the
     /// shutdown drain.
     public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
         if now >= timers.nextHeartbeatCheck {
@@ -77,7 +86,7 @@ extension RelayCore {
         }
         if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
-        for user in timers.dueInboxRetries(now: now) where sessions.contains(user) {
+        for user in timers.dueInboxLoads(now: now) where sessions.contains(user) {
             output.append(.store(.loadInbox(user: user)))
         }
         if let drain = timers.drain, !drain.finished,
