@@ -25,7 +25,9 @@ start_redis() {
 start_persistent_redis() {
   local port=$1 dir=$2
   mkdir -p "$dir"
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
+  # A session of its own: Ctrl-C (or a signal to the script's process group) reaches the relay
+  # only, which then withdraws its registrations from this Redis before the script stops it.
+  setsid redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
     --save "" --daemonize no --loglevel notice --logfile "$dir/redis.log" >/dev/null &
   REDIS_PID=$!
   for _ in $(seq 1 200); do
