@@ -1,6 +1,6 @@
 import NIOCore
 
-/// Failed logins per user name (docs/PROTOCOL.md §3.4): after `freeFailures` failures in a row
+/// Failed logins per user name (docs/PROTOCOL.md §4.2): after `freeFailures` failures in a row
 /// each further failure makes the name wait, twice as long each time up to `maxDelay`, before
 /// its next AUTH is answered. Names that do not exist are counted like real ones, so the
 /// backoff tells nothing about which names exist. A successful login clears the name; a name

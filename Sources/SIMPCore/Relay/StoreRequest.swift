@@ -55,7 +55,7 @@ public enum StoreAnswer: Equatable, Sendable {
     case done
     /// A login's user: the password verifier (nil: no such user), whether an operator locked
     /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
-    /// missing user, docs/PROTOCOL.md §3.3).
+    /// missing user, docs/PROTOCOL.md §4.2).
     case verifier(PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
     /// `known`: without a route, whether the user exists or registered before.
     case route(Route?, known: Bool)

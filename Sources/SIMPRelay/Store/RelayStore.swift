@@ -21,7 +21,7 @@ public protocol RelayStore: Sendable {
     func ping() async throws
 
     /// The secret that keys the decoy challenges of users that do not exist: created once,
-    /// the same for every relay of the store and across restarts (docs/PROTOCOL.md §3.3).
+    /// the same for every relay of the store and across restarts (docs/PROTOCOL.md §4.2).
     func decoySecret() async throws -> [UInt8]
 
     /// Ends subscriptions and connections.
