@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPRedis
 import SIMPRelay
 import SIMPTestSupport
 import XCTest
@@ -29,14 +30,18 @@ final class DecoyTests: XCTestCase {
     func testRelaysOnOneRedisAndARestartedRelayChallengeRealAndMissingUsersAlike() async throws {
         cluster = try await TestRelayCluster.start(relays: 2)
         let store = CredentialStore(redis: cluster.inspector)
+        let before = try await store.iterationCounts() // SIMP_TEST_REDIS_URL may hold other tests' users
         let real = TestRelay.uniqueUser("alice")
         try await cluster.relays[0].addUser(real)
-        for (index, iterations) in [5000, 7000, 7000].enumerated() {
-            let verifier = PasswordVerifier.make(password: "p", iterations: UInt32(iterations))
+        let (few, many) = (UInt32.random(in: 5000...50_000), UInt32.random(in: 50_001...99_999))
+        for (index, iterations) in [few, many, many].enumerated() {
+            let verifier = PasswordVerifier.make(password: "p", iterations: iterations)
             try await store.add(TestRelay.uniqueUser("user\(index)"), verifier: verifier, replace: false)
         }
         let counts = try await store.iterationCounts()
-        XCTAssertEqual(counts, [TestRelay.testIterations: 1, 5000: 1, 7000: 2])
+        XCTAssertEqual(counts[TestRelay.testIterations], (before[TestRelay.testIterations] ?? 0) + 1)
+        XCTAssertEqual(counts[few], (before[few] ?? 0) + 1)
+        XCTAssertEqual(counts[many], (before[many] ?? 0) + 2)
         let missing = (0..<8).map { TestRelay.uniqueUser("ghost\($0)") }
 
         var first: [String: (salt: [UInt8], iterations: UInt32)] = [:]
@@ -64,14 +69,34 @@ final class DecoyTests: XCTestCase {
         let again = try await store.decoySecret()
         XCTAssertEqual(secret, again)
         XCTAssertEqual(secret.count, 32)
+        let before = try await store.iterationCounts()
         let user = TestRelay.uniqueUser("carol")
-        try await store.add(user, verifier: PasswordVerifier.make(password: "p", iterations: 5000), replace: false)
-        try await store.add(user, verifier: PasswordVerifier.make(password: "q", iterations: 6000), replace: true)
+        let (first, second) = (UInt32.random(in: 5000...50_000), UInt32.random(in: 50_001...99_999))
+        try await store.add(user, verifier: PasswordVerifier.make(password: "p", iterations: first), replace: false)
+        try await store.add(user, verifier: PasswordVerifier.make(password: "q", iterations: second), replace: true)
         let replaced = try await store.iterationCounts()
-        XCTAssertEqual(replaced, [6000: 1])
+        XCTAssertEqual(replaced[first], before[first])
+        XCTAssertEqual(replaced[second], (before[second] ?? 0) + 1)
         try await store.remove(user)
         let removed = try await store.iterationCounts()
-        XCTAssertEqual(removed, [:])
+        XCTAssertEqual(removed, before)
+    }
+
+    func testTheFirstRelayOfARedisCountsUsersStoredBeforeTheCountsWereKept() async throws {
+        let redis = try await RedisServerProcess.startPrivate() // the first relay of an empty Redis
+        let inspector = RedisClient(url: redis.url)
+        defer { Task { await inspector.shutdown(); await redis.stop() } }
+        let store = CredentialStore(redis: inspector)
+        for (index, iterations) in [4096, 4096, 9000].enumerated() {
+            try await store.add("old\(index)", verifier: PasswordVerifier.make(password: "p", iterations: UInt32(iterations)), replace: false)
+        }
+        _ = try await inspector.command(["DEL", CredentialStore.iterationCountsKey]) // as written by an older simp-server
+
+        let relay = try await TestRelay.start(redis: redis)
+        await relay.stopKeepingRedis()
+
+        let counts = try await store.iterationCounts()
+        XCTAssertEqual(counts, [4096: 2, 9000: 1])
     }
 
     func testALockedUserCannotLogInAndIsToldWhatAWrongPasswordIsTold() async throws {

@@ -24,7 +24,7 @@ final class SessionsTests: XCTestCase {
         _ = try await cluster.connectClient(user: bob, relay: 1)
         let directory = SessionDirectory(redis: cluster.inspector)
 
-        let listed = try await directory.list()
+        let listed = try await directory.list().filter { [alice, bob].contains($0.user) } // the Redis may be shared
         XCTAssertEqual(listed.map(\.user), [alice, bob].sorted())
         let aliceEntry = try XCTUnwrap(listed.first { $0.user == alice })
         XCTAssertEqual(aliceEntry.relayId, cluster.relays[0].server.configuration.relayId)
@@ -38,7 +38,7 @@ final class SessionsTests: XCTestCase {
         XCTAssertTrue(closed, "the relay holding alice's session closes it")
         let error = try await aliceConnection.first(.error)
         XCTAssertEqual(error?.errorText, "the relay's operator ended \(alice)'s session")
-        let after = try await directory.list()
+        let after = try await directory.list().filter { [alice, bob].contains($0.user) }
         XCTAssertEqual(after.map(\.user), [bob])
         let again = try await directory.end(alice)
         XCTAssertNil(again, "no session left to end")

@@ -50,7 +50,8 @@ public struct CredentialStore: Sendable {
             }
     }
 
-    /// The decoy secret, created (32 random bytes) by the first relay that asks.
+    /// The decoy secret, created (32 random bytes) by the first relay that asks; that relay
+    /// also counts the users already stored (created before the counts were kept).
     public func decoySecret() async throws -> [UInt8] {
         let replies = try await redis.pipeline([["SET", Self.decoySecretKey, Hex.encode(LoginCrypto.randomBytes(32)), "NX"],
                                                 ["GET", Self.decoySecretKey]])
@@ -58,7 +59,19 @@ public struct CredentialStore: Sendable {
         guard let secret = replies[1].string.flatMap(Hex.decode), secret.count >= 16 else {
             throw StoreFailure("\(Self.decoySecretKey) is not hex of at least 16 bytes")
         }
+        if replies[0].string == "OK" { try await recountIterations() }
         return secret
+    }
+
+    /// Rewrites the iteration counts from the stored users.
+    public func recountIterations() async throws {
+        var counts: [String: Int] = [:]
+        for user in try await users() {
+            if let iterations = try await storedIterations(of: user) { counts[iterations, default: 0] += 1 }
+        }
+        let fields = counts.flatMap { [$0.key, String($0.value)] }
+        let replies = try await redis.pipeline([["DEL", Self.iterationCountsKey]] + (fields.isEmpty ? [] : [["HSET", Self.iterationCountsKey] + fields]))
+        try Registry.check(replies)
     }
 
     /// Users per iteration count.
