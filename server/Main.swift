@@ -36,9 +36,12 @@ enum SIMPServerMain {
     static func configured(_ arguments: [String]) throws -> [String] {
         var keys = relayKeys
         var at = arguments.first == "serve" ? 1 : 0
-        if arguments.first == "user" { // user add|remove|list take only --redis
+        if arguments.first == "user" { // user add|remove|list|lock|unlock take only --redis
             keys = ["redis": .value]
             at = min(2, arguments.count)
+        } else if arguments.first == "sessions" { // sessions [list|end] take only --redis
+            keys = ["redis": .value]
+            at = arguments.count > 1 && ["list", "end"].contains(arguments[1]) ? 2 : 1
         }
         var settings: [String] = []
         if let path = configPath(arguments) {

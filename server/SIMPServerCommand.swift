@@ -35,7 +35,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
         usage: """
             simp-server [<options>]
               simp-server serve [<options>]
-              simp-server user add|remove|list ...
+              simp-server user add|remove|list|lock|unlock ...
+              simp-server sessions [list|end USER] ...
             """,
         discussion: """
             `simp-server [options]` runs the relay with the options below (`simp-server serve \
@@ -47,7 +48,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
             the environment, which overrides the file.
             """,
         version: SIMPVersion.current,
-        subcommands: [Serve.self, UserCommand.self],
+        subcommands: [Serve.self, UserCommand.self, SessionsCommand.self],
         defaultSubcommand: Serve.self)
 
     /// `--help` with the relay's options (the default subcommand's), which the parser's own

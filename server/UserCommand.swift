@@ -4,12 +4,12 @@ import SIMPCore
 import SIMPRedis
 import SIMPRelay
 
-/// `simp-server user add|remove|list`: the users who may log in, kept in Redis.
+/// `simp-server user add|remove|list|lock|unlock`: the users who may log in, kept in Redis.
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage the users who may log in (stored in Redis as salted verifiers, never as passwords).",
-        subcommands: [Add.self, Remove.self, List.self])
+        subcommands: [Add.self, Remove.self, List.self, Lock.self, Unlock.self])
 
     struct RedisOption: ParsableArguments {
         @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://….")
@@ -21,14 +21,19 @@ struct UserCommand: AsyncParsableCommand {
 
         /// Runs `body` with a credential store, turning failures into one-line errors.
         func withStore(_ body: (CredentialStore) async throws -> Void) async throws {
+            try await withRedis(command: "user") { try await body(CredentialStore(redis: $0)) }
+        }
+
+        /// Runs `body` with a Redis client, turning failures into one-line errors naming `command`.
+        func withRedis(command: String, _ body: (RedisClient) async throws -> Void) async throws {
             let client = RedisClient(url: try RedisURL(parsing: redis))
             defer { Task { await client.shutdown() } }
             do {
-                try await body(CredentialStore(redis: client))
+                try await body(client)
             } catch let error as ExitCode {
                 throw error
             } catch {
-                printError("simp-server user: \(error)")
+                printError("simp-server \(command): \(error)")
                 throw ExitCode.failure
             }
         }
@@ -115,6 +120,40 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withStore { store in
                 for user in try await store.users() { print(user) }
+            }
+        }
+    }
+
+    struct Lock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop a user from logging in (the client is told \"login failed\", as for a wrong password).",
+            discussion: "Sessions already open go on: end them with `simp-server sessions end USER`. The relay logs the reason.")
+
+        @Argument(help: "The user id.")
+        var user: String
+
+        @OptionGroup var options: RedisOption
+
+        func run() async throws {
+            try await options.withStore { store in
+                try await store.setLocked(user, true)
+                print("user \(user) locked")
+            }
+        }
+    }
+
+    struct Unlock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let a locked user log in again.")
+
+        @Argument(help: "The user id.")
+        var user: String
+
+        @OptionGroup var options: RedisOption
+
+        func run() async throws {
+            try await options.withStore { store in
+                try await store.setLocked(user, false)
+                print("user \(user) unlocked")
             }
         }
     }

@@ -74,10 +74,14 @@ public final class RelayService: Service, Sendable {
         do { try await store.ping() } catch {
             throw RelayStartError("Redis is not reachable at \(configuration.redis) (\(error)). Start Redis or pass --redis.")
         }
+        var coreConfiguration = configuration.coreConfiguration()
+        do { coreConfiguration.decoySecret = try await store.decoySecret() } catch {
+            throw RelayStartError("could not read or create the decoy secret at \(configuration.redis): \(error)")
+        }
         let factory: MetricsFactory = metricsRegistry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
-        let engine = try await eventLoop.submit { [configuration, store, eventLoop] in
+        let engine = try await eventLoop.submit { [configuration, coreConfiguration, store, eventLoop] in
             NIOLoopBound(RelayEngine(
-                core: RelayCore(configuration: configuration.coreConfiguration(), entropy: .system, now: .now()),
+                core: RelayCore(configuration: coreConfiguration, entropy: .system, now: .now()),
                 store: store, eventLoop: eventLoop, logger: configuration.logger, metrics: RelayMetrics(factory: factory)),
                 eventLoop: eventLoop)
         }.get()

@@ -22,8 +22,8 @@ final class RelayLoginTests: XCTestCase {
     }
 
     /// A wrong proof's answer on `connection`.
-    private func authFailed(_ user: String, on connection: ConnectionID) -> [RelayAction] {
-        [.reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection)"),
+    private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof") -> [RelayAction] {
+        [.reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
          .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection)]
     }
 
@@ -31,20 +31,21 @@ final class RelayLoginTests: XCTestCase {
     /// the user (nil: no such user). Returns the last relay actions and the client's last step.
     @discardableResult
     private func login(
-        _ session: inout ClientSession, to core: inout DevRelay, stored: PasswordVerifier?, from address: SocketAddress? = nil
+        _ session: inout ClientSession, to core: inout DevRelay, stored: PasswordVerifier?, locked: Bool = false,
+        from address: SocketAddress? = nil, now: NIODeadline = DevRelay.t0
     ) -> (connection: ConnectionID, actions: [RelayAction], step: ClientSession.LoginStep?) {
         let connection = ConnectionID(nextConnection)
         nextConnection += 1
         let address = address ?? peer
-        var actions = core.open(connection, peer: address)
+        var actions = core.open(connection, peer: address, now: now)
         var frames = [session.beginLogin(udpPort: 5000)]
         var step: ClientSession.LoginStep?
         while let frame = frames.popLast() {
-            actions = core.control(frame, on: connection, peer: address)
+            actions = core.control(frame, on: connection, peer: address, now: now)
             for case .store(let request) in actions {
                 switch request {
-                case .fetchVerifier: actions += core.answer(request, .success(.verifier(stored)))
-                case .register: actions += core.answer(request, .success(.done))
+                case .fetchVerifier: actions += core.answer(request, .success(.verifier(stored, locked: locked)), now: now)
+                case .register: actions += core.answer(request, .success(.done), now: now)
                 default: break
                 }
             }
@@ -87,6 +88,54 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertEqual(ghostResult.actions, authFailed("nobody", on: ghostResult.connection), "the same ERROR text")
         XCTAssertFalse(core.core.isConnected("alice"))
         XCTAssertFalse(core.core.isConnected("nobody"))
+    }
+
+    func testALockedUserFailsWithTheWrongPasswordsAnswerEvenWithTheRightOne() {
+        var core = relayCore()
+        var alice = client("alice", password: "correct horse")
+
+        let locked = login(&alice, to: &core, stored: verifier, locked: true)
+
+        XCTAssertEqual(locked.actions, authFailed("alice", on: locked.connection, why: "the user is locked"))
+        var again = client("alice", password: "correct horse")
+        guard case .registered? = login(&again, to: &core, stored: verifier).step else { return XCTFail("unlocked, alice logs in") }
+    }
+
+    func testFailedLoginsMakeTheNameWaitWhetherItExistsOrNot() {
+        var core = relayCore { $0.loginBackoff = LoginBackoff.Policy(freeFailures: 2, firstDelay: .seconds(4), maxDelay: .seconds(60)) }
+        for user in ["alice", "nobody"] {
+            for _ in 0..<3 {
+                var guess = client(user, password: "guess")
+                _ = login(&guess, to: &core, stored: user == "alice" ? verifier : nil)
+            }
+        }
+        var alice = client("alice", password: "correct horse"), ghost = client("nobody", password: "whatever")
+        let refusedAlice = login(&alice, to: &core, stored: verifier), refusedGhost = login(&ghost, to: &core, stored: nil)
+        for (user, refused) in [("alice", refusedAlice), ("nobody", refusedGhost)] {
+            let c = refused.connection
+            XCTAssertEqual(refused.actions, [.reject(.loginRateLimited, detail: "\(c): \"\(user)\" backs off after failed logins"),
+                                             .send(c, .rateLimited("too many failed logins as \(user)", retryAfter: .seconds(4))), .close(c)])
+        }
+        var later = client("alice", password: "correct horse")
+        guard case .registered? = login(&later, to: &core, stored: verifier, now: t0 + .seconds(4)).step else {
+            return XCTFail("after the wait, the right password logs in")
+        }
+    }
+
+    func testDecoyIterationCountsFollowRealUsersAndStayPutForOneName() {
+        let secret = Array("a decoy secret of thirty-two by.".utf8)
+        let counts: [UInt32: Int] = [4096: 30, 100_000: 60, 250_000: 10]
+        var drawn: [UInt32: Int] = [:]
+        for index in 0..<3000 {
+            let iterations = LoginVerification.decoyIterations(for: "ghost\(index)", secret: secret, counts: counts)
+            XCTAssertEqual(iterations, LoginVerification.decoyIterations(for: "ghost\(index)", secret: secret, counts: counts))
+            drawn[iterations, default: 0] += 1
+        }
+        XCTAssertEqual(Set(drawn.keys), Set(counts.keys))
+        for (iterations, users) in counts {
+            XCTAssertEqual(Double(drawn[iterations]!) / 3000, Double(users) / 100, accuracy: 0.04, "\(iterations)")
+        }
+        XCTAssertEqual(LoginVerification.decoyIterations(for: "ghost", secret: secret, counts: [:]), PasswordVerifier.defaultIterations)
     }
 
     func testARecordedLoginCannotBeReplayed() {

@@ -114,14 +114,21 @@ extension RelayCore {
         output.append(.store(.checkSession(user: move.user, session: registration.session)))
     }
 
+    /// The session token an operator's `simp-server sessions end` writes in place of a
+    /// user's registration (docs/PROTOCOL.md §7): no relay refreshes it, and the relay holding
+    /// the session closes it when told.
+    public static let sessionEndedByOperator = "ended-by-operator"
+
     /// The store answered `.checkSession`: when it no longer names `session`, the user connected
-    /// again on another relay, so this relay's session is told and closed.
+    /// again on another relay (or an operator ended the session), so this relay's session is
+    /// told and closed.
     mutating func sessionChecked(user: String, session: String, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
         guard case .success(.currentSession(let current)) = result, current != session,
               let registration = sessions.registration(of: user), registration.session == session,
               let connection = sessions.connection(of: user) else { return }
         endSession(of: user, withdraw: false, into: &output)
         connections.setPhase(.awaitingLogin, of: connection)
-        output += [.send(connection, .error(.alreadyConnected, "\(user) connected again on another relay")), .close(connection)]
+        let why = current == Self.sessionEndedByOperator ? "the relay's operator ended \(user)'s session" : "\(user) connected again on another relay"
+        output += [.send(connection, .error(.alreadyConnected, why)), .close(connection)]
     }
 }

@@ -11,7 +11,8 @@ extension RelayCore {
         case .fetchVerifier(_, let connection):
             let step: RelayLogin.Step
             switch result {
-            case .success(.verifier(let verifier)): step = login.verifierFetched(verifier, on: connection, entropy: &entropy)
+            case .success(.verifier(let verifier, let locked, let counts)):
+                step = login.verifierFetched(verifier, locked: locked, iterationCounts: counts, on: connection, entropy: &entropy)
             case .success(let other): step = login.verifierFetchFailed(on: connection, StoreFailure("unexpected answer \(other)"))
             case .failure(let failure): step = login.verifierFetchFailed(on: connection, failure)
             }

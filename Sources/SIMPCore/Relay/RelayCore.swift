@@ -24,9 +24,12 @@ public struct RelayCore: Sendable {
         /// Whether users must log in (AUTH/CHALLENGE/proof). Off only for development: then
         /// anyone can claim any user.
         public var requireLogin = true
-        /// Keys the decoy challenges for users that do not exist; nil draws one from the
-        /// core's entropy.
+        /// Keys the decoy challenges for users that do not exist; every relay of a store must
+        /// use the same one (the relay reads it from the store). Nil draws one from the core's
+        /// entropy (tests, the simulator).
         public var decoySecret: [UInt8]?
+        /// How failed logins make a user name wait.
+        public var loginBackoff = LoginBackoff.Policy()
         /// Content datagrams per user.
         public var messageLimit = Self.defaultMessageLimit
         /// New control connections per IP address.
@@ -88,7 +91,7 @@ public struct RelayCore: Sendable {
         self.configuration = configuration
         self.login = RelayLogin(
             requireLogin: configuration.requireLogin, decoySecret: configuration.decoySecret ?? entropy.bytes(32),
-            limit: configuration.loginLimit)
+            limit: configuration.loginLimit, backoff: configuration.loginBackoff)
         self.entropy = entropy
         self.connections = ConnectionTable(
             connectionLimit: configuration.connectionLimit, maxConnectionsPerHost: configuration.maxConnectionsPerHost,

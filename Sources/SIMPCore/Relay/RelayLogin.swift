@@ -5,8 +5,8 @@ import NIOCore
 /// require login answers AUTH with iterations 0 and accepts CONNECT without proof, handing out
 /// the session secret in clear.
 ///
-/// It owns the logins under way and the per-address login rate; `RelayCore` starts the session
-/// once a login is accepted.
+/// It owns the logins under way, the per-address login rate and the per-user backoff after
+/// failed logins; `RelayCore` starts the session once a login is accepted.
 public struct RelayLogin: Sendable {
     /// What the core must do next for a connection's login.
     public enum Step: Equatable, Sendable {
@@ -21,8 +21,9 @@ public struct RelayLogin: Sendable {
 
     private enum Progress: Sendable {
         case fetchingVerifier(user: String, clientNonce: [UInt8])
-        /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate.
-        case challenged(LoginTranscript, verifier: PasswordVerifier?)
+        /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate; a `locked`
+        /// user's login fails whatever the proof.
+        case challenged(LoginTranscript, verifier: PasswordVerifier?, locked: Bool)
     }
 
     /// Whether users must log in with a password.
@@ -30,12 +31,14 @@ public struct RelayLogin: Sendable {
     /// Keys the decoy challenges for users that do not exist (stable per secret).
     private let decoySecret: [UInt8]
     private var rates: RateLimiter<String>
+    private var backoff: LoginBackoff
     private var progress: [ConnectionID: Progress] = [:]
 
-    public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit) {
+    public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit, backoff: LoginBackoff.Policy = .init()) {
         self.requireLogin = requireLogin
         self.decoySecret = decoySecret
         self.rates = RateLimiter(limit)
+        self.backoff = LoginBackoff(backoff)
     }
 
     /// The connection closed (or its login ended): its login is forgotten.
@@ -52,18 +55,31 @@ public struct RelayLogin: Sendable {
                              .send(connection, .error(.badRequest, "AUTH needs fromUser and a nonce of 16-64 bytes"))])
         }
         guard requireLogin else {
-            return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, on: connection, entropy: &entropy)
+            return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, locked: false, on: connection, entropy: &entropy)
+        }
+        if let wait = backoff.wait(auth.fromUser, now: now) {
+            return .actions([.reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins"),
+                             .send(connection, .rateLimited("too many failed logins as \(auth.fromUser)", retryAfter: wait)),
+                             .close(connection)])
         }
         progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce)
         return .fetchVerifier(user: auth.fromUser)
     }
 
     /// The store answered `.fetchVerifier`: nil means no such user, which gets a decoy
-    /// challenge that no password answers, so the reply does not tell whether the user exists.
-    public mutating func verifierFetched(_ verifier: PasswordVerifier?, on connection: ConnectionID, entropy: inout Entropy) -> Step {
+    /// challenge that no password answers, so the reply does not tell whether the user exists:
+    /// its salt and iteration count are derived from the decoy secret (shared by every relay of
+    /// the store) and the name, the count weighted by real users' `iterationCounts`. A `locked`
+    /// user is challenged as usual; its CONNECT fails.
+    public mutating func verifierFetched(
+        _ verifier: PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:], on connection: ConnectionID,
+        entropy: inout Entropy
+    ) -> Step {
         guard case .fetchingVerifier(let user, let clientNonce) = progress[connection] else { return .actions([]) }
-        let verifier = verifier ?? LoginVerification.decoy(for: user, secret: decoySecret, iterations: PasswordVerifier.defaultIterations)
-        return challenge(user, clientNonce: clientNonce, verifier: verifier, on: connection, entropy: &entropy)
+        let verifier = verifier ?? LoginVerification.decoy(
+            for: user, secret: decoySecret,
+            iterations: LoginVerification.decoyIterations(for: user, secret: decoySecret, counts: iterationCounts))
+        return challenge(user, clientNonce: clientNonce, verifier: verifier, locked: locked, on: connection, entropy: &entropy)
     }
 
     /// The store could not be asked for a verifier.
@@ -74,12 +90,13 @@ public struct RelayLogin: Sendable {
     }
 
     private mutating func challenge(
-        _ user: String, clientNonce: [UInt8], verifier: PasswordVerifier?, on connection: ConnectionID, entropy: inout Entropy
+        _ user: String, clientNonce: [UInt8], verifier: PasswordVerifier?, locked: Bool, on connection: ConnectionID,
+        entropy: inout Entropy
     ) -> Step {
         let transcript = LoginTranscript(
             user: user, clientNonce: clientNonce, relayNonce: entropy.bytes(24),
             salt: verifier?.salt ?? [], iterations: verifier?.iterations ?? 0)
-        progress[connection] = .challenged(transcript, verifier: verifier)
+        progress[connection] = .challenged(transcript, verifier: verifier, locked: locked)
         var challenge = SIMPMessage(kind: .challenge, toUser: user)
         challenge.nonce = transcript.relayNonce
         challenge.salt = transcript.salt
@@ -98,14 +115,16 @@ public struct RelayLogin: Sendable {
         }
         var connected = SIMPMessage(kind: .connected)
         switch progress[connection] {
-        case .challenged(let transcript, let verifier?):
+        case .challenged(let transcript, let verifier?, let locked):
             progress[connection] = nil
             guard connect.fromUser == transcript.user,
                   let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
-            else { return .actions(Self.failed(transcript.user, on: connection, host: host)) }
+            else { return failed(transcript.user, on: connection, host: host, now: now, why: "wrong proof") }
+            guard !locked else { return failed(transcript.user, on: connection, host: host, now: now, why: "the user is locked") }
+            backoff.succeeded(transcript.user)
             connected.proof = verified.signature
             return .accepted(user: transcript.user, secret: verified.sessionSecret, connected: connected)
-        case .challenged(let transcript, nil):
+        case .challenged(let transcript, nil, _):
             progress[connection] = nil
             let secret = entropy.bytes(32)
             connected.sessionSecret = secret
@@ -133,11 +152,13 @@ public struct RelayLogin: Sendable {
          .send(connection, .error(.alreadyConnected, "this connection already has a session or a login under way"))]
     }
 
-    /// A wrong proof: the same answer whether the user exists or not; the connection closes.
-    private static func failed(_ user: String, on connection: ConnectionID, host: String) -> [RelayAction] {
-        [.reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection)"),
-         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
-         .close(connection)]
+    /// A wrong proof or a locked user: the same answer whether the user exists or not (the
+    /// reason only in the relay's log); the connection closes and the name backs off.
+    private mutating func failed(_ user: String, on connection: ConnectionID, host: String, now: NIODeadline, why: String) -> Step {
+        backoff.failed(user, now: now)
+        return .actions([.reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
+                         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+                         .close(connection)])
     }
 
     private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {

@@ -53,7 +53,10 @@ public enum StoreRequest: Equatable, Sendable {
 public enum StoreAnswer: Equatable, Sendable {
     /// Done; nothing to report (writes).
     case done
-    case verifier(PasswordVerifier?)
+    /// A login's user: the password verifier (nil: no such user), whether an operator locked
+    /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
+    /// missing user, docs/PROTOCOL.md §4.2).
+    case verifier(PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
     /// `known`: without a route, whether the user exists or registered before.
     case route(Route?, known: Bool)
     /// How many relays heard a publish (0: that relay is gone).

@@ -162,6 +162,23 @@ public enum LoginVerification {
         let unmatchable = LoginCrypto.hmac(key: secret, Array("decoy key \(user)".utf8))
         return PasswordVerifier(salt: salt, iterations: iterations, storedKey: unmatchable, serverKey: unmatchable)
     }
+
+    /// The PBKDF2 iteration count of `user`'s decoy, drawn from `counts` (how many real users
+    /// use each count) by a number derived from `secret` and the name: stable for one name,
+    /// and over many names distributed as real users' counts are. No users: the default count.
+    public static func decoyIterations(for user: String, secret: [UInt8], counts: [UInt32: Int]) -> UInt32 {
+        let weighted = counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        let total = weighted.reduce(UInt64(0)) { $0 + UInt64($1.value) }
+        guard total > 0 else { return PasswordVerifier.defaultIterations }
+        let draw = LoginCrypto.hmac(key: secret, Array("decoy iterations \(user)".utf8)).prefix(8)
+            .reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % total
+        var below = UInt64(0)
+        for (iterations, users) in weighted {
+            below += UInt64(users)
+            if draw < below { return iterations }
+        }
+        return weighted[weighted.count - 1].key
+    }
 }
 
 /// The primitives of the login, on swift-crypto.

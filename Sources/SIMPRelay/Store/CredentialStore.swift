@@ -3,8 +3,10 @@ import SIMPCore
 import SIMPRedis
 
 /// Users' password verifiers in Redis (docs/PROTOCOL.md §7.6): `simp:cred:<user>`, a hash of
-/// `salt`, `iterations`, `storedKey`, `serverKey` (hex) and `created` (ms since the epoch). No
-/// password and nothing that logs in by itself is stored.
+/// `salt`, `iterations`, `storedKey`, `serverKey` (hex), `created` (ms since the epoch) and,
+/// while an operator has locked the user, `locked` (ms since the epoch). No password and
+/// nothing that logs in by itself is stored. `simp:cred-iterations` counts the users of each
+/// iteration count (for decoys); `simp:decoy-secret` keys the decoys of every relay.
 public struct CredentialStore: Sendable {
     public let redis: RedisClient
 
@@ -12,6 +14,10 @@ public struct CredentialStore: Sendable {
 
     /// The Redis key of `user`'s verifier.
     public static func key(_ user: String) -> String { "simp:cred:\(user)" }
+    /// The hash of iteration count → users with it.
+    public static let iterationCountsKey = "simp:cred-iterations"
+    /// The secret that keys every relay's decoys (hex of 32 random bytes).
+    public static let decoySecretKey = "simp:decoy-secret"
 
     /// Why a credential command failed, in words for the operator.
     public enum Failure: Error, Equatable, CustomStringConvertible {
@@ -25,18 +31,81 @@ public struct CredentialStore: Sendable {
         }
     }
 
-    /// `user`'s verifier, nil if the user does not exist.
-    public func verifier(of user: String, on eventLoop: EventLoop) -> EventLoopFuture<PasswordVerifier?> {
-        redis.command(["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey"], on: eventLoop)
-            .flatMapThrowing { reply in
-                try Registry.check([reply])
-                let fields = reply.array?.map(\.string) ?? []
-                guard fields.count == 4, let salt = fields[0] else { return nil }
+    /// What a login as `user` needs, as the store answers `.fetchVerifier`: the verifier (nil
+    /// if the user does not exist), the lock, and the iteration counts (read for real and
+    /// missing users alike, so both cost the same round trip).
+    public func login(of user: String, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        redis.pipeline([["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey", "locked"],
+                        ["HGETALL", Self.iterationCountsKey]], on: eventLoop)
+            .flatMapThrowing { replies in
+                try Registry.check(replies)
+                let counts = Self.iterationCounts(replies[1])
+                let fields = replies[0].array?.map(\.string) ?? []
+                guard fields.count == 5, let salt = fields[0] else { return .verifier(nil, iterationCounts: counts) }
                 guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
                       let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
                 else { throw Failure.corrupt(user) }
-                return PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
+                let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
+                return .verifier(verifier, locked: fields[4] != nil, iterationCounts: counts)
             }
+    }
+
+    /// The decoy secret, created (32 random bytes) by the first relay that asks; that relay
+    /// also counts the users already stored (created before the counts were kept).
+    public func decoySecret() async throws -> [UInt8] {
+        let replies = try await redis.pipeline([["SET", Self.decoySecretKey, Hex.encode(LoginCrypto.randomBytes(32)), "NX"],
+                                                ["GET", Self.decoySecretKey]])
+        try Registry.check(replies)
+        guard let secret = replies[1].string.flatMap(Hex.decode), secret.count >= 16 else {
+            throw StoreFailure("\(Self.decoySecretKey) is not hex of at least 16 bytes")
+        }
+        if replies[0].string == "OK" { try await recountIterations() }
+        return secret
+    }
+
+    /// Rewrites the iteration counts from the stored users.
+    public func recountIterations() async throws {
+        var counts: [String: Int] = [:]
+        for user in try await users() {
+            if let iterations = try await storedIterations(of: user) { counts[iterations, default: 0] += 1 }
+        }
+        let fields = counts.flatMap { [$0.key, String($0.value)] }
+        let replies = try await redis.pipeline([["DEL", Self.iterationCountsKey]] + (fields.isEmpty ? [] : [["HSET", Self.iterationCountsKey] + fields]))
+        try Registry.check(replies)
+    }
+
+    /// Users per iteration count.
+    public func iterationCounts() async throws -> [UInt32: Int] {
+        let reply = try await redis.command(["HGETALL", Self.iterationCountsKey])
+        try Registry.check([reply])
+        return Self.iterationCounts(reply)
+    }
+
+    private static func iterationCounts(_ reply: RedisValue) -> [UInt32: Int] {
+        let flat = reply.array?.map(\.string) ?? []
+        var counts: [UInt32: Int] = [:]
+        for index in stride(from: 0, to: flat.count - 1, by: 2) {
+            if let iterations = flat[index].flatMap({ UInt32($0) }), let users = flat[index + 1].flatMap({ Int($0) }), users > 0 {
+                counts[iterations] = users
+            }
+        }
+        return counts
+    }
+
+    /// Counts one more (`by` 1) or one fewer (-1) user with `iterations`.
+    private func count(_ iterations: String, by change: Int) async throws {
+        let reply = try await redis.command(["HINCRBY", Self.iterationCountsKey, iterations, String(change)])
+        try Registry.check([reply])
+        if let left = reply.integer, left <= 0 {
+            try Registry.check([try await redis.command(["HDEL", Self.iterationCountsKey, iterations])])
+        }
+    }
+
+    /// The iteration count stored for `user`, nil if none.
+    private func storedIterations(of user: String) async throws -> String? {
+        let reply = try await redis.command(["HGET", Self.key(user), "iterations"])
+        try Registry.check([reply])
+        return reply.string
     }
 
     /// Stores `user`'s verifier; fails if the user exists, unless `replace`.
@@ -46,21 +115,42 @@ public struct CredentialStore: Sendable {
                       "storedKey", Hex.encode(verifier.storedKey), "serverKey", Hex.encode(verifier.serverKey),
                       "created", String(WallClock.millisecondsSinceEpoch())]
         if replace {
+            let old = try await storedIterations(of: user)
             let replies = try await redis.pipeline([["MULTI"], ["DEL", key], ["HSET", key] + fields, ["EXEC"]])
-            return try Registry.check(replies)
+            try Registry.check(replies)
+            if let old { try await count(old, by: -1) }
+            return try await count(String(verifier.iterations), by: 1)
         }
         // HSETNX on `salt` claims the user atomically; the other fields follow.
         let claimed = try await redis.command(["HSETNX", key, "salt", Hex.encode(verifier.salt)])
         try Registry.check([claimed])
         guard claimed.integer == 1 else { throw Failure.exists(user) }
         try Registry.check([try await redis.command(["HSET", key] + fields)])
+        try await count(String(verifier.iterations), by: 1)
     }
 
     /// Removes `user`.
     public func remove(_ user: String) async throws {
+        let old = try await storedIterations(of: user)
         let reply = try await redis.command(["DEL", Self.key(user)])
         try Registry.check([reply])
         guard reply.integer == 1 else { throw Failure.noSuchUser(user) }
+        if let old { try await count(old, by: -1) }
+    }
+
+    /// Locks (`true`) or unlocks `user`: a locked user's logins fail, with the same answer as a
+    /// wrong password; sessions already open go on (end them with `simp-server sessions end`).
+    public func setLocked(_ user: String, _ locked: Bool) async throws {
+        guard try await storedIterations(of: user) != nil else { throw Failure.noSuchUser(user) }
+        let change = locked ? ["HSET", Self.key(user), "locked", String(WallClock.millisecondsSinceEpoch())] : ["HDEL", Self.key(user), "locked"]
+        try Registry.check([try await redis.command(change)])
+    }
+
+    /// Whether `user` is locked.
+    public func isLocked(_ user: String) async throws -> Bool {
+        let reply = try await redis.command(["HEXISTS", Self.key(user), "locked"])
+        try Registry.check([reply])
+        return reply.integer == 1
     }
 
     /// Every user with credentials, sorted.

@@ -17,6 +17,8 @@ public final class InMemoryRelayStore: RelayStore {
         var subscribers: [String: Subscriber] = [:]
         var available = true
         var roundTrips = 0
+        var decoySecret = LoginCrypto.randomBytes(32)
+        var locked: Set<String> = []
     }
 
     private let shared: NIOLockedValueBox<Shared>
@@ -31,6 +33,18 @@ public final class InMemoryRelayStore: RelayStore {
     /// Creates or replaces `user`'s password verifier.
     public func addUser(_ user: String, verifier: PasswordVerifier) {
         shared.withLockedValue { $0.state.credentials[user] = verifier }
+    }
+
+    /// Locks or unlocks `user` (as `simp-server user lock|unlock`).
+    public func setLocked(_ user: String, _ locked: Bool) {
+        shared.withLockedValue { shared in
+            if locked { shared.locked.insert(user) } else { shared.locked.remove(user) }
+        }
+    }
+
+    public func decoySecret() async throws -> [UInt8] {
+        try await ping()
+        return shared.withLockedValue { $0.decoySecret }
     }
 
     /// Whether requests succeed; while false every request fails, as with Redis down.
@@ -75,6 +89,9 @@ public final class InMemoryRelayStore: RelayStore {
                 let encoded = delivery.encoded()
                 subscriber.eventLoop.execute { subscriber.handler(.delivery(encoded)) }
                 return .success(.listeners(1))
+            case .fetchVerifier(let user, _):
+                let counts = shared.state.credentials.values.reduce(into: [UInt32: Int]()) { $0[$1.iterations, default: 0] += 1 }
+                return .success(.verifier(shared.state.credentials[user], locked: shared.locked.contains(user), iterationCounts: counts))
             case .announceMove(let move):
                 for (relayId, subscriber) in shared.subscribers where relayId != move.relayId {
                     subscriber.eventLoop.execute { subscriber.handler(.move(move)) }

@@ -23,7 +23,7 @@ struct MemoryStoreState: Sendable {
     /// Carries out everything but publishing (which needs the subscribers).
     mutating func answer(_ request: StoreRequest, now: Int64) -> StoreAnswer {
         switch request {
-        case .fetchVerifier(let user, _):
+        case .fetchVerifier(let user, _): // answered by InMemoryRelayStore, which knows the locks
             return .verifier(credentials[user])
         case .register(let registration, _):
             registrations[registration.user] = registration

@@ -50,11 +50,15 @@ public final class RedisRelayStore: RelayStore {
         _ = try await redis.command(["PING"])
     }
 
+    public func decoySecret() async throws -> [UInt8] {
+        try await credentials.decoySecret()
+    }
+
     public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         let now = WallClock.millisecondsSinceEpoch()
         switch request {
         case .fetchVerifier(let user, _):
-            return credentials.verifier(of: user, on: eventLoop).map { .verifier($0) }
+            return credentials.login(of: user, on: eventLoop)
         case .register(let registration, _):
             return registry.register(user: registration.user, route: registration.route, session: registration.session, on: eventLoop).map { .done }
         case .unregister(let user, let session):

@@ -20,6 +20,10 @@ public protocol RelayStore: Sendable {
     /// Checks that the store answers (before the relay starts listening).
     func ping() async throws
 
+    /// The secret that keys the decoy challenges of users that do not exist: created once,
+    /// the same for every relay of the store and across restarts (docs/PROTOCOL.md §4.2).
+    func decoySecret() async throws -> [UInt8]
+
     /// Ends subscriptions and connections.
     func shutdown() async
 }

@@ -1,0 +1,75 @@
+import NIOCore
+
+/// Failed logins per user name (docs/PROTOCOL.md §4.2): after `freeFailures` failures in a row
+/// each further failure makes the name wait, twice as long each time up to `maxDelay`, before
+/// its next AUTH is answered. Names that do not exist are counted like real ones, so the
+/// backoff tells nothing about which names exist. A successful login clears the name; a name
+/// without failures for `forgetAfter` is forgotten.
+public struct LoginBackoff: Sendable {
+    /// How failures turn into waits.
+    public struct Policy: Sendable, Equatable {
+        /// Failures in a row that cost nothing.
+        public var freeFailures: Int
+        /// The wait after the first failure beyond the free ones.
+        public var firstDelay: TimeAmount
+        /// The longest wait.
+        public var maxDelay: TimeAmount
+        /// A name without failures for this long starts again from zero.
+        public var forgetAfter: TimeAmount
+
+        public init(freeFailures: Int = 5, firstDelay: TimeAmount = .seconds(1), maxDelay: TimeAmount = .minutes(5),
+                    forgetAfter: TimeAmount = .minutes(15)) {
+            self.freeFailures = freeFailures
+            self.firstDelay = firstDelay
+            self.maxDelay = maxDelay
+            self.forgetAfter = forgetAfter
+        }
+    }
+
+    private struct Record: Sendable {
+        var failures: Int
+        var last: NIODeadline
+        var until: NIODeadline
+    }
+
+    public let policy: Policy
+    private var records: [String: Record] = [:]
+    private var nextSweep: NIODeadline?
+
+    public init(_ policy: Policy) { self.policy = policy }
+
+    /// How long `user` must still wait before a login is answered; nil if it need not.
+    public func wait(_ user: String, now: NIODeadline) -> TimeAmount? {
+        guard let record = records[user], record.until > now else { return nil }
+        return record.until - now
+    }
+
+    /// A login as `user` failed.
+    public mutating func failed(_ user: String, now: NIODeadline) {
+        sweep(now: now)
+        var record = records[user].flatMap { now - $0.last < policy.forgetAfter ? $0 : nil } ?? Record(failures: 0, last: now, until: now)
+        record.failures += 1
+        record.last = now
+        let beyond = record.failures - policy.freeFailures
+        if beyond > 0 {
+            let doubled = policy.firstDelay.nanoseconds << Int64(min(beyond - 1, 30))
+            record.until = now + .nanoseconds(min(doubled, policy.maxDelay.nanoseconds))
+        }
+        records[user] = record
+    }
+
+    /// A login as `user` succeeded: its failures are forgotten.
+    public mutating func succeeded(_ user: String) {
+        records[user] = nil
+    }
+
+    /// Names with failures remembered.
+    public var count: Int { records.count }
+
+    /// Forgets names idle for `forgetAfter`, at most once per `forgetAfter`.
+    private mutating func sweep(now: NIODeadline) {
+        guard nextSweep.map({ now >= $0 }) ?? true else { return }
+        nextSweep = now + policy.forgetAfter
+        records = records.filter { now - $0.value.last < policy.forgetAfter || $0.value.until > now }
+    }
+}

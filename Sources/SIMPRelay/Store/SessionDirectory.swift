@@ -1,0 +1,64 @@
+import SIMPCore
+import SIMPRedis
+
+/// The operator's view of live sessions (`simp-server sessions`), read from the registrations
+/// (`simp:user:<user>` hashes, docs/PROTOCOL.md §7) and ended through them.
+public struct SessionDirectory: Sendable {
+    public let redis: RedisClient
+
+    public init(redis: RedisClient) { self.redis = redis }
+
+    /// One user's live session.
+    public struct Entry: Sendable, Equatable {
+        public var user: String
+        /// The relay that holds the session.
+        public var relayId: String
+        /// The UDP address the user's datagrams come from, `ip:port`.
+        public var address: String
+        /// When the session registered (ms since the epoch), if recorded.
+        public var since: Int64?
+    }
+
+    /// Every registered session, sorted by user.
+    public func list() async throws -> [Entry] {
+        var cursor = "0", entries: [Entry] = []
+        let prefix = Registry.userKey("")
+        repeat {
+            let reply = try await redis.command(["SCAN", cursor, "MATCH", Registry.userKey("*"), "COUNT", "500"])
+            try Registry.check([reply])
+            guard let parts = reply.array, parts.count == 2, let next = parts[0].string else { throw RedisError("unexpected SCAN reply \(reply)") }
+            cursor = next
+            for key in (parts[1].array ?? []).compactMap(\.string) {
+                if let entry = try await entry(of: String(key.dropFirst(prefix.count))) { entries.append(entry) }
+            }
+        } while cursor != "0"
+        return entries.sorted { $0.user < $1.user }
+    }
+
+    /// `user`'s session, nil if it has none.
+    public func entry(of user: String) async throws -> Entry? {
+        let reply = try await redis.command(["HMGET", Registry.userKey(user), "relay", "addr", "since", "session"])
+        try Registry.check([reply])
+        let fields = reply.array?.map(\.string) ?? []
+        guard fields.count == 4, let relay = fields[0], let address = fields[1],
+              fields[3] != RelayCore.sessionEndedByOperator else { return nil }
+        return Entry(user: user, relayId: relay, address: address, since: fields[2].flatMap { Int64($0) })
+    }
+
+    /// Ends `user`'s session: its registration is replaced by one that names no relay and that
+    /// no relay refreshes (it expires after `holdSeconds`), and every relay is told the user
+    /// moved, so the relay holding the session checks, finds it gone and closes it. Returns
+    /// the session ended, nil if the user had none. The user may log in again (lock it first
+    /// to keep it out).
+    @discardableResult
+    public func end(_ user: String, holdSeconds: Int = 60) async throws -> Entry? {
+        guard let entry = try await entry(of: user) else { return nil }
+        let key = Registry.userKey(user)
+        let replies = try await redis.pipeline([
+            ["MULTI"], ["DEL", key], ["HSET", key, "session", RelayCore.sessionEndedByOperator], ["EXPIRE", key, String(holdSeconds)], ["EXEC"],
+            ["PUBLISH", RelayBus.movesChannel, UserMove(user: user, relayId: "operator").encoded],
+        ])
+        try Registry.check(replies)
+        return entry
+    }
+}
