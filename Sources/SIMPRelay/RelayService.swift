@@ -22,6 +22,8 @@ public final class RelayService: Service, Sendable {
     private let store: any RelayStore
     private let metricsRegistry: PrometheusCollectorRegistry?
     private let ready = AsyncStream<Result<RelayAddresses, Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// The running relay's engine (nil before start and after stop), for `statistics()`.
+    private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
 
     /// A relay on one loop of `group`, with `store` (default: Redis at `configuration.redis`).
     public init(configuration: RelayConfiguration, group: EventLoopGroup, store: (any RelayStore)? = nil) {
@@ -54,7 +56,7 @@ public final class RelayService: Service, Sendable {
         ready.continuation.finish()
         let graceful: Void? = try? await gracefulShutdown()
         if graceful != nil, !Task.isCancelled {
-            await running.stopGracefully(drainTimeout: configuration.drainTimeout)
+            await running.stopGracefully()
         } else {
             await running.crash()
         }
@@ -68,7 +70,6 @@ public final class RelayService: Service, Sendable {
         return try await eventLoop.submit { engine.value.statistics }.get()
     }
 
-    private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
 
     private func start() async throws -> RunningRelay {
         do { try await store.ping() } catch {
@@ -128,7 +129,9 @@ private struct RunningRelay: Sendable {
     let sockets: RelaySockets
     var addresses: RelayAddresses { sockets.addresses }
 
-    func stopGracefully(drainTimeout: TimeAmount) async {
+    /// Stops accepting, drains (the core ends it: quiet period, no clients, or its timeout),
+    /// withdraws the registrations and closes the sockets.
+    func stopGracefully() async {
         try? await sockets.control.close()
         try? await engine.eventLoop.flatSubmit { engine.value.drain() }.get()
         let registrations = (try? await engine.eventLoop.submit { engine.value.statistics.connectedUsers }.get()) ?? 0
