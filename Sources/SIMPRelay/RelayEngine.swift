@@ -71,14 +71,16 @@ final class RelayEngine {
         return snapshot
     }
 
-    /// Feeds the core one input and carries out what it decided.
-    private func handle(_ input: (inout RelayCore, inout [RelayAction]) -> Void) {
+    /// Feeds the core one input and carries out what it decided. `rearm: false` skips the
+    /// timer check, for inputs that never bring a core deadline forward (a datagram's own work
+    /// is done at once; what it starts in the store re-arms the timer when answered).
+    private func handle(rearm: Bool = true, _ input: (inout RelayCore, inout [RelayAction]) -> Void) {
         var actions = spareBuffers.popLast() ?? []
         input(&core, &actions)
         for action in actions { perform(action) }
         actions.removeAll(keepingCapacity: true)
         spareBuffers.append(actions)
-        armTimer()
+        if rearm { armTimer() }
     }
 
     // MARK: Lifecycle
@@ -171,7 +173,7 @@ final class RelayEngine {
         counts.datagramsReceived += 1
         unreportedReceived += 1
         inDatagramBurst = true
-        handle { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
+        handle(rearm: false) { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
     }
 
     func oversizedDatagram(_ bytes: ByteBuffer, from source: SocketAddress) {

@@ -98,8 +98,8 @@ extension RelayCore {
             guard message.kind != .typing else { return } // typing is for one peer only
             return postToRoom(payload, message, into: &output)
         }
-        if sessions.contains(message.toUser) {
-            return deliver(payload, to: message.toUser, into: &output)
+        if let delivery = sessions.seal(payload, for: message.toUser) {
+            return output.append(delivery) // the common case: a local recipient
         }
         routeRemote(.datagram(payload), to: message.toUser, now: now, into: &output)
     }

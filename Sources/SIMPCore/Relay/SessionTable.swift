@@ -85,22 +85,23 @@ public struct SessionTable: Sendable {
         guard let sessionId = SealedDatagram.sessionId(of: bytes) else {
             return .failure(RelayRejection(.unsealed, "\(bytes.readableBytes) bytes from \(source)"))
         }
-        guard let session = sessions[sessionId] else {
+        // One hash lookup; the session's opener is used in place.
+        guard let index = sessions.index(forKey: sessionId) else {
             return .failure(RelayRejection(.unknownSession, "session \(sessionId) from \(source)"))
         }
         do {
-            let opened = try sessions[sessionId]!.opener.open(bytes)
-            return .success(OpenedDatagram(user: session.user, payload: opened.payload, isNewest: opened.isNewest))
+            let opened = try sessions.values[index].opener.open(bytes)
+            return .success(OpenedDatagram(user: sessions.values[index].user, payload: opened.payload, isNewest: opened.isNewest))
         } catch {
-            return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(session.user) from \(source)"))
+            return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) from \(source)"))
         }
     }
 
     /// Seals `payload` for `user`'s session; nil when the user has no session here.
     public mutating func seal(_ payload: ByteBuffer, for user: String) -> RelayAction? {
-        guard let id = sessionIds[user] else { return nil }
-        let sealed = sessions[id]!.sealer.seal(payload: payload)
-        return .deliver(user: user, sealed, to: sessions[id]!.route.address)
+        guard let id = sessionIds[user], let index = sessions.index(forKey: id) else { return nil }
+        let sealed = sessions.values[index].sealer.seal(payload: payload)
+        return .deliver(user: user, sealed, to: sessions.values[index].route.address)
     }
 
     /// Encodes and seals `message` for `user`'s session.
