@@ -24,7 +24,7 @@ extension RelayCore {
         do { header = try Self.header(of: opened.payload) } catch {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
         }
-        if opened.isNewest, let moved = sessions.follow(user, to: source) { output.append(.store(.moveRoute(moved))) }
+        if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
         if timers.takeInboxLoad(of: user) { output.append(.store(.loadInbox(user: user))) } // the client is ready for it
         switch header.kind {
         case .hello:

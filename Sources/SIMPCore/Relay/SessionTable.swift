@@ -21,6 +21,9 @@ public struct SessionTable: Sendable {
         public var payload: ByteBuffer
         /// Whether it carries the session's highest counter so far (its source may move the route).
         public var isNewest: Bool
+        /// The session's new registration when this, its newest authentic datagram, came from a
+        /// new address (NAT rebinding, roaming): the route moved there.
+        public var moved: Registration?
     }
 
     private var sessions: [UInt64: Session] = [:]
@@ -80,7 +83,8 @@ public struct SessionTable: Sendable {
         return registrations
     }
 
-    /// Opens a sealed datagram with its session's keys (MAC, replay window).
+    /// Opens a sealed datagram with its session's keys (MAC, replay window); the newest
+    /// authentic datagram from a new address moves the session's route there.
     public mutating func open(_ bytes: ByteBuffer, from source: SocketAddress) -> Result<OpenedDatagram, RelayRejection> {
         guard let sessionId = SealedDatagram.sessionId(of: bytes) else {
             return .failure(RelayRejection(.unsealed, "\(bytes.readableBytes) bytes from \(source)"))
@@ -91,7 +95,8 @@ public struct SessionTable: Sendable {
         }
         do {
             let opened = try sessions.values[index].opener.open(bytes)
-            return .success(OpenedDatagram(user: sessions.values[index].user, payload: opened.payload, isNewest: opened.isNewest))
+            let moved = opened.isNewest ? Self.follow(&sessions.values[index], to: source) : nil
+            return .success(OpenedDatagram(user: sessions.values[index].user, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
         } catch {
             return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) from \(source)"))
         }
@@ -99,38 +104,44 @@ public struct SessionTable: Sendable {
 
     /// Seals `payload` for `user`'s session; nil when the user has no session here.
     public mutating func seal(_ payload: ByteBuffer, for user: String) -> RelayAction? {
-        guard let id = sessionIds[user], let index = sessions.index(forKey: id) else { return nil }
-        let sealed = sessions.values[index].sealer.seal(payload: payload)
-        return .deliver(user: user, sealed, to: sessions.values[index].route.address)
+        withSession(of: user) { .deliver(user: user, $0.sealer.seal(payload: payload), to: $0.route.address) }
     }
 
     /// Encodes and seals `message` for `user`'s session.
     public mutating func seal(_ message: SIMPMessage, for user: String) -> RelayAction? {
-        guard let id = sessionIds[user] else { return nil }
-        let sealed = sessions[id]!.sealer.seal(message)
-        return .deliver(user: user, sealed, to: sessions[id]!.route.address)
+        withSession(of: user) { .deliver(user: user, $0.sealer.seal(message), to: $0.route.address) }
     }
 
     /// The relay's own sealed datagram for `user` (a HELLO answer), without its route.
     public mutating func sealReply(_ message: SIMPMessage, for user: String) -> ByteBuffer? {
-        guard let id = sessionIds[user] else { return nil }
-        return sessions[id]!.sealer.seal(message)
+        withSession(of: user) { $0.sealer.seal(message) }
     }
 
     /// Moves `user`'s route to `source`; returns the new registration if it changed.
     public mutating func follow(_ user: String, to source: SocketAddress) -> Registration? {
-        guard let id = sessionIds[user], var session = sessions[id], session.route.address != source,
-              let port = source.port, port > 0 else { return nil }
-        session.route.address = source
-        sessions[id] = session
-        return Registration(user: user, route: session.route, session: session.token)
+        withSession(of: user) { Self.follow(&$0, to: source) } ?? nil
     }
 
     /// Whether `user` may be told it is throttled now (at most every 100 ms).
     public mutating func admitThrottleNotice(for user: String, now: NIODeadline) -> Bool {
-        guard let id = sessionIds[user], let due = sessions[id]?.nextThrottleNotice, due <= now else { return false }
-        sessions[id]!.nextThrottleNotice = now + .milliseconds(100)
-        return true
+        withSession(of: user) { session in
+            guard session.nextThrottleNotice <= now else { return false }
+            session.nextThrottleNotice = now + .milliseconds(100)
+            return true
+        } ?? false
+    }
+
+    /// Runs `body` on `user`'s session in place (one lookup by user, one by index, no copy).
+    private mutating func withSession<T>(of user: String, _ body: (inout Session) -> T) -> T? {
+        guard let id = sessionIds[user], let index = sessions.index(forKey: id) else { return nil }
+        return body(&sessions.values[index])
+    }
+
+    /// Moves `session`'s route to `source` if it is a new, usable address.
+    private static func follow(_ session: inout Session, to source: SocketAddress) -> Registration? {
+        guard session.route.address != source, let port = source.port, port > 0 else { return nil }
+        session.route.address = source
+        return Registration(user: session.user, route: session.route, session: session.token)
     }
 }
 
