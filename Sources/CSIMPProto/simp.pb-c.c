@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[35] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[37] =
 {
   {
     "version",
@@ -652,6 +652,30 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[35] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "device",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, device),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sendOnly",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, sendonly),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -659,6 +683,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   29,   /* field[29] = authorMessageId */
   3,   /* field[3] = content */
   31,   /* field[31] = deliveredCount */
+  35,   /* field[35] = device */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
@@ -679,6 +704,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   24,   /* field[24] = retryAfterMillis */
   26,   /* field[26] = room */
   19,   /* field[19] = salt */
+  36,   /* field[36] = sendOnly */
   16,   /* field[16] = seq */
   22,   /* field[22] = sessionId */
   23,   /* field[23] = sessionSecret */
@@ -694,7 +720,7 @@ static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 30, 25 },
-  { 0, 35 }
+  { 0, 37 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -704,7 +730,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  35,
+  37,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   2,  simp__message__number_ranges,

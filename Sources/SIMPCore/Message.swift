@@ -103,6 +103,10 @@ public struct SIMPMessage: Equatable, Sendable {
     public var online: Bool = false
     /// PRESENCE: when `fromUser` was last connected, ms since the epoch (now, if online).
     public var lastSeen: Int64 = 0
+    /// AUTH and CONNECT: the client's device name; empty for the user's default device.
+    public var device: String = ""
+    /// CONNECT: the session only sends; the relay never gives it content or stored messages.
+    public var sendOnly: Bool = false
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

@@ -86,6 +86,8 @@ public enum MessageCodec {
         guard c.presence.rawValue <= 1 else { throw DecodeError.unknownEnumValue }
         message.online = c.presence.rawValue == 1
         message.lastSeen = c.lastseen
+        message.device = string(c.device)
+        message.sendOnly = c.sendonly != 0
         return message
     }
 
@@ -103,7 +105,7 @@ public enum MessageCodec {
     /// and every bytes field in another.
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
         let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
-                       message.errorText, message.relayId, message.room, message.author] + message.members
+                       message.errorText, message.relayId, message.room, message.author, message.device] + message.members
         var scratch = [CChar]()
         scratch.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
         var offsets = [Int]()
@@ -160,7 +162,9 @@ public enum MessageCodec {
                 c.deliveredcount = message.deliveredCount
                 c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
                 c.lastseen = message.lastSeen
-                var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(8).map { base + $0 }
+                c.device = base + offsets[8]
+                c.sendonly = message.sendOnly ? 1 : 0
+                var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(9).map { base + $0 }
                 return members.withUnsafeMutableBufferPointer { pointers in
                     c.n_members = pointers.count
                     c.members = pointers.baseAddress
