@@ -62,6 +62,16 @@ public final class RedisClusterClient: RedisCommands {
     /// Round trips made so far (a pipeline counts once per node it went to).
     public var roundTrips: Int { roundTripCount.withLockedValue { $0 } }
 
+    /// A cluster.
+    public var isCluster: Bool { true }
+
+    /// A client for each master of the current slot map (connections shared with routed commands).
+    public func masters() -> EventLoopFuture<[any RedisCommands]> {
+        eventLoop.flatSubmit {
+            self.slotMap().map { map in map.masters.map { self.client(for: $0) } }
+        }
+    }
+
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
         self.eventLoop.run(answeringOn: eventLoop) { self.run(commands) }
     }

@@ -65,14 +65,25 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Creates (or resets) `user` with `password` in this relay's Redis.
     public func addUser(_ user: String, password: String? = nil) async throws {
+        try await Self.addUser(user, password: password, in: inspector)
+    }
+
+    /// Creates (or resets) `user` with `password` (default: its test password) in `redis`.
+    public static func addUser(_ user: String, password: String? = nil, in redis: any RedisCommands) async throws {
         let verifier = PasswordVerifier.make(password: password ?? Self.password(for: user), iterations: Self.testIterations)
-        try await CredentialStore(redis: inspector).add(user, verifier: verifier, replace: true)
+        try await CredentialStore(redis: redis).add(user, verifier: verifier, replace: true)
     }
 
     /// A client configuration for `user` (created with its test password) pointing at this
     /// relay, with quick retransmits for tests.
     public func clientConfiguration(user: String) async throws -> ClientConfiguration {
         try await addUser(user)
+        return Self.clientConfiguration(user: user, port: port)
+    }
+
+    /// A client configuration for `user` with its test password, pointing at the relay on
+    /// loopback `port`, with quick retransmits for tests.
+    public static func clientConfiguration(user: String, port: Int) -> ClientConfiguration {
         var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: user, password: Self.password(for: user))
         configuration.localHost = "127.0.0.1"
         configuration.retransmit.initialRTO = .milliseconds(200)

@@ -26,7 +26,7 @@ final class InboxMetricsTests: XCTestCase {
             }
             let bob = TestRelay.uniqueUser("bob")
             await (try relay.connectClient(user: bob)).close()
-            _ = try await Eventually.holds { try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 0 }
             let before = try await scrape()
             let messagesBefore = try XCTUnwrap(before.value("simp_inbox_stored_messages"))
             let usersBefore = try XCTUnwrap(before.value("simp_inbox_users"))
@@ -53,9 +53,9 @@ final class InboxMetricsTests: XCTestCase {
             let sampledAt = try XCTUnwrap(withOld.value("simp_inbox_sampled_timestamp_seconds"))
             XCTAssertEqual(sampledAt, Double(WallClock.millisecondsSinceEpoch()) / 1000, accuracy: 10)
 
-            _ = try await relay.inspector.command(["DEL", "simp:inbox:\(carol)", "simp:inbox:\(carol):ids"])
+            _ = try await relay.inspector.command(["DEL", "simp:inbox:{\(carol)}", "simp:inbox:{\(carol)}:ids"])
             let bobClient = try await relay.connectClient(user: bob)
-            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", "simp:inbox:\(bob)"]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", "simp:inbox:{\(bob)}"]).integer == 0 }
             let emptied = try await scrape()
             XCTAssertEqual(emptied.value("simp_inbox_stored_messages"), messagesBefore)
             XCTAssertEqual(emptied.value("simp_inbox_users"), usersBefore)

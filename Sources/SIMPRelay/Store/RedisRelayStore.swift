@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import SIMPCore
 import SIMPRedis
 
@@ -8,16 +9,16 @@ import SIMPRedis
 /// part of the schema it concerns (`Registry`, `CredentialStore`, `InboxStore`, `RoomStore`,
 /// `PresenceStore`, `RelayBus`). Publishes made in one event-loop turn go out in one pipeline.
 public final class RedisRelayStore: RelayStore {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     let registry: Registry
     let credentials: CredentialStore
     let inboxes: InboxStore
     let rooms: RoomStore
     let presence: PresenceStore
     let bus: RelayBus
-    private let url: RedisURL
+    private let endpoint: RedisEndpoint
     private let logger: Logger
-    private let subscriber = NIOLockedValueBox<RedisSubscriber?>(nil)
+    private let subscriber = NIOLockedValueBox<(any RedisSubscription)?>(nil)
     private let publishes = PublishBatcher()
 
     /// Settings of the schema.
@@ -31,10 +32,18 @@ public final class RedisRelayStore: RelayStore {
         public init() {}
     }
 
-    public init(url: RedisURL, limits: Limits = Limits(), logger: Logger) {
-        self.url = url
+    /// A store on one Redis server.
+    public convenience init(url: RedisURL, limits: Limits = Limits(), logger: Logger) {
+        self.init(endpoint: .single(url), limits: limits, logger: logger)
+    }
+
+    /// A store on `endpoint`, one server or a cluster; its connections live on `eventLoop`
+    /// (pass the relay's loop: no thread hops).
+    public init(endpoint: RedisEndpoint, limits: Limits = Limits(), logger: Logger,
+                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.endpoint = endpoint
         self.logger = logger
-        let redis = RedisClient(url: url, logger: logger)
+        let redis = endpoint.makeClient(eventLoop: eventLoop, logger: logger)
         self.redis = redis
         self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds)
         self.credentials = CredentialStore(redis: redis)
@@ -112,8 +121,10 @@ public final class RedisRelayStore: RelayStore {
 
     public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
         let ready = eventLoop.makePromise(of: Void.self)
-        let subscriber = RedisSubscriber(
-            url: url, channels: [RelayBus.deliveryChannel(relayId), RelayBus.movesChannel], logger: logger,
+        let delivery = RelayBus.deliveryChannel(relayId)
+        let subscriber = endpoint.makeSubscriber(
+            client: redis, channels: redis.isCluster ? [RelayBus.movesChannel] : [delivery, RelayBus.movesChannel],
+            shardChannels: redis.isCluster ? [delivery] : [], eventLoop: eventLoop, logger: logger,
             onSubscribed: {
                 eventLoop.execute { handler(.subscribed) }
                 ready.succeed()
