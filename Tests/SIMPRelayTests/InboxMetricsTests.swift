@@ -75,7 +75,7 @@ final class InboxMetricsTests: XCTestCase {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let now: Int64 = 1_795_255_557_000
         let registry = PrometheusCollectorRegistry()
-        let measured = InboxSampler(redis: redis.url, registry: registry, on: loop, stepsPerScrape: 2, scanCount: 3, clock: { now })
+        let measured = InboxSampler(redis: .single(redis.url), registry: registry, on: loop, stepsPerScrape: 2, scanCount: 3, clock: { now })
         do {
             let store = InboxStore(redis: client, maxMessages: 1000, ttlSeconds: 365 * 24 * 3600)
             for user in 1...7 {
@@ -114,7 +114,7 @@ final class InboxMetricsTests: XCTestCase {
         let client = RedisClient(url: redis.url)
         let registry = PrometheusCollectorRegistry()
         let loop = MultiThreadedEventLoopGroup.singleton.next()
-        let sampler = InboxSampler(redis: redis.url, registry: registry, on: loop)
+        let sampler = InboxSampler(redis: .single(redis.url), registry: registry, on: loop)
         let now = WallClock.millisecondsSinceEpoch()
         _ = try await InboxStore(redis: client, maxMessages: 10, ttlSeconds: 3600)
             .store(entry(from: "s", to: "u", id: 1, storedAt: now), for: "u", wallNow: now, on: loop).get()

@@ -47,7 +47,7 @@ struct StreamCheck {
     }
 
     /// Messages sent but never received, by either side.
-    var lost: Int { received.reduce(0) { $0 + expected.filter { text in !$1.contains(text) }.count } }
+    var lost: Int { received.reduce(0) { total, texts in total + expected.filter { !texts.contains($0) }.count } }
     /// Receptions beyond the first of a message.
     var duplicated: Int { received.reduce(0) { $0 + $1.count - Set($1).count } }
     /// Receptions that came before a message sent earlier.
