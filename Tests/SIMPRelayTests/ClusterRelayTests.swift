@@ -83,7 +83,7 @@ final class ClusterRelayTests: XCTestCase {
         let cluster = try await RedisClusterProcess.start(nodeTimeoutMilliseconds: 1000)
         addTeardownBlock { await cluster.stop() }
         let relays = try await ClusterRelays.start(on: cluster, relays: 2)
-        self.relays = relays
+        addTeardownBlock { await relays.stop() } // before the cluster's (blocks run last first)
         // The victim serves relay 1's delivery channel and bob's keys; alice lives elsewhere.
         let victim = try await relays.masterPort(ofKey: RelayBus.deliveryChannel(relays.relayId(1)))
         let bob = try await relays.user("bob", onMaster: victim, equal: true)
@@ -109,13 +109,14 @@ final class ClusterRelayTests: XCTestCase {
         let relays = try await ClusterRelays.start(on: cluster, relays: 2) { index, configuration in
             if index == 1 { configuration.relayId = relayId }
         }
-        self.relays = relays
+        addTeardownBlock { await relays.stop() } // before the cluster's (blocks run last first)
         let bob = Self.name("bob") { moving.contains(RedisKeySlot.slot(of: Registry.userKey($0))) }
         let alice = try await relays.user("alice", onMaster: source, equal: false)
         let outcome = try await StreamCheck.run(relays, alice: alice, bob: bob) {
             try await cluster.reshard(slots: 400, from: source, to: target)
         }
         outcome.assertExactlyOnceInOrder()
+        try await relays.inspector.refreshSlots().get()
         let bobsMaster = try await relays.masterPort(ofKey: Registry.userKey(bob))
         XCTAssertEqual(bobsMaster, target, "bob's slot moved")
         for relay in relays.relays {

@@ -59,7 +59,19 @@ struct StreamCheck {
     }
     private var expected: [String] { (0..<count).map { "m\($0)" } }
 
+    /// The slowest receipt and the transmissions made, for the test log.
+    var summary: String {
+        var slowest = TimeAmount.zero, attempts = 0
+        for case .delivered(_, let latency, let tries) in results {
+            slowest = max(slowest, latency)
+            attempts += tries
+        }
+        return "\(results.count) sends, \(attempts) transmissions, slowest receipt \(slowest.nanoseconds / 1_000_000) ms; "
+            + "lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+    }
+
     func assertExactlyOnceInOrder(file: StaticString = #filePath, line: UInt = #line) {
+        print("StreamCheck: \(summary)")
         let failed = results.filter { if case .delivered = $0 { return false }; return true }
         XCTAssertEqual(failed, [], "every send is receipted", file: file, line: line)
         XCTAssertEqual(results.count, 2 * count, file: file, line: line)
