@@ -9,10 +9,10 @@ import SIMPRelay
 /// `--redis redis+cluster://…`, plus helpers to place users on chosen masters and connect them.
 public final class ClusterRelays: @unchecked Sendable {
     public let cluster: RedisClusterProcess
-    public private(set) var relays: [BackgroundRelay]
+    public let relays: [BackgroundRelay]
     /// A cluster client for the test's own checks (and for creating users).
     public let inspector: RedisClusterClient
-    private var clients: [SIMPClient] = []
+    private let clients = ConnectedClients()
 
     private init(cluster: RedisClusterProcess, relays: [BackgroundRelay], inspector: RedisClusterClient) {
         self.cluster = cluster
@@ -82,15 +82,12 @@ public final class ClusterRelays: @unchecked Sendable {
             RelayEndpoint(host: "127.0.0.1", port: relays[$0].controlAddress!.port!)
         }
         configure(&configuration)
-        let client = SIMPClient(configuration: configuration)
-        clients.append(client)
-        try await client.connect()
-        return client
+        return try await clients.connect(configuration)
     }
 
     /// Closes clients and relays (the cluster keeps running).
     public func stop() async {
-        for client in clients { await client.close() }
+        await clients.closeAll()
         for relay in relays { await relay.shutdown() }
         await inspector.shutdown()
     }

@@ -11,7 +11,7 @@ public final class TestRelay: @unchecked Sendable {
     public private(set) var server: BackgroundRelay
     /// A Redis connection for the test's own checks.
     public let inspector: RedisClient
-    private var clients: [SIMPClient] = []
+    private let clients = ConnectedClients()
 
     private init(redis: RedisServerProcess, server: BackgroundRelay) {
         self.redis = redis
@@ -98,10 +98,7 @@ public final class TestRelay: @unchecked Sendable {
     public func connectClient(user: String, configure: (inout ClientConfiguration) -> Void = { _ in }) async throws -> SIMPClient {
         var configuration = try await clientConfiguration(user: user)
         configure(&configuration)
-        let client = SIMPClient(configuration: configuration)
-        clients.append(client)
-        try await client.connect()
-        return client
+        return try await clients.connect(configuration)
     }
 
     /// Closes clients, the relay, and a private Redis.
@@ -112,9 +109,26 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Closes clients and the relay, leaving Redis running (for relays that share it).
     public func stopKeepingRedis() async {
-        for client in clients { await client.close() }
+        await clients.closeAll()
         await server.shutdown()
         await inspector.shutdown()
+    }
+}
+
+/// The clients a test helper connected, closed together.
+final class ConnectedClients: @unchecked Sendable {
+    private var clients: [SIMPClient] = []
+
+    /// Connects a client with `configuration` and keeps it for `closeAll()`.
+    func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
+        let client = SIMPClient(configuration: configuration)
+        clients.append(client)
+        try await client.connect()
+        return client
+    }
+
+    func closeAll() async {
+        for client in clients { await client.close() }
     }
 }
 
