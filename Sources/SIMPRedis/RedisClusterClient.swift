@@ -65,10 +65,11 @@ public final class RedisClusterClient: RedisCommands {
     /// A cluster.
     public var isCluster: Bool { true }
 
-    /// A client for each master of the current slot map (connections shared with routed commands).
+    /// A client for each master, from a slot map asked for now (a scan must not miss a master
+    /// promoted since the last redirection); connections are shared with routed commands.
     public func masters() -> EventLoopFuture<[any RedisCommands]> {
         eventLoop.flatSubmit {
-            self.slotMap().map { map in map.masters.map { self.client(for: $0) } }
+            self.refresh().map { map in map.masters.map { self.client(for: $0) } }
         }
     }
 
