@@ -79,6 +79,21 @@ final class ClusterRelayTests: XCTestCase {
         }
     }
 
+    func testARelayGivenAClusterNodeAsOneServerSaysToNameTheCluster() async throws {
+        let cluster = try await RedisClusterProcess.shared()
+        var configuration = RelayConfiguration()
+        configuration.port = 0
+        configuration.udpPort = 0
+        configuration.redis = cluster.seeds[0]
+        do {
+            let relay = try await BackgroundRelay.start(configuration: configuration)
+            await relay.shutdown()
+            XCTFail("a relay started on one node of a cluster")
+        } catch {
+            XCTAssertTrue("\(error)".contains("is a node of a Redis Cluster: name the cluster as redis+cluster://"), "\(error)")
+        }
+    }
+
     func testMasterKilledMidStreamIsFollowedWithNothingLostDuplicatedOrReordered() async throws {
         let cluster = try await RedisClusterProcess.start(nodeTimeoutMilliseconds: 1000)
         addTeardownBlock { await cluster.stop() }

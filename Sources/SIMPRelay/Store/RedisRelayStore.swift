@@ -55,8 +55,13 @@ public final class RedisRelayStore: RelayStore {
 
     public var roundTrips: Int { redis.roundTrips }
 
+    /// Checks that Redis answers, and that a single-server URL does not name a cluster node
+    /// (whose other slots would answer every command with `MOVED`).
     public func ping() async throws {
-        _ = try await redis.command(["PING"])
+        let replies = try await redis.pipeline([["PING"], ["INFO", "cluster"]])
+        if !redis.isCluster, replies[1].string?.contains("cluster_enabled:1") == true {
+            throw StoreFailure("\(endpoint) is a node of a Redis Cluster: name the cluster as redis+cluster://HOST:PORT[,HOST:PORT…]")
+        }
     }
 
     public func decoySecret() async throws -> [UInt8] {
