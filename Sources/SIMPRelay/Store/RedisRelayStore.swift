@@ -5,9 +5,16 @@ import NIOPosix
 import SIMPCore
 import SIMPRedis
 
-/// The relay's store in Redis (keys in docs/PROTOCOL.md §7): each request is carried out by the
-/// part of the schema it concerns (`Registry`, `CredentialStore`, `InboxStore`, `RoomStore`,
-/// `PresenceStore`, `RelayBus`). Publishes made in one event-loop turn go out in one pipeline.
+/// The relay's store in Redis or Redis Cluster (keys in docs/PROTOCOL.md §7): each request is
+/// carried out by the part of the schema it concerns (`Registry`, `CredentialStore`,
+/// `InboxStore`, `RoomStore`, `PresenceStore`, `RelayBus`). Publishes made in one event-loop
+/// turn go out in one pipeline (on a cluster, split per master).
+///
+/// Every part holds the same `redis: any RedisCommands` (a `RedisClient` or a
+/// `RedisClusterClient`, made from the endpoint), builds its keys with `KeyTag` so that what one
+/// command, Lua script or `MULTI` touches shares a cluster slot, and lists keys with
+/// `scanKeys` (every master). A new part is a struct holding `redis: any RedisCommands`, made
+/// here from `redis` like the others.
 public final class RedisRelayStore: RelayStore {
     public let redis: any RedisCommands
     let registry: Registry
