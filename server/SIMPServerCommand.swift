@@ -70,7 +70,7 @@ struct Serve: AsyncParsableCommand {
             Clients connect to the TCP control port, log in (challenge-response: passwords never \
             cross the wire; create users with `simp-server user add`), register a UDP address, \
             and send sealed datagrams to the relay's UDP port (by default the TCP port + 1). \
-            Registrations are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or \
+            Registrations are kept in Redis under simp:user:{<id>}; see docs/PROTOCOL.md. SIGINT or \
             SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
             seconds, removes this relay's registrations and exits 0.
             """)
