@@ -70,7 +70,7 @@ struct Serve: AsyncParsableCommand {
             Clients connect to the TCP control port, log in (challenge-response: passwords never \
             cross the wire; create users with `simp-server user add`), register a UDP address, \
             and send sealed datagrams to the relay's UDP port (by default the TCP port + 1). \
-            Registrations are kept in Redis under simp:user:<id>; see docs/PROTOCOL.md. SIGINT or \
+            Registrations are kept in Redis under simp:user:{<id>}; see docs/PROTOCOL.md. SIGINT or \
             SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
             seconds, removes this relay's registrations and exits 0.
             """)
@@ -87,7 +87,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the TCP port + 1.")
     var udpPort: Int?
 
-    @Option(help: "Redis server holding the registry: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or rediss://…[?ca=FILE&cert=FILE&key=FILE] for TLS (docs/OPERATIONS.md §4).")
+    @Option(help: "Redis server holding the registry: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or rediss://…[?ca=FILE&cert=FILE&key=FILE] for TLS; a Redis Cluster: redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…] (or rediss+cluster://…) (docs/OPERATIONS.md §4).")
     var redis = "redis://127.0.0.1:6379"
 
     @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
@@ -161,6 +161,9 @@ struct Serve: AsyncParsableCommand {
         if let relayId, relayId.isEmpty || relayId.contains(where: \.isWhitespace) {
             throw ValidationError("--relay-id must be non-empty and contain no spaces (it names Redis keys and channels)")
         }
+        if let relayId, relayId.contains(where: { $0 == "{" || $0 == "}" }) {
+            throw ValidationError("--relay-id must not contain { or } (its delivery channel is hash-tagged with it)")
+        }
         if let udpPort, !(0...65535).contains(udpPort) { throw ValidationError("--udp-port must be 0-65535") }
         guard port != 65535 || udpPort != nil else { throw ValidationError("--port 65535 leaves no room for UDP port + 1: pass --udp-port") }
         guard registrationTTL >= 3 else { throw ValidationError("--registration-ttl must be at least 3 seconds") }
@@ -174,7 +177,7 @@ struct Serve: AsyncParsableCommand {
         guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         guard LogFormat(rawValue: logFormat) != nil else { throw ValidationError("--log-format must be text or json, got \(logFormat)") }
-        do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
+        do { _ = try RedisEndpoint(parsing: redis) } catch { throw ValidationError("\(error)") }
     }
 
     func run() async throws {
@@ -185,7 +188,7 @@ struct Serve: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.udpPort = udpPort
-        configuration.redis = try RedisURL(parsing: redis)
+        configuration.redisEndpoint = try RedisEndpoint(parsing: redis)
         if let relayId { configuration.relayId = relayId }
         configuration.registrationTTLSeconds = registrationTTL
         configuration.inboxMaxMessages = inboxMaxMessages

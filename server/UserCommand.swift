@@ -1,4 +1,6 @@
 import ArgumentParser
+import Logging
+import NIOPosix
 import SIMPClient
 import SIMPCore
 import SIMPRedis
@@ -12,11 +14,11 @@ struct UserCommand: AsyncParsableCommand {
         subcommands: [Add.self, Remove.self, List.self, Lock.self, Unlock.self])
 
     struct RedisOption: ParsableArguments {
-        @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://….")
+        @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://…, or their Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT…].")
         var redis = "redis://127.0.0.1:6379"
 
         func validate() throws {
-            do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") }
+            do { _ = try RedisEndpoint(parsing: redis) } catch { throw ValidationError("\(error)") }
         }
 
         /// Runs `body` with a credential store, turning failures into one-line errors.
@@ -25,8 +27,9 @@ struct UserCommand: AsyncParsableCommand {
         }
 
         /// Runs `body` with a Redis client, turning failures into one-line errors naming `command`.
-        func withRedis(command: String, _ body: (RedisClient) async throws -> Void) async throws {
-            let client = RedisClient(url: try RedisURL(parsing: redis))
+        func withRedis(command: String, _ body: (any RedisCommands) async throws -> Void) async throws {
+            let client = try RedisEndpoint(parsing: redis).makeClient(eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
+                                                                     logger: Logger(label: "simp.redis"))
             defer { Task { await client.shutdown() } }
             do {
                 try await body(client)

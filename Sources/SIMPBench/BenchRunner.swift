@@ -9,7 +9,7 @@ public struct BenchOptions: Sendable {
     /// `host:port` of a running relay; nil starts a private relay and Redis.
     public var server: (host: String, port: Int)?
     /// Redis for a relay the bench starts; nil starts a private `redis-server`.
-    public var redis: RedisURL?
+    public var redis: RedisEndpoint?
     /// `simp-server` to start; nil means the one next to `simp-bench`.
     public var relayBinary: URL?
     /// Metrics endpoint (`host:port`) of a running relay, to count its Redis round trips.
@@ -51,7 +51,7 @@ public enum BenchRunner {
         if let local, options.relays > 1 {
             do {
                 for _ in 1..<options.relays {
-                    others.append(try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: local.redisURL))
+                    others.append(try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: local.redisEndpoint))
                 }
             } catch {
                 await stopRelays()

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import SIMPRedis
@@ -9,7 +10,8 @@ import SIMPLocalServers
 public final class LocalRelay: @unchecked Sendable {
     public let controlPort: Int
     public let metricsPort: Int
-    public let redisURL: RedisURL
+    /// The Redis (or Redis Cluster) the relay uses.
+    public let redisEndpoint: RedisEndpoint
     private let relay: Process
     private let redis: LocalRedisServer?
     public let logFile: URL
@@ -19,21 +21,21 @@ public final class LocalRelay: @unchecked Sendable {
 
     /// Starts Redis (unless `redis` is given) and `simp-server` from `binary` with `extraArguments`,
     /// and waits until both answer.
-    public static func start(binary: URL, redis: RedisURL?, extraArguments: [String] = []) async throws -> LocalRelay {
+    public static func start(binary: URL, redis: RedisEndpoint?, extraArguments: [String] = []) async throws -> LocalRelay {
         let privateRedis = redis == nil ? try await LocalRedisServer.start() : nil
-        let redisURL = redis ?? privateRedis!.url
+        let redisEndpoint = redis ?? .single(privateRedis!.url)
         let (control, udp, metrics) = (try FreePort.tcp(), try FreePort.udp(), try FreePort.tcp())
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-relay-\(control).log")
         do {
-            if privateRedis == nil { try await waitForRedis(redisURL) }
+            if privateRedis == nil { try await waitForRedis(redisEndpoint) }
             let relay = try launch(binary.path, [
                 "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
-                "--metrics-port", String(metrics), "--redis", redisURL.textWithPassword, "--log-level", "warning",
+                "--metrics-port", String(metrics), "--redis", redisEndpoint.textWithPassword, "--log-level", "warning",
                 // The bench's users have no passwords, and its load must not be throttled.
                 "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
                 "--max-connections-per-host", "1000000",
             ] + extraArguments, log: log)
-            let started = LocalRelay(controlPort: control, metricsPort: metrics, redisURL: redisURL,
+            let started = LocalRelay(controlPort: control, metricsPort: metrics, redisEndpoint: redisEndpoint,
                                      relay: relay, redis: privateRedis, logFile: log)
             try await started.waitUntilServing()
             return started
@@ -43,10 +45,10 @@ public final class LocalRelay: @unchecked Sendable {
         }
     }
 
-    private init(controlPort: Int, metricsPort: Int, redisURL: RedisURL, relay: Process, redis: LocalRedisServer?, logFile: URL) {
+    private init(controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: Process, redis: LocalRedisServer?, logFile: URL) {
         self.controlPort = controlPort
         self.metricsPort = metricsPort
-        self.redisURL = redisURL
+        self.redisEndpoint = redisEndpoint
         self.relay = relay
         self.redis = redis
         self.logFile = logFile
@@ -79,14 +81,14 @@ public final class LocalRelay: @unchecked Sendable {
         throw BenchError("simp-server did not start serving within 10 s (log: \(logFile.path))")
     }
 
-    private static func waitForRedis(_ url: RedisURL) async throws {
-        let client = RedisClient(url: url, timeout: .milliseconds(200))
+    private static func waitForRedis(_ endpoint: RedisEndpoint) async throws {
+        let client = endpoint.makeClient(eventLoop: MultiThreadedEventLoopGroup.singleton.next(), logger: Logger(label: "simp.bench.redis"))
         defer { Task { await client.shutdown() } }
         for _ in 0..<100 {
             if (try? await client.command(["PING"])) == .status("PONG") { return }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
-        throw BenchError("Redis at \(url) does not answer")
+        throw BenchError("Redis at \(endpoint) does not answer")
     }
 
     private static func launch(_ executable: String, _ arguments: [String], log: URL) throws -> Process {

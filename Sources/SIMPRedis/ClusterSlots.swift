@@ -41,8 +41,12 @@ public enum RedisKeySlot {
              "FLUSHALL", "FLUSHDB", "TIME", "CONFIG", "CLIENT", "SELECT", "AUTH", "HELLO", "COMMAND", "WAIT",
              "ASKING", "READONLY", "RANDOMKEY", "FUNCTION", "ACL", "MEMORY", "LATENCY", "SLOWLOG":
             return nil
-        case "OBJECT":
+        case "OBJECT", "XGROUP", "XINFO":
             return command.count > 2 ? command[2] : nil
+        case "XREAD", "XREADGROUP":
+            // The keys follow STREAMS (all of one slot on a cluster).
+            let streams = command.firstIndex { String(decoding: $0, as: UTF8.self).uppercased() == "STREAMS" }
+            return streams.flatMap { $0 + 1 < command.count ? command[$0 + 1] : nil }
         default:
             return command.count > 1 ? command[1] : nil
         }

@@ -44,6 +44,12 @@ public final class RedisClient: RedisCommands {
     /// Round trips made so far (a pipeline counts once).
     public var roundTrips: Int { roundTripCount.withLockedValue { $0 } }
 
+    /// Not a cluster.
+    public var isCluster: Bool { false }
+
+    /// This server.
+    public func masters() -> EventLoopFuture<[any RedisCommands]> { eventLoop.makeSucceededFuture([self]) }
+
     /// Runs commands whose arguments may be binary in one round trip; replies in order.
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
         self.eventLoop.run(answeringOn: eventLoop) { self.send(commands) }

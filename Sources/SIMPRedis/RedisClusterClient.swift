@@ -62,6 +62,17 @@ public final class RedisClusterClient: RedisCommands {
     /// Round trips made so far (a pipeline counts once per node it went to).
     public var roundTrips: Int { roundTripCount.withLockedValue { $0 } }
 
+    /// A cluster.
+    public var isCluster: Bool { true }
+
+    /// A client for each master, from a slot map asked for now (a scan must not miss a master
+    /// promoted since the last redirection); connections are shared with routed commands.
+    public func masters() -> EventLoopFuture<[any RedisCommands]> {
+        eventLoop.flatSubmit {
+            self.refresh().map { map in map.masters.map { self.client(for: $0) } }
+        }
+    }
+
     public func pipeline(bytes commands: [[[UInt8]]], on eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
         self.eventLoop.run(answeringOn: eventLoop) { self.run(commands) }
     }

@@ -39,6 +39,20 @@ public enum RedisEndpoint: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The endpoint as text *with* its password, to hand to a child process (`--redis`). Never log it.
+    public var textWithPassword: String {
+        switch self {
+        case .single(let url):
+            return url.textWithPassword
+        case .cluster(let seeds):
+            // The first seed carries login and options (database 0: no path); the others add their addresses.
+            let first = seeds[0].textWithPassword
+            let query = first.firstIndex(of: "?").map { String(first[$0...]) } ?? ""
+            let base = String(first.dropLast(query.count)).replacingFirst("://", with: "+cluster://")
+            return base + seeds.dropFirst().map { "," + $0.address }.joined() + query
+        }
+    }
+
     /// A client for this endpoint whose connections live on `eventLoop`.
     public func makeClient(eventLoop: EventLoop, logger: Logger) -> any RedisCommands {
         switch self {

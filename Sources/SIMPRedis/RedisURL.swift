@@ -184,7 +184,7 @@ public struct RedisTLS: Hashable, Sendable {
 extension String {
     fileprivate var leftPadded: String { count == 1 ? "0" + self : self }
 
-    fileprivate func replacingFirst(_ target: String, with replacement: String) -> String {
+    func replacingFirst(_ target: String, with replacement: String) -> String {
         guard let range = firstRange(of: target) else { return self }
         return String(self[..<range.lowerBound]) + replacement + self[range.upperBound...]
     }

@@ -1,12 +1,14 @@
+import Logging
 import NIOCore
 import Prometheus
 import SIMPCore
 import SIMPRedis
 
-/// The offline inboxes' size and age (`simp:inbox:<id>` lists, docs/PROTOCOL.md §7.8), sampled
+/// The offline inboxes' size and age (`simp:inbox:{<id>}` lists, docs/PROTOCOL.md §7.8), sampled
 /// from Redis when /metrics is scraped.
 ///
-/// Each scrape advances a sweep of the keyspace by at most `stepsPerScrape` steps, each one
+/// Each scrape advances a sweep of the keyspace (every master of a cluster in turn) by at most
+/// `stepsPerScrape` steps, each one
 /// `SCAN <cursor> MATCH simp:inbox:* COUNT <scanCount> TYPE list` plus one pipeline of `LLEN`
 /// and `LINDEX 0` (the oldest entry, whose first field is its storage time) per inbox found.
 /// The gauges show the last complete sweep: on a keyspace of up to
@@ -18,7 +20,7 @@ import SIMPRedis
 /// Every relay sharing a Redis reports the same store: aggregate with `max`, not `sum`.
 /// Confined to the event loop of the endpoint that owns it.
 final class InboxSampler: @unchecked Sendable {
-    private let redis: RedisClient
+    private let redis: any RedisCommands
     private let eventLoop: EventLoop
     private let stepsPerScrape: Int
     private let scanCount: Int
@@ -30,6 +32,9 @@ final class InboxSampler: @unchecked Sendable {
 
     /// What one sweep has found so far.
     private struct Sweep {
+        /// The masters being swept (fetched when the sweep starts) and the one being scanned.
+        var masters: [any RedisCommands]?
+        var node = 0
         var cursor = "0"
         var messages = 0
         var inboxes = 0
@@ -44,12 +49,12 @@ final class InboxSampler: @unchecked Sendable {
     private var running: EventLoopFuture<Void>?
 
     /// - Parameters:
-    ///   - redis: the relay's Redis; the sampler opens a connection of its own to it.
+    ///   - redis: the relay's Redis or Redis Cluster; the sampler opens connections of its own to it.
     ///   - clock: wall-clock milliseconds since the epoch.
-    init(redis url: RedisURL, registry: PrometheusCollectorRegistry, on eventLoop: EventLoop,
+    init(redis endpoint: RedisEndpoint, registry: PrometheusCollectorRegistry, on eventLoop: EventLoop,
          stepsPerScrape: Int = 20, scanCount: Int = 5000,
          clock: @escaping @Sendable () -> Int64 = { WallClock.millisecondsSinceEpoch() }) {
-        self.redis = RedisClient(url: url)
+        self.redis = endpoint.makeClient(eventLoop: eventLoop, logger: Logger(label: "simp.inbox-sampler"))
         self.eventLoop = eventLoop
         self.stepsPerScrape = max(1, stepsPerScrape)
         self.scanCount = max(1, scanCount)
@@ -85,19 +90,24 @@ final class InboxSampler: @unchecked Sendable {
 
     private func step(remaining: Int) -> EventLoopFuture<Void> {
         guard remaining > 0 else { return eventLoop.makeSucceededVoidFuture() }
-        let scan = ["SCAN", sweep.cursor, "MATCH", "simp:inbox:*", "COUNT", String(scanCount), "TYPE", "list"]
-        return redis.command(scan, on: eventLoop).flatMap { [self] reply -> EventLoopFuture<Void> in
-            guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let keys = parts[1].array else {
-                return eventLoop.makeSucceededVoidFuture()
-            }
-            let names = keys.compactMap(\.string)
-            return heads(of: names).flatMap { [self] in
-                sweep.cursor = next
-                guard next == "0" else { return step(remaining: remaining - 1) }
+        let masters = sweep.masters.map { eventLoop.makeSucceededFuture($0) } ?? redis.masters().hop(to: eventLoop)
+        return masters.flatMap { [self] masters -> EventLoopFuture<Void> in
+            sweep.masters = masters
+            guard sweep.node < masters.count else {
                 complete()
                 return eventLoop.makeSucceededVoidFuture()
             }
-        }.recover { _ in }
+            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: "simp:inbox:*", type: "list", count: scanCount, on: eventLoop)
+            return page.flatMap { [self] page in
+                heads(of: page.keys).flatMap { [self] in
+                    sweep.cursor = page.cursor
+                    if page.cursor == "0" { sweep.node += 1 }
+                    guard sweep.node == masters.count else { return step(remaining: remaining - 1) }
+                    complete()
+                    return eventLoop.makeSucceededVoidFuture()
+                }
+            }
+        }.recover { [self] _ in sweep.masters = nil } // asked again next time (a cluster may have failed over)
     }
 
     /// Adds the length and the oldest entry of each list in `keys` to the sweep.

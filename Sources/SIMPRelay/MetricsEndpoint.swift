@@ -14,7 +14,7 @@ import SIMPRedis
 /// relay whose store is not Redis).
 enum MetricsEndpoint {
     static func bind(
-        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop,
+        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisEndpoint?, on loop: EventLoop,
         beforeScrape: @escaping @Sendable () -> Void
     ) async throws -> Channel {
         let samplers = ScrapeSamplers(registry: registry, redis: redis, on: loop)
@@ -46,7 +46,7 @@ private struct ScrapeSamplers: Sendable {
     let process: ProcessMetrics
     let inboxes: InboxSampler?
 
-    init(registry: PrometheusCollectorRegistry, redis: RedisURL?, on loop: EventLoop) {
+    init(registry: PrometheusCollectorRegistry, redis: RedisEndpoint?, on loop: EventLoop) {
         process = ProcessMetrics(registry: registry)
         inboxes = redis.map { InboxSampler(redis: $0, registry: registry, on: loop) }
         registry.makeGauge(

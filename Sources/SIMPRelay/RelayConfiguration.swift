@@ -12,7 +12,18 @@ public struct RelayConfiguration: Sendable {
     public var port: Int = 7600
     /// UDP data port; nil means `port + 1` (the original SIMP layout), 0 picks a free one.
     public var udpPort: Int?
-    public var redis: RedisURL = RedisURL(host: "127.0.0.1")
+    /// The Redis server or Redis Cluster holding the relays' state (docs/OPERATIONS.md §4).
+    public var redisEndpoint: RedisEndpoint = .single(RedisURL(host: "127.0.0.1"))
+    /// One Redis server (setting it chooses single-server mode); on a cluster, its first seed.
+    public var redis: RedisURL {
+        get {
+            switch redisEndpoint {
+            case .single(let url): return url
+            case .cluster(let seeds): return seeds[0]
+            }
+        }
+        set { redisEndpoint = .single(newValue) }
+    }
     /// This relay's id in Redis; unique per running relay.
     public var relayId: String = "relay-" + String(UInt32.random(in: .min ... .max), radix: 16)
     /// Seconds a user's registration survives in Redis without a refresh; live sessions

@@ -25,11 +25,13 @@ public final class RelayService: Service, Sendable {
     /// The running relay's engine (nil before start and after stop), for `statistics()`.
     private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
 
-    /// A relay on one loop of `group`, with `store` (default: Redis at `configuration.redis`).
+    /// A relay on one loop of `group`, with `store` (default: Redis or Redis Cluster at
+    /// `configuration.redisEndpoint`, its connections on the relay's loop).
     public init(configuration: RelayConfiguration, group: EventLoopGroup, store: (any RelayStore)? = nil) {
         self.configuration = configuration
         self.eventLoop = group.next()
-        self.store = store ?? RedisRelayStore(url: configuration.redis, limits: configuration.storeLimits, logger: configuration.logger)
+        self.store = store ?? RedisRelayStore(endpoint: configuration.redisEndpoint, limits: configuration.storeLimits,
+                                              logger: configuration.logger, eventLoop: eventLoop)
         self.metricsRegistry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
     }
 
@@ -73,11 +75,11 @@ public final class RelayService: Service, Sendable {
 
     private func start() async throws -> RunningRelay {
         do { try await store.ping() } catch {
-            throw RelayStartError("Redis is not reachable at \(configuration.redis) (\(error)). Start Redis or pass --redis.")
+            throw RelayStartError("Redis is not reachable at \(configuration.redisEndpoint) (\(error)). Start Redis or pass --redis.")
         }
         var coreConfiguration = configuration.coreConfiguration()
         do { coreConfiguration.decoySecret = try await store.decoySecret() } catch {
-            throw RelayStartError("could not read or create the decoy secret at \(configuration.redis): \(error)")
+            throw RelayStartError("could not read or create the decoy secret at \(configuration.redisEndpoint): \(error)")
         }
         let factory: MetricsFactory = metricsRegistry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         let engine = try await eventLoop.submit { [configuration, coreConfiguration, store, eventLoop] in
@@ -92,7 +94,7 @@ public final class RelayService: Service, Sendable {
             try await store.subscribe(relayId: configuration.relayId, on: eventLoop) { event in engine.value.storeEvent(event) }.get()
         } catch {
             await sockets.close()
-            throw RelayStartError("could not subscribe to the relay channels at \(configuration.redis): \(error)")
+            throw RelayStartError("could not subscribe to the relay channels at \(configuration.redisEndpoint): \(error)")
         }
         try await eventLoop.submit { engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description) }.get()
         if configuration.tls == nil {
@@ -103,7 +105,7 @@ public final class RelayService: Service, Sendable {
         }
         configuration.logger.info("relay listening", metadata: [
             "tcp": "\(AddressText.format(sockets.addresses.control) ?? "?")", "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
-            "redis": "\(configuration.redis)", "relay": "\(configuration.relayId)",
+            "redis": "\(configuration.redisEndpoint)", "relay": "\(configuration.relayId)",
         ])
         return RunningRelay(configuration: configuration, engine: engine, sockets: sockets)
     }

@@ -11,7 +11,7 @@ public final class TestRelay: @unchecked Sendable {
     public private(set) var server: BackgroundRelay
     /// A Redis connection for the test's own checks.
     public let inspector: RedisClient
-    private var clients: [SIMPClient] = []
+    private let clients = ConnectedClients()
 
     private init(redis: RedisServerProcess, server: BackgroundRelay) {
         self.redis = redis
@@ -65,14 +65,25 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Creates (or resets) `user` with `password` in this relay's Redis.
     public func addUser(_ user: String, password: String? = nil) async throws {
+        try await Self.addUser(user, password: password, in: inspector)
+    }
+
+    /// Creates (or resets) `user` with `password` (default: its test password) in `redis`.
+    public static func addUser(_ user: String, password: String? = nil, in redis: any RedisCommands) async throws {
         let verifier = PasswordVerifier.make(password: password ?? Self.password(for: user), iterations: Self.testIterations)
-        try await CredentialStore(redis: inspector).add(user, verifier: verifier, replace: true)
+        try await CredentialStore(redis: redis).add(user, verifier: verifier, replace: true)
     }
 
     /// A client configuration for `user` (created with its test password) pointing at this
     /// relay, with quick retransmits for tests.
     public func clientConfiguration(user: String) async throws -> ClientConfiguration {
         try await addUser(user)
+        return Self.clientConfiguration(user: user, port: port)
+    }
+
+    /// A client configuration for `user` with its test password, pointing at the relay on
+    /// loopback `port`, with quick retransmits for tests.
+    public static func clientConfiguration(user: String, port: Int) -> ClientConfiguration {
         var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: user, password: Self.password(for: user))
         configuration.localHost = "127.0.0.1"
         configuration.retransmit.initialRTO = .milliseconds(200)
@@ -87,10 +98,7 @@ public final class TestRelay: @unchecked Sendable {
     public func connectClient(user: String, configure: (inout ClientConfiguration) -> Void = { _ in }) async throws -> SIMPClient {
         var configuration = try await clientConfiguration(user: user)
         configure(&configuration)
-        let client = SIMPClient(configuration: configuration)
-        clients.append(client)
-        try await client.connect()
-        return client
+        return try await clients.connect(configuration)
     }
 
     /// Closes clients, the relay, and a private Redis.
@@ -101,9 +109,26 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Closes clients and the relay, leaving Redis running (for relays that share it).
     public func stopKeepingRedis() async {
-        for client in clients { await client.close() }
+        await clients.closeAll()
         await server.shutdown()
         await inspector.shutdown()
+    }
+}
+
+/// The clients a test helper connected, closed together.
+final class ConnectedClients: @unchecked Sendable {
+    private var clients: [SIMPClient] = []
+
+    /// Connects a client with `configuration` and keeps it for `closeAll()`.
+    func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
+        let client = SIMPClient(configuration: configuration)
+        clients.append(client)
+        try await client.connect()
+        return client
+    }
+
+    func closeAll() async {
+        for client in clients { await client.close() }
     }
 }
 

@@ -27,7 +27,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?
 
-    @Option(help: "Redis for the relay the bench starts, redis://HOST:PORT. Default: a private redis-server.")
+    @Option(help: "Redis for the relays the bench starts, redis://HOST:PORT, or a Redis Cluster, redis+cluster://HOST:PORT[,HOST:PORT…]. Default: a private redis-server.")
     var redis: String?
 
     @Option(name: .customLong("relay-binary"), help: "simp-server to start. Default: the one next to simp-bench.")
@@ -79,13 +79,13 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
         if let server { _ = try Self.hostPort(server, flag: "--server") }
         if let relayMetrics { _ = try Self.hostPort(relayMetrics, flag: "--relay-metrics") }
-        if let redis { do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("\(error)") } }
+        if let redis { do { _ = try RedisEndpoint(parsing: redis) } catch { throw ValidationError("\(error)") } }
     }
 
     func run() async throws {
         var options = BenchOptions()
         options.server = try server.map { try Self.hostPort($0, flag: "--server") }
-        options.redis = try redis.map { try RedisURL(parsing: $0) }
+        options.redis = try redis.map { try RedisEndpoint(parsing: $0) }
         options.relayBinary = relayBinary.map { URL(fileURLWithPath: $0) }
         options.relayMetrics = try relayMetrics.map { try Self.hostPort($0, flag: "--relay-metrics") }
         options.relayPid = relayPid

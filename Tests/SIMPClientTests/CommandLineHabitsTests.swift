@@ -37,7 +37,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--json", "--count", String(count)],
                                       environment: try await credentials(user))
         let registered = try await Eventually.holds(within: .seconds(10)) {
-            try await self.relay.inspector.command(["EXISTS", "simp:user:\(user)"]).integer == 1
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
         }
         XCTAssertTrue(registered, listen.standardError)
         return listen

@@ -12,7 +12,7 @@ final class CommandLineTests: RelayTestCase {
 
     func waitForRegistration(of user: String) async throws -> Bool {
         try await Eventually.holds(within: .seconds(10)) {
-            try await self.relay.inspector.command(["EXISTS", "simp:user:\(user)"]).integer == 1
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
         }
     }
 
@@ -128,14 +128,14 @@ final class ServerCommandTests: XCTestCase {
         configuration.localHost = "127.0.0.1"
         let client = SIMPClient(configuration: configuration)
         try await client.connect()
-        let registered = try await inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
+        let registered = try await inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer
         XCTAssertEqual(registered, 1)
 
         server.signal(SIGTERM)
         let status = await server.exitStatus()
 
         XCTAssertEqual(status, 0, server.standardError)
-        let remaining = try await inspector.command(["EXISTS", "simp:user:\(bob)", "simp:relay:\(relayId)"]).integer
+        let remaining = try await inspector.command(["EXISTS", "simp:user:{\(bob)}", "simp:relay:\(relayId)"]).integer
         XCTAssertEqual(remaining, 0, "SIGTERM must withdraw the relay's registrations")
         await client.close()
         await inspector.shutdown()
@@ -157,7 +157,7 @@ final class ServerCommandTests: XCTestCase {
         let again = try await run(["add", user, "--iterations", "4096"])
         let listed = try await run(["list"])
         let inspector = RedisClient(url: redis.url)
-        let stored = try await inspector.command(["HGETALL", "simp:cred:\(user)"]).array?.compactMap(\.string) ?? []
+        let stored = try await inspector.command(["HGETALL", "simp:cred:{\(user)}"]).array?.compactMap(\.string) ?? []
         await inspector.shutdown()
         let removed = try await run(["remove", user])
         let removedAgain = try await run(["remove", user])

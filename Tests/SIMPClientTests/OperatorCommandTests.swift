@@ -44,7 +44,7 @@ final class OperatorCommandTests: RelayTestCase {
         let unlocked = try await serverCommand(["user", "unlock", dave])
         XCTAssertEqual(unlocked.out, "user \(dave) unlocked\n", unlocked.err)
         let back = try await Eventually.holds(within: .seconds(10)) {
-            try await self.relay.inspector.command(["HGET", "simp:user:\(dave)", "relay"]).string == self.relay.server.configuration.relayId
+            try await self.relay.inspector.command(["HGET", "simp:user:{\(dave)}", "relay"]).string == self.relay.server.configuration.relayId
         }
         XCTAssertTrue(back, "once unlocked, the client logs in again by itself")
     }

@@ -205,4 +205,28 @@ final class RedisClusterTests: XCTestCase {
         for name in names { owners.append(try await client.masterURL(forKey: name).get().port) }
         return owners
     }
+
+    func testStreamCommandsGoStraightToTheMasterOfTheirKey() async throws {
+        let cluster = try await RedisClusterProcess.shared()
+        let client = RedisClusterClient(seeds: cluster.seeds)
+        addTeardownBlock { await client.shutdown() }
+        var streams: [String] = [], owners = Set<RedisURL>()
+        for name in keys(100, "simp:log") where owners.count < 3 {
+            if owners.insert(try await client.masterURL(forKey: name).get()).inserted { streams.append(name) }
+        }
+        XCTAssertEqual(streams.count, 3, "a stream on every master")
+        for stream in streams {
+            let commands: [[String]] = [
+                ["XADD", stream, "*", "m", "1"], ["XREAD", "COUNT", "5", "STREAMS", stream, "0"],
+                ["XGROUP", "CREATE", stream, "g", "0"], ["XREADGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", stream, ">"],
+                ["XINFO", "STREAM", stream], ["DEL", stream],
+            ]
+            for command in commands {
+                let before = client.roundTrips
+                let reply = try await client.command(command)
+                XCTAssertNil(reply.errorMessage, "\(command): \(reply)")
+                XCTAssertEqual(client.roundTrips - before, 1, "\(command[0]) went to the right master at once")
+            }
+        }
+    }
 }

@@ -86,5 +86,9 @@ final class RedisURLTextTests: XCTestCase {
             let url = try RedisURL(parsing: text)
             XCTAssertEqual(try RedisURL(parsing: url.textWithPassword), url, url.textWithPassword)
         }
+        for text in ["redis+cluster://:p%40ss@h:1,h:2,[::1]:3", "rediss+cluster://bob:simple@h:6380,g:6381?ca=/ca.pem", "redis+cluster://h:1"] {
+            let endpoint = try RedisEndpoint(parsing: text)
+            XCTAssertEqual(try RedisEndpoint(parsing: endpoint.textWithPassword), endpoint, endpoint.textWithPassword)
+        }
     }
 }

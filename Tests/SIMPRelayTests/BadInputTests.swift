@@ -83,7 +83,7 @@ final class BadInputTests: RelayTestCase {
 
         let answer = try await peer.received().last
         XCTAssertEqual(answer?.errorCode, .badRequest)
-        let exists = try await relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer
+        let exists = try await relay.inspector.command(["EXISTS", "simp:user:{\(mallory)}"]).integer
         XCTAssertEqual(exists, 0)
     }
 }

@@ -33,7 +33,7 @@ final class DeliveryTests: RelayTestCase {
     func testRegistrationLivesInRedisWhileConnectedAndIsRemovedOnLeave() async throws {
         let bob = TestRelay.uniqueUser("bob")
         let client = try await relay.connectClient(user: bob)
-        let key = "simp:user:\(bob)"
+        let key = "simp:user:{\(bob)}"
 
         let fields = try await relay.inspector.command(["HMGET", key, "addr", "relay"]).array ?? []
         XCTAssertEqual(fields.first?.string, client.localDatagramAddress.flatMap(AddressText.format))

@@ -43,7 +43,7 @@ final class DrainTests: XCTestCase {
         await aliceClient.close()
         await bobControl.close()
         await shutdown.value
-        let remaining = try await relay.inspector.command(["EXISTS", "simp:user:\(alice)", "simp:user:\(bob)"]).integer
+        let remaining = try await relay.inspector.command(["EXISTS", "simp:user:{\(alice)}", "simp:user:{\(bob)}"]).integer
         XCTAssertEqual(remaining, 0)
         await bobUDP.close()
         await Self.cleanUp(after: relay)
@@ -61,7 +61,7 @@ final class DrainTests: XCTestCase {
         await relay.server.shutdown()
         let took = NIODeadline.now() - started
         XCTAssertGreaterThanOrEqual(took, .milliseconds(300), "a client still connected keeps the drain open until the timeout")
-        let remaining = try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
+        let remaining = try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer
         XCTAssertEqual(remaining, 0)
         await client.close()
         await Self.cleanUp(after: relay)

@@ -26,7 +26,7 @@ final class InboxMetricsTests: XCTestCase {
             }
             let bob = TestRelay.uniqueUser("bob")
             await (try relay.connectClient(user: bob)).close()
-            _ = try await Eventually.holds { try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 0 }
             let before = try await scrape()
             let messagesBefore = try XCTUnwrap(before.value("simp_inbox_stored_messages"))
             let usersBefore = try XCTUnwrap(before.value("simp_inbox_users"))
@@ -53,9 +53,9 @@ final class InboxMetricsTests: XCTestCase {
             let sampledAt = try XCTUnwrap(withOld.value("simp_inbox_sampled_timestamp_seconds"))
             XCTAssertEqual(sampledAt, Double(WallClock.millisecondsSinceEpoch()) / 1000, accuracy: 10)
 
-            _ = try await relay.inspector.command(["DEL", "simp:inbox:\(carol)", "simp:inbox:\(carol):ids"])
+            _ = try await relay.inspector.command(["DEL", "simp:inbox:{\(carol)}", "simp:inbox:{\(carol)}:ids"])
             let bobClient = try await relay.connectClient(user: bob)
-            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", "simp:inbox:\(bob)"]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", "simp:inbox:{\(bob)}"]).integer == 0 }
             let emptied = try await scrape()
             XCTAssertEqual(emptied.value("simp_inbox_stored_messages"), messagesBefore)
             XCTAssertEqual(emptied.value("simp_inbox_users"), usersBefore)
@@ -75,7 +75,7 @@ final class InboxMetricsTests: XCTestCase {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let now: Int64 = 1_795_255_557_000
         let registry = PrometheusCollectorRegistry()
-        let measured = InboxSampler(redis: redis.url, registry: registry, on: loop, stepsPerScrape: 2, scanCount: 3, clock: { now })
+        let measured = InboxSampler(redis: .single(redis.url), registry: registry, on: loop, stepsPerScrape: 2, scanCount: 3, clock: { now })
         do {
             let store = InboxStore(redis: client, maxMessages: 1000, ttlSeconds: 365 * 24 * 3600)
             for user in 1...7 {
@@ -114,7 +114,7 @@ final class InboxMetricsTests: XCTestCase {
         let client = RedisClient(url: redis.url)
         let registry = PrometheusCollectorRegistry()
         let loop = MultiThreadedEventLoopGroup.singleton.next()
-        let sampler = InboxSampler(redis: redis.url, registry: registry, on: loop)
+        let sampler = InboxSampler(redis: .single(redis.url), registry: registry, on: loop)
         let now = WallClock.millisecondsSinceEpoch()
         _ = try await InboxStore(redis: client, maxMessages: 10, ttlSeconds: 3600)
             .store(entry(from: "s", to: "u", id: 1, storedAt: now), for: "u", wallNow: now, on: loop).get()

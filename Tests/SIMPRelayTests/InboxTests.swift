@@ -23,13 +23,13 @@ final class InboxTests: XCTestCase {
         let user = TestRelay.uniqueUser(name)
         let client = try await relay.connectClient(user: user)
         await client.close()
-        let gone = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:\(user)"]).integer == 0 }
+        let gone = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 0 }
         XCTAssertTrue(gone, "\(user)'s registration is still in Redis")
         return user
     }
 
     private func inboxLength(_ user: String) async throws -> Int64 {
-        try await relay.inspector.command(["LLEN", "simp:inbox:\(user)"]).integer ?? -1
+        try await relay.inspector.command(["LLEN", "simp:inbox:{\(user)}"]).integer ?? -1
     }
 
     func testMessageForOfflineUserIsStoredThenDeliveredOnceAndTheSenderHearsBoth() async throws {

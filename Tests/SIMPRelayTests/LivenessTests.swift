@@ -30,7 +30,7 @@ final class LivenessTests: XCTestCase {
         try await relay.addUser(mallory)
         try await peer.login(user: mallory, password: TestRelay.password(for: mallory), udpPort: 9)
         let registered = try await Eventually.holds {
-            try await self.relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer == 1
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(mallory)}"]).integer == 1
         }
         XCTAssertTrue(registered)
         let connectedAt = NIODeadline.now()
@@ -44,7 +44,7 @@ final class LivenessTests: XCTestCase {
         let pings = try await peer.received().filter { $0.kind == .ping }
         XCTAssertGreaterThanOrEqual(pings.count, 2, "the relay pinged before giving up")
         let keyGone = try await Eventually.holds {
-            try await self.relay.inspector.command(["EXISTS", "simp:user:\(mallory)"]).integer == 0
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(mallory)}"]).integer == 0
         }
         XCTAssertTrue(keyGone)
         let stats = try await relay.server.statistics()
@@ -228,11 +228,11 @@ final class RedisRestartTests: XCTestCase {
 
         try await redis.restart()
         _ = try? await relay.inspector.command(["PING"]) // the inspector's old connection died with Redis; this reconnects it
-        let empty = try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"]).integer
+        let empty = try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer
         XCTAssertEqual(empty, 0, "a restarted Redis without persistence has lost the registration")
 
         let healed = try await Eventually.holds(within: .seconds(4)) {
-            try await relay.inspector.command(["EXISTS", "simp:user:\(bob)", "simp:user:\(alice)"]).integer == 2
+            try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}", "simp:user:{\(alice)}"]).integer == 2
         }
         XCTAssertTrue(healed, "the refresh cycle re-creates live registrations")
         let result = try await aliceClient.send(text: "after the Redis restart", to: bob)

@@ -28,7 +28,7 @@ final class ManagedRedisTests: XCTestCase {
         guard case .delivered = result else { return XCTFail("\(result)") }
         let arrived = await inbox.waitFor(1)
         XCTAssertTrue(arrived)
-        let registered = try await relay.inspector.command(["EXISTS", "simp:user:\(bob)"])
+        let registered = try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"])
         XCTAssertEqual(registered, .integer(1))
     }
 }

@@ -110,7 +110,7 @@ final class MultiRelayTests: XCTestCase {
         await cluster.relays[0].server.crash()
         let expired = try await Eventually.holds(within: .seconds(5)) {
             let relays = try await bus.liveRelays()
-            let user = try await self.cluster.inspector.command(["EXISTS", "simp:user:\(carol)"]).integer
+            let user = try await self.cluster.inspector.command(["EXISTS", "simp:user:{\(carol)}"]).integer
             return relays[ids[0]] == nil && user == 0
         }
         XCTAssertTrue(expired, "the dead relay's key and its users' registrations outlive their TTL")
@@ -173,7 +173,7 @@ final class MultiRelayTests: XCTestCase {
         let ann = TestRelay.uniqueUser("ann"), ben = TestRelay.uniqueUser("ben")
         let benFirst = try await cluster.connectClient(user: ben, relay: 1)
         await benFirst.close() // ben is known, and offline
-        _ = try await Eventually.holds { try await self.cluster.inspector.command(["EXISTS", "simp:user:\(ben)"]).integer == 0 }
+        _ = try await Eventually.holds { try await self.cluster.inspector.command(["EXISTS", "simp:user:{\(ben)}"]).integer == 0 }
         let annClient = try await cluster.connectClient(user: ann, relay: 0)
         let notices = NoticeLog(annClient)
 

@@ -42,9 +42,9 @@ final class PresenceTests: RelayTestCase {
         XCTAssertEqual(answer.map(\.online), [true, false, false])
         XCTAssertEqual(answer[1].lastSeen, 0, "a user who exists but was never seen")
         XCTAssertEqual(answer[2].lastSeen, -1, "no such user: no credentials, never seen")
-        let key = try await relay.inspector.command(["HGET", "simp:presence:\(bobName)", "state"]).string
+        let key = try await relay.inspector.command(["HGET", "simp:presence:{\(bobName)}", "state"]).string
         XCTAssertEqual(key, "online")
-        let ttl = try await relay.inspector.command(["TTL", "simp:presence:\(bobName)"]).integer ?? -2
+        let ttl = try await relay.inspector.command(["TTL", "simp:presence:{\(bobName)}"]).integer ?? -2
         XCTAssertGreaterThan(ttl, 0, "online presence expires unless refreshed")
 
         await bob.close()
@@ -96,7 +96,7 @@ final class PresenceTests: RelayTestCase {
         await alice.close()
         await bob.markRead(from: aliceName, upTo: second)
         let stored = try await Eventually.holds {
-            try await self.relay.inspector.command(["LLEN", "simp:inbox:\(aliceName)"]).integer == 1
+            try await self.relay.inspector.command(["LLEN", "simp:inbox:{\(aliceName)}"]).integer == 1
         }
         XCTAssertTrue(stored, "the read marker waits for the offline sender")
         let aliceAgain = try await relay.connectClient(user: aliceName)
@@ -116,10 +116,10 @@ final class PresenceTests: RelayTestCase {
         XCTAssertTrue(typing)
 
         await bob.close()
-        _ = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:\(bobName)"]).integer == 0 }
+        _ = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bobName)}"]).integer == 0 }
         await alice.sendTyping(to: bobName)
         try await Task.sleep(nanoseconds: 400_000_000)
-        let stored = try await relay.inspector.command(["EXISTS", "simp:inbox:\(bobName)"]).integer
+        let stored = try await relay.inspector.command(["EXISTS", "simp:inbox:{\(bobName)}"]).integer
         XCTAssertEqual(stored, 0, "typing is never stored")
         let stats = try await alice.statistics()
         XCTAssertEqual(stats.retransmits, 0, "typing is never retransmitted")

@@ -79,7 +79,7 @@ final class SecurityTests: RelayTestCase {
 
         let refusal = try await mallory.first(.error)
         XCTAssertEqual(refusal?.errorCode, .authRequired)
-        let registered = try await relay.inspector.command(["EXISTS", "simp:user:\(alice)"]).integer
+        let registered = try await relay.inspector.command(["EXISTS", "simp:user:{\(alice)}"]).integer
         XCTAssertEqual(registered, 0)
         try await assertRejected(.authRequired, 1)
     }
@@ -98,7 +98,7 @@ final class SecurityTests: RelayTestCase {
         let closed = await Eventually.holds { alice.control.isClosed && ghost.control.isClosed }
         XCTAssertTrue(closed)
         try await assertRejected(.authFailed, 2)
-        let registered = try await relay.inspector.command(["EXISTS", "simp:user:\(alice.name)"]).integer
+        let registered = try await relay.inspector.command(["EXISTS", "simp:user:{\(alice.name)}"]).integer
         XCTAssertEqual(registered, 0)
     }
 
@@ -222,7 +222,7 @@ final class SecurityTests: RelayTestCase {
         let fresh = bob.sealer.seal(SIMPMessage(kind: .ping, fromUser: bob.name))
         try await rebound.send(fresh, to: relayUDP)
         let moved = try await Eventually.holds {
-            try await self.relay.inspector.command(["HGET", "simp:user:\(bob.name)", "addr"]).string == "127.0.0.1:\(rebound.port)"
+            try await self.relay.inspector.command(["HGET", "simp:user:{\(bob.name)}", "addr"]).string == "127.0.0.1:\(rebound.port)"
         }
         XCTAssertTrue(moved, "Redis follows the newest authentic source")
         // From the old port: an older authentic datagram (accepted, moves nothing) and a copy of
@@ -230,7 +230,7 @@ final class SecurityTests: RelayTestCase {
         try await bob.udp.send(oldKeepalive, to: relayUDP)
         try await bob.udp.send(fresh, to: relayUDP)
         try await assertRejected(.replayed)
-        let address = try await relay.inspector.command(["HGET", "simp:user:\(bob.name)", "addr"]).string
+        let address = try await relay.inspector.command(["HGET", "simp:user:{\(bob.name)}", "addr"]).string
         XCTAssertEqual(address, "127.0.0.1:\(rebound.port)", "older and replayed datagrams never move the route")
 
         _ = try await alice.submit(SIMPMessage(kind: .text, toUser: bob.name, content: "to the new port"))

@@ -1,7 +1,7 @@
 import NIOCore
 
 /// "Deliver this payload to user U wherever U is": what one relay hands another through Redis
-/// pub/sub (channel `simp:relay:<relayId>:deliver`, docs/PROTOCOL.md §7.7).
+/// pub/sub (channel `simp:relay:{<relayId>}:deliver`, docs/PROTOCOL.md §7.7).
 ///
 /// The relay holding `user` hands the payload to it with `RelayCore.deliverToLocalUser`: a
 /// datagram goes out of that relay's UDP socket, a control message down the user's control

@@ -2,18 +2,20 @@ import NIOCore
 import SIMPCore
 import SIMPRedis
 
-/// Users' password verifiers in Redis (docs/PROTOCOL.md §7.6): `simp:cred:<user>`, a hash of
+/// Users' password verifiers in Redis (docs/PROTOCOL.md §7.6): `simp:cred:{<user>}`, a hash of
 /// `salt`, `iterations`, `storedKey`, `serverKey` (hex), `created` (ms since the epoch) and,
 /// while an operator has locked the user, `locked` (ms since the epoch). No password and
 /// nothing that logs in by itself is stored. `simp:cred-iterations` counts the users of each
 /// iteration count (for decoys); `simp:decoy-secret` keys the decoys of every relay.
 public struct CredentialStore: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
 
-    public init(redis: RedisClient) { self.redis = redis }
+    public init(redis: any RedisCommands) { self.redis = redis }
 
     /// The Redis key of `user`'s verifier.
-    public static func key(_ user: String) -> String { "simp:cred:\(user)" }
+    public static func key(_ user: String) -> String { keyPrefix + KeyTag.user(user) }
+    /// What every verifier key starts with (then the user's tag).
+    public static let keyPrefix = "simp:cred:"
     /// The hash of iteration count → users with it.
     public static let iterationCountsKey = "simp:cred-iterations"
     /// The secret that keys every relay's decoys (hex of 32 random bytes).
@@ -153,16 +155,8 @@ public struct CredentialStore: Sendable {
         return reply.integer == 1
     }
 
-    /// Every user with credentials, sorted.
+    /// Every user with credentials, sorted (`SCAN` on every master).
     public func users() async throws -> [String] {
-        var cursor = "0", users: [String] = []
-        repeat {
-            let reply = try await redis.command(["SCAN", cursor, "MATCH", "simp:cred:*", "COUNT", "500"])
-            try Registry.check([reply])
-            guard let parts = reply.array, parts.count == 2, let next = parts[0].string else { break }
-            cursor = next
-            users += (parts[1].array ?? []).compactMap { $0.string.map { String($0.dropFirst("simp:cred:".count)) } }
-        } while cursor != "0"
-        return users.sorted()
+        try await redis.scanKeys(matching: Self.keyPrefix + "*").compactMap { KeyTag.user(inKey: $0, prefix: Self.keyPrefix) }.sorted()
     }
 }

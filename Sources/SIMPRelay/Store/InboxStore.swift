@@ -5,28 +5,28 @@ import SIMPRedis
 /// Offline inboxes in Redis.
 ///
 /// Keys (documented in docs/PROTOCOL.md §7):
-/// - `simp:inbox:<userId>`: list of `InboxEntry` texts, oldest first, at most `maxMessages`.
-/// - `simp:inbox:<userId>:ids`: set of the entries' dedupe keys, so a retransmitted message is
+/// - `simp:inbox:{<userId>}`: list of `InboxEntry` texts, oldest first, at most `maxMessages`.
+/// - `simp:inbox:{<userId>}:ids`: set of the entries' dedupe keys, so a retransmitted message is
 ///   stored once.
 /// Both expire `keyTTLSeconds` after the latest store (a backstop; entries older than the
 /// inbox TTL are discarded, with notice, at every store and when the user connects).
 public struct InboxStore: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     /// Entries kept per inbox; the oldest are discarded beyond it.
     public let maxMessages: Int
     /// Seconds an entry may wait.
     public let ttlSeconds: Int
 
-    public init(redis: RedisClient, maxMessages: Int, ttlSeconds: Int) {
+    public init(redis: any RedisCommands, maxMessages: Int, ttlSeconds: Int) {
         self.redis = redis
         self.maxMessages = max(1, maxMessages)
         self.ttlSeconds = max(1, ttlSeconds)
     }
 
     /// The Redis key of `user`'s inbox list.
-    public static func inboxKey(_ user: String) -> String { "simp:inbox:\(user)" }
+    public static func inboxKey(_ user: String) -> String { "simp:inbox:" + KeyTag.user(user) }
     /// The Redis key of the dedupe keys of `user`'s inbox.
-    public static func idsKey(_ user: String) -> String { "simp:inbox:\(user):ids" }
+    public static func idsKey(_ user: String) -> String { inboxKey(user) + ":ids" }
     /// Seconds the keys live after the latest store.
     public var keyTTLSeconds: Int { ttlSeconds * 2 + 60 }
 

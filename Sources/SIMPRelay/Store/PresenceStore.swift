@@ -5,39 +5,32 @@ import SIMPRedis
 /// Presence in Redis.
 ///
 /// Keys (documented in docs/PROTOCOL.md §7):
-/// - `simp:presence:<user>`: hash `state` (`online`/`offline`) and `lastSeen` (ms since the
+/// - `simp:presence:{<user>}`: hash `state` (`online`/`offline`) and `lastSeen` (ms since the
 ///   epoch). While online it expires after the registration TTL unless the relay's refresh cycle
 ///   (driven by the client's heartbeats) extends it, so a crashed relay's users turn offline by
 ///   themselves; when offline it lives `offlineTTLSeconds`.
-/// - `simp:presence:<user>:rooms`: set of the rooms the user is in, so its presence changes
+/// - `simp:presence:{<user>}:rooms`: set of the rooms the user is in, so its presence changes
 ///   reach their members (maintained by `RoomStore` on join and leave).
 public struct PresenceStore: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     public let onlineTTLSeconds: Int
     public let offlineTTLSeconds: Int
 
-    public init(redis: RedisClient, onlineTTLSeconds: Int, offlineTTLSeconds: Int = 7 * 24 * 3600) {
+    public init(redis: any RedisCommands, onlineTTLSeconds: Int, offlineTTLSeconds: Int = 7 * 24 * 3600) {
         self.redis = redis
         self.onlineTTLSeconds = onlineTTLSeconds
         self.offlineTTLSeconds = offlineTTLSeconds
     }
 
-    public static func presenceKey(_ user: String) -> String { "simp:presence:\(user)" }
-    public static func roomsKey(_ user: String) -> String { "simp:presence:\(user):rooms" }
+    public static func presenceKey(_ user: String) -> String { "simp:presence:" + KeyTag.user(user) }
+    public static func roomsKey(_ user: String) -> String { presenceKey(user) + ":rooms" }
 
-    // KEYS: presence, rooms. ARGV: state, now, TTL. Returns the members of the user's rooms.
+    // KEYS: presence, rooms (one user's slot). ARGV: state, now, TTL. Returns the user's rooms,
+    // whose member sets (other slots on a cluster) are read after it.
     private static let recordScript = """
         redis.call('HSET', KEYS[1], 'state', ARGV[1], 'lastSeen', ARGV[2])
         redis.call('EXPIRE', KEYS[1], ARGV[3])
-        local peers = {}
-        for _, room in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-          for _, member in ipairs(redis.call('SMEMBERS', 'simp:room:' .. room .. ':members')) do
-            peers[member] = true
-          end
-        end
-        local out = {}
-        for member, _ in pairs(peers) do table.insert(out, member) end
-        return out
+        return redis.call('SMEMBERS', KEYS[2])
         """
     // KEYS: presence. ARGV: now, TTL. Extends an online record (re-creating a lost one).
     private static let refreshScript = """
@@ -45,14 +38,20 @@ public struct PresenceStore: Sendable {
         return redis.call('EXPIRE', KEYS[1], ARGV[2])
         """
 
-    /// Records `user` as online or offline now; returns the members of the user's rooms.
+    /// Records `user` as online or offline now; returns the members of the user's rooms (read
+    /// in a second round trip, one command per room, when the user is in any).
     public func record(user: String, online: Bool, now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<[String]> {
         redis.command(
             ["EVAL", Self.recordScript, "2", Self.presenceKey(user), Self.roomsKey(user), online ? "online" : "offline",
              String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)], on: eventLoop
-        ).flatMapThrowing { reply in
-            if case .error(let message) = reply { throw RedisError(message) }
-            return (reply.array ?? []).compactMap(\.string)
+        ).flatMap { [redis] reply in
+            if case .error(let message) = reply { return eventLoop.makeFailedFuture(RedisError(message)) }
+            let rooms = (reply.array ?? []).compactMap(\.string)
+            guard !rooms.isEmpty else { return eventLoop.makeSucceededFuture([]) }
+            return redis.pipeline(rooms.map { ["SMEMBERS", RoomStore.membersKey($0)] }, on: eventLoop).flatMapThrowing { replies in
+                try Registry.check(replies)
+                return Array(Set(replies.flatMap { ($0.array ?? []).compactMap(\.string) }))
+            }
         }
     }
 
@@ -64,7 +63,7 @@ public struct PresenceStore: Sendable {
     }
 
     /// The presence of `users` (absent: offline, last seen when they last registered, or never).
-    /// A user with no credentials (`simp:cred:<user>`) who was never seen does not exist:
+    /// A user with no credentials (`simp:cred:{<user>}`) who was never seen does not exist:
     /// `lastSeen` is -1.
     public func lookup(_ users: [String], on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]> {
         guard !users.isEmpty else { return eventLoop.makeSucceededFuture([]) }

@@ -1,23 +1,31 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import SIMPCore
 import SIMPRedis
 
-/// The relay's store in Redis (keys in docs/PROTOCOL.md §7): each request is carried out by the
-/// part of the schema it concerns (`Registry`, `CredentialStore`, `InboxStore`, `RoomStore`,
-/// `PresenceStore`, `RelayBus`). Publishes made in one event-loop turn go out in one pipeline.
+/// The relay's store in Redis or Redis Cluster (keys in docs/PROTOCOL.md §7): each request is
+/// carried out by the part of the schema it concerns (`Registry`, `CredentialStore`,
+/// `InboxStore`, `RoomStore`, `PresenceStore`, `RelayBus`). Publishes made in one event-loop
+/// turn go out in one pipeline (on a cluster, split per master).
+///
+/// Every part holds the same `redis: any RedisCommands` (a `RedisClient` or a
+/// `RedisClusterClient`, made from the endpoint), builds its keys with `KeyTag` so that what one
+/// command, Lua script or `MULTI` touches shares a cluster slot, and lists keys with
+/// `scanKeys` (every master). A new part is a struct holding `redis: any RedisCommands`, made
+/// here from `redis` like the others.
 public final class RedisRelayStore: RelayStore {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     let registry: Registry
     let credentials: CredentialStore
     let inboxes: InboxStore
     let rooms: RoomStore
     let presence: PresenceStore
     let bus: RelayBus
-    private let url: RedisURL
+    private let endpoint: RedisEndpoint
     private let logger: Logger
-    private let subscriber = NIOLockedValueBox<RedisSubscriber?>(nil)
+    private let subscriber = NIOLockedValueBox<(any RedisSubscription)?>(nil)
     private let publishes = PublishBatcher()
 
     /// Settings of the schema.
@@ -31,10 +39,18 @@ public final class RedisRelayStore: RelayStore {
         public init() {}
     }
 
-    public init(url: RedisURL, limits: Limits = Limits(), logger: Logger) {
-        self.url = url
+    /// A store on one Redis server.
+    public convenience init(url: RedisURL, limits: Limits = Limits(), logger: Logger) {
+        self.init(endpoint: .single(url), limits: limits, logger: logger)
+    }
+
+    /// A store on `endpoint`, one server or a cluster; its connections live on `eventLoop`
+    /// (pass the relay's loop: no thread hops).
+    public init(endpoint: RedisEndpoint, limits: Limits = Limits(), logger: Logger,
+                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.endpoint = endpoint
         self.logger = logger
-        let redis = RedisClient(url: url, logger: logger)
+        let redis = endpoint.makeClient(eventLoop: eventLoop, logger: logger)
         self.redis = redis
         self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds)
         self.credentials = CredentialStore(redis: redis)
@@ -46,8 +62,13 @@ public final class RedisRelayStore: RelayStore {
 
     public var roundTrips: Int { redis.roundTrips }
 
+    /// Checks that Redis answers, and that a single-server URL does not name a cluster node
+    /// (whose other slots would answer every command with `MOVED`).
     public func ping() async throws {
-        _ = try await redis.command(["PING"])
+        let replies = try await redis.pipeline([["PING"], ["INFO", "cluster"]])
+        if !redis.isCluster, replies[1].string?.contains("cluster_enabled:1") == true {
+            throw StoreFailure("\(endpoint) is a node of a Redis Cluster: name the cluster as redis+cluster://HOST:PORT[,HOST:PORT…]")
+        }
     }
 
     public func decoySecret() async throws -> [UInt8] {
@@ -112,8 +133,10 @@ public final class RedisRelayStore: RelayStore {
 
     public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
         let ready = eventLoop.makePromise(of: Void.self)
-        let subscriber = RedisSubscriber(
-            url: url, channels: [RelayBus.deliveryChannel(relayId), RelayBus.movesChannel], logger: logger,
+        let delivery = RelayBus.deliveryChannel(relayId)
+        let subscriber = endpoint.makeSubscriber(
+            client: redis, channels: redis.isCluster ? [RelayBus.movesChannel] : [delivery, RelayBus.movesChannel],
+            shardChannels: redis.isCluster ? [delivery] : [], eventLoop: eventLoop, logger: logger,
             onSubscribed: {
                 eventLoop.execute { handler(.subscribed) }
                 ready.succeed()

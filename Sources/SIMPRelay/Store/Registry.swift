@@ -5,30 +5,32 @@ import SIMPRedis
 /// The user directory in Redis: which UDP address and which relay hold each user's session.
 ///
 /// Keys (documented in docs/PROTOCOL.md):
-/// - `simp:user:<userId>`: hash `addr` (`ip:port`), `relay` (relay id), `session` (token of the
+/// - `simp:user:{<userId>}`: hash `addr` (`ip:port`), `relay` (relay id), `session` (token of the
 ///   control connection), `since` (ms since the epoch when the session registered); expires after the registration TTL
 ///   unless refreshed.
-/// - `simp:seen:<userId>`: set at every registration (ms since the epoch), kept for
+/// - `simp:seen:{<userId>}`: set at every registration (ms since the epoch), kept for
 ///   `seenTTLSeconds` after it; a user without a registration but with this key is offline
 ///   rather than unknown.
 /// - `simp:relay:<relayId>`: the relay's listening addresses; expires unless refreshed.
 public struct Registry: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     /// Seconds a registration lives without a refresh.
     public let ttlSeconds: Int
     /// Seconds a user counts as known (offline, not unknown) after its last registration.
     public let seenTTLSeconds: Int
 
-    public init(redis: RedisClient, ttlSeconds: Int, seenTTLSeconds: Int = 7 * 24 * 3600) {
+    public init(redis: any RedisCommands, ttlSeconds: Int, seenTTLSeconds: Int = 7 * 24 * 3600) {
         self.redis = redis
         self.ttlSeconds = ttlSeconds
         self.seenTTLSeconds = seenTTLSeconds
     }
 
     /// The Redis key of `user`'s registration.
-    public static func userKey(_ user: String) -> String { "simp:user:\(user)" }
+    public static func userKey(_ user: String) -> String { userKeyPrefix + KeyTag.user(user) }
+    /// What every registration key starts with (then the user's tag).
+    public static let userKeyPrefix = "simp:user:"
     /// The Redis key that marks `user` as known.
-    public static func seenKey(_ user: String) -> String { "simp:seen:\(user)" }
+    public static func seenKey(_ user: String) -> String { "simp:seen:" + KeyTag.user(user) }
     /// The Redis key of a relay's liveness record.
     public static func relayKey(_ relayId: String) -> String { "simp:relay:\(relayId)" }
 

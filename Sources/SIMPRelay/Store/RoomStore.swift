@@ -5,27 +5,29 @@ import SIMPRedis
 /// Rooms in Redis.
 ///
 /// Keys (documented in docs/PROTOCOL.md §7):
-/// - `simp:room:<room>:members`: set of the members' user ids; a room exists while it has members.
-/// - `simp:room:<room>:seq`: the room's post counter (INCR), one order for every member.
-/// - `simp:room:<room>:posted`: hash `<author>/<messageId>` → room seq, so a retransmitted post
+/// - `simp:room:{#<room>}:members`: set of the members' user ids; a room exists while it has members.
+/// - `simp:room:{#<room>}:seq`: the room's post counter (INCR), one order for every member.
+/// - `simp:room:{#<room>}:posted`: hash `<author>/<messageId>` → room seq, so a retransmitted post
 ///   is numbered and fanned out once; expires `postTTLSeconds` after the latest post.
-/// - `simp:room:<room>:got:<author>/<messageId>`: set of the members who receipted that post,
+/// - `simp:room:{#<room>}:got:<author>/<messageId>`: set of the members who receipted that post,
 ///   whose size is the "delivered k/n" count; expires after `postTTLSeconds`.
 public struct RoomStore: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
     /// Seconds the per-post bookkeeping lives (at least the inbox TTL, so late deliveries count).
     public let postTTLSeconds: Int
 
-    public init(redis: RedisClient, postTTLSeconds: Int) {
+    public init(redis: any RedisCommands, postTTLSeconds: Int) {
         self.redis = redis
         self.postTTLSeconds = max(60, postTTLSeconds)
     }
 
-    public static func membersKey(_ room: String) -> String { "simp:room:\(room):members" }
-    public static func seqKey(_ room: String) -> String { "simp:room:\(room):seq" }
-    public static func postedKey(_ room: String) -> String { "simp:room:\(room):posted" }
+    /// The prefix of every key of `room` (its hash tag keeps them in one slot).
+    static func prefix(_ room: String) -> String { "simp:room:" + KeyTag.room(room) }
+    public static func membersKey(_ room: String) -> String { prefix(room) + ":members" }
+    public static func seqKey(_ room: String) -> String { prefix(room) + ":seq" }
+    public static func postedKey(_ room: String) -> String { prefix(room) + ":posted" }
     public static func gotKey(_ room: String, author: String, messageId: UInt64) -> String {
-        "simp:room:\(room):got:\(author)/\(messageId)"
+        prefix(room) + ":got:\(author)/\(messageId)"
     }
 
     // KEYS: members, seq, posted. ARGV: author, posted field, TTL.

@@ -2,11 +2,11 @@ import SIMPCore
 import SIMPRedis
 
 /// The operator's view of live sessions (`simp-server sessions`), read from the registrations
-/// (`simp:user:<user>` hashes, docs/PROTOCOL.md §7) and ended through them.
+/// (`simp:user:{<user>}` hashes, docs/PROTOCOL.md §7) and ended through them.
 public struct SessionDirectory: Sendable {
-    public let redis: RedisClient
+    public let redis: any RedisCommands
 
-    public init(redis: RedisClient) { self.redis = redis }
+    public init(redis: any RedisCommands) { self.redis = redis }
 
     /// One user's live session.
     public struct Entry: Sendable, Equatable {
@@ -21,17 +21,11 @@ public struct SessionDirectory: Sendable {
 
     /// Every registered session, sorted by user.
     public func list() async throws -> [Entry] {
-        var cursor = "0", entries: [Entry] = []
-        let prefix = Registry.userKey("")
-        repeat {
-            let reply = try await redis.command(["SCAN", cursor, "MATCH", Registry.userKey("*"), "COUNT", "500"])
-            try Registry.check([reply])
-            guard let parts = reply.array, parts.count == 2, let next = parts[0].string else { throw RedisError("unexpected SCAN reply \(reply)") }
-            cursor = next
-            for key in (parts[1].array ?? []).compactMap(\.string) {
-                if let entry = try await entry(of: String(key.dropFirst(prefix.count))) { entries.append(entry) }
-            }
-        } while cursor != "0"
+        var entries: [Entry] = []
+        for key in try await redis.scanKeys(matching: Registry.userKeyPrefix + "*") {
+            guard let user = KeyTag.user(inKey: key, prefix: Registry.userKeyPrefix) else { continue }
+            if let entry = try await entry(of: user) { entries.append(entry) }
+        }
         return entries.sorted { $0.user < $1.user }
     }
 
