@@ -16,7 +16,7 @@ struct SIMPCommand: AsyncParsableCommand {
             `simp chat --user bob --to alice` in another (or `simp listen` and `simp send`).
 
             Settings can live in $SIMP_HOME/config.toml or ~/.config/simp/config.toml: top-level \
-            keys named like the shared flags (server, user, password-file, udp-port, log-level) and a \
+            keys named like the shared flags (server, user, password-file, device, udp-port, log-level) and a \
             [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
         version: SIMPVersion.current,
@@ -46,6 +46,11 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "PEM file of the CA that signed the relay's certificate (implies --tls).")
     var ca: String?
 
+    @Option(help: ArgumentHelp(
+        "The name of this device (1-64 letters, digits, '.', '_', '-').",
+        discussion: "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (HOST-XXXX); a second client running at the same time takes HOST-XXXX-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."))
+    var device: String?
+
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
     var udpPort = 0
 
@@ -55,12 +60,15 @@ struct ConnectionOptions: ParsableArguments {
     func validate() throws {
         do { _ = try MessageFormatting.parseServers(server) } catch { throw ValidationError("\(error)") }
         guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
+        if let device, let problem = DeviceName.problem(with: device) { throw ValidationError("--device: \(problem)") }
         guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
-    /// Sets up logging (to stderr, or to `logHandler`) and connects, or exits with a one-line error.
-    func connect(logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
+    /// Sets up logging (to stderr, or to `logHandler`), takes this user's device (`--device`,
+    /// or the first free default one) with its outbox, and connects, or exits with a one-line
+    /// error. A `sendOnly` session never receives (docs/PROTOCOL.md §4.7).
+    func connect(sendOnly: Bool = false, logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
             if let logHandler { return logHandler(label, level) }
@@ -70,6 +78,15 @@ struct ConnectionOptions: ParsableArguments {
         }
         var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
         configuration.localUDPPort = udpPort
+        configuration.sendOnly = sendOnly
+        do {
+            let home = SIMPHome.directory()
+            let lock = try DeviceLock.acquire(home: home, user: user, device: device)
+            configuration.device = lock.device
+            configuration.outbox = try Outbox(home: home, user: user, device: lock.device, holding: lock)
+        } catch {
+            fail("simp: \(error)")
+        }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
         do {
@@ -176,7 +193,8 @@ struct Send: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await connection.connect()
+        let client = try await connection.connect(sendOnly: true)
+        let earlier = try await resendOutbox(client)
         if let room, join {
             do { _ = try await client.joinRoom(room) } catch {
                 await client.close()
@@ -200,9 +218,31 @@ struct Send: AsyncParsableCommand {
             let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: messages.count > 1)
             if let failure = line.failure { failures.append(failure) } else { print(line.text) }
         }
+        await reportResent(earlier)
         await client.close()
         for failure in failures.dropLast() { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
         if let last = failures.last { fail("simp: \(last)") }
+    }
+
+    /// Resubmits what earlier runs on this device left in the outbox, saying so on standard error.
+    private func resendOutbox(_ client: SIMPClient) async throws -> [(message: SIMPMessage, result: EventLoopFuture<SendResult>)] {
+        let (resent, unreadable) = try await client.resendOutbox()
+        for name in unreadable { FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8)) }
+        if !resent.isEmpty {
+            let many = resent.count > 1
+            FileHandle.standardError.write(Data("resending \(resent.count) message\(many ? "s" : "") left in the outbox by an earlier simp\n".utf8))
+        }
+        return resent
+    }
+
+    /// Says on standard error what became of the resent messages (the exit status is about
+    /// this run's own messages).
+    private func reportResent(_ resent: [(message: SIMPMessage, result: EventLoopFuture<SendResult>)]) async {
+        for (message, result) in resent {
+            let id = message.messageId
+            guard let outcome = try? await result.get() else { continue }
+            FileHandle.standardError.write(Data("earlier message \(id) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
+        }
     }
 
     /// What to print for one message's outcome (`failure` for standard error).
@@ -215,7 +255,8 @@ struct Send: AsyncParsableCommand {
         case .failed(_, let failure):
             return ("", "message \(id) not delivered: \(failure)")
         case .connectionLost:
-            return ("", "message \(id): connection to the relay was lost before the receipt arrived")
+            return ("", "message \(id): connection to the relay was lost before the receipt arrived; "
+                    + "it stays in the outbox and the next simp of \(connection.user) on this device resends it")
         case .stored where room != nil:
             return (prefix + "posted to \(to); members get it now, or when they connect", nil)
         case .stored:
@@ -240,6 +281,9 @@ struct Listen: AsyncParsableCommand {
     @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
     var room: [String] = []
 
+    /// The exit status when a newer session of this device took over.
+    static let takenOverStatus: Int32 = 3
+
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
@@ -253,12 +297,22 @@ struct Listen: AsyncParsableCommand {
             }
         }
         if !json, count == nil {
-            FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
+            FileHandle.standardError.write(Data("listening as \(connection.user) (device \(client.configuration.device)) on \(connection.server); Ctrl-C to stop\n".utf8))
         }
         Task { // connection notices go to standard error, so --json output stays clean
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
                 if state == .offline(reason: SIMPClient.closedReason) { break } // our own exit, not news
                 if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                if case .offline = state, await client.wasTakenOver { Foundation.exit(Listen.takenOverStatus) }
+            }
+        }
+        Task { // what an earlier simp on this device left undelivered
+            let (resent, unreadable) = try await client.resendOutbox()
+            for name in unreadable { FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8)) }
+            if !resent.isEmpty { FileHandle.standardError.write(Data("resending \(resent.count) message(s) left in the outbox by an earlier simp\n".utf8)) }
+            for (message, result) in resent {
+                let outcome = try await result.get()
+                FileHandle.standardError.write(Data("earlier message \(message.messageId) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
             }
         }
         let listen = ListenService(

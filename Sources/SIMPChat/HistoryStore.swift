@@ -12,7 +12,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var text: String
     public var imageURL: String?
     public var imageScale: Float?
-    /// Outgoing messages: `sent`, `delivered` or `failed`.
+    /// Outgoing messages: `pending`, `sent`, `stored`, `delivered`, `read`, `delivered N/M`
+    /// (room posts), `failed`, or `retried` (failed, and `/retry` sent it again as a new message).
     public var status: String?
     /// Room posts (`from` is `#room`): the member who posted it.
     public var author: String?
