@@ -14,8 +14,7 @@ extension ChatSession {
         for message in messages {
             var message = message
             message.fromUser = user
-            let ref = outgoing.add(message)
-            outgoing[ref].messageId = message.messageId
+            let ref = outgoing.add(message) // its id is taken when the client has it (`submitted`)
             if screen.interactive { showStatus(of: ref) }
             effects.append(.send(ref: ref, message))
         }

@@ -219,11 +219,15 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
             return waiter.succeed(message.members)
         }
-        if message.kind == .error, message.errorCode == .alreadyConnected { takenOver = true } // the close follows
+        // A newer session took this one over (the close follows); one an operator ended may
+        // log in again (docs/PROTOCOL.md §4.3, §4.7, §6: only the text tells them apart).
+        if message.kind == .error, message.errorCode == .alreadyConnected, !message.errorText.contains("operator ended") {
+            takenOver = true
+        }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.kind == .error, message.errorCode == .rateLimited {
             logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
-        } else if message.kind == .error, !isNotice, !session.sender.isPending(message.messageId) {
+        } else if message.kind == .error, !isNotice, !takenOver, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(session.controlReceived(message, now: .now()))
