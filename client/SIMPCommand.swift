@@ -130,6 +130,11 @@ struct Send: AsyncParsableCommand {
             `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives after all retransmissions.
+
+            The session only sends: it never takes messages stored for your user. A message whose \
+            outcome is not known when simp send exits (connection lost, Ctrl-C, a crash) stays in the \
+            outbox ($SIMP_HOME/outbox) and is resent, with its id, by the next simp of your user on \
+            this device; simp send says so on standard error (`resending 1 message ...`).
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -352,7 +357,10 @@ struct Chat: AsyncParsableCommand {
             the first message that arrives. A room post's mark counts its members who have it (✓✓ 2/2).
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
-            messages typed meanwhile stay pending (…) and are sent once it is back.
+            messages typed meanwhile stay pending (…) and are sent once it is back. Messages not yet \
+            delivered when you leave stay in the outbox ($SIMP_HOME/outbox; /quit asks once) and the \
+            next simp of your user on this device resends them. `/retry` also resends what failed in \
+            earlier sessions.
 
             History is kept per user in DIR/USER.jsonl (default $SIMP_HOME/history, or \
             ~/.simp/history) and the last messages are shown on start.
