@@ -133,6 +133,59 @@ final class DeviceSessionTests: RelayTestCase {
         XCTAssertFalse(elsewhere.standardError.contains("resending"), "another device's outbox is not this one's: \(elsewhere.standardError)")
     }
 
+    func testSimpSendKilledBeforeTheReceiptLeavesTheMessageForTheNextOne() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        try await relay.addUser(bob)
+        // bob's session is on a UDP port where nobody listens: nothing is ever receipted.
+        let silentBob = RawControlConnection()
+        try await silentBob.connect(port: relay.port)
+        try await silentBob.login(user: bob, password: TestRelay.password(for: bob), udpPort: 9)
+        let environment = try await environment(alice)
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
+                                    environment: environment)
+        let outbox = try Outbox(home: home, user: alice, device: "desk")
+        let saved = await Eventually.holds(within: .seconds(10)) { outbox.count == 1 }
+        XCTAssertTrue(saved, send.standardError)
+        try await Task.sleep(nanoseconds: 500_000_000) // transmitted, retransmitting
+        send.signal(SIGKILL)
+        _ = await send.exitStatus()
+        XCTAssertEqual(outbox.load().messages.map(\.content), ["survives kill -9"])
+        let id = outbox.load().messages.first?.messageId ?? 0
+        await silentBob.close()
+
+        let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
+        let next = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "and this"],
+                                    environment: environment)
+        let status = await next.exitStatus()
+        XCTAssertEqual(status, 0, next.standardError)
+        XCTAssertTrue(next.standardError.contains("earlier message \(id) to \(bob): delivered in"), next.standardError)
+        let two = await bobInbox.waitFor(2)
+        XCTAssertTrue(two)
+        try await Task.sleep(nanoseconds: 500_000_000)
+        let received = await bobInbox.messages.map { "\($0.messageId) \($0.content)" }
+        XCTAssertEqual(received.first, "\(id) survives kill -9")
+        XCTAssertEqual(received.count, 2, "\(received)")
+        XCTAssertEqual(outbox.count, 0)
+    }
+
+    func testSimpListenResendsTheOutboxOfItsDeviceToo() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
+        let left = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob, content: "via listen")
+        try Outbox(home: home, user: alice, device: "box").save(left)
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", alice, "--device", "box"],
+                                      environment: try await environment(alice))
+        let told = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("earlier message \(left.messageId) to \(bob): delivered in") }
+        XCTAssertTrue(told, listen.standardError)
+        XCTAssertTrue(listen.standardError.contains("resending 1 message(s) left in the outbox by an earlier simp"), listen.standardError)
+        let arrived = await bobInbox.waitFor(1)
+        XCTAssertTrue(arrived)
+        let texts = await bobInbox.messages.map(\.content)
+        XCTAssertEqual(texts, ["via listen"])
+        listen.signal(SIGTERM)
+        _ = await listen.exitStatus()
+    }
+
     func testADeviceInUseByARunningClientIsRefusedAndTheConfigFileNamesTheDevice() async throws {
         let dave = TestRelay.uniqueUser("dave")
         let environment = try await environment(dave)
