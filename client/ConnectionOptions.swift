@@ -60,13 +60,17 @@ struct ConnectionOptions: ParsableArguments {
         var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
         configuration.localUDPPort = udpPort
         configuration.sendOnly = sendOnly
+        let home = SIMPHome.directory()
         do {
-            let home = SIMPHome.directory()
             let lock = try DeviceLock.acquire(home: home, user: user, device: device)
             configuration.device = lock.device
             configuration.outbox = try Outbox(home: home, user: user, device: lock.device, holding: lock)
-        } catch {
+        } catch let error as DeviceError where error.inUse {
             fail("simp: \(error)")
+        } catch {
+            // A home that cannot be written (read-only, full) costs the outbox, not the session.
+            configuration.device = device ?? ""
+            FileHandle.standardError.write(Data("simp: \(error); going on without an outbox: undelivered messages are lost when simp exits\n".utf8))
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }

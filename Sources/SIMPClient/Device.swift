@@ -57,7 +57,10 @@ public enum DeviceName {
             return name
         }
         try SIMPHome.makeDirectory(home)
-        let host = String(ProcessInfo.processInfo.hostName.split(separator: ".").first ?? "simp")
+        var hostName = [CChar](repeating: 0, count: 256)
+        let named = gethostname(&hostName, 255) == 0
+        let host = String(decoding: hostName.prefix { named && $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: ".").first.map(String.init) ?? ""
         var base = String(String.UnicodeScalarView(host.unicodeScalars.filter {
             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
         }).prefix(40))
@@ -83,7 +86,12 @@ public enum DeviceName {
 /// Why a device could not be used.
 public struct DeviceError: Error, CustomStringConvertible, Equatable {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The device is held by another running client (rather than: the files could not be used).
+    public let inUse: Bool
+    public init(_ description: String, inUse: Bool = false) {
+        self.description = description
+        self.inUse = inUse
+    }
 }
 
 /// A device in use by this process: an exclusive `flock` on
@@ -116,14 +124,14 @@ public final class DeviceLock: @unchecked Sendable { // the descriptor is only c
             try SIMPHome.makeDirectory(directory)
             if let lock = try lock(device, in: directory) { return lock }
             let holder = holderDescription(directory.appendingPathComponent(device + ".lock"))
-            throw DeviceError("device \"\(device)\" of \(user) is in use by another running simp\(holder); give another --device NAME")
+            throw DeviceError("device \"\(device)\" of \(user) is in use by another running simp\(holder); give another --device NAME", inUse: true)
         }
         let base = try DeviceName.standard(home: home)
         try SIMPHome.makeDirectory(directory)
         for candidate in DeviceName.candidates(base) {
             if let lock = try lock(candidate, in: directory) { return lock }
         }
-        throw DeviceError("all default devices of \(user) (\(base) to \(base)-16) are in use by running clients; give --device NAME")
+        throw DeviceError("all default devices of \(user) (\(base) to \(base)-16) are in use by running clients; give --device NAME", inUse: true)
     }
 
     /// Unlocks (closing the file); the device may then be used by another client.

@@ -186,6 +186,20 @@ final class DeviceSessionTests: RelayTestCase {
         _ = await listen.exitStatus()
     }
 
+    func testAHomeThatCannotBeWrittenCostsTheOutboxNotTheMessage() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
+        var environment = try await environment(alice)
+        try Data().write(to: home) // a file where the directory should be
+        environment["SIMP_HOME"] = home.path
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "anyway"], environment: environment)
+        let status = await send.exitStatus()
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardError.contains("going on without an outbox"), send.standardError)
+        let arrived = await bobInbox.waitFor(1)
+        XCTAssertTrue(arrived)
+    }
+
     func testADeviceInUseByARunningClientIsRefusedAndTheConfigFileNamesTheDevice() async throws {
         let dave = TestRelay.uniqueUser("dave")
         let environment = try await environment(dave)
