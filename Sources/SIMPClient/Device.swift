@@ -76,10 +76,13 @@ public enum DeviceName {
         return name
     }
 
+    /// How many clients of one user may run at once on the default device names.
+    public static let defaultNames = 64
+
     /// The names tried, in turn, when the default `base` is in use by another running client:
-    /// `base`, `base-2`, … `base-16`.
+    /// `base`, `base-2`, … `base-64`.
     static func candidates(_ base: String) -> [String] {
-        [base] + (2...16).map { "\(base.prefix(maximumLength - 3))-\($0)" }
+        [base] + (2...defaultNames).map { "\(base.prefix(maximumLength - 3))-\($0)" }
     }
 }
 
@@ -131,7 +134,7 @@ public final class DeviceLock: @unchecked Sendable { // the descriptor is only c
         for candidate in DeviceName.candidates(base) {
             if let lock = try lock(candidate, in: directory) { return lock }
         }
-        throw DeviceError("all default devices of \(user) (\(base) to \(base)-16) are in use by running clients; give --device NAME", inUse: true)
+        throw DeviceError("all default devices of \(user) (\(base) to \(base)-\(DeviceName.defaultNames)) are in use by running clients; give --device NAME", inUse: true)
     }
 
     /// Unlocks (closing the file); the device may then be used by another client.

@@ -121,7 +121,8 @@ final class ChatOutboxEndToEndTests: RelayTestCase {
             XCTAssertTrue(heard, listen.standardOutput)
         }
         chat.type("/quit\r")
-        _ = await chat.child.exitStatus()
+        let chatStatus = await chat.child.exitStatus()
+        XCTAssertEqual(chatStatus, chatLines.contains { $0.contains("took over") } ? 3 : 0, "3: taken over")
         listen.signal(SIGTERM)
         _ = await listen.exitStatus()
     }
