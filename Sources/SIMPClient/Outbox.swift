@@ -39,12 +39,15 @@ public final class Outbox: @unchecked Sendable { // stateless apart from the dir
     /// all: it is written beside and renamed into place.
     public func save(_ message: SIMPMessage) throws {
         let buffer = MessageCodec.encode(message)
-        let data = Data(buffer.readableBytesView)
-        let file = url(of: message.messageId)
-        let partial = file.appendingPathExtension("partial")
-        try data.write(to: partial)
-        guard rename(partial.path, file.path) == 0 else {
-            throw DeviceError("cannot save \(file.path): \(String(cString: strerror(errno)))")
+        let file = url(of: message.messageId).path
+        let partial = file + ".partial"
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw DeviceError("cannot save \(partial): \(String(cString: strerror(errno)))") }
+        let written = buffer.readableBytesView.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard written == buffer.readableBytes, rename(partial, file) == 0 else {
+            unlink(partial)
+            throw DeviceError("cannot save \(file): \(String(cString: strerror(errno)))")
         }
     }
 
