@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import NIOConcurrencyHelpers
 
 /// The client's local directory: `$SIMP_HOME`, else `~/.simp`. It holds the default device
 /// name, device locks, the outbox and (by default) the history.
@@ -101,18 +102,18 @@ public struct DeviceError: Error, CustomStringConvertible, Equatable {
 /// `<home>/devices/<user>/<device>.lock`, held until `release()` or the process ends (even by
 /// `kill -9`), so two clients running at once on one machine never share a (user, device),
 /// its session or its outbox.
-public final class DeviceLock: @unchecked Sendable { // the descriptor is only closed once, under the lock
+public final class DeviceLock: Sendable {
     /// The device this lock holds.
     public let device: String
     /// The lock file.
     public let url: URL
-    private var descriptor: Int32?
-    private let guardLock = NSLock()
+    /// The open lock file; nil once released.
+    private let descriptor: NIOLockedValueBox<Int32?>
 
     private init(device: String, url: URL, descriptor: Int32) {
         self.device = device
         self.url = url
-        self.descriptor = descriptor
+        self.descriptor = NIOLockedValueBox(descriptor)
     }
 
     deinit { release() }
@@ -139,10 +140,10 @@ public final class DeviceLock: @unchecked Sendable { // the descriptor is only c
 
     /// Unlocks (closing the file); the device may then be used by another client.
     public func release() {
-        guardLock.lock()
-        defer { guardLock.unlock() }
-        if let descriptor { close(descriptor) }
-        descriptor = nil
+        descriptor.withLockedValue { open in
+            if let open { close(open) }
+            open = nil
+        }
     }
 
     /// Tries to lock `device`'s file in `directory`: nil if another process holds it.

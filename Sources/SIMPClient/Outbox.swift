@@ -17,7 +17,7 @@ import SIMPCore
 /// process ends (quit, crash, `kill -9`) is resent, with the same ids so receivers drop copies
 /// they already have, by the next client of that user on that device (`SIMPClient.resendOutbox`).
 /// A `DeviceLock` makes that client the only one using the directory.
-public final class Outbox: @unchecked Sendable { // stateless apart from the directory: every call goes to the file system
+public final class Outbox: Sendable { // no state but its directory: every call goes to the file system
     /// The directory holding the messages.
     public let directory: URL
 
