@@ -305,12 +305,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     private func report(_ event: SenderEvent) {
         switch event {
-        case .delivered(let id, _, _, _), .failed(let id, _, _): configuration.outbox?.remove(id)
-        }
-        switch event {
         case .delivered(let id, _, let latency, let attempts):
+            configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.delivered(messageId: id, latency: latency, attempts: attempts))
         case .failed(let id, _, let failure):
+            configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.failed(messageId: id, failure))
         }
     }
