@@ -8,6 +8,7 @@ enum SIMPMain {
     /// Keys for every subcommand: the flags of `ConnectionOptions`.
     static let sharedKeys: ConfigFile.Keys = [
         "server": .value, "user": .value, "password-file": .value, "udp-port": .value, "log-level": .value,
+        "device": .value,
     ]
     /// Keys of the `[chat]` table.
     static let chatKeys: ConfigFile.Keys = [

@@ -16,92 +16,11 @@ struct SIMPCommand: AsyncParsableCommand {
             `simp chat --user bob --to alice` in another (or `simp listen` and `simp send`).
 
             Settings can live in $SIMP_HOME/config.toml or ~/.config/simp/config.toml: top-level \
-            keys named like the shared flags (server, user, password-file, udp-port, log-level) and a \
+            keys named like the shared flags (server, user, password-file, device, udp-port, log-level) and a \
             [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
         version: SIMPVersion.current,
         subcommands: [Chat.self, Send.self, Listen.self])
-}
-
-/// Flags every subcommand shares.
-struct ConnectionOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
-        discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
-    var server = "127.0.0.1:7600"
-
-    @Option(help: "Your user id.")
-    var user: String
-
-    @Option(name: .customLong("password-file"), help: ArgumentHelp(
-        "File whose first line is your password.",
-        discussion: "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."))
-    var passwordFile: String?
-
-    @Flag(help: ArgumentHelp(
-        "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
-        discussion: "It is checked against the system's trusted CAs, or --ca."))
-    var tls = false
-
-    @Option(help: "PEM file of the CA that signed the relay's certificate (implies --tls).")
-    var ca: String?
-
-    @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
-    var udpPort = 0
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel = "warning"
-
-    func validate() throws {
-        do { _ = try MessageFormatting.parseServers(server) } catch { throw ValidationError("\(error)") }
-        guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
-        guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
-    }
-
-    /// Sets up logging (to stderr, or to `logHandler`) and connects, or exits with a one-line error.
-    func connect(logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
-        let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { label in
-            if let logHandler { return logHandler(label, level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
-        configuration.localUDPPort = udpPort
-        if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
-        do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
-        do {
-            return try await Self.connect(configuration)
-        } catch SIMPClientError.rejected(.authFailed, LoginClient.Failure.passwordRequired.description) {
-            // The relay wants a password and none was given: ask, if someone is at the keyboard.
-            let asked: String?
-            do { asked = try PasswordInput.prompt("password for \(user): ") } catch { fail("simp: \(error)") }
-            guard let asked else { fail("simp: \(LoginClient.Failure.passwordRequired)") }
-            configuration.password = asked
-            do { return try await Self.connect(configuration) } catch { fail("simp: \(error)") }
-        } catch {
-            fail("simp: \(error)")
-        }
-    }
-
-    private static func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
-        let client = SIMPClient(configuration: configuration)
-        do {
-            try await client.connect()
-            return client
-        } catch {
-            await client.close()
-            throw error
-        }
-    }
-}
-
-/// Prints `line` to standard error and exits with status 1.
-func fail(_ line: String) -> Never {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
-    exit(1)
 }
 
 struct Send: AsyncParsableCommand {
@@ -113,6 +32,11 @@ struct Send: AsyncParsableCommand {
             `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives after all retransmissions.
+
+            The session only sends: it never takes messages stored for your user. A message whose \
+            outcome is not known when simp send exits (connection lost, Ctrl-C, a crash) stays in the \
+            outbox ($SIMP_HOME/outbox) and is resent, with its id, by the next simp of your user on \
+            this device; simp send says so on standard error (`resending 1 message ...`).
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -176,7 +100,8 @@ struct Send: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await connection.connect()
+        let client = try await connection.connect(sendOnly: true)
+        let earlier = try await resendOutbox(client)
         if let room, join {
             do { _ = try await client.joinRoom(room) } catch {
                 await client.close()
@@ -200,9 +125,31 @@ struct Send: AsyncParsableCommand {
             let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: messages.count > 1)
             if let failure = line.failure { failures.append(failure) } else { print(line.text) }
         }
+        await reportResent(earlier)
         await client.close()
         for failure in failures.dropLast() { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
         if let last = failures.last { fail("simp: \(last)") }
+    }
+
+    /// Resubmits what earlier runs on this device left in the outbox, saying so on standard error.
+    private func resendOutbox(_ client: SIMPClient) async throws -> [(message: SIMPMessage, result: EventLoopFuture<SendResult>)] {
+        let (resent, unreadable) = try await client.resendOutbox()
+        for name in unreadable { FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8)) }
+        if !resent.isEmpty {
+            let many = resent.count > 1
+            FileHandle.standardError.write(Data("resending \(resent.count) message\(many ? "s" : "") left in the outbox by an earlier simp\n".utf8))
+        }
+        return resent
+    }
+
+    /// Says on standard error what became of the resent messages (the exit status is about
+    /// this run's own messages).
+    private func reportResent(_ resent: [(message: SIMPMessage, result: EventLoopFuture<SendResult>)]) async {
+        for (message, result) in resent {
+            let id = message.messageId
+            guard let outcome = try? await result.get() else { continue }
+            FileHandle.standardError.write(Data("earlier message \(id) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
+        }
     }
 
     /// What to print for one message's outcome (`failure` for standard error).
@@ -215,7 +162,8 @@ struct Send: AsyncParsableCommand {
         case .failed(_, let failure):
             return ("", "message \(id) not delivered: \(failure)")
         case .connectionLost:
-            return ("", "message \(id): connection to the relay was lost before the receipt arrived")
+            return ("", "message \(id): connection to the relay was lost before the receipt arrived; "
+                    + "it stays in the outbox and the next simp of \(connection.user) on this device resends it")
         case .stored where room != nil:
             return (prefix + "posted to \(to); members get it now, or when they connect", nil)
         case .stored:
@@ -240,6 +188,9 @@ struct Listen: AsyncParsableCommand {
     @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
     var room: [String] = []
 
+    /// The exit status when a newer session of this device took over.
+    static let takenOverStatus: Int32 = 3
+
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
@@ -253,12 +204,22 @@ struct Listen: AsyncParsableCommand {
             }
         }
         if !json, count == nil {
-            FileHandle.standardError.write(Data("listening as \(connection.user) on \(connection.server); Ctrl-C to stop\n".utf8))
+            FileHandle.standardError.write(Data("listening as \(connection.user) (device \(client.configuration.device)) on \(connection.server); Ctrl-C to stop\n".utf8))
         }
         Task { // connection notices go to standard error, so --json output stays clean
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
                 if state == .offline(reason: SIMPClient.closedReason) { break } // our own exit, not news
                 if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                if case .offline = state, await client.wasTakenOver { Foundation.exit(Listen.takenOverStatus) }
+            }
+        }
+        Task { // what an earlier simp on this device left undelivered
+            let (resent, unreadable) = try await client.resendOutbox()
+            for name in unreadable { FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8)) }
+            if !resent.isEmpty { FileHandle.standardError.write(Data("resending \(resent.count) message(s) left in the outbox by an earlier simp\n".utf8)) }
+            for (message, result) in resent {
+                let outcome = try await result.get()
+                FileHandle.standardError.write(Data("earlier message \(message.messageId) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
             }
         }
         let listen = ListenService(
@@ -298,7 +259,10 @@ struct Chat: AsyncParsableCommand {
             the first message that arrives. A room post's mark counts its members who have it (✓✓ 2/2).
 
             If the relay goes away, `simp chat` says so and reconnects by itself (waiting 1, 2, 4 … s); \
-            messages typed meanwhile stay pending (…) and are sent once it is back.
+            messages typed meanwhile stay pending (…) and are sent once it is back. Messages not yet \
+            delivered when you leave stay in the outbox ($SIMP_HOME/outbox; /quit asks once) and the \
+            next simp of your user on this device resends them. `/retry` also resends what failed in \
+            earlier sessions.
 
             History is kept per user in DIR/USER.jsonl (default $SIMP_HOME/history, or \
             ~/.simp/history) and the last messages are shown on start.

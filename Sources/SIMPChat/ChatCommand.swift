@@ -34,7 +34,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/to NAME         talk to NAME from now on",
         "/image URL [S]   send an image link, optionally with display scale S",
         "/audio URL       send an audio link",
-        "/retry           resend the messages that failed (✗)",
+        "/retry           resend the messages that failed (✗), in earlier sessions too",
         "/history [N]     show N older messages above (default 20; PageDown returns)",
         "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT posts too)",
         "/leave [ROOM]    leave ROOM (default: the current room)",

@@ -49,6 +49,9 @@ public final class ChatController: @unchecked Sendable {
     private let input = TerminalInput()
     private var signalSources: [DispatchSourceSignal] = []
 
+    /// The exit status after a newer session of this device took over (see `SIMPClientError.takenOver`).
+    public static let takenOverStatus: Int32 = 3
+
     public init(client: SIMPClient, options: Options) {
         self.client = client
         self.options = options
@@ -69,6 +72,7 @@ public final class ChatController: @unchecked Sendable {
             user: client.configuration.user, peer: options.peer, screen: screen,
             history: (try? store?.load()) ?? [], clock: .system)
         session.sendsReadMarkers = options.readReceipts
+        if !client.configuration.device.isEmpty { session.device = client.configuration.device }
         session.rings = options.bell
         if interactive {
             do { try Terminal.enableRawMode() } catch {
@@ -79,7 +83,11 @@ public final class ChatController: @unchecked Sendable {
         }
         startSources(interactive: interactive)
         let sender = startSender()
-        session.start()
+        let left = client.configuration.outbox?.load()
+        for effect in session.start(resending: left?.messages ?? []) {
+            if case .send(let ref, let message) = effect { sender.yield((ref, message)) }
+        }
+        for name in left?.unreadable ?? [] { session.inform("outbox: \(name) could not be read; set aside as \(name).bad") }
         if store == nil { session.inform("history is off: cannot use \(options.historyDirectory.path)") }
         Terminal.write(session.takeOutput())
 
@@ -108,8 +116,9 @@ public final class ChatController: @unchecked Sendable {
         sender.finish()
         for source in signalSources { source.cancel() }
         Terminal.restore()
+        let takenOver = await client.wasTakenOver
         await client.close()
-        return status
+        return status == 0 && takenOver ? Self.takenOverStatus : status
     }
 
     private func apply(_ event: Event, to session: inout ChatSession) -> [ChatEffect] {

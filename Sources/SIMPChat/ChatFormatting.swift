@@ -57,12 +57,16 @@ extension ChatSession {
         case "delivered": return "✓✓"
         case "read": return "✓✓ read"
         case "failed": return "✗"
+        case "retried": return "✗ (resent)"
+        case "stored": return DeliveryStatus.stored.mark
+        case "sent": return DeliveryStatus.sent.mark
+        case "pending": return DeliveryStatus.pending.mark
         default:
             let counts = name.hasPrefix("delivered ") ? name.dropFirst("delivered ".count).split(separator: "/") : []
             if counts.count == 2, let delivered = Int(counts[0]), let total = Int(counts[1]) {
                 return DeliveryStatus.roomDelivered(delivered, of: total).mark
             }
-            return "✓"
+            return "?" // a status this version does not know
         }
     }
 

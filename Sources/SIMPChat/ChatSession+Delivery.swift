@@ -8,6 +8,11 @@ extension ChatSession {
     /// for the reconnect (and stays pending until then).
     public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
         guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
+        if let index = history.lastIndex(where: { $0.id == messageId }) { // resent from the outbox: recorded already
+            history[index].status = outgoing[ref].status.historyName
+            showStatus(of: ref)
+            return [.recordStatus(messageId: messageId, status: outgoing[ref].status.historyName)]
+        }
         var entry = HistoryEntry(outgoing[ref].message, id: messageId)
         entry.status = outgoing[ref].status.historyName
         history.append(entry)
@@ -105,7 +110,8 @@ extension ChatSession {
         case .connecting:
             output += screen.draw(inputLine)
         case .connected(let relayId):
-            notice(hasConnected ? "reconnected (relay \(relayId))" : "connected as \(user) (relay \(relayId))", .success)
+            let place = (device.map { "device \($0), " } ?? "") + "relay \(relayId)"
+            notice(hasConnected ? "reconnected (\(place))" : "connected as \(user) (\(place))", .success)
             hasConnected = true
             for ref in outgoing.markResumed() { showStatus(of: ref) }
         case .reconnecting(let attempt, let delay):

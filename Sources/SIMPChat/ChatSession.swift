@@ -48,10 +48,14 @@ public struct ChatSession: Sendable {
     /// Index of the oldest history entry shown so far.
     var historyShownFrom: Int
     var draining = false
+    /// `/quit` already said that undelivered messages stay in the outbox: the next one leaves.
+    var quitWarned = false
     var hasConnected = false
     var output = ""
     let clock: ChatClock
 
+    /// The device this session runs on, shown when it connects (nil: not shown).
+    public var device: String?
     /// Whether read markers are sent when the user has seen a conversation (`--no-read-receipts` turns them off).
     public var sendsReadMarkers = true
     /// Newest unseen message id per peer (read markers are sent when the user switches to it).
@@ -90,18 +94,23 @@ public struct ChatSession: Sendable {
         return output
     }
 
-    /// The first screen: recent history (interactive only) and the input line.
-    public mutating func start(showingHistory count: Int = 10) {
+    /// The first screen: recent history (interactive only), then the messages an earlier
+    /// session left in the outbox, resent (`resend`; their history lines are not repeated),
+    /// and the input line. Returns the effects of the resend.
+    @discardableResult
+    public mutating func start(showingHistory count: Int = 10, resending: [SIMPMessage] = []) -> [ChatEffect] {
         if screen.interactive {
             if !history.isEmpty {
                 let shown = min(count, history.count)
                 notice("last \(shown) of \(history.count) messages; /history shows older ones", .dim)
-                showHistory(count: shown)
+                showHistory(count: shown, except: Set(resending.map(\.messageId)))
                 newMarkerPending = true
             }
             notice("you are \(user); \(peer.map { "talking to \($0)" } ?? "@NAME TEXT to talk to someone"); /help for commands", .dim)
         }
+        let effects = resend(resending)
         output += screen.draw(inputLine)
+        return effects
     }
 
     // MARK: Input
@@ -128,7 +137,7 @@ public struct ChatSession: Sendable {
             case .submitted(let line):
                 output += screen.follow(inputLine)
                 effects += submitLine(line)
-            case .interrupted, .endOfInput: effects += quit(status: 0)
+            case .interrupted, .endOfInput: effects += quitAsking()
             case .redraw:
                 output += screen.redraw(inputLine)
             }
@@ -172,9 +181,7 @@ public struct ChatSession: Sendable {
             }
             return [.who(users: users, room: nil, show: true)]
         case .retry:
-            let failures = outgoing.takeFailures()
-            if failures.isEmpty { notice("nothing to retry: no message failed", .dim) }
-            return failures.flatMap { send($0) }
+            return retryFailures()
         case .history(let count):
             if historyShownFrom == 0 {
                 notice("no older messages", .dim)
@@ -197,7 +204,7 @@ public struct ChatSession: Sendable {
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []
         case .quit:
-            return quit(status: 0)
+            return quitAsking()
         case .invalid(let reason):
             notice(reason, .failure)
             return []
@@ -335,9 +342,9 @@ public struct ChatSession: Sendable {
     }
 
     /// Shows the last `count` history entries not shown yet (at start).
-    mutating func showHistory(count: Int) {
+    mutating func showHistory(count: Int, except hidden: Set<UInt64> = []) {
         let from = max(0, historyShownFrom - count)
-        for entry in history[from..<historyShownFrom] { printLine(historyLine(entry)) }
+        for entry in history[from..<historyShownFrom] where !hidden.contains(entry.id) { printLine(historyLine(entry)) }
         historyShownFrom = from
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SIMPClient
 
 /// One message in a user's conversation history.
 public struct HistoryEntry: Codable, Equatable, Sendable {
@@ -12,7 +13,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var text: String
     public var imageURL: String?
     public var imageScale: Float?
-    /// Outgoing messages: `sent`, `delivered` or `failed`.
+    /// Outgoing messages: `pending`, `sent`, `stored`, `delivered`, `read`, `delivered N/M`
+    /// (room posts), `failed`, or `retried` (failed, and `/retry` sent it again as a new message).
     public var status: String?
     /// Room posts (`from` is `#room`): the member who posted it.
     public var author: String?
@@ -60,12 +62,7 @@ public final class HistoryStore: @unchecked Sendable {
 
     /// The default directory: `$SIMP_HOME/history`, else `~/.simp/history`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        if let home = environment["SIMP_HOME"], !home.isEmpty {
-            return URL(fileURLWithPath: home).appendingPathComponent("history")
-        }
-        let home = environment["HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser
-        return home.appendingPathComponent(".simp/history")
+        SIMPHome.directory(environment: environment).appendingPathComponent("history")
     }
 
     /// Every entry, oldest first, with status updates applied. Lines that do not parse are skipped.

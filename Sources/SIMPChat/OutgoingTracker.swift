@@ -130,11 +130,11 @@ public struct OutgoingTracker: Sendable {
     public var hasUnretriedFailures: Bool { messages.contains { isRetryable($0) } }
 
     /// The failed messages not resent yet, marked as resent.
-    public mutating func takeFailures() -> [SIMPMessage] {
-        var taken: [SIMPMessage] = []
+    public mutating func takeFailures() -> [OutgoingMessage] {
+        var taken: [OutgoingMessage] = []
         for index in messages.indices where isRetryable(messages[index]) {
             messages[index].retried = true
-            taken.append(messages[index].message)
+            taken.append(messages[index])
         }
         return taken
     }

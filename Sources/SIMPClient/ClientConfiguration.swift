@@ -16,6 +16,15 @@ public struct ClientConfiguration: Sendable {
     /// The user's password (nil for a relay that does not authenticate). It never goes on the
     /// wire: the login proves it by challenge-response (docs/PROTOCOL.md §3).
     public var password: String?
+    /// The device this session runs on, sent in AUTH and CONNECT (docs/PROTOCOL.md §4.7): a
+    /// newer session of the same device replaces this one; other devices are untouched. Empty:
+    /// the user's default device on the relay. `DeviceLock` picks one for command-line clients.
+    public var device: String = ""
+    /// A session that only sends: it never receives content or stored messages, and never
+    /// replaces the device's receiving session (`simp send`).
+    public var sendOnly = false
+    /// Where messages wait until their outcome is known, across restarts (nil: memory only).
+    public var outbox: Outbox?
     /// Local address for the UDP socket; port 0 picks a free one.
     public var localHost: String = "0.0.0.0"
     public var localUDPPort: Int = 0
@@ -81,6 +90,9 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
     case rejected(SIMPMessage.ErrorCode, String)
     case timedOut(String)
     case connectionLost
+    /// A newer session of the same device took this one's place; the client does not fight
+    /// it by reconnecting.
+    case takenOver(device: String)
 
     public var description: String {
         switch self {
@@ -88,6 +100,8 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
         case .rejected(let code, let text): return "relay refused: \(text) (\(code))"
         case .timedOut(let what): return "timed out \(what)"
         case .connectionLost: return "connection to the relay was lost"
+        case .takenOver(let device):
+            return "another session of device \(device.isEmpty ? "(default)" : device) took over; not reconnecting"
         }
     }
 }

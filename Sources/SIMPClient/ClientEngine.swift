@@ -42,6 +42,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
     var closedByUser = false
+    /// Set when a newer session of this device took the relay session over (ERROR
+    /// ALREADY_CONNECTED): the coming loss is not reconnected (docs/PROTOCOL.md §4.7).
+    private(set) var takenOver = false
 
     init(configuration: ClientConfiguration, eventLoop: EventLoop) {
         self.configuration = configuration
@@ -72,6 +75,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         let (id, output) = session.submit(message, now: .now())
         let promise = eventLoop.makePromise(of: SendResult.self)
         waiters[id] = promise
+        saveInOutbox(message, id: id) // before its first transmission
         carryOut(output)
         return (id, promise.futureResult)
     }
@@ -139,7 +143,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
                 case .success(let channel):
                     handshake?.channel = channel
                     let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                    channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
+                    channel.writeAndFlush(describingDevice(session.beginLogin(udpPort: udpPort)), promise: nil)
                     eventLoop.scheduleTask(in: configuration.connectTimeout) {
                         promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                     }
@@ -203,7 +207,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
         if channel === handshake?.channel {
             switch session.loginReceived(message, now: .now()) {
-            case .send(let frame)?: channel.writeAndFlush(frame, promise: nil)
+            case .send(let frame)?: channel.writeAndFlush(describingDevice(frame), promise: nil)
             case .registered(let connected, let output)?: handshake?.promise.succeed((connected, output))
             case .refused(let code, let reason)?: handshake?.promise.fail(SIMPClientError.rejected(code, reason))
             case nil: break
@@ -215,10 +219,15 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
             return waiter.succeed(message.members)
         }
+        // A newer session took this one over (the close follows); one an operator ended may
+        // log in again (docs/PROTOCOL.md §4.3, §4.7, §6: only the text tells them apart).
+        if message.kind == .error, message.errorCode == .alreadyConnected, !message.errorText.contains("operator ended") {
+            takenOver = true
+        }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.kind == .error, message.errorCode == .rateLimited {
             logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
-        } else if message.kind == .error, !isNotice, !session.sender.isPending(message.messageId) {
+        } else if message.kind == .error, !isNotice, !takenOver, !session.sender.isPending(message.messageId) {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(session.controlReceived(message, now: .now()))
@@ -245,14 +254,19 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         control = nil
         for waiter in requestWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
         requestWaiters.removeAll()
-        let mayReconnect = configuration.reconnect != nil && !closedByUser
+        let mayReconnect = configuration.reconnect != nil && !closedByUser && !takenOver
         if mayReconnect {
             logger.info("lost the relay; reconnecting")
             nextServer(after: nil)
         }
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
         guard !mayReconnect else { return }
-        if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
+        if takenOver {
+            logger.notice("\(SIMPClientError.takenOver(device: configuration.device))")
+            onStateChange(.offline(reason: SIMPClientError.takenOver(device: configuration.device).description))
+        } else if !closedByUser {
+            onStateChange(.offline(reason: "connection to the relay was lost"))
+        }
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         waiters.removeAll()
     }
@@ -274,7 +288,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         metrics.update(outcomes: output.outcomes, session: session)
         output.outcomes.forEach(report)
         for notice in output.notices {
-            if case .stored(let id, _) = notice { waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id)) }
+            if case .stored(let id, _) = notice {
+                configuration.outbox?.remove(id)
+                waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id))
+            }
             onNotice(notice)
         }
         output.peerEvents.forEach(onPeerEvent)
@@ -289,9 +306,31 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private func report(_ event: SenderEvent) {
         switch event {
         case .delivered(let id, _, let latency, let attempts):
+            configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.delivered(messageId: id, latency: latency, attempts: attempts))
         case .failed(let id, _, let failure):
+            configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.failed(messageId: id, failure))
+        }
+    }
+
+    /// AUTH and CONNECT name this client's device; CONNECT says whether it only sends.
+    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
+        guard frame.kind == .auth || frame.kind == .connect else { return frame }
+        var frame = frame
+        frame.device = configuration.device
+        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
+        return frame
+    }
+
+    /// Keeps `message` (as `id`) in the outbox until its outcome is known.
+    private func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
+        guard let outbox = configuration.outbox else { return }
+        var message = message
+        message.messageId = id
+        message.fromUser = configuration.user
+        do { try outbox.save(message) } catch {
+            logger.warning("cannot keep the message in the outbox; it is lost if simp exits before its receipt", metadata: ["error": "\(error)"])
         }
     }
 

@@ -37,6 +37,17 @@ public enum MessageFormatting {
         return "[\(formatter.string(from: date))] \(from): \(body)"
     }
 
+    /// A short account of a send's outcome: `delivered in 1.2 ms`, `stored (receiver offline)`,
+    /// `not delivered: …`, `connection lost; still in the outbox`.
+    public static func outcomeText(_ result: SendResult) -> String {
+        switch result {
+        case .delivered(_, let latency, _): return String(format: "delivered in %.1f ms", Double(latency.nanoseconds) / 1_000_000)
+        case .stored: return "stored (the receiver is offline; the relay delivers it later)"
+        case .failed(_, let failure): return "not delivered: \(failure)"
+        case .connectionLost: return "connection lost before the receipt; still in the outbox"
+        }
+    }
+
     /// A notice about a connection state change, for standard error (nil for `.connecting`).
     public static func stateLine(_ state: ConnectionState) -> String? {
         switch state {

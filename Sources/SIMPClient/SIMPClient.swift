@@ -107,6 +107,24 @@ public final class SIMPClient: @unchecked Sendable {
         return try await engine.eventLoop.submit { [engine] in engine.send(message) }.get()
     }
 
+    /// Submits again every message the outbox kept from an earlier process of this user and
+    /// device, with its original id (receivers drop copies they already have), oldest first.
+    /// Returns them with their outcomes; messages that are unreadable on disk are named in
+    /// `unreadable` (set aside as `.bad` files).
+    public func resendOutbox() async throws -> (resent: [(message: SIMPMessage, result: EventLoopFuture<SendResult>)], unreadable: [String]) {
+        guard let outbox = configuration.outbox else { return ([], []) }
+        let (messages, unreadable) = outbox.load()
+        var resent: [(message: SIMPMessage, result: EventLoopFuture<SendResult>)] = []
+        for message in messages { resent.append((message, try await submit(message).result)) }
+        return (resent, unreadable)
+    }
+
+    /// Whether a newer session of this device took the relay session over; the client then
+    /// stopped instead of reconnecting (`SIMPClientError.takenOver`).
+    public var wasTakenOver: Bool {
+        get async { (try? await engine.eventLoop.submit { [engine] in engine.takenOver }.get()) ?? false }
+    }
+
     /// Reliability counters of this client.
     public func statistics() async throws -> ClientStatistics {
         try await engine.eventLoop.submit { [engine] in engine.statistics }.get()

@@ -86,8 +86,9 @@ final class ChatSessionTests: XCTestCase {
                        ["12:00 you → bob: are you on? ✗ no user \"bob\" is registered (/retry resends)", "bob>"])
 
         let retried = type("/retry\r")
-        XCTAssertEqual(retried.count, 1)
-        guard case .send(_, let message)? = retried.first else { return XCTFail() }
+        XCTAssertEqual(retried.count, 2)
+        XCTAssertEqual(retried.first, .recordStatus(messageId: 7, status: "retried"), "offered once, across restarts too")
+        guard case .send(_, let message)? = retried.last else { return XCTFail() }
         XCTAssertEqual(message.content, "are you on?")
         XCTAssertTrue(type("/retry\r").isEmpty, "already resent")
         XCTAssertEqual(terminal.transcript.suffix(2), ["-- nothing to retry: no message failed", "bob>"])

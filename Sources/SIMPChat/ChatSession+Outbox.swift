@@ -1,0 +1,78 @@
+import SIMPCore
+
+/// Messages that outlive the session: resent from the outbox at start, kept there at `/quit`,
+/// and failures from earlier sessions that `/retry` resends.
+extension ChatSession {
+    /// Resends what an earlier session left in the outbox (`messages`, with their original ids
+    /// and times): says so, shows each with its live mark, and asks the controller to submit
+    /// them (`.send` with the id already set).
+    public mutating func resend(_ messages: [SIMPMessage]) -> [ChatEffect] {
+        guard !messages.isEmpty else { return [] }
+        let many = messages.count > 1
+        notice("\(messages.count) message\(many ? "s" : "") from your last session \(many ? "are" : "is") being resent", .warning)
+        var effects: [ChatEffect] = []
+        for message in messages {
+            var message = message
+            message.fromUser = user
+            let ref = outgoing.add(message) // its id is taken when the client has it (`submitted`)
+            if screen.interactive { showStatus(of: ref) }
+            effects.append(.send(ref: ref, message))
+        }
+        return effects
+    }
+
+    /// `/quit`, Ctrl-C or Ctrl-D: with messages not yet delivered (on a terminal), says they
+    /// stay in the outbox and asks for the command once more; otherwise leaves.
+    mutating func quitAsking() -> [ChatEffect] {
+        let waiting = outgoing.unresolvedCount
+        guard screen.interactive, waiting > 0, !quitWarned else { return quit(status: 0) }
+        quitWarned = true
+        let many = waiting > 1
+        notice("\(waiting) message\(many ? "s" : "") not yet delivered; /quit again to leave, "
+               + "\(many ? "they" : "it") will be sent next time", .warning)
+        return []
+    }
+
+    /// `/retry`: resends (as new messages) what failed in this session and, from the history,
+    /// what failed in earlier ones; the failed entries are recorded as `retried` so they are
+    /// offered once.
+    mutating func retryFailures() -> [ChatEffect] {
+        var effects: [ChatEffect] = []
+        var messages: [SIMPMessage] = []
+        for failed in outgoing.takeFailures() {
+            messages.append(failed.message)
+            if let id = failed.messageId { effects += markRetried(id) }
+        }
+        let current = Set(outgoing.messages.compactMap(\.messageId))
+        for index in history.indices where history[index].from == user && history[index].status == "failed"
+            && !current.contains(history[index].id) {
+            messages.append(history[index].message)
+            effects += markRetried(history[index].id)
+        }
+        if messages.isEmpty { notice("nothing to retry: no message failed", .dim) }
+        return effects + messages.flatMap { send($0) }
+    }
+
+    private mutating func markRetried(_ id: UInt64) -> [ChatEffect] {
+        if let index = history.lastIndex(where: { $0.id == id }) { history[index].status = Self.retriedStatus }
+        return [.recordStatus(messageId: id, status: Self.retriedStatus)]
+    }
+
+    /// The history's status of a failed message that `/retry` resent (as a new message).
+    static let retriedStatus = "retried"
+}
+
+extension HistoryEntry {
+    /// The message this entry records, to send again (without its id).
+    var message: SIMPMessage {
+        switch kind {
+        case "image":
+            var message = SIMPMessage(kind: .image, toUser: to)
+            message.imageURL = imageURL ?? ""
+            message.imageScale = imageScale ?? 1
+            return message
+        case "audio": return SIMPMessage(kind: .audio, toUser: to, content: text)
+        default: return SIMPMessage(kind: .text, toUser: to, content: text)
+        }
+    }
+}

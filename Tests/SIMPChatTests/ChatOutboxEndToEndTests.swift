@@ -1,0 +1,129 @@
+import Foundation
+import NIOCore
+import SIMPChat
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// `simp chat` on pseudo-terminals with its own `$SIMP_HOME`: the outbox across quitting, and
+/// two clients of one user side by side.
+final class ChatOutboxEndToEndTests: RelayTestCase {
+    var home: URL!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        try? FileManager.default.removeItem(at: home)
+        try await super.tearDown()
+    }
+
+    func environment(_ user: String) async throws -> [String: String] {
+        try await relay.addUser(user)
+        return ["NO_COLOR": "1", "SIMP_HOME": home.path, PasswordInput.environmentVariable: TestRelay.password(for: user)]
+    }
+
+    func chat(_ user: String, to peer: String) async throws -> PseudoTerminalProcess {
+        try PseudoTerminalProcess("simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer],
+                                  environment: try await environment(user), width: 100, height: 30)
+    }
+
+    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
+                      line: UInt = #line) async {
+        let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
+        XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
+    }
+
+    /// Story 4: with the relay down, a line typed and `/quit` (twice) is not lost: the next
+    /// `simp chat` resends it, the peer gets it once, and the history says delivered.
+    func testAMessagePendingAtQuitIsResentByTheNextChatAndArrivesOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
+        let first = try await chat(alice, to: bob)
+        await assertScreen(first, shows: "-- connected as \(alice) (device ")
+
+        let restart = Task { [relay = relay!] in try await relay.restart(downtime: .seconds(6)) }
+        await assertScreen(first, shows: "-- connection lost; reconnecting in")
+        first.type("are you there?\r")
+        await assertScreen(first, shows: "you → \(bob): are you there? …")
+        first.type("/quit\r")
+        await assertScreen(first, shows: "-- 1 message not yet delivered; /quit again to leave, it will be sent next time")
+        first.type("/quit\r")
+        let firstStatus = await first.child.exitStatus()
+        XCTAssertNotNil(firstStatus, first.rawOutput)
+        try await restart.value
+
+        let history = try HistoryStore(directory: home.appendingPathComponent("history"), user: alice)
+        let pending = try history.load().last
+        XCTAssertEqual(pending?.text, "are you there?")
+        XCTAssertEqual(pending?.status, "pending")
+
+        let second = try await chat(alice, to: bob)
+        await assertScreen(second, shows: "-- 1 message from your last session is being resent")
+        await assertScreen(second, shows: "you → \(bob): are you there? ✓✓", within: .seconds(20))
+        XCTAssertFalse(second.screen.transcript.contains { $0.contains("are you there? …") }, "its history line is not repeated")
+        let arrived = await bobInbox.waitFor(1, within: .seconds(10))
+        XCTAssertTrue(arrived)
+        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        let texts = await bobInbox.messages.map(\.content)
+        XCTAssertEqual(texts, ["are you there?"], "exactly once")
+        let entries = try history.load().filter { $0.text == "are you there?" }
+        XCTAssertEqual(entries.count, 1, "one history entry, updated")
+        XCTAssertEqual(entries.first?.id, pending?.id, "resent with its original id")
+        XCTAssertEqual(entries.first?.status, "delivered")
+
+        second.type("/quit\r")
+        let secondStatus = await second.child.exitStatus()
+        XCTAssertEqual(secondStatus, 0, second.rawOutput)
+        // Shown with its true status from now on.
+        let third = try await chat(alice, to: bob)
+        await assertScreen(third, shows: "you → \(bob): are you there? ✓✓")
+        third.type("/quit\r")
+        _ = await third.child.exitStatus()
+    }
+
+    /// Story 2 (the client's side): `simp chat` and `simp listen` of one user take two devices
+    /// (the default one and `-2`) and do not fight: no reconnect loop for 20 s. With a relay
+    /// that keeps one session per device (docs/PROTOCOL.md §4.7) both stay connected and receive.
+    func testChatAndListenOfOneUserAreTwoDevicesThatDoNotFight() async throws {
+        let dave = TestRelay.uniqueUser("dave"), carol = TestRelay.uniqueUser("carol")
+        let chat = try await chat(dave, to: carol)
+        await assertScreen(chat, shows: "-- connected as \(dave) (device ")
+        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
+                                      environment: try await environment(dave))
+        let listening = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("listening as") }
+        XCTAssertTrue(listening, listen.standardError)
+        let device = try String(contentsOf: home.appendingPathComponent("device"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        await assertScreen(chat, shows: "-- connected as \(dave) (device \(device), relay")
+        XCTAssertTrue(listen.standardError.contains("listening as \(dave) (device \(device)-2) on"), listen.standardError)
+
+        try await Task.sleep(nanoseconds: 20_000_000_000)
+        XCTAssertFalse(listen.standardError.contains("reconnecting in"), listen.standardError)
+        XCTAssertFalse(listen.standardError.contains("offline"), listen.standardError)
+        let chatLines = chat.screen.transcript
+        XCTAssertFalse(chatLines.contains { $0.contains("reconnecting in") }, chatLines.joined(separator: "\n"))
+        XCTAssertLessThanOrEqual(chatLines.filter { $0.contains("took over") }.count, 1, chatLines.joined(separator: "\n"))
+
+        if chatLines.contains(where: { $0.contains("took over") }) {
+            // A relay with one session per user (before devices, §4.7): the newer session won
+            // once and the older one stopped. Both receiving needs the relay's devices.
+            await assertScreen(chat, shows: "-- offline: another session of device \(device) took over; not reconnecting")
+        } else {
+            let sender = try await relay.connectClient(user: carol)
+            let result = try await sender.send(text: "to both devices", to: dave)
+            guard case .delivered = result else { return XCTFail("\(result)") }
+            await assertScreen(chat, shows: "\(carol): to both devices")
+            let heard = await Eventually.holds(within: .seconds(5)) { listen.standardOutput.contains("to both devices") }
+            XCTAssertTrue(heard, listen.standardOutput)
+        }
+        chat.type("/quit\r")
+        let chatStatus = await chat.child.exitStatus()
+        XCTAssertEqual(chatStatus, chatLines.contains { $0.contains("took over") } ? 3 : 0, "3: taken over")
+        listen.signal(SIGTERM)
+        _ = await listen.exitStatus()
+    }
+}

@@ -1,0 +1,107 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SIMPClient
+import SIMPCore
+
+/// Flags every subcommand shares.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
+        discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
+    var server = "127.0.0.1:7600"
+
+    @Option(help: "Your user id.")
+    var user: String
+
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "File whose first line is your password.",
+        discussion: "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."))
+    var passwordFile: String?
+
+    @Flag(help: ArgumentHelp(
+        "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
+        discussion: "It is checked against the system's trusted CAs, or --ca."))
+    var tls = false
+
+    @Option(help: "PEM file of the CA that signed the relay's certificate (implies --tls).")
+    var ca: String?
+
+    @Option(help: ArgumentHelp(
+        "The name of this device (1-64 letters, digits, '.', '_', '-').",
+        discussion: "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (HOST-XXXX); a second client running at the same time takes HOST-XXXX-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."))
+    var device: String?
+
+    @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
+    var udpPort = 0
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "warning"
+
+    func validate() throws {
+        do { _ = try MessageFormatting.parseServers(server) } catch { throw ValidationError("\(error)") }
+        guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
+        if let device, let problem = DeviceName.problem(with: device) { throw ValidationError("--device: \(problem)") }
+        guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+    }
+
+    /// Sets up logging (to stderr, or to `logHandler`), takes this user's device (`--device`,
+    /// or the first free default one) with its outbox, and connects, or exits with a one-line
+    /// error. A `sendOnly` session never receives (docs/PROTOCOL.md §4.7).
+    func connect(sendOnly: Bool = false, logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            if let logHandler { return logHandler(label, level) }
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
+        configuration.localUDPPort = udpPort
+        configuration.sendOnly = sendOnly
+        let home = SIMPHome.directory()
+        do {
+            let lock = try DeviceLock.acquire(home: home, user: user, device: device)
+            configuration.device = lock.device
+            configuration.outbox = try Outbox(home: home, user: user, device: lock.device, holding: lock)
+        } catch let error as DeviceError where error.inUse {
+            fail("simp: \(error)")
+        } catch {
+            // A home that cannot be written (read-only, full) costs the outbox, not the session.
+            configuration.device = device ?? ""
+            FileHandle.standardError.write(Data("simp: \(error); going on without an outbox: undelivered messages are lost when simp exits\n".utf8))
+        }
+        if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
+        do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
+        do {
+            return try await Self.connect(configuration)
+        } catch SIMPClientError.rejected(.authFailed, LoginClient.Failure.passwordRequired.description) {
+            // The relay wants a password and none was given: ask, if someone is at the keyboard.
+            let asked: String?
+            do { asked = try PasswordInput.prompt("password for \(user): ") } catch { fail("simp: \(error)") }
+            guard let asked else { fail("simp: \(LoginClient.Failure.passwordRequired)") }
+            configuration.password = asked
+            do { return try await Self.connect(configuration) } catch { fail("simp: \(error)") }
+        } catch {
+            fail("simp: \(error)")
+        }
+    }
+
+    private static func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
+        let client = SIMPClient(configuration: configuration)
+        do {
+            try await client.connect()
+            return client
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+}
+
+/// Prints `line` to standard error and exits with status 1.
+func fail(_ line: String) -> Never {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+    exit(1)
+}
