@@ -118,13 +118,9 @@ public struct BenchReport: Codable, Sendable {
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
-        if let cpu = benchCPUSeconds {
-            rows.append(("bench CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
-        }
+        if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
         if let relay {
-            if let cpu = relay.cpuSeconds {
-                rows.append(("relay CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
-            }
+            if let cpu = relay.cpuSeconds { rows.append(("relay CPU", cpuText(cpu))) }
             if let peak = relay.peakRSSBytes { rows.append(("relay peak RSS", megabytes(peak))) }
             if let trips = relay.redisRoundTrips, let forwarded = relay.forwarded {
                 rows.append(("Redis round trips", "\(Int(trips)) for \(Int(forwarded)) forwarded (\(String(format: "%.5f", relay.redisRoundTripsPerForwarded ?? 0)) each)"))
@@ -147,6 +143,13 @@ public struct BenchReport: Codable, Sendable {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// CPU seconds in the window, as a share of one core and per delivered message.
+    private func cpuText(_ seconds: Double) -> String {
+        let delivered = deliveredRate * parameters.durationSeconds
+        let perMessage = delivered > 0 ? String(format: ", %.1f µs per delivered message", seconds * 1e6 / delivered) : ""
+        return "\(format(seconds)) s (\(format(100 * seconds / parameters.durationSeconds)) % of one core\(perMessage))"
     }
 
     private func summaryText(_ s: LatencySummary) -> String {

@@ -39,7 +39,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
     var relayPid: Int32?
 
-    @Option(help: "Sender/receiver pairs (each user has its own UDP socket and control connection).")
+    @Option(help: "Sender/receiver pairs (each user has its own control connection; all senders share one UDP socket, all receivers another).")
     var pairs = 10
 
     @Option(help: "Messages per second offered in total; with --find-max, the first rate tried.")
