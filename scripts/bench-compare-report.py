@@ -33,9 +33,11 @@ def simp_row(report):
     relay_cpu = (report.get("relay") or {}).get("cpu_seconds")
     bench_cpu = report.get("bench_cpu_seconds")
     per = lambda cpu: cpu * 1e6 / delivered if cpu is not None and delivered > 0 else None
+    latency = report["latency_us"]
+    measured = latency["count"] > 0
     return {"delivered_rate": report["delivered_rate"], "server_cpu_us_per_message": per(relay_cpu),
-            "bench_cpu_us_per_message": per(bench_cpu), "p50_us": report["latency_us"]["p50"],
-            "p99_us": report["latency_us"]["p99"]}
+            "bench_cpu_us_per_message": per(bench_cpu), "p50_us": latency["p50"] if measured else None,
+            "p99_us": latency["p99"] if measured else None}
 
 
 def mqtt_row(report):

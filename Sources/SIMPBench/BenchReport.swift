@@ -49,6 +49,8 @@ public struct BenchReport: Codable, Sendable {
     public var parameters: Parameters
     public var machine: MachineInfo
     public var offeredRate: Double
+    /// Messages due in the window but not offered: their pair's window (`--window`) was full.
+    public var skipped: Int
     public var deliveredRate: Double
     public var receiptRate: Double
     public var failed: Int
@@ -70,7 +72,7 @@ public struct BenchReport: Codable, Sendable {
     public var sessions: Sessions?
 
     enum CodingKeys: String, CodingKey {
-        case parameters, machine, offeredRate = "offered_rate", deliveredRate = "delivered_rate"
+        case parameters, machine, offeredRate = "offered_rate", skipped, deliveredRate = "delivered_rate"
         case receiptRate = "receipt_rate", failed, unresolved, duplicates, suppressed, retransmits
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
         case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
@@ -81,6 +83,7 @@ public struct BenchReport: Codable, Sendable {
         self.parameters = parameters
         machine = MachineInfo.current()
         offeredRate = Double(result.offered) / result.seconds
+        skipped = result.skipped
         deliveredRate = Double(result.delivered) / result.seconds
         receiptRate = Double(result.receipts) / result.seconds
         failed = result.failed
@@ -109,7 +112,7 @@ public struct BenchReport: Codable, Sendable {
             ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
             ("target rate", "\(format(parameters.rate)) msg/s"),
-            ("offered_rate", "\(format(offeredRate)) msg/s"),
+            ("offered_rate", "\(format(offeredRate)) msg/s" + (skipped > 0 ? " (\(skipped) skipped: windows full)" : "")),
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
             ("failed / unresolved", "\(failed) / \(unresolved)"),

@@ -7,6 +7,8 @@ public struct LoadResult: Sendable {
     public var targetRate: Double
     public var seconds: Double
     public var offered = 0
+    /// Messages due in the window that were not offered because their pair's window was full.
+    public var skipped = 0
     public var delivered = 0
     public var receipts = 0
     public var failed = 0
@@ -48,6 +50,11 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// User ids are `<prefix>-<n>-a` (sender) and `<prefix>-<n>-b` (receiver).
         public var userPrefix = "bench-\(UInt32.random(in: .min ... .max))"
         public var policy = RetransmitPolicy()
+        /// Messages a pair may have without receipt or failure before its next offer is skipped
+        /// (0: no limit). Like an MQTT client's inflight window, it keeps an overloaded run
+        /// from piling up unbounded retransmission state; skipped offers make the run count as
+        /// not sustained.
+        public var window = 100
         public init() {}
     }
 
@@ -176,7 +183,11 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 }
                 let offeredBefore = offered
                 while offered < due {
-                    offer(pairs[next], now: now)
+                    if parameters.window == 0 || pairs[next].offers.count < parameters.window {
+                        offer(pairs[next], now: now)
+                    } else if phase == .measuring {
+                        result.skipped += 1
+                    }
                     next = (next + 1) % pairs.count
                     offered += 1
                 }

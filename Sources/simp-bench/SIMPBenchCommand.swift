@@ -60,6 +60,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-p99-ms"), help: "With --find-max: the p99 latency (ms) above which a rate is not sustained.")
     var maxP99Milliseconds = 10.0
 
+    @Option(help: "Messages a pair may have without receipt before its next offers are skipped (counted as skipped, so the rate is not sustained); 0: no limit.")
+    var window = 100
+
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
 
@@ -74,6 +77,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard rate > 0 else { throw ValidationError("--rate must be positive") }
         guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
+        guard window >= 0 else { throw ValidationError("--window must not be negative") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
@@ -96,6 +100,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.duration = .nanoseconds(Int64(duration * 1e9))
         options.warmup = .nanoseconds(Int64(warmup * 1e9))
         options.findMax = findMax
+        options.window = window
         options.maxP99 = .nanoseconds(Int64(maxP99Milliseconds * 1e6))
         options.sessions = sessions
         do {
