@@ -93,7 +93,8 @@ def main(directory):
         value = item["value"]
         item["met"] = value is not None and (value >= float(limit) if op == ">=" else value <= float(limit))
     machine = {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "kernel": env.get("BENCH_KERNEL", ""),
-               "load_average_before": env.get("BENCH_LOAD_BEFORE", ""), "load_average_after": env.get("BENCH_LOAD", ""), "mosquitto": env.get("BENCH_MOSQUITTO", "")}
+               "load_average_before": env.get("BENCH_LOAD_BEFORE", ""), "load_average_after": env.get("BENCH_LOAD", ""),
+               "mosquitto": env.get("BENCH_MOSQUITTO", "")}
     parameters = {"pairs": int(env["BENCH_PAIRS"]), "size": int(env["BENCH_SIZE"]), "seconds": float(env["BENCH_SECONDS"]),
                   "rate": rate}
     if env.get("BENCH_JSON") == "1":
