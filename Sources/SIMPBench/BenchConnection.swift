@@ -119,8 +119,8 @@ enum BenchConnector {
         let handler = NIOLoopBound(handler, eventLoop: loop)
         return DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
-            .channelOption(.datagramVectorReadMessageCount, value: 32)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+            .channelOption(.datagramVectorReadMessageCount, value: 64)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler.value) }
             }

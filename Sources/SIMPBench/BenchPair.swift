@@ -1,8 +1,8 @@
 import NIOCore
 import SIMPCore
 
-/// One sending user and one receiving user of the bench, each with its own UDP socket and
-/// control connection, driving `ReliableSender` and `ReceiverCore` directly on the bench's
+/// One sending user and one receiving user of the bench, each with its own control connection
+/// (the UDP sockets are the load generator's, shared by all senders and by all receivers), driving `ReliableSender` and `ReceiverCore` directly on the bench's
 /// event loop (no async hops per message).
 final class BenchPair {
     struct Offer {
@@ -21,10 +21,12 @@ final class BenchPair {
     var deliveredIds: Set<UInt64> = []
     /// Text that makes each datagram `size` bytes long.
     var content = ""
+    /// The socket every sender's datagrams leave from (the load generator flushes it).
     var senderDatagrams: Channel!
     var senderControl: Channel!
-    var receiverDatagrams: Channel!
     var receiverControl: Channel!
+    /// Receipts written to `receiverControl` and not flushed yet.
+    var receiptsPending = false
     var relayAddress: SocketAddress!
     /// Seals the sender's datagrams; opens the receiver's.
     var sealer: DatagramSealer!
@@ -63,8 +65,9 @@ final class BenchPair {
         }
     }
 
+    /// Closes the control connections (the relay ends both sessions).
     func close() {
-        for channel in [senderDatagrams, senderControl, receiverDatagrams, receiverControl] as [Channel?] {
+        for channel in [senderControl, receiverControl] as [Channel?] {
             channel?.close(promise: nil)
         }
     }

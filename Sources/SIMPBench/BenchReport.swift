@@ -49,6 +49,8 @@ public struct BenchReport: Codable, Sendable {
     public var parameters: Parameters
     public var machine: MachineInfo
     public var offeredRate: Double
+    /// Messages due in the window but not offered: their pair's window (`--window`) was full.
+    public var skipped: Int
     public var deliveredRate: Double
     public var receiptRate: Double
     public var failed: Int
@@ -70,7 +72,7 @@ public struct BenchReport: Codable, Sendable {
     public var sessions: Sessions?
 
     enum CodingKeys: String, CodingKey {
-        case parameters, machine, offeredRate = "offered_rate", deliveredRate = "delivered_rate"
+        case parameters, machine, offeredRate = "offered_rate", skipped, deliveredRate = "delivered_rate"
         case receiptRate = "receipt_rate", failed, unresolved, duplicates, suppressed, retransmits
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
         case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
@@ -81,6 +83,7 @@ public struct BenchReport: Codable, Sendable {
         self.parameters = parameters
         machine = MachineInfo.current()
         offeredRate = Double(result.offered) / result.seconds
+        skipped = result.skipped
         deliveredRate = Double(result.delivered) / result.seconds
         receiptRate = Double(result.receipts) / result.seconds
         failed = result.failed
@@ -109,7 +112,7 @@ public struct BenchReport: Codable, Sendable {
             ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
             ("target rate", "\(format(parameters.rate)) msg/s"),
-            ("offered_rate", "\(format(offeredRate)) msg/s"),
+            ("offered_rate", "\(format(offeredRate)) msg/s" + (skipped > 0 ? " (\(skipped) skipped: windows full)" : "")),
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
             ("failed / unresolved", "\(failed) / \(unresolved)"),
@@ -118,13 +121,9 @@ public struct BenchReport: Codable, Sendable {
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
-        if let cpu = benchCPUSeconds {
-            rows.append(("bench CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
-        }
+        if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
         if let relay {
-            if let cpu = relay.cpuSeconds {
-                rows.append(("relay CPU", "\(format(cpu)) s (\(format(100 * cpu / parameters.durationSeconds)) % of one core)"))
-            }
+            if let cpu = relay.cpuSeconds { rows.append(("relay CPU", cpuText(cpu))) }
             if let peak = relay.peakRSSBytes { rows.append(("relay peak RSS", megabytes(peak))) }
             if let trips = relay.redisRoundTrips, let forwarded = relay.forwarded {
                 rows.append(("Redis round trips", "\(Int(trips)) for \(Int(forwarded)) forwarded (\(String(format: "%.5f", relay.redisRoundTripsPerForwarded ?? 0)) each)"))
@@ -147,6 +146,13 @@ public struct BenchReport: Codable, Sendable {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// CPU seconds in the window, as a share of one core and per delivered message.
+    private func cpuText(_ seconds: Double) -> String {
+        let delivered = deliveredRate * parameters.durationSeconds
+        let perMessage = delivered > 0 ? String(format: ", %.1f µs per delivered message", seconds * 1e6 / delivered) : ""
+        return "\(format(seconds)) s (\(format(100 * seconds / parameters.durationSeconds)) % of one core\(perMessage))"
     }
 
     private func summaryText(_ s: LatencySummary) -> String {

@@ -25,6 +25,8 @@ public struct BenchOptions: Sendable {
     public var duration: TimeAmount = .seconds(10)
     public var warmup: TimeAmount = .seconds(2)
     public var findMax = false
+    /// Messages a pair may have unresolved before it skips offers (0: no limit).
+    public var window = 100
     /// `--find-max`: a rate is sustained while delivery and receipts keep up with the offered
     /// rate within this fraction…
     public var sustainedFraction = 0.98
@@ -67,8 +69,9 @@ public enum BenchRunner {
         parameters.extraPorts = others.map(\.controlPort)
         parameters.pairs = options.pairs
         parameters.size = options.size
-        let generator = LoadGenerator(parameters: parameters)
+        parameters.window = options.window
         let idle = IdleSessions()
+        var generator: LoadGenerator?
         do {
             var sessions: BenchReport.Sessions?
             if options.sessions > 0 {
@@ -79,25 +82,44 @@ public enum BenchRunner {
                 sessions = .init(connected: connected, connectSeconds: seconds(.now() - started),
                                  relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes)
             }
-            progress("registering \(options.pairs) pairs")
-            try await generator.connect()
-            var report = options.findMax
-                ? try await findMax(generator, options, metrics: metrics, pid: pid, progress: progress)
-                : try await measure(generator, options, rate: options.rate, metrics: metrics, pid: pid)
+            var report: BenchReport
+            if options.findMax {
+                report = try await findMax(options, metrics: metrics, pid: pid, progress: progress) {
+                    try await connectedGenerator(parameters, fresh: true)
+                }
+            } else {
+                progress("registering \(options.pairs) pairs")
+                generator = try await connectedGenerator(parameters, fresh: false)
+                report = try await measure(generator!, options, rate: options.rate, metrics: metrics, pid: pid)
+            }
             report.sessions = sessions
             report.parameters.relay = options.server.map { "\($0.host):\($0.port)" }
                 ?? (options.relays > 1 ? "\(options.relays) simp-server children on one Redis; every message crosses relays (relay figures: the first)"
                                        : "started by simp-bench (child simp-server)")
-            await generator.close()
+            await generator?.close()
             await idle.close()
             await stopRelays()
             return report
         } catch {
-            await generator.close()
+            await generator?.close()
             await idle.close()
             await stopRelays()
             throw error
         }
+    }
+
+    /// A load generator whose pairs are registered; `fresh` gives its users new names.
+    static func connectedGenerator(_ parameters: LoadGenerator.Parameters, fresh: Bool) async throws -> LoadGenerator {
+        var parameters = parameters
+        if fresh { parameters.userPrefix = "bench-\(UInt32.random(in: .min ... .max))" }
+        let generator = LoadGenerator(parameters: parameters)
+        do {
+            try await generator.connect()
+        } catch {
+            await generator.close()
+            throw error
+        }
+        return generator
     }
 
     /// One measurement window at `rate`, with the relay's figures when they can be read.
@@ -144,18 +166,31 @@ public enum BenchRunner {
     }
 
     /// Doubles the rate from `options.rate` until a step is not sustained, then bisects
-    /// between the last sustained rate and the first unsustained one (five more steps).
+    /// between the last sustained rate and the first unsustained one (five more steps). Each
+    /// step has pairs of its own (`makeGenerator`), so the backlog of an overloaded step does
+    /// not weigh on the next.
     static func findMax(
-        _ generator: LoadGenerator, _ options: BenchOptions,
-        metrics: (host: String, port: Int)?, pid: Int32?, progress: @escaping @Sendable (String) -> Void
+        _ options: BenchOptions, metrics: (host: String, port: Int)?, pid: Int32?,
+        progress: @escaping @Sendable (String) -> Void, makeGenerator: () async throws -> LoadGenerator
     ) async throws -> BenchReport {
+        func measureFresh(rate: Double) async throws -> BenchReport {
+            let generator = try await makeGenerator()
+            do {
+                let report = try await measure(generator, options, rate: rate, metrics: metrics, pid: pid)
+                await generator.close()
+                return report
+            } catch {
+                await generator.close()
+                throw error
+            }
+        }
         var steps: [BenchReport.Step] = []
         var best: BenchReport?
         var low = 0.0, high: Double?
         var rate = options.rate
         for _ in 0..<20 {
             progress("find-max: offering \(Int(rate)) msg/s")
-            let report = try await measure(generator, options, rate: rate, metrics: metrics, pid: pid)
+            let report = try await measureFresh(rate: rate)
             let sustained = isSustained(report, rate: rate, options)
             steps.append(.init(offeredRate: report.offeredRate, deliveredRate: report.deliveredRate,
                                receiptRate: report.receiptRate, latencyP99: report.latencyUs.p99, sustained: sustained))
@@ -173,7 +208,7 @@ public enum BenchRunner {
         if let best {
             report = best
         } else {
-            report = try await measure(generator, options, rate: options.rate, metrics: metrics, pid: pid)
+            report = try await measureFresh(rate: options.rate)
         }
         report.maxSustainedRate = best == nil ? 0 : low
         report.steps = steps

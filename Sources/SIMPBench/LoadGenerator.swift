@@ -7,6 +7,8 @@ public struct LoadResult: Sendable {
     public var targetRate: Double
     public var seconds: Double
     public var offered = 0
+    /// Messages due in the window that were not offered because their pair's window was full.
+    public var skipped = 0
     public var delivered = 0
     public var receipts = 0
     public var failed = 0
@@ -48,6 +50,11 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// User ids are `<prefix>-<n>-a` (sender) and `<prefix>-<n>-b` (receiver).
         public var userPrefix = "bench-\(UInt32.random(in: .min ... .max))"
         public var policy = RetransmitPolicy()
+        /// Messages a pair may have without receipt or failure before its next offer is skipped
+        /// (0: no limit). Like an MQTT client's inflight window, it keeps an overloaded run
+        /// from piling up unbounded retransmission state; skipped offers make the run count as
+        /// not sustained.
+        public var window = 100
         public init() {}
     }
 
@@ -60,6 +67,15 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     private var phase = Phase.idle
     private var result = LoadResult(targetRate: 0, seconds: 0)
     private var outstandingMeasured = 0
+    /// One UDP socket for every sender and one for every receiver (a registration needs a
+    /// port, not a socket of its own): a tick's datagrams leave in one flush (`sendmmsg`), and a
+    /// burst of arrivals is read 64 at a time (`recvmmsg`) with one wake-up.
+    private var senderSocket: Channel!
+    private var receiverSocket: Channel!
+    /// Receivers by their session id, which every datagram the relay seals for them carries.
+    private var pairsByReceiverSession: [UInt64: BenchPair] = [:]
+    /// Receivers whose receipts were written during the current burst of arrivals.
+    private var receiptsToFlush: [BenchPair] = []
 
     public init(parameters: Parameters) {
         self.parameters = parameters
@@ -67,43 +83,43 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         self.loop = group.next()
     }
 
-    /// Registers every pair's two users (up to 64 registrations at a time).
+    /// Binds the two UDP sockets, then registers every pair's two users.
     public func connect() async throws {
         try await loop.flatSubmit { [self] in
-            pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
-            return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
+            let receiverHandler = ReceiverDatagramHandler(
+                onDatagram: { [unowned self] in receiverDatagram($0) },
+                onReadComplete: { [unowned self] in flushReceipts() })
+            return BenchConnector.bindDatagramSocket(host: parameters.localHost, handler: DiscardDatagramHandler(), on: loop)
+                .and(BenchConnector.bindDatagramSocket(host: parameters.localHost, handler: receiverHandler, on: loop))
+                .flatMap { [self] senderUDP, receiverUDP in
+                    senderSocket = senderUDP
+                    receiverSocket = receiverUDP
+                    pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
+                    return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
+                }
         }.get()
     }
 
     private func connect(_ pair: BenchPair) -> EventLoopFuture<Void> {
         pair.sizeContent(toEncodedSize: parameters.size)
+        pair.senderDatagrams = senderSocket
         let senderControl = BenchControlHandler()
         senderControl.onMessage = { [unowned self, unowned pair] in senderControlMessage($0, pair) }
-        senderControl.onReadComplete = { [unowned pair] in pair.senderDatagrams?.flush() }
-        let receiverControl = BenchControlHandler()
-        let receiverDatagrams = ReceiverDatagramHandler(
-            onDatagram: { [unowned self, unowned pair] in receiverDatagram($0, pair) },
-            onReadComplete: { [unowned pair] in pair.receiverControl?.flush() })
-        let host = parameters.localHost
-        return BenchConnector.bindDatagramSocket(host: host, handler: DiscardDatagramHandler(), on: loop)
-            .and(BenchConnector.bindDatagramSocket(host: host, handler: receiverDatagrams, on: loop))
+        senderControl.onReadComplete = { [unowned self] in senderSocket.flush() }
+        let ports = parameters.relayPorts
+        let a = BenchConnector.register(user: pair.from, udpPort: senderSocket.localAddress!.port!, host: parameters.host,
+                                        port: ports[pair.index % ports.count], handler: senderControl, on: loop)
+        let b = BenchConnector.register(user: pair.to, udpPort: receiverSocket.localAddress!.port!, host: parameters.host,
+                                        port: ports[(pair.index + 1) % ports.count], handler: BenchControlHandler(), on: loop)
+        return a.and(b)
             .assumeIsolated()
-            .flatMap { [self] senderUDP, receiverUDP in
-                pair.senderDatagrams = senderUDP
-                pair.receiverDatagrams = receiverUDP
-                let ports = parameters.relayPorts
-                let a = BenchConnector.register(user: pair.from, udpPort: senderUDP.localAddress!.port!, host: parameters.host,
-                                                port: ports[pair.index % ports.count], handler: senderControl, on: loop)
-                let b = BenchConnector.register(user: pair.to, udpPort: receiverUDP.localAddress!.port!, host: parameters.host,
-                                                port: ports[(pair.index + 1) % ports.count], handler: receiverControl, on: loop)
-                return a.and(b)
-            }
-            .map { sender, receiver in
+            .map { [self] sender, receiver in
                 pair.senderControl = sender.control
                 pair.receiverControl = receiver.control
                 pair.relayAddress = sender.relayDatagramAddress
                 pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
                 pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
+                pairsByReceiverSession[receiver.keys.sessionId] = pair
             }
             .nonisolated()
     }
@@ -125,7 +141,11 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
 
     /// Closes every connection (the relay removes the registrations).
     public func close() async {
-        try? await loop.submit { [self] in for pair in pairs { pair.close() } }.get()
+        try? await loop.submit { [self] in
+            for pair in pairs { pair.close() }
+            senderSocket?.close(promise: nil)
+            receiverSocket?.close(promise: nil)
+        }.get()
         try? await group.shutdownGracefully()
     }
 
@@ -161,14 +181,17 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                     let lag = TimeAmount.nanoseconds(Int64(Double(due - offered - 1) / rate * 1e9))
                     if phase == .measuring { result.generatorMaxLag = max(result.generatorMaxLag, lag) }
                 }
-                var touched = Set<Int>()
+                let offeredBefore = offered
                 while offered < due {
-                    offer(pairs[next], now: now)
-                    touched.insert(next)
+                    if parameters.window == 0 || pairs[next].offers.count < parameters.window {
+                        offer(pairs[next], now: now)
+                    } else if phase == .measuring {
+                        result.skipped += 1
+                    }
                     next = (next + 1) % pairs.count
                     offered += 1
                 }
-                for index in touched { pairs[index].senderDatagrams.flush() }
+                if offered > offeredBefore { senderSocket.flush() }
             }
             if ticks % max(1, Int(10_000_000 / tick.nanoseconds)) == 0 { pollRetransmits(now: now) }
             if phase == .draining, outstandingMeasured == 0 || now >= windowEnd + drain {
@@ -203,9 +226,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             guard let deadline = pair.sender.nextDeadline, deadline <= now else { continue }
             let output = pair.sender.poll(now: now)
             pair.write(output.transmit)
-            pair.senderDatagrams.flush()
             record(output.events, pair)
         }
+        senderSocket.flush()
     }
 
     private func senderControlMessage(_ message: SIMPMessage, _ pair: BenchPair) {
@@ -225,12 +248,17 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         }
     }
 
-    private func receiverDatagram(_ bytes: ByteBuffer, _ pair: BenchPair) {
+    private func receiverDatagram(_ bytes: ByteBuffer) {
         let now = NIODeadline.now()
-        guard let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
+        guard let session = SealedDatagram.sessionId(of: bytes), let pair = pairsByReceiverSession[session],
+              let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
               message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         pair.receiverControl.write(outcome.receipt, promise: nil)
+        if !pair.receiptsPending {
+            pair.receiptsPending = true
+            receiptsToFlush.append(pair)
+        }
         guard outcome.verdict == .deliver else {
             if phase == .measuring { result.suppressed += 1 }
             return
@@ -242,6 +270,15 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             guard let offer = pair.offers[delivered.messageId], offer.measured else { continue }
             result.latency.record(now - offer.at)
         }
+    }
+
+    /// Sends the receipts written during a burst of arrivals: one flush per receiver.
+    private func flushReceipts() {
+        for pair in receiptsToFlush {
+            pair.receiverControl.flush()
+            pair.receiptsPending = false
+        }
+        receiptsToFlush.removeAll(keepingCapacity: true)
     }
 
     /// Counts receipts and failures; a message is resolved by its sender's event.

@@ -39,7 +39,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
     var relayPid: Int32?
 
-    @Option(help: "Sender/receiver pairs (each user has its own UDP socket and control connection).")
+    @Option(help: "Sender/receiver pairs (each user has its own control connection; all senders share one UDP socket, all receivers another).")
     var pairs = 10
 
     @Option(help: "Messages per second offered in total; with --find-max, the first rate tried.")
@@ -60,6 +60,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-p99-ms"), help: "With --find-max: the p99 latency (ms) above which a rate is not sustained.")
     var maxP99Milliseconds = 10.0
 
+    @Option(help: "Messages a pair may have without receipt before its next offers are skipped (counted as skipped, so the rate is not sustained); 0: no limit.")
+    var window = 100
+
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
 
@@ -74,6 +77,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard rate > 0 else { throw ValidationError("--rate must be positive") }
         guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
+        guard window >= 0 else { throw ValidationError("--window must not be negative") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
@@ -96,6 +100,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.duration = .nanoseconds(Int64(duration * 1e9))
         options.warmup = .nanoseconds(Int64(warmup * 1e9))
         options.findMax = findMax
+        options.window = window
         options.maxP99 = .nanoseconds(Int64(maxP99Milliseconds * 1e6))
         options.sessions = sessions
         do {

@@ -35,6 +35,25 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
     }
 
+    func testAFullWindowSkipsOffersInsteadOfQueueingThem() async throws {
+        var parameters = LoadGenerator.Parameters()
+        parameters.port = relay.port
+        parameters.pairs = 1
+        parameters.window = 1
+        let generator = LoadGenerator(parameters: parameters)
+        try await generator.connect()
+
+        // About eight messages fall due per tick, all for the one pair, and no receipt can come
+        // back within a tick: after the first, the rest of each tick's messages are skipped.
+        let result = try await generator.measure(rate: 20_000, duration: .milliseconds(300), warmup: .milliseconds(50))
+        await generator.close()
+
+        XCTAssertGreaterThan(result.skipped, 0)
+        XCTAssertGreaterThan(result.offered, 0)
+        XCTAssertEqual(result.failed, 0)
+        XCTAssertEqual(result.latency.count, UInt64(result.offered), "what was offered was delivered")
+    }
+
     func testDatagramsHaveTheRequestedSize() {
         let pair = BenchPair(index: 7, prefix: "bench-size", policy: .init())
         pair.sizeContent(toEncodedSize: 200)

@@ -52,6 +52,7 @@ final class ReportingTests: XCTestCase {
     func testReportJSONIsOneObjectWithTheDocumentedKeys() throws {
         var result = LoadResult(targetRate: 100, seconds: 2)
         result.offered = 200
+        result.skipped = 4
         result.delivered = 198
         result.receipts = 196
         result.latency.record(.microseconds(80))
@@ -62,6 +63,7 @@ final class ReportingTests: XCTestCase {
         XCTAssertEqual(object["offered_rate"] as? Double, 100)
         XCTAssertEqual(object["delivered_rate"] as? Double, 99)
         XCTAssertEqual(object["receipt_rate"] as? Double, 98)
+        XCTAssertEqual(object["skipped"] as? Int, 4)
         for key in ["failed", "duplicates", "latency_us", "receipt_rtt_us", "machine"] { XCTAssertNotNil(object[key], key) }
         let latency = try XCTUnwrap(object["latency_us"] as? [String: Any])
         for key in ["p50", "p95", "p99", "p999", "max"] { XCTAssertNotNil(latency[key], key) }

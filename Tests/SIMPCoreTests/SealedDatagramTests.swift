@@ -41,6 +41,26 @@ final class SealedDatagramTests: XCTestCase {
         XCTAssertEqual(sealer.seal(payload: ByteBuffer()).readableBytes, SealedDatagram.overhead, "an empty payload")
     }
 
+    func testOpeningInPlaceDecryptsInTheReceivedBuffer() throws {
+        var sealer = DatagramSealer(keys: keys, direction: .downlink)
+        var opener = DatagramOpener(keys: keys, direction: .downlink)
+        let message = SIMPMessage(kind: .text, messageId: 9, fromUser: "alice", toUser: "bob", content: "in place")
+        var received = sealer.seal(message)
+        let copy = received
+        let opened = try opener.open(inPlace: &received)
+        XCTAssertEqual(try MessageCodec.decode(opened.payload), message)
+        XCTAssertEqual(opened.counter, 1)
+        XCTAssertNotEqual(copy, received, "the copy keeps the ciphertext; the opened buffer holds plaintext")
+        XCTAssertThrowsError(try opener.open(copy), "the same datagram again") { XCTAssertEqual($0 as? OpenFailure, .replayed) }
+
+        var tampered = sealer.seal(message)
+        tampered.setInteger(tampered.getInteger(at: 20, as: UInt8.self)! ^ 0x80, at: 20)
+        XCTAssertThrowsError(try opener.open(inPlace: &tampered)) { XCTAssertEqual($0 as? OpenFailure, .badMAC) }
+        var empty = sealer.seal(payload: ByteBuffer())
+        XCTAssertEqual(try opener.open(inPlace: &empty).payload.readableBytes, 0, "an empty payload, in place")
+        XCTAssertEqual(try opener.open(sealer.seal(payload: ByteBuffer())).payload.readableBytes, 0, "and into a new buffer")
+    }
+
     func testTheSameSealedBytesFromBothEntryPoints() throws {
         let message = SIMPMessage(kind: .text, messageId: 7, fromUser: "alice", toUser: "bob", content: "same")
         var first = DatagramSealer(keys: keys, direction: .downlink)

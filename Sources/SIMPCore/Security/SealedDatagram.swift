@@ -60,29 +60,25 @@ public enum SealedDatagram {
         return bytes.getInteger(at: bytes.readerIndex + 1, as: UInt64.self)
     }
 
-    /// The AEAD nonce for `counter`: four zero bytes, then the counter big-endian. A direction's
-    /// counter never repeats within a session, and each session and direction has its own key.
-    static func nonce(_ counter: UInt64) -> AES.GCM.Nonce {
-        // Three 4-byte words (no padding between them) on the stack; 12 bytes cannot fail.
-        withUnsafeBytes(of: nonceWords(counter)) { try! AES.GCM.Nonce(data: $0) }
-    }
-
-    /// The nonce's bytes as three big-endian words: 0, then the counter's high and low halves.
+    /// The AEAD nonce for `counter` as three big-endian words: four zero bytes, then the counter's
+    /// high and low halves (12 bytes, no padding between them). A direction's counter never
+    /// repeats within a session, and each session and direction has its own key.
     public static func nonceWords(_ counter: UInt64) -> (UInt32, UInt32, UInt32) {
         (0, UInt32(truncatingIfNeeded: counter >> 32).bigEndian, UInt32(truncatingIfNeeded: counter).bigEndian)
     }
 }
 
-/// Seals the datagrams one side sends in one direction of a session, counting up from 1.
+/// Seals the datagrams one side sends in one direction of a session, counting up from 1. The
+/// key schedule is built once, here; each seal encrypts in the output buffer itself.
 public struct DatagramSealer: Sendable {
     public let sessionId: UInt64
-    private let key: SymmetricKey
+    private let key: AEADKey
     /// The counter the next datagram carries.
     public private(set) var nextCounter: UInt64 = 1
 
     public init(keys: SessionKeys, direction: DatagramDirection) {
         self.sessionId = keys.sessionId
-        self.key = keys.key(direction)
+        self.key = AEADKey(keys.key(direction))
     }
 
     /// Seals encoded message bytes (all readable bytes of `payload`).
@@ -110,20 +106,20 @@ public struct DatagramSealer: Sendable {
         out.writeInteger(nextCounter)
     }
 
-    /// `out` holds the header and the plaintext: replaces the plaintext with its ciphertext and
-    /// appends the tag, then advances the counter.
+    /// `out` holds the header and the plaintext: encrypts the plaintext where it is and appends
+    /// the tag, then advances the counter.
     private mutating func encryptInPlace(_ out: inout ByteBuffer) {
-        let nonce = SealedDatagram.nonce(nextCounter)
+        let counter = nextCounter
         nextCounter += 1
-        let box = out.withUnsafeReadableBytes { raw in
-            // AES-GCM fails only for a wrong key or nonce size, both fixed here.
-            try! AES.GCM.seal(
-                UnsafeRawBufferPointer(rebasing: raw.dropFirst(SealedDatagram.headerSize)), using: key, nonce: nonce,
-                authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
+        let plaintextCount = out.readableBytes - SealedDatagram.headerSize
+        out.writeRepeatingByte(0, count: SealedDatagram.tagSize) // room for the tag
+        out.withUnsafeMutableReadableBytes { raw in
+            let text = raw.baseAddress! + SealedDatagram.headerSize
+            withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
+                key.seal(UnsafeRawBufferPointer(start: text, count: plaintextCount), into: text, nonce: nonce,
+                         associated: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
+            }
         }
-        out.moveWriterIndex(to: out.readerIndex + SealedDatagram.headerSize)
-        box.ciphertext.withUnsafeBytes { _ = out.writeBytes($0) }
-        box.tag.withUnsafeBytes { _ = out.writeBytes($0) }
     }
 }
 
@@ -144,7 +140,7 @@ public enum OpenFailure: Error, Equatable, Sendable {
 /// passed, so forgeries cannot move it).
 public struct DatagramOpener: Sendable {
     public let sessionId: UInt64
-    private let key: SymmetricKey
+    private let key: AEADKey
     private var window: DedupeWindow
 
     /// What an authentic datagram carried.
@@ -159,32 +155,66 @@ public struct DatagramOpener: Sendable {
 
     public init(keys: SessionKeys, direction: DatagramDirection, replayWindow: UInt64 = 1024) {
         self.sessionId = keys.sessionId
-        self.key = keys.key(direction)
+        self.key = AEADKey(keys.key(direction))
         self.window = DedupeWindow(size: replayWindow)
     }
 
     /// The highest counter accepted so far (0 before the first).
     public var highestCounter: UInt64 { window.highest }
 
-    /// Authenticates and decrypts `bytes`, and records its counter.
+    /// Authenticates and decrypts `bytes` into a new buffer, and records its counter.
     public mutating func open(_ bytes: ByteBuffer) throws(OpenFailure) -> Opened {
+        let counter = try checkedCounter(of: bytes)
+        // At least one byte, so that even an empty payload has an address to decrypt to.
+        let capacity = max(1, bytes.readableBytes - SealedDatagram.overhead)
+        var plaintext = ByteBufferAllocator().buffer(capacity: capacity)
+        var authentic = false
+        _ = bytes.withUnsafeReadableBytes { sealed in
+            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { out in
+                guard let written = decrypt(sealed, into: out.baseAddress!, counter: counter) else { return 0 }
+                authentic = true
+                return written
+            }
+        }
+        guard authentic else { throw .badMAC }
+        return try accept(plaintext, counter: counter)
+    }
+
+    /// Like `open(_:)`, but decrypts in `bytes`' own storage: no allocation when nothing else
+    /// holds that storage (otherwise `ByteBuffer` copies it first). The payload is a slice of
+    /// `bytes`. When the datagram is refused for its tag, `bytes` holds unspecified data.
+    public mutating func open(inPlace bytes: inout ByteBuffer) throws(OpenFailure) -> Opened {
+        let counter = try checkedCounter(of: bytes)
+        let written = bytes.withUnsafeMutableReadableBytes { raw in
+            decrypt(UnsafeRawBufferPointer(raw), into: raw.baseAddress! + SealedDatagram.headerSize, counter: counter)
+        }
+        guard let written else { throw .badMAC }
+        return try accept(bytes.getSlice(at: bytes.readerIndex + SealedDatagram.headerSize, length: written)!, counter: counter)
+    }
+
+    /// The counter of a datagram sealed for this session (before its tag is checked).
+    private func checkedCounter(of bytes: ByteBuffer) throws(OpenFailure) -> UInt64 {
         guard let session = SealedDatagram.sessionId(of: bytes) else { throw .notSealed }
         guard session == sessionId else { throw .wrongSession }
         let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self)!
         guard counter > 0 else { throw .replayed }
-        let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
-            let header = UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize))
-            let sealed = raw.dropFirst(SealedDatagram.headerSize)
-            guard let box = try? AES.GCM.SealedBox(
-                nonce: SealedDatagram.nonce(counter),
-                ciphertext: UnsafeRawBufferPointer(rebasing: sealed.dropLast(SealedDatagram.tagSize)),
-                tag: UnsafeRawBufferPointer(rebasing: sealed.suffix(SealedDatagram.tagSize))),
-                let opened = try? AES.GCM.open(box, using: key, authenticating: header) else { return nil }
-            return ByteBuffer(bytes: opened)
+        return counter
+    }
+
+    /// Checks the tag of the whole datagram `sealed` and decrypts its ciphertext to `out`;
+    /// the plaintext's length, or nil for a wrong tag.
+    private func decrypt(_ sealed: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, counter: UInt64) -> Int? {
+        withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
+            key.open(UnsafeRawBufferPointer(rebasing: sealed.dropFirst(SealedDatagram.headerSize)), into: out, nonce: nonce,
+                     associated: UnsafeRawBufferPointer(rebasing: sealed.prefix(SealedDatagram.headerSize)))
         }
-        guard let plaintext else { throw .badMAC }
+    }
+
+    /// Records an authentic datagram's counter in the replay window (after the tag passed, so
+    /// forgeries cannot move it).
+    private mutating func accept(_ payload: ByteBuffer, counter: UInt64) throws(OpenFailure) -> Opened {
         let isNewest = counter > window.highest
         guard window.accept(counter) == .deliver else { throw .replayed }
-        return Opened(payload: plaintext, counter: counter, isNewest: isNewest)
+        return Opened(payload: payload, counter: counter, isNewest: isNewest)
     }
 }

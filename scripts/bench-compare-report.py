@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The table (or JSON object) of scripts/bench-compare, from the JSON each run left in DIR.
+
+DIR holds udp.json (udplimit), mqtt-max.json and mqtt-rate.json (mqttbench), simp-max.json and
+simp-rate.json (simp-bench --json); the run's parameters come from BENCH_* environment variables.
+"""
+import json
+import os
+import platform
+import sys
+
+
+def load(directory, name):
+    with open(os.path.join(directory, name)) as file:
+        return json.load(file)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def simp_row(report):
+    """Rate, server and bench CPU per delivered message (µs), latency of one simp-bench report."""
+    seconds = report["parameters"]["duration_s"]
+    delivered = report["delivered_rate"] * seconds
+    relay_cpu = (report.get("relay") or {}).get("cpu_seconds")
+    bench_cpu = report.get("bench_cpu_seconds")
+    per = lambda cpu: cpu * 1e6 / delivered if cpu is not None and delivered > 0 else None
+    latency = report["latency_us"]
+    measured = latency["count"] > 0
+    return {"delivered_rate": report["delivered_rate"], "server_cpu_us_per_message": per(relay_cpu),
+            "bench_cpu_us_per_message": per(bench_cpu), "p50_us": latency["p50"] if measured else None,
+            "p99_us": latency["p99"] if measured else None}
+
+
+def mqtt_row(report):
+    delivered = report["delivered_rate"] * report["seconds"]
+    return {"delivered_rate": report["delivered_rate"], "server_cpu_us_per_message": report["broker_cpu_us_per_message"],
+            "bench_cpu_us_per_message": report["bench_cpu_seconds"] * 1e6 / delivered if delivered else None,
+            "p50_us": report["p50_us"], "p99_us": report["p99_us"]}
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def main(directory):
+    env = os.environ
+    rate = float(env["BENCH_RATE"])
+    udp = load(directory, "udp.json")
+    mqtt_max, mqtt_rate = mqtt_row(load(directory, "mqtt-max.json")), mqtt_row(load(directory, "mqtt-rate.json"))
+    simp_max_report = load(directory, "simp-max.json")
+    simp_max, simp_rate = simp_row(simp_max_report), simp_row(load(directory, "simp-rate.json"))
+    simp_max["delivered_rate"] = simp_max_report.get("max_sustained_rate") or 0
+    # The highest rate SIMP delivered in any find-max step or the fixed-rate run, whatever its
+    # latency: the figure to set beside mosquitto's closed-loop rate, which has no latency limit.
+    simp_best = max([step["delivered_rate"] for step in simp_max_report.get("steps") or []] + [simp_rate["delivered_rate"]])
+    rows = [
+        {"system": "raw UDP forwarding (udplimit, C, recvmmsg/sendmmsg)", "max_rate": udp["delivered_rate"],
+         "best_rate": udp["delivered_rate"],
+         "max_p99_us": None, "at_rate": {"delivered_rate": None, "server_cpu_us_per_message": udp["forwarder_cpu_us_per_datagram"],
+                                         "bench_cpu_us_per_message": None, "p50_us": None, "p99_us": None},
+         "note": "CPU: forwarder thread at the limit"},
+        {"system": "mosquitto QoS 1 (mqttbench, libmosquitto, inflight 100)", "max_rate": mqtt_max["delivered_rate"],
+         "best_rate": mqtt_max["delivered_rate"], "max_p99_us": mqtt_max["p99_us"], "at_rate": mqtt_rate, "note": "CPU: broker process"},
+        {"system": "SIMP relay (simp-bench, receipted)", "max_rate": simp_max["delivered_rate"],
+         "best_rate": simp_best, "max_p99_us": simp_max["p99_us"], "at_rate": simp_rate, "note": "CPU: relay process"},
+    ]
+    ratios = [
+        {"name": "relay CPU/msg ÷ mosquitto broker CPU/msg",
+         "value": ratio(simp_rate["server_cpu_us_per_message"], mqtt_rate["server_cpu_us_per_message"]), "bar": "<= 0.5"},
+        {"name": "SIMP max rate ÷ mosquitto delivered rate", "value": ratio(simp_max["delivered_rate"], mqtt_max["delivered_rate"]),
+         "bar": ">= 1.5"},
+        {"name": "SIMP max rate ÷ raw-UDP forwarding limit", "value": ratio(simp_max["delivered_rate"], udp["delivered_rate"]),
+         "bar": ">= 0.5"},
+        {"name": "SIMP best delivered rate (any latency) ÷ mosquitto's", "value": ratio(simp_best, mqtt_max["delivered_rate"]),
+         "bar": None},
+        {"name": f"SIMP p50 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p50_us"], "bar": "<= 150"},
+        {"name": f"SIMP p99 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p99_us"], "bar": "<= 1000"},
+    ]
+    for item in ratios:
+        if item["bar"] is None:
+            item["met"] = None
+            continue
+        op, limit = item["bar"].split()
+        value = item["value"]
+        item["met"] = value is not None and (value >= float(limit) if op == ">=" else value <= float(limit))
+    machine = {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "kernel": env.get("BENCH_KERNEL", ""),
+               "load_average_before": env.get("BENCH_LOAD_BEFORE", ""), "load_average_after": env.get("BENCH_LOAD", ""),
+               "mosquitto": env.get("BENCH_MOSQUITTO", "")}
+    parameters = {"pairs": int(env["BENCH_PAIRS"]), "size": int(env["BENCH_SIZE"]), "seconds": float(env["BENCH_SECONDS"]),
+                  "rate": rate}
+    if env.get("BENCH_JSON") == "1":
+        print(json.dumps({"machine": machine, "parameters": parameters, "rows": rows, "ratios": ratios}, sort_keys=True))
+        return
+    print_table(machine, parameters, rows, ratios)
+
+
+def number(value, digits=0):
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def print_table(machine, parameters, rows, ratios):
+    rate = parameters["rate"]
+    print(f"machine: {machine['nproc']} × {machine['cpu_model']}, Linux {machine['kernel']}, "
+          f"load average {machine['load_average_before']} before, {machine['load_average_after']} after")
+    print(f"parameters: {parameters['pairs']} pairs, {parameters['size']} B messages, loopback, "
+          f"{parameters['seconds']:g} s windows, fixed rate {rate:,.0f} msg/s")
+    header = ["", "max msg/s", "p99 µs at max", "best msg/s, any p99", f"msg/s at {rate:,.0f}", "server CPU µs/msg", "bench CPU µs/msg",
+              "p50 µs", "p99 µs"]
+    cells = [[row["system"], number(row["max_rate"]), number(row["max_p99_us"]), number(row["best_rate"]), number(row["at_rate"]["delivered_rate"]),
+              number(row["at_rate"]["server_cpu_us_per_message"], 1), number(row["at_rate"]["bench_cpu_us_per_message"], 1),
+              number(row["at_rate"]["p50_us"]), number(row["at_rate"]["p99_us"])] for row in rows]
+    widths = [max(len(line[column]) for line in [header] + cells) for column in range(len(header))]
+    for line in [header] + cells:
+        print("  ".join(cell.ljust(width) if column == 0 else cell.rjust(width)
+                        for column, (cell, width) in enumerate(zip(line, widths))))
+    print("max: SIMP with p99 <= 10 ms (find-max), mosquitto as fast as inflight 100 allows, raw UDP as fast as it goes;")
+    print("server CPU: raw UDP the forwarder thread at its limit, mosquitto the broker process, SIMP the relay process")
+    print()
+    width = max(len(item["name"]) for item in ratios)
+    for item in ratios:
+        value = item["value"]
+        shown = "—" if value is None else (f"{value:.2f}" if value < 100 else f"{value:,.0f}")
+        verdict = "(information)" if item["bar"] is None else f"bar {item['bar']:<8}  {'met' if item['met'] else 'NOT met'}"
+        print(f"{item['name'].ljust(width)}  {shown:>8}  {verdict}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench-compare-report.py DIR (called by scripts/bench-compare)")
+    main(sys.argv[1])
