@@ -68,16 +68,18 @@ public final class RawDevice: @unchecked Sendable {
         }
     }
 
-    /// Receipts (on the control channel) every content message received and not yet
-    /// receipted, up to `limit` of them; returns how many it receipted.
+    /// Receipts (on the control channel, in one write) every content message received and not
+    /// yet receipted, up to `limit` of them, oldest first; returns how many it receipted.
     @discardableResult
     public func receiptNew(limit: Int = .max) async throws -> Int {
         let fresh = try await messages().filter { !state.withLockedValue { $0.receipted }.contains("\($0.fromUser)/\($0.messageId)") }
-        for message in fresh.prefix(limit) {
-            try await control.send(message.receipt(holdMicros: 0))
-            state.withLockedValue { _ = $0.receipted.insert("\(message.fromUser)/\(message.messageId)") }
+        let chosen = Array(fresh.prefix(limit))
+        guard !chosen.isEmpty else { return 0 }
+        try await control.send(chosen.map { $0.receipt(holdMicros: 0) })
+        state.withLockedValue { state in
+            for message in chosen { state.receipted.insert("\(message.fromUser)/\(message.messageId)") }
         }
-        return min(fresh.count, limit)
+        return chosen.count
     }
 
     /// Control frames of `kind` received so far.

@@ -37,6 +37,13 @@ public final class RawControlConnection: @unchecked Sendable {
         try await channel.writeAndFlush(buffer)
     }
 
+    /// Sends `messages` as well-formed frames in one write.
+    public func send(_ messages: [SIMPMessage]) async throws {
+        var buffer = channel.allocator.buffer(capacity: 64 * messages.count)
+        for message in messages { Framing.writeFrame(message, into: &buffer) }
+        try await channel.writeAndFlush(buffer)
+    }
+
     /// Frames received so far, decoded.
     public func received() async throws -> [SIMPMessage] {
         collector.messages.withLockedValue { $0 }
