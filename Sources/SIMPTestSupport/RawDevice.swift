@@ -13,6 +13,7 @@ public final class RawDevice: @unchecked Sendable {
     private let socket = RawDatagramSocket()
     private let relayUDP: SocketAddress
     private let state: NIOLockedValueBox<State>
+    private let closing = NIOLockedValueBox(false)
 
     private struct State {
         var sealer: DatagramSealer
@@ -87,7 +88,9 @@ public final class RawDevice: @unchecked Sendable {
         try await control.received().filter { $0.kind == kind }
     }
 
+    /// Closes the connection and the socket (once; later calls do nothing).
     public func close() async {
+        guard closing.withLockedValue({ closed in defer { closed = true }; return !closed }) else { return }
         await control.close()
         await socket.close()
     }
