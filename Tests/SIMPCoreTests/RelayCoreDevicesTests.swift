@@ -98,4 +98,27 @@ final class RelayCoreDevicesTests: XCTestCase {
                                     .send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .deliveredFromInbox))],
                        "the laptop's receipt removes only the laptop's copy")
     }
+
+    func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        let message = textMessage(5, from: "alice", to: "bob")
+        XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
+        let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
+        let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 2, known: true)
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.routes(routes))), [.store(.storeInInbox(user: "bob", message: message))],
+                       "two devices: stored for each, not forwarded")
+        let entry = InboxEntry(message: message, storedAt: 1000)
+        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+                       [.send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .stored)),
+                        .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
+                        .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry))))],
+                       "each relay holding a device hands the entry over")
+
+        let one = UserRoutes(receivers: [r2], relays: ["r2"], knownDevices: 1, known: true)
+        let next = textMessage(6, from: "alice", to: "carol")
+        XCTAssertEqual(relay.send(next), [.store(.lookup(user: "carol"))])
+        guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol"), .success(.routes(one))).first,
+              case .datagram = delivery.payload else { return XCTFail("one known device online: forwarded live") }
+    }
 }

@@ -68,7 +68,7 @@ extension RelayCore {
         guard sessions.contains(receipt.toUser) else {
             return output.append(.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay"))
         }
-        output += sessions.sealForEverySession(payload, to: receipt.toUser)
+        sessions.sealForEverySession(payload, to: receipt.toUser, into: &output)
     }
 
     /// Validates an authentic content (or TYPING) datagram of `user`'s session `session` and

@@ -189,11 +189,11 @@ public struct SessionTable: Sendable {
 
     /// Seals `payload` for each of `user`'s sessions here (a receipt's fast copy: the session
     /// that sent the message takes it, the others ignore it).
-    public mutating func sealForEverySession(_ payload: ByteBuffer, to user: String) -> [RelayAction] {
-        guard let ids = users[user]?.ids else { return [] }
-        return ids.compactMap { id in
-            guard let index = sessions.index(forKey: id) else { return nil }
-            return Self.deliver(payload, from: &sessions.values[index])
+    public mutating func sealForEverySession(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
+        guard let ids = users[user]?.ids else { return }
+        for id in ids {
+            guard let index = sessions.index(forKey: id) else { continue }
+            output.append(Self.deliver(payload, from: &sessions.values[index]))
         }
     }
 
