@@ -81,13 +81,14 @@ public struct InboxCore: Sendable {
         userLeft(user)
         var output = Output()
         let entries = Self.inRoomOrder(entries)
+        let lowest = Self.lowestSeqs(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
             } else if entry.message.kind == .receipt || entry.message.kind == .read {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
-                output.datagrams += submit(entry, to: user, now: now)
+                output.datagrams += submit(entry, to: user, floorAtLeast: lowest[Self.streamKey(entry.message)], now: now)
             }
         }
         return output
@@ -120,12 +121,32 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    private mutating func submit(_ entry: InboxEntry, to user: Recipient, now: NIODeadline) -> [(user: Recipient, message: SIMPMessage)] {
+    /// "sender/stream" of a message.
+    private static func streamKey(_ message: SIMPMessage) -> String { "\(message.fromUser)/\(message.stream)" }
+
+    /// The lowest seq of each (sender, stream) among the content entries of a device's inbox.
+    /// Earlier seqs of that stream are not in the inbox: delivered to the device already, or
+    /// discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
+    /// does not wait for messages it will never get (docs/PROTOCOL.md §6.6).
+    static func lowestSeqs(_ entries: [InboxEntry]) -> [String: UInt64] {
+        var lowest: [String: UInt64] = [:]
+        for entry in entries where entry.message.kind.isContent && entry.message.seq > 0 {
+            let key = streamKey(entry.message)
+            lowest[key] = min(lowest[key] ?? .max, entry.message.seq)
+        }
+        return lowest
+    }
+
+    private mutating func submit(
+        _ entry: InboxEntry, to user: Recipient, floorAtLeast lowest: UInt64? = nil, now: NIODeadline
+    ) -> [(user: Recipient, message: SIMPMessage)] {
         let key = DrainKey(receiver: user, sender: entry.message.fromUser)
         var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
         guard drain.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
         drain.entries[entry.message.messageId] = entry
-        let (_, sent) = drain.sender.submit(entry.message, now: now)
+        var message = entry.message // the entry itself stays as stored (its text removes it)
+        if let lowest, message.floor > 0, message.floor < lowest { message.floor = min(lowest, message.seq) }
+        let (_, sent) = drain.sender.submit(message, now: now)
         drains[key] = drain
         return sent.transmit.map { (user, $0) }
     }
