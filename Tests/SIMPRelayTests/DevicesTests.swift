@@ -9,18 +9,22 @@ import XCTest
 /// a real Redis and a real relay (docs/PROTOCOL.md §4.3, §4.7, §6.6).
 final class DevicesTests: XCTestCase {
     private var relay: TestRelay!
+    private var cluster: TestRelayCluster?
     private var devices: [RawDevice] = []
 
     override func tearDown() async throws {
         for device in devices { await device.close() }
         await relay?.stop()
+        await cluster?.stop()
     }
 
-    /// A device of `user` (created in the credential store first) logged in on the relay.
-    private func device(_ user: String, _ name: String, sendOnly: Bool = false) async throws -> RawDevice {
-        try await relay.addUser(user)
+    /// A device of `user` (created in the credential store first) logged in on `on` (default:
+    /// the test's relay).
+    private func device(_ user: String, _ name: String, sendOnly: Bool = false, on: TestRelay? = nil) async throws -> RawDevice {
+        let target: TestRelay = on ?? relay
+        try await target.addUser(user)
         let device = try await RawDevice(user: user, password: TestRelay.password(for: user), device: name, sendOnly: sendOnly,
-                                         controlPort: relay.port)
+                                         controlPort: target.port)
         devices.append(device)
         return device
     }
@@ -118,6 +122,30 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(laptopGot.last?.messageId, UInt64(count + 1))
         let phoneGot = try await messages(1, at: phoneAgain)
         XCTAssertEqual(phoneGot.map(\.messageId), [UInt64(count + 1)], "the phone's new session gets what its old one had not")
+    }
+
+    /// Story 2 across relays: bob's devices on two relays both get every message once, in
+    /// order, from a sender on one of them.
+    func testDevicesOnDifferentRelaysEachGetEveryMessage() async throws {
+        let cluster = try await TestRelayCluster.start(relays: 2)
+        self.cluster = cluster
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await device(bob, "phone", on: cluster.relays[0])
+        let laptop = try await device(bob, "laptop", on: cluster.relays[1])
+        let sender = try await device(alice, "desk", on: cluster.relays[0])
+        // A new device counts from when the relays holding the user's other devices hear of it
+        // (its move announcement, then a lookup): well under this on one Redis.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let count = 10
+        for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 2, seq: id, floor: 1) }
+        for bobDevice in [phone, laptop] {
+            let got = try await messages(count, at: bobDevice)
+            XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
+        }
+        let settled = try await Eventually.holds(within: .seconds(5)) {
+            Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
+        }
+        XCTAssertTrue(settled, "alice hears every message was delivered, whichever relay the receipt came through")
     }
 
     /// Story 5: bob offline, alice's 900 messages stored; bob's receiver takes ~50 and dies;
