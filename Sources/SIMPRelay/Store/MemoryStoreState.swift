@@ -43,7 +43,7 @@ struct MemoryStoreState: Sendable {
             return .done
         case .refresh(_, _, let live):
             refresh(live)
-            for registration in live { presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now) }
+            for registration in live where registration.receives { presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now) }
             return .done
         case .withdraw(_, let live):
             for registration in live { registrations[registration.user]?[registration.session] = nil }

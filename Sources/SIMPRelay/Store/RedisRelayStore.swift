@@ -73,7 +73,7 @@ public final class RedisRelayStore: RelayStore {
         case .refresh(let relayId, let description, let registrations):
             let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
             let refreshed = registry.refresh(registrations, on: eventLoop)
-            let present = presence.refresh(registrations.map(\.user), now: now, on: eventLoop)
+            let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop) // send-only sessions are not presence
             return announced.and(refreshed).and(present).map { _ in .done }
         case .withdraw(let relayId, let registrations):
             return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .done }
