@@ -36,7 +36,7 @@ public final class RedisRelayStore: RelayStore {
         self.logger = logger
         let redis = RedisClient(url: url, logger: logger)
         self.redis = redis
-        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds)
+        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds)
         self.credentials = CredentialStore(redis: redis)
         self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
