@@ -124,6 +124,21 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(phoneGot.map(\.messageId), [UInt64(count + 1)], "the phone's new session gets what its old one had not")
     }
 
+    /// A device that has not connected for the inbox TTL, and has no session, is forgotten
+    /// (with its inbox) at the user's next login; a device with a live session never is.
+    func testADeviceAbsentForTheInboxTTLIsForgotten() async throws {
+        relay = try await TestRelay.start { $0.inboxTTLSeconds = 1 }
+        let bob = TestRelay.uniqueUser("bob")
+        let phone = try await device(bob, "phone")
+        let tablet = try await device(bob, "tablet")
+        await phone.close()
+        try await Task.sleep(nanoseconds: 1_200_000_000)
+        _ = try await device(bob, "laptop")
+        let known = try await relay.inspector.command(["HKEYS", Registry.devicesKey(bob)]).array?.compactMap(\.string) ?? []
+        XCTAssertEqual(Set(known), ["tablet", "laptop"], "the phone is forgotten; the tablet, online, is not")
+        XCTAssertFalse(tablet.control.isClosed)
+    }
+
     /// Story 2 across relays: bob's devices on two relays both get every message once, in
     /// order, from a sender on one of them.
     func testDevicesOnDifferentRelaysEachGetEveryMessage() async throws {

@@ -66,7 +66,7 @@ public final class InMemoryRelayStore: RelayStore {
     /// for the user if it has no known device yet).
     public func inbox(of user: String, device: String? = nil) -> [InboxEntry] {
         shared.withLockedValue { shared in
-            let address = device != nil || !(shared.state.devices[user] ?? []).isEmpty
+            let address = device != nil || !(shared.state.devices[user] ?? [:]).isEmpty
                 ? InboxAddress(user: user, device: device ?? "") : InboxAddress(user: user, device: nil)
             return shared.state.inboxes[address] ?? []
         }

@@ -13,8 +13,8 @@ struct MemoryStoreState: Sendable {
     /// user → its operator-ended marker or newest receiving session's token.
     var newestSession: [String: String] = [:]
     var known: Set<String> = []
-    /// user → its known receiving devices.
-    var devices: [String: Set<String>] = [:]
+    /// user → its known receiving devices → when each last registered (ms since the epoch).
+    var devices: [String: [String: Int64]] = [:]
     /// Inboxes by `InboxAddress`.
     var inboxes: [InboxAddress: [InboxEntry]] = [:]
     var roomMembers: [String: Set<String>] = [:]
@@ -33,7 +33,7 @@ struct MemoryStoreState: Sendable {
         case .fetchVerifier(let user, _): // answered by InMemoryRelayStore, which knows the locks
             return .verifier(credentials[user])
         case .register(let registration, _):
-            return register(registration)
+            return register(registration, now: now)
         case .unregister(let user, let session, _):
             registrations[user]?[session] = nil
             if newestSession[user] == session { newestSession[user] = nil }
@@ -93,16 +93,22 @@ struct MemoryStoreState: Sendable {
 
     /// Writes a registration: a receiving session replaces its device's older one, and its
     /// device becomes known (the user's first device adopts what was stored before).
-    private mutating func register(_ registration: Registration) -> StoreAnswer {
+    private mutating func register(_ registration: Registration, now: Int64) -> StoreAnswer {
         let user = registration.user
         known.insert(user)
         if registration.receives {
             registrations[user] = (registrations[user] ?? [:]).filter { !($0.value.receives && $0.value.device == registration.device) }
             newestSession[user] = registration.session
-            if devices[user, default: []].isEmpty, let waiting = inboxes.removeValue(forKey: InboxAddress(user: user, device: nil)) {
+            let cutoff = now - Int64(limits.inboxTTLSeconds) * 1000
+            let live = Set((registrations[user] ?? [:]).values.filter(\.receives).map(\.device))
+            for (device, lastSeen) in devices[user] ?? [:] where device != registration.device && lastSeen < cutoff && !live.contains(device) {
+                devices[user]?[device] = nil // forgotten, with its inbox
+                inboxes[InboxAddress(user: user, device: device)] = nil
+            }
+            if (devices[user] ?? [:]).isEmpty, let waiting = inboxes.removeValue(forKey: InboxAddress(user: user, device: nil)) {
                 inboxes[InboxAddress(user: user, device: registration.device), default: []].insert(contentsOf: waiting, at: 0)
             }
-            devices[user, default: []].insert(registration.device)
+            devices[user, default: [:]][registration.device] = now
         } else if newestSession[user] == RelayCore.sessionEndedByOperator {
             newestSession[user] = nil
         }
@@ -126,7 +132,7 @@ struct MemoryStoreState: Sendable {
     }
 
     private mutating func store(_ entry: InboxEntry, for user: String, now: Int64) -> InboxStoreResult {
-        let targets = devices[user].map { $0.sorted().map { InboxAddress(user: user, device: $0) } } ?? []
+        let targets = (devices[user] ?? [:]).keys.sorted().map { InboxAddress(user: user, device: $0) }
         var result = InboxStoreResult(duplicate: true)
         for target in targets.isEmpty ? [InboxAddress(user: user, device: nil)] : targets {
             let stored = store(entry, in: target, now: now)

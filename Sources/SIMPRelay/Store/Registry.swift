@@ -14,8 +14,8 @@ import SIMPRedis
 ///   tools). The key expires after the registration TTL unless refreshed; a session's field is
 ///   ignored (and purged at the next refresh) once its own `expiresAt` passed.
 /// - `simp:devices:{<userId>}`: hash of the user's known receiving devices, device → ms since
-///   the epoch of its latest registration; a device not registered for `deviceTTLSeconds` is
-///   forgotten.
+///   the epoch of its latest registration; a device not registered for `deviceTTLSeconds` and
+///   without a live session is forgotten.
 /// - `simp:seen:<userId>`: set at every registration (ms since the epoch), kept for
 ///   `seenTTLSeconds` after it; a user without a registration but with this key is offline
 ///   rather than unknown.
@@ -64,7 +64,7 @@ public struct Registry: Sendable {
           redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10])
           local all = redis.call('HGETALL', KEYS[2])
           for i = 1, #all, 2 do
-            if all[i] ~= device and tonumber(all[i + 1]) < tonumber(ARGV[7]) then
+            if all[i] ~= device and tonumber(all[i + 1]) < tonumber(ARGV[7]) and redis.call('HEXISTS', KEYS[1], 'd:' .. all[i]) == 0 then
               redis.call('HDEL', KEYS[2], all[i])
               table.insert(forgotten, all[i])
             end
