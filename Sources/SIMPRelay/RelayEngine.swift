@@ -276,8 +276,8 @@ final class RelayEngine {
     /// Counts and logs what an operator wants to see of a request.
     private func noteRequest(_ request: StoreRequest) {
         switch request {
-        case .unregister(let user, _):
-            logger.info("user disconnected", metadata: ["user": "\(user)"])
+        case .unregister(let user, _, let device):
+            logger.info("user disconnected", metadata: ["user": "\(user)", "device": "\(device)"])
             metrics.sessions.record(core.connectedUsers)
         case .moveRoute(let registration):
             logger.info("user's UDP address moved", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
@@ -295,11 +295,12 @@ final class RelayEngine {
             metrics.redisErrors.increment()
             logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
         case (.register(let registration, _), .success):
-            logger.info("user connected", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+            logger.info("user connected", metadata: ["user": "\(registration.user)", "device": "\(registration.device)",
+                                                     "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
         case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
             counts.inboxStored += 1
-        case (.loadInbox(let user), .success(.inboxLoaded(let entries, _))) where !entries.isEmpty:
-            logger.info("delivering inbox", metadata: ["user": "\(user)", "entries": "\(entries.count)"])
+        case (.loadInbox(let user, let device), .success(.inboxLoaded(let entries, _))) where !entries.isEmpty:
+            logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
         case (.publish, .success(.listeners(let heard))) where heard > 0:
             counts.deliveriesPublished += 1
             metrics.deliveriesPublished.increment()

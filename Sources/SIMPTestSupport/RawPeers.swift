@@ -37,6 +37,13 @@ public final class RawControlConnection: @unchecked Sendable {
         try await channel.writeAndFlush(buffer)
     }
 
+    /// Sends `messages` as well-formed frames in one write.
+    public func send(_ messages: [SIMPMessage]) async throws {
+        var buffer = channel.allocator.buffer(capacity: 64 * messages.count)
+        for message in messages { Framing.writeFrame(message, into: &buffer) }
+        try await channel.writeAndFlush(buffer)
+    }
+
     /// Frames received so far, decoded.
     public func received() async throws -> [SIMPMessage] {
         collector.messages.withLockedValue { $0 }
@@ -52,15 +59,19 @@ public final class RawControlConnection: @unchecked Sendable {
         return found
     }
 
-    /// Logs in as `user` (AUTH, CHALLENGE, CONNECT with proof) registering `udpPort`, and
-    /// returns the session's keys; throws with the relay's answer if it refuses.
+    /// Logs in as `user` (AUTH, CHALLENGE, CONNECT with proof) registering `udpPort`, for
+    /// `device` (send-only if `sendOnly`), and returns the session's keys; throws with the
+    /// relay's answer if it refuses.
     @discardableResult
-    public func login(user: String, password: String?, udpPort: Int) async throws -> SessionKeys {
+    public func login(user: String, password: String?, udpPort: Int, device: String = "", sendOnly: Bool = false) async throws -> SessionKeys {
         var client = LoginClient(user: user, password: password)
-        let (auth, nonce) = client.start()
+        var (auth, nonce) = client.start()
+        auth.device = device
         try await send(auth)
         guard let challenge = try await first(.challenge) else { throw RawPeerError("no CHALLENGE: \(try await received())") }
-        let answer = try client.answer(challenge, clientNonce: nonce, udpPort: udpPort)
+        var answer = try client.answer(challenge, clientNonce: nonce, udpPort: udpPort)
+        answer.frame.device = device
+        answer.frame.sendOnly = sendOnly
         try await send(answer.frame)
         _ = try await Eventually.holds { try await received().contains { $0.kind == .connected || $0.kind == .error } }
         guard let connected = try await received().first(where: { $0.kind == .connected }) else {

@@ -219,6 +219,11 @@ extension StoreRequest {
     }
 }
 
+/// A user's default device, written as its user's name (as relay tests did before devices).
+extension Recipient: ExpressibleByStringLiteral {
+    public init(stringLiteral user: String) { self.init(user: user) }
+}
+
 /// A text message, as tests send them.
 func textMessage(_ id: UInt64, from: String, to: String) -> SIMPMessage {
     SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)")

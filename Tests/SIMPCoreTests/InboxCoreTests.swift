@@ -46,6 +46,18 @@ final class InboxCoreTests: XCTestCase {
         return policy
     }
 
+    func testEntriesAfterAHoleInTheInboxCarryAFloorThatSkipsIt() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        // seq 1-3 of alice's stream were discarded (cap or TTL); 4 and 5 were stored with floor 1.
+        let entries = [stored(13, seq: 4), stored(14, seq: 5)]
+        let output = inbox.loaded(user: "bob", entries: entries, wallNow: wall, now: t0)
+        XCTAssertEqual(output.datagrams.map(\.message.floor), [4, 4], "the receiver need not wait for 1-3")
+        var receipt = output.datagrams[0].message.receipt(holdMicros: 0)
+        receipt.fromUser = "bob"
+        let delivered = inbox.receipt(receipt, from: "bob", now: t0)?.delivered.map(\.entry)
+        XCTAssertEqual(delivered, [entries[0]], "the entry as stored (its text removes it from the store)")
+    }
+
     func testStoredMessagesGoOutInOrderWithTheirOriginalSequence() {
         var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
         let output = inbox.loaded(user: "bob", entries: [stored(10, seq: 1), stored(11, seq: 2)], wallNow: wall, now: t0)

@@ -9,24 +9,38 @@ final class SessionTableTests: XCTestCase {
     private var keys: SessionKeys { SessionKeys(sessionId: 42, secret: secret) }
     private let home = address("127.0.0.1", 5001)
 
+    private func registration(_ user: String, _ token: String, device: String = "", receives: Bool = true) -> Registration {
+        Registration(user: user, route: Route(address: home, relayId: "r1"), session: token, device: device, receives: receives)
+    }
+
     private func table() -> SessionTable {
         var table = SessionTable()
-        XCTAssertNil(table.start("alice", keys: keys, route: Route(address: home, relayId: "r1"), token: "r1/1", on: ConnectionID(1)))
+        table.start(registration("alice", "r1/1"), keys: keys, on: ConnectionID(1))
         return table
     }
 
-    func testASessionIsFoundByUserAndTheNewestReplacesTheOld() {
+    func testSessionsAreFoundByUserDeviceAndConnection() {
         var table = table()
         XCTAssertTrue(table.contains("alice"))
-        XCTAssertEqual(table.connection(of: "alice"), ConnectionID(1))
-        let newer = SessionKeys(sessionId: 43, secret: Array(repeating: 8, count: 32))
-        XCTAssertEqual(table.start("alice", keys: newer, route: Route(address: home, relayId: "r1"), token: "r1/2", on: ConnectionID(2)), ConnectionID(1))
-        XCTAssertEqual(table.count, 1)
-        _ = table.start("aaron", keys: keys, route: Route(address: home, relayId: "r1"), token: "r1/3", on: ConnectionID(3))
-        XCTAssertEqual(table.registrations.map(\.session), ["r1/3", "r1/2"], "by user")
-        XCTAssertEqual(table.end("alice"), Registration(user: "alice", route: Route(address: home, relayId: "r1"), session: "r1/2"))
-        XCTAssertNil(table.end("alice"))
-        XCTAssertEqual(table.endAll().map(\.user), ["aaron"])
+        XCTAssertEqual(table.connections(of: "alice"), [ConnectionID(1)])
+        XCTAssertEqual(table.session(on: ConnectionID(1)), 42)
+        XCTAssertEqual(table.receivingSession(of: "alice", device: ""), 42)
+        XCTAssertTrue(table.isSoleReceiver("alice"))
+        table.start(registration("alice", "r1/2", device: "phone"), keys: SessionKeys(sessionId: 43, secret: secret), on: ConnectionID(2))
+        table.start(registration("alice", "r1/4", receives: false), keys: SessionKeys(sessionId: 44, secret: secret), on: ConnectionID(4))
+        XCTAssertEqual(table.count, 1, "one user")
+        XCTAssertEqual(table.connections(of: "alice"), [ConnectionID(1), ConnectionID(2), ConnectionID(4)])
+        XCTAssertEqual(table.receivers(of: "alice"), [Recipient(user: "alice"), Recipient(user: "alice", device: "phone")])
+        XCTAssertFalse(table.isSoleReceiver("alice"), "two receiving devices")
+        table.start(registration("aaron", "r1/3"), keys: SessionKeys(sessionId: 45, secret: secret), on: ConnectionID(3))
+        XCTAssertEqual(table.registrations.map(\.session), ["r1/3", "r1/1", "r1/2", "r1/4"], "by user, then token")
+        XCTAssertEqual(table.end(43), registration("alice", "r1/2", device: "phone"))
+        XCTAssertNil(table.end(43))
+        XCTAssertTrue(table.isSoleReceiver("alice"), "the send-only session does not count")
+        table.learned("alice", knownDevices: 2, elsewhere: true)
+        XCTAssertFalse(table.isSoleReceiver("alice"), "another known device waits for alice's messages")
+        XCTAssertTrue(table.isElsewhere("alice"))
+        XCTAssertEqual(table.endAll().map(\.user), ["aaron", "alice", "alice"])
         XCTAssertEqual(table.count, 0)
     }
 
@@ -47,15 +61,18 @@ final class SessionTableTests: XCTestCase {
         XCTAssertEqual(table.open(forger.seal(message), from: home), .failure(RelayRejection(.badMAC, "session of alice from \(home)")))
     }
 
-    func testTheRouteFollowsANewAddressAndThrottleNoticesAreSpaced() {
+    func testTheRouteFollowsANewAddressAndThrottleNoticesAreSpaced() throws {
         var table = table()
-        XCTAssertNil(table.follow("alice", to: home), "same address: no move")
+        var client = DatagramSealer(keys: keys, direction: .uplink)
+        let same = try table.open(client.seal(textMessage(1, from: "alice", to: "bob")), from: home).get()
+        XCTAssertNil(same.moved, "same address: no move")
         let roamed = address("127.0.0.1", 6001)
-        XCTAssertEqual(table.follow("alice", to: roamed), Registration(user: "alice", route: Route(address: roamed, relayId: "r1"), session: "r1/1"))
-        XCTAssertNil(table.follow("bob", to: roamed))
-        XCTAssertTrue(table.admitThrottleNotice(for: "alice", now: t0))
-        XCTAssertFalse(table.admitThrottleNotice(for: "alice", now: t0 + .milliseconds(99)))
-        XCTAssertTrue(table.admitThrottleNotice(for: "alice", now: t0 + .milliseconds(100)))
+        let moved = try table.open(client.seal(textMessage(2, from: "alice", to: "bob")), from: roamed).get()
+        XCTAssertEqual(moved.moved, Registration(user: "alice", route: Route(address: roamed, relayId: "r1"), session: "r1/1"))
+        XCTAssertTrue(table.admitThrottleNotice(forSession: 42, now: t0))
+        XCTAssertFalse(table.admitThrottleNotice(forSession: 42, now: t0 + .milliseconds(99)))
+        XCTAssertTrue(table.admitThrottleNotice(forSession: 42, now: t0 + .milliseconds(100)))
+        XCTAssertFalse(table.admitThrottleNotice(forSession: 7, now: t0), "no such session")
     }
 }
 

@@ -98,7 +98,8 @@ final class RelayCoreRelaysTests: XCTestCase {
         var relay = relayWithBob()
         XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r1"), into: &$1) }, [], "own announcements are ignored")
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
-        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check)])
+        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check), .store(.lookup(user: "bob"))],
+                       "the session is checked, and bob's devices and relays read again")
         XCTAssertEqual(relay.answer(check, .success(.currentSession("r1/1"))), [], "the store still names this session")
         XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))),
                        [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])

@@ -100,7 +100,7 @@ final class RelayCoreTests: XCTestCase {
         let actions = relay.control(DevRelay.connectMessage("alice", udpPort: 5556), on: c2, peer: alicePeer)
         let register = StoreRequest.register(relay.registration("alice", on: c2, port: 5556, peer: alicePeer), connection: c2)
         XCTAssertEqual(register.registration?.session, "r1/2")
-        XCTAssertEqual(actions, [.send(c1, .error(.alreadyConnected, "alice connected again elsewhere")), .close(c1), .store(register)])
+        XCTAssertEqual(actions, [.send(c1, .error(.alreadyConnected, "alice connected again elsewhere (a newer session of this device took over)")), .close(c1), .store(register)])
         let completed = relay.complete("alice", on: c2, port: 5556, peer: alicePeer)
         XCTAssertEqual(completed, relay.registeredActions("alice"))
 

@@ -96,7 +96,7 @@ final class PresenceTests: RelayTestCase {
         await alice.close()
         await bob.markRead(from: aliceName, upTo: second)
         let stored = try await Eventually.holds {
-            try await self.relay.inspector.command(["LLEN", "simp:inbox:{\(aliceName)}"]).integer == 1
+            try await self.relay.inspector.command(["LLEN", InboxStore.inboxKey(aliceName, device: "")]).integer == 1
         }
         XCTAssertTrue(stored, "the read marker waits for the offline sender")
         let aliceAgain = try await relay.connectClient(user: aliceName)

@@ -8,7 +8,7 @@ import NIOCore
 /// `RelayCore` owns one and turns its outputs into actions.
 public struct InboxCore: Sendable {
     private struct DrainKey: Hashable, Sendable {
-        let receiver: String
+        let receiver: Recipient
         let sender: String
     }
 
@@ -20,16 +20,16 @@ public struct InboxCore: Sendable {
     /// What to do after a call.
     public struct Output: Sendable {
         /// Content messages to send to `user` over UDP.
-        public var datagrams: [(user: String, message: SIMPMessage)] = []
+        public var datagrams: [(user: Recipient, message: SIMPMessage)] = []
         /// Stored receipts and read markers to hand to `user` over its control connection (then remove).
-        public var receipts: [(user: String, entry: InboxEntry)] = []
+        public var receipts: [(user: Recipient, entry: InboxEntry)] = []
         /// Entries `receiver` receipted: remove them and tell their senders.
-        public var delivered: [(receiver: String, entry: InboxEntry)] = []
+        public var delivered: [(receiver: Recipient, entry: InboxEntry)] = []
         /// Entries older than the TTL: remove them and tell their senders.
-        public var expired: [(receiver: String, entry: InboxEntry)] = []
+        public var expired: [(receiver: Recipient, entry: InboxEntry)] = []
         /// Direct datagrams held back while stored messages of the same sender were delivered,
         /// now to be forwarded to `user`.
-        public var released: [(user: String, bytes: ByteBuffer)] = []
+        public var released: [(user: Recipient, bytes: ByteBuffer)] = []
         public init() {}
     }
 
@@ -49,7 +49,7 @@ public struct InboxCore: Sendable {
     /// A direct datagram from `sender` to `receiver` while stored messages from `sender` are
     /// still being delivered to `receiver`: it waits until they are receipted, so it cannot
     /// overtake them. Returns false (forward it now) when nothing is being delivered.
-    public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: String, from sender: String) -> Bool {
+    public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
         let key = DrainKey(receiver: receiver, sender: sender)
         guard drains[key] != nil else { return false }
         var queue = held[key] ?? []
@@ -77,17 +77,18 @@ public struct InboxCore: Sendable {
 
     /// `user`'s inbox was read (oldest first) after it connected: what is within the TTL goes
     /// out in order, the rest is reported expired. Any earlier delivery to `user` is replaced.
-    public mutating func loaded(user: String, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
+    public mutating func loaded(user: Recipient, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
         userLeft(user)
         var output = Output()
         let entries = Self.inRoomOrder(entries)
+        let lowest = Self.lowestSeqs(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
             } else if entry.message.kind == .receipt || entry.message.kind == .read {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
-                output.datagrams += submit(entry, to: user, now: now)
+                output.datagrams += submit(entry, to: user, floorAtLeast: lowest[Self.streamKey(entry.message)], now: now)
             }
         }
         return output
@@ -110,7 +111,7 @@ public struct InboxCore: Sendable {
 
     /// An entry was stored for `user`, who is connected: a content message goes out now (with
     /// the relay as its retransmitting sender), a stored receipt or read marker is handed over.
-    public mutating func enqueue(_ entry: InboxEntry, for user: String, now: NIODeadline) -> Output {
+    public mutating func enqueue(_ entry: InboxEntry, for user: Recipient, now: NIODeadline) -> Output {
         var output = Output()
         if entry.message.kind == .receipt || entry.message.kind == .read {
             output.receipts.append((user, entry))
@@ -120,19 +121,39 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    private mutating func submit(_ entry: InboxEntry, to user: String, now: NIODeadline) -> [(user: String, message: SIMPMessage)] {
+    /// "sender/stream" of a message.
+    private static func streamKey(_ message: SIMPMessage) -> String { "\(message.fromUser)/\(message.stream)" }
+
+    /// The lowest seq of each (sender, stream) among the content entries of a device's inbox.
+    /// Earlier seqs of that stream are not in the inbox: delivered to the device already, or
+    /// discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
+    /// does not wait for messages it will never get (docs/PROTOCOL.md §6.6).
+    static func lowestSeqs(_ entries: [InboxEntry]) -> [String: UInt64] {
+        var lowest: [String: UInt64] = [:]
+        for entry in entries where entry.message.kind.isContent && entry.message.seq > 0 {
+            let key = streamKey(entry.message)
+            lowest[key] = min(lowest[key] ?? .max, entry.message.seq)
+        }
+        return lowest
+    }
+
+    private mutating func submit(
+        _ entry: InboxEntry, to user: Recipient, floorAtLeast lowest: UInt64? = nil, now: NIODeadline
+    ) -> [(user: Recipient, message: SIMPMessage)] {
         let key = DrainKey(receiver: user, sender: entry.message.fromUser)
         var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
         guard drain.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
         drain.entries[entry.message.messageId] = entry
-        let (_, sent) = drain.sender.submit(entry.message, now: now)
+        var message = entry.message // the entry itself stays as stored (its text removes it)
+        if let lowest, message.floor > 0, message.floor < lowest { message.floor = min(lowest, message.seq) }
+        let (_, sent) = drain.sender.submit(message, now: now)
         drains[key] = drain
         return sent.transmit.map { (user, $0) }
     }
 
     /// A RECEIPT from `user`: if it answers a stored message, that entry is delivered (nil
     /// means the receipt is not about the inbox and is routed as usual).
-    public mutating func receipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline) -> Output? {
+    public mutating func receipt(_ receipt: SIMPMessage, from user: Recipient, now: NIODeadline) -> Output? {
         let key = DrainKey(receiver: user, sender: receipt.toUser)
         guard var drain = drains[key], let entry = drain.entries.removeValue(forKey: receipt.messageId) else { return nil }
         var output = Output()
@@ -159,8 +180,8 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    /// `user` left: deliveries to it stop (its entries stay stored).
-    public mutating func userLeft(_ user: String) {
+    /// `user` (a receiving device) left: deliveries to it stop (its entries stay stored).
+    public mutating func userLeft(_ user: Recipient) {
         for key in drains.keys where key.receiver == user { drains[key] = nil }
         for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
     }

@@ -24,10 +24,16 @@ public struct Registration: Equatable, Sendable {
     public var user: String
     public var route: Route
     public var session: String
-    public init(user: String, route: Route, session: String) {
+    /// The session's device ("" for the user's default device).
+    public var device: String
+    /// False for a send-only session (docs/PROTOCOL.md §4.7): it is not a route for content.
+    public var receives: Bool
+    public init(user: String, route: Route, session: String, device: String = "", receives: Bool = true) {
         self.user = user
         self.route = route
         self.session = session
+        self.device = device
+        self.receives = receives
     }
 }
 

@@ -25,16 +25,18 @@ extension RelayCore {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
         }
         if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
-        if timers.takeInboxLoad(of: user) { output.append(.store(.loadInbox(user: user))) } // the client is ready for it
+        if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), timers.takeInboxLoad(of: recipient) {
+            output.append(.store(.loadInbox(user: user, device: recipient.device))) // the client is ready for it
+        }
         switch header.kind {
         case .hello:
-            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), for: user) { output.append(.reply(hello, to: source)) }
+            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), forSession: opened.sessionId) { output.append(.reply(hello, to: source)) }
         case .ping:
             break // a keepalive: keeps the NAT mapping open
         case .receipt:
             routeReceiptDatagram(opened.payload, header, from: user, into: &output)
         case let kind where kind.isContent || kind == .typing:
-            routeContent(opened.payload, header, from: user, now: now, into: &output)
+            routeContent(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
         default:
             output.append(.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)"))
         }
@@ -46,14 +48,13 @@ extension RelayCore {
     /// anywhere else.
     public mutating func datagramTooLarge(_ bytes: ByteBuffer, size: Int, from source: SocketAddress, now: NIODeadline, into output: inout [RelayAction]) {
         output.append(.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)"))
-        guard let sessionId = SealedDatagram.sessionId(of: bytes), let user = sessions.user(ofSession: sessionId),
-              sessions.admitThrottleNotice(for: user, now: now) else { return }
+        guard let sessionId = SealedDatagram.sessionId(of: bytes), sessions.admitThrottleNotice(forSession: sessionId, now: now) else { return }
         let text = "a datagram of \(size) bytes exceeds this relay's maximum of \(configuration.maxDatagramSize) bytes"
-        tell(user, .error(.badRequest, text), into: &output)
+        tell(session: sessionId, .error(.badRequest, text), into: &output)
     }
 
-    /// A receipt's fast copy (the control channel carries the reliable one): forwarded to a
-    /// sender on this relay, else dropped without asking the store.
+    /// A receipt's fast copy (the control channel carries the reliable one): forwarded to the
+    /// sender's sessions on this relay, else dropped without asking the store.
     private mutating func routeReceiptDatagram(_ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String, into output: inout [RelayAction]) {
         guard receipt.version == SIMPMessage.currentVersion else {
             return output.append(.reject(.unsupportedVersion, detail: "receipt datagram version \(receipt.version) from \(user)"))
@@ -67,50 +68,60 @@ extension RelayCore {
         guard sessions.contains(receipt.toUser) else {
             return output.append(.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay"))
         }
-        deliver(payload, to: receipt.toUser, into: &output)
+        sessions.sealForEverySession(payload, to: receipt.toUser, into: &output)
     }
 
-    /// Validates an authentic content (or TYPING) datagram and decides where it goes: a local
-    /// user, a room, another relay, an offline user's inbox.
-    private mutating func routeContent(_ payload: ByteBuffer, _ message: DatagramHeader, from user: String, now: NIODeadline, into output: inout [RelayAction]) {
+    /// Validates an authentic content (or TYPING) datagram of `user`'s session `session` and
+    /// decides where it goes: a local user's one device, a room, another relay, the user's
+    /// devices' inboxes (offline, or several devices).
+    private mutating func routeContent(
+        _ payload: ByteBuffer, _ message: DatagramHeader, from user: String, session: UInt64, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         guard message.version == SIMPMessage.currentVersion else {
             output.append(.reject(.unsupportedVersion, detail: "datagram version \(message.version)"))
-            return tell(user, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId), into: &output)
+            return tell(session: session, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId), into: &output)
         }
         guard message.fromUser == user else {
             output.append(.reject(.senderMismatch, detail: "\(user)'s session sent a datagram from \"\(message.fromUser)\""))
-            return tell(user, .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId), into: &output)
+            return tell(session: session, .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId), into: &output)
         }
         guard !message.toUser.isEmpty, message.messageId != 0 else {
             output.append(.reject(.missingField, detail: "datagram without toUser or messageId"))
-            return tell(user, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
+            return tell(session: session, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
         }
         if let wait = messageRates.admit(user, now: now) {
             output.append(.reject(.messageRateLimited, detail: "\(user)"))
-            guard sessions.admitThrottleNotice(for: user, now: now) else { return }
-            return tell(user, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
+            guard sessions.admitThrottleNotice(forSession: session, now: now) else { return }
+            return tell(session: session, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
         }
-        if !inbox.isIdle, message.kind != .typing,
-           inbox.holdIfDelivering(payload, messageId: message.messageId, to: message.toUser, from: message.fromUser) {
+        if !inbox.isIdle, message.kind != .typing, sessions.isSoleReceiver(message.toUser),
+           let device = sessions.receivers(of: message.toUser).first,
+           inbox.holdIfDelivering(payload, messageId: message.messageId, to: device, from: message.fromUser) {
             return // stored messages from the same sender go first
         }
         if Self.isRoomAddress(message.toUser) {
             guard message.kind != .typing else { return } // typing is for one peer only
             return postToRoom(payload, message, into: &output)
         }
-        if let delivery = sessions.seal(payload, for: message.toUser) {
-            return output.append(delivery) // the common case: a local recipient
+        if let delivery = sessions.sealForSoleReceiver(payload, to: message.toUser) {
+            return output.append(delivery) // the common case: a local recipient with one device
+        }
+        if sessions.hasReceiver(message.toUser) {
+            // Several devices: the message goes to each one's inbox (the relay takes custody).
+            return noRoute(message, payload: payload, known: true, into: &output)
         }
         routeRemote(.datagram(payload), to: message.toUser, now: now, into: &output)
     }
 
-    /// Seals `payload` for `user`'s session and sends it to the user's address: every datagram
-    /// for a user leaves through here, from a local sender or handed over by another relay.
+    /// Seals `payload` for `user`'s receiving session and sends it to its address: a datagram
+    /// handed over by another relay leaves through here. A user with several devices has it
+    /// stored for each instead.
     mutating func deliver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
-        guard let delivery = sessions.seal(payload, for: user) else {
-            return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no session on \(configuration.relayId)"))
+        if let delivery = sessions.sealForSoleReceiver(payload, to: user) { return output.append(delivery) }
+        guard sessions.hasReceiver(user), let header = try? Self.header(of: payload) else {
+            return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no receiving session on \(configuration.relayId)"))
         }
-        output.append(delivery)
+        noRoute(header, payload: payload, known: true, into: &output)
     }
 
     /// The routing fields of a payload: read directly when possible, else fully decoded.

@@ -21,40 +21,43 @@ extension RelayCore {
             return output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))"))
         }
         for discarded in stored.discarded { discard(user: user, discarded.entry, discarded.reason, into: &output) }
-        if !stored.duplicate, sessions.contains(user), message.kind.isContent {
-            handOver(entry, to: user, now: now, into: &output)
+        if !stored.duplicate, message.kind.isContent {
+            for device in sessions.receivers(of: user) { handOver(entry, to: device, now: now, into: &output) }
         }
-        if message.kind.isContent, let sender = sessions.connection(of: message.fromUser) {
+        if message.kind.isContent, sessions.contains(message.fromUser) {
             var receipt = message.receipt(holdMicros: 0)
             receipt.attempt = 0 // not an RTT sample: the receiver never saw it
             receipt.status = .stored
             timers.receiptRouted(now: now)
-            output.append(.send(sender, receipt))
+            for sender in sessions.connections(of: message.fromUser) { output.append(.send(sender, receipt)) }
         }
-        if !stored.duplicate, !sessions.contains(user) {
-            // The user may be connected to another relay: that relay hands the entry over now.
+        if !stored.duplicate, !sessions.hasReceiver(user) || sessions.isElsewhere(user) {
+            // Devices of the user may be connected to other relays: they hand the entry over now.
             routeRemote(.inboxEntry(entry), to: user, now: now, into: &output)
         }
     }
 
-    /// An entry just stored for `user`, who is connected here, goes out now. A room copy makes
-    /// the relay read the whole inbox again instead: copies stored by different relays may
-    /// arrive out of the room's order, and reading them sorted keeps one order for everyone.
-    mutating func handOver(_ entry: InboxEntry, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
-        guard !Self.isRoomAddress(entry.message.fromUser) else { return output.append(.store(.loadInbox(user: user))) }
-        inboxActions(inbox.enqueue(entry, for: user, now: now), into: &output)
+    /// An entry just stored for `user`'s receiving device `device`, connected here, goes out
+    /// now. A room copy makes the relay read the device's whole inbox again instead: copies
+    /// stored by different relays may arrive out of the room's order, and reading them sorted
+    /// keeps one order for everyone.
+    mutating func handOver(_ entry: InboxEntry, to device: Recipient, now: NIODeadline, into output: inout [RelayAction]) {
+        guard !Self.isRoomAddress(entry.message.fromUser) else {
+            return output.append(.store(.loadInbox(user: device.user, device: device.device)))
+        }
+        inboxActions(inbox.enqueue(entry, for: device, now: now), into: &output)
     }
 
-    /// The store answered a `.loadInbox`: delivery to `user` starts (if it is still connected);
-    /// a failed read is tried again after `inboxRetryDelay`.
-    mutating func inboxLoaded(user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
-        guard sessions.contains(user) else { return }
+    /// The store answered a `.loadInbox`: delivery to the device starts (if it is still
+    /// connected); a failed read is tried again after `inboxRetryDelay`.
+    mutating func inboxLoaded(_ device: Recipient, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+        guard sessions.receivingSession(of: device.user, device: device.device) != nil else { return }
         guard case .success(.inboxLoaded(let entries, let wallNow)) = result else {
-            timers.loadInbox(of: user, at: now + configuration.inboxRetryDelay)
+            timers.loadInbox(of: device, at: now + configuration.inboxRetryDelay)
             return
         }
-        _ = timers.takeInboxLoad(of: user) // read now: nothing waits any more
-        inboxActions(inbox.loaded(user: user, entries: entries, wallNow: wallNow, now: now), into: &output)
+        _ = timers.takeInboxLoad(of: device) // read now: nothing waits any more
+        inboxActions(inbox.loaded(user: device, entries: entries, wallNow: wallNow, now: now), into: &output)
     }
 
     /// Turns what `InboxCore` decided into actions.
@@ -63,11 +66,12 @@ extension RelayCore {
             if let delivery = sessions.seal(message, for: user) { output.append(delivery) }
         }
         for (user, entry) in decided.receipts {
-            guard let connection = sessions.connection(of: user) else { continue }
-            output += [.send(connection, entry.message), .store(.removeFromInbox(user: user, entry: entry))]
+            guard let session = sessions.receivingSession(of: user.user, device: user.device),
+                  let connection = sessions.connection(ofSession: session) else { continue }
+            output += [.send(connection, entry.message), .store(.removeFromInbox(user: user.user, entry: entry, device: user.device))]
         }
         for (receiver, entry) in decided.delivered {
-            output.append(.store(.removeFromInbox(user: receiver, entry: entry)))
+            output.append(.store(.removeFromInbox(user: receiver.user, entry: entry, device: receiver.device)))
             if Self.isRoomAddress(entry.message.fromUser) {
                 output.append(.store(.countRoomDelivery(copy: entry.message)))
                 continue
@@ -75,9 +79,8 @@ extension RelayCore {
             var receipt = entry.message.receipt(holdMicros: 0)
             receipt.attempt = 0
             receipt.status = .deliveredFromInbox
-            if let sender = sessions.connection(of: receipt.toUser) {
-                output.append(.send(sender, receipt))
-            } else {
+            for sender in sessions.connections(of: receipt.toUser) { output.append(.send(sender, receipt)) }
+            if !sessions.contains(receipt.toUser) || sessions.isElsewhere(receipt.toUser) {
                 output.append(.store(.storeInInbox(user: receipt.toUser, message: receipt)))
             }
         }
@@ -85,8 +88,8 @@ extension RelayCore {
             if let delivery = sessions.seal(payload, for: user) { output.append(delivery) }
         }
         for (receiver, entry) in decided.expired {
-            output.append(.store(.removeFromInbox(user: receiver, entry: entry)))
-            discard(user: receiver, entry, .expired, into: &output)
+            output.append(.store(.removeFromInbox(user: receiver.user, entry: entry, device: receiver.device)))
+            discard(user: receiver.user, entry, .expired, into: &output)
         }
     }
 
@@ -97,10 +100,9 @@ extension RelayCore {
             ? (.inboxFull, .inboxFull, "\(user)'s inbox is full; the message was discarded")
             : (.inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded")
         output.append(.reject(why.0, detail: "\(message.kind) \(message.messageId) from \(message.fromUser) to \(user)"))
-        if message.kind.isContent, let sender = sessions.connection(of: message.fromUser) {
-            var error = SIMPMessage.error(why.1, why.2, messageId: message.messageId, to: message.fromUser)
-            error.fromUser = user
-            output.append(.send(sender, error))
-        }
+        guard message.kind.isContent else { return }
+        var error = SIMPMessage.error(why.1, why.2, messageId: message.messageId, to: message.fromUser)
+        error.fromUser = user
+        for sender in sessions.connections(of: message.fromUser) { output.append(.send(sender, error)) }
     }
 }

@@ -17,10 +17,11 @@ extension RelayCore {
         guard !read.toUser.isEmpty, read.messageId != 0, !Self.isRoomAddress(read.toUser) else {
             return output.append(.reject(.missingField, detail: "READ from \(user) without toUser or messageId, or for a room"))
         }
-        guard let sender = sessions.connection(of: read.toUser) else {
-            return output.append(.store(.storeInInbox(user: read.toUser, message: read)))
+        let senders = sessions.connections(of: read.toUser)
+        for sender in senders { output.append(.send(sender, read)) }
+        if senders.isEmpty || sessions.isElsewhere(read.toUser) {
+            output.append(.store(.storeInInbox(user: read.toUser, message: read)))
         }
-        output.append(.send(sender, read))
     }
 
     /// A WHO from `user`: answered from the store; the asker follows the users' changes.
@@ -62,12 +63,13 @@ extension RelayCore {
         frame.lastSeen = lastSeen
         for peer in audience.sorted() {
             frame.toUser = peer
-            guard let connection = sessions.connection(of: peer) else {
+            let connections = sessions.connections(of: peer)
+            guard !connections.isEmpty else {
                 presence.unfollow(user, by: peer) // followers who left stop following
                 if peers.contains(peer) { routeRemote(.control(frame), to: peer, now: now, into: &output) }
                 continue
             }
-            output.append(.send(connection, frame))
+            for connection in connections { output.append(.send(connection, frame)) }
         }
     }
 }

@@ -16,29 +16,62 @@ extension RelayCore {
         }
     }
 
-    /// The store answered a `.lookup`: the payloads that waited for it go on. A user who
-    /// connected here meanwhile gets them directly.
+    /// The store answered a `.lookup`: the payloads that waited for it go on. For a user with
+    /// sessions here, what the store said about its devices is kept, and the payloads also go
+    /// to its sessions here.
     mutating func lookedUp(_ user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
-        guard case .success(.route(let route, let known)) = result else {
+        let answer: UserRoutes
+        switch result {
+        case .success(.routes(let routes)): answer = routes
+        case .success(.route(let route, let known)):
+            answer = UserRoutes(receivers: route.map { [$0] } ?? [], relays: route.map { [$0.relayId] } ?? [], knownDevices: 1, known: known)
+        default:
             let waiting = routes.takeWaiting(for: user)
             output += waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
             return
         }
-        if sessions.contains(user) {
-            for payload in routes.takeWaiting(for: user) { deliverToLocalUser(RelayDelivery(user: user, payload: payload), now: now, into: &output) }
+        let (cached, waiting) = routes.lookedUp(user, routes: answer, now: now)
+        guard sessions.contains(user) else {
+            for payload in waiting { dispatch(payload, to: user, via: cached, into: &output) }
             return
         }
-        let (cached, waiting) = routes.lookedUp(user, route: route, known: known, now: now)
-        for payload in waiting { dispatch(payload, to: user, via: cached, into: &output) }
+        sessions.learned(user, knownDevices: answer.knownDevices, elsewhere: answer.relays.contains { $0 != configuration.relayId })
+        for payload in waiting {
+            deliverToLocalUser(RelayDelivery(user: user, payload: payload), now: now, into: &output)
+            if case .datagram = payload { continue }
+            publish(payload, to: user, relays: cached.routes.relays, into: &output)
+        }
     }
 
-    /// Sends a payload for a user without a session here along a route read from the store.
+    /// Sends a payload for a user without a session here along the routes read from the store:
+    /// a datagram to the relay of the user's one device (or, for a user with several devices or
+    /// none online, to the devices' inboxes), a control message to every relay holding a
+    /// session of the user, an inbox entry to every relay holding a receiving session.
     private func dispatch(_ payload: RelayDelivery.Payload, to user: String, via cached: RouteTable.CachedRoute, into output: inout [RelayAction]) {
-        guard let route = cached.route, route.relayId != configuration.relayId else {
-            // No route, or one left behind by this relay's previous life: the user is offline.
-            return noRoute(for: payload, to: user, known: cached.known || cached.route != nil, into: &output)
+        switch payload {
+        case .datagram:
+            guard let route = cached.route, route.relayId != configuration.relayId else {
+                // Several devices, none online, or a route left behind by this relay's previous
+                // life: the message goes to the user's inboxes (or the user is unknown).
+                return noRoute(for: payload, to: user, known: cached.known || !cached.routes.relays.isEmpty, into: &output)
+            }
+            output.append(.store(.publish(relay: route.relayId, RelayDelivery(user: user, payload: payload))))
+        case .control:
+            guard cached.routes.relays.contains(where: { $0 != configuration.relayId }) else {
+                return noRoute(for: payload, to: user, known: cached.known, into: &output)
+            }
+            publish(payload, to: user, relays: cached.routes.relays, into: &output)
+        case .inboxEntry:
+            publish(payload, to: user, relays: cached.routes.receivers.map(\.relayId), into: &output)
         }
-        output.append(.store(.publish(relay: route.relayId, RelayDelivery(user: user, payload: payload))))
+    }
+
+    /// Publishes `payload` for `user` to each of `relays` but this one, once.
+    private func publish(_ payload: RelayDelivery.Payload, to user: String, relays: [String], into output: inout [RelayAction]) {
+        var done: Set<String> = [configuration.relayId]
+        for relay in relays where done.insert(relay).inserted {
+            output.append(.store(.publish(relay: relay, RelayDelivery(user: user, payload: payload))))
+        }
     }
 
     private func noRoute(for payload: RelayDelivery.Payload, to user: String, known: Bool, into output: inout [RelayAction]) {
@@ -75,15 +108,16 @@ extension RelayCore {
     /// leaves sealed for the user's session, a control message goes down the user's control
     /// connection, an inbox entry starts its delivery.
     mutating func deliverToLocalUser(_ delivery: RelayDelivery, now: NIODeadline, into output: inout [RelayAction]) {
-        guard let connection = sessions.connection(of: delivery.user) else {
+        guard sessions.contains(delivery.user) else {
             return output.append(.reject(.recipientNotHere, detail: "delivery for \(delivery.user), who has no session on \(configuration.relayId)"))
         }
         switch delivery.payload {
         case .datagram(let payload): deliver(payload, to: delivery.user, into: &output)
         case .control(let message):
             if message.kind == .receipt { timers.receiptRouted(now: now) } // a drain waits for these too
-            output.append(.send(connection, message))
-        case .inboxEntry(let entry): handOver(entry, to: delivery.user, now: now, into: &output)
+            for connection in sessions.connections(of: delivery.user) { output.append(.send(connection, message)) }
+        case .inboxEntry(let entry):
+            for device in sessions.receivers(of: delivery.user) { handOver(entry, to: device, now: now, into: &output) }
         }
     }
 
@@ -110,8 +144,10 @@ extension RelayCore {
     public mutating func userMoved(_ move: UserMove, into output: inout [RelayAction]) {
         guard move.relayId != configuration.relayId else { return }
         routes.forget(move.user)
-        guard let registration = sessions.registration(of: move.user) else { return }
-        output.append(.store(.checkSession(user: move.user, session: registration.session)))
+        let local = sessions.registrations(of: move.user)
+        guard !local.isEmpty else { return }
+        for registration in local { output.append(.store(.checkSession(user: move.user, session: registration.session))) }
+        output.append(.store(.lookup(user: move.user))) // its devices and relays may have changed
     }
 
     /// The session token an operator's `simp-server sessions end` writes in place of a
@@ -124,11 +160,13 @@ extension RelayCore {
     /// told and closed.
     mutating func sessionChecked(user: String, session: String, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
         guard case .success(.currentSession(let current)) = result, current != session,
-              let registration = sessions.registration(of: user), registration.session == session,
-              let connection = sessions.connection(of: user) else { return }
-        endSession(of: user, withdraw: false, into: &output)
+              let id = sessions.session(of: user, token: session), let registration = sessions.registration(ofSession: id),
+              let connection = sessions.connection(ofSession: id) else { return }
+        endSession(id, withdraw: false, into: &output)
         connections.setPhase(.awaitingLogin, of: connection)
-        let why = current == Self.sessionEndedByOperator ? "the relay's operator ended \(user)'s session" : "\(user) connected again on another relay"
+        let why = current == Self.sessionEndedByOperator ? "the relay's operator ended \(user)'s session"
+            : registration.device.isEmpty ? "\(user) connected again on another relay"
+            : "a newer session of \(user)'s device \"\(registration.device)\" took over on another relay"
         output += [.send(connection, .error(.alreadyConnected, why)), .close(connection)]
     }
 }

@@ -71,7 +71,7 @@ extension RelayCore {
             tellSender(header, .notAMember, "you are not a member of #\(room)", into: &output)
         case .success(.roomPosted(.posted(let seq, let members, let duplicate))):
             let recipients = members.filter { $0 != message.fromUser }.sorted()
-            if let author = sessions.connection(of: message.fromUser) {
+            for author in sessions.connections(of: message.fromUser) {
                 var receipt = message.receipt(holdMicros: 0)
                 receipt.attempt = 0
                 receipt.status = .stored
@@ -116,9 +116,6 @@ extension RelayCore {
         receipt.room = copy.room
         receipt.memberCount = copy.memberCount
         receipt.deliveredCount = UInt32(delivered)
-        guard let author = sessions.connection(of: copy.author) else {
-            return routeRemote(.control(receipt), to: copy.author, now: now, into: &output)
-        }
-        output.append(.send(author, receipt))
+        routeControl(receipt, to: copy.author, now: now, into: &output)
     }
 }

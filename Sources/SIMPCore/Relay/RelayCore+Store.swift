@@ -28,8 +28,8 @@ extension RelayCore {
             sessionChecked(user: user, session: session, result, into: &output)
         case .storeInInbox(let user, let message):
             inboxStored(user: user, message: message, result, now: now, into: &output)
-        case .loadInbox(let user):
-            inboxLoaded(user: user, result, now: now, into: &output)
+        case .loadInbox(let user, let device):
+            inboxLoaded(Recipient(user: user, device: device), result, now: now, into: &output)
         case .room(let roomRequest):
             roomAnswered(roomRequest, result, into: &output)
         case .postToRoom(let room, let message):

@@ -116,6 +116,8 @@ public struct RelayCore: Sendable {
     public var inboxInFlight: Int { inbox.inFlightCount }
     /// Whether `user` has a session on this relay.
     public func isConnected(_ user: String) -> Bool { sessions.contains(user) }
+    /// The registrations of `user`'s sessions on this relay.
+    public func sessions(of user: String) -> [Registration] { sessions.registrations(of: user) }
     /// Whether a graceful shutdown has begun.
     public var isDraining: Bool { timers.drain != nil }
 
@@ -142,8 +144,9 @@ public struct RelayCore: Sendable {
     /// A control connection closed: its login is forgotten and its session ends.
     public mutating func connectionClosed(_ connection: ConnectionID, into output: inout [RelayAction]) {
         login.forget(connection)
-        guard let user = connections.close(connection)?.sessionUser, sessions.connection(of: user) == connection else { return }
-        endSession(of: user, into: &output)
+        _ = connections.close(connection)
+        guard let session = sessions.session(on: connection) else { return }
+        endSession(session, into: &output)
     }
 
     /// A decoded control frame arrived; `peer` is the connection's remote address.
@@ -170,14 +173,14 @@ public struct RelayCore: Sendable {
         case (.connect, .awaitingLogin):
             let host = connections.host(of: connection) ?? "unknown"
             let step = login.connect(message, on: connection, host: host, now: now, entropy: &entropy)
-            loginStep(step, on: connection, peer: peer, udpPort: Int(message.udpPort), into: &output)
+            loginStep(step, on: connection, peer: peer, connect: message, into: &output)
         case (.auth, _), (.connect, _):
             output += RelayLogin.alreadyLoggingIn(connection)
         case (_, .awaitingLogin), (_, .registering):
             output += [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
                        .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
         case (.receipt, .connected(let user)):
-            routeReceipt(message, from: user, now: now, into: &output)
+            routeReceipt(message, from: user, on: connection, now: now, into: &output)
         case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
             roomControl(message, from: user, on: connection, into: &output)
         case (.read, .connected(let user)):
@@ -216,7 +219,7 @@ public struct RelayCore: Sendable {
 
     /// Carries out a login step; an accepted login starts the session.
     private mutating func loginStep(
-        _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, udpPort: Int = 0, into output: inout [RelayAction]
+        _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage? = nil, into output: inout [RelayAction]
     ) {
         switch step {
         case .actions(let actions):
@@ -230,83 +233,124 @@ public struct RelayCore: Sendable {
             connected.relayId = configuration.relayId
             connected.sessionId = keys.sessionId
             connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
-            beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, udpPort: udpPort, into: &output)
+            beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, into: &output)
         }
     }
 
-    /// Starts `user`'s session on `connection`; the CONNECTED goes out once the store has the
-    /// registration. A previous session of the user is told and closed (the newest wins).
+    /// Starts `user`'s session on `connection` for the CONNECT's device (send-only if it says
+    /// so); the CONNECTED goes out once the store has the registration. A receiving session of
+    /// the same device is told and closed (the newest wins); other devices' sessions stay.
     private mutating func beginSession(
-        _ user: String, keys: SessionKeys, connected: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, udpPort: Int,
+        _ user: String, keys: SessionKeys, connected: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage?,
         into output: inout [RelayAction]
     ) {
         var address = peer
-        address.port = udpPort
-        let route = Route(address: address, relayId: configuration.relayId)
-        let token = "\(configuration.relayId)/\(connection.rawValue)"
-        if let previous = sessions.connection(of: user) {
-            connections.setPhase(.awaitingLogin, of: previous)
-            endSession(of: user, withdraw: false, into: &output)
-            output += [.send(previous, .error(.alreadyConnected, "\(user) connected again elsewhere")), .close(previous)]
+        address.port = Int(connect?.udpPort ?? 0)
+        let device = connect?.device ?? "", receives = !(connect?.sendOnly ?? false)
+        let registration = Registration(
+            user: user, route: Route(address: address, relayId: configuration.relayId), session: "\(configuration.relayId)/\(connection.rawValue)",
+            device: device, receives: receives)
+        if receives, let previous = sessions.receivingSession(of: user, device: device), let old = sessions.connection(ofSession: previous) {
+            connections.setPhase(.awaitingLogin, of: old)
+            endSession(previous, withdraw: false, into: &output)
+            output += [.send(old, .error(.alreadyConnected, Self.replacedText(user: user, device: device))), .close(old)]
         }
-        _ = sessions.start(user, keys: keys, route: route, token: token, on: connection)
+        sessions.start(registration, keys: keys, on: connection)
         routes.forget(user)
         connections.setPhase(.registering(user: user, connected: connected), of: connection)
-        output.append(.store(.register(Registration(user: user, route: route, session: token), connection: connection)))
+        output.append(.store(.register(registration, connection: connection)))
     }
 
-    /// Ends `user`'s session here: its registration is withdrawn and its presence recorded
-    /// (unless another session of the user takes over at once, `withdraw: false`).
-    mutating func endSession(of user: String, withdraw: Bool = true, into output: inout [RelayAction]) {
-        guard let registration = sessions.end(user) else { return }
-        inbox.userLeft(user)
+    /// The ERROR ALREADY_CONNECTED text of a session replaced by a newer one of its device.
+    static func replacedText(user: String, device: String) -> String {
+        device.isEmpty ? "\(user) connected again elsewhere (a newer session of this device took over)"
+            : "a newer session of \(user)'s device \"\(device)\" took over"
+    }
+
+    /// Ends session `session` here: its registration is withdrawn (unless another session of
+    /// the same device takes over at once, `withdraw: false`), and the user's presence is
+    /// recorded offline when its last receiving session here ends.
+    mutating func endSession(_ session: UInt64, withdraw: Bool = true, into output: inout [RelayAction]) {
+        guard let registration = sessions.end(session) else { return }
+        if registration.receives { inbox.userLeft(Recipient(user: registration.user, device: registration.device)) }
         guard withdraw else { return }
-        output += [.store(.unregister(user: user, session: registration.session)), .store(.recordPresence(user: user, online: false))]
+        output.append(.store(.unregister(user: registration.user, session: registration.session, device: registration.device)))
+        if registration.receives, !sessions.hasReceiver(registration.user) {
+            output.append(.store(.recordPresence(user: registration.user, online: false)))
+        }
     }
 
-    /// The store answered `.register`: CONNECTED goes out. The session's stored messages are
-    /// sent once its first authentic datagram (the client's HELLO) shows that the client has
-    /// its keys and its UDP path works — sent earlier, they could reach the client before
-    /// CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the latest.
+    /// The store answered `.register`: CONNECTED goes out. A receiving session's stored
+    /// messages are sent once its first authentic datagram (the client's HELLO) shows that the
+    /// client has its keys and its UDP path works — sent earlier, they could reach the client
+    /// before CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the
+    /// latest. A send-only session gets none.
     mutating func registered(
         on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
     ) {
-        guard case .registering(let user, let connected) = connections.phase(of: connection) else {
+        guard case .registering(let user, let connected) = connections.phase(of: connection),
+              let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session) else {
             return // closed meanwhile; connectionClosed already unregistered it
         }
-        guard case .success = result else {
+        switch result {
+        case .success(.registered(let knownDevices, let elsewhere)):
+            sessions.learned(user, knownDevices: knownDevices, elsewhere: elsewhere)
+        case .success:
+            break
+        case .failure:
             connections.setPhase(.awaitingLogin, of: connection)
-            if sessions.connection(of: user) == connection { endSession(of: user, withdraw: false, into: &output) }
+            endSession(session, withdraw: false, into: &output)
             output.append(.send(connection, .error(.internal, "registry unavailable, try again")))
             return
         }
         connections.setPhase(.connected(user: user), of: connection)
-        timers.loadInbox(of: user, at: now + configuration.inboxStartDelay)
-        output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId))),
-                   .store(.recordPresence(user: user, online: true))]
+        output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId)))]
+        guard registration.receives else { return }
+        timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay)
+        output.append(.store(.recordPresence(user: user, online: true)))
     }
 
-    /// A RECEIPT on `user`'s control channel: to the inbox's delivery, or to the original sender.
-    private mutating func routeReceipt(_ receipt: SIMPMessage, from user: String, now: NIODeadline, into output: inout [RelayAction]) {
+    /// A RECEIPT on `user`'s control channel (`connection`): to the inbox's delivery, or to the
+    /// original sender's sessions.
+    private mutating func routeReceipt(
+        _ receipt: SIMPMessage, from user: String, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
         timers.receiptRouted(now: now)
-        if let stored = inbox.receipt(receipt, from: user, now: now) { return inboxActions(stored, into: &output) }
-        if let sender = sessions.connection(of: receipt.toUser) {
-            return output.append(.send(sender, receipt))
+        if !inbox.isIdle, let recipient = sessions.session(on: connection).flatMap({ sessions.recipient(ofSession: $0) }),
+           let stored = inbox.receipt(receipt, from: recipient, now: now) {
+            return inboxActions(stored, into: &output)
         }
         guard !receipt.toUser.isEmpty else {
             return output.append(.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser"))
         }
-        // The sender is on another relay: the receipt goes there through the store.
-        routeRemote(.control(receipt), to: receipt.toUser, now: now, into: &output)
+        routeControl(receipt, to: receipt.toUser, now: now, into: &output)
     }
 
-    /// A control message to `user`, if the user has a session here.
+    /// A control message for `user`'s sessions wherever they are: those here get it at once;
+    /// if the user has none here, or also has sessions on other relays, it goes there through
+    /// the store.
+    mutating func routeControl(_ message: SIMPMessage, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        let local = sessions.connections(of: user)
+        for connection in local { output.append(.send(connection, message)) }
+        if local.isEmpty || sessions.isElsewhere(user) {
+            routeRemote(.control(message), to: user, now: now, into: &output)
+        }
+    }
+
+    /// A control message to each of `user`'s sessions here.
     func tell(_ user: String, _ message: SIMPMessage, into output: inout [RelayAction]) {
-        guard let connection = sessions.connection(of: user) else { return }
         var message = message
         message.toUser = user
+        for connection in sessions.connections(of: user) { output.append(.send(connection, message)) }
+    }
+
+    /// A control message to session `session` (the one that sent what it is about).
+    func tell(session: UInt64, _ message: SIMPMessage, into output: inout [RelayAction]) {
+        guard let registration = sessions.registration(ofSession: session), let connection = sessions.connection(ofSession: session) else { return }
+        var message = message
+        message.toUser = registration.user
         output.append(.send(connection, message))
     }
 }

@@ -24,8 +24,8 @@ public struct RelayTimers: Sendable {
     /// The relay's addresses, as recorded in the store at each refresh.
     var description = ""
     var drain: Drain?
-    /// Users whose inbox is read at the latest at these times.
-    private(set) var inboxLoads: [String: NIODeadline] = [:]
+    /// Receiving devices whose inbox is read at the latest at these times.
+    private(set) var inboxLoads: [Recipient: NIODeadline] = [:]
     var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
@@ -45,20 +45,23 @@ public struct RelayTimers: Sendable {
         return next
     }
 
-    /// `user`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`).
-    mutating func loadInbox(of user: String, at deadline: NIODeadline) {
-        inboxLoads[user] = deadline
+    /// Whether any inbox read waits (the datagram path checks this first).
+    var awaitsInboxLoads: Bool { !inboxLoads.isEmpty }
+
+    /// `device`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`).
+    mutating func loadInbox(of device: Recipient, at deadline: NIODeadline) {
+        inboxLoads[device] = deadline
     }
 
-    /// Whether `user`'s inbox waited to be read; it no longer does.
-    mutating func takeInboxLoad(of user: String) -> Bool {
+    /// Whether `device`'s inbox waited to be read; it no longer does.
+    mutating func takeInboxLoad(of device: Recipient) -> Bool {
         guard !inboxLoads.isEmpty else { return false }
-        return inboxLoads.removeValue(forKey: user) != nil
+        return inboxLoads.removeValue(forKey: device) != nil
     }
 
-    /// The users whose inbox read is due.
-    mutating func dueInboxLoads(now: NIODeadline) -> [String] {
-        let due = inboxLoads.filter { $0.value <= now }.keys.sorted()
+    /// The devices whose inbox read is due.
+    mutating func dueInboxLoads(now: NIODeadline) -> [Recipient] {
+        let due = inboxLoads.filter { $0.value <= now }.keys.sorted { ($0.user, $0.device) < ($1.user, $1.device) }
         for user in due { inboxLoads[user] = nil }
         return due
     }
@@ -86,8 +89,8 @@ extension RelayCore {
         }
         if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
-        for user in timers.dueInboxLoads(now: now) where sessions.contains(user) {
-            output.append(.store(.loadInbox(user: user)))
+        for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
+            output.append(.store(.loadInbox(user: device.user, device: device.device)))
         }
         if let drain = timers.drain, !drain.finished,
            connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod {

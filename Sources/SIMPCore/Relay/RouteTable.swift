@@ -6,10 +6,16 @@ import NIOCore
 public struct RouteTable: Sendable {
     /// What the store said about a user without a session here.
     public struct CachedRoute: Sendable, Equatable {
-        public var route: Route?
-        /// Without a route: whether the user is known (offline, not unknown).
-        public var known: Bool
+        /// The user's sessions and devices.
+        public var routes: UserRoutes
         public var expires: NIODeadline
+        /// The route of the user's one receiving session, if that is where content goes
+        /// straight (one known device, online): the fast path.
+        public var route: Route? {
+            routes.knownDevices <= 1 && routes.receivers.count == 1 ? routes.receivers[0] : nil
+        }
+        /// Whether the user is known (offline, not unknown).
+        public var known: Bool { routes.known || !routes.receivers.isEmpty }
     }
 
     /// What became of a payload handed to `route(_:to:now:)`.
@@ -54,7 +60,14 @@ public struct RouteTable: Sendable {
 
     /// The store answered a lookup: caches it and returns the payloads that waited.
     public mutating func lookedUp(_ user: String, route: Route?, known: Bool, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
-        let cached = CachedRoute(route: route, known: known, expires: now + (route == nil ? unknownUserCacheTTL : cacheTTL))
+        let routes = UserRoutes(receivers: route.map { [$0] } ?? [], relays: route.map { [$0.relayId] } ?? [], knownDevices: 1, known: known)
+        return lookedUp(user, routes: routes, now: now)
+    }
+
+    /// The store answered a lookup with the user's sessions and devices: caches it and returns
+    /// the payloads that waited.
+    public mutating func lookedUp(_ user: String, routes: UserRoutes, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
+        let cached = CachedRoute(routes: routes, expires: now + (routes.relays.isEmpty ? unknownUserCacheTTL : cacheTTL))
         cache[user] = cached
         return (cached, awaitingLookup.removeValue(forKey: user) ?? [])
     }
@@ -71,7 +84,7 @@ public struct RouteTable: Sendable {
 
     /// Relay `relay` is gone: every route through it is stale.
     public mutating func forgetRoutes(through relay: String) {
-        cache = cache.filter { $0.value.route?.relayId != relay }
+        cache = cache.filter { !$0.value.routes.relays.contains(relay) }
     }
 
     /// Moves may have been missed: every cached route is stale.

@@ -1,23 +1,46 @@
 import NIOCore
 
-/// The relay's logged-in sessions, keyed by session id: whose each one is, its control
-/// connection, its UDP route and its datagram keys. A user has at most one session here.
+/// The relay's logged-in sessions, keyed by session id: whose each one is, which device it
+/// speaks for, whether it receives, its control connection, its UDP route and its datagram
+/// keys. A user may have several sessions here: at most one receiving session per device, and
+/// any number of send-only ones (docs/PROTOCOL.md §4.7).
 public struct SessionTable: Sendable {
     struct Session: Sendable {
         var user: String
+        var device: String
+        /// False for a send-only session: never a route for content, never given stored messages.
+        var receives: Bool
         var connection: ConnectionID
         var route: Route
         /// The registration's owner token in the store.
         var token: String
         var opener: DatagramOpener
         var sealer: DatagramSealer
-        /// When the user may next be told it is throttled.
+        /// When the session may next be told it is throttled.
         var nextThrottleNotice: NIODeadline = .uptimeNanoseconds(0)
+
+        var registration: Registration {
+            Registration(user: user, route: route, session: token, device: device, receives: receives)
+        }
+    }
+
+    /// What the relay knows about one user's sessions here.
+    struct UserSessions: Sendable {
+        /// Every session of the user here, oldest first.
+        var ids: [UInt64] = []
+        /// Receiving sessions here.
+        var receiving = 0
+        /// The user's known receiving devices anywhere, as the store last said (at least 1).
+        var knownDevices = 1
+        /// Whether the store last said the user also has sessions on other relays.
+        var elsewhere = false
     }
 
     /// An authentic datagram: whose session sealed it, and what it carried.
     public struct OpenedDatagram: Sendable, Equatable {
         public var user: String
+        /// The session that sealed it.
+        public var sessionId: UInt64
         public var payload: ByteBuffer
         /// Whether it carries the session's highest counter so far (its source may move the route).
         public var isNewest: Bool
@@ -27,26 +50,72 @@ public struct SessionTable: Sendable {
     }
 
     private var sessions: [UInt64: Session] = [:]
-    private var sessionIds: [String: UInt64] = [:]
+    private var users: [String: UserSessions] = [:]
+    private var byConnection: [ConnectionID: UInt64] = [:]
 
     public init() {}
 
-    /// Users with a session.
-    public var count: Int { sessions.count }
-    public func contains(_ user: String) -> Bool { sessionIds[user] != nil }
-    /// The control connection of `user`'s session.
-    public func connection(of user: String) -> ConnectionID? { sessionIds[user].flatMap { sessions[$0]?.connection } }
-    /// The registration of `user`'s session.
-    public func registration(of user: String) -> Registration? {
-        sessionIds[user].flatMap { sessions[$0] }.map { Registration(user: $0.user, route: $0.route, session: $0.token) }
+    /// Users with at least one session.
+    public var count: Int { users.count }
+    public func contains(_ user: String) -> Bool { users[user] != nil }
+    /// Whether `user` has a receiving session here.
+    public func hasReceiver(_ user: String) -> Bool { (users[user]?.receiving ?? 0) > 0 }
+    /// The control connections of `user`'s sessions, oldest first.
+    public func connections(of user: String) -> [ConnectionID] {
+        users[user]?.ids.compactMap { sessions[$0]?.connection } ?? []
     }
-    /// Every session's registration, by user (a stable order: a seeded run replays exactly).
+    /// The session on `connection`.
+    public func session(on connection: ConnectionID) -> UInt64? { byConnection[connection] }
+    /// The control connection of session `id`.
+    public func connection(ofSession id: UInt64) -> ConnectionID? { sessions[id]?.connection }
+    /// The registration of session `id`.
+    public func registration(ofSession id: UInt64) -> Registration? { sessions[id]?.registration }
+    /// The registrations of `user`'s sessions here.
+    public func registrations(of user: String) -> [Registration] {
+        users[user]?.ids.compactMap { sessions[$0]?.registration } ?? []
+    }
+    /// Every session's registration (a stable order: a seeded run replays exactly).
     public var registrations: [Registration] {
-        sessions.values.map { Registration(user: $0.user, route: $0.route, session: $0.token) }.sorted { $0.user < $1.user }
+        sessions.values.map(\.registration).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+    }
+    /// `user`'s session whose registration token is `token`.
+    public func session(of user: String, token: String) -> UInt64? {
+        users[user]?.ids.first { sessions[$0]?.token == token }
+    }
+    /// The receiving devices of `user` with a session here.
+    public func receivers(of user: String) -> [Recipient] {
+        users[user]?.ids.compactMap { id in sessions[id].flatMap { $0.receives ? Recipient(user: $0.user, device: $0.device) : nil } } ?? []
+    }
+    /// The receiving session of `user`'s `device`.
+    public func receivingSession(of user: String, device: String) -> UInt64? {
+        users[user]?.ids.first { sessions[$0].map { $0.receives && $0.device == device } ?? false }
+    }
+    /// The recipient session `id` receives as (nil for a send-only session).
+    public func recipient(ofSession id: UInt64) -> Recipient? {
+        sessions[id].flatMap { $0.receives ? Recipient(user: $0.user, device: $0.device) : nil }
     }
 
     /// The user whose session has id `sessionId`.
     public func user(ofSession sessionId: UInt64) -> String? { sessions[sessionId]?.user }
+
+    /// Whether content for `user` may go straight to its one receiving session here: the user
+    /// has exactly one receiving session here and no other known device (otherwise the relay
+    /// keeps it in the user's log for every device).
+    public func isSoleReceiver(_ user: String) -> Bool {
+        guard let entry = users[user] else { return false }
+        return entry.receiving == 1 && entry.knownDevices <= 1
+    }
+
+    /// Whether the store said `user` also has sessions on other relays.
+    public func isElsewhere(_ user: String) -> Bool { users[user]?.elsewhere ?? false }
+
+    /// What the store said about `user`'s devices: `knownDevices` receiving devices exist, and
+    /// whether sessions of the user live on other relays.
+    public mutating func learned(_ user: String, knownDevices: Int, elsewhere: Bool) {
+        guard users[user] != nil else { return }
+        users[user]!.knownDevices = max(1, knownDevices)
+        users[user]!.elsewhere = elsewhere
+    }
 
     /// A session id no live session uses.
     public func unusedSessionId(_ entropy: inout Entropy) -> UInt64 {
@@ -56,30 +125,34 @@ public struct SessionTable: Sendable {
         }
     }
 
-    /// Starts a session for `user`; returns the user's previous session's connection, which
-    /// the newest session replaces.
-    public mutating func start(
-        _ user: String, keys: SessionKeys, route: Route, token: String, on connection: ConnectionID
-    ) -> ConnectionID? {
-        let previous = self.connection(of: user)
-        end(user)
+    /// Starts a session of `registration`'s user and device on `connection`. The caller ends
+    /// a receiving session of the same device first (the newest wins).
+    public mutating func start(_ registration: Registration, keys: SessionKeys, on connection: ConnectionID) {
         sessions[keys.sessionId] = Session(
-            user: user, connection: connection, route: route, token: token,
+            user: registration.user, device: registration.device, receives: registration.receives, connection: connection,
+            route: registration.route, token: registration.session,
             opener: DatagramOpener(keys: keys, direction: .uplink), sealer: DatagramSealer(keys: keys, direction: .downlink))
-        sessionIds[user] = keys.sessionId
-        return previous
+        users[registration.user, default: UserSessions()].ids.append(keys.sessionId)
+        if registration.receives { users[registration.user]!.receiving += 1 }
+        byConnection[connection] = keys.sessionId
     }
 
-    /// Ends `user`'s session; returns its registration (nil if it had none).
+    /// Ends session `id`; returns its registration (nil if there is no such session).
     @discardableResult
-    public mutating func end(_ user: String) -> Registration? {
-        guard let id = sessionIds.removeValue(forKey: user), let session = sessions.removeValue(forKey: id) else { return nil }
-        return Registration(user: session.user, route: session.route, session: session.token)
+    public mutating func end(_ id: UInt64) -> Registration? {
+        guard let session = sessions.removeValue(forKey: id) else { return nil }
+        byConnection[session.connection] = nil
+        if var entry = users[session.user] {
+            entry.ids.removeAll { $0 == id }
+            if session.receives { entry.receiving -= 1 }
+            users[session.user] = entry.ids.isEmpty ? nil : entry
+        }
+        return session.registration
     }
 
     /// Ends every session; returns their registrations.
     public mutating func endAll() -> [Registration] {
-        defer { sessions.removeAll(); sessionIds.removeAll() }
+        defer { sessions.removeAll(); users.removeAll(); byConnection.removeAll() }
         return registrations
     }
 
@@ -96,53 +169,83 @@ public struct SessionTable: Sendable {
         do {
             let opened = try sessions.values[index].opener.open(bytes)
             let moved = opened.isNewest ? Self.follow(&sessions.values[index], to: source) : nil
-            return .success(OpenedDatagram(user: sessions.values[index].user, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
+            return .success(OpenedDatagram(
+                user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
         } catch {
             return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) from \(source)"))
         }
     }
 
-    /// Seals `payload` for `user`'s session; nil when the user has no session here.
-    public mutating func seal(_ payload: ByteBuffer, for user: String) -> RelayAction? {
-        withSession(of: user) { .deliver(user: user, $0.sealer.seal(payload: payload), to: $0.route.address) }
+    /// Seals `payload` for `user`'s one receiving session when content may go straight to it
+    /// (`isSoleReceiver`); nil otherwise. The relay's hot path: no allocation beyond the seal.
+    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> RelayAction? {
+        guard let entry = users[user], entry.receiving == 1, entry.knownDevices <= 1 else { return nil }
+        for id in entry.ids {
+            guard let index = sessions.index(forKey: id), sessions.values[index].receives else { continue }
+            return Self.deliver(payload, from: &sessions.values[index])
+        }
+        return nil
     }
 
-    /// Encodes and seals `message` for `user`'s session.
-    public mutating func seal(_ message: SIMPMessage, for user: String) -> RelayAction? {
-        withSession(of: user) { .deliver(user: user, $0.sealer.seal(message), to: $0.route.address) }
+    /// Seals `payload` for each of `user`'s sessions here (a receipt's fast copy: the session
+    /// that sent the message takes it, the others ignore it).
+    public mutating func sealForEverySession(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
+        guard let ids = users[user]?.ids else { return }
+        for id in ids {
+            guard let index = sessions.index(forKey: id) else { continue }
+            output.append(Self.deliver(payload, from: &sessions.values[index]))
+        }
     }
 
-    /// The relay's own sealed datagram for `user` (a HELLO answer), without its route.
-    public mutating func sealReply(_ message: SIMPMessage, for user: String) -> ByteBuffer? {
-        withSession(of: user) { $0.sealer.seal(message) }
+    /// Encodes and seals `message` for `recipient`'s receiving session.
+    public mutating func seal(_ message: SIMPMessage, for recipient: Recipient) -> RelayAction? {
+        guard let id = receivingSession(of: recipient.user, device: recipient.device), let index = sessions.index(forKey: id) else { return nil }
+        let session = sessions.values[index]
+        return .deliver(user: session.user, sessions.values[index].sealer.seal(message), to: session.route.address)
     }
 
-    /// Moves `user`'s route to `source`; returns the new registration if it changed.
-    public mutating func follow(_ user: String, to source: SocketAddress) -> Registration? {
-        withSession(of: user) { Self.follow(&$0, to: source) } ?? nil
+    /// Seals `payload` for `recipient`'s receiving session.
+    public mutating func seal(_ payload: ByteBuffer, for recipient: Recipient) -> RelayAction? {
+        guard let id = receivingSession(of: recipient.user, device: recipient.device), let index = sessions.index(forKey: id) else { return nil }
+        return Self.deliver(payload, from: &sessions.values[index])
     }
 
-    /// Whether `user` may be told it is throttled now (at most every 100 ms).
-    public mutating func admitThrottleNotice(for user: String, now: NIODeadline) -> Bool {
-        withSession(of: user) { session in
-            guard session.nextThrottleNotice <= now else { return false }
-            session.nextThrottleNotice = now + .milliseconds(100)
-            return true
-        } ?? false
+    /// The relay's own sealed datagram for session `id` (a HELLO answer), without its route.
+    public mutating func sealReply(_ message: SIMPMessage, forSession id: UInt64) -> ByteBuffer? {
+        guard let index = sessions.index(forKey: id) else { return nil }
+        return sessions.values[index].sealer.seal(message)
     }
 
-    /// Runs `body` on `user`'s session in place (one lookup by user, one by index, no copy).
-    private mutating func withSession<T>(of user: String, _ body: (inout Session) -> T) -> T? {
-        guard let id = sessionIds[user], let index = sessions.index(forKey: id) else { return nil }
-        return body(&sessions.values[index])
+    /// Whether session `id` may be told it is throttled now (at most every 100 ms).
+    public mutating func admitThrottleNotice(forSession id: UInt64, now: NIODeadline) -> Bool {
+        guard let index = sessions.index(forKey: id), sessions.values[index].nextThrottleNotice <= now else { return false }
+        sessions.values[index].nextThrottleNotice = now + .milliseconds(100)
+        return true
+    }
+
+    private static func deliver(_ payload: ByteBuffer, from session: inout Session) -> RelayAction {
+        .deliver(user: session.user, session.sealer.seal(payload: payload), to: session.route.address)
     }
 
     /// Moves `session`'s route to `source` if it is a new, usable address.
     private static func follow(_ session: inout Session, to source: SocketAddress) -> Registration? {
         guard session.route.address != source, let port = source.port, port > 0 else { return nil }
         session.route.address = source
-        return Registration(user: session.user, route: session.route, session: session.token)
+        return session.registration
     }
+}
+
+/// One receiving device of a user: where the relay delivers stored messages.
+public struct Recipient: Hashable, Sendable, CustomStringConvertible {
+    public var user: String
+    /// The device name ("" for the user's default device).
+    public var device: String
+    public init(user: String, device: String = "") {
+        self.user = user
+        self.device = device
+    }
+
+    public var description: String { device.isEmpty ? user : "\(user)/\(device)" }
 }
 
 /// A rejection decided by one part of the core: the reason and its log detail.

@@ -7,10 +7,12 @@ public enum StoreRequest: Equatable, Sendable {
     // MARK: Login and sessions
     /// The user's password verifier (nil answer: no such user).
     case fetchVerifier(user: String, connection: ConnectionID)
-    /// Write the user's registration, replacing any older one (the newest session wins).
+    /// Write the session's registration, replacing the one of an older receiving session of
+    /// the same device (the newest wins); a receiving device becomes known. Answered with
+    /// `.registered`.
     case register(Registration, connection: ConnectionID)
-    /// Remove the user's registration if it still names `session`.
-    case unregister(user: String, session: String)
+    /// Remove the registration of session `session` of the user (device `device`).
+    case unregister(user: String, session: String, device: String = "")
     /// The user's authenticated datagrams now come from a new address.
     case moveRoute(Registration)
     /// Extend these registrations (and their users' presence), re-creating lost ones; record
@@ -18,7 +20,8 @@ public enum StoreRequest: Equatable, Sendable {
     case refresh(relayId: String, description: String, [Registration])
     /// This relay stops: remove its liveness record and these registrations.
     case withdraw(relayId: String, [Registration])
-    /// The user's route, and whether the user is known (offline rather than unknown).
+    /// The user's sessions' routes, known devices, and whether the user is known (offline rather
+    /// than unknown); answered with `.routes`.
     case lookup(user: String)
 
     // MARK: Other relays
@@ -26,16 +29,19 @@ public enum StoreRequest: Equatable, Sendable {
     case publish(relay: String, RelayDelivery)
     /// Tell every relay that a user's session is now here.
     case announceMove(UserMove)
-    /// Which session the store names for `user` now.
+    /// Whether the store still has session `session` of `user` (answered with `.currentSession`:
+    /// `session` itself, or what replaced it).
     case checkSession(user: String, session: String)
 
     // MARK: Inbox, rooms, presence
-    /// Append `message` to `user`'s inbox unless an entry with its dedupe key is there.
+    /// Append `message` to the inbox of each of `user`'s known receiving devices (or, before the
+    /// user has any, to the inbox its first device adopts), unless an entry with its dedupe key
+    /// is there.
     case storeInInbox(user: String, message: SIMPMessage)
-    /// Read `user`'s inbox, oldest first.
-    case loadInbox(user: String)
-    /// Remove this entry from `user`'s inbox.
-    case removeFromInbox(user: String, entry: InboxEntry)
+    /// Read the inbox of `user`'s device `device`, oldest first.
+    case loadInbox(user: String, device: String = "")
+    /// Remove this entry from the inbox of `user`'s device `device`.
+    case removeFromInbox(user: String, entry: InboxEntry, device: String = "")
     /// A room join, leave or member list.
     case room(RoomRequest)
     /// If the author is a member, number the post (once per author and messageId) and read
@@ -57,8 +63,14 @@ public enum StoreAnswer: Equatable, Sendable {
     /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
     /// missing user, docs/PROTOCOL.md §4.2).
     case verifier(PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
-    /// `known`: without a route, whether the user exists or registered before.
+    /// `known`: without a route, whether the user exists or registered before. (A store that
+    /// knows nothing of devices; `.routes` is the full answer to a lookup.)
     case route(Route?, known: Bool)
+    /// The answer to a lookup: the user's sessions and devices.
+    case routes(UserRoutes)
+    /// A registration was written; the user has `knownDevices` receiving devices, and sessions
+    /// on other relays if `elsewhere`.
+    case registered(knownDevices: Int, elsewhere: Bool)
     /// How many relays heard a publish (0: that relay is gone).
     case listeners(Int)
     /// The session the store names for a user now (nil: none).
@@ -75,6 +87,25 @@ public enum StoreAnswer: Equatable, Sendable {
     case presenceRecorded(lastSeen: Int64, roomPeers: [String])
     /// Presence entries; nil when the asker is not a member of the room asked about.
     case presence([PresenceEntry]?)
+}
+
+/// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).
+public struct UserRoutes: Equatable, Sendable {
+    /// The routes of the user's live receiving sessions, one per device.
+    public var receivers: [Route]
+    /// The relays holding any live session of the user (receiving or send-only), sorted.
+    public var relays: [String]
+    /// How many receiving devices the user has (live or not).
+    public var knownDevices: Int
+    /// Whether the user exists (has credentials, or registered before).
+    public var known: Bool
+
+    public init(receivers: [Route], relays: [String], knownDevices: Int, known: Bool) {
+        self.receivers = receivers
+        self.relays = relays
+        self.knownDevices = knownDevices
+        self.known = known
+    }
 }
 
 /// The store could not carry out a request (unreachable, an error reply).

@@ -62,14 +62,26 @@ public final class InMemoryRelayStore: RelayStore {
         }
     }
 
-    /// Stored messages waiting for `user`.
-    public func inbox(of user: String) -> [InboxEntry] {
-        shared.withLockedValue { $0.state.inboxes[user] ?? [] }
+    /// Stored messages waiting for `user`'s `device` (nil: for the user's default device "", or
+    /// for the user if it has no known device yet).
+    public func inbox(of user: String, device: String? = nil) -> [InboxEntry] {
+        shared.withLockedValue { shared in
+            let address = device != nil || !(shared.state.devices[user] ?? [:]).isEmpty
+                ? InboxAddress(user: user, device: device ?? "") : InboxAddress(user: user, device: nil)
+            return shared.state.inboxes[address] ?? []
+        }
     }
 
-    /// The registration the store holds for `user`.
+    /// The registration the store holds for `user`'s newest receiving session.
     public func registration(of user: String) -> Registration? {
-        shared.withLockedValue { $0.state.registrations[user] }
+        shared.withLockedValue { shared in
+            shared.state.newestSession[user].flatMap { shared.state.registrations[user]?[$0] }
+        }
+    }
+
+    /// The registrations of every live session of `user`, by token.
+    public func registrations(of user: String) -> [Registration] {
+        shared.withLockedValue { ($0.state.registrations[user] ?? [:]).values.sorted { $0.session < $1.session } }
     }
 
     public var roundTrips: Int { shared.withLockedValue { $0.roundTrips } }

@@ -2,14 +2,21 @@ import NIOCore
 import SIMPCore
 
 /// What `InMemoryRelayStore` keeps, with the same meaning as the Redis schema (docs/PROTOCOL.md
-/// §7) but without expiry other than the inbox TTL: credentials, registrations, known users,
-/// inboxes with their cap and TTL, rooms with numbered posts, presence.
+/// §7) but without expiry other than the inbox TTL: credentials, registrations (one per
+/// session), known users and their known receiving devices, an inbox per device (and one per
+/// user without devices) with its cap and TTL, rooms with numbered posts, presence.
 struct MemoryStoreState: Sendable {
     var limits: RedisRelayStore.Limits
     var credentials: [String: PasswordVerifier] = [:]
-    var registrations: [String: Registration] = [:]
+    /// user → session token → registration.
+    var registrations: [String: [String: Registration]] = [:]
+    /// user → its operator-ended marker or newest receiving session's token.
+    var newestSession: [String: String] = [:]
     var known: Set<String> = []
-    var inboxes: [String: [InboxEntry]] = [:]
+    /// user → its known receiving devices → when each last registered (ms since the epoch).
+    var devices: [String: [String: Int64]] = [:]
+    /// Inboxes by `InboxAddress`.
+    var inboxes: [InboxAddress: [InboxEntry]] = [:]
     var roomMembers: [String: Set<String>] = [:]
     var roomSeq: [String: UInt64] = [:]
     /// `room` → `author/messageId` → seq, so a retransmitted post is numbered once.
@@ -26,40 +33,39 @@ struct MemoryStoreState: Sendable {
         case .fetchVerifier(let user, _): // answered by InMemoryRelayStore, which knows the locks
             return .verifier(credentials[user])
         case .register(let registration, _):
-            registrations[registration.user] = registration
-            known.insert(registration.user)
-            return .done
-        case .unregister(let user, let session):
-            if registrations[user]?.session == session { registrations[user] = nil }
+            return register(registration, now: now)
+        case .unregister(let user, let session, _):
+            registrations[user]?[session] = nil
+            if newestSession[user] == session { newestSession[user] = nil }
             return .done
         case .moveRoute(let registration):
             refresh([registration])
             return .done
         case .refresh(_, _, let live):
             refresh(live)
-            for registration in live { presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now) }
+            for registration in live where registration.receives { presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now) }
             return .done
         case .withdraw(_, let live):
-            for registration in live where registrations[registration.user]?.session == registration.session {
-                registrations[registration.user] = nil
-            }
+            for registration in live { registrations[registration.user]?[registration.session] = nil }
             return .done
         case .lookup(let user):
-            let route = registrations[user]?.route
-            return .route(route, known: route != nil || known.contains(user) || credentials[user] != nil)
+            let live = (registrations[user] ?? [:]).values.sorted { $0.session < $1.session }
+            return .routes(UserRoutes(
+                receivers: live.filter(\.receives).map(\.route), relays: Set(live.map(\.route.relayId)).sorted(),
+                knownDevices: devices[user]?.count ?? 0, known: !live.isEmpty || known.contains(user) || credentials[user] != nil))
         case .publish:
             return .listeners(0)
         case .announceMove:
             return .done
-        case .checkSession(let user, _):
-            return .currentSession(registrations[user]?.session)
+        case .checkSession(let user, let session):
+            return .currentSession(registrations[user]?[session] != nil ? session : newestSession[user])
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
             return .inboxStored(entry, store(entry, for: user, now: now))
-        case .loadInbox(let user):
-            return .inboxLoaded(inboxes[user] ?? [], wallNow: now)
-        case .removeFromInbox(let user, let entry):
-            inboxes[user]?.removeAll { $0 == entry }
+        case .loadInbox(let user, let device):
+            return .inboxLoaded(inboxes[InboxAddress(user: user, device: device)] ?? [], wallNow: now)
+        case .removeFromInbox(let user, let entry, let device):
+            inboxes[InboxAddress(user: user, device: device)]?.removeAll { $0 == entry }
             return .done
         case .room(let roomRequest):
             return .room(room(roomRequest))
@@ -85,13 +91,60 @@ struct MemoryStoreState: Sendable {
         }
     }
 
+    /// Writes a registration: a receiving session replaces its device's older one, and its
+    /// device becomes known (the user's first device adopts what was stored before).
+    private mutating func register(_ registration: Registration, now: Int64) -> StoreAnswer {
+        let user = registration.user
+        known.insert(user)
+        if registration.receives {
+            registrations[user] = (registrations[user] ?? [:]).filter { !($0.value.receives && $0.value.device == registration.device) }
+            newestSession[user] = registration.session
+            let cutoff = now - Int64(limits.inboxTTLSeconds) * 1000
+            let live = Set((registrations[user] ?? [:]).values.filter(\.receives).map(\.device))
+            for (device, lastSeen) in devices[user] ?? [:] where device != registration.device && lastSeen < cutoff && !live.contains(device) {
+                devices[user]?[device] = nil // forgotten, with its inbox
+                inboxes[InboxAddress(user: user, device: device)] = nil
+            }
+            if (devices[user] ?? [:]).isEmpty, let waiting = inboxes.removeValue(forKey: InboxAddress(user: user, device: nil)) {
+                inboxes[InboxAddress(user: user, device: registration.device), default: []].insert(contentsOf: waiting, at: 0)
+            }
+            devices[user, default: [:]][registration.device] = now
+        } else if newestSession[user] == RelayCore.sessionEndedByOperator {
+            newestSession[user] = nil
+        }
+        registrations[user, default: [:]][registration.session] = registration
+        let elsewhere = registrations[user]!.values.contains { $0.route.relayId != registration.route.relayId }
+        return .registered(knownDevices: devices[user]?.count ?? 0, elsewhere: elsewhere)
+    }
+
     private mutating func refresh(_ live: [Registration]) {
-        for registration in live where registrations[registration.user].map({ $0.session == registration.session }) ?? true {
-            registrations[registration.user] = registration
+        for registration in live where newestSession[registration.user] != RelayCore.sessionEndedByOperator {
+            let owner = registrations[registration.user]?.values.first { $0.receives && $0.device == registration.device }
+            if registration.receives, let owner, owner.session != registration.session { continue }
+            registrations[registration.user, default: [:]][registration.session] = registration
         }
     }
 
+    /// Ends every session of `user` as `simp-server sessions end` does.
+    mutating func endSessions(of user: String) {
+        registrations[user] = nil
+        newestSession[user] = RelayCore.sessionEndedByOperator
+    }
+
     private mutating func store(_ entry: InboxEntry, for user: String, now: Int64) -> InboxStoreResult {
+        let targets = (devices[user] ?? [:]).keys.sorted().map { InboxAddress(user: user, device: $0) }
+        var result = InboxStoreResult(duplicate: true)
+        for target in targets.isEmpty ? [InboxAddress(user: user, device: nil)] : targets {
+            let stored = store(entry, in: target, now: now)
+            result.duplicate = result.duplicate && stored.duplicate
+            for discarded in stored.discarded where !result.discarded.contains(where: { $0.entry.dedupeKey == discarded.entry.dedupeKey }) {
+                result.discarded.append(discarded)
+            }
+        }
+        return result
+    }
+
+    private mutating func store(_ entry: InboxEntry, in user: InboxAddress, now: Int64) -> InboxStoreResult {
         var inbox = inboxes[user] ?? []
         var discarded: [DiscardedEntry] = []
         let cutoff = now - Int64(limits.inboxTTLSeconds) * 1000
@@ -133,4 +186,11 @@ struct MemoryStoreState: Sendable {
         roomPosts[room, default: [:]][key] = seq
         return .posted(seq: seq, members: members.sorted(), duplicate: false)
     }
+}
+
+/// One inbox of the in-memory store: of a user's device, or (`device` nil) of a user without
+/// known devices.
+struct InboxAddress: Hashable, Sendable {
+    var user: String
+    var device: String?
 }

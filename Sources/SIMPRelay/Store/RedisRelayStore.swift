@@ -52,7 +52,7 @@ public final class RedisRelayStore: RelayStore {
         self.logger = logger
         let redis = endpoint.makeClient(eventLoop: eventLoop, logger: logger)
         self.redis = redis
-        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds)
+        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds)
         self.credentials = CredentialStore(redis: redis)
         self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
@@ -81,33 +81,38 @@ public final class RedisRelayStore: RelayStore {
         case .fetchVerifier(let user, _):
             return credentials.login(of: user, on: eventLoop)
         case .register(let registration, _):
-            return registry.register(user: registration.user, route: registration.route, session: registration.session, on: eventLoop).map { .done }
-        case .unregister(let user, let session):
-            return registry.unregister(user: user, session: session, on: eventLoop).map { .done }
+            return registry.register(registration, on: eventLoop).flatMap { [inboxes] registered in
+                let adopted = registered.firstDevice && registration.receives
+                    ? inboxes.adopt(user: registration.user, device: registration.device, on: eventLoop) : eventLoop.makeSucceededVoidFuture()
+                let forgotten = inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)
+                return adopted.and(forgotten).map { _ in .registered(knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
+            }
+        case .unregister(let user, let session, let device):
+            return registry.unregister(user: user, session: session, device: device, on: eventLoop).map { .done }
         case .moveRoute(let registration):
             return registry.refresh([registration], on: eventLoop).map { .done }
         case .refresh(let relayId, let description, let registrations):
             let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
             let refreshed = registry.refresh(registrations, on: eventLoop)
-            let present = presence.refresh(registrations.map(\.user), now: now, on: eventLoop)
+            let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop) // send-only sessions are not presence
             return announced.and(refreshed).and(present).map { _ in .done }
         case .withdraw(let relayId, let registrations):
             return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .done }
         case .lookup(let user):
-            return registry.lookup(user: user, on: eventLoop).map { .route($0.route, known: $0.known) }
+            return registry.lookup(user: user, on: eventLoop).map { .routes($0) }
         case .publish(let relay, let delivery):
             return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop).map { .listeners($0) }
         case .announceMove(let move):
             return bus.announce(move, on: eventLoop).map { _ in .done }
-        case .checkSession(let user, _):
-            return bus.session(of: user, on: eventLoop).map { .currentSession($0) }
+        case .checkSession(let user, let session):
+            return registry.currentSession(of: user, session: session, on: eventLoop).map { .currentSession($0) }
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
             return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .inboxStored(entry, $0) }
-        case .loadInbox(let user):
-            return inboxes.load(user: user, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
-        case .removeFromInbox(let user, let entry):
-            return inboxes.remove(entry, for: user, on: eventLoop).map { .done }
+        case .loadInbox(let user, let device):
+            return inboxes.load(user: user, device: device, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
+        case .removeFromInbox(let user, let entry, let device):
+            return inboxes.remove(entry, for: user, device: device, on: eventLoop).map { .done }
         case .room(let roomRequest):
             return rooms.answer(roomRequest, on: eventLoop).map { .room($0) }
         case .postToRoom(let room, let message):

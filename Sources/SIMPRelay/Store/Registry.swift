@@ -2,12 +2,20 @@ import NIOCore
 import SIMPCore
 import SIMPRedis
 
-/// The user directory in Redis: which UDP address and which relay hold each user's session.
+/// The user directory in Redis: the live sessions of each user (one receiving session per
+/// device, and send-only ones), which UDP address and relay hold each, and the user's known
+/// receiving devices.
 ///
-/// Keys (documented in docs/PROTOCOL.md):
-/// - `simp:user:{<userId>}`: hash `addr` (`ip:port`), `relay` (relay id), `session` (token of the
-///   control connection), `since` (ms since the epoch when the session registered); expires after the registration TTL
-///   unless refreshed.
+/// Keys (documented in docs/PROTOCOL.md §7.1):
+/// - `simp:user:{<userId>}`: hash with a field per live session, `s:<token>` →
+///   `<expiresAt ms> <r|s> <since ms> <relayId> <addr> <device>` (`r` receiving, `s` send-only),
+///   a field per receiving device, `d:<device>` → the token of its session, and the user's
+///   newest receiving session mirrored in `addr`, `relay`, `session`, `since` (for operators'
+///   tools). The key expires after the registration TTL unless refreshed; a session's field is
+///   ignored (and purged at the next refresh) once its own `expiresAt` passed.
+/// - `simp:devices:{<userId>}`: hash of the user's known receiving devices, device → ms since
+///   the epoch of its latest registration; a device not registered for `deviceTTLSeconds` and
+///   without a live session is forgotten.
 /// - `simp:seen:{<userId>}`: set at every registration (ms since the epoch), kept for
 ///   `seenTTLSeconds` after it; a user without a registration but with this key is offline
 ///   rather than unknown.
@@ -18,80 +26,209 @@ public struct Registry: Sendable {
     public let ttlSeconds: Int
     /// Seconds a user counts as known (offline, not unknown) after its last registration.
     public let seenTTLSeconds: Int
+    /// Seconds a receiving device stays known after its latest registration.
+    public let deviceTTLSeconds: Int
 
-    public init(redis: any RedisCommands, ttlSeconds: Int, seenTTLSeconds: Int = 7 * 24 * 3600) {
+    public init(redis: any RedisCommands, ttlSeconds: Int, seenTTLSeconds: Int = 7 * 24 * 3600, deviceTTLSeconds: Int = 7 * 24 * 3600) {
         self.redis = redis
         self.ttlSeconds = ttlSeconds
         self.seenTTLSeconds = seenTTLSeconds
+        self.deviceTTLSeconds = deviceTTLSeconds
     }
 
-    /// The Redis key of `user`'s registration.
+    /// The Redis key of `user`'s registrations.
     public static func userKey(_ user: String) -> String { userKeyPrefix + KeyTag.user(user) }
     /// What every registration key starts with (then the user's tag).
     public static let userKeyPrefix = "simp:user:"
+    /// The Redis key of `user`'s known receiving devices.
+    public static func devicesKey(_ user: String) -> String { "simp:devices:" + KeyTag.user(user) }
     /// The Redis key that marks `user` as known.
     public static func seenKey(_ user: String) -> String { "simp:seen:" + KeyTag.user(user) }
     /// The Redis key of a relay's liveness record.
     public static func relayKey(_ relayId: String) -> String { "simp:relay:\(relayId)" }
 
-    // Only the session that wrote a registration may refresh or remove it, so a stale relay
-    // never overwrites or deletes the registration of a user who moved on.
-    private static let refreshScript = """
-        local s = redis.call('HGET', KEYS[1], 'session')
-        if s == false or s == ARGV[3] then
-          redis.call('HSET', KEYS[1], 'addr', ARGV[1], 'relay', ARGV[2], 'session', ARGV[3])
-          redis.call('HSETNX', KEYS[1], 'since', ARGV[4])
-          return redis.call('EXPIRE', KEYS[1], ARGV[5])
+    /// A session's field value: `<expiresAt> <r|s> <since> <relay> <addr> <device>`.
+    static func value(of registration: Registration, expiresAt: Int64, since: Int64) -> String {
+        "\(expiresAt) \(registration.receives ? "r" : "s") \(since) \(registration.route.relayId) "
+            + "\(AddressText.format(registration.route.address) ?? "-") \(registration.device)"
+    }
+
+    // KEYS: user hash, devices hash. ARGV: token, value, device, receives (1/0), ttl ms, now ms,
+    // forget devices registered before (ms), this relay, addr, since.
+    // Returns {known devices, sessions elsewhere (0/1), first device (0/1), forgotten devices...}.
+    private static let registerScript = """
+        local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
+        local forgotten = {}
+        local first = 0
+        if receiving then
+          local old = redis.call('HGET', KEYS[1], 'd:' .. device)
+          if old and old ~= token then redis.call('HDEL', KEYS[1], 's:' .. old) end
+          redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10])
+          local all = redis.call('HGETALL', KEYS[2])
+          for i = 1, #all, 2 do
+            if all[i] ~= device and tonumber(all[i + 1]) < tonumber(ARGV[7]) and redis.call('HEXISTS', KEYS[1], 'd:' .. all[i]) == 0 then
+              redis.call('HDEL', KEYS[2], all[i])
+              table.insert(forgotten, all[i])
+            end
+          end
+          if redis.call('HLEN', KEYS[2]) == 0 then first = 1 end
+          redis.call('HSET', KEYS[2], device, ARGV[6])
+        elseif redis.call('HGET', KEYS[1], 'session') == '\(RelayCore.sessionEndedByOperator)' then
+          redis.call('HDEL', KEYS[1], 'session')
         end
-        return 0
-        """
-    private static let unregisterScript = """
-        if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-        return 0
+        redis.call('HSET', KEYS[1], 's:' .. token, ARGV[2])
+        redis.call('PEXPIRE', KEYS[1], ARGV[5])
+        local elsewhere = 0
+        local fields = redis.call('HGETALL', KEYS[1])
+        for i = 1, #fields, 2 do
+          if string.sub(fields[i], 1, 2) == 's:' then
+            local expires, relay = string.match(fields[i + 1], '^(%d+) %a %d+ (%S+)')
+            if relay and relay ~= ARGV[8] and tonumber(expires) >= tonumber(ARGV[6]) then elsewhere = 1 end
+          end
+        end
+        local out = {redis.call('HLEN', KEYS[2]), elsewhere, first}
+        for _, d in ipairs(forgotten) do table.insert(out, d) end
+        return out
         """
 
-    /// Writes `user`'s registration, replacing any older one (the newest session wins).
-    public func register(user: String, route: Route, session: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        let key = Self.userKey(user)
+    // KEYS: user hash. ARGV: token, value, device, receives, ttl ms, now ms, addr, relay.
+    // Only the session that wrote a registration may refresh it: it is re-created if Redis lost
+    // it, unless the device has a newer session or an operator ended the user's sessions.
+    private static let refreshScript = """
+        local token, device = ARGV[1], ARGV[3]
+        local top = redis.call('HGET', KEYS[1], 'session')
+        if top == '\(RelayCore.sessionEndedByOperator)' then return 0 end
+        if ARGV[4] == '1' then
+          local owner = redis.call('HGET', KEYS[1], 'd:' .. device)
+          if owner and owner ~= token then return 0 end
+          redis.call('HSET', KEYS[1], 'd:' .. device, token)
+          if top == false or top == token then
+            redis.call('HSET', KEYS[1], 'addr', ARGV[7], 'relay', ARGV[8], 'session', token)
+            redis.call('HSETNX', KEYS[1], 'since', ARGV[6])
+          end
+        end
+        local old = redis.call('HGET', KEYS[1], 's:' .. token)
+        local value = ARGV[2]
+        if old then
+          local since = string.match(old, '^%d+ %a (%d+) ')
+          if since then value = string.gsub(value, '^(%d+ %a )%d+ ', '%1' .. since .. ' ') end
+        end
+        redis.call('HSET', KEYS[1], 's:' .. token, value)
+        local fields = redis.call('HGETALL', KEYS[1])
+        for i = 1, #fields, 2 do
+          if string.sub(fields[i], 1, 2) == 's:' then
+            local expires = tonumber(string.match(fields[i + 1], '^(%d+) '))
+            if expires and expires < tonumber(ARGV[6]) then redis.call('HDEL', KEYS[1], fields[i]) end
+          end
+        end
+        return redis.call('PEXPIRE', KEYS[1], ARGV[5])
+        """
+    // KEYS: user hash. ARGV: token, device.
+    private static let unregisterScript = """
+        redis.call('HDEL', KEYS[1], 's:' .. ARGV[1])
+        if redis.call('HGET', KEYS[1], 'd:' .. ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], 'd:' .. ARGV[2]) end
+        if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('HDEL', KEYS[1], 'session', 'addr', 'relay', 'since') end
+        return 1
+        """
+
+    /// What a registration told about the user.
+    public struct Registered: Sendable, Equatable {
+        /// The user's known receiving devices.
+        public var knownDevices: Int
+        /// Whether the user has live sessions on other relays.
+        public var elsewhere: Bool
+        /// Whether this is the user's first known receiving device (it adopts what was stored
+        /// before the user had any).
+        public var firstDevice: Bool
+        /// Devices forgotten now (not registered for `deviceTTLSeconds`).
+        public var forgotten: [String]
+    }
+
+    /// Writes the session's registration, replacing an older receiving session of the same
+    /// device (the newest wins), and records a receiving device as known.
+    public func register(_ registration: Registration, on eventLoop: EventLoop) -> EventLoopFuture<Registered> {
+        let now = WallClock.millisecondsSinceEpoch()
+        let value = Self.value(of: registration, expiresAt: now + Int64(ttlSeconds) * 1000, since: now)
         return redis.pipeline([
-            ["MULTI"],
-            ["HSET", key, "addr", AddressText.format(route.address) ?? "", "relay", route.relayId,
-             "session", session, "since", String(WallClock.millisecondsSinceEpoch())],
-            ["EXPIRE", key, String(ttlSeconds)],
-            ["SET", Self.seenKey(user), String(WallClock.millisecondsSinceEpoch()), "EX", String(seenTTLSeconds)],
-            ["EXEC"],
-        ], on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
+            ["EVAL", Self.registerScript, "2", Self.userKey(registration.user), Self.devicesKey(registration.user),
+             registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000), String(now),
+             String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId, AddressText.format(registration.route.address) ?? "",
+             String(now)],
+            ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)],
+        ], on: eventLoop).flatMapThrowing { replies in
+            try Self.check(replies)
+            guard let items = replies[0].array, items.count >= 3, let known = items[0].integer else {
+                throw RedisError("unexpected register reply \(replies[0])")
+            }
+            return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, firstDevice: items[2].integer == 1,
+                              forgotten: items.dropFirst(3).compactMap(\.string))
+        }
     }
 
     /// Extends the given registrations by the TTL in one round trip, re-creating any that
-    /// Redis lost (e.g. after a Redis restart) unless another session has taken the user over.
+    /// Redis lost (e.g. after a Redis restart) unless a newer session of the device has taken
+    /// over.
     public func refresh(_ registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         guard !registrations.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
-        let now = String(WallClock.millisecondsSinceEpoch())
+        let now = WallClock.millisecondsSinceEpoch()
         let commands = registrations.map { entry in
-            ["EVAL", Self.refreshScript, "1", Self.userKey(entry.user),
-             AddressText.format(entry.route.address) ?? "", entry.route.relayId, entry.session, now, String(ttlSeconds)]
+            ["EVAL", Self.refreshScript, "1", Self.userKey(entry.user), entry.session,
+             Self.value(of: entry, expiresAt: now + Int64(ttlSeconds) * 1000, since: now), entry.device, entry.receives ? "1" : "0",
+             String(ttlSeconds * 1000), String(now), AddressText.format(entry.route.address) ?? "", entry.route.relayId]
         }
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
 
-    /// Removes `user`'s registration if it still belongs to `session`.
-    public func unregister(user: String, session: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        redis.command(["EVAL", Self.unregisterScript, "1", Self.userKey(user), session], on: eventLoop)
+    /// Removes session `session` of `user`'s device `device`.
+    public func unregister(user: String, session: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        redis.command(["EVAL", Self.unregisterScript, "1", Self.userKey(user), session, device], on: eventLoop)
             .flatMapThrowing { reply in try Self.check([reply]) }
     }
 
-    /// The registered route of `user` (nil if none) and whether the user has registered
-    /// before, in one round trip.
-    public func lookup(user: String, on eventLoop: EventLoop) -> EventLoopFuture<(route: Route?, known: Bool)> {
-        redis.pipeline([["HMGET", Self.userKey(user), "addr", "relay"], ["EXISTS", Self.seenKey(user)]], on: eventLoop)
+    /// `user`'s live sessions and known devices, and whether the user exists (credentials, or
+    /// registered within `seenTTLSeconds`), in one round trip.
+    public func lookup(user: String, on eventLoop: EventLoop) -> EventLoopFuture<UserRoutes> {
+        let now = WallClock.millisecondsSinceEpoch()
+        return redis.pipeline([["HGETALL", Self.userKey(user)], ["HLEN", Self.devicesKey(user)], ["EXISTS", Self.seenKey(user)],
+                               ["EXISTS", CredentialStore.key(user)]], on: eventLoop)
             .flatMapThrowing { replies in
                 try Self.check(replies)
-                let known = replies[1].integer == 1
-                guard let fields = replies[0].array, fields.count == 2, let addr = fields[0].string,
-                      let address = AddressText.parse(addr) else { return (nil, known) }
-                return (Route(address: address, relayId: fields[1].string ?? ""), true)
+                let fields = replies[0].array?.compactMap(\.string) ?? []
+                var receivers: [Route] = [], relays: Set<String> = []
+                for index in stride(from: 0, to: fields.count - 1, by: 2) where fields[index].hasPrefix("s:") {
+                    guard let session = LiveSession(fields[index + 1]), session.expiresAt >= now else { continue }
+                    relays.insert(session.route.relayId)
+                    if session.receives { receivers.append(session.route) }
+                }
+                let known = replies[2].integer == 1 || replies[3].integer == 1 || !relays.isEmpty
+                return UserRoutes(receivers: receivers, relays: relays.sorted(), knownDevices: Int(replies[1].integer ?? 0), known: known)
             }
+    }
+
+    /// The session `session` of `user` if it is still registered; otherwise the user's
+    /// newest receiving session (`RelayCore.sessionEndedByOperator` after an operator ended the
+    /// user's sessions), or nil.
+    public func currentSession(of user: String, session: String, on eventLoop: EventLoop) -> EventLoopFuture<String?> {
+        redis.command(["HMGET", Self.userKey(user), "s:" + session, "session"], on: eventLoop).flatMapThrowing { reply in
+            try Self.check([reply])
+            let fields = reply.array?.map(\.string) ?? []
+            guard fields.count == 2 else { throw RedisError("unexpected HMGET reply \(reply)") }
+            return fields[0] != nil ? session : fields[1]
+        }
+    }
+
+    /// A session's field value, parsed.
+    struct LiveSession {
+        var expiresAt: Int64
+        var receives: Bool
+        var route: Route
+        init?(_ text: String) {
+            let parts = text.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: false)
+            guard parts.count >= 5, let expiresAt = Int64(parts[0]), let address = AddressText.parse(String(parts[4])) else { return nil }
+            self.expiresAt = expiresAt
+            self.receives = parts[1] == "r"
+            self.route = Route(address: address, relayId: String(parts[3]))
+        }
     }
 
     /// Records that relay `relayId` is alive and where it listens.
@@ -103,7 +240,7 @@ public struct Registry: Sendable {
     /// Removes relay `relayId`'s liveness record and every registration in `registrations`.
     public func withdraw(relayId: String, registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         let commands = [["DEL", Self.relayKey(relayId)]] + registrations.map {
-            ["EVAL", Self.unregisterScript, "1", Self.userKey($0.user), $0.session]
+            ["EVAL", Self.unregisterScript, "1", Self.userKey($0.user), $0.session, $0.device]
         }
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }

@@ -1,0 +1,124 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// Sessions per (user, device) and send-only sessions in the relay core (docs/PROTOCOL.md
+/// §4.3, §4.7): who replaces whom, where content goes when a user has several devices.
+final class RelayCoreDevicesTests: XCTestCase {
+    private let t0 = DevRelay.t0
+
+    /// A device's session as its client holds it.
+    private struct Device {
+        var connection: ConnectionID
+        var registration: Registration
+        var opener: DatagramOpener
+        var sealer: DatagramSealer
+    }
+
+    /// Connects `user`'s `device` on `connection` (UDP port 6000 + connection number); the
+    /// store answers that the user has `knownDevices` known devices.
+    private func connect(
+        _ user: String, device: String, sendOnly: Bool = false, on connection: ConnectionID, knownDevices: Int = 1,
+        into relay: inout DevRelay
+    ) throws -> (Device, [RelayAction]) {
+        _ = relay.open(connection)
+        var connect = DevRelay.connectMessage(user, udpPort: 6000 + Int(connection.rawValue))
+        connect.device = device
+        connect.sendOnly = sendOnly
+        let registering = relay.control(connect, on: connection)
+        guard case .store(.register(let registration, connection))? = registering.last else { throw XCTSkip("no register: \(registering)") }
+        XCTAssertEqual(registration.device, device)
+        XCTAssertEqual(registration.receives, !sendOnly)
+        let actions = relay.answer(.register(registration, connection: connection), .success(.registered(knownDevices: knownDevices, elsewhere: false)))
+        guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else { throw XCTSkip("no CONNECTED: \(actions)") }
+        let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
+        let client = Device(connection: connection, registration: registration, opener: DatagramOpener(keys: keys, direction: .downlink),
+                            sealer: DatagramSealer(keys: keys, direction: .uplink))
+        return (client, Array(registering.dropLast()) + actions)
+    }
+
+    private func hello(_ device: inout Device, into relay: inout DevRelay) -> [RelayAction] {
+        relay.datagram(device.sealer.seal(SIMPMessage(kind: .hello, fromUser: device.registration.user)), from: device.registration.route.address)
+    }
+
+    func testASendOnlySessionNeitherReceivesStoredMessagesNorReplacesTheDevice() throws {
+        var relay = DevRelay()
+        var (receiving, _) = try connect("dave", device: "laptop", on: ConnectionID(1), into: &relay)
+        XCTAssertEqual(hello(&receiving, into: &relay).first, .store(.loadInbox(user: "dave", device: "laptop")), "a receiving session reads its inbox")
+        var (oneShot, actions) = try connect("dave", device: "laptop", sendOnly: true, on: ConnectionID(2), into: &relay)
+        XCTAssertFalse(actions.contains { if case .close = $0 { return true }; return false }, "nobody is replaced: \(actions)")
+        XCTAssertFalse(actions.contains(.store(.recordPresence(user: "dave", online: true))), "presence is the receiving sessions'")
+        let helloActions = hello(&oneShot, into: &relay)
+        XCTAssertEqual(helloActions.count, 1, "only the HELLO answer, no inbox read: \(helloActions)")
+        XCTAssertEqual(relay.core.sessions(of: "dave").map(\.receives), [true, false])
+        XCTAssertEqual(relay.closed(ConnectionID(2)), [.store(.unregister(user: "dave", session: "r1/2", device: "laptop"))],
+                       "its end changes nothing for the receiving session (no presence change)")
+    }
+
+    func testANewerSessionOfADeviceReplacesOnlyThatDevice() throws {
+        var relay = DevRelay()
+        _ = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
+        let (_, second) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
+        XCTAssertFalse(second.contains(.close(ConnectionID(1))), "another device leaves the phone alone")
+        let (_, third) = try connect("bob", device: "phone", on: ConnectionID(3), knownDevices: 2, into: &relay)
+        XCTAssertEqual(Array(third.prefix(2)), [.send(ConnectionID(1), .error(.alreadyConnected, "a newer session of bob's device \"phone\" took over")),
+                                                .close(ConnectionID(1))])
+        XCTAssertFalse(third.contains(.close(ConnectionID(2))))
+        XCTAssertEqual(relay.core.sessions(of: "bob").map(\.session), ["r1/2", "r1/3"])
+    }
+
+    func testContentForAUserWithTwoDevicesIsStoredForEachAndSentToBoth() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
+        var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
+        _ = hello(&phone, into: &relay)
+        _ = hello(&laptop, into: &relay)
+        var message = textMessage(5, from: "alice", to: "bob")
+        message.stream = 3
+        message.seq = 1
+        XCTAssertEqual(relay.send(message), [.store(.storeInInbox(user: "bob", message: message))], "custody: stored for every device")
+
+        let entry = InboxEntry(message: message, storedAt: 1000)
+        let stored = relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))))
+        var delivered: [String] = []
+        for case .deliver("bob", let bytes, let address) in stored {
+            let isPhone = address == phone.registration.route.address
+            let opened = isPhone ? try phone.opener.open(bytes) : try laptop.opener.open(bytes)
+            XCTAssertEqual(try MessageCodec.decode(opened.payload).messageId, 5)
+            delivered.append(isPhone ? "phone" : "laptop")
+        }
+        XCTAssertEqual(delivered.sorted(), ["laptop", "phone"], "each online device gets it")
+        XCTAssertTrue(stored.contains(.send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .stored))), "alice hears it is stored")
+
+        var receipt = message.receipt(holdMicros: 0)
+        receipt.attempt = 1
+        let fromLaptop = relay.control(receipt, on: laptop.connection)
+        XCTAssertEqual(fromLaptop, [.store(.removeFromInbox(user: "bob", entry: entry, device: "laptop")),
+                                    .send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .deliveredFromInbox))],
+                       "the laptop's receipt removes only the laptop's copy")
+    }
+
+    func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        let message = textMessage(5, from: "alice", to: "bob")
+        XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
+        let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
+        let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 2, known: true)
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.routes(routes))), [.store(.storeInInbox(user: "bob", message: message))],
+                       "two devices: stored for each, not forwarded")
+        let entry = InboxEntry(message: message, storedAt: 1000)
+        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+                       [.send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .stored)),
+                        .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
+                        .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry))))],
+                       "each relay holding a device hands the entry over")
+
+        let one = UserRoutes(receivers: [r2], relays: ["r2"], knownDevices: 1, known: true)
+        let next = textMessage(6, from: "alice", to: "carol")
+        XCTAssertEqual(relay.send(next), [.store(.lookup(user: "carol"))])
+        guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol"), .success(.routes(one))).first,
+              case .datagram = delivery.payload else { return XCTFail("one known device online: forwarded live") }
+    }
+}

@@ -1,0 +1,198 @@
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+/// Several devices per user, send-only sessions and users known from their creation, against
+/// a real Redis and a real relay (docs/PROTOCOL.md §4.3, §4.7, §6.6).
+final class DevicesTests: XCTestCase {
+    private var relay: TestRelay!
+    private var cluster: TestRelayCluster?
+    private var devices: [RawDevice] = []
+
+    override func tearDown() async throws {
+        for device in devices { await device.close() }
+        await relay?.stop()
+        await cluster?.stop()
+    }
+
+    /// A device of `user` (created in the credential store first) logged in on `on` (default:
+    /// the test's relay).
+    private func device(_ user: String, _ name: String, sendOnly: Bool = false, on: TestRelay? = nil) async throws -> RawDevice {
+        let target: TestRelay = on ?? relay
+        try await target.addUser(user)
+        let device = try await RawDevice(user: user, password: TestRelay.password(for: user), device: name, sendOnly: sendOnly,
+                                         controlPort: target.port)
+        devices.append(device)
+        return device
+    }
+
+    /// Waits until `device` has received `count` messages; returns them.
+    private func messages(_ count: Int, at device: RawDevice, receipting: Bool = true) async throws -> [SIMPMessage] {
+        _ = try await Eventually.holds(within: .seconds(20)) {
+            if receipting { try await device.receiptNew() }
+            return try await device.messages().count >= count
+        }
+        if receipting { try await device.receiptNew() }
+        return try await device.messages()
+    }
+
+    /// Story 1: a send-only session of dave (a one-shot `simp send`) in the middle of an
+    /// offline period takes nothing away; dave's receiving session gets carol's message after.
+    func testASendOnlySessionNeverTakesStoredMessages() async throws {
+        relay = try await TestRelay.start()
+        let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
+        try await relay.addUser(dave)
+        let carolClient = try await relay.connectClient(user: carol)
+        let notices = NoticeLog(carolClient)
+        guard case .stored(let id) = try await carolClient.send(text: "while you were out", to: dave) else { return XCTFail("not stored") }
+
+        let oneShot = try await device(dave, "laptop", sendOnly: true)
+        try await oneShot.sendText(5, to: carol)
+        let receiptForOneShot = try await Eventually.holds { try await oneShot.frames(.receipt).contains { $0.messageId == 5 } }
+        XCTAssertTrue(receiptForOneShot, "the send-only session hears carol's receipt for what it sent")
+        try await Task.sleep(nanoseconds: 1_500_000_000) // past the relay's inbox start delay
+        let takenByOneShot = try await oneShot.messages()
+        XCTAssertEqual(takenByOneShot, [], "a send-only session gets no stored messages")
+        let stillConnected = !oneShot.control.isClosed
+        XCTAssertTrue(stillConnected, "a send-only session does not replace (nor is replaced by) a receiving one")
+
+        let receiver = try await device(dave, "laptop")
+        let got = try await messages(1, at: receiver)
+        XCTAssertEqual(got.map(\.messageId), [id])
+        XCTAssertEqual(got.first?.content, "while you were out")
+        let delivered = await notices.waitFor { $0 == .delivered(messageId: id, to: dave) }
+        XCTAssertTrue(delivered, "carol hears her stored message was delivered")
+        let oneShotOpen = !oneShot.control.isClosed
+        XCTAssertTrue(oneShotOpen, "the receiving session of the same device leaves the send-only one alone")
+    }
+
+    /// Story 3: a user that exists in the credential store is known before its first login;
+    /// only names that do not exist are unknown.
+    func testAUserIsKnownFromTheMomentItIsCreated() async throws {
+        relay = try await TestRelay.start()
+        let erin = TestRelay.uniqueUser("erin"), nobody = TestRelay.uniqueUser("nobody")
+        try await relay.addUser(erin)
+        let alice = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
+
+        let toErin = try await alice.send(text: "welcome", to: erin)
+        guard case .stored = toErin else { return XCTFail("a created user's message is stored, got \(toErin)") }
+        let toNobody = try await alice.send(text: "hello?", to: nobody)
+        guard case .failed(_, let failure) = toNobody else { return XCTFail("a name that does not exist is unknown, got \(toNobody)") }
+        XCTAssertTrue("\(failure)".contains("\(nobody)"), "\(failure)")
+
+        let erinDevice = try await device(erin, "phone")
+        let got = try await messages(1, at: erinDevice)
+        XCTAssertEqual(got.map(\.content), ["welcome"], "erin's first login gets what waited for her")
+    }
+
+    /// Story 2: two receiving devices of one user both get every message once and in order;
+    /// a newer session of device A replaces only A.
+    func testEveryReceivingDeviceGetsEveryMessageOnceInOrder() async throws {
+        relay = try await TestRelay.start()
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await device(bob, "phone")
+        let laptop = try await device(bob, "laptop")
+        let sender = try await device(alice, "desk")
+        let count = 20
+        for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 7, seq: id, floor: 1) }
+
+        for bobDevice in [phone, laptop] {
+            let got = try await messages(count, at: bobDevice)
+            XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
+            XCTAssertEqual(got.map(\.seq), Array(1...UInt64(count)))
+        }
+        let settled = try await Eventually.holds(within: .seconds(5)) {
+            Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
+        }
+        XCTAssertTrue(settled, "alice hears every message was delivered")
+
+        let phoneAgain = try await device(bob, "phone")
+        let replaced = await Eventually.holds { phone.control.isClosed }
+        XCTAssertTrue(replaced, "the newer session of the phone replaces the old one")
+        let error = try await phone.frames(.error).first
+        XCTAssertEqual(error?.errorCode, .alreadyConnected)
+        XCTAssertEqual(error?.errorText, "a newer session of \(bob)'s device \"phone\" took over")
+        XCTAssertFalse(laptop.control.isClosed, "the laptop's session is untouched")
+
+        try await sender.sendText(UInt64(count + 1), to: bob, stream: 7, seq: UInt64(count + 1), floor: 1)
+        let laptopGot = try await messages(count + 1, at: laptop)
+        XCTAssertEqual(laptopGot.last?.messageId, UInt64(count + 1))
+        let phoneGot = try await messages(1, at: phoneAgain)
+        XCTAssertEqual(phoneGot.map(\.messageId), [UInt64(count + 1)], "the phone's new session gets what its old one had not")
+    }
+
+    /// A device that has not connected for the inbox TTL, and has no session, is forgotten
+    /// (with its inbox) at the user's next login; a device with a live session never is.
+    func testADeviceAbsentForTheInboxTTLIsForgotten() async throws {
+        relay = try await TestRelay.start { $0.inboxTTLSeconds = 1 }
+        let bob = TestRelay.uniqueUser("bob")
+        let phone = try await device(bob, "phone")
+        let tablet = try await device(bob, "tablet")
+        await phone.close()
+        try await Task.sleep(nanoseconds: 1_200_000_000)
+        _ = try await device(bob, "laptop")
+        let known = try await relay.inspector.command(["HKEYS", Registry.devicesKey(bob)]).array?.compactMap(\.string) ?? []
+        XCTAssertEqual(Set(known), ["tablet", "laptop"], "the phone is forgotten; the tablet, online, is not")
+        XCTAssertFalse(tablet.control.isClosed)
+    }
+
+    /// Story 2 across relays: bob's devices on two relays both get every message once, in
+    /// order, from a sender on one of them.
+    func testDevicesOnDifferentRelaysEachGetEveryMessage() async throws {
+        let cluster = try await TestRelayCluster.start(relays: 2)
+        self.cluster = cluster
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await device(bob, "phone", on: cluster.relays[0])
+        let laptop = try await device(bob, "laptop", on: cluster.relays[1])
+        let sender = try await device(alice, "desk", on: cluster.relays[0])
+        // A new device counts from when the relays holding the user's other devices hear of it
+        // (its move announcement, then a lookup): well under this on one Redis.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let count = 10
+        for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 2, seq: id, floor: 1) }
+        for bobDevice in [phone, laptop] {
+            let got = try await messages(count, at: bobDevice)
+            XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
+        }
+        let settled = try await Eventually.holds(within: .seconds(5)) {
+            Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
+        }
+        XCTAssertTrue(settled, "alice hears every message was delivered, whichever relay the receipt came through")
+    }
+
+    /// Story 5: bob offline, alice's 900 messages stored; bob's receiver takes ~50 and dies;
+    /// started again it gets the rest: all 900 arrive, none twice, and the relay removed only
+    /// what was receipted.
+    func testABacklogSurvivesAReceiverThatDiesWhileTakingIt() async throws {
+        relay = try await TestRelay.start()
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        try await relay.addUser(bob)
+        let sender = try await device(alice, "desk")
+        let total = 900
+        for batch in stride(from: 1, through: total, by: 50) {
+            for id in batch..<(batch + 50) { try await sender.sendText(UInt64(id), to: bob, stream: 3, seq: UInt64(id), floor: 1) }
+            _ = try await Eventually.holds(within: .seconds(5)) {
+                try await sender.frames(.receipt).filter { $0.status == .stored }.count >= batch + 49
+            }
+        }
+        let stored = Set(try await sender.frames(.receipt).filter { $0.status == .stored }.map(\.messageId))
+        XCTAssertEqual(stored.count, total, "every message is stored")
+
+        let first = try await device(bob, "listener")
+        _ = try await Eventually.holds { try await first.messages().count >= 50 }
+        let taken = try await first.receiptNew(limit: 50)
+        XCTAssertEqual(taken, 50)
+        let receipted = Set(try await first.messages().prefix(50).map(\.messageId))
+        await first.close() // killed: everything it had not receipted must come again
+
+        let second = try await device(bob, "listener")
+        let rest = try await messages(total - 50, at: second)
+        XCTAssertEqual(rest.count, total - 50, "the restarted receiver gets exactly what was not receipted")
+        XCTAssertTrue(receipted.isDisjoint(with: rest.map(\.messageId)), "none twice")
+        XCTAssertEqual(receipted.union(rest.map(\.messageId)), Set((1...UInt64(total))), "all 900 arrive")
+        XCTAssertTrue(rest.allSatisfy { $0.stream == 3 && $0.seq == $0.messageId }, "with their original stream and seq (the receiver orders by them)")
+    }
+}
