@@ -230,7 +230,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         guard let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
               message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
-        pair.receiverControl.write(outcome.receipt, promise: nil)
+        for receipt in outcome.receipts { pair.receiverControl.write(receipt, promise: nil) }
         guard outcome.verdict == .deliver else {
             if phase == .measuring { result.suppressed += 1 }
             return

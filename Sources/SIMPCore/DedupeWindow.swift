@@ -37,6 +37,11 @@ public struct DedupeWindow: Sendable, Equatable {
         return .deliver
     }
 
+    /// Whether `id` was accepted before and is still inside the window (recording nothing).
+    public func contains(_ id: UInt64) -> Bool {
+        highest != 0 && id <= highest && highest - id < size && isSet(id)
+    }
+
     /// Slides the window so `id` is its highest slot, clearing the slots that enter it.
     private mutating func advance(to id: UInt64) {
         if highest == 0 || id - highest >= size {

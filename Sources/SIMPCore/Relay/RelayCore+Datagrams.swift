@@ -85,7 +85,7 @@ extension RelayCore {
             output.append(.reject(.missingField, detail: "datagram without toUser or messageId"))
             return tell(user, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
         }
-        if let wait = messageRates.admit(user, now: now) {
+        if let wait = messageRates.admit(user, messageId: message.messageId, now: now) {
             output.append(.reject(.messageRateLimited, detail: "\(user)"))
             guard sessions.admitThrottleNotice(for: user, now: now) else { return }
             return tell(user, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
