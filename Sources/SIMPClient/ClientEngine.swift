@@ -56,6 +56,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.reconnect = configuration.reconnect
         core.keepaliveInterval = configuration.keepaliveInterval
         core.orderingHoldLimit = configuration.orderingHoldLimit
+        core.receiptsWhenReleased = configuration.receiptsWhenReleased
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }

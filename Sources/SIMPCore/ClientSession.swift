@@ -25,6 +25,11 @@ public struct ClientSession: Sendable {
         /// How long a message that arrived early waits for an earlier one before the gap is
         /// skipped (`ReceiverCore.holdLimit`).
         public var orderingHoldLimit: TimeAmount = .seconds(30)
+        /// Receipt a message held behind a gap only when the application gets it
+        /// (`ReceiverCore.receiptsWhenReleased`). Off by default: held messages are receipted on
+        /// arrival so their sender's fast retransmit repairs the gap sooner (simp-lab: on,
+        /// `kcp-link` mean latency 95 → 117 ms and `blackout` 754 → 2,388 ms, seed 1).
+        public var receiptsWhenReleased = false
         /// The first message id (and stream id); later ids count up from it.
         public var firstMessageId: UInt64
         /// The user's password; nil for relays that do not authenticate.
@@ -111,7 +116,7 @@ public struct ClientSession: Sendable {
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)
-        self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit)
+        self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit, receiptsWhenReleased: configuration.receiptsWhenReleased)
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit)
         self.backoff = configuration.reconnect.map(Backoff.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT

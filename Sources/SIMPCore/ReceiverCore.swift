@@ -49,6 +49,8 @@ public struct ReceiverCore: Sendable {
         var arrivedAt: NIODeadline
         /// When it started waiting (the hold limit counts from here).
         var since: NIODeadline
+        /// Receipted on arrival (`receiptsWhenReleased` off): not again when released.
+        var receipted = false
     }
 
     private struct OrderedStream: Sendable {
@@ -84,6 +86,11 @@ public struct ReceiverCore: Sendable {
     /// Ordered streams remembered per sender; the least recently active is forgotten first
     /// (its held messages are released).
     public let streamsPerSender: Int
+    /// Whether a message held behind a gap is receipted only when released (a receipt then
+    /// always means the application has the message, and a receiver that dies while holding
+    /// it loses nothing), or at once on arrival, so its sender's fast retransmit sees it and
+    /// repairs the gap one round trip sooner (it then lives only in this process until released).
+    public let receiptsWhenReleased: Bool
     private var windows: [String: DedupeWindow] = [:]
     private var streams: [StreamKey: OrderedStream] = [:]
     /// Arrivals not delivered because they were duplicates or too old.
@@ -94,7 +101,10 @@ public struct ReceiverCore: Sendable {
     /// Times a gap was skipped because `holdLimit` passed.
     public private(set) var gapsSkippedByTimeout = 0
 
-    public init(windowSize: UInt64 = 4096, holdLimit: TimeAmount = .seconds(30), streamsPerSender: Int = 4) {
+    public init(
+        windowSize: UInt64 = 4096, holdLimit: TimeAmount = .seconds(30), streamsPerSender: Int = 4, receiptsWhenReleased: Bool = true
+    ) {
+        self.receiptsWhenReleased = receiptsWhenReleased
         self.windowSize = windowSize
         self.holdLimit = holdLimit
         self.streamsPerSender = streamsPerSender
@@ -122,8 +132,10 @@ public struct ReceiverCore: Sendable {
         let key = StreamKey(sender: message.fromUser, stream: message.stream)
         guard verdict == .deliver else {
             suppressed += 1
-            // A copy of a held message is not receipted: the application does not have it yet.
-            if streams[key]?.held[message.seq]?.message.messageId != message.messageId {
+            // A copy of a held message is not receipted (unless it was on arrival): the
+            // application does not have it yet.
+            let held = streams[key]?.held[message.seq].flatMap { $0.message.messageId == message.messageId ? $0 : nil }
+            if held?.receipted ?? true {
                 outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
             }
             return outcome
@@ -144,9 +156,14 @@ public struct ReceiverCore: Sendable {
         } else {
             stream.held[message.seq] = arrival
             ready += stream.release(floor: 0)
+            if !receiptsWhenReleased, stream.held[message.seq] != nil { // still held: receipted now
+                stream.held[message.seq]!.receipted = true
+                outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
+            }
         }
         streams[key] = stream
-        for held in ready { outcome.release.append(held.message, arrivedAt: held.arrivedAt, now: now) }
+        outcome.release.deliver += ready.map(\.message)
+        outcome.release.receipts += ready.filter { !$0.receipted }.map { Self.receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
         return outcome
     }
 
@@ -183,7 +200,8 @@ public struct ReceiverCore: Sendable {
 
     private static func release(_ ready: [Held], now: NIODeadline) -> Release {
         var release = Release()
-        for held in ready { release.append(held.message, arrivedAt: held.arrivedAt, now: now) }
+        release.deliver = ready.map(\.message)
+        release.receipts = ready.filter { !$0.receipted }.map { receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
         return release
     }
 

@@ -120,6 +120,7 @@ final class ClientSessionReceiptTests: XCTestCase {
         var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
         configuration.heartbeat = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
         configuration.orderingHoldLimit = .seconds(2)
+        configuration.receiptsWhenReleased = true
         return ClientSession(configuration: configuration)
     }
 

@@ -69,6 +69,22 @@ final class OrderingTests: XCTestCase {
         XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
     }
 
+    func testWithEarlyReceiptsAHeldMessageIsReceiptedOnArrivalAndNotAgainWhenReleased() {
+        var sender = ReliableSender(firstMessageId: 1)
+        let m1 = submit(&sender, to: "bob", "1", at: t0)
+        let m2 = submit(&sender, to: "bob", "2", at: t0)
+        var receiver = ReceiverCore(receiptsWhenReleased: false)
+
+        let early = receiver.receive(m2, arrivedAt: t0, now: t0)
+        XCTAssertEqual(early.deliver, [])
+        XCTAssertEqual(early.receipts.map(\.messageId), [m2.messageId], "receipted on arrival, for fast retransmit")
+        XCTAssertEqual(receiver.receive(m2, arrivedAt: t0, now: t0).receipts.map(\.messageId), [m2.messageId], "and its copies")
+
+        let filled = receiver.receive(m1, arrivedAt: t0, now: t0)
+        XCTAssertEqual(filled.deliver.map(\.content), ["1", "2"])
+        XCTAssertEqual(filled.receipts.map(\.messageId), [m1.messageId], "not receipted twice")
+    }
+
     func testFloorReleasesMessagesHeldBehindAGivenUpMessage() {
         var receiver = ReceiverCore()
         var m2 = SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob", content: "2")
