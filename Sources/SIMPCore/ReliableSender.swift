@@ -83,6 +83,13 @@ public struct ReliableSender: Sendable {
     /// lazily from the front); the first `delaysNoticed` were already reported delayed or settled.
     private var submissions: Deque<(id: UInt64, to: String, at: NIODeadline)> = []
     private var delaysNoticed = 0
+    /// The latest transmission that a receipt answered: the path worked then.
+    private var lastReceiptedSend: NIODeadline?
+    /// Messages past their time limit that may still be answered: a transmission is out (they
+    /// fail when its timer fires), or they were sent while the path still worked before a
+    /// suspension (their receipt may have been lost with it; they fail when the retransmission
+    /// after the next `resume` goes unanswered).
+    private var pastTimeLimit: Set<UInt64> = []
     private var timers = Heap<Timer>()
     private var nextId: UInt64
 
@@ -151,6 +158,7 @@ public struct ReliableSender: Sendable {
         if (1...entry.attempts).contains(attempt) {
             let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
             estimator.addSample(now - entry.sentAt[attempt - 1] - held)
+            lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
             spuriousRetransmits += entry.attempts - attempt
         }
         output.events.append(.delivered(
@@ -171,6 +179,7 @@ public struct ReliableSender: Sendable {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
         unsettled[receipt.messageId] = nil
+        pastTimeLimit.remove(receipt.messageId)
         storedUnresolved[receipt.messageId] = entry.message
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
@@ -239,7 +248,12 @@ public struct ReliableSender: Sendable {
         while let timer = timers.min, timer.deadline <= now {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
-            if !policy.mayRetransmit(after: entry.attempts) {
+            if pastTimeLimit.contains(timer.messageId) {
+                pending[timer.messageId] = nil
+                settle(entry.message)
+                output.events.append(.failed(
+                    messageId: timer.messageId, to: entry.message.toUser, .expired(after: policy.giveUpAfter, attempts: entry.attempts)))
+            } else if !policy.mayRetransmit(after: entry.attempts) {
                 pending[timer.messageId] = nil
                 settle(entry.message)
                 output.events.append(.failed(
@@ -290,6 +304,7 @@ public struct ReliableSender: Sendable {
     /// A pending or waiting message has its outcome: its deadlines end, its seq is resolved.
     private mutating func settle(_ message: SIMPMessage) {
         unsettled[message.messageId] = nil
+        pastTimeLimit.remove(message.messageId)
         resolve(message)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()
@@ -297,13 +312,21 @@ public struct ReliableSender: Sendable {
         }
     }
 
-    /// Fails every message submitted `giveUpAfter` or longer ago (they are the oldest, at the
-    /// front of `submissions`), whether in flight or still waiting.
+    /// Gives up every message submitted `giveUpAfter` or longer ago (they are the oldest, at the
+    /// front of `submissions`): a waiting one fails now; one in flight when its transmission's
+    /// timer fires unanswered. While suspended, a message first sent when the path still worked
+    /// (its receipt may have been lost with the path) is resent after the reconnect and fails
+    /// only if that goes unanswered too; the others fail now.
     private mutating func expire(now: NIODeadline, into output: inout SenderOutput) {
         while let first = submissions.first, unsettled[first.id] == nil || first.at + policy.giveUpAfter <= now {
             submissions.removeFirst()
             delaysNoticed = max(0, delaysNoticed - 1)
-            guard unsettled.removeValue(forKey: first.id) != nil else { continue }
+            guard unsettled[first.id] != nil else { continue }
+            if let entry = pending[first.id], !isSuspended || lastReceiptedSend.map({ entry.sentAt[0] <= $0 + estimator.rto }) == true {
+                pastTimeLimit.insert(first.id) // it may still be answered: fails at its next timer
+                continue
+            }
+            unsettled[first.id] = nil
             var attempts = 0
             if let entry = pending.removeValue(forKey: first.id) {
                 attempts = entry.attempts

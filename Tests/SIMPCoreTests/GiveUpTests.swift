@@ -40,7 +40,7 @@ final class GiveUpTests: XCTestCase {
         XCTAssertGreaterThan(before.sent, 9, "more transmissions than the old count of 9")
         XCTAssertTrue(sender.isPending(id))
 
-        let after = run(&sender, until: t0 + .seconds(121))
+        let after = run(&sender, until: t0 + .seconds(131)) // the first timer after the limit (10 s apart by now)
         let attempts = 1 + before.sent + after.sent
         XCTAssertEqual(after.events, [.failed(messageId: id, to: "bob", .expired(after: .seconds(120), attempts: attempts))])
         XCTAssertEqual(run(&sender, until: t0 + .seconds(3600)).sent, 0, "nothing more")
@@ -84,12 +84,12 @@ final class GiveUpTests: XCTestCase {
         let first = sender.submit(text("a"), now: t0).messageId
         let second = sender.submit(text("b"), now: t0 + .seconds(1)).messageId
 
-        let events = run(&sender, until: t0 + .seconds(32)).events
+        let events = run(&sender, until: t0 + .seconds(45)).events
 
         XCTAssertEqual(events, [
-            .failed(messageId: first, to: "bob", .expired(after: .seconds(30), attempts: events.first.flatMap(Self.attempts) ?? -1)),
-            .failed(messageId: second, to: "bob", .expired(after: .seconds(30), attempts: 1)),
-        ], "the second went out once the first failed, then ran out of time itself")
+            .failed(messageId: second, to: "bob", .expired(after: .seconds(30), attempts: 0)),
+            .failed(messageId: first, to: "bob", .expired(after: .seconds(30), attempts: events.last.flatMap(Self.attempts) ?? -1)),
+        ], "the waiting one fails at its time; the one in flight when its last transmission goes unanswered")
     }
 
     private static func attempts(_ event: SenderEvent) -> Int? {
@@ -108,5 +108,38 @@ final class GiveUpTests: XCTestCase {
         }
         XCTAssertNotNil(limiter.admit("alice", messageId: 102, now: t0), "a refused message is charged when it comes again")
         XCTAssertNil(limiter.admit("alice", messageId: 102, now: t0 + .seconds(1)))
+    }
+}
+
+final class GiveUpWhileDownTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+
+    func testAMessageSentWhileThePathWorkedIsAskedOnceMoreAfterTheReconnectBeforeItFails() {
+        var policy = RetransmitPolicy()
+        policy.giveUpAfter = .seconds(60)
+        var sender = ReliableSender(firstMessageId: 1, policy: policy)
+        var first = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "a"), now: t0).output.transmit[0]
+        first.attempt = 1
+        _ = sender.handleReceipt(first.receipt(holdMicros: 0), now: t0 + .milliseconds(40)) // the path works
+        let reached = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "b"), now: t0 + .milliseconds(50))
+        let never = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "c"), now: t0 + .seconds(5))
+        sender.suspend() // the path broke: b's receipt, if any, was lost
+
+        var down: [SenderEvent] = []
+        while let deadline = sender.nextDeadline, deadline <= t0 + .seconds(90) { down += sender.poll(now: deadline).events }
+        XCTAssertEqual(down.map(Self.id), [never.messageId], "c was sent after the path broke: it fails at its time")
+
+        let resumed = sender.resume(now: t0 + .seconds(90))
+        XCTAssertEqual(resumed.transmit.map(\.content), ["b"], "b is asked once more")
+        var receipt = resumed.transmit[0]
+        receipt.fromUser = "alice"
+        XCTAssertEqual(sender.handleReceipt(receipt.receipt(holdMicros: 0), now: t0 + .seconds(90) + .milliseconds(40)).events.map(Self.id),
+                       [reached.messageId], "and it was delivered after all")
+    }
+
+    private static func id(_ event: SenderEvent) -> UInt64 {
+        switch event {
+        case .delivered(let id, _, _, _), .failed(let id, _, _): return id
+        }
     }
 }
