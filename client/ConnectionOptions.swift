@@ -49,7 +49,10 @@ struct ConnectionOptions: ParsableArguments {
     /// Sets up logging (to stderr, or to `logHandler`), takes this user's device (`--device`,
     /// or the first free default one) with its outbox, and connects, or exits with a one-line
     /// error. A `sendOnly` session never receives (docs/PROTOCOL.md §4.7).
-    func connect(sendOnly: Bool = false, logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil) async throws -> SIMPClient {
+    func connect(
+        sendOnly: Bool = false, logHandler: (@Sendable (String, Logger.Level) -> LogHandler)? = nil,
+        configure: (inout ClientConfiguration) -> Void = { _ in }
+    ) async throws -> SIMPClient {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
             if let logHandler { return logHandler(label, level) }
@@ -73,6 +76,7 @@ struct ConnectionOptions: ParsableArguments {
             FileHandle.standardError.write(Data("simp: \(error); going on without an outbox: undelivered messages are lost when simp exits\n".utf8))
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
+        configure(&configuration)
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
         do {
             return try await Self.connect(configuration)

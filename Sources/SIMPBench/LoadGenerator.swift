@@ -254,7 +254,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
               let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
               message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
-        pair.receiverControl.write(outcome.receipt, promise: nil)
+        for receipt in outcome.receipts { pair.receiverControl.write(receipt, promise: nil) }
         if !pair.receiptsPending {
             pair.receiptsPending = true
             receiptsToFlush.append(pair)

@@ -43,6 +43,13 @@ public struct ClientConfiguration: Sendable {
     /// How long a message that arrived before an earlier one of its conversation waits for it;
     /// then the gap is skipped (the earlier one, if it comes, is still delivered, late).
     public var orderingHoldLimit: TimeAmount = .seconds(30)
+    /// Receipt a message held behind a gap only once the application has it
+    /// (`ClientSession.Configuration.receiptsWhenReleased`; e.g. for `simp listen`).
+    public var receiptsWhenReleased = false
+    /// Called with each message on the client's event loop before its receipt is written (the
+    /// message also goes to `SIMPClient.messages`): what it does (e.g. print the line, as
+    /// `simp listen` should) is done before the sender is told the message arrived. Keep it short.
+    public var messageHandler: (@Sendable (SIMPMessage) -> Void)?
     /// TLS on the control channel (nil: plain TCP, for a development relay; the client warns
     /// when such a relay is not on this machine).
     public var tls: ClientTLS?

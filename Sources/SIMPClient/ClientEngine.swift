@@ -36,6 +36,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var onMessage: (SIMPMessage) -> Void = { _ in }
     /// Called with news about messages stored for offline receivers.
     var onNotice: (DeliveryNotice) -> Void = { _ in }
+    /// Called with each sent message still without a receipt after the policy's delay notice
+    /// time (it is still being sent).
+    var onDelay: (DelayedMessage) -> Void = { _ in }
     /// Called with news about peers (typing, presence).
     var onPeerEvent: (PeerEvent) -> Void = { _ in }
     /// Called on every connection state change.
@@ -56,6 +59,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.reconnect = configuration.reconnect
         core.keepaliveInterval = configuration.keepaliveInterval
         core.orderingHoldLimit = configuration.orderingHoldLimit
+        core.receiptsWhenReleased = configuration.receiptsWhenReleased
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -274,6 +278,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     // MARK: Output
 
     private func carryOut(_ output: ClientSession.Output) {
+        output.delivered.forEach(onMessage) // first: the receipts below say the application has them
         if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
             for message in output.datagrams {
                 guard let bytes = session.seal(message, allocator: datagrams.allocator) else { continue }
@@ -283,7 +288,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         for frame in output.controlFrames { control?.write(frame, promise: nil) }
         if !output.controlFrames.isEmpty { control?.flush() }
-        output.delivered.forEach(onMessage)
+        output.delayed.forEach(onDelay)
         // Metrics first: a caller woken by `report` may read them at once.
         metrics.update(outcomes: output.outcomes, session: session)
         output.outcomes.forEach(report)

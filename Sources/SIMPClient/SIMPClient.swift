@@ -35,7 +35,10 @@ public final class SIMPClient: @unchecked Sendable {
         self.engine = ClientEngine(configuration: configuration, eventLoop: group.next())
         (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
-        engine.onMessage = { [continuation] in continuation.yield($0) }
+        engine.onMessage = { [continuation, handler = configuration.messageHandler] in
+            handler?($0) // before the receipt: carryOut hands messages over first
+            continuation.yield($0)
+        }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
         (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))
         engine.onNotice = { [noticesContinuation] in noticesContinuation.yield($0) }

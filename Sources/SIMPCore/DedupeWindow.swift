@@ -37,6 +37,11 @@ public struct DedupeWindow: Sendable, Equatable {
         return .deliver
     }
 
+    /// Whether `id` was accepted before and is still inside the window (recording nothing).
+    public func contains(_ id: UInt64) -> Bool {
+        highest != 0 && id <= highest && highest - id < size && isSet(id)
+    }
+
     /// Slides the window so `id` is its highest slot, clearing the slots that enter it.
     private mutating func advance(to id: UInt64) {
         if highest == 0 || id - highest >= size {
@@ -55,4 +60,46 @@ public struct DedupeWindow: Sendable, Equatable {
     private func isSet(_ id: UInt64) -> Bool { let p = position(id); return bits[p.word] & p.mask != 0 }
     private mutating func set(_ id: UInt64) { let p = position(id); bits[p.word] |= p.mask }
     private mutating func clear(_ id: UInt64) { let p = position(id); bits[p.word] &= ~p.mask }
+}
+
+/// Duplicate detection for every sender a receiver hears from: one `DedupeWindow` per sender
+/// **stream**, because two processes of one user (two devices, or `simp send` beside
+/// `simp chat`) number their messages independently, and one window per user would judge the
+/// older process's ids too old and drop them. An id already accepted on another stream of the
+/// same sender (a newer process resending from the outbox what an older one delivered) is a
+/// duplicate too. At most `streamsPerSender` windows are kept per sender; the least recently
+/// used is forgotten first.
+public struct SenderDedupe: Sendable {
+    private struct Windows: Sendable {
+        var byStream: [UInt64: DedupeWindow] = [:]
+        /// Streams, least recently used first.
+        var recency: [UInt64] = []
+
+        mutating func accept(_ id: UInt64, stream: UInt64, size: UInt64, limit: Int) -> DedupeWindow.Verdict {
+            if byStream[stream] == nil {
+                if recency.count >= limit { byStream[recency.removeFirst()] = nil }
+                byStream[stream] = DedupeWindow(size: size)
+            } else if recency.last != stream {
+                recency.removeAll { $0 == stream }
+            }
+            if recency.last != stream { recency.append(stream) }
+            for (other, window) in byStream where other != stream && window.contains(id) { return .duplicate }
+            return byStream[stream]!.accept(id)
+        }
+    }
+
+    public let windowSize: UInt64
+    public let streamsPerSender: Int
+    private var senders: [String: Windows] = [:]
+
+    public init(windowSize: UInt64, streamsPerSender: Int) {
+        self.windowSize = windowSize
+        self.streamsPerSender = max(1, streamsPerSender)
+    }
+
+    /// Records message `id` of `sender`'s `stream` (0 for unordered messages) and says whether
+    /// it should be delivered.
+    public mutating func accept(_ id: UInt64, from sender: String, stream: UInt64) -> DedupeWindow.Verdict {
+        senders[sender, default: Windows()].accept(id, stream: stream, size: windowSize, limit: streamsPerSender)
+    }
 }

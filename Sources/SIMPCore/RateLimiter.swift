@@ -77,6 +77,11 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         return bucket.admit(now: now) ? nil : max(bucket.retryAfter(now: now), .milliseconds(1))
     }
 
+    /// Whether `key` has a full bucket (nothing used lately).
+    public func isIdle(_ key: Key, now: NIODeadline) -> Bool {
+        buckets[key]?.isFull(now: now) ?? true
+    }
+
     /// Keys with a partly used bucket.
     public var trackedKeys: Int { buckets.count }
 
@@ -84,5 +89,43 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         if let nextSweep, now < nextSweep { return }
         nextSweep = now + .seconds(10)
         buckets = buckets.filter { !$0.value.isFull(now: now) }
+    }
+}
+
+/// The per-user content rate limit, charging each message once: a retransmission of a message
+/// already admitted (same sender, same `messageId`, within the last `window` ids) passes free,
+/// so a sender catching up after an outage is not refused for its retransmissions.
+/// A refused message is not remembered: its next copy is charged again.
+public struct MessageRateLimiter<Key: Hashable & Sendable>: Sendable {
+    private var rates: RateLimiter<Key>
+    private var charged: [Key: DedupeWindow] = [:]
+    /// Ids remembered per key (twice `RetransmitPolicy.maxIdSpan`: every retransmitted id fits).
+    public let window: UInt64
+    private var nextSweep: NIODeadline?
+
+    public init(_ limit: RateLimit, window: UInt64 = 2048) {
+        self.rates = RateLimiter(limit)
+        self.window = window
+    }
+
+    public var limit: RateLimit { rates.limit }
+
+    /// Admits message `messageId` of `key`, or says how long until a new one would be admitted.
+    public mutating func admit(_ key: Key, messageId: UInt64, now: NIODeadline) -> TimeAmount? {
+        sweep(now: now)
+        var ids = charged[key] ?? DedupeWindow(size: window)
+        if ids.contains(messageId) { return nil }
+        if let wait = rates.admit(key, now: now) { return wait }
+        _ = ids.accept(messageId)
+        charged[key] = ids
+        return nil
+    }
+
+    /// Forgets the ids of keys whose bucket is full again (idle): a retransmission charged anew
+    /// then is admitted anyway.
+    private mutating func sweep(now: NIODeadline) {
+        if let nextSweep, now < nextSweep { return }
+        nextSweep = now + .seconds(10)
+        charged = charged.filter { !rates.isIdle($0.key, now: now) }
     }
 }

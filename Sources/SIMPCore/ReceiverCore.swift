@@ -1,21 +1,42 @@
 import NIOCore
 
-/// The receiving half of SIMP's reliability: receipts every content datagram and delivers each
-/// message to the application once and, per conversation, in the order it was sent.
+/// The receiving half of SIMP's reliability: delivers each message to the application once
+/// and, per conversation, in the order it was sent, and receipts a message when the
+/// application has it.
 ///
 /// Ordering: each sender stream numbers its messages to this receiver 1, 2, 3 … (`seq`) and
-/// says below which seq it awaits nothing more (`floor`). A message that arrives early is
-/// receipted at once but held until the ones before it arrive or the floor passes them. As a
-/// last resort a gap is skipped after `holdLimit` (counted in `gapsSkippedByTimeout`).
+/// says below which seq it awaits nothing more (`floor`). A message that arrives early is held
+/// until the ones before it arrive or the floor passes them, and only then released to the
+/// application and receipted, so a receipt always means "the application has it". As a last
+/// resort a gap is skipped after `holdLimit` (counted in `gapsSkippedByTimeout`).
 public struct ReceiverCore: Sendable {
+    /// Messages released to the application, and the receipts that go out for them.
+    public struct Release: Equatable, Sendable {
+        /// Messages now ready for the application, in order.
+        public var deliver: [SIMPMessage] = []
+        /// RECEIPTs to send (control channel, and the datagram copy): one per released message,
+        /// its `holdMicros` covering the time from its arrival to now, and one per duplicate of
+        /// a message the application already has (the sender may have missed the first).
+        public var receipts: [SIMPMessage] = []
+
+        public init() {}
+
+        mutating func append(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) {
+            deliver.append(message)
+            receipts.append(ReceiverCore.receipt(for: message, arrivedAt: arrivedAt, now: now))
+        }
+    }
+
     /// What to do with one arriving content message.
     public struct Outcome: Equatable, Sendable {
-        /// Messages now ready for the application, in order (empty for duplicates and for a
-        /// message held back behind a gap).
-        public var deliver: [SIMPMessage]
-        /// Send this RECEIPT over the control channel (always, so the sender stops retrying).
-        public var receipt: SIMPMessage
+        /// Messages now ready for the application and the receipts for them (empty for a
+        /// message held back behind a gap, and for a duplicate of a held message).
+        public var release: Release
         public var verdict: DedupeWindow.Verdict
+        /// Messages now ready for the application, in order.
+        public var deliver: [SIMPMessage] { release.deliver }
+        /// RECEIPTs to send now.
+        public var receipts: [SIMPMessage] { release.receipts }
     }
 
     private struct StreamKey: Hashable, Sendable {
@@ -23,23 +44,32 @@ public struct ReceiverCore: Sendable {
         let stream: UInt64
     }
 
+    private struct Held: Sendable {
+        var message: SIMPMessage
+        var arrivedAt: NIODeadline
+        /// When it started waiting (the hold limit counts from here).
+        var since: NIODeadline
+        /// Receipted on arrival (`receiptsWhenReleased` off): not again when released.
+        var receipted = false
+    }
+
     private struct OrderedStream: Sendable {
         var nextSeq: UInt64
-        var held: [UInt64: (message: SIMPMessage, since: NIODeadline)] = [:]
+        var held: [UInt64: Held] = [:]
         /// Seqs that will never come (see `skip`).
         var skipped: Set<UInt64> = []
         var lastActive: NIODeadline
 
         /// Moves past `floor`, releasing held messages below it, then everything consecutive.
-        mutating func release(floor: UInt64) -> [SIMPMessage] {
-            var ready: [SIMPMessage] = []
+        mutating func release(floor: UInt64) -> [Held] {
+            var ready: [Held] = []
             if floor > nextSeq {
-                for seq in held.keys.filter({ $0 < floor }).sorted() { ready.append(held.removeValue(forKey: seq)!.message) }
+                for seq in held.keys.filter({ $0 < floor }).sorted() { ready.append(held.removeValue(forKey: seq)!) }
                 nextSeq = floor
             }
             while true {
                 if let next = held.removeValue(forKey: nextSeq) {
-                    ready.append(next.message)
+                    ready.append(next)
                 } else if skipped.remove(nextSeq) == nil {
                     break
                 }
@@ -53,97 +83,139 @@ public struct ReceiverCore: Sendable {
     public let windowSize: UInt64
     /// How long a message may wait for an earlier one before the gap is skipped.
     public let holdLimit: TimeAmount
-    /// Ordered streams remembered per sender; the least recently active is forgotten first.
+    /// Ordered streams remembered per sender; the least recently active is forgotten first
+    /// (its held messages are released).
     public let streamsPerSender: Int
-    private var windows: [String: DedupeWindow] = [:]
+    /// Whether a message held behind a gap is receipted only when released (a receipt then
+    /// always means the application has the message, and a receiver that dies while holding
+    /// it loses nothing), or at once on arrival, so its sender's fast retransmit sees it and
+    /// repairs the gap one round trip sooner (it then lives only in this process until released).
+    public let receiptsWhenReleased: Bool
+    private var dedupe: SenderDedupe
     private var streams: [StreamKey: OrderedStream] = [:]
     /// Arrivals not delivered because they were duplicates or too old.
     public private(set) var suppressed = 0
     /// Messages delivered after later ones of their conversation, because their gap had been
     /// skipped (given up by the sender, or `holdLimit` passed). Delivered anyway: never lost.
     public private(set) var deliveredOutOfOrder = 0
-    /// Gaps skipped because `holdLimit` passed.
+    /// Times a gap was skipped because `holdLimit` passed.
     public private(set) var gapsSkippedByTimeout = 0
 
-    public init(windowSize: UInt64 = 4096, holdLimit: TimeAmount = .seconds(30), streamsPerSender: Int = 4) {
+    public init(
+        windowSize: UInt64 = 4096, holdLimit: TimeAmount = .seconds(30), streamsPerSender: Int = 4, receiptsWhenReleased: Bool = true
+    ) {
+        self.receiptsWhenReleased = receiptsWhenReleased
         self.windowSize = windowSize
         self.holdLimit = holdLimit
         self.streamsPerSender = streamsPerSender
+        self.dedupe = SenderDedupe(windowSize: windowSize, streamsPerSender: max(8, streamsPerSender))
     }
 
     /// Messages held back behind a gap.
     public var heldCount: Int { streams.values.reduce(0) { $0 + $1.held.count } }
 
-    /// When `poll(now:)` next has a held message to release, if ever.
+    /// When `poll(now:)` next has a held message to release, if ever: when the message that
+    /// has waited longest reaches `holdLimit` (`poll` releases exactly those).
     public var nextDeadline: NIODeadline? {
         streams.values.flatMap { $0.held.values.map(\.since) }.min().map { $0 + holdLimit }
     }
 
-    /// Judges `message`, which arrived at `arrivedAt`; `now` is when the receipt will be sent.
-    public mutating func receive(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Outcome {
-        let verdict = windows[message.fromUser, default: DedupeWindow(size: windowSize)].accept(message.messageId)
+    /// The RECEIPT for `message`, which arrived at `arrivedAt` and is receipted at `now`.
+    static func receipt(for message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> SIMPMessage {
         let held = max(0, min(Int64(UInt32.max), (now - arrivedAt).nanoseconds / 1000))
-        var outcome = Outcome(deliver: [], receipt: message.receipt(holdMicros: UInt32(held)), verdict: verdict)
+        return message.receipt(holdMicros: UInt32(held))
+    }
+
+    /// Judges `message`, which arrived at `arrivedAt`; `now` is when its receipts will be sent.
+    public mutating func receive(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Outcome {
+        let verdict = dedupe.accept(message.messageId, from: message.fromUser, stream: message.stream)
+        var outcome = Outcome(release: Release(), verdict: verdict)
+        let key = StreamKey(sender: message.fromUser, stream: message.stream)
         guard verdict == .deliver else {
             suppressed += 1
+            // A copy of a held message is not receipted (unless it was on arrival): the
+            // application does not have it yet.
+            let held = streams[key]?.held[message.seq].flatMap { $0.message.messageId == message.messageId ? $0 : nil }
+            if held?.receipted ?? true {
+                outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
+            }
             return outcome
         }
         guard message.stream != 0, message.seq != 0 else {
-            outcome.deliver = [message]
+            outcome.release.append(message, arrivedAt: arrivedAt, now: now)
             return outcome
         }
-        let key = StreamKey(sender: message.fromUser, stream: message.stream)
         // A sender's floor never exceeds the seq of a message it is still sending.
-        if streams[key] == nil { startStream(key, firstSeq: max(1, message.floor), now: now) }
+        if streams[key] == nil { outcome.release = startStream(key, firstSeq: max(1, message.floor), now: now) }
         var stream = streams[key]!
         stream.lastActive = now
         var ready = stream.release(floor: message.floor)
+        let arrival = Held(message: message, arrivedAt: arrivedAt, since: now)
         if message.seq < stream.nextSeq {
             deliveredOutOfOrder += 1
-            ready.append(message)
+            ready.append(arrival)
         } else {
-            stream.held[message.seq] = (message, now)
+            stream.held[message.seq] = arrival
             ready += stream.release(floor: 0)
+            if !receiptsWhenReleased, stream.held[message.seq] != nil { // still held: receipted now
+                stream.held[message.seq]!.receipted = true
+                outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
+            }
         }
         streams[key] = stream
-        outcome.deliver = ready
+        outcome.release.deliver += ready.map(\.message)
+        outcome.release.receipts += ready.filter { !$0.receipted }.map { Self.receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
         return outcome
     }
 
     /// Seq `seq` of `sender`'s `stream` will never reach this receiver (in a room: this user's
     /// own post, which the room numbers but does not send back): nothing waits for it. Returns
-    /// the messages this releases.
-    public mutating func skip(_ seq: UInt64, from sender: String, stream: UInt64, now: NIODeadline) -> [SIMPMessage] {
+    /// what this releases.
+    public mutating func skip(_ seq: UInt64, from sender: String, stream: UInt64, now: NIODeadline) -> Release {
         let key = StreamKey(sender: sender, stream: stream)
         guard var ordered = streams[key] else {
-            startStream(key, firstSeq: 1, now: now)
+            let evicted = startStream(key, firstSeq: 1, now: now)
             streams[key]!.skipped.insert(seq)
-            return []
+            return evicted
         }
-        guard seq >= ordered.nextSeq else { return [] }
+        guard seq >= ordered.nextSeq else { return Release() }
         ordered.skipped.insert(seq)
         let ready = ordered.release(floor: 0)
         streams[key] = ordered
-        return ready
+        return Self.release(ready, now: now)
     }
 
-    /// Releases messages that waited longer than `holdLimit` for a gap, skipping the gap.
-    public mutating func poll(now: NIODeadline) -> [SIMPMessage] {
-        var ready: [SIMPMessage] = []
+    /// Releases every message that waited `holdLimit` or longer for a gap, skipping the gaps
+    /// before it (and so releasing the held messages below it, however long they waited).
+    /// Afterwards no held message is due: `nextDeadline` is later than `now` or nil.
+    public mutating func poll(now: NIODeadline) -> Release {
+        var ready: [Held] = []
         for key in Array(streams.keys) {
-            while let oldest = streams[key]!.held.min(by: { $0.key < $1.key }), oldest.value.since + holdLimit <= now {
-                gapsSkippedByTimeout += 1
-                ready += streams[key]!.release(floor: oldest.key)
-            }
+            let due = streams[key]!.held.filter { $0.value.since + holdLimit <= now }.map(\.key).max()
+            guard let due else { continue }
+            gapsSkippedByTimeout += 1
+            ready += streams[key]!.release(floor: due)
         }
-        return ready
+        return Self.release(ready, now: now)
     }
 
-    private mutating func startStream(_ key: StreamKey, firstSeq: UInt64, now: NIODeadline) {
+    private static func release(_ ready: [Held], now: NIODeadline) -> Release {
+        var release = Release()
+        release.deliver = ready.map(\.message)
+        release.receipts = ready.filter { !$0.receipted }.map { receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
+        return release
+    }
+
+    /// Starts remembering `key`; a sender's stalest stream beyond `streamsPerSender` is
+    /// forgotten, and what it held is released (late rather than lost).
+    private mutating func startStream(_ key: StreamKey, firstSeq: UInt64, now: NIODeadline) -> Release {
+        var evicted: [Held] = []
         let ofSender = streams.filter { $0.key.sender == key.sender }
         if ofSender.count >= streamsPerSender, let stalest = ofSender.min(by: { $0.value.lastActive < $1.value.lastActive }) {
+            evicted = stalest.value.held.sorted { $0.key < $1.key }.map(\.value)
             streams[stalest.key] = nil
         }
         streams[key] = OrderedStream(nextSeq: firstSeq, lastActive: now)
+        return Self.release(evicted, now: now)
     }
 }

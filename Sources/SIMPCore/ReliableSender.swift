@@ -2,74 +2,9 @@ import DequeModule
 import HeapModule
 import NIOCore
 
-/// How persistently a `ReliableSender` retransmits.
-public struct RetransmitPolicy: Sendable, Equatable {
-    /// RTO before any RTT sample (RFC 6298 recommends 1 s).
-    public var initialRTO: TimeAmount = .seconds(1)
-    /// Floor of the RTO. 150 ms rather than RFC 6298's 1 s: receipts carry the attempt they
-    /// answer, so samples are unambiguous, and fast retransmit handles most losses anyway.
-    public var minimumRTO: TimeAmount = .milliseconds(150)
-    public var maximumRTO: TimeAmount = .seconds(10)
-    /// Each retransmission multiplies the message's timeout by this factor.
-    public var backoff: Double = 2
-    /// Transmissions (first send included) before the sender gives up. With the defaults the
-    /// timeouts add up to more than 30 s even from the RTO floor (39 s), so an outage shorter
-    /// than that never fails a message.
-    public var maxAttempts: Int = 9
-    /// A message is sent only while its id is within this many ids of the oldest unreceipted
-    /// one; later messages wait. Keeps every in-flight id inside the receiver's dedupe window.
-    public var maxIdSpan: UInt64 = 1024
-    /// Fast retransmit: a message is sent again at once, without waiting for its timer, when
-    /// this many messages to the same receiver, sent after its latest transmission, have been
-    /// receipted first. 0 turns fast retransmit off.
-    public var fastRetransmitThreshold: Int = 2
-    /// Copies sent of each retransmission (not of first transmissions or of the resend after
-    /// a reconnect): a message that was lost once is sent twice, so losing it again takes two
-    /// losses. On KCP's test link this keeps the worst send → receipt time under 392 ms in 30
-    /// of 30 seeds (1 copy: 23 of 30) for ~0.06 more datagrams per message (docs/SCENARIOS.md).
-    public var retransmissionCopies: Int = 2
-
-    public init() {}
-}
-
-/// Why a message was given up.
-public enum DeliveryFailure: Error, Equatable, Sendable {
-    /// No receipt after `attempts` transmissions.
-    case timedOut(attempts: Int)
-    /// The relay refused the message.
-    case rejected(SIMPMessage.ErrorCode, String)
-    /// Refused before sending: sealed, it would take `size` bytes, over the relay's `limit`.
-    case tooLarge(size: Int, limit: Int)
-}
-
-extension DeliveryFailure: CustomStringConvertible {
-    public var description: String {
-        switch self {
-        case .timedOut(let attempts): return "no receipt after \(attempts) transmissions"
-        case .rejected(_, let reason): return reason
-        case .tooLarge(let size, let limit):
-            return "message too large: it would be a \(size)-byte datagram and the relay accepts at most \(limit) bytes "
-                + "(shorten it by \(size - limit) bytes or more)"
-        }
-    }
-}
-
-/// What became of one message.
-public enum SenderEvent: Equatable, Sendable {
-    /// The receipt came back `latency` after the first transmission, which took `attempts` sends.
-    case delivered(messageId: UInt64, to: String, latency: TimeAmount, attempts: Int)
-    case failed(messageId: UInt64, to: String, DeliveryFailure)
-}
-
-/// Work produced by the sender: datagrams to transmit now, and outcomes to report.
-public struct SenderOutput: Equatable, Sendable {
-    public var transmit: [SIMPMessage] = []
-    public var events: [SenderEvent] = []
-    public init() {}
-}
-
 /// The sending half of SIMP's reliability: retransmits each content message until its receipt
-/// arrives or `RetransmitPolicy.maxAttempts` is reached, and says which happened.
+/// arrives or `RetransmitPolicy.giveUpAfter` has passed since it was submitted, and says which
+/// happened. Messages beyond the id window wait in order; nothing fails for lack of room.
 ///
 /// Sans-I/O: every call takes the current time, returns what to send, and `nextDeadline` tells
 /// the caller when to call `poll(now:)` again. Receipts echo the attempt they answer, so every
@@ -134,10 +69,27 @@ public struct ReliableSender: Sendable {
     public private(set) var extraCopiesSent = 0
     /// Messages stored for an offline receiver whose seq is not resolved yet (`handleStored`).
     private var storedUnresolved: [UInt64: SIMPMessage] = [:]
+    /// Stored messages that their receiver receipted (see `storedMessageReceipted`), the
+    /// latest 4096.
+    private var deliveredAfterStoring: Set<UInt64> = []
+    private var deliveredAfterStoringOrder: Deque<UInt64> = []
     private var conversations: [String: Conversation] = [:]
     private var pending: [UInt64: Pending] = [:]
     private var sendOrder: Deque<UInt64> = []
     private var waiting: Deque<SIMPMessage> = []
+    /// Every message submitted and not yet settled (pending or waiting), with its submission time.
+    private var unsettled: [UInt64: NIODeadline] = [:]
+    /// Submissions in order, for the give-up and delay deadlines (settled ones are dropped
+    /// lazily from the front); the first `delaysNoticed` were already reported delayed or settled.
+    private var submissions: Deque<(id: UInt64, to: String, at: NIODeadline)> = []
+    private var delaysNoticed = 0
+    /// The latest transmission that a receipt answered: the path worked then.
+    private var lastReceiptedSend: NIODeadline?
+    /// Messages past their time limit that may still be answered: a transmission is out (they
+    /// fail when its timer fires), or they were sent while the path still worked before a
+    /// suspension (their receipt may have been lost with it; they fail when the retransmission
+    /// after the next `resume` goes unanswered).
+    private var pastTimeLimit: Set<UInt64> = []
     private var timers = Heap<Timer>()
     private var nextId: UInt64
 
@@ -156,8 +108,13 @@ public struct ReliableSender: Sendable {
     public var inFlightCount: Int { pending.count }
     /// Messages held back by the id window.
     public var waitingCount: Int { waiting.count }
-    /// When `poll(now:)` next has work, if ever.
-    public var nextDeadline: NIODeadline? { isSuspended ? nil : timers.min?.deadline }
+    /// When `poll(now:)` next has work, if ever: a retransmission (not while suspended), a
+    /// message's give-up time or its delay notice.
+    public var nextDeadline: NIODeadline? {
+        let expiry = submissions.first.map { $0.at + policy.giveUpAfter }
+        let notice = delaysNoticed < submissions.count ? submissions[delaysNoticed].at + policy.delayNoticeAfter : nil
+        return [isSuspended ? nil : timers.min?.deadline, expiry, notice].compactMap { $0 }.min()
+    }
     /// Whether `messageId` is still being retransmitted.
     public func isPending(_ messageId: UInt64) -> Bool { pending[messageId] != nil }
 
@@ -178,6 +135,8 @@ public struct ReliableSender: Sendable {
             conversations[message.toUser] = conversation
         }
         waiting.append(message)
+        unsettled[message.messageId] = now
+        submissions.append((message.messageId, message.toUser, now))
         var output = SenderOutput()
         releaseWaiting(now: now, into: &output)
         return (message.messageId, output)
@@ -194,11 +153,12 @@ public struct ReliableSender: Sendable {
     public mutating func handleReceipt(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
-        resolve(entry.message)
+        settle(entry.message)
         let attempt = Int(receipt.attempt)
         if (1...entry.attempts).contains(attempt) {
             let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
             estimator.addSample(now - entry.sentAt[attempt - 1] - held)
+            lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
             spuriousRetransmits += entry.attempts - attempt
         }
         output.events.append(.delivered(
@@ -218,6 +178,8 @@ public struct ReliableSender: Sendable {
     public mutating func handleStored(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
+        unsettled[receipt.messageId] = nil
+        pastTimeLimit.remove(receipt.messageId)
         storedUnresolved[receipt.messageId] = entry.message
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
@@ -227,11 +189,28 @@ public struct ReliableSender: Sendable {
     }
 
     /// A stored message reached its receiver or was discarded: its seq no longer holds later
-    /// messages back.
-    public mutating func storedMessageSettled(_ messageId: UInt64) {
-        guard let message = storedUnresolved.removeValue(forKey: messageId) else { return }
+    /// messages back. Returns whether it was stored and unsettled here.
+    @discardableResult
+    public mutating func storedMessageSettled(_ messageId: UInt64) -> Bool {
+        guard let message = storedUnresolved.removeValue(forKey: messageId) else { return false }
         resolve(message)
+        return true
     }
+
+    /// The receiver itself receipted a message the relay had stored (a retransmission raced
+    /// the receipt of an earlier copy): the receiver has it. Settles it and remembers it, so a
+    /// later discard of the stored copy (`deliveredAfterStoring`) is not taken for a failure.
+    /// Returns whether it was stored and unsettled here.
+    public mutating func storedMessageReceipted(_ messageId: UInt64) -> Bool {
+        guard storedMessageSettled(messageId) else { return false }
+        deliveredAfterStoring.insert(messageId)
+        deliveredAfterStoringOrder.append(messageId)
+        if deliveredAfterStoringOrder.count > 4096 { deliveredAfterStoring.remove(deliveredAfterStoringOrder.removeFirst()) }
+        return true
+    }
+
+    /// Whether `messageId` was stored and then receipted by its receiver (recently).
+    public func wasDeliveredAfterStoring(_ messageId: UInt64) -> Bool { deliveredAfterStoring.contains(messageId) }
 
     /// Handles the relay's refusal of `messageId`: the message fails without further retries.
     public mutating func handleRejection(
@@ -239,7 +218,7 @@ public struct ReliableSender: Sendable {
     ) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: messageId) else { return output }
-        resolve(entry.message)
+        settle(entry.message)
         output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
         releaseWaiting(now: now, into: &output)
         return output
@@ -259,16 +238,24 @@ public struct ReliableSender: Sendable {
         return output
     }
 
-    /// Retransmits what timed out and gives up what ran out of attempts.
+    /// Gives up what passed `giveUpAfter` (also while suspended), reports what passed
+    /// `delayNoticeAfter`, and retransmits what timed out.
     public mutating func poll(now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
+        expire(now: now, into: &output)
+        noticeDelays(now: now, into: &output)
         guard !isSuspended else { return output }
         while let timer = timers.min, timer.deadline <= now {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
-            if entry.attempts >= policy.maxAttempts {
+            if pastTimeLimit.contains(timer.messageId) {
                 pending[timer.messageId] = nil
-                resolve(entry.message)
+                settle(entry.message)
+                output.events.append(.failed(
+                    messageId: timer.messageId, to: entry.message.toUser, .expired(after: policy.giveUpAfter, attempts: entry.attempts)))
+            } else if !policy.mayRetransmit(after: entry.attempts) {
+                pending[timer.messageId] = nil
+                settle(entry.message)
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
@@ -299,7 +286,7 @@ public struct ReliableSender: Sendable {
         for id in sendOrder {
             guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < sentAt else { continue }
             pending[id]!.overtaken += 1
-            guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, entry.attempts < policy.maxAttempts else { continue }
+            guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, policy.mayRetransmit(after: entry.attempts) else { continue }
             fastRetransmits += 1
             retransmit(id, now: now, into: &output)
         }
@@ -312,6 +299,53 @@ public struct ReliableSender: Sendable {
         let copies = max(1, policy.retransmissionCopies)
         output.transmit.append(contentsOf: repeatElement(message, count: copies))
         extraCopiesSent += copies - 1
+    }
+
+    /// A pending or waiting message has its outcome: its deadlines end, its seq is resolved.
+    private mutating func settle(_ message: SIMPMessage) {
+        unsettled[message.messageId] = nil
+        pastTimeLimit.remove(message.messageId)
+        resolve(message)
+        while let first = submissions.first, unsettled[first.id] == nil {
+            submissions.removeFirst()
+            delaysNoticed = max(0, delaysNoticed - 1)
+        }
+    }
+
+    /// Gives up every message submitted `giveUpAfter` or longer ago (they are the oldest, at the
+    /// front of `submissions`): a waiting one fails now; one in flight when its transmission's
+    /// timer fires unanswered. While suspended, a message first sent when the path still worked
+    /// (its receipt may have been lost with the path) is resent after the reconnect and fails
+    /// only if that goes unanswered too; the others fail now.
+    private mutating func expire(now: NIODeadline, into output: inout SenderOutput) {
+        while let first = submissions.first, unsettled[first.id] == nil || first.at + policy.giveUpAfter <= now {
+            submissions.removeFirst()
+            delaysNoticed = max(0, delaysNoticed - 1)
+            guard unsettled[first.id] != nil else { continue }
+            if let entry = pending[first.id], !isSuspended || lastReceiptedSend.map({ entry.sentAt[0] <= $0 + estimator.rto }) == true {
+                pastTimeLimit.insert(first.id) // it may still be answered: fails at its next timer
+                continue
+            }
+            unsettled[first.id] = nil
+            var attempts = 0
+            if let entry = pending.removeValue(forKey: first.id) {
+                attempts = entry.attempts
+                resolve(entry.message)
+            } else if let index = waiting.firstIndex(where: { $0.messageId == first.id }) {
+                resolve(waiting.remove(at: index))
+            }
+            output.events.append(.failed(messageId: first.id, to: first.to, .expired(after: policy.giveUpAfter, attempts: attempts)))
+        }
+    }
+
+    /// Reports, once each, the messages that passed `delayNoticeAfter` without an outcome.
+    private mutating func noticeDelays(now: NIODeadline, into output: inout SenderOutput) {
+        while delaysNoticed < submissions.count {
+            let next = submissions[delaysNoticed]
+            guard next.at + policy.delayNoticeAfter <= now else { return }
+            delaysNoticed += 1
+            if unsettled[next.id] != nil { output.delayed.append(DelayedMessage(messageId: next.id, to: next.to, waited: now - next.at)) }
+        }
     }
 
     /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.

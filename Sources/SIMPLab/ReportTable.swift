@@ -7,7 +7,8 @@ public enum ReportTable {
             ("sent", "\(report.sent)"), ("delivered", "\(report.delivered)"), ("receipted", "\(report.receipted)"),
             ("failed", "\(report.failed)" + (report.connectionLost > 0 ? " (\(report.connectionLost) connection lost)" : "")),
             ("unresolved", "\(report.unresolved)"), ("duplicates", "\(report.duplicates)"),
-            ("out_of_order", "\(report.outOfOrder)"),
+            ("out_of_order", "\(report.outOfOrder)"), ("delivered_and_failed", "\(report.deliveredAndFailed)"),
+            ("rate_limited", "\(report.rateLimited)"),
         ]
         if let latency = report.latency {
             rows.append(("latency_ms", "p50 \(ms(latency.p50))  p95 \(ms(latency.p95))  p99 \(ms(latency.p99))  max \(ms(latency.max))  mean \(ms(latency.mean))"))
@@ -32,7 +33,7 @@ public enum ReportTable {
 
     /// Column headers for `row(_:)`.
     public static let header = [
-        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo",
+        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo", "d&f",
         "p50", "p99", "max", "mean", "dgram/msg", "spurious", "result",
     ]
 
@@ -42,7 +43,7 @@ public enum ReportTable {
             let latency = report.latency
             return [
                 report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
-                "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)",
+                "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
                 latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
                 latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
                 format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)",

@@ -117,6 +117,8 @@ public struct RunRecorder: Sendable {
         report.unresolved = unresolved
         report.duplicates = duplicates
         report.outOfOrder = outOfOrder
+        report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && ($0.fate == .failed || $0.fate == .connectionLost) }.count
+        report.rateLimited = counters.rateLimited
         if receipted > 0 {
             func ms(_ micros: UInt64) -> Double { (Double(micros) / 1000 * 10).rounded() / 10 }
             report.latency = LatencySummary(
@@ -151,6 +153,8 @@ public struct SenderCounters: Equatable, Sendable {
     public var spuriousRetransmits = 0
     /// Datagrams beyond one per transmission (retransmissions sent in several copies).
     public var extraCopies = 0
+    /// Content datagrams the relay refused for the per-user rate limit.
+    public var rateLimited = 0
     public init(retransmits: Int = 0, spuriousRetransmits: Int = 0) {
         self.retransmits = retransmits
         self.spuriousRetransmits = spuriousRetransmits

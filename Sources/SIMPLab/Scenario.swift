@@ -153,6 +153,9 @@ public struct Fault: Codable, Equatable, Sendable {
         /// The target clients' public UDP port changes (a NAT rebinding): datagrams sent to
         /// the old port are lost.
         case natRebind
+        /// The relay stops for `forMs` (as under SIGSTOP): what is sent to it meanwhile waits
+        /// and is handled when it goes on; its connections stay open.
+        case pauseRelay
     }
 
     /// Which clients a client fault applies to.
@@ -207,11 +210,13 @@ public struct Expectations: Codable, Equatable, Sendable {
     public var maxSpuriousRetransmitPercent: Double?
     /// No message may fail. Defaults to true when the scenario recovers within 30 s.
     public var noFailures: Bool?
+    /// The most content datagrams the relay may refuse for the per-user rate limit.
+    public var maxRateLimited: Double?
 
     public init() {}
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
-        case maxMeanLatencyMs, maxLatencyMs, maxDatagramsPerMessage, maxSpuriousRetransmitPercent, noFailures
+        case maxMeanLatencyMs, maxLatencyMs, maxDatagramsPerMessage, maxSpuriousRetransmitPercent, noFailures, maxRateLimited
     }
 
     public init(from decoder: Decoder) throws {
@@ -222,6 +227,7 @@ public struct Expectations: Codable, Equatable, Sendable {
         maxDatagramsPerMessage = try c.decodeIfPresent(.maxDatagramsPerMessage, in: StrictDecoding.nonNegative)
         maxSpuriousRetransmitPercent = try c.decodeIfPresent(.maxSpuriousRetransmitPercent, in: StrictDecoding.nonNegative)
         noFailures = try c.decodeIfPresent(Bool.self, forKey: .noFailures)
+        maxRateLimited = try c.decodeIfPresent(.maxRateLimited, in: StrictDecoding.nonNegative)
     }
 }
 
@@ -234,6 +240,8 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
     public var maxAttempts: Int?
     public var fastRetransmitThreshold: Int?
     public var retransmissionCopies: Int?
+    /// `RetransmitPolicy.giveUpAfter`, in ms.
+    public var giveUpAfterMs: Double?
 
     public init(
         initialRTOMs: Double? = nil, minimumRTOMs: Double? = nil, maximumRTOMs: Double? = nil,
@@ -249,6 +257,7 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
         case initialRTOMs, minimumRTOMs, maximumRTOMs, backoff, maxAttempts, fastRetransmitThreshold, retransmissionCopies
+        case giveUpAfterMs
     }
 
     public init(from decoder: Decoder) throws {
@@ -261,6 +270,7 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
         maxAttempts = try c.decodeIfPresent(.maxAttempts, in: 1...1000)
         fastRetransmitThreshold = try c.decodeIfPresent(.fastRetransmitThreshold, in: 0...1000)
         retransmissionCopies = try c.decodeIfPresent(.retransmissionCopies, in: 1...10)
+        giveUpAfterMs = try c.decodeIfPresent(.giveUpAfterMs, in: StrictDecoding.positive)
     }
 
     func applied(to policy: RetransmitPolicy) -> RetransmitPolicy {
@@ -273,6 +283,7 @@ public struct RetransmitOverrides: Codable, Equatable, Sendable {
         if let maxAttempts { policy.maxAttempts = maxAttempts }
         if let fastRetransmitThreshold { policy.fastRetransmitThreshold = fastRetransmitThreshold }
         if let retransmissionCopies { policy.retransmissionCopies = retransmissionCopies }
+        if let giveUpAfterMs { policy.giveUpAfter = ms(giveUpAfterMs) }
         return policy
     }
 }

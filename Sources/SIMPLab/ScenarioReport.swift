@@ -67,6 +67,11 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     public var connectionLost = 0
     /// Messages neither receipted nor reported failed when the run ended.
     public var unresolved = 0
+    /// Messages that reached a receiving application and were also reported failed to their
+    /// sender: never allowed.
+    public var deliveredAndFailed = 0
+    /// Content datagrams the relay refused for the per-user rate limit.
+    public var rateLimited = 0
     /// Extra deliveries of a message to the application.
     public var duplicates = 0
     /// Deliveries of a message after a later one of the same conversation.
@@ -97,6 +102,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     private enum CodingKeys: String, CodingKey {
         case scenario, mode, seed, sent, delivered, receipted, failed
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
+        case deliveredAndFailed = "delivered_and_failed", rateLimited = "rate_limited"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
         case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", bars, passed
     }
@@ -115,6 +121,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         atMost("unresolved", Double(unresolved), 0)
         atMost("duplicates", Double(duplicates), 0)
         atMost("out_of_order", Double(outOfOrder), 0)
+        atMost("delivered_and_failed", Double(deliveredAndFailed), 0)
         atMost("not_settled", ended == .settled ? 0 : 1, 0)
         if scenario.expect.noFailures ?? (scenario.recoversAtMs <= 30_000) {
             atMost("failed", Double(failed), 0)
@@ -123,6 +130,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         if let limit = expect.maxMeanLatencyMs { atMost("latency_mean_ms", latency?.mean ?? .infinity, limit) }
         if let limit = expect.maxLatencyMs { atMost("latency_max_ms", latency?.max ?? .infinity, limit) }
         if let limit = expect.maxDatagramsPerMessage { atMost("datagrams_per_message", datagramsPerMessage, limit) }
+        if let limit = expect.maxRateLimited { atMost("rate_limited", Double(rateLimited), limit) }
         if let limit = expect.maxSpuriousRetransmitPercent {
             atMost("spurious_retransmit_percent", (spuriousRetransmitPercent * 100).rounded() / 100, limit)
         }

@@ -63,8 +63,10 @@ struct Replay: AsyncParsableCommand {
 
     @OptionGroup var suite: SuiteOptions
 
-    @Option(name: .long, help: "Seed for every random decision (default: the scenario's own).")
-    var seed: UInt64?
+    @Option(name: .long, help: ArgumentHelp(
+        "Seed for every random decision (default: the scenario's own); a range (1..3) or a list (4,7) runs each scenario once per seed.",
+        valueName: "seeds"))
+    var seed: SeedList?
 
     @Option(name: .long, help: "sim: the reliability core in virtual time (default). real: relay, Redis and clients on loopback sockets.")
     var mode: LabMode = Lab.defaultMode
@@ -101,7 +103,7 @@ struct Replay: AsyncParsableCommand {
             throw ValidationError("--messages names the JSON Lines file to write; use --count \(messages) to change the messages per sender")
         }
         // Check where the files go before a long run, not after it.
-        let plotIsFile = files.count == 1 && !all // otherwise a directory, created as needed
+        let plotIsFile = files.count == 1 && !all && (seed?.seeds.count ?? 1) == 1 // otherwise a directory, created as needed
         for (flag, path) in [("--messages", messages), ("--plot", plotIsFile ? plot : nil)] {
             guard let path else { continue }
             let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
@@ -124,12 +126,14 @@ struct Replay: AsyncParsableCommand {
         }
         let progress = ProgressLine(enabled: !noProgress && isatty(STDERR_FILENO) != 0)
         var runs: [LabRun] = []
-        for (index, var scenario) in scenarios.enumerated() {
+        let seeds: [UInt64?] = seed?.seeds ?? [nil]
+        let jobs = scenarios.flatMap { scenario in seeds.map { (scenario, $0) } }
+        for (index, (var scenario, seed)) in jobs.enumerated() {
             if let count { scenario.workload.messages = count }
             var options = LabOptions()
             options.maxWallTime = maxWallSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
             options.maxVirtualTime = maxVirtualSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
-            let prefix = scenarios.count > 1 ? "[\(index + 1)/\(scenarios.count)] " : ""
+            let prefix = jobs.count > 1 ? "[\(index + 1)/\(jobs.count)] " : ""
             if progress.enabled {
                 options.progress = { @Sendable (state: LabProgress) in progress.show(prefix + state.line) }
             }
@@ -162,7 +166,7 @@ struct Replay: AsyncParsableCommand {
             try write(lines, to: URL(fileURLWithPath: messages))
         }
         guard let plot else { return }
-        if files.count == 1 && !all {
+        if runs.count == 1 {
             try write(LabPlot.run(runs[0]), to: URL(fileURLWithPath: plot))
             return
         }
@@ -170,7 +174,10 @@ struct Replay: AsyncParsableCommand {
         do { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) } catch {
             throw ValidationError("cannot create directory \(plot): \(error.localizedDescription)")
         }
-        for run in runs { try write(LabPlot.run(run), to: directory.appendingPathComponent("\(run.report.scenario).svg")) }
+        for run in runs {
+            let name = (seed?.seeds.count ?? 1) > 1 ? "\(run.report.scenario)-\(run.report.seed)" : run.report.scenario
+            try write(LabPlot.run(run), to: directory.appendingPathComponent("\(name).svg"))
+        }
         try write(LabPlot.summary(runs.map(\.report)), to: directory.appendingPathComponent("summary.svg"))
     }
 
@@ -204,3 +211,20 @@ final class ProgressLine: Sendable {
 }
 
 extension LabMode: ExpressibleByArgument {}
+
+/// `--seed`: one seed, a range `A..B` or a list `A,B,C`.
+struct SeedList: ExpressibleByArgument {
+    let seeds: [UInt64]
+
+    init?(argument: String) {
+        if let range = argument.range(of: "..") {
+            guard let low = UInt64(argument[..<range.lowerBound]), let high = UInt64(argument[range.upperBound...]),
+                  low <= high, high - low < 10_000 else { return nil }
+            seeds = Array(low...high)
+        } else {
+            let parts = argument.split(separator: ",", omittingEmptySubsequences: false).map { UInt64($0) }
+            guard !parts.isEmpty, !parts.contains(nil) else { return nil }
+            seeds = parts.compactMap { $0 }
+        }
+    }
+}

@@ -19,7 +19,7 @@ final class ClientSessionTests: XCTestCase {
         var client = session()
         let early = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "early"), now: t0)
         XCTAssertTrue(early.output.datagrams.isEmpty)
-        XCTAssertNil(client.nextDeadline)
+        XCTAssertEqual(client.nextDeadline, t0 + RetransmitPolicy().delayNoticeAfter, "only the delay notice: nothing to send")
 
         let registered = client.registered(keys: keys, now: t0 + .seconds(1))
 
@@ -107,5 +107,70 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertEqual(output.delivered.map(\.content), ["hi"])
         let pong = client.controlReceived(SIMPMessage(kind: .ping, messageId: 3), now: t0)
         XCTAssertEqual(pong.controlFrames.map { [$0.kind.rawValue, Int32($0.messageId)] }, [[SIMPMessage.Kind.pong.rawValue, 3]])
+    }
+}
+
+/// A receipt means the application has the message, and it reaches the relay even across a
+/// lost control connection.
+final class ClientSessionReceiptTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    private let keys = SessionKeys(sessionId: 42, secret: Array(repeating: 7, count: 32))
+
+    private func session() -> ClientSession {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.heartbeat = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
+        configuration.orderingHoldLimit = .seconds(2)
+        configuration.receiptsWhenReleased = true
+        return ClientSession(configuration: configuration)
+    }
+
+    private func message(_ seq: UInt64) -> SIMPMessage {
+        var message = SIMPMessage(kind: .text, messageId: 50 + seq, fromUser: "bob", toUser: "alice", content: "\(seq)")
+        (message.stream, message.seq, message.floor, message.attempt) = (9, seq, 1, 1)
+        return message
+    }
+
+    func testAHeldMessageIsReceiptedWhenReleasedEvenAfterTheConnectionWasLost() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0).controlFrames, [], "held: not receipted")
+        _ = client.controlLost(mayReconnect: true, random: 0.5)
+
+        let released = client.poll(now: t0 + .seconds(2))
+        XCTAssertEqual(released.delivered.map(\.content), ["2"], "the hold limit releases it while reconnecting")
+        XCTAssertEqual(released.controlFrames.filter { $0.kind == .receipt }, [], "no connection to receipt on")
+        XCTAssertEqual(client.receiptsOwed, 1)
+
+        let again = client.registered(keys: keys, now: t0 + .seconds(3))
+        XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [52], "owed receipts go out after login")
+    }
+
+    func testReceiptsNotConfirmedByAPongAreSentAgainAfterAReconnect() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.datagramReceived(message(1), arrivedAt: t0, now: t0).controlFrames.map(\.messageId), [51])
+        let ping = client.poll(now: t0 + .seconds(5)).controlFrames.first { $0.kind == .ping }!
+        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0 + .seconds(6), now: t0 + .seconds(6)).controlFrames.map(\.messageId), [52])
+        _ = client.controlReceived(SIMPMessage(kind: .pong, messageId: ping.messageId), now: t0 + .seconds(6))
+        XCTAssertEqual(client.receiptsOwed, 1, "the PONG confirms the receipt written before its PING")
+
+        _ = client.controlLost(mayReconnect: true, random: 0.5)
+        let again = client.registered(keys: keys, now: t0 + .seconds(8))
+        XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [52])
+    }
+
+    func testAStoredMessageReceiptedByItsReceiverIsDeliveredAndNotFailedByALaterDiscard() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        let id = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "x"), now: t0).messageId
+        var stored = SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")
+        stored.status = .stored
+        XCTAssertEqual(client.controlReceived(stored, now: t0 + .milliseconds(10)).notices, [.stored(messageId: id, to: "bob")])
+
+        let receipt = SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")
+        XCTAssertEqual(client.controlReceived(receipt, now: t0 + .seconds(1)).notices, [.delivered(messageId: id, to: "bob")])
+        var discarded = SIMPMessage.error(.inboxFull, "bob's inbox is full", messageId: id)
+        discarded.fromUser = "bob"
+        XCTAssertEqual(client.controlReceived(discarded, now: t0 + .seconds(2)).notices, [], "the receiver has it: nothing was lost")
     }
 }

@@ -51,4 +51,23 @@ final class DedupeWindowTests: XCTestCase {
         XCTAssertEqual(window.accept(10), .tooOld)
         XCTAssertEqual(window.accept(jump - 63), .deliver)
     }
+
+    /// Two processes of one user (two devices, or `simp send` beside `simp chat`) number their
+    /// messages independently: the older process's lower ids are not "too old" once the newer
+    /// one delivered, and an id seen on one stream is a duplicate on another (an outbox resend).
+    func testEachStreamOfASenderHasItsOwnWindowAndAnIdIsDeliveredOnceAcrossThem() {
+        var dedupe = SenderDedupe(windowSize: 64, streamsPerSender: 2)
+        XCTAssertEqual(dedupe.accept(10_000, from: "alice", stream: 10_000), .deliver) // the newer process
+        XCTAssertEqual(dedupe.accept(5, from: "alice", stream: 5), .deliver) // the older one, far below
+        XCTAssertEqual(dedupe.accept(6, from: "alice", stream: 5), .deliver)
+        XCTAssertEqual(dedupe.accept(6, from: "alice", stream: 5), .duplicate)
+        XCTAssertEqual(dedupe.accept(6, from: "alice", stream: 10_000), .duplicate, "resent by the newer process")
+        XCTAssertEqual(dedupe.accept(6, from: "bob", stream: 5), .deliver, "another sender")
+        XCTAssertEqual(dedupe.accept(1, from: "alice", stream: 10_000), .tooOld, "still judged within its own stream")
+        // A third stream forgets the least recently used one (10_000 was used last).
+        XCTAssertEqual(dedupe.accept(7, from: "alice", stream: 5), .deliver)
+        XCTAssertEqual(dedupe.accept(20_000, from: "alice", stream: 20_000), .deliver)
+        XCTAssertEqual(dedupe.accept(10_000, from: "alice", stream: 10_000), .deliver, "its window was forgotten, not stream 5's")
+        XCTAssertEqual(dedupe.accept(7, from: "alice", stream: 5), .deliver, "stream 5 was forgotten in turn")
+    }
 }

@@ -71,8 +71,11 @@ final class SenderSuspensionTests: XCTestCase {
         sender.suspend()
         let queued = sender.submit(SIMPMessage(kind: .text, toUser: "bob", content: "b"), now: t0)
         XCTAssertTrue(queued.output.transmit.isEmpty)
-        XCTAssertNil(sender.nextDeadline)
-        XCTAssertEqual(sender.poll(now: t0 + .seconds(60)), SenderOutput(), "no give-up while the path is down")
+        XCTAssertEqual(sender.nextDeadline, t0 + policy.delayNoticeAfter, "no retransmission timer, only the delay notice")
+        let down = sender.poll(now: t0 + .seconds(60))
+        XCTAssertEqual(down.transmit, [], "nothing sent while the path is down")
+        XCTAssertEqual(down.events, [], "no give-up before the time limit, whatever the count")
+        XCTAssertEqual(down.delayed.map(\.messageId), [1, 2], "both are reported delayed")
 
         let resumed = sender.resume(now: t0 + .seconds(60))
 

@@ -54,14 +54,35 @@ final class OrderingTests: XCTestCase {
         let early2 = receiver.receive(m2, arrivedAt: t0, now: t0)
         XCTAssertTrue(early3.deliver.isEmpty)
         XCTAssertTrue(early2.deliver.isEmpty)
-        XCTAssertEqual(early3.receipt.messageId, m3.messageId, "held messages are receipted at once")
+        XCTAssertEqual(early3.receipts, [], "a held message is not receipted: the application does not have it")
+        XCTAssertEqual(early2.receipts, [])
         XCTAssertEqual(receiver.heldCount, 2)
+        XCTAssertEqual(receiver.receive(m3, arrivedAt: t0 + .milliseconds(5), now: t0 + .milliseconds(5)).receipts, [],
+                       "nor is a copy of a held message")
 
-        let gapFilled = receiver.receive(m1, arrivedAt: t0, now: t0)
+        let gapFilled = receiver.receive(m1, arrivedAt: t0 + .milliseconds(40), now: t0 + .milliseconds(40))
 
         XCTAssertEqual(gapFilled.deliver.map(\.content), ["1", "2", "3"])
+        XCTAssertEqual(gapFilled.receipts.map(\.messageId), [m1, m2, m3].map(\.messageId), "receipted as released")
+        XCTAssertEqual(gapFilled.receipts.map(\.holdMicros), [0, 40_000, 40_000], "the hold time covers the wait (RTT stays right)")
         XCTAssertEqual(receiver.heldCount, 0)
         XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
+    }
+
+    func testWithEarlyReceiptsAHeldMessageIsReceiptedOnArrivalAndNotAgainWhenReleased() {
+        var sender = ReliableSender(firstMessageId: 1)
+        let m1 = submit(&sender, to: "bob", "1", at: t0)
+        let m2 = submit(&sender, to: "bob", "2", at: t0)
+        var receiver = ReceiverCore(receiptsWhenReleased: false)
+
+        let early = receiver.receive(m2, arrivedAt: t0, now: t0)
+        XCTAssertEqual(early.deliver, [])
+        XCTAssertEqual(early.receipts.map(\.messageId), [m2.messageId], "receipted on arrival, for fast retransmit")
+        XCTAssertEqual(receiver.receive(m2, arrivedAt: t0, now: t0).receipts.map(\.messageId), [m2.messageId], "and its copies")
+
+        let filled = receiver.receive(m1, arrivedAt: t0, now: t0)
+        XCTAssertEqual(filled.deliver.map(\.content), ["1", "2"])
+        XCTAssertEqual(filled.receipts.map(\.messageId), [m1.messageId], "not receipted twice")
     }
 
     func testFloorReleasesMessagesHeldBehindAGivenUpMessage() {
@@ -86,14 +107,33 @@ final class OrderingTests: XCTestCase {
 
         XCTAssertTrue(receiver.receive(m2, arrivedAt: t0, now: t0).deliver.isEmpty)
         XCTAssertEqual(receiver.nextDeadline, t0 + .seconds(2))
-        XCTAssertTrue(receiver.poll(now: t0 + .seconds(1)).isEmpty)
-        XCTAssertEqual(receiver.poll(now: t0 + .seconds(2)).map(\.content), ["2"])
+        XCTAssertEqual(receiver.poll(now: t0 + .seconds(1)), ReceiverCore.Release())
+        let skipped = receiver.poll(now: t0 + .seconds(2))
+        XCTAssertEqual(skipped.deliver.map(\.content), ["2"])
+        XCTAssertEqual(skipped.receipts.map(\.messageId), [2])
         XCTAssertEqual(receiver.gapsSkippedByTimeout, 1)
 
         let late = receiver.receive(m1, arrivedAt: t0 + .seconds(3), now: t0 + .seconds(3))
 
         XCTAssertEqual(late.deliver.map(\.content), ["1"], "never dropped, only late")
         XCTAssertEqual(receiver.deliveredOutOfOrder, 1)
+    }
+
+    func testAHeldMessageThatWaitedTheHoldLimitIsReleasedEvenIfALowerOneArrivedLater() {
+        var receiver = ReceiverCore(holdLimit: .seconds(2))
+        func message(_ seq: UInt64) -> SIMPMessage {
+            var message = SIMPMessage(kind: .text, messageId: seq, fromUser: "alice", toUser: "bob", content: "\(seq)")
+            (message.stream, message.seq, message.floor) = (9, seq, 1)
+            return message
+        }
+        XCTAssertTrue(receiver.receive(message(3), arrivedAt: t0, now: t0).deliver.isEmpty)
+        XCTAssertTrue(receiver.receive(message(2), arrivedAt: t0 + .seconds(1), now: t0 + .seconds(1)).deliver.isEmpty)
+        let deadline = receiver.nextDeadline!
+        XCTAssertEqual(deadline, t0 + .seconds(2), "seq 3 has waited longest")
+
+        XCTAssertEqual(receiver.poll(now: deadline).deliver.map(\.content), ["2", "3"], "seq 3 waited 2 s: the gap before it is skipped")
+        XCTAssertNil(receiver.nextDeadline, "nothing left that is due: the timer does not re-arm in the past")
+        XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
     }
 
     func testStreamsAreSeparatePerSenderAndPerStream() {

@@ -19,16 +19,16 @@ final class ReceiverCoreTests: XCTestCase {
         XCTAssertEqual(first.verdict, .deliver)
         XCTAssertTrue(again.deliver.isEmpty)
         XCTAssertEqual(again.verdict, .duplicate)
-        XCTAssertEqual(again.receipt.kind, .receipt)
-        XCTAssertEqual(again.receipt.messageId, 7)
-        XCTAssertEqual(again.receipt.attempt, 2)
+        XCTAssertEqual(again.receipts.map(\.kind), [.receipt], "delivered before: receipted again")
+        XCTAssertEqual(again.receipts.first?.messageId, 7)
+        XCTAssertEqual(again.receipts.first?.attempt, 2)
         XCTAssertEqual(receiver.suppressed, 1)
     }
 
     func testReceiptEchoesIdAndAttemptAndSwapsUsers() {
         var receiver = ReceiverCore()
         let outcome = receiver.receive(text(42, attempt: 3), arrivedAt: t0, now: t0 + .microseconds(1500) + .nanoseconds(999))
-        let receipt = outcome.receipt
+        let receipt = outcome.receipts[0]
         XCTAssertEqual(receipt.kind, .receipt)
         XCTAssertEqual(receipt.messageId, 42)
         XCTAssertEqual(receipt.attempt, 3)
@@ -39,8 +39,8 @@ final class ReceiverCoreTests: XCTestCase {
 
     func testHoldTimeIsClampedToUInt32() {
         var receiver = ReceiverCore()
-        XCTAssertEqual(receiver.receive(text(1), arrivedAt: t0, now: t0 - .seconds(1)).receipt.holdMicros, 0)
-        XCTAssertEqual(receiver.receive(text(2), arrivedAt: t0, now: t0 + .hours(2)).receipt.holdMicros, UInt32.max)
+        XCTAssertEqual(receiver.receive(text(1), arrivedAt: t0, now: t0 - .seconds(1)).receipts.first?.holdMicros, 0)
+        XCTAssertEqual(receiver.receive(text(2), arrivedAt: t0, now: t0 + .hours(2)).receipts.first?.holdMicros, UInt32.max)
     }
 
     func testSeparateSendersHaveSeparateWindows() {
@@ -69,8 +69,8 @@ final class ReceiverSkipTests: XCTestCase {
         XCTAssertEqual(receiver.receive(copy(1, floor: 1), arrivedAt: t0, now: t0).deliver.map(\.seq), [1])
         XCTAssertEqual(receiver.receive(copy(3, floor: 1), arrivedAt: t0, now: t0).deliver, [], "2 might still come")
 
-        XCTAssertEqual(receiver.skip(2, from: "#lobby", stream: 1, now: t0).map(\.seq), [3], "2 was this user's own post")
-        XCTAssertEqual(receiver.skip(5, from: "#lobby", stream: 1, now: t0), [])
+        XCTAssertEqual(receiver.skip(2, from: "#lobby", stream: 1, now: t0).deliver.map(\.seq), [3], "2 was this user's own post")
+        XCTAssertEqual(receiver.skip(5, from: "#lobby", stream: 1, now: t0).deliver, [])
         XCTAssertEqual(receiver.receive(copy(6, floor: 4), arrivedAt: t0, now: t0).deliver, [], "4 might still come")
         XCTAssertEqual(receiver.receive(copy(4, floor: 4), arrivedAt: t0, now: t0).deliver.map(\.seq), [4, 6], "5 skipped in advance")
         XCTAssertEqual(receiver.gapsSkippedByTimeout, 0)

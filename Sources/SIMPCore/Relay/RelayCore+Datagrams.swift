@@ -89,7 +89,7 @@ extension RelayCore {
             output.append(.reject(.missingField, detail: "datagram without toUser or messageId"))
             return tell(session: session, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
         }
-        if let wait = messageRates.admit(user, now: now) {
+        if let wait = messageRates.admit(user, messageId: message.messageId, now: now) {
             output.append(.reject(.messageRateLimited, detail: "\(user)"))
             guard sessions.admitThrottleNotice(forSession: session, now: now) else { return }
             return tell(session: session, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)

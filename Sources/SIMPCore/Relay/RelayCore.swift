@@ -82,7 +82,7 @@ public struct RelayCore: Sendable {
     var routes: RouteTable
     var inbox: InboxCore
     var presence = PresenceCore()
-    var messageRates: RateLimiter<String>
+    var messageRates: MessageRateLimiter<String>
     var timers: RelayTimers
 
     /// A core with `entropy` as its only source of randomness (`.system` in production).
@@ -100,7 +100,7 @@ public struct RelayCore: Sendable {
             cacheTTL: configuration.routeCacheTTL, unknownUserCacheTTL: configuration.unknownUserCacheTTL,
             maxAwaitingLookup: configuration.maxDatagramsAwaitingLookup)
         self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
-        self.messageRates = RateLimiter(configuration.messageLimit)
+        self.messageRates = MessageRateLimiter(configuration.messageLimit)
         self.timers = RelayTimers(configuration: configuration, now: now)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -51,6 +52,8 @@ final class RealWorld: @unchecked Sendable {
     private let seed: UInt64
     private let options: LabOptions
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// The relay's own loop, so that `pauseRelay` can stop it without stopping the clients.
+    private let relayGroup: MultiThreadedEventLoopGroup
     private let redis: LocalRedisServer
     private var relay: BackgroundRelay
     private let relayConfiguration: RelayConfiguration
@@ -66,8 +69,9 @@ final class RealWorld: @unchecked Sendable {
 
     private init(
         scenario: Scenario, seed: UInt64, options: LabOptions, redis: LocalRedisServer, relay: BackgroundRelay,
-        configuration: RelayConfiguration
+        relayGroup: MultiThreadedEventLoopGroup, configuration: RelayConfiguration
     ) {
+        self.relayGroup = relayGroup
         self.scenario = scenario
         self.seed = seed
         self.options = options
@@ -89,11 +93,17 @@ final class RealWorld: @unchecked Sendable {
         configuration.logger = quietLogger("lab.relay")
         configuration.allowLoad(ofClients: scenario.workload.senders + scenario.workload.receivers)
         let relay: BackgroundRelay
-        do { relay = try await BackgroundRelay.start(configuration: configuration) } catch { await redis.stop(); throw error }
+        let relayGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do { relay = try await BackgroundRelay.start(configuration: configuration, group: relayGroup) } catch {
+            await redis.stop()
+            try? await relayGroup.shutdownGracefully()
+            throw error
+        }
         // A restarted relay must come back on the same ports.
         configuration.port = relay.controlAddress!.port!
         configuration.udpPort = relay.datagramAddress!.port!
-        let world = RealWorld(scenario: scenario, seed: seed, options: options, redis: redis, relay: relay, configuration: configuration)
+        let world = RealWorld(scenario: scenario, seed: seed, options: options, redis: redis, relay: relay, relayGroup: relayGroup,
+                              configuration: configuration)
         do { try await world.connectClients() } catch {
             await world.stop()
             throw error
@@ -168,7 +178,8 @@ final class RealWorld: @unchecked Sendable {
         let ended: RunEnd = recorder.withLockedValue { $0.unresolved } == 0 ? .settled : .wallTimeLimit
         try await Task.sleep(nanoseconds: UInt64(RealRun.linger.nanoseconds))
         sampler.cancel()
-        let counters = try await senderCounters()
+        var counters = try await senderCounters()
+        counters.rateLimited = (try? await relay.statistics().rejected[.messageRateLimited]) ?? 0
         recordRetransmissions(upTo: counters.retransmits, at: NIODeadline.now() - start)
         let duration = lastProgress.withLockedValue { $0 } - start
         var run = recorder.withLockedValue {
@@ -277,13 +288,17 @@ final class RealWorld: @unchecked Sendable {
         case .restartRelay:
             await relay.shutdown()
             try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
-            relay = try await BackgroundRelay.start(configuration: relayConfiguration)
+            relay = try await BackgroundRelay.start(configuration: relayConfiguration, group: relayGroup)
         case .restartRedis:
             await redis.stop()
             try await Task.sleep(nanoseconds: UInt64(fault.downtime.nanoseconds))
             try await redis.relaunch()
         case .natRebind:
             for participant in participants where fault.applies(toSender: participant.isSender) { try await participant.path.rebind() }
+        case .pauseRelay:
+            // The relay's only thread does nothing else meanwhile; the kernel queues its input.
+            let pause = UInt32(fault.downtime.nanoseconds / 1000)
+            relayGroup.next().execute { usleep(pause) }
         }
     }
 
@@ -297,6 +312,7 @@ final class RealWorld: @unchecked Sendable {
         await relay.shutdown()
         await redis.stop()
         try? await group.shutdownGracefully()
+        try? await relayGroup.shutdownGracefully()
     }
 
     private static func sleep(until deadline: NIODeadline) async throws {

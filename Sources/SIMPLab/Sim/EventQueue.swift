@@ -78,11 +78,23 @@ final class SimLink {
     /// When the workload started (blackouts are relative to it); nil before.
     private let workloadStart: () -> TimeAmount?
     private var releaseScheduled: TimeAmount?
+    /// While the far end is paused: when packets start travelling again.
+    private let heldUntil: () -> TimeAmount?
 
-    init(conditions: LinkConditions, random: SeededRandom, queue: EventQueue, workloadStart: @escaping () -> TimeAmount?) {
+    init(
+        conditions: LinkConditions, random: SeededRandom, queue: EventQueue, heldUntil: @escaping () -> TimeAmount? = { nil },
+        workloadStart: @escaping () -> TimeAmount?
+    ) {
         self.model = ImpairedLink(conditions: conditions, random: random)
         self.queue = queue
+        self.heldUntil = heldUntil
         self.workloadStart = workloadStart
+    }
+
+    /// The delay of a packet that the model delays by `after`, counted from the end of a pause.
+    private func delay(_ after: TimeAmount) -> TimeAmount {
+        guard let until = heldUntil() else { return after }
+        return until - queue.now + after
     }
 
     var conditions: LinkConditions { model.conditions }
@@ -99,14 +111,14 @@ final class SimLink {
     /// Sends a datagram; `arrive` is called for each copy that gets through.
     func send(_ bytes: ByteBuffer, arrive: @escaping (ByteBuffer) -> Void) {
         for delivery in model.send(bytes, at: elapsed) {
-            queue.schedule(after: delivery.after) { arrive(delivery.packet) }
+            queue.schedule(after: delay(delivery.after)) { arrive(delivery.packet) }
         }
         scheduleRelease(arrive)
     }
 
     /// Sends a TCP segment; `arrive` is called if it gets through.
     func sendSegment(arrive: @escaping () -> Void) {
-        if let delay = model.segment(at: elapsed) { queue.schedule(after: delay, arrive) }
+        if let travel = model.segment(at: elapsed) { queue.schedule(after: delay(travel), arrive) }
     }
 
     /// The mean one-way delay, for a TCP connection's first RTT estimate.

@@ -167,9 +167,9 @@ final class SimClient {
     }
 
     private func carryOut(_ output: ClientSession.Output) {
+        deliver(output.delivered) // first: the receipts below say the application has them
         output.datagrams.forEach(sendDatagram)
         output.controlFrames.forEach { control?.up.send($0) }
-        deliver(output.delivered)
         output.outcomes.forEach(report)
         output.notices.forEach(follow)
         if session.sender.retransmits > retransmitsRecorded {
@@ -236,7 +236,9 @@ final class SimClient {
 extension DeliveryFailure {
     /// Transmissions made before giving up, when known.
     var attempts: Int? {
-        if case .timedOut(let attempts) = self { return attempts }
-        return nil
+        switch self {
+        case .timedOut(let attempts), .expired(_, let attempts): return attempts
+        default: return nil
+        }
     }
 }

@@ -51,6 +51,9 @@ final class SimWorld {
     private var submitted = 0
     private var lastProgress: TimeAmount = .zero
     private(set) var finishedAt: TimeAmount?
+    /// While the relay is paused (`Fault.Kind.pauseRelay`): when it goes on. Every packet sent
+    /// meanwhile, either way, travels only from then on.
+    private var relayPausedUntil: TimeAmount?
     /// The workload starts without the clients that did not connect within this time.
     static let connectGrace = TimeAmount.seconds(30)
 
@@ -71,7 +74,8 @@ final class SimWorld {
         var stream: UInt64 = 0
         func link(_ conditions: LinkConditions) -> SimLink {
             stream += 1
-            return SimLink(conditions: conditions, random: SeededRandom(seed: seed, stream: stream), queue: queue) { [unowned self] in
+            return SimLink(conditions: conditions, random: SeededRandom(seed: seed, stream: stream), queue: queue,
+                           heldUntil: { [unowned self] in relayPausedUntil.flatMap { $0 > queue.now ? $0 : nil } }) { [unowned self] in
                 workloadStart
             }
         }
@@ -95,6 +99,7 @@ final class SimWorld {
             counters.spuriousRetransmits += client.sender.spuriousRetransmits
             counters.extraCopies += client.sender.extraCopiesSent
         }
+        counters.rateLimited = relay.rejected[.messageRateLimited] ?? 0
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
         return recorder.run(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,
                             endedAt: elapsed)
@@ -191,6 +196,8 @@ final class SimWorld {
             relay.restartRedis(downtime: fault.downtime)
         case .natRebind:
             for client in clients where fault.applies(toSender: client.isSender) { client.rebind() }
+        case .pauseRelay:
+            relayPausedUntil = queue.now + fault.downtime
         }
     }
 }

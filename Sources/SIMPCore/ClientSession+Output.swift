@@ -1,0 +1,44 @@
+import NIOCore
+
+extension ClientSession {
+    /// What the shell must do after a call.
+    public struct Output: Equatable, Sendable {
+        /// Datagrams for the relay's UDP port.
+        public var datagrams: [SIMPMessage] = []
+        /// Frames for the registered control connection.
+        public var controlFrames: [SIMPMessage] = []
+        /// Messages for the application, in order. Hand them over before carrying out the rest
+        /// of the output: `controlFrames` and `datagrams` may hold their receipts, and a
+        /// receipt means the application has the message.
+        public var delivered: [SIMPMessage] = []
+        /// Outcomes of sent messages.
+        public var outcomes: [SenderEvent] = []
+        /// Sent messages still without a receipt after `RetransmitPolicy.delayNoticeAfter`
+        /// (still being sent; their outcome comes later).
+        public var delayed: [DelayedMessage] = []
+        /// News about messages stored for offline receivers (stored, delivered later, discarded),
+        /// room progress and read markers.
+        public var notices: [DeliveryNotice] = []
+        /// News about peers: typing, presence.
+        public var peerEvents: [PeerEvent] = []
+        /// The relay stopped answering: close the control connection (then call `controlLost`).
+        public var closeControl = false
+        /// Connect again after `delay`; this is attempt number `attempt` since the last success.
+        public var reconnect: (attempt: Int, delay: TimeAmount)?
+
+        public init() {}
+
+        public static func == (a: Output, b: Output) -> Bool {
+            a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
+                && a.outcomes == b.outcomes && a.delayed == b.delayed && a.notices == b.notices && a.peerEvents == b.peerEvents
+            && a.closeControl == b.closeControl
+                && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
+        }
+
+        mutating func absorb(_ sender: SenderOutput) {
+            datagrams += sender.transmit
+            outcomes += sender.events
+            delayed += sender.delayed
+        }
+    }
+}

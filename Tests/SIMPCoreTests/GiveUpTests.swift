@@ -1,0 +1,145 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// Give-up is a time, not a count; overflow waits; the application hears of delay, and of
+/// failure only when the time limit passes.
+final class GiveUpTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+
+    private func text(_ content: String = "hi") -> SIMPMessage {
+        SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: content)
+    }
+
+    private func policy(giveUpAfter: TimeAmount = .seconds(120), maxIdSpan: UInt64 = 1024) -> RetransmitPolicy {
+        var policy = RetransmitPolicy()
+        policy.retransmissionCopies = 1
+        policy.giveUpAfter = giveUpAfter
+        policy.maxIdSpan = maxIdSpan
+        return policy
+    }
+
+    /// Polls at every deadline until `end`, collecting events and transmissions.
+    private func run(_ sender: inout ReliableSender, until end: NIODeadline) -> (events: [SenderEvent], sent: Int, delayed: [DelayedMessage]) {
+        var result: (events: [SenderEvent], sent: Int, delayed: [DelayedMessage]) = ([], 0, [])
+        while let deadline = sender.nextDeadline, deadline <= end {
+            let output = sender.poll(now: deadline)
+            result.events += output.events
+            result.sent += output.transmit.count
+            result.delayed += output.delayed
+        }
+        return result
+    }
+
+    func testAMessageIsRetransmittedUntilTheTimeLimitNotACount() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(giveUpAfter: .seconds(120)))
+        let id = sender.submit(text(), now: t0).messageId
+
+        let before = run(&sender, until: t0 + .seconds(119))
+        XCTAssertEqual(before.events, [], "nothing fails before the time limit")
+        XCTAssertGreaterThan(before.sent, 9, "more transmissions than the old count of 9")
+        XCTAssertTrue(sender.isPending(id))
+
+        let after = run(&sender, until: t0 + .seconds(131)) // the first timer after the limit (10 s apart by now)
+        let attempts = 1 + before.sent + after.sent
+        XCTAssertEqual(after.events, [.failed(messageId: id, to: "bob", .expired(after: .seconds(120), attempts: attempts))])
+        XCTAssertEqual(run(&sender, until: t0 + .seconds(3600)).sent, 0, "nothing more")
+    }
+
+    func testTheTimeLimitPassesWhileSuspendedToo() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(giveUpAfter: .seconds(60)))
+        let id = sender.submit(text(), now: t0).messageId
+        sender.suspend()
+
+        XCTAssertEqual(sender.nextDeadline, t0 + .seconds(5), "the delay notice, then the give-up time")
+        let outcome = run(&sender, until: t0 + .seconds(61))
+
+        XCTAssertEqual(outcome.sent, 0, "nothing is sent while suspended")
+        XCTAssertEqual(outcome.delayed.map(\.messageId), [id])
+        XCTAssertEqual(outcome.events, [.failed(messageId: id, to: "bob", .expired(after: .seconds(60), attempts: 1))])
+    }
+
+    func testMessagesBeyondTheWindowWaitInOrderAndDoNotFail() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(maxIdSpan: 2))
+        let ids = (0..<5).map { sender.submit(text("\($0)"), now: t0 + .milliseconds(Int64($0))).messageId }
+        XCTAssertEqual(sender.inFlightCount, 2)
+        XCTAssertEqual(sender.waitingCount, 3)
+
+        let outage = run(&sender, until: t0 + .seconds(100))
+        XCTAssertEqual(outage.events, [], "a long outage fails nothing before the time limit")
+        XCTAssertEqual(outage.delayed.map(\.messageId), ids, "each is reported delayed once, waiting ones included")
+
+        var released: [UInt64] = []
+        for id in ids {
+            var receipt = SIMPMessage(kind: .text, messageId: id, fromUser: "alice", toUser: "bob")
+            receipt.attempt = 1
+            released += sender.handleReceipt(receipt.receipt(holdMicros: 0), now: t0 + .seconds(101)).transmit.map(\.messageId)
+        }
+        XCTAssertEqual(released, Array(ids[2...]), "the waiting ones went out in order as room opened")
+        XCTAssertEqual(run(&sender, until: t0 + .seconds(1000)).events, [])
+    }
+
+    func testAWaitingMessageExpiresToo() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(giveUpAfter: .seconds(30), maxIdSpan: 1))
+        let first = sender.submit(text("a"), now: t0).messageId
+        let second = sender.submit(text("b"), now: t0 + .seconds(1)).messageId
+
+        let events = run(&sender, until: t0 + .seconds(45)).events
+
+        XCTAssertEqual(events, [
+            .failed(messageId: second, to: "bob", .expired(after: .seconds(30), attempts: 0)),
+            .failed(messageId: first, to: "bob", .expired(after: .seconds(30), attempts: events.last.flatMap(Self.attempts) ?? -1)),
+        ], "the waiting one fails at its time; the one in flight when its last transmission goes unanswered")
+    }
+
+    private static func attempts(_ event: SenderEvent) -> Int? {
+        guard case .failed(_, _, .expired(_, let attempts)) = event else { return nil }
+        return attempts
+    }
+
+    func testTheRelayChargesAMessageOnce() {
+        var limiter = MessageRateLimiter<String>(RateLimit(perSecond: 1, burst: 2))
+        XCTAssertNil(limiter.admit("alice", messageId: 100, now: t0))
+        XCTAssertNil(limiter.admit("alice", messageId: 101, now: t0))
+        XCTAssertNotNil(limiter.admit("alice", messageId: 102, now: t0), "a third new message is over the burst")
+        for _ in 0..<50 {
+            XCTAssertNil(limiter.admit("alice", messageId: 100, now: t0), "retransmissions of admitted messages pass")
+            XCTAssertNil(limiter.admit("alice", messageId: 101, now: t0))
+        }
+        XCTAssertNotNil(limiter.admit("alice", messageId: 102, now: t0), "a refused message is charged when it comes again")
+        XCTAssertNil(limiter.admit("alice", messageId: 102, now: t0 + .seconds(1)))
+    }
+}
+
+final class GiveUpWhileDownTests: XCTestCase {
+    private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+
+    func testAMessageSentWhileThePathWorkedIsAskedOnceMoreAfterTheReconnectBeforeItFails() {
+        var policy = RetransmitPolicy()
+        policy.giveUpAfter = .seconds(60)
+        var sender = ReliableSender(firstMessageId: 1, policy: policy)
+        var first = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "a"), now: t0).output.transmit[0]
+        first.attempt = 1
+        _ = sender.handleReceipt(first.receipt(holdMicros: 0), now: t0 + .milliseconds(40)) // the path works
+        let reached = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "b"), now: t0 + .milliseconds(50))
+        let never = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob", content: "c"), now: t0 + .seconds(5))
+        sender.suspend() // the path broke: b's receipt, if any, was lost
+
+        var down: [SenderEvent] = []
+        while let deadline = sender.nextDeadline, deadline <= t0 + .seconds(90) { down += sender.poll(now: deadline).events }
+        XCTAssertEqual(down.map(Self.id), [never.messageId], "c was sent after the path broke: it fails at its time")
+
+        let resumed = sender.resume(now: t0 + .seconds(90))
+        XCTAssertEqual(resumed.transmit.map(\.content), ["b"], "b is asked once more")
+        var receipt = resumed.transmit[0]
+        receipt.fromUser = "alice"
+        XCTAssertEqual(sender.handleReceipt(receipt.receipt(holdMicros: 0), now: t0 + .seconds(90) + .milliseconds(40)).events.map(Self.id),
+                       [reached.messageId], "and it was delivered after all")
+    }
+
+    private static func id(_ event: SenderEvent) -> UInt64 {
+        switch event {
+        case .delivered(let id, _, _, _), .failed(let id, _, _): return id
+        }
+    }
+}
