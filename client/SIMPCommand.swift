@@ -168,7 +168,7 @@ struct Send: AsyncParsableCommand {
         case .stored where room != nil:
             return (prefix + "posted to \(to); members get it now, or when they connect", nil)
         case .stored:
-            return (prefix + "stored: \(to) is offline; the relay delivers it when \(to) connects", nil)
+            return (prefix + "stored: the relay holds it for \(to) and delivers it to each of \(to)'s devices as it connects", nil)
         }
     }
 }

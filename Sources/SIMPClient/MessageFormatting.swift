@@ -42,7 +42,7 @@ public enum MessageFormatting {
     public static func outcomeText(_ result: SendResult) -> String {
         switch result {
         case .delivered(_, let latency, _): return String(format: "delivered in %.1f ms", Double(latency.nanoseconds) / 1_000_000)
-        case .stored: return "stored (the receiver is offline; the relay delivers it later)"
+        case .stored: return "stored (the relay holds it and delivers it to each of the receiver's devices)"
         case .failed(_, let failure): return "not delivered: \(failure)"
         case .connectionLost: return "connection lost before the receipt; still in the outbox"
         }
