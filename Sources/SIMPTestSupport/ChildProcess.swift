@@ -9,6 +9,14 @@ public final class ChildProcess: @unchecked Sendable {
     private let stderrURL: URL
     private let exit = NIOLockedValueBox<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
+    /// The `$SIMP_HOME` of children whose test does not choose one (and when the test run has
+    /// none): one temporary directory per test run, so tests never write into the user's `~/.simp`.
+    private static let sharedHome: String = {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-test-home-\(getpid())")
+        try? FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        return home.path
+    }()
+
     /// Starts `executable` (a product name) with `arguments`, with `environment` added to
     /// this process's. Stdin is `standardInput` (default: the null device). With a `terminal`
     /// (a pseudo-terminal's child side) stdin, stdout and stderr are that terminal instead.
@@ -22,7 +30,8 @@ public final class ChildProcess: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = try Self.locate(executable)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.environment = ProcessInfo.processInfo.environment.merging(["SIMP_HOME": Self.sharedHome]) { existing, _ in existing }
+            .merging(environment) { $1 }
         process.standardInput = terminal ?? standardInput ?? FileHandle.nullDevice
         process.standardOutput = try terminal ?? FileHandle(forWritingTo: stdoutURL)
         process.standardError = try terminal ?? FileHandle(forWritingTo: stderrURL)
