@@ -39,6 +39,12 @@ extension ChatSession {
         case .discarded(let id, _, _, let reason):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             return resolved(ref: ref, .failed(reason))
+        case .delayed(_, let to, let waited):
+            // Once per slow spell (until a message is settled again), not once per message.
+            guard !slowSpellReported else { return [] }
+            slowSpellReported = true
+            notice("no receipt from \(to) for \(waited / 1000) s; still trying (the relay or the link is slow)", .warning)
+            return []
         }
     }
 
@@ -63,7 +69,8 @@ extension ChatSession {
 
     /// The outcome of message `ref` is known.
     public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
-        update(ref: ref, status).effects
+        slowSpellReported = false
+        return update(ref: ref, status).effects
     }
 
     /// The reader has seen the user's messages up to `upTo`. Marks on screen turn ✓✓ read in

@@ -50,6 +50,8 @@ public struct ChatSession: Sendable {
     var draining = false
     /// `/quit` already said that undelivered messages stay in the outbox: the next one leaves.
     var quitWarned = false
+    /// Whether the chat already said that messages wait for receipts (reset once one settles).
+    var slowSpellReported = false
     var hasConnected = false
     var output = ""
     let clock: ChatClock

@@ -42,6 +42,9 @@ public final class SIMPClient: @unchecked Sendable {
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
         (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))
         engine.onNotice = { [noticesContinuation] in noticesContinuation.yield($0) }
+        engine.onDelay = { [noticesContinuation] delayed in
+            noticesContinuation.yield(.delayed(messageId: delayed.messageId, to: delayed.to, waitedMillis: delayed.waited.nanoseconds / 1_000_000))
+        }
         (peerEventStream, peerEventsContinuation) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .bufferingNewest(1024))
         engine.onPeerEvent = { [peerEventsContinuation] in peerEventsContinuation.yield($0) }
     }

@@ -67,6 +67,9 @@ public enum DeliveryNotice: Equatable, Sendable {
     case roomProgress(messageId: UInt64, room: String, delivered: Int, of: Int)
     /// `by` has seen every message this user sent it up to id `upTo`.
     case read(upTo: UInt64, by: String)
+    /// A message still has no receipt after `waitedMillis`: it is being retransmitted (not failed;
+    /// the sender gives up only at its time limit, docs/PROTOCOL.md §6.2).
+    case delayed(messageId: UInt64, to: String, waitedMillis: Int64)
 }
 
 /// News about other users that is not about a message of this user's.

@@ -130,4 +130,23 @@ extension ChatSessionTests {
         XCTAssertEqual(terminal.transcript.suffix(2).first, "-- nobody: no such user")
         for line in ChatCommand.helpLines { XCTAssertLessThanOrEqual(DisplayWidth.of(line), 80, line) }
     }
+
+    /// Story 6 of issue 17: a slow relay is news once per slow spell, not a line per message,
+    /// and the messages keep their pending mark (not failed).
+    func testMessagesWaitingForReceiptsAreReportedOncePerSlowSpell() {
+        start(peer: "dave")
+        for number in 1...3 {
+            guard case .send(let ref, _)? = type("wait \(number)\r").first else { return XCTFail("not sent") }
+            _ = session.submitted(ref: ref, messageId: UInt64(number))
+        }
+        for number in 1...3 { _ = session.noticed(.delayed(messageId: UInt64(number), to: "dave", waitedMillis: 5_000)) }
+        refresh()
+        let slow = terminal.transcript.filter { $0.contains("no receipt from dave for 5 s; still trying") }
+        XCTAssertEqual(slow.count, 1, "\(terminal.transcript)")
+        XCTAssertFalse(terminal.transcript.contains { $0.contains("✗") }, "delayed, not failed")
+        _ = session.resolved(ref: 0, .delivered(latencyMillis: 6_000))
+        _ = session.noticed(.delayed(messageId: 2, to: "dave", waitedMillis: 10_000))
+        refresh()
+        XCTAssertEqual(terminal.transcript.filter { $0.contains("no receipt from dave") }.count, 2, "a new spell after one settled")
+    }
 }
