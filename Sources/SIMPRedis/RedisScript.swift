@@ -3,10 +3,12 @@ import NIOCore
 
 /// A Lua script run by `EVALSHA` (the source crosses the network once per server, not per call).
 ///
-/// When a server answers `NOSCRIPT` (it restarted, failed over, or never saw the script), the
-/// call is sent again as `SCRIPT LOAD` followed by `EVALSHA`, in one round trip; on Redis Cluster
-/// both go to the node owning the call's first key (`RedisClusterClient` routes a keyless command
-/// with the keyed command after it).
+/// When a server answers `NOSCRIPT` (it restarted, failed over, was flushed, or never saw the
+/// script), the call is sent again as `EVAL` with the source, in one more round trip; `EVAL`
+/// also caches the script there, so later calls go by `EVALSHA` again. `EVAL` carries the
+/// call's keys, so on Redis Cluster it is routed, redirected (`MOVED`/`ASK`) and retried like
+/// any keyed command and loads the script on the very node that runs the call; a separate
+/// keyless `SCRIPT LOAD` could land on another node.
 public struct RedisScript: Sendable, Hashable {
     public let source: String
     /// The SHA-1 of the source in hex, as `SCRIPT LOAD` answers it.
@@ -37,24 +39,27 @@ public struct RedisScript: Sendable, Hashable {
         ["EVALSHA", sha1, String(call.keys.count)] + call.keys + call.arguments
     }
 
+    /// The `EVAL` command for `call` (sends the source; used after `NOSCRIPT`).
+    public func evalCommand(_ call: Call) -> [String] {
+        ["EVAL", source, String(call.keys.count)] + call.keys + call.arguments
+    }
+
     /// Runs the script once.
     public func run(_ call: Call, on redis: any RedisCommands, eventLoop: EventLoop) -> EventLoopFuture<RedisValue> {
         run([call], on: redis, eventLoop: eventLoop).map { $0[0] }
     }
 
-    /// Runs several calls in one pipeline; replies in order. Calls answered `NOSCRIPT` are sent
-    /// again behind a `SCRIPT LOAD`.
-    public func run(_ calls: [Call], on redis: any RedisCommands, eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
-        redis.pipeline(calls.map(command), on: eventLoop).flatMap { replies in
-            let missing = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
+    /// Runs several calls in one pipeline, after `commands` (other commands sent in the same
+    /// round trip); replies in order, those of `commands` first. Calls answered `NOSCRIPT` are
+    /// sent again as `EVAL`.
+    public func run(_ calls: [Call], after commands: [[String]] = [], on redis: any RedisCommands,
+                    eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
+        redis.pipeline(commands + calls.map(command), on: eventLoop).flatMap { replies in
+            let missing = calls.indices.filter { replies[commands.count + $0].errorMessage?.hasPrefix("NOSCRIPT") == true }
             guard !missing.isEmpty else { return eventLoop.makeSucceededFuture(replies) }
-            let retried = missing.flatMap { [["SCRIPT", "LOAD", source], command(calls[$0])] }
-            return redis.pipeline(retried, on: eventLoop).map { again in
+            return redis.pipeline(missing.map { evalCommand(calls[$0]) }, on: eventLoop).map { again in
                 var replies = replies
-                for (position, index) in missing.enumerated() {
-                    let load = again[2 * position]
-                    replies[index] = load.errorMessage != nil ? load : again[2 * position + 1]
-                }
+                for (index, reply) in zip(missing, again) { replies[commands.count + index] = reply }
                 return replies
             }
         }

@@ -43,7 +43,7 @@ public struct InboxStore: Sendable {
     // Stores into every known device's inbox (or the one without device). Returns
     // {duplicate everywhere (0/1), discarded...} where each discarded entry is prefixed F (cap)
     // or E (TTL).
-    private static let storeScript = """
+    private static let storeScript = RedisScript("""
         local devices = redis.call('HKEYS', KEYS[1])
         local targets = {}
         if #devices == 0 then targets = {{KEYS[2], KEYS[3]}} end
@@ -73,25 +73,25 @@ public struct InboxStore: Sendable {
           end
         end
         return out
-        """
-    private static let removeScript = """
+        """)
+    private static let removeScript = RedisScript("""
         redis.call('SREM', KEYS[2], ARGV[2])
         return redis.call('LREM', KEYS[1], 1, ARGV[1])
-        """
+        """)
     // KEYS: list and ids without device, list and ids of the device. The entries go in front
     // of the device's (they are older).
-    private static let adoptScript = """
+    private static let adoptScript = RedisScript("""
         local items = redis.call('LRANGE', KEYS[1], 0, -1)
         for i = #items, 1, -1 do redis.call('LPUSH', KEYS[3], items[i]) end
         if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('SUNIONSTORE', KEYS[4], KEYS[4], KEYS[2]) end
         redis.call('DEL', KEYS[1], KEYS[2])
         return #items
-        """
+        """)
 
     /// `user`'s first device `device` takes what was stored before the user had one.
     public func adopt(user: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        redis.command(["EVAL", Self.adoptScript, "4", Self.inboxKey(user), Self.idsKey(user), Self.inboxKey(user, device: device),
-                       Self.idsKey(user, device: device)], on: eventLoop)
+        Self.adoptScript.run(.init(keys: [Self.inboxKey(user), Self.idsKey(user), Self.inboxKey(user, device: device),
+                                          Self.idsKey(user, device: device)]), on: redis, eventLoop: eventLoop)
             .flatMapThrowing { reply in try Registry.check([reply]) }
     }
 
@@ -107,9 +107,11 @@ public struct InboxStore: Sendable {
     /// the same atomic step.
     public func store(_ entry: InboxEntry, for user: String, wallNow: Int64, on eventLoop: EventLoop) -> EventLoopFuture<InboxStoreResult> {
         let cutoff = wallNow - Int64(ttlSeconds) * 1000
-        return redis.command(
-            ["EVAL", Self.storeScript, "3", Registry.devicesKey(user), Self.inboxKey(user), Self.idsKey(user), entry.dedupeKey, entry.text,
-             String(maxMessages), String(keyTTLSeconds), String(cutoff), Self.inboxKey(user, device: ""), Self.idsKey(user, device: "")], on: eventLoop
+        return Self.storeScript.run(
+            .init(keys: [Registry.devicesKey(user), Self.inboxKey(user), Self.idsKey(user)],
+                  arguments: [entry.dedupeKey, entry.text, String(maxMessages), String(keyTTLSeconds), String(cutoff),
+                              Self.inboxKey(user, device: ""), Self.idsKey(user, device: "")]),
+            on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError(message) }
             guard let items = reply.array, let duplicate = items.first?.integer else { throw RedisError("unexpected inbox reply \(reply)") }
@@ -133,8 +135,8 @@ public struct InboxStore: Sendable {
 
     /// Removes exactly `entry` from the inbox of `user`'s `device`.
     public func remove(_ entry: InboxEntry, for user: String, device: String?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        redis.command(["EVAL", Self.removeScript, "2", Self.inboxKey(user, device: device), Self.idsKey(user, device: device),
-                       entry.text, entry.dedupeKey], on: eventLoop)
+        Self.removeScript.run(.init(keys: [Self.inboxKey(user, device: device), Self.idsKey(user, device: device)],
+                                    arguments: [entry.text, entry.dedupeKey]), on: redis, eventLoop: eventLoop)
             .flatMapThrowing { reply in
                 if case .error(let message) = reply { throw RedisError(message) }
             }

@@ -27,23 +27,24 @@ public struct PresenceStore: Sendable {
 
     // KEYS: presence, rooms (one user's slot). ARGV: state, now, TTL. Returns the user's rooms,
     // whose member sets (other slots on a cluster) are read after it.
-    private static let recordScript = """
+    private static let recordScript = RedisScript("""
         redis.call('HSET', KEYS[1], 'state', ARGV[1], 'lastSeen', ARGV[2])
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         return redis.call('SMEMBERS', KEYS[2])
-        """
+        """)
     // KEYS: presence. ARGV: now, TTL. Extends an online record (re-creating a lost one).
-    private static let refreshScript = """
+    private static let refreshScript = RedisScript("""
         redis.call('HSET', KEYS[1], 'state', 'online', 'lastSeen', ARGV[1])
         return redis.call('EXPIRE', KEYS[1], ARGV[2])
-        """
+        """)
 
     /// Records `user` as online or offline now; returns the members of the user's rooms (read
     /// in a second round trip, one command per room, when the user is in any).
     public func record(user: String, online: Bool, now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<[String]> {
-        redis.command(
-            ["EVAL", Self.recordScript, "2", Self.presenceKey(user), Self.roomsKey(user), online ? "online" : "offline",
-             String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)], on: eventLoop
+        Self.recordScript.run(
+            .init(keys: [Self.presenceKey(user), Self.roomsKey(user)],
+                  arguments: [online ? "online" : "offline", String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)]),
+            on: redis, eventLoop: eventLoop
         ).flatMap { [redis] reply in
             if case .error(let message) = reply { return eventLoop.makeFailedFuture(RedisError(message)) }
             let rooms = (reply.array ?? []).compactMap(\.string)
@@ -58,8 +59,8 @@ public struct PresenceStore: Sendable {
     /// Keeps the presence of `users` (connected here) online for another TTL.
     public func refresh(_ users: [String], now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         guard !users.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
-        return redis.pipeline(users.map { ["EVAL", Self.refreshScript, "1", Self.presenceKey($0), String(now), String(onlineTTLSeconds)] },
-                              on: eventLoop).map { _ in }
+        let calls = users.map { RedisScript.Call(keys: [Self.presenceKey($0)], arguments: [String(now), String(onlineTTLSeconds)]) }
+        return Self.refreshScript.run(calls, on: redis, eventLoop: eventLoop).map { _ in }
     }
 
     /// The presence of `users` (absent: offline, last seen when they last registered, or never).

@@ -56,7 +56,7 @@ public struct Registry: Sendable {
     // KEYS: user hash, devices hash. ARGV: token, value, device, receives (1/0), ttl ms, now ms,
     // forget devices registered before (ms), this relay, addr, since.
     // Returns {known devices, sessions elsewhere (0/1), first device (0/1), forgotten devices...}.
-    private static let registerScript = """
+    private static let registerScript = RedisScript("""
         local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
         local forgotten = {}
         local first = 0
@@ -89,12 +89,12 @@ public struct Registry: Sendable {
         local out = {redis.call('HLEN', KEYS[2]), elsewhere, first}
         for _, d in ipairs(forgotten) do table.insert(out, d) end
         return out
-        """
+        """)
 
     // KEYS: user hash. ARGV: token, value, device, receives, ttl ms, now ms, addr, relay.
     // Only the session that wrote a registration may refresh it: it is re-created if Redis lost
     // it, unless the device has a newer session or an operator ended the user's sessions.
-    private static let refreshScript = """
+    private static let refreshScript = RedisScript("""
         local token, device = ARGV[1], ARGV[3]
         local top = redis.call('HGET', KEYS[1], 'session')
         if top == '\(RelayCore.sessionEndedByOperator)' then return 0 end
@@ -122,14 +122,14 @@ public struct Registry: Sendable {
           end
         end
         return redis.call('PEXPIRE', KEYS[1], ARGV[5])
-        """
+        """)
     // KEYS: user hash. ARGV: token, device.
-    private static let unregisterScript = """
+    private static let unregisterScript = RedisScript("""
         redis.call('HDEL', KEYS[1], 's:' .. ARGV[1])
         if redis.call('HGET', KEYS[1], 'd:' .. ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], 'd:' .. ARGV[2]) end
         if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('HDEL', KEYS[1], 'session', 'addr', 'relay', 'since') end
         return 1
-        """
+        """)
 
     /// What a registration told about the user.
     public struct Registered: Sendable, Equatable {
@@ -149,16 +149,16 @@ public struct Registry: Sendable {
     public func register(_ registration: Registration, on eventLoop: EventLoop) -> EventLoopFuture<Registered> {
         let now = WallClock.millisecondsSinceEpoch()
         let value = Self.value(of: registration, expiresAt: now + Int64(ttlSeconds) * 1000, since: now)
-        return redis.pipeline([
-            ["EVAL", Self.registerScript, "2", Self.userKey(registration.user), Self.devicesKey(registration.user),
-             registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000), String(now),
-             String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId, AddressText.format(registration.route.address) ?? "",
-             String(now)],
-            ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)],
-        ], on: eventLoop).flatMapThrowing { replies in
+        let call = RedisScript.Call(
+            keys: [Self.userKey(registration.user), Self.devicesKey(registration.user)],
+            arguments: [registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000),
+                        String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
+                        AddressText.format(registration.route.address) ?? "", String(now)])
+        let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
+        return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Self.check(replies)
-            guard let items = replies[0].array, items.count >= 3, let known = items[0].integer else {
-                throw RedisError("unexpected register reply \(replies[0])")
+            guard let items = replies[1].array, items.count >= 3, let known = items[0].integer else {
+                throw RedisError("unexpected register reply \(replies[1])")
             }
             return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, firstDevice: items[2].integer == 1,
                               forgotten: items.dropFirst(3).compactMap(\.string))
@@ -171,17 +171,18 @@ public struct Registry: Sendable {
     public func refresh(_ registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         guard !registrations.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
         let now = WallClock.millisecondsSinceEpoch()
-        let commands = registrations.map { entry in
-            ["EVAL", Self.refreshScript, "1", Self.userKey(entry.user), entry.session,
-             Self.value(of: entry, expiresAt: now + Int64(ttlSeconds) * 1000, since: now), entry.device, entry.receives ? "1" : "0",
-             String(ttlSeconds * 1000), String(now), AddressText.format(entry.route.address) ?? "", entry.route.relayId]
+        let calls = registrations.map { entry in
+            RedisScript.Call(keys: [Self.userKey(entry.user)],
+                             arguments: [entry.session, Self.value(of: entry, expiresAt: now + Int64(ttlSeconds) * 1000, since: now),
+                                         entry.device, entry.receives ? "1" : "0", String(ttlSeconds * 1000), String(now),
+                                         AddressText.format(entry.route.address) ?? "", entry.route.relayId])
         }
-        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
+        return Self.refreshScript.run(calls, on: redis, eventLoop: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
 
     /// Removes session `session` of `user`'s device `device`.
     public func unregister(user: String, session: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        redis.command(["EVAL", Self.unregisterScript, "1", Self.userKey(user), session, device], on: eventLoop)
+        Self.unregisterScript.run(.init(keys: [Self.userKey(user)], arguments: [session, device]), on: redis, eventLoop: eventLoop)
             .flatMapThrowing { reply in try Self.check([reply]) }
     }
 
@@ -239,10 +240,8 @@ public struct Registry: Sendable {
 
     /// Removes relay `relayId`'s liveness record and every registration in `registrations`.
     public func withdraw(relayId: String, registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        let commands = [["DEL", Self.relayKey(relayId)]] + registrations.map {
-            ["EVAL", Self.unregisterScript, "1", Self.userKey($0.user), $0.session, $0.device]
-        }
-        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
+        let calls = registrations.map { RedisScript.Call(keys: [Self.userKey($0.user)], arguments: [$0.session, $0.device]) }
+        return Self.unregisterScript.run(calls, after: [["DEL", Self.relayKey(relayId)]], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
 
     static func check(_ replies: [RedisValue]) throws {

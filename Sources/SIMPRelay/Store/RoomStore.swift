@@ -32,7 +32,7 @@ public struct RoomStore: Sendable {
 
     // KEYS: members, seq, posted. ARGV: author, posted field, TTL.
     // Returns {-1} for a non-member, else {seq, duplicate (0/1), members}.
-    private static let postScript = """
+    private static let postScript = RedisScript("""
         if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return {-1} end
         local seq = redis.call('HGET', KEYS[3], ARGV[2])
         local duplicate = 1
@@ -43,16 +43,16 @@ public struct RoomStore: Sendable {
         end
         redis.call('EXPIRE', KEYS[3], ARGV[3])
         return {tonumber(seq), duplicate, redis.call('SMEMBERS', KEYS[1])}
-        """
-    private static let membersScript = """
+        """)
+    private static let membersScript = RedisScript("""
         if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
         return redis.call('SMEMBERS', KEYS[1])
-        """
-    private static let countScript = """
+        """)
+    private static let countScript = RedisScript("""
         redis.call('SADD', KEYS[1], ARGV[1])
         redis.call('EXPIRE', KEYS[1], ARGV[2])
         return redis.call('SCARD', KEYS[1])
-        """
+        """)
 
     /// Carries out a join (the room is created by its first member), leave or member list.
     public func answer(_ request: RoomRequest, on eventLoop: EventLoop) -> EventLoopFuture<RoomAnswer> {
@@ -71,7 +71,7 @@ public struct RoomStore: Sendable {
                 return .members([])
             }
         case .members:
-            return redis.command(["EVAL", Self.membersScript, "1", key, request.user], on: eventLoop).flatMapThrowing { reply in
+            return Self.membersScript.run(.init(keys: [key], arguments: [request.user]), on: redis, eventLoop: eventLoop).flatMapThrowing { reply in
                 if case .error(let message) = reply { throw RedisError(message) }
                 guard let members = reply.array else { return .notAMember }
                 return .members(members.compactMap(\.string))
@@ -81,9 +81,10 @@ public struct RoomStore: Sendable {
 
     /// Numbers `message` (a post by `message.fromUser`) in `room` if the author is a member.
     public func post(_ message: SIMPMessage, to room: String, on eventLoop: EventLoop) -> EventLoopFuture<RoomPostResult> {
-        redis.command(
-            ["EVAL", Self.postScript, "3", Self.membersKey(room), Self.seqKey(room), Self.postedKey(room),
-             message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)], on: eventLoop
+        Self.postScript.run(
+            .init(keys: [Self.membersKey(room), Self.seqKey(room), Self.postedKey(room)],
+                  arguments: [message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)]),
+            on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             guard let items = reply.array, let first = items.first?.integer else { throw RedisError("unexpected post reply \(reply)") }
             guard first >= 0, items.count == 3, let duplicate = items[1].integer, let members = items[2].array else { return .notAMember }
@@ -93,9 +94,10 @@ public struct RoomStore: Sendable {
 
     /// Records that `member` has room copy `copy`; returns how many members have it.
     public func countDelivery(of copy: SIMPMessage, to member: String, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        redis.command(
-            ["EVAL", Self.countScript, "1", Self.gotKey(copy.room, author: copy.author, messageId: copy.authorMessageId),
-             member, String(postTTLSeconds)], on: eventLoop
+        Self.countScript.run(
+            .init(keys: [Self.gotKey(copy.room, author: copy.author, messageId: copy.authorMessageId)],
+                  arguments: [member, String(postTTLSeconds)]),
+            on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             guard let count = reply.integer else { throw RedisError("unexpected reply \(reply)") }
             return Int(count)
