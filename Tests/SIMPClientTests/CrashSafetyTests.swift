@@ -1,0 +1,249 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPLocalServers
+import SIMPTestSupport
+import XCTest
+
+/// Issue 17's crash-safety bar: a stream of 300 messages from alice to bob while the receiver
+/// (`simp listen`), the relay (`simp-server`) or the sender (`simp send --lines`) is killed
+/// with `kill -9` and started again. bob's printed output over all runs has every message
+/// exactly once, and what the sender was told matches what arrived.
+final class CrashSafetyTests: RelayTestCase {
+    static let total = 300
+    var home: URL!
+    var children: [ChildProcess] = []
+
+    override func setUp() async throws {
+        try await super.setUp()
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-crash-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        for child in children {
+            child.signal(SIGKILL)
+            _ = await child.exitStatus(timeout: 5)
+        }
+        try? FileManager.default.removeItem(at: home)
+        try await super.tearDown()
+    }
+
+    /// Story: bob's `simp listen` is killed after printing 100 of alice's 300 messages and
+    /// started again on the same device.
+    func testKillingTheReceiverMidStreamLosesAndRepeatsNothing() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let server = "127.0.0.1:\(relay.port)"
+        let first = try await startListening(bob, server: server)
+        let sender = try await relay.connectClient(user: alice) { $0.retransmit.maxAttempts = nil }
+        let outcomes = Outcomes()
+        let sending = Task { [total = Self.total] in try await sendPaced(total, from: sender, to: bob, tag: "recv", into: outcomes) }
+
+        let someArrived = await Eventually.holds(within: .seconds(30)) { self.printed(by: [first]).count >= 100 }
+        XCTAssertTrue(someArrived, first.standardError)
+        first.signal(SIGKILL)
+        _ = await first.exitStatus()
+        let beforeKill = printed(by: [first]).count
+        let second = try await startListening(bob, server: server)
+        let texts = try await sending.value
+
+        try await assertEveryMessageOnce(texts, printedBy: [first, second])
+        let settled = await Eventually.holds(within: .seconds(20)) { await outcomes.count == Self.total }
+        let known = await outcomes.count, failed = await outcomes.failed, summary = await outcomes.summary
+        XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
+        XCTAssertEqual(failed, [], "nothing fails when only the receiver restarts")
+        print("crash-safety receiver: first run printed \(beforeKill), second \(printed(by: [second]).count); outcomes \(summary)")
+    }
+
+    /// Story: the relay (`simp-server`, its own process) is killed after bob printed 100 of the
+    /// 300 messages and started again 1 s later on the same ports with the same Redis.
+    func testKillingTheRelayMidStreamLosesNothingAndTheSenderIsToldTheTruth() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let port = try FreePort.tcp(), udpPort = try FreePort.udp()
+        let relayId = "crash-\(UInt32.random(in: .min ... .max))"
+        let arguments = ["--port", String(port), "--udp-port", String(udpPort), "--redis", relay.redis.url.description, "--relay-id", relayId]
+        let relayProcess = try await startServer(arguments)
+        let receiver = try await startListening(bob, server: "127.0.0.1:\(port)")
+        try await relay.addUser(alice)
+        var configuration = TestRelay.clientConfiguration(user: alice, port: port)
+        configuration.retransmit.maxAttempts = nil
+        let sender = SIMPClient(configuration: configuration)
+        try await sender.connect()
+        let outcomes = Outcomes()
+        let sending = Task { [total = Self.total] in try await sendPaced(total, from: sender, to: bob, tag: "relay", into: outcomes) }
+
+        let someArrived = await Eventually.holds(within: .seconds(30)) { self.printed(by: [receiver]).count >= 100 }
+        XCTAssertTrue(someArrived, receiver.standardError)
+        relayProcess.signal(SIGKILL)
+        _ = await relayProcess.exitStatus()
+        let beforeKill = printed(by: [receiver]).count
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let restarted = try await startServer(arguments)
+        let texts = try await sending.value
+
+        try await assertEveryMessageOnce(texts, printedBy: [receiver])
+        let settled = await Eventually.holds(within: .seconds(30)) { await outcomes.count == Self.total }
+        let known = await outcomes.count, summary = await outcomes.summary
+        XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
+        let arrived = Set(printed(by: [receiver]))
+        for (text, outcome) in await outcomes.byText {
+            switch outcome {
+            case .delivered, .stored: XCTAssertTrue(arrived.contains(text), "\(text) reported \(outcome) but never printed")
+            case .failed, .connectionLost: XCTAssertFalse(arrived.contains(text), "\(text) reported \(outcome) but printed")
+            }
+        }
+        print("crash-safety relay: printed \(beforeKill) before the kill; outcomes \(summary)")
+        await sender.close()
+        restarted.signal(SIGTERM)
+        _ = await restarted.exitStatus()
+    }
+
+    /// Story: alice's `simp send --lines` is killed after printing at least half of its 300
+    /// messages as submitted, while bob's receiver is paused (so some are unreceipted), then
+    /// `simp send` runs again on the same device and resends its outbox.
+    func testKillingTheSenderMidStreamLeavesTheRestForTheNextSendOnThatDevice() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let server = "127.0.0.1:\(relay.port)"
+        let receiver = try await startListening(bob, server: server)
+        let environment = try await environment(alice)
+        let input = home.appendingPathComponent("lines.txt")
+        let texts = (1...Self.total).map { "send \($0)" }
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        try (texts.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+        let sendArguments = ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob]
+
+        receiver.signal(SIGSTOP) // no receipts for now: the sender has messages in flight when killed
+        let first = try ChildProcess("simp", sendArguments + ["--lines"], environment: environment,
+                                     standardInput: try FileHandle(forReadingFrom: input))
+        children.append(first)
+        let halfSubmitted = await Eventually.holds(within: .seconds(30)) { Self.submittedIds(first.standardOutput).count >= Self.total / 2 }
+        first.signal(SIGKILL)
+        _ = await first.exitStatus()
+        receiver.signal(SIGCONT)
+        XCTAssertTrue(halfSubmitted, first.standardError)
+        let submitted = Self.submittedIds(first.standardOutput)
+        let leftInOutbox = try Outbox(home: home, user: alice, device: "desk").count
+        XCTAssertGreaterThan(leftInOutbox, 0, "killed with messages unreceipted")
+
+        let started = NIODeadline.now()
+        let second = try ChildProcess("simp", sendArguments + ["after the crash"], environment: environment)
+        children.append(second)
+        // Usually ~1 s; in about 1 run of 4 the receipt of one resent message (the last one the
+        // dead process saved) takes ~30 s, the receiver's ordering hold limit: not yet explained.
+        let status = await second.exitStatus(timeout: 60)
+        let took = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+        XCTAssertEqual(status, 0, second.standardError)
+        XCTAssertTrue(second.standardError.contains("left in the outbox by an earlier simp"), second.standardError)
+        // Submitted but not yet flushed to stdout when killed: in the outbox too, so these may arrive (once).
+        try await assertEveryMessageOnce(Array(texts.prefix(submitted.count)) + ["after the crash"], allowing: texts, printedBy: [receiver])
+        XCTAssertEqual(try Outbox(home: home, user: alice, device: "desk").count, 0, "everything settled leaves the outbox")
+        print("crash-safety sender: \(submitted.count) submitted before the kill, \(leftInOutbox) left in the outbox, "
+              + "the next simp send took \(String(format: "%.1f", took)) s")
+    }
+
+    // MARK: - Helpers
+
+    /// The environment that gives `simp` `user`'s password (the user is created) and the test's `$SIMP_HOME`.
+    func environment(_ user: String) async throws -> [String: String] {
+        try await relay.addUser(user)
+        return [PasswordInput.environmentVariable: TestRelay.password(for: user), "SIMP_HOME": home.path]
+    }
+
+    /// Starts `simp listen` for `user` on device "phone" and waits until it is listening.
+    func startListening(_ user: String, server: String) async throws -> ChildProcess {
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--device", "phone"],
+                                      environment: try await environment(user))
+        children.append(listen)
+        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        XCTAssertTrue(listening, listen.standardError)
+        return listen
+    }
+
+    /// Starts `simp-server` with `arguments` and waits until it listens.
+    func startServer(_ arguments: [String]) async throws -> ChildProcess {
+        let server = try ChildProcess("simp-server", arguments)
+        children.append(server)
+        let listening = await Eventually.holds(within: .seconds(15)) { server.standardError.contains("relay listening") }
+        XCTAssertTrue(listening, server.standardError)
+        return server
+    }
+
+    /// The message texts `simp listen` printed (`[HH:mm:ss] FROM: TEXT`), complete lines only, in order.
+    func printed(by runs: [ChildProcess]) -> [String] {
+        runs.flatMap { run -> [String] in
+            var lines = run.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
+            lines.removeLast() // after the last newline: empty, or a line still being written
+            return lines.compactMap { line in line.range(of: ": ").map { String(line[$0.upperBound...]) } }
+        }
+    }
+
+    /// The ids `simp send` printed as submitted (`message ID to USER`), in order.
+    static func submittedIds(_ output: String) -> [UInt64] {
+        output.split(separator: "\n").compactMap { line in
+            let words = line.split(separator: " ")
+            guard words.count == 4, words[0] == "message", words[2] == "to" else { return nil }
+            return UInt64(words[1])
+        }
+    }
+
+    /// Waits until every one of `texts` was printed, waits a little more for late copies, and
+    /// checks each was printed exactly once, and nothing else was but `allowed` ones, at most once.
+    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
+                                file: StaticString = #filePath, line: UInt = #line) async throws {
+        let all = await Eventually.holds(within: .seconds(40)) { Set(self.printed(by: runs)).isSuperset(of: texts) }
+        try await Task.sleep(nanoseconds: 1_500_000_000) // copies that are still on their way
+        let seen = printed(by: runs)
+        var counts: [String: Int] = [:]
+        for text in seen { counts[text, default: 0] += 1 }
+        let missing = texts.filter { counts[$0] == nil }
+        let repeated = counts.filter { $0.value > 1 }.map(\.key).sorted()
+        let unexpected = Set(seen).subtracting(texts).subtracting(allowed).sorted()
+        let errors = runs.map(\.standardError).joined(separator: "\n---\n")
+        XCTAssertTrue(all, "missing \(missing.count) of \(texts.count): \(missing.prefix(20))\n\(errors)", file: file, line: line)
+        XCTAssertEqual(repeated, [], "printed more than once (\(repeated.count))", file: file, line: line)
+        XCTAssertEqual(unexpected, [], "printed but never sent", file: file, line: line)
+    }
+}
+
+/// What the sender was told about each message, by text.
+actor Outcomes {
+    private(set) var byText: [String: SendResult] = [:]
+
+    func record(_ text: String, _ outcome: SendResult) { byText[text] = outcome }
+
+    var count: Int { byText.count }
+
+    /// The texts whose outcome was a failure (or an unknown fate: the connection was lost).
+    var failed: [String] {
+        byText.filter { if case .delivered = $0.value { return false } else if case .stored = $0.value { return false } else { return true } }
+            .map(\.key).sorted()
+    }
+
+    /// How many of each outcome, e.g. "delivered 290, stored 10".
+    var summary: String {
+        var kinds: [String: Int] = [:]
+        for outcome in byText.values {
+            switch outcome {
+            case .delivered: kinds["delivered", default: 0] += 1
+            case .stored: kinds["stored", default: 0] += 1
+            case .failed: kinds["failed", default: 0] += 1
+            case .connectionLost: kinds["connectionLost", default: 0] += 1
+            }
+        }
+        return kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+}
+
+/// Submits `total` messages "TAG N" to `user`, one every 8 ms, recording each outcome; returns the texts.
+private func sendPaced(_ total: Int, from client: SIMPClient, to user: String, tag: String, into outcomes: Outcomes) async throws -> [String] {
+    var texts: [String] = []
+    for number in 1...total {
+        let text = "\(tag) \(number)"
+        let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: user, content: text))
+        result.whenSuccess { outcome in Task { await outcomes.record(text, outcome) } }
+        texts.append(text)
+        try await Task.sleep(nanoseconds: 8_000_000)
+    }
+    return texts
+}
