@@ -25,6 +25,11 @@ public struct ReceiverCore: Sendable {
             deliver.append(message)
             receipts.append(ReceiverCore.receipt(for: message, arrivedAt: arrivedAt, now: now))
         }
+
+        mutating func append(_ other: Release) {
+            deliver += other.deliver
+            receipts += other.receipts
+        }
     }
 
     /// What to do with one arriving content message.
@@ -138,6 +143,13 @@ public struct ReceiverCore: Sendable {
             let held = streams[key]?.held[message.seq].flatMap { $0.message.messageId == message.messageId ? $0 : nil }
             if held?.receipted ?? true {
                 outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
+            }
+            // A copy of a message the application already has from another stream of its sender
+            // (a newer process resending from the outbox) still takes a place in this stream's
+            // numbering: nothing may wait for that seq.
+            if held == nil, message.stream != 0, message.seq != 0 {
+                if streams[key] == nil { outcome.release.append(startStream(key, firstSeq: max(1, message.floor), now: now)) }
+                outcome.release.append(skip(message.seq, from: message.fromUser, stream: message.stream, now: now))
             }
             return outcome
         }

@@ -146,6 +146,29 @@ final class OrderingTests: XCTestCase {
         XCTAssertEqual(receiver.receive(fromOld, arrivedAt: t0, now: t0).deliver.map(\.content), ["old"])
         XCTAssertEqual(receiver.receive(fromNew, arrivedAt: t0, now: t0).deliver.map(\.content), ["new"])
     }
+
+    /// A newer process of the sender resends from its outbox, on its own stream, a message an
+    /// older process already delivered: the copy is a duplicate, and its seq on the new stream
+    /// must not hold back the messages after it (it held them for the 30 s hold limit).
+    func testADuplicateFromAnotherStreamDoesNotLeaveAGapInItsOwnStream() {
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var receiver = ReceiverCore(receiptsWhenReleased: true)
+        func message(_ id: UInt64, stream: UInt64, seq: UInt64) -> SIMPMessage {
+            var message = SIMPMessage(kind: .text, messageId: id, fromUser: "alice", toUser: "bob", content: "m\(id)")
+            message.stream = stream
+            message.seq = seq
+            message.floor = 1
+            return message
+        }
+        XCTAssertEqual(receiver.receive(message(10, stream: 10, seq: 1), arrivedAt: t0, now: t0).deliver.map(\.messageId), [10])
+        // The newer process (stream 500) resends 10 as its seq 1, then sends its own 500 as seq 2.
+        let copy = receiver.receive(message(10, stream: 500, seq: 1), arrivedAt: t0, now: t0)
+        XCTAssertEqual(copy.verdict, .duplicate)
+        XCTAssertEqual(copy.receipts.map(\.messageId), [10], "receipted again: the sender may have missed the first")
+        let next = receiver.receive(message(500, stream: 500, seq: 2), arrivedAt: t0, now: t0)
+        XCTAssertEqual(next.deliver.map(\.messageId), [500], "not held behind the duplicate's seq")
+        XCTAssertEqual(receiver.heldCount, 0)
+    }
 }
 
 final class OrderingFieldsCodecTests: XCTestCase {
