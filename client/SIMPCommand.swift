@@ -6,7 +6,6 @@ import SIMPChat
 import SIMPClient
 import SIMPCore
 import ServiceLifecycle
-import Synchronization
 
 struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -199,7 +198,9 @@ struct Listen: AsyncParsableCommand {
     func run() async throws {
         // A message is printed before its receipt leaves (a receipt means the application has
         // it: docs/PROTOCOL.md §6.1), and one held behind a gap is receipted only once printed.
-        let printer = LinePrinter(limit: count, format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) })
+        let printer = ListenService.Printer(
+            limit: count, format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
+            printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) })
         let client = try await connection.connect(configure: { configuration in
             configuration.receiptsWhenReleased = true
             configuration.messageHandler = { printer.print($0) }
@@ -229,7 +230,7 @@ struct Listen: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("earlier message \(message.messageId) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
             }
         }
-        let listen = ListenService(client: client, count: count, format: { _ in "" }, printLine: { _ in }) // printed by `printer`
+        let listen = ListenService(client: client, count: count)
         // `--count` ends the listen service normally, which shuts the group down cleanly.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: listen, successTerminationBehavior: .gracefullyShutdownGroup)],
@@ -318,24 +319,3 @@ struct Chat: AsyncParsableCommand {
     }
 }
 
-/// Prints each received message on standard output as it is handed to the application (on the
-/// client's event loop, before its receipt is written), at most `limit` of them.
-final class LinePrinter: Sendable {
-    private let limit: Int?
-    private let format: @Sendable (SIMPMessage) -> String
-    private let printed = Mutex(0)
-
-    init(limit: Int?, format: @escaping @Sendable (SIMPMessage) -> String) {
-        self.limit = limit
-        self.format = format
-    }
-
-    func print(_ message: SIMPMessage) {
-        let admitted = printed.withLock { count -> Bool in
-            if let limit, count >= limit { return false }
-            count += 1
-            return true
-        }
-        if admitted { FileHandle.standardOutput.write(Data((format(message) + "\n").utf8)) }
-    }
-}

@@ -113,11 +113,10 @@ public struct MessageRateLimiter<Key: Hashable & Sendable>: Sendable {
     /// Admits message `messageId` of `key`, or says how long until a new one would be admitted.
     public mutating func admit(_ key: Key, messageId: UInt64, now: NIODeadline) -> TimeAmount? {
         sweep(now: now)
-        var ids = charged[key] ?? DedupeWindow(size: window)
-        if ids.contains(messageId) { return nil }
+        if charged[key]?.contains(messageId) == true { return nil }
         if let wait = rates.admit(key, now: now) { return wait }
-        _ = ids.accept(messageId)
-        charged[key] = ids
+        // In place: copying the window out and back would copy its bits on every message.
+        _ = charged[key, default: DedupeWindow(size: window)].accept(messageId)
         return nil
     }
 

@@ -8,27 +8,16 @@ import XCTest
 
 /// `simp chat` on pseudo-terminals with its own `$SIMP_HOME`: the outbox across quitting, and
 /// two clients of one user side by side.
-final class ChatOutboxEndToEndTests: RelayTestCase {
-    var home: URL!
+final class ChatOutboxEndToEndTests: ClientHomeTestCase {
 
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    func environment(_ user: String) async throws -> [String: String] {
-        try await relay.addUser(user)
-        return ["NO_COLOR": "1", "SIMP_HOME": home.path, PasswordInput.environmentVariable: TestRelay.password(for: user)]
+    /// `environment(user)` without colours, for reading the screen.
+    func chatEnvironment(_ user: String) async throws -> [String: String] {
+        try await environment(user).merging(["NO_COLOR": "1"]) { $1 }
     }
 
     func chat(_ user: String, to peer: String) async throws -> PseudoTerminalProcess {
         try PseudoTerminalProcess("simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer],
-                                  environment: try await environment(user), width: 100, height: 30)
+                                  environment: try await chatEnvironment(user), width: 100, height: 30)
     }
 
     func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
@@ -93,7 +82,7 @@ final class ChatOutboxEndToEndTests: RelayTestCase {
         let chat = try await chat(dave, to: carol)
         await assertScreen(chat, shows: "-- connected as \(dave) (device ")
         let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
-                                      environment: try await environment(dave))
+                                      environment: try await chatEnvironment(dave))
         let listening = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         let device = try String(contentsOf: home.appendingPathComponent("device"), encoding: .utf8)

@@ -11,22 +11,15 @@ import XCTest
 /// (`simp listen`), the relay (`simp-server`) or the sender (`simp send --lines`) is killed
 /// with `kill -9` and started again. bob's printed output over all runs has every message
 /// exactly once, and what the sender was told matches what arrived.
-final class CrashSafetyTests: RelayTestCase {
+final class CrashSafetyTests: ClientHomeTestCase {
     static let total = 300
-    var home: URL!
     var children: [ChildProcess] = []
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-crash-\(UUID().uuidString)")
-    }
 
     override func tearDown() async throws {
         for child in children {
             child.signal(SIGKILL)
             _ = await child.exitStatus(timeout: 5)
         }
-        try? FileManager.default.removeItem(at: home)
         try await super.tearDown()
     }
 
@@ -144,11 +137,6 @@ final class CrashSafetyTests: RelayTestCase {
 
     // MARK: - Helpers
 
-    /// The environment that gives `simp` `user`'s password (the user is created) and the test's `$SIMP_HOME`.
-    func environment(_ user: String) async throws -> [String: String] {
-        try await relay.addUser(user)
-        return [PasswordInput.environmentVariable: TestRelay.password(for: user), "SIMP_HOME": home.path]
-    }
 
     /// Starts `simp listen` for `user` on device "phone" and waits until it is listening.
     func startListening(_ user: String, server: String) async throws -> ChildProcess {

@@ -7,25 +7,8 @@ import XCTest
 
 /// Devices, send-only sessions and the outbox against a real relay and Redis: in-process
 /// clients, and `simp` run as a user runs it.
-final class DeviceSessionTests: RelayTestCase {
-    var home: URL!
+final class DeviceSessionTests: ClientHomeTestCase {
     var server: String { "127.0.0.1:\(relay.port)" }
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    /// The environment that gives `simp` `user`'s password (the user is created) and the test's `$SIMP_HOME`.
-    func environment(_ user: String) async throws -> [String: String] {
-        try await relay.addUser(user)
-        return [PasswordInput.environmentVariable: TestRelay.password(for: user), "SIMP_HOME": home.path]
-    }
 
     func testAuthAndConnectNameTheDeviceAndSendOnlySessionsSaySo() async throws {
         let tap = try await TCPTap.start(target: relay.server.controlAddress!)

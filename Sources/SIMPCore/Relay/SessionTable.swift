@@ -32,6 +32,8 @@ public struct SessionTable: Sendable {
         var receiving = 0
         /// The user's known receiving devices anywhere, as the store last said (at least 1).
         var knownDevices = 1
+        /// Content may go straight to the one receiving session (see `isSoleReceiver`).
+        var hasSoleReceiver: Bool { receiving == 1 && knownDevices <= 1 }
         /// Whether the store last said the user also has sessions on other relays.
         var elsewhere = false
     }
@@ -102,8 +104,7 @@ public struct SessionTable: Sendable {
     /// has exactly one receiving session here and no other known device (otherwise the relay
     /// keeps it in the user's log for every device).
     public func isSoleReceiver(_ user: String) -> Bool {
-        guard let entry = users[user] else { return false }
-        return entry.receiving == 1 && entry.knownDevices <= 1
+        users[user]?.hasSoleReceiver ?? false
     }
 
     /// Whether the store said `user` also has sessions on other relays.
@@ -179,7 +180,7 @@ public struct SessionTable: Sendable {
     /// Seals `payload` for `user`'s one receiving session when content may go straight to it
     /// (`isSoleReceiver`); nil otherwise. The relay's hot path: no allocation beyond the seal.
     public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> RelayAction? {
-        guard let entry = users[user], entry.receiving == 1, entry.knownDevices <= 1 else { return nil }
+        guard let entry = users[user], entry.hasSoleReceiver else { return nil }
         for id in entry.ids {
             guard let index = sessions.index(forKey: id), sessions.values[index].receives else { continue }
             return Self.deliver(payload, from: &sessions.values[index])
