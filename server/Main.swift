@@ -13,7 +13,7 @@ enum SIMPServerMain {
         for name in [
             "host", "port", "udp-port", "redis", "relay-id", "registration-ttl", "max-frame-size", "max-datagram-size",
             "ping-interval", "ping-misses", "log-level", "log-format", "metrics-port", "drain-timeout", "message-rate", "connection-rate",
-            "max-connections-per-host", "login-rate", "inbox-max-messages", "inbox-ttl",
+            "max-connections-per-host", "login-rate", "inbox-max-messages", "inbox-ttl", "threads",
         ] { keys[name] = .value }
         keys["no-login"] = .flag(ifTrue: "--no-login", ifFalse: nil)
         return keys

@@ -151,7 +151,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("inbox-ttl"), help: "Seconds a message waits in an offline user's inbox before it is discarded (its sender told). Default: 7 days.")
     var inboxTTL = 7 * 24 * 3600
 
+    @Option(help: "Event loops (threads) serving clients: one relay core per loop, all on the same ports (SO_REUSEPORT; datagrams are steered to the loop holding their session). Each loop registers as relay ID-tK.")
+    var threads = 1
+
     func validate() throws {
+        guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
             throw ValidationError("--message-rate, --connection-rate and --login-rate must be positive")
         }
@@ -204,6 +208,7 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)
         configuration.loginLimit = RelayCore.Configuration.defaultLoginLimit.scaled(toPerSecond: loginRate)
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
+        configuration.threads = threads
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(RelayPrometheus.factory(registry: registry))
@@ -213,7 +218,8 @@ struct Serve: AsyncParsableCommand {
         OpenFileLimit.raiseToHardLimit()
 
         let group = ServiceGroup(
-            services: [RelayService(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)],
+            services: [RelayShards(configuration: configuration,
+                                   group: MultiThreadedEventLoopGroup(numberOfThreads: max(threads, System.coreCount)))],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "simp.lifecycle"))
         do {

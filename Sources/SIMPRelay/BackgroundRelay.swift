@@ -8,14 +8,17 @@ import ServiceLifecycle
 /// shutdown (drain, withdraw) and waits for it; `crash()` cancels the service, as a killed
 /// process would stop.
 public final class BackgroundRelay: Sendable {
-    public let service: RelayService
+    /// The relay's first (with `threads` 1, only) relay core.
+    public var service: RelayService { shards.relays[0] }
+    /// Every relay core of the relay: `configuration.threads` of them.
+    public let shards: RelayShards
     /// Where the relay listens.
     public let addresses: RelayAddresses
     private let serviceGroup: ServiceGroup
     private let task: Task<Void, Error>
 
-    private init(service: RelayService, addresses: RelayAddresses, serviceGroup: ServiceGroup, task: Task<Void, Error>) {
-        self.service = service
+    private init(shards: RelayShards, addresses: RelayAddresses, serviceGroup: ServiceGroup, task: Task<Void, Error>) {
+        self.shards = shards
         self.addresses = addresses
         self.serviceGroup = serviceGroup
         self.task = task
@@ -25,19 +28,19 @@ public final class BackgroundRelay: Sendable {
     public static func start(
         configuration: RelayConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, store: (any RelayStore)? = nil
     ) async throws -> BackgroundRelay {
-        let service = RelayService(configuration: configuration, group: group, store: store)
+        let shards = RelayShards(configuration: configuration, group: group, store: store)
         let serviceGroup = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: service)], logger: configuration.logger))
+            services: [.init(service: shards)], logger: configuration.logger))
         let task = Task { try await serviceGroup.run() }
         do {
-            return BackgroundRelay(service: service, addresses: try await service.addresses(), serviceGroup: serviceGroup, task: task)
+            return BackgroundRelay(shards: shards, addresses: try await shards.addresses(), serviceGroup: serviceGroup, task: task)
         } catch {
             _ = await task.result
             throw error
         }
     }
 
-    public var configuration: RelayConfiguration { service.configuration }
+    public var configuration: RelayConfiguration { shards.configuration }
     /// The bound control address.
     public var controlAddress: SocketAddress? { addresses.control }
     /// The bound datagram address.

@@ -70,6 +70,13 @@ public struct RelayConfiguration: Sendable {
     /// Login attempts accepted per IP address.
     public var loginLimit = RelayCore.Configuration.defaultLoginLimit
 
+    /// Event loops the relay uses: one relay core per loop, all on the same TCP and UDP ports
+    /// (`SO_REUSEPORT`; the kernel spreads control connections over them and steers each
+    /// datagram to the loop holding its session). 1 serves everything from one loop.
+    public var threads = 1
+    /// Which of `threads` relays of one process this configuration is for (set by `RelayShards`).
+    var shard: SessionIdClass?
+
     public init() {}
 
     /// The core's settings derived from these.
@@ -87,6 +94,7 @@ public struct RelayConfiguration: Sendable {
         core.drainTimeout = drainTimeout
         core.drainQuietPeriod = drainQuietPeriod
         core.maxDatagramSize = maxDatagramSize
+        if let shard { core.sessionIdClass = shard }
         return core
     }
 

@@ -21,7 +21,8 @@ public final class RelayService: Service, Sendable {
     private let eventLoop: EventLoop
     private let store: any RelayStore
     private let metricsRegistry: PrometheusCollectorRegistry?
-    private let ready = AsyncStream<Result<RelayAddresses, Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Completed once `run()` has bound the sockets, or failed with what stopped it.
+    private let ready: EventLoopPromise<RelayAddresses>
     /// The running relay's engine (nil before start and after stop), for `statistics()`.
     private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
 
@@ -30,32 +31,51 @@ public final class RelayService: Service, Sendable {
     public init(configuration: RelayConfiguration, group: EventLoopGroup, store: (any RelayStore)? = nil) {
         self.configuration = configuration
         self.eventLoop = group.next()
+        self.ready = eventLoop.makePromise(of: RelayAddresses.self)
         self.store = store ?? RedisRelayStore(endpoint: configuration.redisEndpoint, limits: configuration.storeLimits,
                                               logger: configuration.logger, eventLoop: eventLoop)
         self.metricsRegistry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
     }
 
+    deinit {
+        ready.fail(RelayStoppedError()) // never run: nobody waits in vain (a no-op after run)
+    }
+
     /// Where the relay listens, once `run()` has bound its sockets; throws what stopped it from starting.
     public func addresses() async throws -> RelayAddresses {
-        for await result in ready.stream { return try result.get() }
-        throw RelayStoppedError()
+        try await ready.futureResult.get()
     }
 
     /// Store round trips made so far.
     public var storeRoundTrips: Int { store.roundTrips }
 
     public func run() async throws {
+        try await run(configuration)
+    }
+
+    /// It will not run (`RelayShards` could not start it): whoever waits for `addresses()` hears why.
+    func didNotStart(_ error: Error) {
+        ready.fail(error)
+    }
+
+    /// Runs on `ports` instead of the configured ones (the relays of `RelayShards` share them).
+    func run(ports: (tcp: Int, udp: Int)) async throws {
+        var onPorts = self.configuration
+        onPorts.port = ports.tcp
+        onPorts.udpPort = ports.udp
+        try await run(onPorts)
+    }
+
+    private func run(_ configuration: RelayConfiguration) async throws {
         let running: RunningRelay
         do {
-            running = try await start()
+            running = try await start(configuration)
         } catch {
-            ready.continuation.yield(.failure(error))
-            ready.continuation.finish()
+            ready.fail(error)
             await store.shutdown()
             throw error
         }
-        ready.continuation.yield(.success(running.addresses))
-        ready.continuation.finish()
+        ready.succeed(running.addresses)
         let graceful: Void? = try? await gracefulShutdown()
         if graceful != nil, !Task.isCancelled {
             await running.stopGracefully()
@@ -73,7 +93,7 @@ public final class RelayService: Service, Sendable {
     }
 
 
-    private func start() async throws -> RunningRelay {
+    private func start(_ configuration: RelayConfiguration) async throws -> RunningRelay {
         do { try await store.ping() } catch {
             throw RelayStartError("Redis is not reachable at \(configuration.redisEndpoint) (\(error)). Start Redis or pass --redis.")
         }
@@ -97,10 +117,11 @@ public final class RelayService: Service, Sendable {
             throw RelayStartError("could not subscribe to the relay channels at \(configuration.redisEndpoint): \(error)")
         }
         try await eventLoop.submit { engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description) }.get()
-        if configuration.tls == nil {
+        let firstOfProcess = (configuration.shard?.index ?? 0) == 0 // the warnings once, whatever --threads
+        if configuration.tls == nil, firstOfProcess {
             configuration.logger.warning("\(ControlTLS.plaintextWarning(host: configuration.host))")
         }
-        if !configuration.requireLogin {
+        if !configuration.requireLogin, firstOfProcess {
             configuration.logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
         }
         configuration.logger.info("relay listening", metadata: [

@@ -23,6 +23,7 @@ struct RelaySockets: Sendable {
         // No SO_REUSEADDR on the UDP socket: a port another relay holds must refuse to bind.
         let udp = try await bind("UDP", configuration, configuration.effectiveUDPPort) {
             try await DatagramBootstrap(group: loop)
+                .channelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                 .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
                 .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
@@ -36,11 +37,18 @@ struct RelaySockets: Sendable {
                 }
                 .bind(host: configuration.host, port: configuration.effectiveUDPPort).get()
         }
+        if let shard = configuration.shard, shard.count > 1 {
+            do { try await ReusePortSteering.attach(to: udp, relays: shard.count) } catch {
+                try? await udp.close()
+                throw error
+            }
+        }
         let tcp: Channel
         do {
             tcp = try await bind("TCP", configuration, configuration.port) {
                 try await ServerBootstrap(group: loop)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .serverChannelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
                     .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {

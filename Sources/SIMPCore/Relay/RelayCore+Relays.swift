@@ -44,6 +44,12 @@ extension RelayCore {
         }
         sessions.learned(user, knownDevices: answer.knownDevices, elsewhere: answer.relays.contains { $0 != configuration.relayId })
         for payload in waiting {
+            if case .datagram = payload, !sessions.hasReceiver(user) {
+                // Only send-only sessions here (a one-shot `simp send`): content goes where the
+                // user receives.
+                dispatch(payload, to: user, via: cached, into: &output)
+                continue
+            }
             deliverToLocalUser(RelayDelivery(user: user, payload: payload), now: now, into: &output)
             if case .datagram = payload { continue }
             publish(payload, to: user, relays: cached.routes.relays, into: &output)

@@ -48,6 +48,10 @@ public struct RelayCore: Sendable {
         public var drainQuietPeriod: TimeAmount = .milliseconds(500)
         /// The largest datagram the relay accepts, told to clients in CONNECTED.
         public var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
+        /// Which of the relays sharing one UDP port this is (`--threads`): its session ids are
+        /// all ≡ `index` modulo `count`, so the kernel can steer each datagram to the relay
+        /// holding its session by the id in its header.
+        public var sessionIdClass = SessionIdClass(index: 0, count: 1)
         /// How long after CONNECTED a session's inbox is read if no datagram came from it
         /// (a client's HELLO starts the read at once).
         public var inboxStartDelay: TimeAmount = .seconds(1)
@@ -237,7 +241,7 @@ public struct RelayCore: Sendable {
         case .fetchVerifier(let user):
             output.append(.store(.fetchVerifier(user: user, connection: connection)))
         case .accepted(let user, let secret, var connected):
-            let keys = SessionKeys(sessionId: sessions.unusedSessionId(&entropy), secret: secret)
+            let keys = SessionKeys(sessionId: sessions.unusedSessionId(&entropy, in: configuration.sessionIdClass), secret: secret)
             connected.toUser = user
             connected.udpPort = UInt32(configuration.udpPort)
             connected.relayId = configuration.relayId

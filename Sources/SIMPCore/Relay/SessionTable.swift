@@ -119,9 +119,9 @@ public struct SessionTable: Sendable {
     }
 
     /// A session id no live session uses.
-    public func unusedSessionId(_ entropy: inout Entropy) -> UInt64 {
+    public func unusedSessionId(_ entropy: inout Entropy, in idClass: SessionIdClass = SessionIdClass(index: 0, count: 1)) -> UInt64 {
         while true {
-            let id = entropy.next()
+            let id = idClass.member(near: entropy.next())
             if id != 0, sessions[id] == nil { return id }
         }
     }

@@ -1,0 +1,89 @@
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import SIMPCore
+
+/// A relay on several event loops (`simp-server --threads N`): N relay cores, one per loop,
+/// each a `RelayService` with its own relay id (`<id>-t<k>`), store connection and session
+/// id class, all listening on the same TCP and UDP ports. The kernel spreads control
+/// connections over the TCP listeners and steers every datagram to the loop holding its
+/// session (`ReusePortSteering`); what one loop's user sends another's crosses in-process
+/// (`SiblingRelays`), never through Redis. With one thread it is exactly one `RelayService`.
+public final class RelayShards: Service, Sendable {
+    public let configuration: RelayConfiguration
+    public let relays: [RelayService]
+    private let group: EventLoopGroup
+
+    /// `configuration.threads` relays on loops of `group` (one each, in turn). `store` serves a
+    /// single relay (tests, the simulator); several relays each get their own Redis connection.
+    public init(configuration: RelayConfiguration, group: EventLoopGroup, store: (any RelayStore)? = nil) {
+        self.configuration = configuration
+        self.group = group
+        let count = max(1, configuration.threads)
+        guard count > 1 else {
+            relays = [RelayService(configuration: configuration, group: group, store: store)]
+            return
+        }
+        let siblings = SiblingRelays()
+        relays = (0..<count).map { index in
+            var shard = configuration
+            shard.relayId = "\(configuration.relayId)-t\(index)"
+            shard.shard = SessionIdClass(index: UInt32(index), count: UInt32(count))
+            if index > 0 { shard.metricsPort = nil } // one /metrics endpoint: the counters are process-wide
+            let loop = group.next()
+            let store = SiblingAwareStore(base: RedisRelayStore(endpoint: shard.redisEndpoint, limits: shard.storeLimits,
+                                                                logger: shard.logger, eventLoop: loop), siblings: siblings)
+            return RelayService(configuration: shard, group: loop, store: store)
+        }
+    }
+
+    /// Where the relays listen (the same ports for all), once `run()` has bound every one;
+    /// throws what stopped any of them from starting.
+    public func addresses() async throws -> RelayAddresses {
+        for relay in relays.dropFirst() { _ = try await relay.addresses() }
+        return try await relays[0].addresses()
+    }
+
+    /// Runs every relay until graceful shutdown. The ports are checked free first (a socket
+    /// without `SO_REUSEPORT` binds them once), so the relays never join another process's
+    /// port group; port 0 becomes the port that probe got.
+    public func run() async throws {
+        guard relays.count > 1 else { return try await relays[0].run() }
+        let ports: (tcp: Int, udp: Int)
+        do { ports = try await PortProbe.reserve(configuration, on: group.next()) } catch {
+            for relay in relays { relay.didNotStart(error) }
+            throw error
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for (index, relay) in relays.enumerated() {
+                tasks.addTask { try await relay.run(ports: ports) }
+                do { _ = try await relay.addresses() } catch { // bound in order: socket k is the steering program's index k
+                    for later in relays[(index + 1)...] { later.didNotStart(error) }
+                    break
+                }
+            }
+            try await tasks.waitForAll()
+        }
+    }
+}
+
+/// Free TCP and UDP ports for the relays of one process.
+enum PortProbe {
+    /// Binds the configured ports (0: any) without `SO_REUSEPORT` and lets them go: a port
+    /// held by any socket (not connections in TIME_WAIT) fails here with the usual "in use" error.
+    static func reserve(_ configuration: RelayConfiguration, on loop: EventLoop) async throws -> (tcp: Int, udp: Int) {
+        let tcp = try await ServerBootstrap(group: loop).serverChannelOption(.socketOption(.so_reuseaddr), value: 1) // TIME_WAIT is no owner
+            .bind(host: configuration.host, port: configuration.port).get()
+        let tcpPort = tcp.localAddress?.port ?? configuration.port
+        let udpWanted = configuration.udpPort ?? (configuration.port == 0 ? 0 : tcpPort + 1)
+        let udp: Channel
+        do { udp = try await DatagramBootstrap(group: loop).bind(host: configuration.host, port: udpWanted).get() } catch {
+            try? await tcp.close()
+            throw error
+        }
+        let udpPort = udp.localAddress?.port ?? udpWanted
+        try? await tcp.close()
+        try? await udp.close()
+        return (tcpPort, udpPort)
+    }
+}
