@@ -54,6 +54,45 @@ final class RealModeTests: XCTestCase {
         XCTAssertGreaterThan(try XCTUnwrap(report.latency).max, 500, "messages waited for the relay")
     }
 
+    // MARK: Devices (the suite's scenarios as they are: each a few seconds)
+
+    /// Every device got every message once and in order, nothing failed.
+    private func assertEveryDeviceGotEverything(_ report: ScenarioReport, file: StaticString = #filePath, line: UInt = #line) throws {
+        assertBars(report, file: file, line: line)
+        for device in try XCTUnwrap(report.devices, file: file, line: line) {
+            XCTAssertEqual(device.delivered, device.expected, device.device, file: file, line: line)
+            XCTAssertEqual([device.duplicates, device.outOfOrder, device.missing, device.deliveredAndFailed], [0, 0, 0, 0],
+                           device.device, file: file, line: line)
+        }
+    }
+
+    func testTwoDevicesOnline() async throws {
+        let report = try await RealRun.run(try Suite.scenario("two-devices"))
+        try assertEveryDeviceGotEverything(report)
+        XCTAssertEqual(report.devices?.map(\.expected), [400, 400])
+    }
+
+    func testDeviceOfflineAndBack() async throws {
+        let scenario = try Suite.scenario("device-offline-back")
+        let run = try await RealRun.execute(scenario)
+        try assertEveryDeviceGotEverything(run.report)
+        let offline = try XCTUnwrap(scenario.devices[1].offline.first)
+        let backlog = run.messages.filter { $0.sentMs >= offline.atMs + 100 && $0.sentMs < offline.atMs + offline.forMs - 100 }
+        XCTAssertGreaterThan(backlog.count, 100)
+        for message in backlog {
+            XCTAssertGreaterThanOrEqual(try XCTUnwrap(message.devices?["laptop"]), offline.atMs + offline.forMs, "after coming back")
+        }
+    }
+
+    func testOneShotSendWhileTheReceiverIsOffline() async throws {
+        let run = try await RealRun.execute(try Suite.scenario("oneshot-send-mid-offline"))
+        try assertEveryDeviceGotEverything(run.report)
+        XCTAssertEqual(run.report.sent, 303)
+        let oneShot = run.messages.filter { $0.from.hasPrefix("receiver1") }
+        XCTAssertEqual(oneShot.map(\.fate), [.receipted, .receipted, .receipted])
+        XCTAssertEqual(oneShot.filter { $0.deliveredMs != nil }.count, 3, "the sender's application got them")
+    }
+
     /// More clients than the relay's default login burst (50 per address) all log in from
     /// 127.0.0.1: the lab's relay is configured for its own load.
     func testManyPairsAllLogIn() async throws {
