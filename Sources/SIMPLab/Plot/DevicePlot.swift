@@ -62,7 +62,8 @@ extension LabPlot {
             canvas.close()
         }
         let entries = devices.enumerated().map { ("\($1.name)", deviceColours[$0 % deviceColours.count]) }
-        legend(entries + [("one-shot send-only session", faultColour)], on: &canvas, x: frame.left, y: frame.bottom + 52)
+        let oneShot = run.scenario.sendOnlySessions.isEmpty ? [] : [("one-shot send-only session", faultColour)]
+        legend(entries + oneShot, on: &canvas, x: frame.left, y: frame.bottom + 52)
         canvas.close()
     }
 }

@@ -16,6 +16,9 @@ import SIMPLocalServers
 public enum RealRun {
     /// Wall-clock time allowed after the last message is sent for every outcome to arrive.
     public static let drainLimit = TimeAmount.seconds(120)
+    /// Wall-clock time allowed after every message has its outcome for the receiving devices to
+    /// get what is still due to them (a device that came back receives its backlog).
+    public static let deviceDrainLimit = TimeAmount.seconds(30)
     /// Time waited after the last outcome for late deliveries and duplicates.
     public static let linger = TimeAmount.milliseconds(300)
 
@@ -209,7 +212,11 @@ final class RealWorld: @unchecked Sendable {
         let drainEnd = NIODeadline.now() + RealRun.drainLimit
         let deadline = options.maxWallTime.map { min(drainEnd, start + $0) } ?? drainEnd
         func settled() -> Bool { recorder.withLockedValue { $0.unresolved == 0 && $0.deviceDeliveriesDue == 0 } }
-        while !settled(), NIODeadline.now() < deadline {
+        var devicesDeadline: NIODeadline?
+        while !settled(), NIODeadline.now() < min(deadline, devicesDeadline ?? deadline) {
+            if devicesDeadline == nil, recorder.withLockedValue({ $0.unresolved }) == 0 {
+                devicesDeadline = .now() + RealRun.deviceDrainLimit
+            }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         let ended: RunEnd = settled() ? .settled : .wallTimeLimit
