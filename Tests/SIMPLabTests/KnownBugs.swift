@@ -10,6 +10,8 @@ enum KnownBugs {
         var bars: Set<String>
         var strict: Bool
         var cause: String
+        /// The modes it shows in.
+        var modes: Set<LabMode> = [.sim, .real]
     }
 
     /// A device that comes back gets live custody messages before its stored backlog, with the
@@ -27,16 +29,25 @@ enum KnownBugs {
         bars: ["laptop.missing", "not_settled"], strict: false,
         cause: "client: held messages receipted on arrival are lost when the process stops")
 
-    /// The known bugs of each scenario (sim and real mode alike).
+    /// Seen once in real mode (`oneshot-send-mid-offline`, seed 1, under a loaded machine): one
+    /// message reached the laptop twice, before its process stopped and again after the new one
+    /// started; not reproduced in 10 later runs. Likely a retransmission that reached the relay after
+    /// the device's session ended was stored and delivered to the new process, which has no memory
+    /// of what the old one delivered (unconfirmed).
+    static let redeliveredAfterRestart = Entry(
+        bars: ["duplicates", "laptop.duplicates"], strict: false,
+        cause: "a message delivered before a device's stop delivered again to its next process (real mode, rare)", modes: [.real])
+
+    /// The known bugs of each scenario.
     static let byScenario: [String: [Entry]] = [
-        "device-offline-back": [liveBeforeBacklog, heldMessagesLostOnStop],
-        "oneshot-send-mid-offline": [heldMessagesLostOnStop],
+        "device-offline-back": [liveBeforeBacklog, heldMessagesLostOnStop, redeliveredAfterRestart],
+        "oneshot-send-mid-offline": [heldMessagesLostOnStop, redeliveredAfterRestart],
     ]
 
     /// Fails for every failed bar of `report` that no known bug explains, and for a strict
     /// known bug whose bars all pass.
     static func assertBars(_ report: ScenarioReport, file: StaticString = #filePath, line: UInt = #line) {
-        let known = byScenario[report.scenario] ?? []
+        let known = (byScenario[report.scenario] ?? []).filter { $0.modes.contains(report.mode) }
         let allowed = known.reduce(into: Set<String>()) { $0.formUnion($1.bars) }
         let context = "\(report.scenario) \(report.mode.rawValue) seed \(report.seed)"
         for bar in report.failedBars where !allowed.contains(bar.name) {
