@@ -59,7 +59,7 @@ final class RealModeTests: XCTestCase {
     /// A device scenario as it is; the wait for deliveries a device never gets is cut short.
     private func runDevices(_ name: String) async throws -> LabRun {
         var options = LabOptions()
-        options.maxWallTime = .seconds(15)
+        options.maxWallTime = .seconds(10)
         let run = try await RealRun.execute(try Suite.scenario(name), options: options)
         XCTAssertEqual(run.report.mode, .real)
         XCTAssertEqual(run.report.receipted, run.report.sent)
