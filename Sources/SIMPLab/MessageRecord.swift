@@ -23,6 +23,9 @@ public struct MessageRecord: Codable, Equatable, Sendable {
     public var sentMs: Double
     /// When a receiving application first got it (nil if never).
     public var deliveredMs: Double?
+    /// When each receiving device of its user first got it, by device name; nil unless the
+    /// scenario declares `receiverDevices` and the message is to a receiver.
+    public var devices: [String: Double]?
     /// When its receipt reached the sender (nil if never).
     public var receiptedMs: Double?
     /// When the sender was told it failed (nil unless it did).
@@ -42,7 +45,7 @@ public struct MessageRecord: Codable, Equatable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case id, from, to, sentMs = "sent", deliveredMs = "delivered", receiptedMs = "receipted", failedMs = "failed"
-        case latencyMs = "latency", attempts, fate
+        case latencyMs = "latency", attempts, fate, devices
     }
 
     /// Every field, with `null` for what did not happen (so every line has the same keys).
@@ -58,6 +61,7 @@ public struct MessageRecord: Codable, Equatable, Sendable {
         try c.encode(latencyMs, forKey: .latencyMs)
         try c.encode(attempts, forKey: .attempts)
         try c.encode(fate, forKey: .fate)
+        try c.encodeIfPresent(devices, forKey: .devices)
     }
 
     /// Records as JSON Lines: one object per line, keys in a fixed order.

@@ -23,6 +23,9 @@ public enum ReportTable {
             ("duration_s", format2(report.durationSeconds)),
             ("ended", report.ended.explanation + " at \(format2(report.endedAtSeconds)) s"),
         ]
+        for device in report.devices ?? [] {
+            rows.append(("device " + device.device, describe(device)))
+        }
         for bar in report.bars {
             rows.append(("bar " + bar.name, "\(bar.passed ? "pass" : "FAIL")  \(number(bar.value)) ≤ \(number(bar.limit))"))
         }
@@ -56,6 +59,14 @@ public enum ReportTable {
                 column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
         }.joined(separator: "\n")
+    }
+
+    /// One device's counts on one line.
+    static func describe(_ device: DeviceReport) -> String {
+        var text = "expected \(device.expected)  delivered \(device.delivered)  dup \(device.duplicates)  ooo \(device.outOfOrder)"
+        text += "  failed \(device.failed)  missing \(device.missing)  d&f \(device.deliveredAndFailed)"
+        if let p50 = device.deliveryP50Ms, let max = device.deliveryMaxMs { text += "  delivery p50 \(ms(p50)) ms  max \(ms(max)) ms" }
+        return text
     }
 
     private static func ms(_ value: Double) -> String { format1(value) }

@@ -11,11 +11,15 @@ public struct RunRecorder: Sendable {
         var to: String
     }
 
-    private struct ConversationLog {
+    /// What one receiving device saw of one conversation.
+    private struct DeviceLog {
         var seen: Set<Int> = []
         var highest = -1
-        /// Message ids by sequence number, to tie a delivery to its message.
-        var ids: [Int: UInt64] = [:]
+    }
+
+    private struct DeviceKey: Hashable {
+        var conversation: Conversation
+        var device: String
     }
 
     public private(set) var sent = 0
@@ -25,7 +29,18 @@ public struct RunRecorder: Sendable {
     public private(set) var delivered = 0
     public private(set) var duplicates = 0
     public private(set) var outOfOrder = 0
-    private var conversations: [Conversation: ConversationLog] = [:]
+    /// Message ids by sequence number, per conversation, to tie a delivery to its message.
+    private var ids: [Conversation: [Int: UInt64]] = [:]
+    /// Sequence numbers delivered to any device, per conversation.
+    private var deliveredAnywhere: [Conversation: Set<Int>] = [:]
+    private var deviceLogs: [DeviceKey: DeviceLog] = [:]
+    /// The receiving devices followed one by one, per user (`trackDevices`).
+    private var trackedDevices: [String: [String]] = [:]
+    /// Delivery counts per tracked device name, summed over its users.
+    private var deviceCounts: [String: DeviceCounts] = [:]
+    /// Deliveries to tracked devices still due: one per device of each message to its user,
+    /// less those that happened and those of messages reported failed.
+    public private(set) var deviceDeliveriesDue = 0
     private var latencies = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
     private var latencySumMicros: UInt64 = 0
     private var latencyMaxMicros: UInt64 = 0
@@ -37,14 +52,24 @@ public struct RunRecorder: Sendable {
 
     public init() {}
 
+    /// Follows each of `devices` of `user` on its own: per-device counts, and every message to
+    /// `user` is due once at each of them.
+    public mutating func trackDevices(_ devices: [String], of user: String) {
+        trackedDevices[user] = devices
+        for device in devices where deviceCounts[device] == nil { deviceCounts[device] = DeviceCounts() }
+    }
+
     /// A sender handed message `id` with `text` for `to` to its client, `at` after the workload started.
     public mutating func messageSent(id: UInt64, from: String, to: String, text: String, at time: TimeAmount) {
         sent += 1
         recordIndex[id] = messages.count
-        messages.append(MessageRecord(id: id, from: from, to: to, sentMs: Self.ms(time)))
-        if let sequence = MessageText.sequence(in: text) {
-            conversations[Conversation(from: from, to: to), default: ConversationLog()].ids[sequence] = id
+        var record = MessageRecord(id: id, from: from, to: to, sentMs: Self.ms(time))
+        if let devices = trackedDevices[to] {
+            record.devices = [:]
+            deviceDeliveriesDue += devices.count
         }
+        messages.append(record)
+        if let sequence = MessageText.sequence(in: text) { ids[Conversation(from: from, to: to), default: [:]][sequence] = id }
     }
 
     /// The sender's receipt for `id` arrived `latency` after the message was first transmitted.
@@ -66,26 +91,42 @@ public struct RunRecorder: Sendable {
         guard let index = recordIndex[id], messages[index].fate == .unresolved else { return }
         failed += 1
         if lost { connectionLost += 1 }
+        if let devices = messages[index].devices { deviceDeliveriesDue -= trackedDevices[messages[index].to]!.count - devices.count }
         messages[index].fate = lost ? .connectionLost : .failed
         messages[index].failedMs = Self.ms(time)
         messages[index].attempts = attempts
     }
 
-    /// A receiving application was handed a message.
-    public mutating func appReceived(from: String, to: String, text: String, at time: TimeAmount) {
+    /// The application of `to`'s `device` was handed a message.
+    public mutating func appReceived(from: String, to: String, device: String = "", text: String, at time: TimeAmount) {
         guard let sequence = MessageText.sequence(in: text) else { return }
-        let key = Conversation(from: from, to: to)
-        var log = conversations[key, default: ConversationLog()]
+        let conversation = Conversation(from: from, to: to)
+        let key = DeviceKey(conversation: conversation, device: device)
+        var log = deviceLogs[key, default: DeviceLog()]
+        let tracked = trackedDevices[to]?.contains(device) ?? false
         if log.seen.contains(sequence) {
             duplicates += 1
+            if tracked { deviceCounts[device]!.duplicates += 1 }
         } else {
-            delivered += 1
             log.seen.insert(sequence)
-            if sequence < log.highest { outOfOrder += 1 }
+            let late = sequence < log.highest
+            if late { outOfOrder += 1 }
             log.highest = max(log.highest, sequence)
-            if let id = log.ids[sequence], let index = recordIndex[id] { messages[index].deliveredMs = Self.ms(time) }
+            if tracked {
+                deviceCounts[device]!.delivered += 1
+                if late { deviceCounts[device]!.outOfOrder += 1 }
+            }
+            if deliveredAnywhere[conversation, default: []].insert(sequence).inserted { delivered += 1 }
+            if let id = ids[conversation]?[sequence], let index = recordIndex[id] {
+                let at = Self.ms(time)
+                if messages[index].deliveredMs == nil { messages[index].deliveredMs = at }
+                if tracked, messages[index].devices != nil {
+                    messages[index].devices![device] = at
+                    if messages[index].fate != .failed, messages[index].fate != .connectionLost { deviceDeliveriesDue -= 1 }
+                }
+            }
         }
-        conversations[key] = log
+        deviceLogs[key] = log
     }
 
     /// `count` retransmissions happened at `time`.
@@ -93,6 +134,9 @@ public struct RunRecorder: Sendable {
         guard count > 0 else { return }
         retransmissions.append(TimedCount(atMs: Self.ms(time), count: count))
     }
+
+    /// Whether message `id` has its outcome (receipted or failed).
+    public func isResolved(_ id: UInt64) -> Bool { recordIndex[id].map { messages[$0].fate != .unresolved } ?? false }
 
     /// Messages sent but not yet receipted or failed.
     public var inFlight: Int { unresolved }
@@ -119,6 +163,10 @@ public struct RunRecorder: Sendable {
         report.outOfOrder = outOfOrder
         report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && ($0.fate == .failed || $0.fate == .connectionLost) }.count
         report.rateLimited = counters.rateLimited
+        if let devices = trackedDevices.values.first {
+            report.devices = DeviceReport.reports(devices: devices, trackedUsers: Set(trackedDevices.keys), counts: deviceCounts,
+                                                  messages: messages)
+        }
         if receipted > 0 {
             func ms(_ micros: UInt64) -> Double { (Double(micros) / 1000 * 10).rounded() / 10 }
             report.latency = LatencySummary(

@@ -14,6 +14,10 @@ public struct Scenario: Codable, Equatable, Sendable {
     public var link = AccessLink()
     public var senderLink: AccessLink?
     public var receiverLink: AccessLink?
+    /// The receiving devices of each receiver user (nil: one default device, always online).
+    public var receiverDevices: [ReceiverDevice]?
+    /// One-shot send-only sessions of each receiver user.
+    public var sendOnlySessions: [SendOnlySession] = []
     public var faults: [Fault] = []
     public var expect = Expectations()
     /// Overrides of the client's retransmission defaults, for experiments.
@@ -47,7 +51,8 @@ public struct Scenario: Codable, Equatable, Sendable {
     }
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, workload, link, senderLink, receiverLink, faults, expect, retransmit
+        case name, description, seed, workload, link, senderLink, receiverLink, receiverDevices, sendOnlySessions, faults, expect
+        case retransmit
     }
 
     public init(from decoder: Decoder) throws {
@@ -60,10 +65,13 @@ public struct Scenario: Codable, Equatable, Sendable {
         link = try c.decodeIfPresent(AccessLink.self, forKey: .link) ?? AccessLink()
         senderLink = try c.decodeIfPresent(AccessLink.self, forKey: .senderLink)
         receiverLink = try c.decodeIfPresent(AccessLink.self, forKey: .receiverLink)
+        receiverDevices = try c.decodeIfPresent([ReceiverDevice].self, forKey: .receiverDevices)
+        sendOnlySessions = try c.decodeIfPresent([SendOnlySession].self, forKey: .sendOnlySessions) ?? []
         faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? []
         expect = try c.decodeIfPresent(Expectations.self, forKey: .expect) ?? Expectations()
         retransmit = try c.decodeIfPresent(RetransmitOverrides.self, forKey: .retransmit)
         try workload.validate()
+        try validateDevices()
     }
 }
 

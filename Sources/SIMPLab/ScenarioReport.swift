@@ -90,6 +90,8 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     /// Seconds from the workload start to when the run stopped (virtual in sim mode), after
     /// the last outcome: with `ended`, how far a bounded run got.
     public var endedAtSeconds = 0.0
+    /// Each receiving device, when the scenario declares `receiverDevices`.
+    public var devices: [DeviceReport]?
     public var bars: [Bar] = []
     public var passed = true
 
@@ -104,7 +106,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
         case deliveredAndFailed = "delivered_and_failed", rateLimited = "rate_limited"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
-        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", bars, passed
+        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", devices, bars, passed
     }
 
     /// Spurious retransmissions as a percentage of messages sent.
@@ -126,6 +128,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         if scenario.expect.noFailures ?? (scenario.recoversAtMs <= 30_000) {
             atMost("failed", Double(failed), 0)
         }
+        bars += (devices ?? []).flatMap(\.bars)
         let expect = scenario.expect
         if let limit = expect.maxMeanLatencyMs { atMost("latency_mean_ms", latency?.mean ?? .infinity, limit) }
         if let limit = expect.maxLatencyMs { atMost("latency_max_ms", latency?.max ?? .infinity, limit) }

@@ -48,6 +48,23 @@ final class PlotTests: XCTestCase {
         XCTAssertTrue(header.contains("restartRelay at 4 s for 0.5 s"), header)
     }
 
+    func testDevicesGetAPanelWithASeriesPerDeviceAndTheirOfflineWindows() throws {
+        var scenario = try Suite.scenario("device-offline-back")
+        scenario.workload.messages = 200
+        let run = Simulation.execute(scenario, seed: 2)
+        let svg = try SVGTree(LabPlot.run(run))
+        let panels = svg.root.all { $0.attributes["class"] == "panel" }.compactMap { $0.attributes["id"] }
+        XCTAssertEqual(panels, ["latency-cdf", "latency-over-time", "retransmissions", "device-delivery"])
+        for (index, device) in ["phone", "laptop"].enumerated() {
+            let series = try XCTUnwrap(svg.root.first { $0.attributes["data-name"] == "device \(device)" }, device)
+            XCTAssertEqual(series.all { $0.name == "circle" }.count, try XCTUnwrap(run.report.devices?[index].delivered))
+        }
+        XCTAssertEqual(svg.root.all { $0.attributes["class"] == "impairment" && $0.attributes["data-kind"] == "offline" }.count, 1)
+        let header = svg.root.all { $0.attributes["class"] == "impairments" }.map(\.text).joined(separator: "\n")
+        XCTAssertTrue(header.contains("receiver devices: phone; laptop offline at 1 s for 2 s"), header)
+        XCTAssertTrue(header.contains("device laptop: "), header)
+    }
+
     func testCDFEndsAtTheShareOfMessagesReceipted() throws {
         let run = try eventfulRun()
         let svg = try SVGTree(LabPlot.run(run))

@@ -54,6 +54,45 @@ final class RealModeTests: XCTestCase {
         XCTAssertGreaterThan(try XCTUnwrap(report.latency).max, 500, "messages waited for the relay")
     }
 
+    // MARK: Devices (the suite's scenarios as they are: each a few seconds)
+
+    /// A device scenario as it is; the wait for deliveries a device never gets is cut short.
+    private func runDevices(_ name: String) async throws -> LabRun {
+        var options = LabOptions()
+        options.maxWallTime = .seconds(10)
+        let run = try await RealRun.execute(try Suite.scenario(name), options: options)
+        XCTAssertEqual(run.report.mode, .real)
+        XCTAssertEqual(run.report.receipted, run.report.sent)
+        KnownBugs.assertBars(run.report) // every bar, except those of bugs named there
+        return run
+    }
+
+    func testTwoDevicesOnline() async throws {
+        let report = try await runDevices("two-devices").report
+        XCTAssertEqual(report.devices?.map(\.expected), [400, 400])
+        XCTAssertEqual(report.devices?.map(\.delivered), [400, 400])
+    }
+
+    func testDeviceOfflineAndBack() async throws {
+        let run = try await runDevices("device-offline-back")
+        XCTAssertEqual(run.report.devices?.first?.delivered, 400, "the phone got everything")
+        let offline = try XCTUnwrap(try Suite.scenario("device-offline-back").devices[1].offline.first)
+        let laptop = run.messages.compactMap { message in message.devices?["laptop"].map { (message.sentMs, $0) } }
+        let backlog = laptop.filter { $0.0 >= offline.atMs + 100 && $0.0 < offline.atMs + offline.forMs - 100 }
+        XCTAssertGreaterThan(backlog.count, 100, "the laptop got its backlog")
+        for (_, delivered) in backlog { XCTAssertGreaterThanOrEqual(delivered, offline.atMs + offline.forMs, "after coming back") }
+    }
+
+    func testOneShotSendWhileTheReceiverIsOffline() async throws {
+        let run = try await runDevices("oneshot-send-mid-offline")
+        XCTAssertEqual(run.report.sent, 303)
+        let oneShot = run.messages.filter { $0.from.hasPrefix("receiver1") }
+        XCTAssertEqual(oneShot.map(\.fate), [.receipted, .receipted, .receipted])
+        XCTAssertEqual(oneShot.filter { $0.deliveredMs != nil }.count, 3, "the sender's application got them")
+        let backlog = run.messages.filter { $0.to.hasPrefix("receiver1") && $0.sentMs >= 600 && $0.sentMs < 2400 }
+        XCTAssertEqual(backlog.filter { $0.devices?["laptop"] != nil }.count, backlog.count, "nothing stored was lost")
+    }
+
     /// More clients than the relay's default login burst (50 per address) all log in from
     /// 127.0.0.1: the lab's relay is configured for its own load.
     func testManyPairsAllLogIn() async throws {

@@ -5,21 +5,6 @@ import XCTest
 /// Scenario files are read strictly: a misspelt key or an impossible value is an error that
 /// names the file, the key and what is allowed.
 final class StrictScenarioTests: XCTestCase {
-    private func loadError(_ json: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("strict-\(UUID().uuidString).json")
-        try Data(json.utf8).write(to: url)
-        defer { try? FileManager.default.removeItem(at: url) }
-        do {
-            _ = try Scenario.load(from: url)
-        } catch {
-            let message = "\(error)"
-            XCTAssertTrue(message.contains(url.lastPathComponent), "names the file: \(message)", file: file, line: line)
-            return message
-        }
-        XCTFail("loaded without an error", file: file, line: line)
-        return ""
-    }
-
     func testUnknownTopLevelKeyIsNamedWithTheAllowedOnes() throws {
         let message = try loadError(#"{"name": "x", "senderLnk": {"lossPercent": 5}}"#)
         XCTAssertTrue(message.contains("senderLnk: unknown key"), message)

@@ -12,12 +12,17 @@ public enum LabPlot {
 
     /// The SVG of one run.
     public static func run(_ run: LabRun) -> String {
-        var canvas = SVGCanvas(width: 960, height: 990)
+        // Room for the header's extra lines and the devices panel, when the scenario has devices.
+        let lines = Double(deviceLines(run.report).count + (describeDevices(run.scenario) == nil ? 0 : 1))
+        let shift = lines * 18
+        let devices = run.scenario.receiverDevices == nil ? 0 : devicePanelHeight
+        var canvas = SVGCanvas(width: 960, height: 990 + shift + devices)
         header(run, on: &canvas)
         let time = timeScale(run)
-        latencyDistribution(run, on: &canvas, frame: ChartFrame(left: 90, top: 150, width: 830, height: 200))
-        latencyOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 420, width: 830, height: 220), time: time)
-        retransmissionsOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 750, width: 830, height: 170), time: time)
+        latencyDistribution(run, on: &canvas, frame: ChartFrame(left: 90, top: 150 + shift, width: 830, height: 200))
+        latencyOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 420 + shift, width: 830, height: 220), time: time)
+        retransmissionsOverTime(run, on: &canvas, frame: ChartFrame(left: 90, top: 750 + shift, width: 830, height: 170), time: time)
+        deliveryPerDevice(run, on: &canvas, frame: ChartFrame(left: 90, top: 1000 + shift, width: 830, height: 190), time: time)
         return canvas.document
     }
 
@@ -49,6 +54,7 @@ public enum LabPlot {
         let workload = scenario.workload
         lines.append("workload: \(workload.senders) sender(s) × \(workload.messages) messages, one every "
                      + "\(SVGCanvas.number(Double(workload.interval.nanoseconds) / 1e6)) ms, to \(workload.receivers) receiver(s)")
+        lines += [describeDevices(scenario)].compactMap { $0 } + deviceLines(report)
         for (index, line) in lines.enumerated() {
             canvas.text(line, x: 20, y: 72 + Double(index) * 18, fill: "#555", attributes: "class=\"impairments\"")
         }
@@ -75,11 +81,11 @@ public enum LabPlot {
         return parts.isEmpty ? "perfect" : parts.joined(separator: ", ")
     }
 
-    private static func seconds(_ ms: Double) -> String { SVGCanvas.number(ms / 1000) + " s" }
+    static func seconds(_ ms: Double) -> String { SVGCanvas.number(ms / 1000) + " s" }
 
     // MARK: Panels
 
-    private static func panelTitle(_ title: String, frame: ChartFrame, on canvas: inout SVGCanvas) {
+    static func panelTitle(_ title: String, frame: ChartFrame, on canvas: inout SVGCanvas) {
         canvas.text(title, x: frame.left, y: frame.top - 12, size: 14, weight: "bold", attributes: "class=\"panel-title\"")
     }
 
@@ -123,13 +129,15 @@ public enum LabPlot {
     /// Seconds since the workload started, long enough for every send, outcome and fault.
     private static func timeScale(_ run: LabRun) -> ChartScale {
         var ends: [Double] = run.messages.flatMap { [$0.sentMs, $0.receiptedMs ?? 0, $0.failedMs ?? 0, $0.deliveredMs ?? 0] }
+        ends += run.messages.flatMap { ($0.devices ?? [:]).values }
+        ends += run.scenario.devices.flatMap(\.offline).map { $0.atMs + $0.forMs }
         ends += run.scenario.faults.map { $0.atMs + ($0.forMs ?? 0) }
         ends += blackouts(of: run.scenario).map { $0.window.atMs + $0.window.forMs }
         ends += run.retransmissions.map(\.atMs)
         return ChartScale.fitting([max(1, ends.max() ?? 1) / 1000], pixels: (0, 0))
     }
 
-    private static func placed(_ scale: ChartScale, in frame: ChartFrame) -> ChartScale {
+    static func placed(_ scale: ChartScale, in frame: ChartFrame) -> ChartScale {
         var scale = scale
         scale.pixelLower = frame.left
         scale.pixelUpper = frame.right

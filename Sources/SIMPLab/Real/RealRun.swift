@@ -16,6 +16,9 @@ import SIMPLocalServers
 public enum RealRun {
     /// Wall-clock time allowed after the last message is sent for every outcome to arrive.
     public static let drainLimit = TimeAmount.seconds(120)
+    /// Wall-clock time allowed after every message has its outcome for the receiving devices to
+    /// get what is still due to them (a device that came back receives its backlog).
+    public static let deviceDrainLimit = TimeAmount.seconds(30)
     /// Time waited after the last outcome for late deliveries and duplicates.
     public static let linger = TimeAmount.milliseconds(300)
 
@@ -40,16 +43,33 @@ public enum RealRun {
 
 /// The processes, proxies and clients of one real-mode run.
 final class RealWorld: @unchecked Sendable {
-    private struct Participant {
-        var name: String
-        var isSender: Bool
-        var client: SIMPClient
-        var path: LinkProxy
-        var control: ControlProxy
+    /// One client of the run with its proxies; a device that goes offline and comes back, or a
+    /// one-shot session, has one process (`SIMPClient`) after another behind the same proxies.
+    final class Participant: Sendable {
+        let member: LabMember
+        /// The user name the relay sees (the member's, with the seed).
+        let name: String
+        let path: LinkProxy
+        let control: ControlProxy
+        private let current = NIOLockedValueBox<SIMPClient?>(nil)
+
+        init(member: LabMember, name: String, path: LinkProxy, control: ControlProxy) {
+            self.member = member
+            self.name = name
+            self.path = path
+            self.control = control
+        }
+
+        var isSender: Bool { member.isSender }
+        /// The running process, if any.
+        var client: SIMPClient? {
+            get { current.withLockedValue { $0 } }
+            set { current.withLockedValue { $0 = newValue } }
+        }
     }
 
-    private let scenario: Scenario
-    private let seed: UInt64
+    let scenario: Scenario
+    let seed: UInt64
     private let options: LabOptions
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     /// The relay's own loop, so that `pauseRelay` can stop it without stopping the clients.
@@ -57,15 +77,20 @@ final class RealWorld: @unchecked Sendable {
     private let redis: LocalRedisServer
     private var relay: BackgroundRelay
     private let relayConfiguration: RelayConfiguration
-    private var participants: [Participant] = []
-    private var inboxes: [Task<Void, Never>] = []
-    private let recorder = NIOLockedValueBox(RunRecorder())
-    private let lastProgress = NIOLockedValueBox(NIODeadline.now())
+    private(set) var participants: [Participant] = []
+    /// The tasks collecting what each process's application receives.
+    private let inboxes = NIOLockedValueBox([Task<Void, Never>]())
+    let recorder = NIOLockedValueBox(RunRecorder())
+    let lastProgress = NIOLockedValueBox(NIODeadline.now())
     /// When the workload started: the recorder's times count from here.
-    private let workloadStart = NIOLockedValueBox(NIODeadline.now())
+    let workloadStart = NIOLockedValueBox(NIODeadline.now())
     /// Messages the relay stored for a receiver that was offline (e.g. during a relay restart),
     /// with when they were sent: they count when the relay reports them delivered.
     private let storedSince = NIOLockedValueBox([UInt64: NIODeadline]())
+    /// The next sequence number of each receiver's one-shot messages.
+    let oneShotSequences = NIOLockedValueBox([String: Int]())
+    /// The retransmission counters of one-shot sessions that have left.
+    let oneShotCounters = NIOLockedValueBox(SenderCounters())
 
     private init(
         scenario: Scenario, seed: UInt64, options: LabOptions, redis: LocalRedisServer, relay: BackgroundRelay,
@@ -91,7 +116,7 @@ final class RealWorld: @unchecked Sendable {
         // lose credentials. Datagrams are sealed and checked exactly as with login.
         configuration.requireLogin = false
         configuration.logger = quietLogger("lab.relay")
-        configuration.allowLoad(ofClients: scenario.workload.senders + scenario.workload.receivers)
+        configuration.allowLoad(ofClients: scenario.members.count)
         let relay: BackgroundRelay
         let relayGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do { relay = try await BackgroundRelay.start(configuration: configuration, group: relayGroup) } catch {
@@ -118,34 +143,47 @@ final class RealWorld: @unchecked Sendable {
     }
 
     private func connectClients() async throws {
-        let workload = scenario.workload
-        for index in 0..<(workload.senders + workload.receivers) {
-            let isSender = index < workload.senders
-            let name = (isSender ? "sender\(index + 1)" : "receiver\(index - workload.senders + 1)") + "-\(seed)"
-            let access = isSender ? scenario.senderAccess : scenario.receiverAccess
-            let path = try await LinkProxy.start(up: access.up, down: access.down, seed: seed, stream: UInt64(2 * index + 1),
-                                                 relay: relay.datagramAddress!, group: group)
+        for (index, member) in scenario.members.enumerated() {
+            let path = try await LinkProxy.start(up: member.access.up, down: member.access.down, seed: seed,
+                                                 stream: UInt64(2 * index + 1), relay: relay.datagramAddress!, group: group)
             let control = try await ControlProxy.start(target: relay.controlAddress!, group: group)
-            var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: control.port, user: name)
-            configuration.localHost = "127.0.0.1"
-            configuration.datagramTarget = path.clientSideAddress
-            configuration.advertisedUDPPort = path.publicPort
-            configuration.retransmit = scenario.policy
-            configuration.logger = Self.quietLogger("lab.client")
-            let client = SIMPClient(configuration: configuration)
-            participants.append(Participant(name: name, isSender: isSender, client: client, path: path, control: control))
-            if !isSender { inboxes.append(collect(client, as: name)) }
-            try await client.connect()
-            try await path.setClient(client.localDatagramAddress!)
+            participants.append(Participant(member: member, name: member.user + "-\(seed)", path: path, control: control))
         }
+        if let devices = scenario.receiverDevices {
+            recorder.withLockedValue { recorder in
+                for user in scenario.receiverUsers { recorder.trackDevices(devices.map(\.name), of: user + "-\(seed)") }
+            }
+        }
+        for participant in participants where !participant.member.sendOnly { try await startProcess(of: participant) }
+    }
+
+    /// Starts a new client process for `participant` behind its proxies and waits until it is
+    /// registered; what its application receives is recorded.
+    func startProcess(of participant: Participant) async throws {
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: participant.control.port, user: participant.name)
+        configuration.localHost = "127.0.0.1"
+        configuration.datagramTarget = participant.path.clientSideAddress
+        configuration.advertisedUDPPort = participant.path.publicPort
+        configuration.retransmit = scenario.policy
+        configuration.logger = Self.quietLogger("lab.client")
+        configuration.device = participant.member.device
+        configuration.sendOnly = participant.member.sendOnly
+        let client = SIMPClient(configuration: configuration)
+        participant.client = client
+        let inbox = collect(client, as: participant.name, device: participant.member.device)
+        inboxes.withLockedValue { $0.append(inbox) }
+        try await client.connect()
+        try await participant.path.setClient(client.localDatagramAddress!)
     }
 
     /// Records every message the application of `client` receives.
-    private func collect(_ client: SIMPClient, as name: String) -> Task<Void, Never> {
+    private func collect(_ client: SIMPClient, as name: String, device: String) -> Task<Void, Never> {
         Task { [recorder, lastProgress, workloadStart] in
             for await message in client.messages {
                 let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
-                recorder.withLockedValue { $0.appReceived(from: message.fromUser, to: name, text: message.content, at: at) }
+                recorder.withLockedValue {
+                    $0.appReceived(from: message.fromUser, to: name, device: device, text: message.content, at: at)
+                }
                 lastProgress.withLockedValue { $0 = .now() }
             }
         }
@@ -158,10 +196,11 @@ final class RealWorld: @unchecked Sendable {
         for participant in participants { try await participant.path.startClock(at: start) }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let senders = participants.filter(\.isSender)
-            let receivers = participants.filter { !$0.isSender }.map(\.name)
+            let receivers = scenario.receiverUsers.map { $0 + "-\(seed)" }
             for (index, sender) in senders.enumerated() {
-                tasks.addTask { try await self.send(from: sender.client, named: sender.name, index: index, senderCount: senders.count, to: receivers, start: start) }
+                tasks.addTask { try await self.send(from: sender.client!, named: sender.name, index: index, senderCount: senders.count, to: receivers, start: start) }
             }
+            addDeviceLifecycles(to: &tasks, start: start)
             for fault in scenario.faults {
                 tasks.addTask {
                     try await Self.sleep(until: start + fault.at)
@@ -172,10 +211,15 @@ final class RealWorld: @unchecked Sendable {
         }
         let drainEnd = NIODeadline.now() + RealRun.drainLimit
         let deadline = options.maxWallTime.map { min(drainEnd, start + $0) } ?? drainEnd
-        while recorder.withLockedValue({ $0.unresolved }) > 0, NIODeadline.now() < deadline {
+        func settled() -> Bool { recorder.withLockedValue { $0.unresolved == 0 && $0.deviceDeliveriesDue == 0 } }
+        var devicesDeadline: NIODeadline?
+        while !settled(), NIODeadline.now() < min(deadline, devicesDeadline ?? deadline) {
+            if devicesDeadline == nil, recorder.withLockedValue({ $0.unresolved }) == 0 {
+                devicesDeadline = .now() + RealRun.deviceDrainLimit
+            }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        let ended: RunEnd = recorder.withLockedValue { $0.unresolved } == 0 ? .settled : .wallTimeLimit
+        let ended: RunEnd = settled() ? .settled : .wallTimeLimit
         try await Task.sleep(nanoseconds: UInt64(RealRun.linger.nanoseconds))
         sampler.cancel()
         var counters = try await senderCounters()
@@ -192,9 +236,9 @@ final class RealWorld: @unchecked Sendable {
 
     /// The senders' retransmission counters, summed.
     private func senderCounters() async throws -> SenderCounters {
-        var counters = SenderCounters()
+        var counters = oneShotCounters.withLockedValue { $0 }
         for participant in participants where participant.isSender {
-            let statistics = try await participant.client.statistics()
+            guard let statistics = try await participant.client?.statistics() else { continue }
             counters.retransmits += statistics.retransmits
             counters.spuriousRetransmits += statistics.spuriousRetransmits
             counters.extraCopies += statistics.extraCopies
@@ -229,9 +273,8 @@ final class RealWorld: @unchecked Sendable {
         }
     }
 
-    /// One sender's share of the workload, on schedule.
     /// Counts stored messages when the relay reports them delivered from the inbox (or discarded).
-    private func followStoredMessages(of client: SIMPClient) -> Task<Void, Never> {
+    func followStoredMessages(of client: SIMPClient) -> Task<Void, Never> {
         Task { [recorder, lastProgress, storedSince, workloadStart] in
             for await notice in client.notices {
                 switch notice {
@@ -251,6 +294,7 @@ final class RealWorld: @unchecked Sendable {
         }
     }
 
+    /// One sender's share of the workload, on schedule.
     private func send(from client: SIMPClient, named sender: String, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
         _ = followStoredMessages(of: client) // ends when the client closes
         let workload = scenario.workload
@@ -261,24 +305,28 @@ final class RealWorld: @unchecked Sendable {
             let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
             sequences[receiverIndex] += 1
             try await Self.sleep(until: start + workload.interval * Int64(message) + stagger)
-            let (id, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receivers[receiverIndex], content: text))
-            let sentAt = NIODeadline.now()
-            recorder.withLockedValue {
-                $0.messageSent(id: id, from: sender, to: receivers[receiverIndex], text: text, at: sentAt - start)
-            }
-            result.whenSuccess { [recorder, lastProgress, storedSince] outcome in
-                let at = NIODeadline.now() - start
-                recorder.withLockedValue { recorder in
-                    switch outcome {
-                    case .delivered(_, let latency, let attempts): recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: at)
-                    case .failed(_, let failure): recorder.messageFailed(id: id, attempts: failure.attempts, at: at)
-                    case .connectionLost: recorder.messageFailed(id: id, connectionLost: true, at: at)
-                    case .stored(let id): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
-                    }
-                }
-                lastProgress.withLockedValue { $0 = .now() }
-            }
+            _ = try await submit(text, from: client, named: sender, to: receivers[receiverIndex], start: start)
         }
+    }
+
+    /// Submits one message and records it and its outcome; returns its id.
+    func submit(_ text: String, from client: SIMPClient, named sender: String, to receiver: String, start: NIODeadline) async throws -> UInt64 {
+        let (id, result) = try await client.submit(SIMPMessage(kind: .text, toUser: receiver, content: text))
+        let sentAt = NIODeadline.now()
+        recorder.withLockedValue { $0.messageSent(id: id, from: sender, to: receiver, text: text, at: sentAt - start) }
+        result.whenSuccess { [recorder, lastProgress, storedSince] outcome in
+            let at = NIODeadline.now() - start
+            recorder.withLockedValue { recorder in
+                switch outcome {
+                case .delivered(_, let latency, let attempts): recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: at)
+                case .failed(_, let failure): recorder.messageFailed(id: id, attempts: failure.attempts, at: at)
+                case .connectionLost: recorder.messageFailed(id: id, connectionLost: true, at: at)
+                case .stored(let id): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
+                }
+            }
+            lastProgress.withLockedValue { $0 = .now() }
+        }
+        return id
     }
 
     private func apply(_ fault: Fault) async throws {
@@ -303,8 +351,8 @@ final class RealWorld: @unchecked Sendable {
     }
 
     func stop() async {
-        for participant in participants { await participant.client.close() }
-        for inbox in inboxes { await inbox.value }
+        for participant in participants { await participant.client?.close() }
+        for inbox in inboxes.withLockedValue({ $0 }) { await inbox.value }
         for participant in participants {
             await participant.control.stop()
             await participant.path.stop()
@@ -315,7 +363,7 @@ final class RealWorld: @unchecked Sendable {
         try? await relayGroup.shutdownGracefully()
     }
 
-    private static func sleep(until deadline: NIODeadline) async throws {
+    static func sleep(until deadline: NIODeadline) async throws {
         let wait = deadline - .now()
         if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
     }

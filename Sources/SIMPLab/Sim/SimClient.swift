@@ -2,10 +2,15 @@ import NIOCore
 import SIMPCore
 
 /// A client in the simulator: the client's own `ClientSession` (the same one `SIMPClient`
-/// drives), connected to simulated links instead of sockets.
+/// drives), connected to simulated links instead of sockets. Its process can stop (`stop`) and
+/// start again afresh (`start`), as a device that goes offline and comes back.
 final class SimClient {
     let user: String
     let isSender: Bool
+    /// The device it logs in as (PROTOCOL §4.7; "" is the user's default device).
+    let device: String
+    /// A send-only session: never a route for content, never gets stored messages.
+    let sendOnly: Bool
     let ipAddress: String
     let up: SimLink
     let down: SimLink
@@ -18,8 +23,8 @@ final class SimClient {
     private var handshakeGeneration = 0
     /// Whether the client has been registered at least once.
     private(set) var hasConnected = false
-    /// The UDP port registered with the relay.
-    private let registeredPort = 50_000
+    /// The UDP port registered with the relay (a new process binds a new one).
+    private var registeredPort = 50_000
     /// The UDP port the relay's datagrams reach now (changes on a NAT rebinding).
     private(set) var publicPort = 50_000
     /// Messages whose outcome the application still waits for.
@@ -30,33 +35,82 @@ final class SimClient {
     /// The sender's retransmission count already passed to the recorder.
     private var retransmitsRecorded = 0
     private let allocator = ByteBufferAllocator()
+    private let index: Int
+    /// Whether the client's process runs, and how many processes it has had: what a stopped
+    /// process scheduled (timers, reconnects, datagrams on their way to it) is ignored.
+    private(set) var isRunning = false
+    private var processes = 0
+    /// Stop once every submitted message has its outcome (a one-shot send).
+    var leavesWhenDone = false
 
-    init(user: String, isSender: Bool, index: Int, up: SimLink, down: SimLink, world: SimWorld) {
+    init(user: String, isSender: Bool, device: String = "", sendOnly: Bool = false, index: Int, up: SimLink, down: SimLink,
+         world: SimWorld) {
         self.user = user
         self.isSender = isSender
+        self.device = device
+        self.sendOnly = sendOnly
+        self.index = index
         self.ipAddress = "10.\(index / 65_536 % 256).\(index / 256 % 256).\(index % 256)"
         self.up = up
         self.down = down
         self.world = world
         self.random = SeededRandom(seed: world.seed, stream: 1_000_000 + UInt64(index))
-        var configuration = ClientSession.Configuration(user: user, firstMessageId: UInt64(index) << 32)
+        self.session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32, world: world)
+    }
+
+    private static func makeSession(user: String, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
+        var configuration = ClientSession.Configuration(user: user, firstMessageId: firstMessageId)
         configuration.retransmit = world.scenario.policy
         configuration.heartbeat = world.configuration.heartbeat
         configuration.reconnect = world.configuration.reconnect
         configuration.keepaliveInterval = world.configuration.keepaliveInterval
-        self.session = ClientSession(configuration: configuration)
+        return ClientSession(configuration: configuration)
     }
 
     /// The client's retransmission counters.
     var sender: ReliableSender { session.sender }
     var publicAddress: SocketAddress { try! SocketAddress(ipAddress: ipAddress, port: publicPort) }
     var isConnected: Bool { control != nil }
-    var outstanding: Int { waiters.count + session.receiver.heldCount }
+    var outstanding: Int { waiters.count + (isRunning ? session.receiver.heldCount : 0) }
+
+    // MARK: Process
+
+    /// The client's process starts and connects. A process after the first is a new one: a
+    /// fresh session (ids, receiver state) and a new UDP port.
+    func start() {
+        guard !isRunning else { return }
+        if processes > 0 {
+            world.addressChanged(of: self) { publicPort += 1 }
+            registeredPort = publicPort
+            session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
+            retransmitsRecorded = 0
+        }
+        processes += 1
+        isRunning = true
+        connect()
+    }
+
+    /// The client's process stops: it says DISCONNECT on its control connection (TCP still
+    /// delivers what was written before, receipts included) and is gone; what it held back is
+    /// lost with it. The relay closes the connection on the DISCONNECT.
+    func stop() {
+        guard isRunning else { return }
+        isRunning = false
+        handshakeGeneration += 1
+        timerGeneration += 1
+        timerDeadline = nil
+        if let handshake { world.relay.clientClosed(handshake) }
+        handshake = nil
+        control?.up.send(SIMPMessage(kind: .disconnect, fromUser: user))
+        control = nil
+        world.noteProgress()
+    }
 
     // MARK: Connecting
 
     /// Opens a control connection and starts logging in; failure leads to a reconnect attempt.
     func connect() {
+        guard isRunning else { return }
         handshakeGeneration += 1
         let generation = handshakeGeneration
         let timeout = world.configuration.connectTimeout
@@ -70,7 +124,7 @@ final class SimClient {
             return
         }
         handshake = connection
-        connection.up.send(session.beginLogin(udpPort: registeredPort))
+        connection.up.send(describingDevice(session.beginLogin(udpPort: registeredPort)))
         world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
     }
 
@@ -107,9 +161,21 @@ final class SimClient {
 
     // MARK: Input
 
-    /// A datagram from the relay enters this client's downlink.
+    /// A datagram from the relay enters this client's downlink (to the process running now).
     func receiveFromRelay(_ bytes: ByteBuffer) {
-        down.send(bytes) { [unowned self] in datagramArrived($0) }
+        let process = processes
+        down.send(bytes) { [unowned self] in
+            guard isRunning, process == processes else { return }
+            datagramArrived($0)
+        }
+    }
+
+    /// AUTH and CONNECT name the device; CONNECT says whether the session only sends.
+    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
+        var frame = frame
+        if frame.kind == .auth || frame.kind == .connect { frame.device = device }
+        if frame.kind == .connect { frame.sendOnly = sendOnly }
+        return frame
     }
 
     private func datagramArrived(_ bytes: ByteBuffer) {
@@ -119,7 +185,7 @@ final class SimClient {
 
     private func deliver(_ messages: [SIMPMessage]) {
         for message in messages {
-            world.recorder.appReceived(from: message.fromUser, to: user, text: message.content, at: world.elapsed)
+            world.recorder.appReceived(from: message.fromUser, to: user, device: device, text: message.content, at: world.elapsed)
         }
         if !messages.isEmpty { world.noteProgress() }
     }
@@ -127,7 +193,7 @@ final class SimClient {
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
             switch session.loginReceived(message, now: world.queue.deadline) {
-            case .send(let frame)?: connection.up.send(frame)
+            case .send(let frame)?: connection.up.send(describingDevice(frame))
             case .registered(_, let output)?: adopt(connection, output)
             case .refused?: handshakeFailed(handshakeGeneration)
             case nil: break
@@ -181,7 +247,10 @@ final class SimClient {
             connectionClosed(control)
         }
         if let plan = output.reconnect {
-            world.queue.schedule(after: plan.delay) { [unowned self] in connect() }
+            let process = processes
+            world.queue.schedule(after: plan.delay) { [unowned self] in
+                if process == processes { connect() }
+            }
         }
         armTimer()
     }
@@ -195,7 +264,7 @@ final class SimClient {
             guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.messageFailed(id: id, attempts: failure.attempts, at: world.elapsed)
         }
-        world.noteProgress()
+        outcomeArrived()
     }
 
     /// A message stored for an offline receiver has its outcome when the relay says it was
@@ -211,12 +280,23 @@ final class SimClient {
         default:
             return
         }
+        outcomeArrived()
+    }
+
+    /// A one-shot send leaves once every message has its outcome (after what it is doing now).
+    private func outcomeArrived() {
+        if leavesWhenDone, waiters.isEmpty {
+            let process = processes
+            world.queue.schedule(after: .zero) { [unowned self] in
+                if process == processes { stop() }
+            }
+        }
         world.noteProgress()
     }
 
     /// One timer at the session's next deadline.
     private func armTimer() {
-        guard let deadline = session.nextDeadline else {
+        guard isRunning, let deadline = session.nextDeadline else {
             timerGeneration += 1
             timerDeadline = nil
             return

@@ -45,10 +45,19 @@ final class SimWorld {
     let relayHeartbeat = RelayConfiguration().heartbeat
     var recorder = RunRecorder()
     private(set) var relay: SimRelay!
-    private var clients: [SimClient] = []
+    /// The senders and the receivers' devices, which connect before the workload starts.
+    private(set) var clients: [SimClient] = []
+    /// The receivers' one-shot send-only sessions, which start later.
+    var sendOnlyClients: [SimClient] = []
+    /// Device stops and starts, and one-shot sessions, still to come.
+    var lifecycleEventsDue = 0
+    /// The next sequence number of each receiver's one-shot messages (to its one sender).
+    var oneShotSequences: [String: Int] = [:]
+    /// Every client with what the scenario says of it.
+    var lineup: [(member: LabMember, client: SimClient)] = []
     private var clientsByAddress: [SocketAddress: SimClient] = [:]
     private(set) var workloadStart: TimeAmount?
-    private var submitted = 0
+    var submitted = 0
     private var lastProgress: TimeAmount = .zero
     private(set) var finishedAt: TimeAmount?
     /// While the relay is paused (`Fault.Kind.pauseRelay`): when it goes on. Every packet sent
@@ -70,7 +79,6 @@ final class SimWorld {
 
     func run() -> LabRun {
         relay = SimRelay(world: self)
-        let workload = scenario.workload
         var stream: UInt64 = 0
         func link(_ conditions: LinkConditions) -> SimLink {
             stream += 1
@@ -79,22 +87,23 @@ final class SimWorld {
                 workloadStart
             }
         }
-        for index in 0..<(workload.senders + workload.receivers) {
-            let isSender = index < workload.senders
-            let access = isSender ? scenario.senderAccess : scenario.receiverAccess
-            let name = isSender ? "sender\(index + 1)" : "receiver\(index - workload.senders + 1)"
-            let client = SimClient(user: name, isSender: isSender, index: index + 1, up: link(access.up),
-                                   down: link(access.down), world: self)
-            clients.append(client)
+        for (index, member) in scenario.members.enumerated() {
+            let client = SimClient(user: member.user, isSender: member.isSender, device: member.device, sendOnly: member.sendOnly,
+                                   index: index + 1, up: link(member.access.up), down: link(member.access.down), world: self)
+            if member.sendOnly { sendOnlyClients.append(client) } else { clients.append(client) }
+            lineup.append((member, client))
             clientsByAddress[client.publicAddress] = client
         }
+        if let devices = scenario.receiverDevices {
+            for user in scenario.receiverUsers { recorder.trackDevices(devices.map(\.name), of: user) }
+        }
         relay.start()
-        for client in clients { client.connect() }
+        for client in clients { client.start() }
         queue.schedule(after: Self.connectGrace) { [unowned self] in startWorkload() }
         let ended = runQueue()
 
         var counters = SenderCounters()
-        for client in clients where client.isSender {
+        for client in clients + sendOnlyClients where client.isSender || client.sendOnly {
             counters.retransmits += client.sender.retransmits
             counters.spuriousRetransmits += client.sender.spuriousRetransmits
             counters.extraCopies += client.sender.extraCopiesSent
@@ -149,14 +158,16 @@ final class SimWorld {
     /// An outcome or a delivery happened; the run ends once every message is settled.
     func noteProgress() {
         lastProgress = queue.now
-        if finishedAt == nil, submitted == scenario.workload.messages * scenario.workload.senders,
-           clients.allSatisfy({ $0.outstanding == 0 }) {
+        if finishedAt == nil, submitted == scenario.totalMessages, lifecycleEventsDue == 0, recorder.deviceDeliveriesDue == 0,
+           clients.allSatisfy({ $0.outstanding == 0 }),
+           sendOnlyClients.allSatisfy({ $0.outstanding == 0 }) {
             finishedAt = queue.now
         }
     }
 
     func clientConnected(_ client: SimClient) {
         if workloadStart == nil, clients.allSatisfy(\.hasConnected) { startWorkload() }
+        noteProgress()
     }
 
     private func startWorkload() {
@@ -164,7 +175,7 @@ final class SimWorld {
         workloadStart = queue.now
         let workload = scenario.workload
         let senders = clients.filter(\.isSender)
-        let receivers = clients.filter { !$0.isSender }
+        let receivers = scenario.receiverUsers
         let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds / Int64(senders.count))
         for (senderIndex, sender) in senders.enumerated() {
             var sequences = [Int](repeating: 0, count: receivers.count)
@@ -172,7 +183,7 @@ final class SimWorld {
                 let receiverIndex = (senderIndex + message) % receivers.count
                 let text = MessageText.make(sequence: sequences[receiverIndex], payloadBytes: workload.payloadBytes)
                 sequences[receiverIndex] += 1
-                let to = receivers[receiverIndex].user
+                let to = receivers[receiverIndex]
                 queue.schedule(after: workload.interval * Int64(message) + stagger * Int64(senderIndex)) { [unowned self] in
                     submitted += 1
                     sender.submit(text: text, to: to)
@@ -182,6 +193,7 @@ final class SimWorld {
         for fault in scenario.faults {
             queue.schedule(after: fault.at) { [unowned self] in apply(fault) }
         }
+        scheduleDeviceLifecycles()
     }
 
     private func apply(_ fault: Fault) {
