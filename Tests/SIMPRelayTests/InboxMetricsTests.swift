@@ -53,9 +53,9 @@ final class InboxMetricsTests: XCTestCase {
             let sampledAt = try XCTUnwrap(withOld.value("simp_inbox_sampled_timestamp_seconds"))
             XCTAssertEqual(sampledAt, Double(WallClock.millisecondsSinceEpoch()) / 1000, accuracy: 10)
 
-            _ = try await relay.inspector.command(["DEL", InboxStore.inboxKey(carol), InboxStore.idsKey(carol)])
+            _ = try await relay.inspector.command(["DEL", InboxStore.logKey(carol), InboxStore.idsKey(carol)])
             let bobClient = try await relay.connectClient(user: bob)
-            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", InboxStore.inboxKey(bob, device: "")]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.pendingEntries(bob).isEmpty }
             let emptied = try await scrape()
             XCTAssertEqual(emptied.value("simp_inbox_stored_messages"), messagesBefore)
             XCTAssertEqual(emptied.value("simp_inbox_users"), usersBefore)
