@@ -156,30 +156,16 @@ final class UserLogTests: XCTestCase {
     /// Through a real relay: bob's phone is online, his laptop offline; the laptop, back, gets
     /// its backlog once and in order, and once both have everything the log is empty.
     func testAnOfflineDeviceGetsItsBacklogOnceWhenItComesBack() async throws {
-        let relay = try await TestRelay.start()
-        addTeardownBlock { await relay.stop() }
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        for user in [alice, bob] { try await relay.addUser(user) }
-        func device(_ user: String, _ name: String) async throws -> RawDevice {
-            let device = try await RawDevice(user: user, password: TestRelay.password(for: user), device: name, controlPort: relay.port)
-            addTeardownBlock { await device.close() }
-            return device
-        }
-        await (try await device(bob, "laptop")).close()
-        let phone = try await device(bob, "phone")
-        let sender = try await device(alice, "desk")
+        let (relay, alice, bob) = try await relayWithUsers()
+        let (phone, sender) = try await phoneOnlineLaptopOffline(relay, alice: alice, bob: bob, sending: 30)
         let count = 30
-        for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 4, seq: id, floor: 1) }
-        _ = try await Eventually.holds(within: .seconds(10)) {
-            try await phone.receiptNew()
-            return try await phone.messages().count >= count
-        }
         let atPhone = try await phone.messages().map(\.messageId)
         XCTAssertEqual(atPhone, Array(1...UInt64(count)))
         let laptopBacklog = try await relay.inspector.pendingEntries(bob, device: "laptop").count
         XCTAssertEqual(laptopBacklog, count, "the phone's receipts took nothing from the laptop")
+        _ = sender
 
-        let laptop = try await device(bob, "laptop")
+        let laptop = try await device(bob, "laptop", on: relay)
         _ = try await Eventually.holds(within: .seconds(10)) {
             try await laptop.receiptNew()
             return try await laptop.messages().count >= count
@@ -190,6 +176,64 @@ final class UserLogTests: XCTestCase {
         XCTAssertEqual(atLaptop, Array(1...UInt64(count)), "the backlog, once and in order")
         let emptied = try await Eventually.holds { try await relay.inspector.logLength(bob) == 0 }
         XCTAssertTrue(emptied, "what both devices have leaves the log")
+    }
+
+    /// Through a real relay with a log of 3 entries: what the offline laptop lost to the cap
+    /// had reached the phone, so alice is told nothing failed, and the laptop is told of the
+    /// gap by the floor of what it gets (no wait for seqs it will never get).
+    func testADeviceIsToldOfWhatTheCapTookFromItAndTheSenderOfNothing() async throws {
+        let (relay, alice, bob) = try await relayWithUsers { $0.inboxMaxMessages = 3 }
+        let (phone, sender) = try await phoneOnlineLaptopOffline(relay, alice: alice, bob: bob, sending: 3)
+        _ = try await Eventually.holds { // the phone's receipts reached the log
+            try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.count >= 3
+        }
+        for id in UInt64(4)...5 { try await sender.sendText(id, to: bob, stream: 4, seq: id, floor: 1) }
+        _ = try await Eventually.holds(within: .seconds(10)) {
+            try await phone.receiptNew()
+            return try await phone.messages().count >= 5
+        }
+        let laptop = try await device(bob, "laptop", on: relay)
+        _ = try await Eventually.holds(within: .seconds(10)) {
+            try await laptop.receiptNew()
+            return try await laptop.messages().count >= 3
+        }
+        let got = try await laptop.messages()
+        XCTAssertEqual(got.map(\.seq), [3, 4, 5], "the last 3 entries")
+        XCTAssertEqual(got.first?.floor, 3, "the floor says seqs 1 and 2 are not coming")
+        let errors = try await sender.frames(.error)
+        XCTAssertEqual(errors.map(\.errorCode), [], "1 and 2 reached the phone: not reported discarded")
+        let delivered = try await Eventually.holds {
+            Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)) == Set(1...5)
+        }
+        XCTAssertTrue(delivered)
+    }
+
+    private func relayWithUsers(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> (TestRelay, String, String) {
+        let relay = try await TestRelay.start(configure: configure)
+        addTeardownBlock { await relay.stop() }
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        for user in [alice, bob] { try await relay.addUser(user) }
+        return (relay, alice, bob)
+    }
+
+    private func device(_ user: String, _ name: String, on relay: TestRelay) async throws -> RawDevice {
+        let device = try await RawDevice(user: user, password: TestRelay.password(for: user), device: name, controlPort: relay.port)
+        addTeardownBlock { await device.close() }
+        return device
+    }
+
+    /// bob's laptop known and offline, his phone online; alice's desk sends `count` messages
+    /// (stream 4, seqs 1…count) and the phone receipts them all.
+    private func phoneOnlineLaptopOffline(_ relay: TestRelay, alice: String, bob: String, sending count: Int) async throws -> (RawDevice, RawDevice) {
+        await (try await device(bob, "laptop", on: relay)).close()
+        let phone = try await device(bob, "phone", on: relay)
+        let sender = try await device(alice, "desk", on: relay)
+        for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 4, seq: id, floor: 1) }
+        _ = try await Eventually.holds(within: .seconds(10)) {
+            try await phone.receiptNew()
+            return try await phone.messages().count >= count
+        }
+        return (phone, sender)
     }
 }
 
