@@ -61,14 +61,17 @@ struct MemoryStoreState: Sendable {
             return .currentSession(registrations[user]?[session] != nil ? session : newestSession[user])
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
-            let (cap, cutoff, known) = (limits.inboxMaxMessages, cutoff(now), known(user))
-            let stored = logs[user, default: MemoryUserLog()].store(entry, cap: cap, cutoff: cutoff, known: known)
+            var log = logs[user] ?? MemoryUserLog()
+            let stored = log.store(entry, cap: limits.inboxMaxMessages, cutoff: cutoff(now), known: knownDevices(of: user))
+            logs[user] = log
             return .inboxStored(entry, stored)
         case .loadInbox(let user, let device):
-            let (cutoff, known) = (cutoff(now), known(user))
-            return .inboxLoaded(logs[user]?.load(for: device, cutoff: cutoff, known: known) ?? [], wallNow: now)
+            guard var log = logs[user] else { return .inboxLoaded([], wallNow: now) }
+            let entries = log.load(for: device, cutoff: cutoff(now), known: knownDevices(of: user))
+            logs[user] = log
+            return .inboxLoaded(entries, wallNow: now)
         case .removeFromInbox(let user, let entry, let device):
-            let known = known(user)
+            let known = knownDevices(of: user)
             logs[user]?.ack(entry.dedupeKey, by: device, known: known)
             return .done
         case .room(let roomRequest):
@@ -111,7 +114,7 @@ struct MemoryStoreState: Sendable {
                 logs[user]?.deviceBecameKnown(registration.device, first: (devices[user] ?? [:]).isEmpty)
             }
             devices[user, default: [:]][registration.device] = now
-            let known = known(user)
+            let known = knownDevices(of: user)
             logs[user]?.forget(Array(forgotten.keys), known: known)
         } else if newestSession[user] == RelayCore.sessionEndedByOperator {
             newestSession[user] = nil
@@ -139,7 +142,7 @@ struct MemoryStoreState: Sendable {
     private func cutoff(_ now: Int64) -> Int64 { now - Int64(limits.inboxTTLSeconds) * 1000 }
 
     /// `user`'s known receiving devices.
-    private func known(_ user: String) -> [String] { (devices[user] ?? [:]).keys.sorted() }
+    private func knownDevices(of user: String) -> [String] { (devices[user] ?? [:]).keys.sorted() }
 
     private mutating func room(_ request: RoomRequest) -> RoomAnswer {
         switch request.operation {
