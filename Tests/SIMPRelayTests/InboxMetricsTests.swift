@@ -86,7 +86,7 @@ final class InboxMetricsTests: XCTestCase {
                 }
             }
             _ = try await client.pipeline((1...30).map { ["SET", "simp:user:other\($0)", "x"] })
-            // 7 lists, 7 id sets and 30 other keys: at ~3 keys a SCAN and 2 SCANs a scrape,
+            // 7 logs, 7 dedupe hashes and 30 other keys: at ~3 keys a SCAN and 2 SCANs a scrape,
             // a sweep needs several scrapes.
             var scrapes = 0
             while try scrapeValue(registry, "simp_inbox_sampled_timestamp_seconds") == 0 {
