@@ -131,6 +131,22 @@ final class UserLogTests: XCTestCase {
         }
     }
 
+    func testForgettingADeviceDropsItsCursorAndWhatTheOthersHaveLeaves() async throws {
+        for store in try await bothStores({ $0.inboxTTLSeconds = 1 }) {
+            let log = UserLog(store, user: TestRelay.uniqueUser("bob"), loop: loop)
+            try await log.register("phone")
+            try await log.register("laptop")
+            try await log.store(1)
+            try await log.ack("phone", 1)
+            let kept = try await log.length()
+            XCTAssertEqual(kept, 1, "\(store): the laptop does not have it yet")
+            try await Task.sleep(nanoseconds: 1_100_000_000) // the laptop is away longer than the TTL
+            try await log.register("phone")
+            let left = try await log.length()
+            XCTAssertEqual(left, 0, "\(store): the laptop is forgotten; the phone has everything")
+        }
+    }
+
     func testTheLogScriptsRunOnARedisCluster() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let relays = try await ClusterRelays.start(on: cluster, relays: 0)
