@@ -99,6 +99,19 @@ final class RouteTableTests: XCTestCase {
         XCTAssertEqual(table.takeWaiting(for: "bob"), [payload(5)])
     }
 
+    func testAnUnknownAnswerSoonAfterTheUserWasKnownMeansTheStoreLostItsKeys() {
+        var table = RouteTable(cacheTTL: .seconds(2), unknownUserCacheTTL: .milliseconds(500), maxAwaitingLookup: 2, knownMemory: .seconds(30))
+        let gone = UserRoutes(receivers: [], relays: [], knownDevices: 0, known: false)
+        XCTAssertFalse(table.contradictsRecentAnswers(gone, about: "bob", now: t0), "never known: really unknown")
+        _ = table.lookedUp("bob", route: r2, known: true, now: t0)
+        XCTAssertTrue(table.contradictsRecentAnswers(gone, about: "bob", now: t0 + .seconds(29)))
+        XCTAssertFalse(table.contradictsRecentAnswers(gone, about: "bob", now: t0 + .seconds(30)), "forgotten after knownMemory")
+        let offline = UserRoutes(receivers: [], relays: [], knownDevices: 1, known: true)
+        XCTAssertFalse(table.contradictsRecentAnswers(offline, about: "bob", now: t0 + .seconds(1)), "known and offline is no contradiction")
+        _ = table.lookedUp("ghost", route: nil, known: false, now: t0)
+        XCTAssertFalse(table.contradictsRecentAnswers(gone, about: "ghost", now: t0 + .seconds(1)))
+    }
+
     func testUnknownUsersAreTrustedBrieflyAndInvalidationsDropRoutes() {
         var table = RouteTable(cacheTTL: .seconds(2), unknownUserCacheTTL: .milliseconds(500), maxAwaitingLookup: 2)
         let (ghost, _) = table.lookedUp("ghost", route: nil, known: false, now: t0)

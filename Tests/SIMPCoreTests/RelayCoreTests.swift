@@ -167,6 +167,21 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "dave"), now: t0 + ttl), [.store(.lookup(user: "dave"))], "asked again after the TTL")
     }
 
+    func testAUserTheStoreForgotMomentsAfterKnowingItIsRetriedNotRefused() {
+        var relay = relay()
+        _ = relay.send(textMessage(1, from: "alice", to: "dave"))
+        _ = relay.answer(.lookup(user: "dave"), .success(.route(Route(address: address("127.0.0.9", 9000), relayId: "r2"), known: true)))
+        let later = t0 + relay.core.configuration.routeCacheTTL
+        XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave"), now: later), [.store(.lookup(user: "dave"))])
+        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: later),
+                       [.reject(.registryUnavailable, detail: "the store lost dave, known moments ago; not refused, retried")],
+                       "a failover lost dave's keys: alice retransmits instead of being told dave does not exist")
+        let forgotten = t0 + relay.core.configuration.refreshInterval * 3
+        XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave"), now: forgotten), [.store(.lookup(user: "dave"))])
+        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: forgotten).first,
+                       .reject(.unknownRecipient, detail: "alice -> dave"), "still unknown after a registration TTL: refused")
+    }
+
     func testARouteNamingThisRelayWithoutASessionIsOffline() {
         var relay = relay()
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "erin")), [.store(.lookup(user: "erin"))])

@@ -30,6 +30,13 @@ extension RelayCore {
             output += waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
             return
         }
+        if !sessions.contains(user), routes.contradictsRecentAnswers(answer, about: user, now: now) {
+            // Not "unknown": the store lost the user's keys (a failover); their relay writes
+            // them again at its next refresh, and the senders retransmit until then.
+            let waiting = routes.takeWaiting(for: user)
+            output += waiting.map { _ in .reject(.registryUnavailable, detail: "the store lost \(user), known moments ago; not refused, retried") }
+            return
+        }
         let (cached, waiting) = routes.lookedUp(user, routes: answer, now: now)
         guard sessions.contains(user) else {
             for payload in waiting { dispatch(payload, to: user, via: cached, into: &output) }

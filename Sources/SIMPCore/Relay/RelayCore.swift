@@ -62,8 +62,17 @@ public struct RelayCore: Sendable {
         public static let defaultMaxConnectionsPerHost = 2000
         /// How long a message may wait in an offline inbox, in milliseconds.
         public var inboxTTLMillis: Int64 = 7 * 24 * 3600 * 1000
-        /// How the relay retransmits stored messages to a user who came back.
-        public var inboxRetransmit = RetransmitPolicy()
+        /// How the relay retransmits stored messages to a user who came back. At most
+        /// `inboxWindow` ids of one sender are in flight to a device at once: a backlog of
+        /// hundreds sent in one burst overflows the receiver's socket buffer, and the losses
+        /// then cost retransmission rounds with growing timeouts.
+        public var inboxRetransmit: RetransmitPolicy = {
+            var policy = RetransmitPolicy()
+            policy.maxIdSpan = Configuration.inboxWindow
+            return policy
+        }()
+        /// Stored messages of one sender in flight to one device at most.
+        public static let inboxWindow: UInt64 = 128
 
         public init(relayId: String, udpPort: Int) {
             self.relayId = relayId
@@ -98,7 +107,8 @@ public struct RelayCore: Sendable {
             heartbeat: configuration.heartbeat)
         self.routes = RouteTable(
             cacheTTL: configuration.routeCacheTTL, unknownUserCacheTTL: configuration.unknownUserCacheTTL,
-            maxAwaitingLookup: configuration.maxDatagramsAwaitingLookup)
+            maxAwaitingLookup: configuration.maxDatagramsAwaitingLookup,
+            knownMemory: configuration.refreshInterval * 3)
         self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
         self.messageRates = MessageRateLimiter(configuration.messageLimit)
         self.timers = RelayTimers(configuration: configuration, now: now)

@@ -32,14 +32,31 @@ public struct RouteTable: Sendable {
 
     private var cache: [String: CachedRoute] = [:]
     private var awaitingLookup: [String: [RelayDelivery.Payload]] = [:]
+    /// When the store last said each user exists, kept for `knownMemory`.
+    private var lastKnown: [String: NIODeadline] = [:]
+    /// `lastKnown`'s size at which expired entries are next swept out.
+    private var lastKnownSweepAt = 1024
     public let cacheTTL: TimeAmount
     public let unknownUserCacheTTL: TimeAmount
     public let maxAwaitingLookup: Int
+    /// How long a user the store knew is remembered: an "unknown" answer within it means the
+    /// store lost the user's keys (a Redis failover drops writes not yet replicated), not that
+    /// the user does not exist. The user's relay writes them again at its next refresh.
+    public let knownMemory: TimeAmount
 
-    public init(cacheTTL: TimeAmount, unknownUserCacheTTL: TimeAmount, maxAwaitingLookup: Int) {
+    public init(cacheTTL: TimeAmount, unknownUserCacheTTL: TimeAmount, maxAwaitingLookup: Int, knownMemory: TimeAmount = .seconds(30)) {
         self.cacheTTL = cacheTTL
         self.unknownUserCacheTTL = unknownUserCacheTTL
         self.maxAwaitingLookup = maxAwaitingLookup
+        self.knownMemory = knownMemory
+    }
+
+    /// Whether `answer` says `user` does not exist although the store knew the user within
+    /// `knownMemory`: the store lost the keys, so the payloads waiting for the lookup should
+    /// be retried by their senders rather than refused as addressed to nobody.
+    public func contradictsRecentAnswers(_ answer: UserRoutes, about user: String, now: NIODeadline) -> Bool {
+        guard !answer.exists, let known = lastKnown[user] else { return false }
+        return known + knownMemory > now
     }
 
     /// Payloads held while their recipients' routes are looked up.
@@ -69,7 +86,15 @@ public struct RouteTable: Sendable {
     public mutating func lookedUp(_ user: String, routes: UserRoutes, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
         let cached = CachedRoute(routes: routes, expires: now + (routes.relays.isEmpty ? unknownUserCacheTTL : cacheTTL))
         cache[user] = cached
+        if routes.exists { rememberKnown(user, now: now) }
         return (cached, awaitingLookup.removeValue(forKey: user) ?? [])
+    }
+
+    private mutating func rememberKnown(_ user: String, now: NIODeadline) {
+        lastKnown[user] = now
+        guard lastKnown.count >= lastKnownSweepAt else { return }
+        lastKnown = lastKnown.filter { $0.value + knownMemory > now }
+        lastKnownSweepAt = max(1024, lastKnown.count * 2)
     }
 
     /// A lookup failed (or its user connected here meanwhile): the payloads that waited.
@@ -91,4 +116,9 @@ public struct RouteTable: Sendable {
     public mutating func forgetAll() {
         cache.removeAll()
     }
+}
+
+extension UserRoutes {
+    /// Whether the answer says the user exists: known to the store, or with a live session.
+    public var exists: Bool { known || !receivers.isEmpty || !relays.isEmpty }
 }
