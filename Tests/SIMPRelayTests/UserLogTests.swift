@@ -147,6 +147,41 @@ final class UserLogTests: XCTestCase {
         }
     }
 
+    /// 300 random steps (stores, out-of-order receipts, reads, a device joining) give the same
+    /// answers from Redis and from memory.
+    func testRedisAndMemoryAgreeOnARandomHistory() async throws {
+        let stores = try await bothStores { $0.inboxMaxMessages = 8 }
+        let user = TestRelay.uniqueUser("bob")
+        let logs = stores.map { UserLog($0, user: user, loop: loop) }
+        var random = SplitMix64(seed: 17)
+        var devices = ["phone", "laptop"], next: UInt64 = 1
+        for log in logs { for device in devices { try await log.register(device) } }
+        for step in 0..<300 {
+            let roll = random.next() % 10, device = devices[Int(random.next() % UInt64(devices.count))]
+            let id = 1 + random.next() % next // a message stored so far (or the next one)
+            let joins = roll == 8 && devices.count == 2 && step > 100
+            var answers: [String] = []
+            for log in logs {
+                switch roll {
+                case 0...3:
+                    answers.append("\(try await log.store(next).map { "\($0.entry.message.messageId)\($0.reason)" })")
+                case 4...7:
+                    try await log.ack(device, id)
+                    answers.append("\(try await log.length())")
+                case 8 where joins:
+                    try await log.register("tablet")
+                    answers.append("\(try await log.load("tablet"))")
+                default:
+                    answers.append("\(try await log.load(device))")
+                }
+            }
+            if roll <= 3 { next += 1 }
+            if joins { devices.append("tablet") }
+            XCTAssertEqual(answers[0], answers[1], "step \(step) (roll \(roll), \(device)): Redis and memory differ")
+            if answers[0] != answers[1] { break }
+        }
+    }
+
     func testTheLogScriptsRunOnARedisCluster() async throws {
         let cluster = try await RedisClusterProcess.shared()
         let relays = try await ClusterRelays.start(on: cluster, relays: 0)
@@ -317,3 +352,18 @@ private struct UserLog {
         return (store as? InMemoryRelayStore)?.storedCount(of: user) ?? -1
     }
 }
+
+/// A small deterministic generator (SplitMix64) for reproducible random histories.
+private struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
