@@ -58,7 +58,7 @@ public struct Registry: Sendable {
     // addr, since, acked sets' prefix.
     // A device that becomes known gets a cursor: the user's first device none (it gets the whole
     // log), a later one the log's last entry (it gets what is stored from now on).
-    // Returns {known devices, sessions elsewhere (0/1), first device (0/1), forgotten devices...}.
+    // Returns {known devices, sessions elsewhere (0/1), forgotten devices...}.
     private static let registerScript = RedisScript("""
         local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
         local forgotten = {}
@@ -99,7 +99,7 @@ public struct Registry: Sendable {
             if relay and relay ~= ARGV[8] and tonumber(expires) >= tonumber(ARGV[6]) then elsewhere = 1 end
           end
         end
-        local out = {redis.call('HLEN', KEYS[2]), elsewhere, first}
+        local out = {redis.call('HLEN', KEYS[2]), elsewhere}
         for _, d in ipairs(forgotten) do table.insert(out, d) end
         return out
         """)
@@ -150,9 +150,6 @@ public struct Registry: Sendable {
         public var knownDevices: Int
         /// Whether the user has live sessions on other relays.
         public var elsewhere: Bool
-        /// Whether this is the user's first known receiving device (it gets what was stored
-        /// before the user had any).
-        public var firstDevice: Bool
         /// Devices forgotten now (not registered for `deviceTTLSeconds`).
         public var forgotten: [String]
     }
@@ -172,11 +169,10 @@ public struct Registry: Sendable {
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Self.check(replies)
-            guard let items = replies[1].array, items.count >= 3, let known = items[0].integer else {
+            guard let items = replies[1].array, items.count >= 2, let known = items[0].integer else {
                 throw RedisError("unexpected register reply \(replies[1])")
             }
-            return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, firstDevice: items[2].integer == 1,
-                              forgotten: items.dropFirst(3).compactMap(\.string))
+            return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, forgotten: items.dropFirst(2).compactMap(\.string))
         }
     }
 
