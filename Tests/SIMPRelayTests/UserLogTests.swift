@@ -243,11 +243,13 @@ final class UserLogTests: XCTestCase {
             try await phone.receiptNew()
             return try await phone.messages().count >= 5
         }
+        try await phone.receiptNew()
         let laptop = try await device(bob, "laptop", on: relay)
         _ = try await Eventually.holds(within: .seconds(10)) {
             try await laptop.receiptNew()
             return try await laptop.messages().count >= 3
         }
+        try await laptop.receiptNew()
         let got = try await laptop.messages()
         XCTAssertEqual(got.map(\.seq), [3, 4, 5], "the last 3 entries")
         XCTAssertEqual(got.first?.floor, 3, "the floor says seqs 1 and 2 are not coming")
@@ -284,6 +286,7 @@ final class UserLogTests: XCTestCase {
             try await phone.receiptNew()
             return try await phone.messages().count >= count
         }
+        try await phone.receiptNew() // what arrived after the last call
         return (phone, sender)
     }
 }
