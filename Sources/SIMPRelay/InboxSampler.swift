@@ -4,13 +4,14 @@ import Prometheus
 import SIMPCore
 import SIMPRedis
 
-/// The offline inboxes' size and age (`simp:inbox:{<id>}` lists, docs/PROTOCOL.md §7.8), sampled
-/// from Redis when /metrics is scraped.
+/// The stored messages' count and age (the users' logs, `simp:log:{<id>}` streams,
+/// docs/PROTOCOL.md §7.8), sampled from Redis when /metrics is scraped.
 ///
 /// Each scrape advances a sweep of the keyspace (every master of a cluster in turn) by at most
 /// `stepsPerScrape` steps, each one
-/// `SCAN <cursor> MATCH simp:inbox:* COUNT <scanCount> TYPE list` plus one pipeline of `LLEN`
-/// and `LINDEX 0` (the oldest entry, whose first field is its storage time) per inbox found.
+/// `SCAN <cursor> MATCH simp:log:* COUNT <scanCount> TYPE stream` plus one pipeline of `XLEN`
+/// and `XRANGE - + COUNT 1` (the oldest entry, whose text starts with its storage time) per log
+/// found.
 /// The gauges show the last complete sweep: on a keyspace of up to
 /// `stepsPerScrape × scanCount` keys (100,000 by default) that is the scrape's own sweep; a
 /// larger one takes several scrapes, and `simp_inbox_sampled_timestamp_seconds` says when the
@@ -63,11 +64,11 @@ final class InboxSampler: @unchecked Sendable {
             MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
         }
         messages = registry.makeGauge(descriptor: describe(
-            "simp_inbox_stored_messages", "Entries (stored messages and stored receipts) in all offline inboxes in Redis; the same for every relay sharing it."))
+            "simp_inbox_stored_messages", "Entries (stored messages and stored receipts) in all users' logs in Redis; the same for every relay sharing it."))
         inboxes = registry.makeGauge(descriptor: describe(
-            "simp_inbox_users", "Offline inboxes in Redis holding at least one entry."))
+            "simp_inbox_users", "Users whose log in Redis holds at least one entry."))
         oldestAge = registry.makeGauge(descriptor: describe(
-            "simp_inbox_oldest_age_seconds", "Age of the oldest entry in any offline inbox (0 when all are empty)."))
+            "simp_inbox_oldest_age_seconds", "Age of the oldest entry in any user's log (0 when all are empty)."))
         sampledAt = registry.makeGauge(descriptor: describe(
             "simp_inbox_sampled_timestamp_seconds", "When the inbox figures were last complete (a full sweep of the keyspace), in seconds since the Unix epoch; 0 before the first."))
     }
@@ -97,7 +98,7 @@ final class InboxSampler: @unchecked Sendable {
                 complete()
                 return eventLoop.makeSucceededVoidFuture()
             }
-            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: "simp:inbox:*", type: "list", count: scanCount, on: eventLoop)
+            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: InboxStore.logKeyPrefix + "*", type: "stream", count: scanCount, on: eventLoop)
             return page.flatMap { [self] page in
                 heads(of: page.keys).flatMap { [self] in
                     sweep.cursor = page.cursor
@@ -110,20 +111,26 @@ final class InboxSampler: @unchecked Sendable {
         }.recover { [self] _ in sweep.masters = nil } // asked again next time (a cluster may have failed over)
     }
 
-    /// Adds the length and the oldest entry of each list in `keys` to the sweep.
+    /// Adds the length and the oldest entry of each log in `keys` to the sweep.
     private func heads(of keys: [String]) -> EventLoopFuture<Void> {
         guard !keys.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
-        let commands = keys.flatMap { [["LLEN", $0], ["LINDEX", $0, "0"]] }
+        let commands = keys.flatMap { [["XLEN", $0], ["XRANGE", $0, "-", "+", "COUNT", "1"]] }
         return redis.pipeline(commands, on: eventLoop).map { [self] replies in
             for index in stride(from: 0, to: replies.count - 1, by: 2) {
                 guard let length = replies[index].integer, length > 0 else { continue }
                 sweep.messages += Int(length)
                 sweep.inboxes += 1
-                if let storedAt = replies[index + 1].string.flatMap(InboxEntry.init(text:))?.storedAt {
+                if let storedAt = Self.firstEntry(replies[index + 1])?.storedAt {
                     sweep.oldest = min(sweep.oldest ?? storedAt, storedAt)
                 }
             }
         }
+    }
+
+    /// The entry of an `XRANGE … COUNT 1` reply (`[[id, [e, text, k, key]]]`).
+    private static func firstEntry(_ reply: RedisValue) -> InboxEntry? {
+        guard let fields = reply.array?.first?.array?.last?.array, fields.count >= 2 else { return nil }
+        return fields[1].string.flatMap(InboxEntry.init(text:))
     }
 
     private func complete() {

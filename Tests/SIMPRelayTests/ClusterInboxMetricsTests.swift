@@ -41,7 +41,7 @@ final class ClusterInboxMetricsTests: XCTestCase {
         let counted = try await sweep()
         XCTAssertEqual(counted.messages - baseline.messages, 6, "1 + 2 + 3 entries on three masters")
         XCTAssertEqual(counted.inboxes - baseline.inboxes, 3)
-        _ = try await relays.inspector.pipeline(users.flatMap { [["DEL", InboxStore.inboxKey($0)], ["DEL", InboxStore.idsKey($0)]] })
+        _ = try await relays.inspector.pipeline(users.flatMap { [["DEL", InboxStore.logKey($0)], ["DEL", InboxStore.idsKey($0)]] })
     }
 
     private func value(_ registry: PrometheusCollectorRegistry, _ name: String) throws -> Double {

@@ -53,9 +53,9 @@ final class InboxMetricsTests: XCTestCase {
             let sampledAt = try XCTUnwrap(withOld.value("simp_inbox_sampled_timestamp_seconds"))
             XCTAssertEqual(sampledAt, Double(WallClock.millisecondsSinceEpoch()) / 1000, accuracy: 10)
 
-            _ = try await relay.inspector.command(["DEL", InboxStore.inboxKey(carol), InboxStore.idsKey(carol)])
+            _ = try await relay.inspector.command(["DEL", InboxStore.logKey(carol), InboxStore.idsKey(carol)])
             let bobClient = try await relay.connectClient(user: bob)
-            _ = try await Eventually.holds { try await relay.inspector.command(["LLEN", InboxStore.inboxKey(bob, device: "")]).integer == 0 }
+            _ = try await Eventually.holds { try await relay.inspector.pendingEntries(bob).isEmpty }
             let emptied = try await scrape()
             XCTAssertEqual(emptied.value("simp_inbox_stored_messages"), messagesBefore)
             XCTAssertEqual(emptied.value("simp_inbox_users"), usersBefore)
@@ -86,7 +86,7 @@ final class InboxMetricsTests: XCTestCase {
                 }
             }
             _ = try await client.pipeline((1...30).map { ["SET", "simp:user:other\($0)", "x"] })
-            // 7 lists, 7 id sets and 30 other keys: at ~3 keys a SCAN and 2 SCANs a scrape,
+            // 7 logs, 7 dedupe hashes and 30 other keys: at ~3 keys a SCAN and 2 SCANs a scrape,
             // a sweep needs several scrapes.
             var scrapes = 0
             while try scrapeValue(registry, "simp_inbox_sampled_timestamp_seconds") == 0 {

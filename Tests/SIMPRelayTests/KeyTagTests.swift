@@ -9,9 +9,9 @@ final class KeyTagTests: XCTestCase {
 
     func testEveryKeyOfAUserSharesItsSlot() {
         for user in users {
-            let keys = [Registry.userKey(user), Registry.seenKey(user), CredentialStore.key(user), InboxStore.inboxKey(user),
+            let keys = [Registry.userKey(user), Registry.seenKey(user), CredentialStore.key(user), InboxStore.logKey(user),
                         InboxStore.idsKey(user), PresenceStore.presenceKey(user), PresenceStore.roomsKey(user),
-                        Registry.devicesKey(user), InboxStore.inboxKey(user, device: "desk"), InboxStore.idsKey(user, device: "desk")]
+                        Registry.devicesKey(user), InboxStore.cursorsKey(user), InboxStore.ackedKey(user, device: "desk")]
             XCTAssertEqual(Set(keys.map { RedisKeySlot.slot(of: $0) }).count, 1, "\(user): \(keys)")
         }
         let room = "lobby"
@@ -26,9 +26,9 @@ final class KeyTagTests: XCTestCase {
             XCTAssertEqual(KeyTag.user(inKey: CredentialStore.key(user), prefix: CredentialStore.keyPrefix), user)
         }
         XCTAssertEqual(Registry.userKey("alice"), "simp:user:{alice}")
-        XCTAssertEqual(Set(users.map { InboxStore.inboxKey($0) }).count, users.count)
-        XCTAssertFalse(users.map { InboxStore.inboxKey($0) }.contains(InboxStore.idsKey("x")), "a user named x}:ids has no key of x's")
-        XCTAssertEqual(InboxStore.inboxKey("alice", device: "desk"), "simp:inbox:{alice}:d:desk")
+        XCTAssertEqual(Set(users.map { InboxStore.logKey($0) }).count, users.count)
+        XCTAssertFalse(users.map { InboxStore.logKey($0) }.contains(InboxStore.idsKey("x")), "a user named x}:ids has no key of x's")
+        XCTAssertEqual(InboxStore.ackedKey("alice", device: "desk"), "simp:log-acked:{alice}:d:desk")
         XCTAssertNil(KeyTag.user(inKey: "simp:user:alice", prefix: Registry.userKeyPrefix), "an untagged (older) key")
     }
 }

@@ -96,7 +96,7 @@ final class PresenceTests: RelayTestCase {
         await alice.close()
         await bob.markRead(from: aliceName, upTo: second)
         let stored = try await Eventually.holds {
-            try await self.relay.inspector.command(["LLEN", InboxStore.inboxKey(aliceName, device: "")]).integer == 1
+            try await self.relay.inspector.pendingEntries(aliceName).count == 1
         }
         XCTAssertTrue(stored, "the read marker waits for the offline sender")
         let aliceAgain = try await relay.connectClient(user: aliceName)
@@ -119,7 +119,7 @@ final class PresenceTests: RelayTestCase {
         _ = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bobName)}"]).integer == 0 }
         await alice.sendTyping(to: bobName)
         try await Task.sleep(nanoseconds: 400_000_000)
-        let stored = try await relay.inspector.command(["EXISTS", "simp:inbox:{\(bobName)}"]).integer
+        let stored = try await relay.inspector.command(["EXISTS", InboxStore.logKey(bobName)]).integer
         XCTAssertEqual(stored, 0, "typing is never stored")
         let stats = try await alice.statistics()
         XCTAssertEqual(stats.retransmits, 0, "typing is never retransmitted")

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// Delivers users' offline inboxes, without I/O: the relay acts as the retransmitting sender of
+/// Delivers what users' devices have not received from their logs (docs/PROTOCOL.md §6.6), without I/O: the relay acts as the retransmitting sender of
 /// the stored messages, with one `ReliableSender` per (receiver, original sender) that keeps the
 /// messages' original id, stream, seq and floor, so the receiver's `ReceiverCore` orders them
 /// and drops duplicates as if their sender had retransmitted them.
@@ -75,8 +75,9 @@ public struct InboxCore: Sendable {
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? { drains.values.compactMap(\.sender.nextDeadline).min() }
 
-    /// `user`'s inbox was read (oldest first) after it connected: what is within the TTL goes
-    /// out in order, the rest is reported expired. Any earlier delivery to `user` is replaced.
+    /// What the device `user` has not receipted was read from its log (oldest first) after it
+    /// connected: what is within the TTL goes out in order, the rest is reported expired. Any
+    /// earlier delivery to `user` is replaced.
     public mutating func loaded(user: Recipient, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
         userLeft(user)
         var output = Output()
@@ -124,9 +125,9 @@ public struct InboxCore: Sendable {
     /// "sender/stream" of a message.
     private static func streamKey(_ message: SIMPMessage) -> String { "\(message.fromUser)/\(message.stream)" }
 
-    /// The lowest seq of each (sender, stream) among the content entries of a device's inbox.
-    /// Earlier seqs of that stream are not in the inbox: delivered to the device already, or
-    /// discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
+    /// The lowest seq of each (sender, stream) among the content entries a device has not
+    /// receipted. Earlier seqs of that stream are not among them: delivered to the device
+    /// already, or discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
     /// does not wait for messages it will never get (docs/PROTOCOL.md §6.6).
     static func lowestSeqs(_ entries: [InboxEntry]) -> [String: UInt64] {
         var lowest: [String: UInt64] = [:]
@@ -165,8 +166,8 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    /// Retransmits what timed out. A message that runs out of attempts stays in the inbox for
-    /// the receiver's next connection.
+    /// Retransmits what timed out. A message that runs out of attempts stays in the log (the
+    /// device's cursor does not pass it) for the device's next connection.
     public mutating func poll(now: NIODeadline) -> Output {
         var output = Output()
         for key in Array(drains.keys) {

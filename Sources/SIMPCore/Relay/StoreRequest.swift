@@ -34,13 +34,15 @@ public enum StoreRequest: Equatable, Sendable {
     case checkSession(user: String, session: String)
 
     // MARK: Inbox, rooms, presence
-    /// Append `message` to the inbox of each of `user`'s known receiving devices (or, before the
-    /// user has any, to the inbox its first device adopts), unless an entry with its dedupe key
-    /// is there.
+    /// Append `message` to `user`'s log (docs/PROTOCOL.md §6.6), unless an entry with its
+    /// dedupe key is there; every known receiving device of the user (and its first device, if
+    /// it has none yet) gets it.
     case storeInInbox(user: String, message: SIMPMessage)
-    /// Read the inbox of `user`'s device `device`, oldest first.
+    /// Read what `user`'s device `device` has not receipted (the entries after its cursor),
+    /// oldest first, after the entries that expired now without reaching any device.
     case loadInbox(user: String, device: String = "")
-    /// Remove this entry from the inbox of `user`'s device `device`.
+    /// `user`'s device `device` has this entry (it receipted it, or it was handed over): its
+    /// cursor moves past it; what every device has leaves the log.
     case removeFromInbox(user: String, entry: InboxEntry, device: String = "")
     /// A room join, leave or member list.
     case room(RoomRequest)
@@ -77,7 +79,8 @@ public enum StoreAnswer: Equatable, Sendable {
     case currentSession(String?)
     /// The entry as stored (with the store's time stamp) and what became of it.
     case inboxStored(InboxEntry, InboxStoreResult)
-    /// The inbox, oldest first; `wallNow` is the store's clock (ms since the epoch) for the TTL.
+    /// What the device has not receipted, oldest first (entries older than the TTL among them
+    /// are to be reported expired); `wallNow` is the store's clock (ms since the epoch).
     case inboxLoaded([InboxEntry], wallNow: Int64)
     case room(RoomAnswer)
     case roomPosted(RoomPostResult)
@@ -116,9 +119,10 @@ public struct StoreFailure: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// What became of a stored message.
 public struct InboxStoreResult: Sendable, Equatable {
-    /// An entry with the same dedupe key was already there.
+    /// An entry with the same dedupe key was already in the log.
     public var duplicate: Bool
-    /// Entries that left the inbox to make room or because they expired.
+    /// Entries that left the log to make room or because they expired, before any device
+    /// received them (each reported once).
     public var discarded: [DiscardedEntry]
 
     public init(duplicate: Bool, discarded: [DiscardedEntry] = []) {

@@ -62,14 +62,14 @@ public final class InMemoryRelayStore: RelayStore {
         }
     }
 
-    /// Stored messages waiting for `user`'s `device` (nil: for the user's default device "", or
-    /// for the user if it has no known device yet).
+    /// Stored messages `user`'s `device` (the default device "" if nil) has not receipted.
     public func inbox(of user: String, device: String? = nil) -> [InboxEntry] {
-        shared.withLockedValue { shared in
-            let address = device != nil || !(shared.state.devices[user] ?? [:]).isEmpty
-                ? InboxAddress(user: user, device: device ?? "") : InboxAddress(user: user, device: nil)
-            return shared.state.inboxes[address] ?? []
-        }
+        shared.withLockedValue { $0.state.logs[user]?.pending(for: device ?? "") ?? [] }
+    }
+
+    /// Entries in `user`'s log (what some device of the user has not received).
+    public func storedCount(of user: String) -> Int {
+        shared.withLockedValue { $0.state.logs[user]?.count ?? 0 }
     }
 
     /// The registration the store holds for `user`'s newest receiving session.

@@ -3,8 +3,8 @@ import SIMPCore
 
 /// What `InMemoryRelayStore` keeps, with the same meaning as the Redis schema (docs/PROTOCOL.md
 /// §7) but without expiry other than the inbox TTL: credentials, registrations (one per
-/// session), known users and their known receiving devices, an inbox per device (and one per
-/// user without devices) with its cap and TTL, rooms with numbered posts, presence.
+/// session), known users and their known receiving devices, a log per user with a cursor per
+/// device (its cap and TTL), rooms with numbered posts, presence.
 struct MemoryStoreState: Sendable {
     var limits: RedisRelayStore.Limits
     var credentials: [String: PasswordVerifier] = [:]
@@ -15,8 +15,8 @@ struct MemoryStoreState: Sendable {
     var known: Set<String> = []
     /// user → its known receiving devices → when each last registered (ms since the epoch).
     var devices: [String: [String: Int64]] = [:]
-    /// Inboxes by `InboxAddress`.
-    var inboxes: [InboxAddress: [InboxEntry]] = [:]
+    /// user → its log of stored messages.
+    var logs: [String: MemoryUserLog] = [:]
     var roomMembers: [String: Set<String>] = [:]
     var roomSeq: [String: UInt64] = [:]
     /// `room` → `author/messageId` → seq, so a retransmitted post is numbered once.
@@ -61,11 +61,18 @@ struct MemoryStoreState: Sendable {
             return .currentSession(registrations[user]?[session] != nil ? session : newestSession[user])
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
-            return .inboxStored(entry, store(entry, for: user, now: now))
+            var log = logs[user] ?? MemoryUserLog()
+            let stored = log.store(entry, cap: limits.inboxMaxMessages, cutoff: cutoff(now), known: knownDevices(of: user))
+            logs[user] = log
+            return .inboxStored(entry, stored)
         case .loadInbox(let user, let device):
-            return .inboxLoaded(inboxes[InboxAddress(user: user, device: device)] ?? [], wallNow: now)
+            guard var log = logs[user] else { return .inboxLoaded([], wallNow: now) }
+            let entries = log.load(for: device, cutoff: cutoff(now), known: knownDevices(of: user))
+            logs[user] = log
+            return .inboxLoaded(entries, wallNow: now)
         case .removeFromInbox(let user, let entry, let device):
-            inboxes[InboxAddress(user: user, device: device)]?.removeAll { $0 == entry }
+            let known = knownDevices(of: user)
+            logs[user]?.ack(entry.dedupeKey, by: device, known: known)
             return .done
         case .room(let roomRequest):
             return .room(room(roomRequest))
@@ -92,23 +99,23 @@ struct MemoryStoreState: Sendable {
     }
 
     /// Writes a registration: a receiving session replaces its device's older one, and its
-    /// device becomes known (the user's first device adopts what was stored before).
+    /// device becomes known (the user's first device gets what was stored before, a later one
+    /// what is stored from now on).
     private mutating func register(_ registration: Registration, now: Int64) -> StoreAnswer {
         let user = registration.user
         known.insert(user)
         if registration.receives {
             registrations[user] = (registrations[user] ?? [:]).filter { !($0.value.receives && $0.value.device == registration.device) }
             newestSession[user] = registration.session
-            let cutoff = now - Int64(limits.inboxTTLSeconds) * 1000
             let live = Set((registrations[user] ?? [:]).values.filter(\.receives).map(\.device))
-            for (device, lastSeen) in devices[user] ?? [:] where device != registration.device && lastSeen < cutoff && !live.contains(device) {
-                devices[user]?[device] = nil // forgotten, with its inbox
-                inboxes[InboxAddress(user: user, device: device)] = nil
-            }
-            if (devices[user] ?? [:]).isEmpty, let waiting = inboxes.removeValue(forKey: InboxAddress(user: user, device: nil)) {
-                inboxes[InboxAddress(user: user, device: registration.device), default: []].insert(contentsOf: waiting, at: 0)
+            let forgotten = (devices[user] ?? [:]).filter { $0.key != registration.device && $0.value < cutoff(now) && !live.contains($0.key) }
+            for device in forgotten.keys { devices[user]?[device] = nil }
+            if devices[user]?[registration.device] == nil {
+                logs[user]?.deviceBecameKnown(registration.device, first: (devices[user] ?? [:]).isEmpty)
             }
             devices[user, default: [:]][registration.device] = now
+            let known = knownDevices(of: user)
+            logs[user]?.forget(Array(forgotten.keys), known: known)
         } else if newestSession[user] == RelayCore.sessionEndedByOperator {
             newestSession[user] = nil
         }
@@ -131,37 +138,11 @@ struct MemoryStoreState: Sendable {
         newestSession[user] = RelayCore.sessionEndedByOperator
     }
 
-    private mutating func store(_ entry: InboxEntry, for user: String, now: Int64) -> InboxStoreResult {
-        let targets = (devices[user] ?? [:]).keys.sorted().map { InboxAddress(user: user, device: $0) }
-        var result = InboxStoreResult(duplicate: true)
-        for target in targets.isEmpty ? [InboxAddress(user: user, device: nil)] : targets {
-            let stored = store(entry, in: target, now: now)
-            result.duplicate = result.duplicate && stored.duplicate
-            for discarded in stored.discarded where !result.discarded.contains(where: { $0.entry.dedupeKey == discarded.entry.dedupeKey }) {
-                result.discarded.append(discarded)
-            }
-        }
-        return result
-    }
+    /// Entries stored before it are older than the TTL.
+    private func cutoff(_ now: Int64) -> Int64 { now - Int64(limits.inboxTTLSeconds) * 1000 }
 
-    private mutating func store(_ entry: InboxEntry, in user: InboxAddress, now: Int64) -> InboxStoreResult {
-        var inbox = inboxes[user] ?? []
-        var discarded: [DiscardedEntry] = []
-        let cutoff = now - Int64(limits.inboxTTLSeconds) * 1000
-        while let head = inbox.first, head.storedAt < cutoff {
-            discarded.append(DiscardedEntry(entry: inbox.removeFirst(), reason: .expired))
-        }
-        if inbox.contains(where: { $0.dedupeKey == entry.dedupeKey }) {
-            inboxes[user] = inbox
-            return InboxStoreResult(duplicate: true, discarded: discarded)
-        }
-        inbox.append(entry)
-        while inbox.count > limits.inboxMaxMessages {
-            discarded.append(DiscardedEntry(entry: inbox.removeFirst(), reason: .full))
-        }
-        inboxes[user] = inbox
-        return InboxStoreResult(duplicate: false, discarded: discarded)
-    }
+    /// `user`'s known receiving devices.
+    private func knownDevices(of user: String) -> [String] { (devices[user] ?? [:]).keys.sorted() }
 
     private mutating func room(_ request: RoomRequest) -> RoomAnswer {
         switch request.operation {
@@ -186,11 +167,4 @@ struct MemoryStoreState: Sendable {
         roomPosts[room, default: [:]][key] = seq
         return .posted(seq: seq, members: members.sorted(), duplicate: false)
     }
-}
-
-/// One inbox of the in-memory store: of a user's device, or (`device` nil) of a user without
-/// known devices.
-struct InboxAddress: Hashable, Sendable {
-    var user: String
-    var device: String?
 }

@@ -32,9 +32,9 @@ public final class RedisRelayStore: RelayStore {
     public struct Limits: Sendable {
         /// Seconds a registration (and online presence) lives without a refresh.
         public var registrationTTLSeconds = 30
-        /// Messages kept per inbox; beyond it the oldest are discarded.
+        /// Messages kept per user's log; beyond it the oldest are discarded.
         public var inboxMaxMessages = 1000
-        /// Seconds a message may wait in an inbox.
+        /// Seconds a message may wait in a user's log.
         public var inboxTTLSeconds = 7 * 24 * 3600
         public init() {}
     }
@@ -82,10 +82,8 @@ public final class RedisRelayStore: RelayStore {
             return credentials.login(of: user, on: eventLoop)
         case .register(let registration, _):
             return registry.register(registration, on: eventLoop).flatMap { [inboxes] registered in
-                let adopted = registered.firstDevice && registration.receives
-                    ? inboxes.adopt(user: registration.user, device: registration.device, on: eventLoop) : eventLoop.makeSucceededVoidFuture()
-                let forgotten = inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)
-                return adopted.and(forgotten).map { _ in .registered(knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
+                inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)
+                    .map { .registered(knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
             }
         case .unregister(let user, let session, let device):
             return registry.unregister(user: user, session: session, device: device, on: eventLoop).map { .done }
@@ -110,7 +108,7 @@ public final class RedisRelayStore: RelayStore {
             let entry = InboxEntry(message: message, storedAt: now)
             return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .inboxStored(entry, $0) }
         case .loadInbox(let user, let device):
-            return inboxes.load(user: user, device: device, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
+            return inboxes.load(user: user, device: device, wallNow: now, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
         case .removeFromInbox(let user, let entry, let device):
             return inboxes.remove(entry, for: user, device: device, on: eventLoop).map { .done }
         case .room(let roomRequest):

@@ -53,9 +53,12 @@ public struct Registry: Sendable {
             + "\(AddressText.format(registration.route.address) ?? "-") \(registration.device)"
     }
 
-    // KEYS: user hash, devices hash. ARGV: token, value, device, receives (1/0), ttl ms, now ms,
-    // forget devices registered before (ms), this relay, addr, since.
-    // Returns {known devices, sessions elsewhere (0/1), first device (0/1), forgotten devices...}.
+    // KEYS: user hash, devices hash, the user's log and cursors (InboxStore). ARGV: token, value,
+    // device, receives (1/0), ttl ms, now ms, forget devices registered before (ms), this relay,
+    // addr, since, acked sets' prefix.
+    // A device that becomes known gets a cursor: the user's first device none (it gets the whole
+    // log), a later one the log's last entry (it gets what is stored from now on).
+    // Returns {known devices, sessions elsewhere (0/1), forgotten devices...}.
     private static let registerScript = RedisScript("""
         local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
         local forgotten = {}
@@ -72,6 +75,16 @@ public struct Registry: Sendable {
             end
           end
           if redis.call('HLEN', KEYS[2]) == 0 then first = 1 end
+          if redis.call('HEXISTS', KEYS[2], device) == 0 then
+            redis.call('HDEL', KEYS[4], 'c:' .. device, 's:' .. device)
+            redis.call('DEL', ARGV[11] .. device)
+            local last = first == 0 and redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
+            if last then
+              redis.call('HSET', KEYS[4], 'c:' .. device, last[1], 's:' .. device, last[1])
+              local ttl = redis.call('PTTL', KEYS[3])
+              if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
+            end
+          end
           redis.call('HSET', KEYS[2], device, ARGV[6])
         elseif redis.call('HGET', KEYS[1], 'session') == '\(RelayCore.sessionEndedByOperator)' then
           redis.call('HDEL', KEYS[1], 'session')
@@ -86,7 +99,7 @@ public struct Registry: Sendable {
             if relay and relay ~= ARGV[8] and tonumber(expires) >= tonumber(ARGV[6]) then elsewhere = 1 end
           end
         end
-        local out = {redis.call('HLEN', KEYS[2]), elsewhere, first}
+        local out = {redis.call('HLEN', KEYS[2]), elsewhere}
         for _, d in ipairs(forgotten) do table.insert(out, d) end
         return out
         """)
@@ -137,9 +150,6 @@ public struct Registry: Sendable {
         public var knownDevices: Int
         /// Whether the user has live sessions on other relays.
         public var elsewhere: Bool
-        /// Whether this is the user's first known receiving device (it adopts what was stored
-        /// before the user had any).
-        public var firstDevice: Bool
         /// Devices forgotten now (not registered for `deviceTTLSeconds`).
         public var forgotten: [String]
     }
@@ -150,18 +160,19 @@ public struct Registry: Sendable {
         let now = WallClock.millisecondsSinceEpoch()
         let value = Self.value(of: registration, expiresAt: now + Int64(ttlSeconds) * 1000, since: now)
         let call = RedisScript.Call(
-            keys: [Self.userKey(registration.user), Self.devicesKey(registration.user)],
+            keys: [Self.userKey(registration.user), Self.devicesKey(registration.user), InboxStore.logKey(registration.user),
+                   InboxStore.cursorsKey(registration.user)],
             arguments: [registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000),
                         String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
-                        AddressText.format(registration.route.address) ?? "", String(now)])
+                        AddressText.format(registration.route.address) ?? "", String(now),
+                        InboxStore.ackedKey(registration.user, device: "")])
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Self.check(replies)
-            guard let items = replies[1].array, items.count >= 3, let known = items[0].integer else {
+            guard let items = replies[1].array, items.count >= 2, let known = items[0].integer else {
                 throw RedisError("unexpected register reply \(replies[1])")
             }
-            return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, firstDevice: items[2].integer == 1,
-                              forgotten: items.dropFirst(3).compactMap(\.string))
+            return Registered(knownDevices: Int(known), elsewhere: items[1].integer == 1, forgotten: items.dropFirst(2).compactMap(\.string))
         }
     }
 
