@@ -138,6 +138,8 @@ struct DevRelay {
         XCTAssertEqual(hello, [.store(.loadInbox(user: user)),
                                reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address)],
                        "HELLO starts \(user)'s inbox")
+        // The store finds nothing stored (tests that store something answer the read again).
+        XCTAssertEqual(answer(.loadInbox(user: user), .success(.inboxLoaded([], wallNow: 0)), now: now), [])
         return actions
     }
 

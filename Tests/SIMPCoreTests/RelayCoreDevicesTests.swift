@@ -41,6 +41,32 @@ final class RelayCoreDevicesTests: XCTestCase {
         relay.datagram(device.sealer.seal(SIMPMessage(kind: .hello, fromUser: device.registration.user)), from: device.registration.route.address)
     }
 
+    func testWhatIsStoredWhileADevicesBacklogIsReadGoesOutAfterTheBacklog() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        _ = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
+        var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
+        _ = hello(&laptop, into: &relay)
+        func stored(_ seq: UInt64) -> (SIMPMessage, InboxEntry) {
+            var message = textMessage(seq, from: "alice", to: "bob")
+            message.stream = 3
+            message.seq = seq
+            message.floor = 1
+            return (message, InboxEntry(message: message, storedAt: 1000))
+        }
+        let (live, liveEntry) = stored(3)
+        let whileReading = relay.answer(.storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        XCTAssertFalse(whileReading.contains { if case .deliver(_, _, laptop.registration.route.address) = $0 { return true }; return false },
+                       "not before the laptop's backlog: \(whileReading)")
+        let backlog = [stored(1).1, stored(2).1]
+        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded(backlog, wallNow: 2000)))
+        let order = try loaded.compactMap { action -> UInt64? in
+            guard case .deliver(_, let bytes, laptop.registration.route.address) = action else { return nil }
+            return try MessageCodec.decode(laptop.opener.open(bytes).payload).seq
+        }
+        XCTAssertEqual(order, [1, 2, 3], "the backlog, then what was stored while it was read")
+    }
+
     func testASendOnlySessionNeitherReceivesStoredMessagesNorReplacesTheDevice() throws {
         var relay = DevRelay()
         var (receiving, _) = try connect("dave", device: "laptop", on: ConnectionID(1), into: &relay)
@@ -74,6 +100,9 @@ final class RelayCoreDevicesTests: XCTestCase {
         var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
         _ = hello(&phone, into: &relay)
         _ = hello(&laptop, into: &relay)
+        for device in ["phone", "laptop"] { // nothing was stored for them
+            XCTAssertEqual(relay.answer(.loadInbox(user: "bob", device: device), .success(.inboxLoaded([], wallNow: 0))), [])
+        }
         var message = textMessage(5, from: "alice", to: "bob")
         message.stream = 3
         message.seq = 1

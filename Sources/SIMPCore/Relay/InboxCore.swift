@@ -43,15 +43,28 @@ public struct InboxCore: Sendable {
     /// senders retransmit).
     public static let maxHeld = 256
 
-    /// Whether no inbox is being delivered (the relay's fast path checks this first).
-    public var isIdle: Bool { drains.isEmpty }
+    /// Receiving devices that connected and whose backlog has not been read yet, with the
+    /// entries stored for them meanwhile: those go out after the backlog, never before it.
+    private var awaitingBacklog: [Recipient: [InboxEntry]] = [:]
+
+    /// Whether no inbox is being delivered or awaited (the relay's fast path checks this first).
+    public var isIdle: Bool { drains.isEmpty && awaitingBacklog.isEmpty }
+
+    /// The receiving device `device` connected: until its backlog has been read (`loaded`), new
+    /// entries for it wait and direct datagrams to it are held, so nothing overtakes what
+    /// was stored for it while it was away.
+    public mutating func deviceConnected(_ device: Recipient) {
+        userLeft(device)
+        awaitingBacklog[device] = []
+    }
 
     /// A direct datagram from `sender` to `receiver` while stored messages from `sender` are
-    /// still being delivered to `receiver`: it waits until they are receipted, so it cannot
-    /// overtake them. Returns false (forward it now) when nothing is being delivered.
+    /// still being delivered to `receiver` (or its backlog is still being read): it waits
+    /// until they are receipted, so it cannot overtake them. Returns false (forward it now)
+    /// when nothing is being delivered.
     public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
         let key = DrainKey(receiver: receiver, sender: sender)
-        guard drains[key] != nil else { return false }
+        guard drains[key] != nil || awaitingBacklog[receiver] != nil else { return false }
         var queue = held[key] ?? []
         if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
         held[key] = queue
@@ -79,9 +92,14 @@ public struct InboxCore: Sendable {
     /// connected: what is within the TTL goes out in order, the rest is reported expired. Any
     /// earlier delivery to `user` is replaced.
     public mutating func loaded(user: Recipient, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
-        userLeft(user)
+        for key in drains.keys where key.receiver == user { drains[key] = nil }
         var output = Output()
-        let entries = Self.inRoomOrder(entries)
+        var entries = entries
+        if let storedMeanwhile = awaitingBacklog.removeValue(forKey: user) {
+            let read = Set(entries.map(\.dedupeKey))
+            entries += storedMeanwhile.filter { !read.contains($0.dedupeKey) } // stored after the read began
+        }
+        entries = Self.inRoomOrder(entries)
         let lowest = Self.lowestSeqs(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
@@ -92,6 +110,8 @@ public struct InboxCore: Sendable {
                 output.datagrams += submit(entry, to: user, floorAtLeast: lowest[Self.streamKey(entry.message)], now: now)
             }
         }
+        // Direct datagrams held for a sender with nothing stored go out now.
+        for key in held.keys where key.receiver == user && drains[key] == nil { finished(key, into: &output) }
         return output
     }
 
@@ -114,6 +134,11 @@ public struct InboxCore: Sendable {
     /// the relay as its retransmitting sender), a stored receipt or read marker is handed over.
     public mutating func enqueue(_ entry: InboxEntry, for user: Recipient, now: NIODeadline) -> Output {
         var output = Output()
+        if var waiting = awaitingBacklog[user] { // after the backlog, which is being read
+            if !waiting.contains(where: { $0.dedupeKey == entry.dedupeKey }) { waiting.append(entry) }
+            awaitingBacklog[user] = waiting
+            return output
+        }
         if entry.message.kind == .receipt || entry.message.kind == .read {
             output.receipts.append((user, entry))
         } else if entry.message.kind.isContent {
@@ -183,6 +208,7 @@ public struct InboxCore: Sendable {
 
     /// `user` (a receiving device) left: deliveries to it stop (its entries stay stored).
     public mutating func userLeft(_ user: Recipient) {
+        awaitingBacklog[user] = nil
         for key in drains.keys where key.receiver == user { drains[key] = nil }
         for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
     }
