@@ -40,6 +40,9 @@ public struct ClientSession: Sendable {
         /// Also send each receipt as a datagram, which no TCP loss can hold up; the control
         /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
         public var receiptDatagrams = true
+        /// Content transmissions are paced under this rate (`SendPacer`): the relay's default
+        /// per-user limit with a 10 % margin. nil sends unpaced (a relay whose limit is raised).
+        public var pacing: RateLimit? = ClientSession.defaultPacing
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -47,6 +50,9 @@ public struct ClientSession: Sendable {
             self.password = password
         }
     }
+
+    /// `RelayCore.Configuration.defaultMessageLimit` (500/s, burst 1,000) less 10 %.
+    public static let defaultPacing = RateLimit(perSecond: 450, burst: 900)
 
     public let configuration: Configuration
     public private(set) var sender: ReliableSender
@@ -76,7 +82,7 @@ public struct ClientSession: Sendable {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)
         self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit, receiptsWhenReleased: configuration.receiptsWhenReleased)
-        self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit)
+        self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit, pacing: configuration.pacing)
         self.backoff = configuration.reconnect.map(Backoff.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
@@ -280,7 +286,8 @@ public struct ClientSession: Sendable {
                 output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
             }
         case .error where message.errorCode == .rateLimited:
-            throttleNotices += 1 // the message stays pending: its retransmissions retry it
+            throttleNotices += 1 // the message stays pending: sent again when the pacer allows
+            sender.rateLimited(messageId: message.messageId, retryAfter: .milliseconds(Int64(message.retryAfterMillis)), now: now)
         case .read:
             output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
         case .presence:
