@@ -40,6 +40,46 @@ final class CrashSafetyTests: StoryProcessTestCase {
         print("crash-safety receiver: first run printed \(beforeKill), second \(printed(by: [second]).count); outcomes \(summary)")
     }
 
+    /// Story: bob listens on two devices ("phone" and "laptop"); the laptop's `simp listen` is
+    /// killed after printing 100 of alice's 300 messages and started again. Each device prints
+    /// every message once (the laptop over both its runs), and alice is told delivered or stored
+    /// for every one, never failed.
+    func testKillingOneOfTwoDevicesMidStreamLosesAndRepeatsNothingAtEither() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let server = "127.0.0.1:\(relay.port)"
+        let phone = try await startListening(bob, server: server, device: "phone")
+        let laptop = try await startListening(bob, server: server, device: "laptop")
+        let sender = try await relay.connectClient(user: alice) { $0.retransmit.maxAttempts = nil }
+        let notices = NoticeLog(sender)
+        let outcomes = Outcomes()
+        let sending = Task { [total = Self.total] in try await sendPaced(total, from: sender, to: bob, tag: "devices", into: outcomes) }
+
+        let someArrived = await Eventually.holds(within: .seconds(30)) { self.printed(by: [laptop]).count >= 100 }
+        XCTAssertTrue(someArrived, laptop.standardError)
+        laptop.signal(SIGKILL)
+        _ = await laptop.exitStatus()
+        let beforeKill = printed(by: [laptop]).count
+        let laptopAgain = try await startListening(bob, server: server, device: "laptop")
+        let texts = try await sending.value
+
+        try await assertEveryMessageOnce(texts, printedBy: [phone])
+        try await assertEveryMessageOnce(texts, printedBy: [laptop, laptopAgain])
+        let settled = await Eventually.holds(within: .seconds(20)) { await outcomes.count == Self.total }
+        let known = await outcomes.count, failed = await outcomes.failed, summary = await outcomes.summary
+        XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
+        XCTAssertEqual(failed, [], "nothing fails when one device restarts")
+        // Stored (the relay holds it for bob's devices) is followed by delivered, never discarded.
+        let stored = Set(await outcomes.byText.values.compactMap { if case .stored(let id) = $0 { return id } else { return nil } })
+        let toldDelivered = await Eventually.holds(within: .seconds(20)) {
+            Set(await notices.notices.compactMap { if case .delivered(let id, _) = $0 { return id } else { return nil } }).isSuperset(of: stored)
+        }
+        XCTAssertTrue(toldDelivered, "a stored message never reported delivered")
+        let discarded = await notices.notices.filter { if case .discarded = $0 { return true } else { return false } }
+        XCTAssertEqual(discarded, [])
+        print("crash-safety two devices: the laptop printed \(beforeKill) before the kill, \(printed(by: [laptopAgain]).count) after; "
+              + "the phone \(printed(by: [phone]).count); outcomes \(summary)")
+    }
+
     /// Story: the relay (`simp-server`, its own process) is killed after bob printed 100 of the
     /// 300 messages and started again 1 s later on the same ports with the same Redis.
     func testKillingTheRelayMidStreamLosesNothingAndTheSenderIsToldTheTruth() async throws {
