@@ -275,6 +275,13 @@ public struct ReliableSender: Sendable {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
             if pastTimeLimit.contains(timer.messageId) {
+                // Its last transmission gets `maximumRTO` to be answered: the RTO of a quiet path
+                // is far below the delay of one that just came back from an outage.
+                let answerBy = entry.sentAt.last! + policy.maximumRTO
+                if answerBy > now {
+                    timers.insert(Timer(deadline: answerBy, messageId: timer.messageId, attempt: timer.attempt))
+                    continue
+                }
                 pending[timer.messageId] = nil
                 settle(entry.message)
                 output.events.append(.failed(
