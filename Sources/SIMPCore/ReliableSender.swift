@@ -90,6 +90,8 @@ public struct ReliableSender: Sendable {
     /// suspension (their receipt may have been lost with it; they fail when the retransmission
     /// after the next `resume` goes unanswered).
     private var pastTimeLimit: Set<UInt64> = []
+    /// When the last chance of a message past its time limit ends (see `poll`).
+    private var lastChanceEnds: [UInt64: NIODeadline] = [:]
     private var timers = Heap<Timer>()
     private var nextId: UInt64
     /// Paces transmissions under the relay's content rate limit (nil: unpaced).
@@ -197,6 +199,7 @@ public struct ReliableSender: Sendable {
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
         unsettled[receipt.messageId] = nil
         pastTimeLimit.remove(receipt.messageId)
+        lastChanceEnds[receipt.messageId] = nil
         storedUnresolved[receipt.messageId] = entry.message
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
@@ -275,11 +278,13 @@ public struct ReliableSender: Sendable {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
             if pastTimeLimit.contains(timer.messageId) {
-                // Its last transmission gets `maximumRTO` to be answered: the RTO of a quiet path
-                // is far below the delay of one that just came back from an outage.
-                let answerBy = entry.sentAt.last! + policy.maximumRTO
-                if answerBy > now {
-                    timers.insert(Timer(deadline: answerBy, messageId: timer.messageId, attempt: timer.attempt))
+                // A last chance of `maximumRTO` from its first timer past the limit, retransmitted
+                // as usual: a resend can be lost too, and a path just back from an outage is
+                // slower than the RTO learnt before it.
+                let lastChance = lastChanceEnds[timer.messageId, default: now + policy.maximumRTO]
+                if now < lastChance, policy.mayRetransmit(after: entry.attempts) {
+                    lastChanceEnds[timer.messageId] = lastChance
+                    retransmitPaced(timer.messageId, copies: policy.retransmissionCopies, now: now, into: &output)
                     continue
                 }
                 pending[timer.messageId] = nil
@@ -359,6 +364,7 @@ public struct ReliableSender: Sendable {
     private mutating func settle(_ message: SIMPMessage) {
         unsettled[message.messageId] = nil
         pastTimeLimit.remove(message.messageId)
+        lastChanceEnds[message.messageId] = nil
         resolve(message)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()

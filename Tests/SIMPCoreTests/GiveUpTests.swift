@@ -40,7 +40,9 @@ final class GiveUpTests: XCTestCase {
         XCTAssertGreaterThan(before.sent, 9, "more transmissions than the old count of 9")
         XCTAssertTrue(sender.isPending(id))
 
-        let after = run(&sender, until: t0 + .seconds(131)) // the first timer after the limit (10 s apart by now)
+        // Timers are 10 s apart by now: the first one past the limit starts a last chance of
+        // 10 s (one more transmission), the next one fails it.
+        let after = run(&sender, until: t0 + .seconds(141))
         let attempts = 1 + before.sent + after.sent
         XCTAssertEqual(after.events, [.failed(messageId: id, to: "bob", .expired(after: .seconds(120), attempts: attempts))])
         XCTAssertEqual(run(&sender, until: t0 + .seconds(3600)).sent, 0, "nothing more")
