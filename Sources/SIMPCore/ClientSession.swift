@@ -51,8 +51,11 @@ public struct ClientSession: Sendable {
         }
     }
 
-    /// `RelayCore.Configuration.defaultMessageLimit` (500/s, burst 1,000) less 10 %.
-    public static let defaultPacing = RateLimit(perSecond: 450, burst: 900)
+    /// `RelayCore.Configuration.defaultMessageLimit` (500/s) less 10 %, with a burst of 50
+    /// rather than the relay's 1,000: a burst of hundreds of retransmissions (two datagrams
+    /// each) reordered by the link lands outside the relay's 1,024-counter replay window and is
+    /// dropped as replayed (docs/PROTOCOL.md §6.2).
+    public static let defaultPacing = RateLimit(perSecond: 450, burst: 50)
 
     public let configuration: Configuration
     public private(set) var sender: ReliableSender
