@@ -44,6 +44,28 @@ final class OutageTests: StoryProcessTestCase {
         await proxy.stop()
     }
 
+    /// The same blackout with bob's `simp listen` process as the receiver (it receipts a held
+    /// message only once printed, so the sender's fast retransmit sees fewer receipts).
+    func testAFastSenderThroughATwelveSecondBlackoutLosesNothingToSimpListen() async throws {
+        let (alice, bob) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"))
+        let (server, _) = try await startRelayProcess()
+        let receiver = try await startListening(bob, server: "127.0.0.1:\(server.port)")
+        let dark = NIOLockedValueBox(false)
+        let proxy = try await DatagramProxy.start(target: try SocketAddress(ipAddress: "127.0.0.1", port: server.udpPort)) { _, _ in
+            dark.withLockedValue { $0 } || Double.random(in: 0..<1) < 0.02 ? 0 : 1
+        }
+        let sender = try await connect(alice, to: server.port) { $0.datagramTarget = proxy.address }
+
+        let outcomes = Outcomes()
+        let texts = try await sendPaced(3000, from: sender, to: bob, tag: "listen", every: .milliseconds(5), into: outcomes) { number in
+            if number == 400 { dark.withLockedValue { $0 = true } }
+            if number == 2800 { dark.withLockedValue { $0 = false } }
+        }
+        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes, within: .seconds(40)) { self.printed(by: [receiver]) }
+        await sender.close()
+        await proxy.stop()
+    }
+
     /// 150 messages a second; the relay process is stopped (SIGSTOP) for 4 s, 3 s in.
     func testARelayPausedForFourSecondsFailsAndRefusesNothing() async throws {
         let (alice, bob) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"))
