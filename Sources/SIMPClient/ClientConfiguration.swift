@@ -34,6 +34,8 @@ public struct ClientConfiguration: Sendable {
     /// that forwards them to this client (impairment in the relay → client direction).
     public var advertisedUDPPort: Int?
     public var retransmit = RetransmitPolicy()
+    /// Content transmissions are paced under this rate (`SendPacer`); nil sends unpaced.
+    public var pacing: RateLimit? = ClientSession.defaultPacing
     /// PING the relay every interval; a relay silent for `missLimit` intervals is given up.
     public var heartbeat = HeartbeatPolicy()
     /// Reconnect automatically after losing the relay (nil: report the loss and stop).

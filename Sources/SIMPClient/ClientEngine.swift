@@ -55,6 +55,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         var core = ClientSession.Configuration(
             user: configuration.user, firstMessageId: WallClock.microsecondsSinceEpoch(), password: configuration.password)
         core.retransmit = configuration.retransmit
+        core.pacing = configuration.pacing
         core.heartbeat = configuration.heartbeat
         core.reconnect = configuration.reconnect
         core.keepaliveInterval = configuration.keepaliveInterval

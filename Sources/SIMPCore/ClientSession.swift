@@ -40,6 +40,9 @@ public struct ClientSession: Sendable {
         /// Also send each receipt as a datagram, which no TCP loss can hold up; the control
         /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
         public var receiptDatagrams = true
+        /// Content transmissions are paced under this rate (`SendPacer`): the relay's default
+        /// per-user limit with a 10 % margin. nil sends unpaced (a relay whose limit is raised).
+        public var pacing: RateLimit? = ClientSession.defaultPacing
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -47,6 +50,12 @@ public struct ClientSession: Sendable {
             self.password = password
         }
     }
+
+    /// `RelayCore.Configuration.defaultMessageLimit` (500/s) less 10 %, with a burst of 50
+    /// rather than the relay's 1,000: a burst of hundreds of retransmissions (two datagrams
+    /// each) reordered by the link lands outside the relay's 1,024-counter replay window and is
+    /// dropped as replayed (docs/PROTOCOL.md §6.2).
+    public static let defaultPacing = RateLimit(perSecond: 450, burst: 50)
 
     public let configuration: Configuration
     public private(set) var sender: ReliableSender
@@ -76,7 +85,7 @@ public struct ClientSession: Sendable {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)
         self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit, receiptsWhenReleased: configuration.receiptsWhenReleased)
-        self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit)
+        self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit, pacing: configuration.pacing)
         self.backoff = configuration.reconnect.map(Backoff.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
@@ -280,7 +289,8 @@ public struct ClientSession: Sendable {
                 output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
             }
         case .error where message.errorCode == .rateLimited:
-            throttleNotices += 1 // the message stays pending: its retransmissions retry it
+            throttleNotices += 1 // the message stays pending: sent again when the pacer allows
+            sender.rateLimited(messageId: message.messageId, retryAfter: .milliseconds(Int64(message.retryAfterMillis)), now: now)
         case .read:
             output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
         case .presence:

@@ -2,8 +2,8 @@ import NIOCore
 
 /// A token bucket: `burst` tokens, refilled at `perSecond`; each admitted event takes one.
 public struct TokenBucket: Sendable, Equatable {
-    public let perSecond: Double
-    public let burst: Double
+    public private(set) var perSecond: Double
+    public private(set) var burst: Double
     private var tokens: Double
     private var updated: NIODeadline
 
@@ -28,6 +28,27 @@ public struct TokenBucket: Sendable, Equatable {
         copy.refill(now: now)
         guard copy.tokens < 1, perSecond > 0 else { return .zero }
         return .nanoseconds(Int64((1 - copy.tokens) / perSecond * 1e9))
+    }
+
+    /// When the next token is available (at or before `now` if one is). Rounded up by a
+    /// microsecond, so that `admit` at that time certainly finds the token.
+    public var nextTokenAt: NIODeadline {
+        guard tokens < 1, perSecond > 0 else { return updated }
+        return updated + .nanoseconds(Int64(((1 - tokens) / perSecond * 1e9).rounded(.up)) + 1000)
+    }
+
+    /// Takes every token and adds none before `until`: the next one comes `1 / perSecond` after it.
+    public mutating func empty(until: NIODeadline) {
+        tokens = 0
+        updated = max(updated, until)
+    }
+
+    /// Refills at `limit`'s rate from `now` on, holding at most its burst.
+    public mutating func change(to limit: RateLimit, now: NIODeadline) {
+        refill(now: now)
+        perSecond = limit.perSecond
+        burst = Double(max(1, limit.burst))
+        tokens = min(tokens, burst)
     }
 
     /// Whether the bucket is full again (and can be forgotten).

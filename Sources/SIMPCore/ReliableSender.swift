@@ -90,13 +90,24 @@ public struct ReliableSender: Sendable {
     /// suspension (their receipt may have been lost with it; they fail when the retransmission
     /// after the next `resume` goes unanswered).
     private var pastTimeLimit: Set<UInt64> = []
+    /// When the last chance of a message past its time limit ends (see `poll`).
+    private var lastChanceEnds: [UInt64: NIODeadline] = [:]
     private var timers = Heap<Timer>()
     private var nextId: UInt64
+    /// Paces transmissions under the relay's content rate limit (nil: unpaced).
+    public private(set) var pacer: SendPacer?
+    /// Retransmissions due but waiting for the pacer (sent before any new message), with their copies.
+    private var paced: Deque<(id: UInt64, copies: Int)> = []
+    private var pacedIds: Set<UInt64> = []
 
     /// - Parameter firstMessageId: the id of the first message; ids then increase by one.
     ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
-    public init(firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false) {
+    ///   `pacing`: the rate to keep transmissions under (`SendPacer`); nil sends unpaced.
+    public init(
+        firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false, pacing: RateLimit? = nil
+    ) {
         self.keepsSenderSequence = keepsSenderSequence
+        self.pacer = pacing.map(SendPacer.init)
         self.nextId = max(firstMessageId, 1)
         self.stream = max(firstMessageId, 1)
         self.policy = policy
@@ -113,7 +124,15 @@ public struct ReliableSender: Sendable {
     public var nextDeadline: NIODeadline? {
         let expiry = submissions.first.map { $0.at + policy.giveUpAfter }
         let notice = delaysNoticed < submissions.count ? submissions[delaysNoticed].at + policy.delayNoticeAfter : nil
-        return [isSuspended ? nil : timers.min?.deadline, expiry, notice].compactMap { $0 }.min()
+        let pace = isSuspended || (paced.isEmpty && !waitingFitsWindow) ? nil : pacer?.nextTokenAt
+        return [isSuspended ? nil : timers.min?.deadline, expiry, notice, pace].compactMap { $0 }.min()
+    }
+
+    /// Whether the first waiting message is within the id window (only the pacer holds it back).
+    private var waitingFitsWindow: Bool {
+        guard let next = waiting.first else { return false }
+        guard let oldest = sendOrder.first(where: { pending[$0] != nil }) else { return true }
+        return next.messageId < oldest || next.messageId - oldest < policy.maxIdSpan
     }
     /// Whether `messageId` is still being retransmitted.
     public func isPending(_ messageId: UInt64) -> Bool { pending[messageId] != nil }
@@ -180,6 +199,7 @@ public struct ReliableSender: Sendable {
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
         unsettled[receipt.messageId] = nil
         pastTimeLimit.remove(receipt.messageId)
+        lastChanceEnds[receipt.messageId] = nil
         storedUnresolved[receipt.messageId] = entry.message
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
@@ -224,6 +244,15 @@ public struct ReliableSender: Sendable {
         return output
     }
 
+    /// The relay refused `messageId` for the sender's content rate (RATE_LIMITED) and admits the
+    /// next message `retryAfter` from `now`: the pacer slows down, and the message, still
+    /// pending, is sent again when the pacer allows. Never a failure.
+    public mutating func rateLimited(messageId: UInt64, retryAfter: TimeAmount, now: NIODeadline) {
+        guard pacer != nil else { return } // unpaced: its retransmission timer resends it
+        pacer!.refused(retryAfter: retryAfter, now: now)
+        if pending[messageId] != nil, pacedIds.insert(messageId).inserted { paced.append((messageId, 1)) }
+    }
+
     /// Stops sending and timing out (the control channel is down): new messages wait.
     public mutating func suspend() {
         isSuspended = true
@@ -249,6 +278,15 @@ public struct ReliableSender: Sendable {
             timers.removeMin()
             guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
             if pastTimeLimit.contains(timer.messageId) {
+                // A last chance of `maximumRTO` from its first timer past the limit, retransmitted
+                // as usual: a resend can be lost too, and a path just back from an outage is
+                // slower than the RTO learnt before it.
+                let lastChance = lastChanceEnds[timer.messageId, default: now + policy.maximumRTO]
+                if now < lastChance, policy.mayRetransmit(after: entry.attempts) {
+                    lastChanceEnds[timer.messageId] = lastChance
+                    retransmitPaced(timer.messageId, copies: policy.retransmissionCopies, now: now, into: &output)
+                    continue
+                }
                 pending[timer.messageId] = nil
                 settle(entry.message)
                 output.events.append(.failed(
@@ -259,7 +297,7 @@ public struct ReliableSender: Sendable {
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
-                retransmit(timer.messageId, now: now, into: &output)
+                retransmitPaced(timer.messageId, copies: policy.retransmissionCopies, now: now, into: &output)
             }
         }
         releaseWaiting(now: now, into: &output)
@@ -270,8 +308,7 @@ public struct ReliableSender: Sendable {
     public mutating func retransmitAll(now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         for id in sendOrder where pending[id] != nil { // one copy each: the link may be fine again
-            retransmits += 1
-            output.transmit.append(transmit(id, now: now))
+            retransmitPaced(id, copies: 1, now: now, into: &output)
         }
         return output
     }
@@ -288,15 +325,37 @@ public struct ReliableSender: Sendable {
             pending[id]!.overtaken += 1
             guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, policy.mayRetransmit(after: entry.attempts) else { continue }
             fastRetransmits += 1
-            retransmit(id, now: now, into: &output)
+            retransmitPaced(id, copies: policy.retransmissionCopies, now: now, into: &output)
         }
     }
 
-    /// Sends pending message `id` again, in `policy.retransmissionCopies` copies.
-    private mutating func retransmit(_ id: UInt64, now: NIODeadline, into output: inout SenderOutput) {
+    /// Sends pending message `id` again in `copies` copies, now if the pacer allows, else once
+    /// it does (after the retransmissions already waiting for it).
+    private mutating func retransmitPaced(_ id: UInt64, copies: Int, now: NIODeadline, into output: inout SenderOutput) {
+        guard pacer != nil else { return retransmit(id, copies: copies, now: now, into: &output) }
+        guard !pacedIds.contains(id) else { return }
+        if paced.isEmpty, pacer!.take(now: now) { return retransmit(id, copies: copies, now: now, into: &output) }
+        paced.append((id, copies))
+        pacedIds.insert(id)
+    }
+
+    /// Sends the retransmissions waiting for the pacer while it allows (dropping settled ones).
+    private mutating func sendPaced(now: NIODeadline, into output: inout SenderOutput) {
+        while let next = paced.first {
+            if pending[next.id] != nil {
+                guard pacer?.take(now: now) ?? true else { return }
+                retransmit(next.id, copies: next.copies, now: now, into: &output)
+            }
+            paced.removeFirst()
+            pacedIds.remove(next.id)
+        }
+    }
+
+    /// Sends pending message `id` again, in `copies` copies.
+    private mutating func retransmit(_ id: UInt64, copies: Int, now: NIODeadline, into output: inout SenderOutput) {
         retransmits += 1
         let message = transmit(id, now: now)
-        let copies = max(1, policy.retransmissionCopies)
+        let copies = max(1, copies)
         output.transmit.append(contentsOf: repeatElement(message, count: copies))
         extraCopiesSent += copies - 1
     }
@@ -305,6 +364,7 @@ public struct ReliableSender: Sendable {
     private mutating func settle(_ message: SIMPMessage) {
         unsettled[message.messageId] = nil
         pastTimeLimit.remove(message.messageId)
+        lastChanceEnds[message.messageId] = nil
         resolve(message)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()
@@ -374,14 +434,18 @@ public struct ReliableSender: Sendable {
         return pending[id]!.message
     }
 
-    /// Moves waiting messages into flight while they fit in the id window.
+    /// Sends the retransmissions waiting for the pacer, then moves waiting messages into flight
+    /// while they fit in the id window and the pacer allows.
     private mutating func releaseWaiting(now: NIODeadline, into output: inout SenderOutput) {
         guard !isSuspended else { return }
+        sendPaced(now: now, into: &output)
+        guard paced.isEmpty else { return }
         while let front = sendOrder.first, pending[front] == nil { sendOrder.removeFirst() }
         while let next = waiting.first {
             if let oldest = sendOrder.first, next.messageId >= oldest, next.messageId - oldest >= policy.maxIdSpan {
                 break
             }
+            guard pacer?.take(now: now) ?? true else { break }
             waiting.removeFirst()
             pending[next.messageId] = Pending(
                 message: next, computesFloor: keepsSenderSequence, originalFloor: next.floor == 0 ? nil : next.floor)

@@ -11,17 +11,8 @@ import XCTest
 /// (`simp listen`), the relay (`simp-server`) or the sender (`simp send --lines`) is killed
 /// with `kill -9` and started again. bob's printed output over all runs has every message
 /// exactly once, and what the sender was told matches what arrived.
-final class CrashSafetyTests: ClientHomeTestCase {
+final class CrashSafetyTests: StoryProcessTestCase {
     static let total = 300
-    var children: [ChildProcess] = []
-
-    override func tearDown() async throws {
-        for child in children {
-            child.signal(SIGKILL)
-            _ = await child.exitStatus(timeout: 5)
-        }
-        try await super.tearDown()
-    }
 
     /// Story: bob's `simp listen` is killed after printing 100 of alice's 300 messages and
     /// started again on the same device.
@@ -47,6 +38,46 @@ final class CrashSafetyTests: ClientHomeTestCase {
         XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
         XCTAssertEqual(failed, [], "nothing fails when only the receiver restarts")
         print("crash-safety receiver: first run printed \(beforeKill), second \(printed(by: [second]).count); outcomes \(summary)")
+    }
+
+    /// Story: bob listens on two devices ("phone" and "laptop"); the laptop's `simp listen` is
+    /// killed after printing 100 of alice's 300 messages and started again. Each device prints
+    /// every message once (the laptop over both its runs), and alice is told delivered or stored
+    /// for every one, never failed.
+    func testKillingOneOfTwoDevicesMidStreamLosesAndRepeatsNothingAtEither() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let server = "127.0.0.1:\(relay.port)"
+        let phone = try await startListening(bob, server: server, device: "phone")
+        let laptop = try await startListening(bob, server: server, device: "laptop")
+        let sender = try await relay.connectClient(user: alice) { $0.retransmit.maxAttempts = nil }
+        let notices = NoticeLog(sender)
+        let outcomes = Outcomes()
+        let sending = Task { [total = Self.total] in try await sendPaced(total, from: sender, to: bob, tag: "devices", into: outcomes) }
+
+        let someArrived = await Eventually.holds(within: .seconds(30)) { self.printed(by: [laptop]).count >= 100 }
+        XCTAssertTrue(someArrived, laptop.standardError)
+        laptop.signal(SIGKILL)
+        _ = await laptop.exitStatus()
+        let beforeKill = printed(by: [laptop]).count
+        let laptopAgain = try await startListening(bob, server: server, device: "laptop")
+        let texts = try await sending.value
+
+        try await assertEveryMessageOnce(texts, printedBy: [phone])
+        try await assertEveryMessageOnce(texts, printedBy: [laptop, laptopAgain])
+        let settled = await Eventually.holds(within: .seconds(20)) { await outcomes.count == Self.total }
+        let known = await outcomes.count, failed = await outcomes.failed, summary = await outcomes.summary
+        XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
+        XCTAssertEqual(failed, [], "nothing fails when one device restarts")
+        // Stored (the relay holds it for bob's devices) is followed by delivered, never discarded.
+        let stored = Set(await outcomes.byText.values.compactMap { if case .stored(let id) = $0 { return id } else { return nil } })
+        let toldDelivered = await Eventually.holds(within: .seconds(20)) {
+            Set(await notices.notices.compactMap { if case .delivered(let id, _) = $0 { return id } else { return nil } }).isSuperset(of: stored)
+        }
+        XCTAssertTrue(toldDelivered, "a stored message never reported delivered")
+        let discarded = await notices.notices.filter { if case .discarded = $0 { return true } else { return false } }
+        XCTAssertEqual(discarded, [])
+        print("crash-safety two devices: the laptop printed \(beforeKill) before the kill, \(printed(by: [laptopAgain]).count) after; "
+              + "the phone \(printed(by: [phone]).count); outcomes \(summary)")
     }
 
     /// Story: the relay (`simp-server`, its own process) is killed after bob printed 100 of the
@@ -137,35 +168,6 @@ final class CrashSafetyTests: ClientHomeTestCase {
 
     // MARK: - Helpers
 
-
-    /// Starts `simp listen` for `user` on device "phone" and waits until it is listening.
-    func startListening(_ user: String, server: String) async throws -> ChildProcess {
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--device", "phone"],
-                                      environment: try await environment(user))
-        children.append(listen)
-        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
-        XCTAssertTrue(listening, listen.standardError)
-        return listen
-    }
-
-    /// Starts `simp-server` with `arguments` and waits until it listens.
-    func startServer(_ arguments: [String]) async throws -> ChildProcess {
-        let server = try ChildProcess("simp-server", arguments)
-        children.append(server)
-        let listening = await Eventually.holds(within: .seconds(15)) { server.standardError.contains("relay listening") }
-        XCTAssertTrue(listening, server.standardError)
-        return server
-    }
-
-    /// The message texts `simp listen` printed (`[HH:mm:ss] FROM: TEXT`), complete lines only, in order.
-    func printed(by runs: [ChildProcess]) -> [String] {
-        runs.flatMap { run -> [String] in
-            var lines = run.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
-            lines.removeLast() // after the last newline: empty, or a line still being written
-            return lines.compactMap { line in line.range(of: ": ").map { String(line[$0.upperBound...]) } }
-        }
-    }
-
     /// The ids `simp send` printed as submitted (`message ID to USER`), in order.
     static func submittedIds(_ output: String) -> [UInt64] {
         output.split(separator: "\n").compactMap { line in
@@ -174,64 +176,4 @@ final class CrashSafetyTests: ClientHomeTestCase {
             return UInt64(words[1])
         }
     }
-
-    /// Waits until every one of `texts` was printed, waits a little more for late copies, and
-    /// checks each was printed exactly once, and nothing else was but `allowed` ones, at most once.
-    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
-                                file: StaticString = #filePath, line: UInt = #line) async throws {
-        let all = await Eventually.holds(within: .seconds(40)) { Set(self.printed(by: runs)).isSuperset(of: texts) }
-        try await Task.sleep(nanoseconds: 1_500_000_000) // copies that are still on their way
-        let seen = printed(by: runs)
-        var counts: [String: Int] = [:]
-        for text in seen { counts[text, default: 0] += 1 }
-        let missing = texts.filter { counts[$0] == nil }
-        let repeated = counts.filter { $0.value > 1 }.map(\.key).sorted()
-        let unexpected = Set(seen).subtracting(texts).subtracting(allowed).sorted()
-        let errors = runs.map(\.standardError).joined(separator: "\n---\n")
-        XCTAssertTrue(all, "missing \(missing.count) of \(texts.count): \(missing.prefix(20))\n\(errors)", file: file, line: line)
-        XCTAssertEqual(repeated, [], "printed more than once (\(repeated.count))", file: file, line: line)
-        XCTAssertEqual(unexpected, [], "printed but never sent", file: file, line: line)
-    }
-}
-
-/// What the sender was told about each message, by text.
-actor Outcomes {
-    private(set) var byText: [String: SendResult] = [:]
-
-    func record(_ text: String, _ outcome: SendResult) { byText[text] = outcome }
-
-    var count: Int { byText.count }
-
-    /// The texts whose outcome was a failure (or an unknown fate: the connection was lost).
-    var failed: [String] {
-        byText.filter { if case .delivered = $0.value { return false } else if case .stored = $0.value { return false } else { return true } }
-            .map(\.key).sorted()
-    }
-
-    /// How many of each outcome, e.g. "delivered 290, stored 10".
-    var summary: String {
-        var kinds: [String: Int] = [:]
-        for outcome in byText.values {
-            switch outcome {
-            case .delivered: kinds["delivered", default: 0] += 1
-            case .stored: kinds["stored", default: 0] += 1
-            case .failed: kinds["failed", default: 0] += 1
-            case .connectionLost: kinds["connectionLost", default: 0] += 1
-            }
-        }
-        return kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-    }
-}
-
-/// Submits `total` messages "TAG N" to `user`, one every 8 ms, recording each outcome; returns the texts.
-private func sendPaced(_ total: Int, from client: SIMPClient, to user: String, tag: String, into outcomes: Outcomes) async throws -> [String] {
-    var texts: [String] = []
-    for number in 1...total {
-        let text = "\(tag) \(number)"
-        let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: user, content: text))
-        result.whenSuccess { outcome in Task { await outcomes.record(text, outcome) } }
-        texts.append(text)
-        try await Task.sleep(nanoseconds: 8_000_000)
-    }
-    return texts
 }

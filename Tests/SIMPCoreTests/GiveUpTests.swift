@@ -40,7 +40,9 @@ final class GiveUpTests: XCTestCase {
         XCTAssertGreaterThan(before.sent, 9, "more transmissions than the old count of 9")
         XCTAssertTrue(sender.isPending(id))
 
-        let after = run(&sender, until: t0 + .seconds(131)) // the first timer after the limit (10 s apart by now)
+        // Timers are 10 s apart by now: the first one past the limit starts a last chance of
+        // 10 s (one more transmission), the next one fails it.
+        let after = run(&sender, until: t0 + .seconds(141))
         let attempts = 1 + before.sent + after.sent
         XCTAssertEqual(after.events, [.failed(messageId: id, to: "bob", .expired(after: .seconds(120), attempts: attempts))])
         XCTAssertEqual(run(&sender, until: t0 + .seconds(3600)).sent, 0, "nothing more")
@@ -108,6 +110,33 @@ final class GiveUpTests: XCTestCase {
         }
         XCTAssertNotNil(limiter.admit("alice", messageId: 102, now: t0), "a refused message is charged when it comes again")
         XCTAssertNil(limiter.admit("alice", messageId: 102, now: t0 + .seconds(1)))
+    }
+
+    /// blackout-75s seed 105: a message first sent just before its time limit, whose receipt
+    /// takes longer than the (small) RTO of a quiet path, was failed and then delivered. The last
+    /// transmission of a message past its limit gets `maximumRTO` to be answered.
+    func testAMessageSentJustBeforeItsTimeLimitHasTimeToBeAnswered() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(giveUpAfter: .seconds(10), maxIdSpan: 1))
+        let first = sender.submit(text("first"), now: t0).messageId
+        let second = sender.submit(text("second"), now: t0).messageId // waits: the window holds one
+        let early = run(&sender, until: t0 + .milliseconds(9_900))
+        XCTAssertEqual(early.events, [])
+        var receipt = text("first").receipt(holdMicros: 0)
+        receipt.messageId = first
+        receipt.attempt = UInt32(1 + early.sent) // answers the latest transmission …
+        let latestSent = t0 + .seconds(7) // … sent at 7 s (timeouts 1, 2, 4 s from 0 s), held 2.85 s: a 50 ms RTT sample
+        receipt.holdMicros = UInt32((t0 + .milliseconds(9_900) - latestSent - .milliseconds(50)).nanoseconds / 1000)
+        let released = sender.handleReceipt(receipt, now: t0 + .milliseconds(9_900))
+        XCTAssertEqual(released.transmit.map(\.messageId), [second], "sent 0.1 s before its time limit")
+        XCTAssertEqual(sender.estimator.rto, .milliseconds(150))
+
+        let meanwhile = run(&sender, until: t0 + .milliseconds(10_800)) // its RTO timer fires at 10.05 s
+        XCTAssertEqual(meanwhile.events, [], "not failed while its transmission may still be answered")
+        var late = text("second").receipt(holdMicros: 0)
+        late.messageId = second
+        late.attempt = 1
+        let answered = sender.handleReceipt(late, now: t0 + .milliseconds(10_800))
+        guard case .delivered(second, _, _, _)? = answered.events.first else { return XCTFail("\(answered.events)") }
     }
 }
 

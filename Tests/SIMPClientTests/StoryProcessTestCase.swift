@@ -1,0 +1,126 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// Issue 17's story tests with real processes: `simp-server` and `simp listen` run as child
+/// processes (killed after each test); helpers read what `simp listen` printed.
+class StoryProcessTestCase: ClientHomeTestCase {
+    var children: [ChildProcess] = []
+
+    override func tearDown() async throws {
+        for child in children {
+            child.signal(SIGCONT) // a paused one dies too
+            child.signal(SIGKILL)
+            _ = await child.exitStatus(timeout: 5)
+        }
+        try await super.tearDown()
+    }
+
+    /// Starts `simp listen` for `user` on `device` and waits until it is listening.
+    func startListening(_ user: String, server: String, device: String = "phone") async throws -> ChildProcess {
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--device", device],
+                                      environment: try await environment(user))
+        children.append(listen)
+        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        XCTAssertTrue(listening, listen.standardError)
+        return listen
+    }
+
+    /// Starts `simp-server` with `arguments` and waits until it listens.
+    func startServer(_ arguments: [String]) async throws -> ChildProcess {
+        let server = try ChildProcess("simp-server", arguments)
+        children.append(server)
+        let listening = await Eventually.holds(within: .seconds(15)) { server.standardError.contains("relay listening") }
+        XCTAssertTrue(listening, server.standardError)
+        return server
+    }
+
+    /// The message texts `simp listen` printed (`[HH:mm:ss] FROM: TEXT`), complete lines only, in order.
+    func printed(by runs: [ChildProcess]) -> [String] {
+        runs.flatMap { run -> [String] in
+            var lines = run.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
+            lines.removeLast() // after the last newline: empty, or a line still being written
+            return lines.compactMap { line in line.range(of: ": ").map { String(line[$0.upperBound...]) } }
+        }
+    }
+
+    /// Waits until every one of `texts` was printed, waits a little more for late copies, and
+    /// checks each was printed exactly once, and nothing else was but `allowed` ones, at most once.
+    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
+                                within limit: TimeAmount = .seconds(40),
+                                file: StaticString = #filePath, line: UInt = #line) async throws {
+        let errors = runs.map(\.standardError).joined(separator: "\n---\n")
+        try await assertEveryMessageOnce(texts, allowing: allowed, within: limit, context: errors, file: file, line: line) {
+            self.printed(by: runs)
+        }
+    }
+
+    /// The same check of what `received()` returns (the texts an application got, in order).
+    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], within limit: TimeAmount = .seconds(40),
+                                context: @autoclosure () -> String = "", file: StaticString = #filePath, line: UInt = #line,
+                                received: () async -> [String]) async throws {
+        let all = await Eventually.holds(within: limit) { Set(await received()).isSuperset(of: texts) }
+        try await Task.sleep(nanoseconds: 1_500_000_000) // copies that are still on their way
+        let seen = await received()
+        var counts: [String: Int] = [:]
+        for text in seen { counts[text, default: 0] += 1 }
+        let missing = texts.filter { counts[$0] == nil }
+        let repeated = counts.filter { $0.value > 1 }.map(\.key).sorted()
+        let unexpected = Set(seen).subtracting(texts).subtracting(allowed).sorted()
+        XCTAssertTrue(all, "missing \(missing.count) of \(texts.count): \(missing.prefix(20))\n\(context().suffix(4000))", file: file, line: line)
+        XCTAssertEqual(repeated, [], "printed more than once (\(repeated.count))", file: file, line: line)
+        XCTAssertEqual(unexpected, [], "printed but never sent", file: file, line: line)
+    }
+}
+
+/// What the sender was told about each message, by text.
+actor Outcomes {
+    private(set) var byText: [String: SendResult] = [:]
+
+    func record(_ text: String, _ outcome: SendResult) { byText[text] = outcome }
+
+    var count: Int { byText.count }
+
+    /// The texts whose outcome was a failure (or an unknown fate: the connection was lost).
+    var failed: [String] {
+        byText.filter { if case .delivered = $0.value { return false } else if case .stored = $0.value { return false } else { return true } }
+            .map(\.key).sorted()
+    }
+
+    /// How many of each outcome, e.g. "delivered 290, stored 10".
+    var summary: String {
+        var kinds: [String: Int] = [:]
+        for outcome in byText.values {
+            switch outcome {
+            case .delivered: kinds["delivered", default: 0] += 1
+            case .stored: kinds["stored", default: 0] += 1
+            case .failed: kinds["failed", default: 0] += 1
+            case .connectionLost: kinds["connectionLost", default: 0] += 1
+            }
+        }
+        return kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+}
+
+/// Submits `total` messages "TAG N" to `user`, one every `interval`, recording each outcome;
+/// returns the texts. `beforeEach(N)` runs before message N is submitted.
+func sendPaced(_ total: Int, from client: SIMPClient, to user: String, tag: String, every interval: TimeAmount = .milliseconds(8),
+               into outcomes: Outcomes, beforeEach: @Sendable (Int) async -> Void = { _ in }) async throws -> [String] {
+    var texts: [String] = []
+    let start = NIODeadline.now()
+    for number in 1...total {
+        await beforeEach(number)
+        let text = "\(tag) \(number)"
+        let (_, result) = try await client.submit(SIMPMessage(kind: .text, toUser: user, content: text))
+        result.whenSuccess { outcome in Task { await outcomes.record(text, outcome) } }
+        texts.append(text)
+        // On schedule rather than a fixed sleep after each: a late wake-up is made up.
+        let due = start + .nanoseconds(interval.nanoseconds * Int64(number))
+        let wait = due - .now()
+        if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
+    }
+    return texts
+}
