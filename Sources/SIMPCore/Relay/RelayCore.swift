@@ -310,24 +310,6 @@ public struct RelayCore: Sendable {
         output.append(.store(.recordPresence(user: user, online: true)))
     }
 
-    /// A RECEIPT on `user`'s control channel (`connection`): to the inbox's delivery, or to the
-    /// original sender's sessions.
-    private mutating func routeReceipt(
-        _ receipt: SIMPMessage, from user: String, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]
-    ) {
-        var receipt = receipt
-        receipt.fromUser = user // the relay vouches for who sent the receipt
-        timers.receiptRouted(now: now)
-        if !inbox.isIdle, let recipient = sessions.session(on: connection).flatMap({ sessions.recipient(ofSession: $0) }),
-           let stored = inbox.receipt(receipt, from: recipient, now: now) {
-            return inboxActions(stored, into: &output)
-        }
-        guard !receipt.toUser.isEmpty else {
-            return output.append(.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser"))
-        }
-        routeControl(receipt, to: receipt.toUser, now: now, into: &output)
-    }
-
     /// A control message for `user`'s sessions wherever they are: those here get it at once;
     /// if the user has none here, or also has sessions on other relays, it goes there through
     /// the store.
