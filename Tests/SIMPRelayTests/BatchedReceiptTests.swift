@@ -25,7 +25,8 @@ final class BatchedReceiptTests: RelayTestCase {
         var outcomes: [SendResult] = []
         for result in results { outcomes.append(try await result.get()) }
         let arrived = await inbox.waitFor(count)
-        XCTAssertTrue(arrived, "the receiver's application got \(await inbox.messages.count) of \(count)")
+        let got = await inbox.messages.count
+        XCTAssertTrue(arrived, "the receiver's application got \(got) of \(count)")
         return outcomes
     }
 
