@@ -51,6 +51,14 @@ enum FuzzChecks {
     /// Every message the relay would send on a control connection survives the wire.
     static func sendsAreEncodable(_ actions: [RelayCore.Action]) throws {
         for case .send(_, let message) in actions { try roundTrips(message) }
+        for case .forward(_, let payload) in actions {
+            // A receipt routed from its bytes: they decode to a RECEIPT with the routing fields read.
+            guard let message = try? MessageCodec.decode(payload), message.kind == .receipt,
+                  DatagramHeader.parse(payload) == DatagramHeader(message) else {
+                throw FuzzViolation("forwarded bytes are not the receipt the relay routed: \(Array(payload.readableBytesView))")
+            }
+            try roundTrips(message)
+        }
     }
 
     /// Equality that treats NaN image scales as equal (protobuf-c copies the float's bits).

@@ -54,4 +54,42 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         XCTAssertEqual(actions.last, .send(alice, rest))
         XCTAssertTrue(actions.contains(.store(.removeFromInbox(user: "bob", entry: entry))))
     }
+
+    // MARK: Routing from the bytes
+
+    /// Offers `receipt`'s bytes to the fast path; returns whether it took them and what it did.
+    private func fastPath(_ receipt: SIMPMessage, on connection: ConnectionID, in relay: inout DevRelay) -> (Bool, [RelayAction]) {
+        var taken = false
+        let actions = relay.run { taken = $0.receiptFrameReceived(MessageCodec.encode(receipt), on: connection, now: DevRelay.t0, into: &$1) }
+        return (taken, actions)
+    }
+
+    func testAPlainReceiptFromItsReceiverIsForwardedAsItsBytes() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        var receipt = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 12)
+        receipt.attempt = 2
+        let (taken, actions) = fastPath(receipt, on: bob, in: &relay)
+        XCTAssertTrue(taken)
+        XCTAssertEqual(actions, [.forward(alice, MessageCodec.encode(receipt))])
+    }
+
+    func testWhatTheFastPathLeavesGoesThroughTheDecoder() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let plain = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 0)
+        var otherName = plain
+        otherName.fromUser = "mallory" // the relay must overwrite it
+        var stored = plain
+        stored.status = .stored // an enum the full decoder checks
+        var toNobodyHere = plain
+        toNobodyHere.toUser = "carol"
+        for receipt in [otherName, stored, toNobodyHere, batch(40, ids: [31])] {
+            XCTAssertFalse(fastPath(receipt, on: bob, in: &relay).0, "\(receipt)")
+        }
+        XCTAssertFalse(fastPath(plain, on: ConnectionID(9), in: &relay).0, "not a connected session")
+        XCTAssertFalse(fastPath(SIMPMessage(kind: .ping, messageId: 1), on: bob, in: &relay).0)
+    }
 }

@@ -16,7 +16,7 @@ final class BatchedReceiptTests: RelayTestCase {
     /// results and what the receiver's application got.
     private func burst(to receiver: SIMPClient, _ user: String, inbox: MessageInbox) async throws -> [SendResult] {
         let sender = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
-        let held = receiver.engine.eventLoop.submit { usleep(300_000) }
+        let held = receiver.engine.eventLoop.submit { _ = usleep(300_000) }
         var results: [EventLoopFuture<SendResult>] = []
         for index in 0..<count {
             results.append(try await sender.submit(SIMPMessage(kind: .text, toUser: user, content: "burst \(index)")).result)

@@ -3,6 +3,26 @@ import NIOCore
 /// Receipts on the control channel (docs/PROTOCOL.md §6.1): single or batch, vouched for by the
 /// relay and routed to the original sender's sessions, or to the inbox delivering the message.
 extension RelayCore {
+    /// A control frame that may be a plain RECEIPT, routed from its bytes without decoding
+    /// and re-encoding it (docs/PROTOCOL.md §6.1): when its routing fields read directly
+    /// (`DatagramHeader.parse`), it already names the connection's user as `fromUser` (so there
+    /// is nothing to overwrite), its `toUser` has sessions on this relay only, and no stored
+    /// messages are being delivered, it is forwarded as it came. Returns false when it is not
+    /// handled here: the caller decodes it and calls `controlReceived`, which decides the same
+    /// way for everything this path takes.
+    public mutating func receiptFrameReceived(_ payload: ByteBuffer, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) -> Bool {
+        guard inbox.isIdle, let header = DatagramHeader.parse(payload), header.kind == .receipt,
+              header.version == SIMPMessage.currentVersion, !header.toUser.isEmpty,
+              case .connected(let user)? = connections.phase(of: connection), header.fromUser == user,
+              !sessions.isElsewhere(header.toUser) else { return false }
+        let local = sessions.connections(of: header.toUser)
+        guard !local.isEmpty else { return false }
+        connections.heard(connection, now: now)
+        timers.receiptRouted(now: now)
+        for sender in local { output.append(.forward(sender, payload)) }
+        return true
+    }
+
     /// A RECEIPT on `user`'s control channel (`connection`): to the inbox's delivery, or to the
     /// original sender's sessions. A batch goes on as one frame; only while a stored-message
     /// delivery to this receiver is under way is it split, so that the inbox gets the receipts
