@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[38] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[39] =
 {
   {
     "version",
@@ -688,11 +688,24 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[38] =
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "batchReceipts",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, batchreceipts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
   28,   /* field[28] = author */
   29,   /* field[29] = authorMessageId */
+  38,   /* field[38] = batchReceipts */
   3,   /* field[3] = content */
   31,   /* field[31] = deliveredCount */
   35,   /* field[35] = device */
@@ -734,7 +747,7 @@ static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
   { 1, 0 },
   { 30, 25 },
   { 50, 37 },
-  { 0, 38 }
+  { 0, 39 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -744,7 +757,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  38,
+  39,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   3,  simp__message__number_ranges,

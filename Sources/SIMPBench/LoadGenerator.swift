@@ -124,6 +124,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.relayAddress = sender.relayDatagramAddress
                 pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
                 pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
+                pair.relayBatchesReceipts = receiver.relayBatchesReceipts
                 pairsByReceiverSession[receiver.keys.sessionId] = pair
             }
             .nonisolated()
@@ -260,7 +261,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
               message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         for receipt in outcome.receipts {
-            if parameters.batchesReceipts, ReceiptBatcher.isBatchable(receipt) {
+            if parameters.batchesReceipts, pair.relayBatchesReceipts, ReceiptBatcher.isBatchable(receipt) {
                 if let full = pair.receiptBatcher.add(receipt, now: now) { writeReceipt(full, pair) }
             } else {
                 writeReceipt(receipt, pair)

@@ -22,7 +22,7 @@ extension ClientSession {
     /// A receipt is due: batched when the configuration says so and it is batchable, else
     /// written at once.
     mutating func sendReceipt(_ receipt: SIMPMessage, now: NIODeadline, into output: inout Output) {
-        guard configuration.batchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
+        guard configuration.batchesReceipts, relayBatchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
             return writeReceipt(receipt, into: &output)
         }
         if let full = batcher.add(receipt, now: now) { writeReceipt(full, into: &output) }

@@ -76,6 +76,8 @@ public struct ClientSession: Sendable {
     private var nextSignalId: UInt64 = 1
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
+    /// The relay of the current session routes batch receipts (its CONNECTED said so).
+    public internal(set) var relayBatchesReceipts = false
     /// Receipts owed to the relay: written but not yet confirmed by a PONG, or waiting for a
     /// control connection (they are sent again after the next login).
     public var receiptsOwed: Int { receipts.count }
@@ -169,7 +171,7 @@ public struct ClientSession: Sendable {
             maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
             do {
                 let keys = try login.accept(message, transcript: pending.transcript)
-                return .registered(connected: message, output: registered(keys: keys, now: now))
+                return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))
             } catch {
                 return .refused(code: .authFailed, reason: error.description)
             }
@@ -183,7 +185,9 @@ public struct ClientSession: Sendable {
 
     /// The relay accepted the login: seal with the new session's keys, say HELLO, start the
     /// heartbeat and keepalive, reset the backoff, and send everything unreceipted and waiting.
-    public mutating func registered(keys: SessionKeys, now: NIODeadline) -> Output {
+    /// `relayBatchesReceipts`: the CONNECTED said the relay routes batch receipts.
+    public mutating func registered(keys: SessionKeys, now: NIODeadline, relayBatchesReceipts: Bool = false) -> Output {
+        self.relayBatchesReceipts = relayBatchesReceipts
         sealer = DatagramSealer(keys: keys, direction: .uplink)
         opener = DatagramOpener(keys: keys, direction: .downlink)
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)

@@ -112,6 +112,9 @@ public struct SIMPMessage: Equatable, Sendable {
     /// wire each is the difference to the previous one; `attempt` and `holdMicros` still describe
     /// `messageId` alone.
     public var receiptIds: [UInt64] = []
+    /// CONNECTED: the relay routes batch receipts (`receiptIds`); a client batches only then,
+    /// since a relay without them would drop the ids when it re-encodes a receipt.
+    public var batchReceipts: Bool = false
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -91,6 +91,7 @@ public enum MessageCodec {
         message.lastSeen = c.lastseen
         message.device = string(c.device)
         message.sendOnly = c.sendonly != 0
+        message.batchReceipts = c.batchreceipts != 0
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -185,6 +186,7 @@ public enum MessageCodec {
                 c.lastseen = message.lastSeen
                 c.device = base + offsets[8]
                 c.sendonly = message.sendOnly ? 1 : 0
+                c.batchreceipts = message.batchReceipts ? 1 : 0
                 var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(9).map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }

@@ -109,6 +109,33 @@ final class BatchReceiptTests: XCTestCase {
         XCTAssertFalse(ReceiptBatcher.isBatchable(SIMPMessage(kind: .ping)))
     }
 
+    /// A client batches only when configured to and when its relay's CONNECTED says the relay
+    /// routes batches (an older relay would drop the ids).
+    func testAClientBatchesOnlyOnARelayThatRoutesBatches() {
+        let keys = SessionKeys(sessionId: 1, secret: Array(repeating: 7, count: 32))
+        for relayBatches in [false, true] {
+            var configuration = ClientSession.Configuration(user: "bob", firstMessageId: 1)
+            configuration.batchesReceipts = true
+            configuration.receiptDatagrams = false
+            var session = ClientSession(configuration: configuration)
+            _ = session.registered(keys: keys, now: ms(0), relayBatchesReceipts: relayBatches)
+            var frames: [SIMPMessage] = []
+            for id: UInt64 in 1...3 {
+                var message = SIMPMessage(kind: .text, messageId: id, fromUser: "alice", toUser: "bob", content: "\(id)")
+                message.attempt = 1
+                frames += session.datagramReceived(message, arrivedAt: ms(1), now: ms(1)).controlFrames
+            }
+            frames += session.flushReceipts(now: ms(1)).controlFrames
+            if relayBatches {
+                XCTAssertEqual(frames.map(\.messageId), [3])
+                XCTAssertEqual(frames.first?.receiptIds, [1, 2])
+            } else {
+                XCTAssertEqual(frames.map(\.messageId), [1, 2, 3], "single receipts to a relay without batches")
+            }
+            XCTAssertEqual(session.receiptFramesSent, frames.count)
+        }
+    }
+
     // MARK: Sender
 
     private func sender(messages count: Int, to receivers: [String] = ["bob"]) -> (ReliableSender, [UInt64]) {

@@ -233,6 +233,7 @@ public struct RelayCore: Sendable {
             connected.relayId = configuration.relayId
             connected.sessionId = keys.sessionId
             connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
+            connected.batchReceipts = true
             beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, into: &output)
         }
     }
