@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[37] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[39] =
 {
   {
     "version",
@@ -676,11 +676,36 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[37] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "receiptIds",
+    50,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Simp__Message, n_receiptids),
+    offsetof(Simp__Message, receiptids),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "batchReceipts",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, batchreceipts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
   28,   /* field[28] = author */
   29,   /* field[29] = authorMessageId */
+  38,   /* field[38] = batchReceipts */
   3,   /* field[3] = content */
   31,   /* field[31] = deliveredCount */
   35,   /* field[35] = device */
@@ -700,6 +725,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   18,   /* field[18] = nonce */
   32,   /* field[32] = presence */
   21,   /* field[21] = proof */
+  37,   /* field[37] = receiptIds */
   14,   /* field[14] = relayId */
   24,   /* field[24] = retryAfterMillis */
   26,   /* field[26] = room */
@@ -716,11 +742,12 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[2 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 30, 25 },
-  { 0, 37 }
+  { 50, 37 },
+  { 0, 39 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -730,10 +757,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  37,
+  39,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  2,  simp__message__number_ranges,
+  3,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -17,6 +17,8 @@ struct BenchSession {
     /// The relay's UDP address: the control connection's peer IP at CONNECTED's `udpPort`.
     let relayDatagramAddress: SocketAddress
     let keys: SessionKeys
+    /// The relay's CONNECTED said it routes batch receipts.
+    let relayBatchesReceipts: Bool
 }
 
 /// A control connection of a bench user: answers PING, logs in (development relays only: the
@@ -106,7 +108,8 @@ enum BenchConnector {
                     timeout.cancel()
                     guard var address = channel.remoteAddress else { throw BenchError("control connection has no peer address") }
                     address.port = Int(connected.udpPort)
-                    return BenchSession(user: user, control: channel, relayDatagramAddress: address, keys: keys)
+                    return BenchSession(user: user, control: channel, relayDatagramAddress: address, keys: keys,
+                                        relayBatchesReceipts: connected.batchReceipts)
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
                     throw error

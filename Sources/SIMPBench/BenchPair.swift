@@ -15,6 +15,10 @@ final class BenchPair {
     let to: String
     var sender: ReliableSender
     var receiver = ReceiverCore()
+    /// The receiver's receipts of the current read burst (flushed at its end).
+    var receiptBatcher = ReceiptBatcher()
+    /// The receiver's relay routes batch receipts (older relays would drop their ids).
+    var relayBatchesReceipts = false
     /// Messages offered and not yet receipted or failed, by id.
     var offers: [UInt64: Offer] = [:]
     /// Ids the receiving application was handed, to catch any delivered twice.

@@ -60,6 +60,8 @@ public struct BenchReport: Codable, Sendable {
     /// Duplicate datagram arrivals suppressed by the receiver.
     public var suppressed: Int
     public var retransmits: Int
+    /// Receipt frames the receivers sent per delivered message (1 without batches).
+    public var receiptFramesPerMessage: Double?
     public var generatorMaxLagUs: Int64
     public var smoothedRTTUs: Int64?
     public var latencyUs: LatencySummary
@@ -74,6 +76,7 @@ public struct BenchReport: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case parameters, machine, offeredRate = "offered_rate", skipped, deliveredRate = "delivered_rate"
         case receiptRate = "receipt_rate", failed, unresolved, duplicates, suppressed, retransmits
+        case receiptFramesPerMessage = "receipt_frames_per_message"
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
         case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
         case maxSustainedRate = "max_sustained_rate", steps, sessions
@@ -91,6 +94,7 @@ public struct BenchReport: Codable, Sendable {
         duplicates = result.duplicates
         suppressed = result.suppressed
         retransmits = result.retransmits
+        receiptFramesPerMessage = result.delivered > 0 ? Double(result.receiptFrames) / Double(result.delivered) : nil
         generatorMaxLagUs = result.generatorMaxLag.nanoseconds / 1000
         smoothedRTTUs = result.smoothedRTT.map { $0.nanoseconds / 1000 }
         latencyUs = result.latency.summary
@@ -119,6 +123,7 @@ public struct BenchReport: Codable, Sendable {
             ("duplicates / suppressed / retransmits", "\(duplicates) / \(suppressed) / \(retransmits)"),
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
+            ("receipt frames per message", receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-"),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
         if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }

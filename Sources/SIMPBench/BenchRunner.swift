@@ -27,6 +27,8 @@ public struct BenchOptions: Sendable {
     public var findMax = false
     /// Messages a pair may have unresolved before it skips offers (0: no limit).
     public var window = 100
+    /// Receivers batch their receipts per sender and read burst (false: one per message).
+    public var batchesReceipts = true
     /// `--find-max`: a rate is sustained while delivery and receipts keep up with the offered
     /// rate within this fraction…
     public var sustainedFraction = 0.98
@@ -70,6 +72,7 @@ public enum BenchRunner {
         parameters.pairs = options.pairs
         parameters.size = options.size
         parameters.window = options.window
+        parameters.batchesReceipts = options.batchesReceipts
         let idle = IdleSessions()
         var generator: LoadGenerator?
         do {

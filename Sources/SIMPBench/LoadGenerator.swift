@@ -11,6 +11,8 @@ public struct LoadResult: Sendable {
     public var skipped = 0
     public var delivered = 0
     public var receipts = 0
+    /// Receipt frames the receivers wrote (a batch counts once).
+    public var receiptFrames = 0
     public var failed = 0
     /// Messages offered in the window still without receipt or failure when the bench stopped.
     public var unresolved = 0
@@ -55,6 +57,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// from piling up unbounded retransmission state; skipped offers make the run count as
         /// not sustained.
         public var window = 100
+        /// Receivers send one receipt per sender and read burst (docs/PROTOCOL.md §6.1);
+        /// false: one per message.
+        public var batchesReceipts = true
         public init() {}
     }
 
@@ -119,6 +124,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.relayAddress = sender.relayDatagramAddress
                 pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
                 pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
+                pair.relayBatchesReceipts = receiver.relayBatchesReceipts
                 pairsByReceiverSession[receiver.keys.sessionId] = pair
             }
             .nonisolated()
@@ -254,7 +260,13 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
               let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
               message.kind.isContent else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
-        for receipt in outcome.receipts { pair.receiverControl.write(receipt, promise: nil) }
+        for receipt in outcome.receipts {
+            if parameters.batchesReceipts, pair.relayBatchesReceipts, ReceiptBatcher.isBatchable(receipt) {
+                if let full = pair.receiptBatcher.add(receipt, now: now) { writeReceipt(full, pair) }
+            } else {
+                writeReceipt(receipt, pair)
+            }
+        }
         if !pair.receiptsPending {
             pair.receiptsPending = true
             receiptsToFlush.append(pair)
@@ -272,9 +284,17 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         }
     }
 
-    /// Sends the receipts written during a burst of arrivals: one flush per receiver.
+    private func writeReceipt(_ receipt: SIMPMessage, _ pair: BenchPair) {
+        pair.receiverControl.write(receipt, promise: nil)
+        if phase == .measuring { result.receiptFrames += 1 }
+    }
+
+    /// Sends the receipts made during a burst of arrivals: one batch (or the single receipts)
+    /// and one flush per receiver.
     private func flushReceipts() {
+        let now = NIODeadline.now()
         for pair in receiptsToFlush {
+            for batch in pair.receiptBatcher.flush(now: now) { writeReceipt(batch, pair) }
             pair.receiverControl.flush()
             pair.receiptsPending = false
         }

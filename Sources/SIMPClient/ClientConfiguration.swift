@@ -48,6 +48,9 @@ public struct ClientConfiguration: Sendable {
     /// Receipt a message held behind a gap only once the application has it
     /// (`ClientSession.Configuration.receiptsWhenReleased`; e.g. for `simp listen`).
     public var receiptsWhenReleased = false
+    /// Receipts go out in batches, one per sender and read burst (docs/PROTOCOL.md §6.1;
+    /// `ClientSession.Configuration.batchesReceipts`); false sends one receipt per message.
+    public var batchesReceipts = true
     /// Called with each message on the client's event loop before its receipt is written (the
     /// message also goes to `SIMPClient.messages`): what it does (e.g. print the line, as
     /// `simp listen` should) is done before the sender is told the message arrived. Keep it short.

@@ -61,6 +61,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.keepaliveInterval = configuration.keepaliveInterval
         core.orderingHoldLimit = configuration.orderingHoldLimit
         core.receiptsWhenReleased = configuration.receiptsWhenReleased
+        core.batchesReceipts = configuration.batchesReceipts
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -207,6 +208,12 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             logger.debug("dropped a datagram that is not authentic for this session", metadata: ["bytes": "\(bytes.readableBytes)"])
         }
         carryOut(output)
+    }
+
+    /// A burst of datagram reads ended: the receipts batched during it go out.
+    func datagramBurstEnded() {
+        guard session.hasBatchedReceipts else { return }
+        carryOut(session.flushReceipts(now: .now()))
     }
 
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {

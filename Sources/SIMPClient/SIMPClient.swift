@@ -78,6 +78,8 @@ public final class SIMPClient: @unchecked Sendable {
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             // Room for the largest datagram a relay may send (NIO's default, 2048 bytes, truncates longer ones).
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 65536))
+            // Up to 16 datagrams per read burst: their receipts leave as one batch per sender.
+            .channelOption(.maxMessagesPerRead, value: 16)
             .channelInitializer { [engine] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ClientDatagramHandler(engine: engine))
@@ -195,6 +197,10 @@ final class ClientDatagramHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         engine.datagramReceived(unwrapInboundIn(data).data, at: .now())
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        engine.datagramBurstEnded()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {}

@@ -43,6 +43,11 @@ public struct ClientSession: Sendable {
         /// Content transmissions are paced under this rate (`SendPacer`): the relay's default
         /// per-user limit with a 10 % margin. nil sends unpaced (a relay whose limit is raised).
         public var pacing: RateLimit? = ClientSession.defaultPacing
+        /// Send a receiver's receipts in batches, one per sender (docs/PROTOCOL.md §6.1): the
+        /// shell calls `flushReceipts` at the end of each read burst, and no receipt waits longer
+        /// than `receiptBatchDelay`. Off: one receipt per message, as clients before batches.
+        public var batchesReceipts = false
+        public var receiptBatchDelay: TimeAmount = .milliseconds(1)
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -63,7 +68,7 @@ public struct ClientSession: Sendable {
     private var heartbeat: Heartbeat?
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
-    private var nextPingId: UInt64 = 1
+    var nextPingId: UInt64 = 1
     private var login: LoginClient
     private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
     private var sealer: DatagramSealer?
@@ -74,9 +79,14 @@ public struct ClientSession: Sendable {
     /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
     public private(set) var throttleNotices = 0
     /// Receipts sent as datagrams (besides their control-channel copies).
-    public private(set) var receiptDatagramsSent = 0
+    public internal(set) var receiptDatagramsSent = 0
+    /// Receipt frames written to the control channel (single receipts and batches).
+    public internal(set) var receiptFramesSent = 0
     private var nextSignalId: UInt64 = 1
-    private var receipts = ReceiptLedger()
+    var receipts = ReceiptLedger()
+    var batcher: ReceiptBatcher
+    /// The relay of the current session routes batch receipts (its CONNECTED said so).
+    public internal(set) var relayBatchesReceipts = false
     /// Receipts owed to the relay: written but not yet confirmed by a PONG, or waiting for a
     /// control connection (they are sent again after the next login).
     public var receiptsOwed: Int { receipts.count }
@@ -87,6 +97,7 @@ public struct ClientSession: Sendable {
         self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit, receiptsWhenReleased: configuration.receiptsWhenReleased)
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit, pacing: configuration.pacing)
         self.backoff = configuration.reconnect.map(Backoff.init)
+        self.batcher = ReceiptBatcher(delay: configuration.receiptBatchDelay)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
 
@@ -95,7 +106,8 @@ public struct ClientSession: Sendable {
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due].compactMap { $0 }.min()
+        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline]
+            .compactMap { $0 }.min()
     }
 
     /// The largest datagram the relay accepts: from its last CONNECTED, else the default.
@@ -168,7 +180,7 @@ public struct ClientSession: Sendable {
             maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
             do {
                 let keys = try login.accept(message, transcript: pending.transcript)
-                return .registered(connected: message, output: registered(keys: keys, now: now))
+                return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))
             } catch {
                 return .refused(code: .authFailed, reason: error.description)
             }
@@ -182,7 +194,9 @@ public struct ClientSession: Sendable {
 
     /// The relay accepted the login: seal with the new session's keys, say HELLO, start the
     /// heartbeat and keepalive, reset the backoff, and send everything unreceipted and waiting.
-    public mutating func registered(keys: SessionKeys, now: NIODeadline) -> Output {
+    /// `relayBatchesReceipts`: the CONNECTED said the relay routes batch receipts.
+    public mutating func registered(keys: SessionKeys, now: NIODeadline, relayBatchesReceipts: Bool = false) -> Output {
+        self.relayBatchesReceipts = relayBatchesReceipts
         sealer = DatagramSealer(keys: keys, direction: .uplink)
         opener = DatagramOpener(keys: keys, direction: .downlink)
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
@@ -190,7 +204,7 @@ public struct ClientSession: Sendable {
         nextHello = (now, configuration.helloAttempts)
         backoff?.reset()
         var output = pollHello(now: now)
-        for receipt in receipts.takeOwed() { sendReceipt(receipt, into: &output) }
+        for receipt in receipts.takeOwed() { writeReceipt(receipt, into: &output) }
         output.absorb(sender.resume(now: now))
         return output
     }
@@ -241,6 +255,7 @@ public struct ClientSession: Sendable {
         nextKeepalive = nil
         nextHello = nil
         pendingLogin = nil
+        for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
         sender.suspend()
         return mayReconnect ? connectAttemptFailed(random: random) : Output()
@@ -271,7 +286,7 @@ public struct ClientSession: Sendable {
             }
             if message.status == .stored, !message.room.isEmpty, message.seq != 0 {
                 // The room does not send this user its own post: nothing waits for its number.
-                release(receiver.skip(message.seq, from: "#\(message.room)", stream: RelayCore.roomStream, now: now), into: &output)
+                release(receiver.skip(message.seq, from: "#\(message.room)", stream: RelayCore.roomStream, now: now), now: now, into: &output)
             }
             if message.status == .roomDelivered {
                 output.notices.append(.roomProgress(
@@ -279,14 +294,16 @@ public struct ClientSession: Sendable {
                     delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
             }
         case .receipt:
-            let wasPending = sender.isPending(message.messageId)
+            let ids = [message.messageId] + message.receiptIds // a batch covers several (§6.1)
+            let wasPending = ids.map { sender.isPending($0) }
             output.absorb(sender.handleReceipt(message, now: now))
             // A stored message counts as delivered when the inbox delivered it, or when the
             // receiver receipts it directly (it had an earlier copy whose receipt was late).
-            let settled = message.status == .deliveredFromInbox
-                ? sender.storedMessageSettled(message.messageId) : sender.storedMessageReceipted(message.messageId)
-            if !wasPending, message.status == .deliveredFromInbox || settled {
-                output.notices.append(.delivered(messageId: message.messageId, to: message.fromUser))
+            for (id, wasPending) in zip(ids, wasPending) {
+                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id) : sender.storedMessageReceipted(id)
+                if !wasPending, message.status == .deliveredFromInbox || settled {
+                    output.notices.append(.delivered(messageId: id, to: message.fromUser))
+                }
             }
         case .error where message.errorCode == .rateLimited:
             throttleNotices += 1 // the message stays pending: sent again when the pacer allows
@@ -324,26 +341,15 @@ public struct ClientSession: Sendable {
             return output
         }
         var output = Output()
-        release(receiver.receive(message, arrivedAt: arrivedAt, now: now).release, into: &output)
+        release(receiver.receive(message, arrivedAt: arrivedAt, now: now).release, now: now, into: &output)
         return output
     }
 
     /// Hands released messages to the application and sends their receipts (kept for the next
     /// connection when there is none).
-    private mutating func release(_ release: ReceiverCore.Release, into output: inout Output) {
+    private mutating func release(_ release: ReceiverCore.Release, now: NIODeadline, into output: inout Output) {
         output.delivered += release.deliver
-        for receipt in release.receipts { sendReceipt(receipt, into: &output) }
-    }
-
-    private mutating func sendReceipt(_ receipt: SIMPMessage, into output: inout Output) {
-        guard isRegistered else { return receipts.couldNotWrite(receipt) }
-        output.controlFrames.append(receipt)
-        receipts.written(receipt, beforePing: nextPingId)
-        // Not for room copies ("#room" is no session the relay could forward it to).
-        if configuration.receiptDatagrams, !receipt.toUser.hasPrefix("#") {
-            output.datagrams.append(receipt)
-            receiptDatagramsSent += 1
-        }
+        for receipt in release.receipts { sendReceipt(receipt, now: now, into: &output) }
     }
 
     /// Tells `user` this user is typing: one datagram, never retransmitted (nothing while the
@@ -369,7 +375,8 @@ public struct ClientSession: Sendable {
     /// mapping alive, retransmit.
     public mutating func poll(now: NIODeadline) -> Output {
         var output = pollHello(now: now)
-        release(receiver.poll(now: now), into: &output)
+        release(receiver.poll(now: now), now: now, into: &output)
+        if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
         switch heartbeat?.poll(now: now) ?? .none {
         case .none: break
         case .sendPing:

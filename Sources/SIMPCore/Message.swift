@@ -107,6 +107,17 @@ public struct SIMPMessage: Equatable, Sendable {
     public var device: String = ""
     /// CONNECT: the session only sends; the relay never gives it content or stored messages.
     public var sendOnly: Bool = false
+    /// RECEIPT (DELIVERED) only: further ids of `toUser`'s messages this receipt covers besides
+    /// `messageId`, strictly ascending, at most `maxReceiptIds` (docs/PROTOCOL.md §6.1). On the
+    /// wire each is the difference to the previous one; `attempt` and `holdMicros` still describe
+    /// `messageId` alone.
+    public var receiptIds: [UInt64] = []
+    /// CONNECTED: the relay routes batch receipts (`receiptIds`); a client batches only then,
+    /// since a relay without them would drop the ids when it re-encodes a receipt.
+    public var batchReceipts: Bool = false
+
+    /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
+    public static let maxReceiptIds = 1024
 
     public init(
         kind: Kind = .text, messageId: UInt64 = 0, fromUser: String = "", toUser: String = "",

@@ -8,6 +8,9 @@ public enum DecodeError: Error, Equatable, Sendable {
     case malformed
     /// The bytes parsed but `type` or `errorCode` is a value this version does not know.
     case unknownEnumValue
+    /// A RECEIPT's `receiptIds` are not a valid batch: more than `SIMPMessage.maxReceiptIds`, a
+    /// difference of 0 (an id twice, or id 0), or ids beyond 2^64 - 1.
+    case invalidReceiptIds
 }
 
 /// Converts `SIMPMessage` to and from protobuf bytes with the protobuf-c generated code.
@@ -88,7 +91,26 @@ public enum MessageCodec {
         message.lastSeen = c.lastseen
         message.device = string(c.device)
         message.sendOnly = c.sendonly != 0
+        message.batchReceipts = c.batchreceipts != 0
+        message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
+    }
+
+    /// The absolute ids of a batch written as differences (docs/PROTOCOL.md §6.1); O(count),
+    /// never O(range).
+    static func receiptIds(deltas: UnsafeBufferPointer<UInt64>) throws -> [UInt64] {
+        guard !deltas.isEmpty else { return [] }
+        guard deltas.count <= SIMPMessage.maxReceiptIds else { throw DecodeError.invalidReceiptIds }
+        var ids: [UInt64] = []
+        ids.reserveCapacity(deltas.count)
+        var previous: UInt64 = 0
+        for delta in deltas {
+            let (id, overflow) = previous.addingReportingOverflow(delta)
+            guard delta != 0, !overflow else { throw DecodeError.invalidReceiptIds }
+            ids.append(id)
+            previous = id
+        }
+        return ids
     }
 
     private static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
@@ -164,11 +186,18 @@ public enum MessageCodec {
                 c.lastseen = message.lastSeen
                 c.device = base + offsets[8]
                 c.sendonly = message.sendOnly ? 1 : 0
+                c.batchreceipts = message.batchReceipts ? 1 : 0
                 var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(9).map { base + $0 }
+                var previous: UInt64 = 0
+                var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }
                 return members.withUnsafeMutableBufferPointer { pointers in
                     c.n_members = pointers.count
                     c.members = pointers.baseAddress
-                    return withUnsafePointer(to: &c) { body($0) }
+                    return deltas.withUnsafeMutableBufferPointer { ids in
+                        c.n_receiptids = ids.count
+                        c.receiptids = ids.baseAddress
+                        return withUnsafePointer(to: &c) { body($0) }
+                    }
                 }
             }
         }

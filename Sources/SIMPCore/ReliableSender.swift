@@ -168,23 +168,41 @@ public struct ReliableSender: Sendable {
         return nextId
     }
 
-    /// Handles a RECEIPT from the receiver.
+    /// Handles a RECEIPT from the receiver, single or batch (docs/PROTOCOL.md §6.1): its
+    /// `messageId` gives the RTT sample (through `attempt` and `holdMicros`); every id in
+    /// `receiptIds` of a message to the receipt's `fromUser` is delivered too. Ids not in
+    /// flight, repeated, or beyond `SIMPMessage.maxReceiptIds` are ignored.
     public mutating func handleReceipt(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
-        guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
-        settle(entry.message)
-        let attempt = Int(receipt.attempt)
-        if (1...entry.attempts).contains(attempt) {
-            let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
-            estimator.addSample(now - entry.sentAt[attempt - 1] - held)
-            lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
-            spuriousRetransmits += entry.attempts - attempt
+        /// When the transmissions this receipt proves arrived were sent, and to whom.
+        var arrivedSends: [NIODeadline] = []
+        var receiver: String?
+        if let entry = pending.removeValue(forKey: receipt.messageId) {
+            settle(entry.message)
+            receiver = entry.message.toUser
+            let attempt = Int(receipt.attempt)
+            if (1...entry.attempts).contains(attempt) {
+                let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
+                estimator.addSample(now - entry.sentAt[attempt - 1] - held)
+                lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
+                spuriousRetransmits += entry.attempts - attempt
+                arrivedSends.append(entry.sentAt[attempt - 1])
+            }
+            output.events.append(.delivered(
+                messageId: receipt.messageId, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
         }
-        output.events.append(.delivered(
-            messageId: receipt.messageId, to: entry.message.toUser,
-            latency: now - entry.sentAt[0], attempts: entry.attempts))
-        if (1...entry.attempts).contains(attempt) {
-            fastRetransmit(overtakenBy: entry.sentAt[attempt - 1], to: entry.message.toUser, now: now, into: &output)
+        for id in receipt.receiptIds.prefix(SIMPMessage.maxReceiptIds) {
+            // A batch speaks only for its receiver's messages, whichever transmission arrived:
+            // the first is the one known to have been sent before the others.
+            guard let entry = pending[id], entry.message.toUser == receipt.fromUser else { continue }
+            pending[id] = nil
+            settle(entry.message)
+            receiver = entry.message.toUser
+            arrivedSends.append(entry.sentAt[0])
+            output.events.append(.delivered(messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
+        }
+        if let receiver, !arrivedSends.isEmpty {
+            fastRetransmit(overtakenBy: arrivedSends, to: receiver, now: now, into: &output)
         }
         releaseWaiting(now: now, into: &output)
         return output
@@ -313,17 +331,21 @@ public struct ReliableSender: Sendable {
         return output
     }
 
-    /// A receipt arrived for a transmission made at `sentAt` to `receiver`: every message to the
-    /// same receiver last transmitted before it was overtaken once more, and those overtaken
-    /// `fastRetransmitThreshold` times are sent again now (their datagram was most likely lost).
+    /// Receipts arrived for transmissions made at `sentAt` to `receiver`: every message to the
+    /// same receiver last transmitted before some of them was overtaken once per such
+    /// transmission, and those overtaken `fastRetransmitThreshold` times are sent again now
+    /// (their datagram was most likely lost). One walk per receipt, single or batch.
     private mutating func fastRetransmit(
-        overtakenBy sentAt: NIODeadline, to receiver: String, now: NIODeadline, into output: inout SenderOutput
+        overtakenBy sentAt: [NIODeadline], to receiver: String, now: NIODeadline, into output: inout SenderOutput
     ) {
-        guard policy.fastRetransmitThreshold > 0, !isSuspended else { return }
+        guard policy.fastRetransmitThreshold > 0, !isSuspended, let latest = sentAt.max() else { return }
+        let sorted = sentAt.sorted()
         for id in sendOrder {
-            guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < sentAt else { continue }
-            pending[id]!.overtaken += 1
-            guard entry.overtaken + 1 >= policy.fastRetransmitThreshold, policy.mayRetransmit(after: entry.attempts) else { continue }
+            guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < latest else { continue }
+            let overtakers = sorted.countOfElements(after: entry.sentAt.last!)
+            pending[id]!.overtaken += overtakers
+            guard entry.overtaken + overtakers >= policy.fastRetransmitThreshold,
+                  policy.mayRetransmit(after: entry.attempts) else { continue }
             fastRetransmits += 1
             retransmitPaced(id, copies: policy.retransmissionCopies, now: now, into: &output)
         }

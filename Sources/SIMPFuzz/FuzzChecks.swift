@@ -28,9 +28,37 @@ enum FuzzChecks {
         }
     }
 
+    /// A decoded batch receipt is what docs/PROTOCOL.md §6.1 allows (at most
+    /// `SIMPMessage.maxReceiptIds` ids, strictly ascending, none 0), and a sender with messages
+    /// in flight to its `fromUser` handles it (single or batch, valid ids or not) settling each
+    /// in-flight message at most once.
+    static func receiptIsHandled(_ message: SIMPMessage) throws {
+        let ids = message.receiptIds
+        guard ids.count <= SIMPMessage.maxReceiptIds, ids.first != 0, zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }) else {
+            throw FuzzViolation("decoded receiptIds outside the rules: \(ids.prefix(8))… (\(ids.count))")
+        }
+        guard message.kind == .receipt else { return }
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var sender = ReliableSender(firstMessageId: min(max(1, message.messageId &- 2), .max - 8)) // room for four more ids
+        for _ in 0..<4 { _ = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: message.fromUser), now: start) }
+        let output = sender.handleReceipt(message, now: start + .milliseconds(5))
+        let settled = output.events.count
+        guard settled <= 4, settled + sender.inFlightCount == 4 else {
+            throw FuzzViolation("a receipt settled \(settled) of 4 messages, \(sender.inFlightCount) still in flight")
+        }
+    }
+
     /// Every message the relay would send on a control connection survives the wire.
     static func sendsAreEncodable(_ actions: [RelayCore.Action]) throws {
         for case .send(_, let message) in actions { try roundTrips(message) }
+        for case .forward(_, let payload) in actions {
+            // A receipt routed from its bytes: they decode to a RECEIPT with the routing fields read.
+            guard let message = try? MessageCodec.decode(payload), message.kind == .receipt,
+                  DatagramHeader.parse(payload) == DatagramHeader(message) else {
+                throw FuzzViolation("forwarded bytes are not the receipt the relay routed: \(Array(payload.readableBytesView))")
+            }
+            try roundTrips(message)
+        }
     }
 
     /// Equality that treats NaN image scales as equal (protobuf-c copies the float's bits).

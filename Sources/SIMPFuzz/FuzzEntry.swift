@@ -24,7 +24,10 @@ public enum FuzzEntry {
         let header = DatagramHeader.parse(payload)
         let decoded = Result { try MessageCodec.decode(payload) }
         try FuzzChecks.headerAgrees(header, with: decoded)
-        if case .success(let message) = decoded { try FuzzChecks.roundTrips(message) }
+        if case .success(let message) = decoded {
+            try FuzzChecks.roundTrips(message)
+            try FuzzChecks.receiptIsHandled(message)
+        }
         var relay = FuzzRelay.standard
         // Bytes that were not sealed by a session must never be delivered.
         try relay.receive(datagram: payload, decoded: .failure(FuzzViolation("forged datagram delivered")))

@@ -78,6 +78,10 @@ struct FuzzRelay {
         for payload in stream.payloads {
             var actions: [RelayAction] = []
             do {
+                if core.receiptFrameReceived(payload, on: connection, now: Self.now, into: &actions) {
+                    try FuzzChecks.sendsAreEncodable(actions)
+                    continue
+                }
                 let message = try MessageCodec.decode(payload)
                 try FuzzChecks.roundTrips(message)
                 core.controlReceived(message, on: connection, peer: Self.peer, now: Self.now, into: &actions)

@@ -35,6 +35,10 @@ public enum SeedCorpus {
             "empty-frame": [0x04, 0, 0, 0, 0],
             "login": [0x06] + frames([auth("mallory"), connect("mallory"), receiptTo("alice"), roomJoin("lobby")]),
             "auth-bad-nonce": [0x0a] + frames([{ var m = auth("mallory"); m.nonce = [1, 2]; return m }()]),
+            // Batch receipts (docs/PROTOCOL.md §6.1): a valid one, and ids written with a
+            // difference of 0 (an id twice), which must not decode.
+            "receipt-batches": [0x0b] + frames([connect("mallory"), batchReceiptTo("alice", ids: [1, 2, 3, 1 << 40]),
+                                                batchReceiptTo("alice", ids: [5, 5, 6]), ping()]),
         ]
         for (name, message) in messages where !message.kind.isContent {
             seeds["single-\(name)"] = [0x1f] + frames([message])
@@ -70,6 +74,8 @@ public enum SeedCorpus {
         oldVersion.version = 0
         var receipt = text.receipt(holdMicros: 250)
         receipt.attempt = 2
+        var batch = receipt
+        batch.receiptIds = [100, 101, 102, 200, .max]
         var pong = SIMPMessage(kind: .pong, messageId: 5)
         pong.time = 1234
         var connected = SIMPMessage(kind: .connected, toUser: "alice")
@@ -79,7 +85,7 @@ public enum SeedCorpus {
             "text-alice-bob": text, "image-bob-carol": image, "audio-alice-dave": audio,
             "text-unknown-recipient": unknownRecipient, "text-old-version": oldVersion,
             "text-no-id": SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob"),
-            "connect": connect("mallory"), "receipt": receipt, "ping": ping(), "pong": pong,
+            "connect": connect("mallory"), "receipt": receipt, "receipt-batch": batch, "ping": ping(), "pong": pong,
             "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
         ]
         for code in SIMPMessage.ErrorCode.allCases where code != .none {
@@ -96,6 +102,12 @@ public enum SeedCorpus {
 
     private static func receiptTo(_ user: String) -> SIMPMessage {
         SIMPMessage(kind: .text, messageId: 3, fromUser: user, toUser: "mallory").receipt(holdMicros: 10)
+    }
+
+    private static func batchReceiptTo(_ user: String, ids: [UInt64]) -> SIMPMessage {
+        var batch = receiptTo(user)
+        batch.receiptIds = ids
+        return batch
     }
 
     private static func ping() -> SIMPMessage {

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import SIMPCore
+import SIMPNIO
 
 /// Counts a relay has kept since it started.
 public struct RelayStatistics: Sendable, Equatable {
@@ -147,6 +148,9 @@ final class RelayEngine {
 
     func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
         metrics.controlFramesReceived.increment()
+        var forwarded = false
+        handle(rearm: false) { forwarded = $0.receiptFrameReceived(payload, on: id, now: now(), into: &$1) }
+        guard !forwarded else { return }
         do {
             let message = try MessageCodec.decode(payload)
             handle { $0.controlReceived(message, on: id, peer: peer, now: now(), into: &$1) }
@@ -237,6 +241,17 @@ final class RelayEngine {
             counts.receiptsRouted += 1
             metrics.receiptsRouted.increment()
             channel.write(message, promise: nil) // flushed when the read (or store answer) is handled
+            unflushedControl[ObjectIdentifier(channel)] = channel
+        case .forward(let id, let payload):
+            guard let channel = connections[id] else { return }
+            counts.receiptsRouted += 1
+            metrics.receiptsRouted.increment()
+            var frame = channel.allocator.buffer(capacity: Framing.headerSize + payload.readableBytes)
+            frame.writeInteger(UInt32(payload.readableBytes))
+            frame.writeImmutableBuffer(payload)
+            // Past the frame encoder (it takes `SIMPMessage`s): the bytes are a whole frame.
+            guard let encoder = try? channel.pipeline.syncOperations.context(handlerType: MessageToByteHandler<FrameEncoder>.self) else { return }
+            encoder.write(NIOAny(frame), promise: nil)
             unflushedControl[ObjectIdentifier(channel)] = channel
         case .deliver(_, let bytes, let address):
             counts.datagramsForwarded += 1

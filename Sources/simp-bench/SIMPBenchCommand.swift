@@ -63,6 +63,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "Messages a pair may have without receipt before its next offers are skipped (counted as skipped, so the rate is not sustained); 0: no limit.")
     var window = 100
 
+    @Flag(name: .customLong("single-receipts"), help: "Receivers send one receipt frame per message, as clients before batched receipts (default: one batch per sender and read burst, docs/PROTOCOL.md section 6.1).")
+    var singleReceipts = false
+
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
 
@@ -101,6 +104,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.warmup = .nanoseconds(Int64(warmup * 1e9))
         options.findMax = findMax
         options.window = window
+        options.batchesReceipts = !singleReceipts
         options.maxP99 = .nanoseconds(Int64(maxP99Milliseconds * 1e6))
         options.sessions = sessions
         do {

@@ -14,10 +14,26 @@ final class LoadGeneratorTests: RelayTestCase {
     }
 
     func testEveryOfferedMessageIsDeliveredOnceAndReceipted() async throws {
+        let result = try await run(batchesReceipts: true)
+        let stats = try await relay.server.statistics()
+        XCTAssertLessThanOrEqual(stats.receiptsRouted, stats.datagramsForwarded, "batches: at most one receipt frame per message")
+        XCTAssertGreaterThan(result.receiptFrames, 0)
+    }
+
+    func testSingleReceiptsAreOneFramePerMessage() async throws {
+        let result = try await run(batchesReceipts: false)
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
+        XCTAssertEqual(result.receiptFrames, result.delivered)
+    }
+
+    /// 3 pairs at 300 msg/s for half a second: every message offered is delivered once and receipted.
+    private func run(batchesReceipts: Bool) async throws -> LoadResult {
         var parameters = LoadGenerator.Parameters()
         parameters.port = relay.port
         parameters.pairs = 3
         parameters.size = 200
+        parameters.batchesReceipts = batchesReceipts
         let generator = LoadGenerator(parameters: parameters)
         try await generator.connect()
 
@@ -31,8 +47,7 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertEqual(result.latency.count, UInt64(result.offered), "every message offered in the window was delivered")
         XCTAssertEqual(result.receiptRTT.count, UInt64(result.offered), "and receipted")
         XCTAssertLessThanOrEqual(result.latency.summary.p50, result.receiptRTT.summary.max)
-        let stats = try await relay.server.statistics()
-        XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
+        return result
     }
 
     func testAFullWindowSkipsOffersInsteadOfQueueingThem() async throws {

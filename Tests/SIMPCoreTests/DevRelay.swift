@@ -150,6 +150,7 @@ struct DevRelay {
         connected.relayId = core.configuration.relayId
         connected.sessionId = clients[user]!.keys.sessionId
         connected.maxDatagramSize = UInt32(core.configuration.maxDatagramSize)
+        connected.batchReceipts = true
         connected.sessionSecret = clients[user]!.secret
         return connected
     }

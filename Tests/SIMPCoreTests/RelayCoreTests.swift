@@ -43,6 +43,7 @@ final class RelayCoreTests: XCTestCase {
         connected.sessionSecret = entropy.bytes(32)
         connected.sessionId = entropy.next()
         connected.maxDatagramSize = UInt32(SealedDatagram.defaultMaxDatagramSize)
+        connected.batchReceipts = true
         XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
                                  .store(.recordPresence(user: "alice", online: true))])
         XCTAssertTrue(relay.core.isConnected("alice"))

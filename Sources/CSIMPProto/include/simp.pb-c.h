@@ -389,10 +389,22 @@ struct  Simp__Message
    * CONNECT: this session only sends; it never receives content or stored messages
    */
   protobuf_c_boolean sendonly;
+  /*
+   * Batched receipts (fields 50-59; docs/PROTOCOL.md §6.1).
+   * RECEIPT (DELIVERED): further ids of `toUser`'s messages this receipt covers besides `messageId`,
+   * ascending, each written as the difference to the previous one (the first as the id itself);
+   * at most 1024. `attempt` and `holdMicros` still describe `messageId` only.
+   */
+  size_t n_receiptids;
+  uint64_t *receiptids;
+  /*
+   * CONNECTED: this relay routes RECEIPTs with receiptIds (clients batch only then)
+   */
+  protobuf_c_boolean batchreceipts;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0 }
 
 
 /* Simp__Message methods */

@@ -42,6 +42,9 @@ public struct Registration: Equatable, Sendable {
 public enum RelayAction: Equatable, Sendable {
     /// Send a control message on a connection.
     case send(ConnectionID, SIMPMessage)
+    /// Send a control message that is already encoded (its protobuf bytes, without the frame
+    /// header) on a connection, as one frame: a receipt the relay routes without re-encoding.
+    case forward(ConnectionID, ByteBuffer)
     /// Send a datagram, sealed for `user`'s session, to the user's registered `address`: the
     /// only way a datagram for a user leaves the relay.
     case deliver(user: String, ByteBuffer, to: SocketAddress)

@@ -247,6 +247,7 @@ public struct RelayCore: Sendable {
             connected.relayId = configuration.relayId
             connected.sessionId = keys.sessionId
             connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
+            connected.batchReceipts = true
             beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, into: &output)
         }
     }
@@ -323,24 +324,6 @@ public struct RelayCore: Sendable {
         inbox.deviceConnected(Recipient(user: user, device: registration.device))
         timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay)
         output.append(.store(.recordPresence(user: user, online: true)))
-    }
-
-    /// A RECEIPT on `user`'s control channel (`connection`): to the inbox's delivery, or to the
-    /// original sender's sessions.
-    private mutating func routeReceipt(
-        _ receipt: SIMPMessage, from user: String, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]
-    ) {
-        var receipt = receipt
-        receipt.fromUser = user // the relay vouches for who sent the receipt
-        timers.receiptRouted(now: now)
-        if !inbox.isIdle, let recipient = sessions.session(on: connection).flatMap({ sessions.recipient(ofSession: $0) }),
-           let stored = inbox.receipt(receipt, from: recipient, now: now) {
-            return inboxActions(stored, into: &output)
-        }
-        guard !receipt.toUser.isEmpty else {
-            return output.append(.reject(.receiptUnroutable, detail: "receipt from \(user) without toUser"))
-        }
-        routeControl(receipt, to: receipt.toUser, now: now, into: &output)
     }
 
     /// A control message for `user`'s sessions wherever they are: those here get it at once;

@@ -152,6 +152,8 @@ final class SimRelay {
         switch action {
         case .send(let id, let message):
             connections[id]?.down.send(message)
+        case .forward(let id, let payload):
+            if let message = try? MessageCodec.decode(payload) { connections[id]?.down.send(message) }
         case .deliver(_, let bytes, let address), .reply(let bytes, let address):
             world.client(at: address)?.receiveFromRelay(bytes)
         case .close(let id):

@@ -1,0 +1,46 @@
+import NIOCore
+
+/// How a client's receipts leave: one per message, or in batches per sender (docs/PROTOCOL.md
+/// §6.1), on the control channel with a datagram copy.
+extension ClientSession {
+    /// Receipts waiting in a batch go out now: the shell calls this at the end of each read
+    /// burst (`poll` sends them at the latest `receiptBatchDelay` after the first was made).
+    public mutating func flushReceipts(now: NIODeadline) -> Output {
+        var output = Output()
+        flushReceipts(now: now, into: &output)
+        return output
+    }
+
+    /// Whether receipts wait in a batch (`flushReceipts` has work).
+    public var hasBatchedReceipts: Bool { !batcher.isEmpty }
+
+    mutating func flushReceipts(now: NIODeadline, into output: inout Output) {
+        guard !batcher.isEmpty else { return }
+        for batch in batcher.flush(now: now) { writeReceipt(batch, into: &output) }
+    }
+
+    /// A receipt is due: batched when the configuration says so and it is batchable, else
+    /// written at once.
+    mutating func sendReceipt(_ receipt: SIMPMessage, now: NIODeadline, into output: inout Output) {
+        guard configuration.batchesReceipts, relayBatchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
+            return writeReceipt(receipt, into: &output)
+        }
+        if let full = batcher.add(receipt, now: now) { writeReceipt(full, into: &output) }
+    }
+
+    /// Writes a receipt frame (single or batch) and its datagram copy; without a control
+    /// connection it is kept for the next one.
+    mutating func writeReceipt(_ receipt: SIMPMessage, into output: inout Output) {
+        guard isRegistered else { return receipts.couldNotWrite(receipt) }
+        output.controlFrames.append(receipt)
+        receiptFramesSent += 1
+        receipts.written(receipt, beforePing: nextPingId)
+        // Not for room copies ("#room" is no session the relay could forward it to), nor for a
+        // batch whose ids might not fit in a datagram (10 bytes per id at most).
+        let fits = 256 + 10 * receipt.receiptIds.count <= maxDatagramSize
+        if configuration.receiptDatagrams, !receipt.toUser.hasPrefix("#"), fits {
+            output.datagrams.append(receipt)
+            receiptDatagramsSent += 1
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// The relay's routing of batch receipts (docs/PROTOCOL.md §6.1): one frame on to the sender,
+/// split only while the receiver's stored messages are being delivered.
+final class RelayCoreBatchReceiptTests: XCTestCase {
+    private let alice = ConnectionID(1), bob = ConnectionID(2)
+
+    private func batch(_ id: UInt64, ids: [UInt64], attempt: UInt32 = 1) -> SIMPMessage {
+        var batch = SIMPMessage(kind: .receipt, messageId: id, fromUser: "mallory", toUser: "alice")
+        batch.attempt = attempt
+        batch.holdMicros = 70
+        batch.receiptIds = ids
+        return batch
+    }
+
+    func testABatchGoesOnAsOneFrameVouchedForByTheRelay() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        var expected = batch(40, ids: [31, 32, 33])
+        expected.fromUser = "bob"
+        XCTAssertEqual(relay.control(batch(40, ids: [31, 32, 33]), on: bob), [.send(alice, expected)])
+    }
+
+    func testWhileTheInboxDeliversItClaimsItsIdsAndTheSenderGetsTheRest() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
+        let loaded = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2000)))
+        XCTAssertEqual(try relay.delivered(to: "bob", in: loaded).map(\.messageId), [77])
+
+        var rest = batch(90, ids: [78, 79])
+        rest.fromUser = "bob"
+        XCTAssertEqual(relay.control(batch(90, ids: [77, 78, 79]), on: bob),
+                       [.store(.removeFromInbox(user: "bob", entry: entry)),
+                        .send(alice, statusReceipt(77, from: "bob", to: "alice", .deliveredFromInbox)),
+                        .send(alice, rest)])
+    }
+
+    func testWhenTheInboxClaimsTheSampleTheLowestIdLeftLeadsWithoutAnAttempt() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
+        _ = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2000)))
+
+        var rest = batch(78, ids: [79], attempt: 0)
+        rest.fromUser = "bob"
+        rest.holdMicros = 0
+        let actions = relay.control(batch(77, ids: [78, 79]), on: bob)
+        XCTAssertEqual(actions.last, .send(alice, rest))
+        XCTAssertTrue(actions.contains(.store(.removeFromInbox(user: "bob", entry: entry))))
+    }
+
+    // MARK: Routing from the bytes
+
+    /// Offers `receipt`'s bytes to the fast path; returns whether it took them and what it did.
+    private func fastPath(_ receipt: SIMPMessage, on connection: ConnectionID, in relay: inout DevRelay) -> (Bool, [RelayAction]) {
+        var taken = false
+        let actions = relay.run { taken = $0.receiptFrameReceived(MessageCodec.encode(receipt), on: connection, now: DevRelay.t0, into: &$1) }
+        return (taken, actions)
+    }
+
+    func testAPlainReceiptFromItsReceiverIsForwardedAsItsBytes() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        var receipt = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 12)
+        receipt.attempt = 2
+        let (taken, actions) = fastPath(receipt, on: bob, in: &relay)
+        XCTAssertTrue(taken)
+        XCTAssertEqual(actions, [.forward(alice, MessageCodec.encode(receipt))])
+    }
+
+    func testWhatTheFastPathLeavesGoesThroughTheDecoder() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let plain = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 0)
+        var otherName = plain
+        otherName.fromUser = "mallory" // the relay must overwrite it
+        var stored = plain
+        stored.status = .stored // an enum the full decoder checks
+        var toNobodyHere = plain
+        toNobodyHere.toUser = "carol"
+        for receipt in [otherName, stored, toNobodyHere, batch(40, ids: [31])] {
+            XCTAssertFalse(fastPath(receipt, on: bob, in: &relay).0, "\(receipt)")
+        }
+        XCTAssertFalse(fastPath(plain, on: ConnectionID(9), in: &relay).0, "not a connected session")
+        XCTAssertFalse(fastPath(SIMPMessage(kind: .ping, messageId: 1), on: bob, in: &relay).0)
+    }
+}
