@@ -203,6 +203,9 @@ struct Listen: AsyncParsableCommand {
             printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) })
         let client = try await connection.connect(configure: { configuration in
             configuration.receiptsWhenReleased = true
+            // Each receipt leaves right after its line is printed, not at the end of the read
+            // burst: a listener killed in between would be sent the message again (and print it twice).
+            configuration.batchesReceipts = false
             configuration.messageHandler = { printer.print($0) }
         })
         for room in room {

@@ -47,24 +47,24 @@ public struct InboxCore: Sendable {
     /// entries stored for them meanwhile: those go out after the backlog, never before it.
     private var awaitingBacklog: [Recipient: [InboxEntry]] = [:]
 
-    /// Whether no inbox is being delivered or awaited (the relay's fast path checks this first).
-    public var isIdle: Bool { drains.isEmpty && awaitingBacklog.isEmpty }
+    /// Whether no inbox is being delivered (the relay's fast path checks this first).
+    public var isIdle: Bool { drains.isEmpty }
 
     /// The receiving device `device` connected: until its backlog has been read (`loaded`), new
-    /// entries for it wait and direct datagrams to it are held, so nothing overtakes what
-    /// was stored for it while it was away.
+    /// entries for it wait, so nothing stored overtakes what was stored for it while it was
+    /// away. (Direct datagrams are not held: a sender's floor stays at or below its stored
+    /// messages until they are delivered, so the device's receiver orders them.)
     public mutating func deviceConnected(_ device: Recipient) {
         userLeft(device)
         awaitingBacklog[device] = []
     }
 
     /// A direct datagram from `sender` to `receiver` while stored messages from `sender` are
-    /// still being delivered to `receiver` (or its backlog is still being read): it waits
-    /// until they are receipted, so it cannot overtake them. Returns false (forward it now)
-    /// when nothing is being delivered.
+    /// still being delivered to `receiver`: it waits until they are receipted, so it cannot
+    /// overtake them. Returns false (forward it now) when nothing is being delivered.
     public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
         let key = DrainKey(receiver: receiver, sender: sender)
-        guard drains[key] != nil || awaitingBacklog[receiver] != nil else { return false }
+        guard drains[key] != nil else { return false }
         var queue = held[key] ?? []
         if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
         held[key] = queue
