@@ -16,6 +16,12 @@ public enum Framing {
         buffer.setInteger(UInt32(buffer.writerIndex - lengthIndex - headerSize), at: lengthIndex)
     }
 
+    /// Appends `payload` (an already encoded `SIMPMessage`) as one frame to `buffer`.
+    public static func writeFrame(payload: ByteBuffer, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt32(payload.readableBytes))
+        buffer.writeImmutableBuffer(payload)
+    }
+
     /// Takes the next whole frame's payload off the front of `buffer`, whatever way TCP cut or
     /// merged the stream; nil until a whole frame is there. Throws when a peer announces a
     /// frame above `maxFrameSize`.

@@ -29,6 +29,9 @@ final class RelayEngine {
     private let logger: Logger
     private let metrics: RelayMetrics
     private var connections: [ConnectionID: Channel] = [:]
+    /// Each control channel's frame encoder, where receipts forwarded as bytes (`.forward`) are
+    /// written: past the encoder, which takes `SIMPMessage`s. Looked up once per connection.
+    private var frameWriters: [ConnectionID: ChannelHandlerContext] = [:]
     private var nextConnection: UInt64 = 1
     var datagramChannel: Channel?
     /// Counts kept as things happen; `statistics` adds what the core knows.
@@ -133,6 +136,7 @@ final class RelayEngine {
         let id = ConnectionID(nextConnection)
         nextConnection += 1
         connections[id] = channel
+        frameWriters[id] = try? channel.pipeline.syncOperations.context(handlerType: MessageToByteHandler<FrameEncoder>.self)
         return id
     }
 
@@ -142,6 +146,7 @@ final class RelayEngine {
 
     func connectionClosed(_ id: ConnectionID) {
         connections[id] = nil
+        frameWriters[id] = nil
         handle { $0.connectionClosed(id, into: &$1) }
         metrics.sessions.record(core.connectedUsers)
     }
@@ -243,15 +248,12 @@ final class RelayEngine {
             channel.write(message, promise: nil) // flushed when the read (or store answer) is handled
             unflushedControl[ObjectIdentifier(channel)] = channel
         case .forward(let id, let payload):
-            guard let channel = connections[id] else { return }
+            guard let channel = connections[id], let encoder = frameWriters[id] else { return }
             counts.receiptsRouted += 1
             metrics.receiptsRouted.increment()
             var frame = channel.allocator.buffer(capacity: Framing.headerSize + payload.readableBytes)
-            frame.writeInteger(UInt32(payload.readableBytes))
-            frame.writeImmutableBuffer(payload)
-            // Past the frame encoder (it takes `SIMPMessage`s): the bytes are a whole frame.
-            guard let encoder = try? channel.pipeline.syncOperations.context(handlerType: MessageToByteHandler<FrameEncoder>.self) else { return }
-            encoder.write(NIOAny(frame), promise: nil)
+            Framing.writeFrame(payload: payload, into: &frame)
+            encoder.write(NIOAny(frame), promise: nil) // a whole frame already
             unflushedControl[ObjectIdentifier(channel)] = channel
         case .deliver(_, let bytes, let address):
             counts.datagramsForwarded += 1
