@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[39] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[41] =
 {
   {
     "version",
@@ -700,6 +700,30 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[39] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "held",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, held),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "messageRateLimit",
+    53,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, messageratelimit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   9,   /* field[9] = attempt */
@@ -713,6 +737,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
+  39,   /* field[39] = held */
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
@@ -722,6 +747,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   30,   /* field[30] = memberCount */
   27,   /* field[27] = members */
   1,   /* field[1] = messageId */
+  40,   /* field[40] = messageRateLimit */
   18,   /* field[18] = nonce */
   32,   /* field[32] = presence */
   21,   /* field[21] = proof */
@@ -747,7 +773,7 @@ static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
   { 1, 0 },
   { 30, 25 },
   { 50, 37 },
-  { 0, 39 }
+  { 0, 41 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -757,7 +783,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  39,
+  41,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   3,  simp__message__number_ranges,

@@ -115,6 +115,12 @@ public struct SIMPMessage: Equatable, Sendable {
     /// CONNECTED: the relay routes batch receipts (`receiptIds`); a client batches only then,
     /// since a relay without them would drop the ids when it re-encodes a receipt.
     public var batchReceipts: Bool = false
+    /// RECEIPT (DELIVERED) only: the message arrived but is held behind a gap, so the application
+    /// does not have it yet; a final receipt (`held` false) follows when it is released.
+    public var held: Bool = false
+    /// CONNECTED: how many content messages per second the relay admits from this user
+    /// (0: the relay does not say).
+    public var messageRateLimit: UInt32 = 0
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -92,6 +92,8 @@ public enum MessageCodec {
         message.device = string(c.device)
         message.sendOnly = c.sendonly != 0
         message.batchReceipts = c.batchreceipts != 0
+        message.held = c.held != 0
+        message.messageRateLimit = c.messageratelimit
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -187,6 +189,8 @@ public enum MessageCodec {
                 c.device = base + offsets[8]
                 c.sendonly = message.sendOnly ? 1 : 0
                 c.batchreceipts = message.batchReceipts ? 1 : 0
+                c.held = message.held ? 1 : 0
+                c.messageratelimit = message.messageRateLimit
                 var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(9).map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }
