@@ -175,7 +175,12 @@ struct Send: AsyncParsableCommand {
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait for messages and print each one (once, however often it was retransmitted).",
-        discussion: "Runs until Ctrl-C, or until --count messages arrived.")
+        discussion: """
+            Runs until Ctrl-C, or until --count messages arrived. What was printed is recorded in \
+            $SIMP_HOME/received/USER/DEVICE.jsonl, so a message the relay delivers again after a \
+            crash is not printed twice; only a crash right between printing a line and recording \
+            it prints that line once more.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -195,17 +200,33 @@ struct Listen: AsyncParsableCommand {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
 
+    /// The record of what this user and device printed, when the device is this process's
+    /// (its lock, with the outbox); nil, said on standard error, when it cannot be used.
+    static func record(for configuration: ClientConfiguration) -> DeliveredRecord? {
+        guard configuration.outbox != nil else { return nil }
+        do {
+            return try DeliveredRecord(home: SIMPHome.directory(), user: configuration.user, device: configuration.device)
+        } catch {
+            FileHandle.standardError.write(Data("simp: \(error); going on without it: a restart after a crash may print a message again\n".utf8))
+            return nil
+        }
+    }
+
     func run() async throws {
         // A message is printed before its receipt leaves (a receipt means the application has
         // it: docs/PROTOCOL.md §6.1), and one held behind a gap is receipted only once printed.
-        let printer = ListenService.Printer(
-            limit: count, format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
-            printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) })
+        // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
+        // print again a message whose receipt the crash cut off (§6.4).
         let client = try await connection.connect(configure: { configuration in
             configuration.receiptsWhenReleased = true
-            // Each receipt leaves right after its line is printed, not at the end of the read
-            // burst: a listener killed in between would be sent the message again (and print it twice).
+            // Each receipt leaves right after its line is printed and recorded, not at the end of
+            // the read burst: fewer messages come again (and are skipped) after a kill.
             configuration.batchesReceipts = false
+            let printer = ListenService.Printer(
+                limit: count, record: Self.record(for: configuration),
+                format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
+                printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) },
+                warn: { FileHandle.standardError.write(Data("simp: \($0)\n".utf8)) })
             configuration.messageHandler = { printer.print($0) }
         })
         for room in room {
@@ -271,7 +292,9 @@ struct Chat: AsyncParsableCommand {
             earlier sessions.
 
             History is kept per user in DIR/USER.jsonl (default $SIMP_HOME/history, or \
-            ~/.simp/history) and the last messages are shown on start.
+            ~/.simp/history) and the last messages are shown on start. A message is written to \
+            the history before its receipt goes back, so one the relay delivers again after a crash \
+            (say kill -9) is recognised and not shown twice.
 
             When stdin is not a terminal, lines are read from it and carried out as if typed, and \
             plain lines are printed (no colours, no cursor movement). At end of input `simp chat` \
@@ -308,16 +331,20 @@ struct Chat: AsyncParsableCommand {
 
     func run() async throws {
         let log = ChatLog()
-        let client = try await connection.connect(logHandler: { label, level in log.handler(label: label, level: level) })
-        var options = ChatController.Options(
-            peer: to,
-            historyDirectory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory())
+        // Loaded before connecting: each incoming message is appended to it before its receipt
+        // leaves, and one it has already (after a restart) is receipted, not shown again.
+        let history = ChatHistory(
+            directory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory(), user: connection.user)
+        let client = try await connection.connect(
+            logHandler: { label, level in log.handler(label: label, level: level) },
+            configure: { $0.messageHandler = { history.recordIncoming($0) } })
+        var options = ChatController.Options(peer: to)
         options.colors = !noColor
         options.readReceipts = !noReadReceipts
         options.bell = !noBell
         if let colors { options.palette = try Palette(changing: colors) }
         options.log = log
-        let status = await ChatController(client: client, options: options).run()
+        let status = await ChatController(client: client, history: history, options: options).run()
         if status != 0 { throw ExitCode(status) }
     }
 }

@@ -133,7 +133,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM file with the private key of --tls-cert.")
     var tlsKey: String?
 
-    @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told.")
+    @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told. Clients learn it at login and pace themselves at 90 % of it.")
     var messageRate = RelayCore.Configuration.defaultMessageLimit.perSecond
 
     @Option(name: .customLong("connection-rate"), help: "New control connections per second from one IP address (burst: 10 times that).")

@@ -4,15 +4,14 @@ import SIMPClient
 import SIMPCore
 
 /// Runs `simp chat`: a `ChatSession` wired to a connected `SIMPClient`, the terminal
-/// (raw mode, window size, signals) and the history file.
+/// (raw mode, window size, signals) and the history file. The client's `messageHandler` must be
+/// `history.recordIncoming`, so incoming messages are in the history before their receipts.
 public final class ChatController: @unchecked Sendable {
     /// How `simp chat` was asked to behave.
     public struct Options: Sendable {
         public var peer: String?
         /// Colours unless false; also off when `NO_COLOR` is set or output is not a terminal.
         public var colors = true
-        /// Where `<user>.jsonl` lives.
-        public var historyDirectory: URL
         /// Without a terminal: how long to wait at end of input for unresolved messages.
         public var drainTimeout: TimeAmount = .seconds(10)
         public var environment = ProcessInfo.processInfo.environment
@@ -25,9 +24,8 @@ public final class ChatController: @unchecked Sendable {
         /// The colours of names, marks and notices.
         public var palette = Palette.standard
 
-        public init(peer: String? = nil, historyDirectory: URL) {
+        public init(peer: String? = nil) {
             self.peer = peer
-            self.historyDirectory = historyDirectory
         }
     }
 
@@ -43,6 +41,7 @@ public final class ChatController: @unchecked Sendable {
     }
 
     private let client: SIMPClient
+    private let history: ChatHistory
     private let options: Options
     private let events: AsyncStream<Event>
     private let post: AsyncStream<Event>.Continuation
@@ -52,8 +51,10 @@ public final class ChatController: @unchecked Sendable {
     /// The exit status after a newer session of this device took over (see `SIMPClientError.takenOver`).
     public static let takenOverStatus: Int32 = 3
 
-    public init(client: SIMPClient, options: Options) {
+    /// A controller for `client`, whose `messageHandler` records into `history`.
+    public init(client: SIMPClient, history: ChatHistory, options: Options) {
         self.client = client
+        self.history = history
         self.options = options
         (events, post) = AsyncStream.makeStream(of: Event.self)
     }
@@ -67,10 +68,9 @@ public final class ChatController: @unchecked Sendable {
         var screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
                             interactive: interactive, colors: options.colors && !noColor)
         screen.palette = options.palette
-        let store = try? HistoryStore(directory: options.historyDirectory, user: client.configuration.user)
+        let store = history.store
         var session = ChatSession(
-            user: client.configuration.user, peer: options.peer, screen: screen,
-            history: (try? store?.load()) ?? [], clock: .system)
+            user: client.configuration.user, peer: options.peer, screen: screen, history: history.entries, clock: .system)
         session.sendsReadMarkers = options.readReceipts
         if !client.configuration.device.isEmpty { session.device = client.configuration.device }
         session.rings = options.bell
@@ -88,7 +88,7 @@ public final class ChatController: @unchecked Sendable {
             if case .send(let ref, let message) = effect { sender.yield((ref, message)) }
         }
         for name in left?.unreadable ?? [] { session.inform("outbox: \(name) could not be read; set aside as \(name).bad") }
-        if store == nil { session.inform("history is off: cannot use \(options.historyDirectory.path)") }
+        if store == nil { session.inform("history is off: cannot use \(history.directory.path)") }
         Terminal.write(session.takeOutput())
 
         var status: Int32 = 0

@@ -3,8 +3,9 @@ import SIMPCore
 
 /// Messages, presence and typing from others.
 extension ChatSession {
-    /// A message delivered to this user. A direct message from the current peer is seen at
-    /// once (a read marker goes back); from anyone else when the user switches to them.
+    /// A message delivered to this user (already in the history file: `ChatHistory` records it
+    /// before its receipt). A direct message from the current peer is seen at once (a read
+    /// marker goes back); from anyone else when the user switches to them.
     public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
         let entry = HistoryEntry(message)
         history.append(entry)
@@ -19,7 +20,7 @@ extension ChatSession {
             if rings, screen.interactive, message.author.isEmpty { output += "\u{7}" } // the bell: a message to you elsewhere
         }
         printLine(Self.messageLine(entry, user: user, clock: clock))
-        var effects: [ChatEffect] = [.record(entry)]
+        var effects: [ChatEffect] = []
         if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
             if message.fromUser == peer {
                 effects.append(.markRead(from: message.fromUser, upTo: message.messageId))

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import Synchronization
 
 /// One message in a user's conversation history.
 public struct HistoryEntry: Codable, Equatable, Sendable {
@@ -36,12 +37,15 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
 /// A user's history on disk: `<directory>/<user>.jsonl`, one JSON object per line, appended
 /// to. An outgoing message's later status is appended as `{"id":…,"status":…}` and folded
 /// into the message when loading. The file is compacted to `keep` entries when it grows
-/// past twice that.
-public final class HistoryStore: @unchecked Sendable {
+/// past twice that. Appends may come from several threads (the chat, and the client's event
+/// loop recording incoming messages); each line is written whole.
+public final class HistoryStore: Sendable {
     /// The history file.
     public let url: URL
     /// Entries kept when compacting.
     public let keep: Int
+    /// Held while a line is written.
+    private let writing = Mutex(())
 
     private struct StatusUpdate: Codable {
         var id: UInt64
@@ -98,10 +102,12 @@ public final class HistoryStore: @unchecked Sendable {
     }
 
     private func appendLine(_ json: Data) throws {
-        let handle = try FileHandle(forWritingTo: url)
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: json + Data("\n".utf8))
+        try writing.withLock { _ in
+            let handle = try FileHandle(forWritingTo: url)
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            try handle.write(contentsOf: json + Data("\n".utf8))
+        }
     }
 
     private func rewrite(_ entries: [HistoryEntry]) throws {

@@ -34,7 +34,8 @@ public struct ClientConfiguration: Sendable {
     /// that forwards them to this client (impairment in the relay → client direction).
     public var advertisedUDPPort: Int?
     public var retransmit = RetransmitPolicy()
-    /// Content transmissions are paced under this rate (`SendPacer`); nil sends unpaced.
+    /// Content transmissions are paced under this rate (`SendPacer`) unless the relay announces
+    /// its own in CONNECTED (then at 90 % of that); nil sends unpaced.
     public var pacing: RateLimit? = ClientSession.defaultPacing
     /// PING the relay every interval; a relay silent for `missLimit` intervals is given up.
     public var heartbeat = HeartbeatPolicy()
@@ -51,10 +52,13 @@ public struct ClientConfiguration: Sendable {
     /// Receipts go out in batches, one per sender and read burst (docs/PROTOCOL.md §6.1;
     /// `ClientSession.Configuration.batchesReceipts`); false sends one receipt per message.
     public var batchesReceipts = true
-    /// Called with each message on the client's event loop before its receipt is written (the
-    /// message also goes to `SIMPClient.messages`): what it does (e.g. print the line, as
-    /// `simp listen` should) is done before the sender is told the message arrived. Keep it short.
-    public var messageHandler: (@Sendable (SIMPMessage) -> Void)?
+    /// Called with each message on the client's event loop before its receipt is written: what
+    /// it does (print the line, as `simp listen` does; append it to the history, as `simp chat`
+    /// does) is done before the sender is told the message arrived. It returns whether the
+    /// message is new to the application: only then does it also go to `SIMPClient.messages`.
+    /// False means the application had it already (a copy delivered again after a restart,
+    /// docs/PROTOCOL.md §6.4); it is receipted all the same. Keep it short.
+    public var messageHandler: (@Sendable (SIMPMessage) -> Bool)?
     /// TLS on the control channel (nil: plain TCP, for a development relay; the client warns
     /// when such a relay is not on this machine).
     public var tls: ClientTLS?

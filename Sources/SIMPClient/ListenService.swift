@@ -7,29 +7,54 @@ import Synchronization
 ///
 /// A message is printed as it is handed to the application, on the client's event loop and
 /// before its receipt is written (a receipt means the application has it, docs/PROTOCOL.md
-/// §6.1): install `printer` as the client's `ClientConfiguration.messageHandler`.
+/// §6.1): install `printer.print` as the client's `ClientConfiguration.messageHandler`.
 public struct ListenService: Service {
-    /// Prints each message handed to it, at most `limit` of them.
+    /// Prints each message handed to it once, at most `limit` of them. With a `record`, the
+    /// message's key is added right after its line is written (before the receipt), and a
+    /// message already in the record (printed by an earlier run of this user and device whose
+    /// receipt a crash cut off) is skipped: only a crash between writing a line and adding its
+    /// key prints that one line again (docs/PROTOCOL.md §6.4).
     public final class Printer: Sendable {
         private let limit: Int?
+        private let record: DeliveredRecord?
         private let format: @Sendable (SIMPMessage) -> String
         private let printLine: @Sendable (String) -> Void
-        private let printed = Mutex(0)
+        private let warn: @Sendable (String) -> Void
+        /// Lines printed, and whether adding to the record failed (said once).
+        private let progress = Mutex((printed: 0, recordFailed: false))
 
-        public init(limit: Int?, format: @escaping @Sendable (SIMPMessage) -> String, printLine: @escaping @Sendable (String) -> Void) {
+        /// `warn` hears, once, that the record could not be written (the listener goes on).
+        public init(
+            limit: Int?, record: DeliveredRecord? = nil, format: @escaping @Sendable (SIMPMessage) -> String,
+            printLine: @escaping @Sendable (String) -> Void, warn: @escaping @Sendable (String) -> Void = { _ in }
+        ) {
             self.limit = limit
+            self.record = record
             self.format = format
             self.printLine = printLine
+            self.warn = warn
         }
 
-        /// Prints `message` unless `limit` messages were printed already.
-        public func print(_ message: SIMPMessage) {
-            let admitted = printed.withLock { count -> Bool in
-                if let limit, count >= limit { return false }
-                count += 1
+        /// Prints `message` unless it is in the record or `limit` messages were printed
+        /// already; returns whether it printed it.
+        public func print(_ message: SIMPMessage) -> Bool {
+            let key = DeliveredKey(message)
+            if record?.contains(key) == true { return false }
+            let admitted = progress.withLock { progress -> Bool in
+                if let limit, progress.printed >= limit { return false }
+                progress.printed += 1
                 return true
             }
-            if admitted { printLine(format(message)) }
+            guard admitted else { return false }
+            printLine(format(message))
+            do { try record?.add(key) } catch {
+                let first = progress.withLock { progress in
+                    defer { progress.recordFailed = true }
+                    return !progress.recordFailed
+                }
+                if first { warn("\(error); a restart may print messages again whose receipt it cut off") }
+            }
+            return true
         }
     }
 
@@ -45,7 +70,7 @@ public struct ListenService: Service {
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             var received = 0
-            for await _ in client.messages { // printed by the client's message handler
+            for await _ in client.messages { // printed by the client's message handler (copies printed before are not here)
                 received += 1
                 if let count, received >= count { break }
             }

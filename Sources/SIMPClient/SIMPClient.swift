@@ -27,7 +27,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let states: AsyncStream<ConnectionState>
     private let statesContinuation: AsyncStream<ConnectionState>.Continuation
 
-    /// Messages delivered to this user, each once, in arrival order.
+    /// Messages delivered to this user, each once, in arrival order (without those the
+    /// configuration's `messageHandler` says the application had already).
     public var messages: AsyncStream<SIMPMessage> { stream }
 
     public init(configuration: ClientConfiguration) {
@@ -36,7 +37,9 @@ public final class SIMPClient: @unchecked Sendable {
         (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
         engine.onMessage = { [continuation, handler = configuration.messageHandler] in
-            handler?($0) // before the receipt: carryOut hands messages over first
+            // Before the receipt: carryOut hands messages over first. A copy the application
+            // already had (before a restart) is receipted, not handed over again.
+            guard handler?($0) ?? true else { return }
             continuation.yield($0)
         }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }

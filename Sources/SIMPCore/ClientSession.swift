@@ -41,7 +41,8 @@ public struct ClientSession: Sendable {
         /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
         public var receiptDatagrams = true
         /// Content transmissions are paced under this rate (`SendPacer`): the relay's default
-        /// per-user limit with a 10 % margin. nil sends unpaced (a relay whose limit is raised).
+        /// per-user limit with a 10 % margin, for a relay that does not announce its limit; one
+        /// that does (CONNECTED `messageRateLimit`) is paced at 90 % of it. nil sends unpaced.
         public var pacing: RateLimit? = ClientSession.defaultPacing
         /// Send a receiver's receipts in batches, one per sender (docs/PROTOCOL.md §6.1): the
         /// shell calls `flushReceipts` at the end of each read burst, and no receipt waits longer
@@ -178,6 +179,9 @@ public struct ClientSession: Sendable {
         case .connected:
             pendingLogin = nil
             maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
+            if let configured = configuration.pacing { // at 90 % of the rate the relay announced, if it did
+                sender.pace(under: SendPacer.limit(announced: message.messageRateLimit, otherwise: configured), now: now)
+            }
             do {
                 let keys = try login.accept(message, transcript: pending.transcript)
                 return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))

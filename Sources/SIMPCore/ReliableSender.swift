@@ -96,6 +96,8 @@ public struct ReliableSender: Sendable {
     private var nextId: UInt64
     /// Paces transmissions under the relay's content rate limit (nil: unpaced).
     public private(set) var pacer: SendPacer?
+    /// Paces under `limit` from `now` on (`SendPacer.change`); nothing for an unpaced sender.
+    public mutating func pace(under limit: RateLimit, now: NIODeadline) { pacer?.change(to: limit, now: now) }
     /// Retransmissions due but waiting for the pacer (sent before any new message), with their copies.
     private var paced: Deque<(id: UInt64, copies: Int)> = []
     private var pacedIds: Set<UInt64> = []

@@ -10,13 +10,16 @@ import NIOCore
 /// tell). The client thus charges at least what the relay charges, a little earlier, and with
 /// a rate and burst at or below the relay's it runs dry first: the relay refuses nothing.
 ///
-/// The relay's limit is configured here, not announced. A RATE_LIMITED notice (another process
+/// The relay announces its per-user limit in CONNECTED (`messageRateLimit`, docs/PROTOCOL.md
+/// §4.2): the client then paces at 90 % of it (`limit(announced:otherwise:)`); a relay that does
+/// not announce it is assumed to have the default limit. A RATE_LIMITED notice (another process
 /// of the same user sends too, or the relay's limit is lower) halves the rate and admits
 /// nothing until the relay's `retryAfter`; each second without a notice then raises the rate
-/// by a quarter, up to the configured limit.
+/// by a quarter, up to the limit.
 public struct SendPacer: Sendable {
-    /// The most this client sends: the relay's limit with a margin (`ClientSession.Configuration.pacing`).
-    public let limit: RateLimit
+    /// The most this client sends: the relay's limit with a margin (`ClientSession.Configuration.pacing`,
+    /// or from the relay's announced rate).
+    public private(set) var limit: RateLimit
     /// The rate now: `limit`'s, or less after RATE_LIMITED notices.
     public private(set) var rate: Double
     /// RATE_LIMITED notices received.
@@ -28,6 +31,31 @@ public struct SendPacer: Sendable {
     public init(_ limit: RateLimit) {
         self.limit = limit
         self.rate = limit.perSecond
+    }
+
+    /// The pacing under a relay that announced `messageRateLimit` per second in CONNECTED: 90 %
+    /// of it, with a burst of the same share of a second as `ClientSession.defaultPacing`'s
+    /// (50 at 450/s: a ninth), at most `maxBurst`; `otherwise` for a relay that announced
+    /// nothing (0: a relay older than the field).
+    public static func limit(announced messageRateLimit: UInt32, otherwise: RateLimit) -> RateLimit {
+        guard messageRateLimit > 0 else { return otherwise }
+        let paced = ClientSession.defaultPacing.scaled(toPerSecond: Double(messageRateLimit) * 0.9)
+        return RateLimit(perSecond: paced.perSecond, burst: min(paced.burst, maxBurst))
+    }
+
+    /// The largest burst paced from an announced rate: a burst of retransmissions after an
+    /// outage (two datagrams each) reordered by the link must stay well inside the relay's
+    /// 1,024-counter replay window (docs/PROTOCOL.md §6.2).
+    public static let maxBurst = 100
+
+    /// Paces under `limit` from `now` on (a relay announced its rate): a rate lowered by
+    /// RATE_LIMITED notices starts again from the new limit. Nothing changes if it is the same.
+    public mutating func change(to limit: RateLimit, now: NIODeadline) {
+        guard limit != self.limit else { return }
+        self.limit = limit
+        rate = limit.perSecond
+        lastChange = nil
+        bucket?.change(to: limit, now: now)
     }
 
     /// Takes a token for one transmission if one is available at `now`.

@@ -53,7 +53,7 @@ extension ChatSessionTests {
         let fromBob = SIMPMessage(kind: .text, messageId: 50, fromUser: "bob", toUser: "alice", content: "hi", time: 1)
         XCTAssertEqual(session.receive(fromBob).last, .markRead(from: "bob", upTo: 50), "the current peer's message is seen at once")
         let fromCarol = SIMPMessage(kind: .text, messageId: 60, fromUser: "carol", toUser: "alice", content: "psst", time: 1)
-        XCTAssertEqual(session.receive(fromCarol).count, 1, "carol's message is not seen yet")
+        XCTAssertEqual(session.receive(fromCarol), [], "carol's message is not seen yet (and the history has it already)")
         XCTAssertEqual(type("/to carol\r"), [.who(users: ["carol"], room: nil, show: false), .markRead(from: "carol", upTo: 60)])
 
         XCTAssertEqual(type("h"), [.typing(to: "carol")])
@@ -80,6 +80,6 @@ extension ChatSessionTests {
 
         session.sendsReadMarkers = false
         let quiet = SIMPMessage(kind: .text, messageId: 61, fromUser: "carol", toUser: "alice", content: "again", time: 1)
-        XCTAssertEqual(session.receive(quiet).count, 1, "read markers can be turned off")
+        XCTAssertEqual(session.receive(quiet), [], "read markers can be turned off")
     }
 }

@@ -132,11 +132,4 @@ final class OutageTests: StoryProcessTestCase {
         XCTAssertTrue(settled, "outcomes known: \(known) of \(texts.count)", file: file, line: line)
         XCTAssertEqual(failed.count, 0, "failed: \(failed.prefix(10))", file: file, line: line)
     }
-
-    /// The relay's `message_rate_limited` refusals, from its metrics endpoint.
-    private func rateLimitRefusals(_ metricsPort: Int) async throws -> Double {
-        let text = try await ToolProcess.run("curl", ["-sf", "http://127.0.0.1:\(metricsPort)/metrics"], in: FileManager.default.temporaryDirectory)
-        let series = text.split(separator: "\n").first { $0.hasPrefix("simp_rejected_total{reason=\"message_rate_limited\"}") }
-        return try XCTUnwrap(series.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }, "no message_rate_limited series in\n\(text)")
-    }
 }

@@ -151,6 +151,7 @@ struct DevRelay {
         connected.sessionId = clients[user]!.keys.sessionId
         connected.maxDatagramSize = UInt32(core.configuration.maxDatagramSize)
         connected.batchReceipts = true
+        connected.messageRateLimit = UInt32(core.configuration.messageLimit.perSecond)
         connected.sessionSecret = clients[user]!.secret
         return connected
     }

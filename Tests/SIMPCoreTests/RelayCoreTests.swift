@@ -44,6 +44,7 @@ final class RelayCoreTests: XCTestCase {
         connected.sessionId = entropy.next()
         connected.maxDatagramSize = UInt32(SealedDatagram.defaultMaxDatagramSize)
         connected.batchReceipts = true
+        connected.messageRateLimit = 500 // the default per-user rate, which clients pace under
         XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
                                  .store(.recordPresence(user: "alice", online: true))])
         XCTAssertTrue(relay.core.isConnected("alice"))

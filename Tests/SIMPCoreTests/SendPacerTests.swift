@@ -103,3 +103,94 @@ final class SendPacerTests: XCTestCase {
         return (refused, delivered)
     }
 }
+
+/// Pacing from the relay's announced rate: CONNECTED's `messageRateLimit` (docs/PROTOCOL.md
+/// §4.2) sets the client's pace to 90 % of it; a relay that does not announce one gets the
+/// default pace.
+final class AnnouncedPacingTests: XCTestCase {
+    private let t0 = DevRelay.t0
+
+    func testThePaceIsNinetyPercentOfTheAnnouncedRateWithABurstOfANinthOfASecondAtMostAHundred() {
+        XCTAssertEqual(SendPacer.limit(announced: 0, otherwise: ClientSession.defaultPacing), ClientSession.defaultPacing, "nothing announced")
+        XCTAssertEqual(SendPacer.limit(announced: 500, otherwise: RateLimit(perSecond: 1, burst: 1)), ClientSession.defaultPacing,
+                       "the relay's default gives the client's default")
+        XCTAssertEqual(SendPacer.limit(announced: 100, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 90, burst: 10))
+        XCTAssertEqual(SendPacer.limit(announced: 5000, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 4500, burst: 100))
+        XCTAssertEqual(SendPacer.limit(announced: 1, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 0.9, burst: 1))
+    }
+
+    func testTheRelayAnnouncesItsPerUserRateAndTheClientPacesUnderIt() {
+        let (connected, client) = login(relayRate: 5000)
+        XCTAssertEqual(connected.messageRateLimit, 5000)
+        XCTAssertEqual(client.sender.pacer?.limit, RateLimit(perSecond: 4500, burst: 100))
+        let (defaultConnected, defaultClient) = login(relayRate: nil)
+        XCTAssertEqual(defaultConnected.messageRateLimit, 500, "the default limit is announced too")
+        XCTAssertEqual(defaultClient.sender.pacer?.limit, ClientSession.defaultPacing)
+    }
+
+    func testARelayThatAnnouncesNothingGetsTheConfiguredPace() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 1)
+        configuration.pacing = RateLimit(perSecond: 200, burst: 20)
+        let (_, client) = login(relayRate: 5000, client: configuration, olderRelay: true)
+        XCTAssertEqual(client.sender.pacer?.limit, RateLimit(perSecond: 200, burst: 20))
+        configuration.pacing = nil
+        let (_, unpaced) = login(relayRate: 5000, client: configuration)
+        XCTAssertNil(unpaced.sender.pacer, "a client configured unpaced stays unpaced")
+    }
+
+    /// 2,000 messages submitted at once: under a relay announcing 5,000/s they are all sent
+    /// within half a second; under the default relay it takes over four.
+    func testABacklogGoesOutAtTheAnnouncedPace() {
+        XCTAssertLessThan(secondsToSend(2000, relayRate: 5000), 0.5)
+        XCTAssertGreaterThan(secondsToSend(2000, relayRate: nil), 4)
+    }
+
+    /// How long (virtual time) `count` messages submitted at once take to be transmitted.
+    private func secondsToSend(_ count: Int, relayRate: Double?) -> Double {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 1)
+        configuration.retransmit.maxIdSpan = UInt64(count) * 2 // only the pacer holds messages back
+        // No receipts come: no retransmission within the measurement either.
+        (configuration.retransmit.initialRTO, configuration.retransmit.maximumRTO) = (.seconds(60), .seconds(60))
+        var (_, client) = login(relayRate: relayRate, client: configuration)
+        var sent = 0, now = t0
+        for number in 1...count {
+            sent += client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "m\(number)"), now: now).output.datagrams.count
+        }
+        while sent < count, let deadline = client.nextDeadline, deadline < t0 + .seconds(60) {
+            now = max(now, deadline)
+            sent += client.poll(now: now).datagrams.filter { $0.kind.isContent && $0.attempt == 1 }.count
+        }
+        XCTAssertEqual(sent, count)
+        return Double((now - t0).nanoseconds) / 1e9
+    }
+
+    /// Logs a `ClientSession` in to a development `RelayCore` whose per-user limit is
+    /// `relayRate` (nil: the default); `olderRelay` removes the announced rate from CONNECTED
+    /// before the client sees it. Returns the CONNECTED the relay sent and the client.
+    private func login(
+        relayRate: Double?, client configuration: ClientSession.Configuration = .init(user: "alice", firstMessageId: 1),
+        olderRelay: Bool = false
+    ) -> (connected: SIMPMessage, client: ClientSession) {
+        var relay = DevRelay { if let relayRate { $0.messageLimit = RelayCore.Configuration.defaultMessageLimit.scaled(toPerSecond: relayRate) } }
+        var client = ClientSession(configuration: configuration)
+        let connection = ConnectionID(1)
+        _ = relay.open(connection)
+        var frames = [client.beginLogin(udpPort: 5000)]
+        var connected = SIMPMessage(kind: .connected)
+        while let frame = frames.popLast() {
+            var actions = relay.control(frame, on: connection)
+            for case .store(let request) in actions where request.registration != nil {
+                actions += relay.answer(request, .success(.done))
+            }
+            for case .send(_, var message) in actions {
+                if message.kind == .connected {
+                    connected = message
+                    if olderRelay { message.messageRateLimit = 0 }
+                }
+                if case .send(let next)? = client.loginReceived(message, now: t0) { frames.append(next) }
+            }
+        }
+        XCTAssertTrue(client.isRegistered)
+        return (connected, client)
+    }
+}

@@ -248,6 +248,8 @@ public struct RelayCore: Sendable {
             connected.sessionId = keys.sessionId
             connected.maxDatagramSize = UInt32(configuration.maxDatagramSize)
             connected.batchReceipts = true
+            // The per-user content rate, which clients pace under (docs/PROTOCOL.md §6.2).
+            connected.messageRateLimit = UInt32(max(1, min(configuration.messageLimit.perSecond, Double(UInt32.max))).rounded(.down))
             beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, into: &output)
         }
     }

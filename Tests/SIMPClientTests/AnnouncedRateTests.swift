@@ -1,0 +1,63 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPLocalServers
+import SIMPTestSupport
+import XCTest
+
+/// A relay started with a raised `--message-rate` announces it in CONNECTED
+/// (`messageRateLimit`, docs/PROTOCOL.md §4.2), and its clients pace at 90 % of it instead of
+/// the default 450 per second: a backlog goes out faster than the default pace allows, and the
+/// relay refuses none of it for the user's rate.
+final class AnnouncedRateTests: StoryProcessTestCase {
+    func testAClientOfARelayWithARaisedRateSendsFasterThanTheDefaultPaceAndIsNeverRefused() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let port = try FreePort.tcp(), udpPort = try FreePort.udp(), metricsPort = try FreePort.tcp()
+        _ = try await startServer([
+            "--port", String(port), "--udp-port", String(udpPort), "--metrics-port", String(metricsPort),
+            "--redis", relay.redis.url.description, "--relay-id", "rate-\(UInt32.random(in: .min ... .max))",
+            "--message-rate", "5000",
+        ])
+        let receiver = try await connect(bob, to: port)
+        let inbox = MessageInbox(receiver)
+        let sender = try await connect(alice, to: port)
+
+        let total = 3000
+        let started = NIODeadline.now()
+        var results: [EventLoopFuture<SendResult>] = []
+        for number in 1...total {
+            results.append(try await sender.submit(SIMPMessage(kind: .text, toUser: bob, content: "rate \(number)")).result)
+        }
+        var delivered = 0
+        for result in results { if case .delivered = try await result.get() { delivered += 1 } }
+        let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+
+        XCTAssertEqual(delivered, total)
+        let arrived = await inbox.waitFor(total, within: .seconds(10))
+        XCTAssertTrue(arrived)
+        let distinct = Set(await inbox.messages.map(\.content)).count
+        XCTAssertEqual(distinct, total, "each once")
+        let refused = try await rateLimitRefusals(metricsPort)
+        XCTAssertEqual(refused, 0, "nothing refused for alice's rate")
+        // Under the default pace (450/s, burst 50) the last message could not leave before
+        // (3000 - 50) / 450 = 6.6 s.
+        let defaultPaceFloor = Double(total - ClientSession.defaultPacing.burst) / ClientSession.defaultPacing.perSecond
+        XCTAssertLessThan(seconds, defaultPaceFloor, "paced at the announced rate, not the default")
+        print("announced rate: \(total) messages delivered in \(String(format: "%.2f", seconds)) s "
+              + "(\(Int(Double(total) / seconds))/s; the default pace needs at least \(String(format: "%.1f", defaultPaceFloor)) s)")
+        await sender.close()
+        await receiver.close()
+    }
+
+    /// `user`'s client library session on the relay process at `port`, with the client's own
+    /// retransmission policy and its default pacing configuration.
+    private func connect(_ user: String, to port: Int) async throws -> SIMPClient {
+        try await relay.addUser(user)
+        var configuration = TestRelay.clientConfiguration(user: user, port: port)
+        configuration.retransmit = RetransmitPolicy()
+        let client = SIMPClient(configuration: configuration)
+        try await client.connect()
+        return client
+    }
+}
