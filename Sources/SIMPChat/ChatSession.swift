@@ -5,7 +5,7 @@ import SIMPCore
 public enum ChatEffect: Equatable, Sendable {
     /// Submit `message` to the client and report back with `submitted` and `resolved`.
     case send(ref: Int, SIMPMessage)
-    /// Append to the history file.
+    /// Append to the history file (a message this user sent; `ChatHistory` records received ones).
     case record(HistoryEntry)
     case recordStatus(messageId: UInt64, status: String)
     /// Carry out a room request with the client and report back with `roomAnswered`.
