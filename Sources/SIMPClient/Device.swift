@@ -7,7 +7,8 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// The client's local directory: `$SIMP_HOME`, else `~/.simp`. It holds the default device
-/// name, device locks, the outbox and (by default) the history.
+/// name, device locks, the outbox, `simp listen`'s record of what it printed (`received/`) and
+/// (by default) the history.
 public enum SIMPHome {
     /// `$SIMP_HOME`, else `~/.simp` (not created here).
     public static func directory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
