@@ -48,7 +48,9 @@ final class ReceiverRestartTests: StoryProcessTestCase {
         XCTAssertTrue(Self.arrived(outcome), "the copy is receipted: \(outcome)")
         let sender = try await relay.connectClient(user: alice)
         _ = try await sender.send(text: "after", to: bob)
-        let after = await Eventually.holds(within: .seconds(10)) { self.chatHistory(of: bob).contains("after") }
+        let after = await Eventually.holds(within: .seconds(10)) { // stored first, then shown
+            self.chatHistory(of: bob).contains("after") && self.printed(by: [second.chat]).contains("after")
+        }
         XCTAssertTrue(after, second.chat.standardOutput + second.chat.standardError)
         XCTAssertEqual(chatHistory(of: bob), ["only once", "after"], "stored once")
         XCTAssertEqual(printed(by: [first.chat, second.chat]).filter { ["only once", "after"].contains($0) }, ["only once", "after"], "shown once")
