@@ -33,13 +33,17 @@ struct MemoryUserLog: Sendable {
     }
 
     /// Discards what expired (stored before `cutoff`), then appends `entry` unless its dedupe key
-    /// is in the log or the log holds `cap` entries already (refused: what is stored stays).
+    /// is in the log or the log holds `cap` entries: entries some device has make room first
+    /// (oldest first, unreported), and with none left the entry is refused (what no device has stays).
     mutating func store(_ entry: InboxEntry, cap: Int, cutoff: Int64, known: [String]) -> InboxStoreResult {
         var result = InboxStoreResult(duplicate: true)
         result.discarded = expire(before: cutoff, known: known)
         trimDelivered(known: known)
         if !items.contains(where: { $0.entry.dedupeKey == entry.dedupeKey }) {
             result.duplicate = false
+            while items.count >= cap, let index = items.firstIndex(where: { received($0.id, known: known) }) {
+                _ = discard(index, known: known)
+            }
             if items.count >= cap {
                 result.refused = true
             } else {
