@@ -145,7 +145,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("login-rate"), help: "Login attempts per second from one IP address (burst: 10 times that).")
     var loginRate = RelayCore.Configuration.defaultLoginLimit.perSecond
 
-    @Option(name: .customLong("inbox-max-messages"), help: "Messages kept per offline user's inbox; beyond it the oldest are discarded and their senders told.")
+    @Option(name: .customLong("inbox-max-messages"), help: "Messages kept per user's offline log; when full, new messages are refused (their senders told INBOX_FULL; they retry) rather than stored ones dropped.")
     var inboxMaxMessages = 1000
 
     @Option(name: .customLong("inbox-ttl"), help: "Seconds a message waits in an offline user's inbox before it is discarded (its sender told). Default: 7 days.")

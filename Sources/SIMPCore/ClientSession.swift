@@ -210,6 +210,7 @@ public struct ClientSession: Sendable {
         var output = pollHello(now: now)
         for receipt in receipts.takeOwed() { writeReceipt(receipt, into: &output) }
         output.absorb(sender.resume(now: now))
+        receiver.restartHoldClock(now: now)
         return output
     }
 
@@ -255,6 +256,8 @@ public struct ClientSession: Sendable {
     /// The registered control connection is gone. Sending is suspended; with a reconnect
     /// policy (and `mayReconnect`), `reconnect` says when to try again. `random` is in [0, 1).
     public mutating func controlLost(mayReconnect: Bool, random: Double) -> Output {
+        // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
+        if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
         heartbeat = nil
         nextKeepalive = nil
         nextHello = nil
@@ -316,6 +319,9 @@ public struct ClientSession: Sendable {
             output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
         case .presence:
             output.peerEvents.append(.presence(user: message.fromUser, online: message.online, lastSeen: message.lastSeen))
+        case .error where message.errorCode == .inboxFull && sender.isPending(message.messageId):
+            // The receiver's log is full and did not take it: sent again later, fails only at its time limit (§6.2).
+            sender.refusedAsFull(messageId: message.messageId, reason: message.errorText)
         case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
             sender.storedMessageSettled(message.messageId)
             // A stored copy of a message its receiver already receipted: nothing was lost.

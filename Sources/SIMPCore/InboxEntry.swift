@@ -48,9 +48,8 @@ public struct InboxEntry: Equatable, Sendable {
 }
 
 /// Why a stored message left an inbox without being delivered.
+/// (A full log refuses new entries instead of discarding stored ones: `InboxStoreResult.refused`.)
 public enum InboxDiscardReason: Sendable, Equatable {
-    /// The inbox hit its cap; the oldest entries make room.
-    case full
     /// The entry waited longer than the inbox TTL.
     case expired
 }

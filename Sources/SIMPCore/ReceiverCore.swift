@@ -100,11 +100,14 @@ public struct ReceiverCore: Sendable {
     private var streams: [StreamKey: OrderedStream] = [:]
     /// Arrivals not delivered because they were duplicates or too old.
     public private(set) var suppressed = 0
-    /// Messages delivered after later ones of their conversation, because their gap had been
-    /// skipped (given up by the sender, or `holdLimit` passed). Delivered anyway: never lost.
-    public private(set) var deliveredOutOfOrder = 0
+    /// Messages that arrived after their gap had been skipped (given up by the sender, or
+    /// `holdLimit` passed): neither delivered (they would be out of order) nor receipted, so
+    /// their sender reports them failed at its time limit (docs/PROTOCOL.md §6.5).
+    public private(set) var lateArrivalsDropped = 0
     /// Times a gap was skipped because `holdLimit` passed.
     public private(set) var gapsSkippedByTimeout = 0
+    /// Since when the hold limit is not counting (`stopHoldClock`), if it is stopped.
+    public private(set) var holdClockStoppedAt: NIODeadline?
 
     public init(
         windowSize: UInt64 = 4096, holdLimit: TimeAmount = .seconds(30), streamsPerSender: Int = 4, receiptsWhenReleased: Bool = true
@@ -122,7 +125,8 @@ public struct ReceiverCore: Sendable {
     /// When `poll(now:)` next has a held message to release, if ever: when the message that
     /// has waited longest reaches `holdLimit` (`poll` releases exactly those).
     public var nextDeadline: NIODeadline? {
-        streams.values.flatMap { $0.held.values.map(\.since) }.min().map { $0 + holdLimit }
+        guard holdClockStoppedAt == nil else { return nil }
+        return streams.values.flatMap { $0.held.values.map(\.since) }.min().map { $0 + holdLimit }
     }
 
     /// The RECEIPT for `message`, which arrived at `arrivedAt` and is receipted at `now`.
@@ -164,8 +168,11 @@ public struct ReceiverCore: Sendable {
         var ready = stream.release(floor: message.floor)
         let arrival = Held(message: message, arrivedAt: arrivedAt, since: now)
         if message.seq < stream.nextSeq {
-            deliveredOutOfOrder += 1
-            ready.append(arrival)
+            // Its gap was skipped (its sender gave it up, or the hold limit passed): delivering it
+            // now would put it out of order, receipting it would contradict a failure its sender
+            // reported or will report at its time limit. Neither; nor are its copies.
+            lateArrivalsDropped += 1
+            dedupe.forget(message.messageId, from: message.fromUser, stream: message.stream)
         } else {
             stream.held[message.seq] = arrival
             ready += stream.release(floor: 0)
@@ -201,6 +208,7 @@ public struct ReceiverCore: Sendable {
     /// before it (and so releasing the held messages below it, however long they waited).
     /// Afterwards no held message is due: `nextDeadline` is later than `now` or nil.
     public mutating func poll(now: NIODeadline) -> Release {
+        guard holdClockStoppedAt == nil else { return Release() }
         var ready: [Held] = []
         for key in Array(streams.keys) {
             let due = streams[key]!.held.filter { $0.value.since + holdLimit <= now }.map(\.key).max()
@@ -216,6 +224,26 @@ public struct ReceiverCore: Sendable {
         release.deliver = ready.map(\.message)
         release.receipts = ready.filter { !$0.receipted }.map { receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
         return release
+    }
+
+    /// The receiver cannot be reached since `since` (its control connection is gone): no gap can
+    /// be repaired meanwhile, so the time does not count towards the hold limit (docs/PROTOCOL.md
+    /// §6.5). Nothing is released by the hold limit until `restartHoldClock`.
+    public mutating func stopHoldClock(since: NIODeadline) {
+        if holdClockStoppedAt == nil { holdClockStoppedAt = since }
+    }
+
+    /// The receiver is reachable again (registered): held messages wait as long as they had
+    /// waited when the clock stopped (one that arrived meanwhile, from now).
+    public mutating func restartHoldClock(now: NIODeadline) {
+        guard let stopped = holdClockStoppedAt else { return }
+        holdClockStoppedAt = nil
+        for key in Array(streams.keys) {
+            for seq in Array(streams[key]!.held.keys) {
+                let since = streams[key]!.held[seq]!.since
+                streams[key]!.held[seq]!.since = since < stopped ? since + (now - stopped) : now
+            }
+        }
     }
 
     /// Starts remembering `key`; a sender's stalest stream beyond `streamsPerSender` is

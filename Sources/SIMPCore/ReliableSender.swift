@@ -92,6 +92,9 @@ public struct ReliableSender: Sendable {
     private var pastTimeLimit: Set<UInt64> = []
     /// When the last chance of a message past its time limit ends (see `poll`).
     private var lastChanceEnds: [UInt64: NIODeadline] = [:]
+    /// Pending messages the receiver's full log refused (INBOX_FULL), with the relay's text: sent
+    /// again as usual, and if they fail at their time limit, reported with that refusal.
+    private var refusedAsFull: [UInt64: String] = [:]
     private var timers = Heap<Timer>()
     private var nextId: UInt64
     /// Paces transmissions under the relay's content rate limit (nil: unpaced).
@@ -220,6 +223,7 @@ public struct ReliableSender: Sendable {
         unsettled[receipt.messageId] = nil
         pastTimeLimit.remove(receipt.messageId)
         lastChanceEnds[receipt.messageId] = nil
+        refusedAsFull[receipt.messageId] = nil
         storedUnresolved[receipt.messageId] = entry.message
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
@@ -262,6 +266,17 @@ public struct ReliableSender: Sendable {
         output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
         releaseWaiting(now: now, into: &output)
         return output
+    }
+
+    /// The receiver is offline and its log is full (ERROR INBOX_FULL for a message still pending,
+    /// docs/PROTOCOL.md §6.6): not a failure. The message stays pending and is sent again when its
+    /// timer says (backing off as usual) until stored or receipted; it fails only at its time
+    /// limit, reported as refused with `reason`. Returns false if `messageId` is not pending.
+    @discardableResult
+    public mutating func refusedAsFull(messageId: UInt64, reason: String) -> Bool {
+        guard pending[messageId] != nil else { return false }
+        refusedAsFull[messageId] = reason
+        return true
     }
 
     /// The relay refused `messageId` for the sender's content rate (RATE_LIMITED) and admits the
@@ -308,9 +323,9 @@ public struct ReliableSender: Sendable {
                     continue
                 }
                 pending[timer.messageId] = nil
+                let failure = timeLimitFailure(timer.messageId, attempts: entry.attempts)
                 settle(entry.message)
-                output.events.append(.failed(
-                    messageId: timer.messageId, to: entry.message.toUser, .expired(after: policy.giveUpAfter, attempts: entry.attempts)))
+                output.events.append(.failed(messageId: timer.messageId, to: entry.message.toUser, failure))
             } else if !policy.mayRetransmit(after: entry.attempts) {
                 pending[timer.messageId] = nil
                 settle(entry.message)
@@ -389,6 +404,7 @@ public struct ReliableSender: Sendable {
         unsettled[message.messageId] = nil
         pastTimeLimit.remove(message.messageId)
         lastChanceEnds[message.messageId] = nil
+        refusedAsFull[message.messageId] = nil
         resolve(message)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()
@@ -418,8 +434,15 @@ public struct ReliableSender: Sendable {
             } else if let index = waiting.firstIndex(where: { $0.messageId == first.id }) {
                 resolve(waiting.remove(at: index))
             }
-            output.events.append(.failed(messageId: first.id, to: first.to, .expired(after: policy.giveUpAfter, attempts: attempts)))
+            let failure = timeLimitFailure(first.id, attempts: attempts)
+            output.events.append(.failed(messageId: first.id, to: first.to, failure))
         }
+    }
+
+    /// Why message `id` fails at its time limit: the full inbox that refused it, or no receipt.
+    private mutating func timeLimitFailure(_ id: UInt64, attempts: Int) -> DeliveryFailure {
+        guard let reason = refusedAsFull.removeValue(forKey: id) else { return .expired(after: policy.giveUpAfter, attempts: attempts) }
+        return .rejected(.inboxFull, reason)
     }
 
     /// Reports, once each, the messages that passed `delayNoticeAfter` without an outcome.

@@ -54,7 +54,7 @@ public struct RelayConfiguration: Sendable {
     /// The drain ends early once no receipt has been routed for this long.
     public var drainQuietPeriod: TimeAmount = .milliseconds(500)
 
-    /// Messages kept per offline inbox; beyond it the oldest are discarded (their senders told).
+    /// Entries kept per user's log; a full log refuses new messages (their senders told INBOX_FULL, they retry).
     public var inboxMaxMessages: Int = 1000
     /// Seconds a message may wait in an offline inbox before it is discarded (its sender told).
     public var inboxTTLSeconds: Int = 7 * 24 * 3600

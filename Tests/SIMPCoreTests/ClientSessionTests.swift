@@ -136,13 +136,14 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0).controlFrames, [], "held: not receipted")
         _ = client.controlLost(mayReconnect: true, random: 0.5)
 
-        let released = client.poll(now: t0 + .seconds(2))
-        XCTAssertEqual(released.delivered.map(\.content), ["2"], "the hold limit releases it while reconnecting")
+        XCTAssertEqual(client.poll(now: t0 + .seconds(5)).delivered, [], "the hold limit does not count while reconnecting")
+        let released = client.datagramReceived(message(1), arrivedAt: t0 + .seconds(6), now: t0 + .seconds(6))
+        XCTAssertEqual(released.delivered.map(\.content), ["1", "2"], "the gap filled while reconnecting")
         XCTAssertEqual(released.controlFrames.filter { $0.kind == .receipt }, [], "no connection to receipt on")
-        XCTAssertEqual(client.receiptsOwed, 1)
+        XCTAssertEqual(client.receiptsOwed, 2)
 
-        let again = client.registered(keys: keys, now: t0 + .seconds(3))
-        XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [52], "owed receipts go out after login")
+        let again = client.registered(keys: keys, now: t0 + .seconds(7))
+        XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [51, 52], "owed receipts go out after login")
     }
 
     func testReceiptsNotConfirmedByAPongAreSentAgainAfterAReconnect() {
@@ -172,5 +173,32 @@ final class ClientSessionReceiptTests: XCTestCase {
         var discarded = SIMPMessage.error(.inboxFull, "bob's inbox is full", messageId: id)
         discarded.fromUser = "bob"
         XCTAssertEqual(client.controlReceived(discarded, now: t0 + .seconds(2)).notices, [], "the receiver has it: nothing was lost")
+    }
+
+    /// ERROR INBOX_FULL for a message still pending (the offline receiver's log refused it): no
+    /// notice, no failure; the message stays pending and goes out again.
+    func testInboxFullForAPendingMessageKeepsItPending() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        let id = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "x"), now: t0).messageId
+        var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: id)
+        full.fromUser = "bob"
+        let output = client.controlReceived(full, now: t0 + .milliseconds(10))
+        XCTAssertEqual(output.notices, [])
+        XCTAssertEqual(output.outcomes, [])
+        XCTAssertTrue(client.sender.isPending(id))
+        XCTAssertEqual(client.poll(now: t0 + .seconds(2)).datagrams.map(\.messageId).filter { $0 == id }.count, 2, "sent again (two copies)")
+    }
+
+    /// While the control connection is down the receiver's hold limit stops; it runs again from
+    /// the next registration.
+    func testTheHoldClockStopsWhileTheControlConnectionIsDown() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.controlReceived(SIMPMessage(kind: .pong, messageId: 0), now: t0 + .seconds(1))
+        _ = client.controlLost(mayReconnect: true, random: 0.5)
+        XCTAssertEqual(client.receiver.holdClockStoppedAt, t0 + .seconds(1), "stopped from when the relay was last heard")
+        _ = client.registered(keys: keys, now: t0 + .seconds(90))
+        XCTAssertNil(client.receiver.holdClockStoppedAt)
     }
 }

@@ -138,6 +138,28 @@ final class GiveUpTests: XCTestCase {
         let answered = sender.handleReceipt(late, now: t0 + .milliseconds(10_800))
         guard case .delivered(second, _, _, _)? = answered.events.first else { return XCTFail("\(answered.events)") }
     }
+
+    /// INBOX_FULL for a message still pending: the receiver's log did not take it. Not a failure:
+    /// it is sent again as usual (stored or receipted later), and if its time limit passes first it
+    /// fails with that refusal as the reason (docs/PROTOCOL.md §6.2, §6.6).
+    func testAMessageAFullInboxRefusedIsRetriedAndFailsOnlyAtItsTimeLimit() {
+        var sender = ReliableSender(firstMessageId: 1, policy: policy(giveUpAfter: .seconds(60)))
+        let retried = sender.submit(text("a"), now: t0).messageId
+        let lapsed = sender.submit(text("b"), now: t0).messageId
+        XCTAssertTrue(sender.refusedAsFull(messageId: retried, reason: "bob's inbox is full; try again later"))
+        XCTAssertTrue(sender.refusedAsFull(messageId: lapsed, reason: "bob's inbox is full; try again later"))
+        XCTAssertFalse(sender.refusedAsFull(messageId: 99, reason: "?"), "not pending: nothing to do")
+
+        let meanwhile = run(&sender, until: t0 + .seconds(30))
+        XCTAssertEqual(meanwhile.events, [], "a refusal is no failure")
+        XCTAssertGreaterThan(meanwhile.sent, 4, "both are sent again")
+        let stored = SIMPMessage(kind: .receipt, messageId: retried, fromUser: "bob", toUser: "alice")
+        XCTAssertEqual(sender.handleStored(stored, now: t0 + .seconds(31)).events.count, 1, "stored on a later try")
+
+        let end = run(&sender, until: t0 + .seconds(120))
+        XCTAssertEqual(end.events, [.failed(messageId: lapsed, to: "bob", .rejected(.inboxFull, "bob's inbox is full; try again later"))],
+                       "the other fails at its time limit, with the refusal as its reason")
+    }
 }
 
 final class GiveUpWhileDownTests: XCTestCase {

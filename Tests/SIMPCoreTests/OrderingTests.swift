@@ -66,7 +66,7 @@ final class OrderingTests: XCTestCase {
         XCTAssertEqual(gapFilled.receipts.map(\.messageId), [m1, m2, m3].map(\.messageId), "receipted as released")
         XCTAssertEqual(gapFilled.receipts.map(\.holdMicros), [0, 40_000, 40_000], "the hold time covers the wait (RTT stays right)")
         XCTAssertEqual(receiver.heldCount, 0)
-        XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
+        XCTAssertEqual(receiver.lateArrivalsDropped, 0)
     }
 
     func testWithEarlyReceiptsAHeldMessageIsReceiptedOnArrivalAndNotAgainWhenReleased() {
@@ -98,7 +98,7 @@ final class OrderingTests: XCTestCase {
         XCTAssertEqual(released.deliver.map(\.content), ["2", "3"])
     }
 
-    func testHoldLimitSkipsAGapAndALateArrivalIsStillDelivered() {
+    func testHoldLimitSkipsAGapAndALateArrivalIsNeitherDeliveredNorReceipted() {
         var receiver = ReceiverCore(holdLimit: .seconds(2))
         var m1 = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: "1")
         (m1.stream, m1.seq, m1.floor) = (9, 1, 1)
@@ -115,8 +115,12 @@ final class OrderingTests: XCTestCase {
 
         let late = receiver.receive(m1, arrivedAt: t0 + .seconds(3), now: t0 + .seconds(3))
 
-        XCTAssertEqual(late.deliver.map(\.content), ["1"], "never dropped, only late")
-        XCTAssertEqual(receiver.deliveredOutOfOrder, 1)
+        XCTAssertEqual(late.deliver, [], "after seq 2 it would be out of order")
+        XCTAssertEqual(late.receipts, [], "not receipted: its sender fails it at its time limit, never delivered")
+        let copy = receiver.receive(m1, arrivedAt: t0 + .seconds(4), now: t0 + .seconds(4))
+        XCTAssertEqual(copy.receipts, [], "nor a copy (it is no duplicate of something the application has)")
+        XCTAssertEqual(copy.deliver, [])
+        XCTAssertEqual(receiver.lateArrivalsDropped, 2)
     }
 
     func testAHeldMessageThatWaitedTheHoldLimitIsReleasedEvenIfALowerOneArrivedLater() {
@@ -133,7 +137,7 @@ final class OrderingTests: XCTestCase {
 
         XCTAssertEqual(receiver.poll(now: deadline).deliver.map(\.content), ["2", "3"], "seq 3 waited 2 s: the gap before it is skipped")
         XCTAssertNil(receiver.nextDeadline, "nothing left that is due: the timer does not re-arm in the past")
-        XCTAssertEqual(receiver.deliveredOutOfOrder, 0)
+        XCTAssertEqual(receiver.lateArrivalsDropped, 0)
     }
 
     func testStreamsAreSeparatePerSenderAndPerStream() {
@@ -168,6 +172,27 @@ final class OrderingTests: XCTestCase {
         let next = receiver.receive(message(500, stream: 500, seq: 2), arrivedAt: t0, now: t0)
         XCTAssertEqual(next.deliver.map(\.messageId), [500], "not held behind the duplicate's seq")
         XCTAssertEqual(receiver.heldCount, 0)
+    }
+
+    /// While the receiver's control connection is down no gap can be repaired: the hold limit
+    /// does not count that time (a 75 s blackout must not skip a gap its sender still repairs).
+    func testTheHoldLimitDoesNotCountWhileTheReceiverIsUnreachable() {
+        var receiver = ReceiverCore(holdLimit: .seconds(30))
+        func message(_ seq: UInt64) -> SIMPMessage {
+            var message = SIMPMessage(kind: .text, messageId: seq, fromUser: "alice", toUser: "bob", content: "\(seq)")
+            (message.stream, message.seq, message.floor) = (9, seq, 1)
+            return message
+        }
+        XCTAssertTrue(receiver.receive(message(2), arrivedAt: t0, now: t0).deliver.isEmpty)
+        receiver.stopHoldClock(since: t0 + .seconds(10))
+        XCTAssertNil(receiver.nextDeadline, "nothing is due while unreachable")
+        XCTAssertEqual(receiver.poll(now: t0 + .seconds(75)), ReceiverCore.Release())
+
+        receiver.restartHoldClock(now: t0 + .seconds(80))
+        XCTAssertEqual(receiver.nextDeadline, t0 + .seconds(100), "10 s waited before, 20 s left after")
+        let repaired = receiver.receive(message(1), arrivedAt: t0 + .seconds(81), now: t0 + .seconds(81))
+        XCTAssertEqual(repaired.deliver.map(\.content), ["1", "2"], "the repair after the outage is in order")
+        XCTAssertEqual(receiver.gapsSkippedByTimeout, 0)
     }
 }
 

@@ -64,13 +64,25 @@ final class RelayCoreInboxTests: XCTestCase {
         let old = InboxEntry(message: SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"), storedAt: 1)
         let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
         let request = StoreRequest.storeInInbox(user: "bob", message: new.message)
-        var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; the message was discarded", messageId: 1, to: "alice")
-        full.fromUser = "bob"
-        XCTAssertEqual(relay.answer(request, .success(.inboxStored(new, InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .full)])))),
-                       [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, full),
+        var expired = SIMPMessage.error(.inboxExpired, "bob did not come back in time; the message was discarded", messageId: 1, to: "alice")
+        expired.fromUser = "bob"
+        XCTAssertEqual(relay.answer(request, .success(.inboxStored(new, InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)])))),
+                       [.reject(.inboxExpired, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, expired),
                         .send(alice, statusReceipt(2, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))])
         XCTAssertEqual(relay.answer(request, .failure(StoreFailure("down"))),
                        [.reject(.inboxUnavailable, detail: "alice -> bob (\(SIMPMessage.Kind.text))")], "a failed store is counted")
+    }
+
+    /// A full log refused the message: counted, its sender told INBOX_FULL naming it (to send it
+    /// again later), and no STORED (nothing was stored), nothing handed over or routed.
+    func testAMessageTheFullLogRefusedIsNotStoredAndItsSenderIsTold() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
+        var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: 2, to: "alice")
+        full.fromUser = "bob"
+        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: new.message), .success(.inboxStored(new, InboxStoreResult(duplicate: false, refused: true)))),
+                       [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 2 from alice to bob"), .send(alice, full)])
     }
 
     func testAFailedInboxReadIsRetriedAfterTheRetryDelayWhileTheUserStays() {

@@ -100,18 +100,28 @@ final class UserLogTests: XCTestCase {
         }
     }
 
-    func testTheCapDiscardsTheOldestAndReportsEachOnceUnlessADeviceHadIt() async throws {
+    /// At the cap, what some device has makes room (the laptop lags, the phone has it; its sender
+    /// heard DELIVERED_FROM_INBOX); what no device has is never dropped: the new entry is refused.
+    func testAFullLogDropsWhatADeviceHasAndOtherwiseRefusesTheNewEntry() async throws {
         for store in try await bothStores({ $0.inboxMaxMessages = 3 }) {
             let log = UserLog(store, user: TestRelay.uniqueUser("bob"), loop: loop)
             try await log.register("phone")
             try await log.register("laptop")
             try await log.store(1, 2, 3)
             try await log.ack("phone", 1)
-            let discarded = try await log.store(4, 5)
-            XCTAssertEqual(discarded.map(\.entry.message.messageId), [2], "\(store): 1 reached the phone, so only 2 is reported")
-            XCTAssertEqual(discarded.map(\.reason), [.full])
-            try await log.expect("laptop", [3, 4, 5])
-            try await log.expect("phone", [3, 4, 5])
+            let four = try await log.storeResult(4)
+            XCTAssertEqual(four, InboxStoreResult(duplicate: false), "\(store): 1 reached the phone and makes room, unreported")
+            let five = try await log.storeResult(5)
+            XCTAssertEqual(five, InboxStoreResult(duplicate: false, refused: true), "\(store): 2, 3, 4 reached no device: 5 is refused")
+            let again = try await log.storeResult(3)
+            XCTAssertEqual(again, InboxStoreResult(duplicate: true), "a copy of a stored one is still a duplicate (STORED again)")
+            try await log.expect("laptop", [2, 3, 4])
+            try await log.expect("phone", [2, 3, 4])
+            try await log.ack("phone", 2, 3, 4)
+            try await log.ack("laptop", 2)
+            let six = try await log.storeResult(6)
+            XCTAssertEqual(six, InboxStoreResult(duplicate: false), "\(store): room again once entries are delivered")
+            try await log.expect("laptop", [3, 4, 6])
         }
     }
 
@@ -328,6 +338,13 @@ private struct UserLog {
             discarded += result.discarded
         }
         return discarded
+    }
+
+    func storeResult(_ id: UInt64) async throws -> InboxStoreResult {
+        guard case .inboxStored(_, let result) = try await store.perform(.storeInInbox(user: user, message: message(id)), on: loop).get() else {
+            throw StoreFailure("unexpected answer to a store")
+        }
+        return result
     }
 
     func load(_ device: String) async throws -> [UInt64] {

@@ -86,7 +86,7 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case recipientNotHere = "recipient_not_here"
     /// Bytes on this relay's delivery channel were not a valid envelope.
     case badRelayDelivery = "bad_relay_delivery"
-    /// A stored message was discarded: the receiver's inbox hit its cap.
+    /// A message was not stored: the receiver's log is at its cap (its sender tries again later).
     case inboxFull = "inbox_full"
     /// A stored message was discarded: it waited longer than the inbox TTL.
     case inboxExpired = "inbox_expired"

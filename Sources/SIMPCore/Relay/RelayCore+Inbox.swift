@@ -13,7 +13,8 @@ extension RelayCore {
     }
 
     /// The store answered a `.storeInInbox` for `user`: the sender of a stored message learns it
-    /// is stored; the senders of discarded entries learn they were discarded. A content entry
+    /// is stored, the sender of a message the full log refused that it may try again later; the
+    /// senders of expired entries learn they were discarded. A content entry
     /// for a user connected here (a room copy, or a store that crossed the user's connect)
     /// goes out now; for a user elsewhere, its relay hands it over.
     mutating func inboxStored(user: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
@@ -21,6 +22,7 @@ extension RelayCore {
             return output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))"))
         }
         for discarded in stored.discarded { discard(user: user, discarded.entry, discarded.reason, into: &output) }
+        guard !stored.refused else { return refuseFull(user: user, message, into: &output) }
         if !stored.duplicate, message.kind.isContent {
             for device in sessions.receivers(of: user) { handOver(entry, to: device, now: now, into: &output) }
         }
@@ -93,15 +95,24 @@ extension RelayCore {
         }
     }
 
-    /// Counts a discarded entry of `user`'s inbox and tells its sender, if connected here.
+    /// Counts a discarded (expired) entry of `user`'s inbox and tells its sender, if connected here.
     private func discard(user: String, _ entry: InboxEntry, _ reason: InboxDiscardReason, into output: inout [RelayAction]) {
-        let message = entry.message
-        let why: (RejectReason, SIMPMessage.ErrorCode, String) = reason == .full
-            ? (.inboxFull, .inboxFull, "\(user)'s inbox is full; the message was discarded")
-            : (.inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded")
-        output.append(.reject(why.0, detail: "\(message.kind) \(message.messageId) from \(message.fromUser) to \(user)"))
+        tellSender(entry.message, .inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded", user: user, into: &output)
+    }
+
+    /// `user`'s log is full and refused `message` (nothing stored was dropped): counted, and its
+    /// sender, if connected here, gets ERROR INBOX_FULL naming it. The sender keeps it and sends it
+    /// again later, until its own time limit (docs/PROTOCOL.md §6.2, §6.6).
+    private func refuseFull(user: String, _ message: SIMPMessage, into output: inout [RelayAction]) {
+        tellSender(message, .inboxFull, .inboxFull, "\(user)'s inbox is full; try again later", user: user, into: &output)
+    }
+
+    private func tellSender(
+        _ message: SIMPMessage, _ reason: RejectReason, _ code: SIMPMessage.ErrorCode, _ text: String, user: String, into output: inout [RelayAction]
+    ) {
+        output.append(.reject(reason, detail: "\(message.kind) \(message.messageId) from \(message.fromUser) to \(user)"))
         guard message.kind.isContent else { return }
-        var error = SIMPMessage.error(why.1, why.2, messageId: message.messageId, to: message.fromUser)
+        var error = SIMPMessage.error(code, text, messageId: message.messageId, to: message.fromUser)
         error.fromUser = user
         for sender in sessions.connections(of: message.fromUser) { output.append(.send(sender, error)) }
     }

@@ -121,12 +121,16 @@ public struct StoreFailure: Error, Equatable, Sendable, CustomStringConvertible 
 public struct InboxStoreResult: Sendable, Equatable {
     /// An entry with the same dedupe key was already in the log.
     public var duplicate: Bool
-    /// Entries that left the log to make room or because they expired, before any device
-    /// received them (each reported once).
+    /// The log was full (`--inbox-max-messages` entries no device has yet): the entry was not
+    /// stored. What is stored stays; the new message's sender is told to try again later.
+    public var refused: Bool
+    /// Entries that left the log because they expired, before any device received them (each
+    /// reported once).
     public var discarded: [DiscardedEntry]
 
-    public init(duplicate: Bool, discarded: [DiscardedEntry] = []) {
+    public init(duplicate: Bool, refused: Bool = false, discarded: [DiscardedEntry] = []) {
         self.duplicate = duplicate
+        self.refused = refused
         self.discarded = discarded
     }
 }

@@ -14,12 +14,13 @@ import SIMPRedis
 ///   contiguously, `s:<device>` → where a device that became known after others started.
 /// - `simp:log-acked:{<userId>}:d:<device>`: set of the stream ids the device receipted beyond
 ///   its cursor (out of order).
-/// Entries every known device has leave the log; entries beyond the cap or older than the TTL
-/// are discarded (their senders told, unless a device received them). The keys expire
+/// Entries every known device has leave the log; a full log refuses new entries (their senders
+/// told to try again later); entries older than the TTL are discarded (their senders told,
+/// unless a device received them). The keys expire
 /// `keyTTLSeconds` after the latest store (a backstop), and go as soon as the log is empty.
 public struct InboxStore: Sendable {
     public let redis: any RedisCommands
-    /// Entries kept per user; the oldest are discarded beyond it.
+    /// Entries kept per user; a full log refuses new ones.
     public let maxMessages: Int
     /// Seconds an entry may wait.
     public let ttlSeconds: Int
@@ -49,8 +50,9 @@ public struct InboxStore: Sendable {
         .init(keys: [logKey(user), idsKey(user), cursorsKey(user), Registry.devicesKey(user)], arguments: [ackedPrefix(user)] + arguments)
     }
 
-    /// Appends `entry` to `user`'s log unless an entry with its dedupe key is there, applying
-    /// the cap and the TTL in the same atomic step.
+    /// Appends `entry` to `user`'s log unless an entry with its dedupe key is there or the log
+    /// is full (`maxMessages` entries some device lacks: refused), after applying the TTL, in
+    /// one atomic step.
     public func store(_ entry: InboxEntry, for user: String, wallNow: Int64, on eventLoop: EventLoop) -> EventLoopFuture<InboxStoreResult> {
         let cutoff = wallNow - Int64(ttlSeconds) * 1000
         return UserLogScripts.store.run(
@@ -58,12 +60,12 @@ public struct InboxStore: Sendable {
             on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError(message) }
-            guard let items = reply.array, let duplicate = items.first?.integer else { throw RedisError("unexpected log reply \(reply)") }
+            guard let items = reply.array, let outcome = items.first?.integer else { throw RedisError("unexpected log reply \(reply)") }
             let discarded = items.dropFirst().compactMap { item -> DiscardedEntry? in
-                guard let text = item.string, let tag = text.first, let entry = InboxEntry(text: String(text.dropFirst())) else { return nil }
-                return DiscardedEntry(entry: entry, reason: tag == "F" ? .full : .expired)
+                guard let text = item.string, let entry = InboxEntry(text: String(text.dropFirst())) else { return nil }
+                return DiscardedEntry(entry: entry, reason: .expired)
             }
-            return InboxStoreResult(duplicate: duplicate == 1, discarded: discarded)
+            return InboxStoreResult(duplicate: outcome == 1, refused: outcome == 2, discarded: discarded)
         }
     }
 

@@ -3,8 +3,8 @@ import SIMPCore
 /// One user's durable log in memory, with the rules of the Redis scripts (`UserLogScripts`,
 /// docs/PROTOCOL.md §7.8): entries numbered in the order they were stored, a cursor per known
 /// device (the last entry it has contiguously) and the entries it receipted beyond it; entries
-/// every known device has leave the log, entries beyond the cap or the TTL are discarded and
-/// reported unless a device received them. `known` is always the user's known devices.
+/// every known device has leave the log, a full log refuses new entries, entries beyond the TTL
+/// are discarded and reported unless a device received them. `known` is always the user's known devices.
 struct MemoryUserLog: Sendable {
     private struct Item: Sendable {
         var id: UInt64
@@ -32,20 +32,25 @@ struct MemoryUserLog: Sendable {
         starts[device] = cursors[device]
     }
 
-    /// Appends `entry` unless its dedupe key is in the log; discards what expired (stored
-    /// before `cutoff`) and what exceeds `cap`.
+    /// Discards what expired (stored before `cutoff`), then appends `entry` unless its dedupe key
+    /// is in the log or the log holds `cap` entries: entries some device has make room first
+    /// (oldest first, unreported), and with none left the entry is refused (what no device has stays).
     mutating func store(_ entry: InboxEntry, cap: Int, cutoff: Int64, known: [String]) -> InboxStoreResult {
         var result = InboxStoreResult(duplicate: true)
         result.discarded = expire(before: cutoff, known: known)
+        trimDelivered(known: known)
         if !items.contains(where: { $0.entry.dedupeKey == entry.dedupeKey }) {
             result.duplicate = false
-            items.append(Item(id: nextId, entry: entry))
-            nextId += 1
-            while items.count > cap {
-                if let gone = discard(0, known: known) { result.discarded.append(DiscardedEntry(entry: gone, reason: .full)) }
+            while items.count >= cap, let index = items.firstIndex(where: { received($0.id, known: known) }) {
+                _ = discard(index, known: known)
+            }
+            if items.count >= cap {
+                result.refused = true
+            } else {
+                items.append(Item(id: nextId, entry: entry))
+                nextId += 1
             }
         }
-        trimDelivered(known: known)
         return result
     }
 

@@ -32,7 +32,7 @@ public final class RedisRelayStore: RelayStore {
     public struct Limits: Sendable {
         /// Seconds a registration (and online presence) lives without a refresh.
         public var registrationTTLSeconds = 30
-        /// Messages kept per user's log; beyond it the oldest are discarded.
+        /// Entries kept per user's log; a full log refuses new ones (what no device has is never dropped).
         public var inboxMaxMessages = 1000
         /// Seconds a message may wait in a user's log.
         public var inboxTTLSeconds = 7 * 24 * 3600

@@ -74,6 +74,23 @@ enum UserLogScripts {
             discard(head, known, out, prefix)
           end
         end
+        local function makeRoom(cap, known)
+          local has = {}
+          for _, d in ipairs(known) do
+            if after(cursor(d), start(d)) then
+              for _, e in ipairs(redis.call('XRANGE', log, '(' .. start(d), cursor(d))) do has[#has + 1] = e end
+            end
+            for _, id in ipairs(redis.call('SMEMBERS', ackedPrefix .. d)) do
+              local e = redis.call('XRANGE', log, id, id)[1]
+              if e then has[#has + 1] = e end
+            end
+          end
+          table.sort(has, function(a, b) return after(b[1], a[1]) end)
+          for _, e in ipairs(has) do
+            if redis.call('XLEN', log) < cap then break end
+            if redis.call('HGET', ids, e[2][4]) == e[1] then drop(e, known) end
+          end
+        end
         local function tidy(known)
           if redis.call('XLEN', log) > 0 then return false end
           redis.call('DEL', log, ids, cursors)
@@ -84,9 +101,12 @@ enum UserLogScripts {
         """
 
     /// ARGV: acked prefix, dedupe key, entry text, cap, key TTL (s), cutoff (ms; older entries
-    /// expire). Appends the entry unless its dedupe key is in the log; applies TTL, cap and
-    /// trimming. Returns `{duplicate (0/1), discarded...}`, each discarded entry prefixed F (cap)
-    /// or E (TTL); entries some device received are trimmed without a report.
+    /// expire). Expires and trims, then appends the entry unless its dedupe key is in the log or
+    /// the log holds `cap` entries: then entries some device has go first (oldest first, silently:
+    /// their senders heard DELIVERED_FROM_INBOX), and if none is left to go the entry is refused
+    /// (what no device has stays). Returns
+    /// `{0 stored / 1 duplicate / 2 refused, expired...}`, each expired entry prefixed E;
+    /// entries some device received are trimmed without a report.
     static let store = RedisScript(library + """
         local known = redis.call('HKEYS', devices)
         if redis.call('EXISTS', log) == 0 then
@@ -95,15 +115,17 @@ enum UserLogScripts {
         end
         local out = {1}
         expire(tonumber(ARGV[6]), known, out, 'E')
+        trimDelivered(known)
         if redis.call('HEXISTS', ids, ARGV[2]) == 0 then
-          out[1] = 0
-          local id = redis.call('XADD', log, '*', 'e', ARGV[3], 'k', ARGV[2])
-          redis.call('HSET', ids, ARGV[2], id)
-          while redis.call('XLEN', log) > tonumber(ARGV[4]) do
-            discard(redis.call('XRANGE', log, '-', '+', 'COUNT', 1)[1], known, out, 'F')
+          if redis.call('XLEN', log) >= tonumber(ARGV[4]) then makeRoom(tonumber(ARGV[4]), known) end
+          if redis.call('XLEN', log) >= tonumber(ARGV[4]) then
+            out[1] = 2
+          else
+            out[1] = 0
+            local id = redis.call('XADD', log, '*', 'e', ARGV[3], 'k', ARGV[2])
+            redis.call('HSET', ids, ARGV[2], id)
           end
         end
-        trimDelivered(known)
         if not tidy(known) then
           for _, key in ipairs({log, ids, cursors}) do redis.call('EXPIRE', key, ARGV[5]) end
           for _, d in ipairs(known) do redis.call('EXPIRE', ackedPrefix .. d, ARGV[5]) end
