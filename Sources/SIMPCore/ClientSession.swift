@@ -301,7 +301,7 @@ public struct ClientSession: Sendable {
             // A stored message counts as delivered when the inbox delivered it, or when the
             // receiver receipts it directly (it had an earlier copy whose receipt was late).
             for (id, wasPending) in zip(ids, wasPending) {
-                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id) : sender.storedMessageReceipted(id)
+                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id, now: now) : sender.storedMessageReceipted(id, now: now)
                 if !wasPending, message.status == .deliveredFromInbox || settled {
                     output.notices.append(.delivered(messageId: id, to: message.fromUser))
                 }
@@ -314,7 +314,7 @@ public struct ClientSession: Sendable {
         case .presence:
             output.peerEvents.append(.presence(user: message.fromUser, online: message.online, lastSeen: message.lastSeen))
         case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
-            sender.storedMessageSettled(message.messageId)
+            sender.storedMessageSettled(message.messageId, now: now)
             // A stored copy of a message its receiver already receipted: nothing was lost.
             guard !sender.wasDeliveredAfterStoring(message.messageId) else { break }
             output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))

@@ -58,6 +58,8 @@ public struct ReliableSender: Sendable {
         /// Unresolved seqs in send order; resolved ones are dropped lazily from the front.
         var unresolved: Deque<UInt64> = []
         var resolved: Set<UInt64> = []
+        /// Unresolved seqs the receiver holds behind a gap (HELD receipt), with their ids.
+        var held: [UInt64: UInt64] = [:]
 
         /// The lowest seq not yet receipted or given up (or the next seq when none is open).
         mutating func floor() -> UInt64 {
@@ -225,12 +227,13 @@ public struct ReliableSender: Sendable {
     private mutating func arrived(_ id: UInt64, held: Bool, now: NIODeadline, into output: inout SenderOutput) {
         guard held else {
             let entry = pending.removeValue(forKey: id)!
-            settle(entry.message)
+            settle(entry.message, now: now)
             return output.events.append(.delivered(
                 messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
         }
         guard !pending[id]!.isHeld else { return }
         pending[id]!.isHeld = true
+        if !keepsSenderSequence { conversations[pending[id]!.message.toUser]?.held[pending[id]!.message.seq] = id }
         let deadline = pending[id]!.sentAt.last! + policy.maximumRTO
         pending[id]!.timerDeadline = deadline
         timers.insert(Timer(deadline: deadline, messageId: id, attempt: pending[id]!.attempts))
@@ -257,9 +260,9 @@ public struct ReliableSender: Sendable {
     /// A stored message reached its receiver or was discarded: its seq no longer holds later
     /// messages back. Returns whether it was stored and unsettled here.
     @discardableResult
-    public mutating func storedMessageSettled(_ messageId: UInt64) -> Bool {
+    public mutating func storedMessageSettled(_ messageId: UInt64, now: NIODeadline) -> Bool {
         guard let message = storedUnresolved.removeValue(forKey: messageId) else { return false }
-        resolve(message)
+        resolve(message, now: now)
         return true
     }
 
@@ -267,8 +270,8 @@ public struct ReliableSender: Sendable {
     /// the receipt of an earlier copy): the receiver has it. Settles it and remembers it, so a
     /// later discard of the stored copy (`deliveredAfterStoring`) is not taken for a failure.
     /// Returns whether it was stored and unsettled here.
-    public mutating func storedMessageReceipted(_ messageId: UInt64) -> Bool {
-        guard storedMessageSettled(messageId) else { return false }
+    public mutating func storedMessageReceipted(_ messageId: UInt64, now: NIODeadline) -> Bool {
+        guard storedMessageSettled(messageId, now: now) else { return false }
         deliveredAfterStoring.insert(messageId)
         deliveredAfterStoringOrder.append(messageId)
         if deliveredAfterStoringOrder.count > 4096 { deliveredAfterStoring.remove(deliveredAfterStoringOrder.removeFirst()) }
@@ -284,7 +287,7 @@ public struct ReliableSender: Sendable {
     ) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: messageId) else { return output }
-        settle(entry.message)
+        settle(entry.message, now: now)
         output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
         releaseWaiting(now: now, into: &output)
         return output
@@ -335,12 +338,12 @@ public struct ReliableSender: Sendable {
                     continue
                 }
                 pending[timer.messageId] = nil
-                settle(entry.message)
+                settle(entry.message, now: now)
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .expired(after: policy.giveUpAfter, attempts: entry.attempts)))
             } else if !policy.mayRetransmit(after: entry.attempts) {
                 pending[timer.messageId] = nil
-                settle(entry.message)
+                settle(entry.message, now: now)
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
@@ -412,11 +415,11 @@ public struct ReliableSender: Sendable {
     }
 
     /// A pending or waiting message has its outcome: its deadlines end, its seq is resolved.
-    private mutating func settle(_ message: SIMPMessage) {
+    private mutating func settle(_ message: SIMPMessage, now: NIODeadline) {
         unsettled[message.messageId] = nil
         pastTimeLimit.remove(message.messageId)
         lastChanceEnds[message.messageId] = nil
-        resolve(message)
+        resolve(message, now: now)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()
             delaysNoticed = max(0, delaysNoticed - 1)
@@ -441,9 +444,9 @@ public struct ReliableSender: Sendable {
             var attempts = 0
             if let entry = pending.removeValue(forKey: first.id) {
                 attempts = entry.attempts
-                resolve(entry.message)
+                resolve(entry.message, now: now)
             } else if let index = waiting.firstIndex(where: { $0.messageId == first.id }) {
-                resolve(waiting.remove(at: index))
+                resolve(waiting.remove(at: index), now: now)
             }
             output.events.append(.failed(messageId: first.id, to: first.to, .expired(after: policy.giveUpAfter, attempts: attempts)))
         }
@@ -459,9 +462,24 @@ public struct ReliableSender: Sendable {
         }
     }
 
-    /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.
-    private mutating func resolve(_ message: SIMPMessage) {
-        conversations[message.toUser]?.resolved.insert(message.seq)
+    /// Marks a message's seq as no longer awaited, so later messages carry a higher floor. When
+    /// the floor reaches held messages, the receiver has nothing left to wait for below them:
+    /// their final receipts are due within a round trip, so they are sent again one RTO from now
+    /// unless those come (a receiver that restarted lost them; the maximum RTO is long to wait).
+    private mutating func resolve(_ message: SIMPMessage, now: NIODeadline) {
+        guard var conversation = conversations[message.toUser] else { return }
+        conversation.held[message.seq] = nil
+        conversation.resolved.insert(message.seq)
+        var seq = conversation.floor()
+        conversations[message.toUser] = conversation
+        while let id = conversation.held[seq], let entry = pending[id] {
+            let deadline = now + estimator.rto
+            if let timer = entry.timerDeadline, timer > deadline {
+                pending[id]!.timerDeadline = deadline
+                timers.insert(Timer(deadline: deadline, messageId: id, attempt: entry.attempts))
+            }
+            seq += 1
+        }
     }
 
     /// Records a transmission of pending message `id` (stamped with the conversation's current

@@ -73,19 +73,33 @@ final class HeldReceiptTests: XCTestCase {
         XCTAssertEqual(second.transmit.map(\.messageId), [m1.messageId, m1.messageId], "overtaken twice: the gap is repaired now")
         XCTAssertEqual(sender.fastRetransmits, 1)
 
-        let m4 = submit(&sender, "4", at: t0 + .milliseconds(70))
-        let repaired = sender.handleReceipt(m1.receipt(holdMicros: 0), now: t0 + .milliseconds(130))
+        let rushed = sender.poll(now: t0 + .seconds(1)).transmit.map(\.messageId)
+        XCTAssertEqual(Set(rushed), [m1.messageId], "only the unanswered message is rushed; the held ones are not")
+        let repaired = sender.handleReceipt(m1.receipt(holdMicros: 0), now: t0 + .milliseconds(1100))
         XCTAssertEqual(repaired.events.count, 1)
-        XCTAssertEqual(m4.floor, 1)
-        XCTAssertEqual(sender.poll(now: t0 + .seconds(5)).transmit.map(\.messageId), [m4.messageId, m4.messageId],
-                       "only the unanswered message is rushed; the held ones are not")
-        let m5 = submit(&sender, "5", at: t0 + .seconds(5))
-        XCTAssertEqual(m5.floor, 2, "seq 2 is held, not delivered: the floor stays at it")
+        let m4 = submit(&sender, "4", at: t0 + .milliseconds(1100))
+        XCTAssertEqual(m4.floor, 2, "seq 2 is held, not delivered: the floor stays at it")
 
-        let final = sender.handleReceipt(m2.receipt(holdMicros: 70_000), now: t0 + .milliseconds(5130))
+        let final = sender.handleReceipt(m2.receipt(holdMicros: 1_040_000), now: t0 + .milliseconds(1110))
         guard case .delivered(m2.messageId, "bob", _, 1)? = final.events.first else { return XCTFail("\(final.events)") }
         XCTAssertEqual(sender.estimator.sampleCount, 3, "the final receipt of an answered transmission is no second sample")
         XCTAssertFalse(sender.isPending(m2.messageId))
+        XCTAssertEqual(sender.poll(now: t0 + .milliseconds(1500)).transmit.map(\.messageId).filter { $0 == m3.messageId }, [],
+                       "m3's final receipt is due any moment: not sent again before an RTO")
+    }
+
+    /// The receiver restarted while holding a message: once the gap before it is repaired, its
+    /// final receipt would come within a round trip; without it, it is sent again after an RTO.
+    func testOnceTheGapIsRepairedAHeldMessageWithoutItsFinalReceiptIsSentAgainAfterAnRTO() {
+        var sender = ReliableSender(firstMessageId: 1)
+        let m1 = submit(&sender, "1", at: t0)
+        let m2 = submit(&sender, "2", at: t0 + .milliseconds(1))
+        _ = sender.handleReceipt(held(m2), now: t0 + .milliseconds(50))
+        _ = sender.handleReceipt(m1.receipt(holdMicros: 0), now: t0 + .milliseconds(100))
+        let due = t0 + .milliseconds(100) + sender.estimator.rto
+        XCTAssertEqual(sender.nextDeadline, due)
+        XCTAssertEqual(sender.poll(now: due).transmit.map(\.messageId), [m2.messageId], "one copy")
+        XCTAssertEqual(sender.poll(now: due + .seconds(9)).transmit, [], "then slowly again")
     }
 
     func testAHeldMessageIsSentAgainEveryMaximumRTOUntilItsFinalReceipt() {

@@ -14,13 +14,6 @@ enum KnownBugs {
         var modes: Set<LabMode> = [.sim, .real]
     }
 
-    /// A device's process stopped while it held messages behind a gap loses them for good: the
-    /// client receipts held messages on arrival (`receiptsWhenReleased` false by default), and
-    /// the relay drops them from that device's store on the receipt (issue 17 story 5).
-    static let heldMessagesLostOnStop = Entry(
-        bars: ["laptop.missing", "not_settled"], strict: false,
-        cause: "client: held messages receipted on arrival are lost when the process stops")
-
     /// Seen once in real mode (`oneshot-send-mid-offline`, seed 1, under a loaded machine): one
     /// message reached the laptop twice, before its process stopped and again after the new one
     /// started; not reproduced in 10 later runs. Likely a retransmission that reached the relay after
@@ -32,8 +25,8 @@ enum KnownBugs {
 
     /// The known bugs of each scenario.
     static let byScenario: [String: [Entry]] = [
-        "device-offline-back": [heldMessagesLostOnStop, redeliveredAfterRestart],
-        "oneshot-send-mid-offline": [heldMessagesLostOnStop, redeliveredAfterRestart],
+        "device-offline-back": [redeliveredAfterRestart],
+        "oneshot-send-mid-offline": [redeliveredAfterRestart],
     ]
 
     /// Fails for every failed bar of `report` that no known bug explains, and for a strict
