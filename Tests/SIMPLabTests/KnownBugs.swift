@@ -23,9 +23,17 @@ enum KnownBugs {
         bars: ["duplicates", "laptop.duplicates"], strict: false,
         cause: "a message delivered before a device's stop delivered again to its next process (real mode, rare)", modes: [.real])
 
+    /// Seen in real mode (`device-offline-back`, seed 7, in 2 of 3 runs, with and without HELD
+    /// receipts): part of the laptop's backlog after its restart reached the application out of
+    /// order (95–165 messages); nothing missing or duplicated. Not root-caused; the relay's
+    /// inbox delivery (a fresh `ReliableSender`, 1 s initial RTO, per drain) is where to look.
+    static let backlogOutOfOrderAfterRestart = Entry(
+        bars: ["out_of_order", "laptop.out_of_order"], strict: false,
+        cause: "a returning device's backlog partly out of order (real mode, seed 7)", modes: [.real])
+
     /// The known bugs of each scenario.
     static let byScenario: [String: [Entry]] = [
-        "device-offline-back": [redeliveredAfterRestart],
+        "device-offline-back": [redeliveredAfterRestart, backlogOutOfOrderAfterRestart],
         "oneshot-send-mid-offline": [redeliveredAfterRestart],
     ]
 
