@@ -127,8 +127,8 @@ final class HeldReceiptTests: XCTestCase {
 
         var now = t0, transmissions = 1
         var failure: SenderEvent?
-        while failure == nil, now < t0 + .seconds(200) {
-            now = sender.nextDeadline!
+        while failure == nil, now < t0 + .seconds(200), let next = sender.nextDeadline {
+            now = next
             let output = sender.poll(now: now)
             transmissions += output.transmit.count
             failure = output.events.first
