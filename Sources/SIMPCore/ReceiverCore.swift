@@ -153,7 +153,7 @@ public struct ReceiverCore: Sendable {
             // A copy of a held message gets a HELD receipt (unless it was receipted on arrival):
             // the application does not have it yet.
             let held = streams[key]?.held[message.seq].flatMap { $0.message.messageId == message.messageId ? $0 : nil }
-            let receipt = held.map { !$0.receipted } == true ? Self.heldReceipt : Self.receipt
+            let receipt = held?.receipted == false ? Self.heldReceipt : Self.receipt
             outcome.release.receipts.append(receipt(message, arrivedAt, now))
             // A copy of a message the application already has from another stream of its sender
             // (a newer process resending from the outbox) still takes a place in this stream's
