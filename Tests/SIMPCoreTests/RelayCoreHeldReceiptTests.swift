@@ -71,6 +71,18 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         XCTAssertEqual(relay.send(direct), [relay.delivery(direct, to: "bob")], "no longer held")
     }
 
+    func testAHeldReceiptIsForwardedAsItsBytesWhenNothingIsStoredInFlight() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        var receipt = held(textMessage(31, from: "alice", to: "bob"))
+        receipt.attempt = 2
+        var taken = false
+        let actions = relay.run { taken = $0.receiptFrameReceived(MessageCodec.encode(receipt), on: self.bob, now: DevRelay.t0, into: &$1) }
+        XCTAssertTrue(taken)
+        XCTAssertEqual(actions, [.forward(alice, MessageCodec.encode(receipt))], "field 52 travels with the bytes")
+    }
+
     func testAHeldReceiptForAMessageNotStoredIsForwardedToItsSenderAsItCame() throws {
         var relay = DevRelay()
         relay.connect("alice", on: alice, port: 5001)
