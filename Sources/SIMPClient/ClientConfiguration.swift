@@ -46,9 +46,9 @@ public struct ClientConfiguration: Sendable {
     /// How long a message that arrived before an earlier one of its conversation waits for it;
     /// then the gap is skipped (the earlier one, if it comes, is still delivered, late).
     public var orderingHoldLimit: TimeAmount = .seconds(30)
-    /// Receipt a message held behind a gap only once the application has it
-    /// (`ClientSession.Configuration.receiptsWhenReleased`; e.g. for `simp listen`).
-    public var receiptsWhenReleased = false
+    /// Receipt a message held behind a gap only once the application has it, with a HELD
+    /// receipt on arrival meanwhile (`ClientSession.Configuration.receiptsWhenReleased`).
+    public var receiptsWhenReleased = true
     /// Receipts go out in batches, one per sender and read burst (docs/PROTOCOL.md §6.1;
     /// `ClientSession.Configuration.batchesReceipts`); false sends one receipt per message.
     public var batchesReceipts = true

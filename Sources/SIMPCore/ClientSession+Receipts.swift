@@ -29,12 +29,16 @@ extension ClientSession {
     }
 
     /// Writes a receipt frame (single or batch) and its datagram copy; without a control
-    /// connection it is kept for the next one.
+    /// connection it is kept for the next one. A HELD receipt is not kept: it is only a hint
+    /// (the sender's next retransmission gets another), and the final receipt follows.
     mutating func writeReceipt(_ receipt: SIMPMessage, into output: inout Output) {
-        guard isRegistered else { return receipts.couldNotWrite(receipt) }
+        guard isRegistered else {
+            if !receipt.held { receipts.couldNotWrite(receipt) }
+            return
+        }
         output.controlFrames.append(receipt)
         receiptFramesSent += 1
-        receipts.written(receipt, beforePing: nextPingId)
+        if !receipt.held { receipts.written(receipt, beforePing: nextPingId) }
         // Not for room copies ("#room" is no session the relay could forward it to), nor for a
         // batch whose ids might not fit in a datagram (10 bytes per id at most).
         let fits = 256 + 10 * receipt.receiptIds.count <= maxDatagramSize

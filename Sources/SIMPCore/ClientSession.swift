@@ -25,11 +25,11 @@ public struct ClientSession: Sendable {
         /// How long a message that arrived early waits for an earlier one before the gap is
         /// skipped (`ReceiverCore.holdLimit`).
         public var orderingHoldLimit: TimeAmount = .seconds(30)
-        /// Receipt a message held behind a gap only when the application gets it
-        /// (`ReceiverCore.receiptsWhenReleased`). Off by default: held messages are receipted on
-        /// arrival so their sender's fast retransmit repairs the gap sooner (simp-lab: on,
-        /// `kcp-link` mean latency 95 → 117 ms and `blackout` 754 → 2,388 ms, seed 1).
-        public var receiptsWhenReleased = false
+        /// Receipt a message held behind a gap only when the application gets it, with a HELD
+        /// receipt on arrival meanwhile (`ReceiverCore.receiptsWhenReleased`, docs/PROTOCOL.md
+        /// §6.1). Off: held messages are receipted on arrival, as clients before HELD receipts
+        /// did, and are lost if the process stops before the gap fills.
+        public var receiptsWhenReleased = true
         /// The first message id (and stream id); later ids count up from it.
         public var firstMessageId: UInt64
         /// The user's password; nil for relays that do not authenticate.
@@ -304,10 +304,11 @@ public struct ClientSession: Sendable {
             let ids = [message.messageId] + message.receiptIds // a batch covers several (§6.1)
             let wasPending = ids.map { sender.isPending($0) }
             output.absorb(sender.handleReceipt(message, now: now))
+            guard !message.held else { break } // arrived, not yet delivered: a final receipt follows
             // A stored message counts as delivered when the inbox delivered it, or when the
             // receiver receipts it directly (it had an earlier copy whose receipt was late).
             for (id, wasPending) in zip(ids, wasPending) {
-                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id) : sender.storedMessageReceipted(id)
+                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id, now: now) : sender.storedMessageReceipted(id, now: now)
                 if !wasPending, message.status == .deliveredFromInbox || settled {
                     output.notices.append(.delivered(messageId: id, to: message.fromUser))
                 }
@@ -323,7 +324,7 @@ public struct ClientSession: Sendable {
             // The receiver's log is full and did not take it: sent again later, fails only at its time limit (§6.2).
             sender.refusedAsFull(messageId: message.messageId, reason: message.errorText)
         case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
-            sender.storedMessageSettled(message.messageId)
+            sender.storedMessageSettled(message.messageId, now: now)
             // A stored copy of a message its receiver already receipted: nothing was lost.
             guard !sender.wasDeliveredAfterStoring(message.messageId) else { break }
             output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))

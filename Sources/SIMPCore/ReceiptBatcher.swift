@@ -9,7 +9,9 @@ import NIOCore
 /// (the newest arrival, so the sender's RTT sample is the freshest one); its `holdMicros` grows by
 /// the time the batch waited. The other ids go in `receiptIds`, ascending and without duplicates.
 /// Receipts that are not a receiver's plain DELIVERED receipt to a user (room copies, whose
-/// `toUser` is `#room`, and anything already carrying `receiptIds`) are not batched.
+/// `toUser` is `#room`, HELD receipts, and anything already carrying `receiptIds`) are not
+/// batched. A HELD receipt goes out single at once: it is a hint sent only behind a gap (so
+/// rare), its fast retransmit is what it is for, and a batch's ids all mean the same (§6.1).
 public struct ReceiptBatcher: Sendable {
     private struct Batch: Sendable {
         var newest: SIMPMessage
@@ -34,7 +36,7 @@ public struct ReceiptBatcher: Sendable {
 
     /// Whether `receipt` may travel in a batch.
     public static func isBatchable(_ receipt: SIMPMessage) -> Bool {
-        receipt.kind == .receipt && receipt.status == .delivered && receipt.receiptIds.isEmpty
+        receipt.kind == .receipt && receipt.status == .delivered && !receipt.held && receipt.receiptIds.isEmpty
             && !receipt.toUser.isEmpty && !receipt.toUser.hasPrefix("#")
     }
 

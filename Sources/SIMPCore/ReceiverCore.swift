@@ -7,16 +7,19 @@ import NIOCore
 /// Ordering: each sender stream numbers its messages to this receiver 1, 2, 3 … (`seq`) and
 /// says below which seq it awaits nothing more (`floor`). A message that arrives early is held
 /// until the ones before it arrive or the floor passes them, and only then released to the
-/// application and receipted, so a receipt always means "the application has it". As a last
-/// resort a gap is skipped after `holdLimit` (counted in `gapsSkippedByTimeout`).
+/// application and receipted, so a receipt always means "the application has it"; meanwhile
+/// each copy of it that arrives gets a HELD receipt (`held` set, docs/PROTOCOL.md §6.1), which
+/// tells its sender it arrived without settling it. As a last resort a gap is skipped after
+/// `holdLimit` (counted in `gapsSkippedByTimeout`).
 public struct ReceiverCore: Sendable {
     /// Messages released to the application, and the receipts that go out for them.
     public struct Release: Equatable, Sendable {
         /// Messages now ready for the application, in order.
         public var deliver: [SIMPMessage] = []
         /// RECEIPTs to send (control channel, and the datagram copy): one per released message,
-        /// its `holdMicros` covering the time from its arrival to now, and one per duplicate of
-        /// a message the application already has (the sender may have missed the first).
+        /// its `holdMicros` covering the time from its arrival to now, one per duplicate of
+        /// a message the application already has (the sender may have missed the first), and a
+        /// HELD receipt (`held` set) per copy of a message held behind a gap.
         public var receipts: [SIMPMessage] = []
 
         public init() {}
@@ -34,8 +37,8 @@ public struct ReceiverCore: Sendable {
 
     /// What to do with one arriving content message.
     public struct Outcome: Equatable, Sendable {
-        /// Messages now ready for the application and the receipts for them (empty for a
-        /// message held back behind a gap, and for a duplicate of a held message).
+        /// Messages now ready for the application and the receipts for them (for a message
+        /// held back behind a gap, and a copy of one, only its HELD receipt).
         public var release: Release
         public var verdict: DedupeWindow.Verdict
         /// Messages now ready for the application, in order.
@@ -54,7 +57,8 @@ public struct ReceiverCore: Sendable {
         var arrivedAt: NIODeadline
         /// When it started waiting (the hold limit counts from here).
         var since: NIODeadline
-        /// Receipted on arrival (`receiptsWhenReleased` off): not again when released.
+        /// Receipted on arrival (`receiptsWhenReleased` off): not again when released (with it
+        /// on, only HELD receipts went out for it).
         var receipted = false
     }
 
@@ -93,8 +97,9 @@ public struct ReceiverCore: Sendable {
     public let streamsPerSender: Int
     /// Whether a message held behind a gap is receipted only when released (a receipt then
     /// always means the application has the message, and a receiver that dies while holding
-    /// it loses nothing), or at once on arrival, so its sender's fast retransmit sees it and
-    /// repairs the gap one round trip sooner (it then lives only in this process until released).
+    /// it loses nothing; on arrival it gets a HELD receipt, so its sender's RTT estimate and
+    /// fast retransmit still see it), or, off (as clients before HELD receipts), with a plain
+    /// receipt at once on arrival (it then lives only in this process until released).
     public let receiptsWhenReleased: Bool
     private var dedupe: SenderDedupe
     private var streams: [StreamKey: OrderedStream] = [:]
@@ -135,6 +140,13 @@ public struct ReceiverCore: Sendable {
         return message.receipt(holdMicros: UInt32(held))
     }
 
+    /// The HELD receipt for `message`, which arrived at `arrivedAt` and waits behind a gap.
+    static func heldReceipt(for message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> SIMPMessage {
+        var receipt = receipt(for: message, arrivedAt: arrivedAt, now: now)
+        receipt.held = true
+        return receipt
+    }
+
     /// Judges `message`, which arrived at `arrivedAt`; `now` is when its receipts will be sent.
     public mutating func receive(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Outcome {
         let verdict = dedupe.accept(message.messageId, from: message.fromUser, stream: message.stream)
@@ -142,12 +154,11 @@ public struct ReceiverCore: Sendable {
         let key = StreamKey(sender: message.fromUser, stream: message.stream)
         guard verdict == .deliver else {
             suppressed += 1
-            // A copy of a held message is not receipted (unless it was on arrival): the
-            // application does not have it yet.
+            // A copy of a held message gets a HELD receipt (unless it was receipted on arrival):
+            // the application does not have it yet.
             let held = streams[key]?.held[message.seq].flatMap { $0.message.messageId == message.messageId ? $0 : nil }
-            if held?.receipted ?? true {
-                outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
-            }
+            let receipt = held?.receipted == false ? Self.heldReceipt : Self.receipt
+            outcome.release.receipts.append(receipt(message, arrivedAt, now))
             // A copy of a message the application already has from another stream of its sender
             // (a newer process resending from the outbox) still takes a place in this stream's
             // numbering: nothing may wait for that seq.
@@ -176,9 +187,10 @@ public struct ReceiverCore: Sendable {
         } else {
             stream.held[message.seq] = arrival
             ready += stream.release(floor: 0)
-            if !receiptsWhenReleased, stream.held[message.seq] != nil { // still held: receipted now
-                stream.held[message.seq]!.receipted = true
-                outcome.release.receipts.append(Self.receipt(for: message, arrivedAt: arrivedAt, now: now))
+            if stream.held[message.seq] != nil { // still held: HELD receipt, or receipted now
+                stream.held[message.seq]!.receipted = !receiptsWhenReleased
+                let receipt = receiptsWhenReleased ? Self.heldReceipt : Self.receipt
+                outcome.release.receipts.append(receipt(message, arrivedAt, now))
             }
         }
         streams[key] = stream

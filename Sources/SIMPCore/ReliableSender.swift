@@ -22,6 +22,15 @@ public struct ReliableSender: Sendable {
         var computesFloor = false
         /// The floor the message came with (nil: none, as for room copies).
         var originalFloor: UInt64?
+        /// The receiver holds it behind a gap (a HELD receipt came, docs/PROTOCOL.md §6.1): it
+        /// arrived, so it is no longer rushed, only sent again every `maximumRTO` in one copy
+        /// (the receiver may restart and lose it) until its final receipt or its give-up time.
+        var isHeld = false
+        /// The latest transmission a receipt answered (0: none): a receipt for it or an earlier
+        /// one (the final receipt after a HELD one) gives no second RTT sample or overtaking.
+        var answered = 0
+        /// When the message's live timer fires (older timers of the same attempt are stale).
+        var timerDeadline: NIODeadline?
         var attempts: Int { sentAt.count }
     }
 
@@ -49,6 +58,8 @@ public struct ReliableSender: Sendable {
         /// Unresolved seqs in send order; resolved ones are dropped lazily from the front.
         var unresolved: Deque<UInt64> = []
         var resolved: Set<UInt64> = []
+        /// Unresolved seqs the receiver holds behind a gap (HELD receipt), with their ids.
+        var held: [UInt64: UInt64] = [:]
 
         /// The lowest seq not yet receipted or given up (or the next seq when none is open).
         mutating func floor() -> UInt64 {
@@ -176,41 +187,61 @@ public struct ReliableSender: Sendable {
     /// Handles a RECEIPT from the receiver, single or batch (docs/PROTOCOL.md §6.1): its
     /// `messageId` gives the RTT sample (through `attempt` and `holdMicros`); every id in
     /// `receiptIds` of a message to the receipt's `fromUser` is delivered too. Ids not in
-    /// flight, repeated, or beyond `SIMPMessage.maxReceiptIds` are ignored.
+    /// flight, repeated, or beyond `SIMPMessage.maxReceiptIds` are ignored. A HELD receipt
+    /// (`held`) says the same messages arrived but wait behind a gap: RTT sample and fast
+    /// retransmit as for a receipt, but they stay unsettled, sent again only every
+    /// `maximumRTO`, until their final receipt.
     public mutating func handleReceipt(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         /// When the transmissions this receipt proves arrived were sent, and to whom.
         var arrivedSends: [NIODeadline] = []
         var receiver: String?
-        if let entry = pending.removeValue(forKey: receipt.messageId) {
-            settle(entry.message)
+        if let entry = pending[receipt.messageId] {
             receiver = entry.message.toUser
             let attempt = Int(receipt.attempt)
-            if (1...entry.attempts).contains(attempt) {
+            if (1...entry.attempts).contains(attempt), attempt > entry.answered {
                 let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
                 estimator.addSample(now - entry.sentAt[attempt - 1] - held)
                 lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
-                spuriousRetransmits += entry.attempts - attempt
+                if entry.answered == 0 { spuriousRetransmits += entry.attempts - attempt }
+                pending[receipt.messageId]!.answered = attempt
                 arrivedSends.append(entry.sentAt[attempt - 1])
             }
-            output.events.append(.delivered(
-                messageId: receipt.messageId, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
+            arrived(receipt.messageId, held: receipt.held, now: now, into: &output)
         }
         for id in receipt.receiptIds.prefix(SIMPMessage.maxReceiptIds) {
             // A batch speaks only for its receiver's messages, whichever transmission arrived:
             // the first is the one known to have been sent before the others.
             guard let entry = pending[id], entry.message.toUser == receipt.fromUser else { continue }
-            pending[id] = nil
-            settle(entry.message)
             receiver = entry.message.toUser
-            arrivedSends.append(entry.sentAt[0])
-            output.events.append(.delivered(messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
+            if entry.answered == 0 {
+                pending[id]!.answered = 1
+                arrivedSends.append(entry.sentAt[0])
+            }
+            arrived(id, held: receipt.held, now: now, into: &output)
         }
         if let receiver, !arrivedSends.isEmpty {
             fastRetransmit(overtakenBy: arrivedSends, to: receiver, now: now, into: &output)
         }
         releaseWaiting(now: now, into: &output)
         return output
+    }
+
+    /// Pending message `id` arrived: settled and reported delivered, or, `held` behind a gap at
+    /// the receiver, kept and from now on sent again only every `maximumRTO`.
+    private mutating func arrived(_ id: UInt64, held: Bool, now: NIODeadline, into output: inout SenderOutput) {
+        guard held else {
+            let entry = pending.removeValue(forKey: id)!
+            settle(entry.message, now: now)
+            return output.events.append(.delivered(
+                messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
+        }
+        guard !pending[id]!.isHeld else { return }
+        pending[id]!.isHeld = true
+        if !keepsSenderSequence { conversations[pending[id]!.message.toUser]?.held[pending[id]!.message.seq] = id }
+        let deadline = pending[id]!.sentAt.last! + policy.maximumRTO
+        pending[id]!.timerDeadline = deadline
+        timers.insert(Timer(deadline: deadline, messageId: id, attempt: pending[id]!.attempts))
     }
 
     /// Handles a STORED receipt (the receiver is offline; the relay keeps the message in its
@@ -235,9 +266,9 @@ public struct ReliableSender: Sendable {
     /// A stored message reached its receiver or was discarded: its seq no longer holds later
     /// messages back. Returns whether it was stored and unsettled here.
     @discardableResult
-    public mutating func storedMessageSettled(_ messageId: UInt64) -> Bool {
+    public mutating func storedMessageSettled(_ messageId: UInt64, now: NIODeadline) -> Bool {
         guard let message = storedUnresolved.removeValue(forKey: messageId) else { return false }
-        resolve(message)
+        resolve(message, now: now)
         return true
     }
 
@@ -245,8 +276,8 @@ public struct ReliableSender: Sendable {
     /// the receipt of an earlier copy): the receiver has it. Settles it and remembers it, so a
     /// later discard of the stored copy (`deliveredAfterStoring`) is not taken for a failure.
     /// Returns whether it was stored and unsettled here.
-    public mutating func storedMessageReceipted(_ messageId: UInt64) -> Bool {
-        guard storedMessageSettled(messageId) else { return false }
+    public mutating func storedMessageReceipted(_ messageId: UInt64, now: NIODeadline) -> Bool {
+        guard storedMessageSettled(messageId, now: now) else { return false }
         deliveredAfterStoring.insert(messageId)
         deliveredAfterStoringOrder.append(messageId)
         if deliveredAfterStoringOrder.count > 4096 { deliveredAfterStoring.remove(deliveredAfterStoringOrder.removeFirst()) }
@@ -262,7 +293,7 @@ public struct ReliableSender: Sendable {
     ) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: messageId) else { return output }
-        settle(entry.message)
+        settle(entry.message, now: now)
         output.events.append(.failed(messageId: messageId, to: entry.message.toUser, .rejected(code, reason)))
         releaseWaiting(now: now, into: &output)
         return output
@@ -311,7 +342,8 @@ public struct ReliableSender: Sendable {
         guard !isSuspended else { return output }
         while let timer = timers.min, timer.deadline <= now {
             timers.removeMin()
-            guard let entry = pending[timer.messageId], entry.attempts == timer.attempt else { continue }
+            guard let entry = pending[timer.messageId], entry.attempts == timer.attempt, entry.timerDeadline == timer.deadline else { continue }
+            let copies = entry.isHeld ? 1 : policy.retransmissionCopies
             if pastTimeLimit.contains(timer.messageId) {
                 // A last chance of `maximumRTO` from its first timer past the limit, retransmitted
                 // as usual: a resend can be lost too, and a path just back from an outage is
@@ -319,20 +351,20 @@ public struct ReliableSender: Sendable {
                 let lastChance = lastChanceEnds[timer.messageId, default: now + policy.maximumRTO]
                 if now < lastChance, policy.mayRetransmit(after: entry.attempts) {
                     lastChanceEnds[timer.messageId] = lastChance
-                    retransmitPaced(timer.messageId, copies: policy.retransmissionCopies, now: now, into: &output)
+                    retransmitPaced(timer.messageId, copies: copies, now: now, into: &output)
                     continue
                 }
                 pending[timer.messageId] = nil
                 let failure = timeLimitFailure(timer.messageId, attempts: entry.attempts)
-                settle(entry.message)
+                settle(entry.message, now: now)
                 output.events.append(.failed(messageId: timer.messageId, to: entry.message.toUser, failure))
             } else if !policy.mayRetransmit(after: entry.attempts) {
                 pending[timer.messageId] = nil
-                settle(entry.message)
+                settle(entry.message, now: now)
                 output.events.append(.failed(
                     messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
-                retransmitPaced(timer.messageId, copies: policy.retransmissionCopies, now: now, into: &output)
+                retransmitPaced(timer.messageId, copies: copies, now: now, into: &output)
             }
         }
         releaseWaiting(now: now, into: &output)
@@ -358,7 +390,7 @@ public struct ReliableSender: Sendable {
         guard policy.fastRetransmitThreshold > 0, !isSuspended, let latest = sentAt.max() else { return }
         let sorted = sentAt.sorted()
         for id in sendOrder {
-            guard let entry = pending[id], entry.message.toUser == receiver, entry.sentAt.last! < latest else { continue }
+            guard let entry = pending[id], entry.message.toUser == receiver, !entry.isHeld, entry.sentAt.last! < latest else { continue }
             let overtakers = sorted.countOfElements(after: entry.sentAt.last!)
             pending[id]!.overtaken += overtakers
             guard entry.overtaken + overtakers >= policy.fastRetransmitThreshold,
@@ -400,12 +432,12 @@ public struct ReliableSender: Sendable {
     }
 
     /// A pending or waiting message has its outcome: its deadlines end, its seq is resolved.
-    private mutating func settle(_ message: SIMPMessage) {
+    private mutating func settle(_ message: SIMPMessage, now: NIODeadline) {
         unsettled[message.messageId] = nil
         pastTimeLimit.remove(message.messageId)
         lastChanceEnds[message.messageId] = nil
         refusedAsFull[message.messageId] = nil
-        resolve(message)
+        resolve(message, now: now)
         while let first = submissions.first, unsettled[first.id] == nil {
             submissions.removeFirst()
             delaysNoticed = max(0, delaysNoticed - 1)
@@ -430,9 +462,9 @@ public struct ReliableSender: Sendable {
             var attempts = 0
             if let entry = pending.removeValue(forKey: first.id) {
                 attempts = entry.attempts
-                resolve(entry.message)
+                resolve(entry.message, now: now)
             } else if let index = waiting.firstIndex(where: { $0.messageId == first.id }) {
-                resolve(waiting.remove(at: index))
+                resolve(waiting.remove(at: index), now: now)
             }
             let failure = timeLimitFailure(first.id, attempts: attempts)
             output.events.append(.failed(messageId: first.id, to: first.to, failure))
@@ -455,9 +487,24 @@ public struct ReliableSender: Sendable {
         }
     }
 
-    /// Marks a message's seq as no longer awaited, so later messages carry a higher floor.
-    private mutating func resolve(_ message: SIMPMessage) {
-        conversations[message.toUser]?.resolved.insert(message.seq)
+    /// Marks a message's seq as no longer awaited, so later messages carry a higher floor. When
+    /// the floor reaches held messages, the receiver has nothing left to wait for below them:
+    /// their final receipts are due within a round trip, so they are sent again one RTO from now
+    /// unless those come (a receiver that restarted lost them; the maximum RTO is long to wait).
+    private mutating func resolve(_ message: SIMPMessage, now: NIODeadline) {
+        guard var conversation = conversations[message.toUser] else { return }
+        conversation.held[message.seq] = nil
+        conversation.resolved.insert(message.seq)
+        var seq = conversation.floor()
+        conversations[message.toUser] = conversation
+        while let id = conversation.held[seq], let entry = pending[id] {
+            let deadline = now + estimator.rto
+            if let timer = entry.timerDeadline, timer > deadline {
+                pending[id]!.timerDeadline = deadline
+                timers.insert(Timer(deadline: deadline, messageId: id, attempt: entry.attempts))
+            }
+            seq += 1
+        }
     }
 
     /// Records a transmission of pending message `id` (stamped with the conversation's current
@@ -476,7 +523,8 @@ public struct ReliableSender: Sendable {
                 .filter { $0.message.toUser == peer && $0.message.stream == stream }.map(\.message.seq).min() ?? 0
             pending[id]!.message.floor = min(pending[id]!.originalFloor ?? lowestPending, lowestPending)
         }
-        let timeout = estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
+        let timeout = pending[id]!.isHeld ? policy.maximumRTO : estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
+        pending[id]!.timerDeadline = now + timeout
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
         return pending[id]!.message
     }

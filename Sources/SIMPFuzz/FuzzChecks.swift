@@ -31,21 +31,39 @@ enum FuzzChecks {
     /// A decoded batch receipt is what docs/PROTOCOL.md §6.1 allows (at most
     /// `SIMPMessage.maxReceiptIds` ids, strictly ascending, none 0), and a sender with messages
     /// in flight to its `fromUser` handles it (single or batch, valid ids or not) settling each
-    /// in-flight message at most once.
+    /// in-flight message at most once. A HELD receipt (`held`) settles none, and its final
+    /// receipt afterwards settles exactly what the same receipt would have settled at once.
     static func receiptIsHandled(_ message: SIMPMessage) throws {
         let ids = message.receiptIds
         guard ids.count <= SIMPMessage.maxReceiptIds, ids.first != 0, zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }) else {
             throw FuzzViolation("decoded receiptIds outside the rules: \(ids.prefix(8))… (\(ids.count))")
         }
         guard message.kind == .receipt else { return }
+        let (settledHeld, stillInFlight) = try settled(by: [message], of: message)
+        guard message.held else { return }
+        guard settledHeld == 0, stillInFlight == 4 else {
+            throw FuzzViolation("a HELD receipt settled \(settledHeld) of 4 messages, \(stillInFlight) still in flight")
+        }
+        var final = message
+        final.held = false
+        let atOnce = try settled(by: [final], of: message).settled, later = try settled(by: [message, final], of: message).settled
+        guard later == atOnce else {
+            throw FuzzViolation("a final receipt after a HELD one settled \(later) messages, at once \(atOnce)")
+        }
+    }
+
+    /// How many of four messages in flight to `message.fromUser` (ids around its `messageId`)
+    /// `receipts` settle, and how many stay in flight; throws if any is settled twice or lost.
+    private static func settled(by receipts: [SIMPMessage], of message: SIMPMessage) throws -> (settled: Int, inFlight: Int) {
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
         var sender = ReliableSender(firstMessageId: min(max(1, message.messageId &- 2), .max - 8)) // room for four more ids
         for _ in 0..<4 { _ = sender.submit(SIMPMessage(kind: .text, fromUser: "alice", toUser: message.fromUser), now: start) }
-        let output = sender.handleReceipt(message, now: start + .milliseconds(5))
-        let settled = output.events.count
+        var settled = 0
+        for receipt in receipts { settled += sender.handleReceipt(receipt, now: start + .milliseconds(5)).events.count }
         guard settled <= 4, settled + sender.inFlightCount == 4 else {
-            throw FuzzViolation("a receipt settled \(settled) of 4 messages, \(sender.inFlightCount) still in flight")
+            throw FuzzViolation("receipts settled \(settled) of 4 messages, \(sender.inFlightCount) still in flight")
         }
+        return (settled, sender.inFlightCount)
     }
 
     /// Every message the relay would send on a control connection survives the wire.

@@ -39,6 +39,9 @@ public enum SeedCorpus {
             // difference of 0 (an id twice), which must not decode.
             "receipt-batches": [0x0b] + frames([connect("mallory"), batchReceiptTo("alice", ids: [1, 2, 3, 1 << 40]),
                                                 batchReceiptTo("alice", ids: [5, 5, 6]), ping()]),
+            // HELD receipts (field 52, §6.1): single, then its final receipt, and a HELD batch.
+            "receipt-held": [0x0d] + frames([connect("mallory"), held(receiptTo("alice")), receiptTo("alice"),
+                                             held(batchReceiptTo("alice", ids: [1, 2])), ping()]),
         ]
         for (name, message) in messages where !message.kind.isContent {
             seeds["single-\(name)"] = [0x1f] + frames([message])
@@ -85,7 +88,8 @@ public enum SeedCorpus {
             "text-alice-bob": text, "image-bob-carol": image, "audio-alice-dave": audio,
             "text-unknown-recipient": unknownRecipient, "text-old-version": oldVersion,
             "text-no-id": SIMPMessage(kind: .text, fromUser: "alice", toUser: "bob"),
-            "connect": connect("mallory"), "receipt": receipt, "receipt-batch": batch, "ping": ping(), "pong": pong,
+            "connect": connect("mallory"), "receipt": receipt, "receipt-batch": batch, "receipt-held": held(receipt),
+            "ping": ping(), "pong": pong,
             "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
         ]
         for code in SIMPMessage.ErrorCode.allCases where code != .none {
@@ -102,6 +106,13 @@ public enum SeedCorpus {
 
     private static func receiptTo(_ user: String) -> SIMPMessage {
         SIMPMessage(kind: .text, messageId: 3, fromUser: user, toUser: "mallory").receipt(holdMicros: 10)
+    }
+
+    /// `receipt` as a HELD receipt (arrived, held behind a gap).
+    private static func held(_ receipt: SIMPMessage) -> SIMPMessage {
+        var held = receipt
+        held.held = true
+        return held
     }
 
     private static func batchReceiptTo(_ user: String, ids: [UInt64]) -> SIMPMessage {

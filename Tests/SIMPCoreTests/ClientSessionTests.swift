@@ -133,7 +133,9 @@ final class ClientSessionReceiptTests: XCTestCase {
     func testAHeldMessageIsReceiptedWhenReleasedEvenAfterTheConnectionWasLost() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
-        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0).controlFrames, [], "held: not receipted")
+        let arrival = client.datagramReceived(message(2), arrivedAt: t0, now: t0).controlFrames
+        XCTAssertEqual(arrival.map(\.held), [true], "held: only a HELD receipt")
+        XCTAssertEqual(client.receiptsOwed, 0, "a HELD receipt is a hint, not owed across a reconnect")
         _ = client.controlLost(mayReconnect: true, random: 0.5)
 
         XCTAssertEqual(client.poll(now: t0 + .seconds(5)).delivered, [], "the hold limit does not count while reconnecting")
@@ -169,6 +171,9 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(client.controlReceived(stored, now: t0 + .milliseconds(10)).notices, [.stored(messageId: id, to: "bob")])
 
         let receipt = SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")
+        var heldReceipt = receipt
+        heldReceipt.held = true
+        XCTAssertEqual(client.controlReceived(heldReceipt, now: t0 + .seconds(1)).notices, [], "arrived, not yet delivered")
         XCTAssertEqual(client.controlReceived(receipt, now: t0 + .seconds(1)).notices, [.delivered(messageId: id, to: "bob")])
         var discarded = SIMPMessage.error(.inboxFull, "bob's inbox is full", messageId: id)
         discarded.fromUser = "bob"

@@ -14,13 +14,6 @@ enum KnownBugs {
         var modes: Set<LabMode> = [.sim, .real]
     }
 
-    /// A device's process stopped while it held messages behind a gap loses them for good: the
-    /// client receipts held messages on arrival (`receiptsWhenReleased` false by default), and
-    /// the relay drops them from that device's store on the receipt (issue 17 story 5).
-    static let heldMessagesLostOnStop = Entry(
-        bars: ["laptop.missing", "not_settled"], strict: false,
-        cause: "client: held messages receipted on arrival are lost when the process stops")
-
     /// Seen once in real mode (`oneshot-send-mid-offline`, seed 1, under a loaded machine): one
     /// message reached the laptop twice, before its process stopped and again after the new one
     /// started; not reproduced in 10 later runs. Likely a retransmission that reached the relay after
@@ -30,10 +23,20 @@ enum KnownBugs {
         bars: ["duplicates", "laptop.duplicates"], strict: false,
         cause: "a message delivered before a device's stop delivered again to its next process (real mode, rare)", modes: [.real])
 
+    /// Seen in real mode (`device-offline-back`: 4 of 21 runs over seeds 1–8, seeds 3 and 7,
+    /// with and without HELD receipts): part of the laptop's backlog after its restart reached
+    /// the application out of order (95–165 messages); nothing missing or duplicated. Not
+    /// root-caused. In those runs a message lost on the sender's link was stored ~1 s after
+    /// the ones behind it (a sender that only gets STORED receipts has no RTT sample: 1 s RTO),
+    /// so the log holds it after them; the relay's inbox delivery is where to look.
+    static let backlogOutOfOrderAfterRestart = Entry(
+        bars: ["out_of_order", "laptop.out_of_order"], strict: false,
+        cause: "a returning device's backlog partly out of order (real mode, some seeds)", modes: [.real])
+
     /// The known bugs of each scenario.
     static let byScenario: [String: [Entry]] = [
-        "device-offline-back": [heldMessagesLostOnStop, redeliveredAfterRestart],
-        "oneshot-send-mid-offline": [heldMessagesLostOnStop, redeliveredAfterRestart],
+        "device-offline-back": [redeliveredAfterRestart, backlogOutOfOrderAfterRestart],
+        "oneshot-send-mid-offline": [redeliveredAfterRestart],
     ]
 
     /// Fails for every failed bar of `report` that no known bug explains, and for a strict

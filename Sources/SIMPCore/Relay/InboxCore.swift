@@ -15,6 +15,13 @@ public struct InboxCore: Sendable {
     private struct Drain: Sendable {
         var sender: ReliableSender
         var entries: [UInt64: InboxEntry] = [:]
+        /// Entries the device holds behind a gap (HELD receipt): arrived, not yet receipted.
+        var heldByReceiver: Set<UInt64> = []
+
+        /// Whether every entry sent has reached the device (held there). Entries still waiting
+        /// for room in the window do not count: a direct datagram that overtakes them is held
+        /// by the device's receiver, its `floor` being at or below their seq (§6.5, §6.6).
+        var allArrived: Bool { entries.keys.allSatisfy { heldByReceiver.contains($0) || !sender.isPending($0) } }
     }
 
     /// What to do after a call.
@@ -64,7 +71,7 @@ public struct InboxCore: Sendable {
     /// overtake them. Returns false (forward it now) when nothing is being delivered.
     public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
         let key = DrainKey(receiver: receiver, sender: sender)
-        guard drains[key] != nil else { return false }
+        guard let drain = drains[key], !drain.allArrived else { return false }
         var queue = held[key] ?? []
         if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
         held[key] = queue
@@ -178,16 +185,28 @@ public struct InboxCore: Sendable {
     }
 
     /// A RECEIPT from `user`: if it answers a stored message, that entry is delivered (nil
-    /// means the receipt is not about the inbox and is routed as usual).
+    /// means the receipt is not about the inbox and is routed as usual). A HELD receipt
+    /// (docs/PROTOCOL.md §6.6 rule 4) delivers nothing: the entry stays, sent again only
+    /// slowly, until the final receipt; once every entry in flight has arrived, direct
+    /// datagrams held for the drain go out (they can no longer overtake those entries).
     public mutating func receipt(_ receipt: SIMPMessage, from user: Recipient, now: NIODeadline) -> Output? {
         let key = DrainKey(receiver: user, sender: receipt.toUser)
-        guard var drain = drains[key], let entry = drain.entries.removeValue(forKey: receipt.messageId) else { return nil }
+        guard var drain = drains[key], drain.entries[receipt.messageId] != nil else { return nil }
         var output = Output()
         let sent = drain.sender.handleReceipt(receipt, now: now)
         output.datagrams = sent.transmit.map { (user, $0) }
-        output.delivered.append((user, entry))
+        if receipt.held {
+            drain.heldByReceiver.insert(receipt.messageId)
+        } else {
+            output.delivered.append((user, drain.entries.removeValue(forKey: receipt.messageId)!))
+            drain.heldByReceiver.remove(receipt.messageId)
+        }
         drains[key] = drain
-        if drain.entries.isEmpty { finished(key, into: &output) }
+        if drain.entries.isEmpty {
+            finished(key, into: &output)
+        } else if drain.allArrived {
+            output.released += (held.removeValue(forKey: key) ?? []).map { (key.receiver, $0.bytes) }
+        }
         return output
     }
 
@@ -199,7 +218,10 @@ public struct InboxCore: Sendable {
             guard var drain = drains[key], let deadline = drain.sender.nextDeadline, deadline <= now else { continue }
             let sent = drain.sender.poll(now: now)
             output.datagrams += sent.transmit.map { (key.receiver, $0) }
-            for case .failed(let id, _, _) in sent.events { drain.entries[id] = nil }
+            for case .failed(let id, _, _) in sent.events {
+                drain.entries[id] = nil
+                drain.heldByReceiver.remove(id)
+            }
             drains[key] = drain
             if drain.entries.isEmpty { finished(key, into: &output) }
         }
