@@ -187,7 +187,7 @@ struct Listen: AsyncParsableCommand {
     @Flag(help: "One JSON object per line: id, from, to, type, content, time.")
     var json = false
 
-    @Option(help: "Exit 0 after this many messages.")
+    @Option(help: "Exit 0 after printing this many messages; later ones are not taken (not receipted) and wait for the next run.")
     var count: Int?
 
     @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
@@ -222,6 +222,8 @@ struct Listen: AsyncParsableCommand {
             // Each receipt leaves right after its line is printed and recorded, not at the end of
             // the read burst: fewer messages come again (and are skipped) after a kill.
             configuration.batchesReceipts = false
+            // After --count messages the client takes no more: the rest stay for the next run.
+            configuration.deliveryLimit = count
             let printer = ListenService.Printer(
                 limit: count, record: Self.record(for: configuration),
                 format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },

@@ -59,6 +59,11 @@ public struct ClientConfiguration: Sendable {
     /// False means the application had it already (a copy delivered again after a restart,
     /// docs/PROTOCOL.md §6.4); it is receipted all the same. Keep it short.
     public var messageHandler: (@Sendable (SIMPMessage) -> Bool)?
+    /// The application takes at most this many new messages (`simp listen --count`); nil: no
+    /// limit. Later ones are neither handed over nor receipted, so they stay with their senders
+    /// or in the relay's log for the next session (`ClientSession.stopTakingMessages`). Receipts
+    /// are then sent one per message.
+    public var deliveryLimit: Int?
     /// TLS on the control channel (nil: plain TCP, for a development relay; the client warns
     /// when such a relay is not on this machine).
     public var tls: ClientTLS?

@@ -32,8 +32,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var tlsContext: NIOSSLContext?
     private var warnedWithoutTLS = false
     private(set) var relayId: String?
-    /// Called with each message delivered to the application.
-    var onMessage: (SIMPMessage) -> Void = { _ in }
+    /// Called with each message delivered to the application; returns whether the application
+    /// took it as new (false: it had it already, before a restart).
+    var onMessage: (SIMPMessage) -> Bool = { _ in true }
+    /// New messages the application took (counted against `configuration.deliveryLimit`).
+    private var messagesTaken = 0
     /// Called with news about messages stored for offline receivers.
     var onNotice: (DeliveryNotice) -> Void = { _ in }
     /// Called with each sent message still without a receipt after the policy's delay notice
@@ -61,7 +64,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.keepaliveInterval = configuration.keepaliveInterval
         core.orderingHoldLimit = configuration.orderingHoldLimit
         core.receiptsWhenReleased = configuration.receiptsWhenReleased
-        core.batchesReceipts = configuration.batchesReceipts
+        // With a delivery limit each receipt is written with its message, so the receipts of
+        // messages past the limit can be held back (a batch would mix them).
+        core.batchesReceipts = configuration.batchesReceipts && configuration.deliveryLimit == nil
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -285,8 +290,37 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Output
 
+    /// Hands `output.delivered` to the application. Once it has taken
+    /// `configuration.deliveryLimit` new messages the session takes no more, and the receipts of
+    /// the messages it did not hand over are dropped from `output`: unreceipted, they stay with
+    /// their senders or the relay for another session instead of being lost.
+    private func handOver(_ output: inout ClientSession.Output) {
+        var notTaken: Set<MessageKey> = []
+        for message in output.delivered {
+            guard session.takesMessages else {
+                notTaken.insert(MessageKey(from: message.fromUser, id: message.messageId))
+                continue
+            }
+            if onMessage(message) { messagesTaken += 1 }
+            if let limit = configuration.deliveryLimit, messagesTaken >= limit { session.stopTakingMessages() }
+        }
+        guard !notTaken.isEmpty else { return }
+        let isReceiptOfNotTaken = { (frame: SIMPMessage) in
+            frame.kind == .receipt && notTaken.contains(MessageKey(from: frame.toUser, id: frame.messageId))
+        }
+        output.controlFrames.removeAll(where: isReceiptOfNotTaken)
+        output.datagrams.removeAll(where: isReceiptOfNotTaken)
+    }
+
+    /// A message's sender and id (what its receipt names as `toUser` and `messageId`).
+    private struct MessageKey: Hashable {
+        let from: String
+        let id: UInt64
+    }
+
     private func carryOut(_ output: ClientSession.Output) {
-        output.delivered.forEach(onMessage) // first: the receipts below say the application has them
+        var output = output
+        if !output.delivered.isEmpty { handOver(&output) } // first: the receipts below say the application has them
         if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
             for message in output.datagrams {
                 guard let bytes = session.seal(message, allocator: datagrams.allocator) else { continue }

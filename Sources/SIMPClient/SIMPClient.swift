@@ -39,8 +39,9 @@ public final class SIMPClient: @unchecked Sendable {
         engine.onMessage = { [continuation, handler = configuration.messageHandler] in
             // Before the receipt: carryOut hands messages over first. A copy the application
             // already had (before a restart) is receipted, not handed over again.
-            guard handler?($0) ?? true else { return }
+            guard handler?($0) ?? true else { return false }
             continuation.yield($0)
+            return true
         }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
         (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))

@@ -77,6 +77,8 @@ public struct ClientSession: Sendable {
     private var nextHello: (due: NIODeadline, attemptsLeft: Int)?
     /// Datagrams dropped because they were not authentic for the current session.
     public private(set) var rejectedDatagrams = 0
+    /// Whether content is still taken (false after `stopTakingMessages`).
+    public private(set) var takesMessages = true
     /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
     public private(set) var throttleNotices = 0
     /// Receipts sent as datagrams (besides their control-channel copies).
@@ -352,13 +354,20 @@ public struct ClientSession: Sendable {
             return output
         }
         var output = Output()
+        guard takesMessages else { return output } // unseen: neither held, deduplicated nor receipted
         release(receiver.receive(message, arrivedAt: arrivedAt, now: now).release, now: now, into: &output)
         return output
     }
 
+    /// The application takes no more messages (`simp listen --count N` has its N). Content that
+    /// arrives from now on is dropped unseen and held messages are never released, so none of
+    /// them is receipted: they stay with their senders, or in the relay's log, for another session.
+    public mutating func stopTakingMessages() { takesMessages = false }
+
     /// Hands released messages to the application and sends their receipts (kept for the next
     /// connection when there is none).
     private mutating func release(_ release: ReceiverCore.Release, now: NIODeadline, into output: inout Output) {
+        guard takesMessages else { return }
         output.delivered += release.deliver
         for receipt in release.receipts { sendReceipt(receipt, now: now, into: &output) }
     }
