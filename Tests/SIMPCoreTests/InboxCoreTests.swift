@@ -46,6 +46,17 @@ final class InboxCoreTests: XCTestCase {
         return policy
     }
 
+    func testAMessageStoredAfterLaterOnesOfItsStreamGoesOutBeforeThem() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        // alice's seq 1 was lost on her link and stored after 2 and 3; carol's entries keep their order.
+        let entries = [stored(12, seq: 2), stored(30, seq: 5, from: "carol"), stored(13, seq: 3),
+                       stored(31, seq: 4, from: "carol"), stored(11, seq: 1)]
+        let output = inbox.loaded(user: "bob", entries: entries, wallNow: wall, now: t0)
+        let sent = output.datagrams.map { "\($0.message.fromUser)#\($0.message.seq)" }
+        XCTAssertEqual(sent.filter { $0.hasPrefix("alice") }, ["alice#1", "alice#2", "alice#3"])
+        XCTAssertEqual(sent.filter { $0.hasPrefix("carol") }, ["carol#4", "carol#5"])
+    }
+
     func testEntriesAfterAHoleInTheInboxCarryAFloorThatSkipsIt() {
         var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
         // seq 1-3 of alice's stream were discarded (cap or TTL); 4 and 5 were stored with floor 1.

@@ -106,7 +106,7 @@ public struct InboxCore: Sendable {
             let read = Set(entries.map(\.dedupeKey))
             entries += storedMeanwhile.filter { !read.contains($0.dedupeKey) } // stored after the read began
         }
-        entries = Self.inRoomOrder(entries)
+        entries = Self.inSeqOrder(entries)
         let lowest = Self.lowestSeqs(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
@@ -122,18 +122,25 @@ public struct InboxCore: Sendable {
         return output
     }
 
-    /// `entries` with each room's copies in the room's order (relays may have stored them out of
-    /// it); every other entry keeps its place.
-    static func inRoomOrder(_ entries: [InboxEntry]) -> [InboxEntry] {
-        var copies: [String: [InboxEntry]] = [:]
-        for entry in entries where entry.message.fromUser.hasPrefix("#") { copies[entry.message.fromUser, default: []].append(entry) }
-        for room in copies.keys { copies[room]!.sort { $0.message.seq < $1.message.seq } }
+    /// `entries` with each conversation's messages in `seq` order: a room's copies in the room's
+    /// order, and each (sender, stream)'s messages in the sender's. The log holds them in the order
+    /// they were stored, which differs when a message was stored after later ones (its first
+    /// datagram was lost, or relays stored a room's copies out of order); delivered in log order,
+    /// a receiver would hold the later ones behind the gap, and a drain's window could stall on
+    /// them. Entries without a seq keep their places, and so does every other entry.
+    static func inSeqOrder(_ entries: [InboxEntry]) -> [InboxEntry] {
+        func conversation(_ message: SIMPMessage) -> String? {
+            guard message.kind.isContent, message.seq > 0 else { return nil }
+            return message.fromUser.hasPrefix("#") ? message.fromUser : streamKey(message)
+        }
+        var sorted: [String: [InboxEntry]] = [:]
+        for entry in entries { if let key = conversation(entry.message) { sorted[key, default: []].append(entry) } }
+        for key in sorted.keys { sorted[key]!.sort { $0.message.seq < $1.message.seq } }
         var next: [String: Int] = [:]
         return entries.map { entry in
-            let room = entry.message.fromUser
-            guard let sorted = copies[room] else { return entry }
-            defer { next[room, default: 0] += 1 }
-            return sorted[next[room, default: 0]]
+            guard let key = conversation(entry.message), let conversationEntries = sorted[key] else { return entry }
+            defer { next[key, default: 0] += 1 }
+            return conversationEntries[next[key, default: 0]]
         }
     }
 
