@@ -42,11 +42,6 @@ public struct DedupeWindow: Sendable, Equatable {
         highest != 0 && id <= highest && highest - id < size && isSet(id)
     }
 
-    /// Forgets that `id` was accepted: its next arrival is judged as a first one.
-    public mutating func forget(_ id: UInt64) {
-        if contains(id) { clear(id) }
-    }
-
     /// Slides the window so `id` is its highest slot, clearing the slots that enter it.
     private mutating func advance(to id: UInt64) {
         if highest == 0 || id - highest >= size {
@@ -106,11 +101,5 @@ public struct SenderDedupe: Sendable {
     /// it should be delivered.
     public mutating func accept(_ id: UInt64, from sender: String, stream: UInt64) -> DedupeWindow.Verdict {
         senders[sender, default: Windows()].accept(id, stream: stream, size: windowSize, limit: streamsPerSender)
-    }
-
-    /// Forgets that message `id` of `sender`'s `stream` was accepted (it was not delivered after
-    /// all): a later copy is judged again, not answered as a duplicate.
-    public mutating func forget(_ id: UInt64, from sender: String, stream: UInt64) {
-        senders[sender]?.byStream[stream]?.forget(id)
     }
 }

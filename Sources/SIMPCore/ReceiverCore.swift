@@ -106,9 +106,9 @@ public struct ReceiverCore: Sendable {
     /// Arrivals not delivered because they were duplicates or too old.
     public private(set) var suppressed = 0
     /// Messages that arrived after their gap had been skipped (given up by the sender, or
-    /// `holdLimit` passed): neither delivered (they would be out of order) nor receipted, so
-    /// their sender reports them failed at its time limit (docs/PROTOCOL.md §6.5).
-    public private(set) var lateArrivalsDropped = 0
+    /// `holdLimit` passed): delivered at once, out of order, rather than lost
+    /// (docs/PROTOCOL.md §6.5).
+    public private(set) var deliveredLate = 0
     /// Times a gap was skipped because `holdLimit` passed.
     public private(set) var gapsSkippedByTimeout = 0
     /// Since when the hold limit is not counting (`stopHoldClock`), if it is stopped.
@@ -182,8 +182,8 @@ public struct ReceiverCore: Sendable {
             // Its gap was skipped (its sender gave it up, or the hold limit passed): delivering it
             // now would put it out of order, receipting it would contradict a failure its sender
             // reported or will report at its time limit. Neither; nor are its copies.
-            lateArrivalsDropped += 1
-            dedupe.forget(message.messageId, from: message.fromUser, stream: message.stream)
+            deliveredLate += 1
+            ready.append(arrival)
         } else {
             stream.held[message.seq] = arrival
             ready += stream.release(floor: 0)
