@@ -11,6 +11,8 @@ public struct BenchReport: Codable, Sendable {
         public var size: Int
         public var durationSeconds: Double
         public var warmupSeconds: Double
+        /// Messages the generator sent per timer tick (1: spread evenly).
+        public var messagesPerTick: Int
         public var sessions: Int?
     }
 
@@ -115,7 +117,8 @@ public struct BenchReport: Codable, Sendable {
             ("machine", "\(machine.nproc) × \(machine.cpuModel)"),
             ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
-            ("target rate", "\(format(parameters.rate)) msg/s"),
+            ("target rate", "\(format(parameters.rate)) msg/s, " + (parameters.messagesPerTick == 1
+                ? "spread evenly" : "\(parameters.messagesPerTick) per timer tick")),
             ("offered_rate", "\(format(offeredRate)) msg/s" + (skipped > 0 ? " (\(skipped) skipped: windows full)" : "")),
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
@@ -177,7 +180,8 @@ extension String {
 
 extension BenchReport.Parameters {
     enum CodingKeys: String, CodingKey {
-        case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s", sessions
+        case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s"
+        case messagesPerTick = "messages_per_tick", sessions
     }
 }
 

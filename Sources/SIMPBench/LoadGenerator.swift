@@ -60,6 +60,14 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// Receivers send one receipt per sender and read burst (docs/PROTOCOL.md §6.1);
         /// false: one per message.
         public var batchesReceipts = true
+        /// Messages sent per timer tick. 1 (the default) spreads them evenly: each message is
+        /// sent at its own time, 1/rate apart (ticks no shorter than `minimumTick`, so above
+        /// 20,000 msg/s a tick carries several). Larger values send that many in one
+        /// `sendmmsg` per tick (the bench before spreading sent about 8), which makes the
+        /// messages of a tick queue behind each other in the relay.
+        public var messagesPerTick = 1
+        /// The shortest timer tick the generator schedules.
+        public static let minimumTick = TimeAmount.microseconds(50)
         public init() {}
     }
 
@@ -164,8 +172,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         result = LoadResult(targetRate: rate, seconds: Double(duration.nanoseconds) / 1e9)
         outstandingMeasured = 0
         let retransmitsBefore = pairs.reduce(0) { $0 + $1.sender.retransmits }
-        // About eight messages per tick, between 50 µs and 1 ms apart.
-        let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(5e4, 8e9 / rate))))
+        // `messagesPerTick` messages per tick, between 50 µs and 1 ms apart.
+        let perTick = Double(max(1, parameters.messagesPerTick))
+        let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(Double(Parameters.minimumTick.nanoseconds), perTick * 1e9 / rate))))
         let start = NIODeadline.now()
         let windowStart = start + warmup, windowEnd = windowStart + duration
         var offered = 0, next = 0, ticks = 0
@@ -190,7 +199,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 let offeredBefore = offered
                 while offered < due {
                     if parameters.window == 0 || pairs[next].offers.count < parameters.window {
-                        offer(pairs[next], now: now)
+                        offer(pairs[next])
                     } else if phase == .measuring {
                         result.skipped += 1
                     }
@@ -214,7 +223,10 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick) { loopStep.value($0) }
     }
 
-    private func offer(_ pair: BenchPair, now: NIODeadline) {
+    /// Hands one message to its sender's core and writes it; its latency counts from here (the
+    /// clock is read per message, so a tick's later messages do not carry its earlier ones' time).
+    private func offer(_ pair: BenchPair) {
+        let now = NIODeadline.now()
         let message = SIMPMessage(kind: .text, fromUser: pair.from, toUser: pair.to, content: pair.content, time: 0)
         let (id, output) = pair.sender.submit(message, now: now)
         let measured = phase == .measuring

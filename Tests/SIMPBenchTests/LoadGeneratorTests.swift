@@ -58,7 +58,7 @@ final class LoadGeneratorTests: RelayTestCase {
         let generator = LoadGenerator(parameters: parameters)
         try await generator.connect()
 
-        // About eighty messages fall due per tick, all for the one pair, and no receipt can come
+        // About ten messages fall due per 50 µs tick, all for the one pair, and no receipt can come
         // back within a tick: after the first, the rest of each tick's messages are skipped.
         let result = try await generator.measure(rate: 200_000, duration: .milliseconds(300), warmup: .milliseconds(50))
         await generator.close()
