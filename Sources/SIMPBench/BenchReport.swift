@@ -13,6 +13,8 @@ public struct BenchReport: Codable, Sendable {
         public var warmupSeconds: Double
         /// Messages the generator sent per timer tick (1: spread evenly).
         public var messagesPerTick: Int
+        /// How long receivers held receipts to batch them, µs (0: until the read burst ended).
+        public var receiptDelayUs: Int64
         public var sessions: Int?
     }
 
@@ -126,7 +128,8 @@ public struct BenchReport: Codable, Sendable {
             ("duplicates / suppressed / retransmits", "\(duplicates) / \(suppressed) / \(retransmits)"),
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
-            ("receipt frames per message", receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-"),
+            ("receipt frames per message", (receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-")
+                + (parameters.receiptDelayUs > 0 ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : "")),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
         if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
@@ -181,7 +184,7 @@ extension String {
 extension BenchReport.Parameters {
     enum CodingKeys: String, CodingKey {
         case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s"
-        case messagesPerTick = "messages_per_tick", sessions
+        case messagesPerTick = "messages_per_tick", receiptDelayUs = "receipt_delay_us", sessions
     }
 }
 

@@ -38,6 +38,8 @@ public struct BenchOptions: Sendable {
     public var sessions = 0
     /// Messages per timer tick (1: each at its own time; `LoadGenerator.Parameters.messagesPerTick`).
     public var messagesPerTick = 1
+    /// How long receivers may hold receipts to batch them (zero: until the read burst ends).
+    public var receiptDelay = TimeAmount.zero
     public init() {}
 }
 
@@ -76,6 +78,7 @@ public enum BenchRunner {
         parameters.window = options.window
         parameters.batchesReceipts = options.batchesReceipts
         parameters.messagesPerTick = options.messagesPerTick
+        parameters.receiptDelay = options.receiptDelay
         let idle = IdleSessions()
         var generator: LoadGenerator?
         do {
@@ -148,6 +151,7 @@ public enum BenchRunner {
             mode: options.findMax ? "find-max" : (options.sessions > 0 ? "sessions" : "load"), relay: "",
             pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
             warmupSeconds: seconds(options.warmup), messagesPerTick: options.messagesPerTick,
+            receiptDelayUs: options.receiptDelay.nanoseconds / 1000,
             sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
         let own = benchCPU.withLockedValue { $0 }

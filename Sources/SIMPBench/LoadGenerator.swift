@@ -66,6 +66,10 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// `sendmmsg` per tick (the bench before spreading sent about 8), which makes the
         /// messages of a tick queue behind each other in the relay.
         public var messagesPerTick = 1
+        /// Zero (the default): receivers send their receipts at the end of each read burst, as
+        /// SIMP clients do. Above zero: they hold them up to this long (checked every tick), so
+        /// one batch covers more messages; the receipts' hold time tells the senders.
+        public var receiptDelay = TimeAmount.zero
         /// The shortest timer tick the generator schedules.
         public static let minimumTick = TimeAmount.microseconds(50)
         public init() {}
@@ -108,6 +112,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                     senderSocket = senderUDP
                     receiverSocket = receiverUDP
                     pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
+                    if parameters.receiptDelay > .zero {
+                        for pair in pairs { pair.receiptBatcher = ReceiptBatcher(delay: parameters.receiptDelay) }
+                    }
                     return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
                 }
         }.get()
@@ -208,6 +215,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 }
                 if offered > offeredBefore { senderSocket.flush() }
             }
+            if parameters.receiptDelay > .zero, !receiptsToFlush.isEmpty { flushReceipts() }
             if ticks % max(1, Int(10_000_000 / tick.nanoseconds)) == 0 { pollRetransmits(now: now) }
             if phase == .draining, outstandingMeasured == 0 || now >= windowEnd + drain {
                 task.cancel()
@@ -302,15 +310,21 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     }
 
     /// Sends the receipts made during a burst of arrivals: one batch (or the single receipts)
-    /// and one flush per receiver.
+    /// and one flush per receiver. With a `receiptDelay`, a receiver whose oldest receipt is
+    /// younger than that keeps them for a later call (every tick).
     private func flushReceipts() {
         let now = NIODeadline.now()
+        var waiting: [BenchPair] = []
         for pair in receiptsToFlush {
+            if parameters.receiptDelay > .zero, let deadline = pair.receiptBatcher.nextDeadline, deadline > now {
+                waiting.append(pair)
+                continue
+            }
             for batch in pair.receiptBatcher.flush(now: now) { writeReceipt(batch, pair) }
             pair.receiverControl.flush()
             pair.receiptsPending = false
         }
-        receiptsToFlush.removeAll(keepingCapacity: true)
+        receiptsToFlush = waiting
     }
 
     /// Counts receipts and failures; a message is resolved by its sender's event.
