@@ -123,6 +123,9 @@ enum BenchConnector {
         return DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
             .channelOption(.datagramVectorReadMessageCount, value: 64)
+            // One recvmmsg per wake-up: a read that leaves datagrams behind is woken again at
+            // once, and a short one does not pay for a second call that finds nothing.
+            .channelOption(.maxMessagesPerRead, value: 1)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 64 * 2048))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler.value) }

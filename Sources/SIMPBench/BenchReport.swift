@@ -11,6 +11,10 @@ public struct BenchReport: Codable, Sendable {
         public var size: Int
         public var durationSeconds: Double
         public var warmupSeconds: Double
+        /// Messages the generator sent per timer tick (1: spread evenly).
+        public var messagesPerTick: Int
+        /// How long receivers held receipts to batch them, µs (0: until the read burst ended).
+        public var receiptDelayUs: Int64
         public var sessions: Int?
     }
 
@@ -115,7 +119,8 @@ public struct BenchReport: Codable, Sendable {
             ("machine", "\(machine.nproc) × \(machine.cpuModel)"),
             ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
-            ("target rate", "\(format(parameters.rate)) msg/s"),
+            ("target rate", "\(format(parameters.rate)) msg/s, " + (parameters.messagesPerTick == 1
+                ? "spread evenly" : "\(parameters.messagesPerTick) per timer tick")),
             ("offered_rate", "\(format(offeredRate)) msg/s" + (skipped > 0 ? " (\(skipped) skipped: windows full)" : "")),
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
@@ -123,7 +128,8 @@ public struct BenchReport: Codable, Sendable {
             ("duplicates / suppressed / retransmits", "\(duplicates) / \(suppressed) / \(retransmits)"),
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
-            ("receipt frames per message", receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-"),
+            ("receipt frames per message", (receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-")
+                + (parameters.receiptDelayUs > 0 ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : "")),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
         if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
@@ -177,7 +183,8 @@ extension String {
 
 extension BenchReport.Parameters {
     enum CodingKeys: String, CodingKey {
-        case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s", sessions
+        case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s"
+        case messagesPerTick = "messages_per_tick", receiptDelayUs = "receipt_delay_us", sessions
     }
 }
 

@@ -36,6 +36,10 @@ public struct BenchOptions: Sendable {
     public var maxP99: TimeAmount = .milliseconds(10)
     /// Idle sessions to hold open during the run.
     public var sessions = 0
+    /// Messages per timer tick (1: each at its own time; `LoadGenerator.Parameters.messagesPerTick`).
+    public var messagesPerTick = 1
+    /// How long receivers may hold receipts to batch them (zero: until the read burst ends).
+    public var receiptDelay = TimeAmount.zero
     public init() {}
 }
 
@@ -73,6 +77,8 @@ public enum BenchRunner {
         parameters.size = options.size
         parameters.window = options.window
         parameters.batchesReceipts = options.batchesReceipts
+        parameters.messagesPerTick = options.messagesPerTick
+        parameters.receiptDelay = options.receiptDelay
         let idle = IdleSessions()
         var generator: LoadGenerator?
         do {
@@ -144,7 +150,9 @@ public enum BenchRunner {
         let parameters = BenchReport.Parameters(
             mode: options.findMax ? "find-max" : (options.sessions > 0 ? "sessions" : "load"), relay: "",
             pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
-            warmupSeconds: seconds(options.warmup), sessions: options.sessions > 0 ? options.sessions : nil)
+            warmupSeconds: seconds(options.warmup), messagesPerTick: options.messagesPerTick,
+            receiptDelayUs: options.receiptDelay.nanoseconds / 1000,
+            sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
         let own = benchCPU.withLockedValue { $0 }
         if let start = own.start, let end = own.end { report.benchCPUSeconds = end - start }

@@ -60,6 +60,18 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// Receivers send one receipt per sender and read burst (docs/PROTOCOL.md §6.1);
         /// false: one per message.
         public var batchesReceipts = true
+        /// Messages sent per timer tick. 1 (the default) spreads them evenly: each message is
+        /// sent at its own time, 1/rate apart (ticks no shorter than `minimumTick`, so above
+        /// 20,000 msg/s a tick carries several). Larger values send that many in one
+        /// `sendmmsg` per tick (the bench before spreading sent about 8), which makes the
+        /// messages of a tick queue behind each other in the relay.
+        public var messagesPerTick = 1
+        /// Zero (the default): receivers send their receipts at the end of each read burst, as
+        /// SIMP clients do. Above zero: they hold them up to this long (checked every tick), so
+        /// one batch covers more messages; the receipts' hold time tells the senders.
+        public var receiptDelay = TimeAmount.zero
+        /// The shortest timer tick the generator schedules.
+        public static let minimumTick = TimeAmount.microseconds(50)
         public init() {}
     }
 
@@ -100,6 +112,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                     senderSocket = senderUDP
                     receiverSocket = receiverUDP
                     pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
+                    if parameters.receiptDelay > .zero {
+                        for pair in pairs { pair.receiptBatcher = ReceiptBatcher(delay: parameters.receiptDelay) }
+                    }
                     return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
                 }
         }.get()
@@ -164,8 +179,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         result = LoadResult(targetRate: rate, seconds: Double(duration.nanoseconds) / 1e9)
         outstandingMeasured = 0
         let retransmitsBefore = pairs.reduce(0) { $0 + $1.sender.retransmits }
-        // About eight messages per tick, between 50 µs and 1 ms apart.
-        let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(5e4, 8e9 / rate))))
+        // `messagesPerTick` messages per tick, between 50 µs and 1 ms apart.
+        let perTick = Double(max(1, parameters.messagesPerTick))
+        let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(Double(Parameters.minimumTick.nanoseconds), perTick * 1e9 / rate))))
         let start = NIODeadline.now()
         let windowStart = start + warmup, windowEnd = windowStart + duration
         var offered = 0, next = 0, ticks = 0
@@ -190,7 +206,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 let offeredBefore = offered
                 while offered < due {
                     if parameters.window == 0 || pairs[next].offers.count < parameters.window {
-                        offer(pairs[next], now: now)
+                        offer(pairs[next])
                     } else if phase == .measuring {
                         result.skipped += 1
                     }
@@ -199,6 +215,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 }
                 if offered > offeredBefore { senderSocket.flush() }
             }
+            if parameters.receiptDelay > .zero, !receiptsToFlush.isEmpty { flushReceipts() }
             if ticks % max(1, Int(10_000_000 / tick.nanoseconds)) == 0 { pollRetransmits(now: now) }
             if phase == .draining, outstandingMeasured == 0 || now >= windowEnd + drain {
                 task.cancel()
@@ -214,7 +231,10 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick) { loopStep.value($0) }
     }
 
-    private func offer(_ pair: BenchPair, now: NIODeadline) {
+    /// Hands one message to its sender's core and writes it; its latency counts from here (the
+    /// clock is read per message, so a tick's later messages do not carry its earlier ones' time).
+    private func offer(_ pair: BenchPair) {
+        let now = NIODeadline.now()
         let message = SIMPMessage(kind: .text, fromUser: pair.from, toUser: pair.to, content: pair.content, time: 0)
         let (id, output) = pair.sender.submit(message, now: now)
         let measured = phase == .measuring
@@ -290,15 +310,21 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     }
 
     /// Sends the receipts made during a burst of arrivals: one batch (or the single receipts)
-    /// and one flush per receiver.
+    /// and one flush per receiver. With a `receiptDelay`, a receiver whose oldest receipt is
+    /// younger than that keeps them for a later call (every tick).
     private func flushReceipts() {
         let now = NIODeadline.now()
+        var waiting: [BenchPair] = []
         for pair in receiptsToFlush {
+            if parameters.receiptDelay > .zero, let deadline = pair.receiptBatcher.nextDeadline, deadline > now {
+                waiting.append(pair)
+                continue
+            }
             for batch in pair.receiptBatcher.flush(now: now) { writeReceipt(batch, pair) }
             pair.receiverControl.flush()
             pair.receiptsPending = false
         }
-        receiptsToFlush.removeAll(keepingCapacity: true)
+        receiptsToFlush = waiting
     }
 
     /// Counts receipts and failures; a message is resolved by its sender's event.

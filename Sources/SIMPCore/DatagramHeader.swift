@@ -9,8 +9,11 @@ import NIOCore
 /// (returns nil) on anything it does not handle exactly as `MessageCodec.decode` does: wire
 /// types that do not match the field, groups, over-long varints, truncation, NUL bytes in the
 /// user ids, a declared field with another wire type, or a field the full decoder must check
-/// (enums such as `errorCode`, nested messages, repeated fields). The caller then decodes the datagram in full, so the relay's
-/// decisions never depend on which path read the bytes.
+/// (enums such as `errorCode`, nested messages, repeated fields other than a batch receipt's
+/// `receiptIds`, which it checks as the decoder does: at most `SIMPMessage.maxReceiptIds`
+/// differences, none zero, no overflow). The caller then decodes the datagram in full, so the
+/// relay's decisions never depend on which path read the bytes; a batch receipt that passes is
+/// forwarded as its bytes like a single one.
 public struct DatagramHeader: Equatable, Sendable {
     public var version: UInt32 = 0
     public var messageId: UInt64 = 0
@@ -42,6 +45,7 @@ public struct DatagramHeader: Equatable, Sendable {
         var reader = Reader(bytes: bytes)
         var header = DatagramHeader()
         var from: Range<Int>?, to: Range<Int>?
+        var receiptIds = ReceiptIdCheck()
         while !reader.atEnd {
             let keyStart = reader.offset
             guard let key = reader.varint(), reader.offset - keyStart <= 5,
@@ -64,6 +68,14 @@ public struct DatagramHeader: Equatable, Sendable {
             case (7, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
                 to = range
+            case (ReceiptIdCheck.field, 0): // one difference, unpacked
+                guard let delta = reader.varint(), receiptIds.add(delta) else { return nil }
+            case (ReceiptIdCheck.field, 2): // a packed run of differences
+                guard let range = reader.lengthDelimited() else { return nil }
+                var run = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[range]))
+                while !run.atEnd {
+                    guard let delta = run.varint(), receiptIds.add(delta) else { return nil }
+                }
             default:
                 // Any other field the proto declares must have its plain wire type; the full
                 // decoder validates enums, nested messages and repeated fields.
@@ -79,6 +91,23 @@ public struct DatagramHeader: Equatable, Sendable {
         header.fromUser = fromUser
         header.toUser = toUser
         return header
+    }
+
+    /// `receiptIds` (field 50) as `MessageCodec.receiptIds(deltas:)` checks them, over every
+    /// occurrence of the field (packed or not) in order.
+    private struct ReceiptIdCheck {
+        static let field: UInt64 = 50
+        private var count = 0
+        private var previous: UInt64 = 0
+
+        /// Adds the next difference; false where the full decoder would refuse the batch.
+        mutating func add(_ delta: UInt64) -> Bool {
+            let (id, overflow) = previous.addingReportingOverflow(delta)
+            guard delta != 0, !overflow, count < SIMPMessage.maxReceiptIds else { return false }
+            previous = id
+            count += 1
+            return true
+        }
     }
 
     private struct Reader {

@@ -57,6 +57,12 @@ final class DatagramHandler: ChannelInboundHandler {
         self.maxDatagramSize = maxDatagramSize
     }
 
+    /// The engine writes its datagrams through this handler's context: past the pipeline's
+    /// tail, with the envelope's type known (a write on the channel goes through NIO's generic
+    /// entry point, which casts the envelope at run time).
+    func handlerAdded(context: ChannelHandlerContext) { engine.datagramWriter = context }
+    func handlerRemoved(context: ChannelHandlerContext) { engine.datagramWriter = nil }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let now = burstStart ?? engine.now()
         burstStart = now

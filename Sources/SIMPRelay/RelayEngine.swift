@@ -34,6 +34,8 @@ final class RelayEngine {
     private var frameWriters: [ConnectionID: ChannelHandlerContext] = [:]
     private var nextConnection: UInt64 = 1
     var datagramChannel: Channel?
+    /// The datagram handler's context, where forwards are written (set by the handler).
+    var datagramWriter: ChannelHandlerContext?
     /// Counts kept as things happen; `statistics` adds what the core knows.
     private var counts = RelayStatistics()
     /// Action buffers reused between calls into the core (a call may nest: a close reports
@@ -327,7 +329,12 @@ final class RelayEngine {
     }
 
     private func writeDatagram(_ bytes: ByteBuffer, to address: SocketAddress) {
-        datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
+        if let datagramWriter {
+            datagramWriter.write(NIOAny(envelope), promise: nil)
+        } else {
+            datagramChannel?.write(envelope, promise: nil)
+        }
         guard !inDatagramBurst, !datagramFlushScheduled else { return }
         // Outside a read burst: flushed once at the end of this event-loop turn.
         datagramFlushScheduled = true

@@ -26,6 +26,10 @@ struct RelaySockets: Sendable {
                 .channelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                 .channelOption(.datagramVectorReadMessageCount, value: configuration.datagramVectorReadCount)
+                // One recvmmsg per wake-up (NIO's default, 4, reads again until the socket is
+                // empty: a second call per burst that finds nothing). Datagrams left behind wake
+                // the loop again at once (level-triggered epoll).
+                .channelOption(.maxMessagesPerRead, value: 1)
                 .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
                     capacity: configuration.datagramVectorReadCount * (configuration.maxDatagramSize + 1)))
                 .channelInitializer { channel in

@@ -66,6 +66,12 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("single-receipts"), help: "Receivers send one receipt frame per message, as clients before batched receipts (default: one batch per sender and read burst, docs/PROTOCOL.md section 6.1).")
     var singleReceipts = false
 
+    @Option(name: .customLong("messages-per-tick"), help: "Messages sent per timer tick. 1 (default) spreads them evenly, each sent at its own time 1/rate apart (ticks are at least 50 µs, so above 20,000 msg/s a tick carries several); e.g. 8 sends eight per tick in one sendmmsg, so they queue behind each other in the relay.")
+    var messagesPerTick = 1
+
+    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long to batch more messages per receipt frame (checked every tick). Default 0: sent at the end of each read burst, as SIMP clients do.")
+    var receiptDelayMilliseconds = 0.0
+
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
 
@@ -81,6 +87,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard (64...8192).contains(size) else { throw ValidationError("--size must be 64-8192") }
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
         guard window >= 0 else { throw ValidationError("--window must not be negative") }
+        guard messagesPerTick >= 1 else { throw ValidationError("--messages-per-tick must be at least 1") }
+        guard (0...1000).contains(receiptDelayMilliseconds) else { throw ValidationError("--receipt-delay-ms must be 0-1000") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
@@ -107,6 +115,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.batchesReceipts = !singleReceipts
         options.maxP99 = .nanoseconds(Int64(maxP99Milliseconds * 1e6))
         options.sessions = sessions
+        options.messagesPerTick = messagesPerTick
+        options.receiptDelay = .nanoseconds(Int64(receiptDelayMilliseconds * 1e6))
         do {
             let report = try await BenchRunner.run(options) { line in
                 FileHandle.standardError.write(Data("simp-bench: \(line)\n".utf8))

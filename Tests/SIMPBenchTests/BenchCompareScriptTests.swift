@@ -17,6 +17,17 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(wrong.status, 2)
     }
 
+    func testBenchLatencyExplainsItselfAndRefusesWhatItCannotRun() throws {
+        let script = root.appendingPathComponent("scripts/bench-latency").path
+        let help = try run(script, ["--help"])
+        XCTAssertEqual(help.status, 0)
+        for word in ["VARIANT", "--messages-per-tick", "send -> delivered", "interleaved"] where !help.output.lowercased().contains(word.lowercased()) {
+            XCTFail("--help lacks \(word)")
+        }
+        XCTAssertEqual(try run(script, ["--frobnicate"]).status, 2)
+        XCTAssertEqual(try run(script, []).status, 2, "no variant")
+    }
+
     func testTheToolsBuildAndUDPLimitReportsOneJSONObject() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compare-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

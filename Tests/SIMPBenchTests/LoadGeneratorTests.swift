@@ -27,13 +27,25 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertEqual(result.receiptFrames, result.delivered)
     }
 
+    func testHeldReceiptsCoverSeveralMessagesPerFrame() async throws {
+        // 100 msg/s per pair and receipts held up to 50 ms: about five messages per frame.
+        let result = try await run(batchesReceipts: true, receiptDelay: .milliseconds(50))
+        XCTAssertLessThan(result.receiptFrames * 2, result.delivered, "fewer than one frame per two messages")
+    }
+
+    func testTicksOfSeveralMessagesAreDeliveredLikeSpreadOnes() async throws {
+        _ = try await run(batchesReceipts: true, messagesPerTick: 8)
+    }
+
     /// 3 pairs at 300 msg/s for half a second: every message offered is delivered once and receipted.
-    private func run(batchesReceipts: Bool) async throws -> LoadResult {
+    private func run(batchesReceipts: Bool, receiptDelay: TimeAmount = .zero, messagesPerTick: Int = 1) async throws -> LoadResult {
         var parameters = LoadGenerator.Parameters()
         parameters.port = relay.port
         parameters.pairs = 3
         parameters.size = 200
         parameters.batchesReceipts = batchesReceipts
+        parameters.receiptDelay = receiptDelay
+        parameters.messagesPerTick = messagesPerTick
         let generator = LoadGenerator(parameters: parameters)
         try await generator.connect()
 
@@ -58,7 +70,7 @@ final class LoadGeneratorTests: RelayTestCase {
         let generator = LoadGenerator(parameters: parameters)
         try await generator.connect()
 
-        // About eighty messages fall due per tick, all for the one pair, and no receipt can come
+        // About ten messages fall due per 50 µs tick, all for the one pair, and no receipt can come
         // back within a tick: after the first, the rest of each tick's messages are skipped.
         let result = try await generator.measure(rate: 200_000, duration: .milliseconds(300), warmup: .milliseconds(50))
         await generator.close()

@@ -57,7 +57,7 @@ final class ReportingTests: XCTestCase {
         result.receipts = 196
         result.latency.record(.microseconds(80))
         let parameters = BenchReport.Parameters(mode: "load", relay: "x", pairs: 1, rate: 100, size: 200,
-                                                durationSeconds: 2, warmupSeconds: 0, sessions: nil)
+                                                durationSeconds: 2, warmupSeconds: 0, messagesPerTick: 1, receiptDelayUs: 0, sessions: nil)
         let report = BenchReport(parameters: parameters, result: result)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.json().utf8)) as? [String: Any])
         XCTAssertEqual(object["offered_rate"] as? Double, 100)

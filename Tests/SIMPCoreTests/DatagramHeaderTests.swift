@@ -52,6 +52,33 @@ final class DatagramHeaderTests: XCTestCase {
         XCTAssertEqual(header, (try? MessageCodec.decode(ByteBuffer(bytes: encoded))).map(DatagramHeader.init))
     }
 
+    func testBatchReceiptsParseLikeTheFullDecoderAndBadBatchesAreLeftToIt() throws {
+        var receipt = sample().receipt(holdMicros: 5)
+        receipt.receiptIds = [3, 9, 1_795_255_557_287_100]
+        let encoded = bytes(receipt)
+        XCTAssertNotNil(parse(encoded), "a valid batch takes the fast path")
+        XCTAssertEqual(parse(encoded), DatagramHeader(try MessageCodec.decode(MessageCodec.encode(receipt))))
+        // The same differences unpacked (field 50, wire type 0), as protobuf-c also accepts.
+        let unpacked: [UInt8] = [0x08, 0x01, 0x40, 0x04, 0x90, 0x03, 0x03, 0x90, 0x03, 0x06]
+        XCTAssertEqual(parse(unpacked), (try? MessageCodec.decode(ByteBuffer(bytes: unpacked))).map(DatagramHeader.init))
+        XCTAssertNotNil(parse(unpacked))
+        for (bad, why) in [([0x92, 0x03, 0x02, 0x03, 0x00], "a zero difference"),
+                           ([0x92, 0x03, 0x02, 0x03, 0x80], "a run that ends inside a varint"),
+                           ([0x90, 0x03, 0x01, 0x90, 0x03, 0x00], "an unpacked zero"),
+                           ([0x91, 0x03, 1, 2, 3, 4, 5, 6, 7, 8], "field 50 as fixed64")] as [([UInt8], String)] {
+            XCTAssertNil(parse(bad), why)
+            XCTAssertThrowsError(try MessageCodec.decode(ByteBuffer(bytes: bad)), why)
+        }
+        receipt.receiptIds = Array(1...UInt64(SIMPMessage.maxReceiptIds))
+        XCTAssertNotNil(parse(bytes(receipt)), "the most ids a batch may carry")
+        let overflowing: [UInt8] = [0x92, 0x03, 0x0b] + [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01] + [0x01]
+        XCTAssertNil(parse(overflowing), "ids that overflow")
+        var tooMany = ByteBuffer(bytes: bytes(receipt))
+        tooMany.writeBytes([0x90, 0x03, 0x01]) // one more difference, unpacked
+        XCTAssertNil(parse(Array(tooMany.readableBytesView)), "more than maxReceiptIds")
+        XCTAssertThrowsError(try MessageCodec.decode(tooMany))
+    }
+
     func testBytesTheFastPathDoesNotHandleAreLeftToTheFullDecoder() {
         XCTAssertNil(parse([0x3a, 0x03, 0x62, 0x00, 0x62]), "a NUL in a user id (the C decoder cuts there)")
         XCTAssertNil(parse([0x60, 0x01]), "errorCode, whose value the full decoder validates")
