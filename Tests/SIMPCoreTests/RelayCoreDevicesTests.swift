@@ -67,6 +67,42 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(order, [1, 2, 3], "the backlog, then what was stored while it was read")
     }
 
+    func testWhatIsStoredWhileADevicesRegistrationIsWrittenGoesOutAfterItsBacklog() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        _ = try connect("bob", device: "phone", on: ConnectionID(1), knownDevices: 2, into: &relay)
+        let laptopConnection = ConnectionID(2)
+        _ = relay.open(laptopConnection)
+        var connect = DevRelay.connectMessage("bob", udpPort: 6002)
+        connect.device = "laptop"
+        let registering = relay.control(connect, on: laptopConnection)
+        guard case .store(.register(let registration, laptopConnection))? = registering.last else { return XCTFail("no register: \(registering)") }
+        func stored(_ seq: UInt64, floor: UInt64) -> (SIMPMessage, InboxEntry) {
+            var message = textMessage(seq, from: "alice", to: "bob")
+            (message.stream, message.seq, message.floor) = (3, seq, floor)
+            return (message, InboxEntry(message: message, storedAt: 1000))
+        }
+        // Stored while the laptop's registration is being written; the phone has 1-2 already, so
+        // alice's floor is 3.
+        let (live, liveEntry) = stored(3, floor: 3)
+        let whileRegistering = relay.answer(.storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        XCTAssertFalse(whileRegistering.contains { if case .deliver(_, _, registration.route.address) = $0 { return true }; return false },
+                       "not before the laptop's backlog: \(whileRegistering)")
+        let actions = relay.answer(.register(registration, connection: laptopConnection), .success(.registered(knownDevices: 2, elsewhere: false)))
+        guard case .send(laptopConnection, let connected)? = actions.first else { return XCTFail("no CONNECTED: \(actions)") }
+        let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
+        var opener = DatagramOpener(keys: keys, direction: .downlink)
+        var sealer = DatagramSealer(keys: keys, direction: .uplink)
+        _ = relay.datagram(sealer.seal(SIMPMessage(kind: .hello, fromUser: "bob")), from: registration.route.address)
+        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded([stored(1, floor: 1).1, stored(2, floor: 1).1], wallNow: 2000)))
+        let sent = try loaded.compactMap { action -> SIMPMessage? in
+            guard case .deliver(_, let bytes, registration.route.address) = action else { return nil }
+            return try MessageCodec.decode(opener.open(bytes).payload)
+        }
+        XCTAssertEqual(sent.map { $0.seq }, [1, 2, 3], "the backlog first")
+        XCTAssertEqual(sent.map { $0.floor }, [1, 1, 1], "no floor past the backlog: the laptop waits for 1 and 2")
+    }
+
     func testASendOnlySessionNeitherReceivesStoredMessagesNorReplacesTheDevice() throws {
         var relay = DevRelay()
         var (receiving, _) = try connect("dave", device: "laptop", on: ConnectionID(1), into: &relay)

@@ -273,6 +273,10 @@ public struct RelayCore: Sendable {
             output += [.send(old, .error(.alreadyConnected, Self.replacedText(user: user, device: device))), .close(old)]
         }
         sessions.start(registration, keys: keys, on: connection)
+        // From now on what is stored for the device waits for its backlog (a message stored
+        // while the registration is written would otherwise go out first, with a floor that
+        // lets the device's receiver start the stream past the backlog).
+        if receives { inbox.deviceConnected(Recipient(user: user, device: device)) }
         routes.forget(user)
         connections.setPhase(.registering(user: user, connected: connected), of: connection)
         output.append(.store(.register(registration, connection: connection)))
@@ -323,7 +327,6 @@ public struct RelayCore: Sendable {
         connections.setPhase(.connected(user: user), of: connection)
         output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId)))]
         guard registration.receives else { return }
-        inbox.deviceConnected(Recipient(user: user, device: registration.device))
         timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay)
         output.append(.store(.recordPresence(user: user, online: true)))
     }
