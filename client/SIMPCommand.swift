@@ -31,7 +31,9 @@ struct Send: AsyncParsableCommand {
             If the recipient is offline (but known to the relay), the relay stores the message and \
             `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
-            or no receipt arrives after all retransmissions.
+            or no receipt arrives within the time limit (5 minutes). A message still without a \
+            receipt after 5 s is reported on standard error (`still trying`): the relay is slow or \
+            unreachable, or the recipient's inbox is full and refuses it for now.
 
             The session only sends: it never takes messages stored for your user. A message whose \
             outcome is not known when simp send exits (connection lost, Ctrl-C, a crash) stays in the \
@@ -114,10 +116,19 @@ struct Send: AsyncParsableCommand {
             await client.close()
             fail("simp: nothing to send: standard input was empty")
         }
+        let delays = Task { // a long wait is said, once per message, not sat through in silence
+            for await case let .delayed(id, to, waitedMillis) in client.notices {
+                FileHandle.standardError.write(Data(("simp: message \(id) to \(to): no receipt after \(waitedMillis / 1000) s "
+                    + "(the relay is slow or unreachable, or \(to)'s inbox is full); still trying. "
+                    + "Ctrl-C leaves it in the outbox for the next simp\n").utf8))
+            }
+        }
+        defer { delays.cancel() }
         var outcomes: [(UInt64, EventLoopFuture<SendResult>)] = []
         for message in messages {
             let (id, outcome) = try await client.submit(message)
             print("message \(id) to \(to)")
+            fflush(nil) // seen at once, even when a Ctrl-C ends the wait for its outcome
             outcomes.append((id, outcome))
         }
         var failures: [String] = []
