@@ -215,6 +215,17 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         carryOut(output)
     }
 
+    /// The user closes the client: it takes no more messages (what arrives from now on stays
+    /// unreceipted, for the user's next session: a receipt written after the DISCONNECT would be
+    /// lost, and the message delivered again to an application that already had it), and the
+    /// receipts still batched go out before the DISCONNECT.
+    func finishTakingMessages() {
+        closedByUser = true
+        session.stopTakingMessages()
+        guard session.hasBatchedReceipts else { return }
+        carryOut(session.flushReceipts(now: .now()))
+    }
+
     /// A burst of datagram reads ended: the receipts batched during it go out.
     func datagramBurstEnded() {
         guard session.hasBatchedReceipts else { return }

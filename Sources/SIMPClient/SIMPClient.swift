@@ -154,7 +154,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         guard !alreadyClosed else { return }
         let channels = try? await engine.eventLoop.submit { [engine] in
-            engine.closedByUser = true
+            engine.finishTakingMessages()
             return (engine.control, engine.datagrams)
         }.get()
         if let control = channels?.0, control.isActive {
