@@ -303,30 +303,19 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     /// Hands `output.delivered` to the application. Once it has taken
     /// `configuration.deliveryLimit` new messages the session takes no more, and the receipts of
-    /// the messages it did not hand over are dropped from `output`: unreceipted, they stay with
-    /// their senders or the relay for another session instead of being lost.
+    /// the messages it did not hand over are withdrawn: unreceipted, they stay with their senders
+    /// or the relay for another session instead of being lost.
     private func handOver(_ output: inout ClientSession.Output) {
-        var notTaken: Set<MessageKey> = []
+        var notTaken: [SIMPMessage] = []
         for message in output.delivered {
             guard session.takesMessages else {
-                notTaken.insert(MessageKey(from: message.fromUser, id: message.messageId))
+                notTaken.append(message)
                 continue
             }
             if onMessage(message) { messagesTaken += 1 }
             if let limit = configuration.deliveryLimit, messagesTaken >= limit { session.stopTakingMessages() }
         }
-        guard !notTaken.isEmpty else { return }
-        let isReceiptOfNotTaken = { (frame: SIMPMessage) in
-            frame.kind == .receipt && notTaken.contains(MessageKey(from: frame.toUser, id: frame.messageId))
-        }
-        output.controlFrames.removeAll(where: isReceiptOfNotTaken)
-        output.datagrams.removeAll(where: isReceiptOfNotTaken)
-    }
-
-    /// A message's sender and id (what its receipt names as `toUser` and `messageId`).
-    private struct MessageKey: Hashable {
-        let from: String
-        let id: UInt64
+        session.withdrawReceipts(of: notTaken, from: &output)
     }
 
     private func carryOut(_ output: ClientSession.Output) {

@@ -28,6 +28,28 @@ extension ClientSession {
         if let full = batcher.add(receipt, now: now) { writeReceipt(full, into: &output) }
     }
 
+    /// The application did not take `messages`, handed over in `output.delivered` after it
+    /// stopped taking messages (`stopTakingMessages`): their receipts are taken back out of
+    /// `output` (frames and datagram copies) and out of the receipts owed to the next
+    /// connection, so the messages stay with their senders or the relay for another session.
+    /// Receipts are then sent singly (`Configuration.batchesReceipts` off): a batch is not split.
+    public mutating func withdrawReceipts(of messages: [SIMPMessage], from output: inout Output) {
+        guard !messages.isEmpty else { return }
+        let notTaken = Set(messages.map { ReceiptKey(sender: $0.fromUser, messageId: $0.messageId) })
+        let isWithdrawn = { (frame: SIMPMessage) in
+            frame.kind == .receipt && notTaken.contains(ReceiptKey(sender: frame.toUser, messageId: frame.messageId))
+        }
+        output.controlFrames.removeAll(where: isWithdrawn)
+        output.datagrams.removeAll(where: isWithdrawn)
+        receipts.withdraw(where: isWithdrawn)
+    }
+
+    /// A message's sender and id: what its receipt names as `toUser` and `messageId`.
+    private struct ReceiptKey: Hashable {
+        let sender: String
+        let messageId: UInt64
+    }
+
     /// Writes a receipt frame (single or batch) and its datagram copy; without a control
     /// connection it is kept for the next one. A HELD receipt is not kept: it is only a hint
     /// (the sender's next retransmission gets another), and the final receipt follows.

@@ -48,6 +48,12 @@ struct ReceiptLedger: Sendable {
         return Array(unsent)
     }
 
+    /// Forgets the receipts `isWithdrawn` picks: their messages were not taken after all.
+    mutating func withdraw(where isWithdrawn: (SIMPMessage) -> Bool) {
+        unconfirmed.removeAll { isWithdrawn($0.receipt) }
+        unsent.removeAll(where: isWithdrawn)
+    }
+
     private mutating func trim() {
         while count > Self.capacity {
             if unsent.isEmpty { unconfirmed.removeFirst() } else { unsent.removeFirst() }

@@ -179,9 +179,8 @@ public struct ReceiverCore: Sendable {
         var ready = stream.release(floor: message.floor)
         let arrival = Held(message: message, arrivedAt: arrivedAt, since: now)
         if message.seq < stream.nextSeq {
-            // Its gap was skipped (its sender gave it up, or the hold limit passed): delivering it
-            // now would put it out of order, receipting it would contradict a failure its sender
-            // reported or will report at its time limit. Neither; nor are its copies.
+            // Its gap was skipped (its sender gave it up, or the hold limit passed): delivered
+            // now, out of order, rather than lost (docs/PROTOCOL.md §6.5).
             deliveredLate += 1
             ready.append(arrival)
         } else {

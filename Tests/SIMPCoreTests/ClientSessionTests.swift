@@ -148,6 +148,20 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [51, 52], "owed receipts go out after login")
     }
 
+    func testReceiptsOfMessagesTheApplicationDidNotTakeAreWithdrawn() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        var output = client.datagramReceived(message(1), arrivedAt: t0, now: t0)
+        XCTAssertEqual(output.controlFrames.map(\.messageId), [51])
+        XCTAssertEqual(client.receiptsOwed, 1)
+        client.stopTakingMessages()
+        client.withdrawReceipts(of: output.delivered, from: &output)
+        XCTAssertEqual(output.controlFrames.filter { $0.kind == .receipt }, [], "no receipt for a message not taken")
+        XCTAssertEqual(output.datagrams.filter { $0.kind == .receipt }, [], "nor its datagram copy")
+        XCTAssertEqual(client.receiptsOwed, 0, "nor owed to the next connection")
+        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0), ClientSession.Output(), "later content is not taken")
+    }
+
     func testReceiptsNotConfirmedByAPongAreSentAgainAfterAReconnect() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
