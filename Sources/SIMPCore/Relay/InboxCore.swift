@@ -15,13 +15,14 @@ public struct InboxCore: Sendable {
     private struct Drain: Sendable {
         var sender: ReliableSender
         var entries: [UInt64: InboxEntry] = [:]
-        /// Entries the device holds behind a gap (HELD receipt): arrived, not yet receipted.
+        /// Entries in flight that the device holds behind a gap (HELD receipt): arrived, not yet
+        /// receipted. Always a subset of the sender's pending messages.
         var heldByReceiver: Set<UInt64> = []
 
         /// Whether every entry sent has reached the device (held there). Entries still waiting
         /// for room in the window do not count: a direct datagram that overtakes them is held
         /// by the device's receiver, its `floor` being at or below their seq (§6.5, §6.6).
-        var allArrived: Bool { entries.keys.allSatisfy { heldByReceiver.contains($0) || !sender.isPending($0) } }
+        var allArrived: Bool { heldByReceiver.count == sender.inFlightCount }
     }
 
     /// What to do after a call.
@@ -72,9 +73,8 @@ public struct InboxCore: Sendable {
     public mutating func holdIfDelivering(_ bytes: ByteBuffer, messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
         let key = DrainKey(receiver: receiver, sender: sender)
         guard let drain = drains[key], !drain.allArrived else { return false }
-        var queue = held[key] ?? []
-        if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { queue.append((messageId, bytes)) }
-        held[key] = queue
+        let queue = held[key, default: []]
+        if queue.count < Self.maxHeld, !queue.contains(where: { $0.id == messageId }) { held[key, default: []].append((messageId, bytes)) }
         return true
     }
 
@@ -102,7 +102,7 @@ public struct InboxCore: Sendable {
         for key in drains.keys where key.receiver == user { drains[key] = nil }
         var output = Output()
         var entries = entries
-        if let storedMeanwhile = awaitingBacklog.removeValue(forKey: user) {
+        if let storedMeanwhile = awaitingBacklog.removeValue(forKey: user), !storedMeanwhile.isEmpty {
             let read = Set(entries.map(\.dedupeKey))
             entries += storedMeanwhile.filter { !read.contains($0.dedupeKey) } // stored after the read began
         }
@@ -148,9 +148,8 @@ public struct InboxCore: Sendable {
     /// the relay as its retransmitting sender), a stored receipt or read marker is handed over.
     public mutating func enqueue(_ entry: InboxEntry, for user: Recipient, now: NIODeadline) -> Output {
         var output = Output()
-        if var waiting = awaitingBacklog[user] { // after the backlog, which is being read
-            if !waiting.contains(where: { $0.dedupeKey == entry.dedupeKey }) { waiting.append(entry) }
-            awaitingBacklog[user] = waiting
+        if let waiting = awaitingBacklog[user] { // after the backlog, which is being read
+            if !waiting.contains(where: { $0.dedupeKey == entry.dedupeKey }) { awaitingBacklog[user]!.append(entry) }
             return output
         }
         if entry.message.kind == .receipt || entry.message.kind == .read {
@@ -181,8 +180,9 @@ public struct InboxCore: Sendable {
         _ entry: InboxEntry, to user: Recipient, floorAtLeast lowest: UInt64? = nil, now: NIODeadline
     ) -> [(user: Recipient, message: SIMPMessage)] {
         let key = DrainKey(receiver: user, sender: entry.message.fromUser)
-        var drain = drains[key] ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
-        guard drain.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
+        guard drains[key]?.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
+        // Taken out while it changes, so the dictionary's copy does not make the change copy it.
+        var drain = drains.removeValue(forKey: key) ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
         drain.entries[entry.message.messageId] = entry
         var message = entry.message // the entry itself stays as stored (its text removes it)
         if let lowest, message.floor > 0, message.floor < lowest { message.floor = min(lowest, message.seq) }
@@ -198,22 +198,22 @@ public struct InboxCore: Sendable {
     /// datagrams held for the drain go out (they can no longer overtake those entries).
     public mutating func receipt(_ receipt: SIMPMessage, from user: Recipient, now: NIODeadline) -> Output? {
         let key = DrainKey(receiver: user, sender: receipt.toUser)
-        guard var drain = drains[key], drain.entries[receipt.messageId] != nil else { return nil }
+        guard drains[key]?.entries[receipt.messageId] != nil, var drain = drains.removeValue(forKey: key) else { return nil }
         var output = Output()
         let sent = drain.sender.handleReceipt(receipt, now: now)
         output.datagrams = sent.transmit.map { (user, $0) }
-        if receipt.held {
-            drain.heldByReceiver.insert(receipt.messageId)
-        } else {
+        if !receipt.held {
             output.delivered.append((user, drain.entries.removeValue(forKey: receipt.messageId)!))
             drain.heldByReceiver.remove(receipt.messageId)
+        } else if drain.sender.isPending(receipt.messageId) {
+            drain.heldByReceiver.insert(receipt.messageId)
         }
-        drains[key] = drain
-        if drain.entries.isEmpty {
+        guard !drain.entries.isEmpty else {
             finished(key, into: &output)
-        } else if drain.allArrived {
-            output.released += (held.removeValue(forKey: key) ?? []).map { (key.receiver, $0.bytes) }
+            return output
         }
+        if drain.allArrived { output.released += (held.removeValue(forKey: key) ?? []).map { (key.receiver, $0.bytes) } }
+        drains[key] = drain
         return output
     }
 
@@ -222,15 +222,14 @@ public struct InboxCore: Sendable {
     public mutating func poll(now: NIODeadline) -> Output {
         var output = Output()
         for key in Array(drains.keys) {
-            guard var drain = drains[key], let deadline = drain.sender.nextDeadline, deadline <= now else { continue }
+            guard let deadline = drains[key]?.sender.nextDeadline, deadline <= now, var drain = drains.removeValue(forKey: key) else { continue }
             let sent = drain.sender.poll(now: now)
             output.datagrams += sent.transmit.map { (key.receiver, $0) }
             for case .failed(let id, _, _) in sent.events {
                 drain.entries[id] = nil
                 drain.heldByReceiver.remove(id)
             }
-            drains[key] = drain
-            if drain.entries.isEmpty { finished(key, into: &output) }
+            if drain.entries.isEmpty { finished(key, into: &output) } else { drains[key] = drain }
         }
         return output
     }
