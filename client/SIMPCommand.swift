@@ -229,7 +229,6 @@ struct Listen: AsyncParsableCommand {
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
         // print again a message whose receipt the crash cut off (§6.4).
         let client = try await connection.connect(configure: { configuration in
-            configuration.receiptsWhenReleased = true
             // Each receipt leaves right after its line is printed and recorded, not at the end of
             // the read burst: fewer messages come again (and are skipped) after a kill.
             configuration.batchesReceipts = false

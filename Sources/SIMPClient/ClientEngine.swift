@@ -35,8 +35,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// Called with each message delivered to the application; returns whether the application
     /// took it as new (false: it had it already, before a restart).
     var onMessage: (SIMPMessage) -> Bool = { _ in true }
-    /// New messages the application took (counted against `configuration.deliveryLimit`).
-    private var messagesTaken = 0
     /// Called with news about messages stored for offline receivers.
     var onNotice: (DeliveryNotice) -> Void = { _ in }
     /// Called with each sent message still without a receipt after the policy's delay notice
@@ -64,9 +62,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.keepaliveInterval = configuration.keepaliveInterval
         core.orderingHoldLimit = configuration.orderingHoldLimit
         core.receiptsWhenReleased = configuration.receiptsWhenReleased
-        // With a delivery limit each receipt is written with its message, so the receipts of
-        // messages past the limit can be held back (a batch would mix them).
-        core.batchesReceipts = configuration.batchesReceipts && configuration.deliveryLimit == nil
+        core.batchesReceipts = configuration.batchesReceipts
+        core.deliveryLimit = configuration.deliveryLimit
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -301,26 +298,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     // MARK: Output
 
-    /// Hands `output.delivered` to the application. Once it has taken
-    /// `configuration.deliveryLimit` new messages the session takes no more, and the receipts of
-    /// the messages it did not hand over are withdrawn: unreceipted, they stay with their senders
-    /// or the relay for another session instead of being lost.
-    private func handOver(_ output: inout ClientSession.Output) {
-        var notTaken: [SIMPMessage] = []
-        for message in output.delivered {
-            guard session.takesMessages else {
-                notTaken.append(message)
-                continue
-            }
-            if onMessage(message) { messagesTaken += 1 }
-            if let limit = configuration.deliveryLimit, messagesTaken >= limit { session.stopTakingMessages() }
-        }
-        session.withdrawReceipts(of: notTaken, from: &output)
-    }
-
     private func carryOut(_ output: ClientSession.Output) {
         var output = output
-        if !output.delivered.isEmpty { handOver(&output) } // first: the receipts below say the application has them
+        if !output.delivered.isEmpty { session.handOver(&output, to: onMessage) } // first: the receipts below say the application has them
         if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
             for message in output.datagrams {
                 guard let bytes = session.seal(message, allocator: datagrams.allocator) else { continue }

@@ -22,17 +22,35 @@ extension ClientSession {
     /// A receipt is due: batched when the configuration says so and it is batchable, else
     /// written at once.
     mutating func sendReceipt(_ receipt: SIMPMessage, now: NIODeadline, into output: inout Output) {
-        guard configuration.batchesReceipts, relayBatchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
+        guard configuration.batchesReceipts, configuration.deliveryLimit == nil, relayBatchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
             return writeReceipt(receipt, into: &output)
         }
         if let full = batcher.add(receipt, now: now) { writeReceipt(full, into: &output) }
+    }
+
+    /// Hands `output.delivered` to the application through `take`, which says whether it took
+    /// a message as new (false: it had it already, before a restart). Once it has taken
+    /// `Configuration.deliveryLimit` new messages the session takes no more
+    /// (`stopTakingMessages`), and the receipts of the messages it did not hand over are
+    /// withdrawn (`withdrawReceipts`).
+    public mutating func handOver(_ output: inout Output, to take: (SIMPMessage) -> Bool) {
+        var notTaken: [SIMPMessage] = []
+        for message in output.delivered {
+            guard takesMessages else {
+                notTaken.append(message)
+                continue
+            }
+            if take(message) { messagesTaken += 1 }
+            if let limit = configuration.deliveryLimit, messagesTaken >= limit { stopTakingMessages() }
+        }
+        withdrawReceipts(of: notTaken, from: &output)
     }
 
     /// The application did not take `messages`, handed over in `output.delivered` after it
     /// stopped taking messages (`stopTakingMessages`): their receipts are taken back out of
     /// `output` (frames and datagram copies) and out of the receipts owed to the next
     /// connection, so the messages stay with their senders or the relay for another session.
-    /// Receipts are then sent singly (`Configuration.batchesReceipts` off): a batch is not split.
+    /// Receipts are sent singly when a `deliveryLimit` is set: a batch is not split.
     public mutating func withdrawReceipts(of messages: [SIMPMessage], from output: inout Output) {
         guard !messages.isEmpty else { return }
         let notTaken = Set(messages.map { ReceiptKey(sender: $0.fromUser, messageId: $0.messageId) })

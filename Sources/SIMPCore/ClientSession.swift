@@ -48,6 +48,10 @@ public struct ClientSession: Sendable {
         /// shell calls `flushReceipts` at the end of each read burst, and no receipt waits longer
         /// than `receiptBatchDelay`. Off: one receipt per message, as clients before batches.
         public var batchesReceipts = false
+        /// The application takes at most this many new messages (`simp listen --count`); nil: no
+        /// limit. See `handOver(_:to:)`; receipts are then sent singly, whatever
+        /// `batchesReceipts` says (a batch would mix taken and untaken messages).
+        public var deliveryLimit: Int?
         public var receiptBatchDelay: TimeAmount = .milliseconds(1)
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
@@ -79,6 +83,8 @@ public struct ClientSession: Sendable {
     public private(set) var rejectedDatagrams = 0
     /// Whether content is still taken (false after `stopTakingMessages`).
     public private(set) var takesMessages = true
+    /// New messages the application took (`handOver`), counted against `deliveryLimit`.
+    public internal(set) var messagesTaken = 0
     /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
     public private(set) var throttleNotices = 0
     /// Receipts sent as datagrams (besides their control-channel copies).

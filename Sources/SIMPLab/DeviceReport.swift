@@ -48,7 +48,7 @@ public struct DeviceReport: Codable, Equatable, Sendable {
             var delays: [Double] = []
             for message in toTracked {
                 report.expected += 1
-                let failed = message.fate == .failed || message.fate == .connectionLost
+                let failed = message.fate.isFailure
                 let deliveredAt = message.devices?[device]
                 if failed { report.failed += 1 }
                 if failed, deliveredAt != nil { report.deliveredAndFailed += 1 }

@@ -13,6 +13,9 @@ public struct MessageRecord: Codable, Equatable, Sendable {
         case connectionLost = "connection_lost"
         /// No outcome when the run ended.
         case unresolved
+
+        /// Whether the sender was told the message did not arrive (failed, or connection lost).
+        public var isFailure: Bool { self == .failed || self == .connectionLost }
     }
 
     /// The message id the sender's client gave it.

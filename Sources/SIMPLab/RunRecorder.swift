@@ -122,7 +122,7 @@ public struct RunRecorder: Sendable {
                 if messages[index].deliveredMs == nil { messages[index].deliveredMs = at }
                 if tracked, messages[index].devices != nil {
                     messages[index].devices![device] = at
-                    if messages[index].fate != .failed, messages[index].fate != .connectionLost { deviceDeliveriesDue -= 1 }
+                    if !messages[index].fate.isFailure { deviceDeliveriesDue -= 1 }
                 }
             }
         }
@@ -161,7 +161,7 @@ public struct RunRecorder: Sendable {
         report.unresolved = unresolved
         report.duplicates = duplicates
         report.outOfOrder = outOfOrder
-        report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && ($0.fate == .failed || $0.fate == .connectionLost) }.count
+        report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && $0.fate.isFailure }.count
         report.rateLimited = counters.rateLimited
         if let devices = trackedDevices.values.first {
             report.devices = DeviceReport.reports(devices: devices, trackedUsers: Set(trackedDevices.keys), counts: deviceCounts,

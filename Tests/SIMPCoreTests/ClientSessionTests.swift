@@ -162,6 +162,21 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0), ClientSession.Output(), "later content is not taken")
     }
 
+    func testPastItsDeliveryLimitTheSessionHandsOverAndReceiptsNothingMore() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.deliveryLimit = 1
+        var client = ClientSession(configuration: configuration)
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramReceived(message(2), arrivedAt: t0, now: t0) // held behind seq 1
+        var output = client.datagramReceived(message(1), arrivedAt: t0, now: t0)
+        XCTAssertEqual(output.delivered.map(\.content), ["1", "2"])
+        var taken: [String] = []
+        client.handOver(&output) { taken.append($0.content); return true }
+        XCTAssertEqual(taken, ["1"], "one message, the limit")
+        XCTAssertEqual(output.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [51], "no final receipt for seq 2: it comes again")
+        XCTAssertFalse(client.takesMessages)
+    }
+
     func testReceiptsNotConfirmedByAPongAreSentAgainAfterAReconnect() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
