@@ -45,7 +45,7 @@ public struct DatagramHeader: Equatable, Sendable {
         var reader = Reader(bytes: bytes)
         var header = DatagramHeader()
         var from: Range<Int>?, to: Range<Int>?
-        var receiptIds = ReceiptIdCheck()
+        var receiptIds = ReceiptIdDeltas()
         while !reader.atEnd {
             let keyStart = reader.offset
             guard let key = reader.varint(), reader.offset - keyStart <= 5,
@@ -68,13 +68,13 @@ public struct DatagramHeader: Equatable, Sendable {
             case (7, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
                 to = range
-            case (ReceiptIdCheck.field, 0): // one difference, unpacked
-                guard let delta = reader.varint(), receiptIds.add(delta) else { return nil }
-            case (ReceiptIdCheck.field, 2): // a packed run of differences
+            case (ReceiptIdDeltas.field, 0): // one difference, unpacked
+                guard let delta = reader.varint(), receiptIds.add(delta) != nil else { return nil }
+            case (ReceiptIdDeltas.field, 2): // a packed run of differences
                 guard let range = reader.lengthDelimited() else { return nil }
                 var run = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[range]))
                 while !run.atEnd {
-                    guard let delta = run.varint(), receiptIds.add(delta) else { return nil }
+                    guard let delta = run.varint(), receiptIds.add(delta) != nil else { return nil }
                 }
             default:
                 // Any other field the proto declares must have its plain wire type; the full
@@ -91,23 +91,6 @@ public struct DatagramHeader: Equatable, Sendable {
         header.fromUser = fromUser
         header.toUser = toUser
         return header
-    }
-
-    /// `receiptIds` (field 50) as `MessageCodec.receiptIds(deltas:)` checks them, over every
-    /// occurrence of the field (packed or not) in order.
-    private struct ReceiptIdCheck {
-        static let field: UInt64 = 50
-        private var count = 0
-        private var previous: UInt64 = 0
-
-        /// Adds the next difference; false where the full decoder would refuse the batch.
-        mutating func add(_ delta: UInt64) -> Bool {
-            let (id, overflow) = previous.addingReportingOverflow(delta)
-            guard delta != 0, !overflow, count < SIMPMessage.maxReceiptIds else { return false }
-            previous = id
-            count += 1
-            return true
-        }
     }
 
     private struct Reader {

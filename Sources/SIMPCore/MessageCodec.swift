@@ -103,14 +103,12 @@ public enum MessageCodec {
     static func receiptIds(deltas: UnsafeBufferPointer<UInt64>) throws -> [UInt64] {
         guard !deltas.isEmpty else { return [] }
         guard deltas.count <= SIMPMessage.maxReceiptIds else { throw DecodeError.invalidReceiptIds }
+        var decoder = ReceiptIdDeltas()
         var ids: [UInt64] = []
         ids.reserveCapacity(deltas.count)
-        var previous: UInt64 = 0
         for delta in deltas {
-            let (id, overflow) = previous.addingReportingOverflow(delta)
-            guard delta != 0, !overflow else { throw DecodeError.invalidReceiptIds }
+            guard let id = decoder.add(delta) else { throw DecodeError.invalidReceiptIds }
             ids.append(id)
-            previous = id
         }
         return ids
     }
@@ -205,5 +203,24 @@ public enum MessageCodec {
                 }
             }
         }
+    }
+}
+
+/// Turns the differences that carry `receiptIds` (field 50) back into ids, one at a time, and
+/// refuses what makes a batch invalid (docs/PROTOCOL.md §6.1): a zero difference, an id past
+/// `UInt64.max`, more than `SIMPMessage.maxReceiptIds`. The full decoder and the relay's header
+/// parser (`DatagramHeader.parse`) both use it, so they refuse the same frames.
+struct ReceiptIdDeltas {
+    static let field: UInt64 = 50
+    private var count = 0
+    private var previous: UInt64 = 0
+
+    /// The id the next difference `delta` names; nil where the batch is invalid.
+    mutating func add(_ delta: UInt64) -> UInt64? {
+        let (id, overflow) = previous.addingReportingOverflow(delta)
+        guard delta != 0, !overflow, count < SIMPMessage.maxReceiptIds else { return nil }
+        previous = id
+        count += 1
+        return id
     }
 }

@@ -43,8 +43,9 @@ extension RelayCore {
             return
         }
         sessions.learned(user, knownDevices: answer.knownDevices, elsewhere: answer.relays.contains { $0 != configuration.relayId })
+        let receivesHere = sessions.hasReceiver(user)
         for payload in waiting {
-            if case .datagram = payload, !sessions.hasReceiver(user) {
+            if case .datagram = payload, !receivesHere {
                 // Only send-only sessions here (a one-shot `simp send`): content goes where the
                 // user receives.
                 dispatch(payload, to: user, via: cached, into: &output)

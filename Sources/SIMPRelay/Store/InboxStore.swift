@@ -39,7 +39,8 @@ public struct InboxStore: Sendable {
     public static func cursorsKey(_ user: String) -> String { "simp:cursors:" + KeyTag.user(user) }
     /// The Redis key of the entries `user`'s `device` receipted beyond its cursor.
     public static func ackedKey(_ user: String, device: String) -> String { ackedPrefix(user) + device }
-    private static func ackedPrefix(_ user: String) -> String { "simp:log-acked:" + KeyTag.user(user) + ":d:" }
+    /// The start of every `ackedKey` of `user` (the scripts add the device).
+    static func ackedPrefix(_ user: String) -> String { "simp:log-acked:" + KeyTag.user(user) + ":d:" }
     /// What every log key starts with (then the user's tag).
     public static let logKeyPrefix = "simp:log:"
     /// Seconds the keys live after the latest store.

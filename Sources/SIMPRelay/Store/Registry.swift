@@ -165,7 +165,7 @@ public struct Registry: Sendable {
             arguments: [registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000),
                         String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
                         AddressText.format(registration.route.address) ?? "", String(now),
-                        InboxStore.ackedKey(registration.user, device: "")])
+                        InboxStore.ackedPrefix(registration.user)])
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Self.check(replies)
