@@ -52,7 +52,7 @@ public struct ClientSession: Sendable {
         /// limit. See `handOver(_:to:)`; receipts are then sent singly, whatever
         /// `batchesReceipts` says (a batch would mix taken and untaken messages).
         public var deliveryLimit: Int?
-        public var receiptBatchDelay: TimeAmount = .milliseconds(1)
+        public var receiptBatchDelay: TimeAmount = ReceiptBatcher.defaultDelay
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user

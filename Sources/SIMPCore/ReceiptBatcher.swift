@@ -19,6 +19,11 @@ public struct ReceiptBatcher: Sendable {
         var ids: [UInt64] = []
     }
 
+    /// How long a receiver's receipt waits for others to the same sender by default
+    /// (docs/PROTOCOL.md §6.1): long enough that a busy conversation's receipts share frames,
+    /// far below any sender's minimum RTO (150 ms), and not a delay a person sees.
+    public static let defaultDelay = TimeAmount.milliseconds(10)
+
     /// The longest a receipt waits for a flush.
     public let delay: TimeAmount
     /// Ids per batch (besides its `messageId`); a batch that reaches it is sent at once. 255
@@ -29,7 +34,7 @@ public struct ReceiptBatcher: Sendable {
     private var senders: [String] = []
     private var oldest: NIODeadline?
 
-    public init(delay: TimeAmount = .milliseconds(1), maxIds: Int = 255) {
+    public init(delay: TimeAmount = ReceiptBatcher.defaultDelay, maxIds: Int = 255) {
         self.delay = delay
         self.maxIds = max(1, min(maxIds, SIMPMessage.maxReceiptIds))
     }
