@@ -13,16 +13,17 @@ extension ClientSession {
     /// Whether receipts wait in a batch (`flushReceipts` has work).
     public var hasBatchedReceipts: Bool { !batcher.isEmpty }
 
-    /// The shell read a burst of datagrams. With `receiptBatchDelay` zero the receipts batched
-    /// during the burst go out now, one frame per sender; otherwise they keep waiting for
-    /// others to the same senders, and `poll` sends them once the oldest has waited
-    /// `receiptBatchDelay` (docs/PROTOCOL.md §6.1).
+    /// The shell read a burst of datagrams. The receipts batched so far go out now, one frame
+    /// per sender, when `receiptBatchDelay` is zero or an arrival of the burst suggested loss
+    /// (`suggestsLoss`); otherwise they keep waiting for others to the same senders, and `poll`
+    /// sends them once the oldest has waited `receiptBatchDelay` (docs/PROTOCOL.md §6.1).
     public mutating func datagramBurstEnded(now: NIODeadline) -> Output {
-        guard configuration.receiptBatchDelay == .zero else { return Output() }
+        guard configuration.receiptBatchDelay == .zero || receiptsAreUrgent else { return Output() }
         return flushReceipts(now: now)
     }
 
     mutating func flushReceipts(now: NIODeadline, into output: inout Output) {
+        receiptsAreUrgent = false
         guard !batcher.isEmpty else { return }
         for batch in batcher.flush(now: now) { writeReceipt(batch, into: &output) }
     }

@@ -97,6 +97,8 @@ public struct ClientSession: Sendable {
     private var nextSignalId: UInt64 = 1
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
+    /// An arrival of the current read burst suggested loss: the batched receipts go at its end.
+    var receiptsAreUrgent = false
     /// The relay of the current session routes batch receipts (its CONNECTED said so).
     public internal(set) var relayBatchesReceipts = false
     /// Receipts owed to the relay: written but not yet confirmed by a PONG, or waiting for a
@@ -364,8 +366,18 @@ public struct ClientSession: Sendable {
         }
         var output = Output()
         guard takesMessages else { return output } // unseen: neither held, deduplicated nor receipted
-        release(receiver.receive(message, arrivedAt: arrivedAt, now: now).release, now: now, into: &output)
+        let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
+        release(outcome.release, now: now, into: &output)
+        if Self.suggestsLoss(message, outcome) { receiptsAreUrgent = true }
         return output
+    }
+
+    /// Whether an arrival says that datagrams or receipts were lost: a retransmission, a copy
+    /// the application has, one held behind a gap, or one that filled a gap. Its sender is then
+    /// waiting, so the receipts batched so far go at the end of the read burst instead of after
+    /// the batch delay (docs/PROTOCOL.md §6.1).
+    static func suggestsLoss(_ message: SIMPMessage, _ outcome: ReceiverCore.Outcome) -> Bool {
+        message.attempt > 1 || outcome.verdict != .deliver || outcome.deliver.count != 1
     }
 
     /// The application takes no more messages (`simp listen --count N` has its N). Content that

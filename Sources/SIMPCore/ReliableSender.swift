@@ -119,15 +119,18 @@ public struct ReliableSender: Sendable {
     /// - Parameter firstMessageId: the id of the first message; ids then increase by one.
     ///   Clients start from the wall clock in microseconds so a restarted client never reuses ids.
     ///   `pacing`: the rate to keep transmissions under (`SendPacer`); nil sends unpaced.
+    ///   `estimator`: an earlier estimate of the same path to start from (nil: the policy's
+    ///   initial RTO until the first sample).
     public init(
-        firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false, pacing: RateLimit? = nil
+        firstMessageId: UInt64, policy: RetransmitPolicy = RetransmitPolicy(), keepsSenderSequence: Bool = false, pacing: RateLimit? = nil,
+        estimator: RTTEstimator? = nil
     ) {
         self.keepsSenderSequence = keepsSenderSequence
         self.pacer = pacing.map(SendPacer.init)
         self.nextId = max(firstMessageId, 1)
         self.stream = max(firstMessageId, 1)
         self.policy = policy
-        self.estimator = RTTEstimator(
+        self.estimator = estimator ?? RTTEstimator(
             initialRTO: policy.initialRTO, minimumRTO: policy.minimumRTO, maximumRTO: policy.maximumRTO)
     }
 
@@ -248,9 +251,16 @@ public struct ReliableSender: Sendable {
     /// inbox): the message is settled (no more retransmissions, reported like a receipt) but
     /// its seq stays unresolved, so later messages keep the receiver waiting for it and it is
     /// still delivered in order when the relay hands over the inbox.
+    /// Its `attempt` gives an RTT sample as a receipt's does: once the relay takes custody, the
+    /// round trip to its STORED is what the sender waits for (a user with several devices gets
+    /// every message through the relay's inbox, so it has no other samples).
     public mutating func handleStored(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
+        let attempt = Int(receipt.attempt)
+        if (1...entry.attempts).contains(attempt), attempt > entry.answered {
+            estimator.addSample(now - entry.sentAt[attempt - 1] - .microseconds(Int64(receipt.holdMicros)))
+        }
         unsettled[receipt.messageId] = nil
         pastTimeLimit.remove(receipt.messageId)
         lastChanceEnds[receipt.messageId] = nil

@@ -12,6 +12,7 @@ final class MultiRelayLoadTests: XCTestCase {
         parameters.port = cluster.relays[0].port
         parameters.extraPorts = [cluster.relays[1].port]
         parameters.pairs = 4
+        parameters.batchesReceipts = false // one receipt frame per message, so one hop each
         let generator = LoadGenerator(parameters: parameters)
         do {
             try await generator.connect()

@@ -173,6 +173,39 @@ final class BatchReceiptTests: XCTestCase {
         }
     }
 
+    /// An arrival that says something was lost (a retransmission, a duplicate, one held behind
+    /// a gap) sends every waiting receipt at the end of its read burst: its sender is waiting.
+    func testAnArrivalThatSuggestsLossSendsTheWaitingReceiptsAtOnce() {
+        let keys = SessionKeys(sessionId: 1, secret: Array(repeating: 7, count: 32))
+        func text(_ id: UInt64, seq: UInt64, attempt: UInt32) -> SIMPMessage {
+            var message = SIMPMessage(kind: .text, messageId: id, fromUser: "alice", toUser: "bob", content: "\(id)")
+            message.attempt = attempt
+            message.stream = 1
+            message.seq = seq
+            message.floor = 1
+            return message
+        }
+        let cases: [(String, [SIMPMessage])] = [
+            ("a retransmission", [text(1, seq: 1, attempt: 1), text(2, seq: 2, attempt: 2)]),
+            ("a duplicate", [text(1, seq: 1, attempt: 1), text(1, seq: 1, attempt: 1)]),
+            ("one held behind a gap", [text(1, seq: 1, attempt: 1), text(3, seq: 3, attempt: 1)]),
+        ]
+        for (what, arrivals) in cases {
+            var configuration = ClientSession.Configuration(user: "bob", firstMessageId: 1)
+            configuration.batchesReceipts = true
+            configuration.receiptDatagrams = false
+            var session = ClientSession(configuration: configuration)
+            _ = session.registered(keys: keys, now: ms(0), relayBatchesReceipts: true)
+            var first = session.datagramReceived(arrivals[0], arrivedAt: ms(1), now: ms(1)).controlFrames
+            first += session.datagramBurstEnded(now: ms(1)).controlFrames
+            XCTAssertEqual(first, [], "a plain first arrival's receipt waits")
+            var second = session.datagramReceived(arrivals[1], arrivedAt: ms(2), now: ms(2)).controlFrames
+            second += session.datagramBurstEnded(now: ms(2)).controlFrames
+            XCTAssertTrue(second.contains { $0.messageId == 1 || $0.receiptIds.contains(1) }, "\(what): message 1's receipt goes at the burst's end")
+            XCTAssertFalse(session.hasBatchedReceipts, what)
+        }
+    }
+
     // MARK: Sender
 
     private func sender(messages count: Int, to receivers: [String] = ["bob"]) -> (ReliableSender, [UInt64]) {

@@ -45,6 +45,11 @@ public struct InboxCore: Sendable {
     /// How long an entry may wait, in milliseconds.
     public let ttlMillis: Int64
     private var drains: [DrainKey: Drain] = [:]
+    /// Each connected receiving device's latest RTT estimate, from its drains' receipts: a new
+    /// drain to it starts from there rather than from the 1 s initial RTO, so a datagram lost
+    /// at the start of a drain is not resent a second later (messages to a user with several
+    /// devices all go through drains, one episode after another).
+    private var pathEstimates: [Recipient: RTTEstimator] = [:]
     /// Direct datagrams waiting for a drain of the same (receiver, sender) to finish, by id.
     private var held: [DrainKey: [(id: UInt64, bytes: ByteBuffer)]] = [:]
     /// Direct datagrams held per (receiver, sender) at most; later ones are dropped (their
@@ -182,7 +187,8 @@ public struct InboxCore: Sendable {
         let key = DrainKey(receiver: user, sender: entry.message.fromUser)
         guard drains[key]?.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
         // Taken out while it changes, so the dictionary's copy does not make the change copy it.
-        var drain = drains.removeValue(forKey: key) ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true))
+        var drain = drains.removeValue(forKey: key)
+            ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true, estimator: pathEstimates[user]))
         drain.entries[entry.message.messageId] = entry
         var message = entry.message // the entry itself stays as stored (its text removes it)
         if let lowest, message.floor > 0, message.floor < lowest { message.floor = min(lowest, message.seq) }
@@ -201,6 +207,7 @@ public struct InboxCore: Sendable {
         guard drains[key]?.entries[receipt.messageId] != nil, var drain = drains.removeValue(forKey: key) else { return nil }
         var output = Output()
         let sent = drain.sender.handleReceipt(receipt, now: now)
+        if drain.sender.estimator.smoothedRTT != nil { pathEstimates[user] = drain.sender.estimator }
         output.datagrams = sent.transmit.map { (user, $0) }
         if !receipt.held {
             output.delivered.append((user, drain.entries.removeValue(forKey: receipt.messageId)!))
@@ -234,9 +241,20 @@ public struct InboxCore: Sendable {
         return output
     }
 
+    /// A round trip to the device `user` took `rtt` (CONNECTED out, its HELLO in): its first
+    /// drain starts from that rather than from the 1 s initial RTO, so a lost first datagram of
+    /// a backlog is resent within a few round trips, not after a second.
+    public mutating func roundTripMeasured(to user: Recipient, _ rtt: TimeAmount) {
+        guard pathEstimates[user] == nil else { return }
+        var estimator = RTTEstimator(initialRTO: retransmit.initialRTO, minimumRTO: retransmit.minimumRTO, maximumRTO: retransmit.maximumRTO)
+        estimator.addSample(rtt)
+        pathEstimates[user] = estimator
+    }
+
     /// `user` (a receiving device) left: deliveries to it stop (its entries stay stored).
     public mutating func userLeft(_ user: Recipient) {
         awaitingBacklog[user] = nil
+        pathEstimates[user] = nil
         for key in drains.keys where key.receiver == user { drains[key] = nil }
         for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
     }

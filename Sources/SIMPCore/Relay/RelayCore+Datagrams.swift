@@ -26,6 +26,7 @@ extension RelayCore {
         }
         if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
         if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), timers.takeInboxLoad(of: recipient) {
+            if let connectedAt = timers.takeConnectedAt(of: recipient) { inbox.roundTripMeasured(to: recipient, now - connectedAt) }
             output.append(.store(.loadInbox(user: user, device: recipient.device))) // the client is ready for it
         }
         switch header.kind {

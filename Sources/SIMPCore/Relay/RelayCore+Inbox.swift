@@ -27,8 +27,9 @@ extension RelayCore {
             for device in sessions.receivers(of: user) { handOver(entry, to: device, now: now, into: &output) }
         }
         if message.kind.isContent, sessions.contains(message.fromUser) {
+            // The datagram's attempt: the sender's RTT sample of what it waits for once the
+            // relay takes custody (sender -> relay -> store -> sender).
             var receipt = message.receipt(holdMicros: 0)
-            receipt.attempt = 0 // not an RTT sample: the receiver never saw it
             receipt.status = .stored
             timers.receiptRouted(now: now)
             for sender in sessions.connections(of: message.fromUser) { output.append(.send(sender, receipt)) }

@@ -327,7 +327,7 @@ public struct RelayCore: Sendable {
         connections.setPhase(.connected(user: user), of: connection)
         output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId)))]
         guard registration.receives else { return }
-        timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay)
+        timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay, connectedAt: now)
         output.append(.store(.recordPresence(user: user, online: true)))
     }
 

@@ -26,6 +26,9 @@ public struct RelayTimers: Sendable {
     var drain: Drain?
     /// Receiving devices whose inbox is read at the latest at these times.
     private(set) var inboxLoads: [Recipient: NIODeadline] = [:]
+    /// When CONNECTED went to the devices among those: the device's HELLO, its first datagram
+    /// after it, is then a round trip's measure (`takeConnectedAt`).
+    private var connectedAt: [Recipient: NIODeadline] = [:]
     var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
@@ -48,9 +51,17 @@ public struct RelayTimers: Sendable {
     /// Whether any inbox read waits (the datagram path checks this first).
     var awaitsInboxLoads: Bool { !inboxLoads.isEmpty }
 
-    /// `device`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`).
-    mutating func loadInbox(of device: Recipient, at deadline: NIODeadline) {
+    /// `device`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`); `connectedAt`:
+    /// when its CONNECTED went out, if that is why.
+    mutating func loadInbox(of device: Recipient, at deadline: NIODeadline, connectedAt: NIODeadline? = nil) {
         inboxLoads[device] = deadline
+        self.connectedAt[device] = connectedAt
+    }
+
+    /// When `device`'s CONNECTED went out, if its inbox read still waited for the device's
+    /// first datagram; asked once.
+    mutating func takeConnectedAt(of device: Recipient) -> NIODeadline? {
+        connectedAt.removeValue(forKey: device)
     }
 
     /// Whether `device`'s inbox waited to be read; it no longer does.
@@ -62,7 +73,10 @@ public struct RelayTimers: Sendable {
     /// The devices whose inbox read is due.
     mutating func dueInboxLoads(now: NIODeadline) -> [Recipient] {
         let due = inboxLoads.filter { $0.value <= now }.keys.sorted { ($0.user, $0.device) < ($1.user, $1.device) }
-        for user in due { inboxLoads[user] = nil }
+        for user in due {
+            inboxLoads[user] = nil
+            connectedAt[user] = nil
+        }
         return due
     }
 

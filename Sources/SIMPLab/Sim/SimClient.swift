@@ -64,6 +64,7 @@ final class SimClient {
         configuration.heartbeat = world.configuration.heartbeat
         configuration.reconnect = world.configuration.reconnect
         configuration.keepaliveInterval = world.configuration.keepaliveInterval
+        configuration.batchesReceipts = true // as the reference client: batches that wait up to 10 ms
         return ClientSession(configuration: configuration)
     }
 
@@ -95,6 +96,13 @@ final class SimClient {
     /// lost with it. The relay closes the connection on the DISCONNECT.
     func stop() {
         guard isRunning else { return }
+        // As the reference client closes: receipts still waiting in a batch go out before the
+        // DISCONNECT (else the relay would deliver those messages to the next process again).
+        if session.hasBatchedReceipts {
+            let output = session.flushReceipts(now: world.queue.deadline)
+            output.datagrams.forEach(sendDatagram)
+            output.controlFrames.forEach { control?.up.send($0) }
+        }
         isRunning = false
         handshakeGeneration += 1
         timerGeneration += 1
@@ -181,6 +189,7 @@ final class SimClient {
     private func datagramArrived(_ bytes: ByteBuffer) {
         let now = world.queue.deadline
         carryOut(session.datagramArrived(bytes, arrivedAt: now, now: now))
+        carryOut(session.datagramBurstEnded(now: now)) // each simulated arrival is a read burst of its own
     }
 
     private func deliver(_ messages: [SIMPMessage]) {
