@@ -43,7 +43,8 @@ public struct BenchOptions: Sendable {
     public var receiptDelay = ReceiptBatcher.defaultDelay
     /// Receivers send a datagram copy of each receipt frame (docs/PROTOCOL.md §6.1).
     public var receiptDatagrams = true
-    /// Event loops (threads) the bench splits its pairs across (`ParallelLoad`).
+    /// Event loops (threads) the bench splits its pairs across (`ParallelLoad`); simp-bench's
+    /// default is 2 (1 on a one-core machine).
     public var loops = 1
     public init() {}
 }
