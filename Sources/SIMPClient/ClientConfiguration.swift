@@ -49,9 +49,13 @@ public struct ClientConfiguration: Sendable {
     /// Receipt a message held behind a gap only once the application has it, with a HELD
     /// receipt on arrival meanwhile (`ClientSession.Configuration.receiptsWhenReleased`).
     public var receiptsWhenReleased = true
-    /// Receipts go out in batches, one per sender and read burst (docs/PROTOCOL.md §6.1;
+    /// Receipts go out in batches, one per sender (docs/PROTOCOL.md §6.1;
     /// `ClientSession.Configuration.batchesReceipts`); false sends one receipt per message.
     public var batchesReceipts = true
+    /// How long a batched receipt waits for others to the same sender (10 ms); zero sends the
+    /// receipts at the end of each burst of datagram reads
+    /// (`ClientSession.Configuration.receiptBatchDelay`).
+    public var receiptBatchDelay = ReceiptBatcher.defaultDelay
     /// Called with each message on the client's event loop before its receipt is written: what
     /// it does (print the line, as `simp listen` does; append it to the history, as `simp chat`
     /// does) is done before the sender is told the message arrived. It returns whether the

@@ -63,6 +63,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.orderingHoldLimit = configuration.orderingHoldLimit
         core.receiptsWhenReleased = configuration.receiptsWhenReleased
         core.batchesReceipts = configuration.batchesReceipts
+        core.receiptBatchDelay = configuration.receiptBatchDelay
         core.deliveryLimit = configuration.deliveryLimit
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
@@ -200,7 +201,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
 
     /// Tells `sender` its messages up to `upTo` were seen.
     func markRead(from sender: String, upTo: UInt64) {
-        carryOut(session.markRead(from: sender, upTo: upTo))
+        carryOut(session.markRead(from: sender, upTo: upTo, now: .now()))
     }
 
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
@@ -223,10 +224,11 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         carryOut(session.flushReceipts(now: .now()))
     }
 
-    /// A burst of datagram reads ended: the receipts batched during it go out.
+    /// A burst of datagram reads ended: the receipts batched during it go out, or keep waiting
+    /// for others (`ClientConfiguration.receiptBatchDelay`).
     func datagramBurstEnded() {
         guard session.hasBatchedReceipts else { return }
-        carryOut(session.flushReceipts(now: .now()))
+        carryOut(session.datagramBurstEnded(now: .now()))
     }
 
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {

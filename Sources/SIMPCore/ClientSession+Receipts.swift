@@ -3,8 +3,7 @@ import NIOCore
 /// How a client's receipts leave: one per message, or in batches per sender (docs/PROTOCOL.md
 /// §6.1), on the control channel with a datagram copy.
 extension ClientSession {
-    /// Receipts waiting in a batch go out now: the shell calls this at the end of each read
-    /// burst (`poll` sends them at the latest `receiptBatchDelay` after the first was made).
+    /// Receipts waiting in a batch go out now, whatever their age (the client is closing).
     public mutating func flushReceipts(now: NIODeadline) -> Output {
         var output = Output()
         flushReceipts(now: now, into: &output)
@@ -13,6 +12,15 @@ extension ClientSession {
 
     /// Whether receipts wait in a batch (`flushReceipts` has work).
     public var hasBatchedReceipts: Bool { !batcher.isEmpty }
+
+    /// The shell read a burst of datagrams. With `receiptBatchDelay` zero the receipts batched
+    /// during the burst go out now, one frame per sender; otherwise they keep waiting for
+    /// others to the same senders, and `poll` sends them once the oldest has waited
+    /// `receiptBatchDelay` (docs/PROTOCOL.md §6.1).
+    public mutating func datagramBurstEnded(now: NIODeadline) -> Output {
+        guard configuration.receiptBatchDelay == .zero else { return Output() }
+        return flushReceipts(now: now)
+    }
 
     mutating func flushReceipts(now: NIODeadline, into output: inout Output) {
         guard !batcher.isEmpty else { return }

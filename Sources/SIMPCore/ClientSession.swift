@@ -44,14 +44,17 @@ public struct ClientSession: Sendable {
         /// per-user limit with a 10 % margin, for a relay that does not announce its limit; one
         /// that does (CONNECTED `messageRateLimit`) is paced at 90 % of it. nil sends unpaced.
         public var pacing: RateLimit? = ClientSession.defaultPacing
-        /// Send a receiver's receipts in batches, one per sender (docs/PROTOCOL.md §6.1): the
-        /// shell calls `flushReceipts` at the end of each read burst, and no receipt waits longer
-        /// than `receiptBatchDelay`. Off: one receipt per message, as clients before batches.
+        /// Send a receiver's receipts in batches, one per sender (docs/PROTOCOL.md §6.1): a
+        /// receipt waits up to `receiptBatchDelay` for others to the same sender. Off: one
+        /// receipt per message, as clients before batches.
         public var batchesReceipts = false
         /// The application takes at most this many new messages (`simp listen --count`); nil: no
         /// limit. See `handOver(_:to:)`; receipts are then sent singly, whatever
         /// `batchesReceipts` says (a batch would mix taken and untaken messages).
         public var deliveryLimit: Int?
+        /// How long a batched receipt waits for others: the batches waiting go out when the
+        /// oldest receipt in them has waited this long (`poll`). Zero: at the end of each burst
+        /// of datagram reads (`datagramBurstEnded`), as clients did before the delay.
         public var receiptBatchDelay: TimeAmount = ReceiptBatcher.defaultDelay
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
@@ -390,9 +393,11 @@ public struct ClientSession: Sendable {
 
     /// Tells `sender` this user has seen its messages up to id `upTo` (a READ over the control
     /// connection; nothing while the relay is unreachable).
-    public mutating func markRead(from sender: String, upTo: UInt64) -> Output {
+    public mutating func markRead(from sender: String, upTo: UInt64, now: NIODeadline) -> Output {
         var output = Output()
         guard isRegistered else { return output }
+        // A READ must not overtake the receipts it implies, still waiting in a batch.
+        flushReceipts(now: now, into: &output)
         output.controlFrames.append(SIMPMessage(kind: .read, messageId: upTo, fromUser: configuration.user, toUser: sender))
         return output
     }

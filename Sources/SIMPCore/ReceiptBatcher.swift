@@ -2,8 +2,8 @@ import NIOCore
 
 /// Gathers a receiver's RECEIPTs per original sender and sends them as batch receipts
 /// (docs/PROTOCOL.md §6.1): one frame covers every message of that sender receipted since the
-/// last flush. The shell flushes at the end of each read burst; `nextDeadline` bounds the wait
-/// (`delay`) for a shell that does not.
+/// last flush. Every waiting batch goes out when the oldest receipt in them has waited
+/// `delay` (`nextDeadline`), or when the client closes; one that reaches `maxIds` goes at once.
 ///
 /// The batch's own `messageId`, `attempt` and `holdMicros` are those of the receipt added last
 /// (the newest arrival, so the sender's RTT sample is the freshest one); its `holdMicros` grows by

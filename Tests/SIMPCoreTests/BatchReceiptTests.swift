@@ -136,6 +136,43 @@ final class BatchReceiptTests: XCTestCase {
         }
     }
 
+    /// By default a receipt waits up to `ReceiptBatcher.defaultDelay` for others to the same
+    /// sender: the end of a read burst sends nothing, `poll` at the deadline sends one batch per
+    /// sender covering every message of the wait, its hold time including the wait. With a
+    /// delay of zero the burst's end sends them, as clients did before the delay.
+    func testReceiptsWaitForOthersUpToTheDelayUnlessItIsZero() {
+        let keys = SessionKeys(sessionId: 1, secret: Array(repeating: 7, count: 32))
+        for delay in [ReceiptBatcher.defaultDelay, .zero] {
+            var configuration = ClientSession.Configuration(user: "bob", firstMessageId: 1)
+            configuration.batchesReceipts = true
+            configuration.receiptDatagrams = false
+            configuration.receiptBatchDelay = delay
+            var session = ClientSession(configuration: configuration)
+            _ = session.registered(keys: keys, now: ms(0), relayBatchesReceipts: true)
+            var frames: [SIMPMessage] = []
+            for (id, sender) in [(UInt64(1), "alice"), (2, "carol"), (3, "alice")] {
+                var message = SIMPMessage(kind: .text, messageId: id, fromUser: sender, toUser: "bob", content: "\(id)")
+                message.attempt = 1
+                frames += session.datagramReceived(message, arrivedAt: ms(Int64(id)), now: ms(Int64(id))).controlFrames
+                frames += session.datagramBurstEnded(now: ms(Int64(id))).controlFrames
+            }
+            guard delay > .zero else {
+                XCTAssertEqual(frames.map(\.messageId), [1, 2, 3], "a zero delay sends each burst's receipts at its end")
+                continue
+            }
+            XCTAssertEqual(frames, [], "receipts wait for others")
+            XCTAssertEqual(session.nextDeadline, ms(1) + delay, "the oldest receipt bounds the wait")
+            frames += session.poll(now: ms(1) + delay - .nanoseconds(1)).controlFrames
+            XCTAssertEqual(frames, [])
+            frames += session.poll(now: ms(1) + delay).controlFrames
+            XCTAssertEqual(frames.map(\.toUser), ["alice", "carol"], "one batch per sender")
+            XCTAssertEqual(frames.first?.messageId, 3)
+            XCTAssertEqual(frames.first?.receiptIds, [1])
+            XCTAssertEqual(frames.first?.holdMicros, UInt32((delay - .milliseconds(2)).nanoseconds / 1000), "message 3 waited delay - 2 ms")
+            XCTAssertFalse(session.hasBatchedReceipts)
+        }
+    }
+
     // MARK: Sender
 
     private func sender(messages count: Int, to receivers: [String] = ["bob"]) -> (ReliableSender, [UInt64]) {
