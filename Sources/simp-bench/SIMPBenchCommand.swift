@@ -69,7 +69,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("messages-per-tick"), help: "Messages sent per timer tick. 1 (default) spreads them evenly, each sent at its own time 1/rate apart (ticks are at least 50 µs, so above 20,000 msg/s a tick carries several); e.g. 8 sends eight per tick in one sendmmsg, so they queue behind each other in the relay.")
     var messagesPerTick = 1
 
-    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long for others to the same sender, so one batch frame covers more messages (checked every tick). Default: the reference client's ReceiptBatcher.defaultDelay; 0 sends them at the end of each read burst.")
+    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long for others to the same sender, so one batch frame covers more messages (checked every tick). Default: the reference client's ReceiptBatcher.defaultDelay; 0 sends them at the end of each read burst; at most 25 (PROTOCOL section 6.1).")
     var receiptDelayMilliseconds = Double(ReceiptBatcher.defaultDelay.nanoseconds) / 1e6
 
     @Flag(name: .customLong("no-receipt-datagrams"), help: "Receivers send receipts only as TCP frames (default: also a sealed datagram copy of each, as the reference client does, docs/PROTOCOL.md section 6.1; the sender acts on whichever arrives first).")
@@ -94,7 +94,9 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
         guard window >= 0 else { throw ValidationError("--window must not be negative") }
         guard messagesPerTick >= 1 else { throw ValidationError("--messages-per-tick must be at least 1") }
-        guard (0...1000).contains(receiptDelayMilliseconds) else { throw ValidationError("--receipt-delay-ms must be 0-1000") }
+        guard (0...25).contains(receiptDelayMilliseconds) else {
+            throw ValidationError("--receipt-delay-ms must be 0-25 (a receiver keeps a receipt back at most 25 ms, docs/PROTOCOL.md section 6.1)")
+        }
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
