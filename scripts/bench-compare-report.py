@@ -70,7 +70,7 @@ def main(directory):
          "note": "CPU: forwarder thread at the limit"},
         {"system": "mosquitto QoS 1 (mqttbench, libmosquitto, inflight 100)", "max_rate": mqtt_max["delivered_rate"],
          "best_rate": mqtt_max["delivered_rate"], "max_p99_us": mqtt_max["p99_us"], "at_rate": mqtt_rate, "note": "CPU: broker process"},
-        {"system": "SIMP relay (simp-bench, receipted)", "max_rate": simp_max["delivered_rate"],
+        {"system": f"SIMP relay (simp-bench, receipted; {simp_setup(simp_max_report)})", "max_rate": simp_max["delivered_rate"],
          "best_rate": simp_best, "max_p99_us": simp_max["p99_us"], "at_rate": simp_rate, "note": "CPU: relay process"},
     ]
     ratios = [
@@ -101,6 +101,16 @@ def main(directory):
         print(json.dumps({"machine": machine, "parameters": parameters, "rows": rows, "ratios": ratios}, sort_keys=True))
         return
     print_table(machine, parameters, rows, ratios)
+
+
+def simp_setup(report):
+    """How simp-bench ran: its event loops and how its receivers sent receipts."""
+    parameters = report["parameters"]
+    loops = parameters.get("loops", 1)
+    delay_us = parameters.get("receipt_delay_us", 0)
+    held = f"receipts held up to {delay_us / 1000:g} ms" if delay_us else "receipts per read burst"
+    copies = " + datagram copies" if parameters.get("receipt_datagrams") else ""
+    return f"{loops} event loop{'' if loops == 1 else 's'}, {held}{copies}"
 
 
 def number(value, digits=0):

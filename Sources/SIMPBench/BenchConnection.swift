@@ -19,6 +19,8 @@ struct BenchSession {
     let keys: SessionKeys
     /// The relay's CONNECTED said it routes batch receipts.
     let relayBatchesReceipts: Bool
+    /// The largest datagram the relay takes (CONNECTED's `maxDatagramSize`, or the default).
+    let maxDatagramSize: Int
 }
 
 /// A control connection of a bench user: answers PING, logs in (development relays only: the
@@ -109,7 +111,8 @@ enum BenchConnector {
                     guard var address = channel.remoteAddress else { throw BenchError("control connection has no peer address") }
                     address.port = Int(connected.udpPort)
                     return BenchSession(user: user, control: channel, relayDatagramAddress: address, keys: keys,
-                                        relayBatchesReceipts: connected.batchReceipts)
+                                        relayBatchesReceipts: connected.batchReceipts,
+                                        maxDatagramSize: connected.maxDatagramSize > 0 ? Int(connected.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize)
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
                     throw error

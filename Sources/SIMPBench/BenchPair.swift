@@ -15,8 +15,9 @@ final class BenchPair {
     let to: String
     var sender: ReliableSender
     var receiver = ReceiverCore()
-    /// The receiver's receipts of the current read burst (flushed at its end).
-    var receiptBatcher = ReceiptBatcher()
+    /// The receiver's receipts waiting for others to the same sender (flushed at the end of
+    /// a read burst, or once the oldest has waited the run's receipt delay).
+    var receiptBatcher: ReceiptBatcher
     /// The receiver's relay routes batch receipts (older relays would drop their ids).
     var relayBatchesReceipts = false
     /// Messages offered and not yet receipted or failed, by id.
@@ -35,12 +36,19 @@ final class BenchPair {
     /// Seals the sender's datagrams; opens the receiver's.
     var sealer: DatagramSealer!
     var opener: DatagramOpener!
+    /// Seals the receiver's receipt datagrams; opens those the relay forwards to the sender.
+    var receiptSealer: DatagramSealer!
+    var receiptOpener: DatagramOpener!
+    /// The receiver's relay's UDP address (where its receipt datagrams go) and datagram limit.
+    var receiverRelayAddress: SocketAddress!
+    var receiverMaxDatagramSize = SealedDatagram.defaultMaxDatagramSize
 
     /// The pair's number, which picks its relays in a multi-relay run.
     let index: Int
 
-    init(index: Int, prefix: String, policy: RetransmitPolicy) {
+    init(index: Int, prefix: String, policy: RetransmitPolicy, receiptDelay: TimeAmount) {
         self.index = index
+        receiptBatcher = ReceiptBatcher(delay: receiptDelay)
         from = "\(prefix)-\(index)-a"
         to = "\(prefix)-\(index)-b"
         sender = ReliableSender(firstMessageId: WallClock.microsecondsSinceEpoch(), policy: policy)
@@ -77,8 +85,8 @@ final class BenchPair {
     }
 }
 
-/// Hands the receiving user's datagrams to the load run.
-final class ReceiverDatagramHandler: ChannelInboundHandler {
+/// Hands the datagrams of the receivers' (or the senders') socket to the load run.
+final class BenchDatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let onDatagram: (ByteBuffer) -> Void
     private let onReadComplete: () -> Void
@@ -93,7 +101,7 @@ final class ReceiverDatagramHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {}
 }
 
-/// Discards datagrams (the sending user's socket, and idle sessions').
+/// Discards datagrams (idle sessions').
 final class DiscardDatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}

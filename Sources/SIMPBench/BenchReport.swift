@@ -15,6 +15,10 @@ public struct BenchReport: Codable, Sendable {
         public var messagesPerTick: Int
         /// How long receivers held receipts to batch them, µs (0: until the read burst ended).
         public var receiptDelayUs: Int64
+        /// Receivers sent a datagram copy of each receipt frame.
+        public var receiptDatagrams: Bool
+        /// Event loops (threads) the bench's pairs were split across.
+        public var loops: Int
         public var sessions: Int?
     }
 
@@ -66,6 +70,10 @@ public struct BenchReport: Codable, Sendable {
     public var retransmits: Int
     /// Receipt frames the receivers sent per delivered message (1 without batches).
     public var receiptFramesPerMessage: Double?
+    /// Receipt datagrams (copies of receipt frames) the receivers sent, and the share of
+    /// messages whose receipt reached the sender first as a datagram.
+    public var receiptDatagrams: Int
+    public var receiptsFirstByDatagramFraction: Double?
     public var generatorMaxLagUs: Int64
     public var smoothedRTTUs: Int64?
     public var latencyUs: LatencySummary
@@ -80,7 +88,8 @@ public struct BenchReport: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case parameters, machine, offeredRate = "offered_rate", skipped, deliveredRate = "delivered_rate"
         case receiptRate = "receipt_rate", failed, unresolved, duplicates, suppressed, retransmits
-        case receiptFramesPerMessage = "receipt_frames_per_message"
+        case receiptFramesPerMessage = "receipt_frames_per_message", receiptDatagrams = "receipt_datagrams"
+        case receiptsFirstByDatagramFraction = "receipts_first_by_datagram_fraction"
         case generatorMaxLagUs = "generator_max_lag_us", smoothedRTTUs = "smoothed_rtt_us"
         case latencyUs = "latency_us", receiptRTTUs = "receipt_rtt_us", relay, benchCPUSeconds = "bench_cpu_seconds"
         case maxSustainedRate = "max_sustained_rate", steps, sessions
@@ -99,6 +108,8 @@ public struct BenchReport: Codable, Sendable {
         suppressed = result.suppressed
         retransmits = result.retransmits
         receiptFramesPerMessage = result.delivered > 0 ? Double(result.receiptFrames) / Double(result.delivered) : nil
+        receiptDatagrams = result.receiptDatagrams
+        receiptsFirstByDatagramFraction = result.receipts > 0 ? Double(result.receiptsFirstByDatagram) / Double(result.receipts) : nil
         generatorMaxLagUs = result.generatorMaxLag.nanoseconds / 1000
         smoothedRTTUs = result.smoothedRTT.map { $0.nanoseconds / 1000 }
         latencyUs = result.latency.summary
@@ -117,7 +128,7 @@ public struct BenchReport: Codable, Sendable {
         var rows: [(String, String)] = [
             ("mode", parameters.mode), ("relay", parameters.relay),
             ("machine", "\(machine.nproc) × \(machine.cpuModel)"),
-            ("pairs / size", "\(parameters.pairs) pairs, \(parameters.size) B datagrams"),
+            ("pairs / size", "\(parameters.pairs) pairs on \(parameters.loops) event loop\(parameters.loops == 1 ? "" : "s"), \(parameters.size) B datagrams"),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
             ("target rate", "\(format(parameters.rate)) msg/s, " + (parameters.messagesPerTick == 1
                 ? "spread evenly" : "\(parameters.messagesPerTick) per timer tick")),
@@ -129,7 +140,10 @@ public struct BenchReport: Codable, Sendable {
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
             ("receipt frames per message", (receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-")
-                + (parameters.receiptDelayUs > 0 ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : "")),
+                + (parameters.receiptDelayUs > 0 ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : " (sent at the end of each read burst)")),
+            ("receipt datagrams", parameters.receiptDatagrams
+                ? "\(receiptDatagrams) copies sent; \(receiptsFirstByDatagramFraction.map { String(format: "%.1f", 100 * $0) } ?? "-") % of receipts arrived first as a datagram"
+                : "off (TCP frames only)"),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
         if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
@@ -184,7 +198,8 @@ extension String {
 extension BenchReport.Parameters {
     enum CodingKeys: String, CodingKey {
         case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s"
-        case messagesPerTick = "messages_per_tick", receiptDelayUs = "receipt_delay_us", sessions
+        case messagesPerTick = "messages_per_tick", receiptDelayUs = "receipt_delay_us"
+        case receiptDatagrams = "receipt_datagrams", loops, sessions
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import SIMPCore
 import SIMPRedis
 import SIMPRelay
 
@@ -39,7 +40,12 @@ public struct BenchOptions: Sendable {
     /// Messages per timer tick (1: each at its own time; `LoadGenerator.Parameters.messagesPerTick`).
     public var messagesPerTick = 1
     /// How long receivers may hold receipts to batch them (zero: until the read burst ends).
-    public var receiptDelay = TimeAmount.zero
+    public var receiptDelay = ReceiptBatcher.defaultDelay
+    /// Receivers send a datagram copy of each receipt frame (docs/PROTOCOL.md §6.1).
+    public var receiptDatagrams = true
+    /// Event loops (threads) the bench splits its pairs across (`ParallelLoad`); simp-bench's
+    /// default is 2 (1 on a one-core machine).
+    public var loops = 1
     public init() {}
 }
 
@@ -79,8 +85,9 @@ public enum BenchRunner {
         parameters.batchesReceipts = options.batchesReceipts
         parameters.messagesPerTick = options.messagesPerTick
         parameters.receiptDelay = options.receiptDelay
+        parameters.receiptDatagrams = options.receiptDatagrams
         let idle = IdleSessions()
-        var generator: LoadGenerator?
+        var generator: ParallelLoad?
         do {
             var sessions: BenchReport.Sessions?
             if options.sessions > 0 {
@@ -94,11 +101,11 @@ public enum BenchRunner {
             var report: BenchReport
             if options.findMax {
                 report = try await findMax(options, metrics: metrics, pid: pid, progress: progress) {
-                    try await connectedGenerator(parameters, fresh: true)
+                    try await connectedGenerator(parameters, loops: options.loops, fresh: true)
                 }
             } else {
                 progress("registering \(options.pairs) pairs")
-                generator = try await connectedGenerator(parameters, fresh: false)
+                generator = try await connectedGenerator(parameters, loops: options.loops, fresh: false)
                 report = try await measure(generator!, options, rate: options.rate, metrics: metrics, pid: pid)
             }
             report.sessions = sessions
@@ -117,11 +124,12 @@ public enum BenchRunner {
         }
     }
 
-    /// A load generator whose pairs are registered; `fresh` gives its users new names.
-    static func connectedGenerator(_ parameters: LoadGenerator.Parameters, fresh: Bool) async throws -> LoadGenerator {
+    /// Load generators on `loops` event loops whose pairs are registered; `fresh` gives
+    /// their users new names.
+    static func connectedGenerator(_ parameters: LoadGenerator.Parameters, loops: Int, fresh: Bool) async throws -> ParallelLoad {
         var parameters = parameters
         if fresh { parameters.userPrefix = "bench-\(UInt32.random(in: .min ... .max))" }
-        let generator = LoadGenerator(parameters: parameters)
+        let generator = ParallelLoad(parameters: parameters, loops: loops)
         do {
             try await generator.connect()
         } catch {
@@ -133,7 +141,7 @@ public enum BenchRunner {
 
     /// One measurement window at `rate`, with the relay's figures when they can be read.
     static func measure(
-        _ generator: LoadGenerator, _ options: BenchOptions, rate: Double,
+        _ generator: ParallelLoad, _ options: BenchOptions, rate: Double,
         metrics: (host: String, port: Int)?, pid: Int32?
     ) async throws -> BenchReport {
         let before = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
@@ -151,7 +159,8 @@ public enum BenchRunner {
             mode: options.findMax ? "find-max" : (options.sessions > 0 ? "sessions" : "load"), relay: "",
             pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
             warmupSeconds: seconds(options.warmup), messagesPerTick: options.messagesPerTick,
-            receiptDelayUs: options.receiptDelay.nanoseconds / 1000,
+            receiptDelayUs: options.receiptDelay.nanoseconds / 1000, receiptDatagrams: options.receiptDatagrams,
+            loops: generator.generators.count,
             sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
         let own = benchCPU.withLockedValue { $0 }
@@ -182,7 +191,7 @@ public enum BenchRunner {
     /// not weigh on the next.
     static func findMax(
         _ options: BenchOptions, metrics: (host: String, port: Int)?, pid: Int32?,
-        progress: @escaping @Sendable (String) -> Void, makeGenerator: () async throws -> LoadGenerator
+        progress: @escaping @Sendable (String) -> Void, makeGenerator: () async throws -> ParallelLoad
     ) async throws -> BenchReport {
         func measureFresh(rate: Double) async throws -> BenchReport {
             let generator = try await makeGenerator()

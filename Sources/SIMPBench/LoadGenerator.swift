@@ -2,33 +2,6 @@ import NIOCore
 import NIOPosix
 import SIMPCore
 
-/// What one measurement window produced, before the report adds relay figures.
-public struct LoadResult: Sendable {
-    public var targetRate: Double
-    public var seconds: Double
-    public var offered = 0
-    /// Messages due in the window that were not offered because their pair's window was full.
-    public var skipped = 0
-    public var delivered = 0
-    public var receipts = 0
-    /// Receipt frames the receivers wrote (a batch counts once).
-    public var receiptFrames = 0
-    public var failed = 0
-    /// Messages offered in the window still without receipt or failure when the bench stopped.
-    public var unresolved = 0
-    /// Messages handed to the receiving application more than once (should be 0).
-    public var duplicates = 0
-    /// Duplicate datagram arrivals the receiver suppressed (retransmissions that crossed receipts).
-    public var suppressed = 0
-    public var retransmits = 0
-    /// The longest the generator ran behind its schedule (the bench itself being slow).
-    public var generatorMaxLag: TimeAmount = .zero
-    public var latency = LatencyRecorder()
-    public var receiptRTT = LatencyRecorder()
-    /// The senders' smoothed RTT at the end, averaged over pairs.
-    public var smoothedRTT: TimeAmount?
-}
-
 /// An open-loop load generator: `pairs` sender/receiver pairs registered with a relay; during
 /// a window the senders offer messages at a fixed total rate whether or not receipts come
 /// back, so a slow relay shows up as latency and loss instead of a lower send rate.
@@ -47,6 +20,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// Address the bench's own sockets bind to.
         public var localHost = "127.0.0.1"
         public var pairs = 1
+        /// The number of this generator's first pair (pair n is `<prefix>-n-a` → `<prefix>-n-b`
+        /// and picks its relays by n): generators that share a run and a prefix count on.
+        public var firstPair = 0
         /// Encoded size of each datagram, bytes.
         public var size = 200
         /// User ids are `<prefix>-<n>-a` (sender) and `<prefix>-<n>-b` (receiver).
@@ -66,10 +42,15 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// `sendmmsg` per tick (the bench before spreading sent about 8), which makes the
         /// messages of a tick queue behind each other in the relay.
         public var messagesPerTick = 1
-        /// Zero (the default): receivers send their receipts at the end of each read burst, as
-        /// SIMP clients do. Above zero: they hold them up to this long (checked every tick), so
-        /// one batch covers more messages; the receipts' hold time tells the senders.
-        public var receiptDelay = TimeAmount.zero
+        /// How long receivers hold receipts for others to the same sender (checked every tick),
+        /// so one batch covers more messages; the receipts' hold time tells the senders. The
+        /// default is the reference client's (`ReceiptBatcher.defaultDelay`); zero sends them at
+        /// the end of each read burst.
+        public var receiptDelay = ReceiptBatcher.defaultDelay
+        /// Receivers also send each receipt frame as a sealed datagram to their relay, which
+        /// forwards it to the sender (docs/PROTOCOL.md §6.1, "The datagram copy"), as the
+        /// reference client does; the sender acts on whichever copy arrives first.
+        public var receiptDatagrams = true
         /// The shortest timer tick the generator schedules.
         public static let minimumTick = TimeAmount.microseconds(50)
         public init() {}
@@ -89,8 +70,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     /// burst of arrivals is read 64 at a time (`recvmmsg`) with one wake-up.
     private var senderSocket: Channel!
     private var receiverSocket: Channel!
-    /// Receivers by their session id, which every datagram the relay seals for them carries.
+    /// Receivers and senders by their session id, which every datagram the relay seals for
+    /// them carries.
     private var pairsByReceiverSession: [UInt64: BenchPair] = [:]
+    private var pairsBySenderSession: [UInt64: BenchPair] = [:]
+    /// Receipt datagrams written to `receiverSocket` and not flushed yet.
+    private var receiptDatagramsPending = false
     /// Receivers whose receipts were written during the current burst of arrivals.
     private var receiptsToFlush: [BenchPair] = []
 
@@ -103,17 +88,20 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     /// Binds the two UDP sockets, then registers every pair's two users.
     public func connect() async throws {
         try await loop.flatSubmit { [self] in
-            let receiverHandler = ReceiverDatagramHandler(
+            let receiverHandler = BenchDatagramHandler(
                 onDatagram: { [unowned self] in receiverDatagram($0) },
                 onReadComplete: { [unowned self] in flushReceipts() })
-            return BenchConnector.bindDatagramSocket(host: parameters.localHost, handler: DiscardDatagramHandler(), on: loop)
+            // Receipt datagrams come back to the senders' socket.
+            let senderHandler = BenchDatagramHandler(
+                onDatagram: { [unowned self] in senderDatagram($0) },
+                onReadComplete: { [unowned self] in senderSocket.flush() })
+            return BenchConnector.bindDatagramSocket(host: parameters.localHost, handler: senderHandler, on: loop)
                 .and(BenchConnector.bindDatagramSocket(host: parameters.localHost, handler: receiverHandler, on: loop))
                 .flatMap { [self] senderUDP, receiverUDP in
                     senderSocket = senderUDP
                     receiverSocket = receiverUDP
-                    pairs = (0..<parameters.pairs).map { BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy) }
-                    if parameters.receiptDelay > .zero {
-                        for pair in pairs { pair.receiptBatcher = ReceiptBatcher(delay: parameters.receiptDelay) }
+                    pairs = (parameters.firstPair..<parameters.firstPair + parameters.pairs).map {
+                        BenchPair(index: $0, prefix: parameters.userPrefix, policy: parameters.policy, receiptDelay: parameters.receiptDelay)
                     }
                     return EventLoopFuture.andAllSucceed(pairs.map(connect), on: loop)
                 }
@@ -139,8 +127,13 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.relayAddress = sender.relayDatagramAddress
                 pair.sealer = DatagramSealer(keys: sender.keys, direction: .uplink)
                 pair.opener = DatagramOpener(keys: receiver.keys, direction: .downlink)
+                pair.receiptSealer = DatagramSealer(keys: receiver.keys, direction: .uplink)
+                pair.receiptOpener = DatagramOpener(keys: sender.keys, direction: .downlink)
+                pair.receiverRelayAddress = receiver.relayDatagramAddress
+                pair.receiverMaxDatagramSize = receiver.maxDatagramSize
                 pair.relayBatchesReceipts = receiver.relayBatchesReceipts
                 pairsByReceiverSession[receiver.keys.sessionId] = pair
+                pairsBySenderSession[sender.keys.sessionId] = pair
             }
             .nonisolated()
     }
@@ -148,14 +141,17 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     /// Offers `rate` messages per second in total for `warmup` (not counted), then for
     /// `duration` (counted), then waits up to `drain` for the window's last receipts.
     /// `atWindowEdge` is called with `true` when counting starts and `false` when it stops.
+    /// The schedule starts at `start` (default: now), so generators given the same `start`
+    /// measure the same window.
     public func measure(
-        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount = .seconds(2),
+        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount = .seconds(2), start: NIODeadline? = nil,
         atWindowEdge: @escaping @Sendable (_ starts: Bool) -> Void = { _ in }
     ) async throws -> LoadResult {
         precondition(rate > 0 && duration > .zero)
         let done = loop.makePromise(of: LoadResult.self)
+        let start = start ?? .now()
         loop.execute { [self] in
-            run(rate: rate, duration: duration, warmup: warmup, drain: drain, edge: atWindowEdge, done: done)
+            run(rate: rate, duration: duration, warmup: warmup, drain: drain, start: start, edge: atWindowEdge, done: done)
         }
         return try await done.futureResult.get()
     }
@@ -173,7 +169,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     // MARK: On the loop
 
     private func run(
-        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount,
+        rate: Double, duration: TimeAmount, warmup: TimeAmount, drain: TimeAmount, start: NIODeadline,
         edge: @escaping (Bool) -> Void, done: EventLoopPromise<LoadResult>
     ) {
         result = LoadResult(targetRate: rate, seconds: Double(duration.nanoseconds) / 1e9)
@@ -182,7 +178,6 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         // `messagesPerTick` messages per tick, between 50 µs and 1 ms apart.
         let perTick = Double(max(1, parameters.messagesPerTick))
         let tick = TimeAmount.nanoseconds(Int64(min(1e6, max(Double(Parameters.minimumTick.nanoseconds), perTick * 1e9 / rate))))
-        let start = NIODeadline.now()
         let windowStart = start + warmup, windowEnd = windowStart + duration
         var offered = 0, next = 0, ticks = 0
         phase = .warmup
@@ -221,14 +216,13 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 task.cancel()
                 result.unresolved = outstandingMeasured
                 result.retransmits = pairs.reduce(0) { $0 + $1.sender.retransmits } - retransmitsBefore
-                let rtts = pairs.compactMap(\.sender.estimator.smoothedRTT)
-                if !rtts.isEmpty { result.smoothedRTT = .nanoseconds(rtts.reduce(0) { $0 + $1.nanoseconds } / Int64(rtts.count)) }
+                result.smoothedRTT = LoadResult.mean(pairs.compactMap(\.sender.estimator.smoothedRTT))
                 phase = .idle
                 done.succeed(result)
             }
         }
         let loopStep = NIOLoopBound(step, eventLoop: loop)
-        loop.scheduleRepeatedTask(initialDelay: .zero, delay: tick) { loopStep.value($0) }
+        loop.scheduleRepeatedTask(initialDelay: max(.zero, start - .now()), delay: tick) { loopStep.value($0) }
     }
 
     /// Hands one message to its sender's core and writes it; its latency counts from here (the
@@ -257,13 +251,23 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         senderSocket.flush()
     }
 
-    private func senderControlMessage(_ message: SIMPMessage, _ pair: BenchPair) {
+    /// A receipt datagram for a sender: the copy of a receipt frame (§6.1); whichever copy
+    /// comes first settles the message, the other finds it no longer pending.
+    private func senderDatagram(_ bytes: ByteBuffer) {
+        guard let session = SealedDatagram.sessionId(of: bytes), let pair = pairsBySenderSession[session],
+              let payload = try? pair.receiptOpener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
+              message.kind == .receipt else { return }
+        if phase == .measuring { result.receiptDatagramsArrived += 1 }
+        senderControlMessage(message, pair, viaDatagram: true)
+    }
+
+    private func senderControlMessage(_ message: SIMPMessage, _ pair: BenchPair, viaDatagram: Bool = false) {
         let now = NIODeadline.now()
         switch message.kind {
         case .receipt:
             let output = pair.sender.handleReceipt(message, now: now)
             pair.write(output.transmit)
-            record(output.events, pair)
+            record(output.events, pair, viaDatagram: viaDatagram)
         case .error where message.messageId != 0:
             let output = pair.sender.handleRejection(messageId: message.messageId, code: message.errorCode,
                                                      reason: message.errorText, now: now)
@@ -304,9 +308,16 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         }
     }
 
+    /// Writes a receipt frame and, like the reference client, its datagram copy unless its
+    /// ids might not fit in a datagram (10 bytes per id at most).
     private func writeReceipt(_ receipt: SIMPMessage, _ pair: BenchPair) {
         pair.receiverControl.write(receipt, promise: nil)
         if phase == .measuring { result.receiptFrames += 1 }
+        guard parameters.receiptDatagrams, 256 + 10 * receipt.receiptIds.count <= pair.receiverMaxDatagramSize else { return }
+        let bytes = pair.receiptSealer.seal(receipt, allocator: receiverSocket.allocator)
+        receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
+        receiptDatagramsPending = true
+        if phase == .measuring { result.receiptDatagrams += 1 }
     }
 
     /// Sends the receipts made during a burst of arrivals: one batch (or the single receipts)
@@ -325,14 +336,21 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             pair.receiptsPending = false
         }
         receiptsToFlush = waiting
+        if receiptDatagramsPending {
+            receiptDatagramsPending = false
+            receiverSocket.flush()
+        }
     }
 
     /// Counts receipts and failures; a message is resolved by its sender's event.
-    private func record(_ events: [SenderEvent], _ pair: BenchPair) {
+    private func record(_ events: [SenderEvent], _ pair: BenchPair, viaDatagram: Bool = false) {
         for event in events {
             switch event {
             case .delivered(let id, _, let latency, _):
-                if phase == .measuring { result.receipts += 1 }
+                if phase == .measuring {
+                    result.receipts += 1
+                    if viaDatagram { result.receiptsFirstByDatagram += 1 }
+                }
                 guard pair.offers.removeValue(forKey: id)?.measured == true else { continue }
                 outstandingMeasured -= 1
                 result.receiptRTT.record(latency)

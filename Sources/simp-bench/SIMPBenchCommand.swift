@@ -39,7 +39,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
     var relayPid: Int32?
 
-    @Option(help: "Sender/receiver pairs (each user has its own control connection; all senders share one UDP socket, all receivers another).")
+    @Option(help: "Sender/receiver pairs (each user has its own control connection; the senders of one --loops event loop share one UDP socket, its receivers another).")
     var pairs = 10
 
     @Option(help: "Messages per second offered in total; with --find-max, the first rate tried.")
@@ -69,8 +69,14 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("messages-per-tick"), help: "Messages sent per timer tick. 1 (default) spreads them evenly, each sent at its own time 1/rate apart (ticks are at least 50 µs, so above 20,000 msg/s a tick carries several); e.g. 8 sends eight per tick in one sendmmsg, so they queue behind each other in the relay.")
     var messagesPerTick = 1
 
-    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long to batch more messages per receipt frame (checked every tick). Default 0: sent at the end of each read burst, as SIMP clients do.")
-    var receiptDelayMilliseconds = 0.0
+    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long for others to the same sender, so one batch frame covers more messages (checked every tick). Default: the reference client's ReceiptBatcher.defaultDelay; 0 sends them at the end of each read burst; at most 25 (PROTOCOL section 6.1).")
+    var receiptDelayMilliseconds = Double(ReceiptBatcher.defaultDelay.nanoseconds) / 1e6
+
+    @Flag(name: .customLong("no-receipt-datagrams"), help: "Receivers send receipts only as TCP frames (default: also a sealed datagram copy of each, as the reference client does, docs/PROTOCOL.md section 6.1; the sender acts on whichever arrives first).")
+    var noReceiptDatagrams = false
+
+    @Option(help: "Event loops (threads) the bench splits its pairs across, each with its own UDP sockets and its share of the rate; at most --pairs. Default 2 (1 on a one-core machine): on two cores one loop's own queueing limits --find-max above about 20,000 msg/s; 1 costs the bench less CPU per message.")
+    var loops = min(2, ProcessInfo.processInfo.activeProcessorCount)
 
     @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
     var sessions = 0
@@ -88,7 +94,10 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard duration > 0, warmup >= 0 else { throw ValidationError("--duration must be positive and --warmup not negative") }
         guard window >= 0 else { throw ValidationError("--window must not be negative") }
         guard messagesPerTick >= 1 else { throw ValidationError("--messages-per-tick must be at least 1") }
-        guard (0...1000).contains(receiptDelayMilliseconds) else { throw ValidationError("--receipt-delay-ms must be 0-1000") }
+        guard (0...25).contains(receiptDelayMilliseconds) else {
+            throw ValidationError("--receipt-delay-ms must be 0-25 (a receiver keeps a receipt back at most 25 ms, docs/PROTOCOL.md section 6.1)")
+        }
+        guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
@@ -117,6 +126,8 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.sessions = sessions
         options.messagesPerTick = messagesPerTick
         options.receiptDelay = .nanoseconds(Int64(receiptDelayMilliseconds * 1e6))
+        options.receiptDatagrams = !noReceiptDatagrams
+        options.loops = loops
         do {
             let report = try await BenchRunner.run(options) { line in
                 FileHandle.standardError.write(Data("simp-bench: \(line)\n".utf8))

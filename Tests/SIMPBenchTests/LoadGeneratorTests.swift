@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 @testable import SIMPBench
 import SIMPCore
@@ -14,22 +15,43 @@ final class LoadGeneratorTests: RelayTestCase {
     }
 
     func testEveryOfferedMessageIsDeliveredOnceAndReceipted() async throws {
-        let result = try await run(batchesReceipts: true)
+        // Receipts at the end of each read burst (--receipt-delay-ms 0).
+        let result = try await run(batchesReceipts: true, receiptDelay: .zero)
         let stats = try await relay.server.statistics()
         XCTAssertLessThanOrEqual(stats.receiptsRouted, stats.datagramsForwarded, "batches: at most one receipt frame per message")
         XCTAssertGreaterThan(result.receiptFrames, 0)
     }
 
-    func testSingleReceiptsAreOneFramePerMessage() async throws {
-        let result = try await run(batchesReceipts: false)
+    func testReceiptDatagramsReachTheSendersAndSettleEachMessageOnce() async throws {
+        let result = try await run(batchesReceipts: true)
         let stats = try await relay.server.statistics()
-        XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
-        XCTAssertEqual(result.receiptFrames, result.delivered)
+        XCTAssertGreaterThan(result.receiptDatagrams, 0, "a copy of every receipt frame")
+        XCTAssertLessThanOrEqual(result.receiptDatagrams, result.receiptFrames)
+        XCTAssertGreaterThan(result.receiptDatagramsArrived, 0, "the relay forwarded them to the senders")
+        XCTAssertNil(stats.rejected[.receiptUnroutable])
+        XCTAssertNil(stats.rejected[.senderMismatch])
+        XCTAssertGreaterThan(stats.datagramsForwarded, stats.receiptsRouted, "messages and receipt copies")
+        XCTAssertLessThanOrEqual(result.receiptsFirstByDatagram, result.receipts, "the second copy settles nothing")
+    }
+
+    func testWithoutReceiptDatagramsOnlyFramesCarryReceipts() async throws {
+        let result = try await run(batchesReceipts: true, receiptDatagrams: false)
+        XCTAssertEqual(result.receiptDatagrams, 0)
+        XCTAssertEqual(result.receiptDatagramsArrived, 0)
+        XCTAssertEqual(result.receiptsFirstByDatagram, 0)
+    }
+
+    func testTwoLoopsSplitThePairsAndMeasureOneWindow() async throws {
+        let edges = NIOLockedValueBox<[Bool]>([])
+        // 3 pairs over 2 loops: 2 + 1 pairs, offering 200 + 100 msg/s.
+        let result = try await run(batchesReceipts: true, loops: 2) { starts in edges.withLockedValue { $0.append(starts) } }
+        XCTAssertEqual(edges.withLockedValue { $0 }, [true, false], "one window for both loops")
+        XCTAssertEqual(Double(result.offered), 150, accuracy: 15, "both loops offered their share for 0.5 s")
     }
 
     func testHeldReceiptsCoverSeveralMessagesPerFrame() async throws {
-        // 100 msg/s per pair and receipts held up to 50 ms: about five messages per frame.
-        let result = try await run(batchesReceipts: true, receiptDelay: .milliseconds(50))
+        // 100 msg/s per pair and receipts held up to 25 ms (§6.1's most): two or three messages per frame.
+        let result = try await run(batchesReceipts: true, receiptDelay: .milliseconds(25))
         XCTAssertLessThan(result.receiptFrames * 2, result.delivered, "fewer than one frame per two messages")
     }
 
@@ -37,19 +59,27 @@ final class LoadGeneratorTests: RelayTestCase {
         _ = try await run(batchesReceipts: true, messagesPerTick: 8)
     }
 
-    /// 3 pairs at 300 msg/s for half a second: every message offered is delivered once and receipted.
-    private func run(batchesReceipts: Bool, receiptDelay: TimeAmount = .zero, messagesPerTick: Int = 1) async throws -> LoadResult {
+    /// 3 pairs at 300 msg/s for half a second (receipts held the default 10 ms unless told):
+    /// every message offered is delivered once and receipted.
+    private func run(
+        batchesReceipts: Bool, receiptDelay: TimeAmount = ReceiptBatcher.defaultDelay, receiptDatagrams: Bool = true,
+        messagesPerTick: Int = 1, loops: Int = 1, atWindowEdge: @escaping @Sendable (Bool) -> Void = { _ in }
+    ) async throws -> LoadResult {
         var parameters = LoadGenerator.Parameters()
         parameters.port = relay.port
         parameters.pairs = 3
         parameters.size = 200
         parameters.batchesReceipts = batchesReceipts
         parameters.receiptDelay = receiptDelay
+        parameters.receiptDatagrams = receiptDatagrams
         parameters.messagesPerTick = messagesPerTick
-        let generator = LoadGenerator(parameters: parameters)
+        let generator = ParallelLoad(parameters: parameters, loops: loops)
+        XCTAssertEqual(generator.generators.map(\.parameters.pairs), loops == 2 ? [2, 1] : [3])
+        XCTAssertEqual(generator.generators.map(\.parameters.firstPair), loops == 2 ? [0, 2] : [0])
         try await generator.connect()
 
-        let result = try await generator.measure(rate: 300, duration: .milliseconds(500), warmup: .milliseconds(100))
+        let result = try await generator.measure(rate: 300, duration: .milliseconds(500), warmup: .milliseconds(100),
+                                                 atWindowEdge: atWindowEdge)
         await generator.close()
 
         XCTAssertGreaterThan(result.offered, 100)
@@ -82,7 +112,7 @@ final class LoadGeneratorTests: RelayTestCase {
     }
 
     func testDatagramsHaveTheRequestedSize() {
-        let pair = BenchPair(index: 7, prefix: "bench-size", policy: .init())
+        let pair = BenchPair(index: 7, prefix: "bench-size", policy: .init(), receiptDelay: .zero)
         pair.sizeContent(toEncodedSize: 200)
         var message = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: pair.from,
                                   toUser: pair.to, content: pair.content, time: 0)

@@ -1,4 +1,5 @@
 import NIOCore
+import SIMPCore
 @testable import SIMPBench
 import SIMPTestSupport
 import XCTest
@@ -12,7 +13,7 @@ final class MultiRelayLoadTests: XCTestCase {
         parameters.port = cluster.relays[0].port
         parameters.extraPorts = [cluster.relays[1].port]
         parameters.pairs = 4
-        parameters.batchesReceipts = false // one receipt frame per message, so one hop each
+        parameters.batchesReceipts = false // one receipt frame per message, so one hop each (a burst may hold two)
         let generator = LoadGenerator(parameters: parameters)
         do {
             try await generator.connect()
@@ -23,13 +24,15 @@ final class MultiRelayLoadTests: XCTestCase {
             XCTAssertEqual(result.unresolved, 0)
             XCTAssertEqual(result.duplicates, 0)
             XCTAssertEqual(result.receiptRTT.count, UInt64(result.offered), "every message offered was receipted")
-            var published = 0, forwarded = 0
+            var published = 0, forwarded = 0, unroutable = 0
             for relay in cluster.relays {
                 let stats = try await relay.server.statistics()
                 published += stats.deliveriesPublished
                 forwarded += stats.datagramsForwarded
+                unroutable += stats.rejected[.receiptUnroutable] ?? 0
             }
             XCTAssertEqual(published, 2 * forwarded, "each datagram and each receipt took the hop through Redis")
+            XCTAssertGreaterThan(unroutable, 0, "receipt datagrams stay on their relay, which does not hold the sender (§6.1)")
         } catch {
             await generator.close()
             await cluster.stop()

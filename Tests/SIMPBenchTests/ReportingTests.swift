@@ -57,16 +57,68 @@ final class ReportingTests: XCTestCase {
         result.receipts = 196
         result.latency.record(.microseconds(80))
         let parameters = BenchReport.Parameters(mode: "load", relay: "x", pairs: 1, rate: 100, size: 200,
-                                                durationSeconds: 2, warmupSeconds: 0, messagesPerTick: 1, receiptDelayUs: 0, sessions: nil)
+                                                durationSeconds: 2, warmupSeconds: 0, messagesPerTick: 1, receiptDelayUs: 0,
+                                                receiptDatagrams: true, loops: 2, sessions: nil)
         let report = BenchReport(parameters: parameters, result: result)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.json().utf8)) as? [String: Any])
         XCTAssertEqual(object["offered_rate"] as? Double, 100)
         XCTAssertEqual(object["delivered_rate"] as? Double, 99)
         XCTAssertEqual(object["receipt_rate"] as? Double, 98)
         XCTAssertEqual(object["skipped"] as? Int, 4)
+        XCTAssertEqual((object["parameters"] as? [String: Any])?["loops"] as? Int, 2)
         for key in ["failed", "duplicates", "latency_us", "receipt_rtt_us", "machine"] { XCTAssertNotNil(object[key], key) }
         let latency = try XCTUnwrap(object["latency_us"] as? [String: Any])
         for key in ["p50", "p95", "p99", "p999", "max"] { XCTAssertNotNil(latency[key], key) }
         XCTAssertTrue(report.table().contains("delivered_rate"))
+    }
+
+    func testMergedResultsAddCountsAndSamplesAndKeepTheWorstLag() {
+        var a = LoadResult(targetRate: 600, seconds: 2)
+        a.offered = 1200
+        a.delivered = 1190
+        a.receipts = 1180
+        a.receiptFrames = 100
+        a.receiptDatagrams = 100
+        a.receiptDatagramsArrived = 99
+        a.receiptsFirstByDatagram = 300
+        a.skipped = 1
+        a.failed = 2
+        a.unresolved = 3
+        a.suppressed = 4
+        a.retransmits = 5
+        a.generatorMaxLag = .microseconds(300)
+        a.smoothedRTT = .microseconds(100)
+        for micros: Int64 in [10, 20, 30] { a.latency.record(.microseconds(micros)) }
+        a.receiptRTT.record(.microseconds(50))
+        var b = LoadResult(targetRate: 400, seconds: 2)
+        b.offered = 800
+        b.delivered = 800
+        b.receipts = 790
+        b.receiptFrames = 80
+        b.duplicates = 1
+        b.retransmits = 7
+        b.generatorMaxLag = .microseconds(900)
+        b.smoothedRTT = .microseconds(300)
+        b.latency.record(.microseconds(5000))
+        let idle = LoadResult(targetRate: 0, seconds: 2) // no smoothed RTT: not in the average
+
+        let merged = LoadResult.merged([a, b, idle])
+        XCTAssertEqual(merged.targetRate, 1000)
+        XCTAssertEqual(merged.seconds, 2)
+        XCTAssertEqual(merged.offered, 2000)
+        XCTAssertEqual(merged.delivered, 1990)
+        XCTAssertEqual(merged.receipts, 1970)
+        XCTAssertEqual(merged.receiptFrames, 180)
+        XCTAssertEqual(merged.receiptDatagrams, 100)
+        XCTAssertEqual(merged.receiptDatagramsArrived, 99)
+        XCTAssertEqual(merged.receiptsFirstByDatagram, 300)
+        XCTAssertEqual([merged.skipped, merged.failed, merged.unresolved, merged.duplicates, merged.suppressed], [1, 2, 3, 1, 4])
+        XCTAssertEqual(merged.retransmits, 12)
+        XCTAssertEqual(merged.generatorMaxLag, .microseconds(900))
+        XCTAssertEqual(merged.smoothedRTT, .microseconds(200))
+        XCTAssertEqual(merged.latency.count, 4)
+        XCTAssertEqual(merged.latency.summary.max, 5000, accuracy: 5)
+        XCTAssertEqual(merged.latency.summary.p50, 20, accuracy: 1)
+        XCTAssertEqual(merged.receiptRTT.count, 1)
     }
 }
