@@ -107,6 +107,9 @@ enum UserLogScripts {
     /// (what no device has stays). Returns
     /// `{0 stored / 1 duplicate / 2 refused, expired...}`, each expired entry prefixed E;
     /// entries some device received are trimmed without a report.
+    /// Every script here: `RedisRelayStore.ping` loads them before the relay serves.
+    static var all: [RedisScript] { [store, load, ack, forget] }
+
     static let store = RedisScript(library + """
         local known = redis.call('HKEYS', devices)
         if redis.call('EXISTS', log) == 0 then
