@@ -229,8 +229,8 @@ struct Listen: AsyncParsableCommand {
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
         // print again a message whose receipt the crash cut off (§6.4).
         let client = try await connection.connect(configure: { configuration in
-            // Each receipt leaves right after its line is printed and recorded, not at the end of
-            // the read burst: fewer messages come again (and are skipped) after a kill.
+            // Each receipt leaves right after its line is printed and recorded, not after the
+            // batch wait: fewer messages come again (and are skipped) after a kill.
             configuration.batchesReceipts = false
             // After --count messages the client takes no more: the rest stay for the next run.
             configuration.deliveryLimit = count

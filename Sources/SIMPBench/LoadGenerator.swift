@@ -308,12 +308,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         }
     }
 
-    /// Writes a receipt frame and, like the reference client, its datagram copy unless its
-    /// ids might not fit in a datagram (10 bytes per id at most).
+    /// Writes a receipt frame and, like the reference client, its datagram copy
+    /// (`ClientSession.hasDatagramCopy`).
     private func writeReceipt(_ receipt: SIMPMessage, _ pair: BenchPair) {
         pair.receiverControl.write(receipt, promise: nil)
         if phase == .measuring { result.receiptFrames += 1 }
-        guard parameters.receiptDatagrams, 256 + 10 * receipt.receiptIds.count <= pair.receiverMaxDatagramSize else { return }
+        guard parameters.receiptDatagrams, ClientSession.hasDatagramCopy(receipt, maxDatagramSize: pair.receiverMaxDatagramSize) else { return }
         let bytes = pair.receiptSealer.seal(receipt, allocator: receiverSocket.allocator)
         receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
         receiptDatagramsPending = true

@@ -213,15 +213,10 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         carryOut(output)
     }
 
-    /// The user closes the client: it takes no more messages (what arrives from now on stays
-    /// unreceipted, for the user's next session: a receipt written after the DISCONNECT would be
-    /// lost, and the message delivered again to an application that already had it), and the
-    /// receipts still batched go out before the DISCONNECT.
+    /// The user closes the client (`ClientSession.finishTakingMessages`).
     func finishTakingMessages() {
         closedByUser = true
-        session.stopTakingMessages()
-        guard session.hasBatchedReceipts else { return }
-        carryOut(session.flushReceipts(now: .now()))
+        carryOut(session.finishTakingMessages(now: .now()))
     }
 
     /// A burst of datagram reads ended: the receipts batched during it go out, or keep waiting

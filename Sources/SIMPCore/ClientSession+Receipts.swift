@@ -13,6 +13,15 @@ extension ClientSession {
     /// Whether receipts wait in a batch (`flushReceipts` has work).
     public var hasBatchedReceipts: Bool { !batcher.isEmpty }
 
+    /// The user closes the client: it takes no more messages (what arrives from now on stays
+    /// unreceipted, for the user's next session: a receipt written after the DISCONNECT would be
+    /// lost, and the message delivered again to an application that had it), and the receipts
+    /// still batched go out now, before the DISCONNECT (docs/PROTOCOL.md §4.5).
+    public mutating func finishTakingMessages(now: NIODeadline) -> Output {
+        stopTakingMessages()
+        return flushReceipts(now: now)
+    }
+
     /// The shell read a burst of datagrams. The receipts batched so far go out now, one frame
     /// per sender, when `receiptBatchDelay` is zero or an arrival of the burst suggested loss
     /// (`suggestsLoss`); otherwise they keep waiting for others to the same senders, and `poll`
@@ -88,12 +97,16 @@ extension ClientSession {
         output.controlFrames.append(receipt)
         receiptFramesSent += 1
         if !receipt.held { receipts.written(receipt, beforePing: nextPingId) }
-        // Not for room copies ("#room" is no session the relay could forward it to), nor for a
-        // batch whose ids might not fit in a datagram (10 bytes per id at most).
-        let fits = 256 + 10 * receipt.receiptIds.count <= maxDatagramSize
-        if configuration.receiptDatagrams, !receipt.toUser.hasPrefix("#"), fits {
+        if configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) {
             output.datagrams.append(receipt)
             receiptDatagramsSent += 1
         }
+    }
+
+    /// Whether a receipt frame also goes as a datagram (docs/PROTOCOL.md §6.1): not for room
+    /// copies ("#room" is no session the relay could forward it to), nor for a batch whose ids
+    /// might not fit in a datagram of `maxDatagramSize` (10 bytes per id at most).
+    public static func hasDatagramCopy(_ receipt: SIMPMessage, maxDatagramSize: Int) -> Bool {
+        !receipt.toUser.hasPrefix("#") && 256 + 10 * receipt.receiptIds.count <= maxDatagramSize
     }
 }

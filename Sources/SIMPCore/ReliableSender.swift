@@ -130,8 +130,7 @@ public struct ReliableSender: Sendable {
         self.nextId = max(firstMessageId, 1)
         self.stream = max(firstMessageId, 1)
         self.policy = policy
-        self.estimator = estimator ?? RTTEstimator(
-            initialRTO: policy.initialRTO, minimumRTO: policy.minimumRTO, maximumRTO: policy.maximumRTO)
+        self.estimator = estimator ?? policy.makeEstimator()
     }
 
     /// Messages sent and not yet receipted or given up.
@@ -202,9 +201,7 @@ public struct ReliableSender: Sendable {
         if let entry = pending[receipt.messageId] {
             receiver = entry.message.toUser
             let attempt = Int(receipt.attempt)
-            if (1...entry.attempts).contains(attempt), attempt > entry.answered {
-                let held = TimeAmount.microseconds(Int64(receipt.holdMicros))
-                estimator.addSample(now - entry.sentAt[attempt - 1] - held)
+            if sampleRTT(entry, answeredBy: receipt, now: now) {
                 lastReceiptedSend = max(lastReceiptedSend ?? entry.sentAt[attempt - 1], entry.sentAt[attempt - 1])
                 if entry.answered == 0 { spuriousRetransmits += entry.attempts - attempt }
                 pending[receipt.messageId]!.answered = attempt
@@ -247,6 +244,17 @@ public struct ReliableSender: Sendable {
         timers.insert(Timer(deadline: deadline, messageId: id, attempt: pending[id]!.attempts))
     }
 
+    /// Takes the RTT sample `receipt` gives for `entry` (docs/PROTOCOL.md §6.3): its `attempt`
+    /// names a transmission not answered before; the receiver's or relay's hold time is taken
+    /// off. Returns whether it gave one.
+    @discardableResult
+    private mutating func sampleRTT(_ entry: Pending, answeredBy receipt: SIMPMessage, now: NIODeadline) -> Bool {
+        let attempt = Int(receipt.attempt)
+        guard (1...entry.attempts).contains(attempt), attempt > entry.answered else { return false }
+        estimator.addSample(now - entry.sentAt[attempt - 1] - .microseconds(Int64(receipt.holdMicros)))
+        return true
+    }
+
     /// Handles a STORED receipt (the receiver is offline; the relay keeps the message in its
     /// inbox): the message is settled (no more retransmissions, reported like a receipt) but
     /// its seq stays unresolved, so later messages keep the receiver waiting for it and it is
@@ -257,10 +265,7 @@ public struct ReliableSender: Sendable {
     public mutating func handleStored(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
         var output = SenderOutput()
         guard let entry = pending.removeValue(forKey: receipt.messageId) else { return output }
-        let attempt = Int(receipt.attempt)
-        if (1...entry.attempts).contains(attempt), attempt > entry.answered {
-            estimator.addSample(now - entry.sentAt[attempt - 1] - .microseconds(Int64(receipt.holdMicros)))
-        }
+        sampleRTT(entry, answeredBy: receipt, now: now)
         unsettled[receipt.messageId] = nil
         pastTimeLimit.remove(receipt.messageId)
         lastChanceEnds[receipt.messageId] = nil

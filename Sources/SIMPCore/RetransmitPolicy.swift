@@ -8,6 +8,11 @@ public struct RetransmitPolicy: Sendable, Equatable {
     /// answer, so samples are unambiguous, and fast retransmit handles most losses anyway.
     public var minimumRTO: TimeAmount = .milliseconds(150)
     public var maximumRTO: TimeAmount = .seconds(10)
+
+    /// A fresh RTT estimator with this policy's RTO bounds (the initial RTO until its first sample).
+    public func makeEstimator() -> RTTEstimator {
+        RTTEstimator(initialRTO: initialRTO, minimumRTO: minimumRTO, maximumRTO: maximumRTO)
+    }
     /// Each retransmission multiplies the message's timeout by this factor.
     public var backoff: Double = 2
     /// Give-up is a time, not a count: a message with no receipt this long after it was

@@ -22,6 +22,13 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertGreaterThan(result.receiptFrames, 0)
     }
 
+    func testSingleReceiptsAreOneFramePerMessage() async throws {
+        let result = try await run(batchesReceipts: false, receiptDatagrams: false)
+        let stats = try await relay.server.statistics()
+        XCTAssertEqual(stats.datagramsForwarded, stats.receiptsRouted)
+        XCTAssertEqual(result.receiptFrames, result.delivered)
+    }
+
     func testReceiptDatagramsReachTheSendersAndSettleEachMessageOnce() async throws {
         let result = try await run(batchesReceipts: true)
         let stats = try await relay.server.statistics()

@@ -246,7 +246,7 @@ public struct InboxCore: Sendable {
     /// a backlog is resent within a few round trips, not after a second.
     public mutating func roundTripMeasured(to user: Recipient, _ rtt: TimeAmount) {
         guard pathEstimates[user] == nil else { return }
-        var estimator = RTTEstimator(initialRTO: retransmit.initialRTO, minimumRTO: retransmit.minimumRTO, maximumRTO: retransmit.maximumRTO)
+        var estimator = retransmit.makeEstimator()
         estimator.addSample(rtt)
         pathEstimates[user] = estimator
     }

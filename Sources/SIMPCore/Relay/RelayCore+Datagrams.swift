@@ -25,8 +25,8 @@ extension RelayCore {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
         }
         if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
-        if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), timers.takeInboxLoad(of: recipient) {
-            if let connectedAt = timers.takeConnectedAt(of: recipient) { inbox.roundTripMeasured(to: recipient, now - connectedAt) }
+        if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), let load = timers.takeInboxLoad(of: recipient) {
+            if let connectedAt = load.connectedAt { inbox.roundTripMeasured(to: recipient, now - connectedAt) }
             output.append(.store(.loadInbox(user: user, device: recipient.device))) // the client is ready for it
         }
         switch header.kind {

@@ -24,11 +24,16 @@ public struct RelayTimers: Sendable {
     /// The relay's addresses, as recorded in the store at each refresh.
     var description = ""
     var drain: Drain?
-    /// Receiving devices whose inbox is read at the latest at these times.
-    private(set) var inboxLoads: [Recipient: NIODeadline] = [:]
-    /// When CONNECTED went to the devices among those: the device's HELLO, its first datagram
-    /// after it, is then a round trip's measure (`takeConnectedAt`).
-    private var connectedAt: [Recipient: NIODeadline] = [:]
+    /// An inbox read that waits for the device's first datagram, at the latest until `deadline`.
+    struct InboxLoad: Sendable {
+        var deadline: NIODeadline
+        /// When the device's CONNECTED went out, if that is why the read waits: the device's
+        /// HELLO, its first datagram after it, then measures a round trip.
+        var connectedAt: NIODeadline?
+    }
+
+    /// Receiving devices whose inbox read waits.
+    private(set) var inboxLoads: [Recipient: InboxLoad] = [:]
     var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
@@ -44,7 +49,7 @@ public struct RelayTimers: Sendable {
         var next = nextHeartbeatCheck
         if let nextRefresh { next = min(next, nextRefresh) }
         if let drain, !drain.finished { next = min(next, drain.deadline, drain.lastReceipt + drainQuietPeriod) }
-        if let load = inboxLoads.values.min() { next = min(next, load) }
+        if let load = inboxLoads.values.lazy.map(\.deadline).min() { next = min(next, load) }
         return next
     }
 
@@ -54,29 +59,19 @@ public struct RelayTimers: Sendable {
     /// `device`'s inbox is read at `deadline`, or earlier (`takeInboxLoad`); `connectedAt`:
     /// when its CONNECTED went out, if that is why.
     mutating func loadInbox(of device: Recipient, at deadline: NIODeadline, connectedAt: NIODeadline? = nil) {
-        inboxLoads[device] = deadline
-        self.connectedAt[device] = connectedAt
+        inboxLoads[device] = InboxLoad(deadline: deadline, connectedAt: connectedAt)
     }
 
-    /// When `device`'s CONNECTED went out, if its inbox read still waited for the device's
-    /// first datagram; asked once.
-    mutating func takeConnectedAt(of device: Recipient) -> NIODeadline? {
-        connectedAt.removeValue(forKey: device)
-    }
-
-    /// Whether `device`'s inbox waited to be read; it no longer does.
-    mutating func takeInboxLoad(of device: Recipient) -> Bool {
-        guard !inboxLoads.isEmpty else { return false }
-        return inboxLoads.removeValue(forKey: device) != nil
+    /// `device`'s inbox read, if it waited; it no longer does.
+    mutating func takeInboxLoad(of device: Recipient) -> InboxLoad? {
+        guard !inboxLoads.isEmpty else { return nil }
+        return inboxLoads.removeValue(forKey: device)
     }
 
     /// The devices whose inbox read is due.
     mutating func dueInboxLoads(now: NIODeadline) -> [Recipient] {
-        let due = inboxLoads.filter { $0.value <= now }.keys.sorted { ($0.user, $0.device) < ($1.user, $1.device) }
-        for user in due {
-            inboxLoads[user] = nil
-            connectedAt[user] = nil
-        }
+        let due = inboxLoads.filter { $0.value.deadline <= now }.keys.sorted { ($0.user, $0.device) < ($1.user, $1.device) }
+        for user in due { inboxLoads[user] = nil }
         return due
     }
 

@@ -98,11 +98,9 @@ final class SimClient {
         guard isRunning else { return }
         // As the reference client closes: receipts still waiting in a batch go out before the
         // DISCONNECT (else the relay would deliver those messages to the next process again).
-        if session.hasBatchedReceipts {
-            let output = session.flushReceipts(now: world.queue.deadline)
-            output.datagrams.forEach(sendDatagram)
-            output.controlFrames.forEach { control?.up.send($0) }
-        }
+        let closing = session.finishTakingMessages(now: world.queue.deadline)
+        closing.datagrams.forEach(sendDatagram)
+        closing.controlFrames.forEach { control?.up.send($0) }
         isRunning = false
         handshakeGeneration += 1
         timerGeneration += 1

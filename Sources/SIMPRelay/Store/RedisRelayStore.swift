@@ -63,9 +63,8 @@ public final class RedisRelayStore: RelayStore {
     public var roundTrips: Int { redis.roundTrips }
 
     /// Checks that Redis answers, and that a single-server URL does not name a cluster node
-    /// (whose other slots would answer every command with `MOVED`).
-    /// Checks that Redis answers and is what the endpoint says, then loads the user-log scripts
-    /// on every master. A script's first `EVALSHA` on a server that lacks it is answered
+    /// (whose other slots would answer every command with `MOVED`), then loads the user-log
+    /// scripts on every master. A script's first `EVALSHA` on a server that lacks it is answered
     /// NOSCRIPT and sent again as `EVAL` after the calls made meanwhile, so messages stored
     /// then would enter the log out of order (a fresh Redis reordered 1 test run in 10).
     public func ping() async throws {

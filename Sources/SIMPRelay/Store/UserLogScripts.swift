@@ -100,6 +100,9 @@ enum UserLogScripts {
 
         """
 
+    /// Every script here: `RedisRelayStore.ping` loads them before the relay serves.
+    static var all: [RedisScript] { [store, load, ack, forget] }
+
     /// ARGV: acked prefix, dedupe key, entry text, cap, key TTL (s), cutoff (ms; older entries
     /// expire). Expires and trims, then appends the entry unless its dedupe key is in the log or
     /// the log holds `cap` entries: then entries some device has go first (oldest first, silently:
@@ -107,9 +110,6 @@ enum UserLogScripts {
     /// (what no device has stays). Returns
     /// `{0 stored / 1 duplicate / 2 refused, expired...}`, each expired entry prefixed E;
     /// entries some device received are trimmed without a report.
-    /// Every script here: `RedisRelayStore.ping` loads them before the relay serves.
-    static var all: [RedisScript] { [store, load, ack, forget] }
-
     static let store = RedisScript(library + """
         local known = redis.call('HKEYS', devices)
         if redis.call('EXISTS', log) == 0 then
