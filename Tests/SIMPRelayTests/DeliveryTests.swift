@@ -25,6 +25,9 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(messages.first?.content, "hello, bob")
         XCTAssertEqual(messages.first?.fromUser, alice)
         XCTAssertEqual(messages.first?.toUser, bob)
+        // The send completes on whichever receipt copy comes first: the relay may not have read
+        // the control-channel copy yet.
+        _ = try await Eventually.holds(within: .seconds(5)) { try await relay.server.statistics().receiptsRouted >= 1 }
         let stats = try await relay.server.statistics()
         XCTAssertEqual(stats.datagramsForwarded, 2, "the message, and the receipt's datagram copy")
         XCTAssertEqual(stats.receiptsRouted, 1, "the receipt's control-channel copy")
