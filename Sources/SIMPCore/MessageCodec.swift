@@ -20,6 +20,12 @@ public enum MessageCodec {
         withCMessage(message) { Int(simp__message__get_packed_size($0)) }
     }
 
+    /// A capacity that usually holds `message`'s encoding (exact sizing would build the C
+    /// message twice; `encode(_:into:)` grows the buffer when it falls short).
+    public static func estimatedSize(of message: SIMPMessage) -> Int {
+        64 + message.content.utf8.count
+    }
+
     /// Appends the protobuf encoding of `message` to `buffer`.
     public static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
         withCMessage(message) { cMessage in
@@ -32,7 +38,7 @@ public enum MessageCodec {
 
     /// The protobuf encoding of `message` in a new buffer.
     public static func encode(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: 64 + message.content.utf8.count)
+        var buffer = allocator.buffer(capacity: estimatedSize(of: message))
         encode(message, into: &buffer)
         return buffer
     }
@@ -124,72 +130,67 @@ public enum MessageCodec {
     }
 
     /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer
-    /// and every bytes field in another.
+    /// and every bytes field in another (a handful of allocations per call, not one per field).
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
-        let strings = [message.content, message.imageURL, message.fromUser, message.toUser,
-                       message.errorText, message.relayId, message.room, message.author, message.device] + message.members
-        var scratch = [CChar]()
-        scratch.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
-        var offsets = [Int]()
-        for string in strings {
-            offsets.append(scratch.count)
-            scratch.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
-            scratch.append(0)
-        }
+        var strings = CStringScratch(capacity: 64 + message.content.utf8.count)
+        let content = strings.add(message.content), imageURL = strings.add(message.imageURL)
+        let fromUser = strings.add(message.fromUser), toUser = strings.add(message.toUser)
+        let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
+        let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
+        let memberOffsets = message.members.map { strings.add($0) }
         // Bytes fields (login only): one contiguous copy; empty fields are skipped by protobuf-c.
         var binary = message.nonce + message.salt + message.proof + message.sessionSecret
-        let lengths = [message.nonce.count, message.salt.count, message.proof.count, message.sessionSecret.count]
-        return scratch.withUnsafeMutableBufferPointer { chars in
+        return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
             binary.withUnsafeMutableBufferPointer { binaryBytes in
-                let base = chars.baseAddress!
-                var fields: [ProtobufCBinaryData] = []
-                var offset = 0
-                for length in lengths {
-                    fields.append(ProtobufCBinaryData(len: length, data: length == 0 ? nil : binaryBytes.baseAddress! + offset))
-                    offset += length
+                let base = UnsafeMutableRawPointer(stringBytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+                // Called in the order the fields were concatenated into `binary`.
+                var binaryOffset = 0
+                func binaryField(_ length: Int) -> ProtobufCBinaryData {
+                    defer { binaryOffset += length }
+                    return ProtobufCBinaryData(len: length, data: length == 0 ? nil : binaryBytes.baseAddress! + binaryOffset)
                 }
                 var c = Simp__Message()
                 simp__message__init(&c)
                 c.version = message.version
                 c.messageid = message.messageId
                 c.time = message.time
-                c.content = base + offsets[0]
-                c.imageurl = base + offsets[1]
-                c.fromuser = base + offsets[2]
-                c.touser = base + offsets[3]
+                c.content = base + content
+                c.imageurl = base + imageURL
+                c.fromuser = base + fromUser
+                c.touser = base + toUser
                 c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
                 c.imagescale = message.imageScale
                 c.attempt = message.attempt
                 c.holdmicros = message.holdMicros
                 c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
-                c.errortext = base + offsets[4]
+                c.errortext = base + errorText
                 c.udpport = message.udpPort
-                c.relayid = base + offsets[5]
+                c.relayid = base + relayId
                 c.stream = message.stream
                 c.seq = message.seq
                 c.floor = message.floor
-                c.nonce = fields[0]
-                c.salt = fields[1]
+                c.nonce = binaryField(message.nonce.count)
+                c.salt = binaryField(message.salt.count)
                 c.iterations = message.iterations
-                c.proof = fields[2]
+                c.proof = binaryField(message.proof.count)
                 c.sessionid = message.sessionId
-                c.sessionsecret = fields[3]
+                c.sessionsecret = binaryField(message.sessionSecret.count)
                 c.retryaftermillis = message.retryAfterMillis
                 c.maxdatagramsize = message.maxDatagramSize
                 c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
-                c.room = base + offsets[6]
-                c.author = base + offsets[7]
+                c.room = base + room
+                c.author = base + author
                 c.authormessageid = message.authorMessageId
                 c.membercount = message.memberCount
                 c.deliveredcount = message.deliveredCount
                 c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
                 c.lastseen = message.lastSeen
-                c.device = base + offsets[8]
+                c.device = base + device
                 c.sendonly = message.sendOnly ? 1 : 0
                 c.batchreceipts = message.batchReceipts ? 1 : 0
                 c.held = message.held ? 1 : 0
                 c.messageratelimit = message.messageRateLimit
-                var members: [UnsafeMutablePointer<CChar>?] = offsets.dropFirst(9).map { base + $0 }
+                var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }
                 return members.withUnsafeMutableBufferPointer { pointers in
@@ -203,6 +204,21 @@ public enum MessageCodec {
                 }
             }
         }
+    }
+}
+
+/// NUL-terminated UTF-8 copies of a message's strings, back to back in one buffer.
+private struct CStringScratch {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// Appends `string` and its terminating NUL; returns the offset it starts at.
+    mutating func add(_ string: String) -> Int {
+        let start = bytes.count
+        bytes.append(contentsOf: string.utf8)
+        bytes.append(0)
+        return start
     }
 }
 

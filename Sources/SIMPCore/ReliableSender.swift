@@ -32,6 +32,16 @@ public struct ReliableSender: Sendable {
         /// When the message's live timer fires (older timers of the same attempt are stale).
         var timerDeadline: NIODeadline?
         var attempts: Int { sentAt.count }
+
+        /// Notes a transmission at `now` and returns the message as it goes out.
+        mutating func recordTransmission(at now: NIODeadline, floor: UInt64?, timerDeadline: NIODeadline) -> SIMPMessage {
+            sentAt.append(now)
+            overtaken = 0
+            message.attempt = UInt32(attempts)
+            if let floor { message.floor = floor }
+            self.timerDeadline = timerDeadline
+            return message
+        }
     }
 
     private struct Timer: Comparable, Sendable {
@@ -525,23 +535,26 @@ public struct ReliableSender: Sendable {
     /// Records a transmission of pending message `id` (stamped with the conversation's current
     /// floor) and arms its timer.
     private mutating func transmit(_ id: UInt64, now: NIODeadline) -> SIMPMessage {
-        pending[id]!.sentAt.append(now)
-        pending[id]!.overtaken = 0
-        let attempts = pending[id]!.attempts
-        pending[id]!.message.attempt = UInt32(attempts)
-        let peer = pending[id]!.message.toUser
-        if !keepsSenderSequence {
-            pending[id]!.message.floor = conversations[peer]?.floor() ?? 0
-        } else if pending[id]!.computesFloor {
-            let stream = pending[id]!.message.stream
-            let lowestPending = pending.values
-                .filter { $0.message.toUser == peer && $0.message.stream == stream }.map(\.message.seq).min() ?? 0
-            pending[id]!.message.floor = min(pending[id]!.originalFloor ?? lowestPending, lowestPending)
-        }
-        let timeout = pending[id]!.isHeld ? policy.maximumRTO : estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
-        pending[id]!.timerDeadline = now + timeout
+        let index = pending.index(forKey: id)!
+        let floor = floorForTransmission(at: index)
+        let attempts = pending.values[index].attempts + 1
+        let timeout = pending.values[index].isHeld ? policy.maximumRTO : estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
-        return pending[id]!.message
+        return pending.values[index].recordTransmission(at: now, floor: floor, timerDeadline: now + timeout)
+    }
+
+    /// The floor the next transmission of the pending message at `index` carries; nil: the
+    /// one it has (see `Pending.computesFloor`).
+    private mutating func floorForTransmission(at index: Dictionary<UInt64, Pending>.Index) -> UInt64? {
+        let peer = pending.values[index].message.toUser
+        guard keepsSenderSequence else { return conversations[peer]?.floor() ?? 0 }
+        guard pending.values[index].computesFloor else { return nil }
+        let stream = pending.values[index].message.stream
+        var lowestPending = pending.values[index].message.seq
+        for other in pending.values where other.message.toUser == peer && other.message.stream == stream {
+            lowestPending = min(lowestPending, other.message.seq)
+        }
+        return min(pending.values[index].originalFloor ?? lowestPending, lowestPending)
     }
 
     /// Sends the retransmissions waiting for the pacer, then moves waiting messages into flight

@@ -23,6 +23,9 @@ public final class RelayService: Service, Sendable {
     private let metricsRegistry: PrometheusCollectorRegistry?
     /// Completed once `run()` has bound the sockets, or failed with what stopped it.
     private let ready: EventLoopPromise<RelayAddresses>
+    /// Whether `ready` has been completed: completing it again would schedule work on the
+    /// loop, which may be shut down by the time the service is released.
+    private let readyCompleted = NIOLockedValueBox(false)
     /// The running relay's engine (nil before start and after stop), for `statistics()`.
     private let engineBox = NIOLockedValueBox<NIOLoopBound<RelayEngine>?>(nil)
 
@@ -38,7 +41,7 @@ public final class RelayService: Service, Sendable {
     }
 
     deinit {
-        ready.fail(RelayStoppedError()) // never run: nobody waits in vain (a no-op after run)
+        completeReady(.failure(RelayStoppedError())) // never run: nobody waits in vain
     }
 
     /// Where the relay listens, once `run()` has bound its sockets; throws what stopped it from starting.
@@ -55,7 +58,16 @@ public final class RelayService: Service, Sendable {
 
     /// It will not run (`RelayShards` could not start it): whoever waits for `addresses()` hears why.
     func didNotStart(_ error: Error) {
-        ready.fail(error)
+        completeReady(.failure(error))
+    }
+
+    /// Completes `ready` the first time it is called; later calls do nothing.
+    private func completeReady(_ result: Result<RelayAddresses, Error>) {
+        let first = readyCompleted.withLockedValue { completed in
+            defer { completed = true }
+            return !completed
+        }
+        if first { ready.completeWith(result) }
     }
 
     /// Runs on `ports` instead of the configured ones (the relays of `RelayShards` share them).
@@ -71,11 +83,11 @@ public final class RelayService: Service, Sendable {
         do {
             running = try await start(configuration)
         } catch {
-            ready.fail(error)
+            completeReady(.failure(error))
             await store.shutdown()
             throw error
         }
-        ready.succeed(running.addresses)
+        completeReady(.success(running.addresses))
         let graceful: Void? = try? await gracefulShutdown()
         if graceful != nil, !Task.isCancelled {
             await running.stopGracefully()

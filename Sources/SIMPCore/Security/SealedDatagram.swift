@@ -93,7 +93,7 @@ public struct DatagramSealer: Sendable {
 
     /// Encodes and seals `message`.
     public mutating func seal(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var out = allocator.buffer(capacity: MessageCodec.encodedSize(of: message) + SealedDatagram.overhead)
+        var out = allocator.buffer(capacity: MessageCodec.estimatedSize(of: message) + SealedDatagram.overhead)
         writeHeader(into: &out)
         MessageCodec.encode(message, into: &out)
         encryptInPlace(&out)
