@@ -10,47 +10,6 @@ import NIOCore
 /// the caller when to call `poll(now:)` again. Receipts echo the attempt they answer, so every
 /// RTT sample is unambiguous (Karn's problem does not arise).
 public struct ReliableSender: Sendable {
-    private struct Pending: Sendable {
-        var message: SIMPMessage
-        var sentAt: [NIODeadline] = []
-        /// Receipts for later-sent messages to the same receiver since the latest transmission.
-        var overtaken = 0
-        /// `keepsSenderSequence` (the relay delivering stored messages): the floor is the lowest
-        /// seq of the same (stream, receiver) still pending here, or the floor the message was
-        /// stored with if that is lower (its original sender may still be sending an earlier
-        /// message directly).
-        var computesFloor = false
-        /// The floor the message came with (nil: none, as for room copies).
-        var originalFloor: UInt64?
-        /// The receiver holds it behind a gap (a HELD receipt came, docs/PROTOCOL.md §6.1): it
-        /// arrived, so it is no longer rushed, only sent again every `maximumRTO` in one copy
-        /// (the receiver may restart and lose it) until its final receipt or its give-up time.
-        var isHeld = false
-        /// The latest transmission a receipt answered (0: none): a receipt for it or an earlier
-        /// one (the final receipt after a HELD one) gives no second RTT sample or overtaking.
-        var answered = 0
-        /// When the message's live timer fires (older timers of the same attempt are stale).
-        var timerDeadline: NIODeadline?
-        var attempts: Int { sentAt.count }
-
-        /// Notes a transmission at `now` and returns the message as it goes out.
-        mutating func recordTransmission(at now: NIODeadline, floor: UInt64?, timerDeadline: NIODeadline) -> SIMPMessage {
-            sentAt.append(now)
-            overtaken = 0
-            message.attempt = UInt32(attempts)
-            if let floor { message.floor = floor }
-            self.timerDeadline = timerDeadline
-            return message
-        }
-    }
-
-    private struct Timer: Comparable, Sendable {
-        let deadline: NIODeadline
-        let messageId: UInt64
-        let attempt: Int
-        static func < (a: Timer, b: Timer) -> Bool { a.deadline < b.deadline }
-    }
-
     public let policy: RetransmitPolicy
     public private(set) var estimator: RTTEstimator
     /// Retransmissions sent (transmissions after the first of each message).
@@ -61,22 +20,6 @@ public struct ReliableSender: Sendable {
     public private(set) var fastRetransmits = 0
     /// While suspended (no path to the receiver), nothing is sent and nothing times out.
     public private(set) var isSuspended = false
-
-    /// Sequence state of one (stream, receiver) conversation.
-    private struct Conversation: Sendable {
-        var nextSeq: UInt64 = 1
-        /// Unresolved seqs in send order; resolved ones are dropped lazily from the front.
-        var unresolved: Deque<UInt64> = []
-        var resolved: Set<UInt64> = []
-        /// Unresolved seqs the receiver holds behind a gap (HELD receipt), with their ids.
-        var held: [UInt64: UInt64] = [:]
-
-        /// The lowest seq not yet receipted or given up (or the next seq when none is open).
-        mutating func floor() -> UInt64 {
-            while let first = unresolved.first, resolved.remove(first) != nil { unresolved.removeFirst() }
-            return unresolved.first ?? nextSeq
-        }
-    }
 
     /// This sender's stream id, carried in every message so receivers can keep its order.
     public let stream: UInt64
