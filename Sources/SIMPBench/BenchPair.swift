@@ -18,6 +18,8 @@ final class BenchPair {
     /// The receiver's receipts waiting for others to the same sender (flushed at the end of
     /// a read burst, or once the oldest has waited the run's receipt delay).
     var receiptBatcher: ReceiptBatcher
+    /// Repeats the previous receipt copy's ids in the next, as the reference client does.
+    var receiptRepeater = ReceiptRepeater()
     /// The receiver's relay routes batch receipts (older relays would drop their ids).
     var relayBatchesReceipts = false
     /// Messages offered and not yet receipted or failed, by id.

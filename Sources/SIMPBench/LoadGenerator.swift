@@ -286,9 +286,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         for receipt in outcome.receipts {
             if parameters.batchesReceipts, pair.relayBatchesReceipts, ReceiptBatcher.isBatchable(receipt) {
-                if let full = pair.receiptBatcher.add(receipt, now: now) { writeReceipt(full, pair) }
+                if let full = pair.receiptBatcher.add(receipt, now: now) { writeReceipt(full, pair, now: now) }
             } else {
-                writeReceipt(receipt, pair)
+                writeReceipt(receipt, pair, now: now)
             }
         }
         if !pair.receiptsPending {
@@ -309,12 +309,17 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     }
 
     /// Writes a receipt frame and, like the reference client, its datagram copy
-    /// (`ClientSession.hasDatagramCopy`).
-    private func writeReceipt(_ receipt: SIMPMessage, _ pair: BenchPair) {
+    /// (`ClientSession.hasDatagramCopy`), which repeats the previous batch's ids (`ReceiptRepeater`).
+    private func writeReceipt(_ receipt: SIMPMessage, _ pair: BenchPair, now: NIODeadline) {
         pair.receiverControl.write(receipt, promise: nil)
         if phase == .measuring { result.receiptFrames += 1 }
-        guard parameters.receiptDatagrams, ClientSession.hasDatagramCopy(receipt, maxDatagramSize: pair.receiverMaxDatagramSize) else { return }
-        let bytes = pair.receiptSealer.seal(receipt, allocator: receiverSocket.allocator)
+        let maxDatagramSize = pair.receiverMaxDatagramSize
+        guard parameters.receiptDatagrams, ClientSession.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
+        var copy = receipt
+        if parameters.batchesReceipts, pair.relayBatchesReceipts {
+            copy = pair.receiptRepeater.datagramCopy(of: receipt, now: now) { ClientSession.hasDatagramCopy($0, maxDatagramSize: maxDatagramSize) }
+        }
+        let bytes = pair.receiptSealer.seal(copy, allocator: receiverSocket.allocator)
         receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
         receiptDatagramsPending = true
         if phase == .measuring { result.receiptDatagrams += 1 }
@@ -331,7 +336,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 waiting.append(pair)
                 continue
             }
-            for batch in pair.receiptBatcher.flush(now: now) { writeReceipt(batch, pair) }
+            for batch in pair.receiptBatcher.flush(now: now) { writeReceipt(batch, pair, now: now) }
             pair.receiverControl.flush()
             pair.receiptsPending = false
         }

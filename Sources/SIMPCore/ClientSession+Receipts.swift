@@ -34,16 +34,22 @@ extension ClientSession {
     mutating func flushReceipts(now: NIODeadline, into output: inout Output) {
         receiptsAreUrgent = false
         guard !batcher.isEmpty else { return }
-        for batch in batcher.flush(now: now) { writeReceipt(batch, into: &output) }
+        for batch in batcher.flush(now: now) { writeReceipt(batch, now: now, into: &output) }
     }
 
     /// A receipt is due: batched when the configuration says so and it is batchable, else
     /// written at once.
     mutating func sendReceipt(_ receipt: SIMPMessage, now: NIODeadline, into output: inout Output) {
-        guard configuration.batchesReceipts, configuration.deliveryLimit == nil, relayBatchesReceipts, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
-            return writeReceipt(receipt, into: &output)
+        guard sendsBatches, isRegistered, ReceiptBatcher.isBatchable(receipt) else {
+            return writeReceipt(receipt, now: now, into: &output)
         }
-        if let full = batcher.add(receipt, now: now) { writeReceipt(full, into: &output) }
+        if let full = batcher.add(receipt, now: now) { writeReceipt(full, now: now, into: &output) }
+    }
+
+    /// Whether this session's receipts go in batches: the configuration says so, no
+    /// `deliveryLimit` applies, and the relay routes batches.
+    var sendsBatches: Bool {
+        configuration.batchesReceipts && configuration.deliveryLimit == nil && relayBatchesReceipts
     }
 
     /// Hands `output.delivered` to the application through `take`, which says whether it took
@@ -86,10 +92,11 @@ extension ClientSession {
         let messageId: UInt64
     }
 
-    /// Writes a receipt frame (single or batch) and its datagram copy; without a control
+    /// Writes a receipt frame (single or batch) and its datagram copy (which repeats the
+    /// previous copy's ids to the same sender when batches are on, `ReceiptRepeater`); without a control
     /// connection it is kept for the next one. A HELD receipt is not kept: it is only a hint
     /// (the sender's next retransmission gets another), and the final receipt follows.
-    mutating func writeReceipt(_ receipt: SIMPMessage, into output: inout Output) {
+    mutating func writeReceipt(_ receipt: SIMPMessage, now: NIODeadline, into output: inout Output) {
         guard isRegistered else {
             if !receipt.held { receipts.couldNotWrite(receipt) }
             return
@@ -97,10 +104,14 @@ extension ClientSession {
         output.controlFrames.append(receipt)
         receiptFramesSent += 1
         if !receipt.held { receipts.written(receipt, beforePing: nextPingId) }
-        if configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) {
-            output.datagrams.append(receipt)
-            receiptDatagramsSent += 1
+        guard configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
+        var copy = receipt
+        if sendsBatches, configuration.receiptRepeatWindow > .zero {
+            let maxDatagramSize = maxDatagramSize
+            copy = repeater.datagramCopy(of: receipt, now: now) { Self.hasDatagramCopy($0, maxDatagramSize: maxDatagramSize) }
         }
+        output.datagrams.append(copy)
+        receiptDatagramsSent += 1
     }
 
     /// Whether a receipt frame also goes as a datagram (docs/PROTOCOL.md §6.1): not for room

@@ -56,6 +56,10 @@ public struct ClientSession: Sendable {
         /// oldest receipt in them has waited this long (`poll`). Zero: at the end of each burst
         /// of datagram reads (`datagramBurstEnded`), as clients did before the delay.
         public var receiptBatchDelay: TimeAmount = ReceiptBatcher.defaultDelay
+        /// With batches on, a receipt's datagram copy also repeats the ids of the previous copy
+        /// to the same sender if that went at most this long ago (`ReceiptRepeater`). Zero: a
+        /// copy carries its own ids only.
+        public var receiptRepeatWindow: TimeAmount = ReceiptRepeater.defaultWindow
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -97,6 +101,7 @@ public struct ClientSession: Sendable {
     private var nextSignalId: UInt64 = 1
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
+    var repeater: ReceiptRepeater
     /// An arrival of the current read burst suggested loss: the batched receipts go at its end.
     var receiptsAreUrgent = false
     /// The relay of the current session routes batch receipts (its CONNECTED said so).
@@ -112,6 +117,7 @@ public struct ClientSession: Sendable {
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit, pacing: configuration.pacing)
         self.backoff = configuration.reconnect.map(Backoff.init)
         self.batcher = ReceiptBatcher(delay: configuration.receiptBatchDelay)
+        self.repeater = ReceiptRepeater(window: configuration.receiptRepeatWindow)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
 
@@ -221,7 +227,7 @@ public struct ClientSession: Sendable {
         nextHello = (now, configuration.helloAttempts)
         backoff?.reset()
         var output = pollHello(now: now)
-        for receipt in receipts.takeOwed() { writeReceipt(receipt, into: &output) }
+        for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
         output.absorb(sender.resume(now: now))
         receiver.restartHoldClock(now: now)
         return output

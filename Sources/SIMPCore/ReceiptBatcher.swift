@@ -41,7 +41,13 @@ public struct ReceiptBatcher: Sendable {
 
     /// Whether `receipt` may travel in a batch.
     public static func isBatchable(_ receipt: SIMPMessage) -> Bool {
-        receipt.kind == .receipt && receipt.status == .delivered && !receipt.held && receipt.receiptIds.isEmpty
+        canCover(receipt) && receipt.receiptIds.isEmpty
+    }
+
+    /// Whether `receipt` is of the kind a batch may be: a receiver's plain DELIVERED receipt to
+    /// a user (a HELD batch would mark every id held; rooms and the relay's receipts stay single).
+    public static func canCover(_ receipt: SIMPMessage) -> Bool {
+        receipt.kind == .receipt && receipt.status == .delivered && !receipt.held
             && !receipt.toUser.isEmpty && !receipt.toUser.hasPrefix("#")
     }
 
