@@ -42,6 +42,9 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.closed(c1), [], "the shell's close adds nothing")
     }
 
+    /// The relay refreshes a tenth of its registrations (by session id) every tenth of the
+    /// refresh interval, announcing itself each time: every registration once per interval,
+    /// never all of them at one moment.
     func testRegistrationsAreRefreshedEveryRefreshIntervalOnceListening() {
         var relay = DevRelay { $0.heartbeat = HeartbeatPolicy(interval: .seconds(60)) }
         XCTAssertEqual(relay.tick(now: t0 + .seconds(30)), [], "nothing to refresh before the relay listens")
@@ -49,13 +52,40 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) },
                        [.store(.refresh(relayId: "r1", description: "udp 7100", []))], "the relay announces itself at once")
         relay.connect("alice", on: c1, port: 5001, now: start)
+        relay.connect("bob", on: c2, port: 5002, now: start)
         XCTAssertEqual(relay.connected("alice").udpPort, 7100, "CONNECTED names the bound port")
         let interval = relay.core.configuration.refreshInterval
-        let alice = relay.registration("alice", on: c1, port: 5001)
-        XCTAssertEqual(relay.tick(now: start + interval - .nanoseconds(1)), [])
-        XCTAssertEqual(relay.tick(now: start + interval), [.store(.refresh(relayId: "r1", description: "udp 7100", [alice]))])
-        XCTAssertEqual(relay.tick(now: start + interval + interval - .nanoseconds(1)), [])
-        XCTAssertEqual(relay.tick(now: start + interval + interval), [.store(.refresh(relayId: "r1", description: "udp 7100", [alice]))])
+        let step = TimeAmount.nanoseconds(interval.nanoseconds / 10)
+        let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
+        XCTAssertEqual(relay.tick(now: start + step - .nanoseconds(1)), [])
+        var refreshedAt: [String: [Int]] = [:]
+        for index in 1...20 {
+            let actions = relay.tick(now: start + .nanoseconds(step.nanoseconds * Int64(index)))
+            guard case .store(.refresh(let relayId, let description, let refreshed))? = actions.first, actions.count == 1 else {
+                return XCTFail("tick \(index): \(actions)")
+            }
+            XCTAssertEqual([relayId, description], ["r1", "udp 7100"], "the relay announces itself at every step")
+            XCTAssertTrue(refreshed.allSatisfy { registrations.contains($0) })
+            for registration in refreshed { refreshedAt[registration.user, default: []].append(index) }
+        }
+        for registration in registrations {
+            let steps = refreshedAt[registration.user] ?? []
+            XCTAssertEqual(steps.count, 2, "\(registration.user): once per interval")
+            XCTAssertEqual(steps.last.map { $0 - steps[0] }, 10, "\(registration.user): one interval apart")
+        }
+    }
+
+    /// Each connection is pinged when its own interval is up, between the periodic checks:
+    /// many connections' pings are spread over the interval, not sent together at a check.
+    func testEachConnectionIsPingedAtItsOwnTime() {
+        var relay = DevRelay { $0.heartbeat = self.heartbeat }
+        relay.connect("alice", on: c1, port: 5001, now: t0 + .milliseconds(100))
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(250), "the periodic check comes first")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(250)), [])
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(500))
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(1)), [])
+        XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(1100), "alice's interval ends before the next check")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(1100)), [.send(c1, ping(1))])
     }
 
     func testTheDrainEndsOnceNoReceiptCameForTheQuietPeriod() {

@@ -1,3 +1,4 @@
+import HeapModule
 import NIOCore
 
 /// The relay's control connections: where each comes from, how far its login got, and whether
@@ -26,7 +27,18 @@ public struct ConnectionTable: Sendable {
         var heartbeat: Heartbeat
     }
 
+    /// When a connection's heartbeat may next need attention; entries go stale when its peer
+    /// speaks (checked and scheduled again when they come up) or it closes (dropped then).
+    private struct HeartbeatDue: Comparable, Sendable {
+        let deadline: NIODeadline
+        let id: ConnectionID
+        static func < (a: HeartbeatDue, b: HeartbeatDue) -> Bool { a.deadline < b.deadline }
+    }
+
     private var connections: [ConnectionID: Connection] = [:]
+    /// Every open connection's next heartbeat deadline, so a check looks only at the due ones
+    /// and each connection is pinged at its own time, not all at once.
+    private var heartbeatsDue = Heap<HeartbeatDue>()
     private var connectionsPerHost: [String: Int] = [:]
     private var connectionRates: RateLimiter<String>
     private let maxConnectionsPerHost: Int
@@ -47,7 +59,9 @@ public struct ConnectionTable: Sendable {
     /// connections too fast or holds too many (the connection is recorded either way, and
     /// forgotten when it closes).
     public mutating func open(_ id: ConnectionID, host: String, now: NIODeadline) -> TimeAmount? {
-        connections[id] = Connection(host: host, heartbeat: Heartbeat(policy: heartbeat, now: now))
+        let beat = Heartbeat(policy: heartbeat, now: now)
+        connections[id] = Connection(host: host, heartbeat: beat)
+        heartbeatsDue.insert(HeartbeatDue(deadline: beat.nextDeadline, id: id))
         connectionsPerHost[host, default: 0] += 1
         if connectionsPerHost[host]! > maxConnectionsPerHost { return .seconds(1) }
         return connectionRates.admit(host, now: now)
@@ -73,16 +87,24 @@ public struct ConnectionTable: Sendable {
         connections[id]?.heartbeat.heard(at: now)
     }
 
+    /// When `pollHeartbeats` next has something to look at.
+    public var nextHeartbeatDeadline: NIODeadline? { heartbeatsDue.min?.deadline }
+
     /// Connections to ping now, and connections whose peer went silent (their phases are
     /// kept until `close`).
     public mutating func pollHeartbeats(now: NIODeadline) -> (ping: [ConnectionID], dead: [ConnectionID]) {
         var ping: [ConnectionID] = [], dead: [ConnectionID] = []
-        for id in connections.keys {
-            switch connections[id]!.heartbeat.poll(now: now) {
+        while let due = heartbeatsDue.min, due.deadline <= now {
+            heartbeatsDue.removeMin()
+            guard let action = connections[due.id]?.heartbeat.poll(now: now) else { continue }
+            switch action {
             case .none: break
-            case .sendPing: ping.append(id)
-            case .peerDead: dead.append(id)
+            case .sendPing: ping.append(due.id)
+            case .peerDead:
+                dead.append(due.id)
+                continue
             }
+            heartbeatsDue.insert(HeartbeatDue(deadline: connections[due.id]!.heartbeat.nextDeadline, id: due.id))
         }
         return (ping.sorted { $0.rawValue < $1.rawValue }, dead.sorted { $0.rawValue < $1.rawValue })
     }

@@ -13,10 +13,20 @@ public struct RelayTimers: Sendable {
         var finished = false
     }
 
-    /// How often heartbeats are checked: a few times per interval, so a dead client goes within
-    /// about a quarter interval of its deadline.
+    /// How often heartbeats are checked at the latest: a few times per interval. Each
+    /// connection's ping or silence deadline also ends the wait by itself
+    /// (`ConnectionTable.nextHeartbeatDeadline`), so pings go at their own times and not in a
+    /// group per check: with 10,000 clients at the default 5 s interval, checking once a second
+    /// wrote 2,000 PINGs in one loop iteration and held every datagram behind them for tens of
+    /// milliseconds.
     let heartbeatCheckPeriod: TimeAmount
     let refreshInterval: TimeAmount
+    /// Registrations are refreshed in this many groups (by session id), one group every
+    /// `refreshInterval / refreshSlices`, so each is refreshed once per `refreshInterval`
+    /// without all of them going to the store at one moment.
+    static let refreshSlices = 10
+    /// The group the next refresh covers.
+    var nextRefreshSlice = 0
     let drainQuietPeriod: TimeAmount
     var nextHeartbeatCheck: NIODeadline
     /// Nil until the relay listens (`RelayCore.listening`).
@@ -84,18 +94,18 @@ public struct RelayTimers: Sendable {
 extension RelayCore {
     /// When `tick` next has work.
     public var nextDeadline: NIODeadline {
-        guard let inboxDeadline = inbox.nextDeadline else { return timers.nextDeadline }
-        return min(inboxDeadline, timers.nextDeadline)
+        var next = timers.nextDeadline
+        if let heartbeat = connections.nextHeartbeatDeadline { next = min(next, heartbeat) }
+        if let inboxDeadline = inbox.nextDeadline { next = min(next, inboxDeadline) }
+        return next
     }
 
     /// Pings connections that are due, drops those whose client went silent, refreshes live
     /// registrations, retransmits stored messages, reads inboxes that waited, and ends the
     /// shutdown drain.
     public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
-        if now >= timers.nextHeartbeatCheck {
-            timers.nextHeartbeatCheck = now + timers.heartbeatCheckPeriod
-            checkHeartbeats(now: now, into: &output)
-        }
+        if now >= timers.nextHeartbeatCheck { timers.nextHeartbeatCheck = now + timers.heartbeatCheckPeriod }
+        checkHeartbeats(now: now, into: &output)
         if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
         for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
@@ -121,10 +131,15 @@ extension RelayCore {
         }
     }
 
-    /// Keeps this relay's registrations and its own liveness record alive in the store.
+    /// Keeps this relay's own liveness record and the next group of its registrations
+    /// (`RelayTimers.refreshSlices`) alive in the store.
     mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
-        timers.nextRefresh = now + timers.refreshInterval
-        output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, sessions.registrations)))
+        let slices = RelayTimers.refreshSlices
+        timers.nextRefresh = now + .nanoseconds(timers.refreshInterval.nanoseconds / Int64(slices))
+        let slice = timers.nextRefreshSlice
+        timers.nextRefreshSlice = (slice + 1) % slices
+        let registrations = sessions.registrations(inSlice: slice, of: slices)
+        output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, registrations)))
     }
 
     // MARK: Shutdown

@@ -80,6 +80,11 @@ public struct SessionTable: Sendable {
     public var registrations: [Registration] {
         sessions.values.map(\.registration).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
     }
+    /// The registrations whose session id is `slice` modulo `slices`, in the same order.
+    public func registrations(inSlice slice: Int, of slices: Int) -> [Registration] {
+        sessions.lazy.filter { $0.key % UInt64(slices) == UInt64(slice) }.map(\.value.registration)
+            .sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+    }
     /// `user`'s session whose registration token is `token`.
     public func session(of user: String, token: String) -> UInt64? {
         users[user]?.ids.first { sessions[$0]?.token == token }
