@@ -315,10 +315,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         if phase == .measuring { result.receiptFrames += 1 }
         let maxDatagramSize = pair.receiverMaxDatagramSize
         guard parameters.receiptDatagrams, ClientSession.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
-        var copy = receipt
-        if parameters.batchesReceipts, pair.relayBatchesReceipts {
-            copy = pair.receiptRepeater.datagramCopy(of: receipt, now: now) { ClientSession.hasDatagramCopy($0, maxDatagramSize: maxDatagramSize) }
-        }
+        let copy = parameters.batchesReceipts && pair.relayBatchesReceipts
+            ? pair.receiptRepeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt
         let bytes = pair.receiptSealer.seal(copy, allocator: receiverSocket.allocator)
         receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
         receiptDatagramsPending = true

@@ -105,12 +105,7 @@ extension ClientSession {
         receiptFramesSent += 1
         if !receipt.held { receipts.written(receipt, beforePing: nextPingId) }
         guard configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
-        var copy = receipt
-        if sendsBatches, configuration.receiptRepeatWindow > .zero {
-            let maxDatagramSize = maxDatagramSize
-            copy = repeater.datagramCopy(of: receipt, now: now) { Self.hasDatagramCopy($0, maxDatagramSize: maxDatagramSize) }
-        }
-        output.datagrams.append(copy)
+        output.datagrams.append(sendsBatches ? repeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt)
         receiptDatagramsSent += 1
     }
 

@@ -132,7 +132,7 @@ public enum MessageCodec {
     /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer
     /// and every bytes field in another (a handful of allocations per call, not one per field).
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
-        var strings = CStringScratch(capacity: 64 + message.content.utf8.count)
+        var strings = CStringScratch(capacity: estimatedSize(of: message))
         let content = strings.add(message.content), imageURL = strings.add(message.imageURL)
         let fromUser = strings.add(message.fromUser), toUser = strings.add(message.toUser)
         let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)

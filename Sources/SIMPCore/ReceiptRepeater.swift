@@ -12,6 +12,7 @@ public struct ReceiptRepeater: Sendable {
     /// How long after a copy its ids are still repeated.
     public static let defaultWindow: TimeAmount = .milliseconds(100)
 
+    /// Zero: copies carry their own ids only.
     public let window: TimeAmount
     /// The latest copy's own ids per sender, and when it went.
     private var latest: [String: (ids: [UInt64], sentAt: NIODeadline)] = [:]
@@ -21,17 +22,19 @@ public struct ReceiptRepeater: Sendable {
     }
 
     /// The datagram copy of `receipt` sent at `now`: with the ids of the previous copy to the
-    /// same sender added to `receiptIds` if that copy is recent and the merged batch still has
-    /// `fits` (the receiver's datagram size rule). Remembers `receipt`'s own ids.
-    public mutating func datagramCopy(of receipt: SIMPMessage, now: NIODeadline, fits: (SIMPMessage) -> Bool) -> SIMPMessage {
-        guard ReceiptBatcher.canCover(receipt) else { return receipt }
+    /// same sender added to `receiptIds` if that copy is recent and the merged batch still
+    /// goes as a datagram of `maxDatagramSize` (`ClientSession.hasDatagramCopy`). Remembers
+    /// `receipt`'s own ids.
+    public mutating func datagramCopy(of receipt: SIMPMessage, now: NIODeadline, maxDatagramSize: Int) -> SIMPMessage {
+        guard window > .zero, ReceiptBatcher.canCover(receipt) else { return receipt }
         let own = [receipt.messageId] + receipt.receiptIds
         let previous = latest.updateValue((own, now), forKey: receipt.toUser)
         if latest.count > 64 { latest = latest.filter { now - $0.value.sentAt <= window } }
         guard let previous, now - previous.sentAt <= window else { return receipt }
         var copy = receipt
         copy.receiptIds = Array(Set(receipt.receiptIds).union(previous.ids).subtracting([receipt.messageId])).sorted()
-        guard copy.receiptIds.count <= SIMPMessage.maxReceiptIds, fits(copy) else { return receipt }
+        guard copy.receiptIds.count <= SIMPMessage.maxReceiptIds,
+              ClientSession.hasDatagramCopy(copy, maxDatagramSize: maxDatagramSize) else { return receipt }
         return copy
     }
 }

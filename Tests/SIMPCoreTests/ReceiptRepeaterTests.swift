@@ -7,7 +7,8 @@ import XCTest
 final class ReceiptRepeaterTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
     private func ms(_ value: Int64) -> NIODeadline { t0 + .milliseconds(value) }
-    private let fitsAlways: (SIMPMessage) -> Bool = { _ in true }
+    /// Room for any batch here; `256` leaves room for no id (`ClientSession.hasDatagramCopy`).
+    private let roomy = 1400
 
     private func batch(_ id: UInt64, ids: [UInt64] = [], to sender: String = "alice") -> SIMPMessage {
         var message = SIMPMessage(kind: .text, messageId: id, fromUser: sender, toUser: "bob")
@@ -19,36 +20,36 @@ final class ReceiptRepeaterTests: XCTestCase {
 
     func testTheNextCopyRepeatsThePreviousCopysOwnIdsOnce() {
         var repeater = ReceiptRepeater()
-        XCTAssertEqual(repeater.datagramCopy(of: batch(3, ids: [1, 2]), now: ms(0), fits: fitsAlways).receiptIds, [1, 2],
+        XCTAssertEqual(repeater.datagramCopy(of: batch(3, ids: [1, 2]), now: ms(0), maxDatagramSize: roomy).receiptIds, [1, 2],
                        "nothing to repeat yet")
-        let second = repeater.datagramCopy(of: batch(6, ids: [4, 5]), now: ms(20), fits: fitsAlways)
+        let second = repeater.datagramCopy(of: batch(6, ids: [4, 5]), now: ms(20), maxDatagramSize: roomy)
         XCTAssertEqual(second.messageId, 6, "messageId, attempt and holdMicros stay the copy's own")
         XCTAssertEqual(second.receiptIds, [1, 2, 3, 4, 5])
-        let third = repeater.datagramCopy(of: batch(7), now: ms(40), fits: fitsAlways)
+        let third = repeater.datagramCopy(of: batch(7), now: ms(40), maxDatagramSize: roomy)
         XCTAssertEqual(third.receiptIds, [4, 5, 6], "only the previous copy's own ids: an id is repeated once")
     }
 
     func testOnlyARecentCopyToTheSameSenderIsRepeated() {
         var repeater = ReceiptRepeater(window: .milliseconds(100))
-        _ = repeater.datagramCopy(of: batch(1), now: ms(0), fits: fitsAlways)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(10, to: "carol"), now: ms(10), fits: fitsAlways).receiptIds, [],
+        _ = repeater.datagramCopy(of: batch(1), now: ms(0), maxDatagramSize: roomy)
+        XCTAssertEqual(repeater.datagramCopy(of: batch(10, to: "carol"), now: ms(10), maxDatagramSize: roomy).receiptIds, [],
                        "another sender's ids are not repeated")
-        XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(100), fits: fitsAlways).receiptIds, [1], "100 ms later: still repeated")
-        XCTAssertEqual(repeater.datagramCopy(of: batch(3), now: ms(201), fits: fitsAlways).receiptIds, [], "101 ms later: not")
+        XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(100), maxDatagramSize: roomy).receiptIds, [1], "100 ms later: still repeated")
+        XCTAssertEqual(repeater.datagramCopy(of: batch(3), now: ms(201), maxDatagramSize: roomy).receiptIds, [], "101 ms later: not")
     }
 
     func testACopyThatWouldNotFitOrCannotBeABatchGoesAsItIs() {
         var repeater = ReceiptRepeater()
-        _ = repeater.datagramCopy(of: batch(1), now: ms(0), fits: fitsAlways)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(1), fits: { $0.receiptIds.isEmpty }).receiptIds, [],
+        _ = repeater.datagramCopy(of: batch(1), now: ms(0), maxDatagramSize: roomy)
+        XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(1), maxDatagramSize: 256).receiptIds, [],
                        "the merged batch would not fit in a datagram")
         var held = batch(3)
         held.held = true
-        XCTAssertEqual(repeater.datagramCopy(of: held, now: ms(2), fits: fitsAlways), held, "a HELD batch would mark the repeats held")
+        XCTAssertEqual(repeater.datagramCopy(of: held, now: ms(2), maxDatagramSize: roomy), held, "a HELD batch would mark the repeats held")
         var room = batch(4)
         room.toUser = "#team"
-        XCTAssertEqual(repeater.datagramCopy(of: room, now: ms(3), fits: fitsAlways), room)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(5), now: ms(4), fits: fitsAlways).receiptIds, [2],
+        XCTAssertEqual(repeater.datagramCopy(of: room, now: ms(3), maxDatagramSize: roomy), room)
+        XCTAssertEqual(repeater.datagramCopy(of: batch(5), now: ms(4), maxDatagramSize: roomy).receiptIds, [2],
                        "the HELD one was not remembered: the previous copy is 2's")
     }
 

@@ -78,12 +78,15 @@ public struct SessionTable: Sendable {
     }
     /// Every session's registration (a stable order: a seeded run replays exactly).
     public var registrations: [Registration] {
-        sessions.values.map(\.registration).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+        Self.inOrder(sessions.values.lazy.map(\.registration))
     }
     /// The registrations whose session id is `slice` modulo `slices`, in the same order.
     public func registrations(inSlice slice: Int, of slices: Int) -> [Registration] {
-        sessions.lazy.filter { $0.key % UInt64(slices) == UInt64(slice) }.map(\.value.registration)
-            .sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+        Self.inOrder(sessions.lazy.filter { $0.key % UInt64(slices) == UInt64(slice) }.map(\.value.registration))
+    }
+    /// `registrations` by user, then session token (a stable order for the store and tests).
+    private static func inOrder(_ registrations: some Sequence<Registration>) -> [Registration] {
+        registrations.sorted { ($0.user, $0.session) < ($1.user, $1.session) }
     }
     /// `user`'s session whose registration token is `token`.
     public func session(of user: String, token: String) -> UInt64? {
