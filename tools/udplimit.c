@@ -5,7 +5,12 @@
 // counts what the sink receives for SECONDS and prints one JSON object: datagrams per second
 // arriving at the sink, and the forwarder thread's CPU time per forwarded datagram.
 //
-// Usage: udplimit [SECONDS [SIZE]]      (defaults 3 and 200)
+// With a RATE, the generator instead sends RATE datagrams per second, one at a time and evenly
+// spaced, and the forwarder passes each on as soon as it arrives (MSG_WAITFORONE): the CPU a
+// forwarder that holds nothing back spends per datagram at that rate, the floor under any
+// relay's CPU per message at the same fixed rate (each wake-up is paid for one datagram).
+//
+// Usage: udplimit [SECONDS [SIZE [RATE]]]      (defaults 3, 200 and 0: as fast as it goes)
 // Build: cc -O2 -pthread -o udplimit tools/udplimit.c
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +28,7 @@
 #define SLOT 2048
 
 static int size;
+static double rate;                // datagrams per second offered; 0: as fast as it goes
 static atomic_int stop;
 static atomic_long received;       // datagrams the sink got
 static atomic_long forwarded;      // datagrams the forwarder sent on
@@ -82,7 +88,19 @@ static void *generate(void *unused) {
     int s = loopback_socket(NULL);
     memset(buffers, 'x', sizeof buffers);
     prepare(messages, vectors, buffers, size, &forwarder_address);
-    while (!stop) sendmmsg(s, messages, BATCH, 0);
+    if (rate <= 0) {
+        while (!stop) sendmmsg(s, messages, BATCH, 0);
+        return unused;
+    }
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    long gap = (long)(1e9 / rate);
+    while (!stop) {
+        next.tv_nsec += gap;
+        while (next.tv_nsec >= 1000000000L) { next.tv_nsec -= 1000000000L; next.tv_sec += 1; }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        sendmmsg(s, messages, 1, 0);
+    }
     return unused;
 }
 
@@ -94,7 +112,7 @@ static void *forward(void *unused) {
     long count = 0;
     while (!stop) {
         prepare(messages, vectors, buffers, SLOT, NULL);
-        int n = recvmmsg(forwarder_socket, messages, BATCH, 0, NULL);
+        int n = recvmmsg(forwarder_socket, messages, BATCH, rate > 0 ? MSG_WAITFORONE : 0, NULL);
         if (n <= 0) continue;
         for (int i = 0; i < n; i++) {
             vectors[i].iov_len = messages[i].msg_len;
@@ -115,7 +133,7 @@ static void *sink(void *unused) {
     struct iovec vectors[BATCH];
     while (!stop) {
         prepare(messages, vectors, buffers, SLOT, NULL);
-        int n = recvmmsg(sink_socket, messages, BATCH, 0, NULL);
+        int n = recvmmsg(sink_socket, messages, BATCH, rate > 0 ? MSG_WAITFORONE : 0, NULL);
         if (n > 0) received += n;
     }
     return unused;
@@ -123,13 +141,15 @@ static void *sink(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: udplimit [SECONDS [SIZE]]   raw-UDP forwarding limit over loopback (JSON on stdout)\n");
+        printf("usage: udplimit [SECONDS [SIZE [RATE]]]   raw-UDP forwarding limit over loopback (JSON on stdout);\n"
+               "       with RATE (datagrams/s, evenly spaced): the forwarder's CPU per datagram at that rate\n");
         return 0;
     }
     double seconds = argc > 1 ? atof(argv[1]) : 3;
     size = argc > 2 ? atoi(argv[2]) : 200;
-    if (seconds <= 0 || size < 1 || size > SLOT) {
-        fprintf(stderr, "udplimit: SECONDS must be positive and SIZE 1-%d\n", SLOT);
+    rate = argc > 3 ? atof(argv[3]) : 0;
+    if (seconds <= 0 || size < 1 || size > SLOT || rate < 0 || rate > 1e7) {
+        fprintf(stderr, "udplimit: SECONDS must be positive, SIZE 1-%d and RATE 0-10000000\n", SLOT);
         return 2;
     }
     forwarder_socket = loopback_socket(&forwarder_address);
@@ -147,9 +167,9 @@ int main(int argc, char **argv) {
     stop = 1;
     for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
     long moved = forwarded1 - forwarded0;
-    printf("{\"tool\":\"udplimit\",\"size\":%d,\"seconds\":%.3f,\"delivered_rate\":%.0f,"
+    printf("{\"tool\":\"udplimit\",\"size\":%d,\"offered_rate\":%.0f,\"seconds\":%.3f,\"delivered_rate\":%.0f,"
            "\"forwarder_cpu_seconds\":%.4f,\"forwarder_cpu_us_per_datagram\":%.4f}\n",
-           size, elapsed, (received1 - received0) / elapsed, cpu1 - cpu0,
+           size, rate, elapsed, (received1 - received0) / elapsed, cpu1 - cpu0,
            moved > 0 ? (cpu1 - cpu0) * 1e6 / moved : 0.0);
     return 0;
 }

@@ -25,7 +25,7 @@ final class BenchPair {
     /// Messages offered and not yet receipted or failed, by id.
     var offers: [UInt64: Offer] = [:]
     /// Ids the receiving application was handed, to catch any delivered twice.
-    var deliveredIds: Set<UInt64> = []
+    var deliveredIds = DeliveredIds()
     /// Text that makes each datagram `size` bytes long.
     var content = ""
     /// The socket every sender's datagrams leave from (the load generator flushes it).

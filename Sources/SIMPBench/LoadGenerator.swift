@@ -301,7 +301,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         }
         // An arrival may release messages held for order; each counts when the application gets it.
         for delivered in outcome.deliver {
-            if !pair.deliveredIds.insert(delivered.messageId).inserted, phase == .measuring { result.duplicates += 1 }
+            if !pair.deliveredIds.insert(delivered.messageId), phase == .measuring { result.duplicates += 1 }
             if phase == .measuring { result.delivered += 1 }
             guard let offer = pair.offers[delivered.messageId], offer.measured else { continue }
             result.latency.record(now - offer.at)

@@ -84,7 +84,7 @@ public struct ReceiverCore: Sendable {
                 }
                 nextSeq += 1
             }
-            skipped = skipped.filter { $0 >= nextSeq }
+            if !skipped.isEmpty { skipped = skipped.filter { $0 >= nextSeq } }
             return ready
         }
     }
@@ -174,28 +174,37 @@ public struct ReceiverCore: Sendable {
         }
         // A sender's floor never exceeds the seq of a message it is still sending.
         if streams[key] == nil { outcome.release = startStream(key, firstSeq: max(1, message.floor), now: now) }
-        var stream = streams[key]!
-        stream.lastActive = now
-        var ready = stream.release(floor: message.floor)
         let arrival = Held(message: message, arrivedAt: arrivedAt, since: now)
-        if message.seq < stream.nextSeq {
-            // Its gap was skipped (its sender gave it up, or the hold limit passed): delivered
-            // now, out of order, rather than lost (docs/PROTOCOL.md §6.5).
-            deliveredLate += 1
-            ready.append(arrival)
-        } else {
-            stream.held[message.seq] = arrival
-            ready += stream.release(floor: 0)
-            if stream.held[message.seq] != nil { // still held: HELD receipt, or receipted now
-                stream.held[message.seq]!.receipted = !receiptsWhenReleased
-                let receipt = receiptsWhenReleased ? Self.heldReceipt : Self.receipt
-                outcome.release.receipts.append(receipt(message, arrivedAt, now))
-            }
-        }
-        streams[key] = stream
+        // In place (`&streams[key]!`): a copy of the stream would copy its held messages.
+        let admitted = Self.admit(arrival, to: &streams[key]!, receiptsWhenReleased: receiptsWhenReleased, now: now)
+        if admitted.late { deliveredLate += 1 }
+        if let receipt = admitted.receiptNow { outcome.release.receipts.append(receipt) }
+        let ready = admitted.ready
         outcome.release.deliver += ready.map(\.message)
         outcome.release.receipts += ready.filter { !$0.receipted }.map { Self.receipt(for: $0.message, arrivedAt: $0.arrivedAt, now: now) }
         return outcome
+    }
+
+    /// Puts `arrival` into its sender's `stream`: what that releases in order (`late`: it came
+    /// after its gap was skipped, because its sender gave it up or the hold limit passed, and is
+    /// released now, out of order, rather than lost: docs/PROTOCOL.md §6.5), and, if it stays
+    /// held, the receipt it gets now (HELD, or a plain one with `receiptsWhenReleased` off).
+    private static func admit(
+        _ arrival: Held, to stream: inout OrderedStream, receiptsWhenReleased: Bool, now: NIODeadline
+    ) -> (ready: [Held], late: Bool, receiptNow: SIMPMessage?) {
+        let message = arrival.message
+        stream.lastActive = now
+        var ready = stream.release(floor: message.floor)
+        if message.seq < stream.nextSeq {
+            ready.append(arrival)
+            return (ready, true, nil)
+        }
+        stream.held[message.seq] = arrival
+        ready += stream.release(floor: 0)
+        guard stream.held[message.seq] != nil else { return (ready, false, nil) }
+        stream.held[message.seq]!.receipted = !receiptsWhenReleased
+        let receipt = receiptsWhenReleased ? heldReceipt : Self.receipt
+        return (ready, false, receipt(message, arrival.arrivedAt, now))
     }
 
     /// Seq `seq` of `sender`'s `stream` will never reach this receiver (in a room: this user's

@@ -507,16 +507,16 @@ public struct ReliableSender: Sendable {
         sendPaced(now: now, into: &output)
         guard paced.isEmpty else { return }
         while let front = sendOrder.first, pending[front] == nil { sendOrder.removeFirst() }
-        while let next = waiting.first {
-            if let oldest = sendOrder.first, next.messageId >= oldest, next.messageId - oldest >= policy.maxIdSpan {
+        while let nextId = waiting.first?.messageId {
+            if let oldest = sendOrder.first, nextId >= oldest, nextId - oldest >= policy.maxIdSpan {
                 break
             }
             guard pacer?.take(now: now) ?? true else { break }
-            waiting.removeFirst()
-            pending[next.messageId] = Pending(
-                message: next, computesFloor: keepsSenderSequence, originalFloor: next.floor == 0 ? nil : next.floor)
-            sendOrder.append(next.messageId)
-            output.transmit.append(transmit(next.messageId, now: now))
+            let next = waiting.removeFirst()
+            let originalFloor = next.floor == 0 ? nil : next.floor
+            pending[nextId] = Pending(message: next, computesFloor: keepsSenderSequence, originalFloor: originalFloor)
+            sendOrder.append(nextId)
+            output.transmit.append(transmit(nextId, now: now))
         }
     }
 }

@@ -2,7 +2,8 @@ import Foundation
 import XCTest
 
 /// `scripts/bench-compare` and its C tools, without the long comparison (speed is never asserted):
-/// the script explains itself and refuses unknown flags, the tools build, and `udplimit` reports.
+/// the script explains itself and refuses unknown flags, the tools build, `udplimit` reports, and
+/// the report computes issue 13's ratios from the tools' JSON.
 final class BenchCompareScriptTests: XCTestCase {
     private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -43,14 +44,69 @@ final class BenchCompareScriptTests: XCTestCase {
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.output.utf8)) as? [String: Any])
         XCTAssertEqual(object["size"] as? Int, 200)
         XCTAssertGreaterThan(try XCTUnwrap(object["delivered_rate"] as? Double), 0, "datagrams went through")
+        // With a rate the generator paces itself: about that many datagrams a second arrive.
+        let paced = try run(udplimit, ["0.5", "200", "2000"])
+        XCTAssertEqual(paced.status, 0)
+        let pacedObject = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(paced.output.utf8)) as? [String: Any])
+        XCTAssertEqual(pacedObject["offered_rate"] as? Int, 2000)
+        XCTAssertEqual(try XCTUnwrap(pacedObject["delivered_rate"] as? Double), 2000, accuracy: 1000)
+        XCTAssertGreaterThan(try XCTUnwrap(pacedObject["forwarder_cpu_us_per_datagram"] as? Double), 0)
+        XCTAssertEqual(try run(udplimit, ["1", "200", "-5"]).status, 2, "a negative rate is refused")
         XCTAssertEqual(try run(mqttbench, ["--help"]).status, 0)
         XCTAssertEqual(try run(mqttbench, ["--pairs", "3"]).status, 2, "no --port")
     }
 
-    private func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    func testTheReportTakesItsRatiosFromTheToolsJSON() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compare-report-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func simp(delivered: Double, relayCPU: Double, steps: [(delivered: Double, sustained: Bool)]) -> [String: Any] {
+            ["delivered_rate": delivered, "bench_cpu_seconds": 1.0, "max_sustained_rate": 99_999,
+             "relay": ["cpu_seconds": relayCPU], "latency_us": ["count": 10, "p50": 120, "p99": 900],
+             "parameters": ["duration_s": 5, "loops": 2, "receipt_delay_us": 10_000, "receipt_datagrams": true],
+             "steps": steps.map { ["delivered_rate": $0.delivered, "sustained": $0.sustained] }]
+        }
+        let files: [String: [String: Any]] = [
+            "udp.json": ["delivered_rate": 200_000, "forwarder_cpu_us_per_datagram": 4.0],
+            "udp-rate.json": ["delivered_rate": 10_000, "forwarder_cpu_us_per_datagram": 12.0],
+            "mqtt-max.json": ["delivered_rate": 20_000, "seconds": 5, "broker_cpu_us_per_message": 15, "bench_cpu_seconds": 1,
+                              "p50_us": 1_000, "p99_us": 60_000],
+            "mqtt-rate.json": ["delivered_rate": 10_000, "seconds": 5, "broker_cpu_us_per_message": 40, "bench_cpu_seconds": 1,
+                               "p50_us": 100, "p99_us": 500],
+            // Max: the rate delivered at the highest sustained step, not the nominal target.
+            "simp-max.json": simp(delivered: 61_000, relayCPU: 2, steps: [(40_000, true), (80_000, false), (60_500, true)]),
+            // 50,000 messages in 5 s with 1 s of relay CPU: 20 µs per message.
+            "simp-rate.json": simp(delivered: 10_000, relayCPU: 1, steps: []),
+        ]
+        for (name, object) in files {
+            try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent(name))
+        }
+        let environment = ["BENCH_JSON": "1", "BENCH_RATE": "10000", "BENCH_PAIRS": "10", "BENCH_SIZE": "200", "BENCH_SECONDS": "5"]
+        let report = try run("/usr/bin/env", ["python3", root.appendingPathComponent("scripts/bench-compare-report.py").path, directory.path],
+                             environment: environment)
+        XCTAssertEqual(report.status, 0)
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.output.utf8)) as? [String: Any])
+        let ratios = try XCTUnwrap(object["ratios"] as? [[String: Any]])
+        func ratio(_ prefix: String) throws -> (value: Double, met: Bool?) {
+            let item = try XCTUnwrap(ratios.first { ($0["name"] as? String)?.hasPrefix(prefix) == true }, prefix)
+            return (try XCTUnwrap(item["value"] as? Double), item["met"] as? Bool)
+        }
+        XCTAssertEqual(try ratio("relay CPU/msg").value, 0.5, accuracy: 1e-9)
+        XCTAssertEqual(try ratio("relay CPU/msg").met, true)
+        XCTAssertEqual(try ratio("SIMP max rate ÷ mosquitto").value, 60_500.0 / 20_000, accuracy: 1e-9)
+        XCTAssertEqual(try ratio("SIMP max rate ÷ raw-UDP").value, 60_500.0 / 200_000, accuracy: 1e-9)
+        XCTAssertEqual(try ratio("SIMP max rate ÷ raw-UDP").met, false)
+        XCTAssertEqual(try ratio("raw-UDP forwarder CPU").value, 12.0 / 40, accuracy: 1e-9)
+        XCTAssertEqual(try ratio("SIMP best delivered rate").value, 80_000.0 / 20_000, accuracy: 1e-9)
+    }
+
+    private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
