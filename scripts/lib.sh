@@ -47,3 +47,32 @@ stop_redis() {
     REDIS_PID=""
   fi
 }
+
+# Starts a development-mode relay for a load test (no passwords, rate limits out of the way) on
+# free loopback ports: $1 the simp-server executable, $2 Redis's port, $3 its log file; further
+# arguments go to simp-server. Sets RELAY_PID and RELAY_PORT (its control port) once it listens.
+# Stop it with stop_bench_relay.
+start_bench_relay() {
+  local server=$1 redis_port=$2 log=$3 udp
+  shift 3
+  RELAY_PORT=$(free_port); udp=$(free_port)
+  "$server" --host 127.0.0.1 --port "$RELAY_PORT" --udp-port "$udp" --redis "redis://127.0.0.1:$redis_port" \
+    --no-login --log-level error --message-rate 10000000 --connection-rate 100000 \
+    --login-rate 100000 --max-connections-per-host 1000000 "$@" >"$log" 2>&1 &
+  RELAY_PID=$!
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$RELAY_PORT") 2>/dev/null && return 0
+    kill -0 "$RELAY_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "simp-server did not start (see $log)" >&2
+  return 1
+}
+
+stop_bench_relay() {
+  if [ -n "${RELAY_PID:-}" ]; then
+    kill "$RELAY_PID" 2>/dev/null || true
+    wait "$RELAY_PID" 2>/dev/null || true
+    RELAY_PID=""
+  fi
+}

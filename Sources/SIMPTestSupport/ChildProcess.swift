@@ -17,7 +17,7 @@ public final class ChildProcess: @unchecked Sendable {
         return home.path
     }()
 
-    /// Starts `executable` (a product name) with `arguments`, with `environment` added to
+    /// Starts `executable` (a product name, or an absolute path) with `arguments`, with `environment` added to
     /// this process's. Stdin is `standardInput` (default: the null device). With a `terminal`
     /// (a pseudo-terminal's child side) stdin, stdout and stderr are that terminal instead.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
@@ -73,8 +73,10 @@ public final class ChildProcess: @unchecked Sendable {
         return killed.withLockedValue { $0 } ? nil : status
     }
 
-    /// Finds a product of this package: `$SIMP_BIN_DIR`, next to the test bundle, or `.build/debug`.
+    /// Finds a product of this package: `$SIMP_BIN_DIR`, next to the test bundle, or `.build/debug`;
+    /// an absolute path is taken as it is (a program a test built itself).
     static func locate(_ name: String) throws -> URL {
+        if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
         var candidates: [URL] = []
         if let directory = ProcessInfo.processInfo.environment["SIMP_BIN_DIR"] {
             candidates.append(URL(fileURLWithPath: directory))
