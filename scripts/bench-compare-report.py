@@ -165,7 +165,8 @@ def print_table(machine, parameters, rows, ratios):
     width = max(len(item["name"]) for item in ratios)
     for item in ratios:
         value = item["value"]
-        shown = "—" if value is None else (f"{value:.2f}" if value < 100 else f"{value:,.0f}")
+        whole = "(µs)" in item["name"] or value is None or value >= 100
+        shown = "—" if value is None else (f"{value:,.0f}" if whole else f"{value:.2f}")
         verdict = "(information)" if item["bar"] is None else f"bar {item['bar']:<8}  {'met' if item['met'] else 'NOT met'}"
         print(f"{item['name'].ljust(width)}  {shown:>8}  {verdict}")
 
