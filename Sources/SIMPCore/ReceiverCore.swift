@@ -203,7 +203,7 @@ public struct ReceiverCore: Sendable {
         ready += stream.release(floor: 0)
         guard stream.held[message.seq] != nil else { return (ready, false, nil) }
         stream.held[message.seq]!.receipted = !receiptsWhenReleased
-        let receipt = receiptsWhenReleased ? heldReceipt : Self.receipt
+        let receipt = receiptsWhenReleased ? Self.heldReceipt : Self.receipt
         return (ready, false, receipt(message, arrival.arrivedAt, now))
     }
 
