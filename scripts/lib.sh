@@ -60,12 +60,20 @@ start_bench_relay() {
     --no-login --log-level error --message-rate 10000000 --connection-rate 100000 \
     --login-rate 100000 --max-connections-per-host 1000000 "$@" >"$log" 2>&1 &
   RELAY_PID=$!
+  wait_for_port "$RELAY_PORT" "$RELAY_PID" && return 0
+  echo "simp-server did not start (see $log)" >&2
+  return 1
+}
+
+# Waits up to 10 s until something accepts TCP connections on 127.0.0.1:$1; with a process id
+# $2, gives up as soon as that process is gone. Returns 1 if nothing listened.
+wait_for_port() {
+  local port=$1 pid=${2:-}
   for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$RELAY_PORT") 2>/dev/null && return 0
-    kill -0 "$RELAY_PID" 2>/dev/null || break
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    if [ -n "$pid" ]; then kill -0 "$pid" 2>/dev/null || return 1; fi
     sleep 0.05
   done
-  echo "simp-server did not start (see $log)" >&2
   return 1
 }
 

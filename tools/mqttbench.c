@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchtime.h"
+
 #define MAX_SAMPLES 8000000
 
 /// One publisher and its subscriber.
@@ -40,33 +42,6 @@ static atomic_int measuring;        // 1 while the window is open
 static atomic_long arrived;         // arrivals inside the window
 static float *latencies;            // seconds, one per arrival inside the window
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double own_cpu_seconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-/// utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat), or -1.
-static double process_cpu_seconds(int pid) {
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *file = fopen(path, "r");
-    if (!file) return -1;
-    size_t length = fread(line, 1, sizeof line - 1, file);
-    fclose(file);
-    line[length] = 0;
-    char *field = strrchr(line, ')');
-    unsigned long user = 0, system = 0;
-    if (!field || sscanf(field + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &user, &system) != 2) return -1;
-    return (double)(user + system) / sysconf(_SC_CLK_TCK);
-}
-
 static void on_message(struct mosquitto *client, void *context, const struct mosquitto_message *message) {
     (void)client; (void)context;
     if (!measuring || message->payloadlen < (int)sizeof(double)) return;
@@ -84,11 +59,6 @@ static void on_publish(struct mosquitto *client, void *context, int mid) {
 static void on_subscribe(struct mosquitto *client, void *context, int mid, int count, const int *granted) {
     (void)client; (void)mid; (void)count; (void)granted;
     ((struct pair *)context)->subscribed = 1;
-}
-
-static int by_value(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void usage(FILE *to) {
@@ -211,8 +181,8 @@ int main(int argc, char **argv) {
     long unacknowledged = 0;
     for (int i = 0; i < options.pairs; i++) unacknowledged += options.qos ? pairs[i].sent - pairs[i].acknowledged : 0;
     long samples = delivered < MAX_SAMPLES ? delivered : MAX_SAMPLES;
-    qsort(latencies, samples, sizeof(float), by_value);
-#define PERCENTILE(p) (samples ? latencies[(long)((samples - 1) * (p))] * 1e6 : 0)
+    sort_latencies(latencies, samples);
+#define PERCENTILE(p) percentile_us(latencies, samples, p)
     printf("{\"tool\":\"mqttbench\",\"qos\":%d,\"pairs\":%d,\"size\":%d,\"rate\":%.0f,\"inflight\":%d,\"seconds\":%.3f,"
            "\"offered_rate\":%.0f,\"delivered_rate\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"max_us\":%.0f,"
            "\"broker_cpu_seconds\":%.3f,\"broker_cpu_us_per_message\":%.3f,\"bench_cpu_seconds\":%.3f,\"unacknowledged\":%ld}\n",

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchtime.h"
 #include "simp.pb-c.h"
 
 #define BATCH 64
@@ -58,32 +59,6 @@ static struct {
     int port, pairs, size, window, workers, relay_pid, find_max;
     double rate, seconds, warmup, receipt_delay, max_p99_ms;
 } options = {"127.0.0.1", 0, 10, 200, 1024, 2, 0, 0, 10000, 5, 1, 0.010, 10};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double own_cpu_seconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-/// utime + stime of `pid` in seconds (fields 14 and 15 of /proc/PID/stat), or -1.
-static double process_cpu_seconds(int pid) {
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *file = fopen(path, "r");
-    if (!file) return -1;
-    char *read = fgets(line, sizeof line, file);
-    fclose(file);
-    char *end = read ? strrchr(line, ')') : NULL;
-    unsigned long utime, stime;
-    if (!end || sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2) return -1;
-    return (utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
 
 static void fail(const char *what) {
     fprintf(stderr, "simpload: %s\n", what);
@@ -274,7 +249,7 @@ static int mark(struct id_bits *bits, uint64_t id, uint64_t next_id) {
 
 struct pair {
     struct session sender, receiver;
-    uint64_t first_id, next_id; // ids sent are first_id ..< next_id (both sides of a pair are on one thread)
+    uint64_t next_id; // ids sent: the bitmaps' `first` ..< next_id (both sides of a pair are on one thread)
     long unresolved;            // offered, not yet receipted
     struct id_bits receipted, delivered;
     // The receiver's batch: ids waiting for their receipt, and the one the receipt names.
@@ -346,13 +321,13 @@ static void connect_worker(struct worker *worker, int first_pair, unsigned prefi
         watch(worker, pair->receiver.control, TAG_CONTROL + 2 * (uint64_t)i + 1);
         struct timespec wall;
         clock_gettime(CLOCK_REALTIME, &wall);
-        pair->first_id = pair->next_id = (uint64_t)wall.tv_sec * 1000000 + (uint64_t)wall.tv_nsec / 1000;
-        pair->receipted.first = pair->delivered.first = pair->first_id;
+        pair->next_id = (uint64_t)wall.tv_sec * 1000000 + (uint64_t)wall.tv_nsec / 1000;
+        pair->receipted.first = pair->delivered.first = pair->next_id;
         // The content's length that makes a first transmission, sealed, SIZE bytes.
         char probe[SLOT];
         memset(probe, 'x', sizeof probe);
         Simp__Message message = SIMP__MESSAGE__INIT;
-        message.version = 1, message.messageid = pair->first_id, message.time = wall.tv_sec * 1000, message.attempt = 1;
+        message.version = 1, message.messageid = pair->next_id, message.time = wall.tv_sec * 1000, message.attempt = 1;
         message.fromuser = pair->sender.user, message.touser = pair->receiver.user, message.content = probe;
         size_t length = 16; // the send time, in hex
         for (;; length++) {
@@ -593,11 +568,6 @@ struct step {
     int sustained;
 };
 
-static int by_value(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 static void sleep_until(double when) {
     double wait = when - now();
     if (wait <= 0) return;
@@ -643,12 +613,12 @@ static struct step measure(double rate) {
         close_worker(&worker[w]);
     }
     free(pairs);
-    qsort(latencies, (size_t)step.latency_count, sizeof(float), by_value);
-    double *points[] = {&step.p50, &step.p95, &step.p99, &step.p999};
-    double shares[] = {0.5, 0.95, 0.99, 0.999};
-    for (int i = 0; i < 4; i++)
-        *points[i] = step.latency_count ? latencies[(long)(shares[i] * (double)(step.latency_count - 1))] * 1e6 : 0;
-    step.max = step.latency_count ? latencies[step.latency_count - 1] * 1e6 : 0;
+    sort_latencies(latencies, step.latency_count);
+    step.p50 = percentile_us(latencies, step.latency_count, 0.5);
+    step.p95 = percentile_us(latencies, step.latency_count, 0.95);
+    step.p99 = percentile_us(latencies, step.latency_count, 0.99);
+    step.p999 = percentile_us(latencies, step.latency_count, 0.999);
+    step.max = percentile_us(latencies, step.latency_count, 1);
     free(latencies);
     step.offered_rate = (step.offered - step.skipped) / options.seconds; // sent: skipped offers are not
     step.delivered_rate = step.delivered / options.seconds;

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchtime.h"
+
 #define BATCH 64
 #define SLOT 2048
 
@@ -35,18 +37,6 @@ static atomic_long forwarded;      // datagrams the forwarder sent on
 static _Atomic double forwarder_cpu; // forwarder thread CPU seconds, sampled by itself
 static int forwarder_socket, sink_socket;
 static struct sockaddr_in forwarder_address, sink_address;
-
-static double monotonic_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double thread_cpu_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 // A UDP socket on 127.0.0.1 (a free port), large buffers, 100 ms receive timeout so threads see
 // `stop`; its address goes to *address when given.
@@ -160,10 +150,10 @@ int main(int argc, char **argv) {
     pthread_create(&threads[0], NULL, generate, NULL);
     usleep(500000);
     long received0 = received, forwarded0 = forwarded;
-    double cpu0 = forwarder_cpu, start = monotonic_seconds();
+    double cpu0 = forwarder_cpu, start = now();
     usleep((useconds_t)(seconds * 1e6));
     long received1 = received, forwarded1 = forwarded;
-    double cpu1 = forwarder_cpu, elapsed = monotonic_seconds() - start;
+    double cpu1 = forwarder_cpu, elapsed = now() - start;
     stop = 1;
     for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
     long moved = forwarded1 - forwarded0;
