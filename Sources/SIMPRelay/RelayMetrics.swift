@@ -3,7 +3,7 @@ import Prometheus
 import SIMPCore
 
 /// The relay's metrics, created once so the datagram path never builds a metric.
-/// Names are documented in docs/PROTOCOL.md §8.1; `help` holds their `# HELP` texts.
+/// Names are documented in docs/OPERATIONS.md §9; `help` holds their `# HELP` texts.
 struct RelayMetrics {
     let datagramsReceived: CoreMetrics.Counter
     let datagramsForwarded: CoreMetrics.Counter
@@ -57,7 +57,7 @@ struct RelayMetrics {
         "simp_sessions": "Sessions (logged-in users) held by this relay.",
         "simp_datagrams_awaiting_lookup": "Datagrams held while their recipient's route is looked up in Redis.",
         forwardLatencyLabel: "Per burst of datagrams read together, from reading the first to having flushed every forward.",
-        "simp_rejected_total": "Input dropped or refused, by reason (docs/PROTOCOL.md section 8.1).",
+        "simp_rejected_total": "Input dropped or refused, by reason (docs/OPERATIONS.md section 9).",
     ]
 }
 
