@@ -118,16 +118,3 @@ final class DatagramHeaderTests: XCTestCase {
         XCTAssertGreaterThan(answered, 1000, "the corpus exercises the fast path")
     }
 }
-
-/// A small deterministic generator (SplitMix64), so failures reproduce.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}

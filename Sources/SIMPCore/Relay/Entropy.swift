@@ -5,7 +5,7 @@
 public struct Entropy: Sendable {
     private enum Source: Sendable {
         case system
-        case seeded(state: UInt64)
+        case seeded(SplitMix64)
     }
 
     private var source: Source
@@ -14,7 +14,7 @@ public struct Entropy: Sendable {
     public static var system: Entropy { Entropy(source: .system) }
 
     /// A deterministic generator for tests and simulations.
-    public static func seeded(_ seed: UInt64) -> Entropy { Entropy(source: .seeded(state: seed)) }
+    public static func seeded(_ seed: UInt64) -> Entropy { Entropy(source: .seeded(SplitMix64(seed: seed))) }
 
     /// The next 64 random bits.
     public mutating func next() -> UInt64 {
@@ -22,13 +22,10 @@ public struct Entropy: Sendable {
         case .system:
             var generator = SystemRandomNumberGenerator()
             return generator.next()
-        case .seeded(var state):
-            state &+= 0x9E37_79B9_7F4A_7C15
-            source = .seeded(state: state)
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
+        case .seeded(var generator):
+            let bits = generator.next()
+            source = .seeded(generator)
+            return bits
         }
     }
 
