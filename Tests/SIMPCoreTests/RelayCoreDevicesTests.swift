@@ -26,11 +26,15 @@ final class RelayCoreDevicesTests: XCTestCase {
         connect.device = device
         connect.sendOnly = sendOnly
         let registering = relay.control(connect, on: connection)
-        guard case .store(.register(let registration, connection))? = registering.last else { throw XCTSkip("no register: \(registering)") }
+        guard case .store(.register(let registration, connection))? = registering.last else {
+            throw MissingStep(description: "no register: \(registering)")
+        }
         XCTAssertEqual(registration.device, device)
         XCTAssertEqual(registration.receives, !sendOnly)
         let actions = relay.answer(.register(registration, connection: connection), .success(.registered(knownDevices: knownDevices, elsewhere: false)))
-        guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else { throw XCTSkip("no CONNECTED: \(actions)") }
+        guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
+            throw MissingStep(description: "no CONNECTED: \(actions)")
+        }
         let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
         let client = Device(connection: connection, registration: registration, opener: DatagramOpener(keys: keys, direction: .downlink),
                             sealer: DatagramSealer(keys: keys, direction: .uplink))
@@ -186,4 +190,10 @@ final class RelayCoreDevicesTests: XCTestCase {
         guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol"), .success(.routes(one))).first,
               case .datagram = delivery.payload else { return XCTFail("one known device online: forwarded live") }
     }
+}
+
+/// A step the test builds on did not happen. Thrown, it fails the test with what happened
+/// instead (an `XCTSkip` here would turn a regression into a skip).
+private struct MissingStep: Error, CustomStringConvertible {
+    let description: String
 }
