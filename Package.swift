@@ -44,7 +44,7 @@ let package = Package(
         .target(
             name: "SIMPCore",
             dependencies: [
-                "CSIMPProto",
+                "CSIMPProto", "CProtobufC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
@@ -67,6 +67,7 @@ let package = Package(
                 "CHiredis",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -95,16 +96,27 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // Helpers of the command-line tools (`simp` and `simp-server`): settings from a TOML file
+        // and the environment, reading a password, readable socket errors.
+        .target(
+            name: "SIMPCommandLine",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ]),
         // The client library behind `simp`.
         .target(
             name: "SIMPClient",
             dependencies: [
-                "SIMPCore", "SIMPNIO",
+                "SIMPCore", "SIMPNIO", "SIMPCommandLine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
@@ -119,13 +131,14 @@ let package = Package(
             dependencies: [
                 "SIMPClient", "SIMPCore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
             dependencies: [
-                "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPNIO", "SIMPLocalServers",
+                "SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPNIO", "SIMPLocalServers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -149,8 +162,10 @@ let package = Package(
         .executableTarget(
             name: "simp-server",
             dependencies: [
-                "SIMPRelay", "SIMPClient",
+                "SIMPRelay", "SIMPCommandLine", "SIMPCore", "SIMPRedis",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -164,6 +179,8 @@ let package = Package(
                 "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay", "SIMPLocalServers",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -172,13 +189,14 @@ let package = Package(
         .executableTarget(
             name: "simp-bench",
             dependencies: [
-                "SIMPBench", "CAllocationCounter",
+                "SIMPBench", "CAllocationCounter", "SIMPCore", "SIMPRedis",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]),
         .executableTarget(
             name: "simp",
             dependencies: [
-                "SIMPClient", "SIMPChat",
+                "SIMPClient", "SIMPChat", "SIMPCommandLine", "SIMPCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -192,20 +210,38 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
-        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
-        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers"]),
+        .testTarget(
+            name: "SIMPRedisTests",
+            dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers",
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO", "SIMPLocalServers",
-                           .product(name: "NIOEmbedded", package: "swift-nio")]),
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz",
+                           "SIMPLab", "SIMPNIO", "SIMPLocalServers",
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus")]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPTestSupport", "SIMPLocalServers", .product(name: "MetricsTestKit", package: "swift-metrics")]),
-        .testTarget(name: "SIMPChatTests", dependencies: ["SIMPChat", "SIMPClient", "SIMPTestSupport"]),
+            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "MetricsTestKit", package: "swift-metrics")]),
+        .testTarget(
+            name: "SIMPChatTests",
+            dependencies: ["SIMPChat", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPTestSupport",
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore"]),
-        .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore"]),
-        .testTarget(name: "SIMPBenchTests", dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(
+            name: "SIMPBenchTests",
+            dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport",
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
     ],
     swiftLanguageModes: [.v6]
 )

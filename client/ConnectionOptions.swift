@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 
 /// Flags every subcommand shares.

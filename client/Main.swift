@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SIMPClient
+import SIMPCommandLine
 
 /// Reads the config file (if any) into arguments placed before the typed ones, then runs `simp`.
 @main

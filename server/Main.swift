@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SIMPClient
+import SIMPCommandLine
 
 /// Turns `--config FILE` and `SIMP_*` environment variables into arguments placed before the
 /// typed ones (so typed options win, then the environment, then the file), then runs `simp-server`.

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOPosix
-import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 import Metrics
 import NIOCore

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Logging
 import NIOPosix
-import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 import SIMPRedis
 import SIMPRelay

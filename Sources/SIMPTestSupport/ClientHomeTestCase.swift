@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPCommandLine
 
 /// A `RelayTestCase` whose `simp` processes share a private `$SIMP_HOME` (device names, locks,
 /// outboxes, history), removed after each test.

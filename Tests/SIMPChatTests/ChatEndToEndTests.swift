@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import SIMPChat
 import SIMPClient
+import SIMPCommandLine
 import SIMPTestSupport
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 import NIOPosix
 import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 import SIMPTestSupport
 import XCTest

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 import SIMPRedis
 import SIMPTestSupport

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPClient
+import SIMPCommandLine
 import SIMPCore
 import SIMPRelay
 import SIMPTestSupport
