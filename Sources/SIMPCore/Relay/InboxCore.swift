@@ -83,6 +83,17 @@ public struct InboxCore: Sendable {
         return true
     }
 
+    /// Whether stored messages from `sender` are being delivered to `receiver`.
+    public func isDelivering(to receiver: Recipient, from sender: String) -> Bool {
+        drains[DrainKey(receiver: receiver, sender: sender)] != nil
+    }
+
+    /// Whether stored message `messageId` of `sender` is being delivered to `receiver` (not yet
+    /// receipted by it).
+    public func isDelivering(_ messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
+        drains[DrainKey(receiver: receiver, sender: sender)]?.entries[messageId] != nil
+    }
+
     /// The drain `key` finished (or gave up): what was held for it goes out now.
     private mutating func finished(_ key: DrainKey, into output: inout Output) {
         drains[key] = nil
