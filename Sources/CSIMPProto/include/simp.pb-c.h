@@ -198,7 +198,7 @@ typedef enum _Simp__Message__DeliveryStatus {
    */
   SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED = 0,
   /*
-   * relay -> sender: the receiver is offline; the message waits in its inbox
+   * relay -> sender: the relay took custody (receiver offline, or several devices); it waits in the log
    */
   SIMP__MESSAGE__DELIVERY_STATUS__STORED = 1,
   /*
