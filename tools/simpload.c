@@ -194,6 +194,7 @@ static void login(struct session *session, const char *user, int udp_port, struc
     connect_message.type = SIMP__MESSAGE__TYPE__CONNECT;
     connect_message.fromuser = session->user;
     connect_message.udpport = (uint32_t)udp_port;
+    connect_message.acceptsbatchreceipts = 1; // it settles every id of a batch receipt (§6.1)
     write_frame(session->control, &connect_message);
     for (;;) {
         Simp__Message *message = read_frame(session, 1);

@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[41] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[42] =
 {
   {
     "version",
@@ -724,8 +724,21 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[41] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "acceptsBatchReceipts",
+    54,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, acceptsbatchreceipts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
+  41,   /* field[41] = acceptsBatchReceipts */
   9,   /* field[9] = attempt */
   28,   /* field[28] = author */
   29,   /* field[29] = authorMessageId */
@@ -773,7 +786,7 @@ static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
   { 1, 0 },
   { 30, 25 },
   { 50, 37 },
-  { 0, 41 }
+  { 0, 42 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -783,7 +796,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  41,
+  42,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   3,  simp__message__number_ranges,

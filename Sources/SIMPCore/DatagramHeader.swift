@@ -20,6 +20,8 @@ public struct DatagramHeader: Equatable, Sendable {
     public var kind: SIMPMessage.Kind = .text
     public var fromUser: String = ""
     public var toUser: String = ""
+    /// Whether it is a batch receipt (`receiptIds` set).
+    public var isBatch = false
 
     public init(version: UInt32 = 0, messageId: UInt64 = 0, kind: SIMPMessage.Kind = .text, fromUser: String = "", toUser: String = "") {
         self.version = version
@@ -33,6 +35,7 @@ public struct DatagramHeader: Equatable, Sendable {
     public init(_ message: SIMPMessage) {
         self.init(version: message.version, messageId: message.messageId, kind: message.kind,
                   fromUser: message.fromUser, toUser: message.toUser)
+        isBatch = !message.receiptIds.isEmpty
     }
 
     /// Reads the header of the readable bytes of `buffer`, or nil if the full decoder must decide.
@@ -70,11 +73,13 @@ public struct DatagramHeader: Equatable, Sendable {
                 to = range
             case (ReceiptIdDeltas.field, 0): // one difference, unpacked
                 guard let delta = reader.varint(), receiptIds.add(delta) != nil else { return nil }
+                header.isBatch = true
             case (ReceiptIdDeltas.field, 2): // a packed run of differences
                 guard let range = reader.lengthDelimited() else { return nil }
                 var run = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[range]))
                 while !run.atEnd {
                     guard let delta = run.varint(), receiptIds.add(delta) != nil else { return nil }
+                    header.isBatch = true
                 }
             default:
                 // Any other field the proto declares must have its plain wire type; the full

@@ -121,6 +121,9 @@ public struct SIMPMessage: Equatable, Sendable {
     /// CONNECTED: how many content messages per second the relay admits from this user
     /// (0: the relay does not say).
     public var messageRateLimit: UInt32 = 0
+    /// CONNECT: this client, as a sender, reads batch receipts (`receiptIds`); the relay sends a
+    /// client that does not say so single receipts only (docs/PROTOCOL.md §6.1).
+    public var acceptsBatchReceipts: Bool = false
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

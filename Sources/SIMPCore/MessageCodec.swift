@@ -100,6 +100,7 @@ public enum MessageCodec {
         message.batchReceipts = c.batchreceipts != 0
         message.held = c.held != 0
         message.messageRateLimit = c.messageratelimit
+        message.acceptsBatchReceipts = c.acceptsbatchreceipts != 0
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -190,6 +191,7 @@ public enum MessageCodec {
                 c.batchreceipts = message.batchReceipts ? 1 : 0
                 c.held = message.held ? 1 : 0
                 c.messageratelimit = message.messageRateLimit
+                c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
                 var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }

@@ -318,7 +318,7 @@ final class RelayEngine {
                                                      "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
         case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
             counts.inboxStored += 1
-        case (.loadInbox(let user, let device), .success(.inboxLoaded(let entries, _))) where !entries.isEmpty:
+        case (.loadInbox(let user, let device), .success(.inboxLoaded(let entries, _, _))) where !entries.isEmpty:
             logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
         case (.publish, .success(.listeners(let heard))) where heard > 0:
             counts.deliveriesPublished += 1

@@ -23,14 +23,18 @@ public final class RawDevice: @unchecked Sendable {
         var receipted: Set<String> = []
     }
 
-    /// Logs `user` in on the relay at `controlPort` as `device` (send-only if `sendOnly`) and
-    /// says HELLO on the data path.
-    public init(user: String, password: String?, device: String, sendOnly: Bool = false, controlPort: Int) async throws {
+    /// Logs `user` in on the relay at `controlPort` as `device` (send-only if `sendOnly`; as a
+    /// client from before batch receipts if `acceptsBatchReceipts` is false) and says HELLO on
+    /// the data path.
+    public init(
+        user: String, password: String?, device: String, sendOnly: Bool = false, acceptsBatchReceipts: Bool = true, controlPort: Int
+    ) async throws {
         self.user = user
         self.device = device
         try await socket.bind()
         try await control.connect(port: controlPort)
-        let keys = try await control.login(user: user, password: password, udpPort: socket.port, device: device, sendOnly: sendOnly)
+        let keys = try await control.login(
+            user: user, password: password, udpPort: socket.port, device: device, sendOnly: sendOnly, acceptsBatchReceipts: acceptsBatchReceipts)
         guard let connected = try await control.first(.connected) else { throw RawPeerError("no CONNECTED") }
         relayUDP = try SocketAddress(ipAddress: "127.0.0.1", port: Int(connected.udpPort))
         state = NIOLockedValueBox(State(sealer: DatagramSealer(keys: keys, direction: .uplink),

@@ -63,7 +63,9 @@ public final class RawControlConnection: @unchecked Sendable {
     /// `device` (send-only if `sendOnly`), and returns the session's keys; throws with the
     /// relay's answer if it refuses.
     @discardableResult
-    public func login(user: String, password: String?, udpPort: Int, device: String = "", sendOnly: Bool = false) async throws -> SessionKeys {
+    public func login(
+        user: String, password: String?, udpPort: Int, device: String = "", sendOnly: Bool = false, acceptsBatchReceipts: Bool = true
+    ) async throws -> SessionKeys {
         var client = LoginClient(user: user, password: password)
         var (auth, nonce) = client.start()
         auth.device = device
@@ -72,6 +74,7 @@ public final class RawControlConnection: @unchecked Sendable {
         var answer = try client.answer(challenge, clientNonce: nonce, udpPort: udpPort)
         answer.frame.device = device
         answer.frame.sendOnly = sendOnly
+        answer.frame.acceptsBatchReceipts = acceptsBatchReceipts
         try await send(answer.frame)
         _ = try await Eventually.holds { try await received().contains { $0.kind == .connected || $0.kind == .error } }
         guard let connected = try await received().first(where: { $0.kind == .connected }) else {

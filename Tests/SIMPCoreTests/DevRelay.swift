@@ -90,10 +90,12 @@ struct DevRelay {
 
     // MARK: Users
 
-    /// A CONNECT for `user` announcing UDP port `udpPort`.
-    static func connectMessage(_ user: String, udpPort: Int) -> SIMPMessage {
+    /// A CONNECT for `user` announcing UDP port `udpPort`, from a client that reads batch
+    /// receipts (as every current one does) unless `acceptsBatchReceipts` is false.
+    static func connectMessage(_ user: String, udpPort: Int, acceptsBatchReceipts: Bool = true) -> SIMPMessage {
         var connect = SIMPMessage(kind: .connect, fromUser: user)
         connect.udpPort = UInt32(udpPort)
+        connect.acceptsBatchReceipts = acceptsBatchReceipts
         return connect
     }
 
@@ -110,9 +112,11 @@ struct DevRelay {
     /// registration; keeps the session keys from CONNECTED as the client would. Returns the
     /// actions of the completion.
     @discardableResult
-    mutating func connect(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+    mutating func connect(
+        _ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0, acceptsBatchReceipts: Bool = true
+    ) -> [RelayAction] {
         _ = open(connection, peer: peer, now: now)
-        let registering = control(Self.connectMessage(user, udpPort: port), on: connection, peer: peer, now: now)
+        let registering = control(Self.connectMessage(user, udpPort: port, acceptsBatchReceipts: acceptsBatchReceipts), on: connection, peer: peer, now: now)
         XCTAssertEqual(registering.last, .store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection)),
                        "CONNECT registers \(user)")
         return complete(user, on: connection, port: port, peer: peer, now: now)

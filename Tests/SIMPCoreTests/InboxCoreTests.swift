@@ -30,11 +30,11 @@ final class InboxCoreTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
     private let wall: Int64 = 1_700_000_000_000
 
-    private func stored(_ id: UInt64, seq: UInt64, from sender: String = "alice", at storedAt: Int64? = nil) -> InboxEntry {
+    private func stored(_ id: UInt64, seq: UInt64, floor: UInt64 = 1, from sender: String = "alice", at storedAt: Int64? = nil) -> InboxEntry {
         var message = SIMPMessage(kind: .text, messageId: id, fromUser: sender, toUser: "bob", content: "m\(id)")
         message.stream = 900
         message.seq = seq
-        message.floor = 1
+        message.floor = floor
         message.attempt = 4
         return InboxEntry(message: message, storedAt: storedAt ?? wall - 1000)
     }
@@ -67,6 +67,32 @@ final class InboxCoreTests: XCTestCase {
         receipt.fromUser = "bob"
         let delivered = inbox.receipt(receipt, from: "bob", now: t0)?.delivered.map(\.entry)
         XCTAssertEqual(delivered, [entries[0]], "the entry as stored (its text removes it from the store)")
+    }
+
+    /// Issue 25 item 5: X (seq 4) was stored while only the phone was known; the laptop became
+    /// known after it, so X never reaches the laptop, and Y (seq 5, floor 4: alice has not heard
+    /// X delivered) must not make the laptop wait for it.
+    func testALiveEntryToADeviceThatBecameKnownAfterEarlierEntriesOfItsStreamSkipsThem() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        let laptop = Recipient(user: "bob", device: "laptop"), phone = Recipient(user: "bob", device: "phone")
+        let x = stored(20, seq: 4, floor: 4), y = stored(21, seq: 5, floor: 4)
+        inbox.deviceConnected(laptop)
+        XCTAssertTrue(inbox.loaded(user: laptop, entries: [], earlier: [x], wallNow: wall, now: t0).datagrams.isEmpty)
+        XCTAssertEqual(inbox.enqueue(y, for: laptop, now: t0).datagrams.map(\.message.floor), [5], "seq 4 never comes to the laptop")
+
+        inbox.deviceConnected(phone) // a device X is meant for still waits for it
+        _ = inbox.loaded(user: phone, entries: [], wallNow: wall, now: t0)
+        XCTAssertEqual(inbox.enqueue(y, for: phone, now: t0).datagrams.map(\.message.floor), [4])
+    }
+
+    func testALiveEntrysFloorSkipsOnlyTheSeqsStoredBeforeTheDeviceBecameKnown() {
+        var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
+        let laptop = Recipient(user: "bob", device: "laptop")
+        // seq 4 before the laptop became known; 6 stored for it since (in its backlog); 8 arrives live.
+        let loaded = inbox.loaded(user: laptop, entries: [stored(22, seq: 6, floor: 4)], earlier: [stored(20, seq: 4, floor: 4)], wallNow: wall, now: t0)
+        XCTAssertEqual(loaded.datagrams.map(\.message.floor), [6])
+        XCTAssertEqual(inbox.enqueue(stored(24, seq: 8, floor: 4), for: laptop, now: t0).datagrams.map(\.message.floor), [5],
+                       "past seq 4 only: 5 may yet be stored for the laptop, and 6 is on its way to it")
     }
 
     func testStoredMessagesGoOutInOrderWithTheirOriginalSequence() {

@@ -92,4 +92,58 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         XCTAssertFalse(fastPath(plain, on: ConnectionID(9), in: &relay).0, "not a connected session")
         XCTAssertFalse(fastPath(SIMPMessage(kind: .ping, messageId: 1), on: bob, in: &relay).0)
     }
+
+    // MARK: Senders that do not read batches (issue 25 item 11)
+
+    /// The single receipts a batch stands for, as the relay sends them to an old sender.
+    private func singles(of batch: SIMPMessage, from receiver: String) -> [SIMPMessage] {
+        var first = batch
+        (first.fromUser, first.receiptIds) = (receiver, [])
+        return [first] + batch.receiptIds.map { id in
+            var single = first
+            (single.messageId, single.attempt, single.holdMicros) = (id, 0, 0)
+            return single
+        }
+    }
+
+    func testASenderWhoseConnectDidNotSayItReadsBatchesGetsTheSingleReceipts() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        relay.connect("bob", on: bob, port: 5002)
+        let expected = singles(of: batch(40, ids: [31, 32, 33]), from: "bob")
+        XCTAssertEqual(expected.map(\.messageId), [40, 31, 32, 33])
+        XCTAssertEqual(relay.control(batch(40, ids: [31, 32, 33]), on: bob), expected.map { .send(alice, $0) },
+                       "the sample id first, with its attempt; the others without one")
+    }
+
+    func testTheFastPathForwardsABatchOnlyToSendersThatReadBatches() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        relay.connect("bob", on: bob, port: 5002)
+        relay.connect("carol", on: ConnectionID(3), port: 5003)
+        var toAlice = batch(40, ids: [31, 32])
+        toAlice.fromUser = "bob"
+        XCTAssertFalse(fastPath(toAlice, on: bob, in: &relay).0, "alice gets the single receipts from the decoder's path")
+        var toCarol = toAlice
+        toCarol.toUser = "carol"
+        XCTAssertEqual(fastPath(toCarol, on: bob, in: &relay).1, [.forward(ConnectionID(3), MessageCodec.encode(toCarol))])
+    }
+
+    func testABatchFromAnotherRelayIsSplitForASenderThatDoesNotReadBatches() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        var fromElsewhere = batch(40, ids: [31, 32])
+        fromElsewhere.fromUser = "bob"
+        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(fromElsewhere))),
+                       singles(of: fromElsewhere, from: "bob").map { .send(alice, $0) })
+    }
+
+    // MARK: Datagram copies (issue 25 item 8)
+
+    func testAReceiptCopyForASenderOnAnotherRelayIsDroppedWithoutCountingItUnroutable() {
+        var relay = DevRelay()
+        relay.connect("bob", on: bob, port: 5002)
+        let copy = SIMPMessage(kind: .text, messageId: 31, fromUser: "carol", toUser: "bob").receipt(holdMicros: 0)
+        XCTAssertEqual(relay.send(copy), [], "carol's relay gets the control copy through Redis; nothing was unroutable")
+    }
 }

@@ -91,4 +91,30 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         receipt.attempt = 1
         XCTAssertEqual(relay.control(receipt, on: bob), [.send(alice, receipt)])
     }
+
+    // MARK: Datagram copies (issue 25 item 6)
+
+    func testTheDatagramCopyOfAHeldReceiptForAStoredMessageStaysWithTheRelay() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let entry = stored(10, seq: 2)
+        let copy = try XCTUnwrap(relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))).first)
+        XCTAssertEqual(relay.send(held(copy)), [], "the relay is the stored message's sender: alice never sees its HELD or its attempts")
+        XCTAssertEqual(relay.send(copy.receipt(holdMicros: 0)), [], "nor the final receipt's copy: the control copy settles it")
+        XCTAssertEqual(relay.control(copy.receipt(holdMicros: 0), on: bob),
+                       [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(10, from: "bob", to: "alice", .deliveredFromInbox))])
+    }
+
+    func testABatchCopyLosesOnlyTheIdsOfStoredMessages() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        relay.connect("bob", on: bob, port: 5002)
+        let copy = try XCTUnwrap(relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(10, seq: 2)], wallNow: 2)))).first)
+        var batch = copy.receipt(holdMicros: 0)
+        batch.receiptIds = [11, 12] // direct messages bob got from alice meanwhile
+        var rest = batch
+        (rest.messageId, rest.attempt, rest.receiptIds) = (11, 0, [12])
+        XCTAssertEqual(relay.send(batch), [relay.delivery(rest, to: "alice")])
+    }
 }

@@ -72,4 +72,28 @@ final class BatchedReceiptTests: RelayTestCase {
         let frames = try await relay.server.statistics().receiptsRouted - routedBefore
         XCTAssertGreaterThanOrEqual(frames, count, "one receipt frame per message")
     }
+
+    /// Issue 25 item 11: a sender whose CONNECT does not say it reads batches (a client from
+    /// before them) gets a batch from its receiver as single receipts, one per id.
+    func testASenderThatDoesNotSayItReadsBatchesGetsSingleReceipts() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        for user in [alice, bob] { try await relay.addUser(user) }
+        let oldSender = try await RawDevice(user: alice, password: TestRelay.password(for: alice), device: "old",
+                                            acceptsBatchReceipts: false, controlPort: relay.port)
+        let receiver = try await RawDevice(user: bob, password: TestRelay.password(for: bob), device: "phone", controlPort: relay.port)
+        defer { Task { await oldSender.close(); await receiver.close() } }
+        for id: UInt64 in 1...3 { try await oldSender.sendText(id, to: bob) }
+        let arrived = try await Eventually.holds { try await receiver.messages().count == 3 }
+        XCTAssertTrue(arrived)
+
+        var batch = try await receiver.messages()[2].receipt(holdMicros: 0)
+        batch.receiptIds = [1, 2]
+        try await receiver.control.send([batch])
+        let settled = try await Eventually.holds { try await oldSender.frames(.receipt).count >= 3 }
+        XCTAssertTrue(settled)
+        let receipts = try await oldSender.frames(.receipt)
+        XCTAssertEqual(receipts.map(\.messageId), [3, 1, 2], "the batch's messageId first, then each other id")
+        XCTAssertEqual(receipts.map(\.receiptIds), [[], [], []], "no batch reaches a sender that did not ask for them")
+        XCTAssertEqual(receipts.map(\.attempt), [1, 0, 0])
+    }
 }

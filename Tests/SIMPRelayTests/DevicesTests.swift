@@ -69,6 +69,34 @@ final class DevicesTests: XCTestCase {
         XCTAssertTrue(oneShotOpen, "the receiving session of the same device leaves the send-only one alone")
     }
 
+    /// Issue 25 item 5: erin's phone connects and leaves; alice's X (seq 4) is stored for it; a
+    /// new device, the laptop, connects (it starts after X: X is not for it); alice's Y (seq 5,
+    /// floor 4, since X is not delivered yet) is stored and sent to the laptop at once. Its floor
+    /// must skip X, or the laptop's receiver holds Y for its whole 30 s hold limit.
+    func testANewDeviceIsNotMadeToWaitForWhatWasStoredBeforeItBecameKnown() async throws {
+        relay = try await TestRelay.start()
+        let alice = TestRelay.uniqueUser("alice"), erin = TestRelay.uniqueUser("erin")
+        let phone = try await device(erin, "phone")
+        await phone.close()
+        let sender = try await device(alice, "desk")
+        try await sender.sendText(1, to: erin, stream: 7, seq: 4, floor: 4)
+        let xStored = try await Eventually.holds { try await sender.frames(.receipt).contains { $0.messageId == 1 && $0.status == .stored } }
+        XCTAssertTrue(xStored, "erin is offline: X is stored")
+
+        let laptop = try await device(erin, "laptop")
+        try await Task.sleep(nanoseconds: 300_000_000) // its HELLO started its backlog read (empty: X is not for it)
+        try await sender.sendText(2, to: erin, stream: 7, seq: 5, floor: 4)
+        let got = try await messages(1, at: laptop)
+        XCTAssertEqual(got.map(\.messageId), [2], "Y, and not X")
+        XCTAssertEqual(got.map(\.seq), [5])
+        XCTAssertEqual(got.map(\.floor), [5], "the laptop will never get seq 4: it need not wait for it")
+
+        let phoneAgain = try await device(erin, "phone")
+        let phoneGot = try await messages(2, at: phoneAgain)
+        XCTAssertEqual(phoneGot.map(\.messageId), [1, 2], "the phone still gets both, in order")
+        XCTAssertEqual(phoneGot.map(\.floor), [4, 4])
+    }
+
     /// Story 3: a user that exists in the credential store is known before its first login;
     /// only names that do not exist are unknown.
     func testAUserIsKnownFromTheMomentItIsCreated() async throws {

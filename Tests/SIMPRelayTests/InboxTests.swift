@@ -172,7 +172,7 @@ final class InboxTests: XCTestCase {
 
         XCTAssertEqual(first, InboxStoreResult(duplicate: false))
         XCTAssertEqual(second, InboxStoreResult(duplicate: true))
-        let entries = try await store.load(user: bob, device: "", wallNow: now + 5, on: loop).get()
+        let entries = try await store.load(user: bob, device: "", wallNow: now + 5, on: loop).get().entries
         XCTAssertEqual(entries.map(\.message.messageId), [9])
         let ttl = try await relay.inspector.command(["TTL", InboxStore.logKey(bob)]).integer ?? -2
         XCTAssertGreaterThan(ttl, 0, "inbox keys expire")

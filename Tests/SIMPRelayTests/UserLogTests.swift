@@ -348,7 +348,7 @@ private struct UserLog {
     }
 
     func load(_ device: String) async throws -> [UInt64] {
-        guard case .inboxLoaded(let entries, _) = try await store.perform(.loadInbox(user: user, device: device), on: loop).get() else {
+        guard case .inboxLoaded(let entries, _, _) = try await store.perform(.loadInbox(user: user, device: device), on: loop).get() else {
             throw StoreFailure("unexpected answer to a load")
         }
         return entries.map(\.message.messageId)

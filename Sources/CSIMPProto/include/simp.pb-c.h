@@ -198,7 +198,7 @@ typedef enum _Simp__Message__DeliveryStatus {
    */
   SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED = 0,
   /*
-   * relay -> sender: the receiver is offline; the message waits in its inbox
+   * relay -> sender: the relay took custody (receiver offline, or several devices); it waits in the log
    */
   SIMP__MESSAGE__DELIVERY_STATUS__STORED = 1,
   /*
@@ -409,10 +409,14 @@ struct  Simp__Message
    * CONNECTED: content messages per second the relay admits from this user (0 = not said)
    */
   uint32_t messageratelimit;
+  /*
+   * CONNECT: this client reads RECEIPTs with receiptIds (else the relay splits batches for it)
+   */
+  protobuf_c_boolean acceptsbatchreceipts;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0 }
 
 
 /* Simp__Message methods */

@@ -60,6 +60,11 @@ public struct InboxCore: Sendable {
     /// entries stored for them meanwhile: those go out after the backlog, never before it.
     private var awaitingBacklog: [Recipient: [InboxEntry]] = [:]
 
+    /// Each connected receiving device's highest seq per "sender/stream" among the entries stored
+    /// before the device became known (from its backlog read): those never reach it, so the
+    /// floor of what it is sent of that stream is raised past them (docs/PROTOCOL.md §6.6).
+    private var notForDevice: [Recipient: [String: UInt64]] = [:]
+
     /// Whether no inbox is being delivered (the relay's fast path checks this first).
     public var isIdle: Bool { drains.isEmpty }
 
@@ -83,6 +88,17 @@ public struct InboxCore: Sendable {
         return true
     }
 
+    /// Whether stored messages from `sender` are being delivered to `receiver`.
+    public func isDelivering(to receiver: Recipient, from sender: String) -> Bool {
+        drains[DrainKey(receiver: receiver, sender: sender)] != nil
+    }
+
+    /// Whether stored message `messageId` of `sender` is being delivered to `receiver` (not yet
+    /// receipted by it).
+    public func isDelivering(_ messageId: UInt64, to receiver: Recipient, from sender: String) -> Bool {
+        drains[DrainKey(receiver: receiver, sender: sender)]?.entries[messageId] != nil
+    }
+
     /// The drain `key` finished (or gave up): what was held for it goes out now.
     private mutating func finished(_ key: DrainKey, into output: inout Output) {
         drains[key] = nil
@@ -102,9 +118,11 @@ public struct InboxCore: Sendable {
 
     /// What the device `user` has not receipted was read from its log (oldest first) after it
     /// connected: what is within the TTL goes out in order, the rest is reported expired. Any
-    /// earlier delivery to `user` is replaced.
-    public mutating func loaded(user: Recipient, entries: [InboxEntry], wallNow: Int64, now: NIODeadline) -> Output {
+    /// earlier delivery to `user` is replaced. `earlier`: the entries in the log stored before
+    /// the device became known, which it never gets.
+    public mutating func loaded(user: Recipient, entries: [InboxEntry], earlier: [InboxEntry] = [], wallNow: Int64, now: NIODeadline) -> Output {
         for key in drains.keys where key.receiver == user { drains[key] = nil }
+        notForDevice[user] = Self.highestSeqs(earlier)
         var output = Output()
         var entries = entries
         if let storedMeanwhile = awaitingBacklog.removeValue(forKey: user), !storedMeanwhile.isEmpty {
@@ -173,12 +191,36 @@ public struct InboxCore: Sendable {
     /// already, or discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
     /// does not wait for messages it will never get (docs/PROTOCOL.md §6.6).
     static func lowestSeqs(_ entries: [InboxEntry]) -> [String: UInt64] {
-        var lowest: [String: UInt64] = [:]
+        seqs(of: entries, min)
+    }
+
+    /// The highest seq of each (sender, stream) among the content entries.
+    static func highestSeqs(_ entries: [InboxEntry]) -> [String: UInt64] {
+        seqs(of: entries, max)
+    }
+
+    private static func seqs(of entries: [InboxEntry], _ pick: (UInt64, UInt64) -> UInt64) -> [String: UInt64] {
+        var picked: [String: UInt64] = [:]
         for entry in entries where entry.message.kind.isContent && entry.message.seq > 0 {
             let key = streamKey(entry.message)
-            lowest[key] = min(lowest[key] ?? .max, entry.message.seq)
+            picked[key] = picked[key].map { pick($0, entry.message.seq) } ?? entry.message.seq
         }
-        return lowest
+        return picked
+    }
+
+    /// The floor `message` goes to `user` with: raised to `lowest` (the lowest seq of its stream
+    /// in the device's backlog, for a backlog entry) and past the seqs of its stream stored
+    /// before the device became known, but never past a seq of the stream still in flight to the
+    /// device nor past its own seq; a floor of 0 (unordered) stays.
+    private func deliveredFloor(of message: SIMPMessage, to user: Recipient, in drain: Drain, backlogLowest lowest: UInt64?) -> UInt64 {
+        guard message.floor > 0 else { return 0 }
+        var target = lowest ?? 0
+        let key = Self.streamKey(message)
+        if let before = notForDevice[user]?[key] {
+            let inFlight = drain.entries.values.lazy.filter { Self.streamKey($0.message) == key }.map(\.message.seq).min() ?? .max
+            target = max(target, min(before + 1, inFlight))
+        }
+        return message.floor < target ? min(target, message.seq) : message.floor
     }
 
     private mutating func submit(
@@ -189,9 +231,9 @@ public struct InboxCore: Sendable {
         // Taken out while it changes, so the dictionary's copy does not make the change copy it.
         var drain = drains.removeValue(forKey: key)
             ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true, estimator: pathEstimates[user]))
-        drain.entries[entry.message.messageId] = entry
         var message = entry.message // the entry itself stays as stored (its text removes it)
-        if let lowest, message.floor > 0, message.floor < lowest { message.floor = min(lowest, message.seq) }
+        message.floor = deliveredFloor(of: message, to: user, in: drain, backlogLowest: lowest)
+        drain.entries[entry.message.messageId] = entry
         let (_, sent) = drain.sender.submit(message, now: now)
         drains[key] = drain
         return sent.transmit.map { (user, $0) }
@@ -255,6 +297,7 @@ public struct InboxCore: Sendable {
     public mutating func userLeft(_ user: Recipient) {
         awaitingBacklog[user] = nil
         pathEstimates[user] = nil
+        notForDevice[user] = nil
         for key in drains.keys where key.receiver == user { drains[key] = nil }
         for key in held.keys where key.receiver == user { held[key] = nil } // their senders retransmit
     }

@@ -35,7 +35,7 @@ extension RelayCore {
         case .ping:
             break // a keepalive: keeps the NAT mapping open
         case .receipt:
-            routeReceiptDatagram(opened.payload, header, from: user, into: &output)
+            routeReceiptDatagram(opened.payload, header, from: user, session: opened.sessionId, into: &output)
         case let kind where kind.isContent || kind == .typing:
             routeContent(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
         default:
@@ -55,8 +55,12 @@ extension RelayCore {
     }
 
     /// A receipt's fast copy (the control channel carries the reliable one): forwarded to the
-    /// sender's sessions on this relay, else dropped without asking the store.
-    private mutating func routeReceiptDatagram(_ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String, into output: inout [RelayAction]) {
+    /// sender's sessions on this relay, else dropped without asking the store and uncounted (the
+    /// control copy goes on to the sender's relay, and is counted if the sender has none).
+    /// The ids of stored messages the relay is delivering to this device stay with the relay.
+    private mutating func routeReceiptDatagram(
+        _ payload: ByteBuffer, _ receipt: DatagramHeader, from user: String, session: UInt64, into output: inout [RelayAction]
+    ) {
         guard receipt.version == SIMPMessage.currentVersion else {
             return output.append(.reject(.unsupportedVersion, detail: "receipt datagram version \(receipt.version) from \(user)"))
         }
@@ -66,8 +70,9 @@ extension RelayCore {
         guard receipt.messageId != 0 else {
             return output.append(.reject(.missingField, detail: "receipt datagram without messageId from \(user)"))
         }
-        guard sessions.contains(receipt.toUser) else {
-            return output.append(.reject(.receiptUnroutable, detail: "receipt datagram from \(user) for \(receipt.toUser), who is not on this relay"))
+        guard sessions.contains(receipt.toUser) else { return }
+        if !inbox.isIdle, let device = sessions.recipient(ofSession: session), inbox.isDelivering(to: device, from: receipt.toUser) {
+            return routeReceiptCopy(payload, from: user, device: device, into: &output)
         }
         sessions.sealForEverySession(payload, to: receipt.toUser, into: &output)
     }

@@ -55,12 +55,12 @@ extension RelayCore {
     /// connected); a failed read is tried again after `inboxRetryDelay`.
     mutating func inboxLoaded(_ device: Recipient, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
         guard sessions.receivingSession(of: device.user, device: device.device) != nil else { return }
-        guard case .success(.inboxLoaded(let entries, let wallNow)) = result else {
+        guard case .success(.inboxLoaded(let entries, let wallNow, let earlier)) = result else {
             timers.loadInbox(of: device, at: now + configuration.inboxRetryDelay)
             return
         }
         _ = timers.takeInboxLoad(of: device) // read now: nothing waits any more
-        inboxActions(inbox.loaded(user: device, entries: entries, wallNow: wallNow, now: now), into: &output)
+        inboxActions(inbox.loaded(user: device, entries: entries, earlier: earlier, wallNow: wallNow, now: now), into: &output)
     }
 
     /// Turns what `InboxCore` decided into actions.

@@ -6,8 +6,9 @@ extension RelayCore {
     /// A control frame that may be a plain RECEIPT, routed from its bytes without decoding
     /// and re-encoding it (docs/PROTOCOL.md §6.1): when its routing fields read directly
     /// (`DatagramHeader.parse`), it already names the connection's user as `fromUser` (so there
-    /// is nothing to overwrite), its `toUser` has sessions on this relay only, and no stored
-    /// messages are being delivered, it is forwarded as it came. Returns false when it is not
+    /// is nothing to overwrite), its `toUser` has sessions on this relay only (each of which
+    /// reads batches, if it is a batch), and no stored messages are being delivered, it is
+    /// forwarded as it came. Returns false when it is not
     /// handled here: the caller decodes it and calls `controlReceived`, which decides the same
     /// way for everything this path takes.
     public mutating func receiptFrameReceived(_ payload: ByteBuffer, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) -> Bool {
@@ -16,7 +17,7 @@ extension RelayCore {
               case .connected(let user)? = connections.phase(of: connection), header.fromUser == user,
               !sessions.isElsewhere(header.toUser) else { return false }
         let local = sessions.connections(of: header.toUser)
-        guard !local.isEmpty else { return false }
+        guard !local.isEmpty, !header.isBatch || local.allSatisfy({ sessions.readsBatchReceipts(on: $0) }) else { return false }
         connections.heard(connection, now: now)
         timers.receiptRouted(now: now)
         for sender in local { output.append(.forward(sender, payload)) }
@@ -49,31 +50,62 @@ extension RelayCore {
     private mutating func claimStoredReceipts(
         _ receipt: SIMPMessage, from recipient: Recipient, now: NIODeadline, into output: inout [RelayAction]
     ) -> SIMPMessage? {
-        guard !receipt.receiptIds.isEmpty else {
-            guard let stored = inbox.receipt(receipt, from: recipient, now: now) else { return receipt }
-            inboxActions(stored, into: &output)
-            return nil
-        }
         var unclaimed: [UInt64] = []
-        var sample: SIMPMessage?
         for id in [receipt.messageId] + receipt.receiptIds {
             var single = receipt
             single.receiptIds = []
             if id != receipt.messageId { (single.messageId, single.attempt, single.holdMicros) = (id, 0, 0) }
             if let stored = inbox.receipt(single, from: recipient, now: now) {
                 inboxActions(stored, into: &output)
-            } else if id == receipt.messageId {
-                sample = single
             } else {
                 unclaimed.append(id)
             }
         }
-        guard var rest = sample ?? unclaimed.first.map({ id in
-            var first = receipt
-            (first.messageId, first.attempt, first.holdMicros) = (id, 0, 0)
-            return first
-        }) else { return nil }
-        rest.receiptIds = unclaimed.filter { $0 != rest.messageId }
-        return rest
+        return Self.receipt(receipt, narrowedTo: unclaimed)
+    }
+
+    /// `receipt` covering only `ids` (in the order `[messageId] + receiptIds`), nil if none: led
+    /// by its own `messageId` with its `attempt` and `holdMicros` if that is among them, else by
+    /// the lowest id left, without an attempt (docs/PROTOCOL.md §6.1 step 1a).
+    static func receipt(_ receipt: SIMPMessage, narrowedTo ids: [UInt64]) -> SIMPMessage? {
+        guard let lead = ids.contains(receipt.messageId) ? receipt.messageId : ids.first else { return nil }
+        var narrowed = receipt
+        if lead != receipt.messageId { (narrowed.messageId, narrowed.attempt, narrowed.holdMicros) = (lead, 0, 0) }
+        narrowed.receiptIds = ids.filter { $0 != lead }
+        return narrowed
+    }
+
+    /// A receipt's datagram copy from `user`'s receiving device `device` while the relay delivers
+    /// it stored messages of the copy's `toUser`. The relay is the sender of those messages and
+    /// acts on their receipts' control copies (docs/PROTOCOL.md §6.6 rule 4): their ids are taken
+    /// out, so that neither a HELD receipt nor the relay's transmission counts reach the original
+    /// sender; the ids left go on to the sender's sessions here.
+    mutating func routeReceiptCopy(_ payload: ByteBuffer, from user: String, device: Recipient, into output: inout [RelayAction]) {
+        guard let receipt = try? MessageCodec.decode(payload) else {
+            return output.append(.reject(.malformed, detail: "receipt datagram from \(user) does not decode"))
+        }
+        let ids = [receipt.messageId] + receipt.receiptIds
+        let left = ids.filter { !inbox.isDelivering($0, to: device, from: receipt.toUser) }
+        guard left.count < ids.count else { return sessions.sealForEverySession(payload, to: receipt.toUser, into: &output) }
+        guard let rest = Self.receipt(receipt, narrowedTo: left) else { return }
+        sessions.sealForEverySession(MessageCodec.encode(rest), to: receipt.toUser, into: &output)
+    }
+
+    /// `message` as the frames the client on `connection` reads: a batch receipt goes to a
+    /// client whose CONNECT did not say it reads batches (`acceptsBatchReceipts`) as the single
+    /// receipts it stands for, its `messageId` first (with its `attempt` and `holdMicros`), each
+    /// other id without an attempt (docs/PROTOCOL.md §6.1); anything else goes as it is.
+    func sendControl(_ message: SIMPMessage, to connection: ConnectionID, into output: inout [RelayAction]) {
+        guard !message.receiptIds.isEmpty, !sessions.readsBatchReceipts(on: connection) else {
+            return output.append(.send(connection, message))
+        }
+        var single = message
+        single.receiptIds = []
+        output.append(.send(connection, single))
+        (single.attempt, single.holdMicros) = (0, 0)
+        for id in message.receiptIds where id != message.messageId {
+            single.messageId = id
+            output.append(.send(connection, single))
+        }
     }
 }

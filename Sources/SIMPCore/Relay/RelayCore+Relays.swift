@@ -129,7 +129,7 @@ extension RelayCore {
         case .datagram(let payload): deliver(payload, to: delivery.user, into: &output)
         case .control(let message):
             if message.kind == .receipt { timers.receiptRouted(now: now) } // a drain waits for these too
-            for connection in sessions.connections(of: delivery.user) { output.append(.send(connection, message)) }
+            for connection in sessions.connections(of: delivery.user) { sendControl(message, to: connection, into: &output) }
         case .inboxEntry(let entry):
             for device in sessions.receivers(of: delivery.user) { handOver(entry, to: device, now: now, into: &output) }
         }

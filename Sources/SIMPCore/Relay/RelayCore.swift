@@ -272,7 +272,7 @@ public struct RelayCore: Sendable {
             endSession(previous, withdraw: false, into: &output)
             output += [.send(old, .error(.alreadyConnected, Self.replacedText(user: user, device: device))), .close(old)]
         }
-        sessions.start(registration, keys: keys, on: connection)
+        sessions.start(registration, keys: keys, on: connection, readsBatchReceipts: connect?.acceptsBatchReceipts ?? false)
         // From now on what is stored for the device waits for its backlog (a message stored
         // while the registration is written would otherwise go out first, with a floor that
         // lets the device's receiver start the stream past the backlog).
@@ -336,7 +336,7 @@ public struct RelayCore: Sendable {
     /// the store.
     mutating func routeControl(_ message: SIMPMessage, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
         let local = sessions.connections(of: user)
-        for connection in local { output.append(.send(connection, message)) }
+        for connection in local { sendControl(message, to: connection, into: &output) }
         if local.isEmpty || sessions.isElsewhere(user) {
             routeRemote(.control(message), to: user, now: now, into: &output)
         }

@@ -18,6 +18,8 @@ public struct SessionTable: Sendable {
         var sealer: DatagramSealer
         /// When the session may next be told it is throttled.
         var nextThrottleNotice: NIODeadline = .uptimeNanoseconds(0)
+        /// Whether the client said in CONNECT that it reads batch receipts.
+        var readsBatchReceipts = false
 
         var registration: Registration {
             Registration(user: user, route: route, session: token, device: device, receives: receives)
@@ -68,6 +70,10 @@ public struct SessionTable: Sendable {
     }
     /// The session on `connection`.
     public func session(on connection: ConnectionID) -> UInt64? { byConnection[connection] }
+    /// Whether the client on `connection` reads batch receipts (said so in CONNECT).
+    public func readsBatchReceipts(on connection: ConnectionID) -> Bool {
+        byConnection[connection].flatMap { sessions[$0]?.readsBatchReceipts } ?? false
+    }
     /// The control connection of session `id`.
     public func connection(ofSession id: UInt64) -> ConnectionID? { sessions[id]?.connection }
     /// The registration of session `id`.
@@ -135,12 +141,14 @@ public struct SessionTable: Sendable {
     }
 
     /// Starts a session of `registration`'s user and device on `connection`. The caller ends
-    /// a receiving session of the same device first (the newest wins).
-    public mutating func start(_ registration: Registration, keys: SessionKeys, on connection: ConnectionID) {
+    /// a receiving session of the same device first (the newest wins). `readsBatchReceipts`:
+    /// the client's CONNECT said it reads batch receipts.
+    public mutating func start(_ registration: Registration, keys: SessionKeys, on connection: ConnectionID, readsBatchReceipts: Bool = false) {
         sessions[keys.sessionId] = Session(
             user: registration.user, device: registration.device, receives: registration.receives, connection: connection,
             route: registration.route, token: registration.session,
-            opener: DatagramOpener(keys: keys, direction: .uplink), sealer: DatagramSealer(keys: keys, direction: .downlink))
+            opener: DatagramOpener(keys: keys, direction: .uplink), sealer: DatagramSealer(keys: keys, direction: .downlink),
+            readsBatchReceipts: readsBatchReceipts)
         users[registration.user, default: UserSessions()].ids.append(keys.sessionId)
         if registration.receives { users[registration.user]!.receiving += 1 }
         byConnection[connection] = keys.sessionId

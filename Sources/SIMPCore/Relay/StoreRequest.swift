@@ -80,8 +80,9 @@ public enum StoreAnswer: Equatable, Sendable {
     /// The entry as stored (with the store's time stamp) and what became of it.
     case inboxStored(InboxEntry, InboxStoreResult)
     /// What the device has not receipted, oldest first (entries older than the TTL among them
-    /// are to be reported expired); `wallNow` is the store's clock (ms since the epoch).
-    case inboxLoaded([InboxEntry], wallNow: Int64)
+    /// are to be reported expired); `wallNow` is the store's clock (ms since the epoch);
+    /// `earlier`: the entries in the log stored before the device became known (not for it).
+    case inboxLoaded([InboxEntry], wallNow: Int64, earlier: [InboxEntry] = [])
     case room(RoomAnswer)
     case roomPosted(RoomPostResult)
     /// How many members have a room post now.

@@ -109,6 +109,7 @@ public struct LoginClient: Sendable {
     ) throws(Failure) -> (frame: SIMPMessage, transcript: LoginTranscript?) {
         var connect = SIMPMessage(kind: .connect, fromUser: user)
         connect.udpPort = UInt32(udpPort)
+        connect.acceptsBatchReceipts = true // this library's senders settle every id of a batch (§6.1)
         guard challenge.iterations > 0 else { return (connect, nil) } // development relay
         guard let password else { throw .passwordRequired }
         guard (16...64).contains(challenge.nonce.count), !challenge.salt.isEmpty,

@@ -71,13 +71,23 @@ public struct InboxStore: Sendable {
     }
 
     /// What `user`'s `device` has not receipted, oldest first, after the entries that expired
-    /// now without reaching any device (older than the TTL: the relay reports them). Entries
-    /// that do not parse are skipped.
-    public func load(user: String, device: String, wallNow: Int64, on eventLoop: EventLoop) -> EventLoopFuture<[InboxEntry]> {
+    /// now without reaching any device (older than the TTL: the relay reports them); and,
+    /// `earlier`, the entries in the log that were stored before the device became known.
+    /// Entries that do not parse are skipped.
+    public func load(user: String, device: String, wallNow: Int64, on eventLoop: EventLoop)
+        -> EventLoopFuture<(entries: [InboxEntry], earlier: [InboxEntry])> {
         let cutoff = wallNow - Int64(ttlSeconds) * 1000
         return UserLogScripts.load.run(Self.call(user, [device, String(cutoff)]), on: redis, eventLoop: eventLoop).flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError(message) }
-            return (reply.array ?? []).compactMap { $0.string.flatMap(InboxEntry.init(text:)) }
+            var entries: [InboxEntry] = [], earlier: [InboxEntry] = []
+            for text in (reply.array ?? []).compactMap(\.string) {
+                if text.hasPrefix("^") {
+                    InboxEntry(text: String(text.dropFirst())).map { earlier.append($0) }
+                } else {
+                    InboxEntry(text: text).map { entries.append($0) }
+                }
+            }
+            return (entries, earlier)
         }
     }
 

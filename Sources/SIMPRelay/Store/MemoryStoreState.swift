@@ -69,7 +69,7 @@ struct MemoryStoreState: Sendable {
             guard var log = logs[user] else { return .inboxLoaded([], wallNow: now) }
             let entries = log.load(for: device, cutoff: cutoff(now), known: knownDevices(of: user))
             logs[user] = log
-            return .inboxLoaded(entries, wallNow: now)
+            return .inboxLoaded(entries, wallNow: now, earlier: log.earlier(than: device))
         case .removeFromInbox(let user, let entry, let device):
             let known = knownDevices(of: user)
             logs[user]?.ack(entry.dedupeKey, by: device, known: known)

@@ -68,6 +68,12 @@ struct MemoryUserLog: Sendable {
         return items.filter { $0.id > cursor && !done.contains($0.id) }.map(\.entry)
     }
 
+    /// The entries in the log that were stored before `device` became known (never meant for it).
+    func earlier(than device: String) -> [InboxEntry] {
+        guard let start = starts[device] else { return [] }
+        return items.filter { $0.id <= start }.map(\.entry)
+    }
+
     /// `device` has the entry with `dedupeKey`. A device that is not known acks only while the
     /// user has none.
     mutating func ack(_ dedupeKey: String, by device: String, known: [String]) {

@@ -117,7 +117,9 @@ public final class RedisRelayStore: RelayStore {
             let entry = InboxEntry(message: message, storedAt: now)
             return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .inboxStored(entry, $0) }
         case .loadInbox(let user, let device):
-            return inboxes.load(user: user, device: device, wallNow: now, on: eventLoop).map { .inboxLoaded($0, wallNow: now) }
+            return inboxes.load(user: user, device: device, wallNow: now, on: eventLoop).map {
+                .inboxLoaded($0.entries, wallNow: now, earlier: $0.earlier)
+            }
         case .removeFromInbox(let user, let entry, let device):
             return inboxes.remove(entry, for: user, device: device, on: eventLoop).map { .done }
         case .room(let roomRequest):

@@ -139,7 +139,9 @@ enum UserLogScripts {
     /// ARGV: acked prefix, device, cutoff (ms). Discards expired entries, then reads what the
     /// device has not received: the texts of the discarded entries no device received (their
     /// senders are told by the relay), then of every entry after the device's cursor that it
-    /// has not acked, oldest first.
+    /// has not acked, oldest first; then, each prefixed `^`, the entries still in the log that
+    /// were stored before the device became known (never meant for it: the relay raises the
+    /// floor of their streams past them, docs/PROTOCOL.md §6.6).
     static let load = RedisScript(library + """
         local known = redis.call('HKEYS', devices)
         local out = {}
@@ -150,6 +152,9 @@ enum UserLogScripts {
         for _, id in ipairs(redis.call('SMEMBERS', ackedPrefix .. ARGV[2])) do acked[id] = true end
         for _, entry in ipairs(redis.call('XRANGE', log, '(' .. cursor(ARGV[2]), '+')) do
           if not acked[entry[1]] then table.insert(out, entry[2][2]) end
+        end
+        if start(ARGV[2]) ~= '0-0' then
+          for _, entry in ipairs(redis.call('XRANGE', log, '-', start(ARGV[2]))) do table.insert(out, '^' .. entry[2][2]) end
         end
         return out
         """)
