@@ -230,7 +230,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[42] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[43] =
 {
   {
     "version",
@@ -533,6 +533,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[42] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "custodyFloor",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, custodyfloor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "status",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -738,42 +750,43 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[42] =
   },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
-  41,   /* field[41] = acceptsBatchReceipts */
+  42,   /* field[42] = acceptsBatchReceipts */
   9,   /* field[9] = attempt */
-  28,   /* field[28] = author */
-  29,   /* field[29] = authorMessageId */
-  38,   /* field[38] = batchReceipts */
+  29,   /* field[29] = author */
+  30,   /* field[30] = authorMessageId */
+  39,   /* field[39] = batchReceipts */
   3,   /* field[3] = content */
-  31,   /* field[31] = deliveredCount */
-  35,   /* field[35] = device */
+  25,   /* field[25] = custodyFloor */
+  32,   /* field[32] = deliveredCount */
+  36,   /* field[36] = device */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
-  39,   /* field[39] = held */
+  40,   /* field[40] = held */
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
   20,   /* field[20] = iterations */
-  33,   /* field[33] = lastSeen */
-  34,   /* field[34] = maxDatagramSize */
-  30,   /* field[30] = memberCount */
-  27,   /* field[27] = members */
+  34,   /* field[34] = lastSeen */
+  35,   /* field[35] = maxDatagramSize */
+  31,   /* field[31] = memberCount */
+  28,   /* field[28] = members */
   1,   /* field[1] = messageId */
-  40,   /* field[40] = messageRateLimit */
+  41,   /* field[41] = messageRateLimit */
   18,   /* field[18] = nonce */
-  32,   /* field[32] = presence */
+  33,   /* field[33] = presence */
   21,   /* field[21] = proof */
-  37,   /* field[37] = receiptIds */
+  38,   /* field[38] = receiptIds */
   14,   /* field[14] = relayId */
   24,   /* field[24] = retryAfterMillis */
-  26,   /* field[26] = room */
+  27,   /* field[27] = room */
   19,   /* field[19] = salt */
-  36,   /* field[36] = sendOnly */
+  37,   /* field[37] = sendOnly */
   16,   /* field[16] = seq */
   22,   /* field[22] = sessionId */
   23,   /* field[23] = sessionSecret */
-  25,   /* field[25] = status */
+  26,   /* field[26] = status */
   15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
@@ -784,9 +797,9 @@ static const unsigned simp__message__field_indices_by_name[] = {
 static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
 {
   { 1, 0 },
-  { 30, 25 },
-  { 50, 37 },
-  { 0, 42 }
+  { 30, 26 },
+  { 50, 38 },
+  { 0, 43 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -796,7 +809,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  42,
+  43,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   3,  simp__message__number_ranges,

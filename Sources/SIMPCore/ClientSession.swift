@@ -151,11 +151,12 @@ public struct ClientSession: Sendable {
     }
 
     /// The most bytes `message` can take as a sealed datagram, with the fields the sender fills
-    /// in (id, stream, seq, floor, attempt) at their largest likely sizes.
+    /// in (id, stream, seq, floor, custodyFloor, attempt) at their largest likely sizes.
     func sealedSizeBound(of message: SIMPMessage) -> Int {
         var probe = message
         if probe.messageId == 0 { probe.messageId = .max }
         (probe.stream, probe.seq, probe.floor) = (.max, UInt64(UInt32.max), UInt64(UInt32.max))
+        probe.custodyFloor = UInt64(UInt32.max)
         probe.attempt = 16_383 // the largest two-byte varint: far more transmissions than fit in giveUpAfter
         if probe.time == 0 { probe.time = Int64(Int32.max) << 16 } // a wall clock in ms, well past 2100
         return MessageCodec.encodedSize(of: probe) + SealedDatagram.overhead

@@ -68,6 +68,10 @@ public struct SIMPMessage: Equatable, Sendable {
     public var seq: UInt64 = 0
     /// Every `seq` below this is resolved by the sender: the receiver need not wait for it.
     public var floor: UInt64 = 0
+    /// Every `seq` below this is resolved by the sender or in a relay's custody (STORED): a
+    /// relay handing over stored messages may skip such a seq it does not hold, never a higher
+    /// one, which the sender may still be sending (docs/PROTOCOL.md §6.6). 0: not said.
+    public var custodyFloor: UInt64 = 0
     /// AUTH: the client's nonce. CHALLENGE: the relay's nonce.
     public var nonce: [UInt8] = []
     /// CHALLENGE: the user's password salt.

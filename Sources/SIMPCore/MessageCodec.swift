@@ -77,6 +77,7 @@ public enum MessageCodec {
         message.stream = c.stream
         message.seq = c.seq
         message.floor = c.floor
+        message.custodyFloor = c.custodyfloor
         message.nonce = byteArray(c.nonce)
         message.salt = byteArray(c.salt)
         message.iterations = c.iterations
@@ -170,6 +171,7 @@ public enum MessageCodec {
                 c.stream = message.stream
                 c.seq = message.seq
                 c.floor = message.floor
+                c.custodyfloor = message.custodyFloor
                 c.nonce = binaryField(message.nonce.count)
                 c.salt = binaryField(message.salt.count)
                 c.iterations = message.iterations

@@ -28,11 +28,12 @@ extension ReliableSender {
         var attempts: Int { sentAt.count }
 
         /// Notes a transmission at `now` and returns the message as it goes out.
-        mutating func recordTransmission(at now: NIODeadline, floor: UInt64?, timerDeadline: NIODeadline) -> SIMPMessage {
+        mutating func recordTransmission(at now: NIODeadline, floor: UInt64?, custodyFloor: UInt64?, timerDeadline: NIODeadline) -> SIMPMessage {
             sentAt.append(now)
             overtaken = 0
             message.attempt = UInt32(attempts)
             if let floor { message.floor = floor }
+            if let custodyFloor { message.custodyFloor = custodyFloor }
             self.timerDeadline = timerDeadline
             return message
         }
@@ -54,11 +55,24 @@ extension ReliableSender {
         var resolved: Set<UInt64> = []
         /// Unresolved seqs the receiver holds behind a gap (HELD receipt), with their ids.
         var held: [UInt64: UInt64] = [:]
+        /// Unresolved seqs a relay took into custody (STORED receipt).
+        var stored: Set<UInt64> = []
+        /// Where the last `custodyFloor()` stopped: every seq from `floor()` up to it is resolved
+        /// or stored (it only grows: a seq never leaves both).
+        var custodyScan: UInt64 = 1
 
         /// The lowest seq not yet receipted or given up (or the next seq when none is open).
         mutating func floor() -> UInt64 {
             while let first = unresolved.first, resolved.remove(first) != nil { unresolved.removeFirst() }
             return unresolved.first ?? nextSeq
+        }
+
+        /// The lowest seq neither resolved nor stored: this sender is still sending it (or will).
+        mutating func custodyFloor() -> UInt64 {
+            var seq = max(custodyScan, floor())
+            while seq < nextSeq, resolved.contains(seq) || stored.contains(seq) { seq += 1 }
+            custodyScan = seq
+            return seq
         }
     }
 }

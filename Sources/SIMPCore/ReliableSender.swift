@@ -224,6 +224,7 @@ public struct ReliableSender: Sendable {
         lastChanceEnds[receipt.messageId] = nil
         refusedAsFull[receipt.messageId] = nil
         storedUnresolved[receipt.messageId] = entry.message
+        if !keepsSenderSequence { conversations[entry.message.toUser]?.stored.insert(entry.message.seq) }
         output.events.append(.delivered(
             messageId: receipt.messageId, to: entry.message.toUser,
             latency: now - entry.sentAt[0], attempts: entry.attempts))
@@ -462,6 +463,7 @@ public struct ReliableSender: Sendable {
     private mutating func resolve(_ message: SIMPMessage, now: NIODeadline) {
         guard var conversation = conversations[message.toUser] else { return }
         conversation.held[message.seq] = nil
+        conversation.stored.remove(message.seq)
         conversation.resolved.insert(message.seq)
         var seq = conversation.floor()
         conversations[message.toUser] = conversation
@@ -476,14 +478,16 @@ public struct ReliableSender: Sendable {
     }
 
     /// Records a transmission of pending message `id` (stamped with the conversation's current
-    /// floor) and arms its timer.
+    /// floor and custody floor) and arms its timer.
     private mutating func transmit(_ id: UInt64, now: NIODeadline) -> SIMPMessage {
         let index = pending.index(forKey: id)!
         let floor = floorForTransmission(at: index)
+        // The relay delivering stored messages passes on the custody floor they were stored with.
+        let custodyFloor = keepsSenderSequence ? nil : conversations[pending.values[index].message.toUser]?.custodyFloor()
         let attempts = pending.values[index].attempts + 1
         let timeout = pending.values[index].isHeld ? policy.maximumRTO : estimator.timeout(forAttempt: attempts, backoff: policy.backoff)
         timers.insert(Timer(deadline: now + timeout, messageId: id, attempt: attempts))
-        return pending.values[index].recordTransmission(at: now, floor: floor, timerDeadline: now + timeout)
+        return pending.values[index].recordTransmission(at: now, floor: floor, custodyFloor: custodyFloor, timerDeadline: now + timeout)
     }
 
     /// The floor the next transmission of the pending message at `index` carries; nil: the

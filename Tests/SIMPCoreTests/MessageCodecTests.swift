@@ -15,6 +15,7 @@ final class MessageCodecTests: XCTestCase {
         message.errorText = "no such user ✗"
         message.udpPort = 50_123
         message.relayId = "relay-ä"
+        message.custodyFloor = 41
         return message
     }
 

@@ -57,7 +57,7 @@ final class ScenarioTests: XCTestCase {
         let required: Set = [
             "clean", "loss-1", "loss-5", "loss-10", "loss-30", "burst-loss", "duplication", "reordering",
             "jitter", "blackout", "nat-rebinding", "relay-restart", "redis-restart", "kcp-link",
-            "two-devices", "device-offline-back", "oneshot-send-mid-offline",
+            "two-devices", "device-offline-back", "oneshot-send-mid-offline", "fault-storm",
         ]
         XCTAssertEqual(required.subtracting(names), [])
     }

@@ -56,6 +56,16 @@ final class SuiteBarsTests: XCTestCase {
         }
     }
 
+    /// `fault-storm` on the seed of issue 25 item 7: #446, whose first datagram was lost 100 ms
+    /// before the relay restart, was delivered after 23 later messages that went through the log
+    /// (their floor was raised past it while its sender still sent it; docs/PROTOCOL.md §6.6).
+    func testFaultStormSeed153KeepsItsOrder() throws {
+        let report = Simulation.run(try Suite.scenario("fault-storm"), seed: 153)
+        XCTAssertEqual(report.delivered, 1500)
+        XCTAssertEqual(report.outOfOrder, 0)
+        KnownBugs.assertBars(report)
+    }
+
     func testCleanLinkHasAlmostNoSpuriousRetransmits() throws {
         let clean = try Suite.scenario("clean")
         for seed in Self.seeds {

@@ -130,14 +130,14 @@ public struct InboxCore: Sendable {
             entries += storedMeanwhile.filter { !read.contains($0.dedupeKey) } // stored after the read began
         }
         entries = Self.inSeqOrder(entries)
-        let lowest = Self.lowestSeqs(entries)
+        let raised = Self.raisedFloors(entries)
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
             } else if entry.message.kind == .receipt || entry.message.kind == .read {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
-                output.datagrams += submit(entry, to: user, floorAtLeast: lowest[Self.streamKey(entry.message)], now: now)
+                output.datagrams += submit(entry, to: user, floorAtLeast: raised[Self.streamKey(entry.message)], now: now)
             }
         }
         // Direct datagrams held for a sender with nothing stored go out now.
@@ -186,6 +186,24 @@ public struct InboxCore: Sendable {
     /// "sender/stream" of a message.
     private static func streamKey(_ message: SIMPMessage) -> String { "\(message.fromUser)/\(message.stream)" }
 
+    /// What the floor of each (sender, stream)'s entries is raised to (docs/PROTOCOL.md §6.6),
+    /// so the receiver does not wait for messages it will never get: the lowest seq of the
+    /// stream among the content entries a device has not receipted, but no higher than the
+    /// highest `custodyFloor` they carry. A seq below the lowest that went through the log was
+    /// delivered to the device already or discarded (cap, TTL); one at or above the custody
+    /// floor was neither resolved nor stored when its sender sent them: the sender may still be
+    /// sending it (its first datagram lost before a relay restart, say), and skipping it would
+    /// deliver it out of order. Entries without a custody floor (older senders) are raised to
+    /// the lowest seq.
+    static func raisedFloors(_ entries: [InboxEntry]) -> [String: UInt64] {
+        var custody: [String: UInt64] = [:]
+        for entry in entries where entry.message.kind.isContent && entry.message.seq > 0 && entry.message.custodyFloor > 0 {
+            let key = streamKey(entry.message)
+            custody[key] = max(custody[key] ?? 0, entry.message.custodyFloor)
+        }
+        return lowestSeqs(entries).merging(custody, uniquingKeysWith: min)
+    }
+
     /// The lowest seq of each (sender, stream) among the content entries a device has not
     /// receipted. Earlier seqs of that stream are not among them: delivered to the device
     /// already, or discarded (cap, TTL). The floor of the stream's entries is raised to it, so the receiver
@@ -218,7 +236,10 @@ public struct InboxCore: Sendable {
         let key = Self.streamKey(message)
         if let before = notForDevice[user]?[key] {
             let inFlight = drain.entries.values.lazy.filter { Self.streamKey($0.message) == key }.map(\.message.seq).min() ?? .max
-            target = max(target, min(before + 1, inFlight))
+            // Never past the lowest seq its sender had not yet resolved or stored when it sent
+            // this message: that one may still be on its way (custodyFloor, §6.6).
+            let unresolved = message.custodyFloor > 0 ? message.custodyFloor : .max
+            target = max(target, min(before + 1, inFlight, unresolved))
         }
         return message.floor < target ? min(target, message.seq) : message.floor
     }

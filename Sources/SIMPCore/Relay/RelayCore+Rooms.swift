@@ -103,6 +103,7 @@ extension RelayCore {
         copy.stream = roomStream
         copy.seq = seq
         copy.floor = 0 // the relay's sender computes it per member
+        copy.custodyFloor = 0 // the author's, about its own conversation with the room
         copy.attempt = 0
         return copy
     }
