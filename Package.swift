@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SIMPChat", targets: ["SIMPChat"]),
         .library(name: "SIMPLab", targets: ["SIMPLab"]),
         .library(name: "SIMPFuzz", targets: ["SIMPFuzz"]),
+        .library(name: "SIMPTestKit", targets: ["SIMPTestKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -121,6 +122,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The relay's real engine and handlers on NIO's EmbeddedEventLoop, time moved by the caller:
+        // for tests of the relay, of clients (third-party ones too), and for the simulator.
+        .target(
+            name: "SIMPTestKit",
+            dependencies: [
+                "SIMPCore", "SIMPNIO", "SIMPRelay",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
@@ -136,7 +146,7 @@ let package = Package(
         .target(
             name: "SIMPLab",
             dependencies: [
-                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers",
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit", "SIMPNIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -197,7 +207,7 @@ let package = Package(
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers"]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO", "SIMPLocalServers",
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit",
                            .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(
             name: "SIMPClientTests",

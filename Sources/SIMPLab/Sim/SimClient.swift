@@ -100,14 +100,14 @@ final class SimClient {
         // DISCONNECT (else the relay would deliver those messages to the next process again).
         let closing = session.finishTakingMessages(now: world.queue.deadline)
         closing.datagrams.forEach(sendDatagram)
-        closing.controlFrames.forEach { control?.up.send($0) }
+        closing.controlFrames.forEach { control?.send($0) }
         isRunning = false
         handshakeGeneration += 1
         timerGeneration += 1
         timerDeadline = nil
         if let handshake { world.relay.clientClosed(handshake) }
         handshake = nil
-        control?.up.send(SIMPMessage(kind: .disconnect, fromUser: user))
+        control?.send(SIMPMessage(kind: .disconnect, fromUser: user))
         control = nil
         world.noteProgress()
     }
@@ -130,7 +130,7 @@ final class SimClient {
             return
         }
         handshake = connection
-        connection.up.send(describingDevice(session.beginLogin(udpPort: registeredPort)))
+        connection.send(describingDevice(session.beginLogin(udpPort: registeredPort)))
         world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
     }
 
@@ -200,7 +200,7 @@ final class SimClient {
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
             switch session.loginReceived(message, now: world.queue.deadline) {
-            case .send(let frame)?: connection.up.send(describingDevice(frame))
+            case .send(let frame)?: connection.send(describingDevice(frame))
             case .registered(_, let output)?: adopt(connection, output)
             case .refused?: handshakeFailed(handshakeGeneration)
             case nil: break
@@ -242,7 +242,7 @@ final class SimClient {
     private func carryOut(_ output: ClientSession.Output) {
         deliver(output.delivered) // first: the receipts below say the application has them
         output.datagrams.forEach(sendDatagram)
-        output.controlFrames.forEach { control?.up.send($0) }
+        output.controlFrames.forEach { control?.send($0) }
         output.outcomes.forEach(report)
         output.notices.forEach(follow)
         if session.sender.retransmits > retransmitsRecorded {
