@@ -146,7 +146,7 @@ let package = Package(
         .target(
             name: "SIMPLab",
             dependencies: [
-                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit", "SIMPNIO",
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

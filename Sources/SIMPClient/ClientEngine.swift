@@ -65,6 +65,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.batchesReceipts = configuration.batchesReceipts
         core.receiptBatchDelay = configuration.receiptBatchDelay
         core.deliveryLimit = configuration.deliveryLimit
+        core.device = configuration.device
+        core.sendOnly = configuration.sendOnly
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -152,7 +154,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
                 case .success(let channel):
                     handshake?.channel = channel
                     let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                    channel.writeAndFlush(describingDevice(session.beginLogin(udpPort: udpPort)), promise: nil)
+                    channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
                     eventLoop.scheduleTask(in: configuration.connectTimeout) {
                         promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                     }
@@ -229,7 +231,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
         if channel === handshake?.channel {
             switch session.loginReceived(message, now: .now()) {
-            case .send(let frame)?: channel.writeAndFlush(describingDevice(frame), promise: nil)
+            case .send(let frame)?: channel.writeAndFlush(frame, promise: nil)
             case .registered(let connected, let output)?: handshake?.promise.succeed((connected, output))
             case .refused(let code, let reason)?: handshake?.promise.fail(SIMPClientError.rejected(code, reason))
             case nil: break
@@ -336,15 +338,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.failed(messageId: id, failure))
         }
-    }
-
-    /// AUTH and CONNECT name this client's device; CONNECT says whether it only sends.
-    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
-        guard frame.kind == .auth || frame.kind == .connect else { return frame }
-        var frame = frame
-        frame.device = configuration.device
-        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
-        return frame
     }
 
     /// Keeps `message` (as `id`) in the outbox until its outcome is known.

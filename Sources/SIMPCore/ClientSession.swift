@@ -34,6 +34,12 @@ public struct ClientSession: Sendable {
         public var firstMessageId: UInt64
         /// The user's password; nil for relays that do not authenticate.
         public var password: String?
+        /// The device this session logs in as, named in AUTH and CONNECT (docs/PROTOCOL.md
+        /// §4.7); "" is the user's default device.
+        public var device = ""
+        /// A send-only session (CONNECT says so): never a route for content, never given stored
+        /// messages.
+        public var sendOnly = false
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20
@@ -179,7 +185,16 @@ public struct ClientSession: Sendable {
     public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
         let (auth, nonce) = login.start()
         pendingLogin = (nonce, udpPort, nil)
-        return auth
+        return namingDevice(auth)
+    }
+
+    /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
+    /// session only sends.
+    private func namingDevice(_ frame: SIMPMessage) -> SIMPMessage {
+        var frame = frame
+        frame.device = configuration.device
+        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
+        return frame
     }
 
     /// A frame arrived on the connection that is logging in.
@@ -190,7 +205,7 @@ public struct ClientSession: Sendable {
             do {
                 let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
                 pendingLogin?.transcript = answer.transcript
-                return .send(answer.frame)
+                return .send(namingDevice(answer.frame))
             } catch {
                 pendingLogin = nil
                 return .refused(code: .authFailed, reason: error.description)

@@ -55,11 +55,13 @@ final class SimClient {
         self.down = down
         self.world = world
         self.random = SeededRandom(seed: world.seed, stream: 1_000_000 + UInt64(index))
-        self.session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32, world: world)
+        self.session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32, world: world)
     }
 
-    private static func makeSession(user: String, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
+    private static func makeSession(user: String, device: String, sendOnly: Bool, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
         var configuration = ClientSession.Configuration(user: user, firstMessageId: firstMessageId)
+        configuration.device = device
+        configuration.sendOnly = sendOnly
         configuration.retransmit = world.scenario.policy
         configuration.heartbeat = world.configuration.heartbeat
         configuration.reconnect = world.configuration.reconnect
@@ -83,7 +85,7 @@ final class SimClient {
         if processes > 0 {
             world.addressChanged(of: self) { publicPort += 1 }
             registeredPort = publicPort
-            session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
+            session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
             retransmitsRecorded = 0
         }
         processes += 1
@@ -130,7 +132,7 @@ final class SimClient {
             return
         }
         handshake = connection
-        connection.send(describingDevice(session.beginLogin(udpPort: registeredPort)))
+        connection.send(session.beginLogin(udpPort: registeredPort))
         world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
     }
 
@@ -176,14 +178,6 @@ final class SimClient {
         }
     }
 
-    /// AUTH and CONNECT name the device; CONNECT says whether the session only sends.
-    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
-        var frame = frame
-        if frame.kind == .auth || frame.kind == .connect { frame.device = device }
-        if frame.kind == .connect { frame.sendOnly = sendOnly }
-        return frame
-    }
-
     private func datagramArrived(_ bytes: ByteBuffer) {
         let now = world.queue.deadline
         carryOut(session.datagramArrived(bytes, arrivedAt: now, now: now))
@@ -200,7 +194,7 @@ final class SimClient {
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
             switch session.loginReceived(message, now: world.queue.deadline) {
-            case .send(let frame)?: connection.send(describingDevice(frame))
+            case .send(let frame)?: connection.send(frame)
             case .registered(_, let output)?: adopt(connection, output)
             case .refused?: handshakeFailed(handshakeGeneration)
             case nil: break
