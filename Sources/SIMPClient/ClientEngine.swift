@@ -17,7 +17,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
-    private var nextRequestId: UInt64 = 1
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
@@ -95,10 +94,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// relay answered with, or fails with `SIMPClientError`.
     func roomRequest(_ kind: SIMPMessage.Kind, room: String, users: [String] = []) -> EventLoopFuture<[String]> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        var request = SIMPMessage(kind: kind, messageId: nextRequestId, fromUser: configuration.user)
-        request.room = room
-        request.members = users
-        nextRequestId += 1
+        let request = session.request(kind, room: room, users: users)
         let promise = eventLoop.makePromise(of: [String].self)
         requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
@@ -239,10 +235,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
-        if [.roomMembers, .who, .error].contains(message.kind), let waiter = requestWaiters.removeValue(forKey: message.messageId) {
-            if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
-            return waiter.succeed(message.members)
-        }
+        if session.isReply(message) { return carryOut(session.controlReceived(message, now: .now())) }
         // A newer session took this one over (the close follows); one an operator ended may
         // log in again (docs/PROTOCOL.md §4.3, §4.7, §6: only the text tells them apart).
         if message.kind == .error, message.errorCode == .alreadyConnected, !message.errorText.contains("operator ended") {
@@ -276,8 +269,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
-        for waiter in requestWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
-        requestWaiters.removeAll()
         let mayReconnect = configuration.reconnect != nil && !closedByUser && !takenOver
         if mayReconnect {
             logger.info("lost the relay; reconnecting")
@@ -321,6 +312,14 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             onNotice(notice)
         }
         output.peerEvents.forEach(onPeerEvent)
+        for reply in output.replies {
+            requestWaiters.removeValue(forKey: reply.requestId)?.completeWith(reply.result.mapError {
+                switch $0 {
+                case .refused(let code, let text): SIMPClientError.rejected(code, text)
+                case .connectionLost: SIMPClientError.connectionLost
+                }
+            })
+        }
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here

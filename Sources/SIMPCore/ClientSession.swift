@@ -105,6 +105,9 @@ public struct ClientSession: Sendable {
     /// Receipt frames written to the control channel (single receipts and batches).
     public internal(set) var receiptFramesSent = 0
     private var nextSignalId: UInt64 = 1
+    /// The id of the next request (`request`), and those sent that wait for their reply.
+    var nextRequestId: UInt64 = 1
+    var requestsAwaitingReply: Set<UInt64> = []
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
     var repeater: ReceiptRepeater
@@ -299,7 +302,9 @@ public struct ClientSession: Sendable {
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
         sender.suspend()
-        return mayReconnect ? connectAttemptFailed(random: random) : Output()
+        var output = mayReconnect ? connectAttemptFailed(random: random) : Output()
+        output.replies = abandonRequests()
+        return output
     }
 
     /// A connect attempt (TCP or CONNECT) failed: plan the next one, if reconnecting.
@@ -313,6 +318,10 @@ public struct ClientSession: Sendable {
     public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
         heartbeat?.heard(at: now)
         var output = Output()
+        if let reply = takeReply(message) {
+            output.replies.append(reply)
+            return output
+        }
         switch message.kind {
         case .receipt where message.status == .stored || message.status == .roomDelivered:
             // The receiver is offline, or it is a room post: the message is settled (no more
