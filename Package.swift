@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SIMPChat", targets: ["SIMPChat"]),
         .library(name: "SIMPLab", targets: ["SIMPLab"]),
         .library(name: "SIMPFuzz", targets: ["SIMPFuzz"]),
+        .library(name: "SIMPTestKit", targets: ["SIMPTestKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -134,6 +135,15 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The relay's real engine and handlers on NIO's EmbeddedEventLoop, time moved by the caller:
+        // for tests of the relay, of clients (third-party ones too), and for the simulator.
+        .target(
+            name: "SIMPTestKit",
+            dependencies: [
+                "SIMPCore", "SIMPNIO", "SIMPRelay",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
@@ -149,7 +159,7 @@ let package = Package(
         .target(
             name: "SIMPLab",
             dependencies: [
-                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers",
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -220,7 +230,7 @@ let package = Package(
         .testTarget(
             name: "SIMPRelayTests",
             dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz",
-                           "SIMPLab", "SIMPNIO", "SIMPLocalServers",
+                           "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),

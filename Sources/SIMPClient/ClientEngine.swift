@@ -18,7 +18,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
-    private var nextRequestId: UInt64 = 1
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
@@ -66,6 +65,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         core.batchesReceipts = configuration.batchesReceipts
         core.receiptBatchDelay = configuration.receiptBatchDelay
         core.deliveryLimit = configuration.deliveryLimit
+        core.device = configuration.device
+        core.sendOnly = configuration.sendOnly
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -94,10 +95,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// relay answered with, or fails with `SIMPClientError`.
     func roomRequest(_ kind: SIMPMessage.Kind, room: String, users: [String] = []) -> EventLoopFuture<[String]> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        var request = SIMPMessage(kind: kind, messageId: nextRequestId, fromUser: configuration.user)
-        request.room = room
-        request.members = users
-        nextRequestId += 1
+        let request = session.request(kind, room: room, users: users)
         let promise = eventLoop.makePromise(of: [String].self)
         requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
@@ -153,7 +151,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
                 case .success(let channel):
                     handshake?.channel = channel
                     let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                    channel.writeAndFlush(describingDevice(session.beginLogin(udpPort: udpPort)), promise: nil)
+                    channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
                     eventLoop.scheduleTask(in: configuration.connectTimeout) {
                         promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                     }
@@ -230,7 +228,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
         if channel === handshake?.channel {
             switch session.loginReceived(message, now: .now()) {
-            case .send(let frame)?: channel.writeAndFlush(describingDevice(frame), promise: nil)
+            case .send(let frame)?: channel.writeAndFlush(frame, promise: nil)
             case .registered(let connected, let output)?: handshake?.promise.succeed((connected, output))
             case .refused(let code, let reason)?: handshake?.promise.fail(SIMPClientError.rejected(code, reason))
             case nil: break
@@ -238,10 +236,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             return
         }
         guard channel === control else { return }
-        if [.roomMembers, .who, .error].contains(message.kind), let waiter = requestWaiters.removeValue(forKey: message.messageId) {
-            if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
-            return waiter.succeed(message.members)
-        }
+        if session.isReply(message) { return carryOut(session.controlReceived(message, now: .now())) }
         // A newer session took this one over (the close follows); one an operator ended may
         // log in again (docs/PROTOCOL.md §4.3, §4.7, §6: only the text tells them apart).
         if message.kind == .error, message.errorCode == .alreadyConnected, !message.errorText.contains("operator ended") {
@@ -275,8 +270,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         control = nil
-        for waiter in requestWaiters.values { waiter.fail(SIMPClientError.connectionLost) }
-        requestWaiters.removeAll()
         let mayReconnect = configuration.reconnect != nil && !closedByUser && !takenOver
         if mayReconnect {
             logger.info("lost the relay; reconnecting")
@@ -320,6 +313,14 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             onNotice(notice)
         }
         output.peerEvents.forEach(onPeerEvent)
+        for reply in output.replies {
+            requestWaiters.removeValue(forKey: reply.requestId)?.completeWith(reply.result.mapError {
+                switch $0 {
+                case .refused(let code, let text): SIMPClientError.rejected(code, text)
+                case .connectionLost: SIMPClientError.connectionLost
+                }
+            })
+        }
         if output.closeControl {
             logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
             control?.close(promise: nil) // controlClosed takes it from here
@@ -337,15 +338,6 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             configuration.outbox?.remove(id)
             waiters.removeValue(forKey: id)?.succeed(.failed(messageId: id, failure))
         }
-    }
-
-    /// AUTH and CONNECT name this client's device; CONNECT says whether it only sends.
-    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
-        guard frame.kind == .auth || frame.kind == .connect else { return frame }
-        var frame = frame
-        frame.device = configuration.device
-        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
-        return frame
     }
 
     /// Keeps `message` (as `id`) in the outbox until its outcome is known.

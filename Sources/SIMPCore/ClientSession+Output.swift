@@ -21,6 +21,8 @@ extension ClientSession {
         public var notices: [DeliveryNotice] = []
         /// News about peers: typing, presence.
         public var peerEvents: [PeerEvent] = []
+        /// Replies to requests (`request`), and requests that will have none.
+        public var replies: [RequestReply] = []
         /// The relay stopped answering: close the control connection (then call `controlLost`).
         public var closeControl = false
         /// Connect again after `delay`; this is attempt number `attempt` since the last success.
@@ -31,7 +33,7 @@ extension ClientSession {
         public static func == (a: Output, b: Output) -> Bool {
             a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
                 && a.outcomes == b.outcomes && a.delayed == b.delayed && a.notices == b.notices && a.peerEvents == b.peerEvents
-            && a.closeControl == b.closeControl
+            && a.replies == b.replies && a.closeControl == b.closeControl
                 && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
         }
 

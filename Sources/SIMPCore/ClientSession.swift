@@ -34,6 +34,12 @@ public struct ClientSession: Sendable {
         public var firstMessageId: UInt64
         /// The user's password; nil for relays that do not authenticate.
         public var password: String?
+        /// The device this session logs in as, named in AUTH and CONNECT (docs/PROTOCOL.md
+        /// §4.7); "" is the user's default device.
+        public var device = ""
+        /// A send-only session (CONNECT says so): never a route for content, never given stored
+        /// messages.
+        public var sendOnly = false
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20
@@ -99,6 +105,9 @@ public struct ClientSession: Sendable {
     /// Receipt frames written to the control channel (single receipts and batches).
     public internal(set) var receiptFramesSent = 0
     private var nextSignalId: UInt64 = 1
+    /// The id of the next request (`request`), and those sent that wait for their reply.
+    var nextRequestId: UInt64 = 1
+    var requestsAwaitingReply: Set<UInt64> = []
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
     var repeater: ReceiptRepeater
@@ -180,7 +189,16 @@ public struct ClientSession: Sendable {
     public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
         let (auth, nonce) = login.start()
         pendingLogin = (nonce, udpPort, nil)
-        return auth
+        return namingDevice(auth)
+    }
+
+    /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
+    /// session only sends.
+    private func namingDevice(_ frame: SIMPMessage) -> SIMPMessage {
+        var frame = frame
+        frame.device = configuration.device
+        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
+        return frame
     }
 
     /// A frame arrived on the connection that is logging in.
@@ -191,7 +209,7 @@ public struct ClientSession: Sendable {
             do {
                 let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
                 pendingLogin?.transcript = answer.transcript
-                return .send(answer.frame)
+                return .send(namingDevice(answer.frame))
             } catch {
                 pendingLogin = nil
                 return .refused(code: .authFailed, reason: error.description)
@@ -285,7 +303,9 @@ public struct ClientSession: Sendable {
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
         sender.suspend()
-        return mayReconnect ? connectAttemptFailed(random: random) : Output()
+        var output = mayReconnect ? connectAttemptFailed(random: random) : Output()
+        output.replies = abandonRequests()
+        return output
     }
 
     /// A connect attempt (TCP or CONNECT) failed: plan the next one, if reconnecting.
@@ -299,6 +319,10 @@ public struct ClientSession: Sendable {
     public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
         heartbeat?.heard(at: now)
         var output = Output()
+        if let reply = takeReply(message) {
+            output.replies.append(reply)
+            return output
+        }
         switch message.kind {
         case .receipt where message.status == .stored || message.status == .roomDelivered:
             // The receiver is offline, or it is a room post: the message is settled (no more

@@ -2,15 +2,15 @@ import NIOCore
 import SIMPCore
 
 /// One control connection: decoded frames in, `RelayEngine` decides.
-final class ControlChannelHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
+package final class ControlChannelHandler: ChannelInboundHandler {
+    package typealias InboundIn = ByteBuffer
     private let engine: RelayEngine
     private var id: ConnectionID?
     private var peer: SocketAddress?
 
-    init(engine: RelayEngine) { self.engine = engine }
+    package init(engine: RelayEngine) { self.engine = engine }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         peer = context.remoteAddress
         let id = engine.add(context.channel)
         self.id = id
@@ -18,23 +18,23 @@ final class ControlChannelHandler: ChannelInboundHandler {
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         if let id { engine.connectionClosed(id) }
         id = nil
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let id, let peer else { return }
         engine.controlFrame(unwrapInboundIn(data), on: id, peer: peer)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         engine.flushControl()
         context.fireChannelReadComplete()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let tooLarge = error as? FrameTooLargeError, let id {
             engine.frameTooLarge(on: id, tooLarge)
         } else {
@@ -45,14 +45,14 @@ final class ControlChannelHandler: ChannelInboundHandler {
 
 /// The relay's UDP socket: every datagram goes to `RelayEngine`; forwards written during a
 /// read burst are flushed together when the burst ends.
-final class DatagramHandler: ChannelInboundHandler {
-    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+package final class DatagramHandler: ChannelInboundHandler {
+    package typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let engine: RelayEngine
     private let maxDatagramSize: Int
     /// When the current read burst began (for the forwarding-latency histogram).
     private var burstStart: NIODeadline?
 
-    init(engine: RelayEngine, maxDatagramSize: Int) {
+    package init(engine: RelayEngine, maxDatagramSize: Int) {
         self.engine = engine
         self.maxDatagramSize = maxDatagramSize
     }
@@ -60,10 +60,10 @@ final class DatagramHandler: ChannelInboundHandler {
     /// The engine writes its datagrams through this handler's context: past the pipeline's
     /// tail, with the envelope's type known (a write on the channel goes through NIO's generic
     /// entry point, which casts the envelope at run time).
-    func handlerAdded(context: ChannelHandlerContext) { engine.datagramWriter = context }
-    func handlerRemoved(context: ChannelHandlerContext) { engine.datagramWriter = nil }
+    package func handlerAdded(context: ChannelHandlerContext) { engine.datagramWriter = context }
+    package func handlerRemoved(context: ChannelHandlerContext) { engine.datagramWriter = nil }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let now = burstStart ?? engine.now()
         burstStart = now
         let envelope = unwrapInboundIn(data)
@@ -74,13 +74,13 @@ final class DatagramHandler: ChannelInboundHandler {
         engine.datagram(envelope.data, from: envelope.remoteAddress, now: now)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         context.flush()
         if let burstStart { engine.datagramBurstCompleted(startedAt: burstStart) }
         burstStart = nil
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: Error) {
         // A UDP socket reports e.g. ICMP port unreachable for earlier sends; keep serving.
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 import SIMPCore
@@ -22,8 +23,8 @@ public struct RelayStatistics: Sendable, Equatable {
 /// store report, with the time, and carries out the actions the core returns — writes,
 /// closes, store requests, counting and logging — and keeps one timer at the core's next
 /// deadline. It lives on `eventLoop`; every method must be called there.
-final class RelayEngine {
-    let eventLoop: EventLoop
+package final class RelayEngine {
+    package let eventLoop: EventLoop
     private var core: RelayCore
     private let store: any RelayStore
     private let logger: Logger
@@ -33,7 +34,7 @@ final class RelayEngine {
     /// written: past the encoder, which takes `SIMPMessage`s. Looked up once per connection.
     private var frameWriters: [ConnectionID: ChannelHandlerContext] = [:]
     private var nextConnection: UInt64 = 1
-    var datagramChannel: Channel?
+    package var datagramChannel: Channel?
     /// The datagram handler's context, where forwards are written (set by the handler).
     var datagramWriter: ChannelHandlerContext?
     /// Counts kept as things happen; `statistics` adds what the core knows.
@@ -42,7 +43,8 @@ final class RelayEngine {
     /// the connection's end at once).
     private var spareBuffers: [[RelayAction]] = []
     private var timer: Scheduled<Void>?
-    private var timerDeadline: NIODeadline?
+    /// When the one scheduled task runs the core's `tick` (nil: none is scheduled).
+    package private(set) var timerDeadline: NIODeadline?
     /// Completed when the core says a graceful shutdown's drain is over.
     private var drained: EventLoopPromise<Void>?
     /// Set once the relay stops: nothing more is carried out but closes.
@@ -57,7 +59,7 @@ final class RelayEngine {
     private var inDatagramBurst = false
 
     /// The engine's clock (the event loop's time for an `EmbeddedEventLoop` in tests).
-    let now: () -> NIODeadline
+    package let now: () -> NIODeadline
 
     init(
         core: RelayCore, store: any RelayStore, eventLoop: EventLoop, logger: Logger, metrics: RelayMetrics,
@@ -71,7 +73,14 @@ final class RelayEngine {
         self.metrics = metrics
     }
 
-    var statistics: RelayStatistics {
+    /// An engine for an embedding that keeps no logs or metrics (the test kit, the simulator),
+    /// with `clock` as its time.
+    package convenience init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline) {
+        self.init(core: core, store: store, eventLoop: eventLoop, logger: Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() }),
+                  metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: clock)
+    }
+
+    package var statistics: RelayStatistics {
         var snapshot = counts
         snapshot.connectedUsers = core.connectedUsers
         return snapshot
@@ -92,12 +101,12 @@ final class RelayEngine {
     // MARK: Lifecycle
 
     /// The sockets are bound: the core learns the UDP port and announces the relay.
-    func listening(udpPort: Int, description: String) {
+    package func listening(udpPort: Int, description: String) {
         handle { $0.listening(udpPort: udpPort, description: description, now: now(), into: &$1) }
     }
 
     /// Starts the graceful drain; the future completes when the core says it is over.
-    func drain() -> EventLoopFuture<Void> {
+    package func drain() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: Void.self)
         drained = promise
         core.beginDrain(now: now())
@@ -107,7 +116,7 @@ final class RelayEngine {
 
     /// Withdraws every registration in one store request and closes every connection; the
     /// future completes when the store has answered.
-    func shutDown() -> EventLoopFuture<Void> {
+    package func shutDown() -> EventLoopFuture<Void> {
         var actions: [RelayAction] = []
         core.shutDown(into: &actions)
         stopped = true

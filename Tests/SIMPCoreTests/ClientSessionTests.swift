@@ -29,6 +29,35 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertTrue(client.isRegistered)
     }
 
+    func testARequestsReplyIsMatchedByIdAndARefusalOrALostConnectionEndsIt() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        let join = client.request(.roomJoin, room: "ops")
+        let who = client.request(.who, users: ["bob"])
+        let members = client.request(.roomMembers, room: "ops")
+        var answer = SIMPMessage(kind: .roomMembers, messageId: join.messageId)
+        answer.room = "ops"
+        answer.members = ["alice", "bob"]
+        var stray = answer
+        stray.messageId = 999
+
+        let joined = client.controlReceived(answer, now: t0)
+        let again = client.controlReceived(answer, now: t0)
+        let strayOutput = client.controlReceived(stray, now: t0)
+        let refusal = SIMPMessage.error(.badRequest, "no such user", messageId: who.messageId)
+        let refused = client.controlReceived(refusal, now: t0)
+        let lost = client.controlLost(mayReconnect: true, random: 0.5)
+
+        XCTAssertEqual([join.kind, who.kind, members.kind], [.roomJoin, .who, .roomMembers])
+        XCTAssertEqual([join.room, who.members.joined(), members.room], ["ops", "bob", "ops"])
+        XCTAssertEqual(Set([join.messageId, who.messageId, members.messageId]).count, 3, "each request has its own id")
+        XCTAssertEqual(joined.replies, [RequestReply(requestId: join.messageId, result: .success(["alice", "bob"]))])
+        XCTAssertEqual(again.replies, [], "a request has one reply")
+        XCTAssertEqual(strayOutput.replies, [], "a frame with no waiting request's id is no reply")
+        XCTAssertEqual(refused.replies, [RequestReply(requestId: who.messageId, result: .failure(.refused(code: .badRequest, text: "no such user")))])
+        XCTAssertEqual(lost.replies, [RequestReply(requestId: members.messageId, result: .failure(.connectionLost))])
+    }
+
     func testLosingTheRelaySuspendsAndPlansAReconnectThenResends() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)

@@ -76,6 +76,30 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertEqual(alice.rejectedDatagrams, 0, "the relay's HELLO opens with the client's keys")
     }
 
+    func testTheSessionNamesItsDeviceInAuthAndConnectAndSaysItOnlySends() throws {
+        var core = relayCore()
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 1, password: "correct horse")
+        configuration.device = "phone"
+        configuration.sendOnly = true
+        var alice = ClientSession(configuration: configuration)
+        let connection = ConnectionID(1)
+        _ = core.open(connection, peer: peer)
+
+        let auth = alice.beginLogin(udpPort: 5000)
+        var actions = core.control(auth, on: connection, peer: peer)
+        for case .store(let request) in actions { actions += core.answer(request, .success(.verifier(verifier, locked: false))) }
+        let challenge = try XCTUnwrap(actions.lazy.compactMap { if case .send(_, let frame) = $0, frame.kind == .challenge { frame } else { nil } }.first)
+        guard case .send(let connect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail("no CONNECT") }
+        let registrations = core.control(connect, on: connection, peer: peer).compactMap {
+            if case .store(.register(let registration, _)) = $0 { registration } else { nil }
+        }
+
+        XCTAssertEqual([auth.kind, connect.kind], [.auth, .connect])
+        XCTAssertEqual([auth.device, connect.device], ["phone", "phone"])
+        XCTAssertTrue(connect.sendOnly)
+        XCTAssertEqual(registrations.map { [$0.device, "\($0.receives)"] }, [["phone", "false"]], "the relay registers the device as send-only")
+    }
+
     func testAWrongPasswordAndAnUnknownUserGetTheSameAnswer() {
         var core = relayCore()
         var wrong = client("alice", password: "tr0ub4dor")

@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import SIMPCore
 @testable import SIMPRelay
+import SIMPTestKit
 import XCTest
 
 /// The relay's engine and handlers with the in-memory store, on an embedded event loop: the
@@ -34,7 +35,7 @@ final class EngineTests: XCTestCase {
 
         try relay.sendDatagram(message)
 
-        let stored = try XCTUnwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .receipt)
+        let stored = try unwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .receipt)
         XCTAssertEqual(stored.status, .stored)
         XCTAssertEqual(relay.store.inbox(of: "bob").map(\.message), [message])
         try relay.connect("bob", port: 41_000)
@@ -51,7 +52,7 @@ final class EngineTests: XCTestCase {
 
         try relay.send(connect, on: control)
 
-        let error = try XCTUnwrapFrame(relay.read(from: control), kind: .error)
+        let error = try unwrapFrame(relay.read(from: control), kind: .error)
         XCTAssertEqual(error.errorCode, .internal)
         XCTAssertEqual(error.errorText, "registry unavailable, try again")
         XCTAssertEqual(relay.engine.statistics.connectedUsers, 0)
@@ -129,7 +130,7 @@ final class LineageFrameEngineTests: XCTestCase {
         try control.writeInbound(frame)
         relay.loop.run()
 
-        let answer = try XCTUnwrapFrame(relay.read(from: control), kind: .error)
+        let answer = try unwrapFrame(relay.read(from: control), kind: .error)
         XCTAssertEqual(answer.errorCode, .unsupportedVersion)
         XCTAssertTrue(answer.errorText.contains("version"), answer.errorText)
         XCTAssertEqual(relay.engine.statistics.rejected[.unsupportedVersion], 1)
@@ -144,13 +145,13 @@ final class OversizedDatagramEngineTests: XCTestCase {
         let relay = try EmbeddedRelay { $0.maxDatagramSize = 1024 }
         try relay.connect("alice", port: 40_000)
         let huge = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: String(repeating: "x", count: 2000))
-        var sealer = relay.clients["alice"]!.sealer
+        var sealer = relay.users["alice"]!.sealer
         let sealed = sealer.seal(huge)
 
-        try relay.datagrams.writeInbound(AddressedEnvelope(remoteAddress: relay.clients["alice"]!.address, data: sealed))
+        try relay.datagrams.writeInbound(AddressedEnvelope(remoteAddress: relay.users["alice"]!.address, data: sealed))
         relay.loop.run()
 
-        let error = try XCTUnwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .error)
+        let error = try unwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .error)
         XCTAssertEqual(error.errorCode, .badRequest)
         XCTAssertEqual(error.errorText, "a datagram of \(sealed.readableBytes) bytes exceeds this relay's maximum of 1024 bytes")
         XCTAssertEqual(relay.engine.statistics.rejected[.datagramTooLarge], 1)

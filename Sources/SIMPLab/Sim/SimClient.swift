@@ -55,11 +55,13 @@ final class SimClient {
         self.down = down
         self.world = world
         self.random = SeededRandom(seed: world.seed, stream: 1_000_000 + UInt64(index))
-        self.session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32, world: world)
+        self.session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32, world: world)
     }
 
-    private static func makeSession(user: String, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
+    private static func makeSession(user: String, device: String, sendOnly: Bool, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
         var configuration = ClientSession.Configuration(user: user, firstMessageId: firstMessageId)
+        configuration.device = device
+        configuration.sendOnly = sendOnly
         configuration.retransmit = world.scenario.policy
         configuration.heartbeat = world.configuration.heartbeat
         configuration.reconnect = world.configuration.reconnect
@@ -83,7 +85,7 @@ final class SimClient {
         if processes > 0 {
             world.addressChanged(of: self) { publicPort += 1 }
             registeredPort = publicPort
-            session = Self.makeSession(user: user, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
+            session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
             retransmitsRecorded = 0
         }
         processes += 1
@@ -100,14 +102,14 @@ final class SimClient {
         // DISCONNECT (else the relay would deliver those messages to the next process again).
         let closing = session.finishTakingMessages(now: world.queue.deadline)
         closing.datagrams.forEach(sendDatagram)
-        closing.controlFrames.forEach { control?.up.send($0) }
+        closing.controlFrames.forEach { control?.send($0) }
         isRunning = false
         handshakeGeneration += 1
         timerGeneration += 1
         timerDeadline = nil
         if let handshake { world.relay.clientClosed(handshake) }
         handshake = nil
-        control?.up.send(SIMPMessage(kind: .disconnect, fromUser: user))
+        control?.send(SIMPMessage(kind: .disconnect, fromUser: user))
         control = nil
         world.noteProgress()
     }
@@ -130,7 +132,7 @@ final class SimClient {
             return
         }
         handshake = connection
-        connection.up.send(describingDevice(session.beginLogin(udpPort: registeredPort)))
+        connection.send(session.beginLogin(udpPort: registeredPort))
         world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
     }
 
@@ -176,14 +178,6 @@ final class SimClient {
         }
     }
 
-    /// AUTH and CONNECT name the device; CONNECT says whether the session only sends.
-    private func describingDevice(_ frame: SIMPMessage) -> SIMPMessage {
-        var frame = frame
-        if frame.kind == .auth || frame.kind == .connect { frame.device = device }
-        if frame.kind == .connect { frame.sendOnly = sendOnly }
-        return frame
-    }
-
     private func datagramArrived(_ bytes: ByteBuffer) {
         let now = world.queue.deadline
         carryOut(session.datagramArrived(bytes, arrivedAt: now, now: now))
@@ -200,7 +194,7 @@ final class SimClient {
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
             switch session.loginReceived(message, now: world.queue.deadline) {
-            case .send(let frame)?: connection.up.send(describingDevice(frame))
+            case .send(let frame)?: connection.send(frame)
             case .registered(_, let output)?: adopt(connection, output)
             case .refused?: handshakeFailed(handshakeGeneration)
             case nil: break
@@ -242,7 +236,7 @@ final class SimClient {
     private func carryOut(_ output: ClientSession.Output) {
         deliver(output.delivered) // first: the receipts below say the application has them
         output.datagrams.forEach(sendDatagram)
-        output.controlFrames.forEach { control?.up.send($0) }
+        output.controlFrames.forEach { control?.send($0) }
         output.outcomes.forEach(report)
         output.notices.forEach(follow)
         if session.sender.retransmits > retransmitsRecorded {

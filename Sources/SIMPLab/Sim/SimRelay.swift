@@ -3,57 +3,32 @@ import NIOCore
 import NIOEmbedded
 import SIMPCore
 import SIMPRelay
+import SIMPTestKit
 
-/// A control connection between a simulated client and the relay: two TCP streams over the
-/// client's access link.
-final class SimConnection {
-    let id: ConnectionID
-    /// The client's TCP peer address as the relay sees it.
-    let peer: SocketAddress
-    unowned let client: SimClient
-    private(set) var up: SimTCPStream!
-    private(set) var down: SimTCPStream!
-
-    init(id: ConnectionID, peer: SocketAddress, client: SimClient, relay: SimRelay, queue: EventQueue) {
-        self.id = id
-        self.peer = peer
-        self.client = client
-        up = SimTCPStream(forward: client.up, reverse: client.down, queue: queue) { [unowned relay, unowned self] message in
-            relay.controlReceived(message, on: self)
-        }
-        down = SimTCPStream(forward: client.down, reverse: client.up, queue: queue) { [unowned client, unowned self] message in
-            client.controlArrived(message, on: self)
-        }
-    }
-
-    func close() {
-        up.close()
-        down.close()
-    }
-}
-
-/// The relay in the simulator: the real `RelayCore`, its actions carried out over the
-/// simulated network, its store requests answered by an `InMemoryRelayStore` (through the
-/// `RelayStore` protocol, after a simulated round trip) that can be down, and its timers
-/// driven by `tick` at the core's next deadline, in virtual time.
+/// The relay in the simulator: the production relay — `RelayEngine` and its channel handlers,
+/// driving the real `RelayCore` — on an `EmbeddedEventLoop` (`SIMPTestKit.EmbeddedRelay`). The
+/// bytes its handlers write go over the simulated links, its store is an `InMemoryRelayStore`
+/// that answers after a simulated round trip and can be down, and the loop's clock is the
+/// simulation's: every event that reaches the relay first moves the loop to the event's instant,
+/// and an event is kept at the engine's timer deadline, so its timers fire in virtual time.
 final class SimRelay {
     private unowned let world: SimWorld
-    private var core: RelayCore
+    private var relay: EmbeddedRelay!
     private let store: InMemoryRelayStore
-    /// The store's futures complete on this loop, which runs inside the simulation's thread.
-    private let storeLoop = EmbeddedEventLoop()
     /// Wall-clock milliseconds the store stamps: virtual time after a fixed epoch.
     private let storeClock: NIOLockedValueBox<Int64>
     private(set) var isUp = true
-    private var connections: [ConnectionID: SimConnection] = [:]
     private var connectionCount: UInt64 = 0
-    /// Incremented by a restart, so answers and timers of the previous relay are ignored.
+    /// Connections whose relay end is open (a client may have let go of its end already).
+    private var connections: [ObjectIdentifier: SimConnection] = [:]
+    /// Incremented by a restart, so the previous relay's timer events are ignored.
     private var generation = 0
-    private var armedDeadline: NIODeadline?
-    /// Rejected input by reason.
-    private(set) var rejected: [RejectReason: Int] = [:]
+    /// The engine's timer deadline an event is scheduled for.
+    private var timerEvent: NIODeadline?
+    /// Rejected input counted by the relays before the one running now.
+    private var rejectedEarlier: [RejectReason: Int] = [:]
     /// How long a store request takes.
-    private let storeLatency = TimeAmount.microseconds(300)
+    private static let storeLatency = TimeAmount.microseconds(300)
     private static let epochMillis: Int64 = 1_700_000_000_000
 
     init(world: SimWorld) {
@@ -61,67 +36,94 @@ final class SimRelay {
         let clock = NIOLockedValueBox(Self.epochMillis)
         self.storeClock = clock
         self.store = InMemoryRelayStore(clock: { clock.withLockedValue { $0 } })
-        self.core = Self.makeCore(world: world)
+        self.relay = makeRelay()
     }
 
-    private static func makeCore(world: SimWorld) -> RelayCore {
+    /// A relay that has not started yet, its loop at the simulation's time.
+    private func makeRelay() -> EmbeddedRelay {
         var configuration = RelayCore.Configuration(relayId: "sim-relay", udpPort: 7601)
         configuration.requireLogin = false // the simulated clients have no passwords; datagrams are still sealed
         configuration.heartbeat = world.relayHeartbeat
-        return RelayCore(configuration: configuration, entropy: .seeded(world.seed), now: world.queue.deadline)
+        let loop = EmbeddedEventLoop()
+        loop.advanceTime(to: world.queue.deadline)
+        let asking = DelayedStore(store: store, queue: world.queue, latency: Self.storeLatency, stamp: { [unowned self] in
+            storeClock.withLockedValue { $0 = Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 }
+        }, answer: { [unowned self] answer in drive(answer) })
+        return try! EmbeddedRelay(configuration: configuration, seed: world.seed, store: store, asking: asking, loop: loop) {
+            [unowned self] envelope in
+            world.client(at: envelope.remoteAddress)?.receiveFromRelay(envelope.data)
+        }
     }
+
+    /// Rejected input by reason, over every run of the relay.
+    var rejected: [RejectReason: Int] { rejectedEarlier.merging(relay.statistics.rejected, uniquingKeysWith: +) }
 
     /// The relay starts serving: it announces itself and its timers run.
     func start() {
-        perform { $0.listening(udpPort: 7601, description: "sim", now: world.queue.deadline, into: &$1) }
+        drive { relay.listen(description: "sim") }
     }
 
     /// Opens a control connection for `client`; nil while the relay is down.
     func open(for client: SimClient) -> SimConnection? {
         guard isUp else { return nil }
         connectionCount += 1
-        let id = ConnectionID(connectionCount)
         let peer = try! SocketAddress(ipAddress: client.ipAddress, port: 40_000 + Int(connectionCount % 20_000))
-        let connection = SimConnection(id: id, peer: peer, client: client, relay: self, queue: world.queue)
-        connections[id] = connection
-        perform { $0.connectionOpened(id, peer: peer, now: world.queue.deadline, into: &$1) }
+        let connection = SimConnection(peer: peer, client: client, relay: self, queue: world.queue)
+        connections[ObjectIdentifier(connection)] = connection
+        drive {
+            connection.relayEnd = try! relay.open(from: peer, written: { [unowned connection] bytes in
+                connection.down.send(bytes)
+            }, closed: { [unowned self, unowned connection] in
+                relayEndClosed(connection)
+            })
+        }
         return connection
     }
 
     /// A datagram from `source` reached the relay's UDP port.
     func datagramArrived(_ bytes: ByteBuffer, from source: SocketAddress) {
         guard isUp else { return }
-        perform { $0.datagramReceived(bytes, from: source, now: world.queue.deadline, into: &$1) }
+        drive { try! relay.receiveDatagram(bytes, from: source) }
+    }
+
+    /// Bytes the client wrote on `connection` reached the relay.
+    func controlBytesArrived(_ bytes: ByteBuffer, on connection: SimConnection) {
+        guard let channel = connection.relayEnd, channel.isActive else { return }
+        drive { try! relay.receive(bytes, on: channel) }
     }
 
     /// Closes a connection from the relay's side; the client learns it one link delay later.
-    func closeConnection(_ id: ConnectionID) {
-        guard let connection = forget(id) else { return }
-        let client = connection.client
-        world.queue.schedule(after: client.down.meanDelay) { client.connectionClosed(connection) }
+    func closeConnection(_ connection: SimConnection) {
+        drive { connection.relayEnd?.close(promise: nil) }
     }
 
     /// The client closed `connection`; the relay learns it one link delay later.
     func clientClosed(_ connection: SimConnection) {
         connection.close()
-        world.queue.schedule(after: connection.client.up.meanDelay) { [unowned self] in _ = forget(connection.id) }
+        connection.closedByClient = true
+        world.queue.schedule(after: connection.client.up.meanDelay) { [unowned self] in
+            drive { connection.relayEnd?.close(promise: nil) }
+        }
     }
 
-    private func forget(_ id: ConnectionID) -> SimConnection? {
-        guard let connection = connections.removeValue(forKey: id) else { return nil }
+    /// The relay's end closed (the relay closed it, or learnt the client did).
+    private func relayEndClosed(_ connection: SimConnection) {
+        connections[ObjectIdentifier(connection)] = nil
         connection.close()
-        perform { $0.connectionClosed(id, into: &$1) }
-        return connection
+        guard !connection.closedByClient else { return }
+        let client = connection.client
+        world.queue.schedule(after: client.down.meanDelay) { client.connectionClosed(connection) }
     }
 
     /// Stops the relay gracefully (every connection drops, its registrations are withdrawn)
     /// and starts a fresh one after `downtime`.
     func restart(downtime: TimeAmount) {
-        perform { $0.shutDown(into: &$1) }
+        drive { _ = relay.shutDown() }
+        rejectedEarlier = rejected
         generation += 1
-        armedDeadline = nil
+        timerEvent = nil
         isUp = false
-        core = Self.makeCore(world: world)
+        relay = makeRelay()
         world.queue.schedule(after: downtime) { [unowned self] in
             isUp = true
             start()
@@ -135,62 +137,65 @@ final class SimRelay {
         world.queue.schedule(after: downtime) { [unowned self] in store.isAvailable = true }
     }
 
-    fileprivate func controlReceived(_ message: SIMPMessage, on connection: SimConnection) {
-        guard connections[connection.id] === connection else { return }
-        perform { $0.controlReceived(message, on: connection.id, peer: connection.peer, now: world.queue.deadline, into: &$1) }
+    /// Brings the relay's loop to the simulation's time, does `work` there, lets the loop run
+    /// what it started, and keeps an event at the engine's timer deadline.
+    private func drive(_ work: () -> Void) {
+        relay.advance(to: world.queue.deadline)
+        work()
+        relay.loop.run()
+        followTimer()
     }
 
-    /// Feeds the core one input and carries out what it decided.
-    private func perform(_ input: (inout RelayCore, inout [RelayAction]) -> Void) {
-        var actions: [RelayAction] = []
-        input(&core, &actions)
-        for action in actions { perform(action) }
-        armTimer()
-    }
-
-    private func perform(_ action: RelayAction) {
-        switch action {
-        case .send(let id, let message):
-            connections[id]?.down.send(message)
-        case .forward(let id, let payload):
-            if let message = try? MessageCodec.decode(payload) { connections[id]?.down.send(message) }
-        case .deliver(_, let bytes, let address), .reply(let bytes, let address):
-            world.client(at: address)?.receiveFromRelay(bytes)
-        case .close(let id):
-            closeConnection(id)
-        case .reject(let reason, _):
-            rejected[reason, default: 0] += 1
-        case .store(let request):
-            ask(request)
-        case .drained:
-            break // the simulated relay restarts without draining
-        }
-    }
-
-    /// Asks the store; the answer reaches the core one simulated round trip later.
-    private func ask(_ request: StoreRequest) {
-        storeClock.withLockedValue { $0 = Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 }
-        let asked = generation
-        store.perform(request, on: storeLoop).assumeIsolated().whenComplete { [unowned self] result in
-            let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
-            world.queue.schedule(after: storeLatency) { [unowned self] in
-                guard asked == generation else { return }
-                perform { $0.storeAnswered(request, answer, now: world.queue.deadline, into: &$1) }
-            }
-        }
-        storeLoop.run()
-    }
-
-    /// Keeps one tick scheduled at the core's next deadline.
-    private func armTimer() {
-        let deadline = core.nextDeadline
-        if let armed = armedDeadline, armed <= deadline { return }
-        armedDeadline = deadline
-        let armedIn = generation
+    /// Keeps one event scheduled at the engine's timer deadline; when it comes, moving the loop
+    /// to it fires the timer.
+    private func followTimer() {
+        guard let deadline = relay.timerDeadline else { return }
+        if let scheduled = timerEvent, scheduled <= deadline { return }
+        timerEvent = deadline
+        let scheduledIn = generation
         world.queue.schedule(at: world.queue.time(of: deadline)) { [unowned self] in
-            guard armedIn == generation, armedDeadline == deadline, !world.isFinished else { return }
-            armedDeadline = nil
-            perform { $0.tick(now: world.queue.deadline, into: &$1) }
+            guard scheduledIn == generation, timerEvent == deadline else { return }
+            timerEvent = nil
+            drive {}
         }
     }
+}
+
+/// The store as the simulated relay reaches it: each request is carried out at once on the
+/// shared `InMemoryRelayStore` (after `stamp` set its clock to virtual time), and its answer
+/// comes back `latency` later, through `answer` (which completes it with the relay's loop at
+/// that instant).
+private final class DelayedStore: RelayStore, @unchecked Sendable { // confined to the simulation's thread
+    private let store: InMemoryRelayStore
+    private let queue: EventQueue
+    private let latency: TimeAmount
+    private let stamp: () -> Void
+    private let answer: (() -> Void) -> Void
+
+    init(store: InMemoryRelayStore, queue: EventQueue, latency: TimeAmount, stamp: @escaping () -> Void,
+         answer: @escaping (() -> Void) -> Void) {
+        self.store = store
+        self.queue = queue
+        self.latency = latency
+        self.stamp = stamp
+        self.answer = answer
+    }
+
+    func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        stamp()
+        let promise = eventLoop.makePromise(of: StoreAnswer.self)
+        store.perform(request, on: eventLoop).whenComplete { [self] result in
+            queue.schedule(after: latency) { [self] in answer { promise.completeWith(result) } }
+        }
+        return promise.futureResult
+    }
+
+    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+        store.subscribe(relayId: relayId, on: eventLoop, handler)
+    }
+
+    var roundTrips: Int { store.roundTrips }
+    func ping() async throws { try await store.ping() }
+    func decoySecret() async throws -> [UInt8] { try await store.decoySecret() }
+    func shutdown() async { await store.shutdown() }
 }

@@ -2,7 +2,7 @@ import NIOCore
 import SIMPCore
 
 /// One direction of a simulated TCP connection carrying SIMP control frames (receipts among
-/// them) over an impaired link, recovering from loss as Linux does by default (SACK, RACK loss
+/// them, as the bytes the relay's and the client's framing wrote) over an impaired link, recovering from loss as Linux does by default (SACK, RACK loss
 /// detection, retransmission timeout); `docs/SCENARIOS.md` describes the model:
 ///
 /// - every frame is one segment, sent at once (TCP_NODELAY; the congestion window is not modelled);
@@ -19,7 +19,7 @@ final class SimTCPStream {
     static let maximumRTO = TimeAmount.seconds(120)
 
     private struct Segment {
-        var message: SIMPMessage
+        var bytes: ByteBuffer
         var lastSent: TimeAmount
         var sacked = false
     }
@@ -33,7 +33,7 @@ final class SimTCPStream {
     private let forward: SimLink
     private let reverse: SimLink
     private let queue: EventQueue
-    private let deliver: (SIMPMessage) -> Void
+    private let deliver: (ByteBuffer) -> Void
     private(set) var isOpen = true
 
     // Sending side.
@@ -49,9 +49,9 @@ final class SimTCPStream {
 
     // Receiving side.
     private var expected = 0
-    private var outOfOrder: [Int: SIMPMessage] = [:]
+    private var outOfOrder: [Int: ByteBuffer] = [:]
 
-    init(forward: SimLink, reverse: SimLink, queue: EventQueue, deliver: @escaping (SIMPMessage) -> Void) {
+    init(forward: SimLink, reverse: SimLink, queue: EventQueue, deliver: @escaping (ByteBuffer) -> Void) {
         self.forward = forward
         self.reverse = reverse
         self.queue = queue
@@ -63,12 +63,12 @@ final class SimTCPStream {
         minimumRTT = handshake
     }
 
-    /// Sends one frame.
-    func send(_ message: SIMPMessage) {
+    /// Sends one write (a frame) as one segment.
+    func send(_ bytes: ByteBuffer) {
         guard isOpen else { return }
         let sequence = nextSequence
         nextSequence += 1
-        unacked[sequence] = Segment(message: message, lastSent: queue.now)
+        unacked[sequence] = Segment(bytes: bytes, lastSent: queue.now)
         transmit(sequence)
         if unacked.count == 1 { armTimer() }
     }
@@ -88,7 +88,7 @@ final class SimTCPStream {
     private func transmit(_ sequence: Int) {
         guard let segment = unacked[sequence] else { return }
         let sentAt = queue.now
-        forward.sendSegment { [self] in segmentArrived(sequence, segment.message, sentAt: sentAt) }
+        forward.sendSegment { [self] in segmentArrived(sequence, segment.bytes, sentAt: sentAt) }
     }
 
     private func retransmit(_ sequence: Int) {
@@ -117,17 +117,17 @@ final class SimTCPStream {
 
     // MARK: Receiving side
 
-    private func segmentArrived(_ sequence: Int, _ message: SIMPMessage, sentAt: TimeAmount) {
+    private func segmentArrived(_ sequence: Int, _ bytes: ByteBuffer, sentAt: TimeAmount) {
         guard isOpen else { return }
         if sequence == expected {
             expected += 1
-            deliver(message)
+            deliver(bytes)
             while isOpen, let next = outOfOrder.removeValue(forKey: expected) {
                 expected += 1
                 deliver(next)
             }
         } else if sequence > expected {
-            outOfOrder[sequence] = message
+            outOfOrder[sequence] = bytes
         }
         let ack = Ack(cumulative: expected, sacked: outOfOrder.keys.sorted(), echo: sentAt)
         reverse.sendSegment { [self] in ackArrived(ack) }

@@ -200,7 +200,7 @@ final class SimWorld {
         switch fault.kind {
         case .closeControl:
             for client in clients where fault.applies(toSender: client.isSender) {
-                if let connection = client.control { relay.closeConnection(connection.id) }
+                if let connection = client.control { relay.closeConnection(connection) }
             }
         case .restartRelay:
             relay.restart(downtime: fault.downtime)

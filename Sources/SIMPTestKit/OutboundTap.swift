@@ -1,0 +1,35 @@
+import NIOCore
+
+/// First in an `EmbeddedChannel`'s pipeline: takes what the handlers write and hands it to
+/// `written` when it is flushed (instead of leaving it in the channel's outbound buffer), and
+/// reports the channel's close once the rest of the pipeline has seen it.
+final class OutboundTap<Written>: ChannelOutboundHandler {
+    typealias OutboundIn = Written
+    private let written: ((Written) -> Void)?
+    private let closed: (() -> Void)?
+    private var unflushed: [Written] = []
+
+    init(written: ((Written) -> Void)?, closed: (() -> Void)? = nil) {
+        self.written = written
+        self.closed = closed
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard written != nil else { return context.write(data, promise: promise) }
+        unflushed.append(unwrapOutboundIn(data))
+        promise?.succeed()
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        guard let written else { return context.flush() }
+        let batch = unflushed
+        unflushed.removeAll()
+        batch.forEach(written)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        let wasActive = context.channel.isActive
+        context.close(mode: mode, promise: promise)
+        if wasActive { closed?() }
+    }
+}
