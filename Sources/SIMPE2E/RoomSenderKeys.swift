@@ -6,9 +6,9 @@ public struct RoomSenderKeys: Sendable, RedactedReflection {
     /// The member devices (as the caller names them) that get this device's sender key.
     public private(set) var members: Set<String>
     public private(set) var outbound: OutboundSenderKey
-    /// Inbound keys by sender device, then key id; a few per sender so posts in flight across a
+    /// Inbound keys by sender device, oldest first; a few per sender so posts in flight across a
     /// re-key still decrypt.
-    private var inbound: [String: [UInt32: InboundSenderKey]] = [:]
+    private var inbound: [String: [InboundSenderKey]] = [:]
     /// Inbound keys kept per sender device.
     public static let keysPerSender = 3
 
@@ -35,23 +35,19 @@ public struct RoomSenderKeys: Sendable, RedactedReflection {
     /// Keeps a sender key received from `sender` (over the pairwise session with it).
     public mutating func accept(_ distribution: SenderKeyDistribution, from sender: String) throws {
         guard distribution.roomID == roomID else { throw E2EError.malformed("sender key for room \(distribution.roomID), not \(roomID)") }
-        var keys = inbound[sender, default: [:]]
-        if keys[distribution.keyID] == nil { keys[distribution.keyID] = InboundSenderKey(distribution) }
-        while keys.count > Self.keysPerSender, let oldest = keys.keys.first(where: { $0 != distribution.keyID }) {
-            keys[oldest] = nil
-        }
-        inbound[sender] = keys
+        var keys = inbound[sender, default: []]
+        guard !keys.contains(where: { $0.keyID == distribution.keyID }) else { return }
+        keys.append(InboundSenderKey(distribution))
+        inbound[sender] = Array(keys.suffix(Self.keysPerSender))
     }
 
     /// Decrypts a post from `sender`.
     public mutating func decrypt(_ payload: [UInt8], from sender: String, now: UInt64, limits: E2ELimits = .standard) throws -> [UInt8] {
         let message = try RoomMessage(encoded: payload)
-        guard var key = inbound[sender]?[message.keyID] else {
+        guard let index = inbound[sender]?.firstIndex(where: { $0.keyID == message.keyID }) else {
             throw E2EError.noSession("room \(roomID): no sender key \(message.keyID) from \(sender)")
         }
-        let plaintext = try key.decrypt(message, now: now, limits: limits)
-        inbound[sender]?[message.keyID] = key
-        return plaintext
+        return try inbound[sender]![index].decrypt(message, now: now, limits: limits)
     }
 
     public var description: String { "RoomSenderKeys(room \(roomID), \(members.count) members, keys redacted)" }

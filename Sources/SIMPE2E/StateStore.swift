@@ -10,7 +10,7 @@ public protocol E2EStateStore: AnyObject {
 
 /// An `E2EStateStore` in memory, for tests and simulations. `snapshot` and `restore` stand in
 /// for a backup and its restoration.
-public final class MemoryStateStore: E2EStateStore, @unchecked Sendable {
+public final class MemoryStateStore: E2EStateStore {
     private var items: [String: [UInt8]] = [:]
 
     public init() {}

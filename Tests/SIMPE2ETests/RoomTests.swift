@@ -59,4 +59,25 @@ final class RoomTests: XCTestCase {
         }
         XCTAssertThrows(.duplicate, try keys["alice"]!.decrypt(posts[3], from: "bob", now: 0))
     }
+
+    func testAPostInFlightAcrossARekeyStillDecryptsAndOnlyTheNewestKeysAreKept() throws {
+        var keys = try room()
+        let inFlight = keys["alice"]!.encrypt(Array("sent before the re-key".utf8))
+        var posts: [[UInt8]] = []
+        for newcomer in ["dave", "erin", "frank"] {
+            let distribution = try XCTUnwrap(keys["alice"]!.updateMembers(keys["alice"]!.members.union([newcomer]), using: &random))
+            try keys["bob"]!.accept(distribution, from: "alice")
+            posts.append(keys["alice"]!.encrypt(Array("after \(newcomer)".utf8)))
+            if newcomer == "dave" {
+                XCTAssertEqual(try keys["bob"]!.decrypt(inFlight, from: "alice", now: 0), Array("sent before the re-key".utf8))
+            }
+        }
+        XCTAssertThrowsError(try keys["bob"]!.decrypt(keys["alice"]!.encrypt([1]), from: "carol", now: 0))
+        XCTAssertEqual(try keys["bob"]!.decrypt(posts[0], from: "alice", now: 0), Array("after dave".utf8))
+        XCTAssertEqual(try keys["bob"]!.decrypt(posts[2], from: "alice", now: 0), Array("after frank".utf8))
+        let distribution = try XCTUnwrap(keys["alice"]!.updateMembers(["bob"], using: &random))
+        try keys["bob"]!.accept(distribution, from: "alice")
+        XCTAssertThrowsError(try keys["bob"]!.decrypt(posts[0], from: "alice", now: 0), "the oldest of four keys is gone")
+        XCTAssertThrows(.duplicate, try keys["bob"]!.decrypt(posts[2], from: "alice", now: 0))
+    }
 }

@@ -1,17 +1,13 @@
+import SIMPCore
 import SIMPE2E
 import XCTest
 
-/// SplitMix64: a seeded generator, so the schedules and keys of a test repeat exactly.
+/// A seeded generator (SIMPCore's `Entropy.seeded`, SplitMix64), so the schedules and keys of a
+/// test repeat exactly.
 struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private var entropy: Entropy
+    init(seed: UInt64) { entropy = .seeded(seed) }
+    mutating func next() -> UInt64 { entropy.next() }
 }
 
 /// Two devices, alice and bob, each with its own store, and bob's published bundle.
