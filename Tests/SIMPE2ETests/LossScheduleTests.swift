@@ -84,4 +84,34 @@ final class LossScheduleTests: XCTestCase {
     func testTheScheduleIsReproducible() throws {
         XCTAssertEqual(try run(seed: 9, messages: 300), try run(seed: 9, messages: 300))
     }
+
+    /// A 75 s blackout at 10 messages a second from each side: 750 messages each way wait, then
+    /// their retransmissions (the same bytes, some twice) arrive in random order.
+    func testA75SecondBlackoutThenRetransmissionsInAnyOrder() throws {
+        var pair = try Pair(seed: 75)
+        try pair.aliceStarts()
+        _ = try pair.bobReceives(try pair.aliceSends("before"))
+        _ = try pair.aliceReceives(try pair.bobSends("before"))
+        var waiting: [(toBob: Bool, text: String, payload: [UInt8])] = []
+        for index in 0..<750 {
+            waiting.append((true, "a\(index)", try pair.aliceSends("a\(index)")))
+            waiting.append((false, "b\(index)", try pair.bobSends("b\(index)")))
+        }
+        var order = SeededRandom(seed: 76)
+        let retransmissions = (waiting + waiting.filter { _ in order.next() % 4 == 0 }).shuffled(using: &order)
+        var decrypted = Set<String>()
+        for copy in retransmissions {
+            let now: UInt64 = 75_000
+            do {
+                let result = copy.toBob ? try pair.bobReceives(copy.payload, now: now) : try pair.aliceReceives(copy.payload, now: now)
+                XCTAssertEqual(text(result), copy.text)
+                XCTAssertTrue(decrypted.insert(copy.text).inserted)
+            } catch E2EError.duplicate {
+                XCTAssertTrue(decrypted.contains(copy.text))
+            }
+        }
+        XCTAssertEqual(decrypted.count, 1_500)
+        XCTAssertEqual(text(try pair.bobReceives(try pair.aliceSends("after"))), "after")
+        XCTAssertEqual(text(try pair.aliceReceives(try pair.bobSends("after"))), "after")
+    }
 }
