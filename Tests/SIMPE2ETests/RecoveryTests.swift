@@ -74,4 +74,21 @@ final class RecoveryTests: XCTestCase {
         XCTAssertNil(try pair.aliceReceives(fromBob).event)
         try talk(&pair, rounds: 3)
     }
+
+    func testARestoredDeviceSendingWithItsOldSessionIsRefusedWithoutHarmingThePeer() throws {
+        var pair = try Pair()
+        try pair.aliceStarts()
+        try talk(&pair, rounds: 2)
+        let backup = pair.aliceStore.snapshot()
+        try talk(&pair, rounds: 3)
+        pair.aliceStore.restore(backup)
+        pair.alice = try E2EDevice(store: pair.aliceStore, using: &pair.random)
+
+        for index in 0..<3 {
+            XCTAssertThrows(.duplicate, try pair.bobReceives(try pair.aliceSends("stale \(index)")))
+        }
+        try pair.aliceStarts(isRecovery: true)
+        XCTAssertEqual(try pair.bobReceives(try pair.aliceSends("recovered")).event, .peerRestartedSession)
+        try talk(&pair, rounds: 2)
+    }
 }
