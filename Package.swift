@@ -200,7 +200,7 @@ let package = Package(
             ]),
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
-        .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore"]),
+        .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers"]),
         .testTarget(

@@ -10,6 +10,9 @@ public struct DevicePrekeys: Sendable, RedactedReflection {
     private var previousSignedID: UInt32?
     /// One-time prekey private keys by id; removed when a session start uses one.
     private var oneTimePrivate: [UInt32: SecretBytes] = [:]
+    /// The published ML-KEM-768 prekey, if this device offers one, and its 64-byte seed.
+    public private(set) var currentKEM: KEMPrekey?
+    private var kemSeed: SecretBytes?
     private var nextID: UInt32
 
     /// Makes a first signed prekey (id 1), signed by `identity`.
@@ -40,9 +43,21 @@ public struct DevicePrekeys: Sendable, RedactedReflection {
         }
     }
 
-    /// The bundle to publish: identity, current signed prekey, the given one-time prekeys.
+    /// Makes (or replaces) the signed ML-KEM-768 prekey from a 64-byte seed drawn from `random`:
+    /// later bundles offer post-quantum session starts (docs/E2E.md §4.1).
+    public mutating func makeKEMPrekey(identity: DeviceIdentity, using random: inout some RandomNumberGenerator) {
+        let seed = random.bytes(64)
+        let publicKey = Array(try! KEMPrekey.privateKey(seed: seed).publicKey.rawRepresentation)
+        let id = takeID()
+        currentKEM = KEMPrekey(id: id, publicKey: publicKey,
+                               signature: identity.sign(KEMPrekey.signedMessage(id: id, publicKey: publicKey)))
+        kemSeed = SecretBytes(seed)
+    }
+
+    /// The bundle to publish: identity, current signed prekey, the given one-time prekeys, and
+    /// the KEM prekey if there is one.
     public func bundle(identity: DeviceIdentity, oneTimePrekeys: [OneTimePrekey]) -> KeyBundle {
-        KeyBundle(identity: identity.publicKey, signedPrekey: currentSigned, oneTimePrekeys: oneTimePrekeys)
+        KeyBundle(identity: identity.publicKey, signedPrekey: currentSigned, oneTimePrekeys: oneTimePrekeys, kemPrekey: currentKEM)
     }
 
     /// How many one-time prekeys are unused (publish more when low).
@@ -56,6 +71,13 @@ public struct DevicePrekeys: Sendable, RedactedReflection {
     func oneTimePrekey(id: UInt32) throws -> Curve25519.KeyAgreement.PrivateKey {
         guard let raw = oneTimePrivate[id] else { throw E2EError.unknownPrekey("one-time prekey \(id)") }
         return try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: raw.bytes)
+    }
+
+    func kemSharedSecret(_ encapsulation: KEMEncapsulation) throws -> [UInt8] {
+        guard let kemSeed, currentKEM?.id == encapsulation.prekeyID else {
+            throw E2EError.unknownPrekey("kem prekey \(encapsulation.prekeyID)")
+        }
+        return try KEMPrekey.decapsulate(encapsulation.ciphertext, seed: kemSeed.bytes)
     }
 
     /// Forgets a one-time prekey once a session start that used it has succeeded.
@@ -95,6 +117,12 @@ extension DevicePrekeys {
                 writer.raw(key.bytes)
             }
         }
+        if let currentKEM, let kemSeed {
+            writer.u32(currentKEM.id)
+            writer.raw(currentKEM.publicKey)
+            writer.raw(currentKEM.signature)
+            writer.raw(kemSeed.bytes)
+        }
         return SecretBytes(writer.bytes)
     }
 
@@ -108,6 +136,10 @@ extension DevicePrekeys {
         previousSignedID = previous == 0 ? nil : previous
         signedPrivate = try Self.readKeys(&reader)
         oneTimePrivate = try Self.readKeys(&reader)
+        if reader.remainingCount > 0 {
+            currentKEM = KEMPrekey(id: try reader.u32(), publicKey: try reader.raw(KEMPrekey.publicKeySize), signature: try reader.raw(64))
+            kemSeed = SecretBytes(try reader.raw(64))
+        }
         try reader.expectEnd()
     }
 

@@ -48,6 +48,13 @@ public struct E2EDevice: RedactedReflection {
         return prekeys.bundle(identity: identity, oneTimePrekeys: fresh)
     }
 
+    /// Offers post-quantum session starts from now on: makes a signed ML-KEM-768 prekey that
+    /// later bundles carry (1,252 more bytes per bundle, 1,092 more per prekey message).
+    public mutating func makeKEMPrekey(using random: inout some RandomNumberGenerator) throws {
+        prekeys.makeKEMPrekey(identity: identity, using: &random)
+        try store.save("prekeys", prekeys.secretBytes)
+    }
+
     /// Whether a session with `peer` exists (else fetch its bundle and `startSession`).
     public func hasSession(with peer: String) throws -> Bool { try sessions(with: peer) != nil }
 

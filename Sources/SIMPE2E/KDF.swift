@@ -25,7 +25,8 @@ enum E2EKDF {
         return bytes
     }
 
-    /// §4: the session secret from the X25519 outputs DH1..DH3 (and DH4 with a one-time prekey).
+    /// §4: the session secret from the X25519 outputs DH1..DH3 (and DH4 with a one-time prekey,
+    /// then the ML-KEM shared secret with a KEM prekey).
     static func sessionSecret(agreements: [[UInt8]], initiator: IdentityKey, responder: IdentityKey) -> [UInt8] {
         let ikm = [UInt8](repeating: 0xFF, count: 32) + agreements.joined()
         let info = sessionStartInfo + initiator.encoded + responder.encoded

@@ -41,24 +41,31 @@ public struct KeyBundle: Hashable, Sendable {
     public let identity: IdentityKey
     public let signedPrekey: SignedPrekey
     public let oneTimePrekeys: [OneTimePrekey]
+    /// The optional post-quantum prekey, after the one-time prekeys.
+    public let kemPrekey: KEMPrekey?
 
-    public init(identity: IdentityKey, signedPrekey: SignedPrekey, oneTimePrekeys: [OneTimePrekey]) {
+    public init(identity: IdentityKey, signedPrekey: SignedPrekey, oneTimePrekeys: [OneTimePrekey], kemPrekey: KEMPrekey? = nil) {
         self.identity = identity
         self.signedPrekey = signedPrekey
         self.oneTimePrekeys = oneTimePrekeys
+        self.kemPrekey = kemPrekey
     }
 
-    /// Throws `badPrekeySignature` unless the identity signed the signed prekey.
+    /// Throws `badPrekeySignature` unless the identity signed the signed prekey (and KEM prekey).
     public func verify() throws {
         let message = SignedPrekey.signedMessage(id: signedPrekey.id, publicKey: signedPrekey.publicKey)
         guard identity.isValidSignature(signedPrekey.signature, of: message) else { throw E2EError.badPrekeySignature }
+        if let kemPrekey, !identity.isValidSignature(
+            kemPrekey.signature, of: KEMPrekey.signedMessage(id: kemPrekey.id, publicKey: kemPrekey.publicKey)) {
+            throw E2EError.badPrekeySignature
+        }
     }
 
     /// The bundle a sender gets: the first one-time prekey only (none if none are left), and the
     /// bundle that stays, without it.
     public func claimingOneTimePrekey() -> (handedOut: KeyBundle, remaining: KeyBundle) {
-        (KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.prefix(1))),
-         KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.dropFirst())))
+        (KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.prefix(1)), kemPrekey: kemPrekey),
+         KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.dropFirst()), kemPrekey: kemPrekey))
     }
 
     /// The version 1 encoding of docs/E2E.md §3.
@@ -74,6 +81,11 @@ public struct KeyBundle: Hashable, Sendable {
             writer.u32(prekey.id)
             writer.raw(prekey.publicKey)
         }
+        if let kemPrekey {
+            writer.u32(kemPrekey.id)
+            writer.raw(kemPrekey.publicKey)
+            writer.raw(kemPrekey.signature)
+        }
         return writer.bytes
     }
 
@@ -86,7 +98,9 @@ public struct KeyBundle: Hashable, Sendable {
         let count = Int(try reader.u16())
         var prekeys: [OneTimePrekey] = []
         for _ in 0..<count { prekeys.append(OneTimePrekey(id: try reader.u32(), publicKey: try reader.key())) }
-        try reader.expectEnd()
         oneTimePrekeys = prekeys
+        kemPrekey = reader.remainingCount == 0 ? nil
+            : KEMPrekey(id: try reader.u32(), publicKey: try reader.raw(KEMPrekey.publicKeySize), signature: try reader.raw(64))
+        try reader.expectEnd()
     }
 }

@@ -38,6 +38,7 @@ public struct RatchetHeader: Equatable, Sendable {
 public struct SessionStartFields: Equatable, Sendable {
     static let hasOneTimePrekey: UInt8 = 0x01
     static let recoveryFlag: UInt8 = 0x02
+    static let hasKEM: UInt8 = 0x04
 
     /// The initiator's identity.
     public let initiator: IdentityKey
@@ -45,29 +46,38 @@ public struct SessionStartFields: Equatable, Sendable {
     public let baseKey: [UInt8]
     public let signedPrekeyID: UInt32
     public let oneTimePrekeyID: UInt32?
+    /// The ML-KEM-768 ciphertext, when the bundle had a KEM prekey.
+    public let kem: KEMEncapsulation?
     /// Set when the initiator starts over because it lost (or no longer trusts) its earlier
     /// session state: the receiver tells the user.
     public let isRecovery: Bool
 
     func write(to writer: inout ByteWriter) {
-        writer.u8((oneTimePrekeyID == nil ? 0 : Self.hasOneTimePrekey) | (isRecovery ? Self.recoveryFlag : 0))
+        writer.u8((oneTimePrekeyID == nil ? 0 : Self.hasOneTimePrekey) | (isRecovery ? Self.recoveryFlag : 0)
+                  | (kem == nil ? 0 : Self.hasKEM))
         writer.raw(initiator.encoded)
         writer.raw(baseKey)
         writer.u32(signedPrekeyID)
         if let oneTimePrekeyID { writer.u32(oneTimePrekeyID) }
+        if let kem {
+            writer.u32(kem.prekeyID)
+            writer.raw(kem.ciphertext)
+        }
     }
 }
 
 extension SessionStartFields {
     init(reading reader: inout ByteReader) throws {
         let flags = try reader.u8()
-        guard flags & ~(Self.hasOneTimePrekey | Self.recoveryFlag) == 0 else {
+        guard flags & ~(Self.hasOneTimePrekey | Self.recoveryFlag | Self.hasKEM) == 0 else {
             throw E2EError.malformed("prekey message: unknown flags \(flags)")
         }
         initiator = try IdentityKey(reading: &reader)
         baseKey = try reader.key()
         signedPrekeyID = try reader.u32()
         oneTimePrekeyID = flags & Self.hasOneTimePrekey != 0 ? try reader.u32() : nil
+        kem = flags & Self.hasKEM != 0
+            ? KEMEncapsulation(prekeyID: try reader.u32(), ciphertext: try reader.raw(KEMPrekey.ciphertextSize)) : nil
         isRecovery = flags & Self.recoveryFlag != 0
     }
 }

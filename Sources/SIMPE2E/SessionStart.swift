@@ -21,6 +21,8 @@ extension RatchetSession {
             try E2EKDF.agree(ephemeral, signedPrekey, "signed prekey"),
         ]
         if let oneTimePrekey { agreements.append(try E2EKDF.agree(ephemeral, oneTimePrekey.publicKey, "one-time prekey")) }
+        let encapsulated = try bundle.kemPrekey.map { prekey in (prekey.id, try prekey.encapsulate()) }
+        if let encapsulated { agreements.append(encapsulated.1.sharedSecret) }
         let secret = E2EKDF.sessionSecret(agreements: agreements, initiator: identity.publicKey, responder: bundle.identity)
 
         let ratchetKey = random.agreementKey()
@@ -33,7 +35,8 @@ extension RatchetSession {
         session.sendingChain = SecretBytes(first.chainKey)
         session.pendingStart = SessionStartFields(
             initiator: identity.publicKey, baseKey: baseKey, signedPrekeyID: bundle.signedPrekey.id,
-            oneTimePrekeyID: oneTimePrekey?.id, isRecovery: isRecovery)
+            oneTimePrekeyID: oneTimePrekey?.id,
+            kem: encapsulated.map { KEMEncapsulation(prekeyID: $0.0, ciphertext: $0.1.ciphertext) }, isRecovery: isRecovery)
         return session
     }
 
@@ -51,6 +54,7 @@ extension RatchetSession {
         if let id = start.oneTimePrekeyID {
             agreements.append(try E2EKDF.agree(try prekeys.oneTimePrekey(id: id), start.baseKey, "base key"))
         }
+        if let kem = start.kem { agreements.append(try prekeys.kemSharedSecret(kem)) }
         let secret = E2EKDF.sessionSecret(agreements: agreements, initiator: start.initiator, responder: identity.publicKey)
         return RatchetSession(
             localIdentity: identity.publicKey, remoteIdentity: start.initiator, isInitiator: false, baseKey: start.baseKey,
