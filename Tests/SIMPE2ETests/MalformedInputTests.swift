@@ -6,9 +6,12 @@ import XCTest
 final class MalformedInputTests: XCTestCase {
     private var random = SeededRandom(seed: 21)
 
-    /// Every prefix, and 300 single-byte changes, of `valid` through `decode`.
-    private func mangle(_ valid: [UInt8], _ decode: ([UInt8]) throws -> Void) {
-        for length in 0..<valid.count { XCTAssertThrowsError(try decode(Array(valid.prefix(length))), "prefix \(length)") }
+    /// Every prefix, and 300 single-byte changes, of `valid` through `decode`. A prefix of
+    /// `shorterValidLength` is the same thing without its optional KEM part, and decodes.
+    private func mangle(_ valid: [UInt8], shorterValidLength: Int? = nil, _ decode: ([UInt8]) throws -> Void) {
+        for length in 0..<valid.count where length != shorterValidLength {
+            XCTAssertThrowsError(try decode(Array(valid.prefix(length))), "prefix \(length)")
+        }
         for _ in 0..<300 {
             var altered = valid
             altered[Int(random.next() % UInt64(valid.count))] ^= UInt8(truncatingIfNeeded: random.next() | 1)
@@ -32,6 +35,17 @@ final class MalformedInputTests: XCTestCase {
         mangle(pair.bob.prekeys.secretBytes.bytes) { _ = try DevicePrekeys(secretBytes: $0) }
         mangle(pair.alice.identity.secretBytes.bytes) { _ = try DeviceIdentity(secretBytes: $0) }
         mangle(try XCTUnwrap(pair.bobStore.load("peer/alice"))) { _ = try PeerSessions(secretBytes: $0) }
+        try pair.bob.makeKEMPrekey(using: &random)
+        let postQuantumBundle = try pair.bob.publishBundle(oneTimePrekeys: 1, using: &random)
+        let withoutKEM = postQuantumBundle.encoded.count - KEMPrekey.encodedSize
+        mangle(postQuantumBundle.encoded, shorterValidLength: withoutKEM) { _ = try KeyBundle(encoded: $0) }
+        XCTAssertNil(try KeyBundle(encoded: Array(postQuantumBundle.encoded.prefix(withoutKEM))).kemPrekey)
+        let prekeysWithKEM = pair.bob.prekeys.secretBytes.bytes
+        mangle(prekeysWithKEM, shorterValidLength: prekeysWithKEM.count - KEMPrekey.encodedSize - 64) { _ = try DevicePrekeys(secretBytes: $0) }
+        var postQuantumStart = try RatchetSession.initiate(identity: pair.alice.identity, bundle: postQuantumBundle, using: &random)
+        let withKEM = try postQuantumStart.encrypt(Array("pq".utf8))
+        for length in 0..<(withKEM.count - 16) { XCTAssertThrowsError(try PairwiseMessage(encoded: Array(withKEM.prefix(length)))) }
+        mangle(postQuantumStart.secretBytes.bytes) { _ = try RatchetSession(secretBytes: $0) }
         // Messages decode with any ciphertext; what must fail is the decryption.
         for length in 0..<(post.count - 16) { XCTAssertThrowsError(try RoomMessage(encoded: Array(post.prefix(length)))) }
     }
