@@ -11,12 +11,17 @@ public struct SignedPrekey: Hashable, Sendable {
 
     /// "SIMP-E2E v1 signed prekey" ‖ id (u32) ‖ public key (32): the bytes the identity signs.
     public static func signedMessage(id: UInt32, publicKey: [UInt8]) -> [UInt8] {
-        var writer = ByteWriter()
-        writer.raw(Array("SIMP-E2E v1 signed prekey".utf8))
-        writer.u32(id)
-        writer.raw(publicKey)
-        return writer.bytes
+        prekeySignedMessage(label: "SIMP-E2E v1 signed prekey", id: id, publicKey: publicKey)
     }
+}
+
+/// label ‖ id (u32) ‖ public key: what an identity signs to vouch for one of its prekeys.
+func prekeySignedMessage(label: String, id: UInt32, publicKey: [UInt8]) -> [UInt8] {
+    var writer = ByteWriter()
+    writer.raw(Array(label.utf8))
+    writer.u32(id)
+    writer.raw(publicKey)
+    return writer.bytes
 }
 
 /// A one-time prekey as published: id and X25519 public key.

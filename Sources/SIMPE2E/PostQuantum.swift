@@ -20,11 +20,7 @@ public struct KEMPrekey: Hashable, Sendable {
 
     /// "SIMP-E2E v1 kem prekey" ‖ id (u32) ‖ public key (1,184).
     public static func signedMessage(id: UInt32, publicKey: [UInt8]) -> [UInt8] {
-        var writer = ByteWriter()
-        writer.raw(Array("SIMP-E2E v1 kem prekey".utf8))
-        writer.u32(id)
-        writer.raw(publicKey)
-        return writer.bytes
+        prekeySignedMessage(label: "SIMP-E2E v1 kem prekey", id: id, publicKey: publicKey)
     }
 
     /// Encapsulates a fresh shared secret to this prekey: (shared secret, ciphertext).

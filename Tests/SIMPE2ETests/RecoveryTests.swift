@@ -11,7 +11,8 @@ final class RecoveryTests: XCTestCase {
         }
     }
 
-    func testADeviceRestoredFromABackupRecoversAndItsPeerIsTold() throws {
+    /// alice and bob talk, alice's store is backed up, they talk on, alice is restored from it.
+    private func aliceRestoredFromABackup() throws -> Pair {
         var pair = try Pair()
         try pair.aliceStarts()
         try talk(&pair, rounds: 2)
@@ -19,6 +20,11 @@ final class RecoveryTests: XCTestCase {
         try talk(&pair, rounds: 3)
         pair.aliceStore.restore(backup)
         pair.alice = try E2EDevice(store: pair.aliceStore, using: &pair.random)
+        return pair
+    }
+
+    func testADeviceRestoredFromABackupRecoversAndItsPeerIsTold() throws {
+        var pair = try aliceRestoredFromABackup()
 
         try pair.aliceStarts(isRecovery: true)
         let received = try pair.bobReceives(try pair.aliceSends("I was restored"))
@@ -76,13 +82,7 @@ final class RecoveryTests: XCTestCase {
     }
 
     func testARestoredDeviceSendingWithItsOldSessionIsRefusedWithoutHarmingThePeer() throws {
-        var pair = try Pair()
-        try pair.aliceStarts()
-        try talk(&pair, rounds: 2)
-        let backup = pair.aliceStore.snapshot()
-        try talk(&pair, rounds: 3)
-        pair.aliceStore.restore(backup)
-        pair.alice = try E2EDevice(store: pair.aliceStore, using: &pair.random)
+        var pair = try aliceRestoredFromABackup()
 
         for index in 0..<3 {
             XCTAssertThrows(.duplicate, try pair.bobReceives(try pair.aliceSends("stale \(index)")))
