@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SIMPLab", targets: ["SIMPLab"]),
         .library(name: "SIMPFuzz", targets: ["SIMPFuzz"]),
         .library(name: "SIMPTestKit", targets: ["SIMPTestKit"]),
+        .library(name: "SIMPE2E", targets: ["SIMPE2E"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -52,6 +53,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        // End-to-end encryption, sans-I/O: device keys, key bundles, session start, Double
+        // Ratchet, room sender keys, safety numbers (docs/E2E.md). Only Crypto; time and
+        // randomness are passed in.
+        .target(
+            name: "SIMPE2E",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // SwiftNIO glue shared by the relay, the client and the bench: control-channel framing handlers.
         .target(
             name: "SIMPNIO",
@@ -221,6 +228,7 @@ let package = Package(
             ]),
 
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPRedisTests",

@@ -1,0 +1,61 @@
+/// The persistent form of a session (docs/E2E.md §9). Secret: it holds the chain keys.
+extension RatchetSession {
+    private static let version: UInt8 = 1
+    private enum Flag {
+        static let initiator: UInt8 = 0x01
+        static let receivingRatchetKey: UInt8 = 0x02
+        static let sendingChain: UInt8 = 0x04
+        static let receivingChain: UInt8 = 0x08
+        static let pendingStart: UInt8 = 0x10
+    }
+
+    public var secretBytes: SecretBytes {
+        var writer = ByteWriter()
+        writer.u8(Self.version)
+        var flags: UInt8 = isInitiator ? Flag.initiator : 0
+        if receivingRatchetKey != nil { flags |= Flag.receivingRatchetKey }
+        if sendingChain != nil { flags |= Flag.sendingChain }
+        if receivingChain != nil { flags |= Flag.receivingChain }
+        if pendingStart != nil { flags |= Flag.pendingStart }
+        writer.u8(flags)
+        writer.raw(localIdentity.encoded)
+        writer.raw(remoteIdentity.encoded)
+        writer.raw(baseKey)
+        writer.raw(rootKey.bytes)
+        writer.raw(sendingRatchetKey.bytes)
+        if let receivingRatchetKey { writer.raw(receivingRatchetKey) }
+        if let sendingChain { writer.raw(sendingChain.bytes) }
+        writer.u32(sendingCount)
+        writer.u32(previousSendingCount)
+        if let receivingChain { writer.raw(receivingChain.bytes) }
+        writer.u32(receivingCount)
+        pendingStart?.write(to: &writer)
+        writer.u16(UInt16(retiredReceivingKeys.count))
+        retiredReceivingKeys.forEach { writer.raw($0) }
+        skipped.write(to: &writer)
+        return SecretBytes(writer.bytes)
+    }
+
+    public init(secretBytes: [UInt8]) throws {
+        var reader = ByteReader(secretBytes, reading: "session state")
+        try reader.expectVersion(Self.version)
+        let flags = try reader.u8()
+        func has(_ flag: UInt8) -> Bool { flags & flag != 0 }
+        localIdentity = try IdentityKey(reading: &reader)
+        remoteIdentity = try IdentityKey(reading: &reader)
+        isInitiator = has(Flag.initiator)
+        baseKey = try reader.key()
+        rootKey = SecretBytes(try reader.key())
+        sendingRatchetKey = SecretBytes(try reader.key())
+        receivingRatchetKey = has(Flag.receivingRatchetKey) ? try reader.key() : nil
+        sendingChain = has(Flag.sendingChain) ? SecretBytes(try reader.key()) : nil
+        sendingCount = try reader.u32()
+        previousSendingCount = try reader.u32()
+        receivingChain = has(Flag.receivingChain) ? SecretBytes(try reader.key()) : nil
+        receivingCount = try reader.u32()
+        pendingStart = has(Flag.pendingStart) ? try SessionStartFields(reading: &reader) : nil
+        retiredReceivingKeys = try (0..<(try reader.u16())).map { _ in try reader.key() }
+        skipped = try SkippedMessageKeys(reading: &reader)
+        try reader.expectEnd()
+    }
+}

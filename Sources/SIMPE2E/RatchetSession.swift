@@ -1,0 +1,62 @@
+import Crypto
+
+/// One pairwise Double Ratchet session between this device and one peer device (docs/E2E.md
+/// §4-§7). A value type: persist it with `secretBytes` after every `encrypt` and `decrypt`.
+/// Each message is encrypted once; a retransmission resends the same bytes, and decrypting
+/// them again throws `E2EError.duplicate` without changing the session.
+public struct RatchetSession: Sendable, RedactedReflection {
+    public let localIdentity: IdentityKey
+    public let remoteIdentity: IdentityKey
+    /// Whether this device started the session (sent the prekey message).
+    public let isInitiator: Bool
+    /// The initiator's ephemeral public key, which names the session.
+    public let baseKey: [UInt8]
+
+    var rootKey: SecretBytes
+    /// Raw X25519 private key of the current sending ratchet key pair.
+    var sendingRatchetKey: SecretBytes
+    var receivingRatchetKey: [UInt8]?
+    var sendingChain: SecretBytes?
+    var sendingCount: UInt32 = 0
+    var previousSendingCount: UInt32 = 0
+    var receivingChain: SecretBytes?
+    var receivingCount: UInt32 = 0
+    var skipped = SkippedMessageKeys()
+    /// Earlier receiving ratchet keys, newest last, to recognise duplicates of their messages.
+    var retiredReceivingKeys: [[UInt8]] = []
+    /// The initiator's session-start fields, sent in front of every message until a reply arrives.
+    var pendingStart: SessionStartFields?
+
+    /// Whether messages still carry the session-start fields (no reply decrypted yet).
+    public var isAwaitingReply: Bool { pendingStart != nil }
+
+    /// associated data of every message: initiator identity ‖ responder identity (128 bytes).
+    var sessionAssociatedData: [UInt8] {
+        isInitiator ? localIdentity.encoded + remoteIdentity.encoded : remoteIdentity.encoded + localIdentity.encoded
+    }
+
+    /// Encrypts `plaintext` as the next message; the result is the payload to send (and to resend
+    /// unchanged on retransmission).
+    public mutating func encrypt(_ plaintext: [UInt8]) throws -> [UInt8] {
+        guard let chain = sendingChain else { throw E2EError.noSession("the responder cannot send before it has received") }
+        let step = E2EKDF.chainStep(chain.bytes)
+        let header = RatchetHeader(
+            ratchetKey: Array(try ratchetPrivateKey().publicKey.rawRepresentation),
+            previousChainLength: previousSendingCount, number: sendingCount)
+        let prefix = PairwiseMessage.prefix(start: pendingStart, header: header)
+        let sealed = E2ECipher.seal(plaintext, messageKey: step.messageKey, info: E2EKDF.messageInfo,
+                                    associatedData: sessionAssociatedData + prefix)
+        sendingChain = SecretBytes(step.chainKey)
+        sendingCount += 1
+        return prefix + sealed
+    }
+
+    func ratchetPrivateKey() throws -> Curve25519.KeyAgreement.PrivateKey {
+        try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: sendingRatchetKey.bytes)
+    }
+
+    public var description: String {
+        "RatchetSession(remote \(remoteIdentity), sent \(sendingCount) in chain, received \(receivingCount) in chain, "
+            + "\(skipped.count) skipped keys, keys redacted)"
+    }
+}

@@ -1,0 +1,21 @@
+import SIMPE2E
+import XCTest
+
+/// Safety numbers (docs/E2E.md §10).
+final class SafetyNumberTests: XCTestCase {
+    func testBothSidesComputeTheSameDigitsAndAChangedKeyChangesThem() throws {
+        var random = SeededRandom(seed: 5)
+        let alice = DeviceIdentity(using: &random).publicKey, bob = DeviceIdentity(using: &random).publicKey
+        let seenByAlice = SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bob", remoteIdentity: bob)
+        let seenByBob = SafetyNumber.compute(localUser: "bob", localIdentity: bob, remoteUser: "alice", remoteIdentity: alice)
+        XCTAssertEqual(seenByAlice, seenByBob)
+        XCTAssertEqual(seenByAlice.split(separator: " ").count, 12)
+        XCTAssertTrue(seenByAlice.split(separator: " ").allSatisfy { $0.count == 5 && $0.allSatisfy(\.isNumber) })
+
+        let mallory = DeviceIdentity(using: &random).publicKey
+        XCTAssertNotEqual(SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bob", remoteIdentity: mallory),
+                          seenByAlice)
+        XCTAssertNotEqual(SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bobby", remoteIdentity: bob),
+                          seenByAlice)
+    }
+}
