@@ -18,7 +18,11 @@ public struct ClientSession: Sendable {
     public struct Configuration: Sendable {
         public var user: String
         public var retransmit = RetransmitPolicy()
-        public var heartbeat = HeartbeatPolicy()
+        public var heartbeat = HeartbeatPolicy.client
+        /// A receipt written to the control connection is confirmed by a PING sent at most
+        /// this long after it (its PONG proves the relay read the receipt, `ReceiptLedger`),
+        /// whatever the heartbeat: pings wait for silence, a receiving client is rarely silent.
+        public var receiptConfirmDelay: TimeAmount = .seconds(5)
         /// nil: a lost relay is reported, not reconnected.
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var keepaliveInterval: TimeAmount = .seconds(10)
@@ -81,6 +85,8 @@ public struct ClientSession: Sendable {
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
     var nextPingId: UInt64 = 1
+    /// When a PING goes to confirm receipts written since the last one (`receiptConfirmDelay`).
+    var receiptConfirmPing: NIODeadline?
     private var login: LoginClient
     private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
     private var sealer: DatagramSealer?
@@ -126,7 +132,8 @@ public struct ClientSession: Sendable {
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline]
+        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
+         receiptConfirmPing]
             .compactMap { $0 }.min()
     }
 
@@ -279,6 +286,7 @@ public struct ClientSession: Sendable {
         if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
         heartbeat = nil
         nextKeepalive = nil
+        receiptConfirmPing = nil
         nextHello = nil
         pendingLogin = nil
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
@@ -426,14 +434,16 @@ public struct ClientSession: Sendable {
         var output = pollHello(now: now)
         release(receiver.poll(now: now), now: now, into: &output)
         if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
+        var pings = receiptConfirmPing.map { $0 <= now } ?? false
         switch heartbeat?.poll(now: now) ?? .none {
         case .none: break
-        case .sendPing:
-            let ping = SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user)
+        case .sendPing: pings = true
+        case .peerDead: output.closeControl = true
+        }
+        if pings && !output.closeControl {
+            output.controlFrames.append(SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user))
             nextPingId += 1
-            output.controlFrames.append(ping)
-        case .peerDead:
-            output.closeControl = true
+            receiptConfirmPing = nil
         }
         if let keepalive = nextKeepalive, keepalive <= now {
             output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))

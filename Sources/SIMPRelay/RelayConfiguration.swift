@@ -38,8 +38,8 @@ public struct RelayConfiguration: Sendable {
     public var tls: ControlTLSFiles?
     /// Largest datagram accepted; larger ones are dropped and counted.
     public var maxDatagramSize: Int = SealedDatagram.defaultMaxDatagramSize
-    /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
-    public var heartbeat = HeartbeatPolicy()
+    /// PING a client silent for an interval; a client silent for `missLimit` intervals is dropped.
+    public var heartbeat = HeartbeatPolicy.relay
     /// Datagrams read per system call (recvmmsg).
     public var datagramVectorReadCount: Int = 32
     public var logger: Logger = Logger(label: "simp.relay")

@@ -191,6 +191,25 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [52])
     }
 
+    /// Pings wait for silence, but a receipt is still confirmed soon: a client that keeps
+    /// hearing from the relay sends a PING `receiptConfirmDelay` after its first unconfirmed
+    /// receipt, and none while it owes nothing.
+    func testAReceiptIsConfirmedByAPingWhileTheRelayIsChatty() throws {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        let relayPing = SIMPMessage(kind: .ping, messageId: 99) // any frame from the relay
+        for second in 1...4 { _ = client.controlReceived(relayPing, now: t0 + .seconds(Int64(second))) }
+        XCTAssertEqual(client.poll(now: t0 + .seconds(5)).controlFrames.map(\.kind), [], "heard a second ago, owes nothing")
+        XCTAssertEqual(client.datagramReceived(message(1), arrivedAt: t0 + .seconds(5), now: t0 + .seconds(5)).controlFrames.map(\.messageId), [51])
+        _ = client.controlReceived(relayPing, now: t0 + .seconds(9))
+        XCTAssertLessThanOrEqual(try XCTUnwrap(client.nextDeadline), t0 + .seconds(10))
+        let ping = client.poll(now: t0 + .seconds(10)).controlFrames.first { $0.kind == .ping }
+        XCTAssertNotNil(ping, "five seconds after the receipt, though the relay spoke a second ago")
+        _ = client.controlReceived(SIMPMessage(kind: .pong, messageId: ping?.messageId ?? 0), now: t0 + .seconds(10))
+        XCTAssertEqual(client.receiptsOwed, 0)
+        XCTAssertEqual(client.poll(now: t0 + .seconds(14)).controlFrames.map(\.kind), [], "nothing more to confirm")
+    }
+
     func testAStoredMessageReceiptedByItsReceiverIsDeliveredAndNotFailedByALaterDiscard() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
