@@ -23,6 +23,11 @@ public struct ClientSession: Sendable {
         /// this long after it (its PONG proves the relay read the receipt, `ReceiptLedger`),
         /// whatever the heartbeat: pings wait for silence, a receiving client is rarely silent.
         public var receiptConfirmDelay: TimeAmount = .seconds(5)
+        /// While messages wait behind a gap, the relay is watched this closely instead (a PING
+        /// after 5 s of silence, given up after 15 s), so that a dead relay is noticed, and the
+        /// hold clock stopped (`ReceiverCore.stopHoldClock`), before `orderingHoldLimit` skips
+        /// a gap that the relay could still fill after a reconnect.
+        public var heartbeatWhileHolding = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
         /// nil: a lost relay is reported, not reconnected.
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var keepaliveInterval: TimeAmount = .seconds(10)
@@ -82,6 +87,8 @@ public struct ClientSession: Sendable {
     public private(set) var sender: ReliableSender
     public private(set) var receiver: ReceiverCore
     private var heartbeat: Heartbeat?
+    /// `heartbeatWhileHolding`, polled only while messages are held.
+    private var holdingHeartbeat: Heartbeat?
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
     var nextPingId: UInt64 = 1
@@ -133,7 +140,7 @@ public struct ClientSession: Sendable {
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
         [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
-         receiptConfirmPing]
+         receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 
@@ -230,6 +237,7 @@ public struct ClientSession: Sendable {
         sealer = DatagramSealer(keys: keys, direction: .uplink)
         opener = DatagramOpener(keys: keys, direction: .downlink)
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
+        holdingHeartbeat = Heartbeat(policy: configuration.heartbeatWhileHolding, now: now)
         nextKeepalive = now + configuration.keepaliveInterval
         nextHello = (now, configuration.helloAttempts)
         backoff?.reset()
@@ -285,6 +293,7 @@ public struct ClientSession: Sendable {
         // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
         if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
         heartbeat = nil
+        holdingHeartbeat = nil
         nextKeepalive = nil
         receiptConfirmPing = nil
         nextHello = nil
@@ -305,6 +314,7 @@ public struct ClientSession: Sendable {
     /// A frame arrived on the registered control connection.
     public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
         heartbeat?.heard(at: now)
+        holdingHeartbeat?.heard(at: now)
         var output = Output()
         switch message.kind {
         case .receipt where message.status == .stored || message.status == .roomDelivered:
@@ -435,10 +445,12 @@ public struct ClientSession: Sendable {
         release(receiver.poll(now: now), now: now, into: &output)
         if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
         var pings = receiptConfirmPing.map { $0 <= now } ?? false
-        switch heartbeat?.poll(now: now) ?? .none {
-        case .none: break
-        case .sendPing: pings = true
-        case .peerDead: output.closeControl = true
+        var beats = [heartbeat?.poll(now: now) ?? .none]
+        if receiver.heldCount > 0 { beats.append(holdingHeartbeat?.poll(now: now) ?? .none) }
+        if beats.contains(.peerDead) {
+            output.closeControl = true
+        } else if beats.contains(.sendPing) {
+            pings = true
         }
         if pings && !output.closeControl {
             output.controlFrames.append(SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user))

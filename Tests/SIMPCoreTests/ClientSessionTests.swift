@@ -210,6 +210,22 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(client.poll(now: t0 + .seconds(14)).controlFrames.map(\.kind), [], "nothing more to confirm")
     }
 
+    /// With the default heartbeat a silent relay is given up after 50 s, but while a message
+    /// waits behind a gap the relay is given up after 15 s: before the 30 s hold limit would
+    /// skip the gap (and deliver out of order what the relay fills in after a reconnect).
+    func testASilentRelayIsGivenUpBeforeTheHoldLimitWhileAMessageIsHeld() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.orderingHoldLimit = .seconds(30)
+        var client = ClientSession(configuration: configuration)
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0).delivered, [], "held behind seq 1")
+        XCTAssertEqual(client.poll(now: t0 + .seconds(5)).controlFrames.map(\.kind).filter { $0 == .ping }, [.ping], "the relay is probed")
+        XCTAssertFalse(client.poll(now: t0 + .seconds(14)).closeControl)
+        let given = client.poll(now: t0 + .seconds(15))
+        XCTAssertTrue(given.closeControl, "15 s of silence while holding")
+        XCTAssertEqual(given.delivered, [], "the gap is not skipped")
+    }
+
     func testAStoredMessageReceiptedByItsReceiverIsDeliveredAndNotFailedByALaterDiscard() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
