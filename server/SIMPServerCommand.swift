@@ -102,11 +102,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-datagram-size"), help: "Largest datagram in bytes; larger ones are dropped.")
     var maxDatagramSize = 8192
 
-    @Option(name: .customLong("ping-interval"), help: "Seconds between PINGs to each client.")
-    var pingInterval: Double = 5
+    @Option(name: .customLong("ping-interval"), help: "Seconds a client may be silent before it is sent a PING (and again every interval while it stays silent); a client that sent anything within the interval is not pinged.")
+    var pingInterval = Double(HeartbeatPolicy.relay.interval.nanoseconds) / 1e9
 
-    @Option(name: .customLong("ping-misses"), help: "A client silent for this many ping intervals is dropped and unregistered.")
-    var pingMisses = 3
+    @Option(name: .customLong("ping-misses"), help: "A client silent for this many ping intervals (60 s at the defaults) is dropped and unregistered; messages to it are then stored.")
+    var pingMisses = HeartbeatPolicy.relay.missLimit
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"

@@ -52,6 +52,22 @@ public struct BenchReport: Codable, Sendable {
         public var connectSeconds: Double
         /// The relay's resident set size once all sessions were registered.
         public var relayRSSBytes: Int?
+        /// The relay's resident set size before the sessions connected.
+        public var relayBaselineRSSBytes: Int?
+        /// Relay RSS over its baseline, per session.
+        public var rssBytesPerSession: Double?
+        /// Relay CPU in the measured window, in cores (1 = one core busy), and per 10,000
+        /// sessions in percent of a core (everything the relay did, the pairs' messages included).
+        public var relayCores: Double?
+        public var relayCPUPercentPer10kSessions: Double?
+        /// Commands Redis executed per second in the measured window (INFO
+        /// `total_commands_processed`: every relay's, scripts' inner commands included), and
+        /// per session.
+        public var redisCommandsPerSecond: Double?
+        public var redisCommandsPerSessionPerSecond: Double?
+        /// Redis `used_memory` with the sessions, and over its value before them per session.
+        public var redisUsedMemoryBytes: Int?
+        public var redisMemoryBytesPerSession: Double?
     }
 
     public var parameters: Parameters
@@ -157,6 +173,18 @@ public struct BenchReport: Codable, Sendable {
         if let sessions {
             rows.append(("sessions", "\(sessions.connected) connected in \(format(sessions.connectSeconds)) s"))
             if let rss = sessions.relayRSSBytes { rows.append(("relay RSS with sessions", megabytes(rss))) }
+            if let perSession = sessions.rssBytesPerSession, let base = sessions.relayBaselineRSSBytes {
+                rows.append(("relay RSS per session", "\(Int(perSession)) B over a baseline of \(megabytes(base))"))
+            }
+            if let cores = sessions.relayCores, let per10k = sessions.relayCPUPercentPer10kSessions {
+                rows.append(("relay CPU", String(format: "%.2f %% of a core (%.2f %% per 10,000 sessions)", cores * 100, per10k)))
+            }
+            if let rate = sessions.redisCommandsPerSecond, let perSession = sessions.redisCommandsPerSessionPerSecond {
+                rows.append(("Redis commands", String(format: "%.0f/s (%.4f per session per second)", rate, perSession)))
+            }
+            if let memory = sessions.redisUsedMemoryBytes, let perSession = sessions.redisMemoryBytesPerSession {
+                rows.append(("Redis memory", "\(megabytes(memory)) (\(Int(perSession)) B per session)"))
+            }
         }
         if let maxSustainedRate { rows.append(("max sustained rate", "\(format(maxSustainedRate)) msg/s")) }
         let width = rows.map(\.0.count).max() ?? 0
@@ -220,5 +248,9 @@ extension BenchReport.Step {
 extension BenchReport.Sessions {
     enum CodingKeys: String, CodingKey {
         case connected, connectSeconds = "connect_seconds", relayRSSBytes = "relay_rss_bytes"
+        case relayBaselineRSSBytes = "relay_baseline_rss_bytes", rssBytesPerSession = "relay_rss_bytes_per_session"
+        case relayCores = "relay_cores", relayCPUPercentPer10kSessions = "relay_cpu_percent_per_10k_sessions"
+        case redisCommandsPerSecond = "redis_commands_per_second", redisCommandsPerSessionPerSecond = "redis_commands_per_session_per_second"
+        case redisUsedMemoryBytes = "redis_used_memory_bytes", redisMemoryBytesPerSession = "redis_memory_bytes_per_session"
     }
 }

@@ -90,13 +90,17 @@ public enum BenchRunner {
         var generator: ParallelLoad?
         do {
             var sessions: BenchReport.Sessions?
+            let redis = options.redis ?? local?.redisEndpoint
+            var redisBefore: RedisStats?
             if options.sessions > 0 {
+                let baselineRSS = pid.flatMap(ProcessStats.read)?.rssBytes
+                redisBefore = await redis.asyncMap { await RedisStats.read($0) } ?? nil
                 progress("connecting \(options.sessions) idle sessions")
                 let started = NIODeadline.now()
                 let connected = try await idle.connect(count: options.sessions, prefix: parameters.userPrefix,
                                                        host: target.host, port: target.port, localHost: parameters.localHost)
                 sessions = .init(connected: connected, connectSeconds: seconds(.now() - started),
-                                 relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes)
+                                 relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes, relayBaselineRSSBytes: baselineRSS)
             }
             var report: BenchReport
             if options.findMax {
@@ -106,7 +110,11 @@ public enum BenchRunner {
             } else {
                 progress("registering \(options.pairs) pairs")
                 generator = try await connectedGenerator(parameters, loops: options.loops, fresh: false)
+                let redisStart = await redis.asyncMap { await RedisStats.read($0) } ?? nil
                 report = try await measure(generator!, options, rate: options.rate, metrics: metrics, pid: pid)
+                let redisEnd = await redis.asyncMap { await RedisStats.read($0) } ?? nil
+                sessions?.addIdleCosts(relay: report.relay, window: options.duration, redis: (redisBefore, redisStart, redisEnd),
+                                       relayRSSNow: pid.flatMap(ProcessStats.read)?.rssBytes)
             }
             report.sessions = sessions
             report.parameters.relay = options.server.map { "\($0.host):\($0.port)" }
@@ -249,5 +257,31 @@ extension Optional {
     fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
         guard let value = self else { return nil }
         return try await transform(value)
+    }
+}
+
+extension BenchReport.Sessions {
+    /// Fills the per-session figures: the relay's RSS over its baseline, its CPU in the
+    /// measured `window` (from `relay`), and Redis's commands per second between `start` and
+    /// `end` (around the window) and memory over its value `before` the sessions.
+    mutating func addIdleCosts(relay: BenchReport.RelayFigures?, window: TimeAmount,
+                               redis: (before: RedisStats?, start: RedisStats?, end: RedisStats?), relayRSSNow: Int?) {
+        let count = Double(max(1, connected))
+        if let relayRSSNow { relayRSSBytes = relayRSSNow }
+        if let rss = relayRSSBytes, let base = relayBaselineRSSBytes { rssBytesPerSession = Double(rss - base) / count }
+        if let cpu = relay?.cpuSeconds, window > .zero {
+            let cores = cpu / (Double(window.nanoseconds) / 1e9)
+            relayCores = cores
+            relayCPUPercentPer10kSessions = cores * 100 * 10_000 / count
+        }
+        if let start = redis.start, let end = redis.end, end.at > start.at {
+            let rate = Double(end.commandsProcessed - start.commandsProcessed) / (Double((end.at - start.at).nanoseconds) / 1e9)
+            redisCommandsPerSecond = rate
+            redisCommandsPerSessionPerSecond = rate / count
+        }
+        if let end = redis.end {
+            redisUsedMemoryBytes = end.usedMemoryBytes
+            if let before = redis.before { redisMemoryBytesPerSession = Double(end.usedMemoryBytes - before.usedMemoryBytes) / count }
+        }
     }
 }

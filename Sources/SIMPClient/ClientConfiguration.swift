@@ -37,8 +37,8 @@ public struct ClientConfiguration: Sendable {
     /// Content transmissions are paced under this rate (`SendPacer`) unless the relay announces
     /// its own in CONNECTED (then at 90 % of that); nil sends unpaced.
     public var pacing: RateLimit? = ClientSession.defaultPacing
-    /// PING the relay every interval; a relay silent for `missLimit` intervals is given up.
-    public var heartbeat = HeartbeatPolicy()
+    /// PING the relay when it was silent for an interval; a relay silent for `missLimit` intervals is given up.
+    public var heartbeat = HeartbeatPolicy.client
     /// Reconnect automatically after losing the relay (nil: report the loss and stop).
     public var reconnect: ReconnectPolicy? = ReconnectPolicy()
     /// A PING datagram to the relay this often keeps a NAT mapping of the UDP port open.

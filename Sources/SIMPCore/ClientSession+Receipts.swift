@@ -103,7 +103,10 @@ extension ClientSession {
         }
         output.controlFrames.append(receipt)
         receiptFramesSent += 1
-        if !receipt.held { receipts.written(receipt, beforePing: nextPingId) }
+        if !receipt.held {
+            receipts.written(receipt, beforePing: nextPingId)
+            if receiptConfirmPing == nil { receiptConfirmPing = now + configuration.receiptConfirmDelay }
+        }
         guard configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
         output.datagrams.append(sendsBatches ? repeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt)
         receiptDatagramsSent += 1

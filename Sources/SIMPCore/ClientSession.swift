@@ -18,7 +18,16 @@ public struct ClientSession: Sendable {
     public struct Configuration: Sendable {
         public var user: String
         public var retransmit = RetransmitPolicy()
-        public var heartbeat = HeartbeatPolicy()
+        public var heartbeat = HeartbeatPolicy.client
+        /// A receipt written to the control connection is confirmed by a PING sent at most
+        /// this long after it (its PONG proves the relay read the receipt, `ReceiptLedger`),
+        /// whatever the heartbeat: pings wait for silence, a receiving client is rarely silent.
+        public var receiptConfirmDelay: TimeAmount = .seconds(5)
+        /// While messages wait behind a gap, the relay is watched this closely instead (a PING
+        /// after 5 s of silence, given up after 15 s), so that a dead relay is noticed, and the
+        /// hold clock stopped (`ReceiverCore.stopHoldClock`), before `orderingHoldLimit` skips
+        /// a gap that the relay could still fill after a reconnect.
+        public var heartbeatWhileHolding = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
         /// nil: a lost relay is reported, not reconnected.
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var keepaliveInterval: TimeAmount = .seconds(10)
@@ -84,9 +93,13 @@ public struct ClientSession: Sendable {
     public private(set) var sender: ReliableSender
     public private(set) var receiver: ReceiverCore
     private var heartbeat: Heartbeat?
+    /// `heartbeatWhileHolding`, polled only while messages are held.
+    private var holdingHeartbeat: Heartbeat?
     private var backoff: Backoff?
     private var nextKeepalive: NIODeadline?
     var nextPingId: UInt64 = 1
+    /// When a PING goes to confirm receipts written since the last one (`receiptConfirmDelay`).
+    var receiptConfirmPing: NIODeadline?
     private var login: LoginClient
     private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
     private var sealer: DatagramSealer?
@@ -135,7 +148,8 @@ public struct ClientSession: Sendable {
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline]
+        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
+         receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 
@@ -242,6 +256,7 @@ public struct ClientSession: Sendable {
         sealer = DatagramSealer(keys: keys, direction: .uplink)
         opener = DatagramOpener(keys: keys, direction: .downlink)
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
+        holdingHeartbeat = Heartbeat(policy: configuration.heartbeatWhileHolding, now: now)
         nextKeepalive = now + configuration.keepaliveInterval
         nextHello = (now, configuration.helloAttempts)
         backoff?.reset()
@@ -297,7 +312,9 @@ public struct ClientSession: Sendable {
         // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
         if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
         heartbeat = nil
+        holdingHeartbeat = nil
         nextKeepalive = nil
+        receiptConfirmPing = nil
         nextHello = nil
         pendingLogin = nil
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
@@ -318,6 +335,7 @@ public struct ClientSession: Sendable {
     /// A frame arrived on the registered control connection.
     public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
         heartbeat?.heard(at: now)
+        holdingHeartbeat?.heard(at: now)
         var output = Output()
         if let reply = takeReply(message) {
             output.replies.append(reply)
@@ -451,14 +469,18 @@ public struct ClientSession: Sendable {
         var output = pollHello(now: now)
         release(receiver.poll(now: now), now: now, into: &output)
         if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
-        switch heartbeat?.poll(now: now) ?? .none {
-        case .none: break
-        case .sendPing:
-            let ping = SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user)
-            nextPingId += 1
-            output.controlFrames.append(ping)
-        case .peerDead:
+        var pings = receiptConfirmPing.map { $0 <= now } ?? false
+        var beats = [heartbeat?.poll(now: now) ?? .none]
+        if receiver.heldCount > 0 { beats.append(holdingHeartbeat?.poll(now: now) ?? .none) }
+        if beats.contains(.peerDead) {
             output.closeControl = true
+        } else if beats.contains(.sendPing) {
+            pings = true
+        }
+        if pings && !output.closeControl {
+            output.controlFrames.append(SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user))
+            nextPingId += 1
+            receiptConfirmPing = nil
         }
         if let keepalive = nextKeepalive, keepalive <= now {
             output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))

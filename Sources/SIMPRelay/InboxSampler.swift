@@ -4,27 +4,49 @@ import Prometheus
 import SIMPCore
 import SIMPRedis
 
+/// How often a relay's background inbox sampler (`InboxSampler`) looks at Redis, and how much
+/// at a time.
+public struct InboxSamplingSchedule: Sendable, Equatable {
+    /// Time between two steps of a sweep.
+    public var stepInterval: TimeAmount
+    /// Time between the starts of two sweeps (a sweep still under way is finished first).
+    public var sweepInterval: TimeAmount
+    /// Keys a step's SCAN looks at.
+    public var scanCount: Int
+
+    public init(stepInterval: TimeAmount = .seconds(1), sweepInterval: TimeAmount = .seconds(15), scanCount: Int = 1000) {
+        self.stepInterval = stepInterval
+        self.sweepInterval = sweepInterval
+        self.scanCount = scanCount
+    }
+
+    /// The defaults: at most one `SCAN … COUNT 1000` a second, a sweep every 15 s.
+    public static let standard = InboxSamplingSchedule()
+}
+
 /// The stored messages' count and age (the users' logs, `simp:log:{<id>}` streams,
-/// docs/PROTOCOL.md §7.8), sampled from Redis when /metrics is scraped.
+/// docs/PROTOCOL.md §7.8), sampled from Redis in the background; a /metrics scrape only reads
+/// the figures (and ages the oldest entry), so scrapes cost Redis nothing however many
+/// scrapers there are.
 ///
-/// Each scrape advances a sweep of the keyspace (every master of a cluster in turn) by at most
-/// `stepsPerScrape` steps, each one
-/// `SCAN <cursor> MATCH simp:log:* COUNT <scanCount> TYPE stream` plus one pipeline of `XLEN`
-/// and `XRANGE - + COUNT 1` (the oldest entry, whose text starts with its storage time) per log
-/// found.
-/// The gauges show the last complete sweep: on a keyspace of up to
-/// `stepsPerScrape × scanCount` keys (100,000 by default) that is the scrape's own sweep; a
-/// larger one takes several scrapes, and `simp_inbox_sampled_timestamp_seconds` says when the
-/// figures were complete. The sweep uses a Redis connection of its own, so it neither queues
-/// behind nor delays the relay's calls, and does not count in `simp_redis_calls_total`.
+/// Once `start`ed, the sampler takes one step every `InboxSamplingSchedule.stepInterval`
+/// while a sweep of the keyspace (every master of a cluster in turn) is under way, and starts a
+/// sweep every `sweepInterval` (or, on a keyspace too large for that, as soon as the last one
+/// ended). A step is `SCAN <cursor> MATCH simp:log:* COUNT <scanCount> TYPE stream` plus one
+/// pipeline of `XLEN` and `XRANGE - + COUNT 1` (the oldest entry, whose text starts with its
+/// storage time) per log found, so the sampler's cost is bounded by the schedule: at the
+/// defaults at most one SCAN of 1,000 keys a second (a keyspace of a million keys is swept in
+/// about 17 minutes), whatever the keyspace and the number of scrapes.
+/// The gauges show the last complete sweep; `simp_inbox_sampled_timestamp_seconds` says when
+/// it completed. The sweep uses a Redis connection of its own, so it neither queues behind nor
+/// delays the relay's calls, and does not count in `simp_redis_calls_total`.
 ///
 /// Every relay sharing a Redis reports the same store: aggregate with `max`, not `sum`.
 /// Confined to the event loop of the endpoint that owns it.
 final class InboxSampler: @unchecked Sendable {
     private let redis: any RedisCommands
     private let eventLoop: EventLoop
-    private let stepsPerScrape: Int
-    private let scanCount: Int
+    private let schedule: InboxSamplingSchedule
     private let clock: @Sendable () -> Int64
     private let messages: Gauge
     private let inboxes: Gauge
@@ -46,19 +68,23 @@ final class InboxSampler: @unchecked Sendable {
     /// The oldest entry of the last complete sweep, to age it at every scrape.
     private var completedOldest: Int64?
     private var completedOnce = false
-    /// The scrape in progress, which later scrapes wait for rather than sweeping in parallel.
+    /// The step in progress, which a later `advance` waits for rather than stepping in parallel.
     private var running: EventLoopFuture<Void>?
+    /// When the sweep under way (or the last one) started.
+    private var sweepStarted: NIODeadline?
+    private var timer: RepeatedTask?
 
     /// - Parameters:
     ///   - redis: the relay's Redis or Redis Cluster; the sampler opens connections of its own to it.
     ///   - clock: wall-clock milliseconds since the epoch.
     init(redis endpoint: RedisEndpoint, registry: PrometheusCollectorRegistry, on eventLoop: EventLoop,
-         stepsPerScrape: Int = 20, scanCount: Int = 5000,
+         schedule: InboxSamplingSchedule = .standard,
          clock: @escaping @Sendable () -> Int64 = { WallClock.millisecondsSinceEpoch() }) {
         self.redis = endpoint.makeClient(eventLoop: eventLoop, logger: Logger(label: "simp.inbox-sampler"))
         self.eventLoop = eventLoop
-        self.stepsPerScrape = max(1, stepsPerScrape)
-        self.scanCount = max(1, scanCount)
+        var schedule = schedule
+        schedule.scanCount = max(1, schedule.scanCount)
+        self.schedule = schedule
         self.clock = clock
         func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
@@ -73,24 +99,52 @@ final class InboxSampler: @unchecked Sendable {
             "simp_inbox_sampled_timestamp_seconds", "When the inbox figures were last complete (a full sweep of the keyspace), in seconds since the Unix epoch; 0 before the first."))
     }
 
-    /// Advances the sweep, then brings the gauges up to date. Never fails: if Redis does not
-    /// answer, the gauges keep their last complete figures (the sweep resumes next time).
-    func sample() -> EventLoopFuture<Void> {
+    /// Starts sampling in the background: a step at every `InboxSamplingSchedule.stepInterval` tick while
+    /// a sweep is under way or due.
+    func start() {
+        eventLoop.execute { [self] in
+            guard timer == nil else { return }
+            timer = eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: schedule.stepInterval) { [self] _ in
+                let now = NIODeadline.now()
+                let sweeping = sweep.masters != nil || sweep.cursor != "0" || sweep.node > 0
+                guard sweeping || sweepStarted.map({ now - $0 >= schedule.sweepInterval }) ?? true else { return }
+                if !sweeping { sweepStarted = now }
+                _ = advance()
+            }
+        }
+    }
+
+    /// Takes one step of the sweep (the background timer's work; tests call it directly).
+    /// Never fails: if Redis does not answer, the gauges keep their last complete figures (the
+    /// sweep resumes at the next step).
+    func advance() -> EventLoopFuture<Void> {
         eventLoop.preconditionInEventLoop()
         if let running { return running }
-        let done = step(remaining: stepsPerScrape).map { [self] _ in publish() }
+        let done = step()
         running = done
         done.whenComplete { [self] _ in running = nil }
         return done
     }
 
-    /// Closes the sampler's Redis connection.
+    /// Brings the age of the oldest entry up to date from memory (at each scrape).
+    func publish() {
+        eventLoop.preconditionInEventLoop()
+        guard completedOnce else { return }
+        let age = completedOldest.map { max(0, clock() - $0) } ?? 0
+        oldestAge.set(Double(age) / 1000)
+    }
+
+    /// Stops the background steps and closes the sampler's Redis connection.
     func shutdown() async {
+        let timer = try? await eventLoop.submit { [self] in
+            defer { self.timer = nil }
+            return self.timer
+        }.get()
+        timer?.cancel()
         await redis.shutdown()
     }
 
-    private func step(remaining: Int) -> EventLoopFuture<Void> {
-        guard remaining > 0 else { return eventLoop.makeSucceededVoidFuture() }
+    private func step() -> EventLoopFuture<Void> {
         let masters = sweep.masters.map { eventLoop.makeSucceededFuture($0) } ?? redis.masters().hop(to: eventLoop)
         return masters.flatMap { [self] masters -> EventLoopFuture<Void> in
             sweep.masters = masters
@@ -98,13 +152,12 @@ final class InboxSampler: @unchecked Sendable {
                 complete()
                 return eventLoop.makeSucceededVoidFuture()
             }
-            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: InboxStore.logKeyPrefix + "*", type: "stream", count: scanCount, on: eventLoop)
+            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: InboxStore.logKeyPrefix + "*", type: "stream", count: schedule.scanCount, on: eventLoop)
             return page.flatMap { [self] page in
                 heads(of: page.keys).flatMap { [self] in
                     sweep.cursor = page.cursor
                     if page.cursor == "0" { sweep.node += 1 }
-                    guard sweep.node == masters.count else { return step(remaining: remaining - 1) }
-                    complete()
+                    if sweep.node == masters.count { complete() }
                     return eventLoop.makeSucceededVoidFuture()
                 }
             }
@@ -140,11 +193,6 @@ final class InboxSampler: @unchecked Sendable {
         completedOnce = true
         sampledAt.set(Double(clock()) / 1000)
         sweep = Sweep()
-    }
-
-    private func publish() {
-        guard completedOnce else { return }
-        let age = completedOldest.map { max(0, clock() - $0) } ?? 0
-        oldestAge.set(Double(age) / 1000)
+        publish()
     }
 }

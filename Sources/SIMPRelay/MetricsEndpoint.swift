@@ -8,19 +8,21 @@ import SIMPRedis
 /// Serves a Prometheus registry as text at `GET /metrics` (anything else: 404).
 ///
 /// Before each export, `beforeScrape` runs on the channel's event loop to bring figures that
-/// are sampled rather than counted up to date, and the endpoint samples what it adds to the
-/// registry itself: the process (`process_*`), the build (`simp_build_info`) and, given the
-/// relay's Redis, the offline inboxes in it (`simp_inbox_*`, see `InboxSampler`; pass nil for a
-/// relay whose store is not Redis).
+/// are sampled rather than counted up to date, and the endpoint adds to the registry itself the
+/// process (`process_*`), the build (`simp_build_info`) and, given the relay's Redis, the
+/// offline inboxes in it (`simp_inbox_*`, sampled in the background by `InboxSampler` on
+/// `inboxSchedule`; pass nil for a relay whose store is not Redis). A scrape reads memory only:
+/// it sends Redis nothing.
 enum MetricsEndpoint {
     static func bind(
-        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisEndpoint?, on loop: EventLoop,
+        host: String, port: Int, registry: PrometheusCollectorRegistry, redis: RedisEndpoint?,
+        inboxSchedule: InboxSamplingSchedule = .standard, on loop: EventLoop,
         beforeScrape: @escaping @Sendable () -> Void
     ) async throws -> Channel {
-        let samplers = ScrapeSamplers(registry: registry, redis: redis, on: loop)
-        let prepare: @Sendable () -> EventLoopFuture<Void> = {
+        let samplers = ScrapeSamplers(registry: registry, redis: redis, inboxSchedule: inboxSchedule, on: loop)
+        let prepare: @Sendable () -> Void = {
             beforeScrape()
-            return samplers.sample(on: loop)
+            samplers.sample()
         }
         do {
             let channel = try await ServerBootstrap(group: loop)
@@ -46,9 +48,10 @@ private struct ScrapeSamplers: Sendable {
     let process: ProcessMetrics
     let inboxes: InboxSampler?
 
-    init(registry: PrometheusCollectorRegistry, redis: RedisEndpoint?, on loop: EventLoop) {
+    init(registry: PrometheusCollectorRegistry, redis: RedisEndpoint?, inboxSchedule: InboxSamplingSchedule, on loop: EventLoop) {
         process = ProcessMetrics(registry: registry)
-        inboxes = redis.map { InboxSampler(redis: $0, registry: registry, on: loop) }
+        inboxes = redis.map { InboxSampler(redis: $0, registry: registry, on: loop, schedule: inboxSchedule) }
+        inboxes?.start()
         registry.makeGauge(
             descriptor: MetricNameDescriptor(
                 metricName: "simp_build_info", unitName: "",
@@ -57,9 +60,10 @@ private struct ScrapeSamplers: Sendable {
         ).set(to: 1)
     }
 
-    func sample(on loop: EventLoop) -> EventLoopFuture<Void> {
-        let inboxesSampled = inboxes?.sample() ?? loop.makeSucceededVoidFuture()
-        return inboxesSampled.map { [process] in process.update() }
+    /// Brings the sampled figures up to date from memory (on the endpoint's loop).
+    func sample() {
+        inboxes?.publish()
+        process.update()
     }
 
     func shutdown() async { await inboxes?.shutdown() }
@@ -69,10 +73,10 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     private let registry: PrometheusCollectorRegistry
-    private let prepare: @Sendable () -> EventLoopFuture<Void>
+    private let prepare: @Sendable () -> Void
     private var request: HTTPRequestHead?
 
-    init(registry: PrometheusCollectorRegistry, prepare: @escaping @Sendable () -> EventLoopFuture<Void>) {
+    init(registry: PrometheusCollectorRegistry, prepare: @escaping @Sendable () -> Void) {
         self.registry = registry
         self.prepare = prepare
     }
@@ -87,10 +91,8 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
             guard request.method == .GET && request.uri.split(separator: "?").first == "/metrics" else {
                 return respond(to: request, status: .notFound, body: Array("not found\n".utf8), context: context)
             }
-            prepare().assumeIsolated().whenComplete { [self] _ in
-                guard context.channel.isActive else { return }
-                respond(to: request, status: .ok, body: registry.emitToBuffer(), context: context)
-            }
+            prepare()
+            respond(to: request, status: .ok, body: registry.emitToBuffer(), context: context)
         }
     }
 

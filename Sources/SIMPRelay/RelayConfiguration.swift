@@ -38,13 +38,15 @@ public struct RelayConfiguration: Sendable {
     public var tls: ControlTLSFiles?
     /// Largest datagram accepted; larger ones are dropped and counted.
     public var maxDatagramSize: Int = SealedDatagram.defaultMaxDatagramSize
-    /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
-    public var heartbeat = HeartbeatPolicy()
+    /// PING a client silent for an interval; a client silent for `missLimit` intervals is dropped.
+    public var heartbeat = HeartbeatPolicy.relay
     /// Datagrams read per system call (recvmmsg).
     public var datagramVectorReadCount: Int = 32
     public var logger: Logger = Logger(label: "simp.relay")
     /// Port of the Prometheus endpoint (`GET /metrics` on `host`); nil serves none, 0 picks a free one.
     public var metricsPort: Int?
+    /// How the endpoint's `simp_inbox_*` figures are sampled from Redis in the background.
+    public var inboxSampling = InboxSamplingSchedule.standard
     /// Registry the relay's metrics are recorded in and /metrics exports. Nil: with a
     /// `metricsPort`, a registry of the relay's own; without, the global `MetricsSystem`.
     public var metricsRegistry: PrometheusCollectorRegistry?

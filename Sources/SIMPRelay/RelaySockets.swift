@@ -71,8 +71,8 @@ struct RelaySockets: Sendable {
         if let metricsRegistry, let port = configuration.metricsPort {
             do {
                 metrics = try await bind("metrics", configuration, port) {
-                    let redis = store is RedisRelayStore ? configuration.redisEndpoint : nil
-                    return try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, redis: redis, on: loop) {
+                    return try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, redis: store.inboxRedis,
+                                                         inboxSchedule: configuration.inboxSampling, on: loop) {
                         engine.value.updateSampledMetrics()
                     }
                 }

@@ -27,7 +27,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?
 
-    @Option(help: "Redis for the relays the bench starts, redis://HOST:PORT, or a Redis Cluster, redis+cluster://HOST:PORT[,HOST:PORT…]. Default: a private redis-server.")
+    @Option(help: "Redis for the relays the bench starts, redis://HOST:PORT, or a Redis Cluster, redis+cluster://HOST:PORT[,HOST:PORT…]. Default: a private redis-server. With --server, the relay's Redis, read (INFO) for the --sessions figures.")
     var redis: String?
 
     @Option(name: .customLong("relay-binary"), help: "simp-server to start. Default: the one next to simp-bench.")
@@ -78,7 +78,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "Event loops (threads) the bench splits its pairs across, each with its own UDP sockets and its share of the rate; at most --pairs. Default 2 (1 on a one-core machine): on two cores one loop's own queueing limits --find-max above about 20,000 msg/s; 1 costs the bench less CPU per message.")
     var loops = min(2, ProcessInfo.processInfo.activeProcessorCount)
 
-    @Option(help: "Idle users to register and hold during the run (e.g. 10000); reports the relay's RSS with them.")
+    @Option(help: "Idle users to register and hold during the run (e.g. 10000). Reports what they cost: the relay's RSS over its baseline per session, its CPU in the measured window (percent of a core per 10,000 sessions), Redis commands per second (INFO total_commands_processed) and Redis memory per session. The relay figures need the relay's process (started by the bench, or --relay-pid), the Redis ones its Redis (started by the bench, or --redis). Measure at two counts (e.g. 2000 and 18000) and take the difference for the marginal cost; raise the open-file limit first (ulimit -n).")
     var sessions = 0
 
     @Option(help: "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis.")

@@ -72,6 +72,26 @@ final class ReportingTests: XCTestCase {
         XCTAssertTrue(report.table().contains("delivered_rate"))
     }
 
+    /// `--sessions` reports what each session costs: RSS over the relay's baseline, CPU per
+    /// 10,000 sessions, Redis commands per session per second and Redis memory per session.
+    func testIdleSessionCostsArePerSession() throws {
+        var sessions = BenchReport.Sessions(connected: 2000, connectSeconds: 1, relayRSSBytes: nil, relayBaselineRSSBytes: 30_000_000)
+        var relay = BenchReport.RelayFigures()
+        relay.cpuSeconds = 0.6 // 60 s at 1 % of a core
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        sessions.addIdleCosts(relay: relay, window: .seconds(60),
+                              redis: (RedisStats(commandsProcessed: 100, usedMemoryBytes: 1_000_000, at: t0),
+                                      RedisStats(commandsProcessed: 5_000, usedMemoryBytes: 3_000_000, at: t0 + .seconds(1)),
+                                      RedisStats(commandsProcessed: 5_120, usedMemoryBytes: 3_000_000, at: t0 + .seconds(61))),
+                              relayRSSNow: 38_000_000)
+        XCTAssertEqual(sessions.rssBytesPerSession, 4000)
+        XCTAssertEqual(try XCTUnwrap(sessions.relayCPUPercentPer10kSessions), 5, accuracy: 1e-9)
+        XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSecond), 2, accuracy: 1e-9)
+        XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSessionPerSecond), 0.001, accuracy: 1e-12)
+        XCTAssertEqual(sessions.redisMemoryBytesPerSession, 1000)
+        XCTAssertEqual(RedisStats.field("total_commands_processed", in: "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:42\r\n"), 42)
+    }
+
     func testMergedResultsAddCountsAndSamplesAndKeepTheWorstLag() {
         var a = LoadResult(targetRate: 600, seconds: 2)
         a.offered = 1200

@@ -220,6 +220,41 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertEqual(again.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [52])
     }
 
+    /// Pings wait for silence, but a receipt is still confirmed soon: a client that keeps
+    /// hearing from the relay sends a PING `receiptConfirmDelay` after its first unconfirmed
+    /// receipt, and none while it owes nothing.
+    func testAReceiptIsConfirmedByAPingWhileTheRelayIsChatty() throws {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        let relayPing = SIMPMessage(kind: .ping, messageId: 99) // any frame from the relay
+        for second in 1...4 { _ = client.controlReceived(relayPing, now: t0 + .seconds(Int64(second))) }
+        XCTAssertEqual(client.poll(now: t0 + .seconds(5)).controlFrames.map(\.kind), [], "heard a second ago, owes nothing")
+        XCTAssertEqual(client.datagramReceived(message(1), arrivedAt: t0 + .seconds(5), now: t0 + .seconds(5)).controlFrames.map(\.messageId), [51])
+        _ = client.controlReceived(relayPing, now: t0 + .seconds(9))
+        XCTAssertLessThanOrEqual(try XCTUnwrap(client.nextDeadline), t0 + .seconds(10))
+        let ping = client.poll(now: t0 + .seconds(10)).controlFrames.first { $0.kind == .ping }
+        XCTAssertNotNil(ping, "five seconds after the receipt, though the relay spoke a second ago")
+        _ = client.controlReceived(SIMPMessage(kind: .pong, messageId: ping?.messageId ?? 0), now: t0 + .seconds(10))
+        XCTAssertEqual(client.receiptsOwed, 0)
+        XCTAssertEqual(client.poll(now: t0 + .seconds(14)).controlFrames.map(\.kind), [], "nothing more to confirm")
+    }
+
+    /// With the default heartbeat a silent relay is given up after 50 s, but while a message
+    /// waits behind a gap the relay is given up after 15 s: before the 30 s hold limit would
+    /// skip the gap (and deliver out of order what the relay fills in after a reconnect).
+    func testASilentRelayIsGivenUpBeforeTheHoldLimitWhileAMessageIsHeld() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.orderingHoldLimit = .seconds(30)
+        var client = ClientSession(configuration: configuration)
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.datagramReceived(message(2), arrivedAt: t0, now: t0).delivered, [], "held behind seq 1")
+        XCTAssertEqual(client.poll(now: t0 + .seconds(5)).controlFrames.map(\.kind).filter { $0 == .ping }, [.ping], "the relay is probed")
+        XCTAssertFalse(client.poll(now: t0 + .seconds(14)).closeControl)
+        let given = client.poll(now: t0 + .seconds(15))
+        XCTAssertTrue(given.closeControl, "15 s of silence while holding")
+        XCTAssertEqual(given.delivered, [], "the gap is not skipped")
+    }
+
     func testAStoredMessageReceiptedByItsReceiverIsDeliveredAndNotFailedByALaterDiscard() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)

@@ -16,6 +16,38 @@ final class HeartbeatTests: XCTestCase {
         XCTAssertEqual(beat.poll(now: t0 + .seconds(15)), .peerDead)
     }
 
+    /// Traffic is liveness: a peer heard within the interval is not pinged, and the next ping
+    /// is due an interval after it was last heard (it used to be pinged every interval
+    /// whatever it sent, a round trip per connection per interval).
+    func testAPeerHeardWithinTheIntervalIsNotPinged() {
+        var beat = Heartbeat(policy: policy, now: t0)
+        beat.heard(at: t0 + .seconds(3))
+        XCTAssertEqual(beat.nextDeadline, t0 + .seconds(8), "an interval after it was last heard")
+        XCTAssertEqual(beat.poll(now: t0 + .seconds(5)), .none, "heard 2 s ago")
+        XCTAssertEqual(beat.poll(now: t0 + .seconds(8)), .sendPing, "silent for an interval")
+        beat.heard(at: t0 + .seconds(8))
+        XCTAssertEqual(beat.poll(now: t0 + .seconds(12)), .none)
+        XCTAssertEqual(beat.nextDeadline, t0 + .seconds(13))
+    }
+
+    /// The defaults: a relay pings a client silent for 30 s and gives it up after 60 s; the
+    /// reference client pings first (after 25 s of silence), so a healthy idle session costs
+    /// the relay one PING read and one PONG written per 25 s, and no PING of its own.
+    func testTheClientsDefaultIntervalEndsBeforeTheRelays() {
+        XCTAssertEqual(HeartbeatPolicy.relay.deadAfter, .seconds(60))
+        XCTAssertLessThan(HeartbeatPolicy.client.interval, HeartbeatPolicy.relay.interval)
+        var relaySide = Heartbeat(policy: .relay, now: t0), clientSide = Heartbeat(policy: .client, now: t0)
+        var relayPings = 0, clientPings = 0
+        var now = t0
+        while now < t0 + .minutes(10) {
+            now = min(relaySide.nextDeadline, clientSide.nextDeadline)
+            if clientSide.poll(now: now) == .sendPing { clientPings += 1; relaySide.heard(at: now); clientSide.heard(at: now) } // PING, then PONG
+            if relaySide.poll(now: now) == .sendPing { relayPings += 1; clientSide.heard(at: now); relaySide.heard(at: now) }
+        }
+        XCTAssertEqual(relayPings, 0)
+        XCTAssertEqual(clientPings, 24, "one per 25 s")
+    }
+
     func testAnythingHeardKeepsThePeerAlive() {
         var beat = Heartbeat(policy: policy, now: t0)
         beat.heard(at: t0 + .seconds(14))
@@ -29,8 +61,10 @@ final class HeartbeatTests: XCTestCase {
         XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0))
         XCTAssertNil(table.open(chatty, host: "10.0.0.1", now: t0))
 
+        table.heard(chatty, now: t0 + .seconds(4))
         let first = table.pollHeartbeats(now: t0 + .seconds(5))
-        XCTAssertEqual(first.ping, [quiet, chatty])
+        XCTAssertEqual(first.ping, [quiet], "chatty spoke a second ago")
+        XCTAssertEqual(table.pollHeartbeats(now: t0 + .seconds(9)).ping, [chatty], "silent for an interval")
         table.heard(chatty, now: t0 + .seconds(12))
         let later = table.pollHeartbeats(now: t0 + .seconds(15))
 

@@ -133,7 +133,7 @@ final class ConnectionTableTests: XCTestCase {
     private let t0 = DevRelay.t0
 
     func testConnectionsPerHostAreCappedAndFreedOnClose() {
-        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 1, heartbeat: HeartbeatPolicy())
+        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 1, heartbeat: .relay)
         XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0))
         XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.2", now: t0), "another host")
         XCTAssertEqual(table.open(ConnectionID(3), host: "10.0.0.1", now: t0), .seconds(1))
@@ -156,8 +156,10 @@ final class ConnectionTableTests: XCTestCase {
         XCTAssertEqual(first.dead, [])
         table.heard(ConnectionID(2), now: t0 + .milliseconds(1500))
         let second = table.pollHeartbeats(now: t0 + .seconds(2))
-        XCTAssertEqual(second.ping, [ConnectionID(2)])
+        XCTAssertEqual(second.ping, [], "2 was heard half an interval ago")
         XCTAssertEqual(second.dead, [ConnectionID(1), ConnectionID(3)])
+        XCTAssertEqual(table.nextHeartbeatDeadline, t0 + .milliseconds(2500))
+        XCTAssertEqual(table.pollHeartbeats(now: t0 + .milliseconds(2500)).ping, [ConnectionID(2)])
         XCTAssertEqual(table.count, 3, "the dead are kept until they are closed")
     }
 }

@@ -32,13 +32,13 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.control(SIMPMessage(kind: .pong, messageId: 4), on: c2, now: t0 + .milliseconds(2500)), [])
 
         XCTAssertEqual(relay.tick(now: t0 + .seconds(3)),
-                       [.send(c2, ping(5)),
-                        .store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
+                       [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
                         .reject(.heartbeatTimeout, detail: "c1 silent for \(heartbeat.deadAfter)"), .close(c1)],
-                       "alice said nothing for three intervals; bob answered")
+                       "alice said nothing for three intervals; bob answered half an interval ago, so he is not pinged")
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertTrue(relay.core.isConnected("bob"))
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(3250)), [], "counted once, however long the close takes")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(3500)), [.send(c2, ping(5))], "bob silent for an interval")
         XCTAssertEqual(relay.closed(c1), [], "the shell's close adds nothing")
     }
 

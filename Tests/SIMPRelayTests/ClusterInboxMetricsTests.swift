@@ -15,13 +15,13 @@ final class ClusterInboxMetricsTests: XCTestCase {
         addTeardownBlock { await relays.stop() }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let registry = PrometheusCollectorRegistry()
-        let sampler = InboxSampler(redis: .cluster(seeds: cluster.seeds), registry: registry, on: loop, stepsPerScrape: 1, scanCount: 10)
+        let sampler = InboxSampler(redis: .cluster(seeds: cluster.seeds), registry: registry, on: loop, schedule: InboxSamplingSchedule(scanCount: 10))
         addTeardownBlock { await sampler.shutdown() }
-        /// Scrapes until a sweep completes; the messages and inboxes it counted.
+        /// Steps until a sweep completes; the messages and inboxes it counted.
         func sweep() async throws -> (messages: Double, inboxes: Double) {
             let before = try value(registry, "simp_inbox_sampled_timestamp_seconds")
             for _ in 0..<1000 {
-                try await loop.flatSubmit { sampler.sample() }.get()
+                try await loop.flatSubmit { sampler.advance() }.get()
                 if try value(registry, "simp_inbox_sampled_timestamp_seconds") != before { break }
                 try await Task.sleep(nanoseconds: 1_000_000) // the timestamp has ms resolution
             }

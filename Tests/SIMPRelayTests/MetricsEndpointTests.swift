@@ -1,9 +1,11 @@
+import Logging
 import NIOCore
 import SIMPBench
 import SIMPCore
 import NIOPosix
 import Prometheus
 @testable import SIMPRelay
+import SIMPRedis
 import SIMPTestSupport
 import XCTest
 
@@ -81,6 +83,18 @@ final class MetricsEndpointTests: XCTestCase {
         XCTAssertEqual(metrics.value("simp_build_info", ["version": SIMPVersion.current]), 1)
         XCTAssertNotNil(metrics.value("process_open_fds"))
         XCTAssertFalse(metrics.sampleNames.contains { $0.hasPrefix("simp_inbox_") }, "\(metrics.sampleNames)")
+    }
+
+    /// The store names the Redis whose inboxes /metrics reports, through the wrapper of
+    /// `--threads N` too (relay 0's endpoint had no inbox figures when the endpoint asked
+    /// whether the store was a `RedisRelayStore`); a store that is not Redis names none.
+    func testTheStoreNamesTheRedisOfTheInboxFigures() async throws {
+        let endpoint = RedisEndpoint.single(RedisURL(host: "127.0.0.1", port: 1))
+        let redis = RedisRelayStore(endpoint: endpoint, logger: Logger(label: "test.inbox-redis"))
+        XCTAssertEqual(redis.inboxRedis, endpoint)
+        XCTAssertEqual(SiblingAwareStore(base: redis, siblings: SiblingRelays()).inboxRedis, endpoint)
+        XCTAssertNil(InMemoryRelayStore().inboxRedis)
+        await redis.shutdown()
     }
 
     func testOtherPathsAreNotFound() async throws {

@@ -38,8 +38,8 @@ public struct RelayCore: Sendable {
         public var loginLimit = Self.defaultLoginLimit
         /// Control connections open at once per IP address.
         public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
-        /// PING every `interval`; a client silent for `missLimit` intervals is dropped.
-        public var heartbeat = HeartbeatPolicy()
+        /// PING a client silent for an interval; a client silent for `missLimit` intervals is dropped.
+        public var heartbeat = HeartbeatPolicy.relay
         /// How often live registrations are refreshed in the store (a third of their TTL).
         public var refreshInterval: TimeAmount = .seconds(10)
         /// How long a graceful shutdown waits for receipts of datagrams already forwarded.

@@ -24,6 +24,7 @@ public final class RedisRelayStore: RelayStore {
     let presence: PresenceStore
     let bus: RelayBus
     private let endpoint: RedisEndpoint
+    public var inboxRedis: RedisEndpoint? { endpoint }
     private let logger: Logger
     private let subscriber = NIOLockedValueBox<(any RedisSubscription)?>(nil)
     private let publishes = PublishBatcher()

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPRedis
 
 /// Where a relay keeps what outlives a connection: credentials, registrations, inboxes, rooms,
 /// presence, and the channels between relays. `RedisRelayStore` is the production one;
@@ -26,6 +27,15 @@ public protocol RelayStore: Sendable {
 
     /// Ends subscriptions and connections.
     func shutdown() async
+
+    /// The Redis whose stored messages /metrics reports (`simp_inbox_*`, sampled in the
+    /// background by the metrics endpoint on a connection of its own); nil for a store that
+    /// is not Redis (the endpoint then reports no inbox figures).
+    var inboxRedis: RedisEndpoint? { get }
+}
+
+extension RelayStore {
+    public var inboxRedis: RedisEndpoint? { nil }
 }
 
 /// What the store hands a relay from other relays.

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import SIMPCore
+import SIMPRedis
 
 /// The relays of one process (`simp-server --threads N`): what one publishes for another goes
 /// to it directly, on its event loop, instead of through Redis.
@@ -65,6 +66,7 @@ public struct SiblingAwareStore: RelayStore {
     }
 
     public var roundTrips: Int { base.roundTrips }
+    public var inboxRedis: RedisEndpoint? { base.inboxRedis }
     public func ping() async throws { try await base.ping() }
     public func decoySecret() async throws -> [UInt8] { try await base.decoySecret() }
 
