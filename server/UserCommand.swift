@@ -15,7 +15,7 @@ struct UserCommand: AsyncParsableCommand {
 
     struct RedisOption: ParsableArguments {
         @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://…, or their Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT…].")
-        var redis = "redis://127.0.0.1:6379"
+        var redis = Self.defaultRedis
 
         func validate() throws {
             do { _ = try RedisEndpoint(parsing: redis) } catch { throw ValidationError("\(error)") }
@@ -26,7 +26,14 @@ struct UserCommand: AsyncParsableCommand {
             try await withRedis(command: "user") { try await body(CredentialStore(redis: $0)) }
         }
 
-        /// Runs `body` with a Redis client, turning failures into one-line errors naming `command`.
+        /// The Redis used, as the output names it (passwords shown as `***`).
+        var shown: String { (try? RedisEndpoint(parsing: redis).description) ?? redis }
+
+        /// The default, which `scripts/run-server` does not use (its Redis is on 6390).
+        static let defaultRedis = "redis://127.0.0.1:6379"
+
+        /// Runs `body` with a Redis client, turning failures into one-line errors naming `command`
+        /// and the Redis (with a hint when it is the default).
         func withRedis(command: String, _ body: (any RedisCommands) async throws -> Void) async throws {
             let client = try RedisEndpoint(parsing: redis).makeClient(eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
                                                                      logger: Logger(label: "simp.redis"))
@@ -36,7 +43,8 @@ struct UserCommand: AsyncParsableCommand {
             } catch let error as ExitCode {
                 throw error
             } catch {
-                printError("simp-server \(command): \(error)")
+                let hint = redis == Self.defaultRedis ? ", the default; scripts/run-server's is redis://127.0.0.1:6390: give --redis or SIMP_REDIS" : ""
+                printError("simp-server \(command): \(error) (Redis \(shown)\(hint))")
                 throw ExitCode.failure
             }
         }
@@ -47,7 +55,10 @@ struct UserCommand: AsyncParsableCommand {
             abstract: "Create a user (or, with --replace, set a new password).",
             discussion: """
                 The password is read from --password-file, else from the SIMP_PASSWORD environment \
-                variable, else asked for twice on the terminal.
+                variable, else asked for twice on the terminal. A weak password is refused: fewer than \
+                \(PasswordStrength.minimumLength) characters, the user name in it, only digits, one character \
+                repeated, or a common password such as "password123" (whoever reads the Redis can guess \
+                offline; docs/PROTOCOL.md §4.2). A passphrase of a few words is strong.
                 """)
 
         @Argument(help: "The user id.")
@@ -62,6 +73,9 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Replace the password of an existing user.")
         var replace = false
 
+        @Flag(name: .customLong("allow-weak"), help: "Accept a weak password (tests and throwaway setups only).")
+        var allowWeak = false
+
         @OptionGroup var options: RedisOption
 
         func validate() throws {
@@ -73,10 +87,14 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try readPassword()
+            if !allowWeak, let weakness = PasswordStrength.weakness(of: password, user: user) {
+                printError("simp-server user add: refused a weak password for \(user): \(weakness) (a passphrase of a few words is strong; --allow-weak accepts it anyway)")
+                throw ExitCode.failure
+            }
             let verifier = PasswordVerifier.make(password: password, iterations: iterations)
             try await options.withStore { store in
                 try await store.add(user, verifier: verifier, replace: replace)
-                print(replace ? "password of \(user) replaced" : "user \(user) added")
+                print(replace ? "password of \(user) replaced in \(options.shown)" : "user \(user) added in \(options.shown)")
             }
         }
 
@@ -110,19 +128,23 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withStore { store in
                 try await store.remove(user)
-                print("user \(user) removed")
+                print("user \(user) removed from \(options.shown)")
             }
         }
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print every user who can log in, one per line.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print every user, one per line; a locked one as \"NAME (locked)\".",
+            discussion: "Standard error names the Redis read and how many users it holds.")
 
         @OptionGroup var options: RedisOption
 
         func run() async throws {
             try await options.withStore { store in
-                for user in try await store.users() { print(user) }
+                let users = try await store.users()
+                printError("\(users.count) user\(users.count == 1 ? "" : "s") in \(options.shown)")
+                for user in users { print(try await store.isLocked(user) ? "\(user) (locked)" : user) }
             }
         }
     }
@@ -140,7 +162,7 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withStore { store in
                 try await store.setLocked(user, true)
-                print("user \(user) locked")
+                print("user \(user) locked in \(options.shown)")
             }
         }
     }
@@ -156,7 +178,7 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withStore { store in
                 try await store.setLocked(user, false)
-                print("user \(user) unlocked")
+                print("user \(user) unlocked in \(options.shown)")
             }
         }
     }

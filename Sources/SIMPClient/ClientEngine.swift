@@ -254,8 +254,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     /// An error on a control channel: during the login, a TLS failure fails the connect with
     /// its reason (the channel closes next).
     func controlFailed(_ channel: Channel, _ error: Error) {
-        guard channel === handshake?.channel, let tls = configuration.tls,
-              error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError else { return }
+        guard channel === handshake?.channel, let tls = configuration.tls, ClientTLS.isHandshakeFailure(error) else { return }
         handshake?.promise.fail(tls.failure(error, server: server))
     }
 

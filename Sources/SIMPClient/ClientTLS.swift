@@ -1,9 +1,10 @@
 import NIOCore
 import NIOSSL
 
-/// TLS on the control channel to the relay (docs/PROTOCOL.md §1.2). The relay's certificate is
+/// TLS on the control channel to the relay (docs/PROTOCOL.md §3.5). The relay's certificate is
 /// checked against `caFile`, or the system's trust store, and must name the host the client
-/// connects to (the HOST of `--server`: a DNS name, also sent as SNI, or an IP address).
+/// connects to (the HOST of `--server`: a DNS name, also sent as SNI, among its DNS names; an
+/// IP address among its IP addresses), as `CertificateName` checks.
 public struct ClientTLS: Sendable, Equatable {
     /// PEM file of the certificate authorities to trust instead of the system's.
     public var caFile: String?
@@ -17,6 +18,9 @@ public struct ClientTLS: Sendable, Equatable {
     func makeContext() throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv12
+        // The chain is verified by swift-nio-ssl; the name by `CertificateName` (swift-nio-ssl
+        // would also accept a DNS name whose address is among the certificate's IP addresses).
+        configuration.certificateVerification = .noHostnameVerification
         if let caFile {
             do {
                 let roots = try NIOSSLCertificate.fromPEMFile(caFile)
@@ -33,14 +37,26 @@ public struct ClientTLS: Sendable, Equatable {
         }
     }
 
-    /// The TLS handler for a connection to `host`: the name is verified and sent as SNI; an IP
-    /// address is verified against the certificate's IP addresses (and never sent as SNI).
+    /// The TLS handler for a connection to `host`: a DNS name is sent as SNI (an IP address
+    /// never is); once the chain is verified, the certificate must name `host`, else the
+    /// handshake fails with `CertificateName.Mismatch` before any frame is sent.
     static func handler(_ context: NIOSSLContext, host: String) throws -> NIOSSLClientHandler {
-        try NIOSSLClientHandler(context: context, serverHostname: isIPAddress(host) ? nil : host)
+        let name = CertificateName(host: host)
+        return try NIOSSLClientHandler._makeSSLClientHandler(
+            context: context, serverHostname: isIPAddress(host) ? nil : host,
+            additionalPeerCertificateVerificationCallback: { certificate, channel in
+                channel.eventLoop.makeCompletedFuture { try name.check(certificate) }
+            })
+    }
+
+    /// Whether `error` is the TLS handshake failing (the chain, the name, or the protocol).
+    static func isHandshakeFailure(_ error: Error) -> Bool {
+        error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError || error is CertificateName.Mismatch
     }
 
     /// Why a TLS connection to `server` failed, for the user.
     func failure(_ error: Error, server: RelayEndpoint) -> SIMPClientError {
+        if let mismatch = error as? CertificateName.Mismatch { return .cannotConnect("TLS with \(server) failed: \(mismatch)") }
         let trusted = caFile.map { "the CA in \($0)" } ?? "the system's trusted CAs"
         return .cannotConnect("TLS with \(server) failed: the relay's certificate is not valid for \(server.host) or not signed by \(trusted), "
             + "or the relay does not speak TLS (\(error))")

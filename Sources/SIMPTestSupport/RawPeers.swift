@@ -13,8 +13,11 @@ public final class RawControlConnection: @unchecked Sendable {
 
     public init() {}
 
-    public func connect(port: Int) async throws {
+    /// Connects to the relay on 127.0.0.1:`port`, from `source` (another loopback address plays
+    /// another machine; Linux answers on all of 127.0.0.0/8).
+    public func connect(port: Int, from source: String = "127.0.0.1") async throws {
         channel = try await ClientBootstrap(group: group)
+            .bind(to: try SocketAddress(ipAddress: source, port: 0))
             .channelInitializer { [collector] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([

@@ -124,7 +124,7 @@ final class ServerCommandTests: XCTestCase {
                                    environment: [PasswordInput.environmentVariable: "bob's secret"])
         let addStatus = await add.exitStatus()
         XCTAssertEqual(addStatus, 0, add.standardError)
-        XCTAssertEqual(add.standardOutput, "user \(bob) added\n")
+        XCTAssertEqual(add.standardOutput, "user \(bob) added in \(redis.url)\n")
         var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: port, user: bob, password: "bob's secret")
         configuration.localHost = "127.0.0.1"
         let client = SIMPClient(configuration: configuration)
@@ -147,14 +147,16 @@ final class ServerCommandTests: XCTestCase {
         let redis = try await RedisServerProcess.start()
         defer { Task { await redis.stop() } }
         let user = TestRelay.uniqueUser("carol")
-        func run(_ arguments: [String]) async throws -> (status: Int32?, out: String, err: String) {
+        func run(_ arguments: [String], password: String = "four words of carol") async throws -> (status: Int32?, out: String, err: String) {
             let process = try ChildProcess("simp-server", ["user"] + arguments + ["--redis", redis.url.description],
-                                           environment: [PasswordInput.environmentVariable: "pw"])
+                                           environment: [PasswordInput.environmentVariable: password])
             let status = await process.exitStatus()
             return (status, process.standardOutput, process.standardError)
         }
 
+        let weak = try await run(["add", user, "--iterations", "4096"], password: "a")
         let added = try await run(["add", user, "--iterations", "4096"])
+        let weakAllowed = try await run(["add", user, "--iterations", "4096", "--replace", "--allow-weak"], password: "pw")
         let again = try await run(["add", user, "--iterations", "4096"])
         let listed = try await run(["list"])
         let inspector = RedisClient(url: redis.url)
@@ -163,15 +165,19 @@ final class ServerCommandTests: XCTestCase {
         let removed = try await run(["remove", user])
         let removedAgain = try await run(["remove", user])
 
+        XCTAssertEqual(weak.status, 1)
+        XCTAssertEqual(weak.err, "simp-server user add: refused a weak password for \(user): it has 1 character; at least 10 are needed "
+                       + "(a passphrase of a few words is strong; --allow-weak accepts it anyway)\n")
         XCTAssertEqual(added.status, 0, added.err)
+        XCTAssertEqual(weakAllowed.out, "password of \(user) replaced in \(redis.url)\n", weakAllowed.err)
         XCTAssertEqual(again.status, 1)
-        XCTAssertEqual(again.err, "simp-server user: user \"\(user)\" already exists (use --replace to set a new password)\n")
+        XCTAssertEqual(again.err, "simp-server user: user \"\(user)\" already exists (use --replace to set a new password) (Redis \(redis.url))\n")
         XCTAssertTrue(listed.out.split(separator: "\n").contains(Substring(user)), listed.out) // the test Redis may hold other tests' users
         XCTAssertFalse(stored.contains("pw"), "no password in Redis: \(stored)")
         XCTAssertTrue(stored.contains("storedKey") && stored.contains("serverKey") && stored.contains("salt"), "\(stored)")
-        XCTAssertEqual(removed.out, "user \(user) removed\n")
+        XCTAssertEqual(removed.out, "user \(user) removed from \(redis.url)\n")
         XCTAssertEqual(removedAgain.status, 1)
-        XCTAssertEqual(removedAgain.err, "simp-server user: no user \"\(user)\"\n")
+        XCTAssertEqual(removedAgain.err, "simp-server user: no user \"\(user)\" (Redis \(redis.url))\n")
     }
 
     func testServerWithoutRedisExitsWithAClearMessage() async throws {

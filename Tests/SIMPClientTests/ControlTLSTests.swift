@@ -70,6 +70,33 @@ final class ControlTLSTests: XCTestCase {
         await misnamed.stopKeepingRedis()
     }
 
+    /// PROTOCOL §3.5: a DNS name in --server must be among the certificate's DNS names, an IP
+    /// address among its IP addresses; reaching an address the certificate names is not enough.
+    func testADNSNameNeedsADNSNameAndAnIPAddressAnIPAddress() async throws {
+        for (altName, accepted, refused) in [("IP:127.0.0.1", "127.0.0.1", "localhost"), ("DNS:localhost", "localhost", "127.0.0.1")] {
+            let certificates = try await TestCertificates.make(name: "only", subjectAltName: altName)
+            defer { certificates.remove() }
+            let relay = try await TestRelay.start(redis: relay.redis) {
+                $0.tls = ControlTLSFiles(certificatePath: certificates.certificateFile, keyPath: certificates.keyFile)
+            }
+            func connect(to host: String) async throws -> SIMPClient {
+                try await relay.connectClient(user: TestRelay.uniqueUser("alice")) {
+                    $0.serverHost = host
+                    $0.tls = ClientTLS(caFile: certificates.caFile)
+                }
+            }
+            do {
+                _ = try await connect(to: refused)
+                XCTFail("\(refused) accepted a certificate for \(altName) only")
+            } catch SIMPClientError.cannotConnect(let reason) {
+                XCTAssertTrue(reason.contains("TLS with \(refused):\(relay.port) failed: the relay's certificate is not valid for \(refused) (it names \(altName);"),
+                              reason)
+            }
+            _ = try await connect(to: accepted) // logged in over TLS: the certificate names it
+            await relay.stopKeepingRedis()
+        }
+    }
+
     func testAClientWithoutTLSIsNotServed() async throws {
         let start = NIODeadline.now()
         do {

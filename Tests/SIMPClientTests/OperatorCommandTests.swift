@@ -20,12 +20,16 @@ final class OperatorCommandTests: RelayTestCase {
         let states = StateLog(client)
 
         let locked = try await serverCommand(["user", "lock", dave])
+        let users = try await serverCommand(["user", "list"])
         let listed = try await serverCommand(["sessions"])
         let ended = try await serverCommand(["sessions", "end", dave])
         let endedAgain = try await serverCommand(["sessions", "end", dave])
         let lockMissing = try await serverCommand(["user", "lock", TestRelay.uniqueUser("nobody")])
 
-        XCTAssertEqual(locked.out, "user \(dave) locked\n", locked.err)
+        let redis = relay.redis.url.description
+        XCTAssertEqual(locked.out, "user \(dave) locked in \(redis)\n", locked.err)
+        XCTAssertTrue(users.out.split(separator: "\n").contains("\(dave) (locked)"), users.out)
+        XCTAssertTrue(users.err.contains(" in \(redis)"), "user list names the Redis it read: \(users.err)")
         let row = listed.out.split(separator: "\n").first { $0.hasPrefix(dave + " ") }.map(String.init) ?? ""
         XCTAssertTrue(row.contains(relay.server.configuration.relayId) && row.contains("127.0.0.1:"), listed.out + listed.err)
         XCTAssertTrue(listed.out.hasPrefix("USER"), listed.out)
@@ -42,7 +46,7 @@ final class OperatorCommandTests: RelayTestCase {
         XCTAssertEqual(connectedUsers, 0, "locked, the client cannot log in again")
 
         let unlocked = try await serverCommand(["user", "unlock", dave])
-        XCTAssertEqual(unlocked.out, "user \(dave) unlocked\n", unlocked.err)
+        XCTAssertEqual(unlocked.out, "user \(dave) unlocked in \(redis)\n", unlocked.err)
         let back = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["HGET", "simp:user:{\(dave)}", "relay"]).string == self.relay.server.configuration.relayId
         }

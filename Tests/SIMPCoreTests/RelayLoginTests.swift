@@ -126,7 +126,9 @@ final class RelayLoginTests: XCTestCase {
     }
 
     func testFailedLoginsMakeTheNameWaitWhetherItExistsOrNot() {
-        var core = relayCore { $0.loginBackoff = LoginBackoff.Policy(freeFailures: 2, firstDelay: .seconds(4), maxDelay: .seconds(60)) }
+        var core = relayCore {
+            $0.loginBackoff = FailedLogins.Policy(perSource: LoginBackoff.Policy(freeFailures: 2, firstDelay: .seconds(4), maxDelay: .seconds(60)))
+        }
         for user in ["alice", "nobody"] {
             for _ in 0..<3 {
                 var guess = client(user, password: "guess")
@@ -137,13 +139,68 @@ final class RelayLoginTests: XCTestCase {
         let refusedAlice = login(&alice, to: &core, stored: verifier), refusedGhost = login(&ghost, to: &core, stored: nil)
         for (user, refused) in [("alice", refusedAlice), ("nobody", refusedGhost)] {
             let c = refused.connection
-            XCTAssertEqual(refused.actions, [.reject(.loginRateLimited, detail: "\(c): \"\(user)\" backs off after failed logins"),
-                                             .send(c, .rateLimited("too many failed logins as \(user)", retryAfter: .seconds(4))), .close(c)])
+            XCTAssertEqual(refused.actions, [
+                .reject(.loginRateLimited, detail: "\(c): \"\(user)\" backs off after failed logins from 192.0.2.10"),
+                .send(c, .rateLimited("too many failed logins as \(user) from 192.0.2.10, retry in 4 s", retryAfter: .seconds(4))), .close(c),
+            ])
         }
         var later = client("alice", password: "correct horse")
         guard case .registered? = login(&later, to: &core, stored: verifier, now: t0 + .seconds(4)).step else {
             return XCTFail("after the wait, the right password logs in")
         }
+    }
+
+    /// Issue 25 item 1's bar: a guesser at another address sends six wrong proofs for alice at
+    /// once, then one every 5 s for 60 s; alice, logging in from her own address half a second
+    /// after each, gets in every time, and the guesser is slowed down.
+    func testAGuesserElsewhereDoesNotKeepTheOwnerOut() {
+        var core = relayCore()
+        let guesser = address("198.51.100.66", 40_000)
+        func guess(at now: NIODeadline) -> [RelayAction] {
+            var guess = client("alice", password: "guess")
+            return login(&guess, to: &core, stored: verifier, from: guesser, now: now).actions
+        }
+        for _ in 0..<5 { _ = guess(at: t0) }
+        var slowed = 0
+        for second in stride(from: 0, through: 60, by: 5) {
+            let now = t0 + .seconds(Int64(second))
+            if case .reject(.loginRateLimited, _)? = guess(at: now).first { slowed += 1 }
+            var alice = client("alice", password: "correct horse")
+            let result = login(&alice, to: &core, stored: verifier, now: now + .milliseconds(500))
+            guard case .registered? = result.step else { return XCTFail("at \(second) s alice was refused: \(result.actions)") }
+            _ = core.closed(result.connection)
+        }
+        XCTAssertGreaterThan(slowed, 0, "the guesser waits")
+    }
+
+    /// Guessing spread over many addresses makes the name wait at addresses it has not logged
+    /// in from; where the owner logged in lately he is not kept waiting, and his login does not
+    /// clear the count.
+    func testGuessesFromManyAddressesSlowNewAddressesButNotTheOwners() {
+        var core = relayCore { $0.loginBackoff.perName = LoginBackoff.Policy(freeFailures: 3, firstDelay: .seconds(10)) }
+        var before = client("alice", password: "correct horse")
+        let first = login(&before, to: &core, stored: verifier)
+        guard case .registered? = first.step else { return XCTFail("alice logs in from home") }
+        _ = core.closed(first.connection)
+        for index in 1...4 {
+            var guess = client("alice", password: "guess")
+            let guessed = login(&guess, to: &core, stored: verifier, from: address("198.51.100.\(index)", 40_000))
+            XCTAssertEqual(guessed.actions.first.map { if case .reject(.authFailed, _) = $0 { true } else { false } }, true, "\(index)")
+        }
+
+        var atHome = client("alice", password: "correct horse")
+        let home = login(&atHome, to: &core, stored: verifier, now: t0 + .seconds(1))
+        var elsewhere = client("alice", password: "correct horse")
+        let away = login(&elsewhere, to: &core, stored: verifier, from: address("203.0.113.7", 40_000), now: t0 + .seconds(2))
+
+        guard case .registered? = home.step else { return XCTFail("from her recent address alice gets in: \(home.actions)") }
+        let c = away.connection
+        XCTAssertEqual(away.actions, [
+            .reject(.loginRateLimited, detail: "\(c): \"alice\" backs off after failed logins from addresses it has not logged in from"),
+            .send(c, .rateLimited("too many failed logins as alice from addresses it has not logged in from, retry in 8 s",
+                                  retryAfter: .seconds(8))),
+            .close(c),
+        ])
     }
 
     func testDecoyIterationCountsFollowRealUsersAndStayPutForOneName() {
@@ -240,7 +297,7 @@ final class RelayLoginTests: XCTestCase {
         let c4 = ConnectionID(4)
         XCTAssertEqual(results, [authFailed("alice", on: ConnectionID(1)), authFailed("alice", on: ConnectionID(2)), authFailed("alice", on: ConnectionID(3)),
                                  [.reject(.loginRateLimited, detail: "c4 from 192.0.2.10"),
-                                  .send(c4, .rateLimited("too many login attempts from 192.0.2.10", retryAfter: .seconds(10))), .close(c4)]])
+                                  .send(c4, .rateLimited("too many login attempts from 192.0.2.10, retry in 10 s", retryAfter: .seconds(10))), .close(c4)]])
         var other = client("alice", password: "correct horse")
         guard case .registered? = login(&other, to: &core, stored: verifier, from: address("198.51.100.7", 1)).step else {
             return XCTFail("another address is not limited")
@@ -252,7 +309,7 @@ final class RelayLoginTests: XCTestCase {
         let verdicts = (1...3).map { core.open(ConnectionID($0), peer: peer) }
         let c3 = ConnectionID(3)
         XCTAssertEqual(verdicts, [[], [], [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
-                                           .send(c3, .rateLimited("too many connections from 192.0.2.10", retryAfter: .seconds(1))), .close(c3)]])
+                                           .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3)]])
     }
 
     func testTooManyConnectionsFromOneAddressAreRefusedUntilOneCloses() {
@@ -261,7 +318,7 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertEqual(core.open(ConnectionID(2), peer: peer), [])
         let c3 = ConnectionID(3)
         XCTAssertEqual(core.open(c3, peer: peer), [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
-                                                   .send(c3, .rateLimited("too many connections from 192.0.2.10", retryAfter: .seconds(1))), .close(c3)])
+                                                   .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3)])
         _ = core.closed(c3)
         _ = core.closed(ConnectionID(1))
         XCTAssertEqual(core.open(ConnectionID(4), peer: peer), [])

@@ -124,6 +124,47 @@ final class SecurityTests: RelayTestCase {
         try await assertRejected(.authFailed)
     }
 
+    /// Issue 25 item 1: wrong proofs for bob from 127.0.0.2 (six at once, then one after each
+    /// of bob's logins) slow that address down, while bob, logging in with the real client from
+    /// 127.0.0.1 meanwhile, gets in every time.
+    func testAGuesserAtAnotherAddressDoesNotKeepTheOwnerOut() async throws {
+        let bob = TestRelay.uniqueUser("bob")
+        try await relay.addUser(bob)
+        var answers: [SIMPMessage.ErrorCode?] = []
+        /// AUTH, and a wrong proof if challenged; the relay's ERROR is kept.
+        func guess() async throws {
+            let guesser = RawControlConnection()
+            defer { Task { await guesser.close() } }
+            try await guesser.connect(port: relay.port, from: "127.0.0.2")
+            var auth = SIMPMessage(kind: .auth, fromUser: bob)
+            auth.nonce = Array(repeating: 7, count: 24)
+            try await guesser.send(auth)
+            _ = try await Eventually.holds { try await guesser.received().contains { [.challenge, .error].contains($0.kind) } }
+            if try await guesser.received().contains(where: { $0.kind == .challenge }) {
+                var connect = SIMPMessage(kind: .connect, fromUser: bob)
+                connect.udpPort = 9
+                connect.proof = Array(repeating: 0, count: 32)
+                try await guesser.send(connect)
+            }
+            answers.append(try await guesser.first(.error)?.errorCode)
+        }
+        for _ in 0..<6 { try await guess() }
+        for round in 1...12 {
+            try await guess()
+            do {
+                var configuration = TestRelay.clientConfiguration(user: bob, port: relay.port)
+                configuration.reconnect = nil // a refusal fails the connect instead of being retried
+                let client = SIMPClient(configuration: configuration)
+                try await client.connect()
+                await client.close()
+            } catch {
+                return XCTFail("round \(round): bob was kept out: \(error)")
+            }
+        }
+        XCTAssertEqual(answers.count, 18)
+        XCTAssertEqual(Set(answers), [.authFailed, .rateLimited], "every guess is refused, and later ones are slowed down: \(answers)")
+    }
+
     func testLoginAttemptsFromOneAddressAreThrottled() async throws {
         await relay.stop()
         relay = try await TestRelay.start { $0.loginLimit = RateLimit(perSecond: 0.01, burst: 2) }

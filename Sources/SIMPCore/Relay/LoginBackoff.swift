@@ -1,10 +1,10 @@
 import NIOCore
 
-/// Failed logins per user name (docs/PROTOCOL.md §4.2): after `freeFailures` failures in a row
-/// each further failure makes the name wait, twice as long each time up to `maxDelay`, before
-/// its next AUTH is answered. Names that do not exist are counted like real ones, so the
-/// backoff tells nothing about which names exist. A successful login clears the name; a name
-/// without failures for `forgetAfter` is forgotten.
+/// Failed logins per key (a user name, or a name and an address: `FailedLogins`,
+/// docs/PROTOCOL.md §4.2): after `freeFailures` failures in a row each further failure makes the
+/// key wait, twice as long each time up to `maxDelay`, before its next AUTH is answered. Names
+/// that do not exist are counted like real ones, so the backoff tells nothing about which names
+/// exist. A successful login clears the key; a key without failures for `forgetAfter` is forgotten.
 public struct LoginBackoff: Sendable {
     /// How failures turn into waits.
     public struct Policy: Sendable, Equatable {
@@ -38,16 +38,16 @@ public struct LoginBackoff: Sendable {
 
     public init(_ policy: Policy) { self.policy = policy }
 
-    /// How long `user` must still wait before a login is answered; nil if it need not.
-    public func wait(_ user: String, now: NIODeadline) -> TimeAmount? {
-        guard let record = records[user], record.until > now else { return nil }
+    /// How long `key` must still wait before a login is answered; nil if it need not.
+    public func wait(_ key: String, now: NIODeadline) -> TimeAmount? {
+        guard let record = records[key], record.until > now else { return nil }
         return record.until - now
     }
 
-    /// A login as `user` failed.
-    public mutating func failed(_ user: String, now: NIODeadline) {
+    /// A login of `key` failed.
+    public mutating func failed(_ key: String, now: NIODeadline) {
         sweep(now: now)
-        var record = records[user].flatMap { now - $0.last < policy.forgetAfter ? $0 : nil } ?? Record(failures: 0, last: now, until: now)
+        var record = records[key].flatMap { now - $0.last < policy.forgetAfter ? $0 : nil } ?? Record(failures: 0, last: now, until: now)
         record.failures += 1
         record.last = now
         let beyond = record.failures - policy.freeFailures
@@ -55,18 +55,18 @@ public struct LoginBackoff: Sendable {
             let doubled = policy.firstDelay.nanoseconds << Int64(min(beyond - 1, 30))
             record.until = now + .nanoseconds(min(doubled, policy.maxDelay.nanoseconds))
         }
-        records[user] = record
+        records[key] = record
     }
 
-    /// A login as `user` succeeded: its failures are forgotten.
-    public mutating func succeeded(_ user: String) {
-        records[user] = nil
+    /// A login of `key` succeeded: its failures are forgotten.
+    public mutating func succeeded(_ key: String) {
+        records[key] = nil
     }
 
-    /// Names with failures remembered.
+    /// Keys with failures remembered.
     public var count: Int { records.count }
 
-    /// Forgets names idle for `forgetAfter`, at most once per `forgetAfter`.
+    /// Forgets keys idle for `forgetAfter`, at most once per `forgetAfter`.
     private mutating func sweep(now: NIODeadline) {
         guard nextSweep.map({ now >= $0 }) ?? true else { return }
         nextSweep = now + policy.forgetAfter

@@ -28,8 +28,8 @@ public struct RelayCore: Sendable {
         /// use the same one (the relay reads it from the store). Nil draws one from the core's
         /// entropy (tests, the simulator).
         public var decoySecret: [UInt8]?
-        /// How failed logins make a user name wait.
-        public var loginBackoff = LoginBackoff.Policy()
+        /// How failed logins make a user name wait at an address, and at addresses it does not log in from.
+        public var loginBackoff = FailedLogins.Policy()
         /// Content datagrams per user.
         public var messageLimit = Self.defaultMessageLimit
         /// New control connections per IP address.
@@ -151,7 +151,7 @@ public struct RelayCore: Sendable {
         let host = peer?.ipAddress ?? "unknown"
         guard let wait = connections.open(connection, host: host, now: now) else { return }
         output += [.reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
-                   .send(connection, .rateLimited("too many connections from \(host)", retryAfter: wait)),
+                   .send(connection, .loginRateLimited("too many connections from \(host)", retryAfter: wait)),
                    .close(connection)]
     }
 

@@ -5,8 +5,8 @@ import NIOCore
 /// require login answers AUTH with iterations 0 and accepts CONNECT without proof, handing out
 /// the session secret in clear.
 ///
-/// It owns the logins under way, the per-address login rate and the per-user backoff after
-/// failed logins; `RelayCore` starts the session once a login is accepted.
+/// It owns the logins under way, the per-address login rate and the backoff after failed
+/// logins (`FailedLogins`); `RelayCore` starts the session once a login is accepted.
 public struct RelayLogin: Sendable {
     /// What the core must do next for a connection's login.
     public enum Step: Equatable, Sendable {
@@ -31,14 +31,14 @@ public struct RelayLogin: Sendable {
     /// Keys the decoy challenges for users that do not exist (stable per secret).
     private let decoySecret: [UInt8]
     private var rates: RateLimiter<String>
-    private var backoff: LoginBackoff
+    private var failures: FailedLogins
     private var progress: [ConnectionID: Progress] = [:]
 
-    public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit, backoff: LoginBackoff.Policy = .init()) {
+    public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit, backoff: FailedLogins.Policy = .init()) {
         self.requireLogin = requireLogin
         self.decoySecret = decoySecret
         self.rates = RateLimiter(limit)
-        self.backoff = LoginBackoff(backoff)
+        self.failures = FailedLogins(backoff)
     }
 
     /// The connection closed (or its login ended): its login is forgotten.
@@ -57,9 +57,10 @@ public struct RelayLogin: Sendable {
         guard requireLogin else {
             return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, locked: false, on: connection, entropy: &entropy)
         }
-        if let wait = backoff.wait(auth.fromUser, now: now) {
-            return .actions([.reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins"),
-                             .send(connection, .rateLimited("too many failed logins as \(auth.fromUser)", retryAfter: wait)),
+        if let wait = failures.wait(auth.fromUser, from: host, now: now) {
+            let whence = wait.byName ? "from addresses it has not logged in from" : "from \(host)"
+            return .actions([.reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins \(whence)"),
+                             .send(connection, .loginRateLimited("too many failed logins as \(auth.fromUser) \(whence)", retryAfter: wait.time)),
                              .close(connection)])
         }
         progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce)
@@ -121,7 +122,7 @@ public struct RelayLogin: Sendable {
                   let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
             else { return failed(transcript.user, on: connection, host: host, now: now, why: "wrong proof") }
             guard !locked else { return failed(transcript.user, on: connection, host: host, now: now, why: "the user is locked") }
-            backoff.succeeded(transcript.user)
+            failures.succeeded(transcript.user, from: host, now: now)
             connected.proof = verified.signature
             return .accepted(user: transcript.user, secret: verified.sessionSecret, connected: connected)
         case .challenged(let transcript, nil, _):
@@ -153,9 +154,9 @@ public struct RelayLogin: Sendable {
     }
 
     /// A wrong proof or a locked user: the same answer whether the user exists or not (the
-    /// reason only in the relay's log); the connection closes and the name backs off.
+    /// reason only in the relay's log); the connection closes and the name backs off at `host`.
     private mutating func failed(_ user: String, on connection: ConnectionID, host: String, now: NIODeadline, why: String) -> Step {
-        backoff.failed(user, now: now)
+        failures.failed(user, from: host, now: now)
         return .actions([.reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
                          .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
                          .close(connection)])
@@ -164,7 +165,23 @@ public struct RelayLogin: Sendable {
     private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {
         guard let wait = rates.admit(host, now: now) else { return nil }
         return [.reject(.loginRateLimited, detail: "\(connection) from \(host)"),
-                .send(connection, .rateLimited("too many login attempts from \(host)", retryAfter: wait)),
+                .send(connection, .loginRateLimited("too many login attempts from \(host)", retryAfter: wait)),
                 .close(connection)]
+    }
+}
+
+extension SIMPMessage {
+    /// An ERROR RATE_LIMITED refusing a login: `retryAfterMillis` and the text both say when to
+    /// try again ("…, retry in 4 s"), so a client that shows only the text tells its user too.
+    public static func loginRateLimited(_ text: String, retryAfter: TimeAmount) -> SIMPMessage {
+        .rateLimited("\(text), retry in \(RetryDelay.text(retryAfter))", retryAfter: retryAfter)
+    }
+}
+
+/// A wait as people read it: whole seconds rounded up (at least 1 s), whole minutes from 2 min.
+enum RetryDelay {
+    static func text(_ wait: TimeAmount) -> String {
+        let seconds = max(1, (wait.nanoseconds + 999_999_999) / 1_000_000_000)
+        return seconds < 120 ? "\(seconds) s" : "\((seconds + 59) / 60) min"
     }
 }
