@@ -124,12 +124,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]),
+        // wcwidth(3) asked in a UTF-8 locale of its own (the process's may be C), for `simp chat`'s columns.
+        .target(name: "CTerminalColumns"),
         // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
         // and the terminal shell that ties them to a SIMPClient.
         .target(
             name: "SIMPChat",
             dependencies: [
-                "SIMPClient", "SIMPCore",
+                "SIMPClient", "SIMPCore", "CTerminalColumns",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
