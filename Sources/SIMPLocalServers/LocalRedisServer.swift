@@ -40,8 +40,9 @@ public final class LocalRedisServer: Sendable {
 
     /// Starts the server (again, after `stop()`) on its port and waits until it answers PING.
     public func relaunch() async throws {
-        let process = try LaunchedProcess(executable, ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                                       "--daemonize", "no", "--loglevel", "warning"] + extraArguments)
+        let arguments = ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                         "--daemonize", "no", "--loglevel", "warning"] + extraArguments
+        let process = try LaunchedProcess(executable, arguments)
         running.withLockedValue { $0 = process }
         guard try await answers(expected: true) else {
             kill()

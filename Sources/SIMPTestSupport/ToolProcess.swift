@@ -31,15 +31,18 @@ public enum ToolProcess {
     /// Runs `executable` with `arguments`, with `environment` added to this process's, in
     /// `directory` (default: this process's), and returns its exit status (128 + the signal's
     /// number if a signal ended it, as a shell reports it) and what it printed.
-    public static func outcome(_ executable: URL, _ arguments: [String], environment: [String: String] = [:], in directory: URL? = nil,
-                               standardError: StandardError = .discarded) async throws -> (status: Int32, output: String) {
+    public static func outcome(
+        _ executable: URL, _ arguments: [String], environment: [String: String] = [:], in directory: URL? = nil,
+        standardError: StandardError = .discarded
+    ) async throws -> (status: Int32, output: String) {
         let variables = Dictionary(uniqueKeysWithValues: environment.compactMap { name, value in
             Environment.Key(rawValue: name).map { ($0, Optional(value)) }
         })
-        let configuration = Configuration(executable: .path(FilePath(executable.path)), arguments: Arguments(arguments),
-                                          environment: .inherit.updating(variables), workingDirectory: directory.map { FilePath($0.path) })
+        let configuration = Configuration(
+            executable: .path(FilePath(executable.path)), arguments: Arguments(arguments),
+            environment: .inherit.updating(variables), workingDirectory: directory.map { FilePath($0.path) })
         let limit = 16 << 20
-        let status: TerminationStatus, text: String?
+        let status: TerminationStatus, text: String
         switch standardError {
         case .combined:
             let result = try await Subprocess.run(configuration, output: .string(limit: limit), error: .combinedWithOutput)
@@ -52,8 +55,8 @@ public enum ToolProcess {
             (status, text) = (result.terminationStatus, result.standardError)
         }
         switch status {
-        case .exited(let code): return (code, text ?? "")
-        case .signaled(let signal): return (128 + signal, text ?? "")
+        case .exited(let code): return (code, text)
+        case .signaled(let signal): return (128 + signal, text)
         }
     }
 }

@@ -37,10 +37,11 @@ final class BenchCompareScriptTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let udplimit = directory.appendingPathComponent("udplimit").path
         let mqttbench = directory.appendingPathComponent("mqttbench").path
-        let buildUDPLimit = try await run("/usr/bin/env", ["cc", "-O2", "-pthread", "-o", udplimit, root.appendingPathComponent("tools/udplimit.c").path])
+        let buildUDPLimit = try await run(
+            "/usr/bin/env", ["cc", "-O2", "-pthread", "-o", udplimit, root.appendingPathComponent("tools/udplimit.c").path])
         XCTAssertEqual(buildUDPLimit.status, 0)
-        let buildMQTTBench = try await run("/usr/bin/env", ["cc", "-O2", "-pthread", "-o", mqttbench,
-                                                            root.appendingPathComponent("tools/mqttbench.c").path, "-lmosquitto"])
+        let buildMQTTBench = try await run(
+            "/usr/bin/env", ["cc", "-O2", "-pthread", "-o", mqttbench, root.appendingPathComponent("tools/mqttbench.c").path, "-lmosquitto"])
         XCTAssertEqual(buildMQTTBench.status, 0)
 
         let report = try await run(udplimit, ["0.2", "200"])
@@ -91,8 +92,8 @@ final class BenchCompareScriptTests: XCTestCase {
             try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent(name))
         }
         let environment = ["BENCH_JSON": "1", "BENCH_RATE": "10000", "BENCH_PAIRS": "10", "BENCH_SIZE": "200", "BENCH_SECONDS": "5"]
-        let report = try await run("/usr/bin/env", ["python3", root.appendingPathComponent("scripts/bench-compare-report.py").path, directory.path],
-                             environment: environment)
+        let reportScript = root.appendingPathComponent("scripts/bench-compare-report.py").path
+        let report = try await run("/usr/bin/env", ["python3", reportScript, directory.path], environment: environment)
         XCTAssertEqual(report.status, 0)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.output.utf8)) as? [String: Any])
         let ratios = try XCTUnwrap(object["ratios"] as? [[String: Any]])
@@ -112,7 +113,8 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(try ratio("SIMP best delivered rate").value, 120_000.0 / 20_000, accuracy: 1e-9)
     }
 
-    private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
+        -> (status: Int32, output: String) {
         try await ToolProcess.outcome(URL(fileURLWithPath: executable), arguments, environment: environment)
     }
 }

@@ -6,7 +6,8 @@ import XCTest
 /// each kind of character, whatever the process's locale.
 final class TerminalColumnsTests: XCTestCase {
     func testEastAsianWideAndFullwidthCharactersTakeTwoColumns() {
-        XCTAssertEqual(widths(["中", "日", "한", "ア", "Ａ", "\u{3000}", "𠀀"]), [2, 2, 2, 2, 2, 2, 2]) // CJK, Hangul, kana, fullwidth A, ideographic space, Ext B
+        // CJK, Hangul, kana, fullwidth A, ideographic space, CJK Extension B.
+        XCTAssertEqual(widths(["中", "日", "한", "ア", "Ａ", "\u{3000}", "𠀀"]), [2, 2, 2, 2, 2, 2, 2])
         // Wide ranges the hand-kept table missed (it counted these one column each).
         XCTAssertEqual(widths(["\u{2329}", "\u{FE10}", "\u{A960}", "\u{17000}", "\u{1B000}"]), [2, 2, 2, 2, 2])
     }

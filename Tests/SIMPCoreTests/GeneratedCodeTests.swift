@@ -8,8 +8,8 @@ final class GeneratedCodeTests: XCTestCase {
     func testCommittedProtobufCCodeIsCurrent() async throws {
         let root = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let check = try await Subprocess.run(.path(FilePath(root.appendingPathComponent("scripts/generate-proto").path)), arguments: ["--check"],
-                                  output: .discarded, error: .string(limit: 1 << 20))
-        XCTAssertEqual(check.terminationStatus, .exited(0), check.standardError ?? "")
+        let script = FilePath(root.appendingPathComponent("scripts/generate-proto").path)
+        let check = try await Subprocess.run(.path(script), arguments: ["--check"], output: .discarded, error: .string(limit: 1 << 20))
+        XCTAssertEqual(check.terminationStatus, .exited(0), check.standardError)
     }
 }
