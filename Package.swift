@@ -30,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess.git", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -82,7 +84,7 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]),
         // Processes the tools and the tests start on this machine: a private redis-server, free
-        // loopback ports.
+        // loopback ports, and LaunchedProcess, the one launcher of children that outlive a call.
         .target(
             name: "SIMPLocalServers",
             dependencies: [
@@ -132,12 +134,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]),
+        // wcwidth(3) asked in a UTF-8 locale of its own (the process's may be C), for `simp chat`'s columns.
+        .target(name: "CTerminalColumns"),
         // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
         // and the terminal shell that ties them to a SIMPClient.
         .target(
             name: "SIMPChat",
             dependencies: [
-                "SIMPClient", "SIMPCore",
+                "SIMPClient", "SIMPCore", "CTerminalColumns",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -160,6 +164,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // One-shot tools (ToolProcess); long-running children are SIMPLocalServers' LaunchedProcess.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]),
 
         // Packet-loss scenarios: link model, simulator (virtual time), real-socket runner, report.
@@ -227,7 +234,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
-        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(
+            name: "SIMPCoreTests",
+            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(

@@ -7,17 +7,17 @@ import SIMPLocalServers
 
 /// A `simp-server` child process (and, unless a Redis URL is given, a private `redis-server`)
 /// started by the bench on free loopback ports, so its CPU time and memory can be read.
-public final class LocalRelay: @unchecked Sendable {
+public final class LocalRelay: Sendable {
     public let controlPort: Int
     public let metricsPort: Int
     /// The Redis (or Redis Cluster) the relay uses.
     public let redisEndpoint: RedisEndpoint
-    private let relay: Process
+    private let relay: LaunchedProcess
     private let redis: LocalRedisServer?
     public let logFile: URL
 
     /// The relay's process id, for /proc readings.
-    public var pid: Int32 { relay.processIdentifier }
+    public var pid: Int32 { relay.pid }
 
     /// Starts Redis (unless `redis` is given) and `simp-server` from `binary` with `extraArguments`,
     /// and waits until both answer.
@@ -45,7 +45,7 @@ public final class LocalRelay: @unchecked Sendable {
         }
     }
 
-    private init(controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: Process, redis: LocalRedisServer?, logFile: URL) {
+    private init(controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: LaunchedProcess, redis: LocalRedisServer?, logFile: URL) {
         self.controlPort = controlPort
         self.metricsPort = metricsPort
         self.redisEndpoint = redisEndpoint
@@ -64,14 +64,14 @@ public final class LocalRelay: @unchecked Sendable {
     /// Returns the relay's exit status, or nil if it had to be killed after `timeout`.
     @discardableResult
     public func stop(timeout: TimeAmount = .seconds(15)) async -> Int32? {
-        let status = await Self.terminate(relay, timeout: timeout)
+        let status = await relay.stop(signal: SIGTERM, timeout: timeout)
         await redis?.stop()
         return status
     }
 
     private func waitUntilServing() async throws {
         for _ in 0..<200 {
-            guard relay.isRunning else {
+            guard relay.exitedStatus == nil else {
                 let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
                 throw BenchError("simp-server exited at start: \(log.split(separator: "\n").last ?? "")")
             }
@@ -91,30 +91,11 @@ public final class LocalRelay: @unchecked Sendable {
         throw BenchError("Redis at \(endpoint) does not answer")
     }
 
-    private static func launch(_ executable: String, _ arguments: [String], log: URL) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
+    private static func launch(_ executable: String, _ arguments: [String], log: URL) throws -> LaunchedProcess {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: log)
-        do { try process.run() } catch { throw BenchError("cannot start \(executable): \(error)") }
-        return process
-    }
-
-    @discardableResult
-    private static func terminate(_ process: Process, timeout: TimeAmount) async -> Int32? {
-        guard process.isRunning else { return process.terminationStatus }
-        process.terminate()
-        let deadline = NIODeadline.now() + timeout
-        while process.isRunning, NIODeadline.now() < deadline {
-            try? await Task.sleep(nanoseconds: 20_000_000)
-        }
-        guard !process.isRunning else {
-            kill(process.processIdentifier, SIGKILL)
-            return nil
-        }
-        return process.terminationStatus
+        let standardError = try FileHandle(forWritingTo: log)
+        do {
+            return try LaunchedProcess(URL(fileURLWithPath: executable), arguments, standardError: standardError)
+        } catch { throw BenchError("cannot start \(executable): \(error)") }
     }
 }

@@ -22,14 +22,25 @@ public struct Backoff: Sendable, Equatable {
     public init(policy: ReconnectPolicy) { self.policy = policy }
 
     /// The next attempt's number (from 1) and the delay before it. `random` is uniform in [0, 1).
-    public mutating func next(random: Double) -> (attempt: Int, delay: TimeAmount) {
+    public mutating func next(random: Double) -> ReconnectPlan {
         attempt += 1
         var base = Double(policy.initialDelay.nanoseconds)
         for _ in 1..<attempt { base *= policy.multiplier }
         base = min(base, Double(policy.maxDelay.nanoseconds))
         let factor = 1 + policy.jitter * (2 * random - 1)
-        return (attempt, .nanoseconds(Int64(base * factor)))
+        return ReconnectPlan(attempt: attempt, delay: .nanoseconds(Int64(base * factor)))
     }
 
     public mutating func reset() { attempt = 0 }
+}
+
+/// When to connect again: attempt number `attempt` (from 1, since the last success) after `delay`.
+public struct ReconnectPlan: Sendable, Equatable {
+    public var attempt: Int
+    public var delay: TimeAmount
+
+    public init(attempt: Int, delay: TimeAmount) {
+        self.attempt = attempt
+        self.delay = delay
+    }
 }

@@ -26,16 +26,9 @@ extension ClientSession {
         /// The relay stopped answering: close the control connection (then call `controlLost`).
         public var closeControl = false
         /// Connect again after `delay`; this is attempt number `attempt` since the last success.
-        public var reconnect: (attempt: Int, delay: TimeAmount)?
+        public var reconnect: ReconnectPlan?
 
         public init() {}
-
-        public static func == (a: Output, b: Output) -> Bool {
-            a.datagrams == b.datagrams && a.controlFrames == b.controlFrames && a.delivered == b.delivered
-                && a.outcomes == b.outcomes && a.delayed == b.delayed && a.notices == b.notices && a.peerEvents == b.peerEvents
-            && a.replies == b.replies && a.closeControl == b.closeControl
-                && a.reconnect?.attempt == b.reconnect?.attempt && a.reconnect?.delay == b.reconnect?.delay
-        }
 
         mutating func absorb(_ sender: SenderOutput) {
             datagrams += sender.transmit

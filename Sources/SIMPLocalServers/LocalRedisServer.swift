@@ -14,7 +14,7 @@ public final class LocalRedisServer: Sendable {
     private let executable: URL
     private let extraArguments: [String]
     /// The running process, killed if it does not shut down when asked.
-    private let pid = NIOLockedValueBox<pid_t?>(nil)
+    private let running = NIOLockedValueBox<LaunchedProcess?>(nil)
 
     private init(url: RedisURL, executable: URL, extraArguments: [String]) {
         self.url = url
@@ -40,15 +40,10 @@ public final class LocalRedisServer: Sendable {
 
     /// Starts the server (again, after `stop()`) on its port and waits until it answers PING.
     public func relaunch() async throws {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--daemonize", "no", "--loglevel", "warning"] + extraArguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        pid.withLockedValue { $0 = process.processIdentifier }
+        let arguments = ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                         "--daemonize", "no", "--loglevel", "warning"] + extraArguments
+        let process = try LaunchedProcess(executable, arguments)
+        running.withLockedValue { $0 = process }
         guard try await answers(expected: true) else {
             kill()
             throw RedisError("redis-server on port \(url.port) did not start")
@@ -56,9 +51,8 @@ public final class LocalRedisServer: Sendable {
     }
 
     /// Shuts the server down with `SHUTDOWN` and waits until its port is closed; a server that
-    /// refuses (e.g. an ACL without `SHUTDOWN`) or lingers is killed. (Not
-    /// `Process.waitUntilExit()`: on Linux it can hang when called from a concurrency thread.
-    /// Not SIGTERM: a process started from a test runner's thread may have it blocked.)
+    /// refuses (e.g. an ACL without `SHUTDOWN`) or lingers is killed. (Not SIGTERM: a process
+    /// started from a test runner's thread may have it blocked.)
     public func stop() async {
         let client = RedisClient(url: url, timeout: .milliseconds(200), logger: Self.quiet)
         let reply = try? await client.command(["SHUTDOWN", "NOSAVE"])
@@ -69,11 +63,11 @@ public final class LocalRedisServer: Sendable {
             kill()
             _ = try? await answers(expected: false)
         }
-        pid.withLockedValue { $0 = nil }
+        running.withLockedValue { $0 = nil }
     }
 
     private func kill() {
-        if let running = pid.withLockedValue({ $0 }) { _ = Foundation.kill(running, SIGKILL) }
+        running.withLockedValue { $0 }?.signal(SIGKILL)
     }
 
     /// `stop()` then `relaunch()`: the same port, every key gone.

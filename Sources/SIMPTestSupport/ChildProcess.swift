@@ -1,13 +1,12 @@
 import Foundation
-import NIOConcurrencyHelpers
+import SIMPLocalServers
 
 /// A built executable of this package (`simp`, `simp-server`) run as a child process, with its
 /// output captured to files. Waiting never blocks a concurrency thread.
-public final class ChildProcess: @unchecked Sendable {
-    private let process = Process()
+public final class ChildProcess: Sendable {
+    private let process: LaunchedProcess
     private let stdoutURL: URL
     private let stderrURL: URL
-    private let exit = NIOLockedValueBox<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
     /// The `$SIMP_HOME` of children whose test does not choose one (and when the test run has
     /// none): one temporary directory per test run, so tests never write into the user's `~/.simp`.
@@ -28,22 +27,13 @@ public final class ChildProcess: @unchecked Sendable {
         stderrURL = directory.appendingPathComponent("stderr")
         _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-        process.executableURL = try Self.locate(executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["SIMP_HOME": Self.sharedHome]) { existing, _ in existing }
-            .merging(environment) { $1 }
-        process.standardInput = terminal ?? standardInput ?? FileHandle.nullDevice
-        process.standardOutput = try terminal ?? FileHandle(forWritingTo: stdoutURL)
-        process.standardError = try terminal ?? FileHandle(forWritingTo: stderrURL)
-        process.terminationHandler = { [exit] finished in
-            let waiters = exit.withLockedValue { state -> [CheckedContinuation<Int32, Never>] in
-                state.status = finished.terminationStatus
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume(returning: finished.terminationStatus) }
-        }
-        try process.run()
+        process = try LaunchedProcess(
+            try Self.locate(executable), arguments,
+            environment: ProcessInfo.processInfo.environment.merging(["SIMP_HOME": Self.sharedHome]) { existing, _ in existing }
+                .merging(environment) { $1 },
+            standardInput: terminal ?? standardInput,
+            standardOutput: try terminal ?? FileHandle(forWritingTo: stdoutURL),
+            standardError: try terminal ?? FileHandle(forWritingTo: stderrURL))
     }
 
     /// Everything written to standard output so far.
@@ -51,26 +41,12 @@ public final class ChildProcess: @unchecked Sendable {
     /// Everything written to standard error so far.
     public var standardError: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
 
-    /// Sends a signal (e.g. SIGTERM).
-    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    /// Sends a signal (e.g. SIGTERM); nothing once the process has exited.
+    public func signal(_ number: Int32) { process.signal(number) }
 
     /// Waits for the exit status; after `timeout` seconds the process is killed and nil returned.
     public func exitStatus(timeout: Double = 20) async -> Int32? {
-        let killed = NIOLockedValueBox(false)
-        let killer = Task { [process] in
-            try await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
-            killed.withLockedValue { $0 = true }
-            kill(process.processIdentifier, SIGKILL)
-        }
-        let status = await withCheckedContinuation { continuation in
-            let done = exit.withLockedValue { state -> Int32? in
-                if state.status == nil { state.waiters.append(continuation) }
-                return state.status
-            }
-            if let done { continuation.resume(returning: done) }
-        }
-        killer.cancel()
-        return killed.withLockedValue { $0 } ? nil : status
+        await process.exitStatus(within: .nanoseconds(Int64(timeout * 1e9)))
     }
 
     /// Finds a product of this package: `$SIMP_BIN_DIR`, next to the test bundle, or `.build/debug`;

@@ -15,12 +15,12 @@ public final class RedisClusterProcess: Sendable {
     /// Every node's client port, masters first as created.
     public let ports: [Int]
     private let directory: URL
-    private let processes: NIOLockedValueBox<[Int: Process]>
+    private let processes: NIOLockedValueBox<[Int: LaunchedProcess]>
 
     /// A URL for each node (seeds for `RedisClusterClient`).
     public var seeds: [RedisURL] { ports.map { RedisURL(host: "127.0.0.1", port: $0) } }
 
-    private init(ports: [Int], directory: URL, processes: [Int: Process]) {
+    private init(ports: [Int], directory: URL, processes: [Int: LaunchedProcess]) {
         self.ports = ports
         self.directory = directory
         self.processes = NIOLockedValueBox(processes)
@@ -42,20 +42,16 @@ public final class RedisClusterProcess: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         SharedCluster.made(directory)
         let ports = try ClusterPorts.pick(count: masters * (1 + replicas))
-        var processes: [Int: Process] = [:]
+        var processes: [Int: LaunchedProcess] = [:]
         for port in ports {
-            let process = Process()
-            process.executableURL = server
-            process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                                 "--cluster-config-file", "nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeoutMilliseconds),
-                                 "--dir", directory.path, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                 "--loglevel", "warning", "--logfile", directory.appendingPathComponent("\(port).log").path]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try LaunchedProcess(server, [
+                "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                "--cluster-config-file", "nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeoutMilliseconds),
+                "--dir", directory.path, "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--loglevel", "warning", "--logfile", directory.appendingPathComponent("\(port).log").path,
+            ])
             processes[port] = process
-            SharedCluster.started(process.processIdentifier)
+            SharedCluster.started(process.pid)
         }
         let cluster = RedisClusterProcess(ports: ports, directory: directory, processes: processes)
         do {
@@ -72,9 +68,7 @@ public final class RedisClusterProcess: Sendable {
 
     /// Kills a node with SIGKILL (as a crash would).
     public func kill(port: Int) {
-        if let process = processes.withLockedValue({ $0.removeValue(forKey: port) }) {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-        }
+        processes.withLockedValue { $0.removeValue(forKey: port) }?.signal(SIGKILL)
     }
 
     /// Kills every node and removes their files.

@@ -1,4 +1,5 @@
 import Foundation
+import SIMPTestSupport
 import XCTest
 
 /// `scripts/bench-compare` and its C tools, without the long comparison (speed is never asserted):
@@ -8,55 +9,61 @@ final class BenchCompareScriptTests: XCTestCase {
     private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    func testHelpExplainsTheComparisonAndUnknownFlagsAreRefused() throws {
-        let help = try run(root.appendingPathComponent("scripts/bench-compare").path, ["--help"])
+    func testHelpExplainsTheComparisonAndUnknownFlagsAreRefused() async throws {
+        let help = try await run(root.appendingPathComponent("scripts/bench-compare").path, ["--help"])
         XCTAssertEqual(help.status, 0)
         for word in ["--short", "--json", "udplimit", "mosquitto", "simp-bench", "<= 0.5", ">= 1.5"] {
             XCTAssertTrue(help.output.contains(word), word)
         }
-        let wrong = try run(root.appendingPathComponent("scripts/bench-compare").path, ["--frobnicate"])
+        let wrong = try await run(root.appendingPathComponent("scripts/bench-compare").path, ["--frobnicate"])
         XCTAssertEqual(wrong.status, 2)
     }
 
-    func testBenchLatencyExplainsItselfAndRefusesWhatItCannotRun() throws {
+    func testBenchLatencyExplainsItselfAndRefusesWhatItCannotRun() async throws {
         let script = root.appendingPathComponent("scripts/bench-latency").path
-        let help = try run(script, ["--help"])
+        let help = try await run(script, ["--help"])
         XCTAssertEqual(help.status, 0)
         for word in ["VARIANT", "--messages-per-tick", "send -> delivered", "interleaved"] where !help.output.lowercased().contains(word.lowercased()) {
             XCTFail("--help lacks \(word)")
         }
-        XCTAssertEqual(try run(script, ["--frobnicate"]).status, 2)
-        XCTAssertEqual(try run(script, []).status, 2, "no variant")
+        let (unknownFlag, noVariant) = (try await run(script, ["--frobnicate"]), try await run(script, []))
+        XCTAssertEqual(unknownFlag.status, 2)
+        XCTAssertEqual(noVariant.status, 2, "no variant")
     }
 
-    func testTheToolsBuildAndUDPLimitReportsOneJSONObject() throws {
+    func testTheToolsBuildAndUDPLimitReportsOneJSONObject() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compare-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let udplimit = directory.appendingPathComponent("udplimit").path
         let mqttbench = directory.appendingPathComponent("mqttbench").path
-        XCTAssertEqual(try run("/usr/bin/env", ["cc", "-O2", "-pthread", "-o", udplimit, root.appendingPathComponent("tools/udplimit.c").path]).status, 0)
-        XCTAssertEqual(try run("/usr/bin/env", ["cc", "-O2", "-pthread", "-o", mqttbench,
-                                                root.appendingPathComponent("tools/mqttbench.c").path, "-lmosquitto"]).status, 0)
+        let buildUDPLimit = try await run(
+            "/usr/bin/env", ["cc", "-O2", "-pthread", "-o", udplimit, root.appendingPathComponent("tools/udplimit.c").path])
+        XCTAssertEqual(buildUDPLimit.status, 0)
+        let buildMQTTBench = try await run(
+            "/usr/bin/env", ["cc", "-O2", "-pthread", "-o", mqttbench, root.appendingPathComponent("tools/mqttbench.c").path, "-lmosquitto"])
+        XCTAssertEqual(buildMQTTBench.status, 0)
 
-        let report = try run(udplimit, ["0.2", "200"])
+        let report = try await run(udplimit, ["0.2", "200"])
         XCTAssertEqual(report.status, 0)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.output.utf8)) as? [String: Any])
         XCTAssertEqual(object["size"] as? Int, 200)
         XCTAssertGreaterThan(try XCTUnwrap(object["delivered_rate"] as? Double), 0, "datagrams went through")
         // With a rate the generator paces itself: about that many datagrams a second arrive.
-        let paced = try run(udplimit, ["0.5", "200", "2000"])
+        let paced = try await run(udplimit, ["0.5", "200", "2000"])
         XCTAssertEqual(paced.status, 0)
         let pacedObject = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(paced.output.utf8)) as? [String: Any])
         XCTAssertEqual(pacedObject["offered_rate"] as? Int, 2000)
         XCTAssertEqual(try XCTUnwrap(pacedObject["delivered_rate"] as? Double), 2000, accuracy: 1000)
         XCTAssertGreaterThan(try XCTUnwrap(pacedObject["forwarder_cpu_us_per_datagram"] as? Double), 0)
-        XCTAssertEqual(try run(udplimit, ["1", "200", "-5"]).status, 2, "a negative rate is refused")
-        XCTAssertEqual(try run(mqttbench, ["--help"]).status, 0)
-        XCTAssertEqual(try run(mqttbench, ["--pairs", "3"]).status, 2, "no --port")
+        let negativeRate = try await run(udplimit, ["1", "200", "-5"])
+        XCTAssertEqual(negativeRate.status, 2, "a negative rate is refused")
+        let (mqttHelp, mqttWithoutPort) = (try await run(mqttbench, ["--help"]), try await run(mqttbench, ["--pairs", "3"]))
+        XCTAssertEqual(mqttHelp.status, 0)
+        XCTAssertEqual(mqttWithoutPort.status, 2, "no --port")
     }
 
-    func testTheReportTakesItsRatiosFromTheToolsJSON() throws {
+    func testTheReportTakesItsRatiosFromTheToolsJSON() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compare-report-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -85,8 +92,8 @@ final class BenchCompareScriptTests: XCTestCase {
             try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent(name))
         }
         let environment = ["BENCH_JSON": "1", "BENCH_RATE": "10000", "BENCH_PAIRS": "10", "BENCH_SIZE": "200", "BENCH_SECONDS": "5"]
-        let report = try run("/usr/bin/env", ["python3", root.appendingPathComponent("scripts/bench-compare-report.py").path, directory.path],
-                             environment: environment)
+        let reportScript = root.appendingPathComponent("scripts/bench-compare-report.py").path
+        let report = try await run("/usr/bin/env", ["python3", reportScript, directory.path], environment: environment)
         XCTAssertEqual(report.status, 0)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.output.utf8)) as? [String: Any])
         let ratios = try XCTUnwrap(object["ratios"] as? [[String: Any]])
@@ -106,19 +113,8 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(try ratio("SIMP best delivered rate").value, 120_000.0 / 20_000, accuracy: 1e-9)
     }
 
-    private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
+        -> (status: Int32, output: String) {
+        try await ToolProcess.outcome(URL(fileURLWithPath: executable), arguments, environment: environment)
     }
 }

@@ -65,13 +65,20 @@ final class ClientSessionTests: XCTestCase {
 
         let lost = client.controlLost(mayReconnect: true, random: 0.5)
 
-        XCTAssertEqual(lost.reconnect?.attempt, 1)
-        XCTAssertEqual(lost.reconnect?.delay, .seconds(1))
-        XCTAssertEqual(client.connectAttemptFailed(random: 0.5).reconnect?.delay, .seconds(2))
+        XCTAssertEqual(lost, plannedReconnect(attempt: 1, after: .seconds(1)), "the whole output: only the plan")
+        XCTAssertEqual(client.connectAttemptFailed(random: 0.5), plannedReconnect(attempt: 2, after: .seconds(2)))
+        XCTAssertNotEqual(plannedReconnect(attempt: 1, after: .seconds(1)), plannedReconnect(attempt: 1, after: .seconds(2)),
+                          "outputs that differ only in the plan's delay are not equal")
         XCTAssertEqual(client.poll(now: t0 + .seconds(100)).datagrams, [], "nothing retried or given up while down")
         let back = client.registered(keys: keys, now: t0 + .seconds(100))
         XCTAssertEqual(back.datagrams.filter(\.kind.isContent).map(\.attempt), [2], "the unreceipted message is sent again")
         XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1, "backoff reset by success")
+    }
+
+    private func plannedReconnect(attempt: Int, after delay: TimeAmount) -> ClientSession.Output {
+        var output = ClientSession.Output()
+        output.reconnect = ReconnectPlan(attempt: attempt, delay: delay)
+        return output
     }
 
     func testWithoutReconnectPolicyALossPlansNothing() {

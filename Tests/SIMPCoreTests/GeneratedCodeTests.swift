@@ -1,20 +1,15 @@
 import Foundation
+import Subprocess
+import SystemPackage
 import XCTest
 
 /// The committed protobuf-c code must be what protoc-c generates from proto/simp.proto today.
 final class GeneratedCodeTests: XCTestCase {
-    func testCommittedProtobufCCodeIsCurrent() throws {
+    func testCommittedProtobufCCodeIsCurrent() async throws {
         let root = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let check = Process()
-        check.executableURL = root.appendingPathComponent("scripts/generate-proto")
-        check.arguments = ["--check"]
-        let errors = Pipe()
-        check.standardError = errors
-        check.standardOutput = FileHandle.nullDevice
-        try check.run()
-        check.waitUntilExit()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertEqual(check.terminationStatus, 0, message)
+        let script = FilePath(root.appendingPathComponent("scripts/generate-proto").path)
+        let check = try await Subprocess.run(.path(script), arguments: ["--check"], output: .discarded, error: .string(limit: 1 << 20))
+        XCTAssertEqual(check.terminationStatus, .exited(0), check.standardError)
     }
 }
