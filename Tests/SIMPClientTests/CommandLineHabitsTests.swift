@@ -72,6 +72,34 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(listen.standardError, "", "--count ends quietly: no stray offline line")
     }
 
+    /// Issue 25 item 12: `tail -f build.log | simp send --lines` sends each line as it is
+    /// written, not at end of input. The first line must reach the receiver while the pipe
+    /// is still open and before the second line is written.
+    func testSendLinesSendsEachLineAsItArrives() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listen = try await listen(bob, count: 2)
+        let pipe = Pipe()
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "--lines"],
+                                    environment: try await credentials(alice), standardInput: pipe.fileHandleForReading)
+        pipe.fileHandleForWriting.write(Data("a\n".utf8))
+        let firstArrived = await Eventually.holds(within: .seconds(15)) {
+            listen.standardOutput.contains("\"content\":\"a\"") && send.standardOutput.contains(": delivered in")
+        }
+        XCTAssertTrue(firstArrived, "line a not delivered while the pipe stays open\n\(send.standardOutput)\(send.standardError)\nlisten: \(listen.standardOutput)")
+        XCTAssertFalse(listen.standardOutput.contains("\"content\":\"b\""))
+        pipe.fileHandleForWriting.write(Data("b\n".utf8))
+        try pipe.fileHandleForWriting.close()
+        let sendStatus = await send.exitStatus()
+        XCTAssertEqual(sendStatus, 0, send.standardError)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        let contents = listen.standardOutput.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["content"] as? String
+        }
+        XCTAssertEqual(contents, ["a", "b"])
+        XCTAssertEqual(send.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, send.standardOutput)
+    }
+
     func testConfigFileGivesFlagsTypedFlagsWinAndUnknownKeysAreNamed() async throws {
         let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave"), bob = TestRelay.uniqueUser("bob")
         let listen = try await listen(bob, count: 2)
