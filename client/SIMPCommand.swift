@@ -215,7 +215,9 @@ struct Listen: AsyncParsableCommand {
             Runs until Ctrl-C, or until --count messages arrived. What was printed is recorded in \
             $SIMP_HOME/received/USER/DEVICE.jsonl, so a message the relay delivers again after a \
             crash is not printed twice; only a crash right between printing a line and recording \
-            it prints that line once more.
+            it prints that line once more. A lost relay is reconnected; simp listen exits 3 when a \
+            newer session of its device took over, and 1 when the relay refuses a login again \
+            (password changed, or the user locked: `login refused: ...`).
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -279,7 +281,12 @@ struct Listen: AsyncParsableCommand {
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
                 if state == .offline(reason: SIMPClient.closedReason) { break } // our own exit, not news
                 if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-                if case .offline = state, await client.wasTakenOver { Foundation.exit(Listen.takenOverStatus) }
+                guard case .offline = state else { continue }
+                switch await client.stopped {
+                case .takenOver?: Foundation.exit(Listen.takenOverStatus)
+                case .loginRefused?: Foundation.exit(1) // said on the line above; retrying cannot help
+                case nil: break
+                }
             }
         }
         Task { // what an earlier simp on this device left undelivered
