@@ -36,7 +36,7 @@ public final class ChatController: @unchecked Sendable {
         case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
         case peer(PeerEvent), whoAnswered(Result<[PresenceEntry], ChatRoomError>, show: Bool)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
-        case resize, drainTimeout, signal
+        case resize, drainTimeout, signal, tick
         case log(String)
     }
 
@@ -101,6 +101,7 @@ public final class ChatController: @unchecked Sendable {
                 case .record(let entry): try? store?.append(entry)
                 case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
                 case .startDrainTimer: startDrainTimer()
+                case .wake(let millis): wake(afterMillis: millis)
                 case .room(let request): startRoomRequest(request)
                 case .markRead(let sender, let upTo): Task { [client] in await client.markRead(from: sender, upTo: upTo) }
                 case .typing(let peer): Task { [client] in await client.sendTyping(to: peer) }
@@ -131,8 +132,9 @@ public final class ChatController: @unchecked Sendable {
         case .roomAnswered(let request, let answer):
             session.roomAnswered(request, answer)
             return []
-        case .peer(let event):
-            session.peerEvent(event)
+        case .peer(let event): return session.peerEvent(event)
+        case .tick:
+            session.clockTicked()
             return []
         case .whoAnswered(let entries, let show):
             session.whoAnswered(entries, show: show)
@@ -237,6 +239,14 @@ public final class ChatController: @unchecked Sendable {
             } catch {
                 post.yield(.whoAnswered(.failure(ChatRoomError("\(error)")), show: show))
             }
+        }
+    }
+
+    /// Posts a `.tick` after `millis` (the session's clock has something due then).
+    private func wake(afterMillis millis: Int64) {
+        Task { [post] in
+            try? await Task.sleep(nanoseconds: UInt64(max(0, millis)) * 1_000_000)
+            post.yield(.tick)
         }
     }
 
