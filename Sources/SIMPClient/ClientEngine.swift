@@ -247,12 +247,18 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             if message.kind == .error { return waiter.fail(SIMPClientError.rejected(message.errorCode, message.errorText)) }
             return waiter.succeed(message.members)
         }
+        guard message.kind == .error else { return carryOut(session.controlReceived(message, now: .now())) }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
-        if message.kind == .error, message.errorCode == .rateLimited {
+        if message.errorCode == .rateLimited {
             logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
         }
+        let sentHere = session.sender.isPending(message.messageId) // its failure is reported as the message's outcome
         let output = session.controlReceived(message, now: .now()) // decides whether it was taken over
-        if message.kind == .error, !isNotice, message.errorCode != .rateLimited, !takenOver, !session.sender.isPending(message.messageId) {
+        if message.messageId != 0, !sentHere, !isNotice, message.errorCode != .rateLimited {
+            // The relay tells every session of the user about a message one of them sent: another
+            // device's (or a `simp send`'s) error is not this session's news.
+            logger.debug("an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
         carryOut(output)
