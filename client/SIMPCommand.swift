@@ -256,9 +256,10 @@ struct Listen: AsyncParsableCommand {
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
         // print again a message whose receipt the crash cut off (§6.4).
         let client = try await connection.connect(configure: { configuration in
-            // Each receipt leaves right after its line is printed and recorded, not after the
-            // batch wait: fewer messages come again (and are skipped) after a kill.
-            configuration.batchesReceipts = false
+            // Receipts are batched (docs/PROTOCOL.md §6.1): a burst read at once is receipted in
+            // one frame per sender. Each message is printed and recorded before its receipt
+            // waits in a batch, so a kill during the wait costs only copies that the next run
+            // finds in the record and skips.
             // After --count messages the client takes no more: the rest stay for the next run.
             configuration.deliveryLimit = count
             let printer = ListenService.Printer(

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOPosix
 import SIMPClient
 import SIMPCore
@@ -98,6 +99,40 @@ final class CommandLineHabitsTests: RelayTestCase {
         }
         XCTAssertEqual(contents, ["a", "b"])
         XCTAssertEqual(send.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, send.standardOutput)
+    }
+
+    /// Issue 25 item 18: `simp listen` batches receipts as PROTOCOL §6.1 says the reference
+    /// client does: 20 messages waiting in its socket (the listener paused) are receipted in
+    /// far fewer than 20 frames. (With --count receipts stay single: a batch could not be
+    /// withdrawn in part for the messages past the count.)
+    func testListenReceiptsABurstInBatches() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let count = 20
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--json"],
+                                      environment: try await credentials(bob))
+        let registered = try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
+        }
+        XCTAssertTrue(registered, listen.standardError)
+        let sender = try await relay.connectClient(user: alice)
+        let routedBefore = try await relay.server.statistics().receiptsRouted
+        listen.signal(SIGSTOP) // the burst waits in its socket and is read at once
+        var results: [EventLoopFuture<SendResult>] = []
+        for index in 0..<count {
+            results.append(try await sender.submit(SIMPMessage(kind: .text, toUser: bob, content: "burst \(index)")).result)
+        }
+        try await Task.sleep(nanoseconds: 100_000_000) // let the first transmissions land
+        listen.signal(SIGCONT)
+        for result in results {
+            let outcome = try await result.get()
+            guard case .delivered = outcome else { return XCTFail("\(outcome)") }
+        }
+        listen.signal(SIGTERM)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        XCTAssertEqual(listen.standardOutput.split(separator: "\n").count, count, listen.standardOutput)
+        let frames = try await relay.server.statistics().receiptsRouted - routedBefore
+        XCTAssertLessThanOrEqual(frames, count / 3, "receipt frames for \(count) messages read as one burst")
     }
 
     func testConfigFileGivesFlagsTypedFlagsWinAndUnknownKeysAreNamed() async throws {
