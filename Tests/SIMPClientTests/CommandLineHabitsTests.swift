@@ -135,6 +135,40 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertLessThanOrEqual(frames, count / 3, "receipt frames for \(count) messages read as one burst")
     }
 
+    /// Issue 25 item 19: `--password-file` reads a pipe (`-`, `/dev/stdin`, `<(pass show simp)`),
+    /// `~` in the config file is `$HOME`, and a directory given as the config is named as such.
+    func testPasswordFromAPipeTildeIsHomeAndADirectoryConfigIsNamed() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        try await relay.addUser(alice)
+        let listen = try await listen(bob, count: 3)
+        let password = TestRelay.password(for: alice) + "\n"
+        let base = ["send", "--server", server, "--user", alice, "--to", bob]
+        for file in ["-", "/dev/stdin"] {
+            let send = try ChildProcess("simp", base + ["--password-file", file, "from \(file)"],
+                                        standardInput: FileHandle(forReadingFrom: try self.file("stdin", password)))
+            let status = await send.exitStatus()
+            XCTAssertEqual(status, 0, "--password-file \(file): \(send.standardError)")
+        }
+        let home = scratch.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        try password.write(to: home.appendingPathComponent("pw"), atomically: true, encoding: .utf8)
+        let simpHome = scratch.appendingPathComponent("simp-home")
+        try FileManager.default.createDirectory(at: simpHome, withIntermediateDirectories: true)
+        try "password-file = \"~/pw\"\n".write(to: simpHome.appendingPathComponent("config.toml"), atomically: true, encoding: .utf8)
+        let tilde = try ChildProcess("simp", base + ["from the config"], environment: ["HOME": home.path, "SIMP_HOME": simpHome.path])
+        let tildeStatus = await tilde.exitStatus()
+        XCTAssertEqual(tildeStatus, 0, "~ is $HOME: \(tilde.standardError)")
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+
+        let directoryHome = scratch.appendingPathComponent("dir-home")
+        try FileManager.default.createDirectory(at: directoryHome.appendingPathComponent("config.toml"), withIntermediateDirectories: true)
+        let directory = try ChildProcess("simp", base + ["x"], environment: ["SIMP_HOME": directoryHome.path])
+        let directoryStatus = await directory.exitStatus()
+        XCTAssertEqual(directoryStatus, 1)
+        XCTAssertEqual(directory.standardError, "simp: \(directoryHome.path)/config.toml: is a directory, not a config file\n")
+    }
+
     func testConfigFileGivesFlagsTypedFlagsWinAndUnknownKeysAreNamed() async throws {
         let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave"), bob = TestRelay.uniqueUser("bob")
         let listen = try await listen(bob, count: 2)
