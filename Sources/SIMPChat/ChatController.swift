@@ -98,8 +98,8 @@ public final class ChatController: @unchecked Sendable {
             for effect in effects {
                 switch effect {
                 case .send(let ref, let message): sender.yield((ref, message))
-                case .record(let entry): try? store?.append(entry)
-                case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
+                case .record(let entry): keepInHistory { try store?.append(entry) }
+                case .recordStatus(let id, let name): keepInHistory { try store?.update(id: id, status: name) }
                 case .startDrainTimer: startDrainTimer()
                 case .wake(let millis): wake(afterMillis: millis)
                 case .room(let request): startRoomRequest(request)
@@ -117,9 +117,25 @@ public final class ChatController: @unchecked Sendable {
         sender.finish()
         for source in signalSources { source.cancel() }
         Terminal.restore()
+        if unwrittenHistory > 0 {
+            FileHandle.standardError.write(Data("simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n".utf8))
+        }
         let takenOver = await client.wasTakenOver
         await client.close()
         return status == 0 && takenOver ? Self.takenOverStatus : status
+    }
+
+    /// History records that could not be written (disk full, read-only): said once as it
+    /// happens, and counted at exit. The session keeps showing them until then.
+    private var unwrittenHistory = 0
+
+    private func keepInHistory(_ write: () throws -> Void) {
+        do { try write() } catch {
+            unwrittenHistory += 1
+            if unwrittenHistory == 1 {
+                post.yield(.log("history is not being kept: \(error); this session's messages stay on screen until you leave"))
+            }
+        }
     }
 
     private func apply(_ event: Event, to session: inout ChatSession) -> [ChatEffect] {
