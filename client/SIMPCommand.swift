@@ -61,7 +61,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Send an AUDIO message with this URL (a link to the recording) instead of text.")
     var audio: String?
 
-    @Flag(help: "Send each line of standard input as its own message (empty lines are skipped), in order.")
+    @Flag(help: "Send each line of standard input as its own message as soon as it is read (empty lines are skipped), in order; `tail -f LOG | simp send --lines` streams. Each outcome is printed when it comes; exits at end of input once every outcome is known.")
     var lines = false
 
     @Argument(help: "The message text; - reads it from standard input.")
@@ -79,26 +79,38 @@ struct Send: AsyncParsableCommand {
         }
     }
 
-    /// The messages to send: one, or one per line of standard input.
-    func messages(to: String) -> [SIMPMessage] {
-        if let image {
-            var message = SIMPMessage(kind: .image, toUser: to)
-            message.imageURL = image
-            message.imageScale = scale
-            return [message]
+    /// The messages to send: one, or with `--lines` one per line of standard input, each as
+    /// soon as its line is read (`tail -f build.log | simp send --lines` sends as the log grows).
+    func messages(to: String) -> AsyncStream<SIMPMessage> {
+        AsyncStream { continuation in
+            if let image {
+                var message = SIMPMessage(kind: .image, toUser: to)
+                message.imageURL = image
+                message.imageScale = scale
+                continuation.yield(message)
+                continuation.finish()
+            } else if let audio {
+                continuation.yield(SIMPMessage(kind: .audio, toUser: to, content: audio))
+                continuation.finish()
+            } else if !lines && text != "-" {
+                continuation.yield(SIMPMessage(kind: .text, toUser: to, content: text))
+                continuation.finish()
+            } else {
+                // Reading standard input blocks: on a thread of its own, not a concurrency thread.
+                Thread.detachNewThread { [lines] in
+                    if lines {
+                        while let line = readLine(strippingNewline: true) {
+                            if !line.isEmpty { continuation.yield(SIMPMessage(kind: .text, toUser: to, content: line)) }
+                        }
+                    } else {
+                        var body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                        while body.hasSuffix("\n") || body.hasSuffix("\r") { body.removeLast() }
+                        if !body.isEmpty { continuation.yield(SIMPMessage(kind: .text, toUser: to, content: body)) }
+                    }
+                    continuation.finish()
+                }
+            }
         }
-        if let audio { return [SIMPMessage(kind: .audio, toUser: to, content: audio)] }
-        if lines {
-            var texts: [String] = []
-            while let line = readLine(strippingNewline: true) { if !line.isEmpty { texts.append(line) } }
-            return texts.map { SIMPMessage(kind: .text, toUser: to, content: $0) }
-        }
-        var body = text
-        if text == "-" {
-            body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-            while body.hasSuffix("\n") || body.hasSuffix("\r") { body.removeLast() }
-        }
-        return [SIMPMessage(kind: .text, toUser: to, content: body)]
     }
 
     func run() async throws {
@@ -111,11 +123,6 @@ struct Send: AsyncParsableCommand {
             }
         }
         let to = self.to ?? SIMPClient.roomAddress(room!)
-        let messages = messages(to: to).filter { $0.kind != .text || !$0.content.isEmpty }
-        guard !messages.isEmpty else {
-            await client.close()
-            fail("simp: nothing to send: standard input was empty")
-        }
         let delays = Task { // a long wait is said, once per message, not sat through in silence
             for await case let .delayed(id, to, waitedMillis) in client.notices {
                 FileHandle.standardError.write(Data(("simp: message \(id) to \(to): no receipt after \(waitedMillis / 1000) s "
@@ -124,22 +131,40 @@ struct Send: AsyncParsableCommand {
             }
         }
         defer { delays.cancel() }
-        var outcomes: [(UInt64, EventLoopFuture<SendResult>)] = []
-        for message in messages {
-            let (id, outcome) = try await client.submit(message)
-            print("message \(id) to \(to)")
-            fflush(nil) // seen at once, even when a Ctrl-C ends the wait for its outcome
-            outcomes.append((id, outcome))
-        }
-        var failures: [String] = []
-        for (id, outcome) in outcomes {
-            let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: messages.count > 1)
-            if let failure = line.failure { failures.append(failure) } else { print(line.text) }
+        // Each message is submitted as soon as it is read and its outcome printed when it comes,
+        // so a long-running `--lines` input is sent line by line.
+        let (sent, failures) = try await withThrowingTaskGroup(of: String?.self) { group in
+            var sent = 0
+            for await message in messages(to: to) {
+                let (id, outcome) = try await client.submit(message)
+                sent += 1
+                printLine("message \(id) to \(to)")
+                group.addTask { [lines] in
+                    let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: lines)
+                    if let failure = line.failure {
+                        if lines { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
+                        return failure
+                    }
+                    printLine(line.text)
+                    return nil
+                }
+            }
+            var failures: [String] = []
+            for try await failure in group { if let failure { failures.append(failure) } }
+            return (sent, failures)
         }
         await reportResent(earlier)
         await client.close()
-        for failure in failures.dropLast() { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
-        if let last = failures.last { fail("simp: \(last)") }
+        if sent == 0 { fail("simp: nothing to send: standard input was empty") }
+        if lines, !failures.isEmpty { fail("simp: \(failures.count) of \(sent) messages not delivered") }
+        if let failure = failures.last { fail("simp: \(failure)") }
+    }
+
+    /// Writes `line` to standard output at once (seen even when a Ctrl-C ends the wait for an
+    /// outcome). Not print and fflush(nil): that flush takes every stream's lock, stdin's too,
+    /// which the `--lines` reader holds while it waits for the next line.
+    private func printLine(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     /// Resubmits what earlier runs on this device left in the outbox, saying so on standard error.
@@ -190,7 +215,9 @@ struct Listen: AsyncParsableCommand {
             Runs until Ctrl-C, or until --count messages arrived. What was printed is recorded in \
             $SIMP_HOME/received/USER/DEVICE.jsonl, so a message the relay delivers again after a \
             crash is not printed twice; only a crash right between printing a line and recording \
-            it prints that line once more.
+            it prints that line once more. A lost relay is reconnected; simp listen exits 3 when a \
+            newer session of its device took over, and 1 when the relay refuses a login again \
+            (password changed, or the user locked: `login refused: ...`).
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -229,9 +256,10 @@ struct Listen: AsyncParsableCommand {
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
         // print again a message whose receipt the crash cut off (§6.4).
         let client = try await connection.connect(configure: { configuration in
-            // Each receipt leaves right after its line is printed and recorded, not after the
-            // batch wait: fewer messages come again (and are skipped) after a kill.
-            configuration.batchesReceipts = false
+            // Receipts are batched (docs/PROTOCOL.md §6.1): a burst read at once is receipted in
+            // one frame per sender. Each message is printed and recorded before its receipt
+            // waits in a batch, so a kill during the wait costs only copies that the next run
+            // finds in the record and skips.
             // After --count messages the client takes no more: the rest stay for the next run.
             configuration.deliveryLimit = count
             let printer = ListenService.Printer(
@@ -254,7 +282,12 @@ struct Listen: AsyncParsableCommand {
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
                 if state == .offline(reason: SIMPClient.closedReason) { break } // our own exit, not news
                 if let line = MessageFormatting.stateLine(state) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-                if case .offline = state, await client.wasTakenOver { Foundation.exit(Listen.takenOverStatus) }
+                guard case .offline = state else { continue }
+                switch await client.stopped {
+                case .takenOver?: Foundation.exit(Listen.takenOverStatus)
+                case .loginRefused?: Foundation.exit(1) // said on the line above; retrying cannot help
+                case nil: break
+                }
             }
         }
         Task { // what an earlier simp on this device left undelivered

@@ -116,7 +116,7 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[15] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[16] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -130,28 +130,30 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "AUTH_REQUIRED", "SIMP__MESSAGE__ERROR_CODE__AUTH_REQUIRED", 9 },
   { "RATE_LIMITED", "SIMP__MESSAGE__ERROR_CODE__RATE_LIMITED", 10 },
   { "SENDER_MISMATCH", "SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH", 11 },
+  { "SESSION_ENDED", "SIMP__MESSAGE__ERROR_CODE__SESSION_ENDED", 12 },
   { "INBOX_FULL", "SIMP__MESSAGE__ERROR_CODE__INBOX_FULL", 16 },
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
   { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 12},{0, 15}
+{0, 0},{16, 13},{0, 16}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[15] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[16] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
-  { "INBOX_EXPIRED", 13 },
-  { "INBOX_FULL", 12 },
+  { "INBOX_EXPIRED", 14 },
+  { "INBOX_FULL", 13 },
   { "INTERNAL", 6 },
   { "NONE", 0 },
-  { "NOT_A_MEMBER", 14 },
+  { "NOT_A_MEMBER", 15 },
   { "NOT_CONNECTED", 3 },
   { "RATE_LIMITED", 10 },
   { "SENDER_MISMATCH", 11 },
+  { "SESSION_ENDED", 12 },
   { "UNKNOWN_RECIPIENT", 1 },
   { "UNSUPPORTED_VERSION", 5 },
 };
@@ -162,9 +164,9 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  15,
+  16,
   simp__message__error_code__enum_values_by_number,
-  15,
+  16,
   simp__message__error_code__enum_values_by_name,
   2,
   simp__message__error_code__value_ranges,

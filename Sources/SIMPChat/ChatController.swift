@@ -36,7 +36,7 @@ public final class ChatController: @unchecked Sendable {
         case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
         case peer(PeerEvent), whoAnswered(Result<[PresenceEntry], ChatRoomError>, show: Bool)
         case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
-        case resize, drainTimeout, signal
+        case resize, drainTimeout, signal, tick
         case log(String)
     }
 
@@ -98,9 +98,10 @@ public final class ChatController: @unchecked Sendable {
             for effect in effects {
                 switch effect {
                 case .send(let ref, let message): sender.yield((ref, message))
-                case .record(let entry): try? store?.append(entry)
-                case .recordStatus(let id, let name): try? store?.update(id: id, status: name)
+                case .record(let entry): keepInHistory { try store?.append(entry) }
+                case .recordStatus(let id, let name): keepInHistory { try store?.update(id: id, status: name) }
                 case .startDrainTimer: startDrainTimer()
+                case .wake(let millis): wake(afterMillis: millis)
                 case .room(let request): startRoomRequest(request)
                 case .markRead(let sender, let upTo): Task { [client] in await client.markRead(from: sender, upTo: upTo) }
                 case .typing(let peer): Task { [client] in await client.sendTyping(to: peer) }
@@ -116,9 +117,25 @@ public final class ChatController: @unchecked Sendable {
         sender.finish()
         for source in signalSources { source.cancel() }
         Terminal.restore()
+        if unwrittenHistory > 0 {
+            FileHandle.standardError.write(Data("simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n".utf8))
+        }
         let takenOver = await client.wasTakenOver
         await client.close()
         return status == 0 && takenOver ? Self.takenOverStatus : status
+    }
+
+    /// History records that could not be written (disk full, read-only): said once as it
+    /// happens, and counted at exit. The session keeps showing them until then.
+    private var unwrittenHistory = 0
+
+    private func keepInHistory(_ write: () throws -> Void) {
+        do { try write() } catch {
+            unwrittenHistory += 1
+            if unwrittenHistory == 1 {
+                post.yield(.log("history is not being kept: \(error); this session's messages stay on screen until you leave"))
+            }
+        }
     }
 
     private func apply(_ event: Event, to session: inout ChatSession) -> [ChatEffect] {
@@ -131,8 +148,9 @@ public final class ChatController: @unchecked Sendable {
         case .roomAnswered(let request, let answer):
             session.roomAnswered(request, answer)
             return []
-        case .peer(let event):
-            session.peerEvent(event)
+        case .peer(let event): return session.peerEvent(event)
+        case .tick:
+            session.clockTicked()
             return []
         case .whoAnswered(let entries, let show):
             session.whoAnswered(entries, show: show)
@@ -237,6 +255,14 @@ public final class ChatController: @unchecked Sendable {
             } catch {
                 post.yield(.whoAnswered(.failure(ChatRoomError("\(error)")), show: show))
             }
+        }
+    }
+
+    /// Posts a `.tick` after `millis` (the session's clock has something due then).
+    private func wake(afterMillis millis: Int64) {
+        Task { [post] in
+            try? await Task.sleep(nanoseconds: UInt64(max(0, millis)) * 1_000_000)
+            post.yield(.tick)
         }
     }
 

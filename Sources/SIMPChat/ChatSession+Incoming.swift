@@ -5,7 +5,8 @@ import SIMPCore
 extension ChatSession {
     /// A message delivered to this user (already in the history file: `ChatHistory` records it
     /// before its receipt). A direct message from the current peer is seen at once (a read
-    /// marker goes back); from anyone else when the user switches to them.
+    /// marker goes back) if the view shows the newest lines; otherwise when the user returns
+    /// to them (PageDown to the end, or sending), or, from anyone else, switches to its sender.
     public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
         let entry = HistoryEntry(message)
         history.append(entry)
@@ -22,24 +23,44 @@ extension ChatSession {
         printLine(Self.messageLine(entry, user: user, clock: clock))
         var effects: [ChatEffect] = []
         if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
-            if message.fromUser == peer {
+            if message.fromUser == peer, screen.scrolledBack == 0 {
                 effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
-            } else {
+            } else { // not on screen: scrolled back, or another conversation
                 unread[message.fromUser] = max(unread[message.fromUser] ?? 0, message.messageId)
             }
         }
         return effects
     }
 
-    /// News about a peer: typing (shown in the prompt for a few seconds) or presence.
-    public mutating func peerEvent(_ event: PeerEvent) {
+    /// News about a peer: typing (shown in the prompt for `typingWindow`: the `.wake` effect
+    /// asks for the `clockTicked()` that takes it away) or presence.
+    @discardableResult
+    public mutating func peerEvent(_ event: PeerEvent) -> [ChatEffect] {
         switch event {
         case .typing(let from):
             typingSince[from] = clock.now()
             output += screen.draw(inputLine)
+            return [.wake(afterMillis: Self.typingWindow)]
         case .presence(let who, let online, _):
             notice("\(who) is \(online ? "online" : "offline")", .dim)
+            return []
         }
+    }
+
+    /// Time passed (a `.wake` came due): typing indicators older than `typingWindow` are
+    /// dropped, and the prompt redrawn if it showed one.
+    public mutating func clockTicked() {
+        let now = clock.now()
+        let expired = typingSince.filter { now - $0.value >= Self.typingWindow }.map(\.key)
+        guard !expired.isEmpty else { return }
+        for user in expired { typingSince[user] = nil }
+        if let peer, expired.contains(peer) { output += screen.draw(inputLine) }
+    }
+
+    /// The view shows the newest lines again: what the current peer sent meanwhile is seen.
+    mutating func markSeenIfAtNewest() -> [ChatEffect] {
+        guard screen.scrolledBack == 0, sendsReadMarkers, let peer, let id = unread.removeValue(forKey: peer) else { return [] }
+        return [.markRead(from: peer, upTo: id)]
     }
 
     /// The client answered a WHO.

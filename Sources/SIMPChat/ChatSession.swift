@@ -16,6 +16,8 @@ public enum ChatEffect: Equatable, Sendable {
     case typing(to: String)
     /// Ask the presence of `users` (and follow their changes); `show` prints the answer (`/who`).
     case who(users: [String], room: String?, show: Bool)
+    /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
+    case wake(afterMillis: Int64)
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
     case startDrainTimer
     /// Leave with this exit status.
@@ -130,6 +132,7 @@ public struct ChatSession: Sendable {
                 continue
             case .pageDown:
                 output += screen.pageDown(inputLine)
+                effects += markSeenIfAtNewest()
                 continue
             default: break
             }
@@ -138,6 +141,7 @@ public struct ChatSession: Sendable {
                 output += screen.draw(inputLine)
             case .submitted(let line):
                 output += screen.follow(inputLine)
+                effects += markSeenIfAtNewest()
                 effects += submitLine(line)
             case .interrupted, .endOfInput: effects += quitAsking()
             case .redraw:

@@ -101,12 +101,24 @@ public final class HistoryStore: Sendable {
         try appendLine(JSONEncoder.compact.encode(StatusUpdate(id: id, status: status)))
     }
 
+    /// Writes `json` as one whole line: a write that fails part way (disk full) is cut back
+    /// off, and a torn last line left by a crash is ended first, so a later line never
+    /// continues a torn one (and is lost with it when loading).
     private func appendLine(_ json: Data) throws {
         try writing.withLock { _ in
-            let handle = try FileHandle(forWritingTo: url)
+            let handle = try FileHandle(forUpdating: url) // reads the last byte too
             defer { try? handle.close() }
-            try handle.seekToEnd()
-            try handle.write(contentsOf: json + Data("\n".utf8))
+            let end = try handle.seekToEnd()
+            var line = json + Data("\n".utf8)
+            if end > 0 {
+                try handle.seek(toOffset: end - 1)
+                if try handle.read(upToCount: 1) != Data("\n".utf8) { line.insert(UInt8(ascii: "\n"), at: 0) }
+                try handle.seek(toOffset: end)
+            }
+            do { try handle.write(contentsOf: line) } catch {
+                try? handle.truncate(atOffset: end)
+                throw error
+            }
         }
     }
 

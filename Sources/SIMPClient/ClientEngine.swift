@@ -46,9 +46,14 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
     var closedByUser = false
-    /// Set when a newer session of this device took the relay session over (ERROR
-    /// ALREADY_CONNECTED): the coming loss is not reconnected (docs/PROTOCOL.md §4.7).
-    private(set) var takenOver = false
+    /// Whether the session stopped for good (taken over, or its login refused): the core
+    /// decides (`ClientSession.stopped`), and then nothing is reconnected.
+    var stopped: ClientSession.Stop? { session.stopped }
+    /// Whether a newer session of this device took the relay session over (docs/PROTOCOL.md §4.7).
+    var takenOver: Bool {
+        if case .takenOver? = session.stopped { return true }
+        return false
+    }
 
     init(configuration: ClientConfiguration, eventLoop: EventLoop) {
         self.configuration = configuration
@@ -185,8 +190,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
             connectControl().whenFailure { [self] error in
                 logger.debug("reconnect failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
                 guard !closedByUser else { return }
-                nextServer(after: error)
                 carryOut(session.connectAttemptFailed(random: Double.random(in: 0..<1)))
+                if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
+                nextServer(after: error)
             }
         }
     }
@@ -237,18 +243,21 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         guard channel === control else { return }
         if session.isReply(message) { return carryOut(session.controlReceived(message, now: .now())) }
-        // A newer session took this one over (the close follows); one an operator ended may
-        // log in again (docs/PROTOCOL.md §4.3, §4.7, §6: only the text tells them apart).
-        if message.kind == .error, message.errorCode == .alreadyConnected, !message.errorText.contains("operator ended") {
-            takenOver = true
-        }
+        guard message.kind == .error else { return carryOut(session.controlReceived(message, now: .now())) }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
-        if message.kind == .error, message.errorCode == .rateLimited {
+        if message.errorCode == .rateLimited {
             logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
-        } else if message.kind == .error, !isNotice, !takenOver, !session.sender.isPending(message.messageId) {
+        }
+        let sentHere = session.sender.isPending(message.messageId) // its failure is reported as the message's outcome
+        let output = session.controlReceived(message, now: .now()) // decides whether it was taken over
+        if message.messageId != 0, !sentHere, !isNotice, message.errorCode != .rateLimited {
+            // The relay tells every session of the user about a message one of them sent: another
+            // device's (or a `simp send`'s) error is not this session's news.
+            logger.debug("an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
-        carryOut(session.controlReceived(message, now: .now()))
+        carryOut(output)
     }
 
     /// An error on a control channel: during the login, a TLS failure fails the connect with
@@ -276,12 +285,20 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         }
         carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
         guard !mayReconnect else { return }
-        if takenOver {
-            logger.notice("\(SIMPClientError.takenOver(device: configuration.device))")
-            onStateChange(.offline(reason: SIMPClientError.takenOver(device: configuration.device).description))
-        } else if !closedByUser {
-            onStateChange(.offline(reason: "connection to the relay was lost"))
-        }
+        if takenOver { return stop(because: SIMPClientError.takenOver(device: configuration.device).description) }
+        if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
+        failWaiters()
+    }
+
+    /// The session stopped for good (`ClientSession.stopped`): says why, and callers waiting
+    /// for outcomes learn the connection was lost (their messages stay in the outbox).
+    private func stop(because reason: String) {
+        logger.notice("\(reason)")
+        onStateChange(.offline(reason: reason))
+        failWaiters()
+    }
+
+    private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         waiters.removeAll()
     }

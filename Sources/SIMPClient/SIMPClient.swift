@@ -137,6 +137,12 @@ public final class SIMPClient: @unchecked Sendable {
         get async { (try? await engine.eventLoop.submit { [engine] in engine.takenOver }.get()) ?? false }
     }
 
+    /// Why the client stopped for good (taken over, or a reconnect's login refused), if it did:
+    /// it then no longer reconnects (`ClientSession.stopped`).
+    public var stopped: ClientSession.Stop? {
+        get async { (try? await engine.eventLoop.submit { [engine] in engine.stopped }.get()) ?? nil }
+    }
+
     /// Reliability counters of this client.
     public func statistics() async throws -> ClientStatistics {
         try await engine.eventLoop.submit { [engine] in engine.statistics }.get()

@@ -29,7 +29,9 @@ public enum ConfigFile {
     /// The arguments the file at `path` gives: its top-level `keys`, and the keys of the table
     /// named `section` (one of `sections`; the others are checked but give nothing here).
     public static func arguments(path: String, keys: Keys, sections: [String: Keys] = [:], section: String? = nil) throws -> [String] {
-        guard FileManager.default.fileExists(atPath: path) else { throw Failure("\(path): no such config file") }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw Failure("\(path): no such config file") }
+        guard !isDirectory.boolValue else { throw Failure("\(path): is a directory, not a config file") }
         let text: String
         do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
             throw Failure("\(path): cannot read the config file (\(error.localizedDescription))")
@@ -98,7 +100,7 @@ public enum ConfigFile {
         let flag = "--" + (name.split(separator: ".").last.map(String.init) ?? name)
         switch setting {
         case .value:
-            if let text = value.string { return [flag, text.hasPrefix("~/") ? NSHomeDirectory() + text.dropFirst() : text] }
+            if let text = value.string { return [flag, expandingHome(text)] }
             if let number = value.int { return [flag, String(number)] }
             if let number = value.double { return [flag, String(number)] }
             throw Failure("\(path): \"\(name)\" must be a string or a number, got \(value.debugDescription)")
@@ -109,4 +111,12 @@ public enum ConfigFile {
     }
 
     private static func known(_ keys: Keys) -> String { keys.keys.sorted().joined(separator: ", ") }
+
+    /// `~` or a leading `~/` as the user's home: `$HOME` as the shell has it (under sudo or in
+    /// a container the password database may name another directory), else the database's.
+    static func expandingHome(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        guard text == "~" || text.hasPrefix("~/") else { return text }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + text.dropFirst()
+    }
 }

@@ -16,13 +16,16 @@ public enum PasswordInput {
         public let description: String
     }
 
-    /// The password from `file` or the environment; nil when neither gives one.
+    /// The password from `file` (`-` is standard input; a pipe such as `<(pass show simp)` or
+    /// `/dev/stdin` works too) or the environment; nil when neither gives one.
     public static func read(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String? {
         if let file {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            // Read as a stream, not by the file's size: a pipe has none.
+            guard let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file),
+                  let data = try? handle.readToEnd() else {
                 throw Failure(description: "cannot read the password file \(file)")
             }
-            return try nonEmpty(firstLine(text), from: file)
+            return try nonEmpty(firstLine(String(decoding: data ?? Data(), as: UTF8.self)), from: file == "-" ? "standard input" : file)
         }
         guard let value = environment[environmentVariable] else { return nil }
         return try nonEmpty(value, from: environmentVariable)

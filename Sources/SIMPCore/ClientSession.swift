@@ -132,6 +132,21 @@ public struct ClientSession: Sendable {
     /// control connection (they are sent again after the next login).
     public var receiptsOwed: Int { receipts.count }
 
+    /// Why a session stops for good: it does not reconnect (docs/PROTOCOL.md §2.6, §4.7).
+    public enum Stop: Equatable, Sendable {
+        /// A newer session of this device took the relay session over (ERROR
+        /// ALREADY_CONNECTED on the registered connection): reconnecting would fight it.
+        case takenOver(reason: String)
+        /// The relay refused a login (ERROR AUTH_FAILED: wrong password, no such user, or the
+        /// user is locked): trying again with the same password cannot succeed.
+        case loginRefused(reason: String)
+    }
+
+    /// Set once the session has stopped for good; nil while it keeps (re)connecting. An
+    /// operator's ERROR SESSION_ENDED does not stop it: it logs in again, and stops only if
+    /// that login is refused.
+    public private(set) var stopped: Stop?
+
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)
@@ -242,6 +257,7 @@ public struct ClientSession: Sendable {
             }
         case .error:
             pendingLogin = nil
+            if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
             return .refused(code: message.errorCode, reason: message.errorText)
         default:
             return nil
@@ -307,7 +323,8 @@ public struct ClientSession: Sendable {
     }
 
     /// The registered control connection is gone. Sending is suspended; with a reconnect
-    /// policy (and `mayReconnect`), `reconnect` says when to try again. `random` is in [0, 1).
+    /// policy (and `mayReconnect`, and not `stopped`), `reconnect` says when to try again.
+    /// `random` is in [0, 1).
     public mutating func controlLost(mayReconnect: Bool, random: Double) -> Output {
         // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
         if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
@@ -325,10 +342,11 @@ public struct ClientSession: Sendable {
         return output
     }
 
-    /// A connect attempt (TCP or CONNECT) failed: plan the next one, if reconnecting.
+    /// A connect attempt (TCP or CONNECT) failed: plan the next one, if reconnecting and the
+    /// relay did not refuse the login (`stopped`).
     public mutating func connectAttemptFailed(random: Double) -> Output {
         var output = Output()
-        output.reconnect = backoff?.next(random: random)
+        if stopped == nil { output.reconnect = backoff?.next(random: random) }
         return output
     }
 
@@ -375,6 +393,8 @@ public struct ClientSession: Sendable {
                     output.notices.append(.delivered(messageId: id, to: message.fromUser))
                 }
             }
+        case .error where message.errorCode == .alreadyConnected && message.messageId == 0:
+            stopped = .takenOver(reason: message.errorText) // the relay closes the connection next
         case .error where message.errorCode == .rateLimited:
             throttleNotices += 1 // the message stays pending: sent again when the pacer allows
             sender.rateLimited(messageId: message.messageId, retryAfter: .milliseconds(Int64(message.retryAfterMillis)), now: now)

@@ -19,6 +19,9 @@ public struct SIMPMessage: Equatable, Sendable {
         case none = 0, unknownRecipient = 1, badRequest = 2, notConnected = 3, frameTooLarge = 4
         case unsupportedVersion = 5, `internal` = 6, alreadyConnected = 7
         case authFailed = 8, authRequired = 9, rateLimited = 10, senderMismatch = 11
+        /// An operator ended the user's sessions (`simp-server sessions end`); the client may
+        /// log in again (a locked user's login is then refused).
+        case sessionEnded = 12
         /// A stored message was discarded because the receiver's inbox hit its cap.
         case inboxFull = 16
         /// A stored message was discarded because it waited longer than the inbox TTL.

@@ -55,7 +55,7 @@ struct Replay: AsyncParsableCommand {
             which (`ended`). A live progress line goes to stderr when it is a terminal.
             """)
 
-    @Argument(help: "Scenario files to run.")
+    @Argument(help: "Scenarios to run: files, or names as `simp-lab list` shows them (found in --dir).")
     var files: [String] = []
 
     @Flag(name: .long, help: "Run every scenario in --dir.")
@@ -116,10 +116,19 @@ struct Replay: AsyncParsableCommand {
         if let maxWallSeconds, !(maxWallSeconds > 0) { throw ValidationError("--max-wall-seconds must be positive") }
     }
 
+    /// A scenario file, or (when no such file exists) the suite's scenario of that name.
+    private func scenario(named name: String) throws -> Scenario {
+        if !FileManager.default.fileExists(atPath: name),
+           let entry = try suite.suite().entries.first(where: { $0.scenario.name == name }) {
+            return entry.scenario
+        }
+        return try Scenario.load(from: URL(fileURLWithPath: name))
+    }
+
     func run() async throws {
         var scenarios: [Scenario] = []
         do {
-            scenarios = try files.map { try Scenario.load(from: URL(fileURLWithPath: $0)) }
+            scenarios = try files.map(scenario(named:))
             if all { scenarios += try suite.suite().entries.map(\.scenario) }
         } catch let error as LabError {
             fail("\(error)")

@@ -42,6 +42,18 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try store.load().map(\.id), [1, 2])
     }
 
+    /// Issue 25 item 17: a line torn by a full disk or a crash must not swallow the next one.
+    func testALineAfterATornLastLineIsKept() throws {
+        let store = try HistoryStore(directory: directory, user: "alice")
+        try store.append(entry(1))
+        let handle = try FileHandle(forWritingTo: store.url)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("{\"from\":\"alice\",\"id\":2,\"te".utf8)) // the write that ran out of space
+        try handle.close()
+        try store.append(entry(3))
+        XCTAssertEqual(try store.load().map(\.id), [1, 3], "the torn line is skipped, the next one kept")
+    }
+
     func testGrowingFileIsCompactedToTheNewestEntries() throws {
         let store = try HistoryStore(directory: directory, user: "alice", keep: 3)
         for id in 1...7 { try store.append(entry(UInt64(id))) }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOPosix
 import SIMPClient
 import SIMPCommandLine
@@ -71,6 +72,102 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(received.map { $0["content"] as? String }, ["two lines\nin one message", "first", "second", "https://example.com/hi.ogg"])
         XCTAssertEqual(received.last?["type"] as? String, "AUDIO")
         XCTAssertEqual(listen.standardError, "", "--count ends quietly: no stray offline line")
+    }
+
+    /// Issue 25 item 12: `tail -f build.log | simp send --lines` sends each line as it is
+    /// written, not at end of input. The first line must reach the receiver while the pipe
+    /// is still open and before the second line is written.
+    func testSendLinesSendsEachLineAsItArrives() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listen = try await listen(bob, count: 2)
+        let pipe = Pipe()
+        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "--lines"],
+                                    environment: try await credentials(alice), standardInput: pipe.fileHandleForReading)
+        pipe.fileHandleForWriting.write(Data("a\n".utf8))
+        let firstArrived = await Eventually.holds(within: .seconds(15)) {
+            listen.standardOutput.contains("\"content\":\"a\"") && send.standardOutput.contains(": delivered in")
+        }
+        XCTAssertTrue(firstArrived, "line a not delivered while the pipe stays open\n\(send.standardOutput)\(send.standardError)\nlisten: \(listen.standardOutput)")
+        XCTAssertFalse(listen.standardOutput.contains("\"content\":\"b\""))
+        pipe.fileHandleForWriting.write(Data("b\n".utf8))
+        try pipe.fileHandleForWriting.close()
+        let sendStatus = await send.exitStatus()
+        XCTAssertEqual(sendStatus, 0, send.standardError)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        let contents = listen.standardOutput.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["content"] as? String
+        }
+        XCTAssertEqual(contents, ["a", "b"])
+        XCTAssertEqual(send.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, send.standardOutput)
+    }
+
+    /// Issue 25 item 18: `simp listen` batches receipts as PROTOCOL §6.1 says the reference
+    /// client does: 20 messages waiting in its socket (the listener paused) are receipted in
+    /// far fewer than 20 frames. (With --count receipts stay single: a batch could not be
+    /// withdrawn in part for the messages past the count.)
+    func testListenReceiptsABurstInBatches() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let count = 20
+        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--json"],
+                                      environment: try await credentials(bob))
+        let registered = try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
+        }
+        XCTAssertTrue(registered, listen.standardError)
+        let sender = try await relay.connectClient(user: alice)
+        let routedBefore = try await relay.server.statistics().receiptsRouted
+        listen.signal(SIGSTOP) // the burst waits in its socket and is read at once
+        var results: [EventLoopFuture<SendResult>] = []
+        for index in 0..<count {
+            results.append(try await sender.submit(SIMPMessage(kind: .text, toUser: bob, content: "burst \(index)")).result)
+        }
+        try await Task.sleep(nanoseconds: 100_000_000) // let the first transmissions land
+        listen.signal(SIGCONT)
+        for result in results {
+            let outcome = try await result.get()
+            guard case .delivered = outcome else { return XCTFail("\(outcome)") }
+        }
+        listen.signal(SIGTERM)
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+        XCTAssertEqual(listen.standardOutput.split(separator: "\n").count, count, listen.standardOutput)
+        let frames = try await relay.server.statistics().receiptsRouted - routedBefore
+        XCTAssertLessThanOrEqual(frames, count / 3, "receipt frames for \(count) messages read as one burst")
+    }
+
+    /// Issue 25 item 19: `--password-file` reads a pipe (`-`, `/dev/stdin`, `<(pass show simp)`),
+    /// `~` in the config file is `$HOME`, and a directory given as the config is named as such.
+    func testPasswordFromAPipeTildeIsHomeAndADirectoryConfigIsNamed() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        try await relay.addUser(alice)
+        let listen = try await listen(bob, count: 3)
+        let password = TestRelay.password(for: alice) + "\n"
+        let base = ["send", "--server", server, "--user", alice, "--to", bob]
+        for file in ["-", "/dev/stdin"] {
+            let send = try ChildProcess("simp", base + ["--password-file", file, "from \(file)"],
+                                        standardInput: FileHandle(forReadingFrom: try self.file("stdin", password)))
+            let status = await send.exitStatus()
+            XCTAssertEqual(status, 0, "--password-file \(file): \(send.standardError)")
+        }
+        let home = scratch.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        try password.write(to: home.appendingPathComponent("pw"), atomically: true, encoding: .utf8)
+        let simpHome = scratch.appendingPathComponent("simp-home")
+        try FileManager.default.createDirectory(at: simpHome, withIntermediateDirectories: true)
+        try "password-file = \"~/pw\"\n".write(to: simpHome.appendingPathComponent("config.toml"), atomically: true, encoding: .utf8)
+        let tilde = try ChildProcess("simp", base + ["from the config"], environment: ["HOME": home.path, "SIMP_HOME": simpHome.path])
+        let tildeStatus = await tilde.exitStatus()
+        XCTAssertEqual(tildeStatus, 0, "~ is $HOME: \(tilde.standardError)")
+        let listenStatus = await listen.exitStatus()
+        XCTAssertEqual(listenStatus, 0, listen.standardError)
+
+        let directoryHome = scratch.appendingPathComponent("dir-home")
+        try FileManager.default.createDirectory(at: directoryHome.appendingPathComponent("config.toml"), withIntermediateDirectories: true)
+        let directory = try ChildProcess("simp", base + ["x"], environment: ["SIMP_HOME": directoryHome.path])
+        let directoryStatus = await directory.exitStatus()
+        XCTAssertEqual(directoryStatus, 1)
+        XCTAssertEqual(directory.standardError, "simp: \(directoryHome.path)/config.toml: is a directory, not a config file\n")
     }
 
     func testConfigFileGivesFlagsTypedFlagsWinAndUnknownKeysAreNamed() async throws {

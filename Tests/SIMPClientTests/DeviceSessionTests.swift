@@ -55,6 +55,26 @@ final class DeviceSessionTests: ClientHomeTestCase {
         XCTAssertTrue(received)
     }
 
+    /// Issue 25 item 16: another device's `simp send` to a user that does not exist fails
+    /// there; the relay tells every session of the user, and this one must not report it as
+    /// its own (a chat showed "relay reported an error (unknownRecipient …)").
+    func testAnErrorAboutAnotherDevicesMessageIsNotReportedAsThisSessionsOwn() async throws {
+        let erin = TestRelay.uniqueUser("erin")
+        let log = CapturedLog()
+        _ = try await relay.connectClient(user: erin) {
+            $0.device = "laptop"
+            $0.logger = log.logger()
+        }
+        let phone = try await relay.connectClient(user: erin) { $0.device = "phone" }
+        let result = try await phone.send(text: "to no one", to: TestRelay.uniqueUser("nosuch"))
+        guard case .failed(_, .rejected(.unknownRecipient, _)) = result else { return XCTFail("\(result)") }
+        let heard = await Eventually.holds(within: .seconds(5)) {
+            log.texts().contains { $0.hasPrefix("an error about a message this session is not sending") }
+        }
+        XCTAssertTrue(heard, "the laptop got the relay's error too: \(log.texts())")
+        XCTAssertEqual(log.texts(atLeast: .notice).filter { $0.contains("unknownRecipient") }, [], "not shown as the laptop's own")
+    }
+
     func testTheOutboxResendsWhatAnEarlierProcessLeftWithItsIdAndForgetsSettledMessages() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
         let outbox = try Outbox(home: home, user: alice, device: "laptop")

@@ -39,18 +39,42 @@ final class OperatorCommandTests: RelayTestCase {
         XCTAssertEqual(endedAgain.err, "simp-server sessions end: \(dave) has no session\n")
         XCTAssertEqual(lockMissing.status, 1)
         XCTAssertTrue(lockMissing.err.hasPrefix("simp-server user: no user"), lockMissing.err)
-        let dropped = await Eventually.holds(within: .seconds(5)) { await states.all.contains { if case .reconnecting = $0 { true } else { false } } }
+        // Issue 25 item 13: the ended session tries to log in again once, is refused (locked)
+        // and stops with that reason, instead of "relay still unreachable" every 30 s.
+        let refused = await Eventually.holds(within: .seconds(10)) { await states.all.contains { Self.isLoginRefused($0) } }
         let seen = await states.all
-        XCTAssertTrue(dropped, "the relay closed the session: \(seen)")
+        XCTAssertTrue(refused, "the locked user's reconnect is refused and said so: \(seen)")
+        XCTAssertEqual(seen.filter { if case .reconnecting = $0 { true } else { false } }.count, 1, "one try, no more: \(seen)")
+        XCTAssertTrue(seen.last.map(Self.isLoginRefused) ?? false, "nothing after the refusal: \(seen)")
+        let stopped = await client.stopped
+        XCTAssertEqual(stopped.map { if case .loginRefused = $0 { true } else { false } }, true)
         let connectedUsers = try await relay.server.statistics().connectedUsers
         XCTAssertEqual(connectedUsers, 0, "locked, the client cannot log in again")
 
         let unlocked = try await serverCommand(["user", "unlock", dave])
         XCTAssertEqual(unlocked.out, "user \(dave) unlocked in \(redis)\n", unlocked.err)
-        let back = try await Eventually.holds(within: .seconds(10)) {
-            try await self.relay.inspector.command(["HGET", "simp:user:{\(dave)}", "relay"]).string == self.relay.server.configuration.relayId
-        }
-        XCTAssertTrue(back, "once unlocked, the client logs in again by itself")
+        await client.close()
+        _ = try await relay.connectClient(user: dave) // once unlocked, dave logs in again
+    }
+
+    /// An operator ends an unlocked user's session: the client logs in again by itself (the
+    /// relay says SESSION_ENDED, not that a newer session took over).
+    func testAnEndedSessionOfAnUnlockedUserLogsInAgain() async throws {
+        let erin = TestRelay.uniqueUser("erin")
+        let client = try await relay.connectClient(user: erin)
+        let states = StateLog(client)
+        let ended = try await serverCommand(["sessions", "end", erin])
+        XCTAssertEqual(ended.status, 0, ended.err)
+        let back = await Eventually.holds(within: .seconds(10)) { await states.all.filter { if case .connected = $0 { true } else { false } }.count >= 2 }
+        let seen = await states.all
+        XCTAssertTrue(back, "the ended session logs in again: \(seen)")
+        let stopped = await client.stopped
+        XCTAssertNil(stopped)
+    }
+
+    private static func isLoginRefused(_ state: ConnectionState) -> Bool {
+        if case .offline(let reason) = state { return reason.hasPrefix("login refused: ") }
+        return false
     }
 }
 

@@ -87,6 +87,30 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertNil(client.controlLost(mayReconnect: true, random: 0.5).reconnect)
     }
 
+    /// Issue 25 item 13: the core, not the shell, decides when reconnecting stops, from error
+    /// codes: an operator's SESSION_ENDED logs in again, a refused login stops (as a wrong
+    /// password at start does), a newer session of the device (ALREADY_CONNECTED) stops.
+    func testARefusedLoginOrATakeOverStopsReconnectingAnEndedSessionDoesNot() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.controlReceived(.error(.sessionEnded, "the relay's operator ended alice's session"), now: t0)
+        XCTAssertNil(client.stopped)
+        XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1, "an ended session logs in again")
+
+        _ = client.beginLogin(udpPort: 4000)
+        guard case .refused(.authFailed, _)? = client.loginReceived(.error(.authFailed, "login failed"), now: t0 + .seconds(1)) else {
+            return XCTFail("a refused login fails the attempt")
+        }
+        XCTAssertEqual(client.stopped, .loginRefused(reason: "login failed"))
+        XCTAssertNil(client.connectAttemptFailed(random: 0.5).reconnect, "no retry after the relay refused the login")
+
+        var replaced = session()
+        _ = replaced.registered(keys: keys, now: t0)
+        _ = replaced.controlReceived(.error(.alreadyConnected, "a newer session of alice's device \"phone\" took over"), now: t0)
+        XCTAssertEqual(replaced.stopped, .takenOver(reason: "a newer session of alice's device \"phone\" took over"))
+        XCTAssertNil(replaced.controlLost(mayReconnect: true, random: 0.5).reconnect, "no fight with the newer session")
+    }
+
     func testHelloIsRepeatedUntilTheRelayAnswersIt() {
         var client = session()
         XCTAssertEqual(client.registered(keys: keys, now: t0).datagrams.map(\.kind), [.hello])

@@ -108,6 +108,14 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))), [])
     }
 
+    func testASessionAnOperatorEndedIsToldSessionEndedNotAlreadyConnected() {
+        var relay = relayWithBob()
+        let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
+        _ = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
+        XCTAssertEqual(relay.answer(check, .success(.currentSession(RelayCore.sessionEndedByOperator))),
+                       [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
+    }
+
     func testRouteLeftBehindByThisRelayMeansOffline() {
         var relay = relayWithBob()
         _ = relay.send(textMessage(1, from: "bob", to: "alice"))

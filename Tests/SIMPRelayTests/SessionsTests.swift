@@ -38,6 +38,7 @@ final class SessionsTests: XCTestCase {
         XCTAssertTrue(closed, "the relay holding alice's session closes it")
         let error = try await aliceConnection.first(.error)
         XCTAssertEqual(error?.errorText, "the relay's operator ended \(alice)'s session")
+        XCTAssertEqual(error?.errorCode, .sessionEnded, "a code, not text, says the client may log in again")
         let after = try await directory.list().filter { [alice, bob].contains($0.user) }
         XCTAssertEqual(after.map(\.user), [bob])
         let again = try await directory.end(alice)

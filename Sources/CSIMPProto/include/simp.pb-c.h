@@ -173,6 +173,10 @@ typedef enum _Simp__Message__ErrorCode {
    */
   SIMP__MESSAGE__ERROR_CODE__SENDER_MISMATCH = 11,
   /*
+   * an operator ended the user's sessions; logging in again is allowed
+   */
+  SIMP__MESSAGE__ERROR_CODE__SESSION_ENDED = 12,
+  /*
    * Offline inbox (16-23).
    */
   /*

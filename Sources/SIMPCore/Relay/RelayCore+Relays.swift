@@ -178,9 +178,12 @@ extension RelayCore {
               let connection = sessions.connection(ofSession: id) else { return }
         endSession(id, withdraw: false, into: &output)
         connections.setPhase(.awaitingLogin, of: connection)
-        let why = current == Self.sessionEndedByOperator ? "the relay's operator ended \(user)'s session"
-            : registration.device.isEmpty ? "\(user) connected again on another relay"
-            : "a newer session of \(user)'s device \"\(registration.device)\" took over on another relay"
-        output += [.send(connection, .error(.alreadyConnected, why)), .close(connection)]
+        // Ended by an operator: SESSION_ENDED, and the client may log in again; replaced by a
+        // newer session: ALREADY_CONNECTED, and the client stops (docs/PROTOCOL.md §2.6, §4.7).
+        let error: SIMPMessage = current == Self.sessionEndedByOperator
+            ? .error(.sessionEnded, "the relay's operator ended \(user)'s session")
+            : .error(.alreadyConnected, registration.device.isEmpty ? "\(user) connected again on another relay"
+                     : "a newer session of \(user)'s device \"\(registration.device)\" took over on another relay")
+        output += [.send(connection, error), .close(connection)]
     }
 }

@@ -1,0 +1,70 @@
+import NIOConcurrencyHelpers
+import SIMPChat
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// What the screen claims must be true: a typing indicator goes away when it expires (issue 25
+/// item 14), and a message is marked read only once its line is on screen (item 15).
+final class ChatScreenTruthTests: XCTestCase {
+    private let now = NIOLockedValueBox<Int64>(1_000)
+    private var session: ChatSession!
+    private var terminal = VirtualTerminal(width: 60, height: 6)
+    private var decoder = KeyDecoder()
+
+    override func setUp() {
+        let now = self.now
+        session = ChatSession(user: "alice", peer: "bob", screen: Screen(width: 60, height: 6, interactive: true, colors: false),
+                              clock: ChatClock(now: { now.withLockedValue { $0 } }, format: { _ in "12:00" }))
+        session.start()
+        session.connectionChanged(.connected(relayId: "r1"))
+        refresh()
+    }
+
+    private func refresh() { terminal.feed(session.takeOutput()) }
+
+    @discardableResult
+    private func type(_ text: String) -> [ChatEffect] {
+        defer { refresh() }
+        return session.handle(decoder.feed(Array(text.utf8)))
+    }
+
+    private func fromBob(_ id: UInt64, _ text: String) -> SIMPMessage {
+        SIMPMessage(kind: .text, messageId: id, fromUser: "bob", toUser: "alice", content: text, time: 1)
+    }
+
+    func testTypingIndicatorLeavesThePromptWhenItsWindowEndsWithoutAKey() {
+        let effects = session.peerEvent(.typing(from: "bob"))
+        refresh()
+        XCTAssertEqual(terminal.cursorLine, "bob (typing…)>")
+        XCTAssertEqual(effects, [.wake(afterMillis: ChatSession.typingWindow)], "the controller is asked to come back")
+
+        now.withLockedValue { $0 += ChatSession.typingWindow - 1 }
+        session.clockTicked()
+        refresh()
+        XCTAssertEqual(terminal.cursorLine, "bob (typing…)>", "still inside the window")
+        now.withLockedValue { $0 += 1 }
+        session.clockTicked()
+        refresh()
+        XCTAssertEqual(terminal.cursorLine, "bob>", "expired, redrawn without a key press")
+    }
+
+    func testAMessageArrivingWhileScrolledBackIsMarkedReadOnlyWhenTheViewReturnsToIt() {
+        for id in 1...12 { _ = session.receive(fromBob(UInt64(id), "line \(id)")) }
+        type("\u{1B}[5~") // PageUp
+        XCTAssertTrue(terminal.cursorLine.contains("more ↓"), terminal.cursorLine)
+
+        XCTAssertEqual(session.receive(fromBob(20, "while you read old lines")), [], "not on screen: not read")
+        refresh()
+        XCTAssertFalse(terminal.lines.contains { $0.contains("while you read old lines") }, "\(terminal.lines)")
+
+        var effects: [ChatEffect] = []
+        for _ in 0..<5 where !terminal.lines.contains(where: { $0.contains("while you read old lines") }) {
+            effects += type("\u{1B}[6~") // PageDown until the newest lines show
+        }
+        XCTAssertTrue(terminal.lines.contains { $0.contains("while you read old lines") }, "\(terminal.lines)")
+        XCTAssertEqual(effects, [.markRead(from: "bob", upTo: 20)], "read once it is on screen")
+        XCTAssertEqual(session.receive(fromBob(21, "next")), [.markRead(from: "bob", upTo: 21)], "following again: read at once")
+    }
+}
