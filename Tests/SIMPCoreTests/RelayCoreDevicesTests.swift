@@ -187,7 +187,8 @@ final class RelayCoreDevicesTests: XCTestCase {
             }
             XCTAssertEqual(routed, [.store(.storeInInbox(user: "bob", message: message))], "custody: two known devices")
             let entry = InboxEntry(message: message, storedAt: 1000)
-            let actions = relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))))
+            let stored = StoreAnswer.inboxStored(entry, InboxStoreResult(duplicate: false))
+            let actions = relay.answer(.storeInInbox(user: "bob", message: message), .success(stored))
             for case .send(ConnectionID(9), let receipt) in actions where receipt.status == .stored { return receipt }
             return nil
         }
