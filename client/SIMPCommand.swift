@@ -30,6 +30,8 @@ struct Send: AsyncParsableCommand {
             Prints the message id, then `delivered in N ms` when the receipt arrives, and exits 0. \
             If the recipient is offline (but known to the relay), the relay stores the message and \
             `stored: ...` is printed instead (also exit 0): it is delivered when the recipient connects. \
+            A recipient with several devices, one of them online, gets `sent to NAME's devices: ...` \
+            (exit 0): the relay delivers it to each device. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives within the time limit (5 minutes). A message still without a \
             receipt after 5 s is reported on standard error (`still trying`): the relay is slow or \
@@ -202,6 +204,9 @@ struct Send: AsyncParsableCommand {
                     + "it stays in the outbox and the next simp of \(connection.user) on this device resends it")
         case .stored where room != nil:
             return (prefix + "posted to \(to); members get it now, or when they connect", nil)
+        case .stored(_, receiverOnline: true):
+            return (prefix + "sent to \(to)'s devices: \(to) is online; the relay delivers it to each of \(to)'s devices "
+                    + "(now to those connected, the others as they connect)", nil)
         case .stored:
             return (prefix + "stored: the relay holds it for \(to) and delivers it to each of \(to)'s devices as it connects", nil)
         }

@@ -232,7 +232,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[43] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[44] =
 {
   {
     "version",
@@ -750,6 +750,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[43] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "receiverOnline",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, receiveronline),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -780,6 +792,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   33,   /* field[33] = presence */
   21,   /* field[21] = proof */
   38,   /* field[38] = receiptIds */
+  43,   /* field[43] = receiverOnline */
   14,   /* field[14] = relayId */
   24,   /* field[24] = retryAfterMillis */
   27,   /* field[27] = room */
@@ -801,7 +814,7 @@ static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
-  { 0, 43 }
+  { 0, 44 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -811,7 +824,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  43,
+  44,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   3,  simp__message__number_ranges,

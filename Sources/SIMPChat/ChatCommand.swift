@@ -44,6 +44,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
         "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later",
+        "       ✓ (to devices) one of the receiver's devices is online, delivered later",
         "       ✓✓ delivered  ✓✓ read  ✓✓ 2/2 room members who have it  ✗ failed",
     ]
 

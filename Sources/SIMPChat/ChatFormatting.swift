@@ -42,7 +42,7 @@ extension ChatSession {
         switch status {
         case nil:
             return line + StyledText(entry.status.map { " " + historyMark($0) } ?? "", .dim)
-        case .pending?, .sent?, .stored?: return line + StyledText(" " + status!.mark, .dim)
+        case .pending?, .sent?, .stored?, .sentToDevices?: return line + StyledText(" " + status!.mark, .dim)
         case .roomDelivered(let delivered, let total)?:
             return line + StyledText(" " + status!.mark, delivered == total ? .success : .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
@@ -59,6 +59,7 @@ extension ChatSession {
         case "failed": return "✗"
         case "retried": return "✗ (resent)"
         case "stored": return DeliveryStatus.stored.mark
+        case "sent to devices": return DeliveryStatus.sentToDevices.mark
         case "sent": return DeliveryStatus.sent.mark
         case "pending": return DeliveryStatus.pending.mark
         default:
@@ -87,6 +88,8 @@ extension ChatSession {
             return StyledText("✓ posted to \(message.toUser): \(quoted)", .dim)
         case .stored:
             return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
+        case .sentToDevices:
+            return StyledText("✓ sent to \(message.toUser)'s devices: \(quoted)", .dim)
         case .pending, .sent, .roomDelivered:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }

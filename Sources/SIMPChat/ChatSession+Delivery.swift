@@ -82,7 +82,7 @@ extension ChatSession {
         for ref in outgoing.messages.indices {
             let tracked = outgoing[ref]
             guard tracked.message.toUser == reader, let id = tracked.messageId, id <= upTo, tracked.status != .read,
-                  tracked.status.isDelivered || tracked.status == .stored else { continue }
+                  tracked.status.isDelivered || tracked.status.isInRelayCustody else { continue }
             let (more, shown) = update(ref: ref, .read, quietly: true)
             effects += more
             if !shown { unseen.append(ref) }
@@ -98,7 +98,7 @@ extension ChatSession {
     /// screen and, `quietly`, no follow-up line was printed.
     mutating func update(ref: Int, _ status: DeliveryStatus, quietly: Bool = false) -> (effects: [ChatEffect], shown: Bool) {
         // A late "stored" never undoes news that the stored message was delivered meanwhile.
-        if status == .stored, outgoing[ref].status.isDelivered || outgoing[ref].status.isRoomProgress { return ([], true) }
+        if status.isInRelayCustody, outgoing[ref].status.isDelivered || outgoing[ref].status.isRoomProgress { return ([], true) }
         outgoing.resolve(ref: ref, status)
         let shown = showStatus(of: ref, quietly: quietly)
         var effects: [ChatEffect] = []

@@ -289,7 +289,7 @@ public struct ChatSession: Sendable {
     /// 1 if a message was neither delivered nor stored for an offline receiver (and not
     /// resent), 0 otherwise.
     var exitStatus: Int32 {
-        outgoing.messages.contains { !$0.status.isDelivered && $0.status != .stored && !$0.retried } ? 1 : 0
+        outgoing.messages.contains { !$0.status.isDelivered && !$0.status.isInRelayCustody && !$0.retried } ? 1 : 0
     }
 
     /// Sends `message` to the current peer, or says how to choose one.

@@ -10,6 +10,9 @@ public enum DeliveryStatus: Equatable, Sendable {
     case sent
     /// The receiver is offline: the relay stored the message for it ("sent", not delivered).
     case stored
+    /// The receiver has several devices and one of them is online: the relay took the message
+    /// and is delivering it to each ("sent", not delivered; never "offline").
+    case sentToDevices
     /// The receipt arrived.
     case delivered(latencyMillis: Double)
     /// The receiver has seen it (its read marker arrived).
@@ -25,6 +28,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .pending: return "…"
         case .sent: return "✓"
         case .stored: return "✓ (stored)"
+        case .sentToDevices: return "✓ (to devices)"
         case .delivered: return "✓✓"
         case .read: return "✓✓ read"
         case .roomDelivered(let delivered, let total): return (delivered == total ? "✓✓ " : "✓ ") + "\(delivered)/\(total)"
@@ -35,7 +39,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     /// Whether the outcome is known.
     public var isFinal: Bool {
         switch self {
-        case .delivered, .failed, .stored, .read, .roomDelivered: return true
+        case .delivered, .failed, .stored, .sentToDevices, .read, .roomDelivered: return true
         case .pending, .sent: return false
         }
     }
@@ -46,6 +50,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .pending: return "pending"
         case .sent: return "sent"
         case .stored: return "stored"
+        case .sentToDevices: return "sent to devices"
         case .delivered: return "delivered"
         case .read: return "read"
         case .roomDelivered(let delivered, let total): return "delivered \(delivered)/\(total)"
@@ -62,10 +67,14 @@ public enum DeliveryStatus: Equatable, Sendable {
             self = .failed(failure.description)
         case .connectionLost:
             self = .failed("connection to the relay was lost")
-        case .stored:
-            self = .stored
+        case .stored(_, let receiverOnline):
+            self = receiverOnline ? .sentToDevices : .stored
         }
     }
+
+    /// The relay took the message (stored, or being delivered to several devices): settled for
+    /// the sender, delivered later.
+    public var isInRelayCustody: Bool { self == .stored || self == .sentToDevices }
 }
 
 /// One message the user sent, and what is on screen for it.

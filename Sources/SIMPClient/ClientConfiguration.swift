@@ -149,9 +149,10 @@ public enum SendResult: Equatable, Sendable {
     /// The receiver's receipt arrived `latency` after the first transmission.
     case delivered(messageId: UInt64, latency: TimeAmount, attempts: Int)
     case failed(messageId: UInt64, DeliveryFailure)
-    /// The receiver is offline: the relay stored the message in its inbox ("sent", not yet
-    /// delivered). `SIMPClient.notices` reports when it is delivered (or discarded).
-    case stored(messageId: UInt64)
+    /// The relay took custody ("sent", not yet delivered): the receiver is offline, or, with
+    /// `receiverOnline`, one of its several devices is online and is getting it now.
+    /// `SIMPClient.notices` reports when it is delivered (or discarded).
+    case stored(messageId: UInt64, receiverOnline: Bool = false)
     /// The control channel closed before the outcome was known.
     case connectionLost(messageId: UInt64)
 }

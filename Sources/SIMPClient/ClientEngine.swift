@@ -322,9 +322,9 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         metrics.update(outcomes: output.outcomes, session: session)
         output.outcomes.forEach(report)
         for notice in output.notices {
-            if case .stored(let id, _) = notice {
+            if case .stored(let id, _, let receiverOnline) = notice {
                 configuration.outbox?.remove(id)
-                waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id))
+                waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id, receiverOnline: receiverOnline))
             }
             onNotice(notice)
         }

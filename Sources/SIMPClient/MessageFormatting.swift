@@ -42,6 +42,8 @@ public enum MessageFormatting {
     public static func outcomeText(_ result: SendResult) -> String {
         switch result {
         case .delivered(_, let latency, _): return String(format: "delivered in %.1f ms", Double(latency.nanoseconds) / 1_000_000)
+        case .stored(_, receiverOnline: true):
+            return "sent to the receiver's devices (one is online; the relay delivers it to each)"
         case .stored: return "stored (the relay holds it and delivers it to each of the receiver's devices)"
         case .failed(_, let failure): return "not delivered: \(failure)"
         case .connectionLost: return "connection lost before the receipt; still in the outbox"

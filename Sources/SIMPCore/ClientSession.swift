@@ -369,7 +369,7 @@ public struct ClientSession: Sendable {
             output.datagrams += settled.transmit
             for event in settled.events {
                 guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
-                output.notices.append(.stored(messageId: id, to: to))
+                output.notices.append(.stored(messageId: id, to: to, receiverOnline: message.receiverOnline))
             }
             if message.status == .stored, !message.room.isEmpty, message.seq != 0 {
                 // The room does not send this user its own post: nothing waits for its number.

@@ -56,8 +56,10 @@ public enum InboxDiscardReason: Sendable, Equatable {
 
 /// What a sender learns about a message after the relay stored it for an offline receiver.
 public enum DeliveryNotice: Equatable, Sendable {
-    /// The receiver is offline; the message waits in its inbox (a "sent" tick, not "delivered").
-    case stored(messageId: UInt64, to: String)
+    /// The relay took custody: the receiver is offline (the message waits in its inbox), or,
+    /// with `receiverOnline`, one of its several devices is online and is getting it now.
+    /// A "sent" tick, not "delivered"; `.delivered` follows.
+    case stored(messageId: UInt64, to: String, receiverOnline: Bool = false)
     /// A stored message reached its receiver.
     case delivered(messageId: UInt64, to: String)
     /// A stored message was discarded (inbox cap or TTL) before it reached its receiver.

@@ -131,6 +131,9 @@ public struct SIMPMessage: Equatable, Sendable {
     /// CONNECT: this client, as a sender, reads batch receipts (`receiptIds`); the relay sends a
     /// client that does not say so single receipts only (docs/PROTOCOL.md §6.1).
     public var acceptsBatchReceipts: Bool = false
+    /// RECEIPT (STORED) only: a receiving device of the receiver is connected to the relay that
+    /// stored the message and is getting it now: the receiver is not offline (docs/PROTOCOL.md §6.6).
+    public var receiverOnline: Bool = false
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

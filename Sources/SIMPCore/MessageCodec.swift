@@ -102,6 +102,7 @@ public enum MessageCodec {
         message.held = c.held != 0
         message.messageRateLimit = c.messageratelimit
         message.acceptsBatchReceipts = c.acceptsbatchreceipts != 0
+        message.receiverOnline = c.receiveronline != 0
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -194,6 +195,7 @@ public enum MessageCodec {
                 c.held = message.held ? 1 : 0
                 c.messageratelimit = message.messageRateLimit
                 c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
+                c.receiveronline = message.receiverOnline ? 1 : 0
                 var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }

@@ -45,6 +45,30 @@ extension ChatSessionTests {
         _ = session.resolved(ref: ref, .stored)
         guard case .delivered = session.outgoing[ref].status else { return XCTFail("a late stored undid delivered") }
     }
+
+    /// Issue 25 item 9: the relay took custody because bob has two known devices, but one is
+    /// online (STORED with receiverOnline): the mark and the follow-up line never say "offline"
+    /// nor "stored", and the message counts as settled at the end of input.
+    func testCustodyWhileTheReceiverIsOnlineIsNeverCalledOffline() {
+        let custody = DeliveryStatus(SendResult.stored(messageId: 77, receiverOnline: true))
+        XCTAssertEqual(custody, .sentToDevices)
+        start(peer: "bob")
+        guard case .send(let ref, _)? = type("are you there\r").first else { return XCTFail("not sent") }
+        _ = session.submitted(ref: ref, messageId: 77)
+        let effects = session.resolved(ref: ref, custody)
+        refresh()
+        XCTAssertTrue(terminal.transcript.contains("12:00 you → bob: are you there ✓ (to devices)"), "\(terminal.transcript)")
+        XCTAssertTrue(effects.contains(.recordStatus(messageId: 77, status: "sent to devices")), "\(effects)")
+
+        start(interactive: false, peer: "bob")
+        guard case .send(let plainRef, _)? = type("hi\r").first else { return XCTFail("not sent") }
+        _ = session.submitted(ref: plainRef, messageId: 78)
+        _ = session.resolved(ref: plainRef, custody)
+        refresh()
+        XCTAssertTrue(terminal.transcript.contains("✓ sent to bob's devices: \"hi\""), "\(terminal.transcript)")
+        XCTAssertFalse(terminal.transcript.contains { $0.contains("offline") || $0.contains("stored") }, "\(terminal.transcript)")
+        XCTAssertEqual(session.endOfInput(), [.quit(status: 0)], "settled: the relay delivers it")
+    }
 }
 
 extension ChatSessionTests {

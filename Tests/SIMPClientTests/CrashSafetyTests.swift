@@ -72,7 +72,7 @@ final class CrashSafetyTests: StoryProcessTestCase {
         XCTAssertTrue(settled, "outcomes known: \(known) of \(Self.total)")
         XCTAssertEqual(failed, [], "nothing fails when one device restarts")
         // Stored (the relay holds it for bob's devices) is followed by delivered, never discarded.
-        let stored = Set(await outcomes.byText.values.compactMap { if case .stored(let id) = $0 { return id } else { return nil } })
+        let stored = Set(await outcomes.byText.values.compactMap { if case .stored(let id, _) = $0 { return id } else { return nil } })
         let toldDelivered = await Eventually.holds(within: .seconds(20)) {
             Set(await notices.notices.compactMap { if case .delivered(let id, _) = $0 { return id } else { return nil } }).isSuperset(of: stored)
         }

@@ -247,3 +247,10 @@ func statusReceipt(_ id: UInt64, from: String, to: String, _ status: SIMPMessage
     receipt.status = status
     return receipt
 }
+
+/// A STORED receipt for a receiver with several devices, at least one of them online.
+func onlineStoredReceipt(_ id: UInt64, from: String, to: String) -> SIMPMessage {
+    var receipt = statusReceipt(id, from: from, to: to, .stored)
+    receipt.receiverOnline = true
+    return receipt
+}

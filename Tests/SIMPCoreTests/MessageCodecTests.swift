@@ -16,6 +16,7 @@ final class MessageCodecTests: XCTestCase {
         message.udpPort = 50_123
         message.relayId = "relay-ä"
         message.custodyFloor = 41
+        message.receiverOnline = true
         return message
     }
 

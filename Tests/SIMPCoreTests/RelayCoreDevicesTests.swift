@@ -158,7 +158,8 @@ final class RelayCoreDevicesTests: XCTestCase {
             delivered.append(isPhone ? "phone" : "laptop")
         }
         XCTAssertEqual(delivered.sorted(), ["laptop", "phone"], "each online device gets it")
-        XCTAssertTrue(stored.contains(.send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .stored))), "alice hears it is stored")
+        XCTAssertTrue(stored.contains(.send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice"))),
+                      "alice hears it is stored, and that bob is online")
 
         var receipt = message.receipt(holdMicros: 0)
         receipt.attempt = 1
@@ -166,6 +167,35 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(fromLaptop, [.store(.removeFromInbox(user: "bob", entry: entry, device: "laptop")),
                                     .send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .deliveredFromInbox))],
                        "the laptop's receipt removes only the laptop's copy")
+    }
+
+    /// Issue 25 item 9: bob is online on his phone and has a second known device (the laptop,
+    /// offline), so the relay takes custody of alice's message; its STORED says bob is online
+    /// (alice's client must not say "offline"). Once the phone is gone too, it no longer does.
+    func testStoredForAUserWithOneOfTwoDevicesOnlineSaysTheReceiverIsOnline() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), knownDevices: 2, into: &relay)
+        _ = hello(&phone, into: &relay)
+        _ = relay.answer(.loadInbox(user: "bob", device: "phone"), .success(.inboxLoaded([], wallNow: 0)))
+        func storedReceipt(_ id: UInt64) -> SIMPMessage? {
+            let message = textMessage(id, from: "alice", to: "bob")
+            var routed = relay.send(message)
+            if routed == [.store(.lookup(user: "bob"))] { // no session here: the store says bob has two devices, none online
+                let offline = UserRoutes(receivers: [], relays: [], knownDevices: 2, known: true)
+                routed = relay.answer(.lookup(user: "bob"), .success(.routes(offline)))
+            }
+            XCTAssertEqual(routed, [.store(.storeInInbox(user: "bob", message: message))], "custody: two known devices")
+            let entry = InboxEntry(message: message, storedAt: 1000)
+            let stored = StoreAnswer.inboxStored(entry, InboxStoreResult(duplicate: false))
+            let actions = relay.answer(.storeInInbox(user: "bob", message: message), .success(stored))
+            for case .send(ConnectionID(9), let receipt) in actions where receipt.status == .stored { return receipt }
+            return nil
+        }
+        XCTAssertEqual(storedReceipt(5), onlineStoredReceipt(5, from: "bob", to: "alice"), "the phone is online and gets it now")
+
+        _ = relay.closed(phone.connection)
+        XCTAssertEqual(storedReceipt(6), statusReceipt(6, from: "bob", to: "alice", .stored), "no device online: offline, as before")
     }
 
     func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() {
@@ -179,7 +209,7 @@ final class RelayCoreDevicesTests: XCTestCase {
                        "two devices: stored for each, not forwarded")
         let entry = InboxEntry(message: message, storedAt: 1000)
         XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
-                       [.send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .stored)),
+                       [.send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice")),
                         .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
                         .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry))))],
                        "each relay holding a device hands the entry over")

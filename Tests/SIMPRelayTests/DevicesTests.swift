@@ -47,7 +47,7 @@ final class DevicesTests: XCTestCase {
         try await relay.addUser(dave)
         let carolClient = try await relay.connectClient(user: carol)
         let notices = NoticeLog(carolClient)
-        guard case .stored(let id) = try await carolClient.send(text: "while you were out", to: dave) else { return XCTFail("not stored") }
+        guard case .stored(let id, _) = try await carolClient.send(text: "while you were out", to: dave) else { return XCTFail("not stored") }
 
         let oneShot = try await device(dave, "laptop", sendOnly: true)
         try await oneShot.sendText(5, to: carol)
@@ -95,6 +95,34 @@ final class DevicesTests: XCTestCase {
         let phoneGot = try await messages(2, at: phoneAgain)
         XCTAssertEqual(phoneGot.map(\.messageId), [1, 2], "the phone still gets both, in order")
         XCTAssertEqual(phoneGot.map(\.floor), [4, 4])
+    }
+
+    /// Issue 25 item 9: bob has two known devices (the laptop has been connected), so the relay
+    /// takes custody of alice's message, but bob is online on his phone: alice's client hears
+    /// "sent to his devices", not "stored (offline)". Once the phone is gone too, it is stored.
+    func testCustodyWhileOneOfTwoDevicesIsOnlineIsNotCalledOffline() async throws {
+        relay = try await TestRelay.start()
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let laptop = try await device(bob, "laptop")
+        await laptop.close()
+        let phone = try await device(bob, "phone")
+        let aliceClient = try await relay.connectClient(user: alice)
+
+        let whileOnline = try await aliceClient.send(text: "are you there", to: bob)
+        guard case .stored(let id, let receiverOnline) = whileOnline else { return XCTFail("custody expected, got \(whileOnline)") }
+        XCTAssertTrue(receiverOnline, "bob's phone is online")
+        let said = MessageFormatting.outcomeText(whileOnline)
+        XCTAssertTrue(said.hasPrefix("sent to the receiver's devices"), said)
+        XCTAssertFalse(said.contains("offline"), said)
+        let got = try await messages(1, at: phone)
+        XCTAssertEqual(got.map(\.messageId), [id], "the phone gets it now")
+
+        await phone.close()
+        let bobGone = try await Eventually.holds { try await aliceClient.who([bob]).first?.online == false }
+        XCTAssertTrue(bobGone, "the relay saw the phone leave")
+        let whileOffline = try await aliceClient.send(text: "later then", to: bob)
+        guard case .stored(_, let nowOnline) = whileOffline else { return XCTFail("stored expected, got \(whileOffline)") }
+        XCTAssertFalse(nowOnline, "no device of bob is online")
     }
 
     /// Story 3: a user that exists in the credential store is known before its first login;

@@ -41,7 +41,7 @@ final class InboxTests: XCTestCase {
         let first = try await aliceClient.send(text: "while you were out", to: bob)
         let second = try await aliceClient.send(text: "and another", to: bob)
 
-        guard case .stored(let id1) = first, case .stored(let id2) = second else { return XCTFail("\(first) \(second)") }
+        guard case .stored(let id1, _) = first, case .stored(let id2, _) = second else { return XCTFail("\(first) \(second)") }
         let storedCount = try await inboxLength(bob)
         XCTAssertEqual(storedCount, 2)
         let storedNotice = await notices.waitFor { $0 == .stored(messageId: id1, to: bob) }
@@ -70,7 +70,7 @@ final class InboxTests: XCTestCase {
         let bob = try await offlineUser("bob")
         let alice = TestRelay.uniqueUser("alice")
         let aliceClient = try await relay.connectClient(user: alice)
-        guard case .stored(let id) = try await aliceClient.send(text: "ping me back", to: bob) else { return XCTFail("not stored") }
+        guard case .stored(let id, _) = try await aliceClient.send(text: "ping me back", to: bob) else { return XCTFail("not stored") }
         await aliceClient.close()
 
         let bobClient = try await relay.connectClient(user: bob)
@@ -121,7 +121,7 @@ final class InboxTests: XCTestCase {
         let bob = try await offlineUser("bob")
         let aliceClient = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
         let notices = NoticeLog(aliceClient)
-        guard case .stored(let id) = try await aliceClient.send(text: "too late", to: bob) else { return XCTFail("not stored") }
+        guard case .stored(let id, _) = try await aliceClient.send(text: "too late", to: bob) else { return XCTFail("not stored") }
 
         try await Task.sleep(nanoseconds: 1_300_000_000)
         let bobClient = try await relay.connectClient(user: bob)
@@ -145,7 +145,7 @@ final class InboxTests: XCTestCase {
         let bob = try await offlineUser("bob")
         let aliceClient = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
         let notices = NoticeLog(aliceClient)
-        guard case .stored(let id) = try await aliceClient.send(text: "survives restarts", to: bob) else { return XCTFail("not stored") }
+        guard case .stored(let id, _) = try await aliceClient.send(text: "survives restarts", to: bob) else { return XCTFail("not stored") }
 
         try await relay.restart()
 

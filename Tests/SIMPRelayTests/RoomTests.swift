@@ -34,7 +34,7 @@ final class RoomTests: RelayTestCase {
         var ids: [String: UInt64] = [:]
         for (author, text) in posts {
             let result = try await author.send(text: text, toRoom: room)
-            guard case .stored(let id) = result else { return XCTFail("\(text): \(result)") }
+            guard case .stored(let id, _) = result else { return XCTFail("\(text): \(result)") }
             ids[text] = id
         }
         posts.removeAll()

@@ -202,7 +202,7 @@ typedef enum _Simp__Message__DeliveryStatus {
    */
   SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED = 0,
   /*
-   * relay -> sender: the relay took custody (receiver offline, or several devices); it waits in the log
+   * relay -> sender: the relay took custody (receiver offline, or several devices; see receiverOnline)
    */
   SIMP__MESSAGE__DELIVERY_STATUS__STORED = 1,
   /*
@@ -421,10 +421,17 @@ struct  Simp__Message
    * CONNECT: this client reads RECEIPTs with receiptIds (else the relay splits batches for it)
    */
   protobuf_c_boolean acceptsbatchreceipts;
+  /*
+   * Custody while online (fields 55-59; docs/PROTOCOL.md §6.6).
+   */
+  /*
+   * RECEIPT (STORED): a receiving device of `fromUser` is connected to the relay that stored it,
+   */
+  protobuf_c_boolean receiveronline;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0 }
 
 
 /* Simp__Message methods */

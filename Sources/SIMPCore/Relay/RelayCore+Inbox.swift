@@ -31,6 +31,8 @@ extension RelayCore {
             // relay takes custody (sender -> relay -> store -> sender).
             var receipt = message.receipt(holdMicros: 0)
             receipt.status = .stored
+            // Not offline: a device of the receiver, here or on another relay, gets the entry now.
+            receipt.receiverOnline = sessions.hasReceiver(user) || routes.hasReceivers(user, now: now)
             timers.receiptRouted(now: now)
             for sender in sessions.connections(of: message.fromUser) { output.append(.send(sender, receipt)) }
         }

@@ -59,6 +59,13 @@ public struct RouteTable: Sendable {
         return known + knownMemory > now
     }
 
+    /// Whether the store said, within the cache's life, that `user` has a receiving session
+    /// online on some relay.
+    public func hasReceivers(_ user: String, now: NIODeadline) -> Bool {
+        guard let cached = cache[user], cached.expires > now else { return false }
+        return !cached.routes.receivers.isEmpty
+    }
+
     /// Payloads held while their recipients' routes are looked up.
     public var awaitingCount: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
 

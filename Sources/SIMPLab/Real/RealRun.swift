@@ -321,7 +321,7 @@ final class RealWorld: @unchecked Sendable {
                 case .delivered(_, let latency, let attempts): recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: at)
                 case .failed(_, let failure): recorder.messageFailed(id: id, attempts: failure.attempts, at: at)
                 case .connectionLost: recorder.messageFailed(id: id, connectionLost: true, at: at)
-                case .stored(let id): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
+                case .stored(let id, _): storedSince.withLockedValue { $0[id] = sentAt } // counted once delivered
                 }
             }
             lastProgress.withLockedValue { $0 = .now() }
