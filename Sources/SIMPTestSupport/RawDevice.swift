@@ -68,7 +68,8 @@ public final class RawDevice: @unchecked Sendable {
                 state.opened += 1
                 guard let opened = try? state.opener.open(bytes), let message = try? MessageCodec.decode(opened.payload) else { continue }
                 if message.kind == .typing { state.typing.append(message) }
-                guard message.kind.isContent, !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
+                guard message.kind.isContent,
+                      !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
                 else { continue }
                 state.messages.append(message)
             }
