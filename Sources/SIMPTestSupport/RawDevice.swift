@@ -20,6 +20,8 @@ public final class RawDevice: @unchecked Sendable {
         var opener: DatagramOpener
         var opened = 0
         var messages: [SIMPMessage] = []
+        /// TYPING datagrams the relay sent this device, in arrival order.
+        var typing: [SIMPMessage] = []
         var receipted: Set<String> = []
     }
 
@@ -64,13 +66,21 @@ public final class RawDevice: @unchecked Sendable {
         return state.withLockedValue { state in
             for bytes in datagrams.dropFirst(state.opened) {
                 state.opened += 1
-                guard let opened = try? state.opener.open(bytes), let message = try? MessageCodec.decode(opened.payload),
-                      message.kind.isContent, !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
+                guard let opened = try? state.opener.open(bytes), let message = try? MessageCodec.decode(opened.payload) else { continue }
+                if message.kind == .typing { state.typing.append(message) }
+                guard message.kind.isContent,
+                      !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
                 else { continue }
                 state.messages.append(message)
             }
             return state.messages
         }
+    }
+
+    /// TYPING datagrams the relay sent this device, in arrival order.
+    public func typing() async throws -> [SIMPMessage] {
+        _ = try await messages()
+        return state.withLockedValue { $0.typing }
     }
 
     /// Receipts (on the control channel, in one write) every content message received and not

@@ -198,6 +198,78 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(storedReceipt(6), statusReceipt(6, from: "bob", to: "alice", .stored), "no device online: offline, as before")
     }
 
+    /// The devices among `devices` whose address a delivery in `actions` went to, each opened
+    /// with its keys and checked to carry TYPING `id`.
+    private func typingReached(_ devices: [String: Device], id: UInt64, in actions: [RelayAction]) throws -> [String] {
+        var reached: [String] = []
+        for case .deliver("bob", let bytes, let address) in actions {
+            guard let (name, device) = devices.first(where: { $0.value.registration.route.address == address }) else {
+                XCTFail("a delivery to \(address), no device of bob's")
+                continue
+            }
+            var opener = device.opener
+            let message = try MessageCodec.decode(opener.open(bytes).payload)
+            XCTAssertEqual(message.kind, .typing)
+            XCTAssertEqual(message.messageId, id)
+            reached.append(name)
+        }
+        return reached.sorted()
+    }
+
+    func testTypingReachesEveryOnlineDeviceOfAUserWithSeveralKnownDevicesAndIsNeverStored() throws {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        // A newcomer: an earlier `simp send` made the default device known, then `simp chat` connected as "laptop".
+        var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(1), knownDevices: 2, into: &relay)
+        _ = hello(&laptop, into: &relay)
+        _ = try connect("bob", device: "laptop", sendOnly: true, on: ConnectionID(3), knownDevices: 2, into: &relay)
+        let first = relay.send(SIMPMessage(kind: .typing, messageId: 11, fromUser: "alice", toUser: "bob"))
+        XCTAssertEqual(try typingReached(["laptop": laptop], id: 11, in: first), ["laptop"], "the one online device of two known: \(first)")
+        XCTAssertEqual(first.count, 1, "only the delivery: nothing stored, no send-only session: \(first)")
+
+        var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(2), knownDevices: 2, into: &relay)
+        _ = hello(&phone, into: &relay)
+        let both = relay.send(SIMPMessage(kind: .typing, messageId: 12, fromUser: "alice", toUser: "bob"))
+        XCTAssertEqual(try typingReached(["laptop": laptop, "phone": phone], id: 12, in: both), ["laptop", "phone"], "\(both)")
+        XCTAssertEqual(both.count, 2, "nothing stored: \(both)")
+
+        let typing = SIMPMessage(kind: .typing, messageId: 13, fromUser: "carol", toUser: "bob")
+        let handedOver = relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(MessageCodec.encode(typing))))
+        XCTAssertEqual(try typingReached(["laptop": laptop, "phone": phone], id: 13, in: handedOver), ["laptop", "phone"],
+                       "from another relay too: \(handedOver)")
+        XCTAssertEqual(handedOver.count, 2, "nothing stored: \(handedOver)")
+    }
+
+    func testTypingForAUserWithDevicesOnOtherRelaysGoesToEachOfThem() {
+        var relay = DevRelay()
+        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        let typing = SIMPMessage(kind: .typing, messageId: 11, fromUser: "alice", toUser: "bob")
+        XCTAssertEqual(relay.send(typing), [.store(.lookup(user: "bob"))])
+        let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
+        let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 3, known: true)
+        let delivery = RelayDelivery(user: "bob", payload: .datagram(MessageCodec.encode(typing)))
+        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.routes(routes))),
+                       [.store(.publish(relay: "r2", delivery)), .store(.publish(relay: "r3", delivery))],
+                       "each relay holding an online device, nothing stored")
+    }
+
+    func testUnknownRecipientIsToldOnlyToTheSessionThatSent() throws {
+        var relay = DevRelay()
+        var (chat, _) = try connect("alice", device: "laptop", on: ConnectionID(1), into: &relay)
+        _ = hello(&chat, into: &relay)
+        var (oneShot, _) = try connect("alice", device: "laptop", sendOnly: true, on: ConnectionID(2), into: &relay)
+        let sent = relay.datagram(oneShot.sealer.seal(textMessage(5, from: "alice", to: "carol")), from: oneShot.registration.route.address)
+        XCTAssertEqual(sent, [.store(.lookup(user: "carol"))])
+        var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
+        error.fromUser = "carol"
+        XCTAssertEqual(relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+                       [.reject(.unknownRecipient, detail: "alice -> carol"), .send(oneShot.connection, error)],
+                       "the one-shot sender hears it, the chat session does not")
+        let cached = relay.datagram(chat.sealer.seal(textMessage(6, from: "alice", to: "carol")), from: chat.registration.route.address)
+        error.messageId = 6
+        XCTAssertEqual(cached, [.reject(.unknownRecipient, detail: "alice -> carol"), .send(chat.connection, error)], "from the cache too")
+    }
+
     func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() {
         var relay = DevRelay()
         relay.connect("alice", on: ConnectionID(9), port: 5009)

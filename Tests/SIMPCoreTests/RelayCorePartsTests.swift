@@ -84,7 +84,7 @@ final class RouteTableTests: XCTestCase {
 
     func testOneLookupPerUserWithABoundedBacklogThenTheCacheAnswers() {
         var table = RouteTable(cacheTTL: .seconds(2), unknownUserCacheTTL: .milliseconds(500), maxAwaitingLookup: 2)
-        XCTAssertEqual(table.route(payload(1), to: "bob", now: t0), .lookUp)
+        XCTAssertEqual(table.route(payload(1), to: "bob", sender: 7, now: t0), .lookUp)
         XCTAssertEqual(table.route(payload(2), to: "bob", now: t0), .waiting)
         XCTAssertEqual(table.route(payload(3), to: "bob", now: t0), .backlogFull)
         XCTAssertEqual(table.awaitingCount, 2)
@@ -92,11 +92,11 @@ final class RouteTableTests: XCTestCase {
         XCTAssertEqual([cached.route], [r2])
         XCTAssertTrue(cached.known)
         XCTAssertEqual(cached.expires, t0 + .seconds(2))
-        XCTAssertEqual(waiting, [payload(1), payload(2)])
+        XCTAssertEqual(waiting, [RouteTable.Waiting(payload(1), sender: 7), RouteTable.Waiting(payload(2))], "each with the session that sent it")
         XCTAssertEqual(table.awaitingCount, 0)
         XCTAssertEqual(table.route(payload(4), to: "bob", now: t0 + .seconds(2) - .nanoseconds(1)), .cached(cached))
         XCTAssertEqual(table.route(payload(5), to: "bob", now: t0 + .seconds(2)), .lookUp, "expired")
-        XCTAssertEqual(table.takeWaiting(for: "bob"), [payload(5)])
+        XCTAssertEqual(table.takeWaiting(for: "bob"), [RouteTable.Waiting(payload(5))])
     }
 
     func testAnUnknownAnswerSoonAfterTheUserWasKnownMeansTheStoreLostItsKeys() {

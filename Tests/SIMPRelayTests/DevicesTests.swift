@@ -39,6 +39,41 @@ final class DevicesTests: XCTestCase {
         return try await device.messages()
     }
 
+    /// A newcomer: bob's earlier one-shot session made the default device known, then `simp
+    /// chat` connected as "laptop". Two known devices, one online: alice's TYPING reaches it
+    /// (docs/PROTOCOL.md §6.8).
+    func testTypingReachesTheOnlineDeviceOfAUserWithTwoKnownDevices() async throws {
+        relay = try await TestRelay.start()
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let earlier = try await device(bob, "")
+        await earlier.close()
+        let laptop = try await device(bob, "laptop")
+        let sender = try await device(alice, "phone")
+        try await sender.send(SIMPMessage(kind: .typing, messageId: 7, fromUser: alice, toUser: bob))
+        let shown = try await Eventually.holds(within: .seconds(20)) { try await laptop.typing().map(\.messageId) == [7] }
+        XCTAssertTrue(shown, "the laptop shows alice typing")
+    }
+
+    /// An ERROR about a datagram goes only to the session that sent it (docs/PROTOCOL.md §4.3):
+    /// dave's one-shot session hears UNKNOWN_RECIPIENT, his chat session does not.
+    func testUnknownRecipientIsToldOnlyToTheSendingSession() async throws {
+        relay = try await TestRelay.start()
+        let dave = TestRelay.uniqueUser("dave"), nobody = TestRelay.uniqueUser("nobody")
+        let chat = try await device(dave, "laptop")
+        let oneShot = try await device(dave, "laptop", sendOnly: true)
+        try await oneShot.sendText(5, to: nobody)
+        let told = try await Eventually.holds(within: .seconds(20)) {
+            try await oneShot.frames(.error).contains { $0.messageId == 5 && $0.errorCode == .unknownRecipient }
+        }
+        XCTAssertTrue(told, "the sending session hears UNKNOWN_RECIPIENT")
+        // The relay writes the errors of one datagram at once: by a PONG after it, any would be here.
+        try await chat.control.send([SIMPMessage(kind: .ping, messageId: 99)])
+        let ponged = try await Eventually.holds(within: .seconds(20)) { try await chat.frames(.pong).contains { $0.messageId == 99 } }
+        XCTAssertTrue(ponged)
+        let chatErrors = try await chat.frames(.error)
+        XCTAssertEqual(chatErrors, [], "the chat session is not told about a message it did not send")
+    }
+
     /// Story 1: a send-only session of dave (a one-shot `simp send`) in the middle of an
     /// offline period takes nothing away; dave's receiving session gets carol's message after.
     func testASendOnlySessionNeverTakesStoredMessages() async throws {

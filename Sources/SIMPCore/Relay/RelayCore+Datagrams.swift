@@ -79,7 +79,8 @@ extension RelayCore {
 
     /// Validates an authentic content (or TYPING) datagram of `user`'s session `session` and
     /// decides where it goes: a local user's one device, a room, another relay, the user's
-    /// devices' inboxes (offline, or several devices).
+    /// devices' inboxes (offline, or several devices). TYPING goes to every online device of
+    /// the user instead, and is never stored.
     private mutating func routeContent(
         _ payload: ByteBuffer, _ message: DatagramHeader, from user: String, session: UInt64, now: NIODeadline, into output: inout [RelayAction]
     ) {
@@ -107,7 +108,11 @@ extension RelayCore {
         }
         if Self.isRoomAddress(message.toUser) {
             guard message.kind != .typing else { return } // typing is for one peer only
-            return postToRoom(payload, message, into: &output)
+            return postToRoom(payload, message, from: session, into: &output)
+        }
+        if message.kind == .typing, sessions.hasReceiver(message.toUser) {
+            // Ephemeral: each receiving session here shows it; none is stored (PROTOCOL §6.8).
+            return sessions.sealForEverySession(payload, to: message.toUser, receiversOnly: true, into: &output)
         }
         if let delivery = sessions.sealForSoleReceiver(payload, to: message.toUser) {
             return output.append(delivery) // the common case: a local recipient with one device
@@ -116,17 +121,18 @@ extension RelayCore {
             // Several devices: the message goes to each one's inbox (the relay takes custody).
             return noRoute(message, payload: payload, known: true, into: &output)
         }
-        routeRemote(.datagram(payload), to: message.toUser, now: now, into: &output)
+        routeRemote(.datagram(payload), to: message.toUser, sender: session, now: now, into: &output)
     }
 
     /// Seals `payload` for `user`'s receiving session and sends it to its address: a datagram
     /// handed over by another relay leaves through here. A user with several devices has it
-    /// stored for each instead.
+    /// stored for each instead (a TYPING goes to each of them here, unstored).
     mutating func deliver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
         if let delivery = sessions.sealForSoleReceiver(payload, to: user) { return output.append(delivery) }
         guard sessions.hasReceiver(user), let header = try? Self.header(of: payload) else {
             return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no receiving session on \(configuration.relayId)"))
         }
+        guard header.kind != .typing else { return sessions.sealForEverySession(payload, to: user, receiversOnly: true, into: &output) }
         noRoute(header, payload: payload, known: true, into: &output)
     }
 
@@ -137,17 +143,18 @@ extension RelayCore {
     }
 
     /// A datagram whose recipient has no route: a known user is offline (the message goes to
-    /// its inbox), anyone else is unknown (the sender is told).
-    func noRoute(_ message: DatagramHeader, payload: ByteBuffer, known: Bool, into output: inout [RelayAction]) {
+    /// its inbox), anyone else is unknown (the session that sent it, `sender`, is told).
+    func noRoute(_ message: DatagramHeader, payload: ByteBuffer, known: Bool, sender: UInt64? = nil, into output: inout [RelayAction]) {
         guard message.kind != .typing else { return } // at most once: never stored, never refused
         guard !known else { return storeOffline(payload, message, into: &output) }
         var error = SIMPMessage.error(.unknownRecipient, "no user \"\(message.toUser)\" is registered", messageId: message.messageId)
         error.fromUser = message.toUser
         output.append(.reject(.unknownRecipient, detail: "\(message.fromUser) -> \(message.toUser)"))
-        tell(message.fromUser, error, into: &output)
+        if let sender { tell(session: sender, error, into: &output) }
     }
 
-    /// An ERROR about `message` to its sender, if the sender has a session here.
+    /// An ERROR about `message` to its sender's sessions here (for answers of the store, which
+    /// do not name the session that sent it).
     func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String, into output: inout [RelayAction]) {
         tell(message.fromUser, .error(code, text, messageId: message.messageId), into: &output)
     }

@@ -6,10 +6,12 @@ extension RelayCore {
     // MARK: Routing to other relays
 
     /// Routes a payload for `user`, who has no session here, from the cached route or after a
-    /// lookup.
-    mutating func routeRemote(_ payload: RelayDelivery.Payload, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
-        switch routes.route(payload, to: user, now: now) {
-        case .cached(let cached): dispatch(payload, to: user, via: cached, into: &output)
+    /// lookup. `sender` is the session here that sent it, the only one told of an error about it.
+    mutating func routeRemote(
+        _ payload: RelayDelivery.Payload, to user: String, sender: UInt64? = nil, now: NIODeadline, into output: inout [RelayAction]
+    ) {
+        switch routes.route(payload, to: user, sender: sender, now: now) {
+        case .cached(let cached): dispatch(RouteTable.Waiting(payload, sender: sender), to: user, via: cached, into: &output)
         case .lookUp: output.append(.store(.lookup(user: user)))
         case .waiting: break
         case .backlogFull: output.append(.reject(.lookupBacklogFull, detail: "lookup backlog for \(user) full"))
@@ -39,16 +41,17 @@ extension RelayCore {
         }
         let (cached, waiting) = routes.lookedUp(user, routes: answer, now: now)
         guard sessions.contains(user) else {
-            for payload in waiting { dispatch(payload, to: user, via: cached, into: &output) }
+            for held in waiting { dispatch(held, to: user, via: cached, into: &output) }
             return
         }
         sessions.learned(user, knownDevices: answer.knownDevices, elsewhere: answer.relays.contains { $0 != configuration.relayId })
         let receivesHere = sessions.hasReceiver(user)
-        for payload in waiting {
+        for held in waiting {
+            let payload = held.payload
             if case .datagram = payload, !receivesHere {
                 // Only send-only sessions here (a one-shot `simp send`): content goes where the
                 // user receives.
-                dispatch(payload, to: user, via: cached, into: &output)
+                dispatch(held, to: user, via: cached, into: &output)
                 continue
             }
             deliverToLocalUser(RelayDelivery(user: user, payload: payload), now: now, into: &output)
@@ -60,19 +63,24 @@ extension RelayCore {
     /// Sends a payload for a user without a session here along the routes read from the store:
     /// a datagram to the relay of the user's one device (or, for a user with several devices or
     /// none online, to the devices' inboxes), a control message to every relay holding a
-    /// session of the user, an inbox entry to every relay holding a receiving session.
-    private func dispatch(_ payload: RelayDelivery.Payload, to user: String, via cached: RouteTable.CachedRoute, into output: inout [RelayAction]) {
+    /// session of the user, an inbox entry to every relay holding a receiving session. A
+    /// TYPING datagram goes to every relay holding a receiving session (never stored).
+    private func dispatch(_ waiting: RouteTable.Waiting, to user: String, via cached: RouteTable.CachedRoute, into output: inout [RelayAction]) {
+        let payload = waiting.payload
         switch payload {
-        case .datagram:
+        case .datagram(let bytes):
+            if DatagramHeader.parse(bytes)?.kind == .typing {
+                return publish(payload, to: user, relays: cached.routes.receivers.map(\.relayId), into: &output)
+            }
             guard let route = cached.route, route.relayId != configuration.relayId else {
                 // Several devices, none online, or a route left behind by this relay's previous
                 // life: the message goes to the user's inboxes (or the user is unknown).
-                return noRoute(for: payload, to: user, known: cached.known || !cached.routes.relays.isEmpty, into: &output)
+                return noRoute(for: waiting, to: user, known: cached.known || !cached.routes.relays.isEmpty, into: &output)
             }
             output.append(.store(.publish(relay: route.relayId, RelayDelivery(user: user, payload: payload))))
         case .control:
             guard cached.routes.relays.contains(where: { $0 != configuration.relayId }) else {
-                return noRoute(for: payload, to: user, known: cached.known, into: &output)
+                return noRoute(for: waiting, to: user, known: cached.known, into: &output)
             }
             publish(payload, to: user, relays: cached.routes.relays, into: &output)
         case .inboxEntry:
@@ -88,11 +96,11 @@ extension RelayCore {
         }
     }
 
-    private func noRoute(for payload: RelayDelivery.Payload, to user: String, known: Bool, into output: inout [RelayAction]) {
-        switch payload {
+    private func noRoute(for waiting: RouteTable.Waiting, to user: String, known: Bool, into output: inout [RelayAction]) {
+        switch waiting.payload {
         case .datagram(let bytes):
             guard let header = try? Self.header(of: bytes) else { return }
-            noRoute(header, payload: bytes, known: known, into: &output)
+            noRoute(header, payload: bytes, known: known, sender: waiting.sender, into: &output)
         case .control(let message) where message.kind == .presence || message.status == .roomDelivered:
             break // news for someone who is not connected anywhere: nobody to tell
         case .control(let message):

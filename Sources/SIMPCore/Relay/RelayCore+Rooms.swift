@@ -48,12 +48,13 @@ extension RelayCore {
         }
     }
 
-    /// A content datagram for `#<room>`.
-    func postToRoom(_ bytes: ByteBuffer, _ header: DatagramHeader, into output: inout [RelayAction]) {
+    /// A content datagram for `#<room>` from session `sender` (told if the room name is invalid).
+    func postToRoom(_ bytes: ByteBuffer, _ header: DatagramHeader, from sender: UInt64, into output: inout [RelayAction]) {
         let room = String(header.toUser.dropFirst())
         guard Self.isValidRoomName(room) else {
             output.append(.reject(.unknownRecipient, detail: "\(header.fromUser) -> invalid room \(header.toUser)"))
-            return tellSender(header, .unknownRecipient, "\"\(header.toUser)\" is not a valid room", into: &output)
+            let error = SIMPMessage.error(.unknownRecipient, "\"\(header.toUser)\" is not a valid room", messageId: header.messageId)
+            return tell(session: sender, error, into: &output)
         }
         guard let message = try? MessageCodec.decode(bytes) else {
             return output.append(.reject(.malformed, detail: "datagram for \(header.toUser) does not decode"))

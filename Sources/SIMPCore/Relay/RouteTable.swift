@@ -30,8 +30,20 @@ public struct RouteTable: Sendable {
         case backlogFull
     }
 
+    /// A payload waiting for its recipient's lookup, with the session of this relay that sent
+    /// it (nil when no session did): an error about it goes to that session only
+    /// (docs/PROTOCOL.md §4.3).
+    public struct Waiting: Sendable, Equatable {
+        public var payload: RelayDelivery.Payload
+        public var sender: UInt64?
+        public init(_ payload: RelayDelivery.Payload, sender: UInt64? = nil) {
+            self.payload = payload
+            self.sender = sender
+        }
+    }
+
     private var cache: [String: CachedRoute] = [:]
-    private var awaitingLookup: [String: [RelayDelivery.Payload]] = [:]
+    private var awaitingLookup: [String: [Waiting]] = [:]
     /// When the store last said each user exists, kept for `knownMemory`.
     private var lastKnown: [String: NIODeadline] = [:]
     /// `lastKnown`'s size at which expired entries are next swept out.
@@ -69,9 +81,10 @@ public struct RouteTable: Sendable {
     /// Payloads held while their recipients' routes are looked up.
     public var awaitingCount: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
 
-    /// Decides from the cache, or queues `payload` until the store answers.
-    public mutating func route(_ payload: RelayDelivery.Payload, to user: String, now: NIODeadline) -> Decision {
+    /// Decides from the cache, or queues `payload` (sent by session `sender`) until the store answers.
+    public mutating func route(_ payload: RelayDelivery.Payload, to user: String, sender: UInt64? = nil, now: NIODeadline) -> Decision {
         if let cached = cache[user], cached.expires > now { return .cached(cached) }
+        let payload = Waiting(payload, sender: sender)
         guard var queue = awaitingLookup[user] else {
             awaitingLookup[user] = [payload]
             return .lookUp
@@ -83,14 +96,14 @@ public struct RouteTable: Sendable {
     }
 
     /// The store answered a lookup: caches it and returns the payloads that waited.
-    public mutating func lookedUp(_ user: String, route: Route?, known: Bool, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
+    public mutating func lookedUp(_ user: String, route: Route?, known: Bool, now: NIODeadline) -> (CachedRoute, [Waiting]) {
         let routes = UserRoutes(receivers: route.map { [$0] } ?? [], relays: route.map { [$0.relayId] } ?? [], knownDevices: 1, known: known)
         return lookedUp(user, routes: routes, now: now)
     }
 
     /// The store answered a lookup with the user's sessions and devices: caches it and returns
     /// the payloads that waited.
-    public mutating func lookedUp(_ user: String, routes: UserRoutes, now: NIODeadline) -> (CachedRoute, [RelayDelivery.Payload]) {
+    public mutating func lookedUp(_ user: String, routes: UserRoutes, now: NIODeadline) -> (CachedRoute, [Waiting]) {
         let cached = CachedRoute(routes: routes, expires: now + (routes.relays.isEmpty ? unknownUserCacheTTL : cacheTTL))
         cache[user] = cached
         if routes.exists { rememberKnown(user, now: now) }
@@ -105,7 +118,7 @@ public struct RouteTable: Sendable {
     }
 
     /// A lookup failed (or its user connected here meanwhile): the payloads that waited.
-    public mutating func takeWaiting(for user: String) -> [RelayDelivery.Payload] {
+    public mutating func takeWaiting(for user: String) -> [Waiting] {
         awaitingLookup.removeValue(forKey: user) ?? []
     }
 

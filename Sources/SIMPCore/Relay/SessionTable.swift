@@ -205,11 +205,12 @@ public struct SessionTable: Sendable {
     }
 
     /// Seals `payload` for each of `user`'s sessions here (a receipt's fast copy: the session
-    /// that sent the message takes it, the others ignore it).
-    public mutating func sealForEverySession(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
+    /// that sent the message takes it, the others ignore it), or with `receiversOnly` for each
+    /// receiving session (a TYPING: every online device shows it).
+    public mutating func sealForEverySession(_ payload: ByteBuffer, to user: String, receiversOnly: Bool = false, into output: inout [RelayAction]) {
         guard let ids = users[user]?.ids else { return }
         for id in ids {
-            guard let index = sessions.index(forKey: id) else { continue }
+            guard let index = sessions.index(forKey: id), !receiversOnly || sessions.values[index].receives else { continue }
             output.append(Self.deliver(payload, from: &sessions.values[index]))
         }
     }
