@@ -103,13 +103,9 @@ final class SimClient: ClientShell {
         guard isRunning else { return }
         // As the reference client closes: receipts still waiting in a batch go out before the
         // DISCONNECT (else the relay would deliver those messages to the next process again).
-        let closing = session.finishTakingMessages(now: world.queue.deadline)
-        sendDatagrams(closing.datagrams.compactMap { session.seal($0, allocator: allocator) })
-        writeControl(closing.controlFrames)
-        isRunning = false
+        isRunning = false // first: no timer is armed for the process that ends
+        carryOut(session.finishTakingMessages(now: world.queue.deadline))
         handshakeGeneration += 1
-        timerGeneration += 1
-        timerDeadline = nil
         if let handshake { world.relay.clientClosed(handshake) }
         handshake = nil
         control?.send(SIMPMessage(kind: .disconnect, fromUser: user))
