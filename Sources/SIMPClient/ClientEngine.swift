@@ -9,11 +9,11 @@ import SIMPNIO
 /// Runs the client's `ClientSession` on its event loop over SwiftNIO sockets: the control
 /// connection's handshake, datagrams in and out, one timer at the session's deadline, and the
 /// callers waiting for their messages' outcomes. Every method runs on `eventLoop`.
-final class ClientEngine: @unchecked Sendable { // confined to eventLoop
+final class ClientEngine: ClientShell, @unchecked Sendable { // confined to eventLoop
     let eventLoop: EventLoop
     let configuration: ClientConfiguration
     private var logger: Logger { configuration.logger }
-    private var session: ClientSession
+    var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     /// Room and WHO requests waiting for their answer, by request id.
@@ -183,7 +183,7 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
-    private func reconnect(attempt: Int, after delay: TimeAmount) {
+    func reconnect(attempt: Int, after delay: TimeAmount) {
         onStateChange(.reconnecting(attempt: attempt, delay: delay))
         eventLoop.scheduleTask(in: delay) { [self] in
             guard !closedByUser else { return }
@@ -303,57 +303,45 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
         waiters.removeAll()
     }
 
-    // MARK: Output
+    // MARK: Output (ClientShell: `carryOut` interprets the session's output)
 
-    private func carryOut(_ output: ClientSession.Output) {
-        var output = output
-        if !output.delivered.isEmpty { session.handOver(&output, to: onMessage) } // first: the receipts below say the application has them
-        if let datagrams, let target = relayDatagramAddress, !output.datagrams.isEmpty {
-            for message in output.datagrams {
-                guard let bytes = session.seal(message, allocator: datagrams.allocator) else { continue }
-                datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil)
-            }
-            datagrams.flush()
-        }
-        for frame in output.controlFrames { control?.write(frame, promise: nil) }
-        if !output.controlFrames.isEmpty { control?.flush() }
-        output.delayed.forEach(onDelay)
-        // Metrics first: a caller woken by `report` may read them at once.
-        metrics.update(outcomes: output.outcomes, session: session)
-        output.outcomes.forEach(report)
-        for notice in output.notices {
-            if case .stored(let id, _, let receiverOnline) = notice {
-                configuration.outbox?.remove(id)
-                waiters.removeValue(forKey: id)?.succeed(.stored(messageId: id, receiverOnline: receiverOnline))
-            }
-            onNotice(notice)
-        }
-        output.peerEvents.forEach(onPeerEvent)
-        for reply in output.replies {
-            requestWaiters.removeValue(forKey: reply.requestId)?.completeWith(reply.result.mapError {
-                switch $0 {
-                case .refused(let code, let text): SIMPClientError.rejected(code, text)
-                case .connectionLost: SIMPClientError.connectionLost
-                }
-            })
-        }
-        if output.closeControl {
-            logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
-            control?.close(promise: nil) // controlClosed takes it from here
-        }
-        if let plan = output.reconnect { reconnect(attempt: plan.attempt, after: plan.delay) }
-        armTimer()
+    var datagramAllocator: ByteBufferAllocator? { relayDatagramAddress == nil ? nil : datagrams?.allocator }
+
+    func take(_ message: SIMPMessage) -> Bool { onMessage(message) }
+
+    func sendDatagrams(_ sealed: [ByteBuffer]) {
+        guard let datagrams, let target = relayDatagramAddress else { return }
+        for bytes in sealed { datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil) }
+        datagrams.flush()
     }
 
-    private func report(_ event: SenderEvent) {
-        switch event {
-        case .delivered(let id, _, let latency, let attempts):
-            configuration.outbox?.remove(id)
-            waiters.removeValue(forKey: id)?.succeed(.delivered(messageId: id, latency: latency, attempts: attempts))
-        case .failed(let id, _, let failure):
-            configuration.outbox?.remove(id)
-            waiters.removeValue(forKey: id)?.succeed(.failed(messageId: id, failure))
-        }
+    func writeControl(_ frames: [SIMPMessage]) {
+        for frame in frames { control?.write(frame, promise: nil) }
+        control?.flush()
+    }
+
+    func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
+
+    func outputWillBeReported(_ output: ClientSession.Output) {
+        metrics.update(outcomes: output.outcomes, session: session)
+    }
+
+    func messageSettled(_ result: SendResult) {
+        configuration.outbox?.remove(result.messageId)
+        waiters.removeValue(forKey: result.messageId)?.succeed(result)
+    }
+
+    func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
+
+    func peerEventArrived(_ event: PeerEvent) { onPeerEvent(event) }
+
+    func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {
+        requestWaiters.removeValue(forKey: requestId)?.completeWith(result.mapError { $0 })
+    }
+
+    func closeControl() {
+        logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
+        control?.close(promise: nil) // controlClosed takes it from here
     }
 
     /// Keeps `message` (as `id`) in the outbox until its outcome is known.
@@ -368,8 +356,8 @@ final class ClientEngine: @unchecked Sendable { // confined to eventLoop
     }
 
     /// Keeps one scheduled task at the session's next deadline.
-    private func armTimer() {
-        guard let deadline = session.nextDeadline else {
+    func armTimer(at deadline: NIODeadline?) {
+        guard let deadline else {
             timer?.cancel()
             timer = nil
             timerDeadline = nil

@@ -1,10 +1,11 @@
 import NIOCore
+import SIMPClient
 import SIMPCore
 
 /// A client in the simulator: the client's own `ClientSession` (the same one `SIMPClient`
 /// drives), connected to simulated links instead of sockets. Its process can stop (`stop`) and
 /// start again afresh (`start`), as a device that goes offline and comes back.
-final class SimClient {
+final class SimClient: ClientShell {
     let user: String
     let isSender: Bool
     /// The device it logs in as (PROTOCOL §4.7; "" is the user's default device).
@@ -15,7 +16,7 @@ final class SimClient {
     let up: SimLink
     let down: SimLink
     private unowned let world: SimWorld
-    private var session: ClientSession
+    var session: ClientSession
     private var random: SeededRandom
     /// The registered control connection, and one in its CONNECT handshake.
     private(set) var control: SimConnection?
@@ -34,6 +35,8 @@ final class SimClient {
     private var timerGeneration = 0
     /// The sender's retransmission count already passed to the recorder.
     private var retransmitsRecorded = 0
+    /// Whether the application took messages since progress was last noted.
+    private var messagesTaken = false
     private let allocator = ByteBufferAllocator()
     private let index: Int
     /// Whether the client's process runs, and how many processes it has had: what a stopped
@@ -100,13 +103,9 @@ final class SimClient {
         guard isRunning else { return }
         // As the reference client closes: receipts still waiting in a batch go out before the
         // DISCONNECT (else the relay would deliver those messages to the next process again).
-        let closing = session.finishTakingMessages(now: world.queue.deadline)
-        closing.datagrams.forEach(sendDatagram)
-        closing.controlFrames.forEach { control?.send($0) }
-        isRunning = false
+        isRunning = false // first: no timer is armed for the process that ends
+        carryOut(session.finishTakingMessages(now: world.queue.deadline))
         handshakeGeneration += 1
-        timerGeneration += 1
-        timerDeadline = nil
         if let handshake { world.relay.clientClosed(handshake) }
         handshake = nil
         control?.send(SIMPMessage(kind: .disconnect, fromUser: user))
@@ -184,13 +183,6 @@ final class SimClient {
         carryOut(session.datagramBurstEnded(now: now)) // each simulated arrival is a read burst of its own
     }
 
-    private func deliver(_ messages: [SIMPMessage]) {
-        for message in messages {
-            world.recorder.appReceived(from: message.fromUser, to: user, device: device, text: message.content, at: world.elapsed)
-        }
-        if !messages.isEmpty { world.noteProgress() }
-    }
-
     func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
         if connection === handshake {
             switch session.loginReceived(message, now: world.queue.deadline) {
@@ -222,55 +214,60 @@ final class SimClient {
         world.noteProgress()
     }
 
-    // MARK: Output
+    // MARK: Output (ClientShell: SIMPClient's `carryOut` interprets the session's output)
 
-    /// One datagram up the link to the relay, from the NAT mapping in force as it leaves.
-    private func sendDatagram(_ message: SIMPMessage) {
+    var datagramAllocator: ByteBufferAllocator? { allocator }
+
+    /// The application takes every message (the recorder finds duplicates); progress is noted
+    /// once the session is no longer borrowed (`outputWillBeReported`).
+    func take(_ message: SIMPMessage) -> Bool {
+        world.recorder.appReceived(from: message.fromUser, to: user, device: device, text: message.content, at: world.elapsed)
+        messagesTaken = true
+        return true
+    }
+
+    /// Datagrams up the link to the relay, from the NAT mapping in force as they leave.
+    func sendDatagrams(_ sealed: [ByteBuffer]) {
         let source = publicAddress
-        guard let sealed = session.seal(message, allocator: allocator) else { return }
-        up.send(sealed) { [unowned self] bytes in
-            world.relay.datagramArrived(bytes, from: source)
+        for datagram in sealed {
+            up.send(datagram) { [unowned self] bytes in
+                world.relay.datagramArrived(bytes, from: source)
+            }
         }
     }
 
-    private func carryOut(_ output: ClientSession.Output) {
-        deliver(output.delivered) // first: the receipts below say the application has them
-        output.datagrams.forEach(sendDatagram)
-        output.controlFrames.forEach { control?.send($0) }
-        output.outcomes.forEach(report)
-        output.notices.forEach(follow)
+    func writeControl(_ frames: [SIMPMessage]) { frames.forEach { control?.send($0) } }
+
+    func messageDelayed(_ message: DelayedMessage) {}
+
+    func outputWillBeReported(_ output: ClientSession.Output) {
+        if messagesTaken {
+            messagesTaken = false
+            world.noteProgress()
+        }
         if session.sender.retransmits > retransmitsRecorded {
             world.recorder.retransmitted(session.sender.retransmits - retransmitsRecorded, at: world.elapsed)
             retransmitsRecorded = session.sender.retransmits
         }
-        if output.closeControl, let control {
-            world.relay.clientClosed(control)
-            connectionClosed(control)
-        }
-        if let plan = output.reconnect {
-            let process = processes
-            world.queue.schedule(after: plan.delay) { [unowned self] in
-                if process == processes { connect() }
-            }
-        }
-        armTimer()
     }
 
-    private func report(_ event: SenderEvent) {
-        switch event {
-        case .delivered(let id, _, let latency, let attempts):
+    /// A stored message has its outcome when the relay says it was delivered from the inbox
+    /// (or discarded), as in real mode (`noticeArrived`).
+    func messageSettled(_ result: SendResult) {
+        switch result {
+        case .delivered(let id, let latency, let attempts):
             guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.receiptArrived(id: id, latency: latency, attempts: attempts, at: world.elapsed)
-        case .failed(let id, _, let failure):
+        case .failed(let id, let failure):
             guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.messageFailed(id: id, attempts: failure.attempts, at: world.elapsed)
+        case .stored, .connectionLost:
+            return
         }
         outcomeArrived()
     }
 
-    /// A message stored for an offline receiver has its outcome when the relay says it was
-    /// delivered from the inbox (or discarded), as in real mode.
-    private func follow(_ notice: DeliveryNotice) {
+    func noticeArrived(_ notice: DeliveryNotice) {
         switch notice {
         case .delivered(let id, _):
             guard let submitted = waiters.removeValue(forKey: id) else { return }
@@ -282,6 +279,23 @@ final class SimClient {
             return
         }
         outcomeArrived()
+    }
+
+    func peerEventArrived(_ event: PeerEvent) {}
+
+    func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {}
+
+    func closeControl() {
+        guard let control else { return }
+        world.relay.clientClosed(control)
+        connectionClosed(control)
+    }
+
+    func reconnect(attempt: Int, after delay: TimeAmount) {
+        let process = processes
+        world.queue.schedule(after: delay) { [unowned self] in
+            if process == processes { connect() }
+        }
     }
 
     /// A one-shot send leaves once every message has its outcome (after what it is doing now).
@@ -296,8 +310,8 @@ final class SimClient {
     }
 
     /// One timer at the session's next deadline.
-    private func armTimer() {
-        guard isRunning, let deadline = session.nextDeadline else {
+    func armTimer(at deadline: NIODeadline?) {
+        guard isRunning, let deadline else {
             timerGeneration += 1
             timerDeadline = nil
             return
