@@ -194,6 +194,24 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(wrongStatus, 1)
         XCTAssertTrue(wrong.standardError.hasPrefix("simp: \(config.path): unknown key \"colour\" in [chat]"), wrong.standardError)
     }
+
+    /// A config value the command refuses (wrong type, out of range, not a known colour) names
+    /// the file and the key, not a flag nobody typed (issue 25 item 19).
+    func testAConfigValueOfTheWrongTypeNamesTheFileAndTheKey() async throws {
+        let cases: [(text: String, subcommand: [String], key: String)] = [
+            ("udp-port = \"abc\"\n", ["send", "--to", "bob", "x"], "udp-port"),
+            ("udp-port = 99999\n", ["listen"], "udp-port"),
+            ("log-level = \"loud\"\n", ["send", "--to", "bob", "x"], "log-level"),
+            ("[chat]\ncolors = \"peer=purple-ish\"\n", ["chat"], "chat.colors"),
+        ]
+        for (text, arguments, key) in cases {
+            let config = try file("config.toml", "user = \"carol\"\n" + text)
+            let run = try ChildProcess("simp", arguments, environment: ["SIMP_HOME": scratch.path])
+            let status = await run.exitStatus()
+            XCTAssertEqual(status, 1, "\(text): \(run.standardError)")
+            XCTAssertTrue(run.standardError.hasPrefix("simp: \(config.path): \"\(key)\": "), "\(text): \(run.standardError)")
+        }
+    }
 }
 
 /// `--version`, `--help` and the relay's config, environment and start-up errors.
