@@ -246,6 +246,12 @@ final class ExecutableBasicsTests: XCTestCase {
         let unknown = try await run("simp-server", ["--config", bad.path])
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.err.hasPrefix("simp-server: \(bad.path): unknown key \"no-logn\""), unknown.err)
+        for (text, key) in [("port = \"abc\"\n", "port"), ("inbox-ttl = 0\n", "inbox-ttl")] { // names the file and the key
+            try text.write(to: bad, atomically: true, encoding: .utf8)
+            let wrong = try await run("simp-server", ["--config", bad.path])
+            XCTAssertEqual(wrong.status, 1, wrong.err)
+            XCTAssertTrue(wrong.err.hasPrefix("simp-server: \(bad.path): \"\(key)\": "), wrong.err)
+        }
         let badEnvironment = try await run("simp-server", ["--port", "0"], environment: ["SIMP_NO_LOGIN": "perhaps"])
         XCTAssertEqual(badEnvironment.err, "simp-server: SIMP_NO_LOGIN must be true or false, got \"perhaps\"\n")
 
