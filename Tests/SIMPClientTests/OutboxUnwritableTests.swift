@@ -27,6 +27,14 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         return server
     }
 
+    /// Stops `send` with signal `number` and returns its standard error; it exits 128 + `number`.
+    private func stop(_ send: ChildProcess, with number: Int32) async -> String {
+        send.signal(number)
+        let status = await send.exitStatus()
+        XCTAssertEqual(status, 128 + number, send.standardError)
+        return send.standardError
+    }
+
     /// The outbox directory is replaced by a file after the first message was saved: the next
     /// two cannot be saved. One notice says so; at Ctrl-C both are listed as lost, the first
     /// (in the outbox) is not.
@@ -51,10 +59,7 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         }
         XCTAssertTrue(allSubmitted, send.standardOutput + send.standardError)
 
-        send.signal(SIGINT)
-        let status = await send.exitStatus()
-        XCTAssertEqual(status, 128 + SIGINT, send.standardError)
-        let errors = send.standardError
+        let errors = await stop(send, with: SIGINT)
         XCTAssertEqual(errors.components(separatedBy: "the outbox cannot be written").count, 2, "said once: \(errors)")
         XCTAssertTrue(errors.contains("2 messages not delivered are lost now"), errors)
         XCTAssertTrue(errors.contains("to \(bob): third\n") && errors.contains("to \(bob): fourth\n"), errors)
@@ -76,10 +81,7 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         let submitted = await Eventually.holds(within: .seconds(15)) { send.standardOutput.contains("message ") }
         XCTAssertTrue(submitted, send.standardOutput + send.standardError)
 
-        send.signal(SIGTERM)
-        let status = await send.exitStatus()
-        XCTAssertEqual(status, 128 + SIGTERM, send.standardError)
-        let errors = send.standardError
+        let errors = await stop(send, with: SIGTERM)
         XCTAssertEqual(errors.components(separatedBy: "kept in memory only").count, 2, "said once: \(errors)")
         XCTAssertTrue(errors.contains("1 message not delivered is lost now"), errors)
         XCTAssertTrue(errors.contains("to \(bob): second\n"), errors)
