@@ -74,7 +74,8 @@ struct ConnectionOptions: ParsableArguments {
         } catch {
             // A home that cannot be written (read-only, full) costs the outbox, not the session.
             configuration.device = device ?? ""
-            FileHandle.standardError.write(Data("simp: \(error); going on without an outbox: undelivered messages are lost when simp exits\n".utf8))
+            FileHandle.standardError.write(Data(("simp: \(error); going on without an outbox: messages are kept in memory only, "
+                + "and simp says at exit which were not delivered and are lost\n").utf8))
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         configure(&configuration)

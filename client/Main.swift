@@ -20,13 +20,30 @@ enum SIMPMain {
         "colors": .value,
     ]
 
+    /// Parses one config key's arguments alone (with a stand-in `--user` when the key is not
+    /// `user`) so a value of the wrong type or out of range is blamed on the file and the key,
+    /// not on a flag nobody typed.
+    private static func check(_ entry: ConfigFile.Entry, from path: String) {
+        let user = entry.key == "user" ? [] : ["--user", "config-check"]
+        do {
+            if entry.key.hasPrefix("chat.") {
+                _ = try Chat.parse(entry.arguments + user)
+            } else {
+                _ = try ConnectionOptions.parse(entry.arguments + user)
+            }
+        } catch {
+            fail("simp: \(path): \"\(entry.key)\": \(SIMPCommand.message(for: error))")
+        }
+    }
+
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         if let subcommand = arguments.first, ["chat", "send", "listen"].contains(subcommand),
            let path = ConfigFile.clientPath() {
             do {
-                let configured = try ConfigFile.arguments(path: path, keys: sharedKeys, sections: ["chat": chatKeys], section: subcommand)
-                arguments.insert(contentsOf: configured, at: 1)
+                let entries = try ConfigFile.entries(path: path, keys: sharedKeys, sections: ["chat": chatKeys], section: subcommand)
+                for entry in entries { check(entry, from: path) }
+                arguments.insert(contentsOf: entries.flatMap(\.arguments), at: 1)
             } catch {
                 fail("simp: \(error)")
             }

@@ -117,6 +117,8 @@ struct Send: AsyncParsableCommand {
 
     func run() async throws {
         let client = try await connection.connect(sendOnly: true)
+        let signals = Self.reportLostOnSignals(client)
+        defer { signals.forEach { $0.cancel() } }
         let earlier = try await resendOutbox(client)
         if let room, join {
             do { _ = try await client.joinRoom(room) } catch {
@@ -142,7 +144,9 @@ struct Send: AsyncParsableCommand {
                 sent += 1
                 printLine("message \(id) to \(to)")
                 group.addTask { [lines] in
-                    let line = outcomeLine(id: id, to: to, try await outcome.get(), numbered: lines)
+                    let result = try await outcome.get()
+                    let inOutbox = await !client.messagesKeptInMemoryOnly.contains { $0.messageId == id }
+                    let line = outcomeLine(id: id, to: to, result, numbered: lines, inOutbox: inOutbox)
                     if let failure = line.failure {
                         if lines { FileHandle.standardError.write(Data("simp: \(failure)\n".utf8)) }
                         return failure
@@ -156,10 +160,36 @@ struct Send: AsyncParsableCommand {
             return (sent, failures)
         }
         await reportResent(earlier)
+        await Self.reportLost(client)
         await client.close()
         if sent == 0 { fail("simp: nothing to send: standard input was empty") }
         if lines, !failures.isEmpty { fail("simp: \(failures.count) of \(sent) messages not delivered") }
         if let failure = failures.last { fail("simp: \(failure)") }
+    }
+
+    /// Says on standard error which messages are lost now: not delivered, and not in the
+    /// outbox because it could not be written.
+    static func reportLost(_ client: SIMPClient) async {
+        for line in MessageFormatting.lostAtExit(await client.messagesKeptInMemoryOnly) {
+            FileHandle.standardError.write(Data("simp: \(line)\n".utf8))
+        }
+    }
+
+    /// Ctrl-C and SIGTERM end simp send (status 128 + the signal, as before) after
+    /// `reportLost`: what is in the outbox stays there for the next simp.
+    private static func reportLostOnSignals(_ client: SIMPClient) -> [DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                Task {
+                    await reportLost(client)
+                    Foundation.exit(128 + number)
+                }
+            }
+            source.resume()
+            return source
+        }
     }
 
     /// Writes `line` to standard output at once (seen even when a Ctrl-C ends the wait for an
@@ -191,7 +221,7 @@ struct Send: AsyncParsableCommand {
     }
 
     /// What to print for one message's outcome (`failure` for standard error).
-    private func outcomeLine(id: UInt64, to: String, _ result: SendResult, numbered: Bool) -> (text: String, failure: String?) {
+    private func outcomeLine(id: UInt64, to: String, _ result: SendResult, numbered: Bool, inOutbox: Bool) -> (text: String, failure: String?) {
         let prefix = numbered ? "message \(id): " : ""
         switch result {
         case .delivered(_, let latency, let attempts):
@@ -199,6 +229,8 @@ struct Send: AsyncParsableCommand {
             return (prefix + String(format: "delivered in %.1f ms", millis) + (attempts > 1 ? " (\(attempts) transmissions)" : ""), nil)
         case .failed(_, let failure):
             return ("", "message \(id) not delivered: \(failure)")
+        case .connectionLost where !inOutbox:
+            return ("", "message \(id): connection to the relay was lost before the receipt arrived; it is not in the outbox")
         case .connectionLost:
             return ("", "message \(id): connection to the relay was lost before the receipt arrived; "
                     + "it stays in the outbox and the next simp of \(connection.user) on this device resends it")

@@ -45,13 +45,29 @@ enum SIMPServerMain {
         }
         var settings: [String] = []
         if let path = configPath(arguments) {
-            let fromFile = try ConfigFile.arguments(path: path, keys: relayKeys) // every key is checked
+            let entries = try ConfigFile.entries(path: path, keys: relayKeys) // every key is checked
+            try check(entries, from: path)
+            let fromFile = entries.flatMap(\.arguments)
             settings += keys.count == relayKeys.count ? fromFile : values(of: "--redis", in: fromFile)
         }
         settings += try ConfigFile.arguments(environment: ProcessInfo.processInfo.environment, keys: keys)
         var result = arguments
         result.insert(contentsOf: settings, at: at)
         return result
+    }
+
+    /// Parses the file's settings as `serve` would, so a value of the wrong type or out of
+    /// range is blamed on the file and, when one key alone is refused, on that key (not on a
+    /// flag nobody typed). Keys that only go wrong together are blamed on the file.
+    private static func check(_ entries: [ConfigFile.Entry], from path: String) throws {
+        do { _ = try Serve.parse(entries.flatMap(\.arguments)) } catch {
+            for entry in entries {
+                do { _ = try Serve.parse(entry.arguments) } catch {
+                    throw ConfigFile.Failure("\(path): \"\(entry.key)\": \(Serve.message(for: error))")
+                }
+            }
+            throw ConfigFile.Failure("\(path): \(Serve.message(for: error))")
+        }
     }
 
     /// The value of `--config FILE` or `--config=FILE`.

@@ -35,7 +35,7 @@ public final class ChatController: @unchecked Sendable {
         case incoming(SIMPMessage), connection(ConnectionState), notice(DeliveryNotice)
         case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
         case peer(PeerEvent), whoAnswered(Result<[PresenceEntry], ChatRoomError>, show: Bool)
-        case submitted(ref: Int, messageId: UInt64), resolved(ref: Int, DeliveryStatus)
+        case submitted(ref: Int, messageId: UInt64, inMemoryOnly: Bool), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal, tick
         case log(String)
     }
@@ -120,6 +120,9 @@ public final class ChatController: @unchecked Sendable {
         if unwrittenHistory > 0 {
             FileHandle.standardError.write(Data("simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n".utf8))
         }
+        for line in MessageFormatting.lostAtExit(await client.messagesKeptInMemoryOnly) {
+            FileHandle.standardError.write(Data("simp: \(line)\n".utf8))
+        }
         let takenOver = await client.wasTakenOver
         await client.close()
         return status == 0 && takenOver ? Self.takenOverStatus : status
@@ -159,7 +162,9 @@ public final class ChatController: @unchecked Sendable {
             session.connectionChanged(state)
             if case .connected = state { return session.followCurrentPeer() }
             return []
-        case .submitted(let ref, let id): return session.submitted(ref: ref, messageId: id)
+        case .submitted(let ref, let id, let inMemoryOnly):
+            if inMemoryOnly { session.undeliveredAreLostAtExit = true }
+            return session.submitted(ref: ref, messageId: id)
         case .resolved(let ref, let status): return session.resolved(ref: ref, status)
         case .resize:
             if let size = Terminal.windowSize() { session.resize(width: size.width, height: size.height) }
@@ -210,7 +215,8 @@ public final class ChatController: @unchecked Sendable {
             for await (ref, message) in requests {
                 do {
                     let (id, outcome) = try await client.submit(message)
-                    post.yield(.submitted(ref: ref, messageId: id))
+                    let inMemoryOnly = await client.messagesKeptInMemoryOnly.contains { $0.messageId == id }
+                    post.yield(.submitted(ref: ref, messageId: id, inMemoryOnly: inMemoryOnly))
                     outcome.whenComplete { result in
                         switch result {
                         case .success(let sendResult): post.yield(.resolved(ref: ref, DeliveryStatus(sendResult)))

@@ -28,8 +28,9 @@ extension ChatSession {
         guard screen.interactive, waiting > 0, !quitWarned else { return quit(status: 0) }
         quitWarned = true
         let many = waiting > 1
-        notice("\(waiting) message\(many ? "s" : "") not yet delivered; /quit again to leave, "
-               + "\(many ? "they" : "it") will be sent next time", .warning)
+        let after = undeliveredAreLostAtExit
+            ? "those the outbox could not keep are lost (listed when you leave)" : "\(many ? "they" : "it") will be sent next time"
+        notice("\(waiting) message\(many ? "s" : "") not yet delivered; /quit again to leave, " + after, .warning)
         return []
     }
 

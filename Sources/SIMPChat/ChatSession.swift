@@ -52,6 +52,9 @@ public struct ChatSession: Sendable {
     var draining = false
     /// `/quit` already said that undelivered messages stay in the outbox: the next one leaves.
     var quitWarned = false
+    /// Some messages of this session are not in the outbox (it could not be written): those
+    /// not delivered at exit are lost, and `/quit` says so instead of "sent next time".
+    public var undeliveredAreLostAtExit = false
     /// Whether the chat already said that messages wait for receipts (reset once one settles).
     var slowSpellReported = false
     var hasConnected = false

@@ -31,6 +31,11 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
     private var warnedWithoutTLS = false
+    /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
+    /// or it could not be written): kept here only, so lost when the process ends.
+    private(set) var keptInMemoryOnly: [UInt64: SIMPMessage] = [:]
+    /// Whether the outbox failed a save already (said once, not per message).
+    private var saidOutboxUnwritable = false
     private(set) var relayId: String?
     /// Called with each message delivered to the application; returns whether the application
     /// took it as new (false: it had it already, before a restart).
@@ -327,7 +332,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     func messageSettled(_ result: SendResult) {
-        configuration.outbox?.remove(result.messageId)
+        settled(result.messageId)
         waiters.removeValue(forKey: result.messageId)?.succeed(result)
     }
 
@@ -344,15 +349,32 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         control?.close(promise: nil) // controlClosed takes it from here
     }
 
-    /// Keeps `message` (as `id`) in the outbox until its outcome is known.
+    /// Keeps `message` (as `id`) in the outbox until its outcome is known; without an outbox,
+    /// or when it cannot be written (disk full, read-only), in memory only (`keptInMemoryOnly`),
+    /// said once.
     private func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
-        guard let outbox = configuration.outbox else { return }
         var message = message
         message.messageId = id
         message.fromUser = configuration.user
-        do { try outbox.save(message) } catch {
-            logger.warning("cannot keep the message in the outbox; it is lost if simp exits before its receipt", metadata: ["error": "\(error)"])
+        guard let outbox = configuration.outbox else {
+            keptInMemoryOnly[id] = message
+            return
         }
+        do { try outbox.save(message) } catch {
+            keptInMemoryOnly[id] = message
+            guard !saidOutboxUnwritable else { return }
+            saidOutboxUnwritable = true
+            logger.warning("""
+                the outbox cannot be written: messages are kept in memory only (still sent and resent while simp runs); \
+                those not delivered when simp exits are lost, and simp says which
+                """, metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The outcome of message `id` is known: it leaves the outbox (or memory).
+    private func settled(_ id: UInt64) {
+        configuration.outbox?.remove(id)
+        keptInMemoryOnly.removeValue(forKey: id)
     }
 
     /// Keeps one scheduled task at the session's next deadline.

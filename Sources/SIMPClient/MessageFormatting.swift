@@ -50,6 +50,16 @@ public enum MessageFormatting {
         }
     }
 
+    /// What to say at exit about `messages` (`SIMPClient.messagesKeptInMemoryOnly`): how many
+    /// were not delivered and are lost, then one line per message (id, recipient, text).
+    public static func lostAtExit(_ messages: [SIMPMessage]) -> [String] {
+        guard !messages.isEmpty else { return [] }
+        let many = messages.count > 1
+        return ["\(messages.count) message\(many ? "s" : "") not delivered \(many ? "are" : "is") lost now "
+                + "(the outbox could not be written, so nothing resends \(many ? "them" : "it")):"]
+            + messages.map { "  message \($0.messageId) to \($0.toUser): \($0.kind == .image ? $0.imageURL : $0.content)" }
+    }
+
     /// A notice about a connection state change, for standard error (nil for `.connecting`).
     public static func stateLine(_ state: ConnectionState) -> String? {
         switch state {

@@ -131,6 +131,16 @@ public final class SIMPClient: @unchecked Sendable {
         return (resent, unreadable)
     }
 
+    /// Messages sent in this session whose outcome is not known and that are not in the outbox
+    /// (there is none, or it could not be written): they are lost when the process ends, so
+    /// callers say which at exit. Oldest (lowest id) first.
+    public var messagesKeptInMemoryOnly: [SIMPMessage] {
+        get async {
+            let kept = try? await engine.eventLoop.submit { [engine] in Array(engine.keptInMemoryOnly.values) }.get()
+            return (kept ?? []).sorted { $0.messageId < $1.messageId }
+        }
+    }
+
     /// Whether a newer session of this device took the relay session over; the client then
     /// stopped instead of reconnecting (`SIMPClientError.takenOver`).
     public var wasTakenOver: Bool {

@@ -26,9 +26,21 @@ public enum ConfigFile {
         public init(_ description: String) { self.description = description }
     }
 
+    /// The arguments one key of a file gives, with the key as written (`chat.bell` in a table),
+    /// so a value the command refuses can be blamed on the file and the key.
+    public struct Entry: Sendable, Equatable {
+        public let key: String
+        public let arguments: [String]
+    }
+
     /// The arguments the file at `path` gives: its top-level `keys`, and the keys of the table
     /// named `section` (one of `sections`; the others are checked but give nothing here).
     public static func arguments(path: String, keys: Keys, sections: [String: Keys] = [:], section: String? = nil) throws -> [String] {
+        try entries(path: path, keys: keys, sections: sections, section: section).flatMap(\.arguments)
+    }
+
+    /// `arguments(path:keys:sections:section:)`, key by key.
+    public static func entries(path: String, keys: Keys, sections: [String: Keys] = [:], section: String? = nil) throws -> [Entry] {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw Failure("\(path): no such config file") }
         guard !isDirectory.boolValue else { throw Failure("\(path): is a directory, not a config file") }
@@ -40,24 +52,25 @@ public enum ConfigFile {
         do { table = try TOMLTable(string: text) } catch let error as TOMLParseError {
             throw Failure("\(path):\(error.source.begin.line): \(error.description)")
         }
-        var arguments: [String] = []
+        var entries: [Entry] = []
         for (key, value) in table {
             if let setting = keys[key] {
-                arguments += try self.arguments(key, value, setting, where: path)
+                entries.append(Entry(key: key, arguments: try self.arguments(key, value, setting, where: path)))
             } else if let sectionKeys = sections[key], let inner = value.table {
                 for (innerKey, innerValue) in inner {
                     guard let setting = sectionKeys[innerKey] else {
                         throw Failure("\(path): unknown key \"\(innerKey)\" in [\(key)] (known: \(known(sectionKeys)))")
                     }
-                    let given = try self.arguments("\(key).\(innerKey)", innerValue, setting, where: path)
-                    if key == section { arguments += given }
+                    let name = "\(key).\(innerKey)"
+                    let given = try self.arguments(name, innerValue, setting, where: path)
+                    if key == section { entries.append(Entry(key: name, arguments: given)) }
                 }
             } else {
                 let tables = sections.isEmpty ? "" : "; tables: " + sections.keys.sorted().map { "[\($0)]" }.joined(separator: ", ")
                 throw Failure("\(path): unknown key \"\(key)\" (known: \(known(keys))\(tables))")
             }
         }
-        return arguments
+        return entries
     }
 
     /// The arguments environment variables give: `SIMP_REDIS` for the key `redis`,

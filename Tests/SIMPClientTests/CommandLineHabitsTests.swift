@@ -194,6 +194,24 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(wrongStatus, 1)
         XCTAssertTrue(wrong.standardError.hasPrefix("simp: \(config.path): unknown key \"colour\" in [chat]"), wrong.standardError)
     }
+
+    /// A config value the command refuses (wrong type, out of range, not a known colour) names
+    /// the file and the key, not a flag nobody typed (issue 25 item 19).
+    func testAConfigValueOfTheWrongTypeNamesTheFileAndTheKey() async throws {
+        let cases: [(text: String, subcommand: [String], key: String)] = [
+            ("udp-port = \"abc\"\n", ["send", "--to", "bob", "x"], "udp-port"),
+            ("udp-port = 99999\n", ["listen"], "udp-port"),
+            ("log-level = \"loud\"\n", ["send", "--to", "bob", "x"], "log-level"),
+            ("[chat]\ncolors = \"peer=purple-ish\"\n", ["chat"], "chat.colors"),
+        ]
+        for (text, arguments, key) in cases {
+            let config = try file("config.toml", "user = \"carol\"\n" + text)
+            let run = try ChildProcess("simp", arguments, environment: ["SIMP_HOME": scratch.path])
+            let status = await run.exitStatus()
+            XCTAssertEqual(status, 1, "\(text): \(run.standardError)")
+            XCTAssertTrue(run.standardError.hasPrefix("simp: \(config.path): \"\(key)\": "), "\(text): \(run.standardError)")
+        }
+    }
 }
 
 /// `--version`, `--help` and the relay's config, environment and start-up errors.
@@ -228,6 +246,12 @@ final class ExecutableBasicsTests: XCTestCase {
         let unknown = try await run("simp-server", ["--config", bad.path])
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.err.hasPrefix("simp-server: \(bad.path): unknown key \"no-logn\""), unknown.err)
+        for (text, key) in [("port = \"abc\"\n", "port"), ("inbox-ttl = 0\n", "inbox-ttl")] { // names the file and the key
+            try text.write(to: bad, atomically: true, encoding: .utf8)
+            let wrong = try await run("simp-server", ["--config", bad.path])
+            XCTAssertEqual(wrong.status, 1, wrong.err)
+            XCTAssertTrue(wrong.err.hasPrefix("simp-server: \(bad.path): \"\(key)\": "), wrong.err)
+        }
         let badEnvironment = try await run("simp-server", ["--port", "0"], environment: ["SIMP_NO_LOGIN": "perhaps"])
         XCTAssertEqual(badEnvironment.err, "simp-server: SIMP_NO_LOGIN must be true or false, got \"perhaps\"\n")
 
