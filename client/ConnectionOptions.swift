@@ -7,30 +7,39 @@ import SIMPCore
 
 /// Flags every subcommand shares.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
-        discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
+    @Option(
+        help: ArgumentHelp(
+            "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
+            discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
     var server = "127.0.0.1:7600"
 
     @Option(help: "Your user id.")
     var user: String
 
-    @Option(name: .customLong("password-file"), help: ArgumentHelp(
-        "File whose first line is your password.",
-        discussion: "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."))
+    @Option(
+        name: .customLong("password-file"),
+        help: ArgumentHelp(
+            "File whose first line is your password.",
+            discussion:
+                "Without it, the password comes from the SIMP_PASSWORD environment variable, or is asked for when standard input is a terminal. Relays started with --no-login need none."
+        ))
     var passwordFile: String?
 
-    @Flag(help: ArgumentHelp(
-        "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
-        discussion: "It is checked against the system's trusted CAs, or --ca."))
+    @Flag(
+        help: ArgumentHelp(
+            "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
+            discussion: "It is checked against the system's trusted CAs, or --ca."))
     var tls = false
 
     @Option(help: "PEM file of the CA that signed the relay's certificate (implies --tls).")
     var ca: String?
 
-    @Option(help: ArgumentHelp(
-        "The name of this device (1-64 letters, digits, '.', '_', '-').",
-        discussion: "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (HOST-XXXX); a second client running at the same time takes HOST-XXXX-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."))
+    @Option(
+        help: ArgumentHelp(
+            "The name of this device (1-64 letters, digits, '.', '_', '-').",
+            discussion:
+                "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (HOST-XXXX); a second client running at the same time takes HOST-XXXX-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."
+        ))
     var device: String?
 
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
@@ -74,8 +83,10 @@ struct ConnectionOptions: ParsableArguments {
         } catch {
             // A home that cannot be written (read-only, full) costs the outbox, not the session.
             configuration.device = device ?? ""
-            FileHandle.standardError.write(Data(("simp: \(error); going on without an outbox: messages are kept in memory only, "
-                + "and simp says at exit which were not delivered and are lost\n").utf8))
+            FileHandle.standardError.write(
+                Data(
+                    ("simp: \(error); going on without an outbox: messages are kept in memory only, "
+                        + "and simp says at exit which were not delivered and are lost\n").utf8))
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         configure(&configuration)

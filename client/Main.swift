@@ -39,7 +39,8 @@ enum SIMPMain {
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         if let subcommand = arguments.first, ["chat", "send", "listen"].contains(subcommand),
-           let path = ConfigFile.clientPath() {
+            let path = ConfigFile.clientPath()
+        {
             do {
                 let entries = try ConfigFile.entries(path: path, keys: sharedKeys, sections: ["chat": chatKeys], section: subcommand)
                 for entry in entries { check(entry, from: path) }

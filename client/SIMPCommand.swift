@@ -63,7 +63,10 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Send an AUDIO message with this URL (a link to the recording) instead of text.")
     var audio: String?
 
-    @Flag(help: "Send each line of standard input as its own message as soon as it is read (empty lines are skipped), in order; `tail -f LOG | simp send --lines` streams. Each outcome is printed when it comes; exits at end of input once every outcome is known.")
+    @Flag(
+        help:
+            "Send each line of standard input as its own message as soon as it is read (empty lines are skipped), in order; `tail -f LOG | simp send --lines` streams. Each outcome is printed when it comes; exits at end of input once every outcome is known."
+    )
     var lines = false
 
     @Argument(help: "The message text; - reads it from standard input.")
@@ -75,9 +78,13 @@ struct Send: AsyncParsableCommand {
         guard !join || room != nil else { throw ValidationError("--join needs --room") }
         guard image == nil || audio == nil else { throw ValidationError("give --image or --audio, not both") }
         if lines {
-            guard image == nil, audio == nil, text.isEmpty else { throw ValidationError("--lines reads the text from standard input: no TEXT, --image or --audio") }
+            guard image == nil, audio == nil, text.isEmpty else {
+                throw ValidationError("--lines reads the text from standard input: no TEXT, --image or --audio")
+            }
         } else {
-            guard image != nil || audio != nil || !text.isEmpty else { throw ValidationError("give the message TEXT (- for standard input), --image URL, --audio URL or --lines") }
+            guard image != nil || audio != nil || !text.isEmpty else {
+                throw ValidationError("give the message TEXT (- for standard input), --image URL, --audio URL or --lines")
+            }
         }
     }
 
@@ -118,7 +125,7 @@ struct Send: AsyncParsableCommand {
     func run() async throws {
         let client = try await connection.connect(sendOnly: true)
         let signals = Self.reportLostOnSignals(client)
-        defer { signals.forEach { $0.cancel() } }
+        defer { for signal in signals { signal.cancel() } }
         let earlier = try await resendOutbox(client)
         if let room, join {
             do { _ = try await client.joinRoom(room) } catch {
@@ -128,10 +135,12 @@ struct Send: AsyncParsableCommand {
         }
         let to = self.to ?? SIMPClient.roomAddress(room!)
         let delays = Task { // a long wait is said, once per message, not sat through in silence
-            for await case let .delayed(id, to, waitedMillis) in client.notices {
-                FileHandle.standardError.write(Data(("simp: message \(id) to \(to): no receipt after \(waitedMillis / 1000) s "
-                    + "(the relay is slow or unreachable, or \(to)'s inbox is full); still trying. "
-                    + "Ctrl-C leaves it in the outbox for the next simp\n").utf8))
+            for await case .delayed(let id, let to, let waitedMillis) in client.notices {
+                FileHandle.standardError.write(
+                    Data(
+                        ("simp: message \(id) to \(to): no receipt after \(waitedMillis / 1000) s "
+                            + "(the relay is slow or unreachable, or \(to)'s inbox is full); still trying. "
+                            + "Ctrl-C leaves it in the outbox for the next simp\n").utf8))
             }
         }
         defer { delays.cancel() }
@@ -232,13 +241,18 @@ struct Send: AsyncParsableCommand {
         case .connectionLost where !inOutbox:
             return ("", "message \(id): connection to the relay was lost before the receipt arrived; it is not in the outbox")
         case .connectionLost:
-            return ("", "message \(id): connection to the relay was lost before the receipt arrived; "
-                    + "it stays in the outbox and the next simp of \(connection.user) on this device resends it")
+            return (
+                "",
+                "message \(id): connection to the relay was lost before the receipt arrived; "
+                    + "it stays in the outbox and the next simp of \(connection.user) on this device resends it"
+            )
         case .stored where room != nil:
             return (prefix + "posted to \(to); members get it now, or when they connect", nil)
         case .stored(_, receiverOnline: true):
-            return (prefix + "sent to \(to)'s devices: \(to) is online; the relay delivers it to each of \(to)'s devices "
-                    + "(now to those connected, the others as they connect)", nil)
+            return (
+                prefix + "sent to \(to)'s devices: \(to) is online; the relay delivers it to each of \(to)'s devices "
+                    + "(now to those connected, the others as they connect)", nil
+            )
         case .stored:
             return (prefix + "stored: the relay holds it for \(to) and delivers it to each of \(to)'s devices as it connects", nil)
         }
@@ -313,7 +327,8 @@ struct Listen: AsyncParsableCommand {
             }
         }
         if !json, count == nil {
-            FileHandle.standardError.write(Data("listening as \(connection.user) (device \(client.configuration.device)) on \(connection.server); Ctrl-C to stop\n".utf8))
+            FileHandle.standardError.write(
+                Data("listening as \(connection.user) (device \(client.configuration.device)) on \(connection.server); Ctrl-C to stop\n".utf8))
         }
         Task { // connection notices go to standard error, so --json output stays clean
             for await state in client.connectionStates.dropFirst(2) { // connecting, connected
@@ -329,19 +344,25 @@ struct Listen: AsyncParsableCommand {
         }
         Task { // what an earlier simp on this device left undelivered
             let (resent, unreadable) = try await client.resendOutbox()
-            for name in unreadable { FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8)) }
-            if !resent.isEmpty { FileHandle.standardError.write(Data("resending \(resent.count) message(s) left in the outbox by an earlier simp\n".utf8)) }
+            for name in unreadable {
+                FileHandle.standardError.write(Data("simp: outbox: \(name) could not be read; set aside as \(name).bad\n".utf8))
+            }
+            if !resent.isEmpty {
+                FileHandle.standardError.write(Data("resending \(resent.count) message(s) left in the outbox by an earlier simp\n".utf8))
+            }
             for (message, result) in resent {
                 let outcome = try await result.get()
-                FileHandle.standardError.write(Data("earlier message \(message.messageId) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
+                FileHandle.standardError.write(
+                    Data("earlier message \(message.messageId) to \(message.toUser): \(MessageFormatting.outcomeText(outcome))\n".utf8))
             }
         }
         let listen = ListenService(client: client, count: count)
         // `--count` ends the listen service normally, which shuts the group down cleanly.
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: listen, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: Logger(label: "simp.lifecycle")))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: listen, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: Logger(label: "simp.lifecycle")))
         try await group.run()
     }
 }
@@ -398,9 +419,12 @@ struct Chat: AsyncParsableCommand {
     @Flag(name: .customLong("no-bell"), help: "Do not ring the terminal bell when a message arrives from someone other than the current peer.")
     var noBell = false
 
-    @Option(help: ArgumentHelp(
-        "Colours to change, as TONE=COLOUR pairs: peer=cyan,me=bold yellow,link=4;34.",
-        discussion: "Tones: dim, bold, peer, me, success, warning, failure, link. Colours: black, red, green, yellow, blue, magenta, cyan, white, bold, dim, underline, none, or SGR codes."))
+    @Option(
+        help: ArgumentHelp(
+            "Colours to change, as TONE=COLOUR pairs: peer=cyan,me=bold yellow,link=4;34.",
+            discussion:
+                "Tones: dim, bold, peer, me, success, warning, failure, link. Colours: black, red, green, yellow, blue, magenta, cyan, white, bold, dim, underline, none, or SGR codes."
+        ))
     var colors: String?
 
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
@@ -430,4 +454,3 @@ struct Chat: AsyncParsableCommand {
         if status != 0 { throw ExitCode(status) }
     }
 }
-

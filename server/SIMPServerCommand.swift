@@ -1,12 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
-import NIOPosix
-import SIMPCommandLine
-import SIMPCore
 import Metrics
 import NIOCore
+import NIOPosix
 import Prometheus
+import SIMPCommandLine
+import SIMPCore
 import SIMPRedis
 import SIMPRelay
 import ServiceLifecycle
@@ -56,7 +56,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
     static var helpWithRelayOptions: String {
         let root = helpMessage(), relay = Serve.helpMessage()
         guard let ownOptions = root.range(of: "OPTIONS:"), let subcommands = root.range(of: "SUBCOMMANDS:"),
-              let relayOptions = relay.range(of: "OPTIONS:"), let help = relay.range(of: "  -h, --help") else { return root }
+            let relayOptions = relay.range(of: "OPTIONS:"), let help = relay.range(of: "  -h, --help")
+        else { return root }
         return String(root[..<ownOptions.lowerBound]) + String(relay[relayOptions.lowerBound..<help.lowerBound])
             + "  --version               Show the version.\n" + String(relay[help.lowerBound...]).trimmingWhitespaceAtEnd
             + "\n\n" + String(root[subcommands.lowerBound...])
@@ -87,7 +88,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the TCP port + 1.")
     var udpPort: Int?
 
-    @Option(help: "Redis server holding the registry: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or rediss://…[?ca=FILE&cert=FILE&key=FILE] for TLS; a Redis Cluster: redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…] (or rediss+cluster://…) (docs/OPERATIONS.md §4).")
+    @Option(
+        help:
+            "Redis server holding the registry: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or rediss://…[?ca=FILE&cert=FILE&key=FILE] for TLS; a Redis Cluster: redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…] (or rediss+cluster://…) (docs/OPERATIONS.md §4)."
+    )
     var redis = "redis://127.0.0.1:6379"
 
     @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
@@ -102,10 +106,16 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-datagram-size"), help: "Largest datagram in bytes; larger ones are dropped.")
     var maxDatagramSize = 8192
 
-    @Option(name: .customLong("ping-interval"), help: "Seconds a client may be silent before it is sent a PING (and again every interval while it stays silent); a client that sent anything within the interval is not pinged.")
+    @Option(
+        name: .customLong("ping-interval"),
+        help:
+            "Seconds a client may be silent before it is sent a PING (and again every interval while it stays silent); a client that sent anything within the interval is not pinged."
+    )
     var pingInterval = Double(HeartbeatPolicy.relay.interval.nanoseconds) / 1e9
 
-    @Option(name: .customLong("ping-misses"), help: "A client silent for this many ping intervals (60 s at the defaults) is dropped and unregistered; messages to it are then stored.")
+    @Option(
+        name: .customLong("ping-misses"),
+        help: "A client silent for this many ping intervals (60 s at the defaults) is dropped and unregistered; messages to it are then stored.")
     var pingMisses = HeartbeatPolicy.relay.missLimit
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -117,23 +127,35 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://HOST:PORT/metrics (HOST is --host). Default: none.")
     var metricsPort: Int?
 
-    @Option(name: .customLong("drain-timeout"), help: "On SIGTERM/SIGINT, seconds to keep routing receipts of datagrams already forwarded before closing connections.")
+    @Option(
+        name: .customLong("drain-timeout"),
+        help: "On SIGTERM/SIGINT, seconds to keep routing receipts of datagrams already forwarded before closing connections.")
     var drainTimeout = 5.0
 
-    @Flag(name: .customLong("no-login"), help: ArgumentHelp(
-        "Development only: accept any user without a password.",
-        discussion: "Anyone who can reach the relay can then claim any user id. Datagrams are still sealed, but the session keys travel in clear."))
+    @Flag(
+        name: .customLong("no-login"),
+        help: ArgumentHelp(
+            "Development only: accept any user without a password.",
+            discussion: "Anyone who can reach the relay can then claim any user id. Datagrams are still sealed, but the session keys travel in clear."
+        ))
     var noLogin = false
 
-    @Option(name: .customLong("tls-cert"), help: ArgumentHelp(
-        "PEM file with the relay's TLS certificate (then any intermediates): TLS on the control channel.",
-        discussion: "Give --tls-key with it. Without both the control channel is plain TCP, for development on loopback; the relay warns at start."))
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp(
+            "PEM file with the relay's TLS certificate (then any intermediates): TLS on the control channel.",
+            discussion:
+                "Give --tls-key with it. Without both the control channel is plain TCP, for development on loopback; the relay warns at start."))
     var tlsCert: String?
 
     @Option(name: .customLong("tls-key"), help: "PEM file with the private key of --tls-cert.")
     var tlsKey: String?
 
-    @Option(name: .customLong("message-rate"), help: "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told. Clients learn it at login and pace themselves at 90 % of it.")
+    @Option(
+        name: .customLong("message-rate"),
+        help:
+            "Messages per second each user may send (with a burst of twice that); excess is dropped and the sender told. Clients learn it at login and pace themselves at 90 % of it."
+    )
     var messageRate = RelayCore.Configuration.defaultMessageLimit.perSecond
 
     @Option(name: .customLong("connection-rate"), help: "New control connections per second from one IP address (burst: 10 times that).")
@@ -145,13 +167,22 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("login-rate"), help: "Login attempts per second from one IP address (burst: 10 times that).")
     var loginRate = RelayCore.Configuration.defaultLoginLimit.perSecond
 
-    @Option(name: .customLong("inbox-max-messages"), help: "Messages kept per user's offline log; when full, new messages are refused (their senders told INBOX_FULL; they retry) rather than stored ones dropped.")
+    @Option(
+        name: .customLong("inbox-max-messages"),
+        help:
+            "Messages kept per user's offline log; when full, new messages are refused (their senders told INBOX_FULL; they retry) rather than stored ones dropped."
+    )
     var inboxMaxMessages = 1000
 
-    @Option(name: .customLong("inbox-ttl"), help: "Seconds a message waits in an offline user's inbox before it is discarded (its sender told). Default: 7 days.")
+    @Option(
+        name: .customLong("inbox-ttl"),
+        help: "Seconds a message waits in an offline user's inbox before it is discarded (its sender told). Default: 7 days.")
     var inboxTTL = 7 * 24 * 3600
 
-    @Option(help: "Event loops (threads) serving clients: one relay core per loop, all on the same ports (SO_REUSEPORT; datagrams are steered to the loop holding their session). Each loop registers as relay ID-tK.")
+    @Option(
+        help:
+            "Event loops (threads) serving clients: one relay core per loop, all on the same ports (SO_REUSEPORT; datagrams are steered to the loop holding their session). Each loop registers as relay ID-tK."
+    )
     var threads = 1
 
     func validate() throws {
@@ -218,16 +249,21 @@ struct Serve: AsyncParsableCommand {
         OpenFileLimit.raiseToHardLimit()
 
         let group = ServiceGroup(
-            services: [RelayShards(configuration: configuration,
-                                   group: MultiThreadedEventLoopGroup(numberOfThreads: max(threads, System.coreCount)))],
+            services: [
+                RelayShards(
+                    configuration: configuration,
+                    group: MultiThreadedEventLoopGroup(numberOfThreads: max(threads, System.coreCount)))
+            ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "simp.lifecycle"))
         do {
             try await group.run()
-        } catch where SocketErrorText.isAddressInUse(error) {
-            let held = SocketErrorText.portsInUse(host: host, [
-                ("--port", port, false), ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
-            ])
+        } catch  where SocketErrorText.isAddressInUse(error) {
+            let held = SocketErrorText.portsInUse(
+                host: host,
+                [
+                    ("--port", port, false), ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
+                ])
             let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
             printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")
             throw ExitCode.failure

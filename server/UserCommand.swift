@@ -14,7 +14,10 @@ struct UserCommand: AsyncParsableCommand {
         subcommands: [Add.self, Remove.self, List.self, Lock.self, Unlock.self])
 
     struct RedisOption: ParsableArguments {
-        @Option(help: "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://…, or their Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT…].")
+        @Option(
+            help:
+                "Redis server the relays use: redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or rediss://…, or their Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT…]."
+        )
         var redis = Self.defaultRedis
 
         func validate() throws {
@@ -35,15 +38,17 @@ struct UserCommand: AsyncParsableCommand {
         /// Runs `body` with a Redis client, turning failures into one-line errors naming `command`
         /// and the Redis (with a hint when it is the default).
         func withRedis(command: String, _ body: (any RedisCommands) async throws -> Void) async throws {
-            let client = try RedisEndpoint(parsing: redis).makeClient(eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
-                                                                     logger: Logger(label: "simp.redis"))
+            let client = try RedisEndpoint(parsing: redis).makeClient(
+                eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
+                logger: Logger(label: "simp.redis"))
             defer { Task { await client.shutdown() } }
             do {
                 try await body(client)
             } catch let error as ExitCode {
                 throw error
             } catch {
-                let hint = redis == Self.defaultRedis ? ", the default; scripts/run-server's is redis://127.0.0.1:6390: give --redis or SIMP_REDIS" : ""
+                let hint =
+                    redis == Self.defaultRedis ? ", the default; scripts/run-server's is redis://127.0.0.1:6390: give --redis or SIMP_REDIS" : ""
                 printError("simp-server \(command): \(error) (Redis \(shown)\(hint))")
                 throw ExitCode.failure
             }
@@ -88,7 +93,9 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             let password = try readPassword()
             if !allowWeak, let weakness = PasswordStrength.weakness(of: password, user: user) {
-                printError("simp-server user add: refused a weak password for \(user): \(weakness) (a passphrase of a few words is strong; --allow-weak accepts it anyway)")
+                printError(
+                    "simp-server user add: refused a weak password for \(user): \(weakness) (a passphrase of a few words is strong; --allow-weak accepts it anyway)"
+                )
                 throw ExitCode.failure
             }
             let verifier = PasswordVerifier.make(password: password, iterations: iterations)

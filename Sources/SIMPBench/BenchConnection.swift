@@ -45,7 +45,8 @@ final class BenchControlHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .challenge where connectPromise != nil:
             guard var login, message.iterations == 0,
-                  let answer = try? login.client.answer(message, clientNonce: login.clientNonce, udpPort: login.udpPort) else {
+                let answer = try? login.client.answer(message, clientNonce: login.clientNonce, udpPort: login.udpPort)
+            else {
                 connectPromise?.fail(BenchError("the relay requires passwords: run simp-bench against a relay started with --no-login"))
                 connectPromise = nil
                 return
@@ -110,9 +111,10 @@ enum BenchConnector {
                     timeout.cancel()
                     guard var address = channel.remoteAddress else { throw BenchError("control connection has no peer address") }
                     address.port = Int(connected.udpPort)
-                    return BenchSession(user: user, control: channel, relayDatagramAddress: address, keys: keys,
-                                        relayBatchesReceipts: connected.batchReceipts,
-                                        maxDatagramSize: connected.maxDatagramSize > 0 ? Int(connected.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize)
+                    return BenchSession(
+                        user: user, control: channel, relayDatagramAddress: address, keys: keys,
+                        relayBatchesReceipts: connected.batchReceipts,
+                        maxDatagramSize: connected.maxDatagramSize > 0 ? Int(connected.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize)
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
                     throw error

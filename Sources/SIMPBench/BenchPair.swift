@@ -59,8 +59,9 @@ final class BenchPair {
     /// Chooses the text length so a first transmission, sealed, is about `size` bytes.
     func sizeContent(toEncodedSize size: Int) {
         let size = size - SealedDatagram.overhead
-        var probe = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: from, toUser: to,
-                                time: WallClock.millisecondsSinceEpoch())
+        var probe = SIMPMessage(
+            kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: from, toUser: to,
+            time: WallClock.millisecondsSinceEpoch())
         probe.attempt = 1
         var length = max(0, size - MessageCodec.encodedSize(of: probe))
         while length > 0 {

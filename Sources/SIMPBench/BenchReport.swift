@@ -144,10 +144,17 @@ public struct BenchReport: Codable, Sendable {
         var rows: [(String, String)] = [
             ("mode", parameters.mode), ("relay", parameters.relay),
             ("machine", "\(machine.nproc) × \(machine.cpuModel)"),
-            ("pairs / size", "\(parameters.pairs) pairs on \(parameters.loops) event loop\(parameters.loops == 1 ? "" : "s"), \(parameters.size) B datagrams"),
+            (
+                "pairs / size",
+                "\(parameters.pairs) pairs on \(parameters.loops) event loop\(parameters.loops == 1 ? "" : "s"), \(parameters.size) B datagrams"
+            ),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
-            ("target rate", "\(format(parameters.rate)) msg/s, " + (parameters.messagesPerTick == 1
-                ? "spread evenly" : "\(parameters.messagesPerTick) per timer tick")),
+            (
+                "target rate",
+                "\(format(parameters.rate)) msg/s, "
+                    + (parameters.messagesPerTick == 1
+                        ? "spread evenly" : "\(parameters.messagesPerTick) per timer tick")
+            ),
             ("offered_rate", "\(format(offeredRate)) msg/s" + (skipped > 0 ? " (\(skipped) skipped: windows full)" : "")),
             ("delivered_rate", "\(format(deliveredRate)) msg/s"),
             ("receipt_rate", "\(format(receiptRate)) msg/s"),
@@ -155,11 +162,18 @@ public struct BenchReport: Codable, Sendable {
             ("duplicates / suppressed / retransmits", "\(duplicates) / \(suppressed) / \(retransmits)"),
             ("latency_us", summaryText(latencyUs)),
             ("receipt_rtt_us", summaryText(receiptRTTUs)),
-            ("receipt frames per message", (receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-")
-                + (parameters.receiptDelayUs > 0 ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : " (sent at the end of each read burst)")),
-            ("receipt datagrams", parameters.receiptDatagrams
-                ? "\(receiptDatagrams) copies sent; \(receiptsFirstByDatagramFraction.map { String(format: "%.1f", 100 * $0) } ?? "-") % of receipts arrived first as a datagram"
-                : "off (TCP frames only)"),
+            (
+                "receipt frames per message",
+                (receiptFramesPerMessage.map { String(format: "%.3f", $0) } ?? "-")
+                    + (parameters.receiptDelayUs > 0
+                        ? " (receipts held up to \(parameters.receiptDelayUs) µs)" : " (sent at the end of each read burst)")
+            ),
+            (
+                "receipt datagrams",
+                parameters.receiptDatagrams
+                    ? "\(receiptDatagrams) copies sent; \(receiptsFirstByDatagramFraction.map { String(format: "%.1f", 100 * $0) } ?? "-") % of receipts arrived first as a datagram"
+                    : "off (TCP frames only)"
+            ),
             ("generator max lag", "\(generatorMaxLagUs) µs"),
         ]
         if let cpu = benchCPUSeconds { rows.append(("bench CPU", cpuText(cpu))) }
@@ -167,7 +181,11 @@ public struct BenchReport: Codable, Sendable {
             if let cpu = relay.cpuSeconds { rows.append(("relay CPU", cpuText(cpu))) }
             if let peak = relay.peakRSSBytes { rows.append(("relay peak RSS", megabytes(peak))) }
             if let trips = relay.redisRoundTrips, let forwarded = relay.forwarded {
-                rows.append(("Redis round trips", "\(Int(trips)) for \(Int(forwarded)) forwarded (\(String(format: "%.5f", relay.redisRoundTripsPerForwarded ?? 0)) each)"))
+                rows.append(
+                    (
+                        "Redis round trips",
+                        "\(Int(trips)) for \(Int(forwarded)) forwarded (\(String(format: "%.5f", relay.redisRoundTripsPerForwarded ?? 0)) each)"
+                    ))
             }
         }
         if let sessions {
@@ -193,9 +211,12 @@ public struct BenchReport: Codable, Sendable {
             lines.append("")
             lines.append("offered/s  delivered/s  receipts/s  p99 µs  sustained")
             for step in steps {
-                lines.append([format(step.offeredRate).leftPadded(9), format(step.deliveredRate).leftPadded(11),
-                              format(step.receiptRate).leftPadded(10), String(step.latencyP99).leftPadded(6),
-                              step.sustained ? "yes" : "no"].joined(separator: "  "))
+                lines.append(
+                    [
+                        format(step.offeredRate).leftPadded(9), format(step.deliveredRate).leftPadded(11),
+                        format(step.receiptRate).leftPadded(10), String(step.latencyP99).leftPadded(6),
+                        step.sustained ? "yes" : "no",
+                    ].joined(separator: "  "))
             }
         }
         return lines.joined(separator: "\n")

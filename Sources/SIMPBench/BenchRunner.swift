@@ -54,7 +54,8 @@ public struct BenchOptions: Sendable {
 public enum BenchRunner {
     public static func run(_ options: BenchOptions, progress: @escaping @Sendable (String) -> Void) async throws -> BenchReport {
         OpenFileLimit.raiseToHardLimit()
-        let local: LocalRelay? = options.server == nil
+        let local: LocalRelay? =
+            options.server == nil
             ? try await LocalRelay.start(binary: options.relayBinary ?? LocalRelay.siblingBinary(), redis: options.redis)
             : nil
         var others: [LocalRelay] = []
@@ -97,10 +98,12 @@ public enum BenchRunner {
                 redisBefore = await redis.asyncMap { await RedisStats.read($0) } ?? nil
                 progress("connecting \(options.sessions) idle sessions")
                 let started = NIODeadline.now()
-                let connected = try await idle.connect(count: options.sessions, prefix: parameters.userPrefix,
-                                                       host: target.host, port: target.port, localHost: parameters.localHost)
-                sessions = .init(connected: connected, connectSeconds: seconds(.now() - started),
-                                 relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes, relayBaselineRSSBytes: baselineRSS)
+                let connected = try await idle.connect(
+                    count: options.sessions, prefix: parameters.userPrefix,
+                    host: target.host, port: target.port, localHost: parameters.localHost)
+                sessions = .init(
+                    connected: connected, connectSeconds: seconds(.now() - started),
+                    relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes, relayBaselineRSSBytes: baselineRSS)
             }
             var report: BenchReport
             if options.findMax {
@@ -113,13 +116,16 @@ public enum BenchRunner {
                 let redisStart = await redis.asyncMap { await RedisStats.read($0) } ?? nil
                 report = try await measure(generator!, options, rate: options.rate, metrics: metrics, pid: pid)
                 let redisEnd = await redis.asyncMap { await RedisStats.read($0) } ?? nil
-                sessions?.addIdleCosts(relay: report.relay, window: options.duration, redis: (redisBefore, redisStart, redisEnd),
-                                       relayRSSNow: pid.flatMap(ProcessStats.read)?.rssBytes)
+                sessions?.addIdleCosts(
+                    relay: report.relay, window: options.duration, redis: (redisBefore, redisStart, redisEnd),
+                    relayRSSNow: pid.flatMap(ProcessStats.read)?.rssBytes)
             }
             report.sessions = sessions
-            report.parameters.relay = options.server.map { "\($0.host):\($0.port)" }
-                ?? (options.relays > 1 ? "\(options.relays) simp-server children on one Redis; every message crosses relays (relay figures: the first)"
-                                       : "started by simp-bench (child simp-server)")
+            report.parameters.relay =
+                options.server.map { "\($0.host):\($0.port)" }
+                ?? (options.relays > 1
+                    ? "\(options.relays) simp-server children on one Redis; every message crosses relays (relay figures: the first)"
+                    : "started by simp-bench (child simp-server)")
             await generator?.close()
             await idle.close()
             await stopRelays()
@@ -157,10 +163,10 @@ public enum BenchRunner {
         let benchCPU = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
         let result = try await generator.measure(rate: rate, duration: options.duration, warmup: options.warmup) { starts in
             if let own = ProcessStats.read(pid: getpid()) {
-                benchCPU.withLockedValue { starts ? ($0.start = own.cpuSeconds) : ($0.end = own.cpuSeconds) }
+                benchCPU.withLockedValue { Self.record(own.cpuSeconds, atStart: starts, in: &$0) }
             }
             guard let pid, let stats = ProcessStats.read(pid: pid) else { return }
-            cpu.withLockedValue { starts ? ($0.start = stats.cpuSeconds) : ($0.end = stats.cpuSeconds) }
+            cpu.withLockedValue { Self.record(stats.cpuSeconds, atStart: starts, in: &$0) }
         }
         let after = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
         let parameters = BenchReport.Parameters(
@@ -220,8 +226,10 @@ public enum BenchRunner {
             progress("find-max: offering \(Int(rate)) msg/s")
             let report = try await measureFresh(rate: rate)
             let sustained = isSustained(report, rate: rate, options)
-            steps.append(.init(offeredRate: report.offeredRate, deliveredRate: report.deliveredRate,
-                               receiptRate: report.receiptRate, latencyP99: report.latencyUs.p99, sustained: sustained))
+            steps.append(
+                .init(
+                    offeredRate: report.offeredRate, deliveredRate: report.deliveredRate,
+                    receiptRate: report.receiptRate, latencyP99: report.latencyUs.p99, sustained: sustained))
             if sustained {
                 low = rate
                 best = report
@@ -251,6 +259,11 @@ public enum BenchRunner {
     }
 
     static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
+
+    /// Keeps a CPU-time sample as the start or the end of the measured window.
+    static func record(_ seconds: Double, atStart: Bool, in window: inout (start: Double?, end: Double?)) {
+        if atStart { window.start = seconds } else { window.end = seconds }
+    }
 }
 
 extension Optional {
@@ -264,8 +277,10 @@ extension BenchReport.Sessions {
     /// Fills the per-session figures: the relay's RSS over its baseline, its CPU in the
     /// measured `window` (from `relay`), and Redis's commands per second between `start` and
     /// `end` (around the window) and memory over its value `before` the sessions.
-    mutating func addIdleCosts(relay: BenchReport.RelayFigures?, window: TimeAmount,
-                               redis: (before: RedisStats?, start: RedisStats?, end: RedisStats?), relayRSSNow: Int?) {
+    mutating func addIdleCosts(
+        relay: BenchReport.RelayFigures?, window: TimeAmount,
+        redis: (before: RedisStats?, start: RedisStats?, end: RedisStats?), relayRSSNow: Int?
+    ) {
         let count = Double(max(1, connected))
         if let relayRSSNow { relayRSSBytes = relayRSSNow }
         if let rss = relayRSSBytes, let base = relayBaselineRSSBytes { rssBytesPerSession = Double(rss - base) / count }

@@ -25,10 +25,12 @@ public final class IdleSessions: @unchecked Sendable {
             let batch = next..<min(count, next + concurrency)
             next = batch.upperBound
             let sessions = try await loop.flatSubmit {
-                EventLoopFuture.whenAllSucceed(batch.map { index in
-                    BenchConnector.register(user: "\(prefix)-idle-\(index)", udpPort: udpPort, host: host, port: port,
-                                            handler: BenchControlHandler(), on: loop)
-                }, on: loop)
+                EventLoopFuture.whenAllSucceed(
+                    batch.map { index in
+                        BenchConnector.register(
+                            user: "\(prefix)-idle-\(index)", udpPort: udpPort, host: host, port: port,
+                            handler: BenchControlHandler(), on: loop)
+                    }, on: loop)
             }.get()
             channels += sessions.map(\.control)
         }

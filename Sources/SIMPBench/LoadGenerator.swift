@@ -115,10 +115,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         senderControl.onMessage = { [unowned self, unowned pair] in senderControlMessage($0, pair) }
         senderControl.onReadComplete = { [unowned self] in senderSocket.flush() }
         let ports = parameters.relayPorts
-        let a = BenchConnector.register(user: pair.from, udpPort: senderSocket.localAddress!.port!, host: parameters.host,
-                                        port: ports[pair.index % ports.count], handler: senderControl, on: loop)
-        let b = BenchConnector.register(user: pair.to, udpPort: receiverSocket.localAddress!.port!, host: parameters.host,
-                                        port: ports[(pair.index + 1) % ports.count], handler: BenchControlHandler(), on: loop)
+        let a = BenchConnector.register(
+            user: pair.from, udpPort: senderSocket.localAddress!.port!, host: parameters.host,
+            port: ports[pair.index % ports.count], handler: senderControl, on: loop)
+        let b = BenchConnector.register(
+            user: pair.to, udpPort: receiverSocket.localAddress!.port!, host: parameters.host,
+            port: ports[(pair.index + 1) % ports.count], handler: BenchControlHandler(), on: loop)
         return a.and(b)
             .assumeIsolated()
             .map { [self] sender, receiver in
@@ -255,8 +257,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     /// comes first settles the message, the other finds it no longer pending.
     private func senderDatagram(_ bytes: ByteBuffer) {
         guard let session = SealedDatagram.sessionId(of: bytes), let pair = pairsBySenderSession[session],
-              let payload = try? pair.receiptOpener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
-              message.kind == .receipt else { return }
+            let payload = try? pair.receiptOpener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
+            message.kind == .receipt
+        else { return }
         if phase == .measuring { result.receiptDatagramsArrived += 1 }
         senderControlMessage(message, pair, viaDatagram: true)
     }
@@ -269,8 +272,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             pair.write(output.transmit)
             record(output.events, pair, viaDatagram: viaDatagram)
         case .error where message.messageId != 0:
-            let output = pair.sender.handleRejection(messageId: message.messageId, code: message.errorCode,
-                                                     reason: message.errorText, now: now)
+            let output = pair.sender.handleRejection(
+                messageId: message.messageId, code: message.errorCode,
+                reason: message.errorText, now: now)
             pair.write(output.transmit)
             record(output.events, pair)
         default:
@@ -281,8 +285,9 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     private func receiverDatagram(_ bytes: ByteBuffer) {
         let now = NIODeadline.now()
         guard let session = SealedDatagram.sessionId(of: bytes), let pair = pairsByReceiverSession[session],
-              let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
-              message.kind.isContent else { return }
+            let payload = try? pair.opener.open(bytes).payload, let message = try? MessageCodec.decode(payload),
+            message.kind.isContent
+        else { return }
         let outcome = pair.receiver.receive(message, arrivedAt: now, now: now)
         for receipt in outcome.receipts {
             if parameters.batchesReceipts, pair.relayBatchesReceipts, ReceiptBatcher.isBatchable(receipt) {
@@ -315,7 +320,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         if phase == .measuring { result.receiptFrames += 1 }
         let maxDatagramSize = pair.receiverMaxDatagramSize
         guard parameters.receiptDatagrams, ClientSession.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
-        let copy = parameters.batchesReceipts && pair.relayBatchesReceipts
+        let copy =
+            parameters.batchesReceipts && pair.relayBatchesReceipts
             ? pair.receiptRepeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt
         let bytes = pair.receiptSealer.seal(copy, allocator: receiverSocket.allocator)
         receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)

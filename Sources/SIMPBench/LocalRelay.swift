@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-import SIMPRedis
 import SIMPLocalServers
+import SIMPRedis
 
 /// A `simp-server` child process (and, unless a Redis URL is given, a private `redis-server`)
 /// started by the bench on free loopback ports, so its CPU time and memory can be read.
@@ -28,15 +28,18 @@ public final class LocalRelay: Sendable {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-relay-\(control).log")
         do {
             if privateRedis == nil { try await waitForRedis(redisEndpoint) }
-            let relay = try launch(binary.path, [
-                "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
-                "--metrics-port", String(metrics), "--redis", redisEndpoint.textWithPassword, "--log-level", "warning",
-                // The bench's users have no passwords, and its load must not be throttled.
-                "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
-                "--max-connections-per-host", "1000000",
-            ] + extraArguments, log: log)
-            let started = LocalRelay(controlPort: control, metricsPort: metrics, redisEndpoint: redisEndpoint,
-                                     relay: relay, redis: privateRedis, logFile: log)
+            let relay = try launch(
+                binary.path,
+                [
+                    "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
+                    "--metrics-port", String(metrics), "--redis", redisEndpoint.textWithPassword, "--log-level", "warning",
+                    // The bench's users have no passwords, and its load must not be throttled.
+                    "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
+                    "--max-connections-per-host", "1000000",
+                ] + extraArguments, log: log)
+            let started = LocalRelay(
+                controlPort: control, metricsPort: metrics, redisEndpoint: redisEndpoint,
+                relay: relay, redis: privateRedis, logFile: log)
             try await started.waitUntilServing()
             return started
         } catch {

@@ -61,8 +61,9 @@ public final class ParallelLoad: Sendable {
             for generator in generators {
                 let share = rate * Double(generator.parameters.pairs) / totalPairs
                 group.addTask {
-                    try await generator.measure(rate: share, duration: duration, warmup: warmup, drain: drain,
-                                                start: start, atWindowEdge: onEdge)
+                    try await generator.measure(
+                        rate: share, duration: duration, warmup: warmup, drain: drain,
+                        start: start, atWindowEdge: onEdge)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }

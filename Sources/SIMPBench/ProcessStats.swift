@@ -12,10 +12,12 @@ public struct ProcessStats: Equatable, Sendable {
     /// Reads the figures of process `pid`; nil if it is gone or /proc is unavailable.
     public static func read(pid: Int32) -> ProcessStats? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let cpu = cpuSeconds(statLine: stat) else { return nil }
-        return ProcessStats(cpuSeconds: cpu, rssBytes: kilobytes("VmRSS:", in: status) * 1024,
-                            peakRSSBytes: kilobytes("VmHWM:", in: status) * 1024)
+            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let cpu = cpuSeconds(statLine: stat)
+        else { return nil }
+        return ProcessStats(
+            cpuSeconds: cpu, rssBytes: kilobytes("VmRSS:", in: status) * 1024,
+            peakRSSBytes: kilobytes("VmHWM:", in: status) * 1024)
     }
 
     /// utime + stime from a /proc/<pid>/stat line (fields 14 and 15; the command name in

@@ -67,9 +67,10 @@ struct OneShotAESGCMSeal: BenchSeal {
     mutating func open(_ bytes: inout ByteBuffer) -> ByteBuffer? {
         guard bytes.readableBytes >= 33, let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self) else { return nil }
         let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
-            guard let box = try? AES.GCM.SealedBox(
-                nonce: Self.nonce(counter), ciphertext: UnsafeRawBufferPointer(rebasing: raw[17..<(raw.count - 16)]),
-                tag: UnsafeRawBufferPointer(rebasing: raw.suffix(16))),
+            guard
+                let box = try? AES.GCM.SealedBox(
+                    nonce: Self.nonce(counter), ciphertext: UnsafeRawBufferPointer(rebasing: raw[17..<(raw.count - 16)]),
+                    tag: UnsafeRawBufferPointer(rebasing: raw.suffix(16))),
                 let opened = try? AES.GCM.open(box, using: key, authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(17)))
             else { return nil }
             return ByteBuffer(bytes: opened)
@@ -111,7 +112,8 @@ struct HMACSeal: BenchSeal {
             }
         }
         guard authentic, let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self),
-              window.accept(counter) == .deliver else { return nil }
+            window.accept(counter) == .deliver
+        else { return nil }
         return bytes.getSlice(at: bytes.readerIndex + 17, length: macStart - 17)
     }
 }
@@ -145,9 +147,10 @@ struct ChaChaPolySeal: BenchSeal {
     mutating func open(_ bytes: inout ByteBuffer) -> ByteBuffer? {
         guard bytes.readableBytes >= 33, let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self) else { return nil }
         let plaintext = bytes.withUnsafeReadableBytes { raw -> ByteBuffer? in
-            guard let box = try? ChaChaPoly.SealedBox(
-                nonce: Self.nonce(counter), ciphertext: UnsafeRawBufferPointer(rebasing: raw[17..<(raw.count - 16)]),
-                tag: UnsafeRawBufferPointer(rebasing: raw.suffix(16))),
+            guard
+                let box = try? ChaChaPoly.SealedBox(
+                    nonce: Self.nonce(counter), ciphertext: UnsafeRawBufferPointer(rebasing: raw[17..<(raw.count - 16)]),
+                    tag: UnsafeRawBufferPointer(rebasing: raw.suffix(16))),
                 let opened = try? ChaChaPoly.open(box, using: key, authenticating: UnsafeRawBufferPointer(rebasing: raw.prefix(17)))
             else { return nil }
             return ByteBuffer(bytes: opened)

@@ -116,15 +116,19 @@ public struct SealBenchReport: Codable, Sendable {
         ]
         let header = ["seal", "best ns", "median ns", "allocations"]
         let cells = rows.map { row in
-            [row.seal, String(format: "%.0f", row.bestNanoseconds), String(format: "%.0f", row.medianNanoseconds),
-             row.allocations.map { String(format: "%.1f", $0) } ?? "n/a"]
+            [
+                row.seal, String(format: "%.0f", row.bestNanoseconds), String(format: "%.0f", row.medianNanoseconds),
+                row.allocations.map { String(format: "%.1f", $0) } ?? "n/a",
+            ]
         }
         let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max()! }
         for line in [header] + cells {
-            lines.append(zip(line, widths).enumerated().map { column, cell in
-                column == 0 ? cell.0.padding(toLength: cell.1, withPad: " ", startingAt: 0)
-                    : String(repeating: " ", count: cell.1 - cell.0.count) + cell.0
-            }.joined(separator: "  "))
+            lines.append(
+                zip(line, widths).enumerated().map { column, cell in
+                    column == 0
+                        ? cell.0.padding(toLength: cell.1, withPad: " ", startingAt: 0)
+                        : String(repeating: " ", count: cell.1 - cell.0.count) + cell.0
+                }.joined(separator: "  "))
         }
         return lines.joined(separator: "\n")
     }

@@ -65,8 +65,9 @@ public final class ChatController: @unchecked Sendable {
         let interactive = Terminal.isTerminal(STDIN_FILENO) && Terminal.isTerminal(STDOUT_FILENO)
         let noColor = !(options.environment["NO_COLOR"] ?? "").isEmpty
         let size = interactive ? Terminal.windowSize() : nil
-        var screen = Screen(width: size?.width ?? 80, height: size?.height ?? 24,
-                            interactive: interactive, colors: options.colors && !noColor)
+        var screen = Screen(
+            width: size?.width ?? 80, height: size?.height ?? 24,
+            interactive: interactive, colors: options.colors && !noColor)
         screen.palette = options.palette
         let store = history.store
         var session = ChatSession(
@@ -118,7 +119,10 @@ public final class ChatController: @unchecked Sendable {
         for source in signalSources { source.cancel() }
         Terminal.restore()
         if unwrittenHistory > 0 {
-            FileHandle.standardError.write(Data("simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n"
+                        .utf8))
         }
         for line in MessageFormatting.lostAtExit(await client.messagesKeptInMemoryOnly) {
             FileHandle.standardError.write(Data("simp: \(line)\n".utf8))
@@ -284,11 +288,13 @@ public final class ChatController: @unchecked Sendable {
 extension ChatClock {
     /// The wall clock; times shown as `HH:mm:ss` today and `MMM d HH:mm` on other days.
     public static var system: ChatClock {
-        ChatClock(now: { Int64(Date().timeIntervalSince1970 * 1000) }, format: { millis in
-            let date = Date(timeIntervalSince1970: Double(millis) / 1000)
-            let formatter = DateFormatter()
-            formatter.dateFormat = Calendar.current.isDateInToday(date) ? "HH:mm:ss" : "MMM d HH:mm"
-            return formatter.string(from: date)
-        })
+        ChatClock(
+            now: { Int64(Date().timeIntervalSince1970 * 1000) },
+            format: { millis in
+                let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+                let formatter = DateFormatter()
+                formatter.dateFormat = Calendar.current.isDateInToday(date) ? "HH:mm:ss" : "MMM d HH:mm"
+                return formatter.string(from: date)
+            })
     }
 }

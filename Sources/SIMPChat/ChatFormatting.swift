@@ -30,14 +30,17 @@ extension HistoryEntry {
 extension ChatSession {
     /// `12:03 bob: hello`, or `12:03 you → bob: hello ✓✓` for the user's own messages
     /// (with the failure reason after ✗).
-    static func messageLine(_ entry: HistoryEntry, user: String, clock: ChatClock,
-                            status: DeliveryStatus? = nil) -> StyledText {
+    static func messageLine(
+        _ entry: HistoryEntry, user: String, clock: ChatClock,
+        status: DeliveryStatus? = nil
+    ) -> StyledText {
         let time = StyledText(clock.format(entry.time) + " ", .dim)
         guard entry.from == user else {
             let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
             return time + StyledText(from, .peer) + StyledText(": ") + entry.body
         }
-        let line = time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
+        let line =
+            time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
             + StyledText(": ") + entry.body
         switch status {
         case nil:

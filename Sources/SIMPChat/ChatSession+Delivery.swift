@@ -82,7 +82,8 @@ extension ChatSession {
         for ref in outgoing.messages.indices {
             let tracked = outgoing[ref]
             guard tracked.message.toUser == reader, let id = tracked.messageId, id <= upTo, tracked.status != .read,
-                  tracked.status.isDelivered || tracked.status.isInRelayCustody else { continue }
+                tracked.status.isDelivered || tracked.status.isInRelayCustody
+            else { continue }
             let (more, shown) = update(ref: ref, .read, quietly: true)
             effects += more
             if !shown { unseen.append(ref) }

@@ -28,7 +28,8 @@ extension ChatSession {
         guard screen.interactive, waiting > 0, !quitWarned else { return quit(status: 0) }
         quitWarned = true
         let many = waiting > 1
-        let after = undeliveredAreLostAtExit
+        let after =
+            undeliveredAreLostAtExit
             ? "those the outbox could not keep are lost (listed when you leave)" : "\(many ? "they" : "it") will be sent next time"
         notice("\(waiting) message\(many ? "s" : "") not yet delivered; /quit again to leave, " + after, .warning)
         return []
@@ -45,8 +46,10 @@ extension ChatSession {
             if let id = failed.messageId { effects += markRetried(id) }
         }
         let current = Set(outgoing.messages.compactMap(\.messageId))
-        for index in history.indices where history[index].from == user && history[index].status == "failed"
-            && !current.contains(history[index].id) {
+        for index in history.indices
+        where history[index].from == user && history[index].status == "failed"
+            && !current.contains(history[index].id)
+        {
             messages.append(history[index].message)
             effects += markRetried(history[index].id)
         }

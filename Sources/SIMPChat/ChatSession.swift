@@ -260,7 +260,6 @@ public struct ChatSession: Sendable {
         return String(peer.dropFirst())
     }
 
-
     // MARK: Output
 
     var isConnected: Bool {

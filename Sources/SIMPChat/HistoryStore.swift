@@ -20,8 +20,10 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     /// Room posts (`from` is `#room`): the member who posted it.
     public var author: String?
 
-    public init(id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,
-                imageURL: String? = nil, imageScale: Float? = nil, status: String? = nil) {
+    public init(
+        id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,
+        imageURL: String? = nil, imageScale: Float? = nil, status: String? = nil
+    ) {
         self.id = id
         self.time = time
         self.from = from
@@ -80,7 +82,8 @@ public final class HistoryStore: Sendable {
                 positions[entry.id] = entries.count
                 entries.append(entry)
             } else if let update = try? decoder.decode(StatusUpdate.self, from: line),
-                      let position = positions[update.id] {
+                let position = positions[update.id]
+            {
                 entries[position].status = update.status
             }
         }

@@ -64,7 +64,7 @@ public struct KeyDecoder: Sendable {
         case 0xC2..<0xE0: length = 2
         case 0xE0..<0xF0: length = 3
         case 0xF0..<0xF5: length = 4
-        default: return (.unknown, 1)  // a stray continuation or invalid lead byte
+        default: return (.unknown, 1) // a stray continuation or invalid lead byte
         }
         var end = index + 1
         while end < index + length {
@@ -86,7 +86,7 @@ public struct KeyDecoder: Sendable {
             return (ss3Key(bytes[index + 2]), 3)
         case UInt8(ascii: "b"): return (.wordLeft, 2)
         case UInt8(ascii: "f"): return (.wordRight, 2)
-        case 0x7F: return (.control("w"), 2)  // Alt-Backspace deletes a word
+        case 0x7F: return (.control("w"), 2) // Alt-Backspace deletes a word
         case 0x1B: return (.escape, 1)
         default: return (.unknown, 2)
         }

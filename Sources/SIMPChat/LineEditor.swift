@@ -85,8 +85,9 @@ public struct LineEditor: Sendable, Equatable {
     }
 
     private mutating func insert(_ typed: String) {
-        let clean = String(typed.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }
-            .map(Character.init))
+        let clean = String(
+            typed.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }
+                .map(Character.init))
         replace(cursor..<cursor, with: clean)
     }
 

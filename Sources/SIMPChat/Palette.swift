@@ -32,7 +32,9 @@ public struct Palette: Sendable, Equatable {
                 } else if !word.isEmpty, word.allSatisfy({ $0.isNumber || $0 == ";" }) {
                     codes.append(word)
                 } else {
-                    throw PaletteError("unknown colour \"\(word)\" for \(tone.rawValue) (names: \(Self.names.keys.sorted().joined(separator: ", ")), or SGR codes like 1;36)")
+                    throw PaletteError(
+                        "unknown colour \"\(word)\" for \(tone.rawValue) (names: \(Self.names.keys.sorted().joined(separator: ", ")), or SGR codes like 1;36)"
+                    )
                 }
             }
             self.codes[tone] = codes.filter { !$0.isEmpty }.joined(separator: ";")

@@ -100,7 +100,8 @@ public struct Screen: Sendable {
             used += columns
             end += 1
         }
-        let marked = StyledText(hiddenBefore ? "…" : "", .dim) + StyledText(visible)
+        let marked =
+            StyledText(hiddenBefore ? "…" : "", .dim) + StyledText(visible)
             + StyledText(end < characters.count ? "…" : "", .dim)
         let column = promptWidth + (hiddenBefore ? 1 : 0) + DisplayWidth.of(String(characters[start..<input.cursor]))
         return "\r\u{1B}[2K" + paint(prompt) + paint(marked)

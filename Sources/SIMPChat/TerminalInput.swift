@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -33,7 +33,8 @@ struct CertificateName: Sendable {
         var host: String
         var names: String
         var description: String {
-            let kind = CertificateName.ipBytes(host) == nil ? "a DNS name must be among its DNS names" : "an IP address must be among its IP addresses"
+            let kind =
+                CertificateName.ipBytes(host) == nil ? "a DNS name must be among its DNS names" : "an IP address must be among its IP addresses"
             return "the relay's certificate is not valid for \(host) (it names \(names); \(kind))"
         }
     }

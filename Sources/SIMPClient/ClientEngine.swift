@@ -131,7 +131,9 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         guard configuration.servers.count > 1 else { return }
         let previous = server
         serverIndex = (serverIndex + 1) % configuration.servers.count
-        logger.info("trying the next relay", metadata: ["failed": "\(previous)", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
+        logger.info(
+            "trying the next relay",
+            metadata: ["failed": "\(previous)", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
     }
 
     /// Opens a control connection to the current relay, logs in and registers; on CONNECTED,
@@ -141,7 +143,9 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         handshake = (nil, promise)
         if tlsContext == nil, !warnedWithoutTLS, !ClientTLS.isLoopback(server.host) {
             warnedWithoutTLS = true
-            logger.warning("connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)")
+            logger.warning(
+                "connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)"
+            )
         }
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -251,14 +255,16 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         guard message.kind == .error else { return carryOut(session.controlReceived(message, now: .now())) }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.errorCode == .rateLimited {
-            logger.warning("the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
+            logger.warning(
+                "the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
         }
         let sentHere = session.sender.isPending(message.messageId) // its failure is reported as the message's outcome
         let output = session.controlReceived(message, now: .now()) // decides whether it was taken over
         if message.messageId != 0, !sentHere, !isNotice, message.errorCode != .rateLimited {
             // The relay tells every session of the user about a message one of them sent: another
             // device's (or a `simp send`'s) error is not this session's news.
-            logger.debug("an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+            logger.debug(
+                "an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
         } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
@@ -277,8 +283,11 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
             // A relay that runs TLS closes a plain-TCP client's connection without a word.
-            handshake?.promise.fail(configuration.tls != nil ? SIMPClientError.connectionLost : SIMPClientError.cannotConnect(
-                "\(server) closed the connection during the login (a relay that runs TLS does this to a client without --tls)"))
+            handshake?.promise.fail(
+                configuration.tls != nil
+                    ? SIMPClientError.connectionLost
+                    : SIMPClientError.cannotConnect(
+                        "\(server) closed the connection during the login (a relay that runs TLS does this to a client without --tls)"))
             return
         }
         guard channel === control else { return }
@@ -364,7 +373,8 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
             keptInMemoryOnly[id] = message
             guard !saidOutboxUnwritable else { return }
             saidOutboxUnwritable = true
-            logger.warning("""
+            logger.warning(
+                """
                 the outbox cannot be written: messages are kept in memory only (still sent and resent while simp runs); \
                 those not delivered when simp exits are lost, and simp says which
                 """, metadata: ["error": "\(error)"])

@@ -55,9 +55,9 @@ extension ClientShell {
             if !sealed.isEmpty { sendDatagrams(sealed) }
         }
         if !output.controlFrames.isEmpty { writeControl(output.controlFrames) }
-        output.delayed.forEach(messageDelayed)
+        for message in output.delayed { messageDelayed(message) }
         outputWillBeReported(output)
-        output.outcomes.forEach { messageSettled(SendResult($0)) }
+        for outcome in output.outcomes { messageSettled(SendResult(outcome)) }
         for notice in output.notices {
             if case .stored(let id, _, let receiverOnline) = notice { messageSettled(.stored(messageId: id, receiverOnline: receiverOnline)) }
             noticeArrived(notice)

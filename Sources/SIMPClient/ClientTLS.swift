@@ -58,8 +58,9 @@ public struct ClientTLS: Sendable, Equatable {
     func failure(_ error: Error, server: RelayEndpoint) -> SIMPClientError {
         if let mismatch = error as? CertificateName.Mismatch { return .cannotConnect("TLS with \(server) failed: \(mismatch)") }
         let trusted = caFile.map { "the CA in \($0)" } ?? "the system's trusted CAs"
-        return .cannotConnect("TLS with \(server) failed: the relay's certificate is not valid for \(server.host) or not signed by \(trusted), "
-            + "or the relay does not speak TLS (\(error))")
+        return .cannotConnect(
+            "TLS with \(server) failed: the relay's certificate is not valid for \(server.host) or not signed by \(trusted), "
+                + "or the relay does not speak TLS (\(error))")
     }
 
     /// Whether `host` names this machine: there a relay without TLS is development, elsewhere a risk.

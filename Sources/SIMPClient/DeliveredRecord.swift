@@ -1,12 +1,13 @@
+import DequeModule
+import Foundation
+import SIMPCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import DequeModule
-import Foundation
-import SIMPCore
-import Synchronization
 
 /// What tells one received message from every other: its sender (`fromUser`), the member who
 /// posted it in a room (`author`, empty otherwise) and its `messageId`. A retransmission, a copy
@@ -133,7 +134,8 @@ public final class DeliveredRecord: Sendable {
         }
         let partial = url.path + ".partial"
         guard FileManager.default.createFile(atPath: partial, contents: data, attributes: [.posixPermissions: 0o600]),
-              rename(partial, url.path) == 0 else {
+            rename(partial, url.path) == 0
+        else {
             unlink(partial)
             throw DeviceError("cannot rewrite \(url.path): \(String(cString: strerror(errno)))")
         }

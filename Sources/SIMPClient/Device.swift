@@ -1,10 +1,11 @@
+import Foundation
+import NIOConcurrencyHelpers
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import NIOConcurrencyHelpers
 
 /// The client's local directory: `$SIMP_HOME`, else `~/.simp`. It holds the default device
 /// name, device locks, the outbox, `simp listen`'s record of what it printed (`received/`) and
@@ -61,11 +62,15 @@ public enum DeviceName {
         try SIMPHome.makeDirectory(home)
         var hostName = [CChar](repeating: 0, count: 256)
         let named = gethostname(&hostName, 255) == 0
-        let host = String(decoding: hostName.prefix { named && $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let host =
+            String(decoding: hostName.prefix { named && $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             .split(separator: ".").first.map(String.init) ?? ""
-        var base = String(String.UnicodeScalarView(host.unicodeScalars.filter {
-            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
-        }).prefix(40))
+        var base = String(
+            String.UnicodeScalarView(
+                host.unicodeScalars.filter {
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
+                }
+            ).prefix(40))
         if base.isEmpty { base = "device" }
         let name = base + "-" + String(format: "%04x", UInt16.random(in: .min ... .max))
         do { try Data((name + "\n").utf8).write(to: file, options: .withoutOverwriting) } catch {
@@ -136,7 +141,9 @@ public final class DeviceLock: Sendable {
         for candidate in DeviceName.candidates(base) {
             if let lock = try lock(candidate, in: directory) { return lock }
         }
-        throw DeviceError("all default devices of \(user) (\(base) to \(base)-\(DeviceName.defaultNames)) are in use by running clients; give --device NAME", inUse: true)
+        throw DeviceError(
+            "all default devices of \(user) (\(base) to \(base)-\(DeviceName.defaultNames)) are in use by running clients; give --device NAME",
+            inUse: true)
     }
 
     /// Unlocks (closing the file); the device may then be used by another client.
@@ -169,7 +176,8 @@ public final class DeviceLock: Sendable {
 
     private static func holderDescription(_ url: URL) -> String {
         guard let text = try? String(contentsOf: url, encoding: .utf8),
-              let pid = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return "" }
+            let pid = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return "" }
         return " (process \(pid))"
     }
 }

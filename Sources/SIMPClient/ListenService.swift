@@ -1,5 +1,5 @@
-import ServiceLifecycle
 import SIMPCore
+import ServiceLifecycle
 import Synchronization
 
 /// `simp listen`: prints every message a client receives until `count` messages arrived or a

@@ -55,8 +55,10 @@ public enum MessageFormatting {
     public static func lostAtExit(_ messages: [SIMPMessage]) -> [String] {
         guard !messages.isEmpty else { return [] }
         let many = messages.count > 1
-        return ["\(messages.count) message\(many ? "s" : "") not delivered \(many ? "are" : "is") lost now "
-                + "(the outbox could not be written, so nothing resends \(many ? "them" : "it")):"]
+        return [
+            "\(messages.count) message\(many ? "s" : "") not delivered \(many ? "are" : "is") lost now "
+                + "(the outbox could not be written, so nothing resends \(many ? "them" : "it")):"
+        ]
             + messages.map { "  message \($0.messageId) to \($0.toUser): \($0.kind == .image ? $0.imageURL : $0.content)" }
     }
 

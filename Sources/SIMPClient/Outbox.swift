@@ -1,11 +1,12 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import NIOCore
-import SIMPCore
 
 /// Messages of one (user, device) that were sent but whose outcome is not known yet, kept on
 /// disk so they outlive the process: `<home>/outbox/<user>/<device>.outbox/<messageId>.simp`,
@@ -70,8 +71,9 @@ public final class Outbox: Sendable { // no state but its directory: every call 
             }
             guard name.hasSuffix(".simp") else { continue }
             guard let data = try? Data(contentsOf: file),
-                  let message = try? MessageCodec.decode(ByteBuffer(bytes: data)),
-                  message.kind.isContent, message.messageId != 0, "\(message.messageId).simp" == name else {
+                let message = try? MessageCodec.decode(ByteBuffer(bytes: data)),
+                message.kind.isContent, message.messageId != 0, "\(message.messageId).simp" == name
+            else {
                 try? FileManager.default.moveItem(at: file, to: file.appendingPathExtension("bad"))
                 unreadable.append(name)
                 continue

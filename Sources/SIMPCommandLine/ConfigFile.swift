@@ -103,7 +103,8 @@ public enum ConfigFile {
     public static func clientPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         var candidates: [String] = []
         if let home = environment["SIMP_HOME"], !home.isEmpty { candidates.append(home + "/config.toml") }
-        let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let configHome =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
         candidates.append(configHome + "/simp/config.toml")
         return candidates.first { FileManager.default.fileExists(atPath: $0) }

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// Where a command-line tool takes a password from: a file named by a flag, else the
 /// `SIMP_PASSWORD` environment variable, else (when the relay asks for one and standard input
@@ -22,7 +23,8 @@ public enum PasswordInput {
         if let file {
             // Read as a stream, not by the file's size: a pipe has none.
             guard let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file),
-                  let data = try? handle.readToEnd() else {
+                let data = try? handle.readToEnd()
+            else {
                 throw Failure(description: "cannot read the password file \(file)")
             }
             return try nonEmpty(firstLine(String(decoding: data ?? Data(), as: UTF8.self)), from: file == "-" ? "standard input" : file)

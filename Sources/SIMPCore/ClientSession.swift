@@ -163,9 +163,11 @@ public struct ClientSession: Sendable {
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
-         receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil]
-            .compactMap { $0 }.min()
+        [
+            sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
+            receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil,
+        ]
+        .compactMap { $0 }.min()
     }
 
     /// The largest datagram the relay accepts: from its last CONNECTED, else the default.
@@ -364,7 +366,8 @@ public struct ClientSession: Sendable {
             // The receiver is offline, or it is a room post: the message is settled (no more
             // retries), not delivered.
             // A direct message stays unresolved until it is delivered from the inbox (order).
-            let settled = message.room.isEmpty && message.status == .stored
+            let settled =
+                message.room.isEmpty && message.status == .stored
                 ? sender.handleStored(message, now: now) : sender.handleReceipt(message, now: now)
             output.datagrams += settled.transmit
             for event in settled.events {
@@ -376,9 +379,10 @@ public struct ClientSession: Sendable {
                 release(receiver.skip(message.seq, from: "#\(message.room)", stream: RelayCore.roomStream, now: now), now: now, into: &output)
             }
             if message.status == .roomDelivered {
-                output.notices.append(.roomProgress(
-                    messageId: message.messageId, room: message.room,
-                    delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
+                output.notices.append(
+                    .roomProgress(
+                        messageId: message.messageId, room: message.room,
+                        delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
             }
         case .receipt:
             let ids = [message.messageId] + message.receiptIds // a batch covers several (§6.1)
@@ -388,7 +392,8 @@ public struct ClientSession: Sendable {
             // A stored message counts as delivered when the inbox delivered it, or when the
             // receiver receipts it directly (it had an earlier copy whose receipt was late).
             for (id, wasPending) in zip(ids, wasPending) {
-                let settled = message.status == .deliveredFromInbox ? sender.storedMessageSettled(id, now: now) : sender.storedMessageReceipted(id, now: now)
+                let settled =
+                    message.status == .deliveredFromInbox ? sender.storedMessageSettled(id, now: now) : sender.storedMessageReceipted(id, now: now)
                 if !wasPending, message.status == .deliveredFromInbox || settled {
                     output.notices.append(.delivered(messageId: id, to: message.fromUser))
                 }
@@ -411,8 +416,9 @@ public struct ClientSession: Sendable {
             guard !sender.wasDeliveredAfterStoring(message.messageId) else { break }
             output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))
         case .error where message.messageId != 0 && sender.isPending(message.messageId):
-            output.absorb(sender.handleRejection(
-                messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
+            output.absorb(
+                sender.handleRejection(
+                    messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
         case .pong:
             receipts.pongArrived(message.messageId)
         case .ping:

@@ -33,8 +33,9 @@ public struct DatagramHeader: Equatable, Sendable {
 
     /// The header of a decoded message.
     public init(_ message: SIMPMessage) {
-        self.init(version: message.version, messageId: message.messageId, kind: message.kind,
-                  fromUser: message.fromUser, toUser: message.toUser)
+        self.init(
+            version: message.version, messageId: message.messageId, kind: message.kind,
+            fromUser: message.fromUser, toUser: message.toUser)
         isBatch = !message.receiptIds.isEmpty
     }
 
@@ -52,7 +53,8 @@ public struct DatagramHeader: Equatable, Sendable {
         while !reader.atEnd {
             let keyStart = reader.offset
             guard let key = reader.varint(), reader.offset - keyStart <= 5,
-                  key >> 3 > 0, key >> 3 <= UInt64(UInt32.max >> 3) else { return nil }
+                key >> 3 > 0, key >> 3 <= UInt64(UInt32.max >> 3)
+            else { return nil }
             let field = key >> 3, wireType = key & 7
             switch (field, wireType) {
             case (1, 0):
@@ -63,7 +65,8 @@ public struct DatagramHeader: Equatable, Sendable {
                 header.messageId = value
             case (8, 0):
                 guard let value = reader.varint(), let raw = Int32(exactly: value),
-                      let kind = SIMPMessage.Kind(rawValue: raw) else { return nil }
+                    let kind = SIMPMessage.Kind(rawValue: raw)
+                else { return nil }
                 header.kind = kind
             case (6, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
@@ -180,7 +183,7 @@ private enum FieldTable {
         }
         switch field.type {
         case PROTOBUF_C_TYPE_INT32, PROTOBUF_C_TYPE_SINT32, PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_TYPE_INT64,
-             PROTOBUF_C_TYPE_SINT64, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_TYPE_BOOL:
+            PROTOBUF_C_TYPE_SINT64, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_TYPE_BOOL:
             return 0
         case PROTOBUF_C_TYPE_SFIXED64, PROTOBUF_C_TYPE_FIXED64, PROTOBUF_C_TYPE_DOUBLE: return 1
         case PROTOBUF_C_TYPE_STRING, PROTOBUF_C_TYPE_BYTES: return 2

@@ -29,7 +29,8 @@ public struct LineageFrame: Equatable, Sendable, CustomStringConvertible {
                 guard bytes.readSlice(length: 8) != nil else { return nil }
             case 2:
                 guard let length = readVarint(&bytes), length <= bytes.readableBytes,
-                      bytes.readSlice(length: Int(length)) != nil else { return nil }
+                    bytes.readSlice(length: Int(length)) != nil
+                else { return nil }
             case 5:
                 guard let bits = bytes.readInteger(endianness: .little, as: UInt32.self) else { return nil }
                 if field == 1 { version = Float(bitPattern: bits) }

@@ -59,8 +59,8 @@ public enum MessageCodec {
         defer { simp__message__free_unpacked(unpacked, nil) }
         let c = unpacked.pointee
         guard let kind = SIMPMessage.Kind(rawValue: Int32(bitPattern: c.type.rawValue)),
-              let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue)),
-              let status = SIMPMessage.DeliveryStatus(rawValue: Int32(bitPattern: c.status.rawValue))
+            let errorCode = SIMPMessage.ErrorCode(rawValue: Int32(bitPattern: c.errorcode.rawValue)),
+            let status = SIMPMessage.DeliveryStatus(rawValue: Int32(bitPattern: c.status.rawValue))
         else { throw DecodeError.unknownEnumValue }
         var message = SIMPMessage(
             kind: kind, messageId: c.messageid, fromUser: string(c.fromuser), toUser: string(c.touser),
@@ -198,7 +198,9 @@ public enum MessageCodec {
                 c.receiveronline = message.receiverOnline ? 1 : 0
                 var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
-                var deltas = message.receiptIds.map { id in defer { previous = id }; return id &- previous }
+                var deltas = message.receiptIds.map { id in
+                    defer { previous = id }; return id &- previous
+                }
                 return members.withUnsafeMutableBufferPointer { pointers in
                     c.n_members = pointers.count
                     c.members = pointers.baseAddress

@@ -34,7 +34,8 @@ public struct ReceiptRepeater: Sendable {
         var copy = receipt
         copy.receiptIds = Array(Set(receipt.receiptIds).union(previous.ids).subtracting([receipt.messageId])).sorted()
         guard copy.receiptIds.count <= SIMPMessage.maxReceiptIds,
-              ClientSession.hasDatagramCopy(copy, maxDatagramSize: maxDatagramSize) else { return receipt }
+            ClientSession.hasDatagramCopy(copy, maxDatagramSize: maxDatagramSize)
+        else { return receipt }
         return copy
     }
 }

@@ -186,8 +186,9 @@ public struct ReliableSender: Sendable {
         guard held else {
             let entry = pending.removeValue(forKey: id)!
             settle(entry.message, now: now)
-            return output.events.append(.delivered(
-                messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
+            return output.events.append(
+                .delivered(
+                    messageId: id, to: entry.message.toUser, latency: now - entry.sentAt[0], attempts: entry.attempts))
         }
         guard !pending[id]!.isHeld else { return }
         pending[id]!.isHeld = true
@@ -225,9 +226,10 @@ public struct ReliableSender: Sendable {
         refusedAsFull[receipt.messageId] = nil
         storedUnresolved[receipt.messageId] = entry.message
         if !keepsSenderSequence { conversations[entry.message.toUser]?.stored.insert(entry.message.seq) }
-        output.events.append(.delivered(
-            messageId: receipt.messageId, to: entry.message.toUser,
-            latency: now - entry.sentAt[0], attempts: entry.attempts))
+        output.events.append(
+            .delivered(
+                messageId: receipt.messageId, to: entry.message.toUser,
+                latency: now - entry.sentAt[0], attempts: entry.attempts))
         releaseWaiting(now: now, into: &output)
         return output
     }
@@ -330,8 +332,9 @@ public struct ReliableSender: Sendable {
             } else if !policy.mayRetransmit(after: entry.attempts) {
                 pending[timer.messageId] = nil
                 settle(entry.message, now: now)
-                output.events.append(.failed(
-                    messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
+                output.events.append(
+                    .failed(
+                        messageId: timer.messageId, to: entry.message.toUser, .timedOut(attempts: entry.attempts)))
             } else {
                 retransmitPaced(timer.messageId, copies: copies, now: now, into: &output)
             }
@@ -363,7 +366,8 @@ public struct ReliableSender: Sendable {
             let overtakers = sorted.countOfElements(after: entry.sentAt.last!)
             pending[id]!.overtaken += overtakers
             guard entry.overtaken + overtakers >= policy.fastRetransmitThreshold,
-                  policy.mayRetransmit(after: entry.attempts) else { continue }
+                policy.mayRetransmit(after: entry.attempts)
+            else { continue }
             fastRetransmits += 1
             retransmitPaced(id, copies: policy.retransmissionCopies, now: now, into: &output)
         }

@@ -12,7 +12,8 @@ public enum AddressText {
     /// Parses what `format` writes.
     public static func parse(_ text: String) -> SocketAddress? {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (0...65535).contains(port) else { return nil }
+            (0...65535).contains(port)
+        else { return nil }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return try? SocketAddress(ipAddress: host, port: port)
@@ -21,7 +22,8 @@ public enum AddressText {
     /// Parses `host:port`, resolving nothing: `host` must be an IP literal or `localhost`.
     public static func parseHostPort(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (1...65535).contains(port) else { return nil }
+            (1...65535).contains(port)
+        else { return nil }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard !host.isEmpty else { return nil }

@@ -49,8 +49,9 @@ public struct DevicePrekeys: Sendable, RedactedReflection {
         let seed = random.bytes(64)
         let publicKey = Array(try! KEMPrekey.privateKey(seed: seed).publicKey.rawRepresentation)
         let id = takeID()
-        currentKEM = KEMPrekey(id: id, publicKey: publicKey,
-                               signature: identity.sign(KEMPrekey.signedMessage(id: id, publicKey: publicKey)))
+        currentKEM = KEMPrekey(
+            id: id, publicKey: publicKey,
+            signature: identity.sign(KEMPrekey.signedMessage(id: id, publicKey: publicKey)))
         kemSeed = SecretBytes(seed)
     }
 
@@ -90,8 +91,9 @@ public struct DevicePrekeys: Sendable, RedactedReflection {
 
     private static func sign(_ key: Curve25519.KeyAgreement.PrivateKey, id: UInt32, identity: DeviceIdentity) -> SignedPrekey {
         let publicKey = Array(key.publicKey.rawRepresentation)
-        return SignedPrekey(id: id, publicKey: publicKey,
-                            signature: identity.sign(SignedPrekey.signedMessage(id: id, publicKey: publicKey)))
+        return SignedPrekey(
+            id: id, publicKey: publicKey,
+            signature: identity.sign(SignedPrekey.signedMessage(id: id, publicKey: publicKey)))
     }
 
     public var description: String {

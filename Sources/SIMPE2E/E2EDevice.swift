@@ -66,8 +66,10 @@ public struct E2EDevice: RedactedReflection {
     ///   was restored from a backup: a restored session must never send, as it would reuse keys).
     /// - Returns: `.peerIdentityChanged` when the bundle's identity differs from the known one.
     @discardableResult
-    public mutating func startSession(with peer: String, bundle: KeyBundle, isRecovery: Bool = false,
-                                      using random: inout some RandomNumberGenerator) throws -> SessionEvent? {
+    public mutating func startSession(
+        with peer: String, bundle: KeyBundle, isRecovery: Bool = false,
+        using random: inout some RandomNumberGenerator
+    ) throws -> SessionEvent? {
         let session = try RatchetSession.initiate(identity: identity, bundle: bundle, isRecovery: isRecovery, using: &random)
         let known = try sessions(with: peer)
         var record = known ?? PeerSessions(current: session)
@@ -88,8 +90,10 @@ public struct E2EDevice: RedactedReflection {
     /// Decrypts a pairwise payload from `peer`: a prekey message of a known session, or one
     /// that starts a new session (reported in `event`), or a ratchet message of the current or
     /// an earlier session. `E2EError.duplicate` means it was decrypted before: drop it.
-    public mutating func decrypt(_ payload: [UInt8], from peer: String, now: UInt64, limits: E2ELimits = .standard,
-                                 using random: inout some RandomNumberGenerator) throws -> Decrypted {
+    public mutating func decrypt(
+        _ payload: [UInt8], from peer: String, now: UInt64, limits: E2ELimits = .standard,
+        using random: inout some RandomNumberGenerator
+    ) throws -> Decrypted {
         let message = try PairwiseMessage(encoded: payload)
         let known = try sessions(with: peer)
         if let start = message.start, known?.index(ofBaseKey: start.baseKey, initiator: start.initiator) == nil {
@@ -113,9 +117,11 @@ public struct E2EDevice: RedactedReflection {
         throw firstError ?? E2EError.authenticationFailed
     }
 
-    private mutating func acceptNewSession(_ message: PairwiseMessage, start: SessionStartFields, known: PeerSessions?,
-                                           from peer: String, now: UInt64, limits: E2ELimits,
-                                           using random: inout some RandomNumberGenerator) throws -> Decrypted {
+    private mutating func acceptNewSession(
+        _ message: PairwiseMessage, start: SessionStartFields, known: PeerSessions?,
+        from peer: String, now: UInt64, limits: E2ELimits,
+        using random: inout some RandomNumberGenerator
+    ) throws -> Decrypted {
         var session = try RatchetSession.respond(identity: identity, prekeys: prekeys, start: start)
         let plaintext = try session.decrypt(message, now: now, limits: limits, using: &random)
         if let id = start.oneTimePrekeyID {

@@ -10,7 +10,8 @@ public struct IdentityKey: Hashable, Sendable, CustomStringConvertible {
 
     public init(agreement: [UInt8], signing: [UInt8]) throws {
         guard agreement.count == 32, signing.count == 32,
-              (try? Curve25519.Signing.PublicKey(rawRepresentation: signing)) != nil else {
+            (try? Curve25519.Signing.PublicKey(rawRepresentation: signing)) != nil
+        else {
             throw E2EError.invalidKey("identity key")
         }
         self.agreement = agreement
@@ -66,8 +67,9 @@ public struct DeviceIdentity: Sendable, RedactedReflection {
 
     /// The public half.
     public var publicKey: IdentityKey {
-        try! IdentityKey(agreement: Array(agreementKey.publicKey.rawRepresentation),
-                         signing: Array(signingKey.publicKey.rawRepresentation))
+        try! IdentityKey(
+            agreement: Array(agreementKey.publicKey.rawRepresentation),
+            signing: Array(signingKey.publicKey.rawRepresentation))
     }
 
     /// Ed25519 signature of `message`.

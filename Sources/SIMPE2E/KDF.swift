@@ -17,7 +17,8 @@ enum E2EKDF {
     /// X25519 that rejects an all-zero result (a low-order public key).
     static func agree(_ privateKey: Curve25519.KeyAgreement.PrivateKey, _ publicKey: [UInt8], _ name: String) throws -> [UInt8] {
         guard let peer = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey),
-              let shared = try? privateKey.sharedSecretFromKeyAgreement(with: peer) else {
+            let shared = try? privateKey.sharedSecretFromKeyAgreement(with: peer)
+        else {
             throw E2EError.invalidKey(name)
         }
         let bytes = shared.withUnsafeBytes { Array($0) }

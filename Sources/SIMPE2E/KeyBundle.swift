@@ -60,8 +60,10 @@ public struct KeyBundle: Hashable, Sendable {
     public func verify() throws {
         let message = SignedPrekey.signedMessage(id: signedPrekey.id, publicKey: signedPrekey.publicKey)
         guard identity.isValidSignature(signedPrekey.signature, of: message) else { throw E2EError.badPrekeySignature }
-        if let kemPrekey, !identity.isValidSignature(
-            kemPrekey.signature, of: KEMPrekey.signedMessage(id: kemPrekey.id, publicKey: kemPrekey.publicKey)) {
+        if let kemPrekey,
+            !identity.isValidSignature(
+                kemPrekey.signature, of: KEMPrekey.signedMessage(id: kemPrekey.id, publicKey: kemPrekey.publicKey))
+        {
             throw E2EError.badPrekeySignature
         }
     }
@@ -69,8 +71,10 @@ public struct KeyBundle: Hashable, Sendable {
     /// The bundle a sender gets: the first one-time prekey only (none if none are left), and the
     /// bundle that stays, without it.
     public func claimingOneTimePrekey() -> (handedOut: KeyBundle, remaining: KeyBundle) {
-        (KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.prefix(1)), kemPrekey: kemPrekey),
-         KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.dropFirst()), kemPrekey: kemPrekey))
+        (
+            KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.prefix(1)), kemPrekey: kemPrekey),
+            KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: Array(oneTimePrekeys.dropFirst()), kemPrekey: kemPrekey)
+        )
     }
 
     /// The version 1 encoding of docs/E2E.md §3.
@@ -104,7 +108,9 @@ public struct KeyBundle: Hashable, Sendable {
         var prekeys: [OneTimePrekey] = []
         for _ in 0..<count { prekeys.append(OneTimePrekey(id: try reader.u32(), publicKey: try reader.key())) }
         oneTimePrekeys = prekeys
-        kemPrekey = reader.remainingCount == 0 ? nil
+        kemPrekey =
+            reader.remainingCount == 0
+            ? nil
             : KEMPrekey(id: try reader.u32(), publicKey: try reader.raw(KEMPrekey.publicKeySize), signature: try reader.raw(64))
         try reader.expectEnd()
     }

@@ -64,8 +64,10 @@ struct SkippedMessageKeys: Sendable, Equatable {
         let count = try reader.u32()
         guard Int(count) * 46 <= reader.remainingCount else { throw E2EError.malformed("skipped keys: count \(count)") }
         for _ in 0..<count {
-            entries.append(Entry(chain: try reader.lengthPrefixed(), number: try reader.u32(),
-                                 messageKey: SecretBytes(try reader.key()), storedAt: try reader.u64()))
+            entries.append(
+                Entry(
+                    chain: try reader.lengthPrefixed(), number: try reader.u32(),
+                    messageKey: SecretBytes(try reader.key()), storedAt: try reader.u64()))
         }
     }
 }

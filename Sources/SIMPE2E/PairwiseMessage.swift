@@ -53,8 +53,9 @@ public struct SessionStartFields: Equatable, Sendable {
     public let isRecovery: Bool
 
     func write(to writer: inout ByteWriter) {
-        writer.u8((oneTimePrekeyID == nil ? 0 : Self.hasOneTimePrekey) | (isRecovery ? Self.recoveryFlag : 0)
-                  | (kem == nil ? 0 : Self.hasKEM))
+        writer.u8(
+            (oneTimePrekeyID == nil ? 0 : Self.hasOneTimePrekey) | (isRecovery ? Self.recoveryFlag : 0)
+                | (kem == nil ? 0 : Self.hasKEM))
         writer.raw(initiator.encoded)
         writer.raw(baseKey)
         writer.u32(signedPrekeyID)
@@ -76,7 +77,8 @@ extension SessionStartFields {
         baseKey = try reader.key()
         signedPrekeyID = try reader.u32()
         oneTimePrekeyID = flags & Self.hasOneTimePrekey != 0 ? try reader.u32() : nil
-        kem = flags & Self.hasKEM != 0
+        kem =
+            flags & Self.hasKEM != 0
             ? KEMEncapsulation(prekeyID: try reader.u32(), ciphertext: try reader.raw(KEMPrekey.ciphertextSize)) : nil
         isRecovery = flags & Self.recoveryFlag != 0
     }

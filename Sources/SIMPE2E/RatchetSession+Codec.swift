@@ -31,7 +31,7 @@ extension RatchetSession {
         writer.u32(receivingCount)
         pendingStart?.write(to: &writer)
         writer.u16(UInt16(retiredReceivingKeys.count))
-        retiredReceivingKeys.forEach { writer.raw($0) }
+        for key in retiredReceivingKeys { writer.raw(key) }
         skipped.write(to: &writer)
         return SecretBytes(writer.bytes)
     }

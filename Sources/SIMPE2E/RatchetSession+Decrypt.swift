@@ -5,8 +5,10 @@ extension RatchetSession {
     /// - Parameters:
     ///   - now: the caller's clock in milliseconds (skipped keys older than the lifetime go).
     ///   - random: draws the next sending ratchet key when the peer's ratchet key changed.
-    public mutating func decrypt(_ message: PairwiseMessage, now: UInt64, limits: E2ELimits = .standard,
-                                 using random: inout some RandomNumberGenerator) throws -> [UInt8] {
+    public mutating func decrypt(
+        _ message: PairwiseMessage, now: UInt64, limits: E2ELimits = .standard,
+        using random: inout some RandomNumberGenerator
+    ) throws -> [UInt8] {
         skipped.forgetExpired(now: now, limits: limits)
         var next = self
         let plaintext = try next.advanceAndOpen(message, now: now, limits: limits, using: &random)
@@ -15,8 +17,10 @@ extension RatchetSession {
         return plaintext
     }
 
-    private mutating func advanceAndOpen(_ message: PairwiseMessage, now: UInt64, limits: E2ELimits,
-                                         using random: inout some RandomNumberGenerator) throws -> [UInt8] {
+    private mutating func advanceAndOpen(
+        _ message: PairwiseMessage, now: UInt64, limits: E2ELimits,
+        using random: inout some RandomNumberGenerator
+    ) throws -> [UInt8] {
         let header = message.header
         if let kept = skipped.take(chain: header.ratchetKey, number: header.number) {
             return try open(message, messageKey: kept.bytes)
@@ -34,8 +38,9 @@ extension RatchetSession {
     }
 
     private func open(_ message: PairwiseMessage, messageKey: [UInt8]) throws -> [UInt8] {
-        try E2ECipher.open(message.ciphertext, messageKey: messageKey, info: E2EKDF.messageInfo,
-                           associatedData: sessionAssociatedData + message.authenticatedPrefix)
+        try E2ECipher.open(
+            message.ciphertext, messageKey: messageKey, info: E2EKDF.messageInfo,
+            associatedData: sessionAssociatedData + message.authenticatedPrefix)
     }
 
     /// KDF_CK on the receiving chain: returns the message key for `receivingCount`.
@@ -61,8 +66,10 @@ extension RatchetSession {
 
     /// The DH ratchet step: a new receiving chain from the peer's new ratchet key, then a new
     /// sending ratchet key pair and sending chain.
-    private mutating func ratchetStep(to remoteKey: [UInt8], limits: E2ELimits,
-                                      using random: inout some RandomNumberGenerator) throws {
+    private mutating func ratchetStep(
+        to remoteKey: [UInt8], limits: E2ELimits,
+        using random: inout some RandomNumberGenerator
+    ) throws {
         if let old = receivingRatchetKey {
             retiredReceivingKeys.append(old)
             if retiredReceivingKeys.count > limits.retiredRatchetKeys { retiredReceivingKeys.removeFirst() }

@@ -44,8 +44,9 @@ public struct RatchetSession: Sendable, RedactedReflection {
             ratchetKey: Array(try ratchetPrivateKey().publicKey.rawRepresentation),
             previousChainLength: previousSendingCount, number: sendingCount)
         let prefix = PairwiseMessage.prefix(start: pendingStart, header: header)
-        let sealed = E2ECipher.seal(plaintext, messageKey: step.messageKey, info: E2EKDF.messageInfo,
-                                    associatedData: sessionAssociatedData + prefix)
+        let sealed = E2ECipher.seal(
+            plaintext, messageKey: step.messageKey, info: E2EKDF.messageInfo,
+            associatedData: sessionAssociatedData + prefix)
         sendingChain = SecretBytes(step.chainKey)
         sendingCount += 1
         return prefix + sealed

@@ -5,10 +5,14 @@ import Crypto
 public enum SafetyNumber {
     /// The 60 digits in twelve groups of five separated by spaces: the two 30-digit halves of
     /// `fingerprint`, the smaller first, so the order of the arguments does not matter.
-    public static func compute(localUser: String, localIdentity: IdentityKey,
-                               remoteUser: String, remoteIdentity: IdentityKey) -> String {
-        let halves = [fingerprint(user: localUser, identity: localIdentity),
-                      fingerprint(user: remoteUser, identity: remoteIdentity)].sorted()
+    public static func compute(
+        localUser: String, localIdentity: IdentityKey,
+        remoteUser: String, remoteIdentity: IdentityKey
+    ) -> String {
+        let halves = [
+            fingerprint(user: localUser, identity: localIdentity),
+            fingerprint(user: remoteUser, identity: remoteIdentity),
+        ].sorted()
         let digits = Array(halves.joined())
         return stride(from: 0, to: digits.count, by: 5).map { String(digits[$0..<$0 + 5]) }.joined(separator: " ")
     }

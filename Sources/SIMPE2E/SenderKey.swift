@@ -106,8 +106,9 @@ public struct OutboundSenderKey: Sendable, RedactedReflection {
     /// What members need to read this device's posts from the next one on.
     public var distribution: SenderKeyDistribution {
         let publicKey = try! Curve25519.Signing.PrivateKey(rawRepresentation: signingKey.bytes).publicKey
-        return SenderKeyDistribution(roomID: roomID, keyID: keyID, iteration: iteration, chainKey: chainKey,
-                                     signingKey: Array(publicKey.rawRepresentation))
+        return SenderKeyDistribution(
+            roomID: roomID, keyID: keyID, iteration: iteration, chainKey: chainKey,
+            signingKey: Array(publicKey.rawRepresentation))
     }
 
     /// Encrypts and signs one post; send (and resend) the result unchanged to every member.
@@ -119,8 +120,11 @@ public struct OutboundSenderKey: Sendable, RedactedReflection {
         writer.u32(keyID)
         writer.u32(iteration)
         let header = writer.bytes
-        let body = header + E2ECipher.seal(plaintext, messageKey: step.messageKey, info: E2EKDF.roomMessageInfo,
-                                           associatedData: RoomMessage.associatedData(roomID: roomID, header: header[...]))
+        let body =
+            header
+            + E2ECipher.seal(
+                plaintext, messageKey: step.messageKey, info: E2EKDF.roomMessageInfo,
+                associatedData: RoomMessage.associatedData(roomID: roomID, header: header[...]))
         let signer = try! Curve25519.Signing.PrivateKey(rawRepresentation: signingKey.bytes)
         chainKey = SecretBytes(step.chainKey)
         iteration += 1
@@ -149,7 +153,8 @@ public struct InboundSenderKey: Sendable, RedactedReflection {
     public mutating func decrypt(_ message: RoomMessage, now: UInt64, limits: E2ELimits = .standard) throws -> [UInt8] {
         guard message.keyID == keyID else { throw E2EError.noSession("room \(roomID): unknown sender key \(message.keyID)") }
         guard let verifier = try? Curve25519.Signing.PublicKey(rawRepresentation: signingKey),
-              verifier.isValidSignature(message.signature, for: RoomMessage.signedBytes(roomID: roomID, body: message.body)) else {
+            verifier.isValidSignature(message.signature, for: RoomMessage.signedBytes(roomID: roomID, body: message.body))
+        else {
             throw E2EError.authenticationFailed
         }
         skipped.forgetExpired(now: now, limits: limits)
@@ -174,8 +179,9 @@ public struct InboundSenderKey: Sendable, RedactedReflection {
             chainKey = SecretBytes(step.chainKey)
             iteration += 1
             if iteration - 1 == target { return step.messageKey }
-            skipped.insert(.init(chain: chain, number: iteration - 1, messageKey: SecretBytes(step.messageKey), storedAt: now),
-                           limits: limits)
+            skipped.insert(
+                .init(chain: chain, number: iteration - 1, messageKey: SecretBytes(step.messageKey), storedAt: now),
+                limits: limits)
         }
     }
 

@@ -9,8 +9,10 @@ extension RatchetSession {
     /// key, then the first ratchet key, from `random`.
     /// - Parameter isRecovery: set when this device lost or distrusts an earlier session with
     ///   this peer (restored from a backup, state lost); the peer is told.
-    public static func initiate(identity: DeviceIdentity, bundle: KeyBundle, isRecovery: Bool = false,
-                                using random: inout some RandomNumberGenerator) throws -> RatchetSession {
+    public static func initiate(
+        identity: DeviceIdentity, bundle: KeyBundle, isRecovery: Bool = false,
+        using random: inout some RandomNumberGenerator
+    ) throws -> RatchetSession {
         try bundle.verify()
         let ephemeral = random.agreementKey()
         let signedPrekey = bundle.signedPrekey.publicKey
@@ -43,8 +45,10 @@ extension RatchetSession {
     /// The responder's side, from a prekey message's start fields: the same session secret, with
     /// the signed prekey as the first sending ratchet key. Decrypt the prekey message with the
     /// result, and only then consume the one-time prekey.
-    public static func respond(identity: DeviceIdentity, prekeys: DevicePrekeys,
-                               start: SessionStartFields) throws -> RatchetSession {
+    public static func respond(
+        identity: DeviceIdentity, prekeys: DevicePrekeys,
+        start: SessionStartFields
+    ) throws -> RatchetSession {
         let signedPrekey = try prekeys.signedPrekey(id: start.signedPrekeyID)
         var agreements = [
             try E2EKDF.agree(signedPrekey, start.initiator.agreement, "initiator identity key"),

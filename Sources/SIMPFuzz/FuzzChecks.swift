@@ -72,7 +72,8 @@ enum FuzzChecks {
         for case .forward(_, let payload) in actions {
             // A receipt routed from its bytes: they decode to a RECEIPT with the routing fields read.
             guard let message = try? MessageCodec.decode(payload), message.kind == .receipt,
-                  DatagramHeader.parse(payload) == DatagramHeader(message) else {
+                DatagramHeader.parse(payload) == DatagramHeader(message)
+            else {
                 throw FuzzViolation("forwarded bytes are not the receipt the relay routed: \(Array(payload.readableBytesView))")
             }
             try roundTrips(message)

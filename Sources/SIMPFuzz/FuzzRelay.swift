@@ -34,7 +34,8 @@ struct FuzzRelay {
             core.connectionOpened(connection, peer: nil, now: Self.now, into: &actions)
             var connect = SIMPMessage(kind: .connect, fromUser: user)
             connect.udpPort = UInt32(5000 + number)
-            core.controlReceived(connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 30_000), now: Self.now, into: &actions)
+            core.controlReceived(
+                connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 30_000), now: Self.now, into: &actions)
             for case .store(let request) in actions { core.storeAnswered(request, .success(.done), now: Self.now, into: &actions) }
             for case .send(_, let connected) in actions where user == "alice" && connected.kind == .connected {
                 let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)

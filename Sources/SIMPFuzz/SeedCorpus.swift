@@ -28,20 +28,36 @@ public enum SeedCorpus {
             "connect-twice": [0x11] + frames([connect("mallory"), connect("alice")]),
             "receipt-before-connect": [0x07] + frames([receiptTo("bob")]),
             "registration-fails": [0x85] + frames([connect("mallory"), receiptTo("bob")]),
-            "old-version": [0x02] + frames([{ var m = ping(); m.version = 0; return m }()]),
+            "old-version": [0x02]
+                + frames([
+                    {
+                        var m = ping(); m.version = 0; return m
+                    }()
+                ]),
             "malformed-payload": [0x05] + [0, 0, 0, 3, 0xff, 0xff, 0xff] + frames([ping()]),
             "oversized-announce": [0x01] + frames([ping()]) + [0x7f, 0xff, 0xff, 0xff, 0x00],
             "truncated-frame": [0x09] + Array(frames([connect("mallory")]).dropLast(2)),
             "empty-frame": [0x04, 0, 0, 0, 0],
             "login": [0x06] + frames([auth("mallory"), connect("mallory"), receiptTo("alice"), roomJoin("lobby")]),
-            "auth-bad-nonce": [0x0a] + frames([{ var m = auth("mallory"); m.nonce = [1, 2]; return m }()]),
+            "auth-bad-nonce": [0x0a]
+                + frames([
+                    {
+                        var m = auth("mallory"); m.nonce = [1, 2]; return m
+                    }()
+                ]),
             // Batch receipts (docs/PROTOCOL.md §6.1): a valid one, and ids written with a
             // difference of 0 (an id twice), which must not decode.
-            "receipt-batches": [0x0b] + frames([connect("mallory"), batchReceiptTo("alice", ids: [1, 2, 3, 1 << 40]),
-                                                batchReceiptTo("alice", ids: [5, 5, 6]), ping()]),
+            "receipt-batches": [0x0b]
+                + frames([
+                    connect("mallory"), batchReceiptTo("alice", ids: [1, 2, 3, 1 << 40]),
+                    batchReceiptTo("alice", ids: [5, 5, 6]), ping(),
+                ]),
             // HELD receipts (field 52, §6.1): single, then its final receipt, and a HELD batch.
-            "receipt-held": [0x0d] + frames([connect("mallory"), held(receiptTo("alice")), receiptTo("alice"),
-                                             held(batchReceiptTo("alice", ids: [1, 2])), ping()]),
+            "receipt-held": [0x0d]
+                + frames([
+                    connect("mallory"), held(receiptTo("alice")), receiptTo("alice"),
+                    held(batchReceiptTo("alice", ids: [1, 2])), ping(),
+                ]),
         ]
         for (name, message) in messages where !message.kind.isContent {
             seeds["single-\(name)"] = [0x1f] + frames([message])

@@ -36,8 +36,10 @@ public struct DeviceReport: Codable, Equatable, Sendable {
     }
 
     /// One report per device of `devices` (names in the order the scenario declares them).
-    static func reports(devices: [String], trackedUsers: Set<String>, counts: [String: DeviceCounts],
-                        messages: [MessageRecord]) -> [DeviceReport] {
+    static func reports(
+        devices: [String], trackedUsers: Set<String>, counts: [String: DeviceCounts],
+        messages: [MessageRecord]
+    ) -> [DeviceReport] {
         let toTracked = messages.filter { trackedUsers.contains($0.to) }
         return devices.map { device in
             var report = DeviceReport(device: device.isEmpty ? "default" : device)
@@ -66,8 +68,10 @@ public struct DeviceReport: Codable, Equatable, Sendable {
 
     /// This device's bars: nothing missing, duplicated, reordered, or delivered and failed.
     var bars: [Bar] {
-        [("missing", missing), ("duplicates", duplicates), ("out_of_order", outOfOrder),
-         ("delivered_and_failed", deliveredAndFailed)].map { name, value in
+        [
+            ("missing", missing), ("duplicates", duplicates), ("out_of_order", outOfOrder),
+            ("delivered_and_failed", deliveredAndFailed),
+        ].map { name, value in
             Bar(name: "\(device).\(name)", limit: 0, value: Double(value), passed: value == 0)
         }
     }

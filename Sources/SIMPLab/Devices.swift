@@ -23,13 +23,17 @@ public struct ReceiverDevice: Codable, Equatable, Sendable {
         link = try c.decodeIfPresent(AccessLink.self, forKey: .link)
         offline = try c.decodeIfPresent([LinkConditions.Blackout].self, forKey: .offline) ?? []
         guard !name.isEmpty, name.utf8.count <= 64 else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath + [CodingKeys.name],
-                                                    debugDescription: "a device name is 1 to 64 bytes"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath + [CodingKeys.name],
+                    debugDescription: "a device name is 1 to 64 bytes"))
         }
         let windows = offline.sorted { $0.atMs < $1.atMs }
         for (earlier, later) in zip(windows, windows.dropFirst()) where earlier.atMs + earlier.forMs >= later.atMs {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath + [CodingKeys.offline],
-                                                    debugDescription: "offline windows must not overlap or touch"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath + [CodingKeys.offline],
+                    debugDescription: "offline windows must not overlap or touch"))
         }
         offline = windows
     }

@@ -53,8 +53,10 @@ public struct ImpairedLink<Packet> {
         var deliveries: [Delivery] = []
         if let reorder = conditions.reorder, reorder.depth > 0, random.chance(reorder.percent) {
             statistics.reordered += 1
-            held.append(Held(packet: packet, overtakesLeft: reorder.depth,
-                             releaseAt: elapsed + .nanoseconds(Int64(reorder.maxHoldMs * 1e6))))
+            held.append(
+                Held(
+                    packet: packet, overtakesLeft: reorder.depth,
+                    releaseAt: elapsed + .nanoseconds(Int64(reorder.maxHoldMs * 1e6))))
         } else {
             deliveries.append(Delivery(packet: packet, after: delay))
             deliveries += releaseOvertaken(after: delay + .microseconds(1))

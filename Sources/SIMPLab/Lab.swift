@@ -63,8 +63,9 @@ public struct LabProgress: Sendable, Equatable {
 extension RunRecorder {
     /// The recorder's counts as progress.
     func progress(scenario: Scenario, clock: TimeAmount) -> LabProgress {
-        LabProgress(scenario: scenario.name, clockSeconds: max(0, Double(clock.nanoseconds) / 1e9),
-                    total: scenario.totalMessages,
-                    sent: sent, delivered: delivered, inFlight: inFlight, failed: failed)
+        LabProgress(
+            scenario: scenario.name, clockSeconds: max(0, Double(clock.nanoseconds) / 1e9),
+            total: scenario.totalMessages,
+            sent: sent, delivered: delivered, inFlight: inFlight, failed: failed)
     }
 }

@@ -11,7 +11,11 @@ public enum ReportTable {
             ("rate_limited", "\(report.rateLimited)"),
         ]
         if let latency = report.latency {
-            rows.append(("latency_ms", "p50 \(ms(latency.p50))  p95 \(ms(latency.p95))  p99 \(ms(latency.p99))  max \(ms(latency.max))  mean \(ms(latency.mean))"))
+            rows.append(
+                (
+                    "latency_ms",
+                    "p50 \(ms(latency.p50))  p95 \(ms(latency.p95))  p99 \(ms(latency.p99))  max \(ms(latency.max))  mean \(ms(latency.mean))"
+                ))
         } else {
             rows.append(("latency_ms", "-"))
         }
@@ -42,17 +46,19 @@ public enum ReportTable {
 
     /// One summary line per report, aligned.
     public static func summary(_ reports: [ScenarioReport]) -> String {
-        let rows = [header] + reports.map { report -> [String] in
-            let latency = report.latency
-            return [
-                report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
-                "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
-                latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
-                latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
-                format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)",
-                report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ","),
-            ]
-        }
+        let rows =
+            [header]
+            + reports.map { report -> [String] in
+                let latency = report.latency
+                return [
+                    report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
+                    "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
+                    latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
+                    latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
+                    format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)",
+                    report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ","),
+                ]
+            }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max()! }
         return rows.map { row in
             row.enumerated().map { column, cell in

@@ -164,8 +164,9 @@ public struct RunRecorder: Sendable {
         report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && $0.fate.isFailure }.count
         report.rateLimited = counters.rateLimited
         if let devices = trackedDevices.values.first {
-            report.devices = DeviceReport.reports(devices: devices, trackedUsers: Set(trackedDevices.keys), counts: deviceCounts,
-                                                  messages: messages)
+            report.devices = DeviceReport.reports(
+                devices: devices, trackedUsers: Set(trackedDevices.keys), counts: deviceCounts,
+                messages: messages)
         }
         if receipted > 0 {
             func ms(_ micros: UInt64) -> Double { (Double(micros) / 1000 * 10).rounded() / 10 }
@@ -189,8 +190,9 @@ public struct RunRecorder: Sendable {
         scenario: Scenario, mode: LabMode, seed: UInt64, counters: SenderCounters, duration: TimeAmount, ended: RunEnd,
         endedAt: TimeAmount
     ) -> LabRun {
-        let report = report(scenario: scenario, mode: mode, seed: seed, counters: counters, duration: duration, ended: ended,
-                            endedAt: endedAt)
+        let report = report(
+            scenario: scenario, mode: mode, seed: seed, counters: counters, duration: duration, ended: ended,
+            endedAt: endedAt)
         return LabRun(scenario: scenario, report: report, messages: messages, retransmissions: retransmissions)
     }
 }

@@ -116,8 +116,10 @@ public struct Workload: Codable, Equatable, Sendable {
         ratePerSecond = try c.decodeIfPresent(.ratePerSecond, in: StrictDecoding.positive)
         payloadBytes = try c.decode(.payloadBytes, in: 0...60_000, default: 32)
         if intervalMs != nil, ratePerSecond != nil {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath + [CodingKeys.ratePerSecond],
-                                                    debugDescription: "give intervalMs or ratePerSecond, not both"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath + [CodingKeys.ratePerSecond],
+                    debugDescription: "give intervalMs or ratePerSecond, not both"))
         }
     }
 }
@@ -141,8 +143,9 @@ public struct AccessLink: Codable, Equatable, Sendable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if c.contains(.up) || c.contains(.down) {
             try decoder.rejectUnknownKeys(CodingKeys.self)
-            self.init(up: try c.decodeIfPresent(LinkConditions.self, forKey: .up) ?? LinkConditions(),
-                      down: try c.decodeIfPresent(LinkConditions.self, forKey: .down) ?? LinkConditions())
+            self.init(
+                up: try c.decodeIfPresent(LinkConditions.self, forKey: .up) ?? LinkConditions(),
+                down: try c.decodeIfPresent(LinkConditions.self, forKey: .down) ?? LinkConditions())
         } else {
             self.init(both: try LinkConditions(from: decoder))
         }

@@ -106,7 +106,8 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
         case deliveredAndFailed = "delivered_and_failed", rateLimited = "rate_limited"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
-        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", devices, bars, passed
+        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", devices,
+            bars, passed
     }
 
     /// Spurious retransmissions as a percentage of messages sent.

@@ -21,8 +21,10 @@ public final class LaunchedProcess: @unchecked Sendable {
 
     /// Starts `executable` with `arguments`. `environment` replaces this process's environment
     /// (nil: inherit it). Standard input, output and error not given are the null device.
-    public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
-                standardInput: FileHandle? = nil, standardOutput: FileHandle? = nil, standardError: FileHandle? = nil) throws {
+    public init(
+        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
+        standardInput: FileHandle? = nil, standardOutput: FileHandle? = nil, standardError: FileHandle? = nil
+    ) throws {
         process.executableURL = executable
         process.arguments = arguments
         if let environment { process.environment = environment }

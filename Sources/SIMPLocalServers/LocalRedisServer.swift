@@ -27,8 +27,10 @@ public final class LocalRedisServer: Sendable {
     ///   - extraArguments: more `redis-server` options (later ones override earlier ones, so
     ///     `--port 0 --tls-port P` makes a TLS-only server).
     ///   - user, password, tls: how `url` logs in (e.g. with `--requirepass`, `--user`, TLS).
-    public static func start(port: Int? = nil, extraArguments: [String] = [], user: String? = nil,
-                             password: String? = nil, tls: RedisTLS? = nil) async throws -> LocalRedisServer {
+    public static func start(
+        port: Int? = nil, extraArguments: [String] = [], user: String? = nil,
+        password: String? = nil, tls: RedisTLS? = nil
+    ) async throws -> LocalRedisServer {
         guard let executable = executable(named: "redis-server") else {
             throw RedisError("redis-server not found on PATH (apt-get install -y redis-server)")
         }
@@ -40,8 +42,11 @@ public final class LocalRedisServer: Sendable {
 
     /// Starts the server (again, after `stop()`) on its port and waits until it answers PING.
     public func relaunch() async throws {
-        let arguments = ["--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                         "--daemonize", "no", "--loglevel", "warning"] + extraArguments
+        let arguments =
+            [
+                "--port", String(url.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--daemonize", "no", "--loglevel", "warning",
+            ] + extraArguments
         let process = try LaunchedProcess(executable, arguments)
         running.withLockedValue { $0 = process }
         guard try await answers(expected: true) else {

@@ -8,7 +8,8 @@ public enum RedisKeySlot {
     public static func slot<Key: Collection>(of key: Key) -> Int where Key.Element == UInt8 {
         let bytes = Array(key)
         if let open = bytes.firstIndex(of: UInt8(ascii: "{")),
-           let close = bytes[(open + 1)...].firstIndex(of: UInt8(ascii: "}")), close > open + 1 {
+            let close = bytes[(open + 1)...].firstIndex(of: UInt8(ascii: "}")), close > open + 1
+        {
             return Int(crc16(bytes[(open + 1)..<close]) % UInt16(count))
         }
         return Int(crc16(bytes[...]) % UInt16(count))
@@ -38,8 +39,8 @@ public enum RedisKeySlot {
             guard command.count > 3, let keys = Int(String(decoding: command[2], as: UTF8.self)), keys > 0 else { return nil }
             return command[3]
         case "PING", "ECHO", "INFO", "SCRIPT", "CLUSTER", "MULTI", "EXEC", "DISCARD", "SCAN", "KEYS", "DBSIZE",
-             "FLUSHALL", "FLUSHDB", "TIME", "CONFIG", "CLIENT", "SELECT", "AUTH", "HELLO", "COMMAND", "WAIT",
-             "ASKING", "READONLY", "RANDOMKEY", "FUNCTION", "ACL", "MEMORY", "LATENCY", "SLOWLOG":
+            "FLUSHALL", "FLUSHDB", "TIME", "CONFIG", "CLIENT", "SELECT", "AUTH", "HELLO", "COMMAND", "WAIT",
+            "ASKING", "READONLY", "RANDOMKEY", "FUNCTION", "ACL", "MEMORY", "LATENCY", "SLOWLOG":
             return nil
         case "OBJECT", "XGROUP", "XINFO":
             return command.count > 2 ? command[2] : nil
@@ -79,12 +80,17 @@ struct ClusterSlotMap: Sendable {
         masters = []
         for range in ranges {
             guard let parts = range.array, parts.count >= 3, let start = parts[0].integer, let end = parts[1].integer,
-                  let master = parts[2].array, master.count >= 2, let host = master[0].string, let port = master[1].integer,
-                  start >= 0, end < RedisKeySlot.count, start <= end else {
+                let master = parts[2].array, master.count >= 2, let host = master[0].string, let port = master[1].integer,
+                start >= 0, end < RedisKeySlot.count, start <= end
+            else {
                 throw RedisError("CLUSTER SLOTS answered an entry this client does not understand: \(range)")
             }
             let node = ClusterNode(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
-            let index = masters.firstIndex(of: node) ?? { masters.append(node); return masters.count - 1 }()
+            let index =
+                masters.firstIndex(of: node)
+                ?? {
+                    masters.append(node); return masters.count - 1
+                }()
             for slot in Int(start)...Int(end) { owners[slot] = Int16(index) }
         }
         guard !masters.isEmpty else { throw RedisError("the Redis Cluster serves no slots (not created yet?)") }

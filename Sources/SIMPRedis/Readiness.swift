@@ -8,8 +8,10 @@ struct Readiness {
 
     /// Succeeds `promise` now if ready, else once `becameReady()` is called; fails it with
     /// `error()` after `timeout` if still waiting.
-    mutating func wait(_ promise: EventLoopPromise<Void>, timeout: TimeAmount, on loop: EventLoop,
-                       error: @escaping @Sendable () -> Error) {
+    mutating func wait(
+        _ promise: EventLoopPromise<Void>, timeout: TimeAmount, on loop: EventLoop,
+        error: @escaping @Sendable () -> Error
+    ) {
         if ready { return promise.succeed() }
         waiters.append(promise)
         loop.scheduleTask(in: timeout) { promise.fail(error()) }
@@ -27,8 +29,10 @@ struct Readiness {
 
 extension EventLoop {
     /// Runs `body` on this loop (at once when already on it) and completes on `caller`'s loop.
-    func run<Value: Sendable>(answeringOn caller: EventLoop,
-                              _ body: @escaping @Sendable () -> EventLoopFuture<Value>) -> EventLoopFuture<Value> {
+    func run<Value: Sendable>(
+        answeringOn caller: EventLoop,
+        _ body: @escaping @Sendable () -> EventLoopFuture<Value>
+    ) -> EventLoopFuture<Value> {
         guard inEventLoop else { return flatSubmit(body).hop(to: caller) }
         return body().hop(to: caller)
     }

@@ -32,8 +32,10 @@ public final class RedisClient: RedisCommands {
     /// - Parameters:
     ///   - timeout: limit for connecting and for each reply.
     ///   - eventLoop: where the connection lives; futures still complete on the loop each call names.
-    public init(url: RedisURL, timeout: TimeAmount = .seconds(2), logger: Logger = Logger(label: "simp.redis"),
-                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    public init(
+        url: RedisURL, timeout: TimeAmount = .seconds(2), logger: Logger = Logger(label: "simp.redis"),
+        eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) {
         self.url = url
         self.timeout = timeout
         self.logger = logger
@@ -154,8 +156,9 @@ struct Outage {
         lastError = "\(error)"
         if since == nil {
             since = now
-            logger.warning("\(what) is unreachable; retrying in the background, next message when it is back",
-                           metadata: ["error": "\(error)"])
+            logger.warning(
+                "\(what) is unreachable; retrying in the background, next message when it is back",
+                metadata: ["error": "\(error)"])
         }
         retryAt = now + delay
         delay = min(delay * 2, Self.maximumDelay)

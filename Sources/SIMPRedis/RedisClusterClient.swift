@@ -47,9 +47,11 @@ public final class RedisClusterClient: RedisCommands {
     ///   - seeds: one or more nodes of the cluster (`redis://` or `rediss://`, database 0).
     ///   - timeout: limit for connecting and for each reply, per node.
     ///   - retryWindow: how long redirections and failovers are retried before a call fails.
-    public init(seeds: [RedisURL], timeout: TimeAmount = .seconds(2), retryWindow: TimeAmount = .seconds(6),
-                logger: Logger = Logger(label: "simp.redis.cluster"),
-                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    public init(
+        seeds: [RedisURL], timeout: TimeAmount = .seconds(2), retryWindow: TimeAmount = .seconds(6),
+        logger: Logger = Logger(label: "simp.redis.cluster"),
+        eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) {
         precondition(!seeds.isEmpty, "a Redis Cluster client needs at least one seed node")
         self.seeds = seeds
         self.timeout = timeout
@@ -129,8 +131,10 @@ public final class RedisClusterClient: RedisCommands {
 
     /// Sends units to their nodes and returns each unit with its replies, sending the redirected
     /// or failed ones again until `deadline`.
-    private func send(_ units: [Unit], targets: [Target], commands: [[[UInt8]]], attempt: Int,
-                      deadline: NIODeadline) -> EventLoopFuture<[(Unit, [RedisValue])]> {
+    private func send(
+        _ units: [Unit], targets: [Target], commands: [[[UInt8]]], attempt: Int,
+        deadline: NIODeadline
+    ) -> EventLoopFuture<[(Unit, [RedisValue])]> {
         slotMap().flatMap { map in
             var byNode: [ClusterNode: [Int]] = [:]
             for (position, unit) in units.enumerated() {
@@ -156,8 +160,10 @@ public final class RedisClusterClient: RedisCommands {
 
     /// Keeps the finished units and sends the others again (after a map refresh and a pause
     /// when the cluster is changing).
-    private func sort(_ results: [([Int], Result<[RedisValue], Error>)], units: [Unit], targets: [Target],
-                      commands: [[[UInt8]]], attempt: Int, deadline: NIODeadline) -> EventLoopFuture<[(Unit, [RedisValue])]> {
+    private func sort(
+        _ results: [([Int], Result<[RedisValue], Error>)], units: [Unit], targets: [Target],
+        commands: [[[UInt8]]], attempt: Int, deadline: NIODeadline
+    ) -> EventLoopFuture<[(Unit, [RedisValue])]> {
         let late = NIODeadline.now() >= deadline
         var done: [(Unit, [RedisValue])] = []
         var again: [(Unit, Target)] = []
@@ -206,8 +212,9 @@ public final class RedisClusterClient: RedisCommands {
         for reply in replies {
             guard let message = reply.errorMessage else { continue }
             let words = message.split(separator: " ")
-            if (words.first == "MOVED" || words.first == "ASK"), words.count == 3,
-               let colon = words[2].lastIndex(of: ":"), let port = Int(words[2][words[2].index(after: colon)...]) {
+            if words.first == "MOVED" || words.first == "ASK", words.count == 3,
+                let colon = words[2].lastIndex(of: ":"), let port = Int(words[2][words[2].index(after: colon)...])
+            {
                 let node = ClusterNode(host: String(words[2][..<colon]), port: port)
                 return words.first == "MOVED" ? (.node(node, asking: false), true) : (.node(node, asking: true), false)
             }

@@ -31,9 +31,11 @@ public final class RedisClusterSubscriber: Sendable {
     ///   - cluster: the client whose slot map places the channels.
     ///   - channels: classic channels (`SUBSCRIBE`).
     ///   - shardChannels: sharded channels (`SSUBSCRIBE`), placed by slot.
-    public init(cluster: RedisClusterClient, channels: [String], shardChannels: [String],
-                eventLoop: EventLoop? = nil, logger: Logger = Logger(label: "simp.redis.subscriber"),
-                onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping RedisSubscriber.Handler) {
+    public init(
+        cluster: RedisClusterClient, channels: [String], shardChannels: [String],
+        eventLoop: EventLoop? = nil, logger: Logger = Logger(label: "simp.redis.subscriber"),
+        onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping RedisSubscriber.Handler
+    ) {
         self.cluster = cluster
         self.channels = channels
         self.shardChannels = shardChannels
@@ -99,11 +101,12 @@ public final class RedisClusterSubscriber: Sendable {
         for node in state.value.nodes { Task { await node.stop() } }
         state.value.pending = byNode.count
         state.value.nodes = byNode.map { url, shard in
-            RedisSubscriber(url: url, channels: url == classicNode ? channels : [], shardChannels: shard,
-                            eventLoop: eventLoop, logger: logger,
-                            onSubscribed: { self.nodeSubscribed(generation) },
-                            onMessage: onMessage,
-                            onLost: { self.eventLoop.execute { self.nodeLost(generation) } })
+            RedisSubscriber(
+                url: url, channels: url == classicNode ? channels : [], shardChannels: shard,
+                eventLoop: eventLoop, logger: logger,
+                onSubscribed: { self.nodeSubscribed(generation) },
+                onMessage: onMessage,
+                onLost: { self.eventLoop.execute { self.nodeLost(generation) } })
         }
         for node in state.value.nodes { node.start() }
     }

@@ -68,8 +68,10 @@ extension RedisCommands {
     }
 
     /// One `SCAN` step on this server: the next cursor ("0" when the sweep is complete) and the keys found.
-    public func scanPage(cursor: String, matching pattern: String, type: String? = nil, count: Int,
-                         on eventLoop: EventLoop) -> EventLoopFuture<(cursor: String, keys: [String])> {
+    public func scanPage(
+        cursor: String, matching pattern: String, type: String? = nil, count: Int,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<(cursor: String, keys: [String])> {
         let command = ["SCAN", cursor, "MATCH", pattern, "COUNT", String(count)] + (type.map { ["TYPE", $0] } ?? [])
         return self.command(command, on: eventLoop).flatMapThrowing { reply in
             guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let keys = parts[1].array else {

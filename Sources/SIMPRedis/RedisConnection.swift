@@ -49,7 +49,9 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         var buffer = context.channel.allocator.buffer(capacity: 64 * request.commands.count)
         for command in request.commands { RESPEncoder.write(command, into: &buffer) }
         if let promise = request.promise {
-            if request.commands.isEmpty { promise.succeed([]) } else {
+            if request.commands.isEmpty {
+                promise.succeed([])
+            } else {
                 if waiting.isEmpty { lastProgress = .now() }
                 waiting.append((request.commands.count, promise))
                 watch(context: context, after: timeout)
@@ -113,8 +115,9 @@ final class RedisChannelHandler: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         watchdog?.cancel()
         watchdog = nil
-        failWaiting(failure.map { RedisError("Redis at \(name): \($0)", unavailable: true) }
-                    ?? RedisError("connection to Redis at \(name) lost", unavailable: true))
+        failWaiting(
+            failure.map { RedisError("Redis at \(name): \($0)", unavailable: true) }
+                ?? RedisError("connection to Redis at \(name) lost", unavailable: true))
         context.fireChannelInactive()
     }
 
@@ -138,8 +141,10 @@ struct RedisConnection: Sendable {
     /// - Parameters:
     ///   - tlsContext: made once per client from `url.tls` (see `RedisTLS.makeContext`).
     ///   - onPush: makes this a subscriber connection; called on `eventLoop`.
-    static func connect(to url: RedisURL, tlsContext: NIOSSLContext?, on eventLoop: EventLoop, timeout: TimeAmount,
-                        onPush: (@Sendable (RedisPush) -> Void)? = nil) -> EventLoopFuture<RedisConnection> {
+    static func connect(
+        to url: RedisURL, tlsContext: NIOSSLContext?, on eventLoop: EventLoop, timeout: TimeAmount,
+        onPush: (@Sendable (RedisPush) -> Void)? = nil
+    ) -> EventLoopFuture<RedisConnection> {
         let name = url.address
         let connected = ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)

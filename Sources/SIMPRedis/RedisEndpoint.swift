@@ -79,17 +79,21 @@ extension RedisEndpoint {
     /// A subscription to classic `channels` and sharded `shardChannels`; callbacks run on `eventLoop`.
     /// On a cluster, `client` places the sharded channels (a `RedisClusterClient` made by
     /// `makeClient`; any other client makes the subscriber use a cluster client of its own).
-    public func makeSubscriber(client: any RedisCommands, channels: [String], shardChannels: [String],
-                               eventLoop: EventLoop, logger: Logger, onSubscribed: @escaping @Sendable () -> Void,
-                               onMessage: @escaping RedisSubscriber.Handler) -> any RedisSubscription {
+    public func makeSubscriber(
+        client: any RedisCommands, channels: [String], shardChannels: [String],
+        eventLoop: EventLoop, logger: Logger, onSubscribed: @escaping @Sendable () -> Void,
+        onMessage: @escaping RedisSubscriber.Handler
+    ) -> any RedisSubscription {
         switch self {
         case .single(let url):
-            return RedisSubscriber(url: url, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop,
-                                   logger: logger, onSubscribed: onSubscribed, onMessage: onMessage)
+            return RedisSubscriber(
+                url: url, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop,
+                logger: logger, onSubscribed: onSubscribed, onMessage: onMessage)
         case .cluster(let seeds):
             let cluster = client as? RedisClusterClient ?? RedisClusterClient(seeds: seeds, logger: logger, eventLoop: eventLoop)
-            return RedisClusterSubscriber(cluster: cluster, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop,
-                                          logger: logger, onSubscribed: onSubscribed, onMessage: onMessage)
+            return RedisClusterSubscriber(
+                cluster: cluster, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop,
+                logger: logger, onSubscribed: onSubscribed, onMessage: onMessage)
         }
     }
 }

@@ -52,8 +52,10 @@ public struct RedisScript: Sendable, Hashable {
     /// Runs several calls in one pipeline, after `commands` (other commands sent in the same
     /// round trip); replies in order, those of `commands` first. Calls answered `NOSCRIPT` are
     /// sent again as `EVAL`.
-    public func run(_ calls: [Call], after commands: [[String]] = [], on redis: any RedisCommands,
-                    eventLoop: EventLoop) -> EventLoopFuture<[RedisValue]> {
+    public func run(
+        _ calls: [Call], after commands: [[String]] = [], on redis: any RedisCommands,
+        eventLoop: EventLoop
+    ) -> EventLoopFuture<[RedisValue]> {
         redis.pipeline(commands + calls.map(command), on: eventLoop).flatMap { replies in
             let missing = calls.indices.filter { replies[commands.count + $0].errorMessage?.hasPrefix("NOSCRIPT") == true }
             guard !missing.isEmpty else { return eventLoop.makeSucceededFuture(replies) }

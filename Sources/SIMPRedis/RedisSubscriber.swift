@@ -40,16 +40,21 @@ public final class RedisSubscriber: Sendable {
     ///     slots of this server.
     ///   - onSubscribed: called on `eventLoop` each time every channel is subscribed.
     ///   - onMessage: called on `eventLoop` with each message, in order.
-    public convenience init(url: RedisURL, channels: [String], shardChannels: [String] = [],
-                            eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
-                            logger: Logger = Logger(label: "simp.redis.subscriber"),
-                            onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping Handler) {
-        self.init(url: url, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop, logger: logger,
-                  onSubscribed: onSubscribed, onMessage: onMessage, onLost: nil)
+    public convenience init(
+        url: RedisURL, channels: [String], shardChannels: [String] = [],
+        eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+        logger: Logger = Logger(label: "simp.redis.subscriber"),
+        onSubscribed: @escaping @Sendable () -> Void = {}, onMessage: @escaping Handler
+    ) {
+        self.init(
+            url: url, channels: channels, shardChannels: shardChannels, eventLoop: eventLoop, logger: logger,
+            onSubscribed: onSubscribed, onMessage: onMessage, onLost: nil)
     }
 
-    init(url: RedisURL, channels: [String], shardChannels: [String], eventLoop: EventLoop, logger: Logger,
-         onSubscribed: @escaping @Sendable () -> Void, onMessage: @escaping Handler, onLost: (@Sendable () -> Void)?) {
+    init(
+        url: RedisURL, channels: [String], shardChannels: [String], eventLoop: EventLoop, logger: Logger,
+        onSubscribed: @escaping @Sendable () -> Void, onMessage: @escaping Handler, onLost: (@Sendable () -> Void)?
+    ) {
         self.url = url
         self.channels = channels
         self.shardChannels = shardChannels

@@ -1,4 +1,5 @@
 import Foundation
+
 /// Where a Redis server is and how to log in to it:
 /// `redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB][?ca=FILE&cert=FILE&key=FILE]`.
 ///
@@ -22,8 +23,10 @@ public struct RedisURL: Hashable, Sendable, CustomStringConvertible {
     /// TLS settings; nil is plain TCP.
     public var tls: RedisTLS?
 
-    public init(host: String, port: Int = 6379, database: Int = 0, user: String? = nil, password: String? = nil,
-                tls: RedisTLS? = nil) {
+    public init(
+        host: String, port: Int = 6379, database: Int = 0, user: String? = nil, password: String? = nil,
+        tls: RedisTLS? = nil
+    ) {
         self.host = host
         self.port = port
         self.database = database

@@ -29,8 +29,9 @@ public final class BackgroundRelay: Sendable {
         configuration: RelayConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, store: (any RelayStore)? = nil
     ) async throws -> BackgroundRelay {
         let shards = RelayShards(configuration: configuration, group: group, store: store)
-        let serviceGroup = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: shards)], logger: configuration.logger))
+        let serviceGroup = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: shards)], logger: configuration.logger))
         let task = Task { try await serviceGroup.run() }
         do {
             return BackgroundRelay(shards: shards, addresses: try await shards.addresses(), serviceGroup: serviceGroup, task: task)

@@ -41,8 +41,9 @@ enum ControlTLS {
     static func plaintextWarning(host: String) -> String {
         let local = ["127.0.0.1", "::1", "localhost"].contains(host) || host.hasPrefix("127.")
         return "CONTROL CHANNEL WITHOUT TLS (no --tls-cert/--tls-key): logins, receipts, room names and presence cross the network in clear"
-            + (local ? "; fine on loopback for development only."
+            + (local
+                ? "; fine on loopback for development only."
                 : " on \(host): anyone on the path can record a login, and with a read of the Redis (simp:cred) log in as that user"
-                + " until the password changes (docs/PROTOCOL.md §4.2). Never run it like this in production: give --tls-cert and --tls-key.")
+                    + " until the password changes (docs/PROTOCOL.md §4.2). Never run it like this in production: give --tls-cert and --tls-key.")
     }
 }

@@ -77,9 +77,11 @@ final class InboxSampler: @unchecked Sendable {
     /// - Parameters:
     ///   - redis: the relay's Redis or Redis Cluster; the sampler opens connections of its own to it.
     ///   - clock: wall-clock milliseconds since the epoch.
-    init(redis endpoint: RedisEndpoint, registry: PrometheusCollectorRegistry, on eventLoop: EventLoop,
-         schedule: InboxSamplingSchedule = .standard,
-         clock: @escaping @Sendable () -> Int64 = { WallClock.millisecondsSinceEpoch() }) {
+    init(
+        redis endpoint: RedisEndpoint, registry: PrometheusCollectorRegistry, on eventLoop: EventLoop,
+        schedule: InboxSamplingSchedule = .standard,
+        clock: @escaping @Sendable () -> Int64 = { WallClock.millisecondsSinceEpoch() }
+    ) {
         self.redis = endpoint.makeClient(eventLoop: eventLoop, logger: Logger(label: "simp.inbox-sampler"))
         self.eventLoop = eventLoop
         var schedule = schedule
@@ -89,14 +91,20 @@ final class InboxSampler: @unchecked Sendable {
         func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
         }
-        messages = registry.makeGauge(descriptor: describe(
-            "simp_inbox_stored_messages", "Entries (stored messages and stored receipts) in all users' logs in Redis; the same for every relay sharing it."))
-        inboxes = registry.makeGauge(descriptor: describe(
-            "simp_inbox_users", "Users whose log in Redis holds at least one entry."))
-        oldestAge = registry.makeGauge(descriptor: describe(
-            "simp_inbox_oldest_age_seconds", "Age of the oldest entry in any user's log (0 when all are empty)."))
-        sampledAt = registry.makeGauge(descriptor: describe(
-            "simp_inbox_sampled_timestamp_seconds", "When the inbox figures were last complete (a full sweep of the keyspace), in seconds since the Unix epoch; 0 before the first."))
+        messages = registry.makeGauge(
+            descriptor: describe(
+                "simp_inbox_stored_messages",
+                "Entries (stored messages and stored receipts) in all users' logs in Redis; the same for every relay sharing it."))
+        inboxes = registry.makeGauge(
+            descriptor: describe(
+                "simp_inbox_users", "Users whose log in Redis holds at least one entry."))
+        oldestAge = registry.makeGauge(
+            descriptor: describe(
+                "simp_inbox_oldest_age_seconds", "Age of the oldest entry in any user's log (0 when all are empty)."))
+        sampledAt = registry.makeGauge(
+            descriptor: describe(
+                "simp_inbox_sampled_timestamp_seconds",
+                "When the inbox figures were last complete (a full sweep of the keyspace), in seconds since the Unix epoch; 0 before the first."))
     }
 
     /// Starts sampling in the background: a step at every `InboxSamplingSchedule.stepInterval` tick while
@@ -152,7 +160,8 @@ final class InboxSampler: @unchecked Sendable {
                 complete()
                 return eventLoop.makeSucceededVoidFuture()
             }
-            let page = masters[sweep.node].scanPage(cursor: sweep.cursor, matching: InboxStore.logKeyPrefix + "*", type: "stream", count: schedule.scanCount, on: eventLoop)
+            let page = masters[sweep.node].scanPage(
+                cursor: sweep.cursor, matching: InboxStore.logKeyPrefix + "*", type: "stream", count: schedule.scanCount, on: eventLoop)
             return page.flatMap { [self] page in
                 heads(of: page.keys).flatMap { [self] in
                     sweep.cursor = page.cursor

@@ -22,12 +22,16 @@ final class ProcessMetrics: Sendable {
         func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
         }
-        cpuSeconds = registry.makeCounter(descriptor: describe("process_cpu_seconds_total", "User and system CPU time spent by the relay process, in seconds."))
+        cpuSeconds = registry.makeCounter(
+            descriptor: describe("process_cpu_seconds_total", "User and system CPU time spent by the relay process, in seconds."))
         residentBytes = registry.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory of the relay process, in bytes."))
         virtualBytes = registry.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size of the relay process, in bytes."))
-        openFDs = registry.makeGauge(descriptor: describe("process_open_fds", "File descriptors the relay process has open (every client connection holds one)."))
-        maxFDs = registry.makeGauge(descriptor: describe("process_max_fds", "The relay process's limit of open file descriptors (soft RLIMIT_NOFILE)."))
-        startTime = registry.makeGauge(descriptor: describe("process_start_time_seconds", "When the relay process started, in seconds since the Unix epoch."))
+        openFDs = registry.makeGauge(
+            descriptor: describe("process_open_fds", "File descriptors the relay process has open (every client connection holds one)."))
+        maxFDs = registry.makeGauge(
+            descriptor: describe("process_max_fds", "The relay process's limit of open file descriptors (soft RLIMIT_NOFILE)."))
+        startTime = registry.makeGauge(
+            descriptor: describe("process_start_time_seconds", "When the relay process started, in seconds since the Unix epoch."))
         update()
     }
 
@@ -56,8 +60,9 @@ struct ProcessSample: Equatable {
     /// The current process's figures; nil where /proc is unavailable.
     static func current() -> ProcessSample? {
         guard let stat = readFile("/proc/self/stat"), let bootTime = bootTime() else { return nil }
-        return ProcessSample(statLine: stat, clockTicksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))),
-                             pageSize: sysconf(Int32(_SC_PAGESIZE)), bootTime: bootTime)
+        return ProcessSample(
+            statLine: stat, clockTicksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))),
+            pageSize: sysconf(Int32(_SC_PAGESIZE)), bootTime: bootTime)
     }
 
     /// Parses a `/proc/<pid>/stat` line (proc(5)): utime and stime (fields 14, 15), starttime
@@ -69,7 +74,8 @@ struct ProcessSample: Equatable {
         // fields[0] is field 3 (state), so field n is fields[n - 3].
         func field(_ n: Int) -> Double? { fields.count > n - 3 ? Double(fields[n - 3]) : nil }
         guard ticks > 0, let user = field(14), let system = field(15), let start = field(22),
-              let virtual = field(23), let resident = field(24) else { return nil }
+            let virtual = field(23), let resident = field(24)
+        else { return nil }
         cpuSeconds = (user + system) / ticks
         startTimeSeconds = bootTime + start / ticks
         virtualBytes = Int(virtual)

@@ -76,8 +76,9 @@ package final class RelayEngine {
     /// An engine for an embedding that keeps no logs or metrics (the test kit, the simulator),
     /// with `clock` as its time.
     package convenience init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline) {
-        self.init(core: core, store: store, eventLoop: eventLoop, logger: Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() }),
-                  metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: clock)
+        self.init(
+            core: core, store: store, eventLoop: eventLoop, logger: Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() }),
+            metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: clock)
     }
 
     package var statistics: RelayStatistics {
@@ -308,7 +309,9 @@ package final class RelayEngine {
             logger.info("user disconnected", metadata: ["user": "\(user)", "device": "\(device)"])
             metrics.sessions.record(core.connectedUsers)
         case .moveRoute(let registration):
-            logger.info("user's UDP address moved", metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+            logger.info(
+                "user's UDP address moved",
+                metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
         case .removeFromInbox:
             counts.inboxRemoved += 1
         default:
@@ -323,8 +326,12 @@ package final class RelayEngine {
             metrics.redisErrors.increment()
             logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
         case (.register(let registration, _), .success):
-            logger.info("user connected", metadata: ["user": "\(registration.user)", "device": "\(registration.device)",
-                                                     "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+            logger.info(
+                "user connected",
+                metadata: [
+                    "user": "\(registration.user)", "device": "\(registration.device)",
+                    "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
+                ])
         case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
             counts.inboxStored += 1
         case (.loadInbox(let user, let device), .success(.inboxLoaded(let entries, _, _))) where !entries.isEmpty:

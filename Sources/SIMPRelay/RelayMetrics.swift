@@ -35,9 +35,10 @@ struct RelayMetrics {
         sessions = CoreMetrics.Gauge(label: "simp_sessions", factory: factory)
         datagramsAwaitingLookup = CoreMetrics.Gauge(label: "simp_datagrams_awaiting_lookup", factory: factory)
         forwardLatency = CoreMetrics.Timer(label: Self.forwardLatencyLabel, factory: factory)
-        rejectedCounters = Dictionary(uniqueKeysWithValues: RejectReason.allCases.map {
-            ($0, Counter(label: "simp_rejected_total", dimensions: [("reason", $0.rawValue)], factory: factory))
-        })
+        rejectedCounters = Dictionary(
+            uniqueKeysWithValues: RejectReason.allCases.map {
+                ($0, Counter(label: "simp_rejected_total", dimensions: [("reason", $0.rawValue)], factory: factory))
+            })
     }
 
     func rejected(_ reason: RejectReason) { rejectedCounters[reason]!.increment() }

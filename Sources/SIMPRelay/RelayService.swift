@@ -4,9 +4,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Prometheus
-import ServiceLifecycle
 import SIMPCore
 import SIMPRedis
+import ServiceLifecycle
 
 /// A SIMP relay as a swift-service-lifecycle `Service`: `run()` checks the store, binds the
 /// TCP control listener, the UDP socket and the optional /metrics endpoint, subscribes to the
@@ -35,8 +35,11 @@ public final class RelayService: Service, Sendable {
         self.configuration = configuration
         self.eventLoop = group.next()
         self.ready = eventLoop.makePromise(of: RelayAddresses.self)
-        self.store = store ?? RedisRelayStore(endpoint: configuration.redisEndpoint, limits: configuration.storeLimits,
-                                              logger: configuration.logger, eventLoop: eventLoop)
+        self.store =
+            store
+            ?? RedisRelayStore(
+                endpoint: configuration.redisEndpoint, limits: configuration.storeLimits,
+                logger: configuration.logger, eventLoop: eventLoop)
         self.metricsRegistry = configuration.metricsRegistry ?? (configuration.metricsPort != nil ? PrometheusCollectorRegistry() : nil)
     }
 
@@ -104,7 +107,6 @@ public final class RelayService: Service, Sendable {
         return try await eventLoop.submit { engine.value.statistics }.get()
     }
 
-
     private func start(_ configuration: RelayConfiguration) async throws -> RunningRelay {
         do { try await store.ping() } catch {
             throw RelayStartError("Redis is not reachable at \(configuration.redisEndpoint) (\(error)). Start Redis or pass --redis.")
@@ -115,9 +117,10 @@ public final class RelayService: Service, Sendable {
         }
         let factory: MetricsFactory = metricsRegistry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         let engine = try await eventLoop.submit { [configuration, coreConfiguration, store, eventLoop] in
-            NIOLoopBound(RelayEngine(
-                core: RelayCore(configuration: coreConfiguration, entropy: .system, now: .now()),
-                store: store, eventLoop: eventLoop, logger: configuration.logger, metrics: RelayMetrics(factory: factory)),
+            NIOLoopBound(
+                RelayEngine(
+                    core: RelayCore(configuration: coreConfiguration, entropy: .system, now: .now()),
+                    store: store, eventLoop: eventLoop, logger: configuration.logger, metrics: RelayMetrics(factory: factory)),
                 eventLoop: eventLoop)
         }.get()
         engineBox.withLockedValue { $0 = engine }
@@ -128,18 +131,23 @@ public final class RelayService: Service, Sendable {
             await sockets.close()
             throw RelayStartError("could not subscribe to the relay channels at \(configuration.redisEndpoint): \(error)")
         }
-        try await eventLoop.submit { engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description) }.get()
+        try await eventLoop.submit {
+            engine.value.listening(udpPort: sockets.addresses.datagram.port ?? 0, description: sockets.addresses.description)
+        }.get()
         let firstOfProcess = (configuration.shard?.index ?? 0) == 0 // the warnings once, whatever --threads
         if configuration.tls == nil, firstOfProcess {
             configuration.logger.warning("\(ControlTLS.plaintextWarning(host: configuration.host))")
         }
         if !configuration.requireLogin, firstOfProcess {
-            configuration.logger.warning("LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
+            configuration.logger.warning(
+                "LOGIN IS OFF (development mode): anyone who reaches this relay can claim any user. Never run it like this in production.")
         }
-        configuration.logger.info("relay listening", metadata: [
-            "tcp": "\(AddressText.format(sockets.addresses.control) ?? "?")", "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
-            "redis": "\(configuration.redisEndpoint)", "relay": "\(configuration.relayId)",
-        ])
+        configuration.logger.info(
+            "relay listening",
+            metadata: [
+                "tcp": "\(AddressText.format(sockets.addresses.control) ?? "?")", "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
+                "redis": "\(configuration.redisEndpoint)", "relay": "\(configuration.relayId)",
+            ])
         return RunningRelay(configuration: configuration, engine: engine, sockets: sockets)
     }
 }

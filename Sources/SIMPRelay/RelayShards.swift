@@ -1,7 +1,7 @@
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
 import SIMPCore
+import ServiceLifecycle
 
 /// A relay on several event loops (`simp-server --threads N`): N relay cores, one per loop,
 /// each a `RelayService` with its own relay id (`<id>-t<k>`), store connection and session
@@ -31,8 +31,10 @@ public final class RelayShards: Service, Sendable {
             shard.shard = SessionIdClass(index: UInt32(index), count: UInt32(count))
             if index > 0 { shard.metricsPort = nil } // one /metrics endpoint: the counters are process-wide
             let loop = group.next()
-            let store = SiblingAwareStore(base: RedisRelayStore(endpoint: shard.redisEndpoint, limits: shard.storeLimits,
-                                                                logger: shard.logger, eventLoop: loop), siblings: siblings)
+            let store = SiblingAwareStore(
+                base: RedisRelayStore(
+                    endpoint: shard.redisEndpoint, limits: shard.storeLimits,
+                    logger: shard.logger, eventLoop: loop), siblings: siblings)
             return RelayService(configuration: shard, group: loop, store: store)
         }
     }

@@ -30,8 +30,11 @@ struct RelaySockets: Sendable {
                 // empty: a second call per burst that finds nothing). Datagrams left behind wake
                 // the loop again at once (level-triggered epoll).
                 .channelOption(.maxMessagesPerRead, value: 1)
-                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(
-                    capacity: configuration.datagramVectorReadCount * (configuration.maxDatagramSize + 1)))
+                .channelOption(
+                    .recvAllocator,
+                    value: FixedSizeRecvByteBufferAllocator(
+                        capacity: configuration.datagramVectorReadCount * (configuration.maxDatagramSize + 1))
+                )
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         engine.value.datagramChannel = channel
@@ -71,8 +74,10 @@ struct RelaySockets: Sendable {
         if let metricsRegistry, let port = configuration.metricsPort {
             do {
                 metrics = try await bind("metrics", configuration, port) {
-                    return try await MetricsEndpoint.bind(host: configuration.host, port: port, registry: metricsRegistry, redis: store.inboxRedis,
-                                                         inboxSchedule: configuration.inboxSampling, on: loop) {
+                    return try await MetricsEndpoint.bind(
+                        host: configuration.host, port: port, registry: metricsRegistry, redis: store.inboxRedis,
+                        inboxSchedule: configuration.inboxSampling, on: loop
+                    ) {
                         engine.value.updateSampledMetrics()
                     }
                 }
@@ -85,8 +90,9 @@ struct RelaySockets: Sendable {
         guard let control = tcp.localAddress, let datagram = udp.localAddress else {
             throw RelayStartError("the relay's sockets have no local address")
         }
-        return RelaySockets(control: tcp, datagram: udp, metrics: metrics,
-                            addresses: RelayAddresses(control: control, datagram: datagram, metrics: metrics?.localAddress))
+        return RelaySockets(
+            control: tcp, datagram: udp, metrics: metrics,
+            addresses: RelayAddresses(control: control, datagram: datagram, metrics: metrics?.localAddress))
     }
 
     func close() async {
@@ -95,7 +101,9 @@ struct RelaySockets: Sendable {
         try? await metrics?.close()
     }
 
-    private static func bind(_ what: String, _ configuration: RelayConfiguration, _ port: Int, _ body: () async throws -> Channel) async throws -> Channel {
+    private static func bind(_ what: String, _ configuration: RelayConfiguration, _ port: Int, _ body: () async throws -> Channel) async throws
+        -> Channel
+    {
         do { return try await body() } catch {
             throw RelayStartError("cannot listen on \(what) \(configuration.host):\(port): \(error)")
         }

@@ -33,11 +33,12 @@ enum ReusePortSteering {
     /// The program for `count` sockets: `A = word at 5; A %= count; return A`.
     private static func program(sockets count: UInt32) -> Program {
         let instructions = UnsafeMutablePointer<Instruction>.allocate(capacity: 3)
-        instructions.initialize(from: [
-            Instruction(code: 0x20, k: sessionIdLowWordOffset), // BPF_LD | BPF_W | BPF_ABS
-            Instruction(code: 0x94, k: count), // BPF_ALU | BPF_MOD | BPF_K
-            Instruction(code: 0x16, k: 0), // BPF_RET | BPF_A
-        ], count: 3)
+        instructions.initialize(
+            from: [
+                Instruction(code: 0x20, k: sessionIdLowWordOffset), // BPF_LD | BPF_W | BPF_ABS
+                Instruction(code: 0x94, k: count), // BPF_ALU | BPF_MOD | BPF_K
+                Instruction(code: 0x16, k: 0), // BPF_RET | BPF_A
+            ], count: 3)
         return Program(length: 3, instructions: instructions)
     }
 

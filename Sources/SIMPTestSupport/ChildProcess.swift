@@ -19,8 +19,10 @@ public final class ChildProcess: Sendable {
     /// Starts `executable` (a product name, or an absolute path) with `arguments`, with `environment` added to
     /// this process's. Stdin is `standardInput` (default: the null device). With a `terminal`
     /// (a pseudo-terminal's child side) stdin, stdout and stderr are that terminal instead.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                standardInput: FileHandle? = nil, terminal: FileHandle? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        standardInput: FileHandle? = nil, terminal: FileHandle? = nil
+    ) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         stdoutURL = directory.appendingPathComponent("stdout")

@@ -21,8 +21,10 @@ public final class ClusterRelays: @unchecked Sendable {
     }
 
     /// Starts `count` relays (ids unique per run) on `cluster`; `configure` gets each relay's index.
-    public static func start(on cluster: RedisClusterProcess, relays count: Int = 3,
-                             configure: (Int, inout RelayConfiguration) -> Void = { _, _ in }) async throws -> ClusterRelays {
+    public static func start(
+        on cluster: RedisClusterProcess, relays count: Int = 3,
+        configure: (Int, inout RelayConfiguration) -> Void = { _, _ in }
+    ) async throws -> ClusterRelays {
         let run = String(UInt32.random(in: .min ... .max), radix: 16)
         let inspector = RedisClusterClient(seeds: cluster.seeds, logger: Logger(label: "test.inspector"))
         var relays: [BackgroundRelay] = []

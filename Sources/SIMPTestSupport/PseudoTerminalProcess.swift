@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,8 +16,10 @@ public final class PseudoTerminalProcess: @unchecked Sendable {
     public let height: Int
 
     /// Opens a pseudo-terminal of `width`×`height` and starts `executable` on it.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                width: Int = 100, height: Int = 30) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        width: Int = 100, height: Int = 30
+    ) throws {
         self.width = width
         self.height = height
         // posix_openpt/unlockpt/ptsname are not visible to Swift's Glibc module; this is what
@@ -26,7 +29,8 @@ public final class PseudoTerminalProcess: @unchecked Sendable {
         var unlock: Int32 = 0
         var number: UInt32 = 0
         guard controller >= 0, ioctl(controller, Self.setLock, &unlock) == 0,
-              ioctl(controller, Self.getNumber, &number) == 0 else {
+            ioctl(controller, Self.getNumber, &number) == 0
+        else {
             throw ChildProcessError(description: "cannot open a pseudo-terminal: errno \(errno)")
         }
         let name = "/dev/pts/\(number)"
@@ -35,8 +39,9 @@ public final class PseudoTerminalProcess: @unchecked Sendable {
         let terminal = open(name, O_RDWR | O_NOCTTY)
         guard terminal >= 0 else { throw ChildProcessError(description: "cannot open \(name)") }
         defer { close(terminal) }
-        child = try ChildProcess(executable, arguments, environment: environment,
-                                 terminal: FileHandle(fileDescriptor: terminal, closeOnDealloc: false))
+        child = try ChildProcess(
+            executable, arguments, environment: environment,
+            terminal: FileHandle(fileDescriptor: terminal, closeOnDealloc: false))
         let thread = Thread { [output] in
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -76,8 +81,10 @@ public final class PseudoTerminalProcess: @unchecked Sendable {
     }
 
     /// Waits until the screen satisfies `condition`; returns whether it did within `timeout`.
-    public func waitForScreen(within timeout: TimeAmount = .seconds(10),
-                              _ condition: @escaping (VirtualTerminal) -> Bool) async -> Bool {
+    public func waitForScreen(
+        within timeout: TimeAmount = .seconds(10),
+        _ condition: @escaping (VirtualTerminal) -> Bool
+    ) async -> Bool {
         await Eventually.holds(within: timeout) { condition(self.screen) }
     }
 }

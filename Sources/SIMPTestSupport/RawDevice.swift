@@ -39,8 +39,10 @@ public final class RawDevice: @unchecked Sendable {
             user: user, password: password, udpPort: socket.port, device: device, sendOnly: sendOnly, acceptsBatchReceipts: acceptsBatchReceipts)
         guard let connected = try await control.first(.connected) else { throw RawPeerError("no CONNECTED") }
         relayUDP = try SocketAddress(ipAddress: "127.0.0.1", port: Int(connected.udpPort))
-        state = NIOLockedValueBox(State(sealer: DatagramSealer(keys: keys, direction: .uplink),
-                                        opener: DatagramOpener(keys: keys, direction: .downlink)))
+        state = NIOLockedValueBox(
+            State(
+                sealer: DatagramSealer(keys: keys, direction: .uplink),
+                opener: DatagramOpener(keys: keys, direction: .downlink)))
         try await send(SIMPMessage(kind: .hello, fromUser: user))
     }
 
@@ -69,7 +71,7 @@ public final class RawDevice: @unchecked Sendable {
                 guard let opened = try? state.opener.open(bytes), let message = try? MessageCodec.decode(opened.payload) else { continue }
                 if message.kind == .typing { state.typing.append(message) }
                 guard message.kind.isContent,
-                      !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
+                    !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
                 else { continue }
                 state.messages.append(message)
             }
@@ -104,7 +106,11 @@ public final class RawDevice: @unchecked Sendable {
 
     /// Closes the connection and the socket (once; later calls do nothing).
     public func close() async {
-        guard closing.withLockedValue({ closed in defer { closed = true }; return !closed }) else { return }
+        guard
+            closing.withLockedValue({ closed in
+                defer { closed = true }; return !closed
+            })
+        else { return }
         await control.close()
         await socket.close()
     }

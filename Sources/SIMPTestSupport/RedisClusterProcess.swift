@@ -2,8 +2,8 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import SIMPRedis
 import SIMPLocalServers
+import SIMPRedis
 
 /// A real Redis Cluster on 127.0.0.1: `redis-server --cluster-enabled yes` on free ports (each
 /// port and its bus port, +10000), joined by `redis-cli --cluster create … --cluster-replicas`,
@@ -35,7 +35,8 @@ public final class RedisClusterProcess: Sendable {
     /// - Parameter nodeTimeoutMilliseconds: `cluster-node-timeout`: how soon a dead master is failed over.
     public static func start(masters: Int = 3, replicas: Int = 1, nodeTimeoutMilliseconds: Int = 1000) async throws -> RedisClusterProcess {
         guard let server = LocalRedisServer.executable(named: "redis-server"),
-              LocalRedisServer.executable(named: "redis-cli") != nil else {
+            LocalRedisServer.executable(named: "redis-cli") != nil
+        else {
             throw RedisError("redis-server and redis-cli are needed (apt-get install -y redis-server redis-tools)")
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-cluster-\(UUID().uuidString)")
@@ -44,20 +45,23 @@ public final class RedisClusterProcess: Sendable {
         let ports = try ClusterPorts.pick(count: masters * (1 + replicas))
         var processes: [Int: LaunchedProcess] = [:]
         for port in ports {
-            let process = try LaunchedProcess(server, [
-                "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                "--cluster-config-file", "nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeoutMilliseconds),
-                "--dir", directory.path, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                "--loglevel", "warning", "--logfile", directory.appendingPathComponent("\(port).log").path,
-            ])
+            let process = try LaunchedProcess(
+                server,
+                [
+                    "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeoutMilliseconds),
+                    "--dir", directory.path, "--save", "", "--appendonly", "no", "--daemonize", "no",
+                    "--loglevel", "warning", "--logfile", directory.appendingPathComponent("\(port).log").path,
+                ])
             processes[port] = process
             SharedCluster.started(process.pid)
         }
         let cluster = RedisClusterProcess(ports: ports, directory: directory, processes: processes)
         do {
             for port in ports { try await cluster.waitForPing(port) }
-            _ = try await cluster.cli(["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" }
-                                      + ["--cluster-replicas", String(replicas), "--cluster-yes"])
+            _ = try await cluster.cli(
+                ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" }
+                    + ["--cluster-replicas", String(replicas), "--cluster-yes"])
             try await cluster.waitUntilHealthy(timeout: 30)
         } catch {
             await cluster.stop()
@@ -97,8 +101,10 @@ public final class RedisClusterProcess: Sendable {
     public func reshard(slots: Int, from: Int, to: Int) async throws {
         let source = try await nodeID(port: from)
         let target = try await nodeID(port: to)
-        _ = try await cli(["--cluster", "reshard", "127.0.0.1:\(from)", "--cluster-from", source, "--cluster-to", target,
-                           "--cluster-slots", String(slots), "--cluster-yes"])
+        _ = try await cli([
+            "--cluster", "reshard", "127.0.0.1:\(from)", "--cluster-from", source, "--cluster-to", target,
+            "--cluster-slots", String(slots), "--cluster-yes",
+        ])
     }
 
     /// Waits until every running node reports `cluster_state:ok`, all agree on the slot map and
@@ -113,7 +119,8 @@ public final class RedisClusterProcess: Sendable {
                 for port in runningPorts {
                     let info = try await command(port, ["CLUSTER", "INFO"]).string ?? ""
                     let replication = try await command(port, ["INFO", "replication"]).string ?? ""
-                    healthy = healthy && info.contains("cluster_state:ok")
+                    healthy =
+                        healthy && info.contains("cluster_state:ok")
                         && (!replication.contains("role:slave") || replication.contains("master_link_status:up"))
                     maps.insert("\(try await command(port, ["CLUSTER", "SLOTS"]))")
                 }
@@ -205,8 +212,10 @@ enum ClusterPorts {
     }
 
     private static func isFree(_ port: Int) -> Bool {
-        guard let channel = try? ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: port).wait() else { return false }
+        guard
+            let channel = try? ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: "127.0.0.1", port: port).wait()
+        else { return false }
         try? channel.close().wait()
         return true
     }

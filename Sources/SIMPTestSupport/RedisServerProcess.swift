@@ -1,6 +1,6 @@
 import Foundation
-import SIMPRedis
 import SIMPLocalServers
+import SIMPRedis
 
 /// The Redis a test uses: the one `SIMP_TEST_REDIS_URL` names (as `.ci/run` sets; shared and
 /// left running), or a `LocalRedisServer` of the test's own, stopped by `stop()`.
@@ -29,8 +29,10 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// A new private `redis-server` started with `extraArguments` (e.g. `--requirepass`, TLS
     /// options), whose `url` logs in with `user`/`password` and `tls`.
-    public static func startPrivate(extraArguments: [String], port: Int? = nil, user: String? = nil, password: String? = nil,
-                                    tls: RedisTLS? = nil) async throws -> RedisServerProcess {
+    public static func startPrivate(
+        extraArguments: [String], port: Int? = nil, user: String? = nil, password: String? = nil,
+        tls: RedisTLS? = nil
+    ) async throws -> RedisServerProcess {
         let local = try await LocalRedisServer.start(port: port, extraArguments: extraArguments, user: user, password: password, tls: tls)
         return RedisServerProcess(url: local.url, local: local)
     }

@@ -22,16 +22,29 @@ public struct TestCertificates: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-tls-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try await ToolProcess.run("openssl", ["req", "-x509"] + key + ["-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-                                              "-subj", "/CN=SIMP test CA \(name)"], in: directory)
-        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".write(to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
+        try await ToolProcess.run(
+            "openssl",
+            ["req", "-x509"] + key + [
+                "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+                "-subj", "/CN=SIMP test CA \(name)",
+            ], in: directory)
+        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n".write(
+            to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
         try "extendedKeyUsage=clientAuth\n".write(to: directory.appendingPathComponent("client.ext"), atomically: true, encoding: .utf8)
         for name in ["server", "client"] {
-            try await ToolProcess.run("openssl", ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr",
-                                                  "-subj", "/CN=simp-\(name)"], in: directory)
-            try await ToolProcess.run("openssl", ["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                                                  "-CAcreateserial", "-out", "\(name).crt", "-days", "1", "-extfile", "\(name).ext"],
-                                      in: directory)
+            try await ToolProcess.run(
+                "openssl",
+                ["req"] + key + [
+                    "-keyout", "\(name).key", "-out", "\(name).csr",
+                    "-subj", "/CN=simp-\(name)",
+                ], in: directory)
+            try await ToolProcess.run(
+                "openssl",
+                [
+                    "x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-out", "\(name).crt", "-days", "1", "-extfile", "\(name).ext",
+                ],
+                in: directory)
         }
         return TestCertificates(directory: directory)
     }
@@ -39,8 +52,10 @@ public struct TestCertificates: Sendable {
     /// `redis-server` options for a TLS-only server on `port` that checks client certificates
     /// when `requireClientCertificate`.
     public func redisServerArguments(port: Int, requireClientCertificate: Bool) -> [String] {
-        ["--port", "0", "--tls-port", String(port), "--tls-cert-file", serverCertificate, "--tls-key-file", serverKey,
-         "--tls-ca-cert-file", caFile, "--tls-auth-clients", requireClientCertificate ? "yes" : "no"]
+        [
+            "--port", "0", "--tls-port", String(port), "--tls-cert-file", serverCertificate, "--tls-key-file", serverKey,
+            "--tls-ca-cert-file", caFile, "--tls-auth-clients", requireClientCertificate ? "yes" : "no",
+        ]
     }
 
     /// Deletes the files.

@@ -24,7 +24,9 @@ public final class TestRelay: @unchecked Sendable {
     public static func start(
         redis: RedisServerProcess? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }
     ) async throws -> TestRelay {
-        let redis = try await { if let redis { return redis }; return try await RedisServerProcess.start() }()
+        let redis = try await {
+            if let redis { return redis }; return try await RedisServerProcess.start()
+        }()
         var configuration = RelayConfiguration()
         configuration.port = 0
         configuration.udpPort = 0

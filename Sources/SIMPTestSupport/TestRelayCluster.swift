@@ -17,16 +17,18 @@ public final class TestRelayCluster: @unchecked Sendable {
 
     /// Starts `count` relays (ids unique per run) on one Redis (a private one, or
     /// `SIMP_TEST_REDIS_URL`); `configure` gets each relay's index.
-    public static func start(relays count: Int = 3, configure: (Int, inout RelayConfiguration) -> Void = { _, _ in }) async throws -> TestRelayCluster {
+    public static func start(relays count: Int = 3, configure: (Int, inout RelayConfiguration) -> Void = { _, _ in }) async throws -> TestRelayCluster
+    {
         let redis = try await RedisServerProcess.start()
         let run = String(UInt32.random(in: .min ... .max), radix: 16)
         var relays: [TestRelay] = []
         do {
             for index in 0..<count {
-                relays.append(try await TestRelay.start(redis: redis) { configuration in
-                    configuration.relayId = "relay\(index)-\(run)"
-                    configure(index, &configuration)
-                })
+                relays.append(
+                    try await TestRelay.start(redis: redis) { configuration in
+                        configuration.relayId = "relay\(index)-\(run)"
+                        configure(index, &configuration)
+                    })
             }
         } catch {
             for relay in relays { await relay.stopKeepingRedis() }

@@ -35,9 +35,10 @@ public enum ToolProcess {
         _ executable: URL, _ arguments: [String], environment: [String: String] = [:], in directory: URL? = nil,
         standardError: StandardError = .discarded
     ) async throws -> (status: Int32, output: String) {
-        let variables = Dictionary(uniqueKeysWithValues: environment.compactMap { name, value in
-            Environment.Key(rawValue: name).map { ($0, Optional(value)) }
-        })
+        let variables = Dictionary(
+            uniqueKeysWithValues: environment.compactMap { name, value in
+                Environment.Key(rawValue: name).map { ($0, Optional(value)) }
+            })
         let configuration = Configuration(
             executable: .path(FilePath(executable.path)), arguments: Arguments(arguments),
             environment: .inherit.updating(variables), workingDirectory: directory.map { FilePath($0.path) })

@@ -51,7 +51,7 @@ public struct VirtualTerminal: Sendable {
             }
             switch character {
             case "\r": cursorColumn = 0
-            case "\n", "\r\n":  // a terminal's output processing turns LF into CR LF
+            case "\n", "\r\n": // a terminal's output processing turns LF into CR LF
                 lineFeed()
                 cursorColumn = 0
             default: put(character)
@@ -82,7 +82,7 @@ public struct VirtualTerminal: Sendable {
         case "K": if rows[cursorRow].count > cursorColumn { rows[cursorRow].removeSubrange(cursorColumn...) }
         case "J": rows = Array(repeating: [], count: height)
         case "H": (cursorRow, cursorColumn) = (0, 0)
-        default: break  // colours and anything else
+        default: break // colours and anything else
         }
     }
 

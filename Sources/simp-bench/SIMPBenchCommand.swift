@@ -27,7 +27,10 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
     var server: String?
 
-    @Option(help: "Redis for the relays the bench starts, redis://HOST:PORT, or a Redis Cluster, redis+cluster://HOST:PORT[,HOST:PORT…]. Default: a private redis-server. With --server, the relay's Redis, read (INFO) for the --sessions figures.")
+    @Option(
+        help:
+            "Redis for the relays the bench starts, redis://HOST:PORT, or a Redis Cluster, redis+cluster://HOST:PORT[,HOST:PORT…]. Default: a private redis-server. With --server, the relay's Redis, read (INFO) for the --sessions figures."
+    )
     var redis: String?
 
     @Option(name: .customLong("relay-binary"), help: "simp-server to start. Default: the one next to simp-bench.")
@@ -39,7 +42,10 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
     var relayPid: Int32?
 
-    @Option(help: "Sender/receiver pairs (each user has its own control connection; the senders of one --loops event loop share one UDP socket, its receivers another).")
+    @Option(
+        help:
+            "Sender/receiver pairs (each user has its own control connection; the senders of one --loops event loop share one UDP socket, its receivers another)."
+    )
     var pairs = 10
 
     @Option(help: "Messages per second offered in total; with --find-max, the first rate tried.")
@@ -54,34 +60,64 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(help: "Seconds of load before measuring.")
     var warmup = 2.0
 
-    @Flag(name: .customLong("find-max"), help: "Raise the rate until delivery falls behind or p99 exceeds --max-p99-ms; report the highest sustained rate.")
+    @Flag(
+        name: .customLong("find-max"),
+        help: "Raise the rate until delivery falls behind or p99 exceeds --max-p99-ms; report the highest sustained rate.")
     var findMax = false
 
     @Option(name: .customLong("max-p99-ms"), help: "With --find-max: the p99 latency (ms) above which a rate is not sustained.")
     var maxP99Milliseconds = 10.0
 
-    @Option(help: "Messages a pair may have without receipt before its next offers are skipped (counted as skipped, so the rate is not sustained); 0: no limit.")
+    @Option(
+        help:
+            "Messages a pair may have without receipt before its next offers are skipped (counted as skipped, so the rate is not sustained); 0: no limit."
+    )
     var window = 100
 
-    @Flag(name: .customLong("single-receipts"), help: "Receivers send one receipt frame per message, as clients before batched receipts (default: one batch per sender and read burst, docs/PROTOCOL.md section 6.1).")
+    @Flag(
+        name: .customLong("single-receipts"),
+        help:
+            "Receivers send one receipt frame per message, as clients before batched receipts (default: one batch per sender and read burst, docs/PROTOCOL.md section 6.1)."
+    )
     var singleReceipts = false
 
-    @Option(name: .customLong("messages-per-tick"), help: "Messages sent per timer tick. 1 (default) spreads them evenly, each sent at its own time 1/rate apart (ticks are at least 50 µs, so above 20,000 msg/s a tick carries several); e.g. 8 sends eight per tick in one sendmmsg, so they queue behind each other in the relay.")
+    @Option(
+        name: .customLong("messages-per-tick"),
+        help:
+            "Messages sent per timer tick. 1 (default) spreads them evenly, each sent at its own time 1/rate apart (ticks are at least 50 µs, so above 20,000 msg/s a tick carries several); e.g. 8 sends eight per tick in one sendmmsg, so they queue behind each other in the relay."
+    )
     var messagesPerTick = 1
 
-    @Option(name: .customLong("receipt-delay-ms"), help: "Receivers hold receipts up to this long for others to the same sender, so one batch frame covers more messages (checked every tick). Default: the reference client's ReceiptBatcher.defaultDelay; 0 sends them at the end of each read burst; at most 25 (PROTOCOL section 6.1).")
+    @Option(
+        name: .customLong("receipt-delay-ms"),
+        help:
+            "Receivers hold receipts up to this long for others to the same sender, so one batch frame covers more messages (checked every tick). Default: the reference client's ReceiptBatcher.defaultDelay; 0 sends them at the end of each read burst; at most 25 (PROTOCOL section 6.1)."
+    )
     var receiptDelayMilliseconds = Double(ReceiptBatcher.defaultDelay.nanoseconds) / 1e6
 
-    @Flag(name: .customLong("no-receipt-datagrams"), help: "Receivers send receipts only as TCP frames (default: also a sealed datagram copy of each, as the reference client does, docs/PROTOCOL.md section 6.1; the sender acts on whichever arrives first).")
+    @Flag(
+        name: .customLong("no-receipt-datagrams"),
+        help:
+            "Receivers send receipts only as TCP frames (default: also a sealed datagram copy of each, as the reference client does, docs/PROTOCOL.md section 6.1; the sender acts on whichever arrives first)."
+    )
     var noReceiptDatagrams = false
 
-    @Option(help: "Event loops (threads) the bench splits its pairs across, each with its own UDP sockets and its share of the rate; at most --pairs. Default 2 (1 on a one-core machine): on two cores one loop's own queueing limits --find-max above about 20,000 msg/s; 1 costs the bench less CPU per message.")
+    @Option(
+        help:
+            "Event loops (threads) the bench splits its pairs across, each with its own UDP sockets and its share of the rate; at most --pairs. Default 2 (1 on a one-core machine): on two cores one loop's own queueing limits --find-max above about 20,000 msg/s; 1 costs the bench less CPU per message."
+    )
     var loops = min(2, ProcessInfo.processInfo.activeProcessorCount)
 
-    @Option(help: "Idle users to register and hold during the run (e.g. 10000). Reports what they cost: the relay's RSS over its baseline per session, its CPU in the measured window (percent of a core per 10,000 sessions), Redis commands per second (INFO total_commands_processed) and Redis memory per session. The relay figures need the relay's process (started by the bench, or --relay-pid), the Redis ones its Redis (started by the bench, or --redis). Measure at two counts (e.g. 2000 and 18000) and take the difference for the marginal cost; raise the open-file limit first (ulimit -n).")
+    @Option(
+        help:
+            "Idle users to register and hold during the run (e.g. 10000). Reports what they cost: the relay's RSS over its baseline per session, its CPU in the measured window (percent of a core per 10,000 sessions), Redis commands per second (INFO total_commands_processed) and Redis memory per session. The relay figures need the relay's process (started by the bench, or --relay-pid), the Redis ones its Redis (started by the bench, or --redis). Measure at two counts (e.g. 2000 and 18000) and take the difference for the marginal cost; raise the open-file limit first (ulimit -n)."
+    )
     var sessions = 0
 
-    @Option(help: "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis.")
+    @Option(
+        help:
+            "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis."
+    )
     var relays = 1
 
     @Flag(help: "Print the report as one JSON object instead of a table.")

@@ -63,9 +63,11 @@ struct Replay: AsyncParsableCommand {
 
     @OptionGroup var suite: SuiteOptions
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Seed for every random decision (default: the scenario's own); a range (1..3) or a list (4,7) runs each scenario once per seed.",
-        valueName: "seeds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Seed for every random decision (default: the scenario's own); a range (1..3) or a list (4,7) runs each scenario once per seed.",
+            valueName: "seeds"))
     var seed: SeedList?
 
     @Option(name: .long, help: "sim: the reliability core in virtual time (default). real: relay, Redis and clients on loopback sockets.")
@@ -77,20 +79,28 @@ struct Replay: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the report as JSON: one object for one scenario, an array for several.")
     var json = false
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Write an SVG picture of the run to this file; with several scenarios, a directory for one SVG per scenario plus summary.svg.",
-        valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write an SVG picture of the run to this file; with several scenarios, a directory for one SVG per scenario plus summary.svg.",
+            valueName: "path"))
     var plot: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Write every message (id, sent, delivered, receipted, attempts, fate; ms since the workload started) as JSON Lines to this file.",
-        valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write every message (id, sent, delivered, receipted, attempts, fate; ms since the workload started) as JSON Lines to this file.",
+            valueName: "file"))
     var messages: String?
 
     @Option(name: .long, help: "Sim mode: stop a run after this much virtual time (default: the workload plus 15 minutes).")
     var maxVirtualSeconds: Double?
 
-    @Option(name: .long, help: "Stop a simulated run after this much wall-clock time (default 120); real mode: stop waiting for outcomes then (default: 120 s after the last send).")
+    @Option(
+        name: .long,
+        help:
+            "Stop a simulated run after this much wall-clock time (default 120); real mode: stop waiting for outcomes then (default: 120 s after the last send)."
+    )
     var maxWallSeconds: Double?
 
     @Flag(name: .long, help: "No live progress line (it is only shown when stderr is a terminal).")
@@ -119,7 +129,8 @@ struct Replay: AsyncParsableCommand {
     /// A scenario file, or (when no such file exists) the suite's scenario of that name.
     private func scenario(named name: String) throws -> Scenario {
         if !FileManager.default.fileExists(atPath: name),
-           let entry = try suite.suite().entries.first(where: { $0.scenario.name == name }) {
+            let entry = try suite.suite().entries.first(where: { $0.scenario.name == name })
+        {
             return entry.scenario
         }
         return try Scenario.load(from: URL(fileURLWithPath: name))
@@ -228,7 +239,8 @@ struct SeedList: ExpressibleByArgument {
     init?(argument: String) {
         if let range = argument.range(of: "..") {
             guard let low = UInt64(argument[..<range.lowerBound]), let high = UInt64(argument[range.upperBound...]),
-                  low <= high, high - low < 10_000 else { return nil }
+                low <= high, high - low < 10_000
+            else { return nil }
             seeds = Array(low...high)
         } else {
             let parts = argument.split(separator: ",", omittingEmptySubsequences: false).map { UInt64($0) }

@@ -23,7 +23,8 @@ final class BenchCompareScriptTests: XCTestCase {
         let script = root.appendingPathComponent("scripts/bench-latency").path
         let help = try await run(script, ["--help"])
         XCTAssertEqual(help.status, 0)
-        for word in ["VARIANT", "--messages-per-tick", "send -> delivered", "interleaved"] where !help.output.lowercased().contains(word.lowercased()) {
+        for word in ["VARIANT", "--messages-per-tick", "send -> delivered", "interleaved"] where !help.output.lowercased().contains(word.lowercased())
+        {
             XCTFail("--help lacks \(word)")
         }
         let (unknownFlag, noVariant) = (try await run(script, ["--frobnicate"]), try await run(script, []))
@@ -68,18 +69,24 @@ final class BenchCompareScriptTests: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         func simp(delivered: Double, relayCPU: Double, steps: [(delivered: Double, sustained: Bool)]) -> [String: Any] {
-            ["delivered_rate": delivered, "bench_cpu_seconds": 1.0, "max_sustained_rate": 99_999,
-             "relay": ["cpu_seconds": relayCPU], "latency_us": ["count": 10, "p50": 120, "p99": 900],
-             "parameters": ["duration_s": 5, "loops": 2, "receipt_delay_us": 10_000, "receipt_datagrams": true],
-             "steps": steps.map { ["delivered_rate": $0.delivered, "sustained": $0.sustained] }]
+            [
+                "delivered_rate": delivered, "bench_cpu_seconds": 1.0, "max_sustained_rate": 99_999,
+                "relay": ["cpu_seconds": relayCPU], "latency_us": ["count": 10, "p50": 120, "p99": 900],
+                "parameters": ["duration_s": 5, "loops": 2, "receipt_delay_us": 10_000, "receipt_datagrams": true],
+                "steps": steps.map { ["delivered_rate": $0.delivered, "sustained": $0.sustained] },
+            ]
         }
         let files: [String: [String: Any]] = [
             "udp.json": ["delivered_rate": 200_000, "forwarder_cpu_us_per_datagram": 4.0],
             "udp-rate.json": ["delivered_rate": 10_000, "forwarder_cpu_us_per_datagram": 12.0],
-            "mqtt-max.json": ["delivered_rate": 20_000, "seconds": 5, "broker_cpu_us_per_message": 15, "bench_cpu_seconds": 1,
-                              "p50_us": 1_000, "p99_us": 60_000],
-            "mqtt-rate.json": ["delivered_rate": 10_000, "seconds": 5, "broker_cpu_us_per_message": 40, "bench_cpu_seconds": 1,
-                               "p50_us": 100, "p99_us": 500],
+            "mqtt-max.json": [
+                "delivered_rate": 20_000, "seconds": 5, "broker_cpu_us_per_message": 15, "bench_cpu_seconds": 1,
+                "p50_us": 1_000, "p99_us": 60_000,
+            ],
+            "mqtt-rate.json": [
+                "delivered_rate": 10_000, "seconds": 5, "broker_cpu_us_per_message": 40, "bench_cpu_seconds": 1,
+                "p50_us": 100, "p99_us": 500,
+            ],
             // Max: the rate delivered at the highest sustained step, not the nominal target.
             "simp-max.json": simp(delivered: 61_000, relayCPU: 2, steps: [(40_000, true), (80_000, false), (60_500, true)]),
             // 50,000 messages in 5 s with 1 s of relay CPU: 20 µs per message.
@@ -114,7 +121,8 @@ final class BenchCompareScriptTests: XCTestCase {
     }
 
     private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
-        -> (status: Int32, output: String) {
+        -> (status: Int32, output: String)
+    {
         try await ToolProcess.outcome(URL(fileURLWithPath: executable), arguments, environment: environment)
     }
 }

@@ -1,5 +1,6 @@
-@testable import SIMPBench
 import XCTest
+
+@testable import SIMPBench
 
 final class DeliveredIdsTests: XCTestCase {
     func testEachIdIsNewOnceInAnyOrder() {

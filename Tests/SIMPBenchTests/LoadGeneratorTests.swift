@@ -1,11 +1,12 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
-@testable import SIMPBench
 import SIMPCore
 import SIMPRelay
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPBench
 
 /// The load generator against a real relay and Redis, at a rate any machine sustains.
 final class LoadGeneratorTests: RelayTestCase {
@@ -85,8 +86,9 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertEqual(generator.generators.map(\.parameters.firstPair), loops == 2 ? [0, 2] : [0])
         try await generator.connect()
 
-        let result = try await generator.measure(rate: 300, duration: .milliseconds(500), warmup: .milliseconds(100),
-                                                 atWindowEdge: atWindowEdge)
+        let result = try await generator.measure(
+            rate: 300, duration: .milliseconds(500), warmup: .milliseconds(100),
+            atWindowEdge: atWindowEdge)
         await generator.close()
 
         XCTAssertGreaterThan(result.offered, 100)
@@ -121,11 +123,13 @@ final class LoadGeneratorTests: RelayTestCase {
     func testDatagramsHaveTheRequestedSize() {
         let pair = BenchPair(index: 7, prefix: "bench-size", policy: .init(), receiptDelay: .zero)
         pair.sizeContent(toEncodedSize: 200)
-        var message = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: pair.from,
-                                  toUser: pair.to, content: pair.content, time: 0)
+        var message = SIMPMessage(
+            kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: pair.from,
+            toUser: pair.to, content: pair.content, time: 0)
         message.attempt = 1
-        XCTAssertEqual(Double(MessageCodec.encodedSize(of: message) + SealedDatagram.overhead), 200, accuracy: 8,
-                       "the sealed datagram on the wire")
+        XCTAssertEqual(
+            Double(MessageCodec.encodedSize(of: message) + SealedDatagram.overhead), 200, accuracy: 8,
+            "the sealed datagram on the wire")
     }
 }
 
@@ -135,8 +139,9 @@ final class BenchCommandTests: XCTestCase {
         let bench = try ChildProcess("simp-bench", ["--pairs", "2", "--rate", "200", "--duration", "1", "--warmup", "0.2", "--json"])
         let status = await bench.exitStatus(timeout: 60)
         XCTAssertEqual(status, 0, bench.standardError)
-        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bench.standardOutput.utf8)) as? [String: Any],
-                                   bench.standardOutput)
+        let object = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: Data(bench.standardOutput.utf8)) as? [String: Any],
+            bench.standardOutput)
         XCTAssertGreaterThan(object["delivered_rate"] as? Double ?? 0, 100)
         XCTAssertEqual(object["failed"] as? Int, 0)
         let relay = try XCTUnwrap(object["relay"] as? [String: Any])

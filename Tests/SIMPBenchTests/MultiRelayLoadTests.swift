@@ -1,8 +1,9 @@
 import NIOCore
 import SIMPCore
-@testable import SIMPBench
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPBench
 
 /// The load generator's multi-relay mode: every message crosses from one relay to another.
 final class MultiRelayLoadTests: XCTestCase {
@@ -32,7 +33,8 @@ final class MultiRelayLoadTests: XCTestCase {
                 unroutable += stats.rejected[.receiptUnroutable] ?? 0
             }
             XCTAssertEqual(published, 2 * forwarded, "each datagram and each receipt took the hop through Redis")
-            XCTAssertEqual(unroutable, 0, "a receipt datagram's copy for a sender on another relay is dropped uncounted: its control copy went on (§6.1)")
+            XCTAssertEqual(
+                unroutable, 0, "a receipt datagram's copy for a sender on another relay is dropped uncounted: its control copy went on (§6.1)")
         } catch {
             await generator.close()
             await cluster.stop()

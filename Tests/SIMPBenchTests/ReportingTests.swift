@@ -1,7 +1,8 @@
 import Foundation
 import NIOCore
-@testable import SIMPBench
 import XCTest
+
+@testable import SIMPBench
 
 /// The bench's measuring parts: percentiles, /proc readings, Prometheus text, the report.
 final class ReportingTests: XCTestCase {
@@ -36,13 +37,14 @@ final class ReportingTests: XCTestCase {
     }
 
     func testPrometheusTextIsParsedPerSeriesAndSummed() {
-        let scrape = MetricsScrape(text: """
-            # TYPE simp_rejected_total counter
-            simp_rejected_total{reason="malformed"} 3
-            simp_rejected_total{reason="draining"} 2
-            simp_datagrams_forwarded_total 1.5e3
-            not a sample
-            """)
+        let scrape = MetricsScrape(
+            text: """
+                # TYPE simp_rejected_total counter
+                simp_rejected_total{reason="malformed"} 3
+                simp_rejected_total{reason="draining"} 2
+                simp_datagrams_forwarded_total 1.5e3
+                not a sample
+                """)
         XCTAssertEqual(scrape["simp_rejected_total{reason=\"malformed\"}"], 3)
         XCTAssertEqual(scrape.total("simp_rejected_total"), 5)
         XCTAssertEqual(scrape.total("simp_datagrams_forwarded_total"), 1500)
@@ -56,9 +58,10 @@ final class ReportingTests: XCTestCase {
         result.delivered = 198
         result.receipts = 196
         result.latency.record(.microseconds(80))
-        let parameters = BenchReport.Parameters(mode: "load", relay: "x", pairs: 1, rate: 100, size: 200,
-                                                durationSeconds: 2, warmupSeconds: 0, messagesPerTick: 1, receiptDelayUs: 0,
-                                                receiptDatagrams: true, loops: 2, sessions: nil)
+        let parameters = BenchReport.Parameters(
+            mode: "load", relay: "x", pairs: 1, rate: 100, size: 200,
+            durationSeconds: 2, warmupSeconds: 0, messagesPerTick: 1, receiptDelayUs: 0,
+            receiptDatagrams: true, loops: 2, sessions: nil)
         let report = BenchReport(parameters: parameters, result: result)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.json().utf8)) as? [String: Any])
         XCTAssertEqual(object["offered_rate"] as? Double, 100)
@@ -79,17 +82,21 @@ final class ReportingTests: XCTestCase {
         var relay = BenchReport.RelayFigures()
         relay.cpuSeconds = 0.6 // 60 s at 1 % of a core
         let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
-        sessions.addIdleCosts(relay: relay, window: .seconds(60),
-                              redis: (RedisStats(commandsProcessed: 100, usedMemoryBytes: 1_000_000, at: t0),
-                                      RedisStats(commandsProcessed: 5_000, usedMemoryBytes: 3_000_000, at: t0 + .seconds(1)),
-                                      RedisStats(commandsProcessed: 5_120, usedMemoryBytes: 3_000_000, at: t0 + .seconds(61))),
-                              relayRSSNow: 38_000_000)
+        sessions.addIdleCosts(
+            relay: relay, window: .seconds(60),
+            redis: (
+                RedisStats(commandsProcessed: 100, usedMemoryBytes: 1_000_000, at: t0),
+                RedisStats(commandsProcessed: 5_000, usedMemoryBytes: 3_000_000, at: t0 + .seconds(1)),
+                RedisStats(commandsProcessed: 5_120, usedMemoryBytes: 3_000_000, at: t0 + .seconds(61))
+            ),
+            relayRSSNow: 38_000_000)
         XCTAssertEqual(sessions.rssBytesPerSession, 4000)
         XCTAssertEqual(try XCTUnwrap(sessions.relayCPUPercentPer10kSessions), 5, accuracy: 1e-9)
         XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSecond), 2, accuracy: 1e-9)
         XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSessionPerSecond), 0.001, accuracy: 1e-12)
         XCTAssertEqual(sessions.redisMemoryBytesPerSession, 1000)
-        XCTAssertEqual(RedisStats.field("total_commands_processed", in: "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:42\r\n"), 42)
+        XCTAssertEqual(
+            RedisStats.field("total_commands_processed", in: "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:42\r\n"), 42)
     }
 
     func testMergedResultsAddCountsAndSamplesAndKeepTheWorstLag() {

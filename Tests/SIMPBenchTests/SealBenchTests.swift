@@ -8,11 +8,13 @@ final class SealBenchTests: XCTestCase {
     func testEverySealIsMeasuredAndReported() throws {
         let report = try SealBench.run(payloadSize: 200, datagrams: 50, rounds: 2)
 
-        XCTAssertEqual(report.rows.map(\.seal), [
-            "hmac-sha256 (previous seal, 0xA1)", "aes-256-gcm, swift-crypto one-shot (until now)",
-            "aes-256-gcm, key per session (in use, 0xA2)", "aes-256-gcm, key per session, open in place",
-            "chacha20-poly1305 (alternative)",
-        ])
+        XCTAssertEqual(
+            report.rows.map(\.seal),
+            [
+                "hmac-sha256 (previous seal, 0xA1)", "aes-256-gcm, swift-crypto one-shot (until now)",
+                "aes-256-gcm, key per session (in use, 0xA2)", "aes-256-gcm, key per session, open in place",
+                "chacha20-poly1305 (alternative)",
+            ])
         XCTAssertEqual(report.payloadSize, 200)
         XCTAssertTrue(report.rows.allSatisfy { $0.bestNanoseconds > 0 && $0.bestNanoseconds <= $0.medianNanoseconds })
         XCTAssertTrue(report.rows.allSatisfy { $0.allocations == nil }, "no counter given")

@@ -16,8 +16,12 @@ final class SimploadTests: RelayTestCase {
     func testEveryMessageIsDeliveredOnceAndReceipted() async throws {
         let simpload = try await build()
         // 3 pairs on 2 worker threads, 600 msg/s for 1 s: under the relay's 500 msg/s per user.
-        let result = try await run(simpload, ["--port", String(relay.port), "--pairs", "3", "--rate", "600", "--seconds", "1",
-                                         "--warmup", "0.3", "--workers", "2"])
+        let result = try await run(
+            simpload,
+            [
+                "--port", String(relay.port), "--pairs", "3", "--rate", "600", "--seconds", "1",
+                "--warmup", "0.3", "--workers", "2",
+            ])
         XCTAssertEqual(result.status, 0, result.errors)
         let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
         let parameters = try XCTUnwrap(report["parameters"] as? [String: Any])
@@ -60,10 +64,14 @@ final class SimploadTests: RelayTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         addTeardownBlock { try? FileManager.default.removeItem(at: directory) }
         let output = directory.appendingPathComponent("simpload").path
-        let compile = try await run("/usr/bin/env", ["cc", "-O2", "-pthread", "-I", root.appendingPathComponent("Sources/CSIMPProto/include").path,
-                                                   "-o", output, root.appendingPathComponent("tools/simpload.c").path,
-                                                   root.appendingPathComponent("Sources/CSIMPProto/simp.pb-c.c").path,
-                                                   "-lprotobuf-c", "-lcrypto"])
+        let compile = try await run(
+            "/usr/bin/env",
+            [
+                "cc", "-O2", "-pthread", "-I", root.appendingPathComponent("Sources/CSIMPProto/include").path,
+                "-o", output, root.appendingPathComponent("tools/simpload.c").path,
+                root.appendingPathComponent("Sources/CSIMPProto/simp.pb-c.c").path,
+                "-lprotobuf-c", "-lcrypto",
+            ])
         XCTAssertEqual(compile.status, 0, compile.errors)
         return output
     }

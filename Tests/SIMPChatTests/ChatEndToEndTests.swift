@@ -23,15 +23,18 @@ final class ChatEndToEndTests: RelayTestCase {
 
     /// `simp chat` for `user` (created with its test password), which it takes from the
     /// environment, or, with `typesPassword`, is asked for and typed at the prompt.
-    func chat(_ user: String, to peer: String, _ extra: [String] = [], typesPassword: Bool = false,
-              width: Int = 100, height: Int = 30) async throws -> PseudoTerminalProcess {
+    func chat(
+        _ user: String, to peer: String, _ extra: [String] = [], typesPassword: Bool = false,
+        width: Int = 100, height: Int = 30
+    ) async throws -> PseudoTerminalProcess {
         var environment = ["NO_COLOR": "1"]
-        if !typesPassword { environment.merge(try await credentials(user)) { $1 } }
-        else { try await relay.addUser(user) }
-        let terminal = try PseudoTerminalProcess("simp", [
-            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
-            "--history-dir", historyDirectory.path,
-        ] + extra, environment: environment, width: width, height: height)
+        if !typesPassword { environment.merge(try await credentials(user)) { $1 } } else { try await relay.addUser(user) }
+        let terminal = try PseudoTerminalProcess(
+            "simp",
+            [
+                "chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer,
+                "--history-dir", historyDirectory.path,
+            ] + extra, environment: environment, width: width, height: height)
         if typesPassword {
             await assertScreen(terminal, shows: "password for \(user):")
             terminal.type(TestRelay.password(for: user) + "\r")
@@ -45,8 +48,10 @@ final class ChatEndToEndTests: RelayTestCase {
         return [PasswordInput.environmentVariable: TestRelay.password(for: user)]
     }
 
-    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
-                      line: UInt = #line) async {
+    func assertScreen(
+        _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
+        line: UInt = #line
+    ) async {
         let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
         XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
     }
@@ -127,7 +132,9 @@ final class ChatEndToEndTests: RelayTestCase {
         let typed = raw.range(of: "during the outage …"), back = raw.range(of: "-- reconnected")
         XCTAssertTrue(typed != nil && back != nil && typed!.lowerBound < back!.lowerBound, "typed while the relay was down")
         XCTAssertFalse(raw.contains("\u{1B}[0m"), "NO_COLOR: no colours")
-        let bobSaw = bobTerminal.screen.transcript.filter { $0.contains("\(alice): ") && !$0.contains("you →") }.map { $0.components(separatedBy: ": ").last! }
+        let bobSaw = bobTerminal.screen.transcript.filter { $0.contains("\(alice): ") && !$0.contains("you →") }.map {
+            $0.components(separatedBy: ": ").last!
+        }
         XCTAssertEqual(bobSaw, ["before", "during the outage", "after"], "each exactly once, in order")
         let aliceSaw = aliceTerminal.screen.transcript.filter { $0.contains("\(bob): ") && !$0.contains("you →") }
         XCTAssertEqual(aliceSaw.count, 1, aliceSaw.joined(separator: "\n"))
@@ -139,8 +146,9 @@ final class ChatEndToEndTests: RelayTestCase {
 
     func testScriptedChatReadsStdinAndPrintsPlainLines() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"],
-                                      environment: try await credentials(bob))
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"],
+            environment: try await credentials(bob))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
         }
@@ -149,9 +157,11 @@ final class ChatEndToEndTests: RelayTestCase {
         try FileManager.default.createDirectory(at: historyDirectory, withIntermediateDirectories: true)
         try "@\(bob) one\n/bogus\n\ntwo\n".write(to: script, atomically: true, encoding: .utf8)
 
-        let chat = try ChildProcess("simp", [
-            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--history-dir", historyDirectory.path,
-        ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
+        let chat = try ChildProcess(
+            "simp",
+            [
+                "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--history-dir", historyDirectory.path,
+            ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
 
         let status = await chat.exitStatus()
         XCTAssertEqual(status, 0, chat.standardOutput + chat.standardError)
@@ -163,8 +173,9 @@ final class ChatEndToEndTests: RelayTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("-- unknown command /bogus") }, chat.standardOutput)
         let listenStatus = await listen.exitStatus()
         XCTAssertEqual(listenStatus, 0)
-        XCTAssertTrue(listen.standardOutput.contains("\(alice): one") && listen.standardOutput.contains("\(alice): two"),
-                      listen.standardOutput)
+        XCTAssertTrue(
+            listen.standardOutput.contains("\(alice): one") && listen.standardOutput.contains("\(alice): two"),
+            listen.standardOutput)
     }
 
     func testScriptedChatToAnUnknownUserExitsOneWithTheReason() async throws {
@@ -173,10 +184,12 @@ final class ChatEndToEndTests: RelayTestCase {
         try FileManager.default.createDirectory(at: historyDirectory, withIntermediateDirectories: true)
         try "hello?\n".write(to: script, atomically: true, encoding: .utf8)
         let alice = TestRelay.uniqueUser("alice")
-        let chat = try ChildProcess("simp", [
-            "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", nobody,
-            "--history-dir", historyDirectory.path,
-        ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
+        let chat = try ChildProcess(
+            "simp",
+            [
+                "chat", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", nobody,
+                "--history-dir", historyDirectory.path,
+            ], environment: try await credentials(alice), standardInput: try FileHandle(forReadingFrom: script))
         let status = await chat.exitStatus()
         XCTAssertEqual(status, 1)
         XCTAssertTrue(chat.standardOutput.contains("no user \"\(nobody)\" is registered"), chat.standardOutput)

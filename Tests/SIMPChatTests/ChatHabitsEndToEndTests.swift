@@ -37,8 +37,9 @@ extension ChatEndToEndTests {
         await assertScreen(aliceTerminal, shows: "\(bob): [audio] https://example.com/voice.ogg")
 
         // A message from someone else rings the bell and is counted in the prompt.
-        let send = try ChildProcess("simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", carol, "--to", alice, "psst"],
-                                    environment: try await credentials(carol))
+        let send = try ChildProcess(
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", carol, "--to", alice, "psst"],
+            environment: try await credentials(carol))
         let sendStatus = await send.exitStatus()
         XCTAssertEqual(sendStatus, 0, send.standardError)
         let counted = await aliceTerminal.waitForScreen { $0.cursorLine.hasPrefix("[\(carol) 1] \(bob)>") }

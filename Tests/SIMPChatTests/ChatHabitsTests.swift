@@ -22,8 +22,10 @@ extension ChatSessionTests {
         // 20 exchanges on an 8-row screen: each of alice's messages is read when dave answers.
         for number in 1...20 {
             sendDelivered("c msg \(number)", id: UInt64(number))
-            _ = session.receive(SIMPMessage(kind: .text, messageId: UInt64(100 + number), fromUser: "dave", toUser: "alice",
-                                            content: "d msg \(number)", time: 1))
+            _ = session.receive(
+                SIMPMessage(
+                    kind: .text, messageId: UInt64(100 + number), fromUser: "dave", toUser: "alice",
+                    content: "d msg \(number)", time: 1))
             _ = session.noticed(.read(upTo: UInt64(number), by: "dave"))
             if number == 10 { type("\u{c}") } // Ctrl-L
             refresh()
@@ -63,8 +65,9 @@ extension ChatSessionTests {
         XCTAssertEqual(terminal.transcript.suffix(2).first, "carla  carol", "a second Tab lists them")
         type("o\t")
         XCTAssertEqual(session.editor.text, "/to carol ")
-        XCTAssertEqual(Completion.complete(text: "say hi to bo now", cursor: 12, names: ["bob"], commands: []),
-                       Completion.Outcome(text: "say hi to bob now", cursor: 14, listed: []), "in the middle of a line too")
+        XCTAssertEqual(
+            Completion.complete(text: "say hi to bo now", cursor: 12, names: ["bob"], commands: []),
+            Completion.Outcome(text: "say hi to bob now", cursor: 14, listed: []), "in the middle of a line too")
     }
 
     func testOtherConversationsAreCountedInThePromptAndRingTheBell() {

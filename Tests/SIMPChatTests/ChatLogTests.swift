@@ -1,7 +1,8 @@
 import Logging
 import NIOConcurrencyHelpers
-@testable import SIMPChat
 import XCTest
+
+@testable import SIMPChat
 
 final class ChatLogTests: XCTestCase {
     func testLogEventsBecomeOneLineEachWithMetadata() {

@@ -16,12 +16,15 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
     }
 
     func chat(_ user: String, to peer: String) async throws -> PseudoTerminalProcess {
-        try PseudoTerminalProcess("simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer],
-                                  environment: try await chatEnvironment(user), width: 100, height: 30)
+        try PseudoTerminalProcess(
+            "simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer],
+            environment: try await chatEnvironment(user), width: 100, height: 30)
     }
 
-    func assertScreen(_ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
-                      line: UInt = #line) async {
+    func assertScreen(
+        _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
+        line: UInt = #line
+    ) async {
         let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
         XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
     }
@@ -81,8 +84,9 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         let dave = TestRelay.uniqueUser("dave"), carol = TestRelay.uniqueUser("carol")
         let chat = try await chat(dave, to: carol)
         await assertScreen(chat, shows: "-- connected as \(dave) (device ")
-        let listen = try ChildProcess("simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
-                                      environment: try await chatEnvironment(dave))
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
+            environment: try await chatEnvironment(dave))
         let listening = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         let device = try String(contentsOf: home.appendingPathComponent("device"), encoding: .utf8)

@@ -15,9 +15,10 @@ final class ChatOutboxTests: XCTestCase {
 
     @discardableResult
     func start(history: [HistoryEntry] = [], resending: [SIMPMessage] = [], interactive: Bool = true) -> [ChatEffect] {
-        session = ChatSession(user: "alice", peer: "bob",
-                              screen: Screen(width: 100, height: 10, interactive: interactive, colors: false),
-                              history: history, clock: Self.clock)
+        session = ChatSession(
+            user: "alice", peer: "bob",
+            screen: Screen(width: 100, height: 10, interactive: interactive, colors: false),
+            history: history, clock: Self.clock)
         let effects = session.start(showingHistory: 5, resending: resending)
         session.connectionChanged(.connected(relayId: "r1"))
         refresh()
@@ -42,9 +43,11 @@ final class ChatOutboxTests: XCTestCase {
         XCTAssertEqual(effects.count, 1)
         guard case .send(let ref, let message)? = effects.first else { return XCTFail("\(effects)") }
         XCTAssertEqual(message, left, "the original id and time")
-        XCTAssertEqual(terminal.transcript.filter { $0.contains("are you there?") }, ["12:00 you → bob: are you there? …"],
-                       "shown once, live, not also as a history line")
-        XCTAssertTrue(terminal.transcript.contains("-- 1 message from your last session is being resent"), terminal.transcript.joined(separator: "\n"))
+        XCTAssertEqual(
+            terminal.transcript.filter { $0.contains("are you there?") }, ["12:00 you → bob: are you there? …"],
+            "shown once, live, not also as a history line")
+        XCTAssertTrue(
+            terminal.transcript.contains("-- 1 message from your last session is being resent"), terminal.transcript.joined(separator: "\n"))
 
         XCTAssertEqual(session.submitted(ref: ref, messageId: 77), [.recordStatus(messageId: 77, status: "sent")], "no second history entry")
         let done = session.resolved(ref: ref, DeliveryStatus(.delivered(messageId: 77, latency: .milliseconds(2), attempts: 1)))
@@ -59,15 +62,17 @@ final class ChatOutboxTests: XCTestCase {
         _ = type("two\r")
         _ = session.submitted(ref: ref, messageId: 1)
         XCTAssertEqual(type("/quit\r"), [])
-        XCTAssertEqual(terminal.transcript.suffix(2),
-                       ["-- 2 messages not yet delivered; /quit again to leave, they will be sent next time", "bob>"])
+        XCTAssertEqual(
+            terminal.transcript.suffix(2),
+            ["-- 2 messages not yet delivered; /quit again to leave, they will be sent next time", "bob>"])
         XCTAssertEqual(type("/quit\r"), [.quit(status: 0)])
 
         start()
         guard case .send(let only, _)? = type("three\r").first else { return XCTFail() }
         XCTAssertEqual(type("\u{4}"), [], "Ctrl-D asks too")
-        XCTAssertEqual(terminal.transcript.suffix(2),
-                       ["-- 1 message not yet delivered; /quit again to leave, it will be sent next time", "bob>"])
+        XCTAssertEqual(
+            terminal.transcript.suffix(2),
+            ["-- 1 message not yet delivered; /quit again to leave, it will be sent next time", "bob>"])
         XCTAssertEqual(type("\u{3}"), [.quit(status: 0)])
         _ = only
 
@@ -78,8 +83,10 @@ final class ChatOutboxTests: XCTestCase {
     }
 
     func testRetryResendsFailuresOfEarlierSessionsOnce() {
-        start(history: [entry(5, "lost one", status: "failed"), entry(6, "theirs", status: "failed", from: "bob"),
-                        entry(7, "fine", status: "delivered")])
+        start(history: [
+            entry(5, "lost one", status: "failed"), entry(6, "theirs", status: "failed", from: "bob"),
+            entry(7, "fine", status: "delivered"),
+        ])
         let effects = type("/retry\r")
         XCTAssertEqual(effects.first, .recordStatus(messageId: 5, status: "retried"))
         let sent = effects.compactMap { effect -> SIMPMessage? in if case .send(_, let message) = effect { return message } else { return nil } }
@@ -90,11 +97,15 @@ final class ChatOutboxTests: XCTestCase {
     }
 
     func testTheHistoryShowsTheTrueStatus() {
-        start(history: [entry(1, "a", status: "pending"), entry(2, "b", status: "sent"), entry(3, "c", status: "stored"),
-                        entry(4, "d", status: "retried"), entry(5, "e", status: "failed")])
-        XCTAssertEqual(Array(terminal.transcript.dropFirst().prefix(5)), [
-            "12:00 you → bob: a …", "12:00 you → bob: b ✓", "12:00 you → bob: c ✓ (stored)",
-            "12:00 you → bob: d ✗ (resent)", "12:00 you → bob: e ✗",
+        start(history: [
+            entry(1, "a", status: "pending"), entry(2, "b", status: "sent"), entry(3, "c", status: "stored"),
+            entry(4, "d", status: "retried"), entry(5, "e", status: "failed"),
         ])
+        XCTAssertEqual(
+            Array(terminal.transcript.dropFirst().prefix(5)),
+            [
+                "12:00 you → bob: a …", "12:00 you → bob: b ✓", "12:00 you → bob: c ✓ (stored)",
+                "12:00 you → bob: d ✗ (resent)", "12:00 you → bob: e ✗",
+            ])
     }
 }

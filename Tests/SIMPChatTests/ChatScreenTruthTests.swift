@@ -15,8 +15,9 @@ final class ChatScreenTruthTests: XCTestCase {
 
     override func setUp() {
         let now = self.now
-        session = ChatSession(user: "alice", peer: "bob", screen: Screen(width: 60, height: 6, interactive: true, colors: false),
-                              clock: ChatClock(now: { now.withLockedValue { $0 } }, format: { _ in "12:00" }))
+        session = ChatSession(
+            user: "alice", peer: "bob", screen: Screen(width: 60, height: 6, interactive: true, colors: false),
+            clock: ChatClock(now: { now.withLockedValue { $0 } }, format: { _ in "12:00" }))
         session.start()
         session.connectionChanged(.connected(relayId: "r1"))
         refresh()

@@ -13,9 +13,10 @@ final class ChatSessionTests: XCTestCase {
     var decoder = KeyDecoder()
 
     func start(interactive: Bool = true, peer: String? = nil, history: [HistoryEntry] = [], connected: Bool = true) {
-        session = ChatSession(user: "alice", peer: peer,
-                              screen: Screen(width: 100, height: 8, interactive: interactive, colors: false),
-                              history: history, clock: Self.clock)
+        session = ChatSession(
+            user: "alice", peer: peer,
+            screen: Screen(width: 100, height: 8, interactive: interactive, colors: false),
+            history: history, clock: Self.clock)
         session.start(showingHistory: 2)
         if connected { session.connectionChanged(.connected(relayId: "r1")) }
         refresh()
@@ -82,8 +83,9 @@ final class ChatSessionTests: XCTestCase {
         _ = session.submitted(ref: ref, messageId: 7)
         _ = session.resolved(ref: ref, DeliveryStatus(.failed(messageId: 7, .rejected(.unknownRecipient, "no user \"bob\" is registered"))))
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(2),
-                       ["12:00 you → bob: are you on? ✗ no user \"bob\" is registered (/retry resends)", "bob>"])
+        XCTAssertEqual(
+            terminal.transcript.suffix(2),
+            ["12:00 you → bob: are you on? ✗ no user \"bob\" is registered (/retry resends)", "bob>"])
 
         let retried = type("/retry\r")
         XCTAssertEqual(retried.count, 2)
@@ -155,18 +157,22 @@ final class ChatSessionTests: XCTestCase {
     func testHistoryIsShownOnStartAndPagedBack() {
         let history = (1...5).map { (number: Int) -> HistoryEntry in
             let mine = number % 2 == 0
-            return HistoryEntry(id: UInt64(number), time: 0, from: mine ? "alice" : "bob", to: mine ? "bob" : "alice",
-                                kind: "text", text: "old \(number)", status: mine ? "delivered" : nil)
+            return HistoryEntry(
+                id: UInt64(number), time: 0, from: mine ? "alice" : "bob", to: mine ? "bob" : "alice",
+                kind: "text", text: "old \(number)", status: mine ? "delivered" : nil)
         }
         start(history: history)
-        XCTAssertEqual(Array(terminal.transcript.prefix(3)),
-                       ["-- last 2 of 5 messages; /history shows older ones", "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5"])
+        XCTAssertEqual(
+            Array(terminal.transcript.prefix(3)),
+            ["-- last 2 of 5 messages; /history shows older ones", "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5"])
         // Older messages go above what is shown, in time order.
         type("/history 2\r")
-        XCTAssertEqual(Array(terminal.lines.prefix(5)), [
-            "12:00 you → bob: old 2 ✓✓", "12:00 bob: old 3", "-- last 2 of 5 messages; /history shows older ones",
-            "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5",
-        ])
+        XCTAssertEqual(
+            Array(terminal.lines.prefix(5)),
+            [
+                "12:00 you → bob: old 2 ✓✓", "12:00 bob: old 3", "-- last 2 of 5 messages; /history shows older ones",
+                "12:00 you → bob: old 4 ✓✓", "12:00 bob: old 5",
+            ])
         type("/history\r")
         XCTAssertEqual(Array(terminal.lines.prefix(3)), ["12:00 bob: old 1", "12:00 you → bob: old 2 ✓✓", "12:00 bob: old 3"])
         XCTAssertTrue(terminal.cursorLine.hasPrefix("[1 more ↓]"), "the view is scrolled back: \(terminal.cursorLine)")

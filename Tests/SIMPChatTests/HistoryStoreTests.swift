@@ -68,8 +68,9 @@ final class HistoryStoreTests: XCTestCase {
     }
 
     func testDefaultDirectoryHonoursSIMPHome() {
-        XCTAssertEqual(HistoryStore.defaultDirectory(environment: ["SIMP_HOME": "/data/simp", "HOME": "/home/a"]).path,
-                       "/data/simp/history")
+        XCTAssertEqual(
+            HistoryStore.defaultDirectory(environment: ["SIMP_HOME": "/data/simp", "HOME": "/home/a"]).path,
+            "/data/simp/history")
         XCTAssertEqual(HistoryStore.defaultDirectory(environment: ["HOME": "/home/a"]).path, "/home/a/.simp/history")
     }
 }

@@ -9,7 +9,7 @@ final class KeyDecoderTests: XCTestCase {
 
     func testUTF8CharacterSplitAcrossReadsIsHeldUntilComplete() {
         var decoder = KeyDecoder()
-        let bytes = Array("✓".utf8)  // 3 bytes
+        let bytes = Array("✓".utf8) // 3 bytes
         XCTAssertEqual(decoder.feed(bytes[0..<1]), [])
         XCTAssertTrue(decoder.hasPending)
         XCTAssertEqual(decoder.feed(bytes[1..<2]), [])
@@ -20,8 +20,9 @@ final class KeyDecoderTests: XCTestCase {
     func testArrowAndEditingSequences() {
         var decoder = KeyDecoder()
         let input = "\u{1B}[A\u{1B}[B\u{1B}[C\u{1B}[D\u{1B}[H\u{1B}[F\u{1B}OH\u{1B}OF\u{1B}[1~\u{1B}[4~\u{1B}[3~"
-        XCTAssertEqual(decoder.feed(Array(input.utf8)),
-                       [.up, .down, .right, .left, .home, .end, .home, .end, .home, .end, .delete])
+        XCTAssertEqual(
+            decoder.feed(Array(input.utf8)),
+            [.up, .down, .right, .left, .home, .end, .home, .end, .home, .end, .delete])
     }
 
     func testSequenceSplitAcrossReads() {
@@ -34,15 +35,19 @@ final class KeyDecoderTests: XCTestCase {
 
     func testControlKeysEnterBackspaceTab() {
         var decoder = KeyDecoder()
-        XCTAssertEqual(decoder.feed([0x01, 0x05, 0x15, 0x17, 0x03, 0x04, 0x0D, 0x7F, 0x08, 0x09]),
-                       [.control("a"), .control("e"), .control("u"), .control("w"), .control("c"), .control("d"),
-                        .enter, .backspace, .backspace, .tab])
+        XCTAssertEqual(
+            decoder.feed([0x01, 0x05, 0x15, 0x17, 0x03, 0x04, 0x0D, 0x7F, 0x08, 0x09]),
+            [
+                .control("a"), .control("e"), .control("u"), .control("w"), .control("c"), .control("d"),
+                .enter, .backspace, .backspace, .tab,
+            ])
     }
 
     func testModifiedArrowsAndAltKeysMoveByWord() {
         var decoder = KeyDecoder()
-        XCTAssertEqual(decoder.feed(Array("\u{1B}[1;5D\u{1B}[1;5C\u{1B}b\u{1B}f".utf8)),
-                       [.wordLeft, .wordRight, .wordLeft, .wordRight])
+        XCTAssertEqual(
+            decoder.feed(Array("\u{1B}[1;5D\u{1B}[1;5C\u{1B}b\u{1B}f".utf8)),
+            [.wordLeft, .wordRight, .wordLeft, .wordRight])
     }
 
     func testLoneEscapeIsHeldThenFlushedAsEscape() {
@@ -55,7 +60,8 @@ final class KeyDecoderTests: XCTestCase {
 
     func testUnknownSequencesAndInvalidBytesAreNotText() {
         var decoder = KeyDecoder()
-        XCTAssertEqual(decoder.feed(Array("\u{1B}[200~".utf8) + [0xFF] + Array("ok".utf8)),
-                       [.unknown, .unknown, .text("ok")])
+        XCTAssertEqual(
+            decoder.feed(Array("\u{1B}[200~".utf8) + [0xFF] + Array("ok".utf8)),
+            [.unknown, .unknown, .text("ok")])
     }
 }

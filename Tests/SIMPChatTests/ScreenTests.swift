@@ -28,8 +28,9 @@ final class ScreenTests: XCTestCase {
         XCTAssertEqual(terminal.transcript, ["me: hi ✓✓", "bob: yo", "bob> half typed"])
 
         for _ in 1...4 { terminal.feed(screen.print("more", input: input).output) }
-        XCTAssertNil(screen.rewrite(row: row, with: "me: hi ✗", input: input),
-                     "scrolled off: the caller prints a follow-up line instead")
+        XCTAssertNil(
+            screen.rewrite(row: row, with: "me: hi ✗", input: input),
+            "scrolled off: the caller prints a follow-up line instead")
         XCTAssertEqual(screen.scrollback.first, "me: hi ✗", "the scrollback has the new version")
     }
 
@@ -45,8 +46,9 @@ final class ScreenTests: XCTestCase {
 
         terminal.feed(screen.draw(InputLine(prompt: "> ", text: text, cursor: 0)))
         XCTAssertEqual(terminal.cursorLine.first(where: { $0 == "…" }), "…")
-        XCTAssertTrue(terminal.cursorLine.hasPrefix("> abc") && terminal.cursorLine.hasSuffix("…"),
-                      "text beyond the right edge is marked: \(terminal.cursorLine)")
+        XCTAssertTrue(
+            terminal.cursorLine.hasPrefix("> abc") && terminal.cursorLine.hasSuffix("…"),
+            "text beyond the right edge is marked: \(terminal.cursorLine)")
         XCTAssertEqual(terminal.cursorColumn, 2)
         terminal.feed(screen.draw(InputLine(prompt: "> ", text: "short", cursor: 5)))
         XCTAssertEqual(terminal.cursorLine, "> short", "no marker when everything fits")
@@ -59,12 +61,15 @@ final class ScreenTests: XCTestCase {
         terminal.feed(output)
         XCTAssertEqual(Array(terminal.transcript.prefix(3)), ["you → bob: the quick", "brown fox jumps", "bob> half typed"])
         terminal.feed(screen.rewrite(row: row, with: "you → bob: the quick brown fox jumps ✓✓", input: input) ?? "")
-        XCTAssertEqual(terminal.lines.prefix(3), ["you → bob: the quick", "brown fox jumps ✓✓", "bob> half typed"],
-                       "a wrapped line is rewritten in place while it keeps its number of rows")
-        XCTAssertEqual(StyledText("a-very-long-word-without-spaces").wrapped(width: 10).map(\.plain),
-                       ["a-very-lon", "g-word-wit", "hout-space", "s"], "a word longer than a row is cut")
-        XCTAssertEqual((StyledText("ab ", .dim) + StyledText("cd ef", .bold)).wrapped(width: 4),
-                       [StyledText("ab ", .dim), StyledText("cd ", .bold), StyledText("ef", .bold)], "colours stay with their text")
+        XCTAssertEqual(
+            terminal.lines.prefix(3), ["you → bob: the quick", "brown fox jumps ✓✓", "bob> half typed"],
+            "a wrapped line is rewritten in place while it keeps its number of rows")
+        XCTAssertEqual(
+            StyledText("a-very-long-word-without-spaces").wrapped(width: 10).map(\.plain),
+            ["a-very-lon", "g-word-wit", "hout-space", "s"], "a word longer than a row is cut")
+        XCTAssertEqual(
+            (StyledText("ab ", .dim) + StyledText("cd ef", .bold)).wrapped(width: 4),
+            [StyledText("ab ", .dim), StyledText("cd ", .bold), StyledText("ef", .bold)], "colours stay with their text")
     }
 
     func testPageUpAndPageDownMoveThroughTheScrollback() {

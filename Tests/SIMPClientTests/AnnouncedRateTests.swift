@@ -44,8 +44,9 @@ final class AnnouncedRateTests: StoryProcessTestCase {
         // (3000 - 50) / 450 = 6.6 s.
         let defaultPaceFloor = Double(total - ClientSession.defaultPacing.burst) / ClientSession.defaultPacing.perSecond
         XCTAssertLessThan(seconds, defaultPaceFloor, "paced at the announced rate, not the default")
-        print("announced rate: \(total) messages delivered in \(String(format: "%.2f", seconds)) s "
-              + "(\(Int(Double(total) / seconds))/s; the default pace needs at least \(String(format: "%.1f", defaultPaceFloor)) s)")
+        print(
+            "announced rate: \(total) messages delivered in \(String(format: "%.2f", seconds)) s "
+                + "(\(Int(Double(total) / seconds))/s; the default pace needs at least \(String(format: "%.1f", defaultPaceFloor)) s)")
         await sender.close()
         await receiver.close()
     }

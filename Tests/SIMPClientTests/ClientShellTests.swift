@@ -19,11 +19,13 @@ final class ClientShellTests: XCTestCase {
 
         shell.carryOut(output)
 
-        XCTAssertEqual(shell.events, [
-            "take 7", "control receipt 7", "reported 1 outcomes",
-            "settled delivered 1", "settled stored 2", "notice stored 2", "answered 9 connection lost",
-            "reconnect 3 after 2000 ms", "timer nil",
-        ])
+        XCTAssertEqual(
+            shell.events,
+            [
+                "take 7", "control receipt 7", "reported 1 outcomes",
+                "settled delivered 1", "settled stored 2", "notice stored 2", "answered 9 connection lost",
+                "reconnect 3 after 2000 ms", "timer nil",
+            ])
     }
 
     func testAMessageTheApplicationHadAlreadyIsCountedAsNotTaken() {

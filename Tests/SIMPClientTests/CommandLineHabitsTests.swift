@@ -36,8 +36,9 @@ final class CommandLineHabitsTests: RelayTestCase {
     }
 
     func listen(_ user: String, count: Int) async throws -> ChildProcess {
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--json", "--count", String(count)],
-                                      environment: try await credentials(user))
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", user, "--json", "--count", String(count)],
+            environment: try await credentials(user))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
         }
@@ -51,12 +52,14 @@ final class CommandLineHabitsTests: RelayTestCase {
         let environment = try await credentials(alice)
         let base = ["send", "--server", server, "--user", alice, "--to", bob]
 
-        let whole = try ChildProcess("simp", base + ["-"], environment: environment,
-                                     standardInput: FileHandle(forReadingFrom: try file("whole", "two lines\nin one message\n")))
+        let whole = try ChildProcess(
+            "simp", base + ["-"], environment: environment,
+            standardInput: FileHandle(forReadingFrom: try file("whole", "two lines\nin one message\n")))
         let wholeStatus = await whole.exitStatus()
         XCTAssertEqual(wholeStatus, 0, whole.standardError)
-        let lines = try ChildProcess("simp", base + ["--lines"], environment: environment,
-                                     standardInput: FileHandle(forReadingFrom: try file("lines", "first\n\nsecond\n")))
+        let lines = try ChildProcess(
+            "simp", base + ["--lines"], environment: environment,
+            standardInput: FileHandle(forReadingFrom: try file("lines", "first\n\nsecond\n")))
         let linesStatus = await lines.exitStatus()
         XCTAssertEqual(linesStatus, 0, lines.standardError)
         XCTAssertEqual(lines.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, lines.standardOutput)
@@ -81,13 +84,16 @@ final class CommandLineHabitsTests: RelayTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let listen = try await listen(bob, count: 2)
         let pipe = Pipe()
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "--lines"],
-                                    environment: try await credentials(alice), standardInput: pipe.fileHandleForReading)
+        let send = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--lines"],
+            environment: try await credentials(alice), standardInput: pipe.fileHandleForReading)
         pipe.fileHandleForWriting.write(Data("a\n".utf8))
         let firstArrived = await Eventually.holds(within: .seconds(15)) {
             listen.standardOutput.contains("\"content\":\"a\"") && send.standardOutput.contains(": delivered in")
         }
-        XCTAssertTrue(firstArrived, "line a not delivered while the pipe stays open\n\(send.standardOutput)\(send.standardError)\nlisten: \(listen.standardOutput)")
+        XCTAssertTrue(
+            firstArrived,
+            "line a not delivered while the pipe stays open\n\(send.standardOutput)\(send.standardError)\nlisten: \(listen.standardOutput)")
         XCTAssertFalse(listen.standardOutput.contains("\"content\":\"b\""))
         pipe.fileHandleForWriting.write(Data("b\n".utf8))
         try pipe.fileHandleForWriting.close()
@@ -109,8 +115,9 @@ final class CommandLineHabitsTests: RelayTestCase {
     func testListenReceiptsABurstInBatches() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let count = 20
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--json"],
-                                      environment: try await credentials(bob))
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", bob, "--json"],
+            environment: try await credentials(bob))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
         }
@@ -145,8 +152,9 @@ final class CommandLineHabitsTests: RelayTestCase {
         let password = TestRelay.password(for: alice) + "\n"
         let base = ["send", "--server", server, "--user", alice, "--to", bob]
         for file in ["-", "/dev/stdin"] {
-            let send = try ChildProcess("simp", base + ["--password-file", file, "from \(file)"],
-                                        standardInput: FileHandle(forReadingFrom: try self.file("stdin", password)))
+            let send = try ChildProcess(
+                "simp", base + ["--password-file", file, "from \(file)"],
+                standardInput: FileHandle(forReadingFrom: try self.file("stdin", password)))
             let status = await send.exitStatus()
             XCTAssertEqual(status, 0, "--password-file \(file): \(send.standardError)")
         }
@@ -216,7 +224,9 @@ final class CommandLineHabitsTests: RelayTestCase {
 
 /// `--version`, `--help` and the relay's config, environment and start-up errors.
 final class ExecutableBasicsTests: XCTestCase {
-    func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, out: String, err: String) {
+    func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (
+        status: Int32, out: String, err: String
+    ) {
         let child = try ChildProcess(executable, arguments, environment: environment)
         let status = await child.exitStatus()
         return (status ?? -1, child.standardOutput, child.standardError)

@@ -2,10 +2,10 @@ import Foundation
 import SIMPClient
 import SIMPCommandLine
 import SIMPCore
+import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// The `simp` and `simp-server` executables, run as a user would run them.
 final class CommandLineTests: RelayTestCase {
@@ -30,12 +30,14 @@ final class CommandLineTests: RelayTestCase {
         let passwordFile = FileManager.default.temporaryDirectory.appendingPathComponent("simp-pw-\(bob)")
         try (TestRelay.password(for: bob) + "\n").write(to: passwordFile, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: passwordFile) }
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--password-file", passwordFile.path, "--json", "--count", "1"])
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", bob, "--password-file", passwordFile.path, "--json", "--count", "1"])
         let registered = try await waitForRegistration(of: bob)
         XCTAssertTrue(registered, listen.standardError)
 
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "hello from the CLI"],
-                                    environment: try await credentials(alice))
+        let send = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "hello from the CLI"],
+            environment: try await credentials(alice))
 
         let sendStatus = await send.exitStatus()
         XCTAssertEqual(sendStatus, 0, send.standardError)
@@ -60,8 +62,9 @@ final class CommandLineTests: RelayTestCase {
     func testSendToUnknownUserExitsNonZeroWithOneLine() async throws {
         let nobody = TestRelay.uniqueUser("nobody")
         let alice = TestRelay.uniqueUser("alice")
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", nobody, "hi"],
-                                    environment: try await credentials(alice))
+        let send = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", nobody, "hi"],
+            environment: try await credentials(alice))
 
         let status = await send.exitStatus()
         XCTAssertEqual(status, 1)
@@ -73,10 +76,12 @@ final class CommandLineTests: RelayTestCase {
     func testAWrongPasswordOrNoneExitsNonZeroWithOneLine() async throws {
         let alice = TestRelay.uniqueUser("alice")
         try await relay.addUser(alice)
-        let wrong = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
-                                     environment: [PasswordInput.environmentVariable: "not it"])
-        let none = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
-                                    environment: [PasswordInput.environmentVariable: ""])
+        let wrong = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
+            environment: [PasswordInput.environmentVariable: "not it"])
+        let none = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", "bob", "hi"],
+            environment: [PasswordInput.environmentVariable: ""])
 
         let (wrongStatus, noneStatus) = (await wrong.exitStatus(), await none.exitStatus())
         XCTAssertEqual(wrongStatus, 1)
@@ -110,9 +115,11 @@ final class ServerCommandTests: XCTestCase {
         let inspector = RedisClient(url: redis.url)
         let port = try FreePort.tcp()
         let relayId = "relay-test-\(UInt32.random(in: .min ... .max))"
-        let server = try ChildProcess("simp-server", [
-            "--port", String(port), "--udp-port", "0", "--redis", redis.url.description, "--relay-id", relayId,
-        ])
+        let server = try ChildProcess(
+            "simp-server",
+            [
+                "--port", String(port), "--udp-port", "0", "--redis", redis.url.description, "--relay-id", relayId,
+            ])
         let started = try await Eventually.holds(within: .seconds(10)) {
             try await inspector.command(["EXISTS", "simp:relay:\(relayId)"]).integer == 1
         }
@@ -120,8 +127,9 @@ final class ServerCommandTests: XCTestCase {
         XCTAssertTrue(server.standardError.contains("relay listening"), server.standardError)
 
         let bob = TestRelay.uniqueUser("bob")
-        let add = try ChildProcess("simp-server", ["user", "add", bob, "--redis", redis.url.description, "--iterations", "4096"],
-                                   environment: [PasswordInput.environmentVariable: "bob's secret"])
+        let add = try ChildProcess(
+            "simp-server", ["user", "add", bob, "--redis", redis.url.description, "--iterations", "4096"],
+            environment: [PasswordInput.environmentVariable: "bob's secret"])
         let addStatus = await add.exitStatus()
         XCTAssertEqual(addStatus, 0, add.standardError)
         XCTAssertEqual(add.standardOutput, "user \(bob) added in \(redis.url)\n")
@@ -148,8 +156,9 @@ final class ServerCommandTests: XCTestCase {
         defer { Task { await redis.stop() } }
         let user = TestRelay.uniqueUser("carol")
         func run(_ arguments: [String], password: String = "four words of carol") async throws -> (status: Int32?, out: String, err: String) {
-            let process = try ChildProcess("simp-server", ["user"] + arguments + ["--redis", redis.url.description],
-                                           environment: [PasswordInput.environmentVariable: password])
+            let process = try ChildProcess(
+                "simp-server", ["user"] + arguments + ["--redis", redis.url.description],
+                environment: [PasswordInput.environmentVariable: password])
             let status = await process.exitStatus()
             return (status, process.standardOutput, process.standardError)
         }
@@ -166,8 +175,10 @@ final class ServerCommandTests: XCTestCase {
         let removedAgain = try await run(["remove", user])
 
         XCTAssertEqual(weak.status, 1)
-        XCTAssertEqual(weak.err, "simp-server user add: refused a weak password for \(user): it has 1 character; at least 10 are needed "
-                       + "(a passphrase of a few words is strong; --allow-weak accepts it anyway)\n")
+        XCTAssertEqual(
+            weak.err,
+            "simp-server user add: refused a weak password for \(user): it has 1 character; at least 10 are needed "
+                + "(a passphrase of a few words is strong; --allow-weak accepts it anyway)\n")
         XCTAssertEqual(added.status, 0, added.err)
         XCTAssertEqual(weakAllowed.out, "password of \(user) replaced in \(redis.url)\n", weakAllowed.err)
         XCTAssertEqual(again.status, 1)
@@ -203,8 +214,9 @@ final class MessageFormattingTests: XCTestCase {
     }
 
     func testConnectionStateNotices() {
-        XCTAssertEqual(MessageFormatting.stateLine(.reconnecting(attempt: 2, delay: .milliseconds(1840))),
-                       "relay unreachable; reconnecting in 1.8 s (attempt 2)")
+        XCTAssertEqual(
+            MessageFormatting.stateLine(.reconnecting(attempt: 2, delay: .milliseconds(1840))),
+            "relay unreachable; reconnecting in 1.8 s (attempt 2)")
         XCTAssertEqual(MessageFormatting.stateLine(.connected(relayId: "r7")), "connected (relay r7)")
         XCTAssertNil(MessageFormatting.stateLine(.connecting))
     }
@@ -218,8 +230,12 @@ final class MessageFormattingTests: XCTestCase {
 
     func testSeveralServersAreTriedInTheGivenOrder() throws {
         let servers = try MessageFormatting.parseServers("127.0.0.1:7600, [::1]:7700,relay-c:7800")
-        XCTAssertEqual(servers, [RelayEndpoint(host: "127.0.0.1", port: 7600), RelayEndpoint(host: "::1", port: 7700),
-                                 RelayEndpoint(host: "relay-c", port: 7800)])
+        XCTAssertEqual(
+            servers,
+            [
+                RelayEndpoint(host: "127.0.0.1", port: 7600), RelayEndpoint(host: "::1", port: 7700),
+                RelayEndpoint(host: "relay-c", port: 7800),
+            ])
         let configuration = ClientConfiguration(servers: servers, user: "alice")
         XCTAssertEqual(configuration.servers, servers)
         XCTAssertEqual(configuration.serverPort, 7600)

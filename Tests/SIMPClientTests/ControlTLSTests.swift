@@ -89,8 +89,10 @@ final class ControlTLSTests: XCTestCase {
                 _ = try await connect(to: refused)
                 XCTFail("\(refused) accepted a certificate for \(altName) only")
             } catch SIMPClientError.cannotConnect(let reason) {
-                XCTAssertTrue(reason.contains("TLS with \(refused):\(relay.port) failed: the relay's certificate is not valid for \(refused) (it names \(altName);"),
-                              reason)
+                XCTAssertTrue(
+                    reason.contains(
+                        "TLS with \(refused):\(relay.port) failed: the relay's certificate is not valid for \(refused) (it names \(altName);"),
+                    reason)
             }
             _ = try await connect(to: accepted) // logged in over TLS: the certificate names it
             await relay.stopKeepingRedis()

@@ -79,8 +79,9 @@ final class CrashSafetyTests: StoryProcessTestCase {
         XCTAssertTrue(toldDelivered, "a stored message never reported delivered")
         let discarded = await notices.notices.filter { if case .discarded = $0 { return true } else { return false } }
         XCTAssertEqual(discarded, [])
-        print("crash-safety two devices: the laptop printed \(beforeKill) before the kill, \(printed(by: [laptopAgain]).count) after; "
-              + "the phone \(printed(by: [phone]).count); outcomes \(summary)")
+        print(
+            "crash-safety two devices: the laptop printed \(beforeKill) before the kill, \(printed(by: [laptopAgain]).count) after; "
+                + "the phone \(printed(by: [phone]).count); outcomes \(summary)")
     }
 
     /// Story: bob's `simp chat` (reading a script from a pipe) is killed after its history has
@@ -171,8 +172,9 @@ final class CrashSafetyTests: StoryProcessTestCase {
         let sendArguments = ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob]
 
         receiver.signal(SIGSTOP) // no receipts for now: the sender has messages in flight when killed
-        let first = try ChildProcess("simp", sendArguments + ["--lines"], environment: environment,
-                                     standardInput: try FileHandle(forReadingFrom: input))
+        let first = try ChildProcess(
+            "simp", sendArguments + ["--lines"], environment: environment,
+            standardInput: try FileHandle(forReadingFrom: input))
         children.append(first)
         let halfSubmitted = await Eventually.holds(within: .seconds(30)) { Self.submittedIds(first.standardOutput).count >= Self.total / 2 }
         first.signal(SIGKILL)
@@ -195,8 +197,9 @@ final class CrashSafetyTests: StoryProcessTestCase {
         // Submitted but not yet flushed to stdout when killed: in the outbox too, so these may arrive (once).
         try await assertEveryMessageOnce(Array(texts.prefix(submitted.count)) + ["after the crash"], allowing: texts, printedBy: [receiver])
         XCTAssertEqual(try Outbox(home: home, user: alice, device: "desk").count, 0, "everything settled leaves the outbox")
-        print("crash-safety sender: \(submitted.count) submitted before the kill, \(leftInOutbox) left in the outbox, "
-              + "the next simp send took \(String(format: "%.1f", took)) s")
+        print(
+            "crash-safety sender: \(submitted.count) submitted before the kill, \(leftInOutbox) left in the outbox, "
+                + "the next simp send took \(String(format: "%.1f", took)) s")
     }
 
     // MARK: - Helpers

@@ -86,8 +86,9 @@ final class DeliveredRecordTests: XCTestCase {
         let first = try printer()
         XCTAssertEqual([1, 2, 2, 3].map { first.print(message($0)) }, [true, true, false, true])
         let second = try printer(limit: 2)
-        XCTAssertEqual([2, 3, 4, 3, 5, 6].map { second.print(message($0)) }, [false, false, true, false, true, false],
-                       "copies are skipped and do not count towards the limit")
+        XCTAssertEqual(
+            [2, 3, 4, 3, 5, 6].map { second.print(message($0)) }, [false, false, true, false, true, false],
+            "copies are skipped and do not count towards the limit")
         XCTAssertEqual(lines.withLock { $0 }, ["m1", "m2", "m3", "m4", "m5"])
     }
 

@@ -84,8 +84,9 @@ final class DeviceSessionTests: ClientHomeTestCase {
         await (try await relay.connectClient(user: carol)).close() // known to the relay, now offline: stored
 
         // What an earlier process left: saved before its first transmission, never receipted.
-        let left = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob,
-                               content: "from before", time: WallClock.millisecondsSinceEpoch())
+        let left = SIMPMessage(
+            kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob,
+            content: "from before", time: WallClock.millisecondsSinceEpoch())
         try outbox.save(left)
         let sender = try await relay.connectClient(user: alice) { $0.outbox = outbox }
         let (resent, unreadable) = try await sender.resendOutbox()
@@ -113,8 +114,9 @@ final class DeviceSessionTests: ClientHomeTestCase {
         try Outbox(home: home, user: alice, device: "desk").save(left)
         let environment = try await environment(alice)
 
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "now"],
-                                    environment: environment)
+        let send = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "now"],
+            environment: environment)
         let status = await send.exitStatus()
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(send.standardError.contains("resending 1 message left in the outbox by an earlier simp"), send.standardError)
@@ -125,14 +127,16 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let received = await bobInbox.messages.map(\.content)
         XCTAssertEqual(received.filter { $0 == "left behind" }.count, 1, "\(received)")
 
-        let again = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "once more"],
-                                     environment: environment)
+        let again = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "once more"],
+            environment: environment)
         let againStatus = await again.exitStatus()
         XCTAssertEqual(againStatus, 0, again.standardError)
         XCTAssertFalse(again.standardError.contains("resending"), again.standardError)
         try Outbox(home: home, user: alice, device: "desk").save(left)
-        let elsewhere = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "phone", "--to", bob, "from the phone"],
-                                         environment: environment)
+        let elsewhere = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "phone", "--to", bob, "from the phone"],
+            environment: environment)
         let elsewhereStatus = await elsewhere.exitStatus()
         XCTAssertEqual(elsewhereStatus, 0, elsewhere.standardError)
         XCTAssertFalse(elsewhere.standardError.contains("resending"), "another device's outbox is not this one's: \(elsewhere.standardError)")
@@ -146,8 +150,9 @@ final class DeviceSessionTests: ClientHomeTestCase {
         try await silentBob.connect(port: relay.port)
         try await silentBob.login(user: bob, password: TestRelay.password(for: bob), udpPort: 9)
         let environment = try await environment(alice)
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
-                                    environment: environment)
+        let send = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
+            environment: environment)
         let outbox = try Outbox(home: home, user: alice, device: "desk")
         let saved = await Eventually.holds(within: .seconds(10)) { outbox.count == 1 }
         XCTAssertTrue(saved, send.standardError)
@@ -159,8 +164,9 @@ final class DeviceSessionTests: ClientHomeTestCase {
         await silentBob.close()
 
         let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
-        let next = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "and this"],
-                                    environment: environment)
+        let next = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "and this"],
+            environment: environment)
         let status = await next.exitStatus()
         XCTAssertEqual(status, 0, next.standardError)
         XCTAssertTrue(next.standardError.contains("earlier message \(id) to \(bob): delivered in"), next.standardError)
@@ -178,9 +184,12 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
         let left = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob, content: "via listen")
         try Outbox(home: home, user: alice, device: "box").save(left)
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", alice, "--device", "box"],
-                                      environment: try await environment(alice))
-        let told = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("earlier message \(left.messageId) to \(bob): delivered in") }
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", alice, "--device", "box"],
+            environment: try await environment(alice))
+        let told = await Eventually.holds(within: .seconds(10)) {
+            listen.standardError.contains("earlier message \(left.messageId) to \(bob): delivered in")
+        }
         XCTAssertTrue(told, listen.standardError)
         XCTAssertTrue(listen.standardError.contains("resending 1 message(s) left in the outbox by an earlier simp"), listen.standardError)
         let arrived = await bobInbox.waitFor(1)
@@ -218,7 +227,8 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let clash = try ChildProcess("simp", ["send", "--server", server, "--user", dave, "--to", dave, "x"], environment: environment)
         let clashStatus = await clash.exitStatus()
         XCTAssertEqual(clashStatus, 1)
-        XCTAssertTrue(clash.standardError.hasPrefix("simp: device \"from-config\" of \(dave) is in use by another running simp (process "), clash.standardError)
+        XCTAssertTrue(
+            clash.standardError.hasPrefix("simp: device \"from-config\" of \(dave) is in use by another running simp (process "), clash.standardError)
         XCTAssertTrue(clash.standardError.hasSuffix("); give another --device NAME\n"), clash.standardError)
 
         let typed = try ChildProcess("simp", ["listen", "--server", server, "--user", dave, "--device", "bad/name"], environment: environment)

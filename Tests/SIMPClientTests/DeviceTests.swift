@@ -20,11 +20,13 @@ final class DeviceTests: XCTestCase {
             XCTAssertNil(DeviceName.problem(with: good), good)
         }
         XCTAssertEqual(DeviceName.problem(with: ""), "a device name must not be empty")
-        XCTAssertEqual(DeviceName.problem(with: String(repeating: "x", count: 65)),
-                       "device name \"\(String(repeating: "x", count: 65))\" is longer than 64 bytes")
+        XCTAssertEqual(
+            DeviceName.problem(with: String(repeating: "x", count: 65)),
+            "device name \"\(String(repeating: "x", count: 65))\" is longer than 64 bytes")
         for bad in ["my phone", "laptop/1", "tél", "a:b", "日本"] {
-            XCTAssertEqual(DeviceName.problem(with: bad),
-                           "device name \"\(bad)\" may only contain letters A-Z and a-z, digits, '.', '_' and '-'", bad)
+            XCTAssertEqual(
+                DeviceName.problem(with: bad),
+                "device name \"\(bad)\" may only contain letters A-Z and a-z, digits, '.', '_' and '-'", bad)
         }
     }
 

@@ -16,8 +16,9 @@ final class ListenCountTests: StoryProcessTestCase {
         let texts = (1...6).map { "m\($0)" }
         for text in texts { _ = try await sender.send(text: text, to: bob) } // bob is offline: stored
 
-        let counted = try ChildProcess("simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--count", "2"],
-                                       environment: bobsEnvironment)
+        let counted = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--count", "2"],
+            environment: bobsEnvironment)
         children.append(counted)
         let status = await counted.exitStatus()
         XCTAssertEqual(status, 0, counted.standardError)

@@ -65,7 +65,9 @@ final class OperatorCommandTests: RelayTestCase {
         let states = StateLog(client)
         let ended = try await serverCommand(["sessions", "end", erin])
         XCTAssertEqual(ended.status, 0, ended.err)
-        let back = await Eventually.holds(within: .seconds(10)) { await states.all.filter { if case .connected = $0 { true } else { false } }.count >= 2 }
+        let back = await Eventually.holds(within: .seconds(10)) {
+            await states.all.filter { if case .connected = $0 { true } else { false } }.count >= 2
+        }
         let seen = await states.all
         XCTAssertTrue(back, "the ended session logs in again: \(seen)")
         let stopped = await client.stopped

@@ -37,8 +37,9 @@ final class OutageTests: StoryProcessTestCase {
         let refused = try await rateLimitRefusals(metricsPort)
         XCTAssertEqual(refused, 0, "content refused for alice's rate")
         let counts = try await proxy.counts()
-        print("story 6 blackout: \(total) messages, proxy saw \(counts.seen) content datagrams and dropped \(counts.dropped); "
-              + "relay refusals \(refused); \(await outcomes.summary)")
+        print(
+            "story 6 blackout: \(total) messages, proxy saw \(counts.seen) content datagrams and dropped \(counts.dropped); "
+                + "relay refusals \(refused); \(await outcomes.summary)")
         await sender.close()
         await receiver.close()
         await proxy.stop()
@@ -118,9 +119,11 @@ final class OutageTests: StoryProcessTestCase {
     }
 
     /// Every text printed once, in the order sent; every outcome known and delivered.
-    private func assertDeliveredOnceInOrder(_ texts: [String], outcomes: Outcomes, within limit: TimeAmount,
-                                            file: StaticString = #filePath, line: UInt = #line,
-                                            received: () async -> [String]) async throws {
+    private func assertDeliveredOnceInOrder(
+        _ texts: [String], outcomes: Outcomes, within limit: TimeAmount,
+        file: StaticString = #filePath, line: UInt = #line,
+        received: () async -> [String]
+    ) async throws {
         try await assertEveryMessageOnce(texts, within: limit, file: file, line: line, received: received)
         let seen = await received()
         let position = Dictionary(uniqueKeysWithValues: texts.enumerated().map { ($1, $0) })

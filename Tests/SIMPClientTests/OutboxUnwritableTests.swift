@@ -19,8 +19,9 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         ])
         _ = try await environment(bob)
         let server = "127.0.0.1:\(port)"
-        let first = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "first"],
-                                     environment: try await environment(alice))
+        let first = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "first"],
+            environment: try await environment(alice))
         children.append(first)
         let status = await first.exitStatus()
         XCTAssertEqual(status, 0, first.standardError)

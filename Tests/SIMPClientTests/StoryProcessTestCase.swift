@@ -21,8 +21,9 @@ class StoryProcessTestCase: ClientHomeTestCase {
 
     /// Starts `simp listen` for `user` on `device` and waits until it is listening.
     func startListening(_ user: String, server: String, device: String = "phone") async throws -> ChildProcess {
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", user, "--device", device],
-                                      environment: try await environment(user))
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", user, "--device", device],
+            environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
@@ -49,7 +50,8 @@ class StoryProcessTestCase: ClientHomeTestCase {
         guard let data = FileManager.default.contents(atPath: file.path) else { return [] }
         return data.split(separator: UInt8(ascii: "\n")).compactMap { line in
             guard let entry = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
-                  entry["status"] == nil, entry["from"] as? String != user else { return nil }
+                entry["status"] == nil, entry["from"] as? String != user
+            else { return nil }
             return entry["text"] as? String
         }
     }
@@ -80,9 +82,11 @@ class StoryProcessTestCase: ClientHomeTestCase {
 
     /// Waits until every one of `texts` was printed, waits a little more for late copies, and
     /// checks each was printed exactly once, and nothing else was but `allowed` ones, at most once.
-    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
-                                within limit: TimeAmount = .seconds(40), killed: ChildProcess? = nil,
-                                file: StaticString = #filePath, line: UInt = #line) async throws {
+    func assertEveryMessageOnce(
+        _ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
+        within limit: TimeAmount = .seconds(40), killed: ChildProcess? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
         let errors = runs.map(\.standardError).joined(separator: "\n---\n")
         let cutOff = killed.map { Set(printed(by: [$0]).suffix(Self.killWindow)) } ?? []
         try await assertEveryMessageOnce(texts, allowing: allowed, within: limit, context: errors, repeatable: cutOff, file: file, line: line) {
@@ -99,10 +103,12 @@ class StoryProcessTestCase: ClientHomeTestCase {
     static let killWindow = 1
 
     /// The same check of what `received()` returns (the texts an application got, in order).
-    func assertEveryMessageOnce(_ texts: [String], allowing allowed: [String] = [], within limit: TimeAmount = .seconds(40),
-                                context: @autoclosure () -> String = "", repeatable: Set<String> = [],
-                                file: StaticString = #filePath, line: UInt = #line,
-                                received: () async -> [String]) async throws {
+    func assertEveryMessageOnce(
+        _ texts: [String], allowing allowed: [String] = [], within limit: TimeAmount = .seconds(40),
+        context: @autoclosure () -> String = "", repeatable: Set<String> = [],
+        file: StaticString = #filePath, line: UInt = #line,
+        received: () async -> [String]
+    ) async throws {
         let all = await Eventually.holds(within: limit) { Set(await received()).isSuperset(of: texts) }
         try await Task.sleep(nanoseconds: 1_500_000_000) // copies that are still on their way
         let seen = await received()
@@ -150,8 +156,10 @@ actor Outcomes {
 
 /// Submits `total` messages "TAG N" to `user`, one every `interval`, recording each outcome;
 /// returns the texts. `beforeEach(N)` runs before message N is submitted.
-func sendPaced(_ total: Int, from client: SIMPClient, to user: String, tag: String, every interval: TimeAmount = .milliseconds(8),
-               into outcomes: Outcomes, beforeEach: @Sendable (Int) async -> Void = { _ in }) async throws -> [String] {
+func sendPaced(
+    _ total: Int, from client: SIMPClient, to user: String, tag: String, every interval: TimeAmount = .milliseconds(8),
+    into outcomes: Outcomes, beforeEach: @Sendable (Int) async -> Void = { _ in }
+) async throws -> [String] {
     var texts: [String] = []
     let start = NIODeadline.now()
     for number in 1...total {

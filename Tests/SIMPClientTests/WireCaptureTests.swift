@@ -11,8 +11,11 @@ final class WireCaptureTests: XCTestCase {
     func testAChatOverTLSShowsNothingInClear() async throws {
         let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let capture = try await captureChat { $0.tls = ControlTLSFiles(certificatePath: certificates.certificateFile, keyPath: certificates.keyFile) }
-            client: { $0.tls = ClientTLS(caFile: certificates.caFile) }
+        let capture = try await captureChat {
+            $0.tls = ControlTLSFiles(certificatePath: certificates.certificateFile, keyPath: certificates.keyFile)
+        } client: {
+            $0.tls = ClientTLS(caFile: certificates.caFile)
+        }
 
         for secret in capture.secrets {
             XCTAssertFalse(capture.control.contains(secret), "\"\(secret)\" in clear on TCP")
@@ -23,7 +26,9 @@ final class WireCaptureTests: XCTestCase {
     /// The same capture without TLS: the control channel shows them (so the capture sees what
     /// passes), the datagrams still do not.
     func testWithoutTLSTheControlChannelShowsNamesButDatagramsDoNot() async throws {
-        let capture = try await captureChat { _ in } client: { _ in }
+        let capture = try await captureChat { _ in
+        } client: { _ in
+        }
 
         XCTAssertTrue(capture.secrets.contains { capture.control.contains($0) }, "a plain control channel carries user names")
         for secret in capture.secrets {

@@ -51,8 +51,10 @@ final class BatchReceiptTests: XCTestCase {
 
     func testMalformedBatchesDoNotDecode() throws {
         XCTAssertEqual(try decodeBatch(deltas: [10, 1, 1]).receiptIds, [10, 11, 12])
-        for (deltas, why) in [([10, 0, 1], "an id twice"), ([0, 1], "id 0"), ([.max, 1], "past 2^64 - 1"),
-                              (Array(repeating: 1, count: SIMPMessage.maxReceiptIds + 1), "too many ids")] as [([UInt64], String)] {
+        for (deltas, why) in [
+            ([10, 0, 1], "an id twice"), ([0, 1], "id 0"), ([.max, 1], "past 2^64 - 1"),
+            (Array(repeating: 1, count: SIMPMessage.maxReceiptIds + 1), "too many ids"),
+        ] as [([UInt64], String)] {
             XCTAssertThrowsError(try decodeBatch(deltas: deltas), why) { XCTAssertEqual($0 as? DecodeError, .invalidReceiptIds, why) }
         }
         XCTAssertEqual(try decodeBatch(deltas: Array(repeating: 1, count: SIMPMessage.maxReceiptIds)).receiptIds.count, SIMPMessage.maxReceiptIds)
@@ -265,8 +267,8 @@ final class BatchReceiptTests: XCTestCase {
     }
 }
 
-private extension SenderEvent {
-    var messageId: UInt64 {
+extension SenderEvent {
+    fileprivate var messageId: UInt64 {
         switch self {
         case .delivered(let id, _, _, _), .failed(let id, _, _): id
         }

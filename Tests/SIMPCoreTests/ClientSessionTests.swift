@@ -67,8 +67,9 @@ final class ClientSessionTests: XCTestCase {
 
         XCTAssertEqual(lost, plannedReconnect(attempt: 1, after: .seconds(1)), "the whole output: only the plan")
         XCTAssertEqual(client.connectAttemptFailed(random: 0.5), plannedReconnect(attempt: 2, after: .seconds(2)))
-        XCTAssertNotEqual(plannedReconnect(attempt: 1, after: .seconds(1)), plannedReconnect(attempt: 1, after: .seconds(2)),
-                          "outputs that differ only in the plan's delay are not equal")
+        XCTAssertNotEqual(
+            plannedReconnect(attempt: 1, after: .seconds(1)), plannedReconnect(attempt: 1, after: .seconds(2)),
+            "outputs that differ only in the plan's delay are not equal")
         XCTAssertEqual(client.poll(now: t0 + .seconds(100)).datagrams, [], "nothing retried or given up while down")
         let back = client.registered(keys: keys, now: t0 + .seconds(100))
         XCTAssertEqual(back.datagrams.filter(\.kind.isContent).map(\.attempt), [2], "the unreceipted message is sent again")
@@ -231,7 +232,9 @@ final class ClientSessionReceiptTests: XCTestCase {
         var output = client.datagramReceived(message(1), arrivedAt: t0, now: t0)
         XCTAssertEqual(output.delivered.map(\.content), ["1", "2"])
         var taken: [String] = []
-        client.handOver(&output) { taken.append($0.content); return true }
+        client.handOver(&output) {
+            taken.append($0.content); return true
+        }
         XCTAssertEqual(taken, ["1"], "one message, the limit")
         XCTAssertEqual(output.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [51], "no final receipt for seq 2: it comes again")
         XCTAssertFalse(client.takesMessages)

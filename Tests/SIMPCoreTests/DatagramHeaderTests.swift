@@ -1,12 +1,14 @@
 import NIOCore
-@testable import SIMPCore
 import XCTest
+
+@testable import SIMPCore
 
 /// The relay's header fast path must agree with the full protobuf-c decoder whenever it answers.
 final class DatagramHeaderTests: XCTestCase {
     func sample() -> SIMPMessage {
-        var message = SIMPMessage(kind: .text, messageId: 1_795_255_557_287_153, fromUser: "alice", toUser: "bob",
-                                  content: "hello", time: 1_700_000_000_000)
+        var message = SIMPMessage(
+            kind: .text, messageId: 1_795_255_557_287_153, fromUser: "alice", toUser: "bob",
+            content: "hello", time: 1_700_000_000_000)
         message.attempt = 3
         return message
     }
@@ -39,14 +41,16 @@ final class DatagramHeaderTests: XCTestCase {
 
     func testFieldOrderRepeatsAndUnknownFieldsFollowProtobufRules() {
         // toUser twice (the last wins), fields out of order, unknown fields 2000 of each wire type.
-        let encoded: [UInt8] = [0x3a, 0x01, 0x78, // toUser "x"
-                                0x80, 0x7d, 0x05, // field 2000 varint
-                                0x81, 0x7d, 1, 2, 3, 4, 5, 6, 7, 8, // field 2000 fixed64
-                                0x82, 0x7d, 0x02, 0x41, 0x42, // field 2000 bytes
-                                0x85, 0x7d, 1, 2, 3, 4, // field 2000 fixed32
-                                0x32, 0x01, 0x61, // fromUser "a"
-                                0x3a, 0x01, 0x62, // toUser "b"
-                                0x10, 0x07, 0x08, 0x01] // messageId 7, version 1
+        let encoded: [UInt8] = [
+            0x3a, 0x01, 0x78, // toUser "x"
+            0x80, 0x7d, 0x05, // field 2000 varint
+            0x81, 0x7d, 1, 2, 3, 4, 5, 6, 7, 8, // field 2000 fixed64
+            0x82, 0x7d, 0x02, 0x41, 0x42, // field 2000 bytes
+            0x85, 0x7d, 1, 2, 3, 4, // field 2000 fixed32
+            0x32, 0x01, 0x61, // fromUser "a"
+            0x3a, 0x01, 0x62, // toUser "b"
+            0x10, 0x07, 0x08, 0x01,
+        ] // messageId 7, version 1
         let header = parse(encoded)
         XCTAssertEqual(header, DatagramHeader(version: 1, messageId: 7, kind: .text, fromUser: "a", toUser: "b"))
         XCTAssertEqual(header, (try? MessageCodec.decode(ByteBuffer(bytes: encoded))).map(DatagramHeader.init))
@@ -62,10 +66,12 @@ final class DatagramHeaderTests: XCTestCase {
         let unpacked: [UInt8] = [0x08, 0x01, 0x40, 0x04, 0x90, 0x03, 0x03, 0x90, 0x03, 0x06]
         XCTAssertEqual(parse(unpacked), (try? MessageCodec.decode(ByteBuffer(bytes: unpacked))).map(DatagramHeader.init))
         XCTAssertNotNil(parse(unpacked))
-        for (bad, why) in [([0x92, 0x03, 0x02, 0x03, 0x00], "a zero difference"),
-                           ([0x92, 0x03, 0x02, 0x03, 0x80], "a run that ends inside a varint"),
-                           ([0x90, 0x03, 0x01, 0x90, 0x03, 0x00], "an unpacked zero"),
-                           ([0x91, 0x03, 1, 2, 3, 4, 5, 6, 7, 8], "field 50 as fixed64")] as [([UInt8], String)] {
+        for (bad, why) in [
+            ([0x92, 0x03, 0x02, 0x03, 0x00], "a zero difference"),
+            ([0x92, 0x03, 0x02, 0x03, 0x80], "a run that ends inside a varint"),
+            ([0x90, 0x03, 0x01, 0x90, 0x03, 0x00], "an unpacked zero"),
+            ([0x91, 0x03, 1, 2, 3, 4, 5, 6, 7, 8], "field 50 as fixed64"),
+        ] as [([UInt8], String)] {
             XCTAssertNil(parse(bad), why)
             XCTAssertThrowsError(try MessageCodec.decode(ByteBuffer(bytes: bad)), why)
         }

@@ -21,9 +21,9 @@ final class DedupeWindowTests: XCTestCase {
     func testIdsOlderThanWindowAreTooOld() {
         var window = DedupeWindow(size: 64)
         XCTAssertEqual(window.accept(100), .deliver)
-        XCTAssertEqual(window.accept(36), .tooOld)   // 100 - 36 == size
+        XCTAssertEqual(window.accept(36), .tooOld) // 100 - 36 == size
         XCTAssertEqual(window.accept(1), .tooOld)
-        XCTAssertEqual(window.accept(37), .deliver)  // the oldest id still inside
+        XCTAssertEqual(window.accept(37), .deliver) // the oldest id still inside
         XCTAssertEqual(window.accept(37), .duplicate)
     }
 

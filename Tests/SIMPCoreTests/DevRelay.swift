@@ -37,8 +37,10 @@ struct DevRelay {
     var core: RelayCore
     private(set) var clients: [String: Client] = [:]
 
-    init(relayId: String = "r1", udpPort: Int = 7000, seed: UInt64 = 1, now: NIODeadline = DevRelay.t0,
-         configure: (inout RelayCore.Configuration) -> Void = { _ in }) {
+    init(
+        relayId: String = "r1", udpPort: Int = 7000, seed: UInt64 = 1, now: NIODeadline = DevRelay.t0,
+        configure: (inout RelayCore.Configuration) -> Void = { _ in }
+    ) {
         var configuration = RelayCore.Configuration(relayId: relayId, udpPort: udpPort)
         configuration.requireLogin = false
         configure(&configuration)
@@ -116,16 +118,19 @@ struct DevRelay {
         _ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0, acceptsBatchReceipts: Bool = true
     ) -> [RelayAction] {
         _ = open(connection, peer: peer, now: now)
-        let registering = control(Self.connectMessage(user, udpPort: port, acceptsBatchReceipts: acceptsBatchReceipts), on: connection, peer: peer, now: now)
-        XCTAssertEqual(registering.last, .store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection)),
-                       "CONNECT registers \(user)")
+        let registering = control(
+            Self.connectMessage(user, udpPort: port, acceptsBatchReceipts: acceptsBatchReceipts), on: connection, peer: peer, now: now)
+        XCTAssertEqual(
+            registering.last, .store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection)),
+            "CONNECT registers \(user)")
         return complete(user, on: connection, port: port, peer: peer, now: now)
     }
 
     /// The store wrote the registration of `user`'s CONNECT on `connection`; keeps the session
     /// keys from CONNECTED as the client would. Returns the actions of the completion.
     @discardableResult
-    mutating func complete(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+    mutating func complete(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction]
+    {
         let register = StoreRequest.register(registration(user, on: connection, port: port, peer: peer), connection: connection)
         let actions = answer(register, .success(.done), now: now)
         guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
@@ -139,9 +144,13 @@ struct DevRelay {
             expected: DatagramSealer(keys: keys, direction: .downlink))
         // The client says HELLO, as a real one does: the relay answers and reads its inbox now.
         let hello = send(SIMPMessage(kind: .hello, fromUser: user), now: now)
-        XCTAssertEqual(hello, [.store(.loadInbox(user: user)),
-                               reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address)],
-                       "HELLO starts \(user)'s inbox")
+        XCTAssertEqual(
+            hello,
+            [
+                .store(.loadInbox(user: user)),
+                reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address),
+            ],
+            "HELLO starts \(user)'s inbox")
         // The store finds nothing stored (tests that store something answer the read again).
         XCTAssertEqual(answer(.loadInbox(user: user), .success(.inboxLoaded([], wallNow: 0)), now: now), [])
         return actions
@@ -162,9 +171,11 @@ struct DevRelay {
 
     /// What a development relay does once the store has `user`'s registration.
     func registeredActions(_ user: String) -> [RelayAction] {
-        [.send(clients[user]!.connection, connected(user)),
-         .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
-         .store(.recordPresence(user: user, online: true))]
+        [
+            .send(clients[user]!.connection, connected(user)),
+            .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
+            .store(.recordPresence(user: user, online: true)),
+        ]
     }
 
     /// `user`'s control connection.

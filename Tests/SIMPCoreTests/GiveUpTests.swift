@@ -88,10 +88,12 @@ final class GiveUpTests: XCTestCase {
 
         let events = run(&sender, until: t0 + .seconds(45)).events
 
-        XCTAssertEqual(events, [
-            .failed(messageId: second, to: "bob", .expired(after: .seconds(30), attempts: 0)),
-            .failed(messageId: first, to: "bob", .expired(after: .seconds(30), attempts: events.last.flatMap(Self.attempts) ?? -1)),
-        ], "the waiting one fails at its time; the one in flight when its last transmission goes unanswered")
+        XCTAssertEqual(
+            events,
+            [
+                .failed(messageId: second, to: "bob", .expired(after: .seconds(30), attempts: 0)),
+                .failed(messageId: first, to: "bob", .expired(after: .seconds(30), attempts: events.last.flatMap(Self.attempts) ?? -1)),
+            ], "the waiting one fails at its time; the one in flight when its last transmission goes unanswered")
     }
 
     private static func attempts(_ event: SenderEvent) -> Int? {
@@ -157,8 +159,9 @@ final class GiveUpTests: XCTestCase {
         XCTAssertEqual(sender.handleStored(stored, now: t0 + .seconds(31)).events.count, 1, "stored on a later try")
 
         let end = run(&sender, until: t0 + .seconds(120))
-        XCTAssertEqual(end.events, [.failed(messageId: lapsed, to: "bob", .rejected(.inboxFull, "bob's inbox is full; try again later"))],
-                       "the other fails at its time limit, with the refusal as its reason")
+        XCTAssertEqual(
+            end.events, [.failed(messageId: lapsed, to: "bob", .rejected(.inboxFull, "bob's inbox is full; try again later"))],
+            "the other fails at its time limit, with the refusal as its reason")
     }
 }
 
@@ -184,8 +187,9 @@ final class GiveUpWhileDownTests: XCTestCase {
         XCTAssertEqual(resumed.transmit.map(\.content), ["b"], "b is asked once more")
         var receipt = resumed.transmit[0]
         receipt.fromUser = "alice"
-        XCTAssertEqual(sender.handleReceipt(receipt.receipt(holdMicros: 0), now: t0 + .seconds(90) + .milliseconds(40)).events.map(Self.id),
-                       [reached.messageId], "and it was delivered after all")
+        XCTAssertEqual(
+            sender.handleReceipt(receipt.receipt(holdMicros: 0), now: t0 + .seconds(90) + .milliseconds(40)).events.map(Self.id),
+            [reached.messageId], "and it was delivered after all")
     }
 
     private static func id(_ event: SenderEvent) -> UInt64 {

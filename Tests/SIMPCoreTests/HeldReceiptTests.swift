@@ -84,8 +84,9 @@ final class HeldReceiptTests: XCTestCase {
         guard case .delivered(m2.messageId, "bob", _, 1)? = final.events.first else { return XCTFail("\(final.events)") }
         XCTAssertEqual(sender.estimator.sampleCount, 3, "the final receipt of an answered transmission is no second sample")
         XCTAssertFalse(sender.isPending(m2.messageId))
-        XCTAssertEqual(sender.poll(now: t0 + .milliseconds(1500)).transmit.map(\.messageId).filter { $0 == m3.messageId }, [],
-                       "m3's final receipt is due any moment: not sent again before an RTO")
+        XCTAssertEqual(
+            sender.poll(now: t0 + .milliseconds(1500)).transmit.map(\.messageId).filter { $0 == m3.messageId }, [],
+            "m3's final receipt is due any moment: not sent again before an RTO")
     }
 
     /// The receiver restarted while holding a message: once the gap before it is repaired, its

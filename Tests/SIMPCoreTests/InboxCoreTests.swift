@@ -20,8 +20,9 @@ final class InboxEntryTests: XCTestCase {
     func testReceiptAndMessageWithTheSameIdHaveDifferentKeys() {
         let message = SIMPMessage(kind: .text, messageId: 5, fromUser: "a", toUser: "b")
         let receipt = message.receipt(holdMicros: 0)
-        XCTAssertNotEqual(InboxEntry(message: message, storedAt: 1).dedupeKey,
-                          InboxEntry(message: SIMPMessage(kind: .receipt, messageId: 5, fromUser: "a"), storedAt: 1).dedupeKey)
+        XCTAssertNotEqual(
+            InboxEntry(message: message, storedAt: 1).dedupeKey,
+            InboxEntry(message: SIMPMessage(kind: .receipt, messageId: 5, fromUser: "a"), storedAt: 1).dedupeKey)
         XCTAssertEqual(receipt.kind, .receipt)
     }
 }
@@ -49,8 +50,10 @@ final class InboxCoreTests: XCTestCase {
     func testAMessageStoredAfterLaterOnesOfItsStreamGoesOutBeforeThem() {
         var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
         // alice's seq 1 was lost on her link and stored after 2 and 3; carol's entries keep their order.
-        let entries = [stored(12, seq: 2), stored(30, seq: 5, from: "carol"), stored(13, seq: 3),
-                       stored(31, seq: 4, from: "carol"), stored(11, seq: 1)]
+        let entries = [
+            stored(12, seq: 2), stored(30, seq: 5, from: "carol"), stored(13, seq: 3),
+            stored(31, seq: 4, from: "carol"), stored(11, seq: 1),
+        ]
         let output = inbox.loaded(user: "bob", entries: entries, wallNow: wall, now: t0)
         let sent = output.datagrams.map { "\($0.message.fromUser)#\($0.message.seq)" }
         XCTAssertEqual(sent.filter { $0.hasPrefix("alice") }, ["alice#1", "alice#2", "alice#3"])
@@ -89,10 +92,12 @@ final class InboxCoreTests: XCTestCase {
         var inbox = InboxCore(retransmit: policy(), ttlMillis: 60_000)
         let laptop = Recipient(user: "bob", device: "laptop")
         // seq 4 before the laptop became known; 6 stored for it since (in its backlog); 8 arrives live.
-        let loaded = inbox.loaded(user: laptop, entries: [stored(22, seq: 6, floor: 4)], earlier: [stored(20, seq: 4, floor: 4)], wallNow: wall, now: t0)
+        let loaded = inbox.loaded(
+            user: laptop, entries: [stored(22, seq: 6, floor: 4)], earlier: [stored(20, seq: 4, floor: 4)], wallNow: wall, now: t0)
         XCTAssertEqual(loaded.datagrams.map(\.message.floor), [6])
-        XCTAssertEqual(inbox.enqueue(stored(24, seq: 8, floor: 4), for: laptop, now: t0).datagrams.map(\.message.floor), [5],
-                       "past seq 4 only: 5 may yet be stored for the laptop, and 6 is on its way to it")
+        XCTAssertEqual(
+            inbox.enqueue(stored(24, seq: 8, floor: 4), for: laptop, now: t0).datagrams.map(\.message.floor), [5],
+            "past seq 4 only: 5 may yet be stored for the laptop, and 6 is on its way to it")
     }
 
     func testStoredMessagesGoOutInOrderWithTheirOriginalSequence() {
@@ -179,7 +184,9 @@ final class ClientSessionInboxTests: XCTestCase {
         plain.status = .delivered
         XCTAssertTrue(session.controlReceived(plain, now: t0 + .seconds(6)).notices.isEmpty, "a late duplicate receipt is no news")
         let discarded = session.controlReceived(
-            { var e = SIMPMessage.error(.inboxExpired, "gone", messageId: id, to: "alice"); e.fromUser = "bob"; return e }(),
+            {
+                var e = SIMPMessage.error(.inboxExpired, "gone", messageId: id, to: "alice"); e.fromUser = "bob"; return e
+            }(),
             now: t0 + .seconds(7))
         XCTAssertEqual(discarded.notices, [.discarded(messageId: id, to: "bob", .inboxExpired, "gone")])
     }

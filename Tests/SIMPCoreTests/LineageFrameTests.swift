@@ -39,7 +39,8 @@ final class LineageFrameTests: XCTestCase {
         XCTAssertNil(LineageFrame.detect(ByteBuffer(bytes: [0x0D, 0x00, 0x00])), "truncated fixed32")
         XCTAssertNil(LineageFrame.detect(ByteBuffer(bytes: [0x10, 0x2A])), "no version at all")
         XCTAssertNil(LineageFrame.detect(ByteBuffer(bytes: [0x0B, 0x0D, 0x00, 0x00, 0x80, 0x3F])), "a group")
-        XCTAssertNil(LineageFrame.detect(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])),
-                     "an over-long varint")
+        XCTAssertNil(
+            LineageFrame.detect(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])),
+            "an over-long varint")
     }
 }

@@ -50,9 +50,9 @@ final class MessageCodecTests: XCTestCase {
 
     func testGarbageThrowsMalformed() {
         let samples: [[UInt8]] = [
-            [0xFF, 0xFF, 0xFF],        // unterminated tag varint
-            [0x0F, 0x00],              // wire type 7 does not exist
-            [0x22, 0x05, 0x61],        // content announces 5 bytes, 1 follows
+            [0xFF, 0xFF, 0xFF], // unterminated tag varint
+            [0x0F, 0x00], // wire type 7 does not exist
+            [0x22, 0x05, 0x61], // content announces 5 bytes, 1 follows
         ]
         for bytes in samples {
             XCTAssertThrowsError(try decode(bytes), "\(bytes)") { XCTAssertEqual($0 as? DecodeError, .malformed) }
@@ -74,15 +74,15 @@ final class MessageCodecTests: XCTestCase {
 
     func testOriginalFieldNumbersAreFrozen() throws {
         let bytes: [UInt8] = [
-            0x08, 0x01,                                 // 1 version = 1
-            0x10, 0xAC, 0x02,                           // 2 messageId = 300
-            0x18, 0x2A,                                 // 3 time = 42
-            0x22, 0x02, 0x68, 0x69,                     // 4 content = "hi"
-            0x2A, 0x01, 0x75,                           // 5 imageURL = "u"
-            0x32, 0x05, 0x61, 0x6C, 0x69, 0x63, 0x65,   // 6 fromUser = "alice"
-            0x3A, 0x03, 0x62, 0x6F, 0x62,               // 7 toUser = "bob"
-            0x40, 0x01,                                 // 8 type = IMAGE
-            0x4D, 0x00, 0x00, 0x00, 0x3F,               // 9 imageScale = 0.5
+            0x08, 0x01, // 1 version = 1
+            0x10, 0xAC, 0x02, // 2 messageId = 300
+            0x18, 0x2A, // 3 time = 42
+            0x22, 0x02, 0x68, 0x69, // 4 content = "hi"
+            0x2A, 0x01, 0x75, // 5 imageURL = "u"
+            0x32, 0x05, 0x61, 0x6C, 0x69, 0x63, 0x65, // 6 fromUser = "alice"
+            0x3A, 0x03, 0x62, 0x6F, 0x62, // 7 toUser = "bob"
+            0x40, 0x01, // 8 type = IMAGE
+            0x4D, 0x00, 0x00, 0x00, 0x3F, // 9 imageScale = 0.5
         ]
         let message = try decode(bytes)
         XCTAssertEqual(message.version, 1)

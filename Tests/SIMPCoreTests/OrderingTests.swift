@@ -57,8 +57,9 @@ final class OrderingTests: XCTestCase {
         XCTAssertEqual(early3.receipts.map(\.held), [true], "a held message gets only a HELD receipt: the application does not have it")
         XCTAssertEqual(early2.receipts.map(\.held), [true])
         XCTAssertEqual(receiver.heldCount, 2)
-        XCTAssertEqual(receiver.receive(m3, arrivedAt: t0 + .milliseconds(5), now: t0 + .milliseconds(5)).receipts.map(\.held), [true],
-                       "nor is a copy of a held message")
+        XCTAssertEqual(
+            receiver.receive(m3, arrivedAt: t0 + .milliseconds(5), now: t0 + .milliseconds(5)).receipts.map(\.held), [true],
+            "nor is a copy of a held message")
 
         let gapFilled = receiver.receive(m1, arrivedAt: t0 + .milliseconds(40), now: t0 + .milliseconds(40))
 

@@ -62,8 +62,9 @@ final class RTTEstimatorTests: XCTestCase {
 
     func testTimeoutDoublesPerAttemptUpToMaximum() {
         let estimator = RTTEstimator(initialRTO: .seconds(1))
-        XCTAssertEqual((1...6).map { estimator.timeout(forAttempt: $0) },
-                       [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(10), .seconds(10)])
+        XCTAssertEqual(
+            (1...6).map { estimator.timeout(forAttempt: $0) },
+            [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(10), .seconds(10)])
         XCTAssertEqual(estimator.timeout(forAttempt: 0), .seconds(1))
         XCTAssertEqual(estimator.timeout(forAttempt: 3, backoff: 1.5), .milliseconds(2250))
         XCTAssertEqual(estimator.timeout(forAttempt: 5000), .seconds(10))

@@ -20,8 +20,9 @@ final class ReceiptRepeaterTests: XCTestCase {
 
     func testTheNextCopyRepeatsThePreviousCopysOwnIdsOnce() {
         var repeater = ReceiptRepeater()
-        XCTAssertEqual(repeater.datagramCopy(of: batch(3, ids: [1, 2]), now: ms(0), maxDatagramSize: roomy).receiptIds, [1, 2],
-                       "nothing to repeat yet")
+        XCTAssertEqual(
+            repeater.datagramCopy(of: batch(3, ids: [1, 2]), now: ms(0), maxDatagramSize: roomy).receiptIds, [1, 2],
+            "nothing to repeat yet")
         let second = repeater.datagramCopy(of: batch(6, ids: [4, 5]), now: ms(20), maxDatagramSize: roomy)
         XCTAssertEqual(second.messageId, 6, "messageId, attempt and holdMicros stay the copy's own")
         XCTAssertEqual(second.receiptIds, [1, 2, 3, 4, 5])
@@ -32,8 +33,9 @@ final class ReceiptRepeaterTests: XCTestCase {
     func testOnlyARecentCopyToTheSameSenderIsRepeated() {
         var repeater = ReceiptRepeater(window: .milliseconds(100))
         _ = repeater.datagramCopy(of: batch(1), now: ms(0), maxDatagramSize: roomy)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(10, to: "carol"), now: ms(10), maxDatagramSize: roomy).receiptIds, [],
-                       "another sender's ids are not repeated")
+        XCTAssertEqual(
+            repeater.datagramCopy(of: batch(10, to: "carol"), now: ms(10), maxDatagramSize: roomy).receiptIds, [],
+            "another sender's ids are not repeated")
         XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(100), maxDatagramSize: roomy).receiptIds, [1], "100 ms later: still repeated")
         XCTAssertEqual(repeater.datagramCopy(of: batch(3), now: ms(201), maxDatagramSize: roomy).receiptIds, [], "101 ms later: not")
     }
@@ -41,16 +43,18 @@ final class ReceiptRepeaterTests: XCTestCase {
     func testACopyThatWouldNotFitOrCannotBeABatchGoesAsItIs() {
         var repeater = ReceiptRepeater()
         _ = repeater.datagramCopy(of: batch(1), now: ms(0), maxDatagramSize: roomy)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(2), now: ms(1), maxDatagramSize: 256).receiptIds, [],
-                       "the merged batch would not fit in a datagram")
+        XCTAssertEqual(
+            repeater.datagramCopy(of: batch(2), now: ms(1), maxDatagramSize: 256).receiptIds, [],
+            "the merged batch would not fit in a datagram")
         var held = batch(3)
         held.held = true
         XCTAssertEqual(repeater.datagramCopy(of: held, now: ms(2), maxDatagramSize: roomy), held, "a HELD batch would mark the repeats held")
         var room = batch(4)
         room.toUser = "#team"
         XCTAssertEqual(repeater.datagramCopy(of: room, now: ms(3), maxDatagramSize: roomy), room)
-        XCTAssertEqual(repeater.datagramCopy(of: batch(5), now: ms(4), maxDatagramSize: roomy).receiptIds, [2],
-                       "the HELD one was not remembered: the previous copy is 2's")
+        XCTAssertEqual(
+            repeater.datagramCopy(of: batch(5), now: ms(4), maxDatagramSize: roomy).receiptIds, [2],
+            "the HELD one was not remembered: the previous copy is 2's")
     }
 
     /// The client's copies repeat, its control frames (reliable) do not; with a zero window or

@@ -34,10 +34,13 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
 
         var rest = batch(90, ids: [78, 79])
         rest.fromUser = "bob"
-        XCTAssertEqual(relay.control(batch(90, ids: [77, 78, 79]), on: bob),
-                       [.store(.removeFromInbox(user: "bob", entry: entry)),
-                        .send(alice, statusReceipt(77, from: "bob", to: "alice", .deliveredFromInbox)),
-                        .send(alice, rest)])
+        XCTAssertEqual(
+            relay.control(batch(90, ids: [77, 78, 79]), on: bob),
+            [
+                .store(.removeFromInbox(user: "bob", entry: entry)),
+                .send(alice, statusReceipt(77, from: "bob", to: "alice", .deliveredFromInbox)),
+                .send(alice, rest),
+            ])
     }
 
     func testWhenTheInboxClaimsTheSampleTheLowestIdLeftLeadsWithoutAnAttempt() throws {
@@ -99,11 +102,12 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
     private func singles(of batch: SIMPMessage, from receiver: String) -> [SIMPMessage] {
         var first = batch
         (first.fromUser, first.receiptIds) = (receiver, [])
-        return [first] + batch.receiptIds.map { id in
-            var single = first
-            (single.messageId, single.attempt, single.holdMicros) = (id, 0, 0)
-            return single
-        }
+        return [first]
+            + batch.receiptIds.map { id in
+                var single = first
+                (single.messageId, single.attempt, single.holdMicros) = (id, 0, 0)
+                return single
+            }
     }
 
     func testASenderWhoseConnectDidNotSayItReadsBatchesGetsTheSingleReceipts() {
@@ -112,8 +116,9 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         relay.connect("bob", on: bob, port: 5002)
         let expected = singles(of: batch(40, ids: [31, 32, 33]), from: "bob")
         XCTAssertEqual(expected.map(\.messageId), [40, 31, 32, 33])
-        XCTAssertEqual(relay.control(batch(40, ids: [31, 32, 33]), on: bob), expected.map { .send(alice, $0) },
-                       "the sample id first, with its attempt; the others without one")
+        XCTAssertEqual(
+            relay.control(batch(40, ids: [31, 32, 33]), on: bob), expected.map { .send(alice, $0) },
+            "the sample id first, with its attempt; the others without one")
     }
 
     func testTheFastPathForwardsABatchOnlyToSendersThatReadBatches() {
@@ -134,8 +139,9 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
         var fromElsewhere = batch(40, ids: [31, 32])
         fromElsewhere.fromUser = "bob"
-        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(fromElsewhere))),
-                       singles(of: fromElsewhere, from: "bob").map { .send(alice, $0) })
+        XCTAssertEqual(
+            relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(fromElsewhere))),
+            singles(of: fromElsewhere, from: "bob").map { .send(alice, $0) })
     }
 
     // MARK: Datagram copies (issue 25 item 8)

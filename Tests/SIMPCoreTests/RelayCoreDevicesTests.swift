@@ -31,13 +31,15 @@ final class RelayCoreDevicesTests: XCTestCase {
         }
         XCTAssertEqual(registration.device, device)
         XCTAssertEqual(registration.receives, !sendOnly)
-        let actions = relay.answer(.register(registration, connection: connection), .success(.registered(knownDevices: knownDevices, elsewhere: false)))
+        let actions = relay.answer(
+            .register(registration, connection: connection), .success(.registered(knownDevices: knownDevices, elsewhere: false)))
         guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
             throw MissingStep(description: "no CONNECTED: \(actions)")
         }
         let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
-        let client = Device(connection: connection, registration: registration, opener: DatagramOpener(keys: keys, direction: .downlink),
-                            sealer: DatagramSealer(keys: keys, direction: .uplink))
+        let client = Device(
+            connection: connection, registration: registration, opener: DatagramOpener(keys: keys, direction: .downlink),
+            sealer: DatagramSealer(keys: keys, direction: .uplink))
         return (client, Array(registering.dropLast()) + actions)
     }
 
@@ -59,9 +61,13 @@ final class RelayCoreDevicesTests: XCTestCase {
             return (message, InboxEntry(message: message, storedAt: 1000))
         }
         let (live, liveEntry) = stored(3)
-        let whileReading = relay.answer(.storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
-        XCTAssertFalse(whileReading.contains { if case .deliver(_, _, laptop.registration.route.address) = $0 { return true }; return false },
-                       "not before the laptop's backlog: \(whileReading)")
+        let whileReading = relay.answer(
+            .storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        XCTAssertFalse(
+            whileReading.contains {
+                if case .deliver(_, _, laptop.registration.route.address) = $0 { return true }; return false
+            },
+            "not before the laptop's backlog: \(whileReading)")
         let backlog = [stored(1).1, stored(2).1]
         let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded(backlog, wallNow: 2000)))
         let order = try loaded.compactMap { action -> UInt64? in
@@ -89,16 +95,21 @@ final class RelayCoreDevicesTests: XCTestCase {
         // Stored while the laptop's registration is being written; the phone has 1-2 already, so
         // alice's floor is 3.
         let (live, liveEntry) = stored(3, floor: 3)
-        let whileRegistering = relay.answer(.storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
-        XCTAssertFalse(whileRegistering.contains { if case .deliver(_, _, registration.route.address) = $0 { return true }; return false },
-                       "not before the laptop's backlog: \(whileRegistering)")
+        let whileRegistering = relay.answer(
+            .storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        XCTAssertFalse(
+            whileRegistering.contains {
+                if case .deliver(_, _, registration.route.address) = $0 { return true }; return false
+            },
+            "not before the laptop's backlog: \(whileRegistering)")
         let actions = relay.answer(.register(registration, connection: laptopConnection), .success(.registered(knownDevices: 2, elsewhere: false)))
         guard case .send(laptopConnection, let connected)? = actions.first else { return XCTFail("no CONNECTED: \(actions)") }
         let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
         var opener = DatagramOpener(keys: keys, direction: .downlink)
         var sealer = DatagramSealer(keys: keys, direction: .uplink)
         _ = relay.datagram(sealer.seal(SIMPMessage(kind: .hello, fromUser: "bob")), from: registration.route.address)
-        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded([stored(1, floor: 1).1, stored(2, floor: 1).1], wallNow: 2000)))
+        let loaded = relay.answer(
+            .loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded([stored(1, floor: 1).1, stored(2, floor: 1).1], wallNow: 2000)))
         let sent = try loaded.compactMap { action -> SIMPMessage? in
             guard case .deliver(_, let bytes, registration.route.address) = action else { return nil }
             return try MessageCodec.decode(opener.open(bytes).payload)
@@ -110,15 +121,20 @@ final class RelayCoreDevicesTests: XCTestCase {
     func testASendOnlySessionNeitherReceivesStoredMessagesNorReplacesTheDevice() throws {
         var relay = DevRelay()
         var (receiving, _) = try connect("dave", device: "laptop", on: ConnectionID(1), into: &relay)
-        XCTAssertEqual(hello(&receiving, into: &relay).first, .store(.loadInbox(user: "dave", device: "laptop")), "a receiving session reads its inbox")
+        XCTAssertEqual(
+            hello(&receiving, into: &relay).first, .store(.loadInbox(user: "dave", device: "laptop")), "a receiving session reads its inbox")
         var (oneShot, actions) = try connect("dave", device: "laptop", sendOnly: true, on: ConnectionID(2), into: &relay)
-        XCTAssertFalse(actions.contains { if case .close = $0 { return true }; return false }, "nobody is replaced: \(actions)")
+        XCTAssertFalse(
+            actions.contains {
+                if case .close = $0 { return true }; return false
+            }, "nobody is replaced: \(actions)")
         XCTAssertFalse(actions.contains(.store(.recordPresence(user: "dave", online: true))), "presence is the receiving sessions'")
         let helloActions = hello(&oneShot, into: &relay)
         XCTAssertEqual(helloActions.count, 1, "only the HELLO answer, no inbox read: \(helloActions)")
         XCTAssertEqual(relay.core.sessions(of: "dave").map(\.receives), [true, false])
-        XCTAssertEqual(relay.closed(ConnectionID(2)), [.store(.unregister(user: "dave", session: "r1/2", device: "laptop"))],
-                       "its end changes nothing for the receiving session (no presence change)")
+        XCTAssertEqual(
+            relay.closed(ConnectionID(2)), [.store(.unregister(user: "dave", session: "r1/2", device: "laptop"))],
+            "its end changes nothing for the receiving session (no presence change)")
     }
 
     func testANewerSessionOfADeviceReplacesOnlyThatDevice() throws {
@@ -127,8 +143,12 @@ final class RelayCoreDevicesTests: XCTestCase {
         let (_, second) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
         XCTAssertFalse(second.contains(.close(ConnectionID(1))), "another device leaves the phone alone")
         let (_, third) = try connect("bob", device: "phone", on: ConnectionID(3), knownDevices: 2, into: &relay)
-        XCTAssertEqual(Array(third.prefix(2)), [.send(ConnectionID(1), .error(.alreadyConnected, "a newer session of bob's device \"phone\" took over")),
-                                                .close(ConnectionID(1))])
+        XCTAssertEqual(
+            Array(third.prefix(2)),
+            [
+                .send(ConnectionID(1), .error(.alreadyConnected, "a newer session of bob's device \"phone\" took over")),
+                .close(ConnectionID(1)),
+            ])
         XCTAssertFalse(third.contains(.close(ConnectionID(2))))
         XCTAssertEqual(relay.core.sessions(of: "bob").map(\.session), ["r1/2", "r1/3"])
     }
@@ -158,15 +178,20 @@ final class RelayCoreDevicesTests: XCTestCase {
             delivered.append(isPhone ? "phone" : "laptop")
         }
         XCTAssertEqual(delivered.sorted(), ["laptop", "phone"], "each online device gets it")
-        XCTAssertTrue(stored.contains(.send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice"))),
-                      "alice hears it is stored, and that bob is online")
+        XCTAssertTrue(
+            stored.contains(.send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice"))),
+            "alice hears it is stored, and that bob is online")
 
         var receipt = message.receipt(holdMicros: 0)
         receipt.attempt = 1
         let fromLaptop = relay.control(receipt, on: laptop.connection)
-        XCTAssertEqual(fromLaptop, [.store(.removeFromInbox(user: "bob", entry: entry, device: "laptop")),
-                                    .send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .deliveredFromInbox))],
-                       "the laptop's receipt removes only the laptop's copy")
+        XCTAssertEqual(
+            fromLaptop,
+            [
+                .store(.removeFromInbox(user: "bob", entry: entry, device: "laptop")),
+                .send(ConnectionID(9), statusReceipt(5, from: "bob", to: "alice", .deliveredFromInbox)),
+            ],
+            "the laptop's receipt removes only the laptop's copy")
     }
 
     /// Issue 25 item 9: bob is online on his phone and has a second known device (the laptop,
@@ -235,8 +260,9 @@ final class RelayCoreDevicesTests: XCTestCase {
 
         let typing = SIMPMessage(kind: .typing, messageId: 13, fromUser: "carol", toUser: "bob")
         let handedOver = relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(MessageCodec.encode(typing))))
-        XCTAssertEqual(try typingReached(["laptop": laptop, "phone": phone], id: 13, in: handedOver), ["laptop", "phone"],
-                       "from another relay too: \(handedOver)")
+        XCTAssertEqual(
+            try typingReached(["laptop": laptop, "phone": phone], id: 13, in: handedOver), ["laptop", "phone"],
+            "from another relay too: \(handedOver)")
         XCTAssertEqual(handedOver.count, 2, "nothing stored: \(handedOver)")
     }
 
@@ -248,9 +274,10 @@ final class RelayCoreDevicesTests: XCTestCase {
         let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
         let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 3, known: true)
         let delivery = RelayDelivery(user: "bob", payload: .datagram(MessageCodec.encode(typing)))
-        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.routes(routes))),
-                       [.store(.publish(relay: "r2", delivery)), .store(.publish(relay: "r3", delivery))],
-                       "each relay holding an online device, nothing stored")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "bob"), .success(.routes(routes))),
+            [.store(.publish(relay: "r2", delivery)), .store(.publish(relay: "r3", delivery))],
+            "each relay holding an online device, nothing stored")
     }
 
     func testUnknownRecipientIsToldOnlyToTheSessionThatSent() throws {
@@ -262,9 +289,10 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(sent, [.store(.lookup(user: "carol"))])
         var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
         error.fromUser = "carol"
-        XCTAssertEqual(relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
-                       [.reject(.unknownRecipient, detail: "alice -> carol"), .send(oneShot.connection, error)],
-                       "the one-shot sender hears it, the chat session does not")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+            [.reject(.unknownRecipient, detail: "alice -> carol"), .send(oneShot.connection, error)],
+            "the one-shot sender hears it, the chat session does not")
         let cached = relay.datagram(chat.sealer.seal(textMessage(6, from: "alice", to: "carol")), from: chat.registration.route.address)
         error.messageId = 6
         XCTAssertEqual(cached, [.reject(.unknownRecipient, detail: "alice -> carol"), .send(chat.connection, error)], "from the cache too")
@@ -277,20 +305,25 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
         let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
         let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 2, known: true)
-        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.routes(routes))), [.store(.storeInInbox(user: "bob", message: message))],
-                       "two devices: stored for each, not forwarded")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "bob"), .success(.routes(routes))), [.store(.storeInInbox(user: "bob", message: message))],
+            "two devices: stored for each, not forwarded")
         let entry = InboxEntry(message: message, storedAt: 1000)
-        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
-                       [.send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice")),
-                        .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
-                        .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry))))],
-                       "each relay holding a device hands the entry over")
+        XCTAssertEqual(
+            relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+            [
+                .send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice")),
+                .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
+                .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
+            ],
+            "each relay holding a device hands the entry over")
 
         let one = UserRoutes(receivers: [r2], relays: ["r2"], knownDevices: 1, known: true)
         let next = textMessage(6, from: "alice", to: "carol")
         XCTAssertEqual(relay.send(next), [.store(.lookup(user: "carol"))])
         guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol"), .success(.routes(one))).first,
-              case .datagram = delivery.payload else { return XCTFail("one known device online: forwarded live") }
+            case .datagram = delivery.payload
+        else { return XCTFail("one known device online: forwarded live") }
     }
 }
 

@@ -32,22 +32,26 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         let sent = try relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([first, second], wallNow: 2000))))
         XCTAssertEqual(sent.map(\.messageId), [1, 2])
 
-        XCTAssertEqual(relay.control(held(sent[1]), on: bob, now: t0 + .milliseconds(20)), [],
-                       "arrived, not delivered: the cursor stays, alice hears nothing")
+        XCTAssertEqual(
+            relay.control(held(sent[1]), on: bob, now: t0 + .milliseconds(20)), [],
+            "arrived, not delivered: the cursor stays, alice hears nothing")
         let resent = try relay.delivered(to: "bob", in: relay.tick(now: t0 + .milliseconds(500)))
         XCTAssertEqual(resent.map(\.messageId), [1], "the held entry is not rushed; the missing one is")
 
-        XCTAssertEqual(relay.control(sent[0].receipt(holdMicros: 0), on: bob, now: t0 + .milliseconds(520)),
-                       [.store(.removeFromInbox(user: "bob", entry: first)), .send(alice, statusReceipt(1, from: "bob", to: "alice", .deliveredFromInbox))])
-        XCTAssertEqual(relay.control(sent[1].receipt(holdMicros: 500_000), on: bob, now: t0 + .milliseconds(521)),
-                       [.store(.removeFromInbox(user: "bob", entry: second)), .send(alice, statusReceipt(2, from: "bob", to: "alice", .deliveredFromInbox))],
-                       "the final receipt moves the cursor")
+        XCTAssertEqual(
+            relay.control(sent[0].receipt(holdMicros: 0), on: bob, now: t0 + .milliseconds(520)),
+            [.store(.removeFromInbox(user: "bob", entry: first)), .send(alice, statusReceipt(1, from: "bob", to: "alice", .deliveredFromInbox))])
+        XCTAssertEqual(
+            relay.control(sent[1].receipt(holdMicros: 500_000), on: bob, now: t0 + .milliseconds(521)),
+            [.store(.removeFromInbox(user: "bob", entry: second)), .send(alice, statusReceipt(2, from: "bob", to: "alice", .deliveredFromInbox))],
+            "the final receipt moves the cursor")
     }
 
     func testAHeldEntryIsStillSentAgainSlowlyForADeviceThatMayHaveRestarted() throws {
         var relay = DevRelay { $0.inboxRetransmit = .oneCopy }
         relay.connect("bob", on: bob, port: 5002)
-        let sent = try relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(2, seq: 2)], wallNow: 2000))))
+        let sent = try relay.delivered(
+            to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(2, seq: 2)], wallNow: 2000))))
         _ = relay.control(held(sent[0]), on: bob, now: t0 + .milliseconds(20))
         let maximum = relay.core.configuration.inboxRetransmit.maximumRTO
         XCTAssertEqual(try relay.delivered(to: "bob", in: relay.tick(now: t0 + maximum - .milliseconds(1))), [])
@@ -66,8 +70,9 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         (direct.stream, direct.seq, direct.floor) = (5, 1, 1) // the gap bob holds seq 2 behind
         XCTAssertEqual(relay.send(direct), [], "held behind the stored message")
 
-        XCTAssertEqual(relay.control(held(copy), on: bob), [relay.delivery(direct, to: "bob")],
-                       "the stored one arrived (held by bob): the direct one can no longer overtake it")
+        XCTAssertEqual(
+            relay.control(held(copy), on: bob), [relay.delivery(direct, to: "bob")],
+            "the stored one arrived (held by bob): the direct one can no longer overtake it")
         XCTAssertEqual(relay.send(direct), [relay.delivery(direct, to: "bob")], "no longer held")
     }
 
@@ -99,18 +104,21 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let entry = stored(10, seq: 2)
-        let copy = try XCTUnwrap(relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))).first)
+        let copy = try XCTUnwrap(
+            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))).first)
         XCTAssertEqual(relay.send(held(copy)), [], "the relay is the stored message's sender: alice never sees its HELD or its attempts")
         XCTAssertEqual(relay.send(copy.receipt(holdMicros: 0)), [], "nor the final receipt's copy: the control copy settles it")
-        XCTAssertEqual(relay.control(copy.receipt(holdMicros: 0), on: bob),
-                       [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(10, from: "bob", to: "alice", .deliveredFromInbox))])
+        XCTAssertEqual(
+            relay.control(copy.receipt(holdMicros: 0), on: bob),
+            [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(10, from: "bob", to: "alice", .deliveredFromInbox))])
     }
 
     func testABatchCopyLosesOnlyTheIdsOfStoredMessages() throws {
         var relay = DevRelay()
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
-        let copy = try XCTUnwrap(relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(10, seq: 2)], wallNow: 2)))).first)
+        let copy = try XCTUnwrap(
+            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(10, seq: 2)], wallNow: 2)))).first)
         var batch = copy.receipt(holdMicros: 0)
         batch.receiptIds = [11, 12] // direct messages bob got from alice meanwhile
         var rest = batch

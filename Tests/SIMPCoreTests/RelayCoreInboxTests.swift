@@ -31,9 +31,10 @@ final class RelayCoreInboxTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         let entry = stored(77, seq: 1)
 
-        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
-                       [.send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))],
-                       "alice hears it is stored; bob's relay, if any, is asked to hand it over")
+        XCTAssertEqual(
+            relay.answer(.storeInInbox(user: "bob", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+            [.send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))],
+            "alice hears it is stored; bob's relay, if any, is asked to hand it over")
 
         XCTAssertEqual(relay.connect("bob", on: bob, port: 5002), relay.registeredActions("bob"), "bob's inbox is read on connect")
         let (delivery, opened) = try load([entry], into: &relay)
@@ -44,8 +45,9 @@ final class RelayCoreInboxTests: XCTestCase {
         XCTAssertEqual(sent.attempt, 1)
         XCTAssertEqual(sent.fromUser, "alice")
 
-        XCTAssertEqual(relay.control(sent.receipt(holdMicros: 0), on: bob),
-                       [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(77, from: "bob", to: "alice", .deliveredFromInbox))])
+        XCTAssertEqual(
+            relay.control(sent.receipt(holdMicros: 0), on: bob),
+            [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(77, from: "bob", to: "alice", .deliveredFromInbox))])
     }
 
     func testDeliveredReceiptForAnOfflineSenderIsStoredForIt() throws {
@@ -53,9 +55,12 @@ final class RelayCoreInboxTests: XCTestCase {
         relay.connect("bob", on: bob, port: 5002)
         let entry = stored(8)
         let message = try XCTUnwrap(try load([entry], into: &relay).opened.first)
-        XCTAssertEqual(relay.control(message.receipt(holdMicros: 0), on: bob),
-                       [.store(.removeFromInbox(user: "bob", entry: entry)),
-                        .store(.storeInInbox(user: "alice", message: statusReceipt(8, from: "bob", to: "alice", .deliveredFromInbox)))])
+        XCTAssertEqual(
+            relay.control(message.receipt(holdMicros: 0), on: bob),
+            [
+                .store(.removeFromInbox(user: "bob", entry: entry)),
+                .store(.storeInInbox(user: "alice", message: statusReceipt(8, from: "bob", to: "alice", .deliveredFromInbox))),
+            ])
     }
 
     func testDiscardedEntriesAreCountedAndTheirSendersTold() {
@@ -66,11 +71,16 @@ final class RelayCoreInboxTests: XCTestCase {
         let request = StoreRequest.storeInInbox(user: "bob", message: new.message)
         var expired = SIMPMessage.error(.inboxExpired, "bob did not come back in time; the message was discarded", messageId: 1, to: "alice")
         expired.fromUser = "bob"
-        XCTAssertEqual(relay.answer(request, .success(.inboxStored(new, InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)])))),
-                       [.reject(.inboxExpired, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, expired),
-                        .send(alice, statusReceipt(2, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))])
-        XCTAssertEqual(relay.answer(request, .failure(StoreFailure("down"))),
-                       [.reject(.inboxUnavailable, detail: "alice -> bob (\(SIMPMessage.Kind.text))")], "a failed store is counted")
+        XCTAssertEqual(
+            relay.answer(
+                request, .success(.inboxStored(new, InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)])))),
+            [
+                .reject(.inboxExpired, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, expired),
+                .send(alice, statusReceipt(2, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob")),
+            ])
+        XCTAssertEqual(
+            relay.answer(request, .failure(StoreFailure("down"))),
+            [.reject(.inboxUnavailable, detail: "alice -> bob (\(SIMPMessage.Kind.text))")], "a failed store is counted")
     }
 
     /// A full log refused the message: counted, its sender told INBOX_FULL naming it (to send it
@@ -81,8 +91,10 @@ final class RelayCoreInboxTests: XCTestCase {
         let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
         var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: 2, to: "alice")
         full.fromUser = "bob"
-        XCTAssertEqual(relay.answer(.storeInInbox(user: "bob", message: new.message), .success(.inboxStored(new, InboxStoreResult(duplicate: false, refused: true)))),
-                       [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 2 from alice to bob"), .send(alice, full)])
+        XCTAssertEqual(
+            relay.answer(
+                .storeInInbox(user: "bob", message: new.message), .success(.inboxStored(new, InboxStoreResult(duplicate: false, refused: true)))),
+            [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 2 from alice to bob"), .send(alice, full)])
     }
 
     func testAFailedInboxReadIsRetriedAfterTheRetryDelayWhileTheUserStays() {
@@ -143,9 +155,12 @@ final class InboxOrderingTests: XCTestCase {
         let fromCarol = SIMPMessage(kind: .text, messageId: 5, fromUser: "carol", toUser: "bob")
         XCTAssertEqual(relay.send(fromCarol), [relay.delivery(fromCarol, to: "bob")], "other senders are not held")
 
-        XCTAssertEqual(relay.control(copy.receipt(holdMicros: 0), on: bob),
-                       [.store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(10, from: "bob", to: "alice", .deliveredFromInbox)),
-                        relay.delivery(direct, to: "bob")], "released once the stored message is receipted")
+        XCTAssertEqual(
+            relay.control(copy.receipt(holdMicros: 0), on: bob),
+            [
+                .store(.removeFromInbox(user: "bob", entry: entry)), .send(alice, statusReceipt(10, from: "bob", to: "alice", .deliveredFromInbox)),
+                relay.delivery(direct, to: "bob"),
+            ], "released once the stored message is receipted")
         XCTAssertEqual(relay.send(direct), [relay.delivery(direct, to: "bob")], "no longer held")
     }
 }

@@ -118,7 +118,9 @@ final class RouteTableTests: XCTestCase {
         XCTAssertEqual(ghost.expires, t0 + .milliseconds(500))
         XCTAssertEqual(table.route(payload(1), to: "ghost", now: t0 + .milliseconds(499)), .cached(ghost))
         XCTAssertEqual(table.route(payload(1), to: "ghost", now: t0 + .milliseconds(500)), .lookUp)
-        for user in ["bob", "carol", "dave"] { _ = table.lookedUp(user, route: user == "dave" ? Route(address: r2.address, relayId: "r3") : r2, known: true, now: t0) }
+        for user in ["bob", "carol", "dave"] {
+            _ = table.lookedUp(user, route: user == "dave" ? Route(address: r2.address, relayId: "r3") : r2, known: true, now: t0)
+        }
         table.forget("bob")
         XCTAssertEqual(table.route(payload(2), to: "bob", now: t0), .lookUp)
         table.forgetRoutes(through: "r2")
@@ -147,8 +149,9 @@ final class ConnectionTableTests: XCTestCase {
     }
 
     func testHeartbeatsPingTheDueAndGiveUpTheSilent() {
-        var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10,
-                                    heartbeat: HeartbeatPolicy(interval: .seconds(1), missLimit: 2))
+        var table = ConnectionTable(
+            connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10,
+            heartbeat: HeartbeatPolicy(interval: .seconds(1), missLimit: 2))
         for id in [3, 1, 2] as [UInt64] { _ = table.open(ConnectionID(id), host: "h", now: t0) }
         XCTAssertEqual(table.pollHeartbeats(now: t0 + .milliseconds(999)).ping, [])
         let first = table.pollHeartbeats(now: t0 + .seconds(1))

@@ -27,8 +27,9 @@ final class RelayCoreRelaysTests: XCTestCase {
     func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() {
         var relay = relayWithBob()
         let bytes = payload(1, from: "alice", to: "bob")
-        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(bytes))), [relay.delivery(payload: bytes, to: "bob")],
-                       "sealed for bob by the relay that holds him, to bob's address")
+        XCTAssertEqual(
+            relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(bytes))), [relay.delivery(payload: bytes, to: "bob")],
+            "sealed for bob by the relay that holds him, to bob's address")
     }
 
     func testReceiptFromAnotherRelayGoesDownTheUsersControlConnection() {
@@ -39,12 +40,14 @@ final class RelayCoreRelaysTests: XCTestCase {
 
     func testDeliveryForAUserWhoIsNotHereIsCountedAndBadBytesToo() {
         var relay = relayWithBob()
-        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "carol", payload: .datagram(payload(1, to: "carol")))),
-                       [.reject(.recipientNotHere, detail: "delivery for carol, who has no session on r1")])
+        XCTAssertEqual(
+            relay.relayDelivery(RelayDelivery(user: "carol", payload: .datagram(payload(1, to: "carol")))),
+            [.reject(.recipientNotHere, detail: "delivery for carol, who has no session on r1")])
         for bad in [ByteBuffer(bytes: [0x44, 0, 0, 0]), ByteBuffer(bytes: [0x58, 0, 0, 1, 0x61])] {
             XCTAssertThrowsError(try RelayDelivery.decode(bad)) { error in
-                XCTAssertEqual(relay.run { $0.relayDeliveryReceived(bad, now: DevRelay.t0, into: &$1) },
-                               [.reject(.badRelayDelivery, detail: "\(error)")])
+                XCTAssertEqual(
+                    relay.run { $0.relayDeliveryReceived(bad, now: DevRelay.t0, into: &$1) },
+                    [.reject(.badRelayDelivery, detail: "\(error)")])
             }
         }
     }
@@ -53,20 +56,26 @@ final class RelayCoreRelaysTests: XCTestCase {
         var relay = relayWithBob()
         func published(_ id: UInt64) -> RelayAction {
             // The relay vouches for the receipt's sender.
-            .store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .control(SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")))))
+            .store(
+                .publish(
+                    relay: "r2",
+                    RelayDelivery(user: "alice", payload: .control(SIMPMessage(kind: .receipt, messageId: id, fromUser: "bob", toUser: "alice")))))
         }
         XCTAssertEqual(relay.control(SIMPMessage(kind: .receipt, messageId: 3, toUser: "alice"), on: c1), [.store(.lookup(user: "alice"))])
         XCTAssertEqual(onR2("alice", &relay), [published(3)])
-        XCTAssertEqual(relay.control(SIMPMessage(kind: .receipt, messageId: 4, toUser: "alice"), on: c1), [published(4)],
-                       "cached now: the next receipt goes straight out")
+        XCTAssertEqual(
+            relay.control(SIMPMessage(kind: .receipt, messageId: 4, toUser: "alice"), on: c1), [published(4)],
+            "cached now: the next receipt goes straight out")
     }
 
     func testMoveAnnouncementDropsTheCachedRoute() {
         var relay = relayWithBob()
         XCTAssertEqual(relay.send(textMessage(1, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
-        XCTAssertEqual(onR2("alice", &relay), [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))))])
-        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "alice")),
-                       [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(2, to: "alice")))))])
+        XCTAssertEqual(
+            onR2("alice", &relay), [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))))])
+        XCTAssertEqual(
+            relay.send(textMessage(2, from: "bob", to: "alice")),
+            [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(2, to: "alice")))))])
         XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "alice", relayId: "r3"), into: &$1) }, [])
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
     }
@@ -79,10 +88,12 @@ final class RelayCoreRelaysTests: XCTestCase {
         }
         let delivery = RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))
         XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery), .success(.listeners(1))), [], "heard: nothing to do")
-        XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "dave")),
-                       [.store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(payload(2, to: "dave")))))])
-        XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery), .success(.listeners(0))),
-                       [.reject(.relayUnreachable, detail: "delivery for alice via r2: no relay listening")])
+        XCTAssertEqual(
+            relay.send(textMessage(2, from: "bob", to: "dave")),
+            [.store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(payload(2, to: "dave")))))])
+        XCTAssertEqual(
+            relay.answer(.publish(relay: "r2", delivery), .success(.listeners(0))),
+            [.reject(.relayUnreachable, detail: "delivery for alice via r2: no relay listening")])
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "dave")), [.store(.lookup(user: "dave"))])
     }
 
@@ -98,11 +109,13 @@ final class RelayCoreRelaysTests: XCTestCase {
         var relay = relayWithBob()
         XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r1"), into: &$1) }, [], "own announcements are ignored")
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
-        XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check), .store(.lookup(user: "bob"))],
-                       "the session is checked, and bob's devices and relays read again")
+        XCTAssertEqual(
+            relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check), .store(.lookup(user: "bob"))],
+            "the session is checked, and bob's devices and relays read again")
         XCTAssertEqual(relay.answer(check, .success(.currentSession("r1/1"))), [], "the store still names this session")
-        XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))),
-                       [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])
+        XCTAssertEqual(
+            relay.answer(check, .success(.currentSession("other"))),
+            [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])
         XCTAssertFalse(relay.core.isConnected("bob"))
         XCTAssertEqual(relay.closed(c1), [], "the store already names the new session")
         XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))), [])
@@ -112,21 +125,25 @@ final class RelayCoreRelaysTests: XCTestCase {
         var relay = relayWithBob()
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
         _ = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
-        XCTAssertEqual(relay.answer(check, .success(.currentSession(RelayCore.sessionEndedByOperator))),
-                       [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
+        XCTAssertEqual(
+            relay.answer(check, .success(.currentSession(RelayCore.sessionEndedByOperator))),
+            [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
     }
 
     func testRouteLeftBehindByThisRelayMeansOffline() {
         var relay = relayWithBob()
         _ = relay.send(textMessage(1, from: "bob", to: "alice"))
-        XCTAssertEqual(relay.answer(.lookup(user: "alice"), .success(.route(Route(address: elsewhere, relayId: "r1"), known: true))),
-                       [.store(.storeInInbox(user: "alice", message: textMessage(1, from: "bob", to: "alice")))], "offline, so stored")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "alice"), .success(.route(Route(address: elsewhere, relayId: "r1"), known: true))),
+            [.store(.storeInInbox(user: "alice", message: textMessage(1, from: "bob", to: "alice")))], "offline, so stored")
     }
 
     func testEnvelopeRoundTripsAndMoveTextParses() throws {
         let receipt = SIMPMessage(kind: .receipt, messageId: 7, fromUser: "a", toUser: "b")
-        for delivery in [RelayDelivery(user: "b", payload: .control(receipt), hops: 1),
-                         RelayDelivery(user: "ü b", payload: .datagram(payload(5, to: "ü b")))] {
+        for delivery in [
+            RelayDelivery(user: "b", payload: .control(receipt), hops: 1),
+            RelayDelivery(user: "ü b", payload: .datagram(payload(5, to: "ü b"))),
+        ] {
             XCTAssertEqual(try RelayDelivery.decode(delivery.encoded()), delivery)
         }
         XCTAssertEqual(UserMove(encoded: UserMove(user: "a b", relayId: "r9").encoded), UserMove(user: "a b", relayId: "r9"))

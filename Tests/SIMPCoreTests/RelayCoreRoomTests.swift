@@ -40,15 +40,22 @@ final class RelayCoreRoomTests: XCTestCase {
         stored.room = "lobby"
         stored.memberCount = 2
         stored.seq = 17
-        XCTAssertEqual(relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["carol", "alice", "bob"], duplicate: false)))),
-                       [.send(alice, stored), .store(.storeInInbox(user: "bob", message: copy(for: "bob"))),
-                        .store(.storeInInbox(user: "carol", message: copy(for: "carol")))])
+        XCTAssertEqual(
+            relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["carol", "alice", "bob"], duplicate: false)))),
+            [
+                .send(alice, stored), .store(.storeInInbox(user: "bob", message: copy(for: "bob"))),
+                .store(.storeInInbox(user: "carol", message: copy(for: "carol"))),
+            ])
         stored.memberCount = 1
-        XCTAssertEqual(relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["alice", "bob"], duplicate: true)))),
-                       [.send(alice, stored)], "a retransmitted post is receipted again, not fanned out again")
-        XCTAssertEqual(relay.answer(request, .success(.roomPosted(.notAMember))),
-                       [.reject(.notAMember, detail: "alice posted to #lobby"),
-                        .send(alice, .error(.notAMember, "you are not a member of #lobby", messageId: 900, to: "alice"))])
+        XCTAssertEqual(
+            relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["alice", "bob"], duplicate: true)))),
+            [.send(alice, stored)], "a retransmitted post is receipted again, not fanned out again")
+        XCTAssertEqual(
+            relay.answer(request, .success(.roomPosted(.notAMember))),
+            [
+                .reject(.notAMember, detail: "alice posted to #lobby"),
+                .send(alice, .error(.notAMember, "you are not a member of #lobby", messageId: 900, to: "alice")),
+            ])
         XCTAssertEqual(relay.answer(request, .failure(StoreFailure("down"))), [.reject(.inboxUnavailable, detail: "alice -> #lobby")])
         XCTAssertFalse(RelayCore.isValidRoomName("has space"))
         XCTAssertFalse(RelayCore.isValidRoomName(""))
@@ -66,12 +73,16 @@ final class RelayCoreRoomTests: XCTestCase {
         members.room = "lobby"
         members.members = ["alice", "bob"]
         XCTAssertEqual(relay.answer(request, .success(.room(.members(["bob", "alice"])))), [.send(alice, members)])
-        XCTAssertEqual(relay.answer(request, .failure(StoreFailure("down"))),
-                       [.send(alice, .error(.internal, "room registry unavailable, try again", messageId: 4))])
+        XCTAssertEqual(
+            relay.answer(request, .failure(StoreFailure("down"))),
+            [.send(alice, .error(.internal, "room registry unavailable, try again", messageId: 4))])
         join.room = "bad room"
-        XCTAssertEqual(relay.control(join, on: alice),
-                       [.reject(.missingField, detail: "\(SIMPMessage.Kind.roomJoin) with room \"bad room\" from alice"),
-                        .send(alice, .error(.badRequest, "a room name has 1-64 letters, digits, '.', '_' or '-'", messageId: 4))])
+        XCTAssertEqual(
+            relay.control(join, on: alice),
+            [
+                .reject(.missingField, detail: "\(SIMPMessage.Kind.roomJoin) with room \"bad room\" from alice"),
+                .send(alice, .error(.badRequest, "a room name has 1-64 letters, digits, '.', '_' or '-'", messageId: 4)),
+            ])
     }
 
     func testTheAuthorHearsHowManyMembersHaveThePost() {
@@ -126,17 +137,20 @@ final class RelayCorePresenceTests: XCTestCase {
 
         var who = SIMPMessage(kind: .who, messageId: 9, toUser: "alice")
         who.members = ["bob offline 5"]
-        XCTAssertEqual(relay.answer(.who(WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil)),
-                                    .success(.presence([PresenceEntry(user: "bob", online: false, lastSeen: 5)]))), [.send(alice, who)])
+        XCTAssertEqual(
+            relay.answer(
+                .who(WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil)),
+                .success(.presence([PresenceEntry(user: "bob", online: false, lastSeen: 5)]))), [.send(alice, who)])
         func presence(to user: String) -> SIMPMessage {
             var frame = SIMPMessage(kind: .presence, fromUser: "bob", toUser: user)
             frame.online = true
             frame.lastSeen = 77
             return frame
         }
-        XCTAssertEqual(relay.answer(.recordPresence(user: "bob", online: true), .success(.presenceRecorded(lastSeen: 77, roomPeers: ["bob", "carol", "dave"]))),
-                       [.send(alice, presence(to: "alice")), .send(carol, presence(to: "carol")), .store(.lookup(user: "dave"))],
-                       "follower alice and room peer carol here; dave's relay, if any, hears it through the store")
+        XCTAssertEqual(
+            relay.answer(.recordPresence(user: "bob", online: true), .success(.presenceRecorded(lastSeen: 77, roomPeers: ["bob", "carol", "dave"]))),
+            [.send(alice, presence(to: "alice")), .send(carol, presence(to: "carol")), .store(.lookup(user: "dave"))],
+            "follower alice and room peer carol here; dave's relay, if any, hears it through the store")
     }
 
     func testReadMarkerForAnOfflineSenderIsStoredAndTypingForAnOfflineUserIsDropped() {
@@ -144,8 +158,9 @@ final class RelayCorePresenceTests: XCTestCase {
         let bob = ConnectionID(1)
         relay.connect("bob", on: bob, port: 5001)
         let marker = SIMPMessage(kind: .read, messageId: 12, fromUser: "bob", toUser: "alice")
-        XCTAssertEqual(relay.control(SIMPMessage(kind: .read, messageId: 12, fromUser: "mallory", toUser: "alice"), on: bob),
-                       [.store(.storeInInbox(user: "alice", message: marker))], "the relay vouches for the reader")
+        XCTAssertEqual(
+            relay.control(SIMPMessage(kind: .read, messageId: 12, fromUser: "mallory", toUser: "alice"), on: bob),
+            [.store(.storeInInbox(user: "alice", message: marker))], "the relay vouches for the reader")
         XCTAssertEqual(InboxEntry(message: marker, storedAt: 1).dedupeKey, "d/12/bob")
 
         XCTAssertEqual(relay.send(SIMPMessage(kind: .typing, messageId: 1, fromUser: "bob", toUser: "alice")), [.store(.lookup(user: "alice"))])

@@ -45,8 +45,12 @@ final class RelayCoreTests: XCTestCase {
         connected.maxDatagramSize = UInt32(SealedDatagram.defaultMaxDatagramSize)
         connected.batchReceipts = true
         connected.messageRateLimit = 500 // the default per-user rate, which clients pace under
-        XCTAssertEqual(actions, [.send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
-                                 .store(.recordPresence(user: "alice", online: true))])
+        XCTAssertEqual(
+            actions,
+            [
+                .send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
+                .store(.recordPresence(user: "alice", online: true)),
+            ])
         XCTAssertTrue(relay.core.isConnected("alice"))
     }
 
@@ -67,9 +71,12 @@ final class RelayCoreTests: XCTestCase {
         var relay = DevRelay()
         _ = relay.open(c1, peer: alicePeer)
         let receipt = SIMPMessage(kind: .receipt, messageId: 31, fromUser: "alice", toUser: "bob")
-        XCTAssertEqual(relay.control(receipt, on: c1, peer: alicePeer),
-                       [.reject(.notConnected, detail: "\(SIMPMessage.Kind.receipt) on c1"),
-                        .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 31))])
+        XCTAssertEqual(
+            relay.control(receipt, on: c1, peer: alicePeer),
+            [
+                .reject(.notConnected, detail: "\(SIMPMessage.Kind.receipt) on c1"),
+                .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 31)),
+            ])
     }
 
     func testPingIsAnsweredWithPongOfSameId() {
@@ -91,7 +98,8 @@ final class RelayCoreTests: XCTestCase {
 
     func testConnectionClosedUnregistersSession() {
         var relay = relay()
-        XCTAssertEqual(relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertEqual(
+            relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertEqual(relay.closed(c1), [])
     }
@@ -102,7 +110,12 @@ final class RelayCoreTests: XCTestCase {
         let actions = relay.control(DevRelay.connectMessage("alice", udpPort: 5556), on: c2, peer: alicePeer)
         let register = StoreRequest.register(relay.registration("alice", on: c2, port: 5556, peer: alicePeer), connection: c2)
         XCTAssertEqual(register.registration?.session, "r1/2")
-        XCTAssertEqual(actions, [.send(c1, .error(.alreadyConnected, "alice connected again elsewhere (a newer session of this device took over)")), .close(c1), .store(register)])
+        XCTAssertEqual(
+            actions,
+            [
+                .send(c1, .error(.alreadyConnected, "alice connected again elsewhere (a newer session of this device took over)")), .close(c1),
+                .store(register),
+            ])
         let completed = relay.complete("alice", on: c2, port: 5556, peer: alicePeer)
         XCTAssertEqual(completed, relay.registeredActions("alice"))
 
@@ -113,7 +126,8 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(forward, [relay.delivery(textMessage(1, from: "bob", to: "alice"), to: "alice")])
         guard case .deliver(_, _, let to)? = forward.first else { return XCTFail("\(forward)") }
         XCTAssertEqual(to, address("127.0.0.1", 5556), "to the new session's address")
-        XCTAssertEqual(relay.closed(c2), [.store(.unregister(user: "alice", session: "r1/2")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertEqual(
+            relay.closed(c2), [.store(.unregister(user: "alice", session: "r1/2")), .store(.recordPresence(user: "alice", online: false))])
     }
 
     func testAConnectionClosedWhileRegisteringUnregistersAndTheLateAnswerIsIgnored() {
@@ -121,10 +135,14 @@ final class RelayCoreTests: XCTestCase {
         _ = relay.open(c1, peer: alicePeer)
         let register = StoreRequest.register(relay.registration("alice", on: c1, port: 5555, peer: alicePeer), connection: c1)
         XCTAssertEqual(relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer), [.store(register)])
-        XCTAssertEqual(relay.control(SIMPMessage(kind: .who, messageId: 2), on: c1, peer: alicePeer),
-                       [.reject(.notConnected, detail: "\(SIMPMessage.Kind.who) on c1"),
-                        .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 2))], "not before CONNECTED")
-        XCTAssertEqual(relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+        XCTAssertEqual(
+            relay.control(SIMPMessage(kind: .who, messageId: 2), on: c1, peer: alicePeer),
+            [
+                .reject(.notConnected, detail: "\(SIMPMessage.Kind.who) on c1"),
+                .send(c1, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: 2)),
+            ], "not before CONNECTED")
+        XCTAssertEqual(
+            relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
         XCTAssertEqual(relay.answer(register, .success(.done)), [], "closed meanwhile")
         XCTAssertFalse(relay.core.isConnected("alice"))
     }
@@ -147,26 +165,31 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "carol")), [.store(.lookup(user: "carol"))])
         var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
         error.fromUser = "carol"
-        XCTAssertEqual(relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
-                       [.reject(.unknownRecipient, detail: "alice -> carol"), .send(c1, error)])
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+            [.reject(.unknownRecipient, detail: "alice -> carol"), .send(c1, error)])
     }
 
     func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() {
         var relay = relay()
         func publish(_ id: UInt64) -> RelayAction {
-            .store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(MessageCodec.encode(textMessage(id, from: "alice", to: "dave"))))))
+            .store(
+                .publish(
+                    relay: "r2", RelayDelivery(user: "dave", payload: .datagram(MessageCodec.encode(textMessage(id, from: "alice", to: "dave"))))))
         }
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))])
         XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave")), [])
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [])
 
         let route = Route(address: address("127.0.0.9", 9000), relayId: "r2")
-        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(route, known: true))), [publish(1), publish(2), publish(3)],
-                       "dave's session key is on r2: r2 seals for him the checked payloads, unsealed")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "dave"), .success(.route(route, known: true))), [publish(1), publish(2), publish(3)],
+            "dave's session key is on r2: r2 seals for him the checked payloads, unsealed")
 
         let ttl = relay.core.configuration.routeCacheTTL
         XCTAssertEqual(relay.send(textMessage(4, from: "alice", to: "dave"), now: t0 + ttl - .nanoseconds(1)), [publish(4)], "decided from the cache")
-        XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "dave"), now: t0 + ttl), [.store(.lookup(user: "dave"))], "asked again after the TTL")
+        XCTAssertEqual(
+            relay.send(textMessage(5, from: "alice", to: "dave"), now: t0 + ttl), [.store(.lookup(user: "dave"))], "asked again after the TTL")
     }
 
     func testAUserTheStoreForgotMomentsAfterKnowingItIsRetriedNotRefused() {
@@ -175,32 +198,37 @@ final class RelayCoreTests: XCTestCase {
         _ = relay.answer(.lookup(user: "dave"), .success(.route(Route(address: address("127.0.0.9", 9000), relayId: "r2"), known: true)))
         let later = t0 + relay.core.configuration.routeCacheTTL
         XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave"), now: later), [.store(.lookup(user: "dave"))])
-        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: later),
-                       [.reject(.registryUnavailable, detail: "the store lost dave, known moments ago; not refused, retried")],
-                       "a failover lost dave's keys: alice retransmits instead of being told dave does not exist")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: later),
+            [.reject(.registryUnavailable, detail: "the store lost dave, known moments ago; not refused, retried")],
+            "a failover lost dave's keys: alice retransmits instead of being told dave does not exist")
         let forgotten = t0 + relay.core.configuration.refreshInterval * 3
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave"), now: forgotten), [.store(.lookup(user: "dave"))])
-        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: forgotten).first,
-                       .reject(.unknownRecipient, detail: "alice -> dave"), "still unknown after a registration TTL: refused")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: forgotten).first,
+            .reject(.unknownRecipient, detail: "alice -> dave"), "still unknown after a registration TTL: refused")
     }
 
     func testARouteNamingThisRelayWithoutASessionIsOffline() {
         var relay = relay()
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "erin")), [.store(.lookup(user: "erin"))])
         let stale = Route(address: address("10.0.0.1", 1), relayId: "r1")
-        XCTAssertEqual(relay.answer(.lookup(user: "erin"), .success(.route(stale, known: false))),
-                       [.store(.storeInInbox(user: "erin", message: textMessage(1, from: "alice", to: "erin")))],
-                       "a stale registration of this relay: offline, stored")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "erin"), .success(.route(stale, known: false))),
+            [.store(.storeInInbox(user: "erin", message: textMessage(1, from: "alice", to: "erin")))],
+            "a stale registration of this relay: offline, stored")
     }
 
     func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() {
         var relay = relay()
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "bob")), [.store(.lookup(user: "bob"))])
-        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))),
-                       [.store(.storeInInbox(user: "bob", message: textMessage(3, from: "alice", to: "bob")))], "the payload goes to bob's inbox")
-        XCTAssertEqual(relay.send(textMessage(4, from: "alice", to: "bob"), now: t0 + .milliseconds(10)),
-                       [.store(.storeInInbox(user: "bob", message: textMessage(4, from: "alice", to: "bob")))],
-                       "no ERROR to the sender: the message goes to the inbox")
+        XCTAssertEqual(
+            relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))),
+            [.store(.storeInInbox(user: "bob", message: textMessage(3, from: "alice", to: "bob")))], "the payload goes to bob's inbox")
+        XCTAssertEqual(
+            relay.send(textMessage(4, from: "alice", to: "bob"), now: t0 + .milliseconds(10)),
+            [.store(.storeInInbox(user: "bob", message: textMessage(4, from: "alice", to: "bob")))],
+            "no ERROR to the sender: the message goes to the inbox")
     }
 
     func testAFailedLookupRejectsEveryWaitingPayload() {
@@ -222,17 +250,21 @@ final class RelayCoreTests: XCTestCase {
 
     func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() {
         var relay = relay()
-        XCTAssertEqual(relay.send(SIMPMessage(kind: .hello, fromUser: "alice")),
-                       [relay.reply(SIMPMessage(kind: .hello, toUser: "alice"), to: "alice", at: address("127.0.0.1", 5555))])
-        var forger = DatagramSealer(keys: SessionKeys(sessionId: relay.clients["alice"]!.keys.sessionId, secret: [UInt8](repeating: 0, count: 32)), direction: .uplink)
-        XCTAssertEqual(relay.datagram(forger.seal(SIMPMessage(kind: .hello, fromUser: "alice")), from: alicePeer),
-                       [.reject(.badMAC, detail: "session of alice from \(alicePeer)")])
+        XCTAssertEqual(
+            relay.send(SIMPMessage(kind: .hello, fromUser: "alice")),
+            [relay.reply(SIMPMessage(kind: .hello, toUser: "alice"), to: "alice", at: address("127.0.0.1", 5555))])
+        var forger = DatagramSealer(
+            keys: SessionKeys(sessionId: relay.clients["alice"]!.keys.sessionId, secret: [UInt8](repeating: 0, count: 32)), direction: .uplink)
+        XCTAssertEqual(
+            relay.datagram(forger.seal(SIMPMessage(kind: .hello, fromUser: "alice")), from: alicePeer),
+            [.reject(.badMAC, detail: "session of alice from \(alicePeer)")])
     }
 
     func testUnsealedDatagramIsRejected() {
         var relay = DevRelay()
-        XCTAssertEqual(relay.datagram(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer),
-                       [.reject(.unsealed, detail: "3 bytes from \(alicePeer)")])
+        XCTAssertEqual(
+            relay.datagram(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), from: alicePeer),
+            [.reject(.unsealed, detail: "3 bytes from \(alicePeer)")])
     }
 
     func testTheNewestAuthenticDatagramFromANewAddressMovesTheRoute() {

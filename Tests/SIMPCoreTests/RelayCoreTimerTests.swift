@@ -31,10 +31,13 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [.send(c1, ping(3)), .send(c2, ping(4))])
         XCTAssertEqual(relay.control(SIMPMessage(kind: .pong, messageId: 4), on: c2, now: t0 + .milliseconds(2500)), [])
 
-        XCTAssertEqual(relay.tick(now: t0 + .seconds(3)),
-                       [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
-                        .reject(.heartbeatTimeout, detail: "c1 silent for \(heartbeat.deadAfter)"), .close(c1)],
-                       "alice said nothing for three intervals; bob answered half an interval ago, so he is not pinged")
+        XCTAssertEqual(
+            relay.tick(now: t0 + .seconds(3)),
+            [
+                .store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
+                .reject(.heartbeatTimeout, detail: "c1 silent for \(heartbeat.deadAfter)"), .close(c1),
+            ],
+            "alice said nothing for three intervals; bob answered half an interval ago, so he is not pinged")
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertTrue(relay.core.isConnected("bob"))
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(3250)), [], "counted once, however long the close takes")
@@ -49,8 +52,9 @@ final class RelayCoreTimerTests: XCTestCase {
         var relay = DevRelay { $0.heartbeat = HeartbeatPolicy(interval: .seconds(60)) }
         XCTAssertEqual(relay.tick(now: t0 + .seconds(30)), [], "nothing to refresh before the relay listens")
         let start = t0 + .seconds(30)
-        XCTAssertEqual(relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) },
-                       [.store(.refresh(relayId: "r1", description: "udp 7100", []))], "the relay announces itself at once")
+        XCTAssertEqual(
+            relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) },
+            [.store(.refresh(relayId: "r1", description: "udp 7100", []))], "the relay announces itself at once")
         relay.connect("alice", on: c1, port: 5001, now: start)
         relay.connect("bob", on: c2, port: 5002, now: start)
         XCTAssertEqual(relay.connected("alice").udpPort, 7100, "CONNECTED names the bound port")
@@ -95,8 +99,9 @@ final class RelayCoreTimerTests: XCTestCase {
         relay.core.beginDrain(now: t0)
         XCTAssertTrue(relay.core.isDraining)
         let bytes = relay.sealed(textMessage(1, from: "alice", to: "bob"))
-        XCTAssertEqual(relay.datagram(bytes, from: address("127.0.0.1", 5001)),
-                       [.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")], "its sender retransmits elsewhere")
+        XCTAssertEqual(
+            relay.datagram(bytes, from: address("127.0.0.1", 5001)),
+            [.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down")], "its sender retransmits elsewhere")
 
         let receipt = SIMPMessage(kind: .receipt, messageId: 7, fromUser: "bob", toUser: "alice")
         XCTAssertEqual(relay.control(receipt, on: c2, now: t0 + .milliseconds(300)), [.send(c1, receipt)], "receipts are still routed")
@@ -113,12 +118,15 @@ final class RelayCoreTimerTests: XCTestCase {
         relay.core.beginDrain(now: t0)
         let quiet = relay.core.configuration.drainQuietPeriod
         let receipt = SIMPMessage(kind: .receipt, messageId: 3, fromUser: "dave", toUser: "alice")
-        XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(receipt)), now: t0 + .milliseconds(400)), [.send(c1, receipt)])
+        XCTAssertEqual(
+            relay.relayDelivery(RelayDelivery(user: "alice", payload: .control(receipt)), now: t0 + .milliseconds(400)), [.send(c1, receipt)])
         XCTAssertEqual(relay.tick(now: t0 + quiet), [], "a receipt from another relay was routed 100 ms ago")
         let entry = InboxEntry(message: textMessage(4, from: "alice", to: "erin"), storedAt: 1)
-        XCTAssertEqual(relay.answer(.storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
-                                    now: t0 + .milliseconds(800)),
-                       [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
+        XCTAssertEqual(
+            relay.answer(
+                .storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
+                now: t0 + .milliseconds(800)),
+            [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])
     }
@@ -149,8 +157,9 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.open(c3), [], "a connection without a session")
         let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
 
-        XCTAssertEqual(relay.run { $0.shutDown(into: &$1) },
-                       [.close(c1), .close(c2), .close(c3), .store(.withdraw(relayId: "r1", registrations))])
+        XCTAssertEqual(
+            relay.run { $0.shutDown(into: &$1) },
+            [.close(c1), .close(c2), .close(c3), .store(.withdraw(relayId: "r1", registrations))])
         XCTAssertEqual(relay.core.connectedUsers, 0)
         for connection in [c1, c2, c3] {
             XCTAssertEqual(relay.closed(connection), [], "no unregister per session: the withdraw covers them")

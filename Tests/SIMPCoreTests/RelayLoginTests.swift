@@ -23,8 +23,10 @@ final class RelayLoginTests: XCTestCase {
 
     /// A wrong proof's answer on `connection`.
     private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof") -> [RelayAction] {
-        [.reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
-         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection)]
+        [
+            .reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
+            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection),
+        ]
     }
 
     /// Runs a whole login between `session` and `core`: the relay's store knows `stored` for
@@ -88,7 +90,8 @@ final class RelayLoginTests: XCTestCase {
         let auth = alice.beginLogin(udpPort: 5000)
         var actions = core.control(auth, on: connection, peer: peer)
         for case .store(let request) in actions { actions += core.answer(request, .success(.verifier(verifier, locked: false))) }
-        let challenge = try XCTUnwrap(actions.lazy.compactMap { if case .send(_, let frame) = $0, frame.kind == .challenge { frame } else { nil } }.first)
+        let challenge = try XCTUnwrap(
+            actions.lazy.compactMap { if case .send(_, let frame) = $0, frame.kind == .challenge { frame } else { nil } }.first)
         guard case .send(let connect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail("no CONNECT") }
         let registrations = core.control(connect, on: connection, peer: peer).compactMap {
             if case .store(.register(let registration, _)) = $0 { registration } else { nil }
@@ -139,10 +142,12 @@ final class RelayLoginTests: XCTestCase {
         let refusedAlice = login(&alice, to: &core, stored: verifier), refusedGhost = login(&ghost, to: &core, stored: nil)
         for (user, refused) in [("alice", refusedAlice), ("nobody", refusedGhost)] {
             let c = refused.connection
-            XCTAssertEqual(refused.actions, [
-                .reject(.loginRateLimited, detail: "\(c): \"\(user)\" backs off after failed logins from 192.0.2.10"),
-                .send(c, .rateLimited("too many failed logins as \(user) from 192.0.2.10, retry in 4 s", retryAfter: .seconds(4))), .close(c),
-            ])
+            XCTAssertEqual(
+                refused.actions,
+                [
+                    .reject(.loginRateLimited, detail: "\(c): \"\(user)\" backs off after failed logins from 192.0.2.10"),
+                    .send(c, .rateLimited("too many failed logins as \(user) from 192.0.2.10, retry in 4 s", retryAfter: .seconds(4))), .close(c),
+                ])
         }
         var later = client("alice", password: "correct horse")
         guard case .registered? = login(&later, to: &core, stored: verifier, now: t0 + .seconds(4)).step else {
@@ -195,12 +200,17 @@ final class RelayLoginTests: XCTestCase {
 
         guard case .registered? = home.step else { return XCTFail("from her recent address alice gets in: \(home.actions)") }
         let c = away.connection
-        XCTAssertEqual(away.actions, [
-            .reject(.loginRateLimited, detail: "\(c): \"alice\" backs off after failed logins from addresses it has not logged in from"),
-            .send(c, .rateLimited("too many failed logins as alice from addresses it has not logged in from, retry in 8 s",
-                                  retryAfter: .seconds(8))),
-            .close(c),
-        ])
+        XCTAssertEqual(
+            away.actions,
+            [
+                .reject(.loginRateLimited, detail: "\(c): \"alice\" backs off after failed logins from addresses it has not logged in from"),
+                .send(
+                    c,
+                    .rateLimited(
+                        "too many failed logins as alice from addresses it has not logged in from, retry in 8 s",
+                        retryAfter: .seconds(8))),
+                .close(c),
+            ])
     }
 
     func testDecoyIterationCountsFollowRealUsersAndStayPutForOneName() {
@@ -228,7 +238,8 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first))])
         let challenged = core.answer(.fetchVerifier(user: "alice", connection: first), .success(.verifier(verifier)))
         guard challenged.count == 1, case .send(first, let challenge) = challenged[0],
-              case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail("\(challenged)") }
+            case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0)
+        else { return XCTFail("\(challenged)") }
 
         // An eavesdropper replays AUTH and the recorded CONNECT on its own connection.
         let replay = ConnectionID(101)
@@ -248,9 +259,12 @@ final class RelayLoginTests: XCTestCase {
         let auth = alice.beginLogin(udpPort: 5000)
         let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection)
         XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)])
-        XCTAssertEqual(core.answer(fetch, .failure(StoreFailure("down"))),
-                       [.reject(.registryUnavailable, detail: "verifier lookup for c1 failed: down"),
-                        .send(connection, .error(.internal, "registry unavailable, try again"))])
+        XCTAssertEqual(
+            core.answer(fetch, .failure(StoreFailure("down"))),
+            [
+                .reject(.registryUnavailable, detail: "verifier lookup for c1 failed: down"),
+                .send(connection, .error(.internal, "registry unavailable, try again")),
+            ])
         XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)], "AUTH again")
     }
 
@@ -261,8 +275,12 @@ final class RelayLoginTests: XCTestCase {
 
         let actions = core.control(DevRelay.connectMessage("alice", udpPort: 5000), on: connection, peer: peer)
 
-        XCTAssertEqual(actions, [.reject(.authRequired, detail: "CONNECT without login on c1"),
-                                 .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first"))])
+        XCTAssertEqual(
+            actions,
+            [
+                .reject(.authRequired, detail: "CONNECT without login on c1"),
+                .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first")),
+            ])
         XCTAssertFalse(core.core.isConnected("alice"))
     }
 
@@ -295,9 +313,15 @@ final class RelayLoginTests: XCTestCase {
             results.append(login(&mallory, to: &core, stored: verifier).actions)
         }
         let c4 = ConnectionID(4)
-        XCTAssertEqual(results, [authFailed("alice", on: ConnectionID(1)), authFailed("alice", on: ConnectionID(2)), authFailed("alice", on: ConnectionID(3)),
-                                 [.reject(.loginRateLimited, detail: "c4 from 192.0.2.10"),
-                                  .send(c4, .rateLimited("too many login attempts from 192.0.2.10, retry in 10 s", retryAfter: .seconds(10))), .close(c4)]])
+        XCTAssertEqual(
+            results,
+            [
+                authFailed("alice", on: ConnectionID(1)), authFailed("alice", on: ConnectionID(2)), authFailed("alice", on: ConnectionID(3)),
+                [
+                    .reject(.loginRateLimited, detail: "c4 from 192.0.2.10"),
+                    .send(c4, .rateLimited("too many login attempts from 192.0.2.10, retry in 10 s", retryAfter: .seconds(10))), .close(c4),
+                ],
+            ])
         var other = client("alice", password: "correct horse")
         guard case .registered? = login(&other, to: &core, stored: verifier, from: address("198.51.100.7", 1)).step else {
             return XCTFail("another address is not limited")
@@ -308,8 +332,15 @@ final class RelayLoginTests: XCTestCase {
         var core = relayCore { $0.connectionLimit = RateLimit(perSecond: 1, burst: 2) }
         let verdicts = (1...3).map { core.open(ConnectionID($0), peer: peer) }
         let c3 = ConnectionID(3)
-        XCTAssertEqual(verdicts, [[], [], [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
-                                           .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3)]])
+        XCTAssertEqual(
+            verdicts,
+            [
+                [], [],
+                [
+                    .reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
+                    .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3),
+                ],
+            ])
     }
 
     func testTooManyConnectionsFromOneAddressAreRefusedUntilOneCloses() {
@@ -317,8 +348,12 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertEqual(core.open(ConnectionID(1), peer: peer), [])
         XCTAssertEqual(core.open(ConnectionID(2), peer: peer), [])
         let c3 = ConnectionID(3)
-        XCTAssertEqual(core.open(c3, peer: peer), [.reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
-                                                   .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3)])
+        XCTAssertEqual(
+            core.open(c3, peer: peer),
+            [
+                .reject(.connectionRateLimited, detail: "c3 from 192.0.2.10"),
+                .send(c3, .rateLimited("too many connections from 192.0.2.10, retry in 1 s", retryAfter: .seconds(1))), .close(c3),
+            ])
         _ = core.closed(c3)
         _ = core.closed(ConnectionID(1))
         XCTAssertEqual(core.open(ConnectionID(4), peer: peer), [])

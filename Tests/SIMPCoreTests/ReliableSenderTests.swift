@@ -194,4 +194,3 @@ final class RetransmissionCopiesTests: XCTestCase {
         XCTAssertEqual(sender.resume(now: t0 + .seconds(3)).transmit.map(\.attempt), [3], "after a reconnect: one")
     }
 }
-

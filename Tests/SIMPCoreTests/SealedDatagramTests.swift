@@ -10,17 +10,21 @@ final class SealedDatagramTests: XCTestCase {
     func testTheDocumentedExampleIsWhatTheSealerWrites() throws {
         var message = SIMPMessage(kind: .text, messageId: 300, fromUser: "alice", toUser: "bob", content: "hi", time: 1_700_000_000_000)
         message.attempt = 1
-        XCTAssertEqual(Hex.encode(Array(MessageCodec.encode(message).readableBytesView)),
-                       "080110ac021880d095ffbc31220268693205616c6963653a03626f625001")
-        XCTAssertEqual(keys.key(.uplink).withUnsafeBytes { Hex.encode(Array($0)) },
-                       "8acb0850d86e784378a3ddc33cb6df76d1d6215e8cf0ffe1d605f8f160a1cd59")
-        XCTAssertEqual(keys.key(.downlink).withUnsafeBytes { Hex.encode(Array($0)) },
-                       "bc9c2c7ba66a88df0aa96b8aa8cf06117769752af05f0f8b12aad2bbc921434a")
+        XCTAssertEqual(
+            Hex.encode(Array(MessageCodec.encode(message).readableBytesView)),
+            "080110ac021880d095ffbc31220268693205616c6963653a03626f625001")
+        XCTAssertEqual(
+            keys.key(.uplink).withUnsafeBytes { Hex.encode(Array($0)) },
+            "8acb0850d86e784378a3ddc33cb6df76d1d6215e8cf0ffe1d605f8f160a1cd59")
+        XCTAssertEqual(
+            keys.key(.downlink).withUnsafeBytes { Hex.encode(Array($0)) },
+            "bc9c2c7ba66a88df0aa96b8aa8cf06117769752af05f0f8b12aad2bbc921434a")
         var sealer = DatagramSealer(keys: keys, direction: .uplink)
 
         let sealed = sealer.seal(message)
 
-        let expected = "a201020304050607080000000000000001" // marker, session id, counter 1: the associated data
+        let expected =
+            "a201020304050607080000000000000001" // marker, session id, counter 1: the associated data
             + "f3f124438f33ece697891b8559c87b058bc61d9377f0a8779a47493d61aa" // ciphertext (30 bytes)
             + "a03d70f4e072d78bdb9066e85b41117b" // tag
         XCTAssertEqual(Hex.encode(Array(sealed.readableBytesView)), expected)
@@ -109,7 +113,8 @@ final class SealedDatagramTests: XCTestCase {
         XCTAssertEqual(Double(wait) / 1e6, 50, accuracy: 1, "half a token in: 50 ms to go")
         XCTAssertNil(limiter.admit("a", now: t0 + .milliseconds(100)), "one token after 100 ms")
         XCTAssertNil(limiter.admit("b", now: t0), "per key")
-        XCTAssertEqual(RateLimit(perSecond: 500, burst: 1000).scaled(toPerSecond: 50), RateLimit(perSecond: 50, burst: 100),
-                       "two seconds' worth stays two seconds' worth")
+        XCTAssertEqual(
+            RateLimit(perSecond: 500, burst: 1000).scaled(toPerSecond: 50), RateLimit(perSecond: 50, burst: 100),
+            "two seconds' worth stays two seconds' worth")
     }
 }

@@ -112,8 +112,9 @@ final class AnnouncedPacingTests: XCTestCase {
 
     func testThePaceIsNinetyPercentOfTheAnnouncedRateWithABurstOfANinthOfASecondAtMostAHundred() {
         XCTAssertEqual(SendPacer.limit(announced: 0, otherwise: ClientSession.defaultPacing), ClientSession.defaultPacing, "nothing announced")
-        XCTAssertEqual(SendPacer.limit(announced: 500, otherwise: RateLimit(perSecond: 1, burst: 1)), ClientSession.defaultPacing,
-                       "the relay's default gives the client's default")
+        XCTAssertEqual(
+            SendPacer.limit(announced: 500, otherwise: RateLimit(perSecond: 1, burst: 1)), ClientSession.defaultPacing,
+            "the relay's default gives the client's default")
         XCTAssertEqual(SendPacer.limit(announced: 100, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 90, burst: 10))
         XCTAssertEqual(SendPacer.limit(announced: 5000, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 4500, burst: 100))
         XCTAssertEqual(SendPacer.limit(announced: 1, otherwise: ClientSession.defaultPacing), RateLimit(perSecond: 0.9, burst: 1))

@@ -8,8 +8,9 @@ final class SplitMix64Tests: XCTestCase {
     func testTheSequenceIsSplitMix64s() {
         var generator = SplitMix64(seed: 0)
         // The published SplitMix64 outputs for seed 0.
-        XCTAssertEqual([generator.next(), generator.next(), generator.next()],
-                       [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F])
+        XCTAssertEqual(
+            [generator.next(), generator.next(), generator.next()],
+            [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F])
     }
 
     func testSeededEntropyDrawsTheSameSequence() {

@@ -32,9 +32,9 @@ final class LossScheduleTests: XCTestCase {
             let payload = toBob ? try pair.aliceSends(words) : try pair.bobSends(words)
             expected[id] = words
             figures.sent += 1
-            if network.next() % 100 < 2 { figures.lost += 1; return }  // sender gave up: never arrives
+            if network.next() % 100 < 2 { figures.lost += 1; return } // sender gave up: never arrives
             var attempt = 0
-            repeat {  // retransmit the same bytes until a transmission survives 20 % loss
+            repeat { // retransmit the same bytes until a transmission survives 20 % loss
                 attempt += 1
                 let delay = Int(network.next() % 60) + attempt * 10
                 let dropped = network.next() % 100 < 20
@@ -48,8 +48,10 @@ final class LossScheduleTests: XCTestCase {
 
         func deliver(_ copy: Copy) throws {
             do {
-                let result = copy.toBob ? try pair.bobReceives(copy.payload, now: UInt64(copy.deliverAt) * 100)
-                                        : try pair.aliceReceives(copy.payload, now: UInt64(copy.deliverAt) * 100)
+                let result =
+                    copy.toBob
+                    ? try pair.bobReceives(copy.payload, now: UInt64(copy.deliverAt) * 100)
+                    : try pair.aliceReceives(copy.payload, now: UInt64(copy.deliverAt) * 100)
                 XCTAssertTrue(decrypted.insert(copy.id).inserted, "message \(copy.id) decrypted twice")
                 XCTAssertEqual(text(result), expected[copy.id])
                 figures.delivered += 1

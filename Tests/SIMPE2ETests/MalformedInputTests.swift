@@ -1,5 +1,6 @@
-@testable import SIMPE2E
 import XCTest
+
+@testable import SIMPE2E
 
 /// Every decoder refuses truncated and altered input with an error (never a crash), and an
 /// altered message never decrypts to anything nor harms the session.

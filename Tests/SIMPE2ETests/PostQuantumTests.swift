@@ -28,7 +28,7 @@ final class PostQuantumTests: XCTestCase {
         var pair = try pairOfferingKEM()
         try pair.aliceStarts()
         var first = try pair.aliceSends("hello")
-        first[3 + 64 + 32 + 4 + 4 + 4 + 100] ^= 0x01  // inside the KEM ciphertext
+        first[3 + 64 + 32 + 4 + 4 + 4 + 100] ^= 0x01 // inside the KEM ciphertext
         XCTAssertThrowsError(try pair.bobReceives(first))
         XCTAssertFalse(try pair.bob.hasSession(with: "alice"))
     }
@@ -38,8 +38,9 @@ final class PostQuantumTests: XCTestCase {
         let kem = try XCTUnwrap(pair.bobBundle.kemPrekey)
         var signature = kem.signature
         signature[5] ^= 0x01
-        let forged = KeyBundle(identity: pair.bobBundle.identity, signedPrekey: pair.bobBundle.signedPrekey, oneTimePrekeys: [],
-                               kemPrekey: KEMPrekey(id: kem.id, publicKey: kem.publicKey, signature: signature))
+        let forged = KeyBundle(
+            identity: pair.bobBundle.identity, signedPrekey: pair.bobBundle.signedPrekey, oneTimePrekeys: [],
+            kemPrekey: KEMPrekey(id: kem.id, publicKey: kem.publicKey, signature: signature))
         XCTAssertThrows(.badPrekeySignature, try forged.verify())
     }
 }

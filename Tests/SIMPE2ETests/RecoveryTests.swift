@@ -39,7 +39,7 @@ final class RecoveryTests: XCTestCase {
         try talk(&pair, rounds: 2)
         pair.aliceStore.remove("peer/bob")
 
-        try pair.aliceStarts()  // alice does not know she had a session
+        try pair.aliceStarts() // alice does not know she had a session
         let received = try pair.bobReceives(try pair.aliceSends("hello again"))
         XCTAssertEqual(received.event, .peerRestartedSession)
         try talk(&pair, rounds: 1)

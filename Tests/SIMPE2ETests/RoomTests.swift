@@ -9,9 +9,10 @@ final class RoomTests: XCTestCase {
     /// alice, bob and carol each hold the others' sender keys for "ops".
     private func room() throws -> [String: RoomSenderKeys] {
         let names: Set = ["alice", "bob", "carol"]
-        var keys = Dictionary(uniqueKeysWithValues: names.map {
-            ($0, RoomSenderKeys(roomID: "ops", members: names.subtracting([$0]), using: &random))
-        })
+        var keys = Dictionary(
+            uniqueKeysWithValues: names.map {
+                ($0, RoomSenderKeys(roomID: "ops", members: names.subtracting([$0]), using: &random))
+            })
         for sender in names {
             // Sent over the pairwise session in real use; encoded and decoded here.
             let distribution = try SenderKeyDistribution(encoded: keys[sender]!.outbound.distribution.encoded.bytes)

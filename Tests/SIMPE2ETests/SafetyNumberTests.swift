@@ -13,9 +13,11 @@ final class SafetyNumberTests: XCTestCase {
         XCTAssertTrue(seenByAlice.split(separator: " ").allSatisfy { $0.count == 5 && $0.allSatisfy(\.isNumber) })
 
         let mallory = DeviceIdentity(using: &random).publicKey
-        XCTAssertNotEqual(SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bob", remoteIdentity: mallory),
-                          seenByAlice)
-        XCTAssertNotEqual(SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bobby", remoteIdentity: bob),
-                          seenByAlice)
+        XCTAssertNotEqual(
+            SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bob", remoteIdentity: mallory),
+            seenByAlice)
+        XCTAssertNotEqual(
+            SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bobby", remoteIdentity: bob),
+            seenByAlice)
     }
 }

@@ -1,5 +1,6 @@
-@testable import SIMPE2E
 import XCTest
+
+@testable import SIMPE2E
 
 /// Pairwise sessions (docs/E2E.md §4-§7): start with an offline device, the ratchet in both
 /// directions, duplicates, tampering, persistence, redaction.
@@ -22,7 +23,9 @@ final class SessionTests: XCTestCase {
     func testMessagesCarryTheSessionStartUntilAReplyArrives() throws {
         var pair = try Pair()
         try pair.aliceStarts()
-        let second = try { _ = try pair.aliceSends("one"); return try pair.aliceSends("two") }()
+        let second = try {
+            _ = try pair.aliceSends("one"); return try pair.aliceSends("two")
+        }()
         XCTAssertNotNil(try PairwiseMessage(encoded: second).start)
         XCTAssertEqual(text(try pair.bobReceives(second)), "two", "the second message alone starts the session")
         _ = try pair.aliceReceives(try pair.bobSends("hi"))
@@ -50,7 +53,7 @@ final class SessionTests: XCTestCase {
         altered[altered.count - 20] ^= 0x01
         XCTAssertThrows(.authenticationFailed, try pair.bobReceives(altered))
         var headerChanged = try pair.aliceSends("header")
-        headerChanged[headerChanged.count - "header".count - 16 - 1] ^= 0x01  // the message number's low byte
+        headerChanged[headerChanged.count - "header".count - 16 - 1] ^= 0x01 // the message number's low byte
         XCTAssertThrows(.authenticationFailed, try pair.bobReceives(headerChanged))
         XCTAssertEqual(text(try pair.bobReceives(try pair.aliceSends("next"))), "next")
     }
@@ -59,10 +62,12 @@ final class SessionTests: XCTestCase {
         var pair = try Pair()
         var signature = pair.bobBundle.signedPrekey.signature
         signature[0] ^= 1
-        let forged = KeyBundle(identity: pair.bobBundle.identity,
-                               signedPrekey: SignedPrekey(id: pair.bobBundle.signedPrekey.id,
-                                                          publicKey: pair.bobBundle.signedPrekey.publicKey, signature: signature),
-                               oneTimePrekeys: [])
+        let forged = KeyBundle(
+            identity: pair.bobBundle.identity,
+            signedPrekey: SignedPrekey(
+                id: pair.bobBundle.signedPrekey.id,
+                publicKey: pair.bobBundle.signedPrekey.publicKey, signature: signature),
+            oneTimePrekeys: [])
         XCTAssertThrows(.badPrekeySignature, try pair.alice.startSession(with: "bob", bundle: forged, using: &pair.random))
         XCTAssertFalse(try pair.alice.hasSession(with: "bob"))
     }
@@ -106,11 +111,15 @@ final class SessionTests: XCTestCase {
         dump(session, to: &dumped)
         dump(alice, to: &dumped)
         dump(alice.secretBytes, to: &dumped)
-        let texts = [String(describing: session), String(reflecting: session), String(describing: alice),
-                     String(describing: prekeys), String(describing: alice.secretBytes), "\(session.secretBytes)", dumped]
-        let secrets = [Array(alice.agreementKey.rawRepresentation), Array(alice.signingKey.rawRepresentation),
-                       session.rootKey.bytes, session.sendingRatchetKey.bytes, session.sendingChain!.bytes,
-                       Array(try prekeys.signedPrekey(id: prekeys.currentSigned.id).rawRepresentation)]
+        let texts = [
+            String(describing: session), String(reflecting: session), String(describing: alice),
+            String(describing: prekeys), String(describing: alice.secretBytes), "\(session.secretBytes)", dumped,
+        ]
+        let secrets = [
+            Array(alice.agreementKey.rawRepresentation), Array(alice.signingKey.rawRepresentation),
+            session.rootKey.bytes, session.sendingRatchetKey.bytes, session.sendingChain!.bytes,
+            Array(try prekeys.signedPrekey(id: prekeys.currentSigned.id).rawRepresentation),
+        ]
         for secret in secrets {
             // Any 8 consecutive secret bytes, in hex or decimal list form, would betray it.
             for start in stride(from: 0, through: secret.count - 8, by: 8) {
@@ -123,4 +132,3 @@ final class SessionTests: XCTestCase {
         }
     }
 }
-

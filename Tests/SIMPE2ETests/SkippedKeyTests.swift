@@ -46,7 +46,8 @@ final class SkippedKeyTests: XCTestCase {
         let sent = try (0..<6).map { try pair.aliceSends("m\($0)") }
         _ = try pair.bob.decrypt(sent[5], from: "alice", now: 0, limits: limits, using: &pair.random)
         XCTAssertThrows(.duplicate, try pair.bob.decrypt(sent[1], from: "alice", now: 0, limits: limits, using: &pair.random))
-        XCTAssertEqual(try pair.bob.decrypt(sent[2], from: "alice", now: 0, limits: limits, using: &pair.random).plaintext,
-                       Array("m2".utf8))
+        XCTAssertEqual(
+            try pair.bob.decrypt(sent[2], from: "alice", now: 0, limits: limits, using: &pair.random).plaintext,
+            Array("m2".utf8))
     }
 }

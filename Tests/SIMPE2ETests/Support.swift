@@ -60,6 +60,7 @@ func bytes(hex: String) -> [UInt8] {
 }
 
 /// Asserts that `body` throws exactly `expected`.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 func XCTAssertThrows<T>(_ expected: E2EError, _ body: @autoclosure () throws -> T, file: StaticString = #filePath, line: UInt = #line) {
     XCTAssertThrowsError(try body(), file: file, line: line) { XCTAssertEqual($0 as? E2EError, expected, file: file, line: line) }
 }

@@ -29,8 +29,9 @@ final class FuzzInputTests: XCTestCase {
                 }
             }
             let committed = try Self.files(in: folder)
-            XCTAssertEqual(committed.mapValues { $0.count }, target.seeds.mapValues { $0.count },
-                           "fuzz/corpus/\(target.name) is stale: run scripts/fuzz seeds and commit the result")
+            XCTAssertEqual(
+                committed.mapValues { $0.count }, target.seeds.mapValues { $0.count },
+                "fuzz/corpus/\(target.name) is stale: run scripts/fuzz seeds and commit the result")
             for (name, bytes) in target.seeds where committed[name] != bytes {
                 XCTFail("fuzz/corpus/\(target.name)/\(name) is stale: run scripts/fuzz seeds")
             }

@@ -23,7 +23,8 @@ final class DeviceScenarioTests: XCTestCase {
     }
 
     func testDevicesAndSendOnlySessionsDecode() throws {
-        let scenario = try Suite.decode("""
+        let scenario = try Suite.decode(
+            """
             {"name": "d", "workload": {"receivers": 2, "messages": 10},
              "receiverDevices": [{"name": "phone"}, {"name": "laptop", "link": {"lossPercent": 5},
                                  "offline": [{"atMs": 3000, "forMs": 100}, {"atMs": 1000, "forMs": 500}]}],
@@ -64,7 +65,9 @@ final class DeviceScenarioTests: XCTestCase {
         }
         XCTAssertEqual(recorder.deviceDeliveriesDue, 8)
         for sequence in [0, 1, 2, 3] { recorder.appReceived(from: "alice", to: "bob", device: "phone", text: "#\(sequence) x", at: .milliseconds(5)) }
-        for sequence in [0, 2, 1, 1] { recorder.appReceived(from: "alice", to: "bob", device: "laptop", text: "#\(sequence) x", at: .milliseconds(9)) }
+        for sequence in [0, 2, 1, 1] {
+            recorder.appReceived(from: "alice", to: "bob", device: "laptop", text: "#\(sequence) x", at: .milliseconds(9))
+        }
         recorder.messageFailed(id: 3, at: .milliseconds(20)) // the phone has it: delivered and failed there
         XCTAssertEqual(recorder.deviceDeliveriesDue, 0, "laptop's #3 is no longer due once #3 failed")
         let scenario = try Suite.decode(#"{"name": "counted", "receiverDevices": [{"name": "phone"}, {"name": "laptop"}]}"#)
@@ -72,16 +75,25 @@ final class DeviceScenarioTests: XCTestCase {
         let devices = try XCTUnwrap(report.devices)
         XCTAssertEqual(devices.map(\.device), ["phone", "laptop"])
         let phone = devices[0], laptop = devices[1]
-        XCTAssertEqual([phone.expected, phone.delivered, phone.duplicates, phone.outOfOrder, phone.failed, phone.missing,
-                        phone.deliveredAndFailed], [4, 4, 0, 0, 1, 0, 1])
-        XCTAssertEqual([laptop.expected, laptop.delivered, laptop.duplicates, laptop.outOfOrder, laptop.failed, laptop.missing,
-                        laptop.deliveredAndFailed], [4, 3, 1, 1, 1, 0, 0])
+        XCTAssertEqual(
+            [
+                phone.expected, phone.delivered, phone.duplicates, phone.outOfOrder, phone.failed, phone.missing,
+                phone.deliveredAndFailed,
+            ], [4, 4, 0, 0, 1, 0, 1])
+        XCTAssertEqual(
+            [
+                laptop.expected, laptop.delivered, laptop.duplicates, laptop.outOfOrder, laptop.failed, laptop.missing,
+                laptop.deliveredAndFailed,
+            ], [4, 3, 1, 1, 1, 0, 0])
         XCTAssertEqual(report.delivered, 4, "distinct messages at any device")
         XCTAssertEqual(report.duplicates, 1)
         XCTAssertEqual(report.outOfOrder, 1)
-        XCTAssertEqual(Set(report.failedBars.map(\.name)),
-                       ["phone.delivered_and_failed", "laptop.duplicates", "laptop.out_of_order", "delivered_and_failed", "duplicates",
-                        "out_of_order", "failed", "unresolved"])
+        XCTAssertEqual(
+            Set(report.failedBars.map(\.name)),
+            [
+                "phone.delivered_and_failed", "laptop.duplicates", "laptop.out_of_order", "delivered_and_failed", "duplicates",
+                "out_of_order", "failed", "unresolved",
+            ])
         XCTAssertEqual(phone.deliveryMaxMs, 5)
     }
 
@@ -102,8 +114,10 @@ final class DeviceScenarioTests: XCTestCase {
     // MARK: The suite's device scenarios, simulated
 
     /// Every bar passed but those of the bugs named in `KnownBugs`; each device is reported.
-    private func assertDevices(_ report: ScenarioReport, _ devices: [String], file: StaticString = #filePath,
-                               line: UInt = #line) throws {
+    private func assertDevices(
+        _ report: ScenarioReport, _ devices: [String], file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws {
         KnownBugs.assertBars(report, file: file, line: line)
         XCTAssertEqual(report.receipted, report.sent, "seed \(report.seed)", file: file, line: line)
         let reports = try XCTUnwrap(report.devices, file: file, line: line)
@@ -146,8 +160,9 @@ final class DeviceScenarioTests: XCTestCase {
             try assertDevices(run.report, ["laptop"])
             XCTAssertEqual(run.report.sent, 303)
             let backlog = run.messages.filter { $0.to == "receiver1" && $0.sentMs >= 600 && $0.sentMs < 2400 }
-            XCTAssertEqual(backlog.filter { $0.devices?["laptop"] != nil }.count, backlog.count,
-                           "seed \(seed): what was stored while the one-shot session came and went reached the laptop")
+            XCTAssertEqual(
+                backlog.filter { $0.devices?["laptop"] != nil }.count, backlog.count,
+                "seed \(seed): what was stored while the one-shot session came and went reached the laptop")
             let oneShot = run.messages.filter { $0.from == "receiver1" }
             XCTAssertEqual(oneShot.count, 3)
             for message in oneShot {

@@ -28,7 +28,9 @@ final class ImpairedLinkTests: XCTestCase {
     }
 
     func testJitterStaysWithinDelayPlusJitter() {
-        var jittery = link { $0.delayMs = 30; $0.jitterMs = 31 }
+        var jittery = link {
+            $0.delayMs = 30; $0.jitterMs = 31
+        }
         let delays = sendMany(&jittery, count: 2_000).map(\.after)
         XCTAssertGreaterThanOrEqual(delays.min()!, .milliseconds(30))
         XCTAssertLessThanOrEqual(delays.max()!, .milliseconds(61))
@@ -90,7 +92,10 @@ final class ImpairedLinkTests: XCTestCase {
 
     func testSameSeedSameDecisions() {
         func run(seed: UInt64) -> [Int] {
-            var lossy = link({ $0.lossPercent = 30; $0.duplicatePercent = 10; $0.jitterMs = 10 }, seed: seed)
+            var lossy = link(
+                {
+                    $0.lossPercent = 30; $0.duplicatePercent = 10; $0.jitterMs = 10
+                }, seed: seed)
             return sendMany(&lossy, count: 500).map { $0.packet * 1_000_000 + Int($0.after.nanoseconds / 1000) }
         }
         XCTAssertEqual(run(seed: 1), run(seed: 1))

@@ -1,6 +1,7 @@
 import Foundation
 import SIMPLab
 import XCTest
+
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
@@ -126,8 +127,10 @@ struct SVGTree {
         var root: Node?
         var stack: [Node] = []
 
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                    attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+            attributes: [String: String] = [:]
+        ) {
             let node = Node(name: name, attributes: attributes)
             if let parent = stack.last { parent.children.append(node) } else { root = node }
             stack.append(node)

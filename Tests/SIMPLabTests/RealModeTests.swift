@@ -96,7 +96,8 @@ final class RealModeTests: XCTestCase {
     /// More clients than the relay's default login burst (50 per address) all log in from
     /// 127.0.0.1: the lab's relay is configured for its own load.
     func testManyPairsAllLogIn() async throws {
-        let scenario = try Suite.decode("""
+        let scenario = try Suite.decode(
+            """
             {"name": "pairs", "workload": {"senders": 30, "receivers": 30, "messages": 2, "intervalMs": 20}}
             """)
         let seen = ProgressLog()

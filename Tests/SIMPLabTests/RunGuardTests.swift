@@ -1,6 +1,7 @@
 import NIOCore
-@testable import SIMPLab
 import XCTest
+
+@testable import SIMPLab
 
 /// The simulator's watch from outside virtual time: bound on wall time, stall detection and
 /// progress pacing, driven with chosen clock readings.
@@ -8,8 +9,9 @@ final class RunGuardTests: XCTestCase {
     private let start = ContinuousClock.now
 
     private func watch(wallLimit: TimeAmount = .seconds(120)) -> RunGuard {
-        RunGuard(start: start, wallLimit: wallLimit, progressInterval: .milliseconds(250), stallTime: .seconds(10),
-                 stallEvents: 10_000, eventsPerCheck: 256)
+        RunGuard(
+            start: start, wallLimit: wallLimit, progressInterval: .milliseconds(250), stallTime: .seconds(10),
+            stallEvents: 10_000, eventsPerCheck: 256)
     }
 
     private func wall(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int64(seconds * 1000)) }

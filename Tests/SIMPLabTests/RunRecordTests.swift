@@ -23,8 +23,9 @@ final class RunRecordTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(try XCTUnwrap(message.attempts), 1)
             XCTAssertEqual(try XCTUnwrap(message.latencyMs), receipted - message.sentMs, accuracy: 0.11)
         }
-        XCTAssertEqual(run.messages.map { max(0, ($0.attempts ?? 1) - 1) }.reduce(0, +), report.retransmits,
-                       "attempts beyond the first are the retransmissions")
+        XCTAssertEqual(
+            run.messages.map { max(0, ($0.attempts ?? 1) - 1) }.reduce(0, +), report.retransmits,
+            "attempts beyond the first are the retransmissions")
         XCTAssertEqual(run.retransmissions.reduce(0) { $0 + $1.count }, report.retransmits)
         XCTAssertEqual(run.messages.map(\.sentMs), run.messages.map(\.sentMs).sorted(), "in the order sent")
     }
@@ -37,8 +38,12 @@ final class RunRecordTests: XCTestCase {
         XCTAssertEqual(lines.count, 10)
         for line in lines {
             let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-            XCTAssertEqual(Set(object.keys), ["scenario", "id", "from", "to", "sent", "delivered", "receipted", "failed",
-                                              "latency", "attempts", "fate"])
+            XCTAssertEqual(
+                Set(object.keys),
+                [
+                    "scenario", "id", "from", "to", "sent", "delivered", "receipted", "failed",
+                    "latency", "attempts", "fate",
+                ])
             XCTAssertEqual(object["fate"] as? String, "receipted")
             XCTAssertTrue(object["failed"] is NSNull)
         }

@@ -31,7 +31,8 @@ final class ScenarioTests: XCTestCase {
     }
 
     func testRecoveryTimeCoversBlackoutsAndFaults() throws {
-        let scenario = try Suite.decode("""
+        let scenario = try Suite.decode(
+            """
             {"name": "x", "link": {"blackouts": [{"atMs": 1000, "forMs": 5000}]},
              "faults": [{"atMs": 2000, "kind": "restartRelay", "forMs": 7000}]}
             """)
@@ -74,4 +75,3 @@ final class ScenarioTests: XCTestCase {
         XCTAssertEqual(kcp.receiverAccess, AccessLink(), "the relay-receiver side is clean")
     }
 }
-

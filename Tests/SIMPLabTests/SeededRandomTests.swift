@@ -8,7 +8,8 @@ final class SeededRandomTests: XCTestCase {
     func testAStreamStartsFromTheMixedSeed() {
         // Computed with the generator as it was before it used SIMPCore's SplitMix64.
         var random = SeededRandom(seed: 7, stream: 3)
-        XCTAssertEqual([random.next(), random.next(), random.next()],
-                       [0xFB30_B34B_49FF_75FE, 0xE9A5_0B61_368F_349B, 0x643B_0AEA_190D_719F])
+        XCTAssertEqual(
+            [random.next(), random.next(), random.next()],
+            [0xFB30_B34B_49FF_75FE, 0xE9A5_0B61_368F_349B, 0x643B_0AEA_190D_719F])
     }
 }

@@ -44,7 +44,8 @@ final class SimulationTests: XCTestCase {
     }
 
     func testAnUnreachableReceiverFailsEveryMessageAndSaysSo() throws {
-        var scenario = try Suite.decode("""
+        var scenario = try Suite.decode(
+            """
             {"name": "dead", "workload": {"messages": 20},
              "receiverLink": {"down": {"blackouts": [{"atMs": 0, "forMs": 3600000}]}}}
             """)
@@ -63,15 +64,18 @@ final class SimulationTests: XCTestCase {
         // Only the sender's downlink is dead here: the receiver gets every message, and the
         // sender, hearing no receipt, gives up after 3 transmissions (a count cap, for tests):
         // delivered and reported failed, which the lab never accepts.
-        XCTAssertEqual(Simulation.run(recovering).failedBars.map(\.name), ["delivered_and_failed", "failed"],
-                       "unless the scenario says none may fail")
+        XCTAssertEqual(
+            Simulation.run(recovering).failedBars.map(\.name), ["delivered_and_failed", "failed"],
+            "unless the scenario says none may fail")
     }
 
     func testReportJSONHasTheDocumentedFields() throws {
         let report = Simulation.run(try lossy(messages: 50))
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.json().utf8)) as? [String: Any])
-        for key in ["scenario", "mode", "seed", "sent", "delivered", "failed", "duplicates", "out_of_order",
-                    "latency_ms", "datagrams_sent", "datagrams_per_message", "retransmits", "spurious_retransmits"] {
+        for key in [
+            "scenario", "mode", "seed", "sent", "delivered", "failed", "duplicates", "out_of_order",
+            "latency_ms", "datagrams_sent", "datagrams_per_message", "retransmits", "spurious_retransmits",
+        ] {
             XCTAssertNotNil(object[key], key)
         }
         let latency = try XCTUnwrap(object["latency_ms"] as? [String: Any])

@@ -39,8 +39,9 @@ final class LaunchedProcessTests: XCTestCase {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("launched-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: file.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: file) }
-        let child = try LaunchedProcess(shell, ["-c", "echo \"out $GREETING\"; echo err >&2"], environment: ["GREETING": "hello"],
-                                        standardOutput: try FileHandle(forWritingTo: file))
+        let child = try LaunchedProcess(
+            shell, ["-c", "echo \"out $GREETING\"; echo err >&2"], environment: ["GREETING": "hello"],
+            standardOutput: try FileHandle(forWritingTo: file))
         let status = await child.exitStatus()
         XCTAssertEqual(status, 0)
         XCTAssertEqual(try String(contentsOf: file, encoding: .utf8), "out hello\n", "standard error went to the null device")

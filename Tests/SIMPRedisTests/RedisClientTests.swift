@@ -1,9 +1,9 @@
 import NIOCore
 import NIOPosix
+import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// The hiredis client against a real redis-server.
 final class RedisClientTests: XCTestCase {
@@ -87,8 +87,10 @@ final class RedisClientTests: XCTestCase {
     func testBinaryArgumentsAndPubSubPayloadsStayIntact() async throws {
         let payload = (0...255).map(UInt8.init) + [0, 13, 10, 36, 42]
         let key = "test:bytes:\(UInt32.random(in: .min ... .max))"
-        let replies = try await client.pipeline(bytes: [[Array("SET".utf8), Array(key.utf8), payload], [Array("STRLEN".utf8), Array(key.utf8)],
-                                                        [Array("DEL".utf8), Array(key.utf8)]])
+        let replies = try await client.pipeline(bytes: [
+            [Array("SET".utf8), Array(key.utf8), payload], [Array("STRLEN".utf8), Array(key.utf8)],
+            [Array("DEL".utf8), Array(key.utf8)],
+        ])
         XCTAssertEqual(replies, [.status("OK"), .integer(Int64(payload.count)), .integer(1)])
     }
 

@@ -1,6 +1,6 @@
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import Logging
 import NIOPosix
 import SIMPRedis
 import SIMPTestSupport
@@ -50,8 +50,10 @@ final class RedisClusterTests: XCTestCase {
         let client = RedisClusterClient(seeds: cluster.seeds)
         addTeardownBlock { await client.shutdown() }
         let user = "u\(UInt32.random(in: .min ... .max))"
-        let transaction = try await client.pipeline([["MULTI"], ["HSET", "simp:user:{\(user)}", "addr", "a"],
-                                                     ["SET", "simp:seen:{\(user)}", "1", "EX", "60"], ["EXEC"]])
+        let transaction = try await client.pipeline([
+            ["MULTI"], ["HSET", "simp:user:{\(user)}", "addr", "a"],
+            ["SET", "simp:seen:{\(user)}", "1", "EX", "60"], ["EXEC"],
+        ])
         XCTAssertEqual(transaction.last, .array([.integer(1), .status("OK")]))
 
         _ = try await client.onEveryMaster(["SCRIPT", "FLUSH"]).get()
@@ -102,8 +104,10 @@ final class RedisClusterTests: XCTestCase {
         let client = endpoint.makeClient(eventLoop: loop, logger: Logger(label: "test"))
         addTeardownBlock { await client.shutdown() }
         let heard = NIOLockedValueBox<[String]>([])
-        let subscriber = endpoint.makeSubscriber(client: client, channels: [], shardChannels: ["simp:relay:{a}:deliver"], eventLoop: loop,
-                                                 logger: Logger(label: "test"), onSubscribed: {}) { _, payload in
+        let subscriber = endpoint.makeSubscriber(
+            client: client, channels: [], shardChannels: ["simp:relay:{a}:deliver"], eventLoop: loop,
+            logger: Logger(label: "test"), onSubscribed: {}
+        ) { _, payload in
             heard.withLockedValue { $0.append(String(decoding: payload, as: UTF8.self)) }
         }
         subscriber.start()

@@ -1,8 +1,8 @@
 import Foundation
+import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// The AOF settings OPERATIONS.md recommends keep data across a Redis restart.
 final class RedisPersistenceTests: XCTestCase {

@@ -1,8 +1,8 @@
 import NIOCore
+import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// Logging in (requirepass, ACL users) and TLS against real redis-servers.
 final class RedisSecurityTests: XCTestCase {
@@ -69,8 +69,10 @@ final class RedisSecurityTests: XCTestCase {
 
         // Without the client certificate the server hangs up; with the system's roots the
         // client refuses the test CA's certificate.
-        for url in [RedisURL(host: "127.0.0.1", port: port, tls: RedisTLS(caFile: certificates.caFile)),
-                    RedisURL(host: "127.0.0.1", port: port, tls: RedisTLS())] {
+        for url in [
+            RedisURL(host: "127.0.0.1", port: port, tls: RedisTLS(caFile: certificates.caFile)),
+            RedisURL(host: "127.0.0.1", port: port, tls: RedisTLS()),
+        ] {
             let refused = RedisClient(url: url, timeout: .seconds(1))
             let reply = try? await refused.command(["PING"])
             XCTAssertNil(reply, "\(url)")

@@ -44,7 +44,8 @@ final class RedisSubscriberTests: XCTestCase {
         addTeardownBlock { await server.stop() }
         let subscriptions = NIOLockedValueBox(0)
         let received = NIOLockedValueBox<[String]>([])
-        let subscriber = RedisSubscriber(url: server.url, channels: ["c"], onSubscribed: { subscriptions.withLockedValue { $0 += 1 } }) { _, payload in
+        let subscriber = RedisSubscriber(url: server.url, channels: ["c"], onSubscribed: { subscriptions.withLockedValue { $0 += 1 } }) {
+            _, payload in
             received.withLockedValue { $0.append(String(decoding: payload, as: UTF8.self)) }
         }
         subscriber.start()

@@ -10,10 +10,12 @@ final class RedisURLTests: XCTestCase {
     }
 
     func testParsesPasswordsAndACLUsers() throws {
-        XCTAssertEqual(try RedisURL(parsing: "redis://:secret@127.0.0.1:26390"),
-                       RedisURL(host: "127.0.0.1", port: 26390, password: "secret"))
-        XCTAssertEqual(try RedisURL(parsing: "redis://alice:p%40ss:w@redis.example:6380/3"),
-                       RedisURL(host: "redis.example", port: 6380, database: 3, user: "alice", password: "p@ss:w"))
+        XCTAssertEqual(
+            try RedisURL(parsing: "redis://:secret@127.0.0.1:26390"),
+            RedisURL(host: "127.0.0.1", port: 26390, password: "secret"))
+        XCTAssertEqual(
+            try RedisURL(parsing: "redis://alice:p%40ss:w@redis.example:6380/3"),
+            RedisURL(host: "redis.example", port: 6380, database: 3, user: "alice", password: "p@ss:w"))
         XCTAssertEqual(try RedisURL(parsing: "redis://secret@host"), RedisURL(host: "host", password: "secret"))
     }
 
@@ -39,8 +41,10 @@ final class RedisURLTests: XCTestCase {
     }
 
     func testRejectsWhatIsNotARedisURL() {
-        for text in ["127.0.0.1:6379", "redis://", "redis://host:0", "redis://host:99999", "redis://host/x",
-                     "rediss://h?cert=/c.pem", "rediss://h?nope=1", "redis://:%zz@h"] {
+        for text in [
+            "127.0.0.1:6379", "redis://", "redis://host:0", "redis://host:99999", "redis://host/x",
+            "rediss://h?cert=/c.pem", "rediss://h?nope=1", "redis://:%zz@h",
+        ] {
             XCTAssertThrowsError(try RedisURL(parsing: text), text)
         }
     }
@@ -70,9 +74,13 @@ final class RedisEndpointTests: XCTestCase {
         XCTAssertEqual(try RedisEndpoint(parsing: "redis://:pw@h:1/2"), .single(RedisURL(host: "h", port: 1, database: 2, password: "pw")))
         let cluster = try RedisEndpoint(parsing: "rediss+cluster://u:pw@a:7000,b:7001,[::1]:7002?ca=/ca.pem")
         let tls = RedisTLS(caFile: "/ca.pem")
-        XCTAssertEqual(cluster, .cluster(seeds: [RedisURL(host: "a", port: 7000, user: "u", password: "pw", tls: tls),
-                                                 RedisURL(host: "b", port: 7001, user: "u", password: "pw", tls: tls),
-                                                 RedisURL(host: "::1", port: 7002, user: "u", password: "pw", tls: tls)]))
+        XCTAssertEqual(
+            cluster,
+            .cluster(seeds: [
+                RedisURL(host: "a", port: 7000, user: "u", password: "pw", tls: tls),
+                RedisURL(host: "b", port: 7001, user: "u", password: "pw", tls: tls),
+                RedisURL(host: "::1", port: 7002, user: "u", password: "pw", tls: tls),
+            ]))
         XCTAssertFalse(cluster.description.contains("pw@"), cluster.description)
         for text in ["redis+cluster://", "redis+cluster://:pw@a:1/3", "redis+cluster://a:1,b:0"] {
             XCTAssertThrowsError(try RedisEndpoint(parsing: text), text) { XCTAssertFalse("\($0)".contains("pw"), "\($0)") }

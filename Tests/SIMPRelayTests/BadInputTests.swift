@@ -1,10 +1,10 @@
 import NIOCore
 import SIMPCore
+import SIMPLocalServers
 import SIMPRedis
 import SIMPRelay
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// Broken or hostile input is rejected, counted, and never stops the relay serving others.
 final class BadInputTests: RelayTestCase {
@@ -89,6 +89,7 @@ final class BadInputTests: RelayTestCase {
 }
 
 /// XCTAssertThrowsError for async expressions.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 func XCTAssertThrowsErrorAsync<T>(_ expression: @autoclosure () async throws -> T, file: StaticString = #filePath, line: UInt = #line) async {
     do {
         _ = try await expression()

@@ -1,9 +1,10 @@
 import NIOCore
-@testable import SIMPClient
 import SIMPCore
 import SIMPRelay
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPClient
 
 /// Batch receipts end to end (docs/PROTOCOL.md §6.1), on a real redis-server and loopback
 /// sockets: a receiver that reads a burst of datagrams receipts them in batches, and a receiver
@@ -78,10 +79,15 @@ final class BatchedReceiptTests: RelayTestCase {
     func testASenderThatDoesNotSayItReadsBatchesGetsSingleReceipts() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         for user in [alice, bob] { try await relay.addUser(user) }
-        let oldSender = try await RawDevice(user: alice, password: TestRelay.password(for: alice), device: "old",
-                                            acceptsBatchReceipts: false, controlPort: relay.port)
+        let oldSender = try await RawDevice(
+            user: alice, password: TestRelay.password(for: alice), device: "old",
+            acceptsBatchReceipts: false, controlPort: relay.port)
         let receiver = try await RawDevice(user: bob, password: TestRelay.password(for: bob), device: "phone", controlPort: relay.port)
-        defer { Task { await oldSender.close(); await receiver.close() } }
+        defer {
+            Task {
+                await oldSender.close(); await receiver.close()
+            }
+        }
         for id: UInt64 in 1...3 { try await oldSender.sendText(id, to: bob) }
         let arrived = try await Eventually.holds { try await receiver.messages().count == 3 }
         XCTAssertTrue(arrived)

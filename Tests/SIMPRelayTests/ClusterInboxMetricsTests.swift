@@ -3,9 +3,10 @@ import NIOPosix
 import Prometheus
 import SIMPCore
 import SIMPRedis
-@testable import SIMPRelay
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPRelay
 
 /// `simp_inbox_*` on a Redis Cluster: the sweep scans every master, so inboxes on each count.
 final class ClusterInboxMetricsTests: XCTestCase {
@@ -15,7 +16,8 @@ final class ClusterInboxMetricsTests: XCTestCase {
         addTeardownBlock { await relays.stop() }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let registry = PrometheusCollectorRegistry()
-        let sampler = InboxSampler(redis: .cluster(seeds: cluster.seeds), registry: registry, on: loop, schedule: InboxSamplingSchedule(scanCount: 10))
+        let sampler = InboxSampler(
+            redis: .cluster(seeds: cluster.seeds), registry: registry, on: loop, schedule: InboxSamplingSchedule(scanCount: 10))
         addTeardownBlock { await sampler.shutdown() }
         /// Steps until a sweep completes; the messages and inboxes it counted.
         func sweep() async throws -> (messages: Double, inboxes: Double) {

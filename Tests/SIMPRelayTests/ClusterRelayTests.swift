@@ -146,7 +146,8 @@ final class ClusterRelayTests: XCTestCase {
         var slots: [Int] = []
         for range in try await cluster.command(port, ["CLUSTER", "SLOTS"]).array ?? [] {
             guard let parts = range.array, parts.count >= 3, let start = parts[0].integer, let end = parts[1].integer,
-                  parts[2].array?[1].integer == Int64(port) else { continue }
+                parts[2].array?[1].integer == Int64(port)
+            else { continue }
             slots += (Int(start)...Int(end))
         }
         return Set(slots.sorted().prefix(count))

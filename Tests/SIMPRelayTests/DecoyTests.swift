@@ -85,7 +85,11 @@ final class DecoyTests: XCTestCase {
     func testTheFirstRelayOfARedisCountsUsersStoredBeforeTheCountsWereKept() async throws {
         let redis = try await RedisServerProcess.startPrivate() // the first relay of an empty Redis
         let inspector = RedisClient(url: redis.url)
-        defer { Task { await inspector.shutdown(); await redis.stop() } }
+        defer {
+            Task {
+                await inspector.shutdown(); await redis.stop()
+            }
+        }
         let store = CredentialStore(redis: inspector)
         for (index, iterations) in [4096, 4096, 9000].enumerated() {
             try await store.add("old\(index)", verifier: PasswordVerifier.make(password: "p", iterations: UInt32(iterations)), replace: false)

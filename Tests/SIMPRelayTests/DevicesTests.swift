@@ -23,8 +23,9 @@ final class DevicesTests: XCTestCase {
     private func device(_ user: String, _ name: String, sendOnly: Bool = false, on: TestRelay? = nil) async throws -> RawDevice {
         let target: TestRelay = on ?? relay
         try await target.addUser(user)
-        let device = try await RawDevice(user: user, password: TestRelay.password(for: user), device: name, sendOnly: sendOnly,
-                                         controlPort: target.port)
+        let device = try await RawDevice(
+            user: user, password: TestRelay.password(for: user), device: name, sendOnly: sendOnly,
+            controlPort: target.port)
         devices.append(device)
         return device
     }
@@ -285,6 +286,7 @@ final class DevicesTests: XCTestCase {
         XCTAssertTrue(receipted.isDisjoint(with: rest.map(\.messageId)), "none twice")
         let missing = Set(1...UInt64(total)).subtracting(receipted.union(rest.map(\.messageId)))
         XCTAssertEqual(missing.sorted(), [], "all 900 arrive")
-        XCTAssertTrue(rest.allSatisfy { $0.stream == 3 && $0.seq == $0.messageId }, "with their original stream and seq (the receiver orders by them)")
+        XCTAssertTrue(
+            rest.allSatisfy { $0.stream == 3 && $0.seq == $0.messageId }, "with their original stream and seq (the receiver orders by them)")
     }
 }

@@ -1,9 +1,10 @@
 import NIOCore
 import NIOEmbedded
 import SIMPCore
-@testable import SIMPRelay
 import SIMPTestKit
 import XCTest
+
+@testable import SIMPRelay
 
 /// The relay's engine and handlers with the in-memory store, on an embedded event loop: the
 /// paths where a real Redis adds nothing.

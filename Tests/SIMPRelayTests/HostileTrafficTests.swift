@@ -44,8 +44,10 @@ final class HostileTrafficTests: RelayTestCase {
         XCTAssertEqual(bobGot, aliceSent + aliceAfter)
         XCTAssertEqual(aliceGot, bobSent + bobAfter)
 
-        let expected: [RejectReason] = [.malformed, .frameTooLarge, .notConnected, .unexpectedKind,
-                                        .unsealed, .badMAC, .senderMismatch]
+        let expected: [RejectReason] = [
+            .malformed, .frameTooLarge, .notConnected, .unexpectedKind,
+            .unsealed, .badMAC, .senderMismatch,
+        ]
         let counted = try await Eventually.holds {
             let rejected = try await relay.server.statistics().rejected
             return expected.allSatisfy { rejected[$0, default: 0] > 0 }
@@ -90,7 +92,9 @@ final class HostileTrafficTests: RelayTestCase {
         var barrage = Barrage()
         defer {
             let open = peers + [malloryControl]
-            Task { for peer in open { await peer.close() }; await socket.close() }
+            Task {
+                for peer in open { await peer.close() }; await socket.close()
+            }
         }
         for round in 0..<40 {
             let datagrams = (0..<100).map { i -> ByteBuffer in
@@ -98,7 +102,8 @@ final class HostileTrafficTests: RelayTestCase {
                 case 0, 1: return sealer.seal(payload: ByteBuffer(bytes: inputs.datagram()))
                 case 2: return ByteBuffer(bytes: inputs.datagram())
                 default:
-                    var forged = sealer.seal(SIMPMessage(kind: .text, messageId: inputs.random.next() | 1, fromUser: victim, toUser: target, content: "forged"))
+                    var forged = sealer.seal(
+                        SIMPMessage(kind: .text, messageId: inputs.random.next() | 1, fromUser: victim, toUser: target, content: "forged"))
                     if i % 8 == 7 { forged.setInteger(forged.getInteger(at: 20, as: UInt8.self)! ^ 0x40, at: 20) }
                     return forged
                 }

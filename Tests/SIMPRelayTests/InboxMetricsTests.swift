@@ -4,9 +4,10 @@ import Prometheus
 import SIMPBench
 import SIMPCore
 import SIMPRedis
-@testable import SIMPRelay
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPRelay
 
 /// `simp_inbox_*`: the offline store's size and age, sampled from a real Redis in the background;
 /// a scrape reads them from memory.
@@ -66,8 +67,10 @@ final class InboxMetricsTests: XCTestCase {
             let twoHoursAgo = WallClock.millisecondsSinceEpoch() - 7_200_000
             let store = InboxStore(redis: relay.inspector, maxMessages: 1000, ttlSeconds: 7 * 24 * 3600)
             let carol = TestRelay.uniqueUser("carol")
-            _ = try await store.store(entry(from: "dave", to: carol, id: 1, storedAt: twoHoursAgo), for: carol,
-                                      wallNow: twoHoursAgo, on: MultiThreadedEventLoopGroup.singleton.next()).get()
+            _ = try await store.store(
+                entry(from: "dave", to: carol, id: 1, storedAt: twoHoursAgo), for: carol,
+                wallNow: twoHoursAgo, on: MultiThreadedEventLoopGroup.singleton.next()
+            ).get()
             let withOld = try await scrapeAfterASweep()
             XCTAssertEqual(withOld.value("simp_inbox_stored_messages"), messagesBefore + 4)
             XCTAssertEqual(withOld.value("simp_inbox_users"), usersBefore + 2)
@@ -97,15 +100,18 @@ final class InboxMetricsTests: XCTestCase {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let now: Int64 = 1_795_255_557_000
         let registry = PrometheusCollectorRegistry()
-        let measured = InboxSampler(redis: .single(redis.url), registry: registry, on: loop,
-                                     schedule: InboxSamplingSchedule(scanCount: 3), clock: { now })
+        let measured = InboxSampler(
+            redis: .single(redis.url), registry: registry, on: loop,
+            schedule: InboxSamplingSchedule(scanCount: 3), clock: { now })
         do {
             let store = InboxStore(redis: client, maxMessages: 1000, ttlSeconds: 365 * 24 * 3600)
             for user in 1...7 {
                 for id in 1...user {
                     let storedAt = now - Int64(user * 1000 - id) * 1000 // oldest first, as the relay stores
-                    _ = try await store.store(entry(from: "s", to: "u\(user)", id: UInt64(id), storedAt: storedAt),
-                                              for: "u\(user)", wallNow: now, on: loop).get()
+                    _ = try await store.store(
+                        entry(from: "s", to: "u\(user)", id: UInt64(id), storedAt: storedAt),
+                        for: "u\(user)", wallNow: now, on: loop
+                    ).get()
                 }
             }
             _ = try await client.pipeline((1...30).map { ["SET", "simp:user:other\($0)", "x"] })
@@ -168,8 +174,10 @@ final class InboxMetricsTests: XCTestCase {
         let registry = PrometheusCollectorRegistry()
         // One sweep at start, the next an hour later: none during the scrapes.
         let schedule = InboxSamplingSchedule(stepInterval: .milliseconds(10), sweepInterval: .hours(1))
-        let channel = try await MetricsEndpoint.bind(host: "127.0.0.1", port: 0, registry: registry, redis: .single(redis.url),
-                                                     inboxSchedule: schedule, on: loop) {}
+        let channel = try await MetricsEndpoint.bind(
+            host: "127.0.0.1", port: 0, registry: registry, redis: .single(redis.url),
+            inboxSchedule: schedule, on: loop
+        ) {}
         do {
             let port = try XCTUnwrap(channel.localAddress?.port)
             func scrape() async throws -> PrometheusExposition {

@@ -13,8 +13,10 @@ final class JSONLogHandlerTests: XCTestCase {
     /// Lines written by handlers made with `logger(...)`.
     private let lines = NIOLockedValueBox<[String]>([])
 
-    private func logger(level: Logger.Level = .info, provider: Logger.MetadataProvider? = nil,
-                        seconds: Int = 1_795_255_557, nanoseconds: Int = 7_000_000) -> Logger {
+    private func logger(
+        level: Logger.Level = .info, provider: Logger.MetadataProvider? = nil,
+        seconds: Int = 1_795_255_557, nanoseconds: Int = 7_000_000
+    ) -> Logger {
         let lines = self.lines
         return Logger(label: "simp.relay") { label in
             var handler = JSONLogHandler(
@@ -45,8 +47,10 @@ final class JSONLogHandlerTests: XCTestCase {
         XCTAssertEqual(record["udp"] as? String, "127.0.0.1:5001")
         XCTAssertEqual(record["count"] as? String, "3")
         XCTAssertEqual(Set(record.keys), ["time", "level", "logger", "message", "user", "udp", "count"])
-        XCTAssertTrue(lines.withLockedValue { $0[0] }.hasPrefix(#"{"time":"2026-11-21T10:05:57.007Z","level":"info","logger":"simp.relay","message":"user connected","count":"3","udp""#),
-                      "fixed fields first, then metadata in key order")
+        XCTAssertTrue(
+            lines.withLockedValue { $0[0] }.hasPrefix(
+                #"{"time":"2026-11-21T10:05:57.007Z","level":"info","logger":"simp.relay","message":"user connected","count":"3","udp""#),
+            "fixed fields first, then metadata in key order")
     }
 
     func testHostileTextStaysOneParsableLine() throws {
@@ -114,8 +118,9 @@ final class JSONLogHandlerTests: XCTestCase {
 
     private static func format(seconds: Int, nanoseconds: Int) -> String? {
         let lines = NIOLockedValueBox<[String]>([])
-        let handler = JSONLogHandler(label: "t", clock: { timespec(tv_sec: seconds, tv_nsec: nanoseconds) },
-                                     write: { line in lines.withLockedValue { $0.append(line) } })
+        let handler = JSONLogHandler(
+            label: "t", clock: { timespec(tv_sec: seconds, tv_nsec: nanoseconds) },
+            write: { line in lines.withLockedValue { $0.append(line) } })
         Logger(label: "t") { _ in handler }.info("x")
         let line = lines.withLockedValue { $0.first } ?? ""
         return (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["time"] as? String

@@ -9,14 +9,18 @@ final class KeyTagTests: XCTestCase {
 
     func testEveryKeyOfAUserSharesItsSlot() {
         for user in users {
-            let keys = [Registry.userKey(user), Registry.seenKey(user), CredentialStore.key(user), InboxStore.logKey(user),
-                        InboxStore.idsKey(user), PresenceStore.presenceKey(user), PresenceStore.roomsKey(user),
-                        Registry.devicesKey(user), InboxStore.cursorsKey(user), InboxStore.ackedKey(user, device: "desk")]
+            let keys = [
+                Registry.userKey(user), Registry.seenKey(user), CredentialStore.key(user), InboxStore.logKey(user),
+                InboxStore.idsKey(user), PresenceStore.presenceKey(user), PresenceStore.roomsKey(user),
+                Registry.devicesKey(user), InboxStore.cursorsKey(user), InboxStore.ackedKey(user, device: "desk"),
+            ]
             XCTAssertEqual(Set(keys.map { RedisKeySlot.slot(of: $0) }).count, 1, "\(user): \(keys)")
         }
         let room = "lobby"
-        let roomKeys = [RoomStore.membersKey(room), RoomStore.seqKey(room), RoomStore.postedKey(room),
-                        RoomStore.gotKey(room, author: "a}b", messageId: 7)]
+        let roomKeys = [
+            RoomStore.membersKey(room), RoomStore.seqKey(room), RoomStore.postedKey(room),
+            RoomStore.gotKey(room, author: "a}b", messageId: 7),
+        ]
         XCTAssertEqual(Set(roomKeys.map { RedisKeySlot.slot(of: $0) }).count, 1, "\(roomKeys)")
     }
 

@@ -1,9 +1,9 @@
 import NIOCore
 import SIMPClient
+import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
-import SIMPLocalServers
 
 /// A relay on a Redis as managed services run it: TLS with a client certificate and an ACL user.
 final class ManagedRedisTests: XCTestCase {

@@ -1,13 +1,14 @@
 import Logging
 import NIOCore
-import SIMPBench
-import SIMPCore
 import NIOPosix
 import Prometheus
-@testable import SIMPRelay
+import SIMPBench
+import SIMPCore
 import SIMPRedis
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPRelay
 
 /// `/metrics` of a real relay (its own Prometheus registry, Redis and loopback sockets).
 final class MetricsEndpointTests: XCTestCase {
@@ -76,7 +77,8 @@ final class MetricsEndpointTests: XCTestCase {
     func testWithoutRedisTheEndpointHasNoInboxFigures() async throws {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let channel = try await MetricsEndpoint.bind(
-            host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry(), redis: nil, on: loop) {}
+            host: "127.0.0.1", port: 0, registry: PrometheusCollectorRegistry(), redis: nil, on: loop
+        ) {}
         let port = try XCTUnwrap(channel.localAddress?.port)
         let metrics = PrometheusExposition(text: try await MetricsScrape.fetch(host: "127.0.0.1", port: port).text)
         try await channel.close()

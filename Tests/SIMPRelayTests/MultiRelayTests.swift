@@ -164,7 +164,9 @@ final class MultiRelayTests: XCTestCase {
             let texts = await inbox.messages.map(\.content)
             XCTAssertEqual(texts, expected[index], "one room order, each post once")
         }
-        let complete = await progress.waitFor { if case .roomProgress(_, _, 2, 2) = $0 { return true }; return false }
+        let complete = await progress.waitFor {
+            if case .roomProgress(_, _, 2, 2) = $0 { return true }; return false
+        }
         XCTAssertTrue(complete, "the author on relay 0 hears 2/2 from members on relays 1 and 2")
     }
 
@@ -185,7 +187,9 @@ final class MultiRelayTests: XCTestCase {
         XCTAssertTrue(arrived)
         let texts = await inbox.messages.map(\.content)
         XCTAssertEqual(texts, ["while you were away"])
-        let delivered = await notices.waitFor { if case .delivered = $0 { return true }; return false }
+        let delivered = await notices.waitFor {
+            if case .delivered = $0 { return true }; return false
+        }
         XCTAssertTrue(delivered, "ann, on relay 0, hears that ben got it on relay 2")
     }
 }

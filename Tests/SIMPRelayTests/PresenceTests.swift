@@ -84,7 +84,8 @@ final class PresenceTests: RelayTestCase {
         let bob = try await relay.connectClient(user: TestRelay.uniqueUser("bob"))
         let inbox = MessageInbox(bob)
         guard case .delivered(let first, _, _) = try await alice.send(text: "one", to: bob.configuration.user),
-              case .delivered(let second, _, _) = try await alice.send(text: "two", to: bob.configuration.user) else {
+            case .delivered(let second, _, _) = try await alice.send(text: "two", to: bob.configuration.user)
+        else {
             return XCTFail("not delivered")
         }
         _ = await inbox.waitFor(2)

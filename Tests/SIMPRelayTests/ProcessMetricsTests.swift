@@ -1,8 +1,9 @@
 import Foundation
 import SIMPBench
-@testable import SIMPRelay
 import SIMPTestSupport
 import XCTest
+
+@testable import SIMPRelay
 
 #if canImport(Glibc)
 import Glibc
@@ -47,11 +48,11 @@ final class ProcessMetricsTests: XCTestCase {
             XCTAssertGreaterThan(started, now - 3600, "the test process started within the hour")
             XCTAssertEqual(first.value("process_start_time_seconds")!, started, accuracy: 0.05, "a fixed point in time")
         } catch {
-            pipes.forEach { close($0) }
+            for pipe in pipes { close(pipe) }
             await relay.stop()
             throw error
         }
-        pipes.forEach { close($0) }
+        for pipe in pipes { close(pipe) }
         await relay.stop()
     }
 

@@ -70,7 +70,10 @@ final class RoomTests: RelayTestCase {
             XCTAssertEqual(count, 3, "exactly once")
         }
         let aliceProgress = await progress.notices
-        XCTAssertFalse(aliceProgress.contains { if case .roomProgress(_, _, let k, _) = $0 { return k > 5 }; return false })
+        XCTAssertFalse(
+            aliceProgress.contains {
+                if case .roomProgress(_, _, let k, _) = $0 { return k > 5 }; return false
+            })
     }
 
     func testNonMembersCannotPostOrListAndLeavingRemovesAMember() async throws {

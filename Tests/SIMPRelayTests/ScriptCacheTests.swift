@@ -43,13 +43,17 @@ final class ScriptCacheTests: XCTestCase {
         XCTAssertEqual(left, .integer(0), "both sessions unregistered after NOSCRIPT")
 
         let room = "r\(UInt32.random(in: .min ... .max))"
-        _ = try await rooms.answer(RoomRequest(operation: .join, room: room, user: user, connection: ConnectionID(1), messageId: 1),
-                                   on: redis.eventLoop).get()
+        _ = try await rooms.answer(
+            RoomRequest(operation: .join, room: room, user: user, connection: ConnectionID(1), messageId: 1),
+            on: redis.eventLoop
+        ).get()
         _ = try await redis.command(["SCRIPT", "FLUSH"])
         let members = try await rooms.members(of: room, askedBy: user, on: redis.eventLoop).get()
         XCTAssertEqual(members, [user])
-        _ = try await redis.pipeline([["DEL", RoomStore.membersKey(room)], ["DEL", PresenceStore.roomsKey(user)],
-                                      ["DEL", Registry.devicesKey(user)], ["DEL", Registry.seenKey(user)]])
+        _ = try await redis.pipeline([
+            ["DEL", RoomStore.membersKey(room)], ["DEL", PresenceStore.roomsKey(user)],
+            ["DEL", Registry.devicesKey(user)], ["DEL", Registry.seenKey(user)],
+        ])
     }
 
     func testPipelinedStoreCallsForKeysOnEveryMasterWorkAfterSCRIPTFLUSHOnEveryNode() async throws {

@@ -193,10 +193,12 @@ final class SecurityTests: RelayTestCase {
         let mallory = try await rawUser("mallory")
         let udp = relay.server.datagramAddress!
         // Unsealed, with bob's real sender's name.
-        try await mallory.udp.send(MessageCodec.encode(SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: bob.configuration.user)), to: udp)
+        try await mallory.udp.send(
+            MessageCodec.encode(SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: bob.configuration.user)), to: udp)
         // Sealed under a key mallory made up, with mallory's real session id.
         var forger = DatagramSealer(keys: SessionKeys(sessionId: mallory.keys.sessionId, secret: Array(repeating: 0, count: 32)), direction: .uplink)
-        try await mallory.udp.send(forger.seal(SIMPMessage(kind: .text, messageId: 2, fromUser: mallory.name, toUser: bob.configuration.user)), to: udp)
+        try await mallory.udp.send(
+            forger.seal(SIMPMessage(kind: .text, messageId: 2, fromUser: mallory.name, toUser: bob.configuration.user)), to: udp)
         // Mallory's own valid datagram with one payload byte flipped.
         var tampered = mallory.datagram(3, to: bob.configuration.user)
         tampered.setInteger(tampered.getInteger(at: 20, as: UInt8.self)! ^ 1, at: 20)

@@ -14,8 +14,10 @@ struct StreamCheck {
     /// Connects alice to relay 0 and bob to relay 1 with a retransmission budget that outlasts
     /// a failover, sends `count` messages each way 50 ms apart, and runs `disruption` after a
     /// quarter of them.
-    static func run(_ relays: ClusterRelays, alice: String, bob: String, count: Int = 40,
-                    disruption: @escaping @Sendable () async throws -> Void) async throws -> StreamCheck {
+    static func run(
+        _ relays: ClusterRelays, alice: String, bob: String, count: Int = 40,
+        disruption: @escaping @Sendable () async throws -> Void
+    ) async throws -> StreamCheck {
         let patient: (inout ClientConfiguration) -> Void = { configuration in
             configuration.retransmit.maximumRTO = .seconds(1)
             configuration.retransmit.maxAttempts = 30
@@ -72,7 +74,9 @@ struct StreamCheck {
 
     func assertExactlyOnceInOrder(file: StaticString = #filePath, line: UInt = #line) {
         print("StreamCheck: \(summary)")
-        let failed = results.filter { if case .delivered = $0 { return false }; return true }
+        let failed = results.filter {
+            if case .delivered = $0 { return false }; return true
+        }
         XCTAssertEqual(failed, [], "every send is receipted", file: file, line: line)
         XCTAssertEqual(results.count, 2 * count, file: file, line: line)
         XCTAssertEqual([lost, duplicated, outOfOrder], [0, 0, 0], "lost, duplicated, out of order: \(received)", file: file, line: line)

@@ -77,7 +77,8 @@ final class ThreadsTests: XCTestCase {
         let info = try await relay.inspector.command(["INFO", "commandstats"]).string ?? ""
         return info.split(whereSeparator: \.isNewline).reduce(0) { total, line in
             guard line.hasPrefix("cmdstat_publish:") || line.hasPrefix("cmdstat_spublish:"),
-                  let calls = line.split(separator: ",").first?.split(separator: "=").last, let count = Int(calls) else { return total }
+                let calls = line.split(separator: ",").first?.split(separator: "=").last, let count = Int(calls)
+            else { return total }
             return total + count
         }
     }

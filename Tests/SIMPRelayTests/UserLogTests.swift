@@ -27,8 +27,10 @@ final class UserLogTests: XCTestCase {
         configure(&limits)
         let redis = try await RedisServerProcess.start()
         self.redis = redis
-        let made: [any RelayStore] = [RedisRelayStore(url: redis.url, limits: limits, logger: Logger(label: "test")),
-                                      InMemoryRelayStore(limits: limits)]
+        let made: [any RelayStore] = [
+            RedisRelayStore(url: redis.url, limits: limits, logger: Logger(label: "test")),
+            InMemoryRelayStore(limits: limits),
+        ]
         stores += made
         return made
     }
@@ -89,8 +91,10 @@ final class UserLogTests: XCTestCase {
             let left = try await log.length()
             XCTAssertEqual(left, 0, "\(store): delivered everywhere, nothing stays")
             if let redis = store as? RedisRelayStore {
-                let keys = [InboxStore.logKey(log.user), InboxStore.idsKey(log.user), InboxStore.cursorsKey(log.user),
-                            InboxStore.ackedKey(log.user, device: "phone"), InboxStore.ackedKey(log.user, device: "laptop")]
+                let keys = [
+                    InboxStore.logKey(log.user), InboxStore.idsKey(log.user), InboxStore.cursorsKey(log.user),
+                    InboxStore.ackedKey(log.user, device: "phone"), InboxStore.ackedKey(log.user, device: "laptop"),
+                ]
                 let existing = try await redis.redis.command(["EXISTS"] + keys).integer
                 XCTAssertEqual(existing, 0, "an empty log leaves no key behind")
             }
@@ -372,4 +376,3 @@ private struct UserLog {
         return (store as? InMemoryRelayStore)?.storedCount(of: user) ?? -1
     }
 }
-

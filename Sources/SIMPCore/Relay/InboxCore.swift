@@ -250,7 +250,8 @@ public struct InboxCore: Sendable {
         let key = DrainKey(receiver: user, sender: entry.message.fromUser)
         guard drains[key]?.entries[entry.message.messageId] == nil else { return [] } // stored twice: sent once
         // Taken out while it changes, so the dictionary's copy does not make the change copy it.
-        var drain = drains.removeValue(forKey: key)
+        var drain =
+            drains.removeValue(forKey: key)
             ?? Drain(sender: ReliableSender(firstMessageId: 1, policy: retransmit, keepsSenderSequence: true, estimator: pathEstimates[user]))
         var message = entry.message // the entry itself stays as stored (its text removes it)
         message.floor = deliveredFloor(of: message, to: user, in: drain, backlogLowest: lowest)

@@ -17,8 +17,10 @@ public struct LoginBackoff: Sendable {
         /// A name without failures for this long starts again from zero.
         public var forgetAfter: TimeAmount
 
-        public init(freeFailures: Int = 5, firstDelay: TimeAmount = .seconds(1), maxDelay: TimeAmount = .minutes(5),
-                    forgetAfter: TimeAmount = .minutes(15)) {
+        public init(
+            freeFailures: Int = 5, firstDelay: TimeAmount = .seconds(1), maxDelay: TimeAmount = .minutes(5),
+            forgetAfter: TimeAmount = .minutes(15)
+        ) {
             self.freeFailures = freeFailures
             self.firstDelay = firstDelay
             self.maxDelay = maxDelay

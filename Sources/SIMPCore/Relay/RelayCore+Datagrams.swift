@@ -31,7 +31,9 @@ extension RelayCore {
         }
         switch header.kind {
         case .hello:
-            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), forSession: opened.sessionId) { output.append(.reply(hello, to: source)) }
+            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), forSession: opened.sessionId) {
+                output.append(.reply(hello, to: source))
+            }
         case .ping:
             break // a keepalive: keeps the NAT mapping open
         case .receipt:
@@ -47,7 +49,9 @@ extension RelayCore {
     /// of it). If its header names a live session, that session's own control connection is
     /// told, at most every 100 ms; the datagram cannot be authenticated, so nothing goes
     /// anywhere else.
-    public mutating func datagramTooLarge(_ bytes: ByteBuffer, size: Int, from source: SocketAddress, now: NIODeadline, into output: inout [RelayAction]) {
+    public mutating func datagramTooLarge(
+        _ bytes: ByteBuffer, size: Int, from source: SocketAddress, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         output.append(.reject(.datagramTooLarge, detail: "datagram of \(size) bytes from \(source)"))
         guard let sessionId = SealedDatagram.sessionId(of: bytes), sessions.admitThrottleNotice(forSession: sessionId, now: now) else { return }
         let text = "a datagram of \(size) bytes exceeds this relay's maximum of \(configuration.maxDatagramSize) bytes"
@@ -86,15 +90,21 @@ extension RelayCore {
     ) {
         guard message.version == SIMPMessage.currentVersion else {
             output.append(.reject(.unsupportedVersion, detail: "datagram version \(message.version)"))
-            return tell(session: session, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId), into: &output)
+            return tell(
+                session: session,
+                .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId),
+                into: &output)
         }
         guard message.fromUser == user else {
             output.append(.reject(.senderMismatch, detail: "\(user)'s session sent a datagram from \"\(message.fromUser)\""))
-            return tell(session: session, .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId), into: &output)
+            return tell(
+                session: session,
+                .error(.senderMismatch, "fromUser must be \(user), the user this session logged in as", messageId: message.messageId), into: &output)
         }
         guard !message.toUser.isEmpty, message.messageId != 0 else {
             output.append(.reject(.missingField, detail: "datagram without toUser or messageId"))
-            return tell(session: session, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
+            return tell(
+                session: session, .error(.badRequest, "a message needs fromUser, toUser and messageId", messageId: message.messageId), into: &output)
         }
         if let wait = messageRates.admit(user, messageId: message.messageId, now: now) {
             output.append(.reject(.messageRateLimited, detail: "\(user)"))
@@ -102,8 +112,9 @@ extension RelayCore {
             return tell(session: session, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
         }
         if !inbox.isIdle, message.kind != .typing, sessions.isSoleReceiver(message.toUser),
-           let device = sessions.receivers(of: message.toUser).first,
-           inbox.holdIfDelivering(payload, messageId: message.messageId, to: device, from: message.fromUser) {
+            let device = sessions.receivers(of: message.toUser).first,
+            inbox.holdIfDelivering(payload, messageId: message.messageId, to: device, from: message.fromUser)
+        {
             return // stored messages from the same sender go first
         }
         if Self.isRoomAddress(message.toUser) {

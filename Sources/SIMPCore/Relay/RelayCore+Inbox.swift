@@ -17,7 +17,9 @@ extension RelayCore {
     /// senders of expired entries learn they were discarded. A content entry
     /// for a user connected here (a room copy, or a store that crossed the user's connect)
     /// goes out now; for a user elsewhere, its relay hands it over.
-    mutating func inboxStored(user: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func inboxStored(
+        user: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         guard case .success(.inboxStored(let entry, let stored)) = result else {
             return output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))"))
         }
@@ -72,7 +74,8 @@ extension RelayCore {
         }
         for (user, entry) in decided.receipts {
             guard let session = sessions.receivingSession(of: user.user, device: user.device),
-                  let connection = sessions.connection(ofSession: session) else { continue }
+                let connection = sessions.connection(ofSession: session)
+            else { continue }
             output += [.send(connection, entry.message), .store(.removeFromInbox(user: user.user, entry: entry, device: user.device))]
         }
         for (receiver, entry) in decided.delivered {
@@ -100,7 +103,8 @@ extension RelayCore {
 
     /// Counts a discarded (expired) entry of `user`'s inbox and tells its sender, if connected here.
     private func discard(user: String, _ entry: InboxEntry, _ reason: InboxDiscardReason, into output: inout [RelayAction]) {
-        tellSender(entry.message, .inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded", user: user, into: &output)
+        tellSender(
+            entry.message, .inboxExpired, .inboxExpired, "\(user) did not come back in time; the message was discarded", user: user, into: &output)
     }
 
     /// `user`'s log is full and refused `message` (nothing stored was dropped): counted, and its

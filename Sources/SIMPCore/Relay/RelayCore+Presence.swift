@@ -28,9 +28,12 @@ extension RelayCore {
     func who(_ message: SIMPMessage, from user: String, on connection: ConnectionID, into output: inout [RelayAction]) {
         let room = message.room.isEmpty ? nil : message.room
         guard message.members.count <= Self.maxWhoUsers, room.map(Self.isValidRoomName) ?? true,
-              room != nil || !message.members.isEmpty else {
-            output += [.reject(.missingField, detail: "WHO from \(user) with \(message.members.count) users, room \"\(message.room)\""),
-                       .send(connection, .error(.badRequest, "WHO needs 1-\(Self.maxWhoUsers) users or a valid room", messageId: message.messageId))]
+            room != nil || !message.members.isEmpty
+        else {
+            output += [
+                .reject(.missingField, detail: "WHO from \(user) with \(message.members.count) users, room \"\(message.room)\""),
+                .send(connection, .error(.badRequest, "WHO needs 1-\(Self.maxWhoUsers) users or a valid room", messageId: message.messageId)),
+            ]
             return
         }
         output.append(.store(.who(WhoRequest(user: user, connection: connection, messageId: message.messageId, users: message.members, room: room))))
@@ -42,7 +45,8 @@ extension RelayCore {
             return output.append(.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId)))
         }
         guard let entries else {
-            return output.append(.send(request.connection, .error(.notAMember, "you are not a member of #\(request.room ?? "")", messageId: request.messageId)))
+            return output.append(
+                .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room ?? "")", messageId: request.messageId)))
         }
         presence.follow(entries.map(\.user), by: request.user)
         var reply = SIMPMessage(kind: .who, messageId: request.messageId, toUser: request.user)
@@ -53,7 +57,9 @@ extension RelayCore {
 
     /// The store recorded `user`'s presence: local users who follow it or share a room with it
     /// get a PRESENCE frame; room peers connected to other relays get it through them.
-    mutating func presenceRecorded(user: String, online: Bool, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func presenceRecorded(
+        user: String, online: Bool, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         guard case .success(.presenceRecorded(let lastSeen, let roomPeers)) = result else { return }
         let peers = Set(roomPeers)
         var audience = peers.union(presence.followers(of: user))

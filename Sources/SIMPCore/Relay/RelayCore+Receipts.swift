@@ -11,11 +11,14 @@ extension RelayCore {
     /// forwarded as it came. Returns false when it is not
     /// handled here: the caller decodes it and calls `controlReceived`, which decides the same
     /// way for everything this path takes.
-    public mutating func receiptFrameReceived(_ payload: ByteBuffer, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) -> Bool {
+    public mutating func receiptFrameReceived(_ payload: ByteBuffer, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction])
+        -> Bool
+    {
         guard inbox.isIdle, let header = DatagramHeader.parse(payload), header.kind == .receipt,
-              header.version == SIMPMessage.currentVersion, !header.toUser.isEmpty,
-              case .connected(let user)? = connections.phase(of: connection), header.fromUser == user,
-              !sessions.isElsewhere(header.toUser) else { return false }
+            header.version == SIMPMessage.currentVersion, !header.toUser.isEmpty,
+            case .connected(let user)? = connections.phase(of: connection), header.fromUser == user,
+            !sessions.isElsewhere(header.toUser)
+        else { return false }
         let local = sessions.connections(of: header.toUser)
         guard !local.isEmpty, !header.isBatch || local.allSatisfy({ sessions.readsBatchReceipts(on: $0) }) else { return false }
         connections.heard(connection, now: now)

@@ -112,7 +112,9 @@ extension RelayCore {
 
     /// A `.publish` was answered: with no listener, that relay is gone, so every route through
     /// it is forgotten (the next payload looks the user up again).
-    mutating func published(to relay: String, _ delivery: RelayDelivery, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+    mutating func published(
+        to relay: String, _ delivery: RelayDelivery, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]
+    ) {
         switch result {
         case .success(.listeners(let count)) where count > 0:
             break
@@ -182,16 +184,21 @@ extension RelayCore {
     /// told and closed.
     mutating func sessionChecked(user: String, session: String, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
         guard case .success(.currentSession(let current)) = result, current != session,
-              let id = sessions.session(of: user, token: session), let registration = sessions.registration(ofSession: id),
-              let connection = sessions.connection(ofSession: id) else { return }
+            let id = sessions.session(of: user, token: session), let registration = sessions.registration(ofSession: id),
+            let connection = sessions.connection(ofSession: id)
+        else { return }
         endSession(id, withdraw: false, into: &output)
         connections.setPhase(.awaitingLogin, of: connection)
         // Ended by an operator: SESSION_ENDED, and the client may log in again; replaced by a
         // newer session: ALREADY_CONNECTED, and the client stops (docs/PROTOCOL.md §2.6, §4.7).
-        let error: SIMPMessage = current == Self.sessionEndedByOperator
+        let error: SIMPMessage =
+            current == Self.sessionEndedByOperator
             ? .error(.sessionEnded, "the relay's operator ended \(user)'s session")
-            : .error(.alreadyConnected, registration.device.isEmpty ? "\(user) connected again on another relay"
-                     : "a newer session of \(user)'s device \"\(registration.device)\" took over on another relay")
+            : .error(
+                .alreadyConnected,
+                registration.device.isEmpty
+                    ? "\(user) connected again on another relay"
+                    : "a newer session of \(user)'s device \"\(registration.device)\" took over on another relay")
         output += [.send(connection, error), .close(connection)]
     }
 }

@@ -15,21 +15,25 @@ extension RelayCore {
 
     /// Room names: 1-64 characters from letters, digits, `.`, `_` and `-`.
     public static func isValidRoomName(_ room: String) -> Bool {
-        (1...64).contains(room.utf8.count) && room.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a)
-                || byte == 0x2e || byte == 0x5f || byte == 0x2d
-        }
+        (1...64).contains(room.utf8.count)
+            && room.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a)
+                    || byte == 0x2e || byte == 0x5f || byte == 0x2d
+            }
     }
 
     /// A ROOM_JOIN, ROOM_LEAVE or ROOM_MEMBERS frame from connected `user`.
     func roomControl(_ message: SIMPMessage, from user: String, on connection: ConnectionID, into output: inout [RelayAction]) {
         guard Self.isValidRoomName(message.room) else {
-            output += [.reject(.missingField, detail: "\(message.kind) with room \"\(message.room)\" from \(user)"),
-                       .send(connection, .error(.badRequest, "a room name has 1-64 letters, digits, '.', '_' or '-'", messageId: message.messageId))]
+            output += [
+                .reject(.missingField, detail: "\(message.kind) with room \"\(message.room)\" from \(user)"),
+                .send(connection, .error(.badRequest, "a room name has 1-64 letters, digits, '.', '_' or '-'", messageId: message.messageId)),
+            ]
             return
         }
         let operation: RoomRequest.Operation = message.kind == .roomJoin ? .join : message.kind == .roomLeave ? .leave : .members
-        output.append(.store(.room(RoomRequest(operation: operation, room: message.room, user: user, connection: connection, messageId: message.messageId))))
+        output.append(
+            .store(.room(RoomRequest(operation: operation, room: message.room, user: user, connection: connection, messageId: message.messageId))))
     }
 
     /// The store answered a `.room` request.
@@ -41,8 +45,10 @@ extension RelayCore {
             reply.members = members.sorted()
             output.append(.send(request.connection, reply))
         case .success(.room(.notAMember)):
-            output += [.reject(.notAMember, detail: "\(request.user) asked for the members of \(request.room)"),
-                       .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room)", messageId: request.messageId))]
+            output += [
+                .reject(.notAMember, detail: "\(request.user) asked for the members of \(request.room)"),
+                .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room)", messageId: request.messageId)),
+            ]
         default:
             output.append(.send(request.connection, .error(.internal, "room registry unavailable, try again", messageId: request.messageId)))
         }
@@ -84,7 +90,10 @@ extension RelayCore {
             }
             guard !duplicate else { return }
             for member in recipients {
-                output.append(.store(.storeInInbox(user: member, message: Self.roomCopy(of: message, room: room, seq: seq, for: member, memberCount: recipients.count))))
+                output.append(
+                    .store(
+                        .storeInInbox(
+                            user: member, message: Self.roomCopy(of: message, room: room, seq: seq, for: member, memberCount: recipients.count))))
             }
         default:
             output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> #\(room)"))
@@ -111,7 +120,9 @@ extension RelayCore {
 
     /// The store counted a member's receipt for a room post: the author hears how many members
     /// have it, on whichever relay it is connected to (progress is not stored for an offline author).
-    mutating func roomDeliveryCounted(copy: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func roomDeliveryCounted(
+        copy: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         guard case .success(.deliveredCount(let delivered)) = result else { return }
         var receipt = SIMPMessage(kind: .receipt, messageId: copy.authorMessageId, fromUser: copy.fromUser, toUser: copy.author)
         receipt.status = .roomDelivered

@@ -150,9 +150,11 @@ public struct RelayCore: Sendable {
     public mutating func connectionOpened(_ connection: ConnectionID, peer: SocketAddress?, now: NIODeadline, into output: inout [RelayAction]) {
         let host = peer?.ipAddress ?? "unknown"
         guard let wait = connections.open(connection, host: host, now: now) else { return }
-        output += [.reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
-                   .send(connection, .loginRateLimited("too many connections from \(host)", retryAfter: wait)),
-                   .close(connection)]
+        output += [
+            .reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
+            .send(connection, .loginRateLimited("too many connections from \(host)", retryAfter: wait)),
+            .close(connection),
+        ]
     }
 
     /// A control connection closed: its login is forgotten and its session ends.
@@ -170,8 +172,12 @@ public struct RelayCore: Sendable {
         guard let phase = connections.phase(of: connection) else { return }
         connections.heard(connection, now: now)
         guard message.version == SIMPMessage.currentVersion else {
-            output += [.reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
-                       .send(connection, .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId))]
+            output += [
+                .reject(.unsupportedVersion, detail: "version \(message.version) on \(connection)"),
+                .send(
+                    connection,
+                    .error(.unsupportedVersion, "this relay speaks SIMP version \(SIMPMessage.currentVersion)", messageId: message.messageId)),
+            ]
             return
         }
         switch (message.kind, phase) {
@@ -191,8 +197,10 @@ public struct RelayCore: Sendable {
         case (.auth, _), (.connect, _):
             output += RelayLogin.alreadyLoggingIn(connection)
         case (_, .awaitingLogin), (_, .registering):
-            output += [.reject(.notConnected, detail: "\(message.kind) on \(connection)"),
-                       .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId))]
+            output += [
+                .reject(.notConnected, detail: "\(message.kind) on \(connection)"),
+                .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId)),
+            ]
         case (.receipt, .connected(let user)):
             routeReceipt(message, from: user, on: connection, now: now, into: &output)
         case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
@@ -205,8 +213,10 @@ public struct RelayCore: Sendable {
             connectionClosed(connection, into: &output)
             output.append(.close(connection))
         case (_, .connected):
-            output += [.reject(.unexpectedKind, detail: "\(message.kind) on control channel of \(connection)"),
-                       .send(connection, .error(.badRequest, "\(message.kind) is not a control message", messageId: message.messageId))]
+            output += [
+                .reject(.unexpectedKind, detail: "\(message.kind) on control channel of \(connection)"),
+                .send(connection, .error(.badRequest, "\(message.kind) is not a control message", messageId: message.messageId)),
+            ]
         }
     }
 
@@ -220,15 +230,19 @@ public struct RelayCore: Sendable {
             output += [.reject(.unsupportedVersion, detail: "\(connection): \(lineage)"), .send(connection, lineage.answer)]
             return
         }
-        output += [.reject(.malformed, detail: "\(connection): \(detail)"),
-                   .send(connection, .error(.badRequest, "malformed control frame"))]
+        output += [
+            .reject(.malformed, detail: "\(connection): \(detail)"),
+            .send(connection, .error(.badRequest, "malformed control frame")),
+        ]
     }
 
     /// A peer announced a control frame above `limit` bytes: it is told, and the connection closes.
     public func frameTooLarge(on connection: ConnectionID, announced: Int, limit: Int, into output: inout [RelayAction]) {
-        output += [.reject(.frameTooLarge, detail: "\(connection) announced \(announced) bytes"),
-                   .send(connection, .error(.frameTooLarge, "control frames are limited to \(limit) bytes")),
-                   .close(connection)]
+        output += [
+            .reject(.frameTooLarge, detail: "\(connection) announced \(announced) bytes"),
+            .send(connection, .error(.frameTooLarge, "control frames are limited to \(limit) bytes")),
+            .close(connection),
+        ]
     }
 
     /// Carries out a login step; an accepted login starts the session.
@@ -284,7 +298,8 @@ public struct RelayCore: Sendable {
 
     /// The ERROR ALREADY_CONNECTED text of a session replaced by a newer one of its device.
     static func replacedText(user: String, device: String) -> String {
-        device.isEmpty ? "\(user) connected again elsewhere (a newer session of this device took over)"
+        device.isEmpty
+            ? "\(user) connected again elsewhere (a newer session of this device took over)"
             : "a newer session of \(user)'s device \"\(device)\" took over"
     }
 
@@ -310,7 +325,8 @@ public struct RelayCore: Sendable {
         on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
     ) {
         guard case .registering(let user, let connected) = connections.phase(of: connection),
-              let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session) else {
+            let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
+        else {
             return // closed meanwhile; connectionClosed already unregistered it
         }
         switch result {

@@ -76,7 +76,8 @@ public struct RelayDelivery: Equatable, Sendable {
     public static func decode(_ bytes: ByteBuffer) throws -> RelayDelivery {
         var buffer = bytes
         guard let tag = buffer.readInteger(as: UInt8.self), let hops = buffer.readInteger(as: UInt8.self),
-              let length = buffer.readInteger(as: UInt16.self) else {
+            let length = buffer.readInteger(as: UInt16.self)
+        else {
             throw DecodingError(description: "envelope of \(bytes.readableBytes) bytes is too short")
         }
         guard length > 0, length <= maxUserLength, let user = buffer.readString(length: Int(length)) else {

@@ -51,17 +51,21 @@ public struct RelayLogin: Sendable {
         guard progress[connection] == nil else { return .actions(Self.alreadyLoggingIn(connection)) }
         if let refused = rateLimited(connection, host: host, now: now) { return .actions(refused) }
         guard !auth.fromUser.isEmpty, (16...64).contains(auth.nonce.count) else {
-            return .actions([.reject(.missingField, detail: "AUTH without user or with a bad nonce on \(connection)"),
-                             .send(connection, .error(.badRequest, "AUTH needs fromUser and a nonce of 16-64 bytes"))])
+            return .actions([
+                .reject(.missingField, detail: "AUTH without user or with a bad nonce on \(connection)"),
+                .send(connection, .error(.badRequest, "AUTH needs fromUser and a nonce of 16-64 bytes")),
+            ])
         }
         guard requireLogin else {
             return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, locked: false, on: connection, entropy: &entropy)
         }
         if let wait = failures.wait(auth.fromUser, from: host, now: now) {
             let whence = wait.byName ? "from addresses it has not logged in from" : "from \(host)"
-            return .actions([.reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins \(whence)"),
-                             .send(connection, .loginRateLimited("too many failed logins as \(auth.fromUser) \(whence)", retryAfter: wait.time)),
-                             .close(connection)])
+            return .actions([
+                .reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins \(whence)"),
+                .send(connection, .loginRateLimited("too many failed logins as \(auth.fromUser) \(whence)", retryAfter: wait.time)),
+                .close(connection),
+            ])
         }
         progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce)
         return .fetchVerifier(user: auth.fromUser)
@@ -77,17 +81,21 @@ public struct RelayLogin: Sendable {
         entropy: inout Entropy
     ) -> Step {
         guard case .fetchingVerifier(let user, let clientNonce) = progress[connection] else { return .actions([]) }
-        let verifier = verifier ?? LoginVerification.decoy(
-            for: user, secret: decoySecret,
-            iterations: LoginVerification.decoyIterations(for: user, secret: decoySecret, counts: iterationCounts))
+        let verifier =
+            verifier
+            ?? LoginVerification.decoy(
+                for: user, secret: decoySecret,
+                iterations: LoginVerification.decoyIterations(for: user, secret: decoySecret, counts: iterationCounts))
         return challenge(user, clientNonce: clientNonce, verifier: verifier, locked: locked, on: connection, entropy: &entropy)
     }
 
     /// The store could not be asked for a verifier.
     public mutating func verifierFetchFailed(on connection: ConnectionID, _ failure: StoreFailure) -> Step {
         guard case .fetchingVerifier = progress.removeValue(forKey: connection) else { return .actions([]) }
-        return .actions([.reject(.registryUnavailable, detail: "verifier lookup for \(connection) failed: \(failure)"),
-                         .send(connection, .error(.internal, "registry unavailable, try again"))])
+        return .actions([
+            .reject(.registryUnavailable, detail: "verifier lookup for \(connection) failed: \(failure)"),
+            .send(connection, .error(.internal, "registry unavailable, try again")),
+        ])
     }
 
     private mutating func challenge(
@@ -111,15 +119,17 @@ public struct RelayLogin: Sendable {
         _ connect: SIMPMessage, on connection: ConnectionID, host: String, now: NIODeadline, entropy: inout Entropy
     ) -> Step {
         guard connect.udpPort > 0, connect.udpPort <= 65535 else {
-            return .actions([.reject(.missingField, detail: "CONNECT without UDP port on \(connection)"),
-                             .send(connection, .error(.badRequest, "CONNECT needs udpPort (1-65535)"))])
+            return .actions([
+                .reject(.missingField, detail: "CONNECT without UDP port on \(connection)"),
+                .send(connection, .error(.badRequest, "CONNECT needs udpPort (1-65535)")),
+            ])
         }
         var connected = SIMPMessage(kind: .connected)
         switch progress[connection] {
         case .challenged(let transcript, let verifier?, let locked):
             progress[connection] = nil
             guard connect.fromUser == transcript.user,
-                  let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
+                let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
             else { return failed(transcript.user, on: connection, host: host, now: now, why: "wrong proof") }
             guard !locked else { return failed(transcript.user, on: connection, host: host, now: now, why: "the user is locked") }
             failures.succeeded(transcript.user, from: host, now: now)
@@ -134,13 +144,17 @@ public struct RelayLogin: Sendable {
             return .actions(Self.alreadyLoggingIn(connection))
         case nil: // CONNECT without AUTH
             guard !requireLogin else {
-                return .actions([.reject(.authRequired, detail: "CONNECT without login on \(connection)"),
-                                 .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first"))])
+                return .actions([
+                    .reject(.authRequired, detail: "CONNECT without login on \(connection)"),
+                    .send(connection, .error(.authRequired, "this relay requires a login: send AUTH first")),
+                ])
             }
             if let refused = rateLimited(connection, host: host, now: now) { return .actions(refused) }
             guard !connect.fromUser.isEmpty else {
-                return .actions([.reject(.missingField, detail: "CONNECT without user on \(connection)"),
-                                 .send(connection, .error(.badRequest, "CONNECT needs fromUser and udpPort (1-65535)"))])
+                return .actions([
+                    .reject(.missingField, detail: "CONNECT without user on \(connection)"),
+                    .send(connection, .error(.badRequest, "CONNECT needs fromUser and udpPort (1-65535)")),
+                ])
             }
             let secret = entropy.bytes(32)
             connected.sessionSecret = secret
@@ -149,24 +163,30 @@ public struct RelayLogin: Sendable {
     }
 
     static func alreadyLoggingIn(_ connection: ConnectionID) -> [RelayAction] {
-        [.reject(.alreadyConnected, detail: "\(connection)"),
-         .send(connection, .error(.alreadyConnected, "this connection already has a session or a login under way"))]
+        [
+            .reject(.alreadyConnected, detail: "\(connection)"),
+            .send(connection, .error(.alreadyConnected, "this connection already has a session or a login under way")),
+        ]
     }
 
     /// A wrong proof or a locked user: the same answer whether the user exists or not (the
     /// reason only in the relay's log); the connection closes and the name backs off at `host`.
     private mutating func failed(_ user: String, on connection: ConnectionID, host: String, now: NIODeadline, why: String) -> Step {
         failures.failed(user, from: host, now: now)
-        return .actions([.reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
-                         .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
-                         .close(connection)])
+        return .actions([
+            .reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
+            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+            .close(connection),
+        ])
     }
 
     private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {
         guard let wait = rates.admit(host, now: now) else { return nil }
-        return [.reject(.loginRateLimited, detail: "\(connection) from \(host)"),
-                .send(connection, .loginRateLimited("too many login attempts from \(host)", retryAfter: wait)),
-                .close(connection)]
+        return [
+            .reject(.loginRateLimited, detail: "\(connection) from \(host)"),
+            .send(connection, .loginRateLimited("too many login attempts from \(host)", retryAfter: wait)),
+            .close(connection),
+        ]
     }
 }
 

@@ -112,7 +112,8 @@ extension RelayCore {
             output.append(.store(.loadInbox(user: device.user, device: device.device)))
         }
         if let drain = timers.drain, !drain.finished,
-           connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod {
+            connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod
+        {
             timers.drain?.finished = true
             output.append(.drained)
         }

@@ -186,8 +186,9 @@ public struct SessionTable: Sendable {
         do {
             let opened = try sessions.values[index].opener.open(bytes)
             let moved = opened.isNewest ? Self.follow(&sessions.values[index], to: source) : nil
-            return .success(OpenedDatagram(
-                user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
+            return .success(
+                OpenedDatagram(
+                    user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
         } catch {
             return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) from \(source)"))
         }

@@ -217,7 +217,8 @@ public struct PresenceEntry: Sendable, Equatable {
     public init?(text: String) {
         let parts = text.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count >= 3, let lastSeen = Int64(parts[parts.count - 1]),
-              ["online", "offline"].contains(parts[parts.count - 2]) else { return nil }
+            ["online", "offline"].contains(parts[parts.count - 2])
+        else { return nil }
         self.init(user: parts.dropLast(2).joined(separator: " "), online: parts[parts.count - 2] == "online", lastSeen: lastSeen)
     }
 }

@@ -113,7 +113,8 @@ public struct LoginClient: Sendable {
         guard challenge.iterations > 0 else { return (connect, nil) } // development relay
         guard let password else { throw .passwordRequired }
         guard (16...64).contains(challenge.nonce.count), !challenge.salt.isEmpty,
-              challenge.iterations >= PasswordVerifier.minimumIterations else { throw .malformedChallenge }
+            challenge.iterations >= PasswordVerifier.minimumIterations
+        else { throw .malformedChallenge }
         let transcript = LoginTranscript(
             user: user, clientNonce: clientNonce, relayNonce: challenge.nonce, salt: challenge.salt,
             iterations: challenge.iterations)
@@ -171,7 +172,8 @@ public enum LoginVerification {
         let weighted = counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }
         let total = weighted.reduce(UInt64(0)) { $0 + UInt64($1.value) }
         guard total > 0 else { return PasswordVerifier.defaultIterations }
-        let draw = LoginCrypto.hmac(key: secret, Array("decoy iterations \(user)".utf8)).prefix(8)
+        let draw =
+            LoginCrypto.hmac(key: secret, Array("decoy iterations \(user)".utf8)).prefix(8)
             .reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % total
         var below = UInt64(0)
         for (iterations, users) in weighted {

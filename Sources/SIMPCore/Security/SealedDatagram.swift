@@ -116,8 +116,9 @@ public struct DatagramSealer: Sendable {
         out.withUnsafeMutableReadableBytes { raw in
             let text = raw.baseAddress! + SealedDatagram.headerSize
             withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
-                key.seal(UnsafeRawBufferPointer(start: text, count: plaintextCount), into: text, nonce: nonce,
-                         associated: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
+                key.seal(
+                    UnsafeRawBufferPointer(start: text, count: plaintextCount), into: text, nonce: nonce,
+                    associated: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
             }
         }
     }
@@ -205,8 +206,9 @@ public struct DatagramOpener: Sendable {
     /// the plaintext's length, or nil for a wrong tag.
     private func decrypt(_ sealed: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, counter: UInt64) -> Int? {
         withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
-            key.open(UnsafeRawBufferPointer(rebasing: sealed.dropFirst(SealedDatagram.headerSize)), into: out, nonce: nonce,
-                     associated: UnsafeRawBufferPointer(rebasing: sealed.prefix(SealedDatagram.headerSize)))
+            key.open(
+                UnsafeRawBufferPointer(rebasing: sealed.dropFirst(SealedDatagram.headerSize)), into: out, nonce: nonce,
+                associated: UnsafeRawBufferPointer(rebasing: sealed.prefix(SealedDatagram.headerSize)))
         }
     }
 

@@ -34,10 +34,12 @@ extension LabPlot {
         panelTitle("Send → delivery at each device, by the time the message was sent", frame: frame, on: &canvas)
         let x = placed(time, in: frame)
         let delays = run.messages.flatMap { message in (message.devices ?? [:]).values.map { $0 - message.sentMs } }
-        let y = ChartScale.fitting(delays.isEmpty ? [1, 1000] : delays.map { max($0, 0.1) }, pixels: (frame.bottom, frame.top),
-                                   logAbove: 30)
-        frame.drawAxes(on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)",
-                       yLabel: "delivery (ms)" + (y.logarithmic ? ", log" : ""))
+        let y = ChartScale.fitting(
+            delays.isEmpty ? [1, 1000] : delays.map { max($0, 0.1) }, pixels: (frame.bottom, frame.top),
+            logAbove: 30)
+        frame.drawAxes(
+            on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)",
+            yLabel: "delivery (ms)" + (y.logarithmic ? ", log" : ""))
         for (index, device) in devices.enumerated() {
             let colour = deviceColours[index % deviceColours.count]
             let points = run.messages.compactMap { message in message.devices?[device.name].map { (message.sentMs, $0 - message.sentMs) } }

@@ -31,8 +31,9 @@ public enum LabPlot {
     private static func header(_ run: LabRun, on canvas: inout SVGCanvas) {
         let report = run.report
         let result = report.passed ? "PASS" : "FAIL (" + report.failedBars.map(\.name).joined(separator: ", ") + ")"
-        canvas.text("\(report.scenario) — \(report.mode.rawValue) mode, seed \(report.seed) — \(result)", x: 20, y: 28,
-                    size: 17, weight: "bold", fill: report.passed ? "#222" : failedColour, attributes: "class=\"title\"")
+        canvas.text(
+            "\(report.scenario) — \(report.mode.rawValue) mode, seed \(report.seed) — \(result)", x: 20, y: 28,
+            size: 17, weight: "bold", fill: report.passed ? "#222" : failedColour, attributes: "class=\"title\"")
         var figures = "sent \(report.sent) · delivered \(report.delivered) · receipted \(report.receipted) · failed \(report.failed)"
         figures += " · unresolved \(report.unresolved) · \(ReportTable.fixed(report.datagramsPerMessage, 2)) datagrams/message"
         figures += " · \(report.retransmits) retransmissions · ended: \(report.ended.rawValue)"
@@ -46,14 +47,17 @@ public enum LabPlot {
             lines.append("receivers' links: " + describe(scenario.receiverAccess))
         }
         if !scenario.faults.isEmpty {
-            lines.append("faults: " + scenario.faults.map { fault in
-                "\(fault.kind.rawValue) at \(seconds(fault.atMs))" + (fault.forMs.map { " for \(seconds($0))" } ?? "")
-                    + (fault.target.map { " (\($0.rawValue))" } ?? "")
-            }.joined(separator: "; "))
+            lines.append(
+                "faults: "
+                    + scenario.faults.map { fault in
+                        "\(fault.kind.rawValue) at \(seconds(fault.atMs))" + (fault.forMs.map { " for \(seconds($0))" } ?? "")
+                            + (fault.target.map { " (\($0.rawValue))" } ?? "")
+                    }.joined(separator: "; "))
         }
         let workload = scenario.workload
-        lines.append("workload: \(workload.senders) sender(s) × \(workload.messages) messages, one every "
-                     + "\(SVGCanvas.number(Double(workload.interval.nanoseconds) / 1e6)) ms, to \(workload.receivers) receiver(s)")
+        lines.append(
+            "workload: \(workload.senders) sender(s) × \(workload.messages) messages, one every "
+                + "\(SVGCanvas.number(Double(workload.interval.nanoseconds) / 1e6)) ms, to \(workload.receivers) receiver(s)")
         lines += [describeDevices(scenario)].compactMap { $0 } + deviceLines(report)
         for (index, line) in lines.enumerated() {
             canvas.text(line, x: 20, y: 72 + Double(index) * 18, fill: "#555", attributes: "class=\"impairments\"")
@@ -74,8 +78,10 @@ public enum LabPlot {
         if link.duplicatePercent > 0 { parts.append("\(SVGCanvas.number(link.duplicatePercent))% duplicated") }
         if let reorder = link.reorder { parts.append("\(SVGCanvas.number(reorder.percent))% reordered (depth \(reorder.depth))") }
         if link.delayMs > 0 || link.jitterMs > 0 {
-            parts.append(link.jitterMs > 0 ? "\(SVGCanvas.number(link.delayMs))–\(SVGCanvas.number(link.delayMs + link.jitterMs)) ms"
-                                           : "\(SVGCanvas.number(link.delayMs)) ms")
+            parts.append(
+                link.jitterMs > 0
+                    ? "\(SVGCanvas.number(link.delayMs))–\(SVGCanvas.number(link.delayMs + link.jitterMs)) ms"
+                    : "\(SVGCanvas.number(link.delayMs)) ms")
         }
         for blackout in link.blackouts { parts.append("blackout at \(seconds(blackout.atMs)) for \(seconds(blackout.forMs))") }
         return parts.isEmpty ? "perfect" : parts.joined(separator: ", ")
@@ -95,8 +101,9 @@ public enum LabPlot {
         let latencies = run.messages.compactMap(\.latencyMs).sorted()
         let x = ChartScale.fitting(latencies.isEmpty ? [1, 1000] : latencies, pixels: (frame.left, frame.right), logAbove: 30)
         let y = ChartScale(lower: 0, upper: 100, pixelLower: frame.bottom, pixelUpper: frame.top)
-        frame.drawAxes(on: &canvas, x: x, y: y, xLabel: "send → receipt latency (ms)" + (x.logarithmic ? ", log scale" : ""),
-                       yLabel: "% of messages")
+        frame.drawAxes(
+            on: &canvas, x: x, y: y, xLabel: "send → receipt latency (ms)" + (x.logarithmic ? ", log scale" : ""),
+            yLabel: "% of messages")
         canvas.open("class=\"series\" data-name=\"cdf\" data-points=\"\(latencies.count)\"")
         if let first = latencies.first {
             let total = Double(max(1, run.report.sent))
@@ -115,13 +122,15 @@ public enum LabPlot {
                 // Along the bottom, where a CDF right of its own percentile never goes: right of the
                 // line, or left of it near the right edge; one row each.
                 let left = frame.right - x(value) < 110
-                canvas.text("\(name) \(SVGCanvas.number(value)) ms", x: left ? x(value) - 4 : x(value) + 4,
-                            y: frame.bottom - 8 - Double(2 - row) * 15, anchor: left ? "end" : "start", size: 11, fill: "#333")
+                canvas.text(
+                    "\(name) \(SVGCanvas.number(value)) ms", x: left ? x(value) - 4 : x(value) + 4,
+                    y: frame.bottom - 8 - Double(2 - row) * 15, anchor: left ? "end" : "start", size: 11, fill: "#333")
             }
             canvas.close()
         } else {
-            canvas.text("no message was receipted", x: frame.left + frame.width / 2, y: frame.top + frame.height / 2,
-                        anchor: "middle", fill: failedColour)
+            canvas.text(
+                "no message was receipted", x: frame.left + frame.width / 2, y: frame.top + frame.height / 2,
+                anchor: "middle", fill: failedColour)
         }
         canvas.close()
     }
@@ -152,10 +161,12 @@ public enum LabPlot {
         let unfinished = run.messages.filter { $0.fate != .receipted }
         // Messages without a receipt get a strip of their own along the top.
         let strip = unfinished.isEmpty ? 0.0 : 16
-        let y = ChartScale.fitting(receipted.isEmpty ? [1, 1000] : receipted.map { $0.latencyMs! },
-                                   pixels: (frame.bottom, frame.top + strip), logAbove: 30)
-        frame.drawAxes(on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)",
-                       yLabel: "latency (ms)" + (y.logarithmic ? ", log" : ""))
+        let y = ChartScale.fitting(
+            receipted.isEmpty ? [1, 1000] : receipted.map { $0.latencyMs! },
+            pixels: (frame.bottom, frame.top + strip), logAbove: 30)
+        frame.drawAxes(
+            on: &canvas, x: x, y: y, xLabel: "time since the workload started (s)",
+            yLabel: "latency (ms)" + (y.logarithmic ? ", log" : ""))
         if strip > 0 {
             canvas.rect(x: frame.left, y: frame.top, width: frame.width, height: strip, fill: "#fdecec")
             canvas.text("no receipt", x: frame.left - 7, y: frame.top + 12, anchor: "end", size: 10, fill: failedColour)
@@ -174,8 +185,11 @@ public enum LabPlot {
         }
         canvas.close()
         impairments(run.scenario, on: &canvas, frame: frame, x: x)
-        legend([("receipted message", latencyColour), ("failed / no outcome (× in the top strip)", failedColour),
-                ("blackout", blackoutColour), ("fault", faultColour)], on: &canvas, x: frame.left, y: frame.bottom + 52)
+        legend(
+            [
+                ("receipted message", latencyColour), ("failed / no outcome (× in the top strip)", failedColour),
+                ("blackout", blackoutColour), ("fault", faultColour),
+            ], on: &canvas, x: frame.left, y: frame.bottom + 52)
         canvas.close()
     }
 
@@ -196,8 +210,9 @@ public enum LabPlot {
         canvas.open("class=\"series\" data-name=\"retransmissions\" data-points=\"\(total)\"")
         for (index, count) in bins.enumerated() where count > 0 {
             let left = x(Double(index) * binSeconds), right = x(Double(index + 1) * binSeconds)
-            canvas.rect(x: left, y: y(Double(count)), width: max(1, right - left - 0.5), height: frame.bottom - y(Double(count)),
-                        fill: retransmitColour)
+            canvas.rect(
+                x: left, y: y(Double(count)), width: max(1, right - left - 0.5), height: frame.bottom - y(Double(count)),
+                fill: retransmitColour)
         }
         canvas.close()
         impairments(run.scenario, on: &canvas, frame: frame, x: x)
@@ -211,8 +226,10 @@ public enum LabPlot {
 
     /// The blackout windows of a scenario's links, each with the links it covers.
     static func blackouts(of scenario: Scenario) -> [(window: LinkConditions.Blackout, links: [String])] {
-        let directions = [("senders up", scenario.senderAccess.up), ("senders down", scenario.senderAccess.down),
-                          ("receivers up", scenario.receiverAccess.up), ("receivers down", scenario.receiverAccess.down)]
+        let directions = [
+            ("senders up", scenario.senderAccess.up), ("senders down", scenario.senderAccess.down),
+            ("receivers up", scenario.receiverAccess.up), ("receivers down", scenario.receiverAccess.down),
+        ]
         var windows: [(window: LinkConditions.Blackout, links: [String])] = []
         for (name, link) in directions {
             for blackout in link.blackouts {
@@ -239,8 +256,9 @@ public enum LabPlot {
             let at = x(fault.atMs / 1000)
             canvas.open("class=\"fault\" data-kind=\"\(fault.kind.rawValue)\"")
             if let forMs = fault.forMs, forMs > 0, fault.kind == .restartRelay || fault.kind == .restartRedis {
-                canvas.rect(x: at, y: frame.top, width: max(1, x((fault.atMs + forMs) / 1000) - at), height: frame.height,
-                            fill: faultColour, opacity: 0.12)
+                canvas.rect(
+                    x: at, y: frame.top, width: max(1, x((fault.atMs + forMs) / 1000) - at), height: frame.height,
+                    fill: faultColour, opacity: 0.12)
             }
             canvas.line(x1: at, y1: frame.top, x2: at, y2: frame.bottom, stroke: faultColour, width: 1.5, dash: "5,3")
             canvas.text(fault.kind.rawValue, x: at + 3, y: frame.top + 26 + Double(index % 3) * 12, size: 10, fill: faultColour)

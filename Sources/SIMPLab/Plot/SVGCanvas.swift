@@ -36,18 +36,21 @@ struct SVGCanvas {
         _ content: String, x: Double, y: Double, anchor: String = "start", size: Double = 12,
         weight: String = "normal", fill: String = "#222", attributes: String = ""
     ) {
-        add("<text x=\"\(n(x))\" y=\"\(n(y))\" text-anchor=\"\(anchor)\" font-size=\"\(n(size))\" font-weight=\"\(weight)\" "
-            + "fill=\"\(fill)\" \(attributes)>\(escape(content))</text>")
+        add(
+            "<text x=\"\(n(x))\" y=\"\(n(y))\" text-anchor=\"\(anchor)\" font-size=\"\(n(size))\" font-weight=\"\(weight)\" "
+                + "fill=\"\(fill)\" \(attributes)>\(escape(content))</text>")
     }
 
     mutating func line(x1: Double, y1: Double, x2: Double, y2: Double, stroke: String, width: Double = 1, dash: String? = nil) {
-        add("<line x1=\"\(n(x1))\" y1=\"\(n(y1))\" x2=\"\(n(x2))\" y2=\"\(n(y2))\" stroke=\"\(stroke)\" stroke-width=\"\(n(width))\""
-            + (dash.map { " stroke-dasharray=\"\($0)\"" } ?? "") + "/>")
+        add(
+            "<line x1=\"\(n(x1))\" y1=\"\(n(y1))\" x2=\"\(n(x2))\" y2=\"\(n(y2))\" stroke=\"\(stroke)\" stroke-width=\"\(n(width))\""
+                + (dash.map { " stroke-dasharray=\"\($0)\"" } ?? "") + "/>")
     }
 
     mutating func rect(x: Double, y: Double, width: Double, height: Double, fill: String, opacity: Double = 1, attributes: String = "") {
-        add("<rect x=\"\(n(x))\" y=\"\(n(y))\" width=\"\(n(max(0, width)))\" height=\"\(n(max(0, height)))\" fill=\"\(fill)\""
-            + (opacity < 1 ? " fill-opacity=\"\(n(opacity))\"" : "") + " \(attributes)/>")
+        add(
+            "<rect x=\"\(n(x))\" y=\"\(n(y))\" width=\"\(n(max(0, width)))\" height=\"\(n(max(0, height)))\" fill=\"\(fill)\""
+                + (opacity < 1 ? " fill-opacity=\"\(n(opacity))\"" : "") + " \(attributes)/>")
     }
 
     mutating func polyline(_ points: [(Double, Double)], stroke: String, width: Double = 1.5) {
@@ -148,8 +151,10 @@ struct ChartFrame {
     var right: Double { left + width }
 
     /// Draws the frame, grid, ticks and labels of `x` and `y`.
-    func drawAxes(on canvas: inout SVGCanvas, x: ChartScale, y: ChartScale, xLabel: String, yLabel: String,
-                  xFormat: (Double) -> String = ChartFrame.label, yFormat: (Double) -> String = ChartFrame.label) {
+    func drawAxes(
+        on canvas: inout SVGCanvas, x: ChartScale, y: ChartScale, xLabel: String, yLabel: String,
+        xFormat: (Double) -> String = ChartFrame.label, yFormat: (Double) -> String = ChartFrame.label
+    ) {
         canvas.rect(x: left, y: top, width: width, height: height, fill: "#fafafa")
         canvas.open("class=\"axis x\"")
         for tick in x.ticks {
@@ -170,8 +175,9 @@ struct ChartFrame {
         }
         canvas.line(x1: left, y1: top, x2: left, y2: bottom, stroke: "#444")
         let middle = top + height / 2
-        canvas.text(yLabel, x: left - 52, y: middle, anchor: "middle",
-                    attributes: "class=\"axis-label\" transform=\"rotate(-90 \(canvas.n(left - 52)) \(canvas.n(middle)))\"")
+        canvas.text(
+            yLabel, x: left - 52, y: middle, anchor: "middle",
+            attributes: "class=\"axis-label\" transform=\"rotate(-90 \(canvas.n(left - 52)) \(canvas.n(middle)))\"")
         canvas.close()
     }
 

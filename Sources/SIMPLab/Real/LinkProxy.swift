@@ -24,8 +24,10 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
     public var publicPort: Int { publicSide.localAddress!.port! }
 
     /// Binds both sides on 127.0.0.1 and starts forwarding.
-    public static func start(up: LinkConditions, down: LinkConditions, seed: UInt64, stream: UInt64,
-                             relay: SocketAddress, group: EventLoopGroup) async throws -> LinkProxy {
+    public static func start(
+        up: LinkConditions, down: LinkConditions, seed: UInt64, stream: UInt64,
+        relay: SocketAddress, group: EventLoopGroup
+    ) async throws -> LinkProxy {
         let proxy = LinkProxy(
             up: ImpairedLink(conditions: up, random: SeededRandom(seed: seed, stream: stream)),
             down: ImpairedLink(conditions: down, random: SeededRandom(seed: seed, stream: stream + 1)),
@@ -99,8 +101,10 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
         }
     }
 
-    private func scheduleRelease(_ link: ReferenceWritableKeyPath<LinkProxy, ImpairedLink<ByteBuffer>>,
-                                 to target: SocketAddress, via channel: @escaping () -> Channel) {
+    private func scheduleRelease(
+        _ link: ReferenceWritableKeyPath<LinkProxy, ImpairedLink<ByteBuffer>>,
+        to target: SocketAddress, via channel: @escaping () -> Channel
+    ) {
         guard let release = self[keyPath: link].nextRelease, start != nil else { return }
         loop.assumeIsolated().scheduleTask(in: max(.zero, release - elapsed)) { [self] in
             carry(self[keyPath: link].releaseExpired(at: elapsed), to: target, via: channel)

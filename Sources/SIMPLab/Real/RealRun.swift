@@ -5,9 +5,9 @@ import NIOCore
 import NIOPosix
 import SIMPClient
 import SIMPCore
+import SIMPLocalServers
 import SIMPRedis
 import SIMPRelay
-import SIMPLocalServers
 
 /// Runs a scenario with real sockets: a `BackgroundRelay` next to a private `redis-server`, one
 /// `SIMPClient` per sender and receiver, each behind a `LinkProxy` (its datagrams, both ways,
@@ -127,8 +127,9 @@ final class RealWorld: @unchecked Sendable {
         // A restarted relay must come back on the same ports.
         configuration.port = relay.controlAddress!.port!
         configuration.udpPort = relay.datagramAddress!.port!
-        let world = RealWorld(scenario: scenario, seed: seed, options: options, redis: redis, relay: relay, relayGroup: relayGroup,
-                              configuration: configuration)
+        let world = RealWorld(
+            scenario: scenario, seed: seed, options: options, redis: redis, relay: relay, relayGroup: relayGroup,
+            configuration: configuration)
         do { try await world.connectClients() } catch {
             await world.stop()
             throw error
@@ -144,8 +145,9 @@ final class RealWorld: @unchecked Sendable {
 
     private func connectClients() async throws {
         for (index, member) in scenario.members.enumerated() {
-            let path = try await LinkProxy.start(up: member.access.up, down: member.access.down, seed: seed,
-                                                 stream: UInt64(2 * index + 1), relay: relay.datagramAddress!, group: group)
+            let path = try await LinkProxy.start(
+                up: member.access.up, down: member.access.down, seed: seed,
+                stream: UInt64(2 * index + 1), relay: relay.datagramAddress!, group: group)
             let control = try await ControlProxy.start(target: relay.controlAddress!, group: group)
             participants.append(Participant(member: member, name: member.user + "-\(seed)", path: path, control: control))
         }
@@ -198,7 +200,10 @@ final class RealWorld: @unchecked Sendable {
             let senders = participants.filter(\.isSender)
             let receivers = scenario.receiverUsers.map { $0 + "-\(seed)" }
             for (index, sender) in senders.enumerated() {
-                tasks.addTask { try await self.send(from: sender.client!, named: sender.name, index: index, senderCount: senders.count, to: receivers, start: start) }
+                tasks.addTask {
+                    try await self.send(
+                        from: sender.client!, named: sender.name, index: index, senderCount: senders.count, to: receivers, start: start)
+                }
             }
             addDeviceLifecycles(to: &tasks, start: start)
             for fault in scenario.faults {
@@ -227,8 +232,9 @@ final class RealWorld: @unchecked Sendable {
         recordRetransmissions(upTo: counters.retransmits, at: NIODeadline.now() - start)
         let duration = lastProgress.withLockedValue { $0 } - start
         var run = recorder.withLockedValue {
-            $0.run(scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration), ended: ended,
-                   endedAt: NIODeadline.now() - start)
+            $0.run(
+                scenario: scenario, mode: .real, seed: seed, counters: counters, duration: max(.zero, duration), ended: ended,
+                endedAt: NIODeadline.now() - start)
         }
         run.timelineResolutionMs = Double(options.progressInterval.nanoseconds) / 1e6
         return run
@@ -295,7 +301,9 @@ final class RealWorld: @unchecked Sendable {
     }
 
     /// One sender's share of the workload, on schedule.
-    private func send(from client: SIMPClient, named sender: String, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline) async throws {
+    private func send(from client: SIMPClient, named sender: String, index: Int, senderCount: Int, to receivers: [String], start: NIODeadline)
+        async throws
+    {
         _ = followStoredMessages(of: client) // ends when the client closes
         let workload = scenario.workload
         let stagger = TimeAmount.nanoseconds(workload.interval.nanoseconds * Int64(index) / Int64(senderCount))
@@ -375,8 +383,9 @@ extension RelayConfiguration {
     mutating func allowLoad(ofClients clients: Int) {
         let logins = RateLimit(perSecond: max(loginLimit.perSecond, Double(2 * clients)), burst: max(loginLimit.burst, 4 * clients))
         loginLimit = logins
-        connectionLimit = RateLimit(perSecond: max(connectionLimit.perSecond, logins.perSecond),
-                                    burst: max(connectionLimit.burst, logins.burst))
+        connectionLimit = RateLimit(
+            perSecond: max(connectionLimit.perSecond, logins.perSecond),
+            burst: max(connectionLimit.burst, logins.burst))
         maxConnectionsPerHost = max(maxConnectionsPerHost, 4 * clients)
     }
 }

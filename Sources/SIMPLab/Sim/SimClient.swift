@@ -46,8 +46,10 @@ final class SimClient: ClientShell {
     /// Stop once every submitted message has its outcome (a one-shot send).
     var leavesWhenDone = false
 
-    init(user: String, isSender: Bool, device: String = "", sendOnly: Bool = false, index: Int, up: SimLink, down: SimLink,
-         world: SimWorld) {
+    init(
+        user: String, isSender: Bool, device: String = "", sendOnly: Bool = false, index: Int, up: SimLink, down: SimLink,
+        world: SimWorld
+    ) {
         self.user = user
         self.isSender = isSender
         self.device = device
@@ -88,7 +90,8 @@ final class SimClient: ClientShell {
         if processes > 0 {
             world.addressChanged(of: self) { publicPort += 1 }
             registeredPort = publicPort
-            session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
+            session = Self.makeSession(
+                user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
             retransmitsRecorded = 0
         }
         processes += 1
@@ -236,7 +239,7 @@ final class SimClient: ClientShell {
         }
     }
 
-    func writeControl(_ frames: [SIMPMessage]) { frames.forEach { control?.send($0) } }
+    func writeControl(_ frames: [SIMPMessage]) { for frame in frames { control?.send(frame) } }
 
     func messageDelayed(_ message: DelayedMessage) {}
 

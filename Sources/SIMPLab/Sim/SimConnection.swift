@@ -40,7 +40,8 @@ final class SimConnection {
         var bytes = bytes
         unframed.writeBuffer(&bytes)
         while let payload = try? Framing.nextFrame(in: &unframed, maxFrameSize: Framing.defaultMaxFrameSize),
-              let message = try? MessageCodec.decode(payload) {
+            let message = try? MessageCodec.decode(payload)
+        {
             client.controlArrived(message, on: self)
         }
         unframed.discardReadBytes()

@@ -46,9 +46,11 @@ final class SimRelay {
         configuration.heartbeat = world.relayHeartbeat
         let loop = EmbeddedEventLoop()
         loop.advanceTime(to: world.queue.deadline)
-        let asking = DelayedStore(store: store, queue: world.queue, latency: Self.storeLatency, stamp: { [unowned self] in
-            storeClock.withLockedValue { $0 = Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 }
-        }, answer: { [unowned self] answer in drive(answer) })
+        let asking = DelayedStore(
+            store: store, queue: world.queue, latency: Self.storeLatency,
+            stamp: { [unowned self] in
+                storeClock.withLockedValue { $0 = Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 }
+            }, answer: { [unowned self] answer in drive(answer) })
         return try! EmbeddedRelay(configuration: configuration, seed: world.seed, store: store, asking: asking, loop: loop) {
             [unowned self] envelope in
             world.client(at: envelope.remoteAddress)?.receiveFromRelay(envelope.data)
@@ -71,11 +73,14 @@ final class SimRelay {
         let connection = SimConnection(peer: peer, client: client, relay: self, queue: world.queue)
         connections[ObjectIdentifier(connection)] = connection
         drive {
-            connection.relayEnd = try! relay.open(from: peer, written: { [unowned connection] bytes in
-                connection.down.send(bytes)
-            }, closed: { [unowned self, unowned connection] in
-                relayEndClosed(connection)
-            })
+            connection.relayEnd = try! relay.open(
+                from: peer,
+                written: { [unowned connection] bytes in
+                    connection.down.send(bytes)
+                },
+                closed: { [unowned self, unowned connection] in
+                    relayEndClosed(connection)
+                })
         }
         return connection
     }
@@ -172,8 +177,10 @@ private final class DelayedStore: RelayStore, @unchecked Sendable { // confined 
     private let stamp: () -> Void
     private let answer: (() -> Void) -> Void
 
-    init(store: InMemoryRelayStore, queue: EventQueue, latency: TimeAmount, stamp: @escaping () -> Void,
-         answer: @escaping (() -> Void) -> Void) {
+    init(
+        store: InMemoryRelayStore, queue: EventQueue, latency: TimeAmount, stamp: @escaping () -> Void,
+        answer: @escaping (() -> Void) -> Void
+    ) {
         self.store = store
         self.queue = queue
         self.latency = latency

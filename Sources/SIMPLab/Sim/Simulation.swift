@@ -82,14 +82,17 @@ final class SimWorld {
         var stream: UInt64 = 0
         func link(_ conditions: LinkConditions) -> SimLink {
             stream += 1
-            return SimLink(conditions: conditions, random: SeededRandom(seed: seed, stream: stream), queue: queue,
-                           heldUntil: { [unowned self] in relayPausedUntil.flatMap { $0 > queue.now ? $0 : nil } }) { [unowned self] in
+            return SimLink(
+                conditions: conditions, random: SeededRandom(seed: seed, stream: stream), queue: queue,
+                heldUntil: { [unowned self] in relayPausedUntil.flatMap { $0 > queue.now ? $0 : nil } }
+            ) { [unowned self] in
                 workloadStart
             }
         }
         for (index, member) in scenario.members.enumerated() {
-            let client = SimClient(user: member.user, isSender: member.isSender, device: member.device, sendOnly: member.sendOnly,
-                                   index: index + 1, up: link(member.access.up), down: link(member.access.down), world: self)
+            let client = SimClient(
+                user: member.user, isSender: member.isSender, device: member.device, sendOnly: member.sendOnly,
+                index: index + 1, up: link(member.access.up), down: link(member.access.down), world: self)
             if member.sendOnly { sendOnlyClients.append(client) } else { clients.append(client) }
             lineup.append((member, client))
             clientsByAddress[client.publicAddress] = client
@@ -110,8 +113,9 @@ final class SimWorld {
         }
         counters.rateLimited = relay.rejected[.messageRateLimited] ?? 0
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
-        return recorder.run(scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,
-                            endedAt: elapsed)
+        return recorder.run(
+            scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,
+            endedAt: elapsed)
     }
 
     /// Runs the event queue until the run settles or reaches a bound on virtual or wall time,
@@ -119,11 +123,14 @@ final class SimWorld {
     private func runQueue() -> RunEnd {
         let limit = options.maxVirtualTime ?? Simulation.defaultMaxVirtualTime(for: scenario)
         let clock = ContinuousClock()
-        var watch = RunGuard(start: clock.now, wallLimit: options.maxWallTime ?? Simulation.defaultMaxWallTime,
-                             progressInterval: options.progressInterval, eventsPerCheck: Self.eventsPerCheck)
+        var watch = RunGuard(
+            start: clock.now, wallLimit: options.maxWallTime ?? Simulation.defaultMaxWallTime,
+            progressInterval: options.progressInterval, eventsPerCheck: Self.eventsPerCheck)
         var stoppedBy = RunEnd.wallTimeLimit
-        let outcome = queue.run(until: limit, stop: { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false },
-                                checkEvery: Self.eventsPerCheck) {
+        let outcome = queue.run(
+            until: limit, stop: { finishedAt.map { queue.now >= $0 + Simulation.linger } ?? false },
+            checkEvery: Self.eventsPerCheck
+        ) {
             switch watch.check(virtual: queue.now, wall: clock.now) {
             case .proceed: return true
             case .report:
@@ -159,8 +166,9 @@ final class SimWorld {
     func noteProgress() {
         lastProgress = queue.now
         if finishedAt == nil, submitted == scenario.totalMessages, lifecycleEventsDue == 0, recorder.deviceDeliveriesDue == 0,
-           clients.allSatisfy({ $0.outstanding == 0 }),
-           sendOnlyClients.allSatisfy({ $0.outstanding == 0 }) {
+            clients.allSatisfy({ $0.outstanding == 0 }),
+            sendOnlyClients.allSatisfy({ $0.outstanding == 0 })
+        {
             finishedAt = queue.now
         }
     }

@@ -37,26 +37,32 @@ public struct CredentialStore: Sendable {
     /// if the user does not exist), the lock, and the iteration counts (read for real and
     /// missing users alike, so both cost the same round trip).
     public func login(of user: String, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
-        redis.pipeline([["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey", "locked"],
-                        ["HGETALL", Self.iterationCountsKey]], on: eventLoop)
-            .flatMapThrowing { replies in
-                try Registry.check(replies)
-                let counts = Self.iterationCounts(replies[1])
-                let fields = replies[0].array?.map(\.string) ?? []
-                guard fields.count == 5, let salt = fields[0] else { return .verifier(nil, iterationCounts: counts) }
-                guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
-                      let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
-                else { throw Failure.corrupt(user) }
-                let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
-                return .verifier(verifier, locked: fields[4] != nil, iterationCounts: counts)
-            }
+        redis.pipeline(
+            [
+                ["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey", "locked"],
+                ["HGETALL", Self.iterationCountsKey],
+            ], on: eventLoop
+        )
+        .flatMapThrowing { replies in
+            try Registry.check(replies)
+            let counts = Self.iterationCounts(replies[1])
+            let fields = replies[0].array?.map(\.string) ?? []
+            guard fields.count == 5, let salt = fields[0] else { return .verifier(nil, iterationCounts: counts) }
+            guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
+                let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
+            else { throw Failure.corrupt(user) }
+            let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
+            return .verifier(verifier, locked: fields[4] != nil, iterationCounts: counts)
+        }
     }
 
     /// The decoy secret, created (32 random bytes) by the first relay that asks; that relay
     /// also counts the users already stored (created before the counts were kept).
     public func decoySecret() async throws -> [UInt8] {
-        let replies = try await redis.pipeline([["SET", Self.decoySecretKey, Hex.encode(LoginCrypto.randomBytes(32)), "NX"],
-                                                ["GET", Self.decoySecretKey]])
+        let replies = try await redis.pipeline([
+            ["SET", Self.decoySecretKey, Hex.encode(LoginCrypto.randomBytes(32)), "NX"],
+            ["GET", Self.decoySecretKey],
+        ])
         try Registry.check(replies)
         guard let secret = replies[1].string.flatMap(Hex.decode), secret.count >= 16 else {
             throw StoreFailure("\(Self.decoySecretKey) is not hex of at least 16 bytes")
@@ -72,7 +78,8 @@ public struct CredentialStore: Sendable {
             if let iterations = try await storedIterations(of: user) { counts[iterations, default: 0] += 1 }
         }
         let fields = counts.flatMap { [$0.key, String($0.value)] }
-        let replies = try await redis.pipeline([["DEL", Self.iterationCountsKey]] + (fields.isEmpty ? [] : [["HSET", Self.iterationCountsKey] + fields]))
+        let replies = try await redis.pipeline(
+            [["DEL", Self.iterationCountsKey]] + (fields.isEmpty ? [] : [["HSET", Self.iterationCountsKey] + fields]))
         try Registry.check(replies)
     }
 
@@ -113,9 +120,11 @@ public struct CredentialStore: Sendable {
     /// Stores `user`'s verifier; fails if the user exists, unless `replace`.
     public func add(_ user: String, verifier: PasswordVerifier, replace: Bool) async throws {
         let key = Self.key(user)
-        let fields = ["salt", Hex.encode(verifier.salt), "iterations", String(verifier.iterations),
-                      "storedKey", Hex.encode(verifier.storedKey), "serverKey", Hex.encode(verifier.serverKey),
-                      "created", String(WallClock.millisecondsSinceEpoch())]
+        let fields = [
+            "salt", Hex.encode(verifier.salt), "iterations", String(verifier.iterations),
+            "storedKey", Hex.encode(verifier.storedKey), "serverKey", Hex.encode(verifier.serverKey),
+            "created", String(WallClock.millisecondsSinceEpoch()),
+        ]
         if replace {
             let old = try await storedIterations(of: user)
             let replies = try await redis.pipeline([["MULTI"], ["DEL", key], ["HSET", key] + fields, ["EXEC"]])

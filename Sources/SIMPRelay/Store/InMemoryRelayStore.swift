@@ -116,7 +116,8 @@ public final class InMemoryRelayStore: RelayStore {
         return eventLoop.makeCompletedFuture(outcome.mapError { $0 as Error })
     }
 
-    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void>
+    {
         shared.withLockedValue { $0.subscribers[relayId] = Subscriber(eventLoop: eventLoop, handler: handler) }
         eventLoop.execute { handler(.subscribed) }
         return eventLoop.makeSucceededVoidFuture()

@@ -75,7 +75,8 @@ public struct InboxStore: Sendable {
     /// `earlier`, the entries in the log that were stored before the device became known.
     /// Entries that do not parse are skipped.
     public func load(user: String, device: String, wallNow: Int64, on eventLoop: EventLoop)
-        -> EventLoopFuture<(entries: [InboxEntry], earlier: [InboxEntry])> {
+        -> EventLoopFuture<(entries: [InboxEntry], earlier: [InboxEntry])>
+    {
         let cutoff = wallNow - Int64(ttlSeconds) * 1000
         return UserLogScripts.load.run(Self.call(user, [device, String(cutoff)]), on: redis, eventLoop: eventLoop).flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError(message) }
@@ -119,7 +120,8 @@ public struct InboxStore: Sendable {
                     try Registry.check(replies + [reply])
                     return (reply.array ?? []).compactMap { item -> InboxEntry? in
                         guard let pair = item.array, pair.count == 2, let id = pair[0].string, !acked.contains(id),
-                              let fields = pair[1].array, fields.count >= 2 else { return nil }
+                            let fields = pair[1].array, fields.count >= 2
+                        else { return nil }
                         return fields[1].string.flatMap(InboxEntry.init(text:))
                     }
                 }

@@ -38,8 +38,8 @@ public enum KeyTag {
     }
 }
 
-private extension StringProtocol {
-    func replacingOccurrences(_ target: String, with replacement: String) -> String {
+extension StringProtocol {
+    fileprivate func replacingOccurrences(_ target: String, with replacement: String) -> String {
         String(self).split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

@@ -43,16 +43,19 @@ struct MemoryStoreState: Sendable {
             return .done
         case .refresh(_, _, let live):
             refresh(live)
-            for registration in live where registration.receives { presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now) }
+            for registration in live where registration.receives {
+                presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now)
+            }
             return .done
         case .withdraw(_, let live):
             for registration in live { registrations[registration.user]?[registration.session] = nil }
             return .done
         case .lookup(let user):
             let live = (registrations[user] ?? [:]).values.sorted { $0.session < $1.session }
-            return .routes(UserRoutes(
-                receivers: live.filter(\.receives).map(\.route), relays: Set(live.map(\.route.relayId)).sorted(),
-                knownDevices: devices[user]?.count ?? 0, known: !live.isEmpty || known.contains(user) || credentials[user] != nil))
+            return .routes(
+                UserRoutes(
+                    receivers: live.filter(\.receives).map(\.route), relays: Set(live.map(\.route.relayId)).sorted(),
+                    knownDevices: devices[user]?.count ?? 0, known: !live.isEmpty || known.contains(user) || credentials[user] != nil))
         case .publish:
             return .listeners(0)
         case .announceMove:

@@ -27,13 +27,15 @@ public struct PresenceStore: Sendable {
 
     // KEYS: presence, rooms (one user's slot). ARGV: state, now, TTL. Returns the user's rooms,
     // whose member sets (other slots on a cluster) are read after it.
-    private static let recordScript = RedisScript("""
+    private static let recordScript = RedisScript(
+        """
         redis.call('HSET', KEYS[1], 'state', ARGV[1], 'lastSeen', ARGV[2])
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         return redis.call('SMEMBERS', KEYS[2])
         """)
     // KEYS: presence. ARGV: now, TTL. Extends an online record (re-creating a lost one).
-    private static let refreshScript = RedisScript("""
+    private static let refreshScript = RedisScript(
+        """
         redis.call('HSET', KEYS[1], 'state', 'online', 'lastSeen', ARGV[1])
         return redis.call('EXPIRE', KEYS[1], ARGV[2])
         """)
@@ -42,8 +44,9 @@ public struct PresenceStore: Sendable {
     /// in a second round trip, one command per room, when the user is in any).
     public func record(user: String, online: Bool, now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<[String]> {
         Self.recordScript.run(
-            .init(keys: [Self.presenceKey(user), Self.roomsKey(user)],
-                  arguments: [online ? "online" : "offline", String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)]),
+            .init(
+                keys: [Self.presenceKey(user), Self.roomsKey(user)],
+                arguments: [online ? "online" : "offline", String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)]),
             on: redis, eventLoop: eventLoop
         ).flatMap { [redis] reply in
             if case .error(let message) = reply { return eventLoop.makeFailedFuture(RedisError(message)) }

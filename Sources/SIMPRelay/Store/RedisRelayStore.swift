@@ -47,8 +47,10 @@ public final class RedisRelayStore: RelayStore {
 
     /// A store on `endpoint`, one server or a cluster; its connections live on `eventLoop`
     /// (pass the relay's loop: no thread hops).
-    public init(endpoint: RedisEndpoint, limits: Limits = Limits(), logger: Logger,
-                eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    public init(
+        endpoint: RedisEndpoint, limits: Limits = Limits(), logger: Logger,
+        eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) {
         self.endpoint = endpoint
         self.logger = logger
         let redis = endpoint.makeClient(eventLoop: eventLoop, logger: logger)
@@ -102,7 +104,8 @@ public final class RedisRelayStore: RelayStore {
         case .refresh(let relayId, let description, let registrations):
             let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
             let refreshed = registry.refresh(registrations, on: eventLoop)
-            let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop) // send-only sessions are not presence
+            // Send-only sessions are not presence.
+            let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop)
             return announced.and(refreshed).and(present).map { _ in .done }
         case .withdraw(let relayId, let registrations):
             return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .done }
@@ -138,7 +141,8 @@ public final class RedisRelayStore: RelayStore {
 
     /// The presence of the asked users, or of the room's members (nil: the asker is not one).
     private func whoAnswer(_ request: WhoRequest, on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]?> {
-        let users: EventLoopFuture<[String]?> = request.room.map { rooms.members(of: $0, askedBy: request.user, on: eventLoop) }
+        let users: EventLoopFuture<[String]?> =
+            request.room.map { rooms.members(of: $0, askedBy: request.user, on: eventLoop) }
             ?? eventLoop.makeSucceededFuture(request.users)
         return users.flatMap { [presence] users in
             guard let users else { return eventLoop.makeSucceededFuture(nil) }
@@ -146,7 +150,8 @@ public final class RedisRelayStore: RelayStore {
         }
     }
 
-    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void>
+    {
         let ready = eventLoop.makePromise(of: Void.self)
         let delivery = RelayBus.deliveryChannel(relayId)
         let subscriber = endpoint.makeSubscriber(

@@ -59,7 +59,8 @@ public struct Registry: Sendable {
     // A device that becomes known gets a cursor: the user's first device none (it gets the whole
     // log), a later one the log's last entry (it gets what is stored from now on).
     // Returns {known devices, sessions elsewhere (0/1), forgotten devices...}.
-    private static let registerScript = RedisScript("""
+    private static let registerScript = RedisScript(
+        """
         local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
         local forgotten = {}
         local first = 0
@@ -107,7 +108,8 @@ public struct Registry: Sendable {
     // KEYS: user hash. ARGV: token, value, device, receives, ttl ms, now ms, addr, relay.
     // Only the session that wrote a registration may refresh it: it is re-created if Redis lost
     // it, unless the device has a newer session or an operator ended the user's sessions.
-    private static let refreshScript = RedisScript("""
+    private static let refreshScript = RedisScript(
+        """
         local token, device = ARGV[1], ARGV[3]
         local top = redis.call('HGET', KEYS[1], 'session')
         if top == '\(RelayCore.sessionEndedByOperator)' then return 0 end
@@ -137,7 +139,8 @@ public struct Registry: Sendable {
         return redis.call('PEXPIRE', KEYS[1], ARGV[5])
         """)
     // KEYS: user hash. ARGV: token, device.
-    private static let unregisterScript = RedisScript("""
+    private static let unregisterScript = RedisScript(
+        """
         redis.call('HDEL', KEYS[1], 's:' .. ARGV[1])
         if redis.call('HGET', KEYS[1], 'd:' .. ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], 'd:' .. ARGV[2]) end
         if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('HDEL', KEYS[1], 'session', 'addr', 'relay', 'since') end
@@ -160,12 +163,16 @@ public struct Registry: Sendable {
         let now = WallClock.millisecondsSinceEpoch()
         let value = Self.value(of: registration, expiresAt: now + Int64(ttlSeconds) * 1000, since: now)
         let call = RedisScript.Call(
-            keys: [Self.userKey(registration.user), Self.devicesKey(registration.user), InboxStore.logKey(registration.user),
-                   InboxStore.cursorsKey(registration.user)],
-            arguments: [registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000),
-                        String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
-                        AddressText.format(registration.route.address) ?? "", String(now),
-                        InboxStore.ackedPrefix(registration.user)])
+            keys: [
+                Self.userKey(registration.user), Self.devicesKey(registration.user), InboxStore.logKey(registration.user),
+                InboxStore.cursorsKey(registration.user),
+            ],
+            arguments: [
+                registration.session, value, registration.device, registration.receives ? "1" : "0", String(ttlSeconds * 1000),
+                String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
+                AddressText.format(registration.route.address) ?? "", String(now),
+                InboxStore.ackedPrefix(registration.user),
+            ])
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Self.check(replies)
@@ -183,10 +190,13 @@ public struct Registry: Sendable {
         guard !registrations.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
         let now = WallClock.millisecondsSinceEpoch()
         let calls = registrations.map { entry in
-            RedisScript.Call(keys: [Self.userKey(entry.user)],
-                             arguments: [entry.session, Self.value(of: entry, expiresAt: now + Int64(ttlSeconds) * 1000, since: now),
-                                         entry.device, entry.receives ? "1" : "0", String(ttlSeconds * 1000), String(now),
-                                         AddressText.format(entry.route.address) ?? "", entry.route.relayId])
+            RedisScript.Call(
+                keys: [Self.userKey(entry.user)],
+                arguments: [
+                    entry.session, Self.value(of: entry, expiresAt: now + Int64(ttlSeconds) * 1000, since: now),
+                    entry.device, entry.receives ? "1" : "0", String(ttlSeconds * 1000), String(now),
+                    AddressText.format(entry.route.address) ?? "", entry.route.relayId,
+                ])
         }
         return Self.refreshScript.run(calls, on: redis, eventLoop: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
     }
@@ -201,20 +211,24 @@ public struct Registry: Sendable {
     /// registered within `seenTTLSeconds`), in one round trip.
     public func lookup(user: String, on eventLoop: EventLoop) -> EventLoopFuture<UserRoutes> {
         let now = WallClock.millisecondsSinceEpoch()
-        return redis.pipeline([["HGETALL", Self.userKey(user)], ["HLEN", Self.devicesKey(user)], ["EXISTS", Self.seenKey(user)],
-                               ["EXISTS", CredentialStore.key(user)]], on: eventLoop)
-            .flatMapThrowing { replies in
-                try Self.check(replies)
-                let fields = replies[0].array?.compactMap(\.string) ?? []
-                var receivers: [Route] = [], relays: Set<String> = []
-                for index in stride(from: 0, to: fields.count - 1, by: 2) where fields[index].hasPrefix("s:") {
-                    guard let session = LiveSession(fields[index + 1]), session.expiresAt >= now else { continue }
-                    relays.insert(session.route.relayId)
-                    if session.receives { receivers.append(session.route) }
-                }
-                let known = replies[2].integer == 1 || replies[3].integer == 1 || !relays.isEmpty
-                return UserRoutes(receivers: receivers, relays: relays.sorted(), knownDevices: Int(replies[1].integer ?? 0), known: known)
+        return redis.pipeline(
+            [
+                ["HGETALL", Self.userKey(user)], ["HLEN", Self.devicesKey(user)], ["EXISTS", Self.seenKey(user)],
+                ["EXISTS", CredentialStore.key(user)],
+            ], on: eventLoop
+        )
+        .flatMapThrowing { replies in
+            try Self.check(replies)
+            let fields = replies[0].array?.compactMap(\.string) ?? []
+            var receivers: [Route] = [], relays: Set<String> = []
+            for index in stride(from: 0, to: fields.count - 1, by: 2) where fields[index].hasPrefix("s:") {
+                guard let session = LiveSession(fields[index + 1]), session.expiresAt >= now else { continue }
+                relays.insert(session.route.relayId)
+                if session.receives { receivers.append(session.route) }
             }
+            let known = replies[2].integer == 1 || replies[3].integer == 1 || !relays.isEmpty
+            return UserRoutes(receivers: receivers, relays: relays.sorted(), knownDevices: Int(replies[1].integer ?? 0), known: known)
+        }
     }
 
     /// The session `session` of `user` if it is still registered; otherwise the user's
@@ -252,7 +266,9 @@ public struct Registry: Sendable {
     /// Removes relay `relayId`'s liveness record and every registration in `registrations`.
     public func withdraw(relayId: String, registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
         let calls = registrations.map { RedisScript.Call(keys: [Self.userKey($0.user)], arguments: [$0.session, $0.device]) }
-        return Self.unregisterScript.run(calls, after: [["DEL", Self.relayKey(relayId)]], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in try Self.check(replies) }
+        return Self.unregisterScript.run(calls, after: [["DEL", Self.relayKey(relayId)]], on: redis, eventLoop: eventLoop).flatMapThrowing {
+            replies in try Self.check(replies)
+        }
     }
 
     static func check(_ replies: [RedisValue]) throws {

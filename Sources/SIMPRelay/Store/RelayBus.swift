@@ -25,8 +25,9 @@ public struct RelayBus: Sendable {
     /// delivery, how many relays heard it (0: that relay is gone).
     public func publish(_ deliveries: [(relay: String, delivery: RelayDelivery)], on eventLoop: EventLoop) -> EventLoopFuture<[Int]> {
         let command = Array((redis.isCluster ? "SPUBLISH" : "PUBLISH").utf8)
-        return publish(deliveries.map { [command, Array(Self.deliveryChannel($0.relay).utf8), Array($0.delivery.encoded().readableBytesView)] },
-                       on: eventLoop)
+        return publish(
+            deliveries.map { [command, Array(Self.deliveryChannel($0.relay).utf8), Array($0.delivery.encoded().readableBytesView)] },
+            on: eventLoop)
     }
 
     /// Tells every relay that `move.user` now has its session on `move.relayId`.

@@ -32,7 +32,8 @@ public struct RoomStore: Sendable {
 
     // KEYS: members, seq, posted. ARGV: author, posted field, TTL.
     // Returns {-1} for a non-member, else {seq, duplicate (0/1), members}.
-    private static let postScript = RedisScript("""
+    private static let postScript = RedisScript(
+        """
         if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return {-1} end
         local seq = redis.call('HGET', KEYS[3], ARGV[2])
         local duplicate = 1
@@ -44,11 +45,13 @@ public struct RoomStore: Sendable {
         redis.call('EXPIRE', KEYS[3], ARGV[3])
         return {tonumber(seq), duplicate, redis.call('SMEMBERS', KEYS[1])}
         """)
-    private static let membersScript = RedisScript("""
+    private static let membersScript = RedisScript(
+        """
         if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
         return redis.call('SMEMBERS', KEYS[1])
         """)
-    private static let countScript = RedisScript("""
+    private static let countScript = RedisScript(
+        """
         redis.call('SADD', KEYS[1], ARGV[1])
         redis.call('EXPIRE', KEYS[1], ARGV[2])
         return redis.call('SCARD', KEYS[1])
@@ -59,14 +62,20 @@ public struct RoomStore: Sendable {
         let key = Self.membersKey(request.room)
         switch request.operation {
         case .join:
-            return redis.pipeline([["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
-                                   ["SMEMBERS", key]], on: eventLoop).flatMapThrowing { replies in
+            return redis.pipeline(
+                [
+                    ["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
+                    ["SMEMBERS", key],
+                ], on: eventLoop
+            ).flatMapThrowing { replies in
                 guard replies.count == 3, let members = replies[2].array else { throw RedisError("unexpected join reply \(replies)") }
                 return .members(members.compactMap(\.string))
             }
         case .leave:
-            return redis.pipeline([["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
-                                  on: eventLoop).flatMapThrowing { replies in
+            return redis.pipeline(
+                [["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
+                on: eventLoop
+            ).flatMapThrowing { replies in
                 guard replies.first?.integer != nil else { throw RedisError("unexpected leave reply \(replies)") }
                 return .members([])
             }
@@ -82,8 +91,9 @@ public struct RoomStore: Sendable {
     /// Numbers `message` (a post by `message.fromUser`) in `room` if the author is a member.
     public func post(_ message: SIMPMessage, to room: String, on eventLoop: EventLoop) -> EventLoopFuture<RoomPostResult> {
         Self.postScript.run(
-            .init(keys: [Self.membersKey(room), Self.seqKey(room), Self.postedKey(room)],
-                  arguments: [message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)]),
+            .init(
+                keys: [Self.membersKey(room), Self.seqKey(room), Self.postedKey(room)],
+                arguments: [message.fromUser, "\(message.fromUser)/\(message.messageId)", String(postTTLSeconds)]),
             on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             guard let items = reply.array, let first = items.first?.integer else { throw RedisError("unexpected post reply \(reply)") }
@@ -95,8 +105,9 @@ public struct RoomStore: Sendable {
     /// Records that `member` has room copy `copy`; returns how many members have it.
     public func countDelivery(of copy: SIMPMessage, to member: String, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
         Self.countScript.run(
-            .init(keys: [Self.gotKey(copy.room, author: copy.author, messageId: copy.authorMessageId)],
-                  arguments: [member, String(postTTLSeconds)]),
+            .init(
+                keys: [Self.gotKey(copy.room, author: copy.author, messageId: copy.authorMessageId)],
+                arguments: [member, String(postTTLSeconds)]),
             on: redis, eventLoop: eventLoop
         ).flatMapThrowing { reply in
             guard let count = reply.integer else { throw RedisError("unexpected reply \(reply)") }

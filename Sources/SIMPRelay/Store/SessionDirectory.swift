@@ -35,7 +35,8 @@ public struct SessionDirectory: Sendable {
         try Registry.check([reply])
         let fields = reply.array?.map(\.string) ?? []
         guard fields.count == 4, let relay = fields[0], let address = fields[1],
-              fields[3] != RelayCore.sessionEndedByOperator else { return nil }
+            fields[3] != RelayCore.sessionEndedByOperator
+        else { return nil }
         return Entry(user: user, relayId: relay, address: address, since: fields[2].flatMap { Int64($0) })
     }
 

@@ -60,7 +60,8 @@ public struct SiblingAwareStore: RelayStore {
         return base.perform(request, on: eventLoop)
     }
 
-    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+    public func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void>
+    {
         self.relayId.withLockedValue { $0 = relayId }
         return base.subscribe(relayId: relayId, on: eventLoop, handler).map { siblings.listen(relayId, on: eventLoop, handler) }
     }

@@ -110,31 +110,32 @@ enum UserLogScripts {
     /// (what no device has stays). Returns
     /// `{0 stored / 1 duplicate / 2 refused, expired...}`, each expired entry prefixed E;
     /// entries some device received are trimmed without a report.
-    static let store = RedisScript(library + """
-        local known = redis.call('HKEYS', devices)
-        if redis.call('EXISTS', log) == 0 then
-          redis.call('DEL', ids, cursors)
-          for _, d in ipairs(known) do redis.call('DEL', ackedPrefix .. d) end
-        end
-        local out = {1}
-        expire(tonumber(ARGV[6]), known, out, 'E')
-        trimDelivered(known)
-        if redis.call('HEXISTS', ids, ARGV[2]) == 0 then
-          if redis.call('XLEN', log) >= tonumber(ARGV[4]) then makeRoom(tonumber(ARGV[4]), known) end
-          if redis.call('XLEN', log) >= tonumber(ARGV[4]) then
-            out[1] = 2
-          else
-            out[1] = 0
-            local id = redis.call('XADD', log, '*', 'e', ARGV[3], 'k', ARGV[2])
-            redis.call('HSET', ids, ARGV[2], id)
-          end
-        end
-        if not tidy(known) then
-          for _, key in ipairs({log, ids, cursors}) do redis.call('EXPIRE', key, ARGV[5]) end
-          for _, d in ipairs(known) do redis.call('EXPIRE', ackedPrefix .. d, ARGV[5]) end
-        end
-        return out
-        """)
+    static let store = RedisScript(
+        library + """
+            local known = redis.call('HKEYS', devices)
+            if redis.call('EXISTS', log) == 0 then
+              redis.call('DEL', ids, cursors)
+              for _, d in ipairs(known) do redis.call('DEL', ackedPrefix .. d) end
+            end
+            local out = {1}
+            expire(tonumber(ARGV[6]), known, out, 'E')
+            trimDelivered(known)
+            if redis.call('HEXISTS', ids, ARGV[2]) == 0 then
+              if redis.call('XLEN', log) >= tonumber(ARGV[4]) then makeRoom(tonumber(ARGV[4]), known) end
+              if redis.call('XLEN', log) >= tonumber(ARGV[4]) then
+                out[1] = 2
+              else
+                out[1] = 0
+                local id = redis.call('XADD', log, '*', 'e', ARGV[3], 'k', ARGV[2])
+                redis.call('HSET', ids, ARGV[2], id)
+              end
+            end
+            if not tidy(known) then
+              for _, key in ipairs({log, ids, cursors}) do redis.call('EXPIRE', key, ARGV[5]) end
+              for _, d in ipairs(known) do redis.call('EXPIRE', ackedPrefix .. d, ARGV[5]) end
+            end
+            return out
+            """)
 
     /// ARGV: acked prefix, device, cutoff (ms). Discards expired entries, then reads what the
     /// device has not received: the texts of the discarded entries no device received (their
@@ -142,55 +143,58 @@ enum UserLogScripts {
     /// has not acked, oldest first; then, each prefixed `^`, the entries still in the log that
     /// were stored before the device became known (never meant for it: the relay raises the
     /// floor of their streams past them, docs/PROTOCOL.md §6.6).
-    static let load = RedisScript(library + """
-        local known = redis.call('HKEYS', devices)
-        local out = {}
-        expire(tonumber(ARGV[3]), known, out, '')
-        trimDelivered(known)
-        if tidy(known) then return out end
-        local acked = {}
-        for _, id in ipairs(redis.call('SMEMBERS', ackedPrefix .. ARGV[2])) do acked[id] = true end
-        for _, entry in ipairs(redis.call('XRANGE', log, '(' .. cursor(ARGV[2]), '+')) do
-          if not acked[entry[1]] then table.insert(out, entry[2][2]) end
-        end
-        if start(ARGV[2]) ~= '0-0' then
-          for _, entry in ipairs(redis.call('XRANGE', log, '-', start(ARGV[2]))) do table.insert(out, '^' .. entry[2][2]) end
-        end
-        return out
-        """)
+    static let load = RedisScript(
+        library + """
+            local known = redis.call('HKEYS', devices)
+            local out = {}
+            expire(tonumber(ARGV[3]), known, out, '')
+            trimDelivered(known)
+            if tidy(known) then return out end
+            local acked = {}
+            for _, id in ipairs(redis.call('SMEMBERS', ackedPrefix .. ARGV[2])) do acked[id] = true end
+            for _, entry in ipairs(redis.call('XRANGE', log, '(' .. cursor(ARGV[2]), '+')) do
+              if not acked[entry[1]] then table.insert(out, entry[2][2]) end
+            end
+            if start(ARGV[2]) ~= '0-0' then
+              for _, entry in ipairs(redis.call('XRANGE', log, '-', start(ARGV[2]))) do table.insert(out, '^' .. entry[2][2]) end
+            end
+            return out
+            """)
 
     /// ARGV: acked prefix, device, dedupe key. The device has the entry: its cursor moves past
     /// it (or, beyond the next entry it lacks, the entry joins its acked set), and entries every
     /// device has leave the log. A device that is not known acks only while the user has none.
     /// Returns 1 if the entry was in the log.
-    static let ack = RedisScript(library + """
-        local id = redis.call('HGET', ids, ARGV[3])
-        if not id then return 0 end
-        local known = redis.call('HKEYS', devices)
-        if #known == 0 then known = {ARGV[2]} end
-        if redis.call('HEXISTS', devices, ARGV[2]) == 0 and known[1] ~= ARGV[2] then return 0 end
-        if after(id, cursor(ARGV[2])) then redis.call('SADD', ackedPrefix .. ARGV[2], id) end
-        trimDelivered(known)
-        if not tidy(known) then
-          local ttl = redis.call('PTTL', log)
-          if ttl > 0 then
-            redis.call('PEXPIRE', cursors, ttl)
-            redis.call('PEXPIRE', ackedPrefix .. ARGV[2], ttl)
-          end
-        end
-        return 1
-        """)
+    static let ack = RedisScript(
+        library + """
+            local id = redis.call('HGET', ids, ARGV[3])
+            if not id then return 0 end
+            local known = redis.call('HKEYS', devices)
+            if #known == 0 then known = {ARGV[2]} end
+            if redis.call('HEXISTS', devices, ARGV[2]) == 0 and known[1] ~= ARGV[2] then return 0 end
+            if after(id, cursor(ARGV[2])) then redis.call('SADD', ackedPrefix .. ARGV[2], id) end
+            trimDelivered(known)
+            if not tidy(known) then
+              local ttl = redis.call('PTTL', log)
+              if ttl > 0 then
+                redis.call('PEXPIRE', cursors, ttl)
+                redis.call('PEXPIRE', ackedPrefix .. ARGV[2], ttl)
+              end
+            end
+            return 1
+            """)
 
     /// ARGV: acked prefix, forgotten devices... Their cursors and acked sets go, and entries the
     /// remaining devices all have leave the log.
-    static let forget = RedisScript(library + """
-        for i = 2, #ARGV do
-          redis.call('HDEL', cursors, 'c:' .. ARGV[i], 's:' .. ARGV[i])
-          redis.call('DEL', ackedPrefix .. ARGV[i])
-        end
-        local known = redis.call('HKEYS', devices)
-        trimDelivered(known)
-        tidy(known)
-        return 1
-        """)
+    static let forget = RedisScript(
+        library + """
+            for i = 2, #ARGV do
+              redis.call('HDEL', cursors, 'c:' .. ARGV[i], 's:' .. ARGV[i])
+              redis.call('DEL', ackedPrefix .. ARGV[i])
+            end
+            local known = redis.call('HKEYS', devices)
+            trimDelivered(known)
+            tidy(known)
+            return 1
+            """)
 }
