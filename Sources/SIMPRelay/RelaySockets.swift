@@ -57,6 +57,11 @@ struct RelaySockets: Sendable {
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                     .serverChannelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
                     .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    // Each connection keeps its last receive buffer for the next read (NIO's
+                    // pooled receive allocator): start it at 64 bytes, not 2,048, since an idle
+                    // session's frames (PING, PONG) are tens of bytes. It grows after reads that
+                    // fill it (a login, a burst of receipts).
+                    .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
