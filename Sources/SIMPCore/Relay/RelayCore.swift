@@ -322,7 +322,8 @@ public struct RelayCore: Sendable {
     /// before CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the
     /// latest. A send-only session gets none.
     mutating func registered(
-        on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+        on connection: ConnectionID, _ result: Result<(knownDevices: Int, elsewhere: Bool), StoreFailure>, now: NIODeadline,
+        into output: inout [RelayAction]
     ) {
         guard case .registering(let user, let connected) = connections.phase(of: connection),
             let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
@@ -330,10 +331,8 @@ public struct RelayCore: Sendable {
             return // closed meanwhile; connectionClosed already unregistered it
         }
         switch result {
-        case .success(.registered(let knownDevices, let elsewhere)):
-            sessions.learned(user, knownDevices: knownDevices, elsewhere: elsewhere)
-        case .success:
-            break
+        case .success(let devices):
+            sessions.learned(user, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
         case .failure:
             connections.setPhase(.awaitingLogin, of: connection)
             endSession(session, withdraw: false, into: &output)
