@@ -133,13 +133,13 @@ public struct RelayCore: Sendable {
     /// The registrations of `user`'s sessions on this relay.
     public func sessions(of user: String) -> [Registration] { sessions.registrations(of: user) }
     /// Whether a graceful shutdown has begun.
-    public var isDraining: Bool { timers.drain != nil }
+    public var isDraining: Bool { timers.isDraining }
 
     /// The relay's sockets are bound: CONNECTED reports `udpPort` from now on, and the relay
     /// announces itself (with `description`, its addresses) in the store at once.
     public mutating func listening(udpPort: Int, description: String, now: NIODeadline, into output: inout [RelayAction]) {
         configuration.udpPort = udpPort
-        timers.description = description
+        timers.listening(at: description)
         refresh(now: now, into: &output)
     }
 
