@@ -103,7 +103,9 @@ public enum BenchRunner {
         let target = options.server ?? ("127.0.0.1", local!.controlPort)
         let addresses = options.server.map { [HostPort(host: $0.host, port: $0.port)] + options.extraServers } ?? started.map(\.address)
         let relayPids: () -> [Int32] = { options.relayPids.isEmpty ? started.map(\.pid) : options.relayPids }
-        let metrics = options.relayMetrics ?? local.map { ("127.0.0.1", $0.metricsPort) }
+        // With a disruption, relay 0 dies: the message figures come from relay 1, the pairs' relay.
+        let metricsRelay = options.disruption != nil ? others.first : local
+        let metrics = options.relayMetrics ?? metricsRelay.map { ("127.0.0.1", $0.metricsPort) }
         var parameters = LoadGenerator.Parameters()
         parameters.host = target.host
         parameters.port = target.port
@@ -135,7 +137,9 @@ public enum BenchRunner {
             var kernelBefore: KernelMemory?
             var plan = IdleSessionPlan(
                 relays: addresses, sourceHosts: options.sourceHosts(), count: options.sessions, prefix: parameters.userPrefix)
-            // A restarted relay's users come back to it; a killed one's move to the others.
+            // Relay 0, the one killed, holds every idle session. A restarted relay's users come
+            // back to it; a killed one's move to the others.
+            if options.disruption != nil { plan.home = 0 }
             plan.failover = options.disruption != .restart
             if options.sessions > 0 {
                 baselines = relayPids().map { ProcessStats.read(pid: $0)?.rssBytes }
@@ -408,12 +412,11 @@ extension BenchReport.RelayShare {
     /// With the per-session figures of its share computed.
     func withCosts(window seconds: Double) -> Self {
         var share = self
-        let count = Double(max(1, sessions))
+        if let cpu = cpuSeconds, seconds > 0 { share.cores = cpu / seconds }
+        guard sessions > 0 else { return share } // e.g. the relay a killed one's sessions move to
+        let count = Double(sessions)
         if let rss = rssBytes, let base = baselineRSSBytes { share.rssBytesPerSession = Double(rss - base) / count }
-        if let cpu = cpuSeconds, seconds > 0 {
-            share.cores = cpu / seconds
-            share.cpuPercentPer10kSessions = cpu / seconds * 100 * 10_000 / count
-        }
+        if let cores = share.cores { share.cpuPercentPer10kSessions = cores * 100 * 10_000 / count }
         return share
     }
 }

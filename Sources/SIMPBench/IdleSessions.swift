@@ -30,13 +30,22 @@ public struct IdleSessionPlan: Sendable {
         self.prefix = prefix
     }
 
+    /// The relay every session starts on (nil: session n starts on relay n mod count), as
+    /// `--restart-relay` and `--kill-relay` want: one relay holding them all.
+    public var home: Int?
+
     /// The relay session `number` tries after `failures` failed attempts in a row.
     func relay(of number: Int, afterFailures failures: Int) -> HostPort {
-        relays[(number + (failover ? failures : 0)) % relays.count]
+        let failures = failover ? failures : 0
+        guard let home else { return relays[(number + failures) % relays.count] }
+        guard failures > 0, relays.count > 1 else { return relays[home] }
+        // Away from home, the sessions spread over the other relays.
+        return relays[(home + 1 + (number + failures - 1) % (relays.count - 1)) % relays.count]
     }
     /// Sessions that start on relay `index`.
     public func sessions(onRelay index: Int) -> Int {
-        (first..<(first + count)).reduce(0) { $0 + ($1 % relays.count == index ? 1 : 0) }
+        if let home { return index == home ? count : 0 }
+        return (first..<(first + count)).reduce(0) { $0 + ($1 % relays.count == index ? 1 : 0) }
     }
     /// The local address session `number` connects from.
     func sourceHost(of number: Int) -> String { sourceHosts[number % sourceHosts.count] }

@@ -34,10 +34,11 @@ public final class SessionWorkers: @unchecked Sendable {
         var started: [Worker] = []
         for (index, share) in shares.enumerated() {
             let output = Pipe()
-            let arguments =
-                ["hold-sessions", "--first", String(share.lowerBound), "--count", String(share.count), "--prefix", plan.prefix]
-                + plan.relays.flatMap { ["--relay", $0.description] } + plan.sourceHosts.flatMap { ["--source", $0] }
-                + (plan.failover ? [] : ["--no-failover"])
+            var arguments = ["hold-sessions", "--first", String(share.lowerBound), "--count", String(share.count), "--prefix", plan.prefix]
+            for relay in plan.relays { arguments += ["--relay", relay.description] }
+            for host in plan.sourceHosts { arguments += ["--source", host] }
+            if !plan.failover { arguments.append("--no-failover") }
+            if let home = plan.home { arguments += ["--home", String(home)] }
             do {
                 let process = try LaunchedProcess(
                     binary, arguments, standardOutput: output.fileHandleForWriting, standardError: FileHandle.standardError)

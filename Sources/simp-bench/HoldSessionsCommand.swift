@@ -32,6 +32,9 @@ struct HoldSessionsCommand: AsyncParsableCommand {
     @Option(help: "User name prefix.")
     var prefix: String
 
+    @Option(help: "Every session starts on this relay (its index among --relay; default: session n on relay n mod count).")
+    var home: Int?
+
     @Flag(name: .customLong("no-failover"), help: "A session whose relay cannot be reached keeps trying that relay (default: the next one).")
     var noFailover = false
 
@@ -39,12 +42,14 @@ struct HoldSessionsCommand: AsyncParsableCommand {
         guard !relay.isEmpty else { throw ValidationError("give at least one --relay HOST:PORT") }
         guard count >= 1, first >= 0 else { throw ValidationError("--count must be at least 1 and --first not negative") }
         for text in relay { _ = try SIMPBenchCommand.hostPort(text, flag: "--relay") }
+        if let home { guard relay.indices.contains(home) else { throw ValidationError("--home must be the index of a --relay") } }
     }
 
     func run() async throws {
         let relays = try relay.map { try SIMPBenchCommand.hostPort($0, flag: "--relay") }.map { HostPort(host: $0.host, port: $0.port) }
         var plan = IdleSessionPlan(relays: relays, sourceHosts: source, first: first, count: count, prefix: prefix)
         plan.failover = !noFailover
+        plan.home = home
         await IdleSessions.hold(plan) { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }

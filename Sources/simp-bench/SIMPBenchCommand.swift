@@ -135,14 +135,14 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Flag(
         name: .customLong("restart-relay"),
         help:
-            "With --sessions and --relays 2 or more: one second into the window, kill relay 0 (SIGKILL) and start it again on the same ports; report how long its sessions take to come back (they reconnect with the reference client's jittered backoff). The pairs use the other relays."
+            "With --sessions and --relays 2 or more: every idle session starts on relay 0; one second into the window, kill relay 0 (SIGKILL) and start it again on the same ports; report how long its sessions take to come back (they reconnect with the reference client's jittered backoff). The pairs use the other relays."
     )
     var restartRelay = false
 
     @Flag(
         name: .customLong("kill-relay"),
         help:
-            "With --sessions and --relays 2 or more: one second into the window, kill relay 0 (SIGKILL) for good; report how long its sessions take to be back on the other relays, and the pairs' losses (the pairs use the other relays)."
+            "With --sessions and --relays 2 or more: every idle session starts on relay 0; one second into the window, kill relay 0 (SIGKILL) for good; report how long its sessions take to be back on the other relays, and the pairs' losses (the pairs use the other relays)."
     )
     var killRelay = false
 

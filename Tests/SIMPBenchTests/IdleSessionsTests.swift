@@ -18,6 +18,14 @@ final class IdleSessionsTests: XCTestCase {
         XCTAssertEqual(plan.sourceHost(of: 10), "127.0.0.1")
         XCTAssertEqual(plan.sourceHost(of: 11), "127.0.0.2")
         XCTAssertEqual((0..<3).map { plan.sessions(onRelay: $0) }, [2, 3, 2]) // sessions 10…16
+
+        var homed = plan
+        homed.home = 0
+        XCTAssertEqual((0..<3).map { homed.sessions(onRelay: $0) }, [7, 0, 0])
+        XCTAssertEqual(homed.relay(of: 11, afterFailures: 0), relays[0])
+        XCTAssertEqual([10, 11].map { homed.relay(of: $0, afterFailures: 1) }, [relays[1], relays[2]], "away from home: spread over the others")
+        homed.failover = false
+        XCTAssertEqual(homed.relay(of: 11, afterFailures: 3), relays[0], "no failover: always home")
     }
 
     func testWorkersSplitTheSessionsEvenlyWithinTheirLimit() {
