@@ -40,7 +40,9 @@ extension RelayCore {
             presenceRecorded(user: user, online: online, result, now: now, into: &output)
         case .who(let whoRequest):
             whoAnswered(whoRequest, result, into: &output)
-        case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox:
+        case .refresh:
+            refreshed(result)
+        case .unregister, .moveRoute, .withdraw, .announceMove, .removeFromInbox:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }
     }

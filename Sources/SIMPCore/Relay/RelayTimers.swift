@@ -1,6 +1,7 @@
 import NIOCore
 
-/// When the relay's periodic work is next due: heartbeat checks, registration refreshes,
+/// When the relay's periodic work is next due: heartbeat checks, renewals of the relay's
+/// liveness record (and re-writes of its registrations when needed),
 /// inbox reads that wait (for a session's first datagram, or after a failure) and the
 /// shutdown drain. The inbox's retransmissions keep their own
 /// deadlines in `InboxCore`.
@@ -21,12 +22,20 @@ public struct RelayTimers: Sendable {
     /// milliseconds.
     let heartbeatCheckPeriod: TimeAmount
     let refreshInterval: TimeAmount
-    /// Registrations are refreshed in this many groups (by session id), one group every
-    /// `refreshInterval / refreshSlices`, so each is refreshed once per `refreshInterval`
-    /// without all of them going to the store at one moment.
+    /// The liveness record is renewed `refreshSlices` times per `refreshInterval` (once a second
+    /// by default: one command, whatever the number of sessions, and a Redis that lost the
+    /// record is noticed within a second).
     static let refreshSlices = 10
-    /// The group the next refresh covers.
-    var nextRefreshSlice = 0
+    /// A re-write of every registration goes in groups (by session id) of about this many,
+    /// one group per renewal, so no renewal carries all of them (with 10,000 sessions, one
+    /// round of all of them held the relay's datagrams for up to 100 ms).
+    static let rewriteGroupSize = 1000
+    /// A re-write in progress: the group the next renewal carries, of how many.
+    var rewrite: (group: Int, of: Int)?
+    let sweepInterval: TimeAmount
+    /// When every registration is next re-written anyway (heals writes a Redis failover lost
+    /// without losing the liveness record, and keeps the registrations keys from expiring).
+    var nextSweep: NIODeadline?
     let drainQuietPeriod: TimeAmount
     var nextHeartbeatCheck: NIODeadline
     /// Nil until the relay listens (`RelayCore.listening`).
@@ -50,6 +59,7 @@ public struct RelayTimers: Sendable {
         let interval = configuration.heartbeat.interval.nanoseconds
         heartbeatCheckPeriod = .nanoseconds(max(20_000_000, min(1_000_000_000, interval / 4)))
         refreshInterval = configuration.refreshInterval
+        sweepInterval = configuration.registrationSweepInterval
         drainQuietPeriod = configuration.drainQuietPeriod
         nextHeartbeatCheck = now + heartbeatCheckPeriod
     }
@@ -132,15 +142,35 @@ extension RelayCore {
         }
     }
 
-    /// Keeps this relay's own liveness record and the next group of its registrations
-    /// (`RelayTimers.refreshSlices`) alive in the store.
+    /// Renews this relay's liveness record, which vouches for all its registrations: one
+    /// request whatever the number of sessions. While a re-write of the registrations is in
+    /// progress (the store lost the record, or the periodic sweep), the request also carries
+    /// the next group of them.
     mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
-        let slices = RelayTimers.refreshSlices
-        timers.nextRefresh = now + .nanoseconds(timers.refreshInterval.nanoseconds / Int64(slices))
-        let slice = timers.nextRefreshSlice
-        timers.nextRefreshSlice = (slice + 1) % slices
-        let registrations = sessions.registrations(inSlice: slice, of: slices)
+        timers.nextRefresh = now + .nanoseconds(timers.refreshInterval.nanoseconds / Int64(RelayTimers.refreshSlices))
+        let sweepDue = timers.nextSweep.map { now >= $0 } ?? false
+        if sweepDue { startRewrite() }
+        if sweepDue || timers.nextSweep == nil { timers.nextSweep = now + timers.sweepInterval }
+        var registrations: [Registration] = []
+        if let rewrite = timers.rewrite {
+            registrations = sessions.registrations(inSlice: rewrite.group, of: rewrite.of)
+            timers.rewrite = rewrite.group + 1 < rewrite.of ? (rewrite.group + 1, rewrite.of) : nil
+        }
         output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, registrations)))
+    }
+
+    /// Every registration of this relay is to be written again, a group per renewal.
+    mutating func startRewrite() {
+        let groups = min(RelayTimers.refreshSlices, max(1, (sessions.count + RelayTimers.rewriteGroupSize - 1) / RelayTimers.rewriteGroupSize))
+        timers.rewrite = (0, groups)
+    }
+
+    /// The store answered a renewal: if it had lost the liveness record (Redis restarted or
+    /// was flushed, or the record expired while Redis was unreachable), a new incarnation has
+    /// begun, and every registration is written again with it.
+    mutating func refreshed(_ result: Result<StoreAnswer, StoreFailure>) {
+        guard case .success(.relayRecord(wasMissing: true)) = result else { return }
+        startRewrite()
     }
 
     // MARK: Shutdown

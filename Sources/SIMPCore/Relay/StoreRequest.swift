@@ -15,8 +15,9 @@ public enum StoreRequest: Equatable, Sendable {
     case unregister(user: String, session: String, device: String = "")
     /// The user's authenticated datagrams now come from a new address.
     case moveRoute(Registration)
-    /// Extend these registrations (and their users' presence), re-creating lost ones; record
-    /// that this relay is alive and where it listens.
+    /// Renew this relay's liveness record (it vouches for all the relay's registrations, and
+    /// says where the relay listens), then write these registrations again (usually none: only
+    /// while a re-write is in progress), re-creating lost ones. Answered with `.relayRecord`.
     case refresh(relayId: String, description: String, [Registration])
     /// This relay stops: remove its liveness record and these registrations.
     case withdraw(relayId: String, [Registration])
@@ -70,6 +71,9 @@ public enum StoreAnswer: Equatable, Sendable {
     case route(Route?, known: Bool)
     /// The answer to a lookup: the user's sessions and devices.
     case routes(UserRoutes)
+    /// The relay's liveness record was renewed; `wasMissing`: the store had lost it, so a new
+    /// incarnation began and every registration of the relay must be written again.
+    case relayRecord(wasMissing: Bool)
     /// A registration was written; the user has `knownDevices` receiving devices, and sessions
     /// on other relays if `elsewhere`.
     case registered(knownDevices: Int, elsewhere: Bool)
