@@ -20,6 +20,8 @@ public final class RelayLiveness: Sendable {
     /// Seconds the record lives without a renewal.
     public let ttlSeconds: Int
     private let current = NIOLockedValueBox(RelayLiveness.newIncarnation())
+    /// Whether the record was written yet: the first write is the relay's start, not a loss.
+    private let started = NIOLockedValueBox(false)
 
     public init(redis: any RedisCommands, ttlSeconds: Int) {
         self.redis = redis
@@ -50,10 +52,19 @@ public final class RelayLiveness: Sendable {
     /// re-created with the old incarnation, which could vouch for registrations Redis kept from
     /// before). If the record was missing or named another incarnation, a new incarnation begins
     /// and is written, and the future holds true: every registration of this relay must be
-    /// written again.
+    /// written again. The first renewal creates the record (over a previous life's, whose
+    /// registrations it thereby stops vouching for) and answers false: the incarnation is new.
     public func renew(relayId: String, description: String, on eventLoop: EventLoop) -> EventLoopFuture<Bool> {
         let key = Registry.relayKey(relayId)
         let incarnation = self.incarnation
+        if !started.withLockedValue({ $0 }) {
+            let set = ["SET", key, Self.recordValue(incarnation: incarnation, description: description), "EX", String(ttlSeconds)]
+            return redis.command(set, on: eventLoop).flatMapThrowing { [started] reply in
+                try Registry.check([reply])
+                started.withLockedValue { $0 = true }
+                return false
+            }
+        }
         let set = ["SET", key, Self.recordValue(incarnation: incarnation, description: description), "EX", String(ttlSeconds), "XX", "GET"]
         return redis.command(set, on: eventLoop).flatMapThrowing { reply -> Bool in
             try Registry.check([reply])
