@@ -69,11 +69,10 @@ final class RelayCoreTimerTests: XCTestCase {
         for index in 1...20 {
             XCTAssertEqual(relay.tick(now: start + step * index), [renewal], "tick \(index): the record alone")
         }
-        let renewed = StoreRequest.refresh(relayId: "r1", description: "udp 7100", [])
-        XCTAssertEqual(relay.run { $0.storeAnswered(renewed, .success(.relayRecord(wasMissing: false)), now: start, into: &$1) }, [])
+        XCTAssertEqual(relay.answer(.refresh(relayRecordWasMissing: false), now: start), [])
         XCTAssertEqual(relay.tick(now: start + step * 21), [renewal], "the record was there: nothing to write again")
 
-        XCTAssertEqual(relay.run { $0.storeAnswered(renewed, .success(.relayRecord(wasMissing: true)), now: start, into: &$1) }, [])
+        XCTAssertEqual(relay.answer(.refresh(relayRecordWasMissing: true), now: start), [])
         XCTAssertEqual(
             relay.tick(now: start + step * 22), [.store(.refresh(relayId: "r1", description: "udp 7100", registrations))],
             "the store lost the record: every registration is written again with the new incarnation")
@@ -132,8 +131,7 @@ final class RelayCoreTimerTests: XCTestCase {
         let entry = InboxEntry(message: textMessage(4, from: "alice", to: "erin"), storedAt: 1)
         XCTAssertEqual(
             relay.answer(
-                .storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
-                now: t0 + .milliseconds(800)),
+                .storeInInbox(user: "erin", message: entry.message, entry, InboxStoreResult(duplicate: false)), now: t0 + .milliseconds(800)),
             [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])

@@ -31,18 +31,18 @@ public struct RelayTimers: Sendable {
     /// round of all of them held the relay's datagrams for up to 100 ms).
     static let rewriteGroupSize = 1000
     /// A re-write in progress: the group the next renewal carries, of how many.
-    var rewrite: (group: Int, of: Int)?
+    private(set) var rewrite: (group: Int, of: Int)?
     let sweepInterval: TimeAmount
     /// When every registration is next re-written anyway (heals writes a Redis failover lost
     /// without losing the liveness record, and keeps the registrations keys from expiring).
-    var nextSweep: NIODeadline?
+    private(set) var nextSweep: NIODeadline?
     let drainQuietPeriod: TimeAmount
-    var nextHeartbeatCheck: NIODeadline
-    /// Nil until the relay listens (`RelayCore.listening`).
-    var nextRefresh: NIODeadline?
+    private(set) var nextHeartbeatCheck: NIODeadline
+    /// Nil until the relay listens (`RelayCore.listening`), and again once it shuts down.
+    private(set) var nextRefresh: NIODeadline?
     /// The relay's addresses, as recorded in the store at each refresh.
-    var description = ""
-    var drain: Drain?
+    private(set) var description = ""
+    private var drain: Drain?
     /// An inbox read that waits for the device's first datagram, at the latest until `deadline`.
     struct InboxLoad: Sendable {
         var deadline: NIODeadline
@@ -53,7 +53,8 @@ public struct RelayTimers: Sendable {
 
     /// Receiving devices whose inbox read waits.
     private(set) var inboxLoads: [Recipient: InboxLoad] = [:]
-    var nextPingId: UInt64 = 1
+    /// The messageId of the next PING.
+    private(set) var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
         let interval = configuration.heartbeat.interval.nanoseconds
@@ -72,6 +73,60 @@ public struct RelayTimers: Sendable {
         if let load = inboxLoads.values.lazy.map(\.deadline).min() { next = min(next, load) }
         return next
     }
+
+    // MARK: Heartbeats
+
+    /// Heartbeats are checked at `now`: if the periodic check was due, the next one is a
+    /// period from now.
+    mutating func heartbeatsChecked(now: NIODeadline) {
+        if now >= nextHeartbeatCheck { nextHeartbeatCheck = now + heartbeatCheckPeriod }
+    }
+
+    /// A PING goes out: its messageId (each PING has the next one).
+    mutating func takePingId() -> UInt64 {
+        defer { nextPingId += 1 }
+        return nextPingId
+    }
+
+    // MARK: Liveness record renewals
+
+    /// The relay listens at `description` (its addresses, recorded at each refresh).
+    mutating func listening(at description: String) {
+        self.description = description
+    }
+
+    /// Whether a refresh is due at `now` (never before the relay listens, nor after it stops).
+    func isRefreshDue(now: NIODeadline) -> Bool {
+        guard let nextRefresh else { return false }
+        return now >= nextRefresh
+    }
+
+    /// A renewal of the liveness record goes out at `now`: the group of registrations it also
+    /// re-writes, if a re-write is in progress (nil: none). The next renewal is due
+    /// `refreshInterval / refreshSlices` later. A due sweep starts a re-write of every
+    /// registration (`sessionCount` of them).
+    mutating func refreshSent(now: NIODeadline, sessionCount: Int) -> (group: Int, of: Int)? {
+        nextRefresh = now + .nanoseconds(refreshInterval.nanoseconds / Int64(Self.refreshSlices))
+        let sweepDue = nextSweep.map { now >= $0 } ?? false
+        if sweepDue { rewriteAll(sessionCount: sessionCount) }
+        if sweepDue || nextSweep == nil { nextSweep = now + sweepInterval }
+        guard let rewrite else { return nil }
+        self.rewrite = rewrite.group + 1 < rewrite.of ? (rewrite.group + 1, rewrite.of) : nil
+        return rewrite
+    }
+
+    /// Every registration (`sessionCount` of them) is to be written again, in groups of about
+    /// `rewriteGroupSize`, one per renewal.
+    mutating func rewriteAll(sessionCount: Int) {
+        rewrite = (0, min(Self.refreshSlices, max(1, (sessionCount + Self.rewriteGroupSize - 1) / Self.rewriteGroupSize)))
+    }
+
+    /// The relay stops: no more refreshes.
+    mutating func stopRefreshing() {
+        nextRefresh = nil
+    }
+
+    // MARK: Inbox reads
 
     /// Whether any inbox read waits (the datagram path checks this first).
     var awaitsInboxLoads: Bool { !inboxLoads.isEmpty }
@@ -95,8 +150,31 @@ public struct RelayTimers: Sendable {
         return due
     }
 
+    // MARK: Drain
+
+    /// Whether a graceful shutdown has begun.
+    var isDraining: Bool { drain != nil }
+
+    /// A graceful shutdown begins at `now` and lasts until `deadline` at the latest (unless one
+    /// already had).
+    mutating func beginDrain(until deadline: NIODeadline, now: NIODeadline) {
+        guard drain == nil else { return }
+        drain = Drain(deadline: deadline, lastReceipt: now)
+    }
+
+    /// A receipt was routed: a drain waits a quiet period from now.
     mutating func receiptRouted(now: NIODeadline) {
         drain?.lastReceipt = now
+    }
+
+    /// Whether the drain ends now (once): `connectionsLeft` is none, its deadline passed, or no
+    /// receipt came for the quiet period.
+    mutating func finishDrain(now: NIODeadline, connectionsLeft: Int) -> Bool {
+        guard let drain, !drain.finished,
+            connectionsLeft == 0 || now >= drain.deadline || now - drain.lastReceipt >= drainQuietPeriod
+        else { return false }
+        self.drain?.finished = true
+        return true
     }
 }
 
@@ -114,26 +192,20 @@ extension RelayCore {
     /// registrations, retransmits stored messages, reads inboxes that waited, and ends the
     /// shutdown drain.
     public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
-        if now >= timers.nextHeartbeatCheck { timers.nextHeartbeatCheck = now + timers.heartbeatCheckPeriod }
+        timers.heartbeatsChecked(now: now)
         checkHeartbeats(now: now, into: &output)
-        if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
+        if timers.isRefreshDue(now: now) { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
         for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
             output.append(.store(.loadInbox(user: device.user, device: device.device)))
         }
-        if let drain = timers.drain, !drain.finished,
-            connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod
-        {
-            timers.drain?.finished = true
-            output.append(.drained)
-        }
+        if timers.finishDrain(now: now, connectionsLeft: connections.count) { output.append(.drained) }
     }
 
     private mutating func checkHeartbeats(now: NIODeadline, into output: inout [RelayAction]) {
         let due = connections.pollHeartbeats(now: now)
         for connection in due.ping {
-            output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.nextPingId)))
-            timers.nextPingId += 1
+            output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.takePingId())))
         }
         for connection in due.dead {
             // Forget it now, so it is counted once however long the close takes.
@@ -147,30 +219,18 @@ extension RelayCore {
     /// progress (the store lost the record, or the periodic sweep), the request also carries
     /// the next group of them.
     mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
-        timers.nextRefresh = now + .nanoseconds(timers.refreshInterval.nanoseconds / Int64(RelayTimers.refreshSlices))
-        let sweepDue = timers.nextSweep.map { now >= $0 } ?? false
-        if sweepDue { startRewrite() }
-        if sweepDue || timers.nextSweep == nil { timers.nextSweep = now + timers.sweepInterval }
         var registrations: [Registration] = []
-        if let rewrite = timers.rewrite {
-            registrations = sessions.registrations(inSlice: rewrite.group, of: rewrite.of)
-            timers.rewrite = rewrite.group + 1 < rewrite.of ? (rewrite.group + 1, rewrite.of) : nil
+        if let group = timers.refreshSent(now: now, sessionCount: sessions.count) {
+            registrations = sessions.registrations(inSlice: group.group, of: group.of)
         }
         output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, registrations)))
-    }
-
-    /// Every registration of this relay is to be written again, a group per renewal.
-    mutating func startRewrite() {
-        let groups = min(RelayTimers.refreshSlices, max(1, (sessions.count + RelayTimers.rewriteGroupSize - 1) / RelayTimers.rewriteGroupSize))
-        timers.rewrite = (0, groups)
     }
 
     /// The store answered a renewal: if it had lost the liveness record (Redis restarted or
     /// was flushed, or the record expired while Redis was unreachable), a new incarnation has
     /// begun, and every registration is written again with it.
-    mutating func refreshed(_ result: Result<StoreAnswer, StoreFailure>) {
-        guard case .success(.relayRecord(wasMissing: true)) = result else { return }
-        startRewrite()
+    mutating func refreshed(relayRecordWasMissing: Bool) {
+        if relayRecordWasMissing { timers.rewriteAll(sessionCount: sessions.count) }
     }
 
     // MARK: Shutdown
@@ -180,15 +240,14 @@ extension RelayCore {
     /// says `.drained` when no client is left, no receipt came for the quiet period, or the
     /// drain timeout passed.
     public mutating func beginDrain(now: NIODeadline) {
-        guard timers.drain == nil else { return }
-        timers.drain = RelayTimers.Drain(deadline: now + configuration.drainTimeout, lastReceipt: now)
+        timers.beginDrain(until: now + configuration.drainTimeout, now: now)
     }
 
     /// The relay stops: every session ends without a word to the store one by one; their
     /// registrations are withdrawn in one request, and every connection closes.
     public mutating func shutDown(into output: inout [RelayAction]) {
         let registrations = sessions.endAll()
-        timers.nextRefresh = nil
+        timers.stopRefreshing()
         for connection in connections.ids.sorted(by: { $0.rawValue < $1.rawValue }) {
             connections.setPhase(.awaitingLogin, of: connection)
             output.append(.close(connection))
