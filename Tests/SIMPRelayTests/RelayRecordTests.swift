@@ -50,8 +50,10 @@ final class RelayRecordTests: XCTestCase {
         XCTAssertEqual(delta.values.reduce(0, +), renewals, "one command per renewal, none per session: \(delta)")
     }
 
-    func testAUserOfADeadRelayIsOfflineOnceItsRecordExpiresAndMessagesToItAreStored() async throws {
-        let cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.registrationTTLSeconds = 2 }
+    /// Two relays: carol (who does not reconnect) on relay 0, dave on relay 1 giving up a message
+    /// after three quick transmissions.
+    private func carolOnRelay0AndDaveOnRelay1(registrationTTL: Int) async throws -> (TestRelayCluster, String, SIMPClient) {
+        let cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.registrationTTLSeconds = registrationTTL }
         self.cluster = cluster
         let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
         _ = try await cluster.connectClient(user: carol, relay: 0) { $0.reconnect = nil }
@@ -59,6 +61,11 @@ final class RelayRecordTests: XCTestCase {
             $0.retransmit.maxAttempts = 3
             $0.retransmit.initialRTO = .milliseconds(60)
         }
+        return (cluster, carol, daveClient)
+    }
+
+    func testAUserOfADeadRelayIsOfflineOnceItsRecordExpiresAndMessagesToItAreStored() async throws {
+        let (cluster, carol, daveClient) = try await carolOnRelay0AndDaveOnRelay1(registrationTTL: 2)
         let deadId = cluster.relays[0].server.configuration.relayId
         await cluster.relays[0].server.crash()
 
@@ -83,14 +90,7 @@ final class RelayRecordTests: XCTestCase {
     }
 
     func testARestartedRelayWithTheSameIdDoesNotVouchForItsPreviousLifesUsers() async throws {
-        let cluster = try await TestRelayCluster.start(relays: 2)
-        self.cluster = cluster
-        let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
-        _ = try await cluster.connectClient(user: carol, relay: 0) { $0.reconnect = nil }
-        let daveClient = try await cluster.connectClient(user: dave, relay: 1) {
-            $0.retransmit.maxAttempts = 3
-            $0.retransmit.initialRTO = .milliseconds(60)
-        }
+        let (cluster, carol, daveClient) = try await carolOnRelay0AndDaveOnRelay1(registrationTTL: 30)
         var configuration = cluster.relays[0].server.configuration
         await cluster.relays[0].server.crash() // no withdrawal: carol's registration stays
         configuration.port = 0
