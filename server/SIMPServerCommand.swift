@@ -97,7 +97,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
     var relayId: String?
 
-    @Option(name: .customLong("registration-ttl"), help: "Seconds a registration lives in Redis without a refresh.")
+    @Option(
+        name: .customLong("registration-ttl"),
+        help:
+            "Seconds this relay's heartbeat key lives in Redis without a renewal (renewed every TTL/30); it vouches for all the relay's registrations, whose users count as offline once it expires."
+    )
     var registrationTTL = 30
 
     @Option(name: .customLong("max-frame-size"), help: "Largest control frame payload in bytes.")
