@@ -55,8 +55,18 @@ struct RelaySockets: Sendable {
             tcp = try await bind("TCP", configuration, configuration.port) {
                 try await ServerBootstrap(group: loop)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    // When a relay restarts, its users all connect again within about a second
+                    // (the clients' first reconnect delay, ±20 %): NIO's default accept backlog
+                    // (128) overflowed, the kernel dropped SYNs, and clients waited out SYN
+                    // retransmits (1, 3, 7 s …). The kernel caps it at net.core.somaxconn.
+                    .serverChannelOption(.backlog, value: 4096)
                     .serverChannelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
                     .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    // Each connection keeps its last receive buffer for the next read (NIO's
+                    // pooled receive allocator): start it at 64 bytes, not 2,048, since an idle
+                    // session's frames (PING, PONG) are tens of bytes. It grows after reads that
+                    // fill it (a login, a burst of receipts).
+                    .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
