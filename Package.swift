@@ -256,6 +256,7 @@ let package = Package(
         .testTarget(
             name: "SIMPClientTests",
             dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
+                           "SIMPTestKit", .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "MetricsTestKit", package: "swift-metrics")]),

@@ -8,12 +8,15 @@ import SIMPNIO
 
 /// Runs the client's `ClientSession` on its event loop over SwiftNIO sockets: the control
 /// connection's handshake, datagrams in and out, one timer at the session's deadline, and the
-/// callers waiting for their messages' outcomes. Every method runs on `eventLoop`.
-final class ClientEngine: ClientShell, @unchecked Sendable { // confined to eventLoop
-    let eventLoop: EventLoop
+/// callers waiting for their messages' outcomes. Every method runs on `eventLoop`. What it takes
+/// from its surroundings (connecting, clocks, randomness, the first id) is its `Environment`: the
+/// process's sockets and clocks, or simp-lab's `EmbeddedChannel`s in virtual time.
+package final class ClientEngine: ClientShell, @unchecked Sendable { // confined to eventLoop
+    package let eventLoop: EventLoop
     let configuration: ClientConfiguration
+    private let environment: Environment
     private var logger: Logger { configuration.logger }
-    var session: ClientSession
+    package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     /// Room and WHO requests waiting for their answer, by request id.
@@ -21,13 +24,13 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
-    private(set) var control: Channel?
+    package private(set) var control: Channel?
     private var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
     private var relayDatagramAddress: SocketAddress?
     /// Index in `configuration.servers` of the relay to connect to next.
     private var serverIndex = 0
     private var server: RelayEndpoint { configuration.servers[serverIndex] }
-    var datagrams: Channel?
+    package var datagrams: Channel?
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
     private var warnedWithoutTLS = false
@@ -39,16 +42,19 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     private(set) var relayId: String?
     /// Called with each message delivered to the application; returns whether the application
     /// took it as new (false: it had it already, before a restart).
-    var onMessage: (SIMPMessage) -> Bool = { _ in true }
+    package var onMessage: (SIMPMessage) -> Bool = { _ in true }
     /// Called with news about messages stored for offline receivers.
-    var onNotice: (DeliveryNotice) -> Void = { _ in }
+    package var onNotice: (DeliveryNotice) -> Void = { _ in }
     /// Called with each sent message still without a receipt after the policy's delay notice
     /// time (it is still being sent).
     var onDelay: (DelayedMessage) -> Void = { _ in }
     /// Called with news about peers (typing, presence).
     var onPeerEvent: (PeerEvent) -> Void = { _ in }
+    /// Called once per output of the session, before its outcomes are reported (its counters
+    /// may be read from `session`).
+    package var onOutput: (ClientSession.Output) -> Void = { _ in }
     /// Called on every connection state change.
-    var onStateChange: (ConnectionState) -> Void = { _ in }
+    package var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
     var closedByUser = false
     /// Whether the session stopped for good (taken over, or its login refused): the core
@@ -60,11 +66,15 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         return false
     }
 
-    init(configuration: ClientConfiguration, eventLoop: EventLoop) {
+    /// An engine for `configuration` on `eventLoop`, in `environment` (default: the process's
+    /// sockets and clocks, `Environment.production`).
+    package init(configuration: ClientConfiguration, eventLoop: EventLoop, environment: Environment? = nil) {
         self.configuration = configuration
         self.eventLoop = eventLoop
+        let environment = environment ?? .production(configuration)
+        self.environment = environment
         var core = ClientSession.Configuration(
-            user: configuration.user, firstMessageId: WallClock.microsecondsSinceEpoch(), password: configuration.password)
+            user: configuration.user, firstMessageId: environment.firstMessageId, password: configuration.password)
         core.retransmit = configuration.retransmit
         core.pacing = configuration.pacing
         core.heartbeat = configuration.heartbeat
@@ -90,10 +100,14 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
             rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount)
     }
 
-    func send(_ message: SIMPMessage) -> (UInt64, EventLoopFuture<SendResult>) {
+    /// The time on the engine's clock.
+    package var now: NIODeadline { environment.now() }
+
+    /// Submits a content message; returns its id and its outcome.
+    package func send(_ message: SIMPMessage) -> (UInt64, EventLoopFuture<SendResult>) {
         var message = message
-        if message.time == 0 { message.time = WallClock.millisecondsSinceEpoch() }
-        let (id, output) = session.submit(message, now: .now())
+        if message.time == 0 { message.time = environment.wallClockMillis() }
+        let (id, output) = session.submit(message, now: now)
         let promise = eventLoop.makePromise(of: SendResult.self)
         waiters[id] = promise
         saveInOutbox(message, id: id) // before its first transmission
@@ -167,30 +181,25 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
                 "connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)"
             )
         }
-        ClientBootstrap(group: eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(configuration.connectTimeout)
-            .channelInitializer { [self, server] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if let tlsContext { try channel.pipeline.syncOperations.addHandler(ClientTLS.handler(tlsContext, host: server.host)) }
-                    try channel.pipeline.syncOperations.addSIMPControlHandlers(
-                        maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: self))
+        environment.connect(server, eventLoop) { [self, server] channel in
+            channel.eventLoop.makeCompletedFuture {
+                if let tlsContext { try channel.pipeline.syncOperations.addHandler(ClientTLS.handler(tlsContext, host: server.host)) }
+                try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                    maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: self))
+            }
+        }.whenComplete { [self, server] result in
+            switch result {
+            case .failure(let error):
+                promise.fail(SIMPClientError.cannotConnect("\(server) (\(SocketErrorText.reason(error)))"))
+            case .success(let channel):
+                handshake?.channel = channel
+                let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
+                channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
+                schedule(in: configuration.connectTimeout) {
+                    promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                 }
             }
-            .connect(host: server.host, port: server.port)
-            .whenComplete { [self, server] result in
-                switch result {
-                case .failure(let error):
-                    promise.fail(SIMPClientError.cannotConnect("\(server) (\(SocketErrorText.reason(error)))"))
-                case .success(let channel):
-                    handshake?.channel = channel
-                    let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                    channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
-                    eventLoop.scheduleTask(in: configuration.connectTimeout) {
-                        promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
-                    }
-                }
-            }
+        }
         return promise.futureResult.flatMapErrorThrowing { [self] error in
             handshake?.channel?.close(promise: nil)
             handshake = nil
@@ -212,17 +221,23 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
-    func reconnect(attempt: Int, after delay: TimeAmount) {
+    package func reconnect(attempt: Int, after delay: TimeAmount) {
         onStateChange(.reconnecting(attempt: attempt, delay: delay))
-        eventLoop.scheduleTask(in: delay) { [self] in
+        schedule(in: delay) { [self] in
             guard !closedByUser else { return }
-            connectControl().whenFailure { [self] error in
-                logger.debug("reconnect failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-                guard !closedByUser else { return }
-                carryOut(session.connectAttemptFailed(random: Double.random(in: 0..<1)))
-                if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
-                nextServer(after: error)
-            }
+            connectOrRetry(attempt: attempt)
+        }
+    }
+
+    /// Connects to the current relay; a failed attempt goes to the session, which plans the
+    /// next one (`ClientSession.connectAttemptFailed`) unless the login was refused.
+    package func connectOrRetry(attempt: Int = 0) {
+        connectControl().whenFailure { [self] error in
+            logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
+            guard !closedByUser else { return }
+            carryOut(session.connectAttemptFailed(random: environment.random()))
+            if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
+            nextServer(after: error)
         }
     }
 
@@ -235,12 +250,12 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
 
     /// Tells `sender` its messages up to `upTo` were seen.
     func markRead(from sender: String, upTo: UInt64) {
-        carryOut(session.markRead(from: sender, upTo: upTo, now: .now()))
+        carryOut(session.markRead(from: sender, upTo: upTo, now: now))
     }
 
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
         let rejectedBefore = session.rejectedDatagrams
-        let output = session.datagramArrived(bytes, arrivedAt: arrival, now: .now())
+        let output = session.datagramArrived(bytes, arrivedAt: arrival, now: now)
         if session.rejectedDatagrams > rejectedBefore {
             logger.debug("dropped a datagram that is not authentic for this session", metadata: ["bytes": "\(bytes.readableBytes)"])
         }
@@ -248,21 +263,22 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     /// The user closes the client (`ClientSession.finishTakingMessages`).
-    func finishTakingMessages() {
+    package func finishTakingMessages() {
         closedByUser = true
-        carryOut(session.finishTakingMessages(now: .now()))
+        carryOut(session.finishTakingMessages(now: now))
     }
 
     /// A burst of datagram reads ended: the receipts batched during it go out, or keep waiting
-    /// for others (`ClientConfiguration.receiptBatchDelay`).
+    /// for others (`ClientConfiguration.receiptBatchDelay`). The session hears of every burst's
+    /// end, even one that left no receipt batched: an arrival that suggested loss makes only
+    /// its own burst's receipts urgent.
     func datagramBurstEnded() {
-        guard session.hasBatchedReceipts else { return }
-        carryOut(session.datagramBurstEnded(now: .now()))
+        carryOut(session.datagramBurstEnded(now: now))
     }
 
     func controlReceived(_ message: SIMPMessage, on channel: Channel) {
         if channel === handshake?.channel {
-            switch session.loginReceived(message, now: .now()) {
+            switch session.loginReceived(message, now: now) {
             case .send(let frame)?: channel.writeAndFlush(frame, promise: nil)
             case .registered(let connected, let output)?: handshake?.promise.succeed((connected, output))
             case .refused(let code, let reason)?: handshake?.promise.fail(SIMPClientError.rejected(code, reason))
@@ -271,15 +287,15 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
             return
         }
         guard channel === control else { return }
-        if session.isReply(message) { return carryOut(session.controlReceived(message, now: .now())) }
-        guard message.kind == .error else { return carryOut(session.controlReceived(message, now: .now())) }
+        if session.isReply(message) { return carryOut(session.controlReceived(message, now: now)) }
+        guard message.kind == .error else { return carryOut(session.controlReceived(message, now: now)) }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.errorCode == .rateLimited {
             logger.warning(
                 "the relay is throttling this client", metadata: ["retryAfterMillis": "\(message.retryAfterMillis)", "text": "\(message.errorText)"])
         }
         let sentHere = session.sender.isPending(message.messageId) // its failure is reported as the message's outcome
-        let output = session.controlReceived(message, now: .now()) // decides whether it was taken over
+        let output = session.controlReceived(message, now: now) // decides whether it was taken over
         if message.messageId != 0, !sentHere, !isNotice, message.errorCode != .rateLimited {
             // The relay tells every session of the user about a message one of them sent: another
             // device's (or a `simp send`'s) error is not this session's news.
@@ -317,7 +333,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
             logger.info("lost the relay; reconnecting")
             nextServer(after: nil)
         }
-        carryOut(session.controlLost(mayReconnect: mayReconnect, random: Double.random(in: 0..<1)))
+        carryOut(session.controlLost(mayReconnect: mayReconnect, random: environment.random()))
         guard !mayReconnect else { return }
         if takenOver { return stop(because: SIMPClientError.takenOver(device: configuration.device).description) }
         if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
@@ -339,41 +355,42 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
 
-    var datagramAllocator: ByteBufferAllocator? { relayDatagramAddress == nil ? nil : datagrams?.allocator }
+    package var datagramAllocator: ByteBufferAllocator? { relayDatagramAddress == nil ? nil : datagrams?.allocator }
 
-    func take(_ message: SIMPMessage) -> Bool { onMessage(message) }
+    package func take(_ message: SIMPMessage) -> Bool { onMessage(message) }
 
-    func sendDatagrams(_ sealed: [ByteBuffer]) {
+    package func sendDatagrams(_ sealed: [ByteBuffer]) {
         guard let datagrams, let target = relayDatagramAddress else { return }
         for bytes in sealed { datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil) }
         datagrams.flush()
     }
 
-    func writeControl(_ frames: [SIMPMessage]) {
+    package func writeControl(_ frames: [SIMPMessage]) {
         for frame in frames { control?.write(frame, promise: nil) }
         control?.flush()
     }
 
-    func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
+    package func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
 
-    func outputWillBeReported(_ output: ClientSession.Output) {
+    package func outputWillBeReported(_ output: ClientSession.Output) {
         metrics.update(outcomes: output.outcomes, session: session)
+        onOutput(output)
     }
 
-    func messageSettled(_ result: SendResult) {
+    package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
         waiters.removeValue(forKey: result.messageId)?.succeed(result)
     }
 
-    func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
+    package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
 
-    func peerEventArrived(_ event: PeerEvent) { onPeerEvent(event) }
+    package func peerEventArrived(_ event: PeerEvent) { onPeerEvent(event) }
 
-    func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {
+    package func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {
         requestWaiters.removeValue(forKey: requestId)?.completeWith(result.mapError { $0 })
     }
 
-    func closeControl() {
+    package func closeControl() {
         logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
         control?.close(promise: nil) // controlClosed takes it from here
     }
@@ -408,7 +425,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     /// Keeps one scheduled task at the session's next deadline.
-    func armTimer(at deadline: NIODeadline?) {
+    package func armTimer(at deadline: NIODeadline?) {
         guard let deadline else {
             timer?.cancel()
             timer = nil
@@ -418,11 +435,24 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         if let timerDeadline, timerDeadline <= deadline, timer != nil { return }
         timer?.cancel()
         timerDeadline = deadline
-        timer = eventLoop.scheduleTask(deadline: deadline) { [self] in
+        timer = schedule(at: deadline) { [self] in
             timer = nil
             timerDeadline = nil
-            carryOut(session.poll(now: .now()))
+            carryOut(session.poll(now: now))
         }
+    }
+
+    /// Schedules `task` on the loop at `deadline`, and tells the environment when it is due.
+    @discardableResult
+    private func schedule(at deadline: NIODeadline, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+        let scheduled = eventLoop.scheduleTask(deadline: deadline, task)
+        environment.taskScheduled(deadline)
+        return scheduled
+    }
+
+    @discardableResult
+    private func schedule(in delay: TimeAmount, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+        schedule(at: now + delay, task)
     }
 }
 

@@ -3,8 +3,8 @@ import SIMPCore
 
 /// What a client shell provides so that `carryOut` can interpret the `ClientSession.Output`
 /// of its session: the effects themselves (bytes out, callbacks to the application), never
-/// decisions. `ClientEngine` (sockets) and simp-lab's simulated client both conform, so the
-/// output of the one client core is interpreted in one place.
+/// decisions. `ClientEngine` conforms (over sockets in production, over `EmbeddedChannel`s in
+/// simp-lab's simulator), so the output of the one client core is interpreted in one place.
 ///
 /// The session is borrowed while `take` runs (it counts what the application took): `take`
 /// must not touch `session`. The other requirements run with no access to it in progress.

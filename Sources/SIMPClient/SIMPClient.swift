@@ -209,19 +209,20 @@ final class ClientControlHandler: ChannelInboundHandler {
     }
 }
 
-/// Feeds datagrams to the engine.
-final class ClientDatagramHandler: ChannelInboundHandler {
-    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+/// Feeds datagrams to the engine: each read arrives at the engine's `now`, and the end of a
+/// read burst lets batched receipts go.
+package final class ClientDatagramHandler: ChannelInboundHandler {
+    package typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let engine: ClientEngine
-    init(engine: ClientEngine) { self.engine = engine }
+    package init(engine: ClientEngine) { self.engine = engine }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        engine.datagramReceived(unwrapInboundIn(data).data, at: .now())
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        engine.datagramReceived(unwrapInboundIn(data).data, at: engine.now)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         engine.datagramBurstEnded()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {}
+    package func errorCaught(context: ChannelHandlerContext, error: Error) {}
 }

@@ -2,32 +2,33 @@ import NIOCore
 
 /// First in an `EmbeddedChannel`'s pipeline: takes what the handlers write and hands it to
 /// `written` when it is flushed (instead of leaving it in the channel's outbound buffer), and
-/// reports the channel's close once the rest of the pipeline has seen it.
-final class OutboundTap<Written>: ChannelOutboundHandler {
-    typealias OutboundIn = Written
+/// reports the channel's close once the rest of the pipeline has seen it. Used for the relay's
+/// channels here and for the simulated client's in SIMPLab.
+package final class OutboundTap<Written>: ChannelOutboundHandler {
+    package typealias OutboundIn = Written
     private let written: ((Written) -> Void)?
     private let closed: (() -> Void)?
     private var unflushed: [Written] = []
 
-    init(written: ((Written) -> Void)?, closed: (() -> Void)? = nil) {
+    package init(written: ((Written) -> Void)?, closed: (() -> Void)? = nil) {
         self.written = written
         self.closed = closed
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard written != nil else { return context.write(data, promise: promise) }
         unflushed.append(unwrapOutboundIn(data))
         promise?.succeed()
     }
 
-    func flush(context: ChannelHandlerContext) {
+    package func flush(context: ChannelHandlerContext) {
         guard let written else { return context.flush() }
         let batch = unflushed
         unflushed.removeAll()
         batch.forEach(written)
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         let wasActive = context.channel.isActive
         context.close(mode: mode, promise: promise)
         if wasActive { closed?() }

@@ -1,11 +1,18 @@
+import Logging
 import NIOCore
+import NIOEmbedded
 import SIMPClient
 import SIMPCore
+import SIMPTestKit
 
-/// A client in the simulator: the client's own `ClientSession` (the same one `SIMPClient`
-/// drives), connected to simulated links instead of sockets. Its process can stop (`stop`) and
-/// start again afresh (`start`), as a device that goes offline and comes back.
-final class SimClient: ClientShell {
+/// A client in the simulator: the production client — `ClientEngine` and its channel handlers,
+/// driving the client's `ClientSession` — on an `EmbeddedEventLoop` whose clock is the
+/// simulation's. Its control connections and its UDP socket are `EmbeddedChannel`s whose bytes
+/// the simulated links carry (`SimConnection`, `SimLink`); every event that reaches the client
+/// first moves its loop to the event's instant, and each task the engine schedules gets an
+/// event at its deadline, so the engine's timers fire in virtual time. Its process can stop
+/// (`stop`) and start again afresh (`start`), as a device that goes offline and comes back.
+final class SimClient {
     let user: String
     let isSender: Bool
     /// The device it logs in as (PROTOCOL §4.7; "" is the user's default device).
@@ -16,28 +23,25 @@ final class SimClient: ClientShell {
     let up: SimLink
     let down: SimLink
     private unowned let world: SimWorld
-    var session: ClientSession
+    /// The engine of the running process (or of the last one), and its loop.
+    private var engine: ClientEngine!
+    private var loop: EmbeddedEventLoop!
     private var random: SeededRandom
-    /// The registered control connection, and one in its CONNECT handshake.
-    private(set) var control: SimConnection?
-    private var handshake: SimConnection?
-    private var handshakeGeneration = 0
+    /// The control connection the running process opened last (its registered one, or one
+    /// still logging in).
+    private var latestConnection: SimConnection?
     /// Whether the client has been registered at least once.
     private(set) var hasConnected = false
     /// The UDP port registered with the relay (a new process binds a new one).
     private var registeredPort = 50_000
     /// The UDP port the relay's datagrams reach now (changes on a NAT rebinding).
     private(set) var publicPort = 50_000
-    /// Messages whose outcome the application still waits for.
     /// Messages without an outcome yet, with when they were submitted.
     private var waiters: [UInt64: TimeAmount] = [:]
-    private var timerDeadline: NIODeadline?
-    private var timerGeneration = 0
     /// The sender's retransmission count already passed to the recorder.
     private var retransmitsRecorded = 0
     /// Whether the application took messages since progress was last noted.
     private var messagesTaken = false
-    private let allocator = ByteBufferAllocator()
     private let index: Int
     /// Whether the client's process runs, and how many processes it has had: what a stopped
     /// process scheduled (timers, reconnects, datagrams on their way to it) is ignored.
@@ -45,6 +49,10 @@ final class SimClient: ClientShell {
     private var processes = 0
     /// Stop once every submitted message has its outcome (a one-shot send).
     var leavesWhenDone = false
+    /// Where the client's control connections go (the relay's end is `SimRelay`'s).
+    private static let relayAddress = try! SocketAddress(ipAddress: "10.255.255.1", port: 7600)
+    /// Milliseconds since the epoch that virtual time zero stands for (messages' `time`).
+    private static let epochMillis: Int64 = 1_700_000_000_000
 
     init(
         user: String, isSender: Bool, device: String = "", sendOnly: Bool = false, index: Int, up: SimLink, down: SimLink,
@@ -60,43 +68,72 @@ final class SimClient: ClientShell {
         self.down = down
         self.world = world
         self.random = SeededRandom(seed: world.seed, stream: 1_000_000 + UInt64(index))
-        self.session = Self.makeSession(user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32, world: world)
+        makeEngine(firstMessageId: UInt64(index) << 32)
     }
 
-    private static func makeSession(user: String, device: String, sendOnly: Bool, firstMessageId: UInt64, world: SimWorld) -> ClientSession {
-        var configuration = ClientSession.Configuration(user: user, firstMessageId: firstMessageId)
+    /// A new process's engine on a loop of its own, at the simulation's time.
+    private func makeEngine(firstMessageId: UInt64) {
+        let loop = EmbeddedEventLoop()
+        loop.advanceTime(to: world.queue.deadline - .nanoseconds(1))
+        var configuration = world.configuration
+        configuration.user = user
         configuration.device = device
         configuration.sendOnly = sendOnly
         configuration.retransmit = world.scenario.policy
-        configuration.heartbeat = world.configuration.heartbeat
-        configuration.reconnect = world.configuration.reconnect
-        configuration.keepaliveInterval = world.configuration.keepaliveInterval
         configuration.batchesReceipts = true // as the reference client: batches that wait up to 10 ms
-        return ClientSession(configuration: configuration)
+        configuration.advertisedUDPPort = registeredPort
+        configuration.logger = Logger(label: "simp.lab.client") { _ in SwiftLogNoOpLogHandler() }
+        let environment = ClientEngine.Environment(
+            connect: { [unowned self] _, _, initialize in connect(initialize) },
+            now: { [unowned world] in world.queue.deadline },
+            wallClockMillis: { [unowned world] in Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 },
+            random: { [unowned self] in random.unit() }, firstMessageId: firstMessageId,
+            taskScheduled: { [unowned self, unowned loop] deadline in taskScheduled(at: deadline, on: loop) })
+        let engine = ClientEngine(configuration: configuration, eventLoop: loop, environment: environment)
+        engine.onMessage = { [unowned self] in take($0) }
+        engine.onNotice = { [unowned self] in noticeArrived($0) }
+        engine.onOutput = { [unowned self] _ in outputReported() }
+        engine.onStateChange = { [unowned self] state in
+            guard case .connected = state else { return }
+            hasConnected = true
+            world.clientConnected(self)
+        }
+        let datagrams = EmbeddedChannel(loop: loop)
+        try! datagrams.pipeline.syncOperations.addHandler(
+            OutboundTap<AddressedEnvelope<ByteBuffer>>(written: { [unowned self] in sendUp($0.data) }))
+        try! datagrams.pipeline.syncOperations.addHandler(ClientDatagramHandler(engine: engine))
+        engine.datagrams = datagrams
+        self.engine = engine
+        self.loop = loop
     }
 
     /// The client's retransmission counters.
-    var sender: ReliableSender { session.sender }
+    var sender: ReliableSender { engine.session.sender }
     var publicAddress: SocketAddress { try! SocketAddress(ipAddress: ipAddress, port: publicPort) }
-    var isConnected: Bool { control != nil }
-    var outstanding: Int { waiters.count + (isRunning ? session.receiver.heldCount : 0) }
+    var isConnected: Bool { engine.control != nil }
+    /// The registered control connection.
+    var control: SimConnection? {
+        guard let channel = engine.control, let latestConnection, latestConnection.clientEnd === channel else { return nil }
+        return latestConnection
+    }
+    var outstanding: Int { waiters.count + (isRunning ? engine.session.receiver.heldCount : 0) }
 
     // MARK: Process
 
-    /// The client's process starts and connects. A process after the first is a new one: a
-    /// fresh session (ids, receiver state) and a new UDP port.
+    /// The client's process starts and connects (a failed attempt is retried as the session
+    /// plans). A process after the first is a new one: a fresh engine (ids, receiver state) and
+    /// a new UDP port.
     func start() {
         guard !isRunning else { return }
         if processes > 0 {
             world.addressChanged(of: self) { publicPort += 1 }
             registeredPort = publicPort
-            session = Self.makeSession(
-                user: user, device: device, sendOnly: sendOnly, firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24, world: world)
+            makeEngine(firstMessageId: UInt64(index) << 32 | UInt64(processes) << 24)
             retransmitsRecorded = 0
         }
         processes += 1
         isRunning = true
-        connect()
+        drive { engine.connectOrRetry() }
     }
 
     /// The client's process stops: it says DISCONNECT on its control connection (TCP still
@@ -104,55 +141,84 @@ final class SimClient: ClientShell {
     /// lost with it. The relay closes the connection on the DISCONNECT.
     func stop() {
         guard isRunning else { return }
-        // As the reference client closes: receipts still waiting in a batch go out before the
-        // DISCONNECT (else the relay would deliver those messages to the next process again).
-        isRunning = false // first: no timer is armed for the process that ends
-        carryOut(session.finishTakingMessages(now: world.queue.deadline))
-        handshakeGeneration += 1
-        if let handshake { world.relay.clientClosed(handshake) }
-        handshake = nil
-        control?.send(SIMPMessage(kind: .disconnect, fromUser: user))
-        control = nil
+        isRunning = false // first: nothing the ending process schedules is followed
+        drive {
+            // As the reference client closes: receipts still waiting in a batch go out before
+            // the DISCONNECT (else the relay would deliver those messages to the next process again).
+            engine.finishTakingMessages()
+            if let control = engine.control {
+                control.writeAndFlush(SIMPMessage(kind: .disconnect, fromUser: user), promise: nil)
+            } else if let handshake = latestConnection?.clientEnd, handshake.isActive {
+                handshake.close(promise: nil)
+            }
+        }
+        latestConnection = nil
         world.noteProgress()
     }
 
-    // MARK: Connecting
-
-    /// Opens a control connection and starts logging in; failure leads to a reconnect attempt.
-    func connect() {
-        guard isRunning else { return }
-        handshakeGeneration += 1
-        let generation = handshakeGeneration
-        let timeout = world.configuration.connectTimeout
-        guard !up.isDown, !down.isDown else {
-            world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
-            return
-        }
-        guard let connection = world.relay.open(for: self) else {
-            // Connection refused, one round trip later.
-            world.queue.schedule(after: up.meanDelay + down.meanDelay) { [unowned self] in handshakeFailed(generation) }
-            return
-        }
-        handshake = connection
-        connection.send(session.beginLogin(udpPort: registeredPort))
-        world.queue.schedule(after: timeout) { [unowned self] in handshakeFailed(generation) }
+    /// Moves the loop to the simulation's time, does `work` there, and lets the loop run what
+    /// it started. Tasks due at this very instant are left to their own events (`runDueTasks`),
+    /// so that inputs and timers of one instant take turns in the order the simulation
+    /// scheduled them.
+    private func drive(_ work: () -> Void) {
+        loop.advanceTime(to: world.queue.deadline - .nanoseconds(1))
+        work()
+        loop.run()
     }
 
-    private func handshakeFailed(_ generation: Int) {
-        guard generation == handshakeGeneration, control == nil else { return }
-        if let handshake { world.relay.clientClosed(handshake) }
-        handshake = nil
-        handshakeGeneration += 1
-        carryOut(session.connectAttemptFailed(random: random.unit()))
+    /// Runs the engine's tasks due now.
+    private func runDueTasks() {
+        loop.advanceTime(to: world.queue.deadline)
     }
 
-    private func adopt(_ connection: SimConnection, _ output: ClientSession.Output) {
-        handshake = nil
-        handshakeGeneration += 1
-        control = connection
-        hasConnected = true
-        world.clientConnected(self)
-        carryOut(output)
+    /// The engine scheduled a task at `deadline` on `taskLoop`: an event then moves the loop on
+    /// to it (unless the process that scheduled it has ended).
+    private func taskScheduled(at deadline: NIODeadline, on taskLoop: EmbeddedEventLoop) {
+        guard isRunning, taskLoop === loop else { return }
+        world.queue.schedule(at: world.queue.time(of: deadline)) { [unowned self] in
+            if isRunning, taskLoop === loop { runDueTasks() }
+        }
+    }
+
+    // MARK: Connecting (the engine's `Environment.connect`)
+
+    /// Opens a control connection: the engine's channel, over a `SimConnection` to the relay.
+    /// It fails after the connect timeout while a blackout covers the link, and one round trip
+    /// later while the relay is down (connection refused).
+    private func connect(_ initialize: @escaping @Sendable (Channel) -> EventLoopFuture<Void>) -> EventLoopFuture<Channel> {
+        guard !up.isDown, !down.isDown else { return failedConnect(after: world.configuration.connectTimeout) }
+        guard let connection = world.relay.open(for: self) else { return failedConnect(after: up.meanDelay + down.meanDelay) }
+        let channel = EmbeddedChannel(loop: loop)
+        try! channel.pipeline.syncOperations.addHandler(
+            OutboundTap<ByteBuffer>(
+                written: { [unowned connection] in connection.up.send($0) },
+                closed: { [unowned self, unowned connection] in clientEndClosed(connection) }))
+        connection.clientEnd = channel
+        connection.clientProcess = processes
+        latestConnection = connection
+        return initialize(channel).map {
+            channel.connect(to: Self.relayAddress, promise: nil)
+            return channel
+        }
+    }
+
+    private struct ConnectFailed: Error {}
+
+    private func failedConnect(after delay: TimeAmount) -> EventLoopFuture<Channel> {
+        let promise = loop.makePromise(of: Channel.self)
+        let loop = loop!
+        world.queue.schedule(after: delay) { [unowned self] in
+            guard loop === self.loop else { return promise.fail(ConnectFailed()) } // an ended process's attempt
+            drive { promise.fail(ConnectFailed()) }
+        }
+        return promise.futureResult
+    }
+
+    /// The engine closed its end of `connection`; the relay learns it one link delay later
+    /// (unless the relay closed it first).
+    private func clientEndClosed(_ connection: SimConnection) {
+        guard !connection.isClosed else { return }
+        world.relay.clientClosed(connection)
     }
 
     /// The NAT in front of this client maps it to a new public port.
@@ -162,11 +228,12 @@ final class SimClient: ClientShell {
 
     /// The application sends `text` to `user`.
     func submit(text: String, to user: String) {
-        let message = SIMPMessage(kind: .text, toUser: user, content: text)
-        let (id, output) = session.submit(message, now: world.queue.deadline)
-        waiters[id] = world.queue.now
-        world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
-        carryOut(output)
+        drive {
+            let (id, result) = engine.send(SIMPMessage(kind: .text, toUser: user, content: text))
+            waiters[id] = world.queue.now
+            world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
+            result.whenSuccess { [unowned self] in messageSettled($0) }
+        }
     }
 
     // MARK: Input
@@ -174,89 +241,57 @@ final class SimClient: ClientShell {
     /// A datagram from the relay enters this client's downlink (to the process running now).
     func receiveFromRelay(_ bytes: ByteBuffer) {
         let process = processes
-        down.send(bytes) { [unowned self] in
-            guard isRunning, process == processes else { return }
-            datagramArrived($0)
+        down.send(bytes) { [unowned self] bytes in
+            guard isRunning, process == processes, let datagrams = engine.datagrams as? EmbeddedChannel else { return }
+            // Each simulated arrival is a read burst of its own.
+            drive { try! datagrams.writeInbound(AddressedEnvelope(remoteAddress: Self.relayAddress, data: bytes)) }
         }
     }
 
-    private func datagramArrived(_ bytes: ByteBuffer) {
-        let now = world.queue.deadline
-        carryOut(session.datagramArrived(bytes, arrivedAt: now, now: now))
-        carryOut(session.datagramBurstEnded(now: now)) // each simulated arrival is a read burst of its own
+    /// Bytes the relay wrote on `connection` reached the client's end.
+    func controlBytesArrived(_ bytes: ByteBuffer, on connection: SimConnection) {
+        guard isRunning, connection.clientProcess == processes, let channel = connection.clientEnd, channel.isActive else { return }
+        drive { try? channel.writeInbound(bytes) }
     }
 
-    func controlArrived(_ message: SIMPMessage, on connection: SimConnection) {
-        if connection === handshake {
-            switch session.loginReceived(message, now: world.queue.deadline) {
-            case .send(let frame)?: connection.send(frame)
-            case .registered(_, let output)?: adopt(connection, output)
-            case .refused?: handshakeFailed(handshakeGeneration)
-            case nil: break
-            }
-            return
-        }
-        guard connection === control else { return }
-        carryOut(session.controlReceived(message, now: world.queue.deadline))
+    /// The relay closed `connection`; the client's end closes (its engine takes it from there).
+    func connectionClosed(_ connection: SimConnection) {
+        guard isRunning, connection.clientProcess == processes, let channel = connection.clientEnd, channel.isActive else { return }
+        drive { channel.close(promise: nil) }
     }
 
-    /// A control connection closed: a handshake fails; a registered session is suspended and
-    /// reconnected (or, without a reconnect policy, everything outstanding is reported lost).
-    func connectionClosed(_ closed: SimConnection) {
-        if closed === handshake {
-            handshakeFailed(handshakeGeneration)
-            return
-        }
-        guard closed === control else { return }
-        control = nil
-        let mayReconnect = world.configuration.reconnect != nil
-        carryOut(session.controlLost(mayReconnect: mayReconnect, random: random.unit()))
-        guard !mayReconnect else { return }
-        for id in waiters.keys.sorted() { world.recorder.messageFailed(id: id, connectionLost: true, at: world.elapsed) }
-        waiters.removeAll()
-        world.noteProgress()
-    }
-
-    // MARK: Output (ClientShell: SIMPClient's `carryOut` interprets the session's output)
-
-    var datagramAllocator: ByteBufferAllocator? { allocator }
+    // MARK: What the application sees
 
     /// The application takes every message (the recorder finds duplicates); progress is noted
-    /// once the session is no longer borrowed (`outputWillBeReported`).
-    func take(_ message: SIMPMessage) -> Bool {
+    /// once the output is reported (`outputReported`).
+    private func take(_ message: SIMPMessage) -> Bool {
         world.recorder.appReceived(from: message.fromUser, to: user, device: device, text: message.content, at: world.elapsed)
         messagesTaken = true
         return true
     }
 
     /// Datagrams up the link to the relay, from the NAT mapping in force as they leave.
-    func sendDatagrams(_ sealed: [ByteBuffer]) {
+    private func sendUp(_ datagram: ByteBuffer) {
         let source = publicAddress
-        for datagram in sealed {
-            up.send(datagram) { [unowned self] bytes in
-                world.relay.datagramArrived(bytes, from: source)
-            }
+        up.send(datagram) { [unowned self] bytes in
+            world.relay.datagramArrived(bytes, from: source)
         }
     }
 
-    func writeControl(_ frames: [SIMPMessage]) { for frame in frames { control?.send(frame) } }
-
-    func messageDelayed(_ message: DelayedMessage) {}
-
-    func outputWillBeReported(_ output: ClientSession.Output) {
+    private func outputReported() {
         if messagesTaken {
             messagesTaken = false
             world.noteProgress()
         }
-        if session.sender.retransmits > retransmitsRecorded {
-            world.recorder.retransmitted(session.sender.retransmits - retransmitsRecorded, at: world.elapsed)
-            retransmitsRecorded = session.sender.retransmits
+        if engine.session.sender.retransmits > retransmitsRecorded {
+            world.recorder.retransmitted(engine.session.sender.retransmits - retransmitsRecorded, at: world.elapsed)
+            retransmitsRecorded = engine.session.sender.retransmits
         }
     }
 
     /// A stored message has its outcome when the relay says it was delivered from the inbox
     /// (or discarded), as in real mode (`noticeArrived`).
-    func messageSettled(_ result: SendResult) {
+    private func messageSettled(_ result: SendResult) {
         switch result {
         case .delivered(let id, let latency, let attempts):
             guard waiters.removeValue(forKey: id) != nil else { return }
@@ -264,13 +299,16 @@ final class SimClient: ClientShell {
         case .failed(let id, let failure):
             guard waiters.removeValue(forKey: id) != nil else { return }
             world.recorder.messageFailed(id: id, attempts: failure.attempts, at: world.elapsed)
-        case .stored, .connectionLost:
+        case .connectionLost(let id):
+            guard waiters.removeValue(forKey: id) != nil else { return }
+            world.recorder.messageFailed(id: id, connectionLost: true, at: world.elapsed)
+        case .stored:
             return
         }
         outcomeArrived()
     }
 
-    func noticeArrived(_ notice: DeliveryNotice) {
+    private func noticeArrived(_ notice: DeliveryNotice) {
         switch notice {
         case .delivered(let id, _):
             guard let submitted = waiters.removeValue(forKey: id) else { return }
@@ -284,23 +322,6 @@ final class SimClient: ClientShell {
         outcomeArrived()
     }
 
-    func peerEventArrived(_ event: PeerEvent) {}
-
-    func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {}
-
-    func closeControl() {
-        guard let control else { return }
-        world.relay.clientClosed(control)
-        connectionClosed(control)
-    }
-
-    func reconnect(attempt: Int, after delay: TimeAmount) {
-        let process = processes
-        world.queue.schedule(after: delay) { [unowned self] in
-            if process == processes { connect() }
-        }
-    }
-
     /// A one-shot send leaves once every message has its outcome (after what it is doing now).
     private func outcomeArrived() {
         if leavesWhenDone, waiters.isEmpty {
@@ -310,24 +331,6 @@ final class SimClient: ClientShell {
             }
         }
         world.noteProgress()
-    }
-
-    /// One timer at the session's next deadline.
-    func armTimer(at deadline: NIODeadline?) {
-        guard isRunning, let deadline else {
-            timerGeneration += 1
-            timerDeadline = nil
-            return
-        }
-        if let timerDeadline, timerDeadline <= deadline { return }
-        timerGeneration += 1
-        timerDeadline = deadline
-        let generation = timerGeneration
-        world.queue.schedule(at: world.queue.time(of: deadline)) { [unowned self] in
-            guard generation == timerGeneration else { return }
-            timerDeadline = nil
-            carryOut(session.poll(now: world.queue.deadline))
-        }
     }
 }
 

@@ -3,7 +3,8 @@ import NIOEmbedded
 import SIMPCore
 
 /// A control connection between a simulated client and the relay: two TCP streams over the
-/// client's access link, carrying the bytes the relay's real framing handlers read and write.
+/// client's access link, carrying the bytes the real framing handlers of both ends write (the
+/// client engine's channel and the relay engine's).
 final class SimConnection {
     /// The client's TCP peer address as the relay sees it.
     let peer: SocketAddress
@@ -12,10 +13,13 @@ final class SimConnection {
     private(set) var down: SimTCPStream!
     /// The relay's end of the connection (its real control handlers), once it accepted it.
     var relayEnd: EmbeddedChannel?
+    /// The client's end: the client engine's control channel, and the client process it is of.
+    var clientEnd: EmbeddedChannel?
+    var clientProcess = 0
     /// Whether the client closed it (the relay then has nothing to tell the client).
     var closedByClient = false
-    /// Bytes from the relay not yet read as a whole frame.
-    private var unframed = ByteBuffer()
+    /// Whether the streams stopped (either end closed).
+    private(set) var isClosed = false
 
     init(peer: SocketAddress, client: SimClient, relay: SimRelay, queue: EventQueue) {
         self.peer = peer
@@ -23,31 +27,13 @@ final class SimConnection {
         up = SimTCPStream(forward: client.up, reverse: client.down, queue: queue) { [unowned relay, unowned self] bytes in
             relay.controlBytesArrived(bytes, on: self)
         }
-        down = SimTCPStream(forward: client.down, reverse: client.up, queue: queue) { [unowned self] bytes in
-            framesArrived(bytes)
+        down = SimTCPStream(forward: client.down, reverse: client.up, queue: queue) { [unowned client, unowned self] bytes in
+            client.controlBytesArrived(bytes, on: self)
         }
-    }
-
-    /// The client writes `message` as one frame.
-    func send(_ message: SIMPMessage) {
-        var frame = ByteBuffer()
-        Framing.writeFrame(message, into: &frame)
-        up.send(frame)
-    }
-
-    /// The client reads whole frames from what the relay wrote.
-    private func framesArrived(_ bytes: ByteBuffer) {
-        var bytes = bytes
-        unframed.writeBuffer(&bytes)
-        while let payload = try? Framing.nextFrame(in: &unframed, maxFrameSize: Framing.defaultMaxFrameSize),
-            let message = try? MessageCodec.decode(payload)
-        {
-            client.controlArrived(message, on: self)
-        }
-        unframed.discardReadBytes()
     }
 
     func close() {
+        isClosed = true
         up.close()
         down.close()
     }
