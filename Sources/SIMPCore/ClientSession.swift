@@ -52,6 +52,10 @@ public struct ClientSession: Sendable {
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20
+        /// When datagrams move to the control connection because UDP does not get through, and
+        /// back (docs/PROTOCOL.md §5.5); nil: always UDP (HELLO repeated `helloAttempts` times,
+        /// a PING datagram as keepalive), as clients before the fallback.
+        public var datagramPaths: DatagramPathPolicy? = DatagramPathPolicy()
         /// Also send each receipt as a datagram, which no TCP loss can hold up; the control
         /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
         public var receiptDatagrams = true
@@ -90,7 +94,7 @@ public struct ClientSession: Sendable {
     public static let defaultPacing = RateLimit(perSecond: 450, burst: 50)
 
     public let configuration: Configuration
-    public private(set) var sender: ReliableSender
+    public internal(set) var sender: ReliableSender
     public private(set) var receiver: ReceiverCore
     private var heartbeat: Heartbeat?
     /// `heartbeatWhileHolding`, polled only while messages are held.
@@ -104,7 +108,9 @@ public struct ClientSession: Sendable {
     private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
     private var sealer: DatagramSealer?
     private var opener: DatagramOpener?
-    private var nextHello: (due: NIODeadline, attemptsLeft: Int)?
+    var nextHello: (due: NIODeadline, attemptsLeft: Int)?
+    /// The datagram path and its probes (nil: always UDP).
+    var paths: DatagramPathSelector?
     /// Datagrams dropped because they were not authentic for the current session.
     public private(set) var rejectedDatagrams = 0
     /// Whether content is still taken (false after `stopTakingMessages`).
@@ -155,6 +161,7 @@ public struct ClientSession: Sendable {
         self.backoff = configuration.reconnect.map(Backoff.init)
         self.batcher = ReceiptBatcher(delay: configuration.receiptBatchDelay)
         self.repeater = ReceiptRepeater(window: configuration.receiptRepeatWindow)
+        self.paths = configuration.datagramPaths.map(DatagramPathSelector.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
 
@@ -165,7 +172,7 @@ public struct ClientSession: Sendable {
     public var nextDeadline: NIODeadline? {
         [
             sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
-            receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil,
+            receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil, paths?.nextDeadline,
         ]
         .compactMap { $0 }.min()
     }
@@ -187,6 +194,7 @@ public struct ClientSession: Sendable {
         }
         let (id, sent) = sender.submit(message, now: now)
         output.absorb(sent)
+        noteContentSent(output, now: now)
         return (id, output)
     }
 
@@ -276,9 +284,10 @@ public struct ClientSession: Sendable {
         heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
         holdingHeartbeat = Heartbeat(policy: configuration.heartbeatWhileHolding, now: now)
         nextKeepalive = now + configuration.keepaliveInterval
-        nextHello = (now, configuration.helloAttempts)
+        nextHello = datagramPath == .udp ? (now, configuration.helloAttempts) : nil
         backoff?.reset()
         var output = pollHello(now: now)
+        beginDatagramPath(now: now, into: &output)
         for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
         output.absorb(sender.resume(now: now))
         receiver.restartHoldClock(now: now)
@@ -295,15 +304,15 @@ public struct ClientSession: Sendable {
     /// A datagram arrived from the relay at `arrivedAt`: anything not authentic for the current
     /// session is dropped (and counted); a HELLO answer ends the HELLOs; content is receipted
     /// and delivered in order.
-    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
+    /// `path`: how it came (over UDP, or in a DATAGRAM frame).
+    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline, over path: DatagramPath = .udp) -> Output {
         guard let payload = try? opener?.open(bytes).payload, let message = try? MessageCodec.decode(payload) else {
             rejectedDatagrams += 1
             return Output()
         }
+        if message.kind == .hello { return helloAnswered(over: path, now: now) }
+        if path == .udp { paths?.arrivedOverUDP(now: now) }
         switch message.kind {
-        case .hello:
-            nextHello = nil
-            return Output()
         case .receipt: // the fast copy; whichever copy comes first counts
             var output = Output()
             output.absorb(sender.handleReceipt(message, now: now))
@@ -335,6 +344,7 @@ public struct ClientSession: Sendable {
         nextKeepalive = nil
         receiptConfirmPing = nil
         nextHello = nil
+        paths?.controlLost()
         pendingLogin = nil
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
@@ -362,6 +372,8 @@ public struct ClientSession: Sendable {
             return output
         }
         switch message.kind {
+        case .datagram:
+            return datagramArrived(ByteBuffer(bytes: message.datagram), arrivedAt: now, now: now, over: .control)
         case .receipt where message.status == .stored || message.status == .roomDelivered:
             // The receiver is offline, or it is a room post: the message is settled (no more
             // retries), not delivered.
@@ -509,10 +521,12 @@ public struct ClientSession: Sendable {
             receiptConfirmPing = nil
         }
         if let keepalive = nextKeepalive, keepalive <= now {
-            output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))
+            keepAlive(now: now, into: &output)
             nextKeepalive = now + configuration.keepaliveInterval
         }
+        pollDatagramPath(now: now, into: &output)
         output.absorb(sender.poll(now: now))
+        noteContentSent(output, now: now)
         return output
     }
 }
