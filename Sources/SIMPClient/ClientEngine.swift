@@ -219,6 +219,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
+        if let block = configuration.udpBlock, block.isBlocking { return }
         let rejectedBefore = session.rejectedDatagrams
         let output = session.datagramArrived(bytes, arrivedAt: arrival, now: .now())
         if session.rejectedDatagrams > rejectedBefore {
@@ -325,6 +326,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
 
     func sendDatagrams(_ sealed: [ByteBuffer]) {
         guard let datagrams, let target = relayDatagramAddress else { return }
+        if let block = configuration.udpBlock, block.isBlocking { return }
         for bytes in sealed { datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil) }
         datagrams.flush()
     }
@@ -335,6 +337,16 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     }
 
     func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
+
+    func datagramPathChanged(to path: DatagramPath) {
+        switch path {
+        case .control:
+            logger.notice("UDP does not get through to the relay: datagrams go over the control connection (docs/PROTOCOL.md §5.5)")
+        case .udp:
+            logger.notice("UDP gets through again: datagrams go over UDP")
+        }
+        configuration.datagramPathHandler?(path)
+    }
 
     func outputWillBeReported(_ output: ClientSession.Output) {
         metrics.update(outcomes: output.outcomes, session: session)

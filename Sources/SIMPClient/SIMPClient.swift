@@ -153,6 +153,12 @@ public final class SIMPClient: @unchecked Sendable {
         get async { (try? await engine.eventLoop.submit { [engine] in engine.stopped }.get()) ?? nil }
     }
 
+    /// How this client's datagrams go to the relay now: over UDP, or over the control
+    /// connection because UDP does not get through (docs/PROTOCOL.md §5.5).
+    public var datagramPath: DatagramPath {
+        get async { (try? await engine.eventLoop.submit { [engine] in engine.session.datagramPath }.get()) ?? .udp }
+    }
+
     /// Reliability counters of this client.
     public func statistics() async throws -> ClientStatistics {
         try await engine.eventLoop.submit { [engine] in engine.statistics }.get()

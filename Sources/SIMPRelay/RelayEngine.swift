@@ -16,6 +16,8 @@ public struct RelayStatistics: Sendable, Equatable {
     public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
+    /// Sessions whose datagrams go over their control connection (docs/PROTOCOL.md §5.5).
+    public var sessionsOverControl = 0
     /// Messages newly stored in offline inboxes (retransmissions of stored ones not counted).
     public var inboxStored = 0
     /// Entries removed from inboxes after delivery or hand-over.
@@ -87,6 +89,7 @@ package final class RelayEngine {
     package var statistics: RelayStatistics {
         var snapshot = counts
         snapshot.connectedUsers = core.connectedUsers
+        snapshot.sessionsOverControl = core.sessionsOverControl
         return snapshot
     }
 
