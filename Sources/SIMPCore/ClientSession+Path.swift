@@ -35,7 +35,7 @@ extension ClientSession {
     mutating func helloAnswered(over path: DatagramPath, now: NIODeadline) -> Output {
         var output = Output()
         guard path == .udp else { return output }
-        nextHello = nil
+        updateRegistration { $0.nextHello = nil }
         guard paths?.helloAnswered(over: path, now: now) == true else { return output }
         output.pathChanged = .udp
         output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))
@@ -54,7 +54,8 @@ extension ClientSession {
     /// A round of HELLO probes over UDP: one now, then every `helloInterval` until answered.
     private mutating func startProbeRound(now: NIODeadline, into output: inout Output) {
         output.datagrams.append(hello)
-        nextHello = (now + configuration.helloInterval, configuration.helloAttempts - 1)
+        let next = Hello(due: now + configuration.helloInterval, attemptsLeft: configuration.helloAttempts - 1)
+        updateRegistration { $0.nextHello = next }
         paths?.probeRoundStarted(now: now)
     }
 
@@ -67,7 +68,7 @@ extension ClientSession {
         case .startProbeRound:
             startProbeRound(now: now, into: &output)
         case .switchedToControl:
-            nextHello = nil
+            updateRegistration { $0.nextHello = nil }
             output.pathChanged = .control
             output.datagrams.removeAll { $0.kind == .hello } // a UDP HELLO due now: one HELLO, over the new path
             output.datagrams.append(hello)
