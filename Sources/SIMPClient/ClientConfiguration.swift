@@ -76,10 +76,6 @@ public struct ClientConfiguration: Sendable {
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
     public var logger: Logger = Logger(label: "simp.client")
-    /// Called on the client's event loop when its datagrams move to another path
-    /// (docs/PROTOCOL.md §5.5): `.control` when UDP does not get through and they go over the
-    /// control connection, `.udp` when they are back. Keep it short.
-    public var datagramPathHandler: (@Sendable (DatagramPath) -> Void)?
     /// For tests (and the lab): while it blocks, the client's UDP socket drops every datagram it
     /// would send and every one it receives, as a network that blocks UDP does (TCP untouched).
     public var udpBlock: UDPBlock?

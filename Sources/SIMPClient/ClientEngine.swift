@@ -47,6 +47,8 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
     var onDelay: (DelayedMessage) -> Void = { _ in }
     /// Called with news about peers (typing, presence).
     var onPeerEvent: (PeerEvent) -> Void = { _ in }
+    /// Called when the datagrams move to another path (docs/PROTOCOL.md §5.5).
+    var onPathChange: (DatagramPath) -> Void = { _ in }
     /// Called on every connection state change.
     var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
@@ -345,7 +347,7 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
         case .udp:
             logger.notice("UDP gets through again: datagrams go over UDP")
         }
-        configuration.datagramPathHandler?(path)
+        onPathChange(path)
     }
 
     func outputWillBeReported(_ output: ClientSession.Output) {
