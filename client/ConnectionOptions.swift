@@ -8,10 +8,16 @@ import SIMPCore
 /// Flags every subcommand shares.
 struct ConnectionOptions: ParsableArguments {
     @Option(
+        name: .customLong("server"),
         help: ArgumentHelp(
-            "The relay's control address HOST:PORT, or several separated by commas (HOST:PORT,HOST:PORT).",
-            discussion: "With several relays (sharing one Redis) the client tries them in turn: at start-up, and whenever the current one is lost."))
-    var server = "127.0.0.1:7600"
+            "The relay's control address HOST:PORT; several, tried in order, separated by commas (HOST:PORT,HOST:PORT) or with --server again.",
+            discussion:
+                "The client tries them in turn until one accepts the login, moving on when a connection is refused or times out: at start-up, and whenever the current one is lost. They may be several relays sharing one Redis, or one relay's several control ports (simp-server --port 7600 --port 443) for a network that only lets some ports out.",
+            valueName: "server"))
+    var servers: [String] = ["127.0.0.1:7600"]
+
+    /// Every relay address given, comma-separated, in order.
+    var server: String { servers.joined(separator: ",") }
 
     @Option(help: "Your user id.")
     var user: String

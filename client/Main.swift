@@ -44,7 +44,8 @@ enum SIMPMain {
             do {
                 let entries = try ConfigFile.entries(path: path, keys: sharedKeys, sections: ["chat": chatKeys], section: subcommand)
                 for entry in entries { check(entry, from: path) }
-                arguments.insert(contentsOf: entries.flatMap(\.arguments), at: 1)
+                let settings = ConfigFile.overridden(entries.flatMap(\.arguments), by: arguments, repeatable: ["--server"])
+                arguments.insert(contentsOf: settings, at: 1)
             } catch {
                 fail("simp: \(error)")
             }

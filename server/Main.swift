@@ -19,6 +19,10 @@ enum SIMPServerMain {
         return keys
     }()
 
+    /// Options whose values add up when repeated (`--port 7600 --port 443`): typed ones replace
+    /// the environment's, which replace the file's.
+    static let repeatable: Set<String> = ["--port"]
+
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         if arguments == ["--help"] || arguments == ["-h"] || arguments == ["help"] {
@@ -43,14 +47,16 @@ enum SIMPServerMain {
             keys = ["redis": .value]
             at = arguments.count > 1 && ["list", "end"].contains(arguments[1]) ? 2 : 1
         }
-        var settings: [String] = []
+        var fromFile: [String] = []
         if let path = configPath(arguments) {
             let entries = try ConfigFile.entries(path: path, keys: relayKeys) // every key is checked
             try check(entries, from: path)
-            let fromFile = entries.flatMap(\.arguments)
-            settings += keys.count == relayKeys.count ? fromFile : values(of: "--redis", in: fromFile)
+            fromFile = entries.flatMap(\.arguments)
+            if keys.count != relayKeys.count { fromFile = values(of: "--redis", in: fromFile) }
         }
-        settings += try ConfigFile.arguments(environment: ProcessInfo.processInfo.environment, keys: keys)
+        let fromEnvironment = ConfigFile.overridden(
+            try ConfigFile.arguments(environment: ProcessInfo.processInfo.environment, keys: keys), by: arguments, repeatable: repeatable)
+        let settings = ConfigFile.overridden(fromFile, by: fromEnvironment + arguments, repeatable: repeatable) + fromEnvironment
         var result = arguments
         result.insert(contentsOf: settings, at: at)
         return result

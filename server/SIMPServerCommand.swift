@@ -64,13 +64,29 @@ struct SIMPServerCommand: AsyncParsableCommand {
     }
 }
 
+/// One `--port` value: a port, or several separated by commas (`7600,443`, as
+/// `SIMP_PORT` and a config file's string give them).
+struct PortList: ExpressibleByArgument, Sendable {
+    let ports: [Int]
+
+    init(ports: [Int]) { self.ports = ports }
+
+    init?(argument: String) {
+        let ports = argument.split(separator: ",", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !ports.isEmpty, ports.allSatisfy({ $0 != nil }) else { return nil }
+        self.ports = ports.compactMap { $0 }
+    }
+
+    var defaultValueDescription: String { ports.map(String.init).joined(separator: ",") }
+}
+
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the relay: log users in over TCP, forward their messages over UDP.",
         discussion: """
             Clients connect to the TCP control port, log in (challenge-response: passwords never \
             cross the wire; create users with `simp-server user add`), register a UDP address, \
-            and send sealed datagrams to the relay's UDP port (by default the TCP port + 1). \
+            and send sealed datagrams to the relay's UDP port (by default the first TCP port + 1). \
             Registrations are kept in Redis under simp:user:{<id>}; see docs/PROTOCOL.md. SIGINT or \
             SIGTERM stops accepting connections, keeps routing receipts for up to --drain-timeout \
             seconds, removes this relay's registrations and exits 0.
@@ -82,11 +98,22 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to listen on (TCP and UDP).")
     var host = "127.0.0.1"
 
-    @Option(help: "TCP control port (0 picks a free one).")
-    var port = 7600
+    @Option(
+        name: .customLong("port"),
+        help: ArgumentHelp(
+            "TCP control port (0 picks a free one). Repeat it, or give a list (7600,443), to listen on several.",
+            discussion:
+                "Every control port serves the same relay, for clients on networks that only let some ports out (simp --server HOST:7600,HOST:443 tries them in order). The UDP port stays the FIRST port + 1 (or --udp-port) whichever port a client logs in on; CONNECTED tells it.",
+            valueName: "port"))
+    var portLists: [PortList] = [PortList(ports: [7600])]
 
-    @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the TCP port + 1.")
+    @Option(name: .customLong("udp-port"), help: "UDP data port. Default: the first TCP port + 1.")
     var udpPort: Int?
+
+    /// Every control port, the first (which sets the UDP port's default) first.
+    var ports: [Int] { portLists.flatMap(\.ports) }
+    /// The first control port.
+    var port: Int { ports.first ?? 7600 }
 
     @Option(
         help:
@@ -97,7 +124,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
     var relayId: String?
 
-    @Option(name: .customLong("registration-ttl"), help: "Seconds a registration lives in Redis without a refresh.")
+    @Option(
+        name: .customLong("registration-ttl"),
+        help:
+            "Seconds this relay's heartbeat key lives in Redis without a renewal (renewed every TTL/30); it vouches for all the relay's registrations, whose users count as offline once it expires."
+    )
     var registrationTTL = 30
 
     @Option(name: .customLong("max-frame-size"), help: "Largest control frame payload in bytes.")
@@ -192,7 +223,14 @@ struct Serve: AsyncParsableCommand {
         }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard maxConnectionsPerHost >= 1 else { throw ValidationError("--max-connections-per-host must be at least 1") }
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
+        guard !ports.isEmpty, ports.allSatisfy({ (0...65535).contains($0) }) else { throw ValidationError("--port must be 0-65535") }
+        let fixed = ports.filter { $0 != 0 }
+        guard Set(fixed).count == fixed.count else {
+            throw ValidationError("--port: each control port once, got \(ports.map(String.init).joined(separator: ","))")
+        }
+        if udpPort == nil, port != 0, ports.dropFirst().contains(port + 1) {
+            throw ValidationError("--port \(port + 1) is the UDP port (the first --port + 1): pass --udp-port, or list the ports in another order")
+        }
         if let relayId, relayId.isEmpty || relayId.contains(where: \.isWhitespace) {
             throw ValidationError("--relay-id must be non-empty and contain no spaces (it names Redis keys and channels)")
         }
@@ -222,6 +260,7 @@ struct Serve: AsyncParsableCommand {
         var configuration = RelayConfiguration()
         configuration.host = host
         configuration.port = port
+        configuration.additionalPorts = Array(ports.dropFirst())
         configuration.udpPort = udpPort
         configuration.redisEndpoint = try RedisEndpoint(parsing: redis)
         if let relayId { configuration.relayId = relayId }
@@ -261,8 +300,8 @@ struct Serve: AsyncParsableCommand {
         } catch  where SocketErrorText.isAddressInUse(error) {
             let held = SocketErrorText.portsInUse(
                 host: host,
-                [
-                    ("--port", port, false), ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
+                ports.map { ("--port", $0, false) } + [
+                    ("--udp-port", udpPort ?? port + 1, true), ("--metrics-port", metricsPort ?? 0, false),
                 ])
             let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
             printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")

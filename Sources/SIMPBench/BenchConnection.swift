@@ -81,15 +81,20 @@ final class BenchControlHandler: ChannelInboundHandler {
 
 /// Opens control connections and registers users.
 enum BenchConnector {
-    /// Connects `user` to the relay at `host:port` and registers `udpPort` as its datagram
-    /// port; `handler` stays in the pipeline for the session's lifetime. Call on `loop`.
+    /// Connects `user` to the relay at `host:port` (from `source`, a local address, when given)
+    /// and registers `udpPort` as its datagram port; `handler` stays in the pipeline for the
+    /// session's lifetime. Call on `loop`.
     static func register(
-        user: String, udpPort: Int, host: String, port: Int, handler: BenchControlHandler, on loop: EventLoop
+        user: String, udpPort: Int, host: String, port: Int, source: SocketAddress? = nil, handler: BenchControlHandler,
+        on loop: EventLoop
     ) -> EventLoopFuture<BenchSession> {
         let handler = NIOLoopBound(handler, eventLoop: loop)
-        return ClientBootstrap(group: loop)
+        var bootstrap = ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
+        if let source { bootstrap = bootstrap.bind(to: source) }
+        return
+            bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addSIMPControlHandlers(

@@ -68,6 +68,81 @@ public struct BenchReport: Codable, Sendable {
         /// Redis `used_memory` with the sessions, and over its value before them per session.
         public var redisUsedMemoryBytes: Int?
         public var redisMemoryBytesPerSession: Double?
+        /// Each relay's share (the totals above add them up).
+        public var relays: [RelayShare] = []
+        /// Local addresses the sessions connected from.
+        public var sourceAddresses: Int?
+        /// The machine's slab memory over its value before the sessions, per session (both ends
+        /// of each loopback connection: the relay's socket and the bench's), and the TCP buffer
+        /// memory in use at the end (/proc/net/sockstat), machine-wide.
+        public var kernelSlabBytesPerSession: Double?
+        public var kernelTCPBufferBytes: Int?
+        /// CPU of the processes holding the idle sessions in the window, in cores.
+        public var loadGeneratorCores: Double?
+        /// The machine's load averages at the end (1, 5, 15 min; other work shares the machine).
+        public var loadAverage: String?
+        /// `--restart-relay` / `--kill-relay`.
+        public var disruption: Disruption?
+
+        public init(connected: Int, connectSeconds: Double, relayRSSBytes: Int?, relayBaselineRSSBytes: Int?) {
+            self.connected = connected
+            self.connectSeconds = connectSeconds
+            self.relayRSSBytes = relayRSSBytes
+            self.relayBaselineRSSBytes = relayBaselineRSSBytes
+        }
+    }
+
+    /// One relay's figures in a `--sessions` run.
+    public struct RelayShare: Codable, Sendable {
+        /// Sessions that started on it.
+        public var sessions: Int
+        public var baselineRSSBytes: Int?
+        public var rssBytes: Int?
+        /// CPU seconds in the window.
+        public var cpuSeconds: Double?
+        public var rssBytesPerSession: Double?
+        public var cores: Double?
+        public var cpuPercentPer10kSessions: Double?
+
+        public init(sessions: Int, baselineRSSBytes: Int?, rssBytes: Int?, cpuSeconds: Double?) {
+            self.sessions = sessions
+            self.baselineRSSBytes = baselineRSSBytes
+            self.rssBytes = rssBytes
+            self.cpuSeconds = cpuSeconds
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case sessions, baselineRSSBytes = "baseline_rss_bytes", rssBytes = "rss_bytes", cpuSeconds = "cpu_seconds"
+            case rssBytesPerSession = "rss_bytes_per_session", cores, cpuPercentPer10kSessions = "cpu_percent_per_10k_sessions"
+        }
+    }
+
+    /// What became of the sessions when relay 0 was killed (and restarted) one second into the
+    /// window: seconds from the kill until this share of the sessions missing at the lowest
+    /// point were connected again (to any relay); nil if not within the recovery timeout.
+    public struct Disruption: Codable, Sendable {
+        /// "restart" or "kill".
+        public var kind: String
+        public var sessionsBefore: Int
+        /// The fewest sessions connected after the kill.
+        public var lowest: Int?
+        /// When the restarted relay served again.
+        public var relayServingAfterSeconds: Double?
+        public var half: Double?
+        public var ninetyPercent: Double?
+        public var ninetyNinePercent: Double?
+        public var all: Double?
+
+        public init(kind: String, sessionsBefore: Int) {
+            self.kind = kind
+            self.sessionsBefore = sessionsBefore
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case kind, sessionsBefore = "sessions_before", lowest, relayServingAfterSeconds = "relay_serving_after_s"
+            case half = "half_back_after_s", ninetyPercent = "p90_back_after_s", ninetyNinePercent = "p99_back_after_s"
+            case all = "all_back_after_s"
+        }
     }
 
     public var parameters: Parameters
@@ -203,6 +278,22 @@ public struct BenchReport: Codable, Sendable {
             if let memory = sessions.redisUsedMemoryBytes, let perSession = sessions.redisMemoryBytesPerSession {
                 rows.append(("Redis memory", "\(megabytes(memory)) (\(Int(perSession)) B per session)"))
             }
+            if sessions.relays.count > 1 {
+                for (index, relay) in sessions.relays.enumerated() {
+                    rows.append(("relay \(index)", sessionShareText(relay)))
+                }
+            }
+            if let slab = sessions.kernelSlabBytesPerSession {
+                rows.append(
+                    (
+                        "kernel memory", "slab \(Int(slab)) B per session (both ends), TCP buffers \(megabytes(sessions.kernelTCPBufferBytes ?? 0))"
+                    ))
+            }
+            if let cores = sessions.loadGeneratorCores {
+                rows.append(("session holders' CPU", String(format: "%.2f %% of a core", cores * 100)))
+            }
+            if let disruption = sessions.disruption { rows.append(("relay 0 \(disruption.kind)", disruptionText(disruption))) }
+            if let load = sessions.loadAverage { rows.append(("load average", load)) }
         }
         if let maxSustainedRate { rows.append(("max sustained rate", "\(format(maxSustainedRate)) msg/s")) }
         let width = rows.map(\.0.count).max() ?? 0
@@ -220,6 +311,21 @@ public struct BenchReport: Codable, Sendable {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    private func sessionShareText(_ relay: RelayShare) -> String {
+        var parts = ["\(relay.sessions) sessions"]
+        if let rss = relay.rssBytes { parts.append("RSS \(megabytes(rss))") }
+        if let perSession = relay.rssBytesPerSession { parts.append("\(Int(perSession)) B per session") }
+        if let cores = relay.cores { parts.append(String(format: "CPU %.2f %% of a core", cores * 100)) }
+        return parts.joined(separator: ", ")
+    }
+
+    private func disruptionText(_ disruption: Disruption) -> String {
+        func at(_ seconds: Double?) -> String { seconds.map { String(format: "%.2f s", $0) } ?? "not within the timeout" }
+        return "\(disruption.sessionsBefore) sessions up, lowest \(disruption.lowest ?? 0); missing ones back: half \(at(disruption.half)), "
+            + "90 % \(at(disruption.ninetyPercent)), 99 % \(at(disruption.ninetyNinePercent)), all \(at(disruption.all))"
+            + (disruption.relayServingAfterSeconds.map { String(format: " (relay serving again after %.2f s)", $0) } ?? "")
     }
 
     /// CPU seconds in the window, as a share of one core and per delivered message.
@@ -273,5 +379,8 @@ extension BenchReport.Sessions {
         case relayCores = "relay_cores", relayCPUPercentPer10kSessions = "relay_cpu_percent_per_10k_sessions"
         case redisCommandsPerSecond = "redis_commands_per_second", redisCommandsPerSessionPerSecond = "redis_commands_per_session_per_second"
         case redisUsedMemoryBytes = "redis_used_memory_bytes", redisMemoryBytesPerSession = "redis_memory_bytes_per_session"
+        case relays, sourceAddresses = "source_addresses", kernelSlabBytesPerSession = "kernel_slab_bytes_per_session"
+        case kernelTCPBufferBytes = "kernel_tcp_buffer_bytes", loadGeneratorCores = "load_generator_cores"
+        case loadAverage = "load_average", disruption
     }
 }

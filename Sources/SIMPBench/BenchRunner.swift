@@ -15,8 +15,10 @@ public struct BenchOptions: Sendable {
     public var relayBinary: URL?
     /// Metrics endpoint (`host:port`) of a running relay, to count its Redis round trips.
     public var relayMetrics: (host: String, port: Int)?
-    /// Process id of a running relay on this machine, for its CPU time and memory.
-    public var relayPid: Int32?
+    /// Further running relays (after `server`) the idle sessions are spread over.
+    public var extraServers: [HostPort] = []
+    /// Process ids of running relays on this machine (`server` first), for their CPU time and memory.
+    public var relayPids: [Int32] = []
     public var pairs = 10
     /// Relays the bench starts on one Redis (with `server` nil); above 1, every message goes
     /// from its sender's relay to another relay holding its receiver.
@@ -35,8 +37,32 @@ public struct BenchOptions: Sendable {
     public var sustainedFraction = 0.98
     /// …and p99 latency stays under this.
     public var maxP99: TimeAmount = .milliseconds(10)
-    /// Idle sessions to hold open during the run.
+    /// Idle sessions to hold open during the run (spread over the relays, held by
+    /// `SessionWorkers` child processes).
     public var sessions = 0
+    /// How many local addresses, 127.0.0.1, 127.0.0.2 …, the idle sessions connect from (0:
+    /// one per 10,000 sessions).
+    public var sourceAddresses = 0
+    /// The executable of the session workers (`simp-bench`); nil: the one next to `simp-server`'s.
+    public var workerBinary: URL?
+    /// What happens to relay 0 one second into the window (`--restart-relay`, `--kill-relay`).
+    public var disruption: Disruption?
+    /// How long the bench waits for the sessions of a killed relay to come back.
+    public var recoveryTimeout: TimeAmount = .seconds(60)
+
+    /// What the bench does to relay 0 during the window.
+    public enum Disruption: String, Sendable {
+        /// SIGKILL, then started again at once on the same ports: its users come back to it.
+        case restart
+        /// SIGKILL: its users move to the other relays.
+        case kill
+    }
+
+    /// The local addresses the idle sessions connect from.
+    public func sourceHosts() -> [String] {
+        let count = sourceAddresses > 0 ? sourceAddresses : max(1, (sessions + 9_999) / 10_000)
+        return (0..<count).map { "127.0.0.\($0 + 1)" }
+    }
     /// Messages per timer tick (1: each at its own time; `LoadGenerator.Parameters.messagesPerTick`).
     public var messagesPerTick = 1
     /// How long receivers may hold receipts to batch them (zero: until the read burst ends).
@@ -73,13 +99,22 @@ public enum BenchRunner {
                 throw error
             }
         }
+        let started = local.map { [$0] + others } ?? []
         let target = options.server ?? ("127.0.0.1", local!.controlPort)
-        let metrics = options.relayMetrics ?? local.map { ("127.0.0.1", $0.metricsPort) }
-        let pid = options.relayPid ?? local?.pid
+        let addresses = options.server.map { [HostPort(host: $0.host, port: $0.port)] + options.extraServers } ?? started.map(\.address)
+        let relayPids: () -> [Int32] = { options.relayPids.isEmpty ? started.map(\.pid) : options.relayPids }
+        // With a disruption, relay 0 dies: the message figures come from relay 1, the pairs' relay.
+        let metricsRelay = options.disruption != nil ? others.first : local
+        let metrics = options.relayMetrics ?? metricsRelay.map { ("127.0.0.1", $0.metricsPort) }
         var parameters = LoadGenerator.Parameters()
         parameters.host = target.host
         parameters.port = target.port
         parameters.extraPorts = others.map(\.controlPort)
+        if options.disruption != nil, others.count >= 1 {
+            // Relay 0 is the one killed: the pairs stay on the others.
+            parameters.port = others[0].controlPort
+            parameters.extraPorts = others.dropFirst().map(\.controlPort)
+        }
         parameters.pairs = options.pairs
         parameters.size = options.size
         parameters.window = options.window
@@ -87,55 +122,119 @@ public enum BenchRunner {
         parameters.messagesPerTick = options.messagesPerTick
         parameters.receiptDelay = options.receiptDelay
         parameters.receiptDatagrams = options.receiptDatagrams
-        let idle = IdleSessions()
+        var workers: SessionWorkers?
         var generator: ParallelLoad?
+        func stopAll() async {
+            await generator?.close()
+            await workers?.stop()
+            await stopRelays()
+        }
         do {
             var sessions: BenchReport.Sessions?
             let redis = options.redis ?? local?.redisEndpoint
             var redisBefore: RedisStats?
+            var baselines: [Int?] = []
+            var kernelBefore: KernelMemory?
+            var plan = IdleSessionPlan(
+                relays: addresses, sourceHosts: options.sourceHosts(), count: options.sessions, prefix: parameters.userPrefix)
+            // Relay 0, the one killed, holds every idle session. A restarted relay's users come
+            // back to it; a killed one's move to the others.
+            if options.disruption != nil { plan.home = 0 }
+            plan.failover = options.disruption != .restart
             if options.sessions > 0 {
-                let baselineRSS = pid.flatMap(ProcessStats.read)?.rssBytes
+                baselines = relayPids().map { ProcessStats.read(pid: $0)?.rssBytes }
                 redisBefore = await redis.asyncMap { await RedisStats.read($0) } ?? nil
-                progress("connecting \(options.sessions) idle sessions")
-                let started = NIODeadline.now()
-                let connected = try await idle.connect(
-                    count: options.sessions, prefix: parameters.userPrefix,
-                    host: target.host, port: target.port, localHost: parameters.localHost)
-                sessions = .init(
-                    connected: connected, connectSeconds: seconds(.now() - started),
-                    relayRSSBytes: pid.flatMap(ProcessStats.read)?.rssBytes, relayBaselineRSSBytes: baselineRSS)
+                kernelBefore = KernelMemory.read()
+                progress("connecting \(options.sessions) idle sessions to \(addresses.count) relay(s) from \(plan.sourceHosts.count) address(es)")
+                workers = try SessionWorkers(
+                    binary: options.workerBinary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath(), plan: plan)
+                let seconds = try await workers!.waitUntilConnected(options.sessions, timeout: .seconds(600))
+                sessions = .init(connected: workers!.connected, connectSeconds: seconds, relayRSSBytes: nil, relayBaselineRSSBytes: nil)
+                sessions?.sourceAddresses = plan.sourceHosts.count
             }
             var report: BenchReport
             if options.findMax {
-                report = try await findMax(options, metrics: metrics, pid: pid, progress: progress) {
+                report = try await findMax(options, metrics: metrics, pids: relayPids(), progress: progress) {
                     try await connectedGenerator(parameters, loops: options.loops, fresh: true)
                 }
             } else {
                 progress("registering \(options.pairs) pairs")
                 generator = try await connectedGenerator(parameters, loops: options.loops, fresh: false)
                 let redisStart = await redis.asyncMap { await RedisStats.read($0) } ?? nil
-                report = try await measure(generator!, options, rate: options.rate, metrics: metrics, pid: pid)
+                let watched = relayPids() + (workers?.pids ?? [])
+                let holders = workers
+                async let disrupted = disrupt(options, relay: local, workers: holders, progress: progress)
+                let window = try await measure(generator!, options, rate: options.rate, metrics: metrics, pids: watched)
+                report = window.report
                 let redisEnd = await redis.asyncMap { await RedisStats.read($0) } ?? nil
+                let now = relayPids().map { ProcessStats.read(pid: $0)?.rssBytes }
+                let relayCPU = Array(window.cpuSeconds.prefix(now.count))
                 sessions?.addIdleCosts(
-                    relay: report.relay, window: options.duration, redis: (redisBefore, redisStart, redisEnd),
-                    relayRSSNow: pid.flatMap(ProcessStats.read)?.rssBytes)
+                    relays: plan.relays.indices.map { index in
+                        .init(
+                            sessions: plan.sessions(onRelay: index), baselineRSSBytes: index < baselines.count ? baselines[index] : nil,
+                            rssBytes: index < now.count ? now[index] : nil, cpuSeconds: index < relayCPU.count ? relayCPU[index] : nil)
+                    },
+                    window: options.duration, redis: (redisBefore, redisStart, redisEnd), kernel: (kernelBefore, KernelMemory.read()))
+                if let workers, !workers.pids.isEmpty {
+                    let workerCPU = window.cpuSeconds.dropFirst(now.count).compactMap { $0 }.reduce(0, +)
+                    sessions?.loadGeneratorCores = workerCPU / seconds(options.duration)
+                }
+                sessions?.disruption = try await disrupted
             }
+            sessions?.loadAverage = KernelMemory.loadAverage()
             report.sessions = sessions
             report.parameters.relay =
-                options.server.map { "\($0.host):\($0.port)" }
+                options.server.map { "\($0.host):\($0.port)" + (options.extraServers.isEmpty ? "" : " and \(options.extraServers.count) more") }
                 ?? (options.relays > 1
                     ? "\(options.relays) simp-server children on one Redis; every message crosses relays (relay figures: the first)"
                     : "started by simp-bench (child simp-server)")
-            await generator?.close()
-            await idle.close()
-            await stopRelays()
+            await stopAll()
             return report
         } catch {
-            await generator?.close()
-            await idle.close()
-            await stopRelays()
+            await stopAll()
             throw error
         }
+    }
+
+    /// `--restart-relay` / `--kill-relay`: one second into the measured window, relay 0 (the
+    /// bench's first) is killed with SIGKILL, and with `.restart` started again on the same
+    /// ports. Returns how long its sessions took to come back (to any relay).
+    static func disrupt(
+        _ options: BenchOptions, relay: LocalRelay?, workers: SessionWorkers?, progress: @escaping @Sendable (String) -> Void
+    ) async throws -> BenchReport.Disruption? {
+        guard let kind = options.disruption, let relay, let workers else { return nil }
+        try await Task.sleep(nanoseconds: UInt64((options.warmup + .seconds(1)).nanoseconds))
+        let before = workers.connected
+        progress("killing relay 0 (pid \(relay.pid)) with \(before) sessions up")
+        let killed = NIODeadline.now()
+        await relay.kill()
+        var disruption = BenchReport.Disruption(kind: kind.rawValue, sessionsBefore: before)
+        if kind == .restart {
+            try await relay.restart()
+            disruption.relayServingAfterSeconds = seconds(.now() - killed)
+        }
+        var lowest = before
+        let marks: [(fraction: Double, keyPath: WritableKeyPath<BenchReport.Disruption, Double?>)] = [
+            (0.5, \.half), (0.9, \.ninetyPercent), (0.99, \.ninetyNinePercent), (1, \.all),
+        ]
+        // The marks count the sessions missing at the lowest point (the relay's share) back.
+        while NIODeadline.now() - killed < options.recoveryTimeout {
+            let now = workers.connected
+            lowest = min(lowest, now)
+            let elapsed = seconds(.now() - killed)
+            if lowest < before {
+                let back = Double(now - lowest) / Double(before - lowest)
+                for mark in marks where disruption[keyPath: mark.keyPath] == nil && back >= mark.fraction {
+                    disruption[keyPath: mark.keyPath] = elapsed
+                }
+            }
+            if disruption.all != nil { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        disruption.lowest = lowest
+        progress("sessions back: \(workers.connected) of \(before)" + (disruption.all.map { String(format: " after %.2f s", $0) } ?? ""))
+        return disruption
     }
 
     /// Load generators on `loops` event loops whose pairs are registered; `fresh` gives
@@ -153,20 +252,24 @@ public enum BenchRunner {
         return generator
     }
 
-    /// One measurement window at `rate`, with the relay's figures when they can be read.
+    /// One measurement window at `rate`: the report with the relay's figures when they can be
+    /// read (the first of `pids` is the relay they come from), and the CPU seconds each of
+    /// `pids` used in the window.
     static func measure(
         _ generator: ParallelLoad, _ options: BenchOptions, rate: Double,
-        metrics: (host: String, port: Int)?, pid: Int32?
-    ) async throws -> BenchReport {
+        metrics: (host: String, port: Int)?, pids: [Int32]
+    ) async throws -> (report: BenchReport, cpuSeconds: [Double?]) {
         let before = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
-        let cpu = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
-        let benchCPU = NIOLockedValueBox<(start: Double?, end: Double?)>((nil, nil))
+        let watched = [getpid()] + pids
+        let cpu = NIOLockedValueBox<(start: [Double?], end: [Double?])>(([], []))
         let result = try await generator.measure(rate: rate, duration: options.duration, warmup: options.warmup) { starts in
-            if let own = ProcessStats.read(pid: getpid()) {
-                benchCPU.withLockedValue { Self.record(own.cpuSeconds, atStart: starts, in: &$0) }
-            }
-            guard let pid, let stats = ProcessStats.read(pid: pid) else { return }
-            cpu.withLockedValue { Self.record(stats.cpuSeconds, atStart: starts, in: &$0) }
+            let now = watched.map { ProcessStats.read(pid: $0)?.cpuSeconds }
+            cpu.withLockedValue { if starts { $0.start = now } else { $0.end = now } }
+        }
+        let window = cpu.withLockedValue { $0 }
+        let used: [Double?] = window.end.indices.map { index in
+            guard index < window.start.count, let start = window.start[index], let end = window.end[index] else { return nil }
+            return end - start
         }
         let after = try await metrics.asyncMap { try await MetricsScrape.fetch(host: $0.host, port: $0.port) }
         let parameters = BenchReport.Parameters(
@@ -177,13 +280,11 @@ public enum BenchRunner {
             loops: generator.generators.count,
             sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
-        let own = benchCPU.withLockedValue { $0 }
-        if let start = own.start, let end = own.end { report.benchCPUSeconds = end - start }
-        if pid != nil || metrics != nil {
+        report.benchCPUSeconds = used.first ?? nil
+        if !pids.isEmpty || metrics != nil {
             var relay = BenchReport.RelayFigures()
-            let window = cpu.withLockedValue { $0 }
-            if let start = window.start, let end = window.end { relay.cpuSeconds = end - start }
-            if let stats = pid.flatMap(ProcessStats.read) {
+            relay.cpuSeconds = used.count > 1 ? used[1] : nil
+            if let stats = pids.first.flatMap(ProcessStats.read) {
                 relay.peakRSSBytes = stats.peakRSSBytes
                 relay.rssBytes = stats.rssBytes
             }
@@ -196,7 +297,7 @@ public enum BenchRunner {
             }
             report.relay = relay
         }
-        return report
+        return (report, Array(used.dropFirst()))
     }
 
     /// Doubles the rate from `options.rate` until a step is not sustained, then bisects
@@ -204,13 +305,13 @@ public enum BenchRunner {
     /// step has pairs of its own (`makeGenerator`), so the backlog of an overloaded step does
     /// not weigh on the next.
     static func findMax(
-        _ options: BenchOptions, metrics: (host: String, port: Int)?, pid: Int32?,
+        _ options: BenchOptions, metrics: (host: String, port: Int)?, pids: [Int32],
         progress: @escaping @Sendable (String) -> Void, makeGenerator: () async throws -> ParallelLoad
     ) async throws -> BenchReport {
         func measureFresh(rate: Double) async throws -> BenchReport {
             let generator = try await makeGenerator()
             do {
-                let report = try await measure(generator, options, rate: rate, metrics: metrics, pid: pid)
+                let report = try await measure(generator, options, rate: rate, metrics: metrics, pids: Array(pids.prefix(1))).report
                 await generator.close()
                 return report
             } catch {
@@ -260,10 +361,6 @@ public enum BenchRunner {
 
     static func seconds(_ amount: TimeAmount) -> Double { Double(amount.nanoseconds) / 1e9 }
 
-    /// Keeps a CPU-time sample as the start or the end of the measured window.
-    static func record(_ seconds: Double, atStart: Bool, in window: inout (start: Double?, end: Double?)) {
-        if atStart { window.start = seconds } else { window.end = seconds }
-    }
 }
 
 extension Optional {
@@ -274,18 +371,24 @@ extension Optional {
 }
 
 extension BenchReport.Sessions {
-    /// Fills the per-session figures: the relay's RSS over its baseline, its CPU in the
-    /// measured `window` (from `relay`), and Redis's commands per second between `start` and
-    /// `end` (around the window) and memory over its value `before` the sessions.
+    /// Fills the per-session figures: each relay's RSS over its baseline and CPU in the measured
+    /// `window`, their totals, Redis's commands per second between `start` and `end` (around
+    /// the window) and its memory over its value `before` the sessions, and the kernel's socket
+    /// memory over its value before them.
     mutating func addIdleCosts(
-        relay: BenchReport.RelayFigures?, window: TimeAmount,
-        redis: (before: RedisStats?, start: RedisStats?, end: RedisStats?), relayRSSNow: Int?
+        relays: [BenchReport.RelayShare], window: TimeAmount, redis: (before: RedisStats?, start: RedisStats?, end: RedisStats?),
+        kernel: (before: KernelMemory?, after: KernelMemory?) = (nil, nil)
     ) {
         let count = Double(max(1, connected))
-        if let relayRSSNow { relayRSSBytes = relayRSSNow }
+        let windowSeconds = Double(window.nanoseconds) / 1e9
+        self.relays = relays.map { $0.withCosts(window: windowSeconds) }
+        let rss = relays.compactMap(\.rssBytes), base = relays.compactMap(\.baselineRSSBytes)
+        if !rss.isEmpty, rss.count == relays.count { relayRSSBytes = rss.reduce(0, +) }
+        if base.count == relays.count, !base.isEmpty { relayBaselineRSSBytes = base.reduce(0, +) }
         if let rss = relayRSSBytes, let base = relayBaselineRSSBytes { rssBytesPerSession = Double(rss - base) / count }
-        if let cpu = relay?.cpuSeconds, window > .zero {
-            let cores = cpu / (Double(window.nanoseconds) / 1e9)
+        let cpu = relays.compactMap(\.cpuSeconds)
+        if !cpu.isEmpty, windowSeconds > 0 {
+            let cores = cpu.reduce(0, +) / windowSeconds
             relayCores = cores
             relayCPUPercentPer10kSessions = cores * 100 * 10_000 / count
         }
@@ -298,5 +401,22 @@ extension BenchReport.Sessions {
             redisUsedMemoryBytes = end.usedMemoryBytes
             if let before = redis.before { redisMemoryBytesPerSession = Double(end.usedMemoryBytes - before.usedMemoryBytes) / count }
         }
+        if let before = kernel.before, let after = kernel.after {
+            kernelSlabBytesPerSession = Double(after.slabBytes - before.slabBytes) / count
+            kernelTCPBufferBytes = after.tcpBufferBytes
+        }
+    }
+}
+
+extension BenchReport.RelayShare {
+    /// With the per-session figures of its share computed.
+    func withCosts(window seconds: Double) -> Self {
+        var share = self
+        if let cpu = cpuSeconds, seconds > 0 { share.cores = cpu / seconds }
+        guard sessions > 0 else { return share } // e.g. the relay a killed one's sessions move to
+        let count = Double(sessions)
+        if let rss = rssBytes, let base = baselineRSSBytes { share.rssBytesPerSession = Double(rss - base) / count }
+        if let cores = share.cores { share.cpuPercentPer10kSessions = cores * 100 * 10_000 / count }
+        return share
     }
 }

@@ -1,46 +1,198 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
+import SIMPRelay
 
-/// Many registered users that do nothing but answer PING: the `--sessions` load on a relay's
-/// memory. They share one UDP socket (a registration needs a port, not a socket of its own).
-public final class IdleSessions: @unchecked Sendable {
-    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    private var channels: [Channel] = []
-    private var datagrams: Channel?
+/// Where a set of idle sessions connects, and from where.
+public struct IdleSessionPlan: Sendable {
+    /// Relays' control addresses. Session `n` starts at relay `n mod count`; when its relay
+    /// cannot be reached it tries the next one, as a client given several relays would.
+    public var relays: [HostPort]
+    /// Local addresses to connect from (session `n` uses `n mod count`), e.g. 127.0.0.2 …
+    /// 127.0.0.9, so one machine is not held to one address's ephemeral ports.
+    public var sourceHosts: [String]
+    /// The first session's number and how many there are: users `<prefix>-idle-<n>`.
+    public var first = 0
+    public var count: Int
+    public var prefix: String
+    /// How a dropped session comes back: the reference client's schedule (jittered backoff).
+    public var reconnect = ReconnectPolicy()
+    /// Whether a session that cannot reach its relay tries the next one (false: it keeps
+    /// trying its own, as a client given one relay does).
+    public var failover = true
 
-    public init() {}
-
-    /// Registers `count` users named `<prefix>-idle-<n>`, `concurrency` at a time; returns how
-    /// many are connected.
-    public func connect(count: Int, prefix: String, host: String, port: Int, localHost: String, concurrency: Int = 128) async throws -> Int {
-        let loop = group.next()
-        let udp = try await loop.flatSubmit {
-            BenchConnector.bindDatagramSocket(host: localHost, handler: DiscardDatagramHandler(), on: loop)
-        }.get()
-        datagrams = udp
-        let udpPort = udp.localAddress!.port!
-        var next = 0
-        while next < count {
-            let batch = next..<min(count, next + concurrency)
-            next = batch.upperBound
-            let sessions = try await loop.flatSubmit {
-                EventLoopFuture.whenAllSucceed(
-                    batch.map { index in
-                        BenchConnector.register(
-                            user: "\(prefix)-idle-\(index)", udpPort: udpPort, host: host, port: port,
-                            handler: BenchControlHandler(), on: loop)
-                    }, on: loop)
-            }.get()
-            channels += sessions.map(\.control)
-        }
-        return channels.count
+    public init(relays: [HostPort], sourceHosts: [String] = ["127.0.0.1"], first: Int = 0, count: Int, prefix: String) {
+        self.relays = relays
+        self.sourceHosts = sourceHosts
+        self.first = first
+        self.count = count
+        self.prefix = prefix
     }
 
-    /// Disconnects every session.
+    /// The relay every session starts on (nil: session n starts on relay n mod count), as
+    /// `--restart-relay` and `--kill-relay` want: one relay holding them all.
+    public var home: Int?
+
+    /// The relay session `number` tries after `failures` failed attempts in a row.
+    func relay(of number: Int, afterFailures failures: Int) -> HostPort {
+        let failures = failover ? failures : 0
+        guard let home else { return relays[(number + failures) % relays.count] }
+        guard failures > 0, relays.count > 1 else { return relays[home] }
+        // Away from home, the sessions spread over the other relays.
+        return relays[(home + 1 + (number + failures - 1) % (relays.count - 1)) % relays.count]
+    }
+    /// Sessions that start on relay `index`.
+    public func sessions(onRelay index: Int) -> Int {
+        if let home { return index == home ? count : 0 }
+        return (first..<(first + count)).reduce(0) { $0 + ($1 % relays.count == index ? 1 : 0) }
+    }
+    /// The local address session `number` connects from.
+    func sourceHost(of number: Int) -> String { sourceHosts[number % sourceHosts.count] }
+}
+
+/// A relay's control address.
+public struct HostPort: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { "\(host):\(port)" }
+}
+
+/// Many registered users that do nothing but answer PING: the `--sessions` load on a relay's
+/// memory. Those from one source address share one UDP socket (a registration needs a port, not
+/// a socket of its own). A session whose connection drops comes back as the reference client
+/// does (`Backoff`, jittered), so a restarted or killed relay sees its users return.
+public final class IdleSessions: @unchecked Sendable {
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let loop: EventLoop
+    private let plan: IdleSessionPlan
+    /// One datagram port per source address.
+    private var udpPorts: [String: Int] = [:]
+    private var datagrams: [Channel] = []
+    private var sessions: [IdleSession] = []
+    private var closing = false
+    private let connectedCount = NIOLockedValueBox(0)
+
+    /// One idle user: its connection (nil while away) and reconnect schedule.
+    private final class IdleSession {
+        let number: Int
+        var channel: Channel?
+        var backoff: Backoff
+        /// Failed attempts since it was last connected (which relay to try next).
+        var failures = 0
+        init(number: Int, policy: ReconnectPolicy) {
+            self.number = number
+            backoff = Backoff(policy: policy)
+        }
+    }
+
+    public init(plan: IdleSessionPlan) {
+        precondition(!plan.relays.isEmpty && !plan.sourceHosts.isEmpty)
+        self.plan = plan
+        loop = group.next()
+    }
+
+    /// Sessions registered right now.
+    public var connected: Int { connectedCount.withLockedValue { $0 } }
+
+    /// Registers every session, `concurrency` at a time; throws if one cannot register at first.
+    /// Returns how many are connected.
+    public func connect(concurrency: Int = 128) async throws -> Int {
+        let loop = self.loop
+        for host in plan.sourceHosts where udpPorts[host] == nil {
+            let udp = try await loop.flatSubmit {
+                BenchConnector.bindDatagramSocket(host: host, handler: DiscardDatagramHandler(), on: loop)
+            }.get()
+            datagrams.append(udp)
+            udpPorts[host] = udp.localAddress!.port!
+        }
+        var next = plan.first
+        let end = plan.first + plan.count
+        while next < end {
+            let batch = next..<min(end, next + concurrency)
+            next = batch.upperBound
+            let started = batch.map { IdleSession(number: $0, policy: plan.reconnect) }
+            sessions += started
+            try await loop.flatSubmit {
+                EventLoopFuture.andAllSucceed(started.map { self.start($0) }, on: loop)
+            }.get()
+        }
+        return connected
+    }
+
+    /// Opens `session`'s connection to the relay it is due to try; on the loop.
+    private func start(_ session: IdleSession) -> EventLoopFuture<Void> {
+        let relay = plan.relay(of: session.number, afterFailures: session.failures)
+        let host = plan.sourceHost(of: session.number)
+        let source = try? SocketAddress(ipAddress: host, port: 0)
+        return BenchConnector.register(
+            user: "\(plan.prefix)-idle-\(session.number)", udpPort: udpPorts[host]!, host: relay.host, port: relay.port,
+            source: source, handler: BenchControlHandler(), on: loop
+        ).map { registered in
+            session.channel = registered.control
+            session.failures = 0
+            session.backoff.reset()
+            self.connectedCount.withLockedValue { $0 += 1 }
+            registered.control.closeFuture.whenComplete { _ in
+                session.channel = nil
+                self.connectedCount.withLockedValue { $0 -= 1 }
+                self.scheduleReconnect(session)
+            }
+        }
+    }
+
+    /// Comes back after the session's next backoff delay, trying the next relay if this fails.
+    private func scheduleReconnect(_ session: IdleSession) {
+        guard !closing else { return }
+        let delay = session.backoff.next(random: Double.random(in: 0..<1)).delay
+        loop.scheduleTask(in: delay) {
+            guard !self.closing else { return }
+            self.start(session).whenFailure { _ in
+                session.failures += 1
+                self.scheduleReconnect(session)
+            }
+        }
+    }
+
+    /// Disconnects every session (none comes back).
     public func close() async {
-        for channel in channels { channel.close(promise: nil) }
-        try? await datagrams?.close()
+        let open = try? await loop.submit {
+            self.closing = true
+            return self.sessions.compactMap(\.channel)
+        }.get()
+        for channel in open ?? [] { channel.close(promise: nil) }
+        for channel in datagrams { try? await channel.close() }
         try? await group.shutdownGracefully()
+    }
+}
+
+extension IdleSessions {
+    /// What `simp-bench hold-sessions` does: registers `plan`'s sessions and keeps them,
+    /// reporting `connected N` through `report` whenever the count changes (looked at every
+    /// 50 ms), until the process that started it is gone. A session that cannot register at
+    /// first is reported as `error …` and ends the hold.
+    public static func hold(_ plan: IdleSessionPlan, report: @escaping @Sendable (String) -> Void) async {
+        OpenFileLimit.raiseToHardLimit()
+        let parent = getppid()
+        let sessions = IdleSessions(plan: plan)
+        var reported = -1
+        do {
+            _ = try await sessions.connect()
+            while getppid() == parent {
+                let now = sessions.connected
+                if now != reported {
+                    report("connected \(now)")
+                    reported = now
+                }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+        } catch {
+            report("error \(error)")
+        }
+        await sessions.close()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPLocalServers
@@ -8,11 +9,18 @@ import SIMPRedis
 /// A `simp-server` child process (and, unless a Redis URL is given, a private `redis-server`)
 /// started by the bench on free loopback ports, so its CPU time and memory can be read.
 public final class LocalRelay: Sendable {
+    /// Its control address.
+    public var address: HostPort { HostPort(host: "127.0.0.1", port: controlPort) }
     public let controlPort: Int
     public let metricsPort: Int
     /// The Redis (or Redis Cluster) the relay uses.
     public let redisEndpoint: RedisEndpoint
-    private let relay: LaunchedProcess
+    /// The running `simp-server` (another one after `restart`).
+    private let process: NIOLockedValueBox<LaunchedProcess>
+    private var relay: LaunchedProcess { process.withLockedValue { $0 } }
+    /// How it was started (`restart` starts it again so).
+    private let executable: String
+    private let arguments: [String]
     private let redis: LocalRedisServer?
     public let logFile: URL
 
@@ -28,18 +36,18 @@ public final class LocalRelay: Sendable {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-relay-\(control).log")
         do {
             if privateRedis == nil { try await waitForRedis(redisEndpoint) }
-            let relay = try launch(
-                binary.path,
+            let arguments =
                 [
                     "--host", "127.0.0.1", "--port", String(control), "--udp-port", String(udp),
                     "--metrics-port", String(metrics), "--redis", redisEndpoint.textWithPassword, "--log-level", "warning",
                     // The bench's users have no passwords, and its load must not be throttled.
                     "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
                     "--max-connections-per-host", "1000000",
-                ] + extraArguments, log: log)
+                ] + extraArguments
+            let relay = try launch(binary.path, arguments, log: log)
             let started = LocalRelay(
                 controlPort: control, metricsPort: metrics, redisEndpoint: redisEndpoint,
-                relay: relay, redis: privateRedis, logFile: log)
+                relay: relay, executable: binary.path, arguments: arguments, redis: privateRedis, logFile: log)
             try await started.waitUntilServing()
             return started
         } catch {
@@ -48,11 +56,16 @@ public final class LocalRelay: Sendable {
         }
     }
 
-    private init(controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: LaunchedProcess, redis: LocalRedisServer?, logFile: URL) {
+    private init(
+        controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: LaunchedProcess, executable: String, arguments: [String],
+        redis: LocalRedisServer?, logFile: URL
+    ) {
         self.controlPort = controlPort
         self.metricsPort = metricsPort
         self.redisEndpoint = redisEndpoint
-        self.relay = relay
+        self.process = NIOLockedValueBox(relay)
+        self.executable = executable
+        self.arguments = arguments
         self.redis = redis
         self.logFile = logFile
     }
@@ -70,6 +83,18 @@ public final class LocalRelay: Sendable {
         let status = await relay.stop(signal: SIGTERM, timeout: timeout)
         await redis?.stop()
         return status
+    }
+
+    /// Kills the relay as a crash would (SIGKILL: no drain, its registrations stay in Redis).
+    public func kill() async {
+        await relay.stop(signal: SIGKILL, timeout: .seconds(10))
+    }
+
+    /// Starts the relay again on the same ports and Redis (after `kill`); returns when it serves.
+    public func restart() async throws {
+        let relay = try Self.launch(executable, arguments, log: logFile)
+        process.withLockedValue { $0 = relay }
+        try await waitUntilServing()
     }
 
     private func waitUntilServing() async throws {

@@ -116,16 +116,36 @@ final class ClientEngine: ClientShell, @unchecked Sendable { // confined to even
 
     // MARK: Connecting
 
-    /// Tries each configured relay once, in turn, until one accepts; fails with the last error.
+    /// Tries each configured relay once, in turn, until one accepts; says which failed and
+    /// why before trying the next. When none could be reached (refused, timed out) the error
+    /// names each with its reason; any other failure (a refused login) is the last one's.
     func connectAnyRelay() -> EventLoopFuture<Void> {
+        var unreachable: [String] = []
         func attempt(_ remaining: Int) -> EventLoopFuture<Void> {
-            connectControl().assumeIsolated().flatMapError { [self] error in
-                guard remaining > 1, !closedByUser else { return eventLoop.makeFailedFuture(error) }
+            let tried = server
+            return connectControl().assumeIsolated().flatMapError { [self] error in
+                let failure = Self.unreachable(tried, error)
+                if let failure { unreachable.append(failure) }
+                guard remaining > 1, !closedByUser else {
+                    guard failure != nil, unreachable.count > 1 else { return eventLoop.makeFailedFuture(error) }
+                    return eventLoop.makeFailedFuture(SIMPClientError.cannotConnect(unreachable.joined(separator: " nor ")))
+                }
                 nextServer(after: error)
+                logger.warning("cannot reach relay \(failure ?? "\(tried) (\(error))"); trying \(server)")
                 return attempt(remaining - 1)
             }.nonisolated()
         }
         return attempt(configuration.servers.count)
+    }
+
+    /// `HOST:PORT (why)` for a relay that could not be reached (the connection failed, or the
+    /// login got no answer in time); nil for any other failure.
+    private static func unreachable(_ relay: RelayEndpoint, _ error: Error) -> String? {
+        switch error as? SIMPClientError {
+        case .cannotConnect(let relayAndReason): return relayAndReason
+        case .timedOut(let what): return "\(relay) (timed out \(what))"
+        default: return nil
+        }
     }
 
     /// Moves on to the next configured relay (failover).

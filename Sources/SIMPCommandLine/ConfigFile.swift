@@ -114,14 +114,40 @@ public enum ConfigFile {
         let flag = "--" + (name.split(separator: ".").last.map(String.init) ?? name)
         switch setting {
         case .value:
+            if let list = value.array { // `port = [7600, 443]`: the option once per element
+                return try list.flatMap { element in
+                    guard element.array == nil else { throw Failure("\(path): \"\(name)\" must not nest lists, got \(value.debugDescription)") }
+                    return try arguments(name, element, setting, where: path)
+                }
+            }
             if let text = value.string { return [flag, expandingHome(text)] }
             if let number = value.int { return [flag, String(number)] }
             if let number = value.double { return [flag, String(number)] }
-            throw Failure("\(path): \"\(name)\" must be a string or a number, got \(value.debugDescription)")
+            throw Failure("\(path): \"\(name)\" must be a string, a number or a list of them, got \(value.debugDescription)")
         case .flag(let ifTrue, let ifFalse):
             guard let on = value.bool else { throw Failure("\(path): \"\(name)\" must be true or false, got \(value.debugDescription)") }
             return (on ? ifTrue : ifFalse).map { [$0] } ?? []
         }
+    }
+
+    /// `settings` (arguments from a file or the environment) without the `repeatable` options
+    /// that `typed` gives. The parser keeps the last value of an ordinary option, so a typed one
+    /// wins by coming later; a repeatable option's values add up instead, so the typed ones
+    /// must replace those of the file and the environment here.
+    public static func overridden(_ settings: [String], by typed: [String], repeatable: Set<String>) -> [String] {
+        let given = Set(typed.compactMap { argument in repeatable.first { argument == $0 || argument.hasPrefix($0 + "=") } })
+        var kept: [String] = []
+        var index = settings.startIndex
+        while index < settings.endIndex {
+            let argument = settings[index]
+            if given.contains(argument) {
+                index += 2 // the option and its value
+                continue
+            }
+            if !given.contains(where: { argument.hasPrefix($0 + "=") }) { kept.append(argument) }
+            index += 1
+        }
+        return kept
     }
 
     private static func known(_ keys: Keys) -> String { keys.keys.sorted().joined(separator: ", ") }

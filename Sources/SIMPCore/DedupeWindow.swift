@@ -16,12 +16,13 @@ public struct DedupeWindow: Sendable, Equatable {
 
     public let size: UInt64
     public private(set) var highest: UInt64 = 0
-    private var bits: [UInt64]
+    /// One bit per slot; allocated at the first id (a window that never sees one, e.g. an idle
+    /// session's replay window in the relay, costs no storage).
+    private var bits: [UInt64] = []
 
     public init(size: UInt64 = 4096) {
         precondition(size > 0 && size % 64 == 0, "window size must be a positive multiple of 64")
         self.size = size
-        self.bits = Array(repeating: 0, count: Int(size / 64))
     }
 
     /// Records `id` and says whether it should be delivered.
@@ -44,7 +45,9 @@ public struct DedupeWindow: Sendable, Equatable {
 
     /// Slides the window so `id` is its highest slot, clearing the slots that enter it.
     private mutating func advance(to id: UInt64) {
-        if highest == 0 || id - highest >= size {
+        if bits.isEmpty {
+            bits = Array(repeating: 0, count: Int(size / 64))
+        } else if highest == 0 || id - highest >= size {
             for i in bits.indices { bits[i] = 0 }
         } else {
             var slot = highest + 1

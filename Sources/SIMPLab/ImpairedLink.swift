@@ -7,6 +7,9 @@ public struct LinkStatistics: Codable, Equatable, Sendable {
     public var lostInBlackout = 0
     public var duplicated = 0
     public var reordered = 0
+    /// Datagrams dropped because the link blocks UDP (`LinkConditions.udp`), or lost to its UDP throttling.
+    public var udpBlocked = 0
+    public var udpThrottled = 0
     public init() {}
 }
 
@@ -49,7 +52,7 @@ public struct ImpairedLink<Packet> {
     /// A datagram enters the link at `elapsed`: returns what leaves it and when (held packets
     /// that this one overtook included).
     public mutating func send(_ packet: Packet, at elapsed: TimeAmount) -> [Delivery] {
-        guard let delay = travel(at: elapsed) else { return [] }
+        guard let delay = travel(at: elapsed), passesUDPFilter(at: elapsed) else { return [] }
         var deliveries: [Delivery] = []
         if let reorder = conditions.reorder, reorder.depth > 0, random.chance(reorder.percent) {
             statistics.reordered += 1
@@ -101,6 +104,21 @@ public struct ImpairedLink<Packet> {
             return nil
         }
         return oneWayDelay()
+    }
+
+    /// Whether a datagram that survived the link's loss gets past its UDP filter. The throttle's
+    /// random draw is made only on links that throttle, so other links keep their sequences.
+    private mutating func passesUDPFilter(at elapsed: TimeAmount) -> Bool {
+        guard let filter = conditions.udp else { return true }
+        if filter.blocks(atMs: Double(elapsed.nanoseconds) / 1e6) {
+            statistics.udpBlocked += 1
+            return false
+        }
+        if filter.lossPercent > 0, random.chance(filter.lossPercent) {
+            statistics.udpThrottled += 1
+            return false
+        }
+        return true
     }
 
     private mutating func oneWayDelay() -> TimeAmount {

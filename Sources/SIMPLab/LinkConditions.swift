@@ -14,8 +14,32 @@ public struct LinkConditions: Codable, Equatable, Sendable {
     public var jitterMs: Double = 0
     /// Windows in which the link drops everything, relative to the start of the workload.
     public var blackouts: [Blackout] = []
+    /// What the network does to UDP alone (blocked, throttled) while TCP passes.
+    public var udp: UDPFilter?
 
     public init() {}
+
+    /// A network that blocks or throttles UDP and lets TCP through, as corporate, hotel and some
+    /// mobile networks do: it applies to datagrams only, on top of the rest of the link.
+    public struct UDPFilter: Codable, Equatable, Sendable {
+        /// Every datagram is dropped, from before the clients connect.
+        public var blocked = false
+        /// Every datagram is dropped from this time on (ms after the workload starts).
+        public var blockedAtMs: Double?
+        /// Datagrams are lost with this probability, in percent, on top of `lossPercent`.
+        public var lossPercent: Double = 0
+
+        public init(blocked: Bool = false, blockedAtMs: Double? = nil, lossPercent: Double = 0) {
+            self.blocked = blocked
+            self.blockedAtMs = blockedAtMs
+            self.lossPercent = lossPercent
+        }
+
+        /// Whether every datagram sent at `elapsedMs` (since the workload started) is dropped.
+        public func blocks(atMs elapsedMs: Double) -> Bool {
+            blocked || blockedAtMs.map { elapsedMs >= $0 } == true
+        }
+    }
 
     /// Gilbert–Elliott two-state loss: each packet first moves the chain (good → bad with
     /// `enterBadPercent`, bad → good with `leaveBadPercent`), then is lost with the loss of the
@@ -63,7 +87,7 @@ public struct LinkConditions: Codable, Equatable, Sendable {
     public var recoversAtMs: Double { blackouts.map { $0.atMs + $0.forMs }.max() ?? 0 }
 
     private enum CodingKeys: String, CodingKey, CaseIterable {
-        case lossPercent, burst, duplicatePercent, reorder, delayMs, jitterMs, blackouts
+        case lossPercent, burst, duplicatePercent, reorder, delayMs, jitterMs, blackouts, udp
     }
 
     public init(from decoder: Decoder) throws {
@@ -76,6 +100,25 @@ public struct LinkConditions: Codable, Equatable, Sendable {
         delayMs = try c.decode(.delayMs, in: StrictDecoding.nonNegative, default: 0)
         jitterMs = try c.decode(.jitterMs, in: StrictDecoding.nonNegative, default: 0)
         blackouts = try c.decodeIfPresent([Blackout].self, forKey: .blackouts) ?? []
+        udp = try c.decodeIfPresent(UDPFilter.self, forKey: .udp)
+    }
+}
+
+extension LinkConditions.UDPFilter {
+    private enum CodingKeys: String, CodingKey, CaseIterable { case blocked, blockedAtMs, lossPercent }
+
+    public init(from decoder: Decoder) throws {
+        try decoder.rejectUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        blocked = try c.decodeIfPresent(Bool.self, forKey: .blocked) ?? false
+        blockedAtMs = try c.decodeIfPresent(.blockedAtMs, in: StrictDecoding.nonNegative)
+        lossPercent = try c.decode(.lossPercent, in: StrictDecoding.percent, default: 0)
+        if blocked, blockedAtMs != nil {
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath + [CodingKeys.blockedAtMs],
+                    debugDescription: "give blocked (from the start) or blockedAtMs (from then on), not both"))
+        }
     }
 }
 

@@ -95,9 +95,13 @@ struct ProcessSample: Equatable {
         guard let directory = opendir("/proc/self/fd") else { return nil }
         defer { closedir(directory) }
         var count = 0
+        // The name is read where it lies: a `dirent` is only as long as its name, so copying the
+        // whole struct (`entry.pointee`) could read past the end of the directory buffer, which
+        // crashed a relay with 18,000 connections on a metrics scrape.
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { count += 1 }
+            let name = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
+            if strcmp(name, ".") != 0 && strcmp(name, "..") != 0 { count += 1 }
         }
         return max(0, count - 1)
     }

@@ -8,8 +8,12 @@ import SIMPRedis
 public struct RelayConfiguration: Sendable {
     /// Address to listen on (TCP and UDP).
     public var host: String = "127.0.0.1"
-    /// TCP control port; 0 picks a free one.
+    /// TCP control port; 0 picks a free one. The UDP port's default (`port + 1`) follows it.
     public var port: Int = 7600
+    /// Further TCP control ports of the same relay (0 picks a free one), for networks that
+    /// only let some ports out (443): a client may log in on any of them. They do not move the
+    /// UDP port, which CONNECTED tells every client (docs/PROTOCOL.md §1).
+    public var additionalPorts: [Int] = []
     /// UDP data port; nil means `port + 1` (the original SIMP layout), 0 picks a free one.
     public var udpPort: Int?
     /// The Redis server or Redis Cluster holding the relays' state (docs/OPERATIONS.md §4).

@@ -154,7 +154,7 @@ package final class RelayEngine {
         let id = ConnectionID(nextConnection)
         nextConnection += 1
         connections[id] = channel
-        frameWriters[id] = try? channel.pipeline.syncOperations.context(handlerType: MessageToByteHandler<FrameEncoder>.self)
+        frameWriters[id] = try? channel.pipeline.syncOperations.context(handlerType: FrameEncoderHandler.self)
         return id
     }
 

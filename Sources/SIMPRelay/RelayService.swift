@@ -74,9 +74,10 @@ public final class RelayService: Service, Sendable {
     }
 
     /// Runs on `ports` instead of the configured ones (the relays of `RelayShards` share them).
-    func run(ports: (tcp: Int, udp: Int)) async throws {
+    func run(ports: ListeningPorts) async throws {
         var onPorts = self.configuration
-        onPorts.port = ports.tcp
+        onPorts.port = ports.tcp[0]
+        onPorts.additionalPorts = Array(ports.tcp.dropFirst())
         onPorts.udpPort = ports.udp
         try await run(onPorts)
     }
@@ -145,7 +146,8 @@ public final class RelayService: Service, Sendable {
         configuration.logger.info(
             "relay listening",
             metadata: [
-                "tcp": "\(AddressText.format(sockets.addresses.control) ?? "?")", "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
+                "tcp": "\(sockets.addresses.allControl.map { AddressText.format($0) ?? "?" }.joined(separator: ","))",
+                "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
                 "redis": "\(configuration.redisEndpoint)", "relay": "\(configuration.relayId)",
             ])
         return RunningRelay(configuration: configuration, engine: engine, sockets: sockets)
@@ -154,10 +156,16 @@ public final class RelayService: Service, Sendable {
 
 /// The addresses a running relay listens on.
 public struct RelayAddresses: Sendable, Equatable {
+    /// The control listener on the configured `port`.
     public var control: SocketAddress
+    /// The control listeners on `additionalPorts`, in that order.
+    public var additionalControl: [SocketAddress] = []
     public var datagram: SocketAddress
     /// The Prometheus endpoint, if the relay serves one.
     public var metrics: SocketAddress?
+
+    /// Every control listener, the configured `port`'s first.
+    public var allControl: [SocketAddress] { [control] + additionalControl }
 
     /// `tcp=HOST:PORT udp=HOST:PORT`, as recorded in the relay's liveness key.
     public var description: String {
@@ -175,7 +183,7 @@ private struct RunningRelay: Sendable {
     /// Stops accepting, drains (the core ends it: quiet period, no clients, or its timeout),
     /// withdraws the registrations and closes the sockets.
     func stopGracefully() async {
-        try? await sockets.control.close()
+        await sockets.stopListening()
         try? await engine.eventLoop.flatSubmit { engine.value.drain() }.get()
         let registrations = (try? await engine.eventLoop.submit { engine.value.statistics.connectedUsers }.get()) ?? 0
         do {

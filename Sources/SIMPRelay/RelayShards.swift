@@ -51,7 +51,7 @@ public final class RelayShards: Service, Sendable {
     /// port group; port 0 becomes the port that probe got.
     public func run() async throws {
         guard relays.count > 1 else { return try await relays[0].run() }
-        let ports: (tcp: Int, udp: Int)
+        let ports: ListeningPorts
         do { ports = try await PortProbe.reserve(configuration, on: group.next()) } catch {
             for relay in relays { relay.didNotStart(error) }
             throw error
@@ -69,23 +69,35 @@ public final class RelayShards: Service, Sendable {
     }
 }
 
+/// The ports the relays of one process share: the control ports (the configured `port` first,
+/// then `additionalPorts`) and the UDP port.
+struct ListeningPorts: Sendable {
+    var tcp: [Int]
+    var udp: Int
+}
+
 /// Free TCP and UDP ports for the relays of one process.
 enum PortProbe {
     /// Binds the configured ports (0: any) without `SO_REUSEPORT` and lets them go: a port
     /// held by any socket (not connections in TIME_WAIT) fails here with the usual "in use" error.
-    static func reserve(_ configuration: RelayConfiguration, on loop: EventLoop) async throws -> (tcp: Int, udp: Int) {
-        let tcp = try await ServerBootstrap(group: loop).serverChannelOption(.socketOption(.so_reuseaddr), value: 1) // TIME_WAIT is no owner
-            .bind(host: configuration.host, port: configuration.port).get()
-        let tcpPort = tcp.localAddress?.port ?? configuration.port
-        let udpWanted = configuration.udpPort ?? (configuration.port == 0 ? 0 : tcpPort + 1)
-        let udp: Channel
-        do { udp = try await DatagramBootstrap(group: loop).bind(host: configuration.host, port: udpWanted).get() } catch {
-            try? await tcp.close()
+    static func reserve(_ configuration: RelayConfiguration, on loop: EventLoop) async throws -> ListeningPorts {
+        var held: [Channel] = []
+        do {
+            var tcpPorts: [Int] = []
+            for port in [configuration.port] + configuration.additionalPorts {
+                let tcp = try await ServerBootstrap(group: loop).serverChannelOption(.socketOption(.so_reuseaddr), value: 1) // TIME_WAIT is no owner
+                    .bind(host: configuration.host, port: port).get()
+                held.append(tcp)
+                tcpPorts.append(tcp.localAddress?.port ?? port)
+            }
+            let udpWanted = configuration.udpPort ?? (configuration.port == 0 ? 0 : tcpPorts[0] + 1)
+            let udp = try await DatagramBootstrap(group: loop).bind(host: configuration.host, port: udpWanted).get()
+            held.append(udp)
+            for channel in held { try? await channel.close() }
+            return ListeningPorts(tcp: tcpPorts, udp: udp.localAddress?.port ?? udpWanted)
+        } catch {
+            for channel in held { try? await channel.close() }
             throw error
         }
-        let udpPort = udp.localAddress?.port ?? udpWanted
-        try? await tcp.close()
-        try? await udp.close()
-        return (tcpPort, udpPort)
     }
 }

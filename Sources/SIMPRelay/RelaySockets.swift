@@ -5,10 +5,13 @@ import Prometheus
 import SIMPCore
 import SIMPNIO
 
-/// The relay's listening sockets on its event loop: the TCP control listener, the UDP socket
+/// The relay's listening sockets on its event loop: the TCP control listeners, the UDP socket
 /// and, optionally, the Prometheus endpoint, wired to the relay's engine.
 struct RelaySockets: Sendable {
+    /// The listener on `configuration.port`.
     let control: Channel
+    /// The listeners on `configuration.additionalPorts`, in that order.
+    let additionalControl: [Channel]
     let datagram: Channel
     let metrics: Channel?
     let addresses: RelayAddresses
@@ -50,26 +53,17 @@ struct RelaySockets: Sendable {
                 throw error
             }
         }
-        let tcp: Channel
+        var listeners: [Channel] = []
         do {
-            tcp = try await bind("TCP", configuration, configuration.port) {
-                try await ServerBootstrap(group: loop)
-                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                    .serverChannelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
-                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                    .childChannelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
-                            try channel.pipeline.syncOperations.addSIMPControlHandlers(
-                                maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine.value))
-                        }
-                    }
-                    .bind(host: configuration.host, port: configuration.port).get()
+            for port in [configuration.port] + configuration.additionalPorts {
+                listeners.append(try await bindControl(configuration, port: port, tls: tls, engine: engine))
             }
         } catch {
+            for listener in listeners { try? await listener.close() }
             try? await udp.close()
             throw error
         }
+        let tcp = listeners[0]
         var metrics: Channel?
         if let metricsRegistry, let port = configuration.metricsPort {
             do {
@@ -83,22 +77,61 @@ struct RelaySockets: Sendable {
                 }
             } catch {
                 try? await udp.close()
-                try? await tcp.close()
+                for listener in listeners { try? await listener.close() }
                 throw error
             }
         }
-        guard let control = tcp.localAddress, let datagram = udp.localAddress else {
+        let controlAddresses = listeners.compactMap(\.localAddress)
+        guard controlAddresses.count == listeners.count, let datagram = udp.localAddress else {
             throw RelayStartError("the relay's sockets have no local address")
         }
         return RelaySockets(
-            control: tcp, datagram: udp, metrics: metrics,
-            addresses: RelayAddresses(control: control, datagram: datagram, metrics: metrics?.localAddress))
+            control: tcp, additionalControl: Array(listeners.dropFirst()), datagram: udp, metrics: metrics,
+            addresses: RelayAddresses(
+                control: controlAddresses[0], additionalControl: Array(controlAddresses.dropFirst()), datagram: datagram,
+                metrics: metrics?.localAddress))
+    }
+
+    /// Stops accepting control connections on every port (open connections stay).
+    func stopListening() async {
+        try? await control.close()
+        for listener in additionalControl { try? await listener.close() }
     }
 
     func close() async {
-        try? await control.close()
+        await stopListening()
         try? await datagram.close()
         try? await metrics?.close()
+    }
+
+    /// A TCP control listener on `port`, whose connections go to `engine`.
+    private static func bindControl(
+        _ configuration: RelayConfiguration, port: Int, tls: NIOSSLContext?, engine: NIOLoopBound<RelayEngine>
+    ) async throws -> Channel {
+        try await bind("TCP", configuration, port) {
+            try await ServerBootstrap(group: engine.eventLoop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // When a relay restarts, its users all connect again within about a second
+                // (the clients' first reconnect delay, ±20 %): NIO's default accept backlog
+                // (128) overflowed, the kernel dropped SYNs, and clients waited out SYN
+                // retransmits (1, 3, 7 s …). The kernel caps it at net.core.somaxconn.
+                .serverChannelOption(.backlog, value: 4096)
+                .serverChannelOption(ReusePortSteering.reusePort, value: configuration.shard == nil ? 0 : 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                // Each connection keeps its last receive buffer for the next read (NIO's
+                // pooled receive allocator): start it at 64 bytes, not 2,048, since an idle
+                // session's frames (PING, PONG) are tens of bytes. It grows after reads that
+                // fill it (a login, a burst of receipts).
+                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+                        try channel.pipeline.syncOperations.addSIMPControlHandlers(
+                            maxFrameSize: configuration.maxFrameSize, ControlChannelHandler(engine: engine.value))
+                    }
+                }
+                .bind(host: configuration.host, port: port).get()
+        }
     }
 
     private static func bind(_ what: String, _ configuration: RelayConfiguration, _ port: Int, _ body: () async throws -> Channel) async throws

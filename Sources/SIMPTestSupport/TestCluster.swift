@@ -49,6 +49,7 @@ public final class TestRelay: @unchecked Sendable {
     public func restart(downtime: TimeAmount = .zero) async throws {
         var configuration = server.configuration
         configuration.port = server.controlAddress!.port!
+        configuration.additionalPorts = server.addresses.additionalControl.map { $0.port! }
         configuration.udpPort = server.datagramAddress!.port!
         await server.shutdown()
         try await Task.sleep(nanoseconds: UInt64(downtime.nanoseconds))

@@ -22,9 +22,12 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             --message-rate above the per-pair rate).
             """,
         version: SIMPVersion.current,
-        subcommands: [SealBenchCommand.self])
+        subcommands: [SealBenchCommand.self, HoldSessionsCommand.self])
 
-    @Option(help: "A running relay's control address HOST:PORT (started with --no-login). Default: start one.")
+    @Option(
+        help:
+            "A running relay's control address HOST:PORT (started with --no-login), or several, comma-separated: the pairs use the first, --sessions spreads over all. Default: start one."
+    )
     var server: String?
 
     @Option(
@@ -39,8 +42,10 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("relay-metrics"), help: "HOST:PORT of a running relay's --metrics-port, to count its Redis round trips.")
     var relayMetrics: String?
 
-    @Option(name: .customLong("relay-pid"), help: "Process id of a running relay on this machine, for its CPU time and memory.")
-    var relayPid: Int32?
+    @Option(
+        name: .customLong("relay-pid"),
+        help: "Process id of a running relay on this machine, for its CPU time and memory (comma-separated, in --server's order, for several).")
+    var relayPid: String?
 
     @Option(
         help:
@@ -116,9 +121,33 @@ struct SIMPBenchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis."
+            "Relays to start on one Redis (without --server). Above 1, pair n's sender uses relay n mod N and its receiver relay n+1 mod N, so every message takes the cross-relay hop through Redis; idle session n starts on relay n mod N. The figures are given per relay and in total."
     )
     var relays = 1
+
+    @Option(
+        name: .customLong("source-addresses"),
+        help:
+            "Local addresses 127.0.0.1, 127.0.0.2 … the idle sessions connect from, in turn (one address has about 28,000 ephemeral ports). Default: one per 10,000 sessions."
+    )
+    var sourceAddresses = 0
+
+    @Flag(
+        name: .customLong("restart-relay"),
+        help:
+            "With --sessions and --relays 2 or more: every idle session starts on relay 0; one second into the window, kill relay 0 (SIGKILL) and start it again on the same ports; report how long its sessions take to come back (they reconnect with the reference client's jittered backoff). The pairs use the other relays."
+    )
+    var restartRelay = false
+
+    @Flag(
+        name: .customLong("kill-relay"),
+        help:
+            "With --sessions and --relays 2 or more: every idle session starts on relay 0; one second into the window, kill relay 0 (SIGKILL) for good; report how long its sessions take to be back on the other relays, and the pairs' losses (the pairs use the other relays)."
+    )
+    var killRelay = false
+
+    @Option(name: .customLong("recovery-timeout"), help: "Seconds to wait for a killed relay's sessions to come back.")
+    var recoveryTimeout = 60.0
 
     @Flag(help: "Print the report as one JSON object instead of a table.")
     var json = false
@@ -137,18 +166,36 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         guard sessions >= 0 else { throw ValidationError("--sessions must not be negative") }
         guard relays >= 1 else { throw ValidationError("--relays must be at least 1") }
         guard relays == 1 || server == nil else { throw ValidationError("--relays starts its own relays; it cannot be combined with --server") }
-        if let server { _ = try Self.hostPort(server, flag: "--server") }
+        guard sourceAddresses >= 0, sourceAddresses <= 254 else { throw ValidationError("--source-addresses must be 0-254") }
+        if restartRelay || killRelay {
+            guard !(restartRelay && killRelay) else { throw ValidationError("give --restart-relay or --kill-relay, not both") }
+            guard sessions > 0, relays >= 2, !findMax else {
+                throw ValidationError("--restart-relay and --kill-relay need --sessions, --relays 2 or more, and no --find-max")
+            }
+            guard recoveryTimeout > 0 else { throw ValidationError("--recovery-timeout must be positive") }
+        }
+        if let server { _ = try Self.hostPorts(server, flag: "--server") }
+        if let relayPid {
+            guard relayPid.split(separator: ",").allSatisfy({ Int32($0) != nil }) else {
+                throw ValidationError("--relay-pid must be process ids, comma-separated")
+            }
+        }
         if let relayMetrics { _ = try Self.hostPort(relayMetrics, flag: "--relay-metrics") }
         if let redis { do { _ = try RedisEndpoint(parsing: redis) } catch { throw ValidationError("\(error)") } }
     }
 
     func run() async throws {
         var options = BenchOptions()
-        options.server = try server.map { try Self.hostPort($0, flag: "--server") }
+        let servers = try server.map { try Self.hostPorts($0, flag: "--server") } ?? []
+        options.server = servers.first.map { ($0.host, $0.port) }
+        options.extraServers = Array(servers.dropFirst())
         options.redis = try redis.map { try RedisEndpoint(parsing: $0) }
         options.relayBinary = relayBinary.map { URL(fileURLWithPath: $0) }
         options.relayMetrics = try relayMetrics.map { try Self.hostPort($0, flag: "--relay-metrics") }
-        options.relayPid = relayPid
+        options.relayPids = relayPid?.split(separator: ",").compactMap { Int32($0) } ?? []
+        options.sourceAddresses = sourceAddresses
+        options.disruption = restartRelay ? .restart : (killRelay ? .kill : nil)
+        options.recoveryTimeout = .nanoseconds(Int64(recoveryTimeout * 1e9))
         options.pairs = pairs
         options.relays = relays
         options.rate = rate
@@ -173,6 +220,10 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("simp-bench: \(error)\n".utf8))
             throw ExitCode.failure
         }
+    }
+
+    static func hostPorts(_ text: String, flag: String) throws -> [HostPort] {
+        try text.split(separator: ",").map { try hostPort(String($0), flag: flag) }.map { HostPort(host: $0.host, port: $0.port) }
     }
 
     static func hostPort(_ text: String, flag: String) throws -> (host: String, port: Int) {

@@ -106,6 +106,38 @@ struct Replay: AsyncParsableCommand {
     @Flag(name: .long, help: "No live progress line (it is only shown when stderr is a terminal).")
     var noProgress = false
 
+    @Option(
+        name: .customLong("udp-blocked"),
+        help: ArgumentHelp(
+            "Block UDP on these clients' links (sender, receiver or both): every datagram dropped, both ways; TCP passes.",
+            discussion: "From the start (before the clients connect), or from --udp-blocked-at. Added to the scenario's own links.",
+            valueName: "who"))
+    var udpBlocked: LinkSide?
+
+    @Option(
+        name: .customLong("udp-blocked-at"),
+        help: ArgumentHelp("With --udp-blocked: block from this many ms after the workload starts.", valueName: "ms"))
+    var udpBlockedAt: Double?
+
+    @Option(
+        name: .customLong("udp-throttled"),
+        help: ArgumentHelp(
+            "Throttle UDP: lose this percentage of datagrams (e.g. 75) on the links of --udp-throttled-on, both ways; TCP passes.",
+            valueName: "percent"))
+    var udpThrottled: Double?
+
+    @Option(
+        name: .customLong("udp-throttled-on"),
+        help: ArgumentHelp("Whose links --udp-throttled applies to: sender, receiver or both.", valueName: "who"))
+    var udpThrottledOn: LinkSide = .both
+
+    /// The command line's UDP settings.
+    var udpOverride: UDPOverride {
+        UDPOverride(
+            blocked: udpBlocked, blockedAtMs: udpBlockedAt, throttled: udpThrottled == nil ? nil : udpThrottledOn,
+            throttledPercent: udpThrottled ?? 0)
+    }
+
     func validate() throws {
         if files.isEmpty && !all { throw ValidationError("name scenario files or pass --all") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
@@ -124,6 +156,9 @@ struct Replay: AsyncParsableCommand {
         }
         if let maxVirtualSeconds, !(maxVirtualSeconds > 0) { throw ValidationError("--max-virtual-seconds must be positive") }
         if let maxWallSeconds, !(maxWallSeconds > 0) { throw ValidationError("--max-wall-seconds must be positive") }
+        if udpBlockedAt != nil, udpBlocked == nil { throw ValidationError("--udp-blocked-at needs --udp-blocked sender|receiver|both") }
+        if let udpBlockedAt, !(udpBlockedAt >= 0) { throw ValidationError("--udp-blocked-at must not be negative") }
+        if let udpThrottled, !(0...100).contains(udpThrottled) { throw ValidationError("--udp-throttled must be 0-100 (percent)") }
     }
 
     /// A scenario file, or (when no such file exists) the suite's scenario of that name.
@@ -150,6 +185,7 @@ struct Replay: AsyncParsableCommand {
         let jobs = scenarios.flatMap { scenario in seeds.map { (scenario, $0) } }
         for (index, (var scenario, seed)) in jobs.enumerated() {
             if let count { scenario.workload.messages = count }
+            scenario = udpOverride.applied(to: scenario)
             var options = LabOptions()
             options.maxWallTime = maxWallSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
             options.maxVirtualTime = maxVirtualSeconds.map { .nanoseconds(Int64($0 * 1e9)) }
@@ -231,6 +267,7 @@ final class ProgressLine: Sendable {
 }
 
 extension LabMode: ExpressibleByArgument {}
+extension LinkSide: ExpressibleByArgument {}
 
 /// `--seed`: one seed, a range `A..B` or a list `A,B,C`.
 struct SeedList: ExpressibleByArgument {

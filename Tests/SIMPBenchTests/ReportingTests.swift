@@ -78,25 +78,51 @@ final class ReportingTests: XCTestCase {
     /// `--sessions` reports what each session costs: RSS over the relay's baseline, CPU per
     /// 10,000 sessions, Redis commands per session per second and Redis memory per session.
     func testIdleSessionCostsArePerSession() throws {
-        var sessions = BenchReport.Sessions(connected: 2000, connectSeconds: 1, relayRSSBytes: nil, relayBaselineRSSBytes: 30_000_000)
-        var relay = BenchReport.RelayFigures()
-        relay.cpuSeconds = 0.6 // 60 s at 1 % of a core
+        var sessions = BenchReport.Sessions(connected: 2000, connectSeconds: 1, relayRSSBytes: nil, relayBaselineRSSBytes: nil)
         let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
         sessions.addIdleCosts(
-            relay: relay, window: .seconds(60),
+            relays: [.init(sessions: 2000, baselineRSSBytes: 30_000_000, rssBytes: 38_000_000, cpuSeconds: 0.6)], // 60 s at 1 % of a core
+            window: .seconds(60),
             redis: (
                 RedisStats(commandsProcessed: 100, usedMemoryBytes: 1_000_000, at: t0),
                 RedisStats(commandsProcessed: 5_000, usedMemoryBytes: 3_000_000, at: t0 + .seconds(1)),
                 RedisStats(commandsProcessed: 5_120, usedMemoryBytes: 3_000_000, at: t0 + .seconds(61))
             ),
-            relayRSSNow: 38_000_000)
+            kernel: (KernelMemory(tcpBufferBytes: 0, slabBytes: 10_000_000), KernelMemory(tcpBufferBytes: 4096, slabBytes: 30_000_000)))
         XCTAssertEqual(sessions.rssBytesPerSession, 4000)
         XCTAssertEqual(try XCTUnwrap(sessions.relayCPUPercentPer10kSessions), 5, accuracy: 1e-9)
         XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSecond), 2, accuracy: 1e-9)
         XCTAssertEqual(try XCTUnwrap(sessions.redisCommandsPerSessionPerSecond), 0.001, accuracy: 1e-12)
         XCTAssertEqual(sessions.redisMemoryBytesPerSession, 1000)
+        XCTAssertEqual(sessions.kernelSlabBytesPerSession, 10_000)
+        XCTAssertEqual(sessions.kernelTCPBufferBytes, 4096)
         XCTAssertEqual(
             RedisStats.field("total_commands_processed", in: "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:42\r\n"), 42)
+    }
+
+    /// Over several relays, each relay's share is given per session of its own, and the totals
+    /// add the relays up.
+    func testIdleSessionCostsArePerRelayAndInTotal() throws {
+        var sessions = BenchReport.Sessions(connected: 3000, connectSeconds: 1, relayRSSBytes: nil, relayBaselineRSSBytes: nil)
+        sessions.addIdleCosts(
+            relays: [
+                .init(sessions: 2000, baselineRSSBytes: 30_000_000, rssBytes: 38_000_000, cpuSeconds: 1.0),
+                .init(sessions: 1000, baselineRSSBytes: 30_000_000, rssBytes: 33_000_000, cpuSeconds: 0.5),
+            ],
+            window: .seconds(10), redis: (nil, nil, nil))
+        XCTAssertEqual(sessions.relays.map(\.rssBytesPerSession), [4000, 3000])
+        XCTAssertEqual(try XCTUnwrap(sessions.relays[1].cores), 0.05, accuracy: 1e-12)
+        XCTAssertEqual(sessions.relayRSSBytes, 71_000_000)
+        XCTAssertEqual(sessions.rssBytesPerSession, 11_000_000 / 3000)
+        XCTAssertEqual(try XCTUnwrap(sessions.relayCores), 0.15, accuracy: 1e-12)
+        XCTAssertEqual(try XCTUnwrap(sessions.relayCPUPercentPer10kSessions), 50, accuracy: 1e-9)
+    }
+
+    func testKernelTCPPagesAreReadFromSockstat() {
+        let sockstat = "sockets: used 120\nTCP: inuse 5 orphan 0 tw 3 alloc 9 mem 17\nUDP: inuse 2 mem 1\n"
+        XCTAssertEqual(KernelMemory.tcpPages(sockstat: sockstat), 17)
+        XCTAssertNil(KernelMemory.tcpPages(sockstat: "UDP: inuse 2 mem 1\n"))
+        XCTAssertNotNil(KernelMemory.read())
     }
 
     func testMergedResultsAddCountsAndSamplesAndKeepTheWorstLag() {

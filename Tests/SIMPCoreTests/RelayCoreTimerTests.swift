@@ -45,38 +45,45 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.closed(c1), [], "the shell's close adds nothing")
     }
 
-    /// The relay refreshes a tenth of its registrations (by session id) every tenth of the
-    /// refresh interval, announcing itself each time: every registration once per interval,
-    /// never all of them at one moment.
-    func testRegistrationsAreRefreshedEveryRefreshIntervalOnceListening() {
-        var relay = DevRelay { $0.heartbeat = HeartbeatPolicy(interval: .seconds(60)) }
-        XCTAssertEqual(relay.tick(now: t0 + .seconds(30)), [], "nothing to refresh before the relay listens")
+    /// The relay renews its liveness record every tenth of the refresh interval, one request
+    /// whatever its sessions: an idle session costs the store nothing. Its registrations are
+    /// written again only when the store had lost the record (a new incarnation) and at the
+    /// periodic sweep.
+    func testOnlyTheRelaysRecordIsRenewedUntilTheStoreLostItOrTheSweepIsDue() {
+        var relay = DevRelay {
+            $0.heartbeat = HeartbeatPolicy(interval: .seconds(600))
+            $0.registrationSweepInterval = .seconds(60)
+        }
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(30)), [], "nothing to renew before the relay listens")
         let start = t0 + .seconds(30)
+        let renewal = RelayAction.store(.refresh(relayId: "r1", description: "udp 7100", []))
         XCTAssertEqual(
-            relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) },
-            [.store(.refresh(relayId: "r1", description: "udp 7100", []))], "the relay announces itself at once")
+            relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) }, [renewal],
+            "the relay announces itself at once")
         relay.connect("alice", on: c1, port: 5001, now: start)
         relay.connect("bob", on: c2, port: 5002, now: start)
         XCTAssertEqual(relay.connected("alice").udpPort, 7100, "CONNECTED names the bound port")
-        let interval = relay.core.configuration.refreshInterval
-        let step = TimeAmount.nanoseconds(interval.nanoseconds / 10)
+        let step = TimeAmount.nanoseconds(relay.core.configuration.refreshInterval.nanoseconds / 10)
         let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
         XCTAssertEqual(relay.tick(now: start + step - .nanoseconds(1)), [])
-        var refreshedAt: [String: [Int]] = [:]
         for index in 1...20 {
-            let actions = relay.tick(now: start + .nanoseconds(step.nanoseconds * Int64(index)))
-            guard case .store(.refresh(let relayId, let description, let refreshed))? = actions.first, actions.count == 1 else {
-                return XCTFail("tick \(index): \(actions)")
-            }
-            XCTAssertEqual([relayId, description], ["r1", "udp 7100"], "the relay announces itself at every step")
-            XCTAssertTrue(refreshed.allSatisfy { registrations.contains($0) })
-            for registration in refreshed { refreshedAt[registration.user, default: []].append(index) }
+            XCTAssertEqual(relay.tick(now: start + step * index), [renewal], "tick \(index): the record alone")
         }
-        for registration in registrations {
-            let steps = refreshedAt[registration.user] ?? []
-            XCTAssertEqual(steps.count, 2, "\(registration.user): once per interval")
-            XCTAssertEqual(steps.last.map { $0 - steps[0] }, 10, "\(registration.user): one interval apart")
-        }
+        XCTAssertEqual(relay.answer(.refresh(relayRecordWasMissing: false), now: start), [])
+        XCTAssertEqual(relay.tick(now: start + step * 21), [renewal], "the record was there: nothing to write again")
+
+        XCTAssertEqual(relay.answer(.refresh(relayRecordWasMissing: true), now: start), [])
+        XCTAssertEqual(
+            relay.tick(now: start + step * 22), [.store(.refresh(relayId: "r1", description: "udp 7100", registrations))],
+            "the store lost the record: every registration is written again with the new incarnation")
+        XCTAssertEqual(relay.tick(now: start + step * 23), [renewal], "once")
+
+        var early: [RelayAction] = []
+        for index in 24..<60 { early += relay.tick(now: start + step * index).filter { $0 != renewal } }
+        XCTAssertEqual(early, [], "nothing more until the sweep is due")
+        XCTAssertEqual(
+            relay.tick(now: start + .seconds(60)), [.store(.refresh(relayId: "r1", description: "udp 7100", registrations))],
+            "the hourly sweep (a minute here) writes every registration again")
     }
 
     /// Each connection is pinged when its own interval is up, between the periodic checks:

@@ -7,31 +7,35 @@ import XCTest
 final class RelayTimersTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    /// Defaults: refresh every 10 s (1 s a slice), drain quiet period 500 ms.
+    /// Defaults: a renewal every second, a sweep every hour, drain quiet period 500 ms.
     private func timers() -> RelayTimers {
         RelayTimers(configuration: RelayCore.Configuration(relayId: "r1", udpPort: 9000), now: t0)
     }
 
-    func testRefreshesWaitUntilTheRelayListensThenCycleThroughTheSlicesUntilItStops() {
+    func testRenewalsWaitUntilTheRelayListensAndCarryARewriteOnlyWhenOneIsDueUntilItStops() {
         var timers = timers()
         XCTAssertFalse(timers.isRefreshDue(now: t0 + .hours(1)), "not listening yet")
         timers.listening(at: "udp 127.0.0.1:9000")
         XCTAssertEqual(timers.description, "udp 127.0.0.1:9000")
 
         let slice = TimeAmount.seconds(1)
-        var slices: [Int] = []
+        var groups: [Int?] = []
         for turn in 0..<(RelayTimers.refreshSlices + 2) {
             let now = t0 + slice * Int64(turn)
-            slices.append(timers.refreshSent(now: now))
+            if turn == 3 { timers.rewriteAll(sessionCount: 2500) } // the store had lost the record
+            groups.append(timers.refreshSent(now: now, sessionCount: 2500)?.group)
             XCTAssertEqual(timers.nextRefresh, now + slice)
             XCTAssertFalse(timers.isRefreshDue(now: now + slice - .nanoseconds(1)))
             XCTAssertTrue(timers.isRefreshDue(now: now + slice))
         }
-        XCTAssertEqual(slices, Array(0..<RelayTimers.refreshSlices) + [0, 1], "every group once per interval, in turn")
+        XCTAssertEqual(groups, [nil, nil, nil, 0, 1, 2, nil, nil, nil, nil, nil, nil], "2,500 sessions: three groups, one per renewal")
+        XCTAssertEqual(timers.nextSweep, t0 + .hours(1), "the sweep is an hour after the first renewal")
+        XCTAssertEqual(timers.refreshSent(now: t0 + .hours(1), sessionCount: 10)?.group, 0, "the sweep: one group")
+        XCTAssertEqual(timers.nextSweep, t0 + .hours(2))
 
         timers.stopRefreshing()
         XCTAssertNil(timers.nextRefresh)
-        XCTAssertFalse(timers.isRefreshDue(now: t0 + .hours(1)))
+        XCTAssertFalse(timers.isRefreshDue(now: t0 + .hours(3)))
     }
 
     func testTheHeartbeatCheckMovesOnlyOnceDueAndPingIdsCountUp() {

@@ -59,6 +59,7 @@ final class ScenarioTests: XCTestCase {
             "clean", "loss-1", "loss-5", "loss-10", "loss-30", "burst-loss", "duplication", "reordering",
             "jitter", "blackout", "nat-rebinding", "relay-restart", "redis-restart", "kcp-link",
             "two-devices", "device-offline-back", "oneshot-send-mid-offline", "fault-storm",
+            "udp-blocked", "udp-blocked-receiver", "udp-blocked-midway", "udp-throttled",
         ]
         XCTAssertEqual(required.subtracting(names), [])
     }

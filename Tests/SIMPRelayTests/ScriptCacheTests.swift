@@ -20,7 +20,8 @@ final class ScriptCacheTests: XCTestCase {
             await redis.shutdown()
             await server.stop()
         }
-        let registry = Registry(redis: redis, ttlSeconds: 30)
+        let registry = Registry(redis: redis, liveness: RelayLiveness(redis: redis, ttlSeconds: 30))
+        _ = try await registry.liveness.renew(relayId: "script-test", description: "", on: redis.eventLoop).get()
         let rooms = RoomStore(redis: redis, postTTLSeconds: 60)
         let user = TestRelay.uniqueUser("flushed")
         let first = Registration(user: user, route: try route(4000), session: "s1", device: "phone")
@@ -35,7 +36,7 @@ final class ScriptCacheTests: XCTestCase {
         _ = try await registry.register(second, on: redis.eventLoop).get()
         XCTAssertEqual(redis.roundTrips - before, 1, "the script is cached again: EVALSHA alone")
         let routes = try await registry.lookup(user: user, on: redis.eventLoop).get()
-        XCTAssertEqual(routes.receivers.compactMap(\.address.port).sorted(), [4000, 4001], "\(routes)")
+        XCTAssertEqual(routes.receivers.compactMap { $0.address.port }.sorted(), [4000, 4001], "\(routes)")
 
         _ = try await redis.command(["SCRIPT", "FLUSH"])
         try await registry.withdraw(relayId: "script-test", registrations: [first, second], on: redis.eventLoop).get()
@@ -69,14 +70,17 @@ final class ScriptCacheTests: XCTestCase {
             users.append(user)
         }
         XCTAssertEqual(owners.count, 3)
-        let presence = PresenceStore(redis: client, onlineTTLSeconds: 30)
-        let registry = Registry(redis: client, ttlSeconds: 30)
+        let presence = PresenceStore(redis: client)
+        let registry = Registry(redis: client, liveness: RelayLiveness(redis: client, ttlSeconds: 30))
+        _ = try await registry.liveness.renew(relayId: "script-test", description: "", on: client.eventLoop).get()
         let registrations = try users.enumerated().map { index, user in
             Registration(user: user, route: try route(5000 + index), session: "s\(index)", device: "d")
         }
 
         _ = try await client.onEveryMaster(["SCRIPT", "FLUSH"]).get()
-        try await presence.refresh(users, now: WallClock.millisecondsSinceEpoch(), on: client.eventLoop).get()
+        for user in users {
+            _ = try await presence.record(user: user, online: true, now: WallClock.millisecondsSinceEpoch(), on: client.eventLoop).get()
+        }
         let entries = try await presence.lookup(users, on: client.eventLoop).get()
         XCTAssertEqual(entries.map(\.online), Array(repeating: true, count: users.count), "\(entries)")
 
@@ -92,5 +96,6 @@ final class ScriptCacheTests: XCTestCase {
         let left = try await client.pipeline(users.map { ["EXISTS", Registry.userKey($0)] })
         XCTAssertEqual(left, Array(repeating: .integer(0), count: users.count))
         _ = try await client.pipeline(users.flatMap { [["DEL", PresenceStore.presenceKey($0)], ["DEL", Registry.devicesKey($0)]] })
+        _ = try await client.command(["DEL", Registry.relayKey("script-test")])
     }
 }

@@ -5,10 +5,12 @@ import NIOCore
 /// its peer is alive. Admission (connections per address) is decided here too.
 public struct ConnectionTable: Sendable {
     /// Where a connection stands: no session yet (a login may be under way in `RelayLogin`),
-    /// a session waiting for the store to register it, or a session.
+    /// a session waiting for the store to register it, or a session. `registering` is kept
+    /// boxed: inline, its CONNECTED message (hundreds of bytes) would size every connection's
+    /// entry in the table, idle sessions' too.
     public enum Phase: Sendable, Equatable {
         case awaitingLogin
-        case registering(user: String, connected: SIMPMessage)
+        indirect case registering(user: String, connected: SIMPMessage)
         case connected(user: String)
 
         /// The user a session was started for (registering or connected).

@@ -122,7 +122,8 @@ public struct InboxCore: Sendable {
     /// the device became known, which it never gets.
     public mutating func loaded(user: Recipient, entries: [InboxEntry], earlier: [InboxEntry] = [], wallNow: Int64, now: NIODeadline) -> Output {
         for key in drains.keys where key.receiver == user { drains[key] = nil }
-        notForDevice[user] = Self.highestSeqs(earlier)
+        let earlierSeqs = Self.highestSeqs(earlier)
+        notForDevice[user] = earlierSeqs.isEmpty ? nil : earlierSeqs // no entry for a device that missed nothing
         var output = Output()
         var entries = entries
         if let storedMeanwhile = awaitingBacklog.removeValue(forKey: user), !storedMeanwhile.isEmpty {

@@ -33,6 +33,8 @@ extension RelayCore {
             presenceRecorded(user: user, online: online, lastSeen: lastSeen, roomPeers: roomPeers, now: now, into: &output)
         case .who(let request, let entries):
             whoAnswered(request, .success(entries), into: &output)
+        case .refresh(let relayRecordWasMissing):
+            refreshed(relayRecordWasMissing: relayRecordWasMissing)
         case .written:
             break
         }

@@ -40,8 +40,12 @@ public struct RelayCore: Sendable {
         public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
         /// PING a client silent for an interval; a client silent for `missLimit` intervals is dropped.
         public var heartbeat = HeartbeatPolicy.relay
-        /// How often live registrations are refreshed in the store (a third of their TTL).
+        /// A third of the liveness record's TTL: the record is renewed ten times per interval
+        /// (docs/PROTOCOL.md §7.2).
         public var refreshInterval: TimeAmount = .seconds(10)
+        /// How often every registration of the relay is written again although nothing changed
+        /// (a backstop for writes a Redis failover lost; docs/PROTOCOL.md §7.1).
+        public var registrationSweepInterval: TimeAmount = .seconds(3600)
         /// How long a graceful shutdown waits for receipts of datagrams already forwarded.
         public var drainTimeout: TimeAmount = .seconds(5)
         /// The drain ends early once no receipt has been routed for this long.

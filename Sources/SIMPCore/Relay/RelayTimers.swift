@@ -1,6 +1,7 @@
 import NIOCore
 
-/// When the relay's periodic work is next due: heartbeat checks, registration refreshes,
+/// When the relay's periodic work is next due: heartbeat checks, renewals of the relay's
+/// liveness record (and re-writes of its registrations when needed),
 /// inbox reads that wait (for a session's first datagram, or after a failure) and the
 /// shutdown drain. The inbox's retransmissions keep their own
 /// deadlines in `InboxCore`.
@@ -21,12 +22,20 @@ public struct RelayTimers: Sendable {
     /// milliseconds.
     let heartbeatCheckPeriod: TimeAmount
     let refreshInterval: TimeAmount
-    /// Registrations are refreshed in this many groups (by session id), one group every
-    /// `refreshInterval / refreshSlices`, so each is refreshed once per `refreshInterval`
-    /// without all of them going to the store at one moment.
+    /// The liveness record is renewed `refreshSlices` times per `refreshInterval` (once a second
+    /// by default: one command, whatever the number of sessions, and a Redis that lost the
+    /// record is noticed within a second).
     static let refreshSlices = 10
-    /// The group the next refresh covers.
-    private(set) var nextRefreshSlice = 0
+    /// A re-write of every registration goes in groups (by session id) of about this many,
+    /// one group per renewal, so no renewal carries all of them (with 10,000 sessions, one
+    /// round of all of them held the relay's datagrams for up to 100 ms).
+    static let rewriteGroupSize = 1000
+    /// A re-write in progress: the group the next renewal carries, of how many.
+    private(set) var rewrite: (group: Int, of: Int)?
+    let sweepInterval: TimeAmount
+    /// When every registration is next re-written anyway (heals writes a Redis failover lost
+    /// without losing the liveness record, and keeps the registrations keys from expiring).
+    private(set) var nextSweep: NIODeadline?
     let drainQuietPeriod: TimeAmount
     private(set) var nextHeartbeatCheck: NIODeadline
     /// Nil until the relay listens (`RelayCore.listening`), and again once it shuts down.
@@ -51,6 +60,7 @@ public struct RelayTimers: Sendable {
         let interval = configuration.heartbeat.interval.nanoseconds
         heartbeatCheckPeriod = .nanoseconds(max(20_000_000, min(1_000_000_000, interval / 4)))
         refreshInterval = configuration.refreshInterval
+        sweepInterval = configuration.registrationSweepInterval
         drainQuietPeriod = configuration.drainQuietPeriod
         nextHeartbeatCheck = now + heartbeatCheckPeriod
     }
@@ -78,7 +88,7 @@ public struct RelayTimers: Sendable {
         return nextPingId
     }
 
-    // MARK: Registration refreshes
+    // MARK: Liveness record renewals
 
     /// The relay listens at `description` (its addresses, recorded at each refresh).
     mutating func listening(at description: String) {
@@ -91,13 +101,24 @@ public struct RelayTimers: Sendable {
         return now >= nextRefresh
     }
 
-    /// A refresh goes out at `now`: the group of registrations it covers. The next group is due
-    /// `refreshInterval / refreshSlices` later.
-    mutating func refreshSent(now: NIODeadline) -> Int {
-        let slices = Self.refreshSlices
-        nextRefresh = now + .nanoseconds(refreshInterval.nanoseconds / Int64(slices))
-        defer { nextRefreshSlice = (nextRefreshSlice + 1) % slices }
-        return nextRefreshSlice
+    /// A renewal of the liveness record goes out at `now`: the group of registrations it also
+    /// re-writes, if a re-write is in progress (nil: none). The next renewal is due
+    /// `refreshInterval / refreshSlices` later. A due sweep starts a re-write of every
+    /// registration (`sessionCount` of them).
+    mutating func refreshSent(now: NIODeadline, sessionCount: Int) -> (group: Int, of: Int)? {
+        nextRefresh = now + .nanoseconds(refreshInterval.nanoseconds / Int64(Self.refreshSlices))
+        let sweepDue = nextSweep.map { now >= $0 } ?? false
+        if sweepDue { rewriteAll(sessionCount: sessionCount) }
+        if sweepDue || nextSweep == nil { nextSweep = now + sweepInterval }
+        guard let rewrite else { return nil }
+        self.rewrite = rewrite.group + 1 < rewrite.of ? (rewrite.group + 1, rewrite.of) : nil
+        return rewrite
+    }
+
+    /// Every registration (`sessionCount` of them) is to be written again, in groups of about
+    /// `rewriteGroupSize`, one per renewal.
+    mutating func rewriteAll(sessionCount: Int) {
+        rewrite = (0, min(Self.refreshSlices, max(1, (sessionCount + Self.rewriteGroupSize - 1) / Self.rewriteGroupSize)))
     }
 
     /// The relay stops: no more refreshes.
@@ -193,12 +214,23 @@ extension RelayCore {
         }
     }
 
-    /// Keeps this relay's own liveness record and the next group of its registrations
-    /// (`RelayTimers.refreshSlices`) alive in the store.
+    /// Renews this relay's liveness record, which vouches for all its registrations: one
+    /// request whatever the number of sessions. While a re-write of the registrations is in
+    /// progress (the store lost the record, or the periodic sweep), the request also carries
+    /// the next group of them.
     mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
-        let slice = timers.refreshSent(now: now)
-        let registrations = sessions.registrations(inSlice: slice, of: RelayTimers.refreshSlices)
+        var registrations: [Registration] = []
+        if let group = timers.refreshSent(now: now, sessionCount: sessions.count) {
+            registrations = sessions.registrations(inSlice: group.group, of: group.of)
+        }
         output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, registrations)))
+    }
+
+    /// The store answered a renewal: if it had lost the liveness record (Redis restarted or
+    /// was flushed, or the record expired while Redis was unreachable), a new incarnation has
+    /// begun, and every registration is written again with it.
+    mutating func refreshed(relayRecordWasMissing: Bool) {
+        if relayRecordWasMissing { timers.rewriteAll(sessionCount: sessions.count) }
     }
 
     // MARK: Shutdown

@@ -15,8 +15,9 @@ public enum StoreRequest: Equatable, Sendable {
     case unregister(user: String, session: String, device: String = "")
     /// The user's authenticated datagrams now come from a new address.
     case moveRoute(Registration)
-    /// Extend these registrations (and their users' presence), re-creating lost ones; record
-    /// that this relay is alive and where it listens.
+    /// Renew this relay's liveness record (it vouches for all the relay's registrations, and
+    /// says where the relay listens), then write these registrations again (usually none: only
+    /// while a re-write is in progress), re-creating lost ones.
     case refresh(relayId: String, description: String, [Registration])
     /// This relay stops: remove its liveness record and these registrations.
     case withdraw(relayId: String, [Registration])
@@ -89,8 +90,11 @@ public enum StoreAnswer: Equatable, Sendable {
     case recordPresence(user: String, online: Bool, lastSeen: Int64, roomPeers: [String])
     /// Presence entries; nil when the asker is not a member of the room asked about.
     case who(WhoRequest, [PresenceEntry]?)
-    /// A write with nothing to report was done (`.unregister`, `.moveRoute`, `.refresh`,
-    /// `.withdraw`, `.announceMove`, `.removeFromInbox`).
+    /// The relay's liveness record was renewed; `relayRecordWasMissing`: the store had lost it,
+    /// so a new incarnation began and every registration of the relay must be written again.
+    case refresh(relayRecordWasMissing: Bool)
+    /// A write with nothing to report was done (`.unregister`, `.moveRoute`, `.withdraw`,
+    /// `.announceMove`, `.removeFromInbox`).
     case written
 }
 

@@ -72,3 +72,25 @@ final class AEADKey: @unchecked Sendable {
         buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 }
+
+/// A direction's key whose AES-GCM context (`AEADKey`, about 600 bytes of key schedule) is
+/// built on first use: an idle session, which never seals or opens a datagram, keeps only the
+/// 32-byte key. Built in place by the mutating owner (a sealer or opener kept in its table).
+/// One pointer wide either way, so a session's table entry does not grow.
+enum LazyAEADKey: Sendable {
+    case secret(SymmetricKey)
+    case built(AEADKey)
+
+    init(_ secret: SymmetricKey) { self = .secret(secret) }
+
+    /// The context, built now if this is its first use.
+    mutating func key() -> AEADKey {
+        switch self {
+        case .built(let key): return key
+        case .secret(let secret):
+            let key = AEADKey(secret)
+            self = .built(key)
+            return key
+        }
+    }
+}

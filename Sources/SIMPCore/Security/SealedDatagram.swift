@@ -69,16 +69,16 @@ public enum SealedDatagram {
 }
 
 /// Seals the datagrams one side sends in one direction of a session, counting up from 1. The
-/// key schedule is built once, here; each seal encrypts in the output buffer itself.
+/// key schedule is built once, at the first seal; each seal encrypts in the output buffer itself.
 public struct DatagramSealer: Sendable {
     public let sessionId: UInt64
-    private let key: AEADKey
+    private var key: LazyAEADKey
     /// The counter the next datagram carries.
     public private(set) var nextCounter: UInt64 = 1
 
     public init(keys: SessionKeys, direction: DatagramDirection) {
         self.sessionId = keys.sessionId
-        self.key = AEADKey(keys.key(direction))
+        self.key = LazyAEADKey(keys.key(direction))
     }
 
     /// Seals encoded message bytes (all readable bytes of `payload`).
@@ -112,6 +112,7 @@ public struct DatagramSealer: Sendable {
         let counter = nextCounter
         nextCounter += 1
         let plaintextCount = out.readableBytes - SealedDatagram.headerSize
+        let key = key.key()
         out.writeRepeatingByte(0, count: SealedDatagram.tagSize) // room for the tag
         out.withUnsafeMutableReadableBytes { raw in
             let text = raw.baseAddress! + SealedDatagram.headerSize
@@ -141,7 +142,7 @@ public enum OpenFailure: Error, Equatable, Sendable {
 /// passed, so forgeries cannot move it).
 public struct DatagramOpener: Sendable {
     public let sessionId: UInt64
-    private let key: AEADKey
+    private var key: LazyAEADKey
     private var window: DedupeWindow
 
     /// What an authentic datagram carried.
@@ -156,7 +157,7 @@ public struct DatagramOpener: Sendable {
 
     public init(keys: SessionKeys, direction: DatagramDirection, replayWindow: UInt64 = 1024) {
         self.sessionId = keys.sessionId
-        self.key = AEADKey(keys.key(direction))
+        self.key = LazyAEADKey(keys.key(direction))
         self.window = DedupeWindow(size: replayWindow)
     }
 
@@ -170,9 +171,10 @@ public struct DatagramOpener: Sendable {
         let capacity = max(1, bytes.readableBytes - SealedDatagram.overhead)
         var plaintext = ByteBufferAllocator().buffer(capacity: capacity)
         var authentic = false
+        let key = key.key()
         _ = bytes.withUnsafeReadableBytes { sealed in
             plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { out in
-                guard let written = decrypt(sealed, into: out.baseAddress!, counter: counter) else { return 0 }
+                guard let written = Self.decrypt(sealed, into: out.baseAddress!, counter: counter, key: key) else { return 0 }
                 authentic = true
                 return written
             }
@@ -186,8 +188,9 @@ public struct DatagramOpener: Sendable {
     /// `bytes`. When the datagram is refused for its tag, `bytes` holds unspecified data.
     public mutating func open(inPlace bytes: inout ByteBuffer) throws(OpenFailure) -> Opened {
         let counter = try checkedCounter(of: bytes)
+        let key = key.key()
         let written = bytes.withUnsafeMutableReadableBytes { raw in
-            decrypt(UnsafeRawBufferPointer(raw), into: raw.baseAddress! + SealedDatagram.headerSize, counter: counter)
+            Self.decrypt(UnsafeRawBufferPointer(raw), into: raw.baseAddress! + SealedDatagram.headerSize, counter: counter, key: key)
         }
         guard let written else { throw .badMAC }
         return try accept(bytes.getSlice(at: bytes.readerIndex + SealedDatagram.headerSize, length: written)!, counter: counter)
@@ -204,7 +207,7 @@ public struct DatagramOpener: Sendable {
 
     /// Checks the tag of the whole datagram `sealed` and decrypts its ciphertext to `out`;
     /// the plaintext's length, or nil for a wrong tag.
-    private func decrypt(_ sealed: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, counter: UInt64) -> Int? {
+    private static func decrypt(_ sealed: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, counter: UInt64, key: AEADKey) -> Int? {
         withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
             key.open(
                 UnsafeRawBufferPointer(rebasing: sealed.dropFirst(SealedDatagram.headerSize)), into: out, nonce: nonce,

@@ -84,6 +84,11 @@ public enum LabPlot {
                     : "\(SVGCanvas.number(link.delayMs)) ms")
         }
         for blackout in link.blackouts { parts.append("blackout at \(seconds(blackout.atMs)) for \(seconds(blackout.forMs))") }
+        if let udp = link.udp {
+            if udp.blocked { parts.append("UDP blocked") }
+            if let at = udp.blockedAtMs { parts.append("UDP blocked from \(seconds(at))") }
+            if udp.lossPercent > 0 { parts.append("UDP \(SVGCanvas.number(udp.lossPercent))% lost") }
+        }
         return parts.isEmpty ? "perfect" : parts.joined(separator: ", ")
     }
 

@@ -24,6 +24,8 @@ struct MemoryStoreState: Sendable {
     /// `room/author/messageId` → members who have the post.
     var roomDelivered: [String: Set<String>] = [:]
     var presence: [String: PresenceEntry] = [:]
+    /// The relays whose liveness record exists (renewed, not withdrawn since the last reset).
+    var relayRecords: Set<String> = []
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -42,13 +44,14 @@ struct MemoryStoreState: Sendable {
         case .moveRoute(let registration):
             refresh([registration])
             return .written
-        case .refresh(_, _, let live):
+        case .refresh(let relayId, _, let live):
             refresh(live)
             for registration in live where registration.receives {
                 presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now)
             }
-            return .written
-        case .withdraw(_, let live):
+            return .refresh(relayRecordWasMissing: relayRecords.insert(relayId).inserted)
+        case .withdraw(let relayId, let live):
+            relayRecords.remove(relayId)
             for registration in live { registrations[registration.user]?[registration.session] = nil }
             return .written
         case .lookup(let user):

@@ -6,20 +6,19 @@ import SIMPRedis
 ///
 /// Keys (documented in docs/PROTOCOL.md §7):
 /// - `simp:presence:{<user>}`: hash `state` (`online`/`offline`) and `lastSeen` (ms since the
-///   epoch). While online it expires after the registration TTL unless the relay's refresh cycle
-///   (driven by the client's heartbeats) extends it, so a crashed relay's users turn offline by
-///   themselves; when offline it lives `offlineTTLSeconds`.
+///   epoch), written when the user connects and disconnects, never refreshed; it lives
+///   `ttlSeconds` after its latest write. `online` counts only while a relay vouches for a
+///   receiving session of the user (`Registry.online`), so a crashed relay's users turn offline
+///   together when its liveness record expires.
 /// - `simp:presence:{<user>}:rooms`: set of the rooms the user is in, so its presence changes
 ///   reach their members (maintained by `RoomStore` on join and leave).
 public struct PresenceStore: Sendable {
     public let redis: any RedisCommands
-    public let onlineTTLSeconds: Int
-    public let offlineTTLSeconds: Int
+    public let ttlSeconds: Int
 
-    public init(redis: any RedisCommands, onlineTTLSeconds: Int, offlineTTLSeconds: Int = 7 * 24 * 3600) {
+    public init(redis: any RedisCommands, ttlSeconds: Int = 7 * 24 * 3600) {
         self.redis = redis
-        self.onlineTTLSeconds = onlineTTLSeconds
-        self.offlineTTLSeconds = offlineTTLSeconds
+        self.ttlSeconds = ttlSeconds
     }
 
     public static func presenceKey(_ user: String) -> String { "simp:presence:" + KeyTag.user(user) }
@@ -33,12 +32,6 @@ public struct PresenceStore: Sendable {
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         return redis.call('SMEMBERS', KEYS[2])
         """)
-    // KEYS: presence. ARGV: now, TTL. Extends an online record (re-creating a lost one).
-    private static let refreshScript = RedisScript(
-        """
-        redis.call('HSET', KEYS[1], 'state', 'online', 'lastSeen', ARGV[1])
-        return redis.call('EXPIRE', KEYS[1], ARGV[2])
-        """)
 
     /// Records `user` as online or offline now; returns the members of the user's rooms (read
     /// in a second round trip, one command per room, when the user is in any).
@@ -46,7 +39,7 @@ public struct PresenceStore: Sendable {
         Self.recordScript.run(
             .init(
                 keys: [Self.presenceKey(user), Self.roomsKey(user)],
-                arguments: [online ? "online" : "offline", String(now), String(online ? onlineTTLSeconds : offlineTTLSeconds)]),
+                arguments: [online ? "online" : "offline", String(now), String(ttlSeconds)]),
             on: redis, eventLoop: eventLoop
         ).flatMap { [redis] reply in
             if case .error(let message) = reply { return eventLoop.makeFailedFuture(RedisError(message)) }
@@ -59,14 +52,9 @@ public struct PresenceStore: Sendable {
         }
     }
 
-    /// Keeps the presence of `users` (connected here) online for another TTL.
-    public func refresh(_ users: [String], now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        guard !users.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
-        let calls = users.map { RedisScript.Call(keys: [Self.presenceKey($0)], arguments: [String(now), String(onlineTTLSeconds)]) }
-        return Self.refreshScript.run(calls, on: redis, eventLoop: eventLoop).map { _ in }
-    }
-
-    /// The presence of `users` (absent: offline, last seen when they last registered, or never).
+    /// The presence of `users` as recorded (absent: offline, last seen when they last
+    /// registered, or never); whether a relay still vouches for an online one is checked by the
+    /// caller.
     /// A user with no credentials (`simp:cred:{<user>}`) who was never seen does not exist:
     /// `lastSeen` is -1.
     public func lookup(_ users: [String], on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]> {

@@ -31,8 +31,12 @@ public final class RedisRelayStore: RelayStore {
 
     /// Settings of the schema.
     public struct Limits: Sendable {
-        /// Seconds a registration (and online presence) lives without a refresh.
+        /// Seconds the relay's liveness record, which vouches for all its registrations (and so
+        /// its users' presence), lives without a renewal.
         public var registrationTTLSeconds = 30
+        /// Seconds a user's registrations key lives after its latest write (a backstop: relays
+        /// re-write their sessions every `RelayCore.Configuration.registrationSweepInterval`).
+        public var registrationEntryTTLSeconds = 24 * 3600
         /// Entries kept per user's log; a full log refuses new ones (what no device has is never dropped).
         public var inboxMaxMessages = 1000
         /// Seconds a message may wait in a user's log.
@@ -55,11 +59,13 @@ public final class RedisRelayStore: RelayStore {
         self.logger = logger
         let redis = endpoint.makeClient(eventLoop: eventLoop, logger: logger)
         self.redis = redis
-        self.registry = Registry(redis: redis, ttlSeconds: limits.registrationTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds)
+        self.registry = Registry(
+            redis: redis, liveness: RelayLiveness(redis: redis, ttlSeconds: limits.registrationTTLSeconds),
+            entryTTLSeconds: limits.registrationEntryTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds)
         self.credentials = CredentialStore(redis: redis)
         self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
-        self.presence = PresenceStore(redis: redis, onlineTTLSeconds: limits.registrationTTLSeconds)
+        self.presence = PresenceStore(redis: redis)
         self.bus = RelayBus(redis: redis)
     }
 
@@ -102,11 +108,10 @@ public final class RedisRelayStore: RelayStore {
         case .moveRoute(let registration):
             return registry.refresh([registration], on: eventLoop).map { .written }
         case .refresh(let relayId, let description, let registrations):
-            let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
-            let refreshed = registry.refresh(registrations, on: eventLoop)
-            // Send-only sessions are not presence.
-            let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop)
-            return announced.and(refreshed).and(present).map { _ in .written }
+            // The renewal goes first, so a new incarnation it starts is the one written below.
+            return registry.liveness.renew(relayId: relayId, description: description, on: eventLoop).flatMap { [registry] lost in
+                registry.refresh(registrations, on: eventLoop).map { .refresh(relayRecordWasMissing: lost) }
+            }
         case .withdraw(let relayId, let registrations):
             return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .written }
         case .lookup(let user):
@@ -146,9 +151,17 @@ public final class RedisRelayStore: RelayStore {
         let users: EventLoopFuture<[String]?> =
             request.room.map { rooms.members(of: $0, askedBy: request.user, on: eventLoop) }
             ?? eventLoop.makeSucceededFuture(request.users)
-        return users.flatMap { [presence] users in
+        return users.flatMap { [presence, registry] users in
             guard let users else { return eventLoop.makeSucceededFuture(nil) }
-            return presence.lookup(users, on: eventLoop).map { $0 }
+            // Online: a relay vouches for a receiving session of the user (the record's state
+            // may say online for a user whose relay died).
+            return presence.lookup(users, on: eventLoop).and(registry.online(users, on: eventLoop)).map { entries, online in
+                entries.map { entry in
+                    var entry = entry
+                    entry.online = online.contains(entry.user)
+                    return entry
+                }
+            }
         }
     }
 

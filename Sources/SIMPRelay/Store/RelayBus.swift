@@ -9,7 +9,7 @@ import SIMPRedis
 ///   relay; `PUBLISH` on one Redis, sharded `SPUBLISH` on a cluster (one shard per delivery).
 /// - `simp:relays:moves` (channel): `UserMove` announcements, `<relayId> <userId>`; classic
 ///   `PUBLISH` everywhere, so on a cluster every node (and every relay) hears it.
-/// - `simp:relay:<relayId>` (key, written by `Registry.announceRelay`): the relay's addresses;
+/// - `simp:relay:<relayId>` (key, written by `RelayLiveness.renew`): the relay's incarnation and addresses;
 ///   its TTL is the relay's heartbeat.
 public struct RelayBus: Sendable {
     public let redis: any RedisCommands

@@ -29,13 +29,19 @@ public struct SessionDirectory: Sendable {
         return entries.sorted { $0.user < $1.user }
     }
 
-    /// `user`'s session, nil if it has none.
+    /// `user`'s session, nil if it has none or its relay no longer vouches for it (the relay is
+    /// dead, or alive in another incarnation: docs/PROTOCOL.md §7.1).
     public func entry(of user: String) async throws -> Entry? {
         let reply = try await redis.command(["HMGET", Registry.userKey(user), "relay", "addr", "since", "session"])
         try Registry.check([reply])
         let fields = reply.array?.map(\.string) ?? []
-        guard fields.count == 4, let relay = fields[0], let address = fields[1],
-            fields[3] != RelayCore.sessionEndedByOperator
+        guard fields.count == 4, let relay = fields[0], let address = fields[1], let token = fields[3],
+            token != RelayCore.sessionEndedByOperator
+        else { return nil }
+        let session = try await redis.pipeline([["HGET", Registry.userKey(user), "s:" + token], ["GET", Registry.relayKey(relay)]])
+        try Registry.check(session)
+        guard let incarnation = session[0].string?.split(separator: " ").first,
+            session[1].string.flatMap(RelayLiveness.incarnation(inRecord:)) == String(incarnation)
         else { return nil }
         return Entry(user: user, relayId: relay, address: address, since: fields[2].flatMap { Int64($0) })
     }

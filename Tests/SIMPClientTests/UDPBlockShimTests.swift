@@ -1,0 +1,51 @@
+import Foundation
+import SIMPTestSupport
+import XCTest
+
+/// The LD_PRELOAD shim the issue 29 tests run the real `simp` under: the process logs in over
+/// TCP, and not one of its datagrams reaches the relay; without the shim they do.
+final class UDPBlockShimTests: StoryProcessTestCase {
+    private func datagramsReceived() async throws -> Int { try await relay.server.statistics().datagramsReceived }
+
+    func testTheShimDropsAProcessUDPAndPassesItsTCP() async throws {
+        let blocked = TestRelay.uniqueUser("blocked"), open = TestRelay.uniqueUser("open"), bob = TestRelay.uniqueUser("bob")
+        _ = try await environment(bob) // bob exists and is offline: a message to him is stored
+        let server = "127.0.0.1:\(relay.port)"
+
+        let shimmed = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", blocked, "--to", bob, "over a UDP-blocking network"],
+            environment: try await environment(blocked).merging(try await UDPBlockShim.environment()) { $1 })
+        children.append(shimmed)
+        // It logged in over TCP (the id is printed once CONNECTED) and sent its datagrams.
+        let loggedIn = await Eventually.holds(within: .seconds(15)) { shimmed.standardOutput.contains("message ") }
+        XCTAssertTrue(loggedIn, shimmed.standardOutput + shimmed.standardError)
+        try await Task.sleep(nanoseconds: 1_500_000_000) // its HELLO and message, and retransmissions
+        let fromShimmed = try await datagramsReceived()
+        XCTAssertEqual(fromShimmed, 0, "not one datagram of the shimmed process reached the relay")
+        shimmed.signal(SIGKILL)
+
+        // The same without the shim: its datagrams arrive and the message is stored for bob.
+        let unshimmed = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", open, "--to", bob, "over an open network"], environment: try await environment(open))
+        children.append(unshimmed)
+        let status = await unshimmed.exitStatus()
+        XCTAssertEqual(status, 0, unshimmed.standardError)
+        let fromUnshimmed = try await datagramsReceived()
+        XCTAssertGreaterThan(fromUnshimmed, 0)
+    }
+
+    /// With SIMP_UDP_BLOCK_AFTER_MS the process's UDP works until then.
+    func testTheShimLetsUDPThroughUntilItsStartTime() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        _ = try await environment(bob)
+        let send = try ChildProcess(
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", bob, "before the block"],
+            environment: try await environment(alice).merging(try await UDPBlockShim.environment(afterMs: 600_000)) { $1 })
+        children.append(send)
+        let status = await send.exitStatus()
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("stored"), send.standardOutput)
+        let received = try await datagramsReceived()
+        XCTAssertGreaterThan(received, 0)
+    }
+}
