@@ -34,8 +34,9 @@ struct Send: AsyncParsableCommand {
             (exit 0): the relay delivers it to each device. \
             Exits 1 with a one-line error if the relay is unreachable, the recipient is unknown, \
             or no receipt arrives within the time limit (5 minutes). A message still without a \
-            receipt after 5 s is reported on standard error (`still trying`): the relay is slow or \
-            unreachable, or the recipient's inbox is full and refuses it for now.
+            receipt after 5 s is reported on standard error (`still trying`): the relay or the network \
+            is slow, or the recipient's inbox is full and refuses it for now. Where UDP is blocked, \
+            messages go over the control connection instead (said once on standard error).
 
             The session only sends: it never takes messages stored for your user. A message whose \
             outcome is not known when simp send exits (connection lost, Ctrl-C, a crash) stays in the \
@@ -136,14 +137,24 @@ struct Send: AsyncParsableCommand {
         let to = self.to ?? SIMPClient.roomAddress(room!)
         let delays = Task { // a long wait is said, once per message, not sat through in silence
             for await case .delayed(let id, let to, let waitedMillis) in client.notices {
+                let why =
+                    await client.datagramPath == .control
+                    ? "over the control connection, UDP being blocked: the relay or the connection is slow, or \(to)'s inbox is full"
+                    : "the relay or the network is slow, or \(to)'s inbox is full"
                 FileHandle.standardError.write(
                     Data(
                         ("simp: message \(id) to \(to): no receipt after \(waitedMillis / 1000) s "
-                            + "(the relay is slow or unreachable, or \(to)'s inbox is full); still trying. "
-                            + "Ctrl-C leaves it in the outbox for the next simp\n").utf8))
+                            + "(\(why)); still trying. Ctrl-C leaves it in the outbox for the next simp\n").utf8))
             }
         }
         defer { delays.cancel() }
+        let paths = Task { // UDP blocked is said once, and is not the relay's fault
+            for await path in client.datagramPaths where path == .control {
+                FileHandle.standardError.write(Data("simp: UDP is blocked on this network; messages go over the control connection\n".utf8))
+                break
+            }
+        }
+        defer { paths.cancel() }
         // Each message is submitted as soon as it is read and its outcome printed when it comes,
         // so a long-running `--lines` input is sent line by line.
         let (sent, failures) = try await withThrowingTaskGroup(of: String?.self) { group in

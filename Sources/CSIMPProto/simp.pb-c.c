@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[20] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[21] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -74,17 +74,19 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[20] =
   { "READ", "SIMP__MESSAGE__TYPE__READ", 19 },
   { "WHO", "SIMP__MESSAGE__TYPE__WHO", 20 },
   { "PRESENCE", "SIMP__MESSAGE__TYPE__PRESENCE", 21 },
+  { "DATAGRAM", "SIMP__MESSAGE__TYPE__DATAGRAM", 25 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{0, 20}
+{0, 0},{15, 13},{25, 20},{0, 21}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[20] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[21] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
   { "CHALLENGE", 11 },
   { "CONNECT", 3 },
   { "CONNECTED", 5 },
+  { "DATAGRAM", 20 },
   { "DISCONNECT", 9 },
   { "ERROR", 6 },
   { "HELLO", 12 },
@@ -108,11 +110,11 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  20,
+  21,
   simp__message__type__enum_values_by_number,
-  20,
+  21,
   simp__message__type__enum_values_by_name,
-  2,
+  3,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -232,7 +234,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[44] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[45] =
 {
   {
     "version",
@@ -762,6 +764,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[44] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "datagram",
+    70,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, datagram),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -771,6 +785,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   39,   /* field[39] = batchReceipts */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
+  44,   /* field[44] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
   11,   /* field[11] = errorCode */
@@ -809,12 +824,13 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[3 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[4 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
-  { 0, 44 }
+  { 70, 44 },
+  { 0, 45 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -824,10 +840,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  44,
+  45,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  3,  simp__message__number_ranges,
+  4,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

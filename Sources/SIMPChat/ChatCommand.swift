@@ -20,6 +20,8 @@ public enum ChatCommand: Equatable, Sendable {
     case members(room: String?)
     /// `/who [NAME... | #ROOM]`: presence (default: the current peer).
     case who([String])
+    /// `/status`: the connection, and the way messages go (UDP or the control connection).
+    case status
     case help
     case quit
     /// A blank line.
@@ -40,6 +42,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/leave [ROOM]    leave ROOM (default: the current room)",
         "/members [ROOM]  list ROOM's members (default: the current room)",
         "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
+        "/status          the connection, and whether messages go over UDP or TCP",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
@@ -50,7 +53,7 @@ public enum ChatCommand: Equatable, Sendable {
 
     /// The commands, for Tab completion.
     public static let names = [
-        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/help", "/quit",
+        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status", "/help", "/quit",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -89,6 +92,8 @@ public enum ChatCommand: Equatable, Sendable {
             return .members(room: arguments.first.map(roomName))
         case "/who":
             return .who(arguments)
+        case "/status":
+            return .status
         case "/help", "/?":
             return .help
         case "/quit", "/exit", "/q":

@@ -38,6 +38,8 @@ public final class ChatController: @unchecked Sendable {
         case submitted(ref: Int, messageId: UInt64, inMemoryOnly: Bool), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal, tick
         case log(String)
+        /// The client's datagrams moved to another path.
+        case path(DatagramPath)
     }
 
     private let client: SIMPClient
@@ -178,6 +180,9 @@ public final class ChatController: @unchecked Sendable {
         case .log(let line):
             session.inform(line)
             return []
+        case .path(let path):
+            session.datagramPathChanged(path)
+            return []
         }
     }
 
@@ -198,6 +203,9 @@ public final class ChatController: @unchecked Sendable {
         }
         Task { [client] in
             for await notice in client.notices { post.yield(.notice(notice)) }
+        }
+        Task { [client] in
+            for await path in client.datagramPaths { post.yield(.path(path)) }
         }
         Task { [client] in
             for await event in client.peerEvents { post.yield(.peer(event)) }

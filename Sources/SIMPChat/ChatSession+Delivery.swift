@@ -129,4 +129,22 @@ extension ChatSession {
             notice("offline: \(reason)", .failure)
         }
     }
+
+    /// The client's datagrams moved to `path` (docs/PROTOCOL.md §5.5): said once a session when
+    /// UDP turns out to be blocked; `/status` shows the path at any time.
+    public mutating func datagramPathChanged(_ path: DatagramPath) {
+        datagramPath = path
+        guard path == .control, !saidUDPBlocked else { return }
+        saidUDPBlocked = true
+        notice(Self.udpBlockedText, .warning)
+    }
+
+    static let udpBlockedText = "UDP is blocked on this network; messages go over the control connection"
+
+    /// `/status`: the connection, and the way messages go.
+    mutating func showConnectionStatus() {
+        let state = MessageFormatting.stateLine(connection) ?? "connecting"
+        let path = datagramPath == .udp ? "messages go over UDP" : Self.udpBlockedText
+        notice("\(state); \(path)", .dim)
+    }
 }

@@ -58,6 +58,10 @@ public struct ChatSession: Sendable {
     /// Whether the chat already said that messages wait for receipts (reset once one settles).
     var slowSpellReported = false
     var hasConnected = false
+    /// How the client's datagrams go (docs/PROTOCOL.md §5.5), as it last said.
+    public internal(set) var datagramPath: DatagramPath = .udp
+    /// Whether the chat already said that UDP is blocked (said once a session).
+    var saidUDPBlocked = false
     var output = ""
     let clock: ChatClock
 
@@ -209,6 +213,9 @@ public struct ChatSession: Sendable {
         case .members(let room):
             guard let room = room ?? currentRoom else { return askWhichRoom("/members") }
             return [.room(.members(room))]
+        case .status:
+            showConnectionStatus()
+            return []
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []

@@ -2,6 +2,7 @@ import Logging
 import Metrics
 import NIOCore
 import SIMPCore
+import Synchronization
 
 /// Everything a client needs to connect.
 public struct ClientConfiguration: Sendable {
@@ -75,6 +76,9 @@ public struct ClientConfiguration: Sendable {
     public var connectTimeout: TimeAmount = .seconds(5)
     public var maxFrameSize: Int = Framing.defaultMaxFrameSize
     public var logger: Logger = Logger(label: "simp.client")
+    /// For tests (and the lab): while it blocks, the client's UDP socket drops every datagram it
+    /// would send and every one it receives, as a network that blocks UDP does (TCP untouched).
+    public var udpBlock: UDPBlock?
     /// Where the client's retransmit and RTT metrics go (see `ClientMetrics`).
     public var metricsFactory: MetricsFactory = MetricsSystem.factory
 
@@ -155,4 +159,20 @@ public enum SendResult: Equatable, Sendable {
     case stored(messageId: UInt64, receiverOnline: Bool = false)
     /// The control channel closed before the outcome was known.
     case connectionLost(messageId: UInt64)
+}
+
+/// A switch that makes a client's UDP socket drop everything (`ClientConfiguration.udpBlock`),
+/// from the start or from any moment, and let it through again: UDP blocked in-process, for
+/// tests and the lab.
+public final class UDPBlock: Sendable {
+    private let blocking: Mutex<Bool>
+
+    /// A switch that blocks from the start if `blocking`.
+    public init(blocking: Bool = true) { self.blocking = Mutex(blocking) }
+
+    /// Whether datagrams are dropped now; set it from any thread.
+    public var isBlocking: Bool {
+        get { blocking.withLock { $0 } }
+        set { blocking.withLock { $0 = newValue } }
+    }
 }

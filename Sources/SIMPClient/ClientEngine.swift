@@ -53,6 +53,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// Called once per output of the session, before its outcomes are reported (its counters
     /// may be read from `session`).
     package var onOutput: (ClientSession.Output) -> Void = { _ in }
+    /// Called when the datagrams move to another path (docs/PROTOCOL.md §5.5).
+    var onPathChange: (DatagramPath) -> Void = { _ in }
     /// Called on every connection state change.
     package var onStateChange: (ConnectionState) -> Void = { _ in }
     /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
@@ -254,6 +256,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     }
 
     func datagramReceived(_ bytes: ByteBuffer, at arrival: NIODeadline) {
+        if let block = configuration.udpBlock, block.isBlocking { return }
         let rejectedBefore = session.rejectedDatagrams
         let output = session.datagramArrived(bytes, arrivedAt: arrival, now: now)
         if session.rejectedDatagrams > rejectedBefore {
@@ -361,6 +364,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     package func sendDatagrams(_ sealed: [ByteBuffer]) {
         guard let datagrams, let target = relayDatagramAddress else { return }
+        if let block = configuration.udpBlock, block.isBlocking { return }
         for bytes in sealed { datagrams.write(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil) }
         datagrams.flush()
     }
@@ -371,6 +375,16 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     }
 
     package func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
+
+    package func datagramPathChanged(to path: DatagramPath) {
+        switch path {
+        case .control:
+            logger.notice("UDP does not get through to the relay: datagrams go over the control connection (docs/PROTOCOL.md §5.5)")
+        case .udp:
+            logger.notice("UDP gets through again: datagrams go over UDP")
+        }
+        onPathChange(path)
+    }
 
     package func outputWillBeReported(_ output: ClientSession.Output) {
         metrics.update(outcomes: output.outcomes, session: session)

@@ -42,6 +42,13 @@ public protocol ClientShell: AnyObject {
     func reconnect(attempt: Int, after delay: TimeAmount)
     /// Keep one timer at `deadline` (none if nil) that calls `session.poll`.
     func armTimer(at deadline: NIODeadline?)
+    /// The session's datagrams now go this way (docs/PROTOCOL.md §5.5): tell the user. The
+    /// default does nothing.
+    func datagramPathChanged(to path: DatagramPath)
+}
+
+extension ClientShell {
+    public func datagramPathChanged(to path: DatagramPath) {}
 }
 
 extension ClientShell {
@@ -50,11 +57,20 @@ extension ClientShell {
         var output = output
         // First: the receipts below say the application has them.
         if !output.delivered.isEmpty { session.handOver(&output, to: take) }
+        var controlFrames = output.controlFrames
         if let allocator = datagramAllocator, !output.datagrams.isEmpty {
             let sealed = output.datagrams.compactMap { session.seal($0, allocator: allocator) }
-            if !sealed.isEmpty { sendDatagrams(sealed) }
+            if session.datagramPath == .control {
+                controlFrames += sealed.map(SIMPMessage.carrying) // in DATAGRAM frames (docs/PROTOCOL.md §5.5)
+            } else if !sealed.isEmpty {
+                sendDatagrams(sealed)
+            }
         }
-        if !output.controlFrames.isEmpty { writeControl(output.controlFrames) }
+        if let allocator = datagramAllocator, !output.udpProbes.isEmpty {
+            sendDatagrams(output.udpProbes.compactMap { session.seal($0, allocator: allocator) })
+        }
+        if !controlFrames.isEmpty { writeControl(controlFrames) }
+        if let path = output.pathChanged { datagramPathChanged(to: path) }
         for message in output.delayed { messageDelayed(message) }
         outputWillBeReported(output)
         for outcome in output.outcomes { messageSettled(SendResult(outcome)) }

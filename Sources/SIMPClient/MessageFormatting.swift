@@ -96,6 +96,7 @@ public enum MessageFormatting {
         case .read: return "READ"
         case .who: return "WHO"
         case .presence: return "PRESENCE"
+        case .datagram: return "DATAGRAM"
         }
     }
 

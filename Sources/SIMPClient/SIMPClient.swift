@@ -26,6 +26,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private let states: AsyncStream<ConnectionState>
     private let statesContinuation: AsyncStream<ConnectionState>.Continuation
+    private let paths: AsyncStream<DatagramPath>
+    private let pathsContinuation: AsyncStream<DatagramPath>.Continuation
 
     /// Messages delivered to this user, each once, in arrival order (without those the
     /// configuration's `messageHandler` says the application had already).
@@ -44,6 +46,8 @@ public final class SIMPClient: @unchecked Sendable {
             return true
         }
         engine.onStateChange = { [statesContinuation] in statesContinuation.yield($0) }
+        (paths, pathsContinuation) = AsyncStream.makeStream(of: DatagramPath.self, bufferingPolicy: .bufferingNewest(16))
+        engine.onPathChange = { [pathsContinuation] in pathsContinuation.yield($0) }
         (noticeStream, noticesContinuation) = AsyncStream.makeStream(of: DeliveryNotice.self, bufferingPolicy: .bufferingNewest(4096))
         engine.onNotice = { [noticesContinuation] in noticesContinuation.yield($0) }
         engine.onDelay = { [noticesContinuation] delayed in
@@ -63,6 +67,11 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Every change of connection state, in order (one consumer; the newest 16 are buffered).
     public var connectionStates: AsyncStream<ConnectionState> { states }
+
+    /// Every move of this client's datagrams to another path, in order: `.control` when UDP
+    /// does not get through and they go over the control connection, `.udp` when they are back
+    /// (docs/PROTOCOL.md §5.5; one consumer; the newest 16 are buffered).
+    public var datagramPaths: AsyncStream<DatagramPath> { paths }
 
     /// The bound local UDP address (after `connect`).
     public private(set) var localDatagramAddress: SocketAddress?
@@ -153,6 +162,12 @@ public final class SIMPClient: @unchecked Sendable {
         get async { (try? await engine.eventLoop.submit { [engine] in engine.stopped }.get()) ?? nil }
     }
 
+    /// How this client's datagrams go to the relay now: over UDP, or over the control
+    /// connection because UDP does not get through (docs/PROTOCOL.md §5.5).
+    public var datagramPath: DatagramPath {
+        get async { (try? await engine.eventLoop.submit { [engine] in engine.session.datagramPath }.get()) ?? .udp }
+    }
+
     /// Reliability counters of this client.
     public func statistics() async throws -> ClientStatistics {
         try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
@@ -183,6 +198,7 @@ public final class SIMPClient: @unchecked Sendable {
         continuation.finish()
         noticesContinuation.finish()
         peerEventsContinuation.finish()
+        pathsContinuation.finish()
         try? await group.shutdownGracefully()
     }
 }

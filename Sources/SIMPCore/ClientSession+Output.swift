@@ -5,6 +5,11 @@ extension ClientSession {
     public struct Output: Equatable, Sendable {
         /// Datagrams for the relay's UDP port.
         public var datagrams: [SIMPMessage] = []
+        /// HELLO probes for the relay's UDP port whatever `ClientSession.datagramPath` says
+        /// (`datagrams` go the session's path: UDP, or DATAGRAM frames on the control connection).
+        public var udpProbes: [SIMPMessage] = []
+        /// The datagrams moved to this path (docs/PROTOCOL.md §5.5): tell the user.
+        public var pathChanged: DatagramPath?
         /// Frames for the registered control connection.
         public var controlFrames: [SIMPMessage] = []
         /// Messages for the application, in order. Hand them over before carrying out the rest

@@ -52,6 +52,10 @@ public struct ClientSession: Sendable {
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20
+        /// When datagrams move to the control connection because UDP does not get through, and
+        /// back (docs/PROTOCOL.md §5.5); nil: always UDP (HELLO repeated `helloAttempts` times,
+        /// a PING datagram as keepalive), as clients before the fallback.
+        public var datagramPaths: DatagramPathPolicy? = DatagramPathPolicy()
         /// Also send each receipt as a datagram, which no TCP loss can hold up; the control
         /// channel's copy stays the reliable one (docs/PROTOCOL.md §6.1).
         public var receiptDatagrams = true
@@ -90,7 +94,7 @@ public struct ClientSession: Sendable {
     public static let defaultPacing = RateLimit(perSecond: 450, burst: 50)
 
     public let configuration: Configuration
-    public private(set) var sender: ReliableSender
+    public internal(set) var sender: ReliableSender
     public private(set) var receiver: ReceiverCore
     /// Where the session is with the relay: no control connection, logging in, or registered,
     /// each with what only that phase has. Whether it stopped for good is `stopped`.
@@ -102,6 +106,8 @@ public struct ClientSession: Sendable {
     /// that session may still arrive).
     private var sealer: DatagramSealer?
     private var opener: DatagramOpener?
+    /// The datagram path and its probes (nil: always UDP); kept across connections.
+    var paths: DatagramPathSelector?
     /// Datagrams dropped because they were not authentic for the current session.
     public private(set) var rejectedDatagrams = 0
     /// Whether content is still taken (false after `stopTakingMessages`).
@@ -152,6 +158,7 @@ public struct ClientSession: Sendable {
         self.backoff = configuration.reconnect.map(Backoff.init)
         self.batcher = ReceiptBatcher(delay: configuration.receiptBatchDelay)
         self.repeater = ReceiptRepeater(window: configuration.receiptRepeatWindow)
+        self.paths = configuration.datagramPaths.map(DatagramPathSelector.init)
         sender.suspend() // nothing goes out before the relay accepted CONNECT
     }
 
@@ -164,7 +171,7 @@ public struct ClientSession: Sendable {
         return [
             sender.nextDeadline, receiver.nextDeadline, registration?.heartbeat.nextDeadline, registration?.nextKeepalive,
             registration?.nextHello?.due, batcher.nextDeadline, registration?.receiptConfirmPing,
-            receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil,
+            receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil, paths?.nextDeadline,
         ]
         .compactMap { $0 }.min()
     }
@@ -186,6 +193,7 @@ public struct ClientSession: Sendable {
         }
         let (id, sent) = sender.submit(message, now: now)
         output.absorb(sent)
+        noteContentSent(output, now: now)
         return (id, output)
     }
 
@@ -277,9 +285,11 @@ public struct ClientSession: Sendable {
             RegisteredState(
                 heartbeat: Heartbeat(policy: configuration.heartbeat, now: now),
                 holdingHeartbeat: Heartbeat(policy: configuration.heartbeatWhileHolding, now: now),
-                nextKeepalive: now + configuration.keepaliveInterval, nextHello: Hello(due: now, attemptsLeft: configuration.helloAttempts)))
+                nextKeepalive: now + configuration.keepaliveInterval,
+                nextHello: datagramPath == .udp ? Hello(due: now, attemptsLeft: configuration.helloAttempts) : nil))
         backoff?.reset()
         var output = pollHello(now: now)
+        beginDatagramPath(now: now, into: &output)
         for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
         output.absorb(sender.resume(now: now))
         receiver.restartHoldClock(now: now)
@@ -296,15 +306,15 @@ public struct ClientSession: Sendable {
     /// A datagram arrived from the relay at `arrivedAt`: anything not authentic for the current
     /// session is dropped (and counted); a HELLO answer ends the HELLOs; content is receipted
     /// and delivered in order.
-    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
+    /// `path`: how it came (over UDP, or in a DATAGRAM frame).
+    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline, over path: DatagramPath = .udp) -> Output {
         guard let payload = try? opener?.open(bytes).payload, let message = try? MessageCodec.decode(payload) else {
             rejectedDatagrams += 1
             return Output()
         }
+        if message.kind == .hello { return helloAnswered(over: path, now: now) }
+        if path == .udp { paths?.arrivedOverUDP(now: now) }
         switch message.kind {
-        case .hello:
-            updateRegistration { $0.nextHello = nil }
-            return Output()
         case .receipt: // the fast copy; whichever copy comes first counts
             var output = Output()
             output.absorb(sender.handleReceipt(message, now: now))
@@ -333,6 +343,7 @@ public struct ClientSession: Sendable {
         // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
         if let lastHeard = phase.registration?.heartbeat.lastHeard { receiver.stopHoldClock(since: lastHeard) }
         phase = .disconnected
+        paths?.controlLost()
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
         sender.suspend()
@@ -361,6 +372,8 @@ public struct ClientSession: Sendable {
             return output
         }
         switch message.kind {
+        case .datagram:
+            return datagramArrived(ByteBuffer(bytes: message.datagram), arrivedAt: now, now: now, over: .control)
         case .receipt where message.status == .stored || message.status == .roomDelivered:
             // The receiver is offline, or it is a room post: the message is settled (no more
             // retries), not delivered.
@@ -511,12 +524,13 @@ public struct ClientSession: Sendable {
             nextPingId += 1
             registration.receiptConfirmPing = nil
         }
-        if registration.nextKeepalive <= now {
-            output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))
-            registration.nextKeepalive = now + configuration.keepaliveInterval
-        }
+        let keepaliveDue = registration.nextKeepalive <= now
+        if keepaliveDue { registration.nextKeepalive = now + configuration.keepaliveInterval }
         phase = .registered(registration)
+        if keepaliveDue { keepAlive(now: now, into: &output) }
+        pollDatagramPath(now: now, into: &output)
         output.absorb(sender.poll(now: now))
+        noteContentSent(output, now: now)
         return output
     }
 }

@@ -22,6 +22,24 @@ public enum Framing {
         buffer.writeImmutableBuffer(payload)
     }
 
+    /// Appends a DATAGRAM frame carrying `sealed` (docs/PROTOCOL.md §5.5) to `buffer`, encoded
+    /// by hand: the same bytes `writeFrame(SIMPMessage.carrying(sealed))` writes (version 1,
+    /// type 25, field 70), without building the message.
+    public static func writeDatagramFrame(carrying sealed: ByteBuffer, into buffer: inout ByteBuffer) {
+        let length = sealed.readableBytes
+        var lengthVarint: [UInt8] = []
+        var rest = UInt64(length)
+        repeat {
+            lengthVarint.append(UInt8(rest & 0x7F) | (rest > 0x7F ? 0x80 : 0))
+            rest >>= 7
+        } while rest > 0
+        let fixed: [UInt8] = [0x08, 0x01, 0x40, UInt8(SIMPMessage.Kind.datagram.rawValue), 0xB2, 0x04] // version, type, field 70 bytes
+        buffer.writeInteger(UInt32(fixed.count + lengthVarint.count + length))
+        buffer.writeBytes(fixed)
+        buffer.writeBytes(lengthVarint)
+        buffer.writeImmutableBuffer(sealed)
+    }
+
     /// Takes the next whole frame's payload off the front of `buffer`, whatever way TCP cut or
     /// merged the stream; nil until a whole frame is there. Throws when a peer announces a
     /// frame above `maxFrameSize`.

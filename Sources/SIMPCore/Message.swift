@@ -1,3 +1,5 @@
+import NIOCore
+
 /// One SIMP message: the payload of every UDP datagram and every TCP control frame.
 ///
 /// Mirrors `proto/simp.proto`; `MessageCodec` converts it to and from the protobuf-c wire form.
@@ -9,6 +11,9 @@ public struct SIMPMessage: Equatable, Sendable {
         case auth = 10, challenge = 11, hello = 12
         case roomJoin = 15, roomLeave = 16, roomMembers = 17
         case typing = 18, read = 19, who = 20, presence = 21
+        /// A sealed datagram carried in a control frame (`datagram`), when UDP does not get
+        /// through (docs/PROTOCOL.md §5.5).
+        case datagram = 25
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -134,6 +139,8 @@ public struct SIMPMessage: Equatable, Sendable {
     /// RECEIPT (STORED) only: a receiving device of the receiver is connected to the relay that
     /// stored the message and is getting it now: the receiver is not offline (docs/PROTOCOL.md §6.6).
     public var receiverOnline: Bool = false
+    /// DATAGRAM only: one sealed datagram, byte for byte as it would cross UDP (docs/PROTOCOL.md §5.5).
+    public var datagram: [UInt8] = []
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024
@@ -158,6 +165,13 @@ extension SIMPMessage {
         receipt.attempt = attempt
         receipt.holdMicros = holdMicros
         return receipt
+    }
+
+    /// A DATAGRAM control frame carrying `sealed`, a sealed datagram (docs/PROTOCOL.md §5.5).
+    public static func carrying(_ sealed: ByteBuffer) -> SIMPMessage {
+        var frame = SIMPMessage(kind: .datagram)
+        frame.datagram = Array(sealed.readableBytesView)
+        return frame
     }
 
     /// An ERROR control message about message `messageId`, addressed to `user`.

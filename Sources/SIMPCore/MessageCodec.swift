@@ -103,6 +103,7 @@ public enum MessageCodec {
         message.messageRateLimit = c.messageratelimit
         message.acceptsBatchReceipts = c.acceptsbatchreceipts != 0
         message.receiverOnline = c.receiveronline != 0
+        message.datagram = byteArray(c.datagram)
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -141,8 +142,8 @@ public enum MessageCodec {
         let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
         let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
         let memberOffsets = message.members.map { strings.add($0) }
-        // Bytes fields (login only): one contiguous copy; empty fields are skipped by protobuf-c.
-        var binary = message.nonce + message.salt + message.proof + message.sessionSecret
+        // Bytes fields (login, and DATAGRAM): one contiguous copy; empty fields are skipped by protobuf-c.
+        var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram
         return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
             binary.withUnsafeMutableBufferPointer { binaryBytes in
                 let base = UnsafeMutableRawPointer(stringBytes.baseAddress!).assumingMemoryBound(to: CChar.self)
@@ -179,6 +180,7 @@ public enum MessageCodec {
                 c.proof = binaryField(message.proof.count)
                 c.sessionid = message.sessionId
                 c.sessionsecret = binaryField(message.sessionSecret.count)
+                c.datagram = binaryField(message.datagram.count)
                 c.retryaftermillis = message.retryAfterMillis
                 c.maxdatagramsize = message.maxDatagramSize
                 c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))

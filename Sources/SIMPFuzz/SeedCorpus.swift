@@ -58,6 +58,12 @@ public enum SeedCorpus {
                     connect("mallory"), held(receiptTo("alice")), receiptTo("alice"),
                     held(batchReceiptTo("alice", ids: [1, 2])), ping(),
                 ]),
+            // Datagrams carried in control frames (docs/PROTOCOL.md §5.5): sealed-looking, unsealed.
+            "datagram-frames": [0x0e]
+                + frames([
+                    connect("mallory"), .carrying(ByteBuffer(bytes: [0xA2] + Array(repeating: 1, count: 40))),
+                    .carrying(ByteBuffer(bytes: [1, 2, 3])), ping(),
+                ]),
         ]
         for (name, message) in messages where !message.kind.isContent {
             seeds["single-\(name)"] = [0x1f] + frames([message])

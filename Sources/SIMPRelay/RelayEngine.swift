@@ -8,11 +8,16 @@ import SIMPNIO
 public struct RelayStatistics: Sendable, Equatable {
     public var datagramsReceived = 0
     public var datagramsForwarded = 0
+    /// Datagrams that came in DATAGRAM control frames, and went out in them (among those forwarded).
+    public var datagramsCarriedIn = 0
+    public var datagramsCarriedOut = 0
     public var receiptsRouted = 0
     /// Datagrams and receipts handed to other relays through the store (and heard there).
     public var deliveriesPublished = 0
     public var rejected: [RejectReason: Int] = [:]
     public var connectedUsers = 0
+    /// Sessions whose datagrams go over their control connection (docs/PROTOCOL.md §5.5).
+    public var sessionsOverControl = 0
     /// Messages newly stored in offline inboxes (retransmissions of stored ones not counted).
     public var inboxStored = 0
     /// Entries removed from inboxes after delivery or hand-over.
@@ -84,6 +89,7 @@ package final class RelayEngine {
     package var statistics: RelayStatistics {
         var snapshot = counts
         snapshot.connectedUsers = core.connectedUsers
+        snapshot.sessionsOverControl = core.sessionsOverControl
         return snapshot
     }
 
@@ -170,6 +176,10 @@ package final class RelayEngine {
         guard !forwarded else { return }
         do {
             let message = try MessageCodec.decode(payload)
+            if message.kind == .datagram {
+                counts.datagramsCarriedIn += 1
+                metrics.datagramsCarriedIn.increment()
+            }
             handle { $0.controlReceived(message, on: id, peer: peer, now: now(), into: &$1) }
         } catch {
             handle { $0.malformedControl(payload, on: id, detail: "\(error)", now: now(), into: &$1) }
@@ -204,6 +214,7 @@ package final class RelayEngine {
     /// A burst of datagrams read at `start` has been handled and its forwards flushed.
     func datagramBurstCompleted(startedAt start: NIODeadline) {
         inDatagramBurst = false
+        if !unflushedControl.isEmpty { flushControl() } // DATAGRAM frames for sessions on the control path
         metrics.forwardLatency.recordNanoseconds((now() - start).nanoseconds)
         reportDatagramCounts()
     }
@@ -234,6 +245,8 @@ package final class RelayEngine {
         metrics.redisCalls.increment(by: max(0, roundTrips - reportedRoundTrips))
         reportedRoundTrips = max(reportedRoundTrips, roundTrips)
         metrics.datagramsAwaitingLookup.record(core.datagramsAwaitingLookup)
+        metrics.sessionsOverControl.record(core.sessionsOverControl)
+        metrics.sessionsOverUDP.record(core.sessionCount - core.sessionsOverControl)
         reportDatagramCounts()
     }
 
@@ -273,6 +286,14 @@ package final class RelayEngine {
             writeDatagram(bytes, to: address)
         case .reply(let bytes, let address):
             writeDatagram(bytes, to: address)
+        case .carry(let id, let sealed):
+            guard let channel = connections[id], let encoder = frameWriters[id] else { return }
+            counts.datagramsCarriedOut += 1
+            metrics.datagramsCarriedOut.increment()
+            var frame = channel.allocator.buffer(capacity: Framing.headerSize + 16 + sealed.readableBytes)
+            Framing.writeDatagramFrame(carrying: sealed, into: &frame)
+            encoder.write(NIOAny(frame), promise: nil) // a whole frame already
+            unflushedControl[ObjectIdentifier(channel)] = channel
         case .close(let id):
             connections[id]?.close(promise: nil)
         case .reject(let reason, let detail):

@@ -16,6 +16,12 @@ struct RelayMetrics {
     let redisCalls: CoreMetrics.Counter
     let redisErrors: CoreMetrics.Counter
     let sessions: CoreMetrics.Gauge
+    /// Sessions whose datagrams go over UDP, and over their control connection (docs/PROTOCOL.md §5.5).
+    let sessionsOverUDP: CoreMetrics.Gauge
+    let sessionsOverControl: CoreMetrics.Gauge
+    /// Sealed datagrams carried in DATAGRAM control frames, received and sent.
+    let datagramsCarriedIn: CoreMetrics.Counter
+    let datagramsCarriedOut: CoreMetrics.Counter
     /// Datagrams held in the relay while their recipient's route is looked up in Redis.
     let datagramsAwaitingLookup: CoreMetrics.Gauge
     /// From reading a burst of datagrams to having flushed their forwards, per burst.
@@ -33,6 +39,10 @@ struct RelayMetrics {
         redisCalls = CoreMetrics.Counter(label: "simp_redis_calls_total", factory: factory)
         redisErrors = CoreMetrics.Counter(label: "simp_redis_errors_total", factory: factory)
         sessions = CoreMetrics.Gauge(label: "simp_sessions", factory: factory)
+        sessionsOverUDP = CoreMetrics.Gauge(label: Self.sessionsByPathLabel, dimensions: [("path", "udp")], factory: factory)
+        sessionsOverControl = CoreMetrics.Gauge(label: Self.sessionsByPathLabel, dimensions: [("path", "tcp")], factory: factory)
+        datagramsCarriedIn = CoreMetrics.Counter(label: Self.datagramsOverTCPLabel, dimensions: [("direction", "in")], factory: factory)
+        datagramsCarriedOut = CoreMetrics.Counter(label: Self.datagramsOverTCPLabel, dimensions: [("direction", "out")], factory: factory)
         datagramsAwaitingLookup = CoreMetrics.Gauge(label: "simp_datagrams_awaiting_lookup", factory: factory)
         forwardLatency = CoreMetrics.Timer(label: Self.forwardLatencyLabel, factory: factory)
         rejectedCounters = Dictionary(
@@ -44,6 +54,8 @@ struct RelayMetrics {
     func rejected(_ reason: RejectReason) { rejectedCounters[reason]!.increment() }
 
     static let forwardLatencyLabel = "simp_forward_latency_seconds"
+    static let sessionsByPathLabel = "simp_sessions_by_path"
+    static let datagramsOverTCPLabel = "simp_datagrams_over_tcp_total"
 
     /// The `# HELP` text of each metric above, by name.
     static let help: [String: String] = [
@@ -56,6 +68,10 @@ struct RelayMetrics {
         "simp_redis_calls_total": "Redis round trips made by the relay (a pipeline counts once).",
         "simp_redis_errors_total": "Failed Redis calls (register, unregister, lookup, publish, session checks, refresh rounds).",
         "simp_sessions": "Sessions (logged-in users) held by this relay.",
+        "simp_sessions_by_path":
+            "Sessions by the way their datagrams go: path=udp, or path=tcp (in DATAGRAM frames on the control connection, UDP being blocked).",
+        "simp_datagrams_over_tcp_total":
+            "Sealed datagrams carried in DATAGRAM control frames, from clients (direction=in) and to them (direction=out).",
         "simp_datagrams_awaiting_lookup": "Datagrams held while their recipient's route is looked up in Redis.",
         forwardLatencyLabel: "Per burst of datagrams read together, from reading the first to having flushed every forward.",
         "simp_rejected_total": "Input dropped or refused, by reason (docs/OPERATIONS.md section 9).",

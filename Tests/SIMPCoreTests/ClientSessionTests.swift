@@ -151,7 +151,7 @@ final class ClientSessionTests: XCTestCase {
         let at5 = client.poll(now: t0 + .seconds(5))
         XCTAssertEqual(at5.controlFrames.map(\.kind), [.ping])
         let at10 = client.poll(now: t0 + .seconds(10))
-        XCTAssertEqual(at10.datagrams.map(\.kind), [.ping], "UDP keepalive (the HELLOs gave up long before)")
+        XCTAssertEqual(at10.datagrams.map(\.kind), [.hello], "UDP keepalive: a HELLO probe, answered (docs/PROTOCOL.md §5.5)")
         XCTAssertEqual(at10.datagrams.first?.fromUser, "alice")
         XCTAssertTrue(client.poll(now: t0 + .seconds(15)).closeControl, "15 s of silence")
     }
@@ -312,6 +312,8 @@ final class ClientSessionReceiptTests: XCTestCase {
     func testInboxFullForAPendingMessageKeepsItPending() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
+        var relay = DatagramSealer(keys: keys, direction: .downlink)
+        _ = client.datagramArrived(relay.seal(SIMPMessage(kind: .hello)), arrivedAt: t0, now: t0) // UDP works
         let id = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "x"), now: t0).messageId
         var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: id)
         full.fromUser = "bob"

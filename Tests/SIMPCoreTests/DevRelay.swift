@@ -236,6 +236,19 @@ struct DevRelay {
         .reply(clients[user]!.expected.seal(message), to: source)
     }
 
+    /// `message` sealed by its `fromUser`'s client and carried in a DATAGRAM frame on that
+    /// client's control connection (docs/PROTOCOL.md §5.5).
+    mutating func carry(_ message: SIMPMessage, now: NIODeadline = t0) -> [RelayAction] {
+        let bytes = sealed(message)
+        return control(.carrying(bytes), on: clients[message.fromUser]!.connection, now: now)
+    }
+
+    /// The relay's next datagram for `user`, carrying `message`, in a DATAGRAM frame on the
+    /// user's control connection.
+    mutating func carried(_ message: SIMPMessage, to user: String) -> RelayAction {
+        .carry(clients[user]!.connection, clients[user]!.expected.seal(message))
+    }
+
     /// `user` now sends from `address` (its route moved).
     mutating func move(_ user: String, to address: SocketAddress) {
         clients[user]!.address = address

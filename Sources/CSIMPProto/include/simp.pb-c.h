@@ -123,7 +123,14 @@ typedef enum _Simp__Message__Type {
   /*
    * relay -> client, TCP: `fromUser` went online or offline (`presence`, `lastSeen`)
    */
-  SIMP__MESSAGE__TYPE__PRESENCE = 21
+  SIMP__MESSAGE__TYPE__PRESENCE = 21,
+  /*
+   * Datagrams over the control channel when UDP does not get through (type 25; docs/PROTOCOL.md §5.5).
+   */
+  /*
+   * either side, TCP: `datagram` is one sealed datagram, exactly as it would cross UDP
+   */
+  SIMP__MESSAGE__TYPE__DATAGRAM = 25
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -428,10 +435,17 @@ struct  Simp__Message
    * RECEIPT (STORED): a receiving device of `fromUser` is connected to the relay that stored it,
    */
   protobuf_c_boolean receiveronline;
+  /*
+   * Datagrams over the control channel (fields 70-74; docs/PROTOCOL.md §5.5).
+   */
+  /*
+   * DATAGRAM: a sealed datagram (§5.1), handled by the receiver as if it came over UDP
+   */
+  ProtobufCBinaryData datagram;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL} }
 
 
 /* Simp__Message methods */

@@ -50,6 +50,10 @@ public enum RelayAction: Equatable, Sendable {
     case deliver(user: String, ByteBuffer, to: SocketAddress)
     /// Send the relay's own sealed datagram (the answer to a HELLO) to `address`.
     case reply(ByteBuffer, to: SocketAddress)
+    /// Send a sealed datagram in a DATAGRAM frame on a control connection, for a session whose
+    /// datagrams do not go over UDP (docs/PROTOCOL.md §5.5): a forward, a receipt's copy, an
+    /// inbox delivery or a HELLO answer.
+    case carry(ConnectionID, ByteBuffer)
     /// Close a connection (after sending what was queued).
     case close(ConnectionID)
     /// Count and log rejected input.

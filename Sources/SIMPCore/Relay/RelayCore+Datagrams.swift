@@ -14,15 +14,47 @@ extension RelayCore {
         guard !isDraining else {
             return output.append(.reject(.draining, detail: "datagram of \(bytes.readableBytes) bytes while shutting down"))
         }
-        let opened: SessionTable.OpenedDatagram
         switch sessions.open(bytes, from: source) {
-        case .success(let datagram): opened = datagram
-        case .failure(let rejection): return output.append(rejection.action)
+        case .success(let opened): route(opened, from: .udp(source), now: now, into: &output)
+        case .failure(let rejection): output.append(rejection.action)
         }
+    }
+
+    /// A sealed datagram arrived in a DATAGRAM frame on `connection` (docs/PROTOCOL.md §5.5):
+    /// it takes the same path as one from UDP (seal, replay window, rate limits, routing). Its
+    /// session must be the connection's own. When it is the session's newest, the session's
+    /// datagrams go over the control connection from now on.
+    public mutating func datagramCarried(_ bytes: ByteBuffer, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) {
+        guard !isDraining else {
+            return output.append(.reject(.draining, detail: "carried datagram of \(bytes.readableBytes) bytes while shutting down"))
+        }
+        switch sessions.openCarried(bytes, on: connection) {
+        case .success(let opened): route(opened, from: .control(connection), now: now, into: &output)
+        case .failure(let rejection): output.append(rejection.action)
+        }
+    }
+
+    /// Where an authentic datagram came from: its UDP source, or the control connection that
+    /// carried it.
+    enum DatagramSource {
+        case udp(SocketAddress)
+        case control(ConnectionID)
+    }
+
+    /// An authentic datagram, from UDP or carried, goes its way. The session's datagram path
+    /// follows its newest datagrams: one carried moves it to the control connection, one from
+    /// UDP other than a HELLO (the client's probe, docs/PROTOCOL.md §5.5) moves it back.
+    private mutating func route(
+        _ opened: SessionTable.OpenedDatagram, from source: DatagramSource, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         let user = opened.user
         let header: DatagramHeader
         do { header = try Self.header(of: opened.payload) } catch {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
+        }
+        let carried = source.isControl
+        if opened.isNewest, carried != opened.overControl, carried || header.kind != .hello {
+            sessions.carryDatagrams(ofSession: opened.sessionId, overControl: carried)
         }
         if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
         if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), let load = timers.takeInboxLoad(of: recipient) {
@@ -31,8 +63,10 @@ extension RelayCore {
         }
         switch header.kind {
         case .hello:
-            if let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), forSession: opened.sessionId) {
-                output.append(.reply(hello, to: source))
+            guard let hello = sessions.sealReply(SIMPMessage(kind: .hello, toUser: user), forSession: opened.sessionId) else { break }
+            switch source {
+            case .udp(let address): output.append(.reply(hello, to: address)) // a probe is answered over UDP whatever the path
+            case .control(let connection): output.append(.carry(connection, hello))
             }
         case .ping:
             break // a keepalive: keeps the NAT mapping open
@@ -168,5 +202,12 @@ extension RelayCore {
     /// do not name the session that sent it).
     func tellSender(_ message: DatagramHeader, _ code: SIMPMessage.ErrorCode, _ text: String, into output: inout [RelayAction]) {
         tell(message.fromUser, .error(code, text, messageId: message.messageId), into: &output)
+    }
+}
+
+extension RelayCore.DatagramSource {
+    var isControl: Bool {
+        if case .control = self { return true }
+        return false
     }
 }

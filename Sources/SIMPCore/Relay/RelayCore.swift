@@ -128,6 +128,12 @@ public struct RelayCore: Sendable {
     public var openConnections: Int { connections.count }
     /// The registrations this relay keeps alive in the store.
     public var liveRegistrations: [Registration] { sessions.registrations }
+    /// Sessions whose datagrams go over their control connection (docs/PROTOCOL.md §5.5).
+    public var sessionsOverControl: Int { sessions.countOverControl }
+    /// Sessions on this relay (a user may have several).
+    public var sessionCount: Int { sessions.sessionCount }
+    /// Whether session `id`'s datagrams go over its control connection.
+    public func carriesDatagramsOverControl(session id: UInt64) -> Bool { sessions.carriesDatagramsOverControl(session: id) }
     /// Payloads held while their recipients' routes are looked up.
     public var datagramsAwaitingLookup: Int { routes.awaitingCount }
     /// Stored messages in flight to users who came back.
@@ -211,6 +217,10 @@ public struct RelayCore: Sendable {
             roomControl(message, from: user, on: connection, into: &output)
         case (.read, .connected(let user)):
             routeRead(message, from: user, into: &output)
+        case (.datagram, .connected) where message.datagram.count > configuration.maxDatagramSize:
+            output.append(.reject(.datagramTooLarge, detail: "carried datagram of \(message.datagram.count) bytes on \(connection)"))
+        case (.datagram, .connected):
+            datagramCarried(ByteBuffer(bytes: message.datagram), on: connection, now: now, into: &output)
         case (.who, .connected(let user)):
             who(message, from: user, on: connection, into: &output)
         case (.disconnect, .connected):

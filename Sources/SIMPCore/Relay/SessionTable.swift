@@ -20,6 +20,9 @@ public struct SessionTable: Sendable {
         var nextThrottleNotice: NIODeadline = .uptimeNanoseconds(0)
         /// Whether the client said in CONNECT that it reads batch receipts.
         var readsBatchReceipts = false
+        /// Whether the session's datagrams go in DATAGRAM frames on its control connection
+        /// rather than over UDP (docs/PROTOCOL.md §5.5).
+        var overControl = false
 
         var registration: Registration {
             Registration(user: user, route: route, session: token, device: device, receives: receives)
@@ -51,13 +54,20 @@ public struct SessionTable: Sendable {
         /// The session's new registration when this, its newest authentic datagram, came from a
         /// new address (NAT rebinding, roaming): the route moved there.
         public var moved: Registration?
+        /// Whether the session's datagrams go over its control connection now.
+        public var overControl = false
     }
 
     private var sessions: [UInt64: Session] = [:]
     private var users: [String: UserSessions] = [:]
     private var byConnection: [ConnectionID: UInt64] = [:]
+    /// Sessions whose datagrams go over their control connection.
+    public private(set) var countOverControl = 0
 
     public init() {}
+
+    /// Every session: how many there are (`sessionCount`), against `countOverControl`.
+    public var sessionCount: Int { sessions.count }
 
     /// Users with at least one session.
     public var count: Int { users.count }
@@ -159,6 +169,7 @@ public struct SessionTable: Sendable {
     public mutating func end(_ id: UInt64) -> Registration? {
         guard let session = sessions.removeValue(forKey: id) else { return nil }
         byConnection[session.connection] = nil
+        if session.overControl { countOverControl -= 1 }
         if var entry = users[session.user] {
             entry.ids.removeAll { $0 == id }
             if session.receives { entry.receiving -= 1 }
@@ -169,7 +180,7 @@ public struct SessionTable: Sendable {
 
     /// Ends every session; returns their registrations.
     public mutating func endAll() -> [Registration] {
-        defer { sessions.removeAll(); users.removeAll(); byConnection.removeAll() }
+        defer { sessions.removeAll(); users.removeAll(); byConnection.removeAll(); countOverControl = 0 }
         return registrations
     }
 
@@ -183,16 +194,51 @@ public struct SessionTable: Sendable {
         guard let index = sessions.index(forKey: sessionId) else {
             return .failure(RelayRejection(.unknownSession, "session \(sessionId) from \(source)"))
         }
+        return open(bytes, at: index, from: source)
+    }
+
+    /// Opens a sealed datagram carried in a DATAGRAM frame on `connection` (docs/PROTOCOL.md
+    /// §5.5): as `open`, but only for the session on that connection, and without moving its
+    /// route (a control connection is not a UDP address).
+    public mutating func openCarried(_ bytes: ByteBuffer, on connection: ConnectionID) -> Result<OpenedDatagram, RelayRejection> {
+        guard let sessionId = SealedDatagram.sessionId(of: bytes) else {
+            return .failure(RelayRejection(.unsealed, "\(bytes.readableBytes) bytes carried on \(connection)"))
+        }
+        guard let index = sessions.index(forKey: sessionId), sessions.values[index].connection == connection else {
+            return .failure(RelayRejection(.unknownSession, "session \(sessionId) carried on \(connection), which is not its connection"))
+        }
+        return open(bytes, at: index, from: nil)
+    }
+
+    private mutating func open(_ bytes: ByteBuffer, at index: Dictionary<UInt64, Session>.Index, from source: SocketAddress?) -> Result<
+        OpenedDatagram, RelayRejection
+    > {
+        let sessionId = sessions.keys[index]
         do {
             let opened = try sessions.values[index].opener.open(bytes)
-            let moved = opened.isNewest ? Self.follow(&sessions.values[index], to: source) : nil
-            return .success(
-                OpenedDatagram(
-                    user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved))
+            let moved = opened.isNewest ? source.flatMap { Self.follow(&sessions.values[index], to: $0) } : nil
+            var datagram = OpenedDatagram(
+                user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved)
+            datagram.overControl = sessions.values[index].overControl
+            return .success(datagram)
         } catch {
-            return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) from \(source)"))
+            let origin = source.map { "from \($0)" } ?? "carried on \(sessions.values[index].connection)"
+            return .failure(RelayRejection(error == .replayed ? .replayed : .badMAC, "session of \(sessions.values[index].user) \(origin)"))
         }
     }
+
+    /// Sends session `id`'s datagrams over its control connection (`overControl`) or over UDP
+    /// from now on; returns whether that changed anything.
+    @discardableResult
+    public mutating func carryDatagrams(ofSession id: UInt64, overControl: Bool) -> Bool {
+        guard let index = sessions.index(forKey: id), sessions.values[index].overControl != overControl else { return false }
+        sessions.values[index].overControl = overControl
+        countOverControl += overControl ? 1 : -1
+        return true
+    }
+
+    /// Whether session `id`'s datagrams go over its control connection.
+    public func carriesDatagramsOverControl(session id: UInt64) -> Bool { sessions[id]?.overControl ?? false }
 
     /// Seals `payload` for `user`'s one receiving session when content may go straight to it
     /// (`isSoleReceiver`); nil otherwise. The relay's hot path: no allocation beyond the seal.
@@ -219,8 +265,7 @@ public struct SessionTable: Sendable {
     /// Encodes and seals `message` for `recipient`'s receiving session.
     public mutating func seal(_ message: SIMPMessage, for recipient: Recipient) -> RelayAction? {
         guard let id = receivingSession(of: recipient.user, device: recipient.device), let index = sessions.index(forKey: id) else { return nil }
-        let session = sessions.values[index]
-        return .deliver(user: session.user, sessions.values[index].sealer.seal(message), to: session.route.address)
+        return Self.deliver(sealed: sessions.values[index].sealer.seal(message), from: sessions.values[index])
     }
 
     /// Seals `payload` for `recipient`'s receiving session.
@@ -243,7 +288,13 @@ public struct SessionTable: Sendable {
     }
 
     private static func deliver(_ payload: ByteBuffer, from session: inout Session) -> RelayAction {
-        .deliver(user: session.user, session.sealer.seal(payload: payload), to: session.route.address)
+        deliver(sealed: session.sealer.seal(payload: payload), from: session)
+    }
+
+    /// A datagram sealed for `session` goes the session's way: UDP to its route, or a DATAGRAM
+    /// frame on its control connection.
+    private static func deliver(sealed: ByteBuffer, from session: Session) -> RelayAction {
+        session.overControl ? .carry(session.connection, sealed) : .deliver(user: session.user, sealed, to: session.route.address)
     }
 
     /// Moves `session`'s route to `source` if it is a new, usable address.
