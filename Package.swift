@@ -123,7 +123,7 @@ let package = Package(
         .target(
             name: "SIMPClient",
             dependencies: [
-                "SIMPCore", "SIMPNIO", "SIMPCommandLine",
+                "SIMPCore", "SIMPNIO", "SIMPCommandLine", "SIMPE2E",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

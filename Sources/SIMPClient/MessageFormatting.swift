@@ -96,6 +96,8 @@ public enum MessageFormatting {
         case .read: return "READ"
         case .who: return "WHO"
         case .presence: return "PRESENCE"
+        case .keysPublish: return "KEYS_PUBLISH"
+        case .keysFetch: return "KEYS_FETCH"
         }
     }
 

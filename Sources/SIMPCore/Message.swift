@@ -9,6 +9,8 @@ public struct SIMPMessage: Equatable, Sendable {
         case auth = 10, challenge = 11, hello = 12
         case roomJoin = 15, roomLeave = 16, roomMembers = 17
         case typing = 18, read = 19, who = 20, presence = 21
+        /// End-to-end key bundles (docs/PROTOCOL.md §4.8): publish this device's, fetch a user's.
+        case keysPublish = 22, keysFetch = 23
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -134,6 +136,17 @@ public struct SIMPMessage: Equatable, Sendable {
     /// RECEIPT (STORED) only: a receiving device of the receiver is connected to the relay that
     /// stored the message and is getting it now: the receiver is not offline (docs/PROTOCOL.md §6.6).
     public var receiverOnline: Bool = false
+    /// Content messages: the end-to-end envelope (docs/E2E.md §11); `content`, `imageURL` and
+    /// `imageScale` travel only inside it. Opaque to the relay. Empty: not end-to-end encrypted.
+    public var e2ePayload: [UInt8] = []
+    /// KEYS_PUBLISH: this device's bundle without one-time prekeys (one). KEYS_FETCH answer: one
+    /// bundle per device named in `members`, in the same order.
+    public var keyBundles: [[UInt8]] = []
+    /// KEYS_PUBLISH: new one-time prekeys (36 bytes each). KEYS_FETCH answer: the prekey claimed
+    /// for each device in `members` (empty: none left, or not asked for).
+    public var oneTimePrekeys: [[UInt8]] = []
+    /// KEYS_PUBLISH answer: how many one-time prekeys of this device the relay holds now.
+    public var prekeysLeft: UInt32 = 0
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

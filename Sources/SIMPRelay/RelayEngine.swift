@@ -405,6 +405,8 @@ extension StoreRequest {
         case .countRoomDelivery: "countRoomDelivery"
         case .recordPresence: "recordPresence"
         case .who: "who"
+        case .publishKeys: "publishKeys"
+        case .fetchKeys: "fetchKeys"
         }
     }
 }

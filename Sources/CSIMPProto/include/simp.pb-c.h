@@ -123,7 +123,21 @@ typedef enum _Simp__Message__Type {
   /*
    * relay -> client, TCP: `fromUser` went online or offline (`presence`, `lastSeen`)
    */
-  SIMP__MESSAGE__TYPE__PRESENCE = 21
+  SIMP__MESSAGE__TYPE__PRESENCE = 21,
+  /*
+   * End-to-end key bundles (types 22-23; docs/PROTOCOL.md §4.8, docs/E2E.md).
+   */
+  /*
+   * client -> relay, TCP: this device's `keyBundles` (one) and new `oneTimePrekeys`;
+   */
+  SIMP__MESSAGE__TYPE__KEYS_PUBLISH = 22,
+  /*
+   * relay -> client: the answer, `prekeysLeft`, messageId echoed
+   */
+  /*
+   * client -> relay, TCP: the bundles of `toUser`'s devices, claiming one one-time prekey
+   */
+  SIMP__MESSAGE__TYPE__KEYS_FETCH = 23
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -428,10 +442,40 @@ struct  Simp__Message
    * RECEIPT (STORED): a receiving device of `fromUser` is connected to the relay that stored it,
    */
   protobuf_c_boolean receiveronline;
+  /*
+   * End to end (fields 60-69; docs/PROTOCOL.md §4.8, docs/E2E.md §11).
+   */
+  /*
+   * content messages: the end-to-end envelope; content, imageURL and imageScale
+   */
+  ProtobufCBinaryData e2epayload;
+  /*
+   * travel only inside it (empty: not end-to-end encrypted). Opaque to the relay.
+   */
+  /*
+   * KEYS_PUBLISH: one, this device's bundle without one-time prekeys;
+   */
+  size_t n_keybundles;
+  ProtobufCBinaryData *keybundles;
+  /*
+   * KEYS_FETCH answer: one per device named in `members`, in the same order
+   */
+  /*
+   * KEYS_PUBLISH: new one-time prekeys (36 bytes each: id u32 ‖ X25519 key);
+   */
+  size_t n_onetimeprekeys;
+  ProtobufCBinaryData *onetimeprekeys;
+  /*
+   * KEYS_FETCH answer: one per device, the claimed prekey (empty: none)
+   */
+  /*
+   * KEYS_PUBLISH answer: one-time prekeys of this device the relay holds now
+   */
+  uint32_t prekeysleft;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, 0,NULL, 0,NULL, 0 }
 
 
 /* Simp__Message methods */

@@ -40,6 +40,10 @@ extension RelayCore {
             presenceRecorded(user: user, online: online, result, now: now, into: &output)
         case .who(let whoRequest):
             whoAnswered(whoRequest, result, into: &output)
+        case .publishKeys(let keysPublish):
+            keysPublished(keysPublish, result, into: &output)
+        case .fetchKeys(let keysFetch):
+            keysFetched(keysFetch, result, into: &output)
         case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }

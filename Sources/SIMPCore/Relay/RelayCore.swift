@@ -209,6 +209,10 @@ public struct RelayCore: Sendable {
             routeRead(message, from: user, into: &output)
         case (.who, .connected(let user)):
             who(message, from: user, on: connection, into: &output)
+        case (.keysPublish, .connected(let user)):
+            publishKeys(message, from: user, on: connection, into: &output)
+        case (.keysFetch, .connected(let user)):
+            fetchKeys(message, from: user, on: connection, into: &output)
         case (.disconnect, .connected):
             connectionClosed(connection, into: &output)
             output.append(.close(connection))

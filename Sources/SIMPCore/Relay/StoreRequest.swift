@@ -55,6 +55,12 @@ public enum StoreRequest: Equatable, Sendable {
     case recordPresence(user: String, online: Bool)
     /// The presence of the request's users (or room members).
     case who(WhoRequest)
+
+    // MARK: End-to-end keys (docs/PROTOCOL.md §4.8)
+    /// Keep a device's key bundle and one-time prekeys; answered `.keysPublished`.
+    case publishKeys(KeysPublish)
+    /// Hand out a user's key bundles, claiming one-time prekeys; answered `.keys`.
+    case fetchKeys(KeysFetch)
 }
 
 /// What the store answered.
@@ -91,6 +97,10 @@ public enum StoreAnswer: Equatable, Sendable {
     case presenceRecorded(lastSeen: Int64, roomPeers: [String])
     /// Presence entries; nil when the asker is not a member of the room asked about.
     case presence([PresenceEntry]?)
+    /// A bundle was kept; the device has `prekeysLeft` one-time prekeys in the store now.
+    case keysPublished(prekeysLeft: Int)
+    /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
+    case keys([DeviceKeys], known: Bool)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

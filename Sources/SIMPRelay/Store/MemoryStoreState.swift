@@ -24,6 +24,10 @@ struct MemoryStoreState: Sendable {
     /// `room/author/messageId` → members who have the post.
     var roomDelivered: [String: Set<String>] = [:]
     var presence: [String: PresenceEntry] = [:]
+    /// user → device → its published key bundle (docs/PROTOCOL.md §4.8).
+    var keyBundles: [String: [String: [UInt8]]] = [:]
+    /// user → device → its one-time prekeys not handed out yet.
+    var oneTimePrekeys: [String: [String: [[UInt8]]]] = [:]
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -98,6 +102,18 @@ struct MemoryStoreState: Sendable {
                 users = who.users
             }
             return .presence(users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
+        case .publishKeys(let keys):
+            keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
+            var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
+            left.formUnion(keys.oneTimePrekeys)
+            oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
+            return .keysPublished(prekeysLeft: left.count)
+        case .fetchKeys(let fetch):
+            let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
+                let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
+                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)
+            }
+            return .keys(devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
         }
     }
 

@@ -23,6 +23,7 @@ public final class RedisRelayStore: RelayStore {
     let rooms: RoomStore
     let presence: PresenceStore
     let bus: RelayBus
+    let keyBundles: KeyBundleStore
     private let endpoint: RedisEndpoint
     public var inboxRedis: RedisEndpoint? { endpoint }
     private let logger: Logger
@@ -61,6 +62,7 @@ public final class RedisRelayStore: RelayStore {
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
         self.presence = PresenceStore(redis: redis, onlineTTLSeconds: limits.registrationTTLSeconds)
         self.bus = RelayBus(redis: redis)
+        self.keyBundles = KeyBundleStore(redis: redis)
     }
 
     public var roundTrips: Int { redis.roundTrips }
@@ -136,6 +138,10 @@ public final class RedisRelayStore: RelayStore {
             return presence.record(user: user, online: online, now: now, on: eventLoop).map { .presenceRecorded(lastSeen: now, roomPeers: $0) }
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .presence($0) }
+        case .publishKeys(let keys):
+            return keyBundles.publish(keys, on: eventLoop).map { .keysPublished(prekeysLeft: $0) }
+        case .fetchKeys(let fetch):
+            return keyBundles.fetch(fetch, on: eventLoop).map { .keys($0.devices, known: $0.known) }
         }
     }
 
