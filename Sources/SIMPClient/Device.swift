@@ -24,9 +24,28 @@ public enum SIMPHome {
         return safe.hasPrefix(".") ? "_" + safe : safe
     }
 
-    /// Creates `url` (and its parents) private to the user if it is missing.
+    /// Creates `url` (and its parents) private to the user if it is missing. A failure is a
+    /// `DeviceError` naming the path and why (e.g. a file where a directory should be), not
+    /// Foundation's error.
     static func makeDirectory(_ url: URL) throws {
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw DeviceError("cannot create the directory \(url.path): \(reason(creating: url)) (set SIMP_HOME to another directory)")
+        }
+    }
+
+    /// Why `url` or one of its parents cannot be created as a directory.
+    private static func reason(creating url: URL) -> String {
+        var path = url
+        while path.path != "/" {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) {
+                return isDirectory.boolValue ? "permission denied in \(path.path)" : "\(path.path) is a file, not a directory"
+            }
+            path = path.deletingLastPathComponent()
+        }
+        return "it cannot be created"
     }
 }
 

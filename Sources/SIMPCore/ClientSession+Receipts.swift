@@ -105,7 +105,8 @@ extension ClientSession {
         receiptFramesSent += 1
         if !receipt.held {
             receipts.written(receipt, beforePing: nextPingId)
-            if receiptConfirmPing == nil { receiptConfirmPing = now + configuration.receiptConfirmDelay }
+            let confirmAt = now + configuration.receiptConfirmDelay
+            updateRegistration { $0.receiptConfirmPing = $0.receiptConfirmPing ?? confirmAt }
         }
         guard configuration.receiptDatagrams, Self.hasDatagramCopy(receipt, maxDatagramSize: maxDatagramSize) else { return }
         output.datagrams.append(sendsBatches ? repeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt)

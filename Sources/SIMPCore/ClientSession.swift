@@ -92,19 +92,16 @@ public struct ClientSession: Sendable {
     public let configuration: Configuration
     public private(set) var sender: ReliableSender
     public private(set) var receiver: ReceiverCore
-    private var heartbeat: Heartbeat?
-    /// `heartbeatWhileHolding`, polled only while messages are held.
-    private var holdingHeartbeat: Heartbeat?
+    /// Where the session is with the relay: no control connection, logging in, or registered,
+    /// each with what only that phase has. Whether it stopped for good is `stopped`.
+    public internal(set) var phase: Phase = .disconnected
     private var backoff: Backoff?
-    private var nextKeepalive: NIODeadline?
     var nextPingId: UInt64 = 1
-    /// When a PING goes to confirm receipts written since the last one (`receiptConfirmDelay`).
-    var receiptConfirmPing: NIODeadline?
     private var login: LoginClient
-    private var pendingLogin: (clientNonce: [UInt8], udpPort: Int, transcript: LoginTranscript?)?
+    /// The keys of the last session the relay accepted (kept between connections: datagrams of
+    /// that session may still arrive).
     private var sealer: DatagramSealer?
     private var opener: DatagramOpener?
-    private var nextHello: (due: NIODeadline, attemptsLeft: Int)?
     /// Datagrams dropped because they were not authentic for the current session.
     public private(set) var rejectedDatagrams = 0
     /// Whether content is still taken (false after `stopTakingMessages`).
@@ -159,13 +156,15 @@ public struct ClientSession: Sendable {
     }
 
     /// Whether a registered control connection is up.
-    public var isRegistered: Bool { heartbeat != nil }
+    public var isRegistered: Bool { phase.registration != nil }
 
     /// When `poll` next has work, if ever.
     public var nextDeadline: NIODeadline? {
-        [
-            sender.nextDeadline, receiver.nextDeadline, heartbeat?.nextDeadline, nextKeepalive, nextHello?.due, batcher.nextDeadline,
-            receiptConfirmPing, receiver.heldCount > 0 ? holdingHeartbeat?.nextDeadline : nil,
+        let registration = phase.registration
+        return [
+            sender.nextDeadline, receiver.nextDeadline, registration?.heartbeat.nextDeadline, registration?.nextKeepalive,
+            registration?.nextHello?.due, batcher.nextDeadline, registration?.receiptConfirmPing,
+            receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil,
         ]
         .compactMap { $0 }.min()
     }
@@ -219,7 +218,7 @@ public struct ClientSession: Sendable {
     /// port CONNECT will register.
     public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
         let (auth, nonce) = login.start()
-        pendingLogin = (nonce, udpPort, nil)
+        phase = .loggingIn(LoginAttempt(clientNonce: nonce, udpPort: udpPort))
         return namingDevice(auth)
     }
 
@@ -234,19 +233,20 @@ public struct ClientSession: Sendable {
 
     /// A frame arrived on the connection that is logging in.
     public mutating func loginReceived(_ message: SIMPMessage, now: NIODeadline) -> LoginStep? {
-        guard let pending = pendingLogin else { return nil }
+        guard case .loggingIn(var pending) = phase else { return nil }
         switch message.kind {
         case .challenge:
             do {
                 let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
-                pendingLogin?.transcript = answer.transcript
+                pending.transcript = answer.transcript
+                phase = .loggingIn(pending)
                 return .send(namingDevice(answer.frame))
             } catch {
-                pendingLogin = nil
+                phase = .disconnected
                 return .refused(code: .authFailed, reason: error.description)
             }
         case .connected:
-            pendingLogin = nil
+            phase = .disconnected
             maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
             if let configured = configuration.pacing { // at 90 % of the rate the relay announced, if it did
                 sender.pace(under: SendPacer.limit(announced: message.messageRateLimit, otherwise: configured), now: now)
@@ -258,7 +258,7 @@ public struct ClientSession: Sendable {
                 return .refused(code: .authFailed, reason: error.description)
             }
         case .error:
-            pendingLogin = nil
+            phase = .disconnected
             if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
             return .refused(code: message.errorCode, reason: message.errorText)
         default:
@@ -273,10 +273,11 @@ public struct ClientSession: Sendable {
         self.relayBatchesReceipts = relayBatchesReceipts
         sealer = DatagramSealer(keys: keys, direction: .uplink)
         opener = DatagramOpener(keys: keys, direction: .downlink)
-        heartbeat = Heartbeat(policy: configuration.heartbeat, now: now)
-        holdingHeartbeat = Heartbeat(policy: configuration.heartbeatWhileHolding, now: now)
-        nextKeepalive = now + configuration.keepaliveInterval
-        nextHello = (now, configuration.helloAttempts)
+        phase = .registered(
+            RegisteredState(
+                heartbeat: Heartbeat(policy: configuration.heartbeat, now: now),
+                holdingHeartbeat: Heartbeat(policy: configuration.heartbeatWhileHolding, now: now),
+                nextKeepalive: now + configuration.keepaliveInterval, nextHello: Hello(due: now, attemptsLeft: configuration.helloAttempts)))
         backoff?.reset()
         var output = pollHello(now: now)
         for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
@@ -302,7 +303,7 @@ public struct ClientSession: Sendable {
         }
         switch message.kind {
         case .hello:
-            nextHello = nil
+            updateRegistration { $0.nextHello = nil }
             return Output()
         case .receipt: // the fast copy; whichever copy comes first counts
             var output = Output()
@@ -318,9 +319,10 @@ public struct ClientSession: Sendable {
 
     private mutating func pollHello(now: NIODeadline) -> Output {
         var output = Output()
-        guard let hello = nextHello, hello.due <= now else { return output }
+        guard let hello = phase.registration?.nextHello, hello.due <= now else { return output }
         output.datagrams.append(SIMPMessage(kind: .hello, fromUser: configuration.user))
-        nextHello = hello.attemptsLeft > 1 ? (now + configuration.helloInterval, hello.attemptsLeft - 1) : nil
+        let next = hello.attemptsLeft > 1 ? Hello(due: now + configuration.helloInterval, attemptsLeft: hello.attemptsLeft - 1) : nil
+        updateRegistration { $0.nextHello = next }
         return output
     }
 
@@ -329,13 +331,8 @@ public struct ClientSession: Sendable {
     /// `random` is in [0, 1).
     public mutating func controlLost(mayReconnect: Bool, random: Double) -> Output {
         // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
-        if let lastHeard = heartbeat?.lastHeard { receiver.stopHoldClock(since: lastHeard) }
-        heartbeat = nil
-        holdingHeartbeat = nil
-        nextKeepalive = nil
-        receiptConfirmPing = nil
-        nextHello = nil
-        pendingLogin = nil
+        if let lastHeard = phase.registration?.heartbeat.lastHeard { receiver.stopHoldClock(since: lastHeard) }
+        phase = .disconnected
         for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
         receipts.connectionLost()
         sender.suspend()
@@ -354,8 +351,10 @@ public struct ClientSession: Sendable {
 
     /// A frame arrived on the registered control connection.
     public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
-        heartbeat?.heard(at: now)
-        holdingHeartbeat?.heard(at: now)
+        updateRegistration {
+            $0.heartbeat.heard(at: now)
+            $0.holdingHeartbeat.heard(at: now)
+        }
         var output = Output()
         if let reply = takeReply(message) {
             output.replies.append(reply)
@@ -495,9 +494,13 @@ public struct ClientSession: Sendable {
         var output = pollHello(now: now)
         release(receiver.poll(now: now), now: now, into: &output)
         if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
-        var pings = receiptConfirmPing.map { $0 <= now } ?? false
-        var beats = [heartbeat?.poll(now: now) ?? .none]
-        if receiver.heldCount > 0 { beats.append(holdingHeartbeat?.poll(now: now) ?? .none) }
+        guard var registration = phase.registration else {
+            output.absorb(sender.poll(now: now))
+            return output
+        }
+        var pings = registration.receiptConfirmPing.map { $0 <= now } ?? false
+        var beats = [registration.heartbeat.poll(now: now)]
+        if receiver.heldCount > 0 { beats.append(registration.holdingHeartbeat.poll(now: now)) }
         if beats.contains(.peerDead) {
             output.closeControl = true
         } else if beats.contains(.sendPing) {
@@ -506,12 +509,13 @@ public struct ClientSession: Sendable {
         if pings && !output.closeControl {
             output.controlFrames.append(SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user))
             nextPingId += 1
-            receiptConfirmPing = nil
+            registration.receiptConfirmPing = nil
         }
-        if let keepalive = nextKeepalive, keepalive <= now {
+        if registration.nextKeepalive <= now {
             output.datagrams.append(SIMPMessage(kind: .ping, fromUser: configuration.user))
-            nextKeepalive = now + configuration.keepaliveInterval
+            registration.nextKeepalive = now + configuration.keepaliveInterval
         }
+        phase = .registered(registration)
         output.absorb(sender.poll(now: now))
         return output
     }

@@ -36,7 +36,9 @@ struct FuzzRelay {
             connect.udpPort = UInt32(5000 + number)
             core.controlReceived(
                 connect, on: connection, peer: try! SocketAddress(ipAddress: "127.0.0.1", port: 30_000), now: Self.now, into: &actions)
-            for case .store(let request) in actions { core.storeAnswered(request, .success(.done), now: Self.now, into: &actions) }
+            for case .store(.register(_, let connection)) in actions {
+                core.storeAnswered(.register(connection: connection, knownDevices: 1, elsewhere: false), now: Self.now, into: &actions)
+            }
             for case .send(_, let connected) in actions where user == "alice" && connected.kind == .connected {
                 let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
                 aliceSealer = DatagramSealer(keys: keys, direction: .uplink)
@@ -44,8 +46,8 @@ struct FuzzRelay {
             actions.removeAll()
         }
         let carol = Route(address: try! SocketAddress(ipAddress: "127.0.0.2", port: 6000), relayId: "other")
-        core.storeAnswered(.lookup(user: "carol"), .success(.route(carol, known: true)), now: Self.now, into: &actions)
-        core.storeAnswered(.lookup(user: "dave"), .success(.route(nil, known: true)), now: Self.now, into: &actions)
+        core.storeAnswered(.lookup(user: "carol", .single(carol, known: true)), now: Self.now, into: &actions)
+        core.storeAnswered(.lookup(user: "dave", .single(nil, known: true)), now: Self.now, into: &actions)
         core.connectionOpened(Self.fuzzedConnection, peer: nil, now: Self.now, into: &actions)
     }
 
@@ -67,7 +69,7 @@ struct FuzzRelay {
         try FuzzChecks.sendsAreEncodable(actions)
         for case .store(.lookup(let user)) in actions {
             var answered: [RelayAction] = []
-            core.storeAnswered(.lookup(user: user), .success(.route(nil, known: false)), now: Self.now, into: &answered)
+            core.storeAnswered(.lookup(user: user, .single(nil, known: false)), now: Self.now, into: &answered)
             try FuzzChecks.sendsAreEncodable(answered)
         }
     }
@@ -92,9 +94,12 @@ struct FuzzRelay {
                 core.malformedControl(payload, on: connection, detail: "\(error)", now: Self.now, into: &actions)
             }
             for case .store(let request) in actions {
-                guard case .register = request else { continue }
-                let result: Result<StoreAnswer, StoreFailure> = registrationSucceeds ? .success(.done) : .failure(StoreFailure("fuzz"))
-                core.storeAnswered(request, result, now: Self.now, into: &actions)
+                guard case .register(_, let connection) = request else { continue }
+                if registrationSucceeds {
+                    core.storeAnswered(.register(connection: connection, knownDevices: 1, elsewhere: false), now: Self.now, into: &actions)
+                } else {
+                    core.storeFailed(request, StoreFailure("fuzz"), now: Self.now, into: &actions)
+                }
             }
             try FuzzChecks.sendsAreEncodable(actions)
             if actions.contains(.close(connection)) { break }

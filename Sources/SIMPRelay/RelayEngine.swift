@@ -294,9 +294,15 @@ package final class RelayEngine {
         noteRequest(request)
         store.perform(request, on: eventLoop).hop(to: eventLoop).assumeIsolated().whenComplete { [self] result in
             guard !stopped else { return }
-            let answer = result.mapError { $0 as? StoreFailure ?? StoreFailure("\($0)") }
-            noteAnswer(request, answer)
-            handle { $0.storeAnswered(request, answer, now: now(), into: &$1) }
+            switch result.mapError({ $0 as? StoreFailure ?? StoreFailure("\($0)") }) {
+            case .success(let answer):
+                noteAnswer(request, answer)
+                handle { $0.storeAnswered(answer, now: now(), into: &$1) }
+            case .failure(let failure):
+                metrics.redisErrors.increment()
+                logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
+                handle { $0.storeFailed(request, failure, now: now(), into: &$1) }
+            }
             metrics.sessions.record(core.connectedUsers)
             flushOutsideReads()
         }
@@ -319,24 +325,21 @@ package final class RelayEngine {
         }
     }
 
-    /// Counts and logs what an operator wants to see of an answer; every failure is logged here.
-    private func noteAnswer(_ request: StoreRequest, _ answer: Result<StoreAnswer, StoreFailure>) {
+    /// Counts and logs what an operator wants to see of an answer (failures are logged by `ask`).
+    private func noteAnswer(_ request: StoreRequest, _ answer: StoreAnswer) {
         switch (request, answer) {
-        case (_, .failure(let failure)):
-            metrics.redisErrors.increment()
-            logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
-        case (.register(let registration, _), .success):
+        case (.register(let registration, _), _):
             logger.info(
                 "user connected",
                 metadata: [
                     "user": "\(registration.user)", "device": "\(registration.device)",
                     "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
                 ])
-        case (.storeInInbox, .success(.inboxStored(_, let stored))) where !stored.duplicate:
+        case (_, .storeInInbox(_, _, _, let stored)) where !stored.duplicate:
             counts.inboxStored += 1
-        case (.loadInbox(let user, let device), .success(.inboxLoaded(let entries, _, _))) where !entries.isEmpty:
+        case (_, .loadInbox(let user, let device, let entries, _, _)) where !entries.isEmpty:
             logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
-        case (.publish, .success(.listeners(let heard))) where heard > 0:
+        case (_, .publish(_, _, let heard)) where heard > 0:
             counts.deliveriesPublished += 1
             metrics.deliveriesPublished.increment()
         default:

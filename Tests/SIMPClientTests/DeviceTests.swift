@@ -43,6 +43,17 @@ final class DeviceTests: XCTestCase {
         }
     }
 
+    func testAHomeThatIsAFileIsNamedInTheError() throws {
+        try Data("not a directory\n".utf8).write(to: home)
+        XCTAssertThrowsError(try DeviceLock.acquire(home: home, user: "alice", device: "laptop")) { error in
+            XCTAssertEqual(
+                error as? DeviceError,
+                DeviceError(
+                    "cannot create the directory \(home.path)/devices/alice: \(home.path) is a file, not a directory"
+                        + " (set SIMP_HOME to another directory)"))
+        }
+    }
+
     func testTwoRunningClientsNeverShareADefaultDevice() throws {
         let base = try DeviceName.standard(home: home)
         let first = try DeviceLock.acquire(home: home, user: "dave", device: nil)

@@ -73,9 +73,21 @@ struct DevRelay {
         run { $0.connectionClosed(connection, into: &$1) }
     }
 
-    /// Answers a store request the core made.
-    mutating func answer(_ request: StoreRequest, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline = t0) -> [RelayAction] {
-        run { $0.storeAnswered(request, result, now: now, into: &$1) }
+    /// The store answers a request the core made.
+    mutating func answer(_ answer: StoreAnswer, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.storeAnswered(answer, now: now, into: &$1) }
+    }
+
+    /// The store fails a request the core made.
+    mutating func fail(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline = t0) -> [RelayAction] {
+        run { $0.storeFailed(request, failure, now: now, into: &$1) }
+    }
+
+    /// The answer of a store that knows nothing more than that `request` (a write, or a
+    /// registration) was done.
+    static func done(_ request: StoreRequest) -> StoreAnswer {
+        guard case .register(_, let connection) = request else { return .written }
+        return .register(connection: connection, knownDevices: 1, elsewhere: false)
     }
 
     mutating func tick(now: NIODeadline) -> [RelayAction] {
@@ -132,7 +144,7 @@ struct DevRelay {
     mutating func complete(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction]
     {
         let register = StoreRequest.register(registration(user, on: connection, port: port, peer: peer), connection: connection)
-        let actions = answer(register, .success(.done), now: now)
+        let actions = answer(Self.done(register), now: now)
         guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
             XCTFail("no CONNECTED for \(user): \(actions)")
             return actions
@@ -152,7 +164,7 @@ struct DevRelay {
             ],
             "HELLO starts \(user)'s inbox")
         // The store finds nothing stored (tests that store something answer the read again).
-        XCTAssertEqual(answer(.loadInbox(user: user), .success(.inboxLoaded([], wallNow: 0)), now: now), [])
+        XCTAssertEqual(answer(.loadInbox(user: user, [], wallNow: 0), now: now), [])
         return actions
     }
 

@@ -29,7 +29,7 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
-        let loaded = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2000)))
+        let loaded = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2000))
         XCTAssertEqual(try relay.delivered(to: "bob", in: loaded).map(\.messageId), [77])
 
         var rest = batch(90, ids: [78, 79])
@@ -48,7 +48,7 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
-        _ = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2000)))
+        _ = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2000))
 
         var rest = batch(78, ids: [79], attempt: 0)
         rest.fromUser = "bob"

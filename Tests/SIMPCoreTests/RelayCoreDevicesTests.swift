@@ -31,8 +31,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         }
         XCTAssertEqual(registration.device, device)
         XCTAssertEqual(registration.receives, !sendOnly)
-        let actions = relay.answer(
-            .register(registration, connection: connection), .success(.registered(knownDevices: knownDevices, elsewhere: false)))
+        let actions = relay.answer(.register(connection: connection, knownDevices: knownDevices, elsewhere: false))
         guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
             throw MissingStep(description: "no CONNECTED: \(actions)")
         }
@@ -61,15 +60,14 @@ final class RelayCoreDevicesTests: XCTestCase {
             return (message, InboxEntry(message: message, storedAt: 1000))
         }
         let (live, liveEntry) = stored(3)
-        let whileReading = relay.answer(
-            .storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        let whileReading = relay.answer(.storeInInbox(user: "bob", message: live, liveEntry, InboxStoreResult(duplicate: false)))
         XCTAssertFalse(
             whileReading.contains {
                 if case .deliver(_, _, laptop.registration.route.address) = $0 { return true }; return false
             },
             "not before the laptop's backlog: \(whileReading)")
         let backlog = [stored(1).1, stored(2).1]
-        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded(backlog, wallNow: 2000)))
+        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop", backlog, wallNow: 2000))
         let order = try loaded.compactMap { action -> UInt64? in
             guard case .deliver(_, let bytes, laptop.registration.route.address) = action else { return nil }
             return try MessageCodec.decode(laptop.opener.open(bytes).payload).seq
@@ -95,21 +93,19 @@ final class RelayCoreDevicesTests: XCTestCase {
         // Stored while the laptop's registration is being written; the phone has 1-2 already, so
         // alice's floor is 3.
         let (live, liveEntry) = stored(3, floor: 3)
-        let whileRegistering = relay.answer(
-            .storeInInbox(user: "bob", message: live), .success(.inboxStored(liveEntry, InboxStoreResult(duplicate: false))))
+        let whileRegistering = relay.answer(.storeInInbox(user: "bob", message: live, liveEntry, InboxStoreResult(duplicate: false)))
         XCTAssertFalse(
             whileRegistering.contains {
                 if case .deliver(_, _, registration.route.address) = $0 { return true }; return false
             },
             "not before the laptop's backlog: \(whileRegistering)")
-        let actions = relay.answer(.register(registration, connection: laptopConnection), .success(.registered(knownDevices: 2, elsewhere: false)))
+        let actions = relay.answer(.register(connection: laptopConnection, knownDevices: 2, elsewhere: false))
         guard case .send(laptopConnection, let connected)? = actions.first else { return XCTFail("no CONNECTED: \(actions)") }
         let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
         var opener = DatagramOpener(keys: keys, direction: .downlink)
         var sealer = DatagramSealer(keys: keys, direction: .uplink)
         _ = relay.datagram(sealer.seal(SIMPMessage(kind: .hello, fromUser: "bob")), from: registration.route.address)
-        let loaded = relay.answer(
-            .loadInbox(user: "bob", device: "laptop"), .success(.inboxLoaded([stored(1, floor: 1).1, stored(2, floor: 1).1], wallNow: 2000)))
+        let loaded = relay.answer(.loadInbox(user: "bob", device: "laptop", [stored(1, floor: 1).1, stored(2, floor: 1).1], wallNow: 2000))
         let sent = try loaded.compactMap { action -> SIMPMessage? in
             guard case .deliver(_, let bytes, registration.route.address) = action else { return nil }
             return try MessageCodec.decode(opener.open(bytes).payload)
@@ -161,7 +157,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         _ = hello(&phone, into: &relay)
         _ = hello(&laptop, into: &relay)
         for device in ["phone", "laptop"] { // nothing was stored for them
-            XCTAssertEqual(relay.answer(.loadInbox(user: "bob", device: device), .success(.inboxLoaded([], wallNow: 0))), [])
+            XCTAssertEqual(relay.answer(.loadInbox(user: "bob", device: device, [], wallNow: 0)), [])
         }
         var message = textMessage(5, from: "alice", to: "bob")
         message.stream = 3
@@ -169,7 +165,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(relay.send(message), [.store(.storeInInbox(user: "bob", message: message))], "custody: stored for every device")
 
         let entry = InboxEntry(message: message, storedAt: 1000)
-        let stored = relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))))
+        let stored = relay.answer(.storeInInbox(user: "bob", message: message, entry, InboxStoreResult(duplicate: false)))
         var delivered: [String] = []
         for case .deliver("bob", let bytes, let address) in stored {
             let isPhone = address == phone.registration.route.address
@@ -202,18 +198,17 @@ final class RelayCoreDevicesTests: XCTestCase {
         relay.connect("alice", on: ConnectionID(9), port: 5009)
         var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), knownDevices: 2, into: &relay)
         _ = hello(&phone, into: &relay)
-        _ = relay.answer(.loadInbox(user: "bob", device: "phone"), .success(.inboxLoaded([], wallNow: 0)))
+        _ = relay.answer(.loadInbox(user: "bob", device: "phone", [], wallNow: 0))
         func storedReceipt(_ id: UInt64) -> SIMPMessage? {
             let message = textMessage(id, from: "alice", to: "bob")
             var routed = relay.send(message)
             if routed == [.store(.lookup(user: "bob"))] { // no session here: the store says bob has two devices, none online
                 let offline = UserRoutes(receivers: [], relays: [], knownDevices: 2, known: true)
-                routed = relay.answer(.lookup(user: "bob"), .success(.routes(offline)))
+                routed = relay.answer(.lookup(user: "bob", offline))
             }
             XCTAssertEqual(routed, [.store(.storeInInbox(user: "bob", message: message))], "custody: two known devices")
             let entry = InboxEntry(message: message, storedAt: 1000)
-            let stored = StoreAnswer.inboxStored(entry, InboxStoreResult(duplicate: false))
-            let actions = relay.answer(.storeInInbox(user: "bob", message: message), .success(stored))
+            let actions = relay.answer(.storeInInbox(user: "bob", message: message, entry, InboxStoreResult(duplicate: false)))
             for case .send(ConnectionID(9), let receipt) in actions where receipt.status == .stored { return receipt }
             return nil
         }
@@ -275,7 +270,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 3, known: true)
         let delivery = RelayDelivery(user: "bob", payload: .datagram(MessageCodec.encode(typing)))
         XCTAssertEqual(
-            relay.answer(.lookup(user: "bob"), .success(.routes(routes))),
+            relay.answer(.lookup(user: "bob", routes)),
             [.store(.publish(relay: "r2", delivery)), .store(.publish(relay: "r3", delivery))],
             "each relay holding an online device, nothing stored")
     }
@@ -290,7 +285,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
         error.fromUser = "carol"
         XCTAssertEqual(
-            relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+            relay.answer(.lookup(user: "carol", .single(nil, known: false))),
             [.reject(.unknownRecipient, detail: "alice -> carol"), .send(oneShot.connection, error)],
             "the one-shot sender hears it, the chat session does not")
         let cached = relay.datagram(chat.sealer.seal(textMessage(6, from: "alice", to: "carol")), from: chat.registration.route.address)
@@ -306,11 +301,11 @@ final class RelayCoreDevicesTests: XCTestCase {
         let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
         let routes = UserRoutes(receivers: [r2, r3], relays: ["r2", "r3"], knownDevices: 2, known: true)
         XCTAssertEqual(
-            relay.answer(.lookup(user: "bob"), .success(.routes(routes))), [.store(.storeInInbox(user: "bob", message: message))],
+            relay.answer(.lookup(user: "bob", routes)), [.store(.storeInInbox(user: "bob", message: message))],
             "two devices: stored for each, not forwarded")
         let entry = InboxEntry(message: message, storedAt: 1000)
         XCTAssertEqual(
-            relay.answer(.storeInInbox(user: "bob", message: message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+            relay.answer(.storeInInbox(user: "bob", message: message, entry, InboxStoreResult(duplicate: false))),
             [
                 .send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice")),
                 .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
@@ -321,7 +316,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         let one = UserRoutes(receivers: [r2], relays: ["r2"], knownDevices: 1, known: true)
         let next = textMessage(6, from: "alice", to: "carol")
         XCTAssertEqual(relay.send(next), [.store(.lookup(user: "carol"))])
-        guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol"), .success(.routes(one))).first,
+        guard case .store(.publish(relay: "r2", let delivery))? = relay.answer(.lookup(user: "carol", one)).first,
             case .datagram = delivery.payload
         else { return XCTFail("one known device online: forwarded live") }
     }

@@ -29,7 +29,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let first = stored(1, seq: 1), second = stored(2, seq: 2)
-        let sent = try relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([first, second], wallNow: 2000))))
+        let sent = try relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [first, second], wallNow: 2000)))
         XCTAssertEqual(sent.map(\.messageId), [1, 2])
 
         XCTAssertEqual(
@@ -51,7 +51,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         var relay = DevRelay { $0.inboxRetransmit = .oneCopy }
         relay.connect("bob", on: bob, port: 5002)
         let sent = try relay.delivered(
-            to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(2, seq: 2)], wallNow: 2000))))
+            to: "bob", in: relay.answer(.loadInbox(user: "bob", [stored(2, seq: 2)], wallNow: 2000)))
         _ = relay.control(held(sent[0]), on: bob, now: t0 + .milliseconds(20))
         let maximum = relay.core.configuration.inboxRetransmit.maximumRTO
         XCTAssertEqual(try relay.delivered(to: "bob", in: relay.tick(now: t0 + maximum - .milliseconds(1))), [])
@@ -63,7 +63,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let entry = stored(10, seq: 2)
-        let sent = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))
+        let sent = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2))
         let copy = try XCTUnwrap(relay.delivered(to: "bob", in: sent).first)
         XCTAssertEqual(sent, [relay.delivery(copy, to: "bob")])
         var direct = SIMPMessage(kind: .text, messageId: 9, fromUser: "alice", toUser: "bob")
@@ -105,7 +105,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         relay.connect("bob", on: bob, port: 5002)
         let entry = stored(10, seq: 2)
         let copy = try XCTUnwrap(
-            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))).first)
+            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2))).first)
         XCTAssertEqual(relay.send(held(copy)), [], "the relay is the stored message's sender: alice never sees its HELD or its attempts")
         XCTAssertEqual(relay.send(copy.receipt(holdMicros: 0)), [], "nor the final receipt's copy: the control copy settles it")
         XCTAssertEqual(
@@ -118,7 +118,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         relay.connect("bob", on: bob, port: 5002)
         let copy = try XCTUnwrap(
-            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([stored(10, seq: 2)], wallNow: 2)))).first)
+            relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [stored(10, seq: 2)], wallNow: 2))).first)
         var batch = copy.receipt(holdMicros: 0)
         batch.receiptIds = [11, 12] // direct messages bob got from alice meanwhile
         var rest = batch

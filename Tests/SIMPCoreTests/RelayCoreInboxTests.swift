@@ -20,7 +20,7 @@ final class RelayCoreInboxTests: XCTestCase {
 
     /// Bob's inbox read with `entries`; returns what was sent and what bob's client opened.
     private func load(_ entries: [InboxEntry], into relay: inout DevRelay) throws -> (actions: [RelayAction], opened: [SIMPMessage]) {
-        let actions = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded(entries, wallNow: 2000)))
+        let actions = relay.answer(.loadInbox(user: "bob", entries, wallNow: 2000))
         let opened = try relay.delivered(to: "bob", in: actions)
         XCTAssertEqual(actions, opened.map { relay.delivery($0, to: "bob") }, "only datagrams sealed for bob")
         return (actions, opened)
@@ -32,7 +32,7 @@ final class RelayCoreInboxTests: XCTestCase {
         let entry = stored(77, seq: 1)
 
         XCTAssertEqual(
-            relay.answer(.storeInInbox(user: "bob", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false)))),
+            relay.answer(.storeInInbox(user: "bob", message: entry.message, entry, InboxStoreResult(duplicate: false))),
             [.send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))],
             "alice hears it is stored; bob's relay, if any, is asked to hand it over")
 
@@ -73,13 +73,15 @@ final class RelayCoreInboxTests: XCTestCase {
         expired.fromUser = "bob"
         XCTAssertEqual(
             relay.answer(
-                request, .success(.inboxStored(new, InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)])))),
+                .storeInInbox(
+                    user: "bob", message: new.message, new,
+                    InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)]))),
             [
                 .reject(.inboxExpired, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, expired),
                 .send(alice, statusReceipt(2, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob")),
             ])
         XCTAssertEqual(
-            relay.answer(request, .failure(StoreFailure("down"))),
+            relay.fail(request, StoreFailure("down")),
             [.reject(.inboxUnavailable, detail: "alice -> bob (\(SIMPMessage.Kind.text))")], "a failed store is counted")
     }
 
@@ -92,8 +94,7 @@ final class RelayCoreInboxTests: XCTestCase {
         var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: 2, to: "alice")
         full.fromUser = "bob"
         XCTAssertEqual(
-            relay.answer(
-                .storeInInbox(user: "bob", message: new.message), .success(.inboxStored(new, InboxStoreResult(duplicate: false, refused: true)))),
+            relay.answer(.storeInInbox(user: "bob", message: new.message, new, InboxStoreResult(duplicate: false, refused: true))),
             [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 2 from alice to bob"), .send(alice, full)])
     }
 
@@ -102,8 +103,8 @@ final class RelayCoreInboxTests: XCTestCase {
         relay.connect("bob", on: bob, port: 5002)
         relay.connect("carol", on: ConnectionID(3), port: 5003)
         let delay = relay.core.configuration.inboxRetryDelay
-        XCTAssertEqual(relay.answer(.loadInbox(user: "bob"), .failure(StoreFailure("down"))), [])
-        XCTAssertEqual(relay.answer(.loadInbox(user: "carol"), .failure(StoreFailure("down")), now: t0 + .milliseconds(1)), [])
+        XCTAssertEqual(relay.fail(.loadInbox(user: "bob"), StoreFailure("down")), [])
+        XCTAssertEqual(relay.fail(.loadInbox(user: "carol"), StoreFailure("down"), now: t0 + .milliseconds(1)), [])
         XCTAssertEqual(relay.core.nextDeadline, t0 + delay)
         XCTAssertEqual(relay.tick(now: t0 + delay - .nanoseconds(1)), [])
         XCTAssertEqual(relay.tick(now: t0 + delay), [.store(.loadInbox(user: "bob"))])
@@ -142,7 +143,7 @@ final class InboxOrderingTests: XCTestCase {
         stored.stream = 10
         stored.seq = 1
         let entry = InboxEntry(message: stored, storedAt: 1)
-        let sent = relay.answer(.loadInbox(user: "bob"), .success(.inboxLoaded([entry], wallNow: 2)))
+        let sent = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2))
         let copy = try XCTUnwrap(relay.delivered(to: "bob", in: sent).first)
         XCTAssertEqual(sent, [relay.delivery(copy, to: "bob")])
 

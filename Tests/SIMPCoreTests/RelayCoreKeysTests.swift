@@ -21,10 +21,9 @@ final class RelayCoreKeysTests: XCTestCase {
 
         var answer = SIMPMessage(kind: .keysPublish, messageId: 4, toUser: "alice")
         answer.prekeysLeft = 20
-        XCTAssertEqual(relay.answer(request, .success(.keysPublished(prekeysLeft: 20))), [.send(alice, answer)])
-        XCTAssertEqual(
-            relay.answer(request, .failure(StoreFailure("down"))), [.send(alice, .error(.internal, "key bundle not stored, try again", messageId: 4))]
-        )
+        guard case .publishKeys(let keys) = request else { return XCTFail("\(request)") }
+        XCTAssertEqual(relay.answer(.publishKeys(keys, prekeysLeft: 20)), [.send(alice, answer)])
+        XCTAssertEqual(relay.fail(request, StoreFailure("down")), [.send(alice, .error(.internal, "key bundle not stored, try again", messageId: 4))])
     }
 
     func testAFetchHandsOutEachDevicesBundleWithItsClaimedPrekeyAndAnUnknownUserIsSaidSo() {
@@ -42,9 +41,10 @@ final class RelayCoreKeysTests: XCTestCase {
         answer.members = ["laptop", "phone"]
         answer.keyBundles = [bundle, bundle]
         answer.oneTimePrekeys = [[], prekey]
-        XCTAssertEqual(relay.answer(request, .success(.keys(devices, known: true))), [.send(alice, answer)])
+        guard case .fetchKeys(let fetchRequest) = request else { return XCTFail("\(request)") }
+        XCTAssertEqual(relay.answer(.fetchKeys(fetchRequest, devices, known: true)), [.send(alice, answer)])
         XCTAssertEqual(
-            relay.answer(request, .success(.keys([], known: false))), [.send(alice, .error(.unknownRecipient, "no such user: bob", messageId: 5))])
+            relay.answer(.fetchKeys(fetchRequest, [], known: false)), [.send(alice, .error(.unknownRecipient, "no such user: bob", messageId: 5))])
     }
 
     func testMalformedKeyFramesAreRefusedAndNothingIsStored() {

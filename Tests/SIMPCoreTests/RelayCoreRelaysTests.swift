@@ -21,7 +21,7 @@ final class RelayCoreRelaysTests: XCTestCase {
 
     /// `user`'s route on relay r2, as the store answers it.
     private func onR2(_ user: String, _ relay: inout DevRelay) -> [RelayAction] {
-        relay.answer(.lookup(user: user), .success(.route(Route(address: elsewhere, relayId: "r2"), known: true)))
+        relay.answer(.lookup(user: user, .single(Route(address: elsewhere, relayId: "r2"), known: true)))
     }
 
     func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() {
@@ -87,12 +87,12 @@ final class RelayCoreRelaysTests: XCTestCase {
             _ = onR2(user, &relay)
         }
         let delivery = RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))
-        XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery), .success(.listeners(1))), [], "heard: nothing to do")
+        XCTAssertEqual(relay.answer(.publish(relay: "r2", delivery, listeners: 1)), [], "heard: nothing to do")
         XCTAssertEqual(
             relay.send(textMessage(2, from: "bob", to: "dave")),
             [.store(.publish(relay: "r2", RelayDelivery(user: "dave", payload: .datagram(payload(2, to: "dave")))))])
         XCTAssertEqual(
-            relay.answer(.publish(relay: "r2", delivery), .success(.listeners(0))),
+            relay.answer(.publish(relay: "r2", delivery, listeners: 0)),
             [.reject(.relayUnreachable, detail: "delivery for alice via r2: no relay listening")])
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "dave")), [.store(.lookup(user: "dave"))])
     }
@@ -112,13 +112,13 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(
             relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r2"), into: &$1) }, [.store(check), .store(.lookup(user: "bob"))],
             "the session is checked, and bob's devices and relays read again")
-        XCTAssertEqual(relay.answer(check, .success(.currentSession("r1/1"))), [], "the store still names this session")
+        XCTAssertEqual(relay.answer(.checkSession(user: "bob", session: "r1/1", current: "r1/1")), [], "the store still names this session")
         XCTAssertEqual(
-            relay.answer(check, .success(.currentSession("other"))),
+            relay.answer(.checkSession(user: "bob", session: "r1/1", current: "other")),
             [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])
         XCTAssertFalse(relay.core.isConnected("bob"))
         XCTAssertEqual(relay.closed(c1), [], "the store already names the new session")
-        XCTAssertEqual(relay.answer(check, .success(.currentSession("other"))), [])
+        XCTAssertEqual(relay.answer(.checkSession(user: "bob", session: "r1/1", current: "other")), [])
     }
 
     func testASessionAnOperatorEndedIsToldSessionEndedNotAlreadyConnected() {
@@ -126,7 +126,7 @@ final class RelayCoreRelaysTests: XCTestCase {
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
         _ = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
         XCTAssertEqual(
-            relay.answer(check, .success(.currentSession(RelayCore.sessionEndedByOperator))),
+            relay.answer(.checkSession(user: "bob", session: "r1/1", current: RelayCore.sessionEndedByOperator)),
             [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
     }
 
@@ -134,7 +134,7 @@ final class RelayCoreRelaysTests: XCTestCase {
         var relay = relayWithBob()
         _ = relay.send(textMessage(1, from: "bob", to: "alice"))
         XCTAssertEqual(
-            relay.answer(.lookup(user: "alice"), .success(.route(Route(address: elsewhere, relayId: "r1"), known: true))),
+            relay.answer(.lookup(user: "alice", .single(Route(address: elsewhere, relayId: "r1"), known: true))),
             [.store(.storeInInbox(user: "alice", message: textMessage(1, from: "bob", to: "alice")))], "offline, so stored")
     }
 

@@ -41,22 +41,22 @@ final class RelayCoreRoomTests: XCTestCase {
         stored.memberCount = 2
         stored.seq = 17
         XCTAssertEqual(
-            relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["carol", "alice", "bob"], duplicate: false)))),
+            relay.answer(.postToRoom(room: "lobby", message: post(), .posted(seq: 17, members: ["carol", "alice", "bob"], duplicate: false))),
             [
                 .send(alice, stored), .store(.storeInInbox(user: "bob", message: copy(for: "bob"))),
                 .store(.storeInInbox(user: "carol", message: copy(for: "carol"))),
             ])
         stored.memberCount = 1
         XCTAssertEqual(
-            relay.answer(request, .success(.roomPosted(.posted(seq: 17, members: ["alice", "bob"], duplicate: true)))),
+            relay.answer(.postToRoom(room: "lobby", message: post(), .posted(seq: 17, members: ["alice", "bob"], duplicate: true))),
             [.send(alice, stored)], "a retransmitted post is receipted again, not fanned out again")
         XCTAssertEqual(
-            relay.answer(request, .success(.roomPosted(.notAMember))),
+            relay.answer(.postToRoom(room: "lobby", message: post(), .notAMember)),
             [
                 .reject(.notAMember, detail: "alice posted to #lobby"),
                 .send(alice, .error(.notAMember, "you are not a member of #lobby", messageId: 900, to: "alice")),
             ])
-        XCTAssertEqual(relay.answer(request, .failure(StoreFailure("down"))), [.reject(.inboxUnavailable, detail: "alice -> #lobby")])
+        XCTAssertEqual(relay.fail(request, StoreFailure("down")), [.reject(.inboxUnavailable, detail: "alice -> #lobby")])
         XCTAssertFalse(RelayCore.isValidRoomName("has space"))
         XCTAssertFalse(RelayCore.isValidRoomName(""))
         XCTAssertTrue(RelayCore.isValidRoomName("team-1.dev_x"))
@@ -67,14 +67,15 @@ final class RelayCoreRoomTests: XCTestCase {
         relay.connect("alice", on: alice, port: 5001)
         var join = SIMPMessage(kind: .roomJoin, messageId: 4)
         join.room = "lobby"
-        let request = StoreRequest.room(RoomRequest(operation: .join, room: "lobby", user: "alice", connection: alice, messageId: 4))
+        let joining = RoomRequest(operation: .join, room: "lobby", user: "alice", connection: alice, messageId: 4)
+        let request = StoreRequest.room(joining)
         XCTAssertEqual(relay.control(join, on: alice), [.store(request)])
         var members = SIMPMessage(kind: .roomMembers, messageId: 4, toUser: "alice")
         members.room = "lobby"
         members.members = ["alice", "bob"]
-        XCTAssertEqual(relay.answer(request, .success(.room(.members(["bob", "alice"])))), [.send(alice, members)])
+        XCTAssertEqual(relay.answer(.room(joining, .members(["bob", "alice"]))), [.send(alice, members)])
         XCTAssertEqual(
-            relay.answer(request, .failure(StoreFailure("down"))),
+            relay.fail(request, StoreFailure("down")),
             [.send(alice, .error(.internal, "room registry unavailable, try again", messageId: 4))])
         join.room = "bad room"
         XCTAssertEqual(
@@ -92,8 +93,8 @@ final class RelayCoreRoomTests: XCTestCase {
         progress.room = "lobby"
         progress.memberCount = 2
         progress.deliveredCount = 1
-        XCTAssertEqual(relay.answer(.countRoomDelivery(copy: copy(for: "bob")), .success(.deliveredCount(1))), [.send(alice, progress)])
-        XCTAssertEqual(relay.answer(.countRoomDelivery(copy: copy(for: "bob")), .failure(StoreFailure("down"))), [])
+        XCTAssertEqual(relay.answer(.countRoomDelivery(copy: copy(for: "bob"), delivered: 1)), [.send(alice, progress)])
+        XCTAssertEqual(relay.fail(.countRoomDelivery(copy: copy(for: "bob")), StoreFailure("down")), [])
     }
 
     func testRelayedCopiesWithoutAFloorGetTheLowestPendingSeq() {
@@ -139,8 +140,9 @@ final class RelayCorePresenceTests: XCTestCase {
         who.members = ["bob offline 5"]
         XCTAssertEqual(
             relay.answer(
-                .who(WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil)),
-                .success(.presence([PresenceEntry(user: "bob", online: false, lastSeen: 5)]))), [.send(alice, who)])
+                .who(
+                    WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil),
+                    [PresenceEntry(user: "bob", online: false, lastSeen: 5)])), [.send(alice, who)])
         func presence(to user: String) -> SIMPMessage {
             var frame = SIMPMessage(kind: .presence, fromUser: "bob", toUser: user)
             frame.online = true
@@ -148,7 +150,7 @@ final class RelayCorePresenceTests: XCTestCase {
             return frame
         }
         XCTAssertEqual(
-            relay.answer(.recordPresence(user: "bob", online: true), .success(.presenceRecorded(lastSeen: 77, roomPeers: ["bob", "carol", "dave"]))),
+            relay.answer(.recordPresence(user: "bob", online: true, lastSeen: 77, roomPeers: ["bob", "carol", "dave"])),
             [.send(alice, presence(to: "alice")), .send(carol, presence(to: "carol")), .store(.lookup(user: "dave"))],
             "follower alice and room peer carol here; dave's relay, if any, hears it through the store")
     }
@@ -164,7 +166,7 @@ final class RelayCorePresenceTests: XCTestCase {
         XCTAssertEqual(InboxEntry(message: marker, storedAt: 1).dedupeKey, "d/12/bob")
 
         XCTAssertEqual(relay.send(SIMPMessage(kind: .typing, messageId: 1, fromUser: "bob", toUser: "alice")), [.store(.lookup(user: "alice"))])
-        XCTAssertEqual(relay.answer(.lookup(user: "alice"), .success(.route(nil, known: true))), [], "not stored, not refused")
+        XCTAssertEqual(relay.answer(.lookup(user: "alice", .single(nil, known: true))), [], "not stored, not refused")
         XCTAssertEqual(relay.send(SIMPMessage(kind: .typing, messageId: 2, fromUser: "bob", toUser: "#room")), [])
     }
 

@@ -62,7 +62,7 @@ final class RelayCoreTests: XCTestCase {
         let register = StoreRequest.register(relay.registration("alice", on: c1, port: 5555, peer: alicePeer), connection: c1)
         XCTAssertEqual(registering, [.store(register)])
 
-        XCTAssertEqual(relay.answer(register, .failure(StoreFailure("down"))), [.send(c1, .error(.internal, "registry unavailable, try again"))])
+        XCTAssertEqual(relay.fail(register, StoreFailure("down")), [.send(c1, .error(.internal, "registry unavailable, try again"))])
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertEqual(relay.control(connect, on: c1, peer: alicePeer), [.store(register)], "the connection may try CONNECT again")
     }
@@ -143,7 +143,7 @@ final class RelayCoreTests: XCTestCase {
             ], "not before CONNECTED")
         XCTAssertEqual(
             relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
-        XCTAssertEqual(relay.answer(register, .success(.done)), [], "closed meanwhile")
+        XCTAssertEqual(relay.answer(DevRelay.done(register)), [], "closed meanwhile")
         XCTAssertFalse(relay.core.isConnected("alice"))
     }
 
@@ -166,7 +166,7 @@ final class RelayCoreTests: XCTestCase {
         var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
         error.fromUser = "carol"
         XCTAssertEqual(
-            relay.answer(.lookup(user: "carol"), .success(.route(nil, known: false))),
+            relay.answer(.lookup(user: "carol", .single(nil, known: false))),
             [.reject(.unknownRecipient, detail: "alice -> carol"), .send(c1, error)])
     }
 
@@ -183,7 +183,7 @@ final class RelayCoreTests: XCTestCase {
 
         let route = Route(address: address("127.0.0.9", 9000), relayId: "r2")
         XCTAssertEqual(
-            relay.answer(.lookup(user: "dave"), .success(.route(route, known: true))), [publish(1), publish(2), publish(3)],
+            relay.answer(.lookup(user: "dave", .single(route, known: true))), [publish(1), publish(2), publish(3)],
             "dave's session key is on r2: r2 seals for him the checked payloads, unsealed")
 
         let ttl = relay.core.configuration.routeCacheTTL
@@ -195,17 +195,17 @@ final class RelayCoreTests: XCTestCase {
     func testAUserTheStoreForgotMomentsAfterKnowingItIsRetriedNotRefused() {
         var relay = relay()
         _ = relay.send(textMessage(1, from: "alice", to: "dave"))
-        _ = relay.answer(.lookup(user: "dave"), .success(.route(Route(address: address("127.0.0.9", 9000), relayId: "r2"), known: true)))
+        _ = relay.answer(.lookup(user: "dave", .single(Route(address: address("127.0.0.9", 9000), relayId: "r2"), known: true)))
         let later = t0 + relay.core.configuration.routeCacheTTL
         XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave"), now: later), [.store(.lookup(user: "dave"))])
         XCTAssertEqual(
-            relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: later),
+            relay.answer(.lookup(user: "dave", .single(nil, known: false)), now: later),
             [.reject(.registryUnavailable, detail: "the store lost dave, known moments ago; not refused, retried")],
             "a failover lost dave's keys: alice retransmits instead of being told dave does not exist")
         let forgotten = t0 + relay.core.configuration.refreshInterval * 3
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave"), now: forgotten), [.store(.lookup(user: "dave"))])
         XCTAssertEqual(
-            relay.answer(.lookup(user: "dave"), .success(.route(nil, known: false)), now: forgotten).first,
+            relay.answer(.lookup(user: "dave", .single(nil, known: false)), now: forgotten).first,
             .reject(.unknownRecipient, detail: "alice -> dave"), "still unknown after a registration TTL: refused")
     }
 
@@ -214,7 +214,7 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "erin")), [.store(.lookup(user: "erin"))])
         let stale = Route(address: address("10.0.0.1", 1), relayId: "r1")
         XCTAssertEqual(
-            relay.answer(.lookup(user: "erin"), .success(.route(stale, known: false))),
+            relay.answer(.lookup(user: "erin", .single(stale, known: false))),
             [.store(.storeInInbox(user: "erin", message: textMessage(1, from: "alice", to: "erin")))],
             "a stale registration of this relay: offline, stored")
     }
@@ -223,7 +223,7 @@ final class RelayCoreTests: XCTestCase {
         var relay = relay()
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "bob")), [.store(.lookup(user: "bob"))])
         XCTAssertEqual(
-            relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))),
+            relay.answer(.lookup(user: "bob", .single(nil, known: true))),
             [.store(.storeInInbox(user: "bob", message: textMessage(3, from: "alice", to: "bob")))], "the payload goes to bob's inbox")
         XCTAssertEqual(
             relay.send(textMessage(4, from: "alice", to: "bob"), now: t0 + .milliseconds(10)),
@@ -236,7 +236,7 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))])
         XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave")), [])
         let failed = RelayAction.reject(.registryUnavailable, detail: "registry lookup for dave failed")
-        XCTAssertEqual(relay.answer(.lookup(user: "dave"), .failure(StoreFailure("down"))), [failed, failed])
+        XCTAssertEqual(relay.fail(.lookup(user: "dave"), StoreFailure("down")), [failed, failed])
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))], "nothing cached")
     }
 
@@ -245,7 +245,7 @@ final class RelayCoreTests: XCTestCase {
         let message = textMessage(1, from: "alice", to: "bob")
         XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
         relay.connect("bob", on: c2, port: 6666, peer: bobPeer)
-        XCTAssertEqual(relay.answer(.lookup(user: "bob"), .success(.route(nil, known: true))), [relay.delivery(message, to: "bob")])
+        XCTAssertEqual(relay.answer(.lookup(user: "bob", .single(nil, known: true))), [relay.delivery(message, to: "bob")])
     }
 
     func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() {

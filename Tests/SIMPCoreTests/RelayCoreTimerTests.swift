@@ -124,8 +124,7 @@ final class RelayCoreTimerTests: XCTestCase {
         let entry = InboxEntry(message: textMessage(4, from: "alice", to: "erin"), storedAt: 1)
         XCTAssertEqual(
             relay.answer(
-                .storeInInbox(user: "erin", message: entry.message), .success(.inboxStored(entry, InboxStoreResult(duplicate: false))),
-                now: t0 + .milliseconds(800)),
+                .storeInInbox(user: "erin", message: entry.message, entry, InboxStoreResult(duplicate: false)), now: t0 + .milliseconds(800)),
             [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])

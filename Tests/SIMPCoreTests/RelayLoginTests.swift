@@ -46,8 +46,9 @@ final class RelayLoginTests: XCTestCase {
             actions = core.control(frame, on: connection, peer: address, now: now)
             for case .store(let request) in actions {
                 switch request {
-                case .fetchVerifier: actions += core.answer(request, .success(.verifier(stored, locked: locked)), now: now)
-                case .register: actions += core.answer(request, .success(.done), now: now)
+                case .fetchVerifier(_, let connection):
+                    actions += core.answer(.fetchVerifier(connection: connection, stored, locked: locked), now: now)
+                case .register: actions += core.answer(DevRelay.done(request), now: now)
                 default: break
                 }
             }
@@ -89,7 +90,9 @@ final class RelayLoginTests: XCTestCase {
 
         let auth = alice.beginLogin(udpPort: 5000)
         var actions = core.control(auth, on: connection, peer: peer)
-        for case .store(let request) in actions { actions += core.answer(request, .success(.verifier(verifier, locked: false))) }
+        for case .store(.fetchVerifier(_, let connection)) in actions {
+            actions += core.answer(.fetchVerifier(connection: connection, verifier, locked: false))
+        }
         let challenge = try XCTUnwrap(
             actions.lazy.compactMap { if case .send(_, let frame) = $0, frame.kind == .challenge { frame } else { nil } }.first)
         guard case .send(let connect)? = alice.loginReceived(challenge, now: t0) else { return XCTFail("no CONNECT") }
@@ -236,7 +239,7 @@ final class RelayLoginTests: XCTestCase {
         _ = core.open(first, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
         XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first))])
-        let challenged = core.answer(.fetchVerifier(user: "alice", connection: first), .success(.verifier(verifier)))
+        let challenged = core.answer(.fetchVerifier(connection: first, verifier))
         guard challenged.count == 1, case .send(first, let challenge) = challenged[0],
             case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0)
         else { return XCTFail("\(challenged)") }
@@ -245,7 +248,7 @@ final class RelayLoginTests: XCTestCase {
         let replay = ConnectionID(101)
         _ = core.open(replay, peer: peer)
         _ = core.control(auth, on: replay, peer: peer)
-        _ = core.answer(.fetchVerifier(user: "alice", connection: replay), .success(.verifier(verifier)))
+        _ = core.answer(.fetchVerifier(connection: replay, verifier))
         let actions = core.control(recordedConnect, on: replay, peer: peer)
 
         XCTAssertEqual(actions, authFailed("alice", on: replay), "the relay's nonce differs, so the old proof fails")
@@ -260,7 +263,7 @@ final class RelayLoginTests: XCTestCase {
         let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection)
         XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)])
         XCTAssertEqual(
-            core.answer(fetch, .failure(StoreFailure("down"))),
+            core.fail(fetch, StoreFailure("down")),
             [
                 .reject(.registryUnavailable, detail: "verifier lookup for c1 failed: down"),
                 .send(connection, .error(.internal, "registry unavailable, try again")),

@@ -181,7 +181,7 @@ final class AnnouncedPacingTests: XCTestCase {
         while let frame = frames.popLast() {
             var actions = relay.control(frame, on: connection)
             for case .store(let request) in actions where request.registration != nil {
-                actions += relay.answer(request, .success(.done))
+                actions += relay.answer(DevRelay.done(request))
             }
             for case .send(_, var message) in actions {
                 if message.kind == .connected {

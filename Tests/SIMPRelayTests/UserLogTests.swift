@@ -336,7 +336,8 @@ private struct UserLog {
     func store(_ ids: UInt64...) async throws -> [DiscardedEntry] {
         var discarded: [DiscardedEntry] = []
         for id in ids {
-            guard case .inboxStored(_, let result) = try await store.perform(.storeInInbox(user: user, message: message(id)), on: loop).get() else {
+            guard case .storeInInbox(_, _, _, let result) = try await store.perform(.storeInInbox(user: user, message: message(id)), on: loop).get()
+            else {
                 throw StoreFailure("unexpected answer to a store")
             }
             discarded += result.discarded
@@ -345,14 +346,15 @@ private struct UserLog {
     }
 
     func storeResult(_ id: UInt64) async throws -> InboxStoreResult {
-        guard case .inboxStored(_, let result) = try await store.perform(.storeInInbox(user: user, message: message(id)), on: loop).get() else {
+        guard case .storeInInbox(_, _, _, let result) = try await store.perform(.storeInInbox(user: user, message: message(id)), on: loop).get()
+        else {
             throw StoreFailure("unexpected answer to a store")
         }
         return result
     }
 
     func load(_ device: String) async throws -> [UInt64] {
-        guard case .inboxLoaded(let entries, _, _) = try await store.perform(.loadInbox(user: user, device: device), on: loop).get() else {
+        guard case .loadInbox(_, _, let entries, _, _) = try await store.perform(.loadInbox(user: user, device: device), on: loop).get() else {
             throw StoreFailure("unexpected answer to a load")
         }
         return entries.map(\.message.messageId)

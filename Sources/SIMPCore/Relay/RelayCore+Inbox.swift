@@ -18,9 +18,10 @@ extension RelayCore {
     /// for a user connected here (a room copy, or a store that crossed the user's connect)
     /// goes out now; for a user elsewhere, its relay hands it over.
     mutating func inboxStored(
-        user: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+        user: String, message: SIMPMessage, _ result: Result<(InboxEntry, InboxStoreResult), StoreFailure>, now: NIODeadline,
+        into output: inout [RelayAction]
     ) {
-        guard case .success(.inboxStored(let entry, let stored)) = result else {
+        guard case .success(let (entry, stored)) = result else {
             return output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> \(user) (\(message.kind))"))
         }
         for discarded in stored.discarded { discard(user: user, discarded.entry, discarded.reason, into: &output) }
@@ -57,9 +58,12 @@ extension RelayCore {
 
     /// The store answered a `.loadInbox`: delivery to the device starts (if it is still
     /// connected); a failed read is tried again after `inboxRetryDelay`.
-    mutating func inboxLoaded(_ device: Recipient, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func inboxLoaded(
+        _ device: Recipient, _ result: Result<(entries: [InboxEntry], wallNow: Int64, earlier: [InboxEntry]), StoreFailure>, now: NIODeadline,
+        into output: inout [RelayAction]
+    ) {
         guard sessions.receivingSession(of: device.user, device: device.device) != nil else { return }
-        guard case .success(.inboxLoaded(let entries, let wallNow, let earlier)) = result else {
+        guard case .success(let (entries, wallNow, earlier)) = result else {
             timers.loadInbox(of: device, at: now + configuration.inboxRetryDelay)
             return
         }

@@ -40,8 +40,8 @@ extension RelayCore {
     }
 
     /// The store answered a `.publishKeys`.
-    func keysPublished(_ request: KeysPublish, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
-        guard case .success(.keysPublished(let left)) = result else {
+    func keysPublished(_ request: KeysPublish, _ result: Result<Int, StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(let left) = result else {
             return output.append(.send(request.connection, .error(.internal, "key bundle not stored, try again", messageId: request.messageId)))
         }
         var reply = SIMPMessage(kind: .keysPublish, messageId: request.messageId, toUser: request.user)
@@ -50,8 +50,8 @@ extension RelayCore {
     }
 
     /// The store answered a `.fetchKeys`.
-    func keysFetched(_ request: KeysFetch, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
-        guard case .success(.keys(let devices, let known)) = result else {
+    func keysFetched(_ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(let (devices, known)) = result else {
             return output.append(.send(request.connection, .error(.internal, "key bundles unavailable, try again", messageId: request.messageId)))
         }
         guard known else {

@@ -40,8 +40,8 @@ extension RelayCore {
     }
 
     /// The store answered a `.who`: the answer goes back and the asker follows these users.
-    mutating func whoAnswered(_ request: WhoRequest, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
-        guard case .success(.presence(let entries)) = result else {
+    mutating func whoAnswered(_ request: WhoRequest, _ result: Result<[PresenceEntry]?, StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(let entries) = result else {
             return output.append(.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId)))
         }
         guard let entries else {
@@ -58,9 +58,8 @@ extension RelayCore {
     /// The store recorded `user`'s presence: local users who follow it or share a room with it
     /// get a PRESENCE frame; room peers connected to other relays get it through them.
     mutating func presenceRecorded(
-        user: String, online: Bool, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+        user: String, online: Bool, lastSeen: Int64, roomPeers: [String], now: NIODeadline, into output: inout [RelayAction]
     ) {
-        guard case .success(.presenceRecorded(let lastSeen, let roomPeers)) = result else { return }
         let peers = Set(roomPeers)
         var audience = peers.union(presence.followers(of: user))
         audience.remove(user)

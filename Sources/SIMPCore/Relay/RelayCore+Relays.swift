@@ -21,13 +21,8 @@ extension RelayCore {
     /// The store answered a `.lookup`: the payloads that waited for it go on. For a user with
     /// sessions here, what the store said about its devices is kept, and the payloads also go
     /// to its sessions here.
-    mutating func lookedUp(_ user: String, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
-        let answer: UserRoutes
-        switch result {
-        case .success(.routes(let routes)): answer = routes
-        case .success(.route(let route, let known)):
-            answer = UserRoutes(receivers: route.map { [$0] } ?? [], relays: route.map { [$0.relayId] } ?? [], knownDevices: 1, known: known)
-        default:
+    mutating func lookedUp(_ user: String, _ result: Result<UserRoutes, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]) {
+        guard case .success(let answer) = result else {
             let waiting = routes.takeWaiting(for: user)
             output += waiting.map { _ in .reject(.registryUnavailable, detail: "registry lookup for \(user) failed") }
             return
@@ -113,10 +108,10 @@ extension RelayCore {
     /// A `.publish` was answered: with no listener, that relay is gone, so every route through
     /// it is forgotten (the next payload looks the user up again).
     mutating func published(
-        to relay: String, _ delivery: RelayDelivery, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]
+        to relay: String, _ delivery: RelayDelivery, _ result: Result<Int, StoreFailure>, into output: inout [RelayAction]
     ) {
         switch result {
-        case .success(.listeners(let count)) where count > 0:
+        case .success(let listeners) where listeners > 0:
             break
         case .success:
             routes.forgetRoutes(through: relay)
@@ -182,8 +177,8 @@ extension RelayCore {
     /// The store answered `.checkSession`: when it no longer names `session`, the user connected
     /// again on another relay (or an operator ended the session), so this relay's session is
     /// told and closed.
-    mutating func sessionChecked(user: String, session: String, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
-        guard case .success(.currentSession(let current)) = result, current != session,
+    mutating func sessionChecked(user: String, session: String, current: String?, into output: inout [RelayAction]) {
+        guard current != session,
             let id = sessions.session(of: user, token: session), let registration = sessions.registration(ofSession: id),
             let connection = sessions.connection(ofSession: id)
         else { return }

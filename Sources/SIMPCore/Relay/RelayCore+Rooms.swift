@@ -37,19 +37,19 @@ extension RelayCore {
     }
 
     /// The store answered a `.room` request.
-    func roomAnswered(_ request: RoomRequest, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+    func roomAnswered(_ request: RoomRequest, _ result: Result<RoomAnswer, StoreFailure>, into output: inout [RelayAction]) {
         switch result {
-        case .success(.room(.members(let members))):
+        case .success(.members(let members)):
             var reply = SIMPMessage(kind: .roomMembers, messageId: request.messageId, toUser: request.user)
             reply.room = request.room
             reply.members = members.sorted()
             output.append(.send(request.connection, reply))
-        case .success(.room(.notAMember)):
+        case .success(.notAMember):
             output += [
                 .reject(.notAMember, detail: "\(request.user) asked for the members of \(request.room)"),
                 .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room)", messageId: request.messageId)),
             ]
-        default:
+        case .failure:
             output.append(.send(request.connection, .error(.internal, "room registry unavailable, try again", messageId: request.messageId)))
         }
     }
@@ -70,13 +70,13 @@ extension RelayCore {
 
     /// The store answered a `.postToRoom`: copies go to every other member's inbox; the author
     /// learns the post is stored for them (or that it is not a member).
-    func roomPosted(room: String, message: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, into output: inout [RelayAction]) {
+    func roomPosted(room: String, message: SIMPMessage, _ result: Result<RoomPostResult, StoreFailure>, into output: inout [RelayAction]) {
         let header = DatagramHeader(message)
         switch result {
-        case .success(.roomPosted(.notAMember)):
+        case .success(.notAMember):
             output.append(.reject(.notAMember, detail: "\(message.fromUser) posted to #\(room)"))
             tellSender(header, .notAMember, "you are not a member of #\(room)", into: &output)
-        case .success(.roomPosted(.posted(let seq, let members, let duplicate))):
+        case .success(.posted(let seq, let members, let duplicate)):
             let recipients = members.filter { $0 != message.fromUser }.sorted()
             for author in sessions.connections(of: message.fromUser) {
                 var receipt = message.receipt(holdMicros: 0)
@@ -95,7 +95,7 @@ extension RelayCore {
                         .storeInInbox(
                             user: member, message: Self.roomCopy(of: message, room: room, seq: seq, for: member, memberCount: recipients.count))))
             }
-        default:
+        case .failure:
             output.append(.reject(.inboxUnavailable, detail: "\(message.fromUser) -> #\(room)"))
         }
     }
@@ -121,9 +121,8 @@ extension RelayCore {
     /// The store counted a member's receipt for a room post: the author hears how many members
     /// have it, on whichever relay it is connected to (progress is not stored for an offline author).
     mutating func roomDeliveryCounted(
-        copy: SIMPMessage, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+        copy: SIMPMessage, delivered: Int, now: NIODeadline, into output: inout [RelayAction]
     ) {
-        guard case .success(.deliveredCount(let delivered)) = result else { return }
         var receipt = SIMPMessage(kind: .receipt, messageId: copy.authorMessageId, fromUser: copy.fromUser, toUser: copy.author)
         receipt.status = .roomDelivered
         receipt.room = copy.room

@@ -1,51 +1,84 @@
 import NIOCore
 
 /// The one way store answers come back: each `.store` request the core made is answered here,
-/// successes and failures alike, and the part that asked decides what follows.
+/// by its own kind of answer or by a failure, and the part that asked decides what follows.
 extension RelayCore {
-    /// The store answered `request` (made by this core as `.store(request)`).
-    public mutating func storeAnswered(
-        _ request: StoreRequest, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
-    ) {
+    /// The store carried out a request this core made as `.store(request)`; `answer` is the
+    /// case of the request's name.
+    public mutating func storeAnswered(_ answer: StoreAnswer, now: NIODeadline, into output: inout [RelayAction]) {
+        switch answer {
+        case .fetchVerifier(let connection, let verifier, let locked, let counts):
+            verifierFetched(on: connection, into: &output) {
+                $0.verifierFetched(verifier, locked: locked, iterationCounts: counts, on: connection, entropy: &$1)
+            }
+        case .register(let connection, let knownDevices, let elsewhere):
+            registered(on: connection, .success((knownDevices, elsewhere)), now: now, into: &output)
+        case .lookup(let user, let routes):
+            lookedUp(user, .success(routes), now: now, into: &output)
+        case .publish(let relay, let delivery, let listeners):
+            published(to: relay, delivery, .success(listeners), into: &output)
+        case .checkSession(let user, let session, let current):
+            sessionChecked(user: user, session: session, current: current, into: &output)
+        case .storeInInbox(let user, let message, let entry, let stored):
+            inboxStored(user: user, message: message, .success((entry, stored)), now: now, into: &output)
+        case .loadInbox(let user, let device, let entries, let wallNow, let earlier):
+            inboxLoaded(Recipient(user: user, device: device), .success((entries, wallNow, earlier)), now: now, into: &output)
+        case .room(let request, let answer):
+            roomAnswered(request, .success(answer), into: &output)
+        case .postToRoom(let room, let message, let posted):
+            roomPosted(room: room, message: message, .success(posted), into: &output)
+        case .countRoomDelivery(let copy, let delivered):
+            roomDeliveryCounted(copy: copy, delivered: delivered, now: now, into: &output)
+        case .recordPresence(let user, let online, let lastSeen, let roomPeers):
+            presenceRecorded(user: user, online: online, lastSeen: lastSeen, roomPeers: roomPeers, now: now, into: &output)
+        case .who(let request, let entries):
+            whoAnswered(request, .success(entries), into: &output)
+        case .publishKeys(let request, let left):
+            keysPublished(request, .success(left), into: &output)
+        case .fetchKeys(let request, let devices, let known):
+            keysFetched(request, .success((devices, known)), into: &output)
+        case .written:
+            break
+        }
+    }
+
+    /// The store could not carry out `request` (made by this core as `.store(request)`).
+    public mutating func storeFailed(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline, into output: inout [RelayAction]) {
         switch request {
         case .fetchVerifier(_, let connection):
-            let step: RelayLogin.Step
-            switch result {
-            case .success(.verifier(let verifier, let locked, let counts)):
-                step = login.verifierFetched(verifier, locked: locked, iterationCounts: counts, on: connection, entropy: &entropy)
-            case .success(let other): step = login.verifierFetchFailed(on: connection, StoreFailure("unexpected answer \(other)"))
-            case .failure(let failure): step = login.verifierFetchFailed(on: connection, failure)
-            }
-            guard case .actions(let actions) = step else { return } // a verifier only ever leads to a challenge
-            output += actions
+            verifierFetched(on: connection, into: &output) { login, _ in login.verifierFetchFailed(on: connection, failure) }
         case .register(_, let connection):
-            registered(on: connection, result, now: now, into: &output)
+            registered(on: connection, .failure(failure), now: now, into: &output)
         case .lookup(let user):
-            lookedUp(user, result, now: now, into: &output)
+            lookedUp(user, .failure(failure), now: now, into: &output)
         case .publish(let relay, let delivery):
-            published(to: relay, delivery, result, into: &output)
-        case .checkSession(let user, let session):
-            sessionChecked(user: user, session: session, result, into: &output)
+            published(to: relay, delivery, .failure(failure), into: &output)
         case .storeInInbox(let user, let message):
-            inboxStored(user: user, message: message, result, now: now, into: &output)
+            inboxStored(user: user, message: message, .failure(failure), now: now, into: &output)
         case .loadInbox(let user, let device):
-            inboxLoaded(Recipient(user: user, device: device), result, now: now, into: &output)
-        case .room(let roomRequest):
-            roomAnswered(roomRequest, result, into: &output)
+            inboxLoaded(Recipient(user: user, device: device), .failure(failure), now: now, into: &output)
+        case .room(let request):
+            roomAnswered(request, .failure(failure), into: &output)
         case .postToRoom(let room, let message):
-            roomPosted(room: room, message: message, result, into: &output)
-        case .countRoomDelivery(let copy):
-            roomDeliveryCounted(copy: copy, result, now: now, into: &output)
-        case .recordPresence(let user, let online):
-            presenceRecorded(user: user, online: online, result, now: now, into: &output)
-        case .who(let whoRequest):
-            whoAnswered(whoRequest, result, into: &output)
-        case .publishKeys(let keysPublish):
-            keysPublished(keysPublish, result, into: &output)
-        case .fetchKeys(let keysFetch):
-            keysFetched(keysFetch, result, into: &output)
+            roomPosted(room: room, message: message, .failure(failure), into: &output)
+        case .who(let request):
+            whoAnswered(request, .failure(failure), into: &output)
+        case .publishKeys(let request):
+            keysPublished(request, .failure(failure), into: &output)
+        case .fetchKeys(let request):
+            keysFetched(request, .failure(failure), into: &output)
+        case .checkSession, .countRoomDelivery, .recordPresence:
+            break // nothing to tell: the session stays, the progress or presence frame is not sent
         case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }
+    }
+
+    /// What the login said to a fetched verifier (or a failed fetch) goes out.
+    private mutating func verifierFetched(
+        on connection: ConnectionID, into output: inout [RelayAction], _ step: (inout RelayLogin, inout Entropy) -> RelayLogin.Step
+    ) {
+        guard case .actions(let actions) = step(&login, &entropy) else { return } // a verifier only ever leads to a challenge
+        output += actions
     }
 }

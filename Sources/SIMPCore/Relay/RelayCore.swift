@@ -133,13 +133,13 @@ public struct RelayCore: Sendable {
     /// The registrations of `user`'s sessions on this relay.
     public func sessions(of user: String) -> [Registration] { sessions.registrations(of: user) }
     /// Whether a graceful shutdown has begun.
-    public var isDraining: Bool { timers.drain != nil }
+    public var isDraining: Bool { timers.isDraining }
 
     /// The relay's sockets are bound: CONNECTED reports `udpPort` from now on, and the relay
     /// announces itself (with `description`, its addresses) in the store at once.
     public mutating func listening(udpPort: Int, description: String, now: NIODeadline, into output: inout [RelayAction]) {
         configuration.udpPort = udpPort
-        timers.description = description
+        timers.listening(at: description)
         refresh(now: now, into: &output)
     }
 
@@ -326,7 +326,8 @@ public struct RelayCore: Sendable {
     /// before CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the
     /// latest. A send-only session gets none.
     mutating func registered(
-        on connection: ConnectionID, _ result: Result<StoreAnswer, StoreFailure>, now: NIODeadline, into output: inout [RelayAction]
+        on connection: ConnectionID, _ result: Result<(knownDevices: Int, elsewhere: Bool), StoreFailure>, now: NIODeadline,
+        into output: inout [RelayAction]
     ) {
         guard case .registering(let user, let connected) = connections.phase(of: connection),
             let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
@@ -334,10 +335,8 @@ public struct RelayCore: Sendable {
             return // closed meanwhile; connectionClosed already unregistered it
         }
         switch result {
-        case .success(.registered(let knownDevices, let elsewhere)):
-            sessions.learned(user, knownDevices: knownDevices, elsewhere: elsewhere)
-        case .success:
-            break
+        case .success(let devices):
+            sessions.learned(user, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
         case .failure:
             connections.setPhase(.awaitingLogin, of: connection)
             endSession(session, withdraw: false, into: &output)

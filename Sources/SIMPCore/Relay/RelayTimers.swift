@@ -26,14 +26,14 @@ public struct RelayTimers: Sendable {
     /// without all of them going to the store at one moment.
     static let refreshSlices = 10
     /// The group the next refresh covers.
-    var nextRefreshSlice = 0
+    private(set) var nextRefreshSlice = 0
     let drainQuietPeriod: TimeAmount
-    var nextHeartbeatCheck: NIODeadline
-    /// Nil until the relay listens (`RelayCore.listening`).
-    var nextRefresh: NIODeadline?
+    private(set) var nextHeartbeatCheck: NIODeadline
+    /// Nil until the relay listens (`RelayCore.listening`), and again once it shuts down.
+    private(set) var nextRefresh: NIODeadline?
     /// The relay's addresses, as recorded in the store at each refresh.
-    var description = ""
-    var drain: Drain?
+    private(set) var description = ""
+    private var drain: Drain?
     /// An inbox read that waits for the device's first datagram, at the latest until `deadline`.
     struct InboxLoad: Sendable {
         var deadline: NIODeadline
@@ -44,7 +44,8 @@ public struct RelayTimers: Sendable {
 
     /// Receiving devices whose inbox read waits.
     private(set) var inboxLoads: [Recipient: InboxLoad] = [:]
-    var nextPingId: UInt64 = 1
+    /// The messageId of the next PING.
+    private(set) var nextPingId: UInt64 = 1
 
     init(configuration: RelayCore.Configuration, now: NIODeadline) {
         let interval = configuration.heartbeat.interval.nanoseconds
@@ -62,6 +63,49 @@ public struct RelayTimers: Sendable {
         if let load = inboxLoads.values.lazy.map(\.deadline).min() { next = min(next, load) }
         return next
     }
+
+    // MARK: Heartbeats
+
+    /// Heartbeats are checked at `now`: if the periodic check was due, the next one is a
+    /// period from now.
+    mutating func heartbeatsChecked(now: NIODeadline) {
+        if now >= nextHeartbeatCheck { nextHeartbeatCheck = now + heartbeatCheckPeriod }
+    }
+
+    /// A PING goes out: its messageId (each PING has the next one).
+    mutating func takePingId() -> UInt64 {
+        defer { nextPingId += 1 }
+        return nextPingId
+    }
+
+    // MARK: Registration refreshes
+
+    /// The relay listens at `description` (its addresses, recorded at each refresh).
+    mutating func listening(at description: String) {
+        self.description = description
+    }
+
+    /// Whether a refresh is due at `now` (never before the relay listens, nor after it stops).
+    func isRefreshDue(now: NIODeadline) -> Bool {
+        guard let nextRefresh else { return false }
+        return now >= nextRefresh
+    }
+
+    /// A refresh goes out at `now`: the group of registrations it covers. The next group is due
+    /// `refreshInterval / refreshSlices` later.
+    mutating func refreshSent(now: NIODeadline) -> Int {
+        let slices = Self.refreshSlices
+        nextRefresh = now + .nanoseconds(refreshInterval.nanoseconds / Int64(slices))
+        defer { nextRefreshSlice = (nextRefreshSlice + 1) % slices }
+        return nextRefreshSlice
+    }
+
+    /// The relay stops: no more refreshes.
+    mutating func stopRefreshing() {
+        nextRefresh = nil
+    }
+
+    // MARK: Inbox reads
 
     /// Whether any inbox read waits (the datagram path checks this first).
     var awaitsInboxLoads: Bool { !inboxLoads.isEmpty }
@@ -85,8 +129,31 @@ public struct RelayTimers: Sendable {
         return due
     }
 
+    // MARK: Drain
+
+    /// Whether a graceful shutdown has begun.
+    var isDraining: Bool { drain != nil }
+
+    /// A graceful shutdown begins at `now` and lasts until `deadline` at the latest (unless one
+    /// already had).
+    mutating func beginDrain(until deadline: NIODeadline, now: NIODeadline) {
+        guard drain == nil else { return }
+        drain = Drain(deadline: deadline, lastReceipt: now)
+    }
+
+    /// A receipt was routed: a drain waits a quiet period from now.
     mutating func receiptRouted(now: NIODeadline) {
         drain?.lastReceipt = now
+    }
+
+    /// Whether the drain ends now (once): `connectionsLeft` is none, its deadline passed, or no
+    /// receipt came for the quiet period.
+    mutating func finishDrain(now: NIODeadline, connectionsLeft: Int) -> Bool {
+        guard let drain, !drain.finished,
+            connectionsLeft == 0 || now >= drain.deadline || now - drain.lastReceipt >= drainQuietPeriod
+        else { return false }
+        self.drain?.finished = true
+        return true
     }
 }
 
@@ -104,26 +171,20 @@ extension RelayCore {
     /// registrations, retransmits stored messages, reads inboxes that waited, and ends the
     /// shutdown drain.
     public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
-        if now >= timers.nextHeartbeatCheck { timers.nextHeartbeatCheck = now + timers.heartbeatCheckPeriod }
+        timers.heartbeatsChecked(now: now)
         checkHeartbeats(now: now, into: &output)
-        if let due = timers.nextRefresh, now >= due { refresh(now: now, into: &output) }
+        if timers.isRefreshDue(now: now) { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
         for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
             output.append(.store(.loadInbox(user: device.user, device: device.device)))
         }
-        if let drain = timers.drain, !drain.finished,
-            connections.count == 0 || now >= drain.deadline || now - drain.lastReceipt >= timers.drainQuietPeriod
-        {
-            timers.drain?.finished = true
-            output.append(.drained)
-        }
+        if timers.finishDrain(now: now, connectionsLeft: connections.count) { output.append(.drained) }
     }
 
     private mutating func checkHeartbeats(now: NIODeadline, into output: inout [RelayAction]) {
         let due = connections.pollHeartbeats(now: now)
         for connection in due.ping {
-            output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.nextPingId)))
-            timers.nextPingId += 1
+            output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.takePingId())))
         }
         for connection in due.dead {
             // Forget it now, so it is counted once however long the close takes.
@@ -135,11 +196,8 @@ extension RelayCore {
     /// Keeps this relay's own liveness record and the next group of its registrations
     /// (`RelayTimers.refreshSlices`) alive in the store.
     mutating func refresh(now: NIODeadline, into output: inout [RelayAction]) {
-        let slices = RelayTimers.refreshSlices
-        timers.nextRefresh = now + .nanoseconds(timers.refreshInterval.nanoseconds / Int64(slices))
-        let slice = timers.nextRefreshSlice
-        timers.nextRefreshSlice = (slice + 1) % slices
-        let registrations = sessions.registrations(inSlice: slice, of: slices)
+        let slice = timers.refreshSent(now: now)
+        let registrations = sessions.registrations(inSlice: slice, of: RelayTimers.refreshSlices)
         output.append(.store(.refresh(relayId: configuration.relayId, description: timers.description, registrations)))
     }
 
@@ -150,15 +208,14 @@ extension RelayCore {
     /// says `.drained` when no client is left, no receipt came for the quiet period, or the
     /// drain timeout passed.
     public mutating func beginDrain(now: NIODeadline) {
-        guard timers.drain == nil else { return }
-        timers.drain = RelayTimers.Drain(deadline: now + configuration.drainTimeout, lastReceipt: now)
+        timers.beginDrain(until: now + configuration.drainTimeout, now: now)
     }
 
     /// The relay stops: every session ends without a word to the store one by one; their
     /// registrations are withdrawn in one request, and every connection closes.
     public mutating func shutDown(into output: inout [RelayAction]) {
         let registrations = sessions.endAll()
-        timers.nextRefresh = nil
+        timers.stopRefreshing()
         for connection in connections.ids.sorted(by: { $0.rawValue < $1.rawValue }) {
             connections.setPhase(.awaitingLogin, of: connection)
             output.append(.close(connection))

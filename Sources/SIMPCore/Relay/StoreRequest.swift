@@ -1,15 +1,15 @@
 import NIOCore
 
 /// Everything the relay asks of its store (Redis in production, memory in tests and in the
-/// simulator). Each request is answered once, through `RelayCore.storeAnswered`, with a
-/// `StoreAnswer` or a `StoreFailure`; the core decides what a failure means for the user.
+/// simulator). Each request is answered once: with the `StoreAnswer` case of its own name,
+/// through `RelayCore.storeAnswered`, or with a `StoreFailure`, through `RelayCore.storeFailed`;
+/// the core decides what a failure means for the user.
 public enum StoreRequest: Equatable, Sendable {
     // MARK: Login and sessions
     /// The user's password verifier (nil answer: no such user).
     case fetchVerifier(user: String, connection: ConnectionID)
     /// Write the session's registration, replacing the one of an older receiving session of
-    /// the same device (the newest wins); a receiving device becomes known. Answered with
-    /// `.registered`.
+    /// the same device (the newest wins); a receiving device becomes known.
     case register(Registration, connection: ConnectionID)
     /// Remove the registration of session `session` of the user (device `device`).
     case unregister(user: String, session: String, device: String = "")
@@ -21,7 +21,7 @@ public enum StoreRequest: Equatable, Sendable {
     /// This relay stops: remove its liveness record and these registrations.
     case withdraw(relayId: String, [Registration])
     /// The user's sessions' routes, known devices, and whether the user is known (offline rather
-    /// than unknown); answered with `.routes`.
+    /// than unknown).
     case lookup(user: String)
 
     // MARK: Other relays
@@ -29,8 +29,8 @@ public enum StoreRequest: Equatable, Sendable {
     case publish(relay: String, RelayDelivery)
     /// Tell every relay that a user's session is now here.
     case announceMove(UserMove)
-    /// Whether the store still has session `session` of `user` (answered with `.currentSession`:
-    /// `session` itself, or what replaced it).
+    /// Whether the store still has session `session` of `user` (the answer names `session`
+    /// itself, or what replaced it).
     case checkSession(user: String, session: String)
 
     // MARK: Inbox, rooms, presence
@@ -63,44 +63,45 @@ public enum StoreRequest: Equatable, Sendable {
     case fetchKeys(KeysFetch)
 }
 
-/// What the store answered.
+/// What the store answered, when it could carry a request out (a failure comes back as a
+/// `StoreFailure`, through `RelayCore.storeFailed`). Each case is named after the request it
+/// answers, repeats what the core needs of that request, and holds the answer of that request's
+/// own type, so an answer of the wrong kind for a request cannot be written.
 public enum StoreAnswer: Equatable, Sendable {
-    /// Done; nothing to report (writes).
-    case done
     /// A login's user: the password verifier (nil: no such user), whether an operator locked
     /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
     /// missing user, docs/PROTOCOL.md §4.2).
-    case verifier(PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
-    /// `known`: without a route, whether the user exists or registered before. (A store that
-    /// knows nothing of devices; `.routes` is the full answer to a lookup.)
-    case route(Route?, known: Bool)
-    /// The answer to a lookup: the user's sessions and devices.
-    case routes(UserRoutes)
-    /// A registration was written; the user has `knownDevices` receiving devices, and sessions
+    case fetchVerifier(connection: ConnectionID, PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
+    /// The registration was written; the user has `knownDevices` receiving devices, and sessions
     /// on other relays if `elsewhere`.
-    case registered(knownDevices: Int, elsewhere: Bool)
-    /// How many relays heard a publish (0: that relay is gone).
-    case listeners(Int)
-    /// The session the store names for a user now (nil: none).
-    case currentSession(String?)
+    case register(connection: ConnectionID, knownDevices: Int, elsewhere: Bool)
+    /// The user's sessions and devices.
+    case lookup(user: String, UserRoutes)
+    /// How many relays heard the publish (0: that relay is gone).
+    case publish(relay: String, RelayDelivery, listeners: Int)
+    /// The session the store names for the user now (nil: none).
+    case checkSession(user: String, session: String, current: String?)
     /// The entry as stored (with the store's time stamp) and what became of it.
-    case inboxStored(InboxEntry, InboxStoreResult)
+    case storeInInbox(user: String, message: SIMPMessage, InboxEntry, InboxStoreResult)
     /// What the device has not receipted, oldest first (entries older than the TTL among them
     /// are to be reported expired); `wallNow` is the store's clock (ms since the epoch);
     /// `earlier`: the entries in the log stored before the device became known (not for it).
-    case inboxLoaded([InboxEntry], wallNow: Int64, earlier: [InboxEntry] = [])
-    case room(RoomAnswer)
-    case roomPosted(RoomPostResult)
-    /// How many members have a room post now.
-    case deliveredCount(Int)
+    case loadInbox(user: String, device: String = "", [InboxEntry], wallNow: Int64, earlier: [InboxEntry] = [])
+    case room(RoomRequest, RoomAnswer)
+    case postToRoom(room: String, message: SIMPMessage, RoomPostResult)
+    /// How many members have the room post of `copy` now.
+    case countRoomDelivery(copy: SIMPMessage, delivered: Int)
     /// Presence written at `lastSeen` (ms since the epoch); `roomPeers` share a room with the user.
-    case presenceRecorded(lastSeen: Int64, roomPeers: [String])
+    case recordPresence(user: String, online: Bool, lastSeen: Int64, roomPeers: [String])
     /// Presence entries; nil when the asker is not a member of the room asked about.
-    case presence([PresenceEntry]?)
-    /// A bundle was kept; the device has `prekeysLeft` one-time prekeys in the store now.
-    case keysPublished(prekeysLeft: Int)
+    case who(WhoRequest, [PresenceEntry]?)
+    /// A write with nothing to report was done (`.unregister`, `.moveRoute`, `.refresh`,
+    /// `.withdraw`, `.announceMove`, `.removeFromInbox`).
+    case written
+    /// A device's bundle was kept; it has `prekeysLeft` one-time prekeys in the store now.
+    case publishKeys(KeysPublish, prekeysLeft: Int)
     /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
-    case keys([DeviceKeys], known: Bool)
+    case fetchKeys(KeysFetch, [DeviceKeys], known: Bool)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).
@@ -113,6 +114,12 @@ public struct UserRoutes: Equatable, Sendable {
     public var knownDevices: Int
     /// Whether the user exists (has credentials, or registered before).
     public var known: Bool
+
+    /// The answer of a store that knows nothing of devices: at most one route; `known`, without
+    /// a route, says whether the user exists or registered before.
+    public static func single(_ route: Route?, known: Bool) -> UserRoutes {
+        UserRoutes(receivers: route.map { [$0] } ?? [], relays: route.map { [$0.relayId] } ?? [], knownDevices: 1, known: known)
+    }
 
     public init(receivers: [Route], relays: [String], knownDevices: Int, known: Bool) {
         self.receivers = receivers

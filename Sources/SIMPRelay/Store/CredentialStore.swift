@@ -33,10 +33,10 @@ public struct CredentialStore: Sendable {
         }
     }
 
-    /// What a login as `user` needs, as the store answers `.fetchVerifier`: the verifier (nil
-    /// if the user does not exist), the lock, and the iteration counts (read for real and
-    /// missing users alike, so both cost the same round trip).
-    public func login(of user: String, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+    /// What a login as `user` on `connection` needs, as the store answers `.fetchVerifier`: the
+    /// verifier (nil if the user does not exist), the lock, and the iteration counts (read for
+    /// real and missing users alike, so both cost the same round trip).
+    public func login(of user: String, on connection: ConnectionID, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         redis.pipeline(
             [
                 ["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey", "locked"],
@@ -47,12 +47,12 @@ public struct CredentialStore: Sendable {
             try Registry.check(replies)
             let counts = Self.iterationCounts(replies[1])
             let fields = replies[0].array?.map(\.string) ?? []
-            guard fields.count == 5, let salt = fields[0] else { return .verifier(nil, iterationCounts: counts) }
+            guard fields.count == 5, let salt = fields[0] else { return .fetchVerifier(connection: connection, nil, iterationCounts: counts) }
             guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
                 let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
             else { throw Failure.corrupt(user) }
             let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
-            return .verifier(verifier, locked: fields[4] != nil, iterationCounts: counts)
+            return .fetchVerifier(connection: connection, verifier, locked: fields[4] != nil, iterationCounts: counts)
         }
     }
 

@@ -97,18 +97,20 @@ public final class InMemoryRelayStore: RelayStore {
             shared.roundTrips += 1
             switch request {
             case .publish(let relay, let delivery):
-                guard let subscriber = shared.subscribers[relay] else { return .success(.listeners(0)) }
+                guard let subscriber = shared.subscribers[relay] else { return .success(.publish(relay: relay, delivery, listeners: 0)) }
                 let encoded = delivery.encoded()
                 subscriber.eventLoop.execute { subscriber.handler(.delivery(encoded)) }
-                return .success(.listeners(1))
-            case .fetchVerifier(let user, _):
+                return .success(.publish(relay: relay, delivery, listeners: 1))
+            case .fetchVerifier(let user, let connection):
                 let counts = shared.state.credentials.values.reduce(into: [UInt32: Int]()) { $0[$1.iterations, default: 0] += 1 }
-                return .success(.verifier(shared.state.credentials[user], locked: shared.locked.contains(user), iterationCounts: counts))
+                return .success(
+                    .fetchVerifier(
+                        connection: connection, shared.state.credentials[user], locked: shared.locked.contains(user), iterationCounts: counts))
             case .announceMove(let move):
                 for (relayId, subscriber) in shared.subscribers where relayId != move.relayId {
                     subscriber.eventLoop.execute { subscriber.handler(.move(move)) }
                 }
-                return .success(.done)
+                return .success(.written)
             default:
                 return .success(shared.state.answer(request, now: now))
             }

@@ -34,93 +34,95 @@ struct MemoryStoreState: Sendable {
     /// Carries out everything but publishing (which needs the subscribers).
     mutating func answer(_ request: StoreRequest, now: Int64) -> StoreAnswer {
         switch request {
-        case .fetchVerifier(let user, _): // answered by InMemoryRelayStore, which knows the locks
-            return .verifier(credentials[user])
-        case .register(let registration, _):
-            return register(registration, now: now)
+        case .fetchVerifier(let user, let connection): // answered by InMemoryRelayStore, which knows the locks
+            return .fetchVerifier(connection: connection, credentials[user])
+        case .register(let registration, let connection):
+            let devices = register(registration, now: now)
+            return .register(connection: connection, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
         case .unregister(let user, let session, _):
             registrations[user]?[session] = nil
             if newestSession[user] == session { newestSession[user] = nil }
-            return .done
+            return .written
         case .moveRoute(let registration):
             refresh([registration])
-            return .done
+            return .written
         case .refresh(_, _, let live):
             refresh(live)
             for registration in live where registration.receives {
                 presence[registration.user] = PresenceEntry(user: registration.user, online: true, lastSeen: now)
             }
-            return .done
+            return .written
         case .withdraw(_, let live):
             for registration in live { registrations[registration.user]?[registration.session] = nil }
-            return .done
+            return .written
         case .lookup(let user):
             let live = (registrations[user] ?? [:]).values.sorted { $0.session < $1.session }
-            return .routes(
+            return .lookup(
+                user: user,
                 UserRoutes(
                     receivers: live.filter(\.receives).map(\.route), relays: Set(live.map(\.route.relayId)).sorted(),
                     knownDevices: devices[user]?.count ?? 0, known: !live.isEmpty || known.contains(user) || credentials[user] != nil))
-        case .publish:
-            return .listeners(0)
+        case .publish(let relay, let delivery):
+            return .publish(relay: relay, delivery, listeners: 0)
         case .announceMove:
-            return .done
+            return .written
         case .checkSession(let user, let session):
-            return .currentSession(registrations[user]?[session] != nil ? session : newestSession[user])
+            return .checkSession(user: user, session: session, current: registrations[user]?[session] != nil ? session : newestSession[user])
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
             var log = logs[user] ?? MemoryUserLog()
             let stored = log.store(entry, cap: limits.inboxMaxMessages, cutoff: cutoff(now), known: knownDevices(of: user))
             logs[user] = log
-            return .inboxStored(entry, stored)
+            return .storeInInbox(user: user, message: message, entry, stored)
         case .loadInbox(let user, let device):
-            guard var log = logs[user] else { return .inboxLoaded([], wallNow: now) }
+            guard var log = logs[user] else { return .loadInbox(user: user, device: device, [], wallNow: now) }
             let entries = log.load(for: device, cutoff: cutoff(now), known: knownDevices(of: user))
             logs[user] = log
-            return .inboxLoaded(entries, wallNow: now, earlier: log.earlier(than: device))
+            return .loadInbox(user: user, device: device, entries, wallNow: now, earlier: log.earlier(than: device))
         case .removeFromInbox(let user, let entry, let device):
             let known = knownDevices(of: user)
             logs[user]?.ack(entry.dedupeKey, by: device, known: known)
-            return .done
+            return .written
         case .room(let roomRequest):
-            return .room(room(roomRequest))
+            return .room(roomRequest, room(roomRequest))
         case .postToRoom(let room, let message):
-            return .roomPosted(post(message, to: room))
+            return .postToRoom(room: room, message: message, post(message, to: room))
         case .countRoomDelivery(let copy):
             let key = "\(copy.room)/\(copy.author)/\(copy.authorMessageId)"
             roomDelivered[key, default: []].insert(copy.toUser)
-            return .deliveredCount(roomDelivered[key]!.count)
+            return .countRoomDelivery(copy: copy, delivered: roomDelivered[key]!.count)
         case .recordPresence(let user, let online):
             presence[user] = PresenceEntry(user: user, online: online, lastSeen: now)
             let peers = roomMembers.values.filter { $0.contains(user) }.reduce(into: Set<String>()) { $0.formUnion($1) }
-            return .presenceRecorded(lastSeen: now, roomPeers: peers.sorted())
+            return .recordPresence(user: user, online: online, lastSeen: now, roomPeers: peers.sorted())
         case .who(let who):
             let users: [String]
             if let room = who.room {
-                guard let members = roomMembers[room], members.contains(who.user) else { return .presence(nil) }
+                guard let members = roomMembers[room], members.contains(who.user) else { return .who(who, nil) }
                 users = members.sorted()
             } else {
                 users = who.users
             }
-            return .presence(users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
+            return .who(who, users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
         case .publishKeys(let keys):
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
             var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
             left.formUnion(keys.oneTimePrekeys)
             oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
-            return .keysPublished(prekeysLeft: left.count)
+            return .publishKeys(keys, prekeysLeft: left.count)
         case .fetchKeys(let fetch):
             let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
                 let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
                 return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)
             }
-            return .keys(devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
+            return .fetchKeys(fetch, devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
         }
     }
 
     /// Writes a registration: a receiving session replaces its device's older one, and its
     /// device becomes known (the user's first device gets what was stored before, a later one
     /// what is stored from now on).
-    private mutating func register(_ registration: Registration, now: Int64) -> StoreAnswer {
+    private mutating func register(_ registration: Registration, now: Int64) -> (knownDevices: Int, elsewhere: Bool) {
         let user = registration.user
         known.insert(user)
         if registration.receives {
@@ -140,7 +142,7 @@ struct MemoryStoreState: Sendable {
         }
         registrations[user, default: [:]][registration.session] = registration
         let elsewhere = registrations[user]!.values.contains { $0.route.relayId != registration.route.relayId }
-        return .registered(knownDevices: devices[user]?.count ?? 0, elsewhere: elsewhere)
+        return (devices[user]?.count ?? 0, elsewhere)
     }
 
     private mutating func refresh(_ live: [Registration]) {

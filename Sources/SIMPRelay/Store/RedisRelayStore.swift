@@ -92,56 +92,58 @@ public final class RedisRelayStore: RelayStore {
     public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         let now = WallClock.millisecondsSinceEpoch()
         switch request {
-        case .fetchVerifier(let user, _):
-            return credentials.login(of: user, on: eventLoop)
-        case .register(let registration, _):
+        case .fetchVerifier(let user, let connection):
+            return credentials.login(of: user, on: connection, on: eventLoop)
+        case .register(let registration, let connection):
             return registry.register(registration, on: eventLoop).flatMap { [inboxes] registered in
                 inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)
-                    .map { .registered(knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
+                    .map { .register(connection: connection, knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
             }
         case .unregister(let user, let session, let device):
-            return registry.unregister(user: user, session: session, device: device, on: eventLoop).map { .done }
+            return registry.unregister(user: user, session: session, device: device, on: eventLoop).map { .written }
         case .moveRoute(let registration):
-            return registry.refresh([registration], on: eventLoop).map { .done }
+            return registry.refresh([registration], on: eventLoop).map { .written }
         case .refresh(let relayId, let description, let registrations):
             let announced = registry.announceRelay(relayId, description: description, on: eventLoop)
             let refreshed = registry.refresh(registrations, on: eventLoop)
             // Send-only sessions are not presence.
             let present = presence.refresh(registrations.filter(\.receives).map(\.user), now: now, on: eventLoop)
-            return announced.and(refreshed).and(present).map { _ in .done }
+            return announced.and(refreshed).and(present).map { _ in .written }
         case .withdraw(let relayId, let registrations):
-            return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .done }
+            return registry.withdraw(relayId: relayId, registrations: registrations, on: eventLoop).map { .written }
         case .lookup(let user):
-            return registry.lookup(user: user, on: eventLoop).map { .routes($0) }
+            return registry.lookup(user: user, on: eventLoop).map { .lookup(user: user, $0) }
         case .publish(let relay, let delivery):
-            return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop).map { .listeners($0) }
+            return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop).map { .publish(relay: relay, delivery, listeners: $0) }
         case .announceMove(let move):
-            return bus.announce(move, on: eventLoop).map { _ in .done }
+            return bus.announce(move, on: eventLoop).map { _ in .written }
         case .checkSession(let user, let session):
-            return registry.currentSession(of: user, session: session, on: eventLoop).map { .currentSession($0) }
+            return registry.currentSession(of: user, session: session, on: eventLoop).map { .checkSession(user: user, session: session, current: $0) }
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
-            return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .inboxStored(entry, $0) }
+            return inboxes.store(entry, for: user, wallNow: now, on: eventLoop).map { .storeInInbox(user: user, message: message, entry, $0) }
         case .loadInbox(let user, let device):
             return inboxes.load(user: user, device: device, wallNow: now, on: eventLoop).map {
-                .inboxLoaded($0.entries, wallNow: now, earlier: $0.earlier)
+                .loadInbox(user: user, device: device, $0.entries, wallNow: now, earlier: $0.earlier)
             }
         case .removeFromInbox(let user, let entry, let device):
-            return inboxes.remove(entry, for: user, device: device, on: eventLoop).map { .done }
+            return inboxes.remove(entry, for: user, device: device, on: eventLoop).map { .written }
         case .room(let roomRequest):
-            return rooms.answer(roomRequest, on: eventLoop).map { .room($0) }
+            return rooms.answer(roomRequest, on: eventLoop).map { .room(roomRequest, $0) }
         case .postToRoom(let room, let message):
-            return rooms.post(message, to: room, on: eventLoop).map { .roomPosted($0) }
+            return rooms.post(message, to: room, on: eventLoop).map { .postToRoom(room: room, message: message, $0) }
         case .countRoomDelivery(let copy):
-            return rooms.countDelivery(of: copy, to: copy.toUser, on: eventLoop).map { .deliveredCount($0) }
+            return rooms.countDelivery(of: copy, to: copy.toUser, on: eventLoop).map { .countRoomDelivery(copy: copy, delivered: $0) }
         case .recordPresence(let user, let online):
-            return presence.record(user: user, online: online, now: now, on: eventLoop).map { .presenceRecorded(lastSeen: now, roomPeers: $0) }
+            return presence.record(user: user, online: online, now: now, on: eventLoop).map {
+                .recordPresence(user: user, online: online, lastSeen: now, roomPeers: $0)
+            }
         case .who(let who):
-            return whoAnswer(who, on: eventLoop).map { .presence($0) }
+            return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
         case .publishKeys(let keys):
-            return keyBundles.publish(keys, on: eventLoop).map { .keysPublished(prekeysLeft: $0) }
+            return keyBundles.publish(keys, on: eventLoop).map { .publishKeys(keys, prekeysLeft: $0) }
         case .fetchKeys(let fetch):
-            return keyBundles.fetch(fetch, on: eventLoop).map { .keys($0.devices, known: $0.known) }
+            return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known) }
         }
     }
 

@@ -54,7 +54,7 @@ public struct SiblingAwareStore: RelayStore {
 
     public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         if case .publish(let relay, let delivery) = request, siblings.deliver(delivery, to: relay) {
-            return eventLoop.makeSucceededFuture(.listeners(1))
+            return eventLoop.makeSucceededFuture(.publish(relay: relay, delivery, listeners: 1))
         }
         if case .announceMove(let move) = request { siblings.announce(move, from: move.relayId) }
         return base.perform(request, on: eventLoop)
