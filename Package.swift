@@ -255,7 +255,7 @@ let package = Package(
                            .product(name: "Prometheus", package: "swift-prometheus")]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
+            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPE2E", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "MetricsTestKit", package: "swift-metrics")]),
