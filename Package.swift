@@ -123,7 +123,7 @@ let package = Package(
         .target(
             name: "SIMPClient",
             dependencies: [
-                "SIMPCore", "SIMPNIO", "SIMPCommandLine",
+                "SIMPCore", "SIMPNIO", "SIMPCommandLine", "SIMPE2E",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -255,7 +255,7 @@ let package = Package(
                            .product(name: "Prometheus", package: "swift-prometheus")]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
+            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPE2E", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
                            "SIMPTestKit", .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -48,6 +48,15 @@ struct ConnectionOptions: ParsableArguments {
         ))
     var device: String?
 
+    @Flag(
+        name: .customLong("no-e2e"),
+        help: ArgumentHelp(
+            "Send unencrypted to a peer that cannot decrypt (it published no end-to-end keys, or the relay keeps none).",
+            discussion:
+                "Direct messages are end-to-end encrypted: only the receiver's devices can read them; the relay and Redis see ciphertext. Without this flag a message to a peer that cannot decrypt is refused. This device's keys live in $SIMP_HOME/e2e (mode 0600)."
+        ))
+    var noE2E = false
+
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
     var udpPort = 0
 
@@ -95,6 +104,7 @@ struct ConnectionOptions: ParsableArguments {
                         + "and simp says at exit which were not delivered and are lost\n").utf8))
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
+        configuration.endToEnd = EndToEndSettings(home: home, allowUnencrypted: noE2E)
         configure(&configuration)
         do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
         do {

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[21] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[23] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -74,23 +74,27 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[21] =
   { "READ", "SIMP__MESSAGE__TYPE__READ", 19 },
   { "WHO", "SIMP__MESSAGE__TYPE__WHO", 20 },
   { "PRESENCE", "SIMP__MESSAGE__TYPE__PRESENCE", 21 },
+  { "KEYS_PUBLISH", "SIMP__MESSAGE__TYPE__KEYS_PUBLISH", 22 },
+  { "KEYS_FETCH", "SIMP__MESSAGE__TYPE__KEYS_FETCH", 23 },
   { "DATAGRAM", "SIMP__MESSAGE__TYPE__DATAGRAM", 25 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 20},{0, 21}
+{0, 0},{15, 13},{25, 22},{0, 23}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[21] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[23] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
   { "CHALLENGE", 11 },
   { "CONNECT", 3 },
   { "CONNECTED", 5 },
-  { "DATAGRAM", 20 },
+  { "DATAGRAM", 22 },
   { "DISCONNECT", 9 },
   { "ERROR", 6 },
   { "HELLO", 12 },
   { "IMAGE", 1 },
+  { "KEYS_FETCH", 21 },
+  { "KEYS_PUBLISH", 20 },
   { "PING", 7 },
   { "PONG", 8 },
   { "PRESENCE", 19 },
@@ -110,9 +114,9 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  21,
+  23,
   simp__message__type__enum_values_by_number,
-  21,
+  23,
   simp__message__type__enum_values_by_name,
   3,
   simp__message__type__value_ranges,
@@ -234,7 +238,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[45] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[49] =
 {
   {
     "version",
@@ -765,6 +769,54 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[45] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "e2ePayload",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, e2epayload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keyBundles",
+    61,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_BYTES,
+    offsetof(Simp__Message, n_keybundles),
+    offsetof(Simp__Message, keybundles),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "oneTimePrekeys",
+    62,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_BYTES,
+    offsetof(Simp__Message, n_onetimeprekeys),
+    offsetof(Simp__Message, onetimeprekeys),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "prekeysLeft",
+    63,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, prekeysleft),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "datagram",
     70,
     PROTOBUF_C_LABEL_NONE,
@@ -785,9 +837,10 @@ static const unsigned simp__message__field_indices_by_name[] = {
   39,   /* field[39] = batchReceipts */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
-  44,   /* field[44] = datagram */
+  48,   /* field[48] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
+  44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   17,   /* field[17] = floor */
@@ -797,6 +850,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
   20,   /* field[20] = iterations */
+  45,   /* field[45] = keyBundles */
   34,   /* field[34] = lastSeen */
   35,   /* field[35] = maxDatagramSize */
   31,   /* field[31] = memberCount */
@@ -804,6 +858,8 @@ static const unsigned simp__message__field_indices_by_name[] = {
   1,   /* field[1] = messageId */
   41,   /* field[41] = messageRateLimit */
   18,   /* field[18] = nonce */
+  46,   /* field[46] = oneTimePrekeys */
+  47,   /* field[47] = prekeysLeft */
   33,   /* field[33] = presence */
   21,   /* field[21] = proof */
   38,   /* field[38] = receiptIds */
@@ -824,13 +880,14 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[4 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[5 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
-  { 70, 44 },
-  { 0, 45 }
+  { 60, 44 },
+  { 70, 48 },
+  { 0, 49 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -840,10 +897,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  45,
+  49,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  4,  simp__message__number_ranges,
+  5,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

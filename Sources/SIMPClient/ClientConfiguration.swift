@@ -81,6 +81,9 @@ public struct ClientConfiguration: Sendable {
     public var udpBlock: UDPBlock?
     /// Where the client's retransmit and RTT metrics go (see `ClientMetrics`).
     public var metricsFactory: MetricsFactory = MetricsSystem.factory
+    /// End-to-end encryption of direct messages (docs/PROTOCOL.md §4.8); nil: off (messages
+    /// go as the relay sees them). The `simp` command turns it on.
+    public var endToEnd: EndToEndSettings?
 
     public init(serverHost: String, serverPort: Int, user: String, password: String? = nil) {
         self.serverHost = serverHost
@@ -122,6 +125,9 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
     /// A newer session of the same device took this one's place; the client does not fight
     /// it by reconnecting.
     case takenOver(device: String)
+    /// The message cannot be sent end to end encrypted (the receiver published no keys, or the
+    /// relay keeps none) and unencrypted sending was not allowed (`--no-e2e`).
+    case notEncryptable(String)
 
     public var description: String {
         switch self {
@@ -131,6 +137,7 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
         case .connectionLost: return "connection to the relay was lost"
         case .takenOver(let device):
             return "another session of device \(device.isEmpty ? "(default)" : device) took over; not reconnecting"
+        case .notEncryptable(let reason): return "not sent: \(reason)"
         }
     }
 }

@@ -21,6 +21,10 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
+    /// KEYS_PUBLISH and KEYS_FETCH requests waiting for their answer frame, by request id, and
+    /// answers that came (taken when the session reports the reply).
+    private var keyWaiters: [UInt64: EventLoopPromise<SIMPMessage>] = [:]
+    private var keyAnswers: [UInt64: SIMPMessage] = [:]
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
@@ -124,6 +128,18 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         let request = session.request(kind, room: room, users: users)
         let promise = eventLoop.makePromise(of: [String].self)
         requestWaiters[request.messageId] = promise
+        control.writeAndFlush(request, promise: nil)
+        return promise.futureResult
+    }
+
+    /// Sends a KEYS_PUBLISH or KEYS_FETCH frame (`fill` sets its fields); the future has the
+    /// relay's answer frame, or fails with `SIMPClientError`.
+    func keysRequest(_ kind: SIMPMessage.Kind, fill: (inout SIMPMessage) -> Void) -> EventLoopFuture<SIMPMessage> {
+        guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
+        var request = session.request(kind)
+        fill(&request)
+        let promise = eventLoop.makePromise(of: SIMPMessage.self)
+        keyWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
         return promise.futureResult
     }
@@ -290,7 +306,10 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             return
         }
         guard channel === control else { return }
-        if session.isReply(message) { return carryOut(session.controlReceived(message, now: now)) }
+        if session.isReply(message) {
+            if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
+            return carryOut(session.controlReceived(message, now: now))
+        }
         guard message.kind == .error else { return carryOut(session.controlReceived(message, now: now)) }
         let isNotice = message.errorCode == .inboxFull || message.errorCode == .inboxExpired // reported as a DeliveryNotice
         if message.errorCode == .rateLimited {
@@ -360,7 +379,16 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     package var datagramAllocator: ByteBufferAllocator? { relayDatagramAddress == nil ? nil : datagrams?.allocator }
 
-    package func take(_ message: SIMPMessage) -> Bool { onMessage(message) }
+    /// End-to-end encryption, when configured (set by `SIMPClient.connect`).
+    var endToEnd: EndToEnd?
+
+    /// A delivered message goes to the application decrypted; a copy decrypted before is
+    /// receipted without being handed over again.
+    package func take(_ message: SIMPMessage) -> Bool {
+        guard let endToEnd else { return onMessage(message) }
+        guard let opened = endToEnd.open(message) else { return false }
+        return onMessage(opened)
+    }
 
     package func sendDatagrams(_ sealed: [ByteBuffer]) {
         guard let datagrams, let target = relayDatagramAddress else { return }
@@ -402,6 +430,12 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     package func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {
         requestWaiters.removeValue(forKey: requestId)?.completeWith(result.mapError { $0 })
+        let answer = keyAnswers.removeValue(forKey: requestId)
+        guard let waiter = keyWaiters.removeValue(forKey: requestId) else { return }
+        switch result {
+        case .success: waiter.succeed(answer ?? SIMPMessage(kind: .keysFetch))
+        case .failure(let error): waiter.fail(error)
+        }
     }
 
     package func closeControl() {

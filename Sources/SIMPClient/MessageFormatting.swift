@@ -97,6 +97,8 @@ public enum MessageFormatting {
         case .who: return "WHO"
         case .presence: return "PRESENCE"
         case .datagram: return "DATAGRAM"
+        case .keysPublish: return "KEYS_PUBLISH"
+        case .keysFetch: return "KEYS_FETCH"
         }
     }
 

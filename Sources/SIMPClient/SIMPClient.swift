@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import SIMPCore
+import SIMPE2E
 
 /// A SIMP user's connection to a relay: registers a UDP address over TCP, sends messages that
 /// are retransmitted until receipted, and delivers each incoming message once.
@@ -25,6 +26,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let peerEventStream: AsyncStream<PeerEvent>
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private let states: AsyncStream<ConnectionState>
+    private let endToEndNoticeStream: AsyncStream<EndToEndNotice>
+    private let endToEndNoticesContinuation: AsyncStream<EndToEndNotice>.Continuation
     private let statesContinuation: AsyncStream<ConnectionState>.Continuation
     private let paths: AsyncStream<DatagramPath>
     private let pathsContinuation: AsyncStream<DatagramPath>.Continuation
@@ -55,7 +58,13 @@ public final class SIMPClient: @unchecked Sendable {
         }
         (peerEventStream, peerEventsContinuation) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .bufferingNewest(1024))
         engine.onPeerEvent = { [peerEventsContinuation] in peerEventsContinuation.yield($0) }
+        (endToEndNoticeStream, endToEndNoticesContinuation) = AsyncStream.makeStream(
+            of: EndToEndNotice.self, bufferingPolicy: .bufferingNewest(1024))
     }
+
+    /// News about end-to-end encryption: a peer's new or changed device, a message that could
+    /// not be decrypted (one consumer; the newest 1024 are buffered).
+    public var endToEndNotices: AsyncStream<EndToEndNotice> { endToEndNoticeStream }
 
     /// News about messages the relay stored for offline receivers: stored, delivered later, or
     /// discarded (one consumer; the newest 4096 are buffered).
@@ -101,15 +110,60 @@ public final class SIMPClient: @unchecked Sendable {
             .bind(host: configuration.localHost, port: configuration.localUDPPort).get()
         localDatagramAddress = udp.localAddress
         do {
+            if let settings = configuration.endToEnd, let endToEnd = try openEndToEnd(settings) {
+                endToEnd.onNotice = { [endToEndNoticesContinuation] in endToEndNoticesContinuation.yield($0) }
+                try await loop.submit { [engine] in engine.endToEnd = endToEnd }.get()
+            }
             try await loop.flatSubmit { [engine] in
                 engine.datagrams = udp
                 engine.tlsContext = tls
                 return engine.connectAnyRelay()
             }.get()
+            try await publishKeys()
         } catch {
             try? await udp.close()
             throw error
         }
+    }
+
+    /// This device's end-to-end keys, made on first run. Keys that cannot be kept (a home that
+    /// cannot be written) stop the client, or with `allowUnencrypted` turn encryption off.
+    private func openEndToEnd(_ settings: EndToEndSettings) throws -> EndToEnd? {
+        do {
+            return try EndToEnd(settings: settings, user: configuration.user, device: configuration.device, logger: configuration.logger)
+        } catch  where settings.allowUnencrypted {
+            configuration.logger.warning("cannot keep end-to-end keys; messages go unencrypted", metadata: ["error": "\(error)"])
+            return nil
+        } catch {
+            throw SIMPClientError.notEncryptable("cannot keep end-to-end keys in \(settings.home.path) (\(error)); --no-e2e sends unencrypted")
+        }
+    }
+
+    /// Publishes this device's key bundle (end to end on). A relay that keeps no bundles is
+    /// tolerated with `allowUnencrypted` (messages then go unencrypted, marked).
+    private func publishKeys() async throws {
+        guard let settings = configuration.endToEnd else { return }
+        do {
+            try await engine.eventLoop.flatSubmit { [engine] in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
+                .get()
+        } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {
+            configuration.logger.warning("the relay keeps no end-to-end keys; messages go unencrypted", metadata: ["relay": "\(text)"])
+        } catch SIMPClientError.rejected(.badRequest, let text) {
+            throw SIMPClientError.notEncryptable("the relay keeps no end-to-end keys (\(text)); --no-e2e sends unencrypted")
+        }
+    }
+
+    /// This device's end-to-end identity (nil with end-to-end encryption off).
+    public var identity: IdentityKey? {
+        get async { try? await engine.eventLoop.submit { [engine] in engine.endToEnd?.identity }.get() }
+    }
+
+    /// The safety number with each device of `user` (docs/E2E.md §10): compare it with the
+    /// one `user` sees to know no one substituted its keys.
+    public func safetyNumbers(with user: String) async throws -> [(device: String, number: String)] {
+        try await engine.eventLoop.flatSubmit { [engine] in
+            engine.endToEnd?.safetyNumbers(with: user, via: engine) ?? engine.eventLoop.makeSucceededFuture([])
+        }.get()
     }
 
     /// Sends a text message and waits until it is receipted, given up, or the connection drops.
@@ -125,6 +179,10 @@ public final class SIMPClient: @unchecked Sendable {
     /// Sends a content message and returns its id at once; the future completes with the outcome.
     public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
         precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
+        // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext.
+        let message = try await engine.eventLoop.flatSubmit { [engine] in
+            engine.endToEnd?.seal(message, via: engine) ?? engine.eventLoop.makeSucceededFuture(message)
+        }.get()
         return try await engine.eventLoop.submit { [engine] in engine.send(message) }.get()
     }
 
@@ -199,6 +257,7 @@ public final class SIMPClient: @unchecked Sendable {
         noticesContinuation.finish()
         peerEventsContinuation.finish()
         pathsContinuation.finish()
+        endToEndNoticesContinuation.finish()
         try? await group.shutdownGracefully()
     }
 }

@@ -33,10 +33,10 @@ extension ClientSession {
         return request
     }
 
-    /// Whether `message` is the reply to a request still waiting: ROOM_MEMBERS, WHO or ERROR
+    /// Whether `message` is the reply to a request still waiting: ROOM_MEMBERS, WHO, KEYS_* or ERROR
     /// carrying the request's id.
     public func isReply(_ message: SIMPMessage) -> Bool {
-        [.roomMembers, .who, .error].contains(message.kind) && requestsAwaitingReply.contains(message.messageId)
+        [.roomMembers, .who, .keysPublish, .keysFetch, .error].contains(message.kind) && requestsAwaitingReply.contains(message.messageId)
     }
 
     /// `message` taken as the reply to its request, if it is one.

@@ -14,6 +14,8 @@ public struct SIMPMessage: Equatable, Sendable {
         /// A sealed datagram carried in a control frame (`datagram`), when UDP does not get
         /// through (docs/PROTOCOL.md §5.5).
         case datagram = 25
+        /// End-to-end key bundles (docs/PROTOCOL.md §4.8): publish this device's, fetch a user's.
+        case keysPublish = 22, keysFetch = 23
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -141,6 +143,17 @@ public struct SIMPMessage: Equatable, Sendable {
     public var receiverOnline: Bool = false
     /// DATAGRAM only: one sealed datagram, byte for byte as it would cross UDP (docs/PROTOCOL.md §5.5).
     public var datagram: [UInt8] = []
+    /// Content messages: the end-to-end envelope (docs/E2E.md §11); `content`, `imageURL` and
+    /// `imageScale` travel only inside it. Opaque to the relay. Empty: not end-to-end encrypted.
+    public var e2ePayload: [UInt8] = []
+    /// KEYS_PUBLISH: this device's bundle without one-time prekeys (one). KEYS_FETCH answer: one
+    /// bundle per device named in `members`, in the same order.
+    public var keyBundles: [[UInt8]] = []
+    /// KEYS_PUBLISH: new one-time prekeys (36 bytes each). KEYS_FETCH answer: the prekey claimed
+    /// for each device in `members` (empty: none left, or not asked for).
+    public var oneTimePrekeys: [[UInt8]] = []
+    /// KEYS_PUBLISH answer: how many one-time prekeys of this device the relay holds now.
+    public var prekeysLeft: UInt32 = 0
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

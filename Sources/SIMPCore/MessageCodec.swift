@@ -23,7 +23,7 @@ public enum MessageCodec {
     /// A capacity that usually holds `message`'s encoding (exact sizing would build the C
     /// message twice; `encode(_:into:)` grows the buffer when it falls short).
     public static func estimatedSize(of message: SIMPMessage) -> Int {
-        64 + message.content.utf8.count
+        64 + message.content.utf8.count + message.e2ePayload.count
     }
 
     /// Appends the protobuf encoding of `message` to `buffer`.
@@ -104,6 +104,10 @@ public enum MessageCodec {
         message.acceptsBatchReceipts = c.acceptsbatchreceipts != 0
         message.receiverOnline = c.receiveronline != 0
         message.datagram = byteArray(c.datagram)
+        message.e2ePayload = byteArray(c.e2epayload)
+        message.keyBundles = (0..<c.n_keybundles).map { byteArray(c.keybundles[$0]) }
+        message.oneTimePrekeys = (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
+        message.prekeysLeft = c.prekeysleft
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -142,8 +146,9 @@ public enum MessageCodec {
         let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
         let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
         let memberOffsets = message.members.map { strings.add($0) }
-        // Bytes fields (login, and DATAGRAM): one contiguous copy; empty fields are skipped by protobuf-c.
-        var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram
+        // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
+        var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
+        for bytes in message.keyBundles + message.oneTimePrekeys { binary += bytes }
         return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
             binary.withUnsafeMutableBufferPointer { binaryBytes in
                 let base = UnsafeMutableRawPointer(stringBytes.baseAddress!).assumingMemoryBound(to: CChar.self)
@@ -198,6 +203,10 @@ public enum MessageCodec {
                 c.messageratelimit = message.messageRateLimit
                 c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
                 c.receiveronline = message.receiverOnline ? 1 : 0
+                c.e2epayload = binaryField(message.e2ePayload.count)
+                var keyBundles = message.keyBundles.map { binaryField($0.count) }
+                var oneTimePrekeys = message.oneTimePrekeys.map { binaryField($0.count) }
+                c.prekeysleft = message.prekeysLeft
                 var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in
@@ -209,7 +218,15 @@ public enum MessageCodec {
                     return deltas.withUnsafeMutableBufferPointer { ids in
                         c.n_receiptids = ids.count
                         c.receiptids = ids.baseAddress
-                        return withUnsafePointer(to: &c) { body($0) }
+                        return keyBundles.withUnsafeMutableBufferPointer { bundles in
+                            c.n_keybundles = bundles.count
+                            c.keybundles = bundles.baseAddress
+                            return oneTimePrekeys.withUnsafeMutableBufferPointer { prekeys in
+                                c.n_onetimeprekeys = prekeys.count
+                                c.onetimeprekeys = prekeys.baseAddress
+                                return withUnsafePointer(to: &c) { body($0) }
+                            }
+                        }
                     }
                 }
             }

@@ -115,3 +115,33 @@ public struct KeyBundle: Hashable, Sendable {
         try reader.expectEnd()
     }
 }
+
+/// How the relay keeps bundles (docs/PROTOCOL.md §4.8): the fixed part and the one-time
+/// prekeys apart, so that it hands out one prekey per fetch without reading either.
+extension KeyBundle {
+    /// This bundle with no one-time prekeys (what KEYS_PUBLISH carries in `keyBundles`).
+    public var withoutOneTimePrekeys: KeyBundle {
+        KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: [], kemPrekey: kemPrekey)
+    }
+
+    /// This bundle with `oneTimePrekey` (one the relay claimed) in place of its own prekeys.
+    public func with(oneTimePrekey: OneTimePrekey?) -> KeyBundle {
+        KeyBundle(identity: identity, signedPrekey: signedPrekey, oneTimePrekeys: oneTimePrekey.map { [$0] } ?? [], kemPrekey: kemPrekey)
+    }
+}
+
+extension OneTimePrekey {
+    /// id (u32) ‖ X25519 public key (32): the 36 bytes of one published one-time prekey.
+    public var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(id)
+        writer.raw(publicKey)
+        return writer.bytes
+    }
+
+    public init(encoded: [UInt8]) throws {
+        var reader = ByteReader(encoded, reading: "one-time prekey")
+        self.init(id: try reader.u32(), publicKey: try reader.key())
+        try reader.expectEnd()
+    }
+}

@@ -64,6 +64,15 @@ public enum SeedCorpus {
                     connect("mallory"), .carrying(ByteBuffer(bytes: [0xA2] + Array(repeating: 1, count: 40))),
                     .carrying(ByteBuffer(bytes: [1, 2, 3])), ping(),
                 ]),
+            // End-to-end keys (docs/PROTOCOL.md §4.8): publish, fetch, and a publish with a
+            // one-time prekey of the wrong size, which is refused.
+            "keys": [0x0e]
+                + frames([
+                    connect("mallory"), messages["keys-publish"]!, messages["keys-fetch"]!,
+                    {
+                        var m = messages["keys-publish"]!; m.oneTimePrekeys = [[1, 2, 3]]; return m
+                    }(), messages["text-e2e"]!,
+                ]),
         ]
         for (name, message) in messages where !message.kind.isContent {
             seeds["single-\(name)"] = [0x1f] + frames([message])
@@ -114,6 +123,26 @@ public enum SeedCorpus {
             "ping": ping(), "pong": pong,
             "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
         ]
+        // End to end: a sealed text (the envelope is opaque to the relay), key frames and answers.
+        var sealed = text
+        sealed.content = ""
+        sealed.e2ePayload = [1, 5, 0, 4] + Array("desk".utf8) + [1, 0, 5] + Array("phone".utf8) + [0, 0, 0, 3, 1, 2, 0]
+        var publish = SIMPMessage(kind: .keysPublish, messageId: 10, fromUser: "alice")
+        publish.keyBundles = [[1] + Array(repeating: 7, count: 164)]
+        publish.oneTimePrekeys = [Array(repeating: 9, count: 36), Array(repeating: 8, count: 36)]
+        var published = SIMPMessage(kind: .keysPublish, messageId: 10, toUser: "alice")
+        published.prekeysLeft = 20
+        var fetch = SIMPMessage(kind: .keysFetch, messageId: 11, fromUser: "alice", toUser: "bob")
+        fetch.members = ["laptop"]
+        var fetched = SIMPMessage(kind: .keysFetch, messageId: 11, toUser: "bob")
+        fetched.members = ["laptop", "phone"]
+        fetched.keyBundles = publish.keyBundles + publish.keyBundles
+        fetched.oneTimePrekeys = [[], Array(repeating: 9, count: 36)]
+        seeds["text-e2e"] = sealed
+        seeds["keys-publish"] = publish
+        seeds["keys-published"] = published
+        seeds["keys-fetch"] = fetch
+        seeds["keys-fetched"] = fetched
         for code in SIMPMessage.ErrorCode.allCases where code != .none {
             seeds["error-\(code)"] = .error(code, "error \(code.rawValue)", messageId: 9, to: "alice")
         }

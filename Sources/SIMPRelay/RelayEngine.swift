@@ -429,6 +429,8 @@ extension StoreRequest {
         case .countRoomDelivery: "countRoomDelivery"
         case .recordPresence: "recordPresence"
         case .who: "who"
+        case .publishKeys: "publishKeys"
+        case .fetchKeys: "fetchKeys"
         }
     }
 }

@@ -37,7 +37,7 @@ final class CommandLineHabitsTests: RelayTestCase {
 
     func listen(_ user: String, count: Int) async throws -> ChildProcess {
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", user, "--json", "--count", String(count)],
+            "simp", ["listen", "--no-e2e", "--server", server, "--user", user, "--json", "--count", String(count)],
             environment: try await credentials(user))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
@@ -50,7 +50,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let listen = try await listen(bob, count: 4)
         let environment = try await credentials(alice)
-        let base = ["send", "--server", server, "--user", alice, "--to", bob]
+        let base = ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob]
 
         let whole = try ChildProcess(
             "simp", base + ["-"], environment: environment,
@@ -85,7 +85,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let listen = try await listen(bob, count: 2)
         let pipe = Pipe()
         let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--lines"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob, "--lines"],
             environment: try await credentials(alice), standardInput: pipe.fileHandleForReading)
         pipe.fileHandleForWriting.write(Data("a\n".utf8))
         let firstArrived = await Eventually.holds(within: .seconds(15)) {
@@ -116,7 +116,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let count = 20
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", bob, "--json"],
+            "simp", ["listen", "--no-e2e", "--server", server, "--user", bob, "--json"],
             environment: try await credentials(bob))
         let registered = try await Eventually.holds(within: .seconds(10)) {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
@@ -150,7 +150,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         try await relay.addUser(alice)
         let listen = try await listen(bob, count: 3)
         let password = TestRelay.password(for: alice) + "\n"
-        let base = ["send", "--server", server, "--user", alice, "--to", bob]
+        let base = ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob]
         for file in ["-", "/dev/stdin"] {
             let send = try ChildProcess(
                 "simp", base + ["--password-file", file, "from \(file)"],
@@ -184,11 +184,11 @@ final class CommandLineHabitsTests: RelayTestCase {
         _ = try file("config.toml", "server = \"\(server)\"\nuser = \"\(carol)\"\n\n[chat]\nbell = false\n")
         var environment = try await credentials(carol)
         environment["SIMP_HOME"] = scratch.path
-        let fromFile = try ChildProcess("simp", ["send", "--to", bob, "from the file"], environment: environment)
+        let fromFile = try ChildProcess("simp", ["send", "--no-e2e", "--to", bob, "from the file"], environment: environment)
         let fromFileStatus = await fromFile.exitStatus()
         XCTAssertEqual(fromFileStatus, 0, fromFile.standardError)
         environment.merge(try await credentials(dave)) { $1 }
-        let typed = try ChildProcess("simp", ["send", "--user", dave, "--to", bob, "typed wins"], environment: environment)
+        let typed = try ChildProcess("simp", ["send", "--no-e2e", "--user", dave, "--to", bob, "typed wins"], environment: environment)
         let typedStatus = await typed.exitStatus()
         XCTAssertEqual(typedStatus, 0, typed.standardError)
         let listenStatus = await listen.exitStatus()
@@ -197,7 +197,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertTrue(listen.standardOutput.contains("\"from\":\"\(dave)\""), listen.standardOutput)
 
         let config = try file("config.toml", "server = \"\(server)\"\n[chat]\ncolour = false\n")
-        let wrong = try ChildProcess("simp", ["send", "--user", dave, "--to", bob, "x"], environment: environment)
+        let wrong = try ChildProcess("simp", ["send", "--no-e2e", "--user", dave, "--to", bob, "x"], environment: environment)
         let wrongStatus = await wrong.exitStatus()
         XCTAssertEqual(wrongStatus, 1)
         XCTAssertTrue(wrong.standardError.hasPrefix("simp: \(config.path): unknown key \"colour\" in [chat]"), wrong.standardError)
@@ -207,9 +207,9 @@ final class CommandLineHabitsTests: RelayTestCase {
     /// the file and the key, not a flag nobody typed (issue 25 item 19).
     func testAConfigValueOfTheWrongTypeNamesTheFileAndTheKey() async throws {
         let cases: [(text: String, subcommand: [String], key: String)] = [
-            ("udp-port = \"abc\"\n", ["send", "--to", "bob", "x"], "udp-port"),
+            ("udp-port = \"abc\"\n", ["send", "--no-e2e", "--to", "bob", "x"], "udp-port"),
             ("udp-port = 99999\n", ["listen"], "udp-port"),
-            ("log-level = \"loud\"\n", ["send", "--to", "bob", "x"], "log-level"),
+            ("log-level = \"loud\"\n", ["send", "--no-e2e", "--to", "bob", "x"], "log-level"),
             ("[chat]\ncolors = \"peer=purple-ish\"\n", ["chat"], "chat.colors"),
         ]
         for (text, arguments, key) in cases {

@@ -115,7 +115,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let environment = try await environment(alice)
 
         let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "now"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "now"],
             environment: environment)
         let status = await send.exitStatus()
         XCTAssertEqual(status, 0, send.standardError)
@@ -128,14 +128,14 @@ final class DeviceSessionTests: ClientHomeTestCase {
         XCTAssertEqual(received.filter { $0 == "left behind" }.count, 1, "\(received)")
 
         let again = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "once more"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "once more"],
             environment: environment)
         let againStatus = await again.exitStatus()
         XCTAssertEqual(againStatus, 0, again.standardError)
         XCTAssertFalse(again.standardError.contains("resending"), again.standardError)
         try Outbox(home: home, user: alice, device: "desk").save(left)
         let elsewhere = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "phone", "--to", bob, "from the phone"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "phone", "--to", bob, "from the phone"],
             environment: environment)
         let elsewhereStatus = await elsewhere.exitStatus()
         XCTAssertEqual(elsewhereStatus, 0, elsewhere.standardError)
@@ -151,7 +151,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         try await silentBob.login(user: bob, password: TestRelay.password(for: bob), udpPort: 9)
         let environment = try await environment(alice)
         let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
             environment: environment)
         let outbox = try Outbox(home: home, user: alice, device: "desk")
         let saved = await Eventually.holds(within: .seconds(10)) { outbox.count == 1 }
@@ -165,7 +165,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
 
         let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
         let next = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "and this"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "and this"],
             environment: environment)
         let status = await next.exitStatus()
         XCTAssertEqual(status, 0, next.standardError)
@@ -185,7 +185,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let left = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob, content: "via listen")
         try Outbox(home: home, user: alice, device: "box").save(left)
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", alice, "--device", "box"],
+            "simp", ["listen", "--no-e2e", "--server", server, "--user", alice, "--device", "box"],
             environment: try await environment(alice))
         let told = await Eventually.holds(within: .seconds(10)) {
             listen.standardError.contains("earlier message \(left.messageId) to \(bob): delivered in")
@@ -206,7 +206,8 @@ final class DeviceSessionTests: ClientHomeTestCase {
         var environment = try await environment(alice)
         try Data().write(to: home) // a file where the directory should be
         environment["SIMP_HOME"] = home.path
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "anyway"], environment: environment)
+        let send = try ChildProcess(
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob, "anyway"], environment: environment)
         let status = await send.exitStatus()
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(send.standardError.contains("going on without an outbox"), send.standardError)
@@ -219,19 +220,20 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let environment = try await environment(dave)
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         try "device = \"from-config\"\n".write(to: home.appendingPathComponent("config.toml"), atomically: true, encoding: .utf8)
-        let listen = try ChildProcess("simp", ["listen", "--server", server, "--user", dave], environment: environment)
+        let listen = try ChildProcess("simp", ["listen", "--no-e2e", "--server", server, "--user", dave], environment: environment)
         let listening = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         XCTAssertTrue(listen.standardError.contains("listening as \(dave) (device from-config) on"), listen.standardError)
 
-        let clash = try ChildProcess("simp", ["send", "--server", server, "--user", dave, "--to", dave, "x"], environment: environment)
+        let clash = try ChildProcess("simp", ["send", "--no-e2e", "--server", server, "--user", dave, "--to", dave, "x"], environment: environment)
         let clashStatus = await clash.exitStatus()
         XCTAssertEqual(clashStatus, 1)
         XCTAssertTrue(
             clash.standardError.hasPrefix("simp: device \"from-config\" of \(dave) is in use by another running simp (process "), clash.standardError)
         XCTAssertTrue(clash.standardError.hasSuffix("); give another --device NAME\n"), clash.standardError)
 
-        let typed = try ChildProcess("simp", ["listen", "--server", server, "--user", dave, "--device", "bad/name"], environment: environment)
+        let typed = try ChildProcess(
+            "simp", ["listen", "--no-e2e", "--server", server, "--user", dave, "--device", "bad/name"], environment: environment)
         let typedStatus = await typed.exitStatus()
         XCTAssertNotEqual(typedStatus, 0)
         XCTAssertTrue(typed.standardError.contains("--device: device name \"bad/name\" may only contain"), typed.standardError)

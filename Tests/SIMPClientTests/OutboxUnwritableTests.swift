@@ -20,7 +20,7 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         _ = try await environment(bob)
         let server = "127.0.0.1:\(port)"
         let first = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "first"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob, "first"],
             environment: try await environment(alice))
         children.append(first)
         let status = await first.exitStatus()
@@ -44,7 +44,7 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         let server = try await startRelayWithBobsInboxFull(alice, bob)
         let input = Pipe()
         let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "--lines"],
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "--lines"],
             environment: try await environment(alice), standardInput: input.fileHandleForReading)
         children.append(send)
         input.fileHandleForWriting.write(Data("second\n".utf8))
@@ -77,7 +77,8 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         defer { try? FileManager.default.removeItem(at: fileHome) }
         var environment = try await environment(alice)
         environment["SIMP_HOME"] = fileHome.path
-        let send = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "second"], environment: environment)
+        let send = try ChildProcess(
+            "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob, "second"], environment: environment)
         children.append(send)
         let submitted = await Eventually.holds(within: .seconds(15)) { send.standardOutput.contains("message ") }
         XCTAssertTrue(submitted, send.standardOutput + send.standardError)

@@ -15,16 +15,18 @@ final class SendWaitTests: StoryProcessTestCase {
             "--redis", relay.redis.url.description, "--relay-id", "full-\(UInt32.random(in: .min ... .max))",
             "--inbox-max-messages", "1",
         ])
-        _ = try await environment(bob) // bob exists, and is offline
+        _ = try await environment(bob) // bob exists, and is offline (never ran simp: no end-to-end keys, so --no-e2e)
         let server = "127.0.0.1:\(port)"
         let environment = try await environment(alice)
-        let first = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "first"], environment: environment)
+        let first = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--no-e2e", "first"], environment: environment)
         children.append(first)
         let firstStatus = await first.exitStatus()
         XCTAssertEqual(firstStatus, 0, first.standardError)
         XCTAssertTrue(first.standardOutput.contains("stored"), first.standardOutput)
 
-        let second = try ChildProcess("simp", ["send", "--server", server, "--user", alice, "--to", bob, "second"], environment: environment)
+        let second = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--no-e2e", "second"], environment: environment)
         children.append(second)
         let said = await Eventually.holds(within: .seconds(15)) { second.standardError.contains("still trying") }
         XCTAssertTrue(said, second.standardOutput + second.standardError)

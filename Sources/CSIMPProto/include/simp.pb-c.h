@@ -125,6 +125,21 @@ typedef enum _Simp__Message__Type {
    */
   SIMP__MESSAGE__TYPE__PRESENCE = 21,
   /*
+   * End-to-end key bundles (types 22-23; docs/PROTOCOL.md §4.8, docs/E2E.md).
+   */
+  /*
+   * client -> relay, TCP: this device's `keyBundles` (one) and new `oneTimePrekeys`;
+   */
+  SIMP__MESSAGE__TYPE__KEYS_PUBLISH = 22,
+  /*
+   * relay -> client: the answer, `prekeysLeft`, messageId echoed
+   */
+  /*
+   * client -> relay, TCP: the bundles of `toUser`'s devices, claiming one one-time prekey
+   */
+  SIMP__MESSAGE__TYPE__KEYS_FETCH = 23,
+  /*
+   * for each device not named in `members`; relay -> client: the answer, messageId echoed
    * Datagrams over the control channel when UDP does not get through (type 25; docs/PROTOCOL.md §5.5).
    */
   /*
@@ -442,10 +457,40 @@ struct  Simp__Message
    * DATAGRAM: a sealed datagram (§5.1), handled by the receiver as if it came over UDP
    */
   ProtobufCBinaryData datagram;
+  /*
+   * End to end (fields 60-69; docs/PROTOCOL.md §4.8, docs/E2E.md §11).
+   */
+  /*
+   * content messages: the end-to-end envelope; content, imageURL and imageScale
+   */
+  ProtobufCBinaryData e2epayload;
+  /*
+   * travel only inside it (empty: not end-to-end encrypted). Opaque to the relay.
+   */
+  /*
+   * KEYS_PUBLISH: one, this device's bundle without one-time prekeys;
+   */
+  size_t n_keybundles;
+  ProtobufCBinaryData *keybundles;
+  /*
+   * KEYS_FETCH answer: one per device named in `members`, in the same order
+   */
+  /*
+   * KEYS_PUBLISH: new one-time prekeys (36 bytes each: id u32 ‖ X25519 key);
+   */
+  size_t n_onetimeprekeys;
+  ProtobufCBinaryData *onetimeprekeys;
+  /*
+   * KEYS_FETCH answer: one per device, the claimed prekey (empty: none)
+   */
+  /*
+   * KEYS_PUBLISH answer: one-time prekeys of this device the relay holds now
+   */
+  uint32_t prekeysleft;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL} }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, {0,NULL}, 0,NULL, 0,NULL, 0 }
 
 
 /* Simp__Message methods */

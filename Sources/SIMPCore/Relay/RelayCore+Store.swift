@@ -35,6 +35,10 @@ extension RelayCore {
             whoAnswered(request, .success(entries), into: &output)
         case .refresh(let relayRecordWasMissing):
             refreshed(relayRecordWasMissing: relayRecordWasMissing)
+        case .publishKeys(let request, let left):
+            keysPublished(request, .success(left), into: &output)
+        case .fetchKeys(let request, let devices, let known):
+            keysFetched(request, .success((devices, known)), into: &output)
         case .written:
             break
         }
@@ -61,6 +65,10 @@ extension RelayCore {
             roomPosted(room: room, message: message, .failure(failure), into: &output)
         case .who(let request):
             whoAnswered(request, .failure(failure), into: &output)
+        case .publishKeys(let request):
+            keysPublished(request, .failure(failure), into: &output)
+        case .fetchKeys(let request):
+            keysFetched(request, .failure(failure), into: &output)
         case .checkSession, .countRoomDelivery, .recordPresence:
             break // nothing to tell: the session stays, the progress or presence frame is not sent
         case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox:

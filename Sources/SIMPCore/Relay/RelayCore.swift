@@ -223,6 +223,10 @@ public struct RelayCore: Sendable {
             datagramCarried(ByteBuffer(bytes: message.datagram), on: connection, now: now, into: &output)
         case (.who, .connected(let user)):
             who(message, from: user, on: connection, into: &output)
+        case (.keysPublish, .connected(let user)):
+            publishKeys(message, from: user, on: connection, into: &output)
+        case (.keysFetch, .connected(let user)):
+            fetchKeys(message, from: user, on: connection, into: &output)
         case (.disconnect, .connected):
             connectionClosed(connection, into: &output)
             output.append(.close(connection))

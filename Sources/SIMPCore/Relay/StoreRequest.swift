@@ -56,6 +56,12 @@ public enum StoreRequest: Equatable, Sendable {
     case recordPresence(user: String, online: Bool)
     /// The presence of the request's users (or room members).
     case who(WhoRequest)
+
+    // MARK: End-to-end keys (docs/PROTOCOL.md §4.8)
+    /// Keep a device's key bundle and one-time prekeys; answered `.keysPublished`.
+    case publishKeys(KeysPublish)
+    /// Hand out a user's key bundles, claiming one-time prekeys; answered `.keys`.
+    case fetchKeys(KeysFetch)
 }
 
 /// What the store answered, when it could carry a request out (a failure comes back as a
@@ -96,6 +102,10 @@ public enum StoreAnswer: Equatable, Sendable {
     /// A write with nothing to report was done (`.unregister`, `.moveRoute`, `.withdraw`,
     /// `.announceMove`, `.removeFromInbox`).
     case written
+    /// A device's bundle was kept; it has `prekeysLeft` one-time prekeys in the store now.
+    case publishKeys(KeysPublish, prekeysLeft: Int)
+    /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
+    case fetchKeys(KeysFetch, [DeviceKeys], known: Bool)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

@@ -26,6 +26,10 @@ struct MemoryStoreState: Sendable {
     var presence: [String: PresenceEntry] = [:]
     /// The relays whose liveness record exists (renewed, not withdrawn since the last reset).
     var relayRecords: Set<String> = []
+    /// user → device → its published key bundle (docs/PROTOCOL.md §4.8).
+    var keyBundles: [String: [String: [UInt8]]] = [:]
+    /// user → device → its one-time prekeys not handed out yet.
+    var oneTimePrekeys: [String: [String: [[UInt8]]]] = [:]
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -103,6 +107,18 @@ struct MemoryStoreState: Sendable {
                 users = who.users
             }
             return .who(who, users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
+        case .publishKeys(let keys):
+            keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
+            var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
+            left.formUnion(keys.oneTimePrekeys)
+            oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
+            return .publishKeys(keys, prekeysLeft: left.count)
+        case .fetchKeys(let fetch):
+            let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
+                let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
+                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)
+            }
+            return .fetchKeys(fetch, devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
         }
     }
 

@@ -23,6 +23,7 @@ public final class RedisRelayStore: RelayStore {
     let rooms: RoomStore
     let presence: PresenceStore
     let bus: RelayBus
+    let keyBundles: KeyBundleStore
     private let endpoint: RedisEndpoint
     public var inboxRedis: RedisEndpoint? { endpoint }
     private let logger: Logger
@@ -67,6 +68,7 @@ public final class RedisRelayStore: RelayStore {
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
         self.presence = PresenceStore(redis: redis)
         self.bus = RelayBus(redis: redis)
+        self.keyBundles = KeyBundleStore(redis: redis)
     }
 
     public var roundTrips: Int { redis.roundTrips }
@@ -143,6 +145,10 @@ public final class RedisRelayStore: RelayStore {
             }
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
+        case .publishKeys(let keys):
+            return keyBundles.publish(keys, on: eventLoop).map { .publishKeys(keys, prekeysLeft: $0) }
+        case .fetchKeys(let fetch):
+            return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known) }
         }
     }
 

@@ -1,0 +1,169 @@
+import Foundation
+import Logging
+import NIOCore
+import SIMPCore
+import SIMPE2E
+
+/// End-to-end encryption settings of a client (docs/PROTOCOL.md §4.8, docs/E2E.md §11).
+public struct EndToEndSettings: Sendable {
+    /// `$SIMP_HOME`: the device's keys and sessions live under `<home>/e2e/<user>/<device>/`.
+    public var home: URL
+    /// Send unencrypted to a peer that has published no key bundle, or through a relay that
+    /// keeps none (`--no-e2e`), instead of refusing; such messages are marked.
+    public var allowUnencrypted = false
+    /// How many one-time prekeys the relay should hold for this device; topped up at login
+    /// when fewer than half are left.
+    public var oneTimePrekeys = 20
+    /// How long a peer's fetched device list is used before it is fetched again.
+    public var deviceListLifetime: TimeAmount = .minutes(5)
+
+    public init(home: URL, allowUnencrypted: Bool = false) {
+        self.home = home
+        self.allowUnencrypted = allowUnencrypted
+    }
+}
+
+/// What the user is told about end-to-end encryption: a peer's new or changed device, or a
+/// message that could not be decrypted.
+public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
+    case peer(E2ENotice)
+    /// Message `messageId` from `user` could not be decrypted on this device.
+    case undecryptable(user: String, messageId: UInt64, reason: String)
+
+    public var description: String {
+        switch self {
+        case .peer(.newDevice(let user, let device)): "\(user) has a new device: \(device)"
+        case .peer(.deviceKeyChanged(let user, let device)): "\(user)'s device \(device) has a new key: verify it again (/verify \(user))"
+        case .peer(.sessionRestarted(let user, let device)): "\(user)'s device \(device) started a new session (its state was lost or restored)"
+        case .undecryptable(let user, let id, let reason): "message \(id) from \(user) could not be decrypted: \(reason)"
+        }
+    }
+}
+
+/// The client's end-to-end shell (docs/E2E.md §11): the keys live in `E2EMessenger` (sans-I/O);
+/// this fetches and publishes bundles over the control connection and keeps the messenger's
+/// state in `$SIMP_HOME`. Confined to the engine's event loop.
+final class EndToEnd: @unchecked Sendable {
+    let settings: EndToEndSettings
+    private let user: String
+    private var messenger: E2EMessenger
+    private var fetchedAt: [String: NIODeadline] = [:]
+    /// Users the relay said do not exist: a message to one goes with an empty envelope (no
+    /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
+    private var unknownUsers: Set<String> = []
+    private var random = SystemRandomNumberGenerator()
+    private let logger: Logger
+    /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
+    private(set) var relaySupportsKeys = true
+    var onNotice: (EndToEndNotice) -> Void = { _ in }
+
+    init(settings: EndToEndSettings, user: String, device: String, logger: Logger) throws {
+        self.settings = settings
+        self.user = user
+        self.logger = logger
+        var random = SystemRandomNumberGenerator()
+        messenger = try E2EMessenger(
+            device: device, store: EndToEndFileStore(home: settings.home, user: user, device: device), using: &random)
+    }
+
+    /// This device's identity, for safety numbers.
+    var identity: IdentityKey { messenger.local.identity.publicKey }
+
+    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are left.
+    func publish(via engine: ClientEngine) -> EventLoopFuture<Void> {
+        let bundle = messenger.local.prekeys.bundle(identity: messenger.local.identity, oneTimePrekeys: []).encoded
+        return engine.keysRequest(.keysPublish) { $0.keyBundles = [bundle] }.flatMap { [self] answer in
+            let left = Int(answer.prekeysLeft)
+            guard left < settings.oneTimePrekeys / 2 else { return engine.eventLoop.makeSucceededVoidFuture() }
+            do {
+                let fresh = try messenger.publishPrekeys(settings.oneTimePrekeys - left, using: &random)
+                return engine.keysRequest(.keysPublish) {
+                    $0.keyBundles = [bundle]
+                    $0.oneTimePrekeys = fresh.map(\.encoded)
+                }.map { _ in }
+            } catch {
+                return engine.eventLoop.makeFailedFuture(error)
+            }
+        }.flatMapErrorThrowing { [self] error in
+            if case SIMPClientError.rejected(.badRequest, _) = error { relaySupportsKeys = false }
+            throw error
+        }
+    }
+
+    /// `message` with its content sealed for every device of its receiver (fetching their
+    /// bundles first when the list is old); unchanged for a room, a message sealed before, or
+    /// (with `allowUnencrypted`) a receiver that cannot decrypt.
+    func seal(_ message: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<SIMPMessage> {
+        let peer = message.toUser
+        guard message.e2ePayload.isEmpty, !peer.hasPrefix("#") else { return engine.eventLoop.makeSucceededFuture(message) }
+        let fresh = fetchedAt[peer].map { NIODeadline.now() - $0 < settings.deviceListLifetime } ?? false
+        let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
+        return devices.flatMapThrowing { [self] in
+            guard try !messenger.devices(of: peer).isEmpty else {
+                if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
+                if settings.allowUnencrypted { return message }
+                throw SIMPClientError.notEncryptable(
+                    "\(peer) has published no end-to-end keys (a client without end-to-end encryption?); --no-e2e sends unencrypted")
+            }
+            return message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
+        }.flatMapErrorThrowing { [self] error in
+            guard settings.allowUnencrypted, !relaySupportsKeys || error is E2EError else { throw error }
+            return message
+        }
+    }
+
+    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate).
+    /// A message that cannot be decrypted comes with empty content, and the user is told.
+    func open(_ message: SIMPMessage) -> SIMPMessage? {
+        guard message.isEndToEnd else { return message }
+        do {
+            let now = UInt64(WallClock.millisecondsSinceEpoch())
+            let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
+            for notice in opened.notices { onNotice(.peer(notice)) }
+            return try message.openedEndToEnd(opened.plaintext)
+        } catch E2EError.duplicate {
+            return nil
+        } catch {
+            logger.warning("cannot decrypt a message", metadata: ["from": "\(message.fromUser)", "id": "\(message.messageId)", "error": "\(error)"])
+            onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: "\(error)"))
+            return message
+        }
+    }
+
+    /// The safety numbers with each device of `peer` (fetching its devices first).
+    func safetyNumbers(with peer: String, via engine: ClientEngine) -> EventLoopFuture<[(device: String, number: String)]> {
+        fetchDevices(of: peer, via: engine).flatMapThrowing { [self] in
+            try messenger.devices(of: peer).compactMap { device in
+                try messenger.safetyNumber(localUser: user, peer: peer, device: device.device).map { (device.device, $0) }
+            }
+        }
+    }
+
+    /// Fetches `peer`'s bundles (claiming one-time prekeys only for devices without a session).
+    private func fetchDevices(of peer: String, via engine: ClientEngine) -> EventLoopFuture<Void> {
+        let known: [String]
+        do { known = try messenger.devices(of: peer).map(\.device) } catch { return engine.eventLoop.makeFailedFuture(error) }
+        return engine.keysRequest(.keysFetch) {
+            $0.toUser = peer
+            $0.members = known
+        }.flatMapThrowing { [self] answer in
+            var bundles: [(device: String, bundle: KeyBundle)] = []
+            for (index, device) in answer.members.enumerated() where index < answer.keyBundles.count {
+                do {
+                    let prekey = answer.oneTimePrekeys.indices.contains(index) ? answer.oneTimePrekeys[index] : []
+                    let bundle = try KeyBundle(encoded: answer.keyBundles[index])
+                    try bundle.verify()
+                    bundles.append((device, bundle.with(oneTimePrekey: prekey.isEmpty ? nil : try OneTimePrekey(encoded: prekey))))
+                } catch {
+                    logger.warning("ignoring a key bundle", metadata: ["user": "\(peer)", "device": "\(device)", "error": "\(error)"])
+                }
+            }
+            for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
+            fetchedAt[peer] = .now()
+            unknownUsers.remove(peer)
+        }.flatMapErrorThrowing { [self] error in
+            guard case SIMPClientError.rejected(.unknownRecipient, _) = error else { throw error }
+            unknownUsers.insert(peer)
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import SIMPE2E
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A device's end-to-end state in files (docs/E2E.md §9): `<home>/e2e/<user>/<device>/`, mode
+/// 0700, one file per saved name (its identity, prekeys, each pairwise session, each peer's
+/// device list), mode 0600, replaced atomically (written beside, then renamed).
+public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // used on the client's event loop only
+    public let directory: URL
+
+    /// The state directory of `user`'s `device` under `home` (created on first save).
+    public init(home: URL, user: String, device: String) {
+        directory = home.appendingPathComponent("e2e").appendingPathComponent(SIMPHome.safeComponent(user))
+            .appendingPathComponent(SIMPHome.safeComponent(device.isEmpty ? "default" : device))
+    }
+
+    public func load(_ name: String) throws -> [UInt8]? {
+        let url = file(name)
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        return Array(try Data(contentsOf: url))
+    }
+
+    public func save(_ name: String, _ bytes: SecretBytes) throws {
+        try SIMPHome.makeDirectory(directory)
+        let url = file(name), temporary = url.path + ".new"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw DeviceError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        let written = bytes.bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard written == bytes.bytes.count, rename(temporary, url.path) == 0 else {
+            throw DeviceError("cannot write \(url.path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// One file per name: bytes other than `[A-Za-z0-9._-]` (such as the `/` in `peer/bob/laptop`)
+    /// are written `%XX`.
+    func file(_ name: String) -> URL {
+        var encoded = ""
+        for byte in name.utf8 {
+            let character = Character(Unicode.Scalar(byte))
+            if byte < 0x80, character.isLetter || character.isNumber || "._-".contains(character) {
+                encoded.append(character)
+            } else {
+                encoded += String(format: "%%%02X", byte)
+            }
+        }
+        return directory.appendingPathComponent(encoded.hasPrefix(".") ? "%2E" + encoded.dropFirst() : encoded)
+    }
+}

@@ -1,0 +1,39 @@
+import NIOCore
+
+/// What of a content message travels end to end (docs/E2E.md §11.1): everything a person wrote
+/// or linked. The plaintext is the protobuf encoding of a `Message` holding only `content`,
+/// `imageURL` and `imageScale`, so a field added later travels the same way.
+extension SIMPMessage {
+    /// The plaintext to encrypt: this message's content fields alone.
+    public var endToEndPlaintext: [UInt8] {
+        var inner = SIMPMessage(content: content)
+        inner.version = 0
+        inner.imageURL = imageURL
+        inner.imageScale = imageScale
+        return Array(MessageCodec.encode(inner).readableBytesView)
+    }
+
+    /// This message as it goes out: the content fields only inside `envelope`.
+    public func sealedEndToEnd(_ envelope: [UInt8]) -> SIMPMessage {
+        var sealed = self
+        sealed.content = ""
+        sealed.imageURL = ""
+        sealed.imageScale = 0
+        sealed.e2ePayload = envelope
+        return sealed
+    }
+
+    /// This message with its content fields taken from decrypted `plaintext` (`e2ePayload`
+    /// stays, saying the message came end to end encrypted).
+    public func openedEndToEnd(_ plaintext: [UInt8]) throws -> SIMPMessage {
+        let inner = try MessageCodec.decode(ByteBuffer(bytes: plaintext))
+        var opened = self
+        opened.content = inner.content
+        opened.imageURL = inner.imageURL
+        opened.imageScale = inner.imageScale
+        return opened
+    }
+
+    /// Whether this content message came (or goes) end to end encrypted.
+    public var isEndToEnd: Bool { !e2ePayload.isEmpty }
+}

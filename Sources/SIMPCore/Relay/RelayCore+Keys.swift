@@ -1,0 +1,129 @@
+import NIOCore
+
+/// End-to-end key bundles (docs/PROTOCOL.md §4.8): the relay keeps each device's published
+/// bundle and one-time prekeys in the store and hands them to senders, one one-time prekey per
+/// device and fetch. It never reads a bundle's contents; it only checks sizes.
+extension RelayCore {
+    /// The largest bundle a device may publish (a bundle with an ML-KEM-768 prekey is 1,483 bytes).
+    public static let maxKeyBundleSize = 4096
+    /// The size of one published one-time prekey: id (u32) ‖ X25519 public key (32).
+    public static let oneTimePrekeySize = 36
+    /// One-time prekeys one KEYS_PUBLISH may add.
+    public static let maxOneTimePrekeysPerPublish = 100
+
+    /// A KEYS_PUBLISH from `user`'s session on `connection`: the bundle is kept for the
+    /// session's device.
+    func publishKeys(_ message: SIMPMessage, from user: String, on connection: ConnectionID, into output: inout [RelayAction]) {
+        guard message.keyBundles.count == 1, let bundle = message.keyBundles.first, !bundle.isEmpty, bundle.count <= Self.maxKeyBundleSize,
+            message.oneTimePrekeys.count <= Self.maxOneTimePrekeysPerPublish,
+            message.oneTimePrekeys.allSatisfy({ $0.count == Self.oneTimePrekeySize }),
+            let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
+        else {
+            return refuseKeys(
+                message, from: user, on: connection,
+                "KEYS_PUBLISH needs one key bundle of 1-\(Self.maxKeyBundleSize) bytes and at most "
+                    + "\(Self.maxOneTimePrekeysPerPublish) one-time prekeys of \(Self.oneTimePrekeySize) bytes", into: &output)
+        }
+        let request = KeysPublish(
+            user: user, device: registration.device, bundle: bundle, oneTimePrekeys: message.oneTimePrekeys, connection: connection,
+            messageId: message.messageId)
+        output.append(.store(.publishKeys(request)))
+    }
+
+    /// A KEYS_FETCH from `user`: the bundles of `toUser`'s devices.
+    func fetchKeys(_ message: SIMPMessage, from user: String, on connection: ConnectionID, into output: inout [RelayAction]) {
+        guard !message.toUser.isEmpty, !Self.isRoomAddress(message.toUser), message.members.count <= Self.maxWhoUsers else {
+            return refuseKeys(message, from: user, on: connection, "KEYS_FETCH needs toUser (a user, not a room)", into: &output)
+        }
+        output.append(
+            .store(.fetchKeys(KeysFetch(user: message.toUser, skipClaimFor: message.members, connection: connection, messageId: message.messageId))))
+    }
+
+    /// The store answered a `.publishKeys`.
+    func keysPublished(_ request: KeysPublish, _ result: Result<Int, StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(let left) = result else {
+            return output.append(.send(request.connection, .error(.internal, "key bundle not stored, try again", messageId: request.messageId)))
+        }
+        var reply = SIMPMessage(kind: .keysPublish, messageId: request.messageId, toUser: request.user)
+        reply.prekeysLeft = UInt32(clamping: left)
+        output.append(.send(request.connection, reply))
+    }
+
+    /// The store answered a `.fetchKeys`.
+    func keysFetched(_ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, into output: inout [RelayAction]) {
+        guard case .success(let (devices, known)) = result else {
+            return output.append(.send(request.connection, .error(.internal, "key bundles unavailable, try again", messageId: request.messageId)))
+        }
+        guard known else {
+            return output.append(.send(request.connection, .error(.unknownRecipient, "no such user: \(request.user)", messageId: request.messageId)))
+        }
+        var reply = SIMPMessage(kind: .keysFetch, messageId: request.messageId, toUser: request.user)
+        reply.members = devices.map(\.device)
+        reply.keyBundles = devices.map(\.bundle)
+        reply.oneTimePrekeys = devices.map { $0.oneTimePrekey ?? [] }
+        output.append(.send(request.connection, reply))
+    }
+
+    private func refuseKeys(
+        _ message: SIMPMessage, from user: String, on connection: ConnectionID, _ text: String, into output: inout [RelayAction]
+    ) {
+        output += [
+            .reject(.missingField, detail: "\(message.kind) from \(user): \(text)"),
+            .send(connection, .error(.badRequest, text, messageId: message.messageId)),
+        ]
+    }
+}
+
+/// A device's key bundle to keep (`StoreRequest.publishKeys`): the bundle replaces the device's
+/// earlier one; the one-time prekeys join those not handed out yet. Answered `.keysPublished`.
+public struct KeysPublish: Sendable, Equatable {
+    public var user: String
+    public var device: String
+    /// The bundle without one-time prekeys, opaque to the relay.
+    public var bundle: [UInt8]
+    /// One-time prekeys, 36 bytes each.
+    public var oneTimePrekeys: [[UInt8]]
+    public var connection: ConnectionID
+    public var messageId: UInt64
+
+    public init(user: String, device: String, bundle: [UInt8], oneTimePrekeys: [[UInt8]], connection: ConnectionID, messageId: UInt64) {
+        self.user = user
+        self.device = device
+        self.bundle = bundle
+        self.oneTimePrekeys = oneTimePrekeys
+        self.connection = connection
+        self.messageId = messageId
+    }
+}
+
+/// A fetch of `user`'s key bundles (`StoreRequest.fetchKeys`): every device's bundle, and for
+/// each device not in `skipClaimFor` one one-time prekey, removed from the store as it is
+/// handed out (atomically: no two fetches get the same one). Answered `.keys`.
+public struct KeysFetch: Sendable, Equatable {
+    public var user: String
+    /// Devices the asker already has a session with: no one-time prekey is claimed for them.
+    public var skipClaimFor: [String]
+    public var connection: ConnectionID
+    public var messageId: UInt64
+
+    public init(user: String, skipClaimFor: [String], connection: ConnectionID, messageId: UInt64) {
+        self.user = user
+        self.skipClaimFor = skipClaimFor
+        self.connection = connection
+        self.messageId = messageId
+    }
+}
+
+/// One device's keys as the store hands them out.
+public struct DeviceKeys: Sendable, Equatable {
+    public var device: String
+    public var bundle: [UInt8]
+    /// The claimed one-time prekey; nil when none is left or none was asked for.
+    public var oneTimePrekey: [UInt8]?
+
+    public init(device: String, bundle: [UInt8], oneTimePrekey: [UInt8]?) {
+        self.device = device
+        self.bundle = bundle
+        self.oneTimePrekey = oneTimePrekey
+    }
+}

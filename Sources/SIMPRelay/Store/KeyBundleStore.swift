@@ -1,0 +1,63 @@
+import Foundation
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// End-to-end key bundles in Redis (docs/PROTOCOL.md §4.8 and §7). The relay stores what
+/// devices publish without reading it; bundles hold public keys only.
+///
+/// Keys:
+/// - `simp:keys:{<user>}`: hash device → base64 of the device's bundle (without one-time prekeys).
+/// - `simp:keys:{<user>}:otk:<device>`: set of base64 one-time prekeys not handed out yet. A fetch
+///   takes one with `SPOP`, which is atomic: no two senders get the same prekey.
+public struct KeyBundleStore: Sendable {
+    public let redis: any RedisCommands
+
+    public init(redis: any RedisCommands) { self.redis = redis }
+
+    public static func bundlesKey(_ user: String) -> String { "simp:keys:" + KeyTag.user(user) }
+    public static func prekeysKey(_ user: String, device: String) -> String { bundlesKey(user) + ":otk:" + device }
+
+    /// Keeps the bundle (replacing the device's earlier one) and adds the one-time prekeys;
+    /// returns how many the device has in the store now.
+    public func publish(_ keys: KeysPublish, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
+        let prekeys = Self.prekeysKey(keys.user, device: keys.device)
+        var commands = [["HSET", Self.bundlesKey(keys.user), keys.device, Data(keys.bundle).base64EncodedString()]]
+        if !keys.oneTimePrekeys.isEmpty { commands.append(["SADD", prekeys] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() }) }
+        commands.append(["SCARD", prekeys])
+        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
+            try Registry.check(replies)
+            return Int(replies.last?.integer ?? 0)
+        }
+    }
+
+    /// Every device's bundle, sorted by device, each with a one-time prekey taken from the store
+    /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` per
+    /// device), and whether the user exists (credentials, registered lately, or bundles).
+    public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool)> {
+        let commands = [
+            ["HGETALL", Self.bundlesKey(fetch.user)], ["EXISTS", Registry.seenKey(fetch.user)], ["EXISTS", CredentialStore.key(fetch.user)],
+        ]
+        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies -> ([(String, [UInt8])], Bool) in
+            try Registry.check(replies)
+            let fields = (replies[0].array ?? []).compactMap(\.string)
+            let bundles = stride(from: 0, to: fields.count - 1, by: 2).compactMap { index in
+                Data(base64Encoded: fields[index + 1]).map { (fields[index], Array($0)) }
+            }.sorted { $0.0 < $1.0 }
+            return (bundles, !bundles.isEmpty || replies[1].integer == 1 || replies[2].integer == 1)
+        }.flatMap { [redis] bundles, known in
+            let claims = bundles.map(\.0).filter { !fetch.skipClaimFor.contains($0) }
+            guard !claims.isEmpty else {
+                return eventLoop.makeSucceededFuture((bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: nil) }, known))
+            }
+            return redis.pipeline(claims.map { ["SPOP", Self.prekeysKey(fetch.user, device: $0)] }, on: eventLoop).flatMapThrowing { replies in
+                try Registry.check(replies)
+                var claimed: [String: [UInt8]] = [:]
+                for (device, reply) in zip(claims, replies) {
+                    if let text = reply.string, let prekey = Data(base64Encoded: text) { claimed[device] = Array(prekey) }
+                }
+                return (bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]) }, known)
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import SIMPClient
+import SIMPE2E
+import XCTest
+
+/// The device's end-to-end state on disk: private to the user, one file per name.
+final class EndToEndStoreTests: XCTestCase {
+    func testTheIdentityIsMadeOnceAndKeptInFilesOnlyTheUserCanRead() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        var random = SystemRandomNumberGenerator()
+        let store = EndToEndFileStore(home: home, user: "alice", device: "desk")
+        let first = try E2EMessenger(device: "desk", store: store, using: &random)
+        try store.save("peer/bob/laptop", SecretBytes([1, 2, 3]))
+
+        let again = try E2EMessenger(device: "desk", store: EndToEndFileStore(home: home, user: "alice", device: "desk"), using: &random)
+        XCTAssertEqual(again.local.identity.publicKey, first.local.identity.publicKey, "made on first run, then loaded")
+        XCTAssertEqual(try store.load("peer/bob/laptop"), [1, 2, 3])
+        let files = try FileManager.default.contentsOfDirectory(atPath: store.directory.path).sorted()
+        XCTAssertEqual(files, ["identity", "peer%2Fbob%2Flaptop", "prekeys"])
+        for file in files {
+            let mode = try FileManager.default.attributesOfItem(atPath: store.directory.appendingPathComponent(file).path)[.posixPermissions] as? Int
+            XCTAssertEqual(mode, 0o600, file)
+        }
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: store.directory.path)[.posixPermissions] as? Int
+        XCTAssertEqual(directoryMode, 0o700)
+    }
+}

@@ -1,0 +1,81 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// Key bundles in the relay core (docs/PROTOCOL.md §4.8): published for the session's device,
+/// fetched with one-time prekeys the store claims, refused when malformed; never read.
+final class RelayCoreKeysTests: XCTestCase {
+    private let alice = ConnectionID(1)
+    private let bundle = [UInt8](repeating: 7, count: 165)
+    private let prekey = [UInt8](repeating: 9, count: 36)
+
+    func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        var publish = SIMPMessage(kind: .keysPublish, messageId: 4)
+        publish.keyBundles = [bundle]
+        publish.oneTimePrekeys = [prekey]
+        let request = StoreRequest.publishKeys(
+            KeysPublish(user: "alice", device: "", bundle: bundle, oneTimePrekeys: [prekey], connection: alice, messageId: 4))
+        XCTAssertEqual(relay.control(publish, on: alice), [.store(request)])
+
+        var answer = SIMPMessage(kind: .keysPublish, messageId: 4, toUser: "alice")
+        answer.prekeysLeft = 20
+        guard case .publishKeys(let keys) = request else { return XCTFail("\(request)") }
+        XCTAssertEqual(relay.answer(.publishKeys(keys, prekeysLeft: 20)), [.send(alice, answer)])
+        XCTAssertEqual(relay.fail(request, StoreFailure("down")), [.send(alice, .error(.internal, "key bundle not stored, try again", messageId: 4))])
+    }
+
+    func testAFetchHandsOutEachDevicesBundleWithItsClaimedPrekeyAndAnUnknownUserIsSaidSo() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        var fetch = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
+        fetch.members = ["laptop"]
+        let request = StoreRequest.fetchKeys(KeysFetch(user: "bob", skipClaimFor: ["laptop"], connection: alice, messageId: 5))
+        XCTAssertEqual(relay.control(fetch, on: alice), [.store(request)])
+
+        let devices = [
+            DeviceKeys(device: "laptop", bundle: bundle, oneTimePrekey: nil), DeviceKeys(device: "phone", bundle: bundle, oneTimePrekey: prekey),
+        ]
+        var answer = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
+        answer.members = ["laptop", "phone"]
+        answer.keyBundles = [bundle, bundle]
+        answer.oneTimePrekeys = [[], prekey]
+        guard case .fetchKeys(let fetchRequest) = request else { return XCTFail("\(request)") }
+        XCTAssertEqual(relay.answer(.fetchKeys(fetchRequest, devices, known: true)), [.send(alice, answer)])
+        XCTAssertEqual(
+            relay.answer(.fetchKeys(fetchRequest, [], known: false)), [.send(alice, .error(.unknownRecipient, "no such user: bob", messageId: 5))])
+    }
+
+    func testMalformedKeyFramesAreRefusedAndNothingIsStored() {
+        var relay = DevRelay()
+        relay.connect("alice", on: alice, port: 5001)
+        var shortPrekey = SIMPMessage(kind: .keysPublish, messageId: 6)
+        shortPrekey.keyBundles = [bundle]
+        shortPrekey.oneTimePrekeys = [[1, 2, 3]]
+        var twoBundles = shortPrekey
+        twoBundles.oneTimePrekeys = []
+        twoBundles.keyBundles = [bundle, bundle]
+        var huge = twoBundles
+        huge.keyBundles = [[UInt8](repeating: 0, count: RelayCore.maxKeyBundleSize + 1)]
+        let roomFetch = SIMPMessage(kind: .keysFetch, messageId: 7, toUser: "#lobby")
+        for frame in [shortPrekey, twoBundles, huge, roomFetch] {
+            let actions = relay.control(frame, on: alice)
+            XCTAssertFalse(actions.contains { if case .store = $0 { return true } else { return false } }, "\(frame.kind) stored")
+            XCTAssertTrue(actions.contains { if case .send(alice, let reply) = $0 { return reply.errorCode == .badRequest } else { return false } })
+        }
+    }
+
+    func testTheRelayForwardsTheEndToEndPayloadAsItCameAndAKeysFrameBeforeLoginIsRefused() throws {
+        var sealed = SIMPMessage(kind: .text, messageId: 8, fromUser: "alice", toUser: "bob")
+        sealed.e2ePayload = [1, 5, 0, 0, 0]
+        let decoded = try MessageCodec.decode(MessageCodec.encode(sealed))
+        XCTAssertEqual(decoded, sealed)
+        XCTAssertEqual(decoded.endToEndPlaintext.count, SIMPMessage().endToEndPlaintext.count, "no content outside the payload")
+
+        var relay = DevRelay()
+        _ = relay.open(alice)
+        let actions = relay.control(SIMPMessage(kind: .keysFetch, messageId: 9, toUser: "bob"), on: alice)
+        XCTAssertTrue(actions.contains { if case .send(alice, let reply) = $0 { return reply.errorCode == .notConnected } else { return false } })
+    }
+}
