@@ -33,6 +33,27 @@ final class RestrictiveNetworkTests: StoryProcessTestCase {
         guard case .delivered = toAlice else { return XCTFail("\(toAlice)") }
     }
 
+    /// With --threads every relay core listens on every control port.
+    func testEveryRelayCoreListensOnEveryControlPort() async throws {
+        let threaded = try await TestRelay.start(redis: relay.redis) { configuration in
+            configuration.additionalPorts = [0]
+            configuration.threads = 2
+        }
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let second = threaded.server.addresses.additionalControl[0].port!
+        var clients: [SIMPClient] = []
+        for index in 0..<4 { // connections are spread over the cores by the kernel
+            clients.append(try await threaded.connectClient(user: "\(alice)-\(index)") { $0.serverPort = second })
+        }
+        let bobClient = try await threaded.connectClient(user: bob)
+        for client in clients {
+            let result = try await client.send(text: "from the second port", to: bob)
+            guard case .delivered = result else { return XCTFail("\(result)") }
+        }
+        _ = bobClient
+        await threaded.stopKeepingRedis()
+    }
+
     func testAClientWhoseFirstPortIsClosedGetsThroughOnTheSecond() async throws {
         let closed = try FreePort.tcp()
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
