@@ -25,26 +25,10 @@ enum KnownBugs {
         bars: ["duplicates", "laptop.duplicates"], strict: false,
         cause: "a message delivered before a device's stop delivered again to its next process (real mode, rare)", modes: [.real])
 
-    /// Issue 29, until datagrams can travel over the control channel (the `fallback` work): with
-    /// UDP blocked nothing gets through (the sender's messages fail after their time limit, or
-    /// the run ends with them unresolved), and with UDP throttled to 75 % loss retransmissions
-    /// back off past the receiver's 30 s hold limit, which then skips gaps (out of order). Not
-    /// strict, so the bars are asserted again as soon as this entry is removed, which the
-    /// fallback's merge must do (sim seeds 1–2 before: udp-blocked, udp-blocked-receiver 200 of
-    /// 200 failed; udp-blocked-midway 751 of 1,000 failed; udp-throttled 2–3 out of order,
-    /// p99 30 s).
-    static let udpHasNoFallback = Entry(
-        bars: ["failed", "unresolved", "not_settled", "out_of_order"], strict: false,
-        cause: "issue 29: no fallback to the control channel when UDP is blocked or throttled yet")
-
     /// The known bugs of each scenario.
     static let byScenario: [String: [Entry]] = [
         "device-offline-back": [redeliveredAfterRestart],
         "oneshot-send-mid-offline": [redeliveredAfterRestart],
-        "udp-blocked": [udpHasNoFallback],
-        "udp-blocked-receiver": [udpHasNoFallback],
-        "udp-blocked-midway": [udpHasNoFallback],
-        "udp-throttled": [udpHasNoFallback],
     ]
 
     /// Fails for every failed bar of `report` that no known bug explains, and for a strict
