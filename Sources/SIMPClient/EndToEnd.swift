@@ -98,7 +98,12 @@ final class EndToEnd: @unchecked Sendable {
         guard message.e2ePayload.isEmpty, !peer.hasPrefix("#") else { return engine.eventLoop.makeSucceededFuture(message) }
         let fresh = fetchedAt[peer].map { NIODeadline.now() - $0 < settings.deviceListLifetime } ?? false
         let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
-        return devices.flatMapThrowing { [self] in
+        return devices.flatMapErrorThrowing { [self] error in
+            // The relay cannot be asked now (a message typed during an outage): what this
+            // device already knows of the peer (a list fetched earlier, or the devices that wrote
+            // to it) decides, as it would have a moment before; the list is fetched again later.
+            guard case SIMPClientError.connectionLost = error, try knowsDevices(of: peer) else { throw error }
+        }.flatMapThrowing { [self] in
             guard try !messenger.devices(of: peer).isEmpty else {
                 if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
                 if settings.allowUnencrypted { return message }
@@ -110,6 +115,12 @@ final class EndToEnd: @unchecked Sendable {
             guard settings.allowUnencrypted, !relaySupportsKeys || error is E2EError else { throw error }
             return message
         }
+    }
+
+    /// Whether this device has learned `peer`'s devices before: a fetched list (possibly
+    /// empty: the peer publishes no keys), or a device that sent it an envelope.
+    private func knowsDevices(of peer: String) throws -> Bool {
+        try fetchedAt[peer] != nil || unknownUsers.contains(peer) || !messenger.devices(of: peer).isEmpty
     }
 
     /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate).

@@ -13,7 +13,7 @@ final class UDPBlockShimTests: StoryProcessTestCase {
         let server = "127.0.0.1:\(relay.port)"
 
         let shimmed = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", blocked, "--to", bob, "over a UDP-blocking network"],
+            "simp", ["send", "--server", server, "--user", blocked, "--to", bob, "--no-e2e", "over a UDP-blocking network"],
             environment: try await environment(blocked).merging(try await UDPBlockShim.environment()) { $1 })
         children.append(shimmed)
         // It logged in over TCP (the id is printed once CONNECTED) and sent its datagrams.
@@ -26,7 +26,8 @@ final class UDPBlockShimTests: StoryProcessTestCase {
 
         // The same without the shim: its datagrams arrive and the message is stored for bob.
         let unshimmed = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", open, "--to", bob, "over an open network"], environment: try await environment(open))
+            "simp", ["send", "--server", server, "--user", open, "--to", bob, "--no-e2e", "over an open network"],
+            environment: try await environment(open))
         children.append(unshimmed)
         let status = await unshimmed.exitStatus()
         XCTAssertEqual(status, 0, unshimmed.standardError)
@@ -39,7 +40,7 @@ final class UDPBlockShimTests: StoryProcessTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         _ = try await environment(bob)
         let send = try ChildProcess(
-            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", bob, "before the block"],
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", bob, "--no-e2e", "before the block"],
             environment: try await environment(alice).merging(try await UDPBlockShim.environment(afterMs: 600_000)) { $1 })
         children.append(send)
         let status = await send.exitStatus()
