@@ -20,7 +20,7 @@ struct SIMPCommand: AsyncParsableCommand {
             [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
         version: SIMPVersion.current,
-        subcommands: [Chat.self, Send.self, Listen.self])
+        subcommands: [Chat.self, Send.self, Listen.self, Keys.self])
 }
 
 struct Send: AsyncParsableCommand {
@@ -267,6 +267,41 @@ struct Send: AsyncParsableCommand {
         case .stored:
             return (prefix + "stored: the relay holds it for \(to) and delivers it to each of \(to)'s devices as it connects", nil)
         }
+    }
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the safety numbers with a user's devices, to check who you talk to.",
+        discussion: """
+            `simp keys --with bob` prints the safety number of this device with each of bob's \
+            devices; bob's `simp keys --with YOU` (or `/verify YOU` in simp chat) shows the same 60 \
+            digits. Compare them in person or on a call: if they match, no one (the relay neither) \
+            put a key of their own between you. The numbers belong to this device: while simp chat \
+            holds the default device, simp keys takes another one with its own keys, so use /verify \
+            in the chat instead, or run this after quitting it (or name the device with --device). \
+            Exits 1 when the user has published no end-to-end keys.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: ArgumentHelp("The user whose devices to show the safety numbers with.", valueName: "name"))
+    var with: String
+
+    func validate() throws {
+        guard !with.isEmpty, !with.hasPrefix("#") else { throw ValidationError("--with takes a user name (rooms have no keys)") }
+    }
+
+    func run() async throws {
+        let client = try await connection.connect(sendOnly: true)
+        let numbers: [(device: String, number: String)]
+        do { numbers = try await client.safetyNumbers(with: with) } catch {
+            await client.close()
+            fail("simp: cannot get the safety numbers with \(with): \(error)")
+        }
+        await client.close()
+        for line in MessageFormatting.safetyNumberLines(user: connection.user, peer: with, numbers: numbers) { print(line) }
+        if numbers.isEmpty { throw ExitCode(1) }
     }
 }
 

@@ -22,6 +22,8 @@ public enum ChatCommand: Equatable, Sendable {
     case who([String])
     /// `/status`: the connection, and the way messages go (UDP or the control connection).
     case status
+    /// `/verify [NAME]`: the safety numbers with NAME's devices (default: the current peer).
+    case verify(String?)
     case help
     case quit
     /// A blank line.
@@ -43,6 +45,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/members [ROOM]  list ROOM's members (default: the current room)",
         "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
         "/status          the connection, and whether messages go over UDP or TCP",
+        "/verify [NAME]   safety numbers with NAME, to compare with NAME's /verify YOU",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
@@ -53,7 +56,8 @@ public enum ChatCommand: Equatable, Sendable {
 
     /// The commands, for Tab completion.
     public static let names = [
-        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status", "/help", "/quit",
+        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status", "/verify", "/help",
+        "/quit",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -94,6 +98,9 @@ public enum ChatCommand: Equatable, Sendable {
             return .who(arguments)
         case "/status":
             return .status
+        case "/verify":
+            guard arguments.count <= 1 else { return .invalid("usage: /verify [NAME]") }
+            return .verify(arguments.first)
         case "/help", "/?":
             return .help
         case "/quit", "/exit", "/q":

@@ -38,6 +38,8 @@ public final class ChatController: @unchecked Sendable {
         case submitted(ref: Int, messageId: UInt64, inMemoryOnly: Bool), resolved(ref: Int, DeliveryStatus)
         case resize, drainTimeout, signal, tick
         case log(String)
+        case endToEnd(EndToEndNotice)
+        case safetyNumbers(peer: String, Result<[(device: String, number: String)], ChatRoomError>)
         /// The client's datagrams moved to another path.
         case path(DatagramPath)
     }
@@ -109,6 +111,7 @@ public final class ChatController: @unchecked Sendable {
                 case .markRead(let sender, let upTo): Task { [client] in await client.markRead(from: sender, upTo: upTo) }
                 case .typing(let peer): Task { [client] in await client.sendTyping(to: peer) }
                 case .who(let users, let room, let show): startWho(users: users, room: room, show: show)
+                case .safetyNumbers(let peer): startSafetyNumbers(with: peer)
                 case .quit(let exitStatus):
                     status = exitStatus
                     break loop
@@ -183,6 +186,12 @@ public final class ChatController: @unchecked Sendable {
         case .path(let path):
             session.datagramPathChanged(path)
             return []
+        case .endToEnd(let news):
+            session.endToEndNoticed(news)
+            return []
+        case .safetyNumbers(let peer, let answer):
+            session.safetyNumbersAnswered(with: peer, answer)
+            return []
         }
     }
 
@@ -209,6 +218,9 @@ public final class ChatController: @unchecked Sendable {
         }
         Task { [client] in
             for await event in client.peerEvents { post.yield(.peer(event)) }
+        }
+        Task { [client] in
+            for await news in client.endToEndNotices { post.yield(.endToEnd(news)) }
         }
         let signals: [(Int32, Event)] = [(SIGWINCH, .resize), (SIGINT, .signal), (SIGTERM, .signal), (SIGHUP, .signal)]
         for (number, event) in signals {
@@ -272,6 +284,16 @@ public final class ChatController: @unchecked Sendable {
                 post.yield(.whoAnswered(.failure(ChatRoomError(text)), show: show))
             } catch {
                 post.yield(.whoAnswered(.failure(ChatRoomError("\(error)")), show: show))
+            }
+        }
+    }
+
+    private func startSafetyNumbers(with peer: String) {
+        Task { [client, post] in
+            do {
+                post.yield(.safetyNumbers(peer: peer, .success(try await client.safetyNumbers(with: peer))))
+            } catch {
+                post.yield(.safetyNumbers(peer: peer, .failure(ChatRoomError("\(error)"))))
             }
         }
     }

@@ -28,8 +28,8 @@ extension HistoryEntry {
 }
 
 extension ChatSession {
-    /// `12:03 bob: hello`, or `12:03 you → bob: hello ✓✓` for the user's own messages
-    /// (with the failure reason after ✗).
+    /// `12:03 bob: hello` (`… hello (not encrypted)` when it did not come end to end encrypted),
+    /// or `12:03 you → bob: hello ✓✓` for the user's own messages (with the failure reason after ✗).
     static func messageLine(
         _ entry: HistoryEntry, user: String, clock: ChatClock,
         status: DeliveryStatus? = nil
@@ -37,7 +37,8 @@ extension ChatSession {
         let time = StyledText(clock.format(entry.time) + " ", .dim)
         guard entry.from == user else {
             let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
-            return time + StyledText(from, .peer) + StyledText(": ") + entry.body
+            let unencrypted = StyledText(entry.unencrypted == true ? " (not encrypted)" : "", .warning)
+            return time + StyledText(from, .peer) + StyledText(": ") + entry.body + unencrypted
         }
         let line =
             time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)

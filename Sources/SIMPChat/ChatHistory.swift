@@ -32,7 +32,7 @@ public final class ChatHistory: Sendable {
     public func recordIncoming(_ message: SIMPMessage) -> Bool {
         incoming.withLock { keys in
             guard keys.insert(DeliveredKey(message)).inserted else { return false }
-            try? store?.append(HistoryEntry(message))
+            try? store?.append(HistoryEntry(received: message))
             return true
         }
     }

@@ -16,6 +16,8 @@ public enum ChatEffect: Equatable, Sendable {
     case typing(to: String)
     /// Ask the presence of `users` (and follow their changes); `show` prints the answer (`/who`).
     case who(users: [String], room: String?, show: Bool)
+    /// Compute the safety numbers with `peer`'s devices and report back with `safetyNumbersAnswered`.
+    case safetyNumbers(with: String)
     /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
     case wake(afterMillis: Int64)
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
@@ -216,6 +218,12 @@ public struct ChatSession: Sendable {
         case .status:
             showConnectionStatus()
             return []
+        case .verify(let name):
+            guard let name = name ?? peer, !RelayCore.isRoomAddress(name) else {
+                notice("usage: /verify NAME (a person; default: the current peer)", .failure)
+                return []
+            }
+            return [.safetyNumbers(with: name)]
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []

@@ -19,6 +19,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var status: String?
     /// Room posts (`from` is `#room`): the member who posted it.
     public var author: String?
+    /// Received direct messages that did not come end to end encrypted: true (else absent).
+    public var unencrypted: Bool?
 
     public init(
         id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,

@@ -62,6 +62,15 @@ public enum MessageFormatting {
             + messages.map { "  message \($0.messageId) to \($0.toUser): \($0.kind == .image ? $0.imageURL : $0.content)" }
     }
 
+    /// What `/verify` and `simp keys --with` print for `user`'s safety numbers with `peer`'s
+    /// devices (`SIMPClient.safetyNumbers(with:)`): per device a heading and the 60 digits
+    /// (indented three spaces), then how to compare them; or that `peer` has no keys.
+    public static func safetyNumberLines(user: String, peer: String, numbers: [(device: String, number: String)]) -> [String] {
+        guard !numbers.isEmpty else { return ["\(peer) has published no end-to-end keys; messages with \(peer) are not encrypted"] }
+        return numbers.flatMap { ["safety number with \(peer)'s device \($0.device):", "   " + $0.number] }
+            + ["\(peer) sees the same with /verify \(user): compare in person or on a call"]
+    }
+
     /// A notice about a connection state change, for standard error (nil for `.connecting`).
     public static func stateLine(_ state: ConnectionState) -> String? {
         switch state {

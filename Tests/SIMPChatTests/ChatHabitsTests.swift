@@ -97,8 +97,9 @@ extension ChatSessionTests {
 
     func testANewLineMarksTheFirstMessageAfterTheHistory() {
         start(peer: "bob", history: [HistoryEntry(id: 1, time: 0, from: "bob", to: "alice", kind: "text", text: "old")])
-        _ = session.receive(SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "while you were away", time: 1))
-        _ = session.receive(SIMPMessage(kind: .text, messageId: 3, fromUser: "bob", toUser: "alice", content: "and now", time: 1))
+        _ = session.receive(
+            SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "while you were away", time: 1).decrypted)
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 3, fromUser: "bob", toUser: "alice", content: "and now", time: 1).decrypted)
         refresh()
         XCTAssertEqual(terminal.transcript.suffix(4), ["— new —", "12:00 bob: while you were away", "12:00 bob: and now", "bob>"])
     }
@@ -121,7 +122,8 @@ extension ChatSessionTests {
         guard case .send(_, let audio)? = type("/audio https://example.com/hello.ogg\r").first else { return XCTFail("no audio") }
         XCTAssertEqual(audio.kind, .audio)
         XCTAssertEqual(audio.content, "https://example.com/hello.ogg")
-        _ = session.receive(SIMPMessage(kind: .audio, messageId: 8, fromUser: "bob", toUser: "alice", content: "https://x.org/a.mp3", time: 1))
+        _ = session.receive(
+            SIMPMessage(kind: .audio, messageId: 8, fromUser: "bob", toUser: "alice", content: "https://x.org/a.mp3", time: 1).decrypted)
         refresh()
         XCTAssertTrue(terminal.transcript.contains("12:00 bob: [audio] https://x.org/a.mp3"), "\(terminal.transcript)")
     }

@@ -51,7 +51,7 @@ final class ChatSessionTests: XCTestCase {
     func testIncomingMessageDoesNotDisturbTheLineBeingTyped() {
         start(peer: "bob")
         type("half a thou\u{1B}[D")
-        _ = session.receive(SIMPMessage(kind: .text, messageId: 9, fromUser: "bob", toUser: "alice", content: "you there?", time: 5))
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 9, fromUser: "bob", toUser: "alice", content: "you there?", time: 5).decrypted)
         refresh()
         XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: you there?", "bob> half a thou"])
         XCTAssertEqual(terminal.cursorColumn, "bob> half a tho".count)
@@ -64,7 +64,7 @@ final class ChatSessionTests: XCTestCase {
         var image = SIMPMessage(kind: .image, messageId: 3, fromUser: "bob", toUser: "alice", time: 5)
         image.imageURL = "https://example.com/cat.png"
         image.imageScale = 0.5
-        _ = session.receive(image)
+        _ = session.receive(image.decrypted)
         refresh()
         XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: [image] https://example.com/cat.png (scale 0.5)", "[bob 1] >"])
     }

@@ -1,0 +1,124 @@
+import Foundation
+import SIMPChat
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// Checking who one talks to in `simp chat`: `/verify`, a peer's new or changed devices, and
+/// received lines that did not come end-to-end encrypted.
+final class ChatVerifyTests: XCTestCase {
+    static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
+    var session: ChatSession!
+    var terminal = VirtualTerminal(width: 100, height: 12)
+    var decoder = KeyDecoder()
+
+    func start(peer: String? = "bob", history: [HistoryEntry] = []) {
+        session = ChatSession(
+            user: "alice", peer: peer, screen: Screen(width: 100, height: 12, interactive: true, colors: false),
+            history: history, clock: Self.clock)
+        session.start(showingHistory: 5)
+        session.connectionChanged(.connected(relayId: "r1"))
+        refresh()
+    }
+
+    @discardableResult
+    func type(_ text: String) -> [ChatEffect] {
+        defer { refresh() }
+        return session.handle(decoder.feed(Array(text.utf8)))
+    }
+
+    func refresh() { terminal.feed(session.takeOutput()) }
+
+    func testVerifyIsParsedListedInHelpAndCompleted() {
+        XCTAssertEqual(ChatCommand.parse("/verify bob"), .verify("bob"))
+        XCTAssertEqual(ChatCommand.parse("/VERIFY"), .verify(nil))
+        XCTAssertEqual(ChatCommand.parse("/verify bob carol"), .invalid("usage: /verify [NAME]"))
+        XCTAssertTrue(ChatCommand.names.contains("/verify"))
+        XCTAssertTrue(ChatCommand.helpLines.contains { $0.hasPrefix("/verify [NAME]") })
+        XCTAssertTrue(ChatCommand.helpLines.allSatisfy { $0.count <= 80 })
+    }
+
+    func testVerifyAsksForTheNamedPeerOrTheCurrentOneButNotARoom() {
+        start()
+        XCTAssertEqual(type("/verify carol\r"), [.safetyNumbers(with: "carol")])
+        XCTAssertEqual(type("/verify\r"), [.safetyNumbers(with: "bob")])
+        XCTAssertEqual(type("/verify #lobby\r"), [])
+        XCTAssertEqual(terminal.transcript.suffix(2), ["-- usage: /verify NAME (a person; default: the current peer)", "bob>"])
+    }
+
+    func testSafetyNumbersAreShownPerDeviceWithHowToCompareThem() {
+        start()
+        let number = (0..<12).map { String(format: "%05d", $0 * 7919 % 100_000) }.joined(separator: " ")
+        session.safetyNumbersAnswered(with: "bob", .success([(device: "laptop-3fa2", number: number)]))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(4),
+            [
+                "-- safety number with bob's device laptop-3fa2:", "   " + number,
+                "-- bob sees the same with /verify alice: compare in person or on a call", "bob>",
+            ])
+    }
+
+    func testVerifyWithoutKeysOrWithAnErrorSaysSo() {
+        start()
+        session.safetyNumbersAnswered(with: "bob", .success([]))
+        session.safetyNumbersAnswered(with: "zed", .failure(ChatRoomError("not connected")))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(3),
+            [
+                "-- /verify bob: bob has published no end-to-end keys; messages with bob are not encrypted",
+                "-- /verify zed: not connected", "bob>",
+            ])
+    }
+
+    func testEndToEndNoticesAreShortLinesInTheConversation() {
+        start()
+        session.endToEndNoticed(.peer(.newDevice(user: "bob", device: "laptop-3fa2")))
+        session.endToEndNoticed(.peer(.deviceKeyChanged(user: "bob", device: "laptop-3fa2")))
+        session.endToEndNoticed(.peer(.sessionRestarted(user: "bob", device: "phone-77ab")))
+        session.endToEndNoticed(.undecryptable(user: "bob", messageId: 7, reason: "bad tag"))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(5),
+            [
+                "-- bob has a new device: laptop-3fa2",
+                "-- bob's key changed (device laptop-3fa2): /verify bob",
+                "-- bob's device phone-77ab started a new session (its state was lost or restored)",
+                "-- message 7 from bob could not be decrypted: bad tag", "bob>",
+            ])
+    }
+
+    func testAReceivedDirectMessageThatCameUnencryptedIsMarkedAndSoIsItsHistory() {
+        start()
+        let encrypted = SIMPMessage(kind: .text, messageId: 1, fromUser: "bob", toUser: "alice", content: "sealed", time: 5).decrypted
+        _ = session.receive(encrypted)
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "plain", time: 6))
+        var roomPost = SIMPMessage(kind: .text, messageId: 3, fromUser: "#lobby", toUser: "alice", content: "hi all", time: 7)
+        roomPost.author = "carol"
+        _ = session.receive(roomPost)
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(4),
+            ["12:00 bob: sealed", "12:00 bob: plain (not encrypted)", "12:00 #lobby carol: hi all", "[#lobby 1] bob>"])
+
+        let plain = HistoryEntry(received: SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "plain"))
+        XCTAssertEqual(plain.unencrypted, true)
+        XCTAssertNil(HistoryEntry(received: encrypted).unencrypted)
+        let reloaded = try? JSONDecoder().decode(HistoryEntry.self, from: JSONEncoder().encode(plain))
+        XCTAssertEqual(reloaded, plain, "the mark is kept in the history file")
+        start(history: [plain])
+        XCTAssertTrue(terminal.transcript.contains("12:00 bob: plain (not encrypted)"), "\(terminal.transcript)")
+    }
+}
+
+extension SIMPMessage {
+    /// This message as the client hands over one that came end-to-end encrypted: decrypted,
+    /// with its `e2ePayload` kept (the content here stands for what was decrypted).
+    var decrypted: SIMPMessage {
+        var message = self
+        message.e2ePayload = [1]
+        return message
+    }
+}
