@@ -45,9 +45,6 @@ final class UDPBlockedEndToEndTests: StoryProcessTestCase {
     }
 
     func testSimpSendWithTheReceiversUDPBlockedIsDeliveredOnce() async throws {
-        throw XCTSkip(
-            "known bug (issue 29, open): a real `simp listen` whose own UDP is blocked misses messages the relay forwards to it;"
-                + " the in-process UDPFallbackTests pass; remove this skip with the fix")
         try await sendOnce(senderBlocked: false, receiverBlocked: true)
     }
 
@@ -90,9 +87,6 @@ final class UDPBlockedEndToEndTests: StoryProcessTestCase {
     /// The receiver's UDP stops about 5 s into a 1,000-message stream (10 ms apart): nothing is
     /// lost, duplicated or reordered (issue 29's mid-stream bar; its ≤ 3 s stall is for the lab).
     func testAThousandLinesWithTheReceiversUDPBlockedMidStreamArriveOnceInOrder() async throws {
-        throw XCTSkip(
-            "known bug (issue 29, open): a real `simp listen` whose own UDP is blocked misses messages the relay forwards to it;"
-                + " the in-process UDPFallbackTests pass; remove this skip with the fix")
         try await chatStream(1000, senderBlocked: [:], receiverBlocked: try await UDPBlockShim.environment(afterMs: 5000))
     }
 }

@@ -1,15 +1,15 @@
 // udp-block: an LD_PRELOAD shim that makes the process's network block UDP while TCP passes,
 // as corporate, hotel and some mobile networks do (issue 29). Every datagram the process sends
 // on an IPv4 or IPv6 UDP socket is reported sent and dropped; every datagram that arrives on one
-// is read and dropped (the caller sees EAGAIN, as on an empty non-blocking socket). TCP, Unix
-// sockets and files are untouched.
+// is read and handed over empty (zero bytes), so none of its content reaches the process. TCP,
+// Unix sockets and files are untouched.
 //
 //   scripts/build-udp-block [OUT]                  # cc -shared -fPIC … -o OUT (default .build/udp-block.so)
 //   LD_PRELOAD=$PWD/.build/udp-block.so simp send --to bob hello
 //   SIMP_UDP_BLOCK_AFTER_MS=5000 LD_PRELOAD=…     # UDP works for the first 5 s, then is blocked
 //
-// The clock starts when the shim is loaded (process start). Blocking sockets are drained with
-// MSG_DONTWAIT too, so a read never waits for a datagram that would be dropped anyway.
+// The clock starts when the shim is loaded (process start). Blocked reads use MSG_DONTWAIT, so a
+// read never waits for a datagram that would be emptied anyway.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -79,43 +79,45 @@ int sendmmsg(int fd, struct mmsghdr *messages, unsigned int count, int flags) {
     return (int)count;
 }
 
-/// Reads and drops every datagram waiting on `fd`; then there is nothing to read.
-static ssize_t drop_waiting(int fd) {
-    REAL(recvfrom);
-    char scratch[65536];
-    while (real_recvfrom(fd, scratch, sizeof scratch, MSG_DONTWAIT, NULL, NULL) >= 0) {}
-    errno = EAGAIN;
-    return -1;
-}
-
+// A blocked read takes the datagram off the socket and hands the caller an empty one (zero
+// bytes, the sender's address kept): its content never reaches the process, yet an event loop
+// that was told the socket is readable does read something (SwiftNIO's debug builds assert that
+// a readable socket yields a read; answering EAGAIN there crashed `simp listen`).
 ssize_t recvfrom(int fd, void *buffer, size_t length, int flags, struct sockaddr *from, socklen_t *size) {
     REAL(recvfrom);
-    if (blocked(fd)) return drop_waiting(fd);
-    return real_recvfrom(fd, buffer, length, flags, from, size);
+    if (!blocked(fd)) return real_recvfrom(fd, buffer, length, flags, from, size);
+    ssize_t taken = real_recvfrom(fd, buffer, length, flags | MSG_DONTWAIT, from, size);
+    return taken < 0 ? taken : 0;
 }
 
 ssize_t recv(int fd, void *buffer, size_t length, int flags) {
     REAL(recv);
-    if (blocked(fd)) return drop_waiting(fd);
-    return real_recv(fd, buffer, length, flags);
+    if (!blocked(fd)) return real_recv(fd, buffer, length, flags);
+    ssize_t taken = real_recv(fd, buffer, length, flags | MSG_DONTWAIT);
+    return taken < 0 ? taken : 0;
 }
 
 ssize_t recvmsg(int fd, struct msghdr *message, int flags) {
     REAL(recvmsg);
-    if (blocked(fd)) return drop_waiting(fd);
-    return real_recvmsg(fd, message, flags);
+    if (!blocked(fd)) return real_recvmsg(fd, message, flags);
+    ssize_t taken = real_recvmsg(fd, message, flags | MSG_DONTWAIT);
+    return taken < 0 ? taken : 0;
 }
 
 int recvmmsg(int fd, struct mmsghdr *messages, unsigned int count, int flags, struct timespec *timeout) {
     REAL(recvmmsg);
-    if (blocked(fd)) return (int)drop_waiting(fd);
-    return real_recvmmsg(fd, messages, count, flags, timeout);
+    if (!blocked(fd)) return real_recvmmsg(fd, messages, count, flags, timeout);
+    int taken = real_recvmmsg(fd, messages, count, flags | MSG_DONTWAIT, timeout);
+    for (int i = 0; i < taken; i++) messages[i].msg_len = 0;
+    return taken;
 }
 
 ssize_t read(int fd, void *buffer, size_t length) {
     REAL(read);
-    if (blocked(fd)) return drop_waiting(fd);
-    return real_read(fd, buffer, length);
+    REAL(recv);
+    if (!blocked(fd)) return real_read(fd, buffer, length);
+    ssize_t taken = real_recv(fd, buffer, length, MSG_DONTWAIT);
+    return taken < 0 ? taken : 0;
 }
 
 ssize_t write(int fd, const void *buffer, size_t length) {
