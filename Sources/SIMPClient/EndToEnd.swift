@@ -96,7 +96,7 @@ final class EndToEnd: @unchecked Sendable {
     func seal(_ message: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<SIMPMessage> {
         let peer = message.toUser
         guard message.e2ePayload.isEmpty, !peer.hasPrefix("#") else { return engine.eventLoop.makeSucceededFuture(message) }
-        let fresh = fetchedAt[peer].map { NIODeadline.now() - $0 < settings.deviceListLifetime } ?? false
+        let fresh = fetchedAt[peer].map { engine.now - $0 < settings.deviceListLifetime } ?? false
         let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
         return devices.flatMapErrorThrowing { [self] error in
             // The relay cannot be asked now (a message typed during an outage): what this
@@ -170,7 +170,7 @@ final class EndToEnd: @unchecked Sendable {
                 }
             }
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
-            fetchedAt[peer] = .now()
+            fetchedAt[peer] = engine.now
             unknownUsers.remove(peer)
         }.flatMapErrorThrowing { [self] error in
             guard case SIMPClientError.rejected(.unknownRecipient, _) = error else { throw error }
