@@ -15,7 +15,10 @@ let package = Package(
         .library(name: "SIMPChat", targets: ["SIMPChat"]),
         .library(name: "SIMPLab", targets: ["SIMPLab"]),
         .library(name: "SIMPFuzz", targets: ["SIMPFuzz"]),
-        .library(name: "SIMPTestKit", targets: ["SIMPTestKit"]),
+        // For tests of any target, and of third-party clients (docs/ARCHITECTURE.md, "Testing
+        // against SIMP"); no XCTest inside, so non-test targets (simp-lab) can link it too.
+        .library(name: "SIMPTestKit", targets: ["SIMPTestKit", "SIMPCoreTestKit"]),
+        .library(name: "SIMPCoreTestKit", targets: ["SIMPCoreTestKit"]),
         .library(name: "SIMPE2E", targets: ["SIMPE2E"]),
     ],
     dependencies: [
@@ -155,6 +158,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
+        // DevRelay: the relay's sans-I/O core driven one entry point at a time, with each user's
+        // client keys; only the core's dependencies, so the core's tests need nothing more.
+        .target(
+            name: "SIMPCoreTestKit",
+            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
@@ -236,7 +244,7 @@ let package = Package(
 
         .testTarget(
             name: "SIMPCoreTests",
-            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio"),
+            dependencies: ["SIMPCore", "SIMPCoreTestKit", .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),

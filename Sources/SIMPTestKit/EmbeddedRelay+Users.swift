@@ -4,14 +4,19 @@ import SIMPCore
 
 /// A user's side of an `EmbeddedRelay`: its control channel, UDP address and session keys.
 public struct EmbeddedUser {
+    /// The user's control connection to the relay.
     public var control: EmbeddedChannel
+    /// Where the user's datagrams come from: the control connection's IP, its UDP port.
     public var address: SocketAddress
+    /// Seals the user's datagrams with the session keys CONNECTED gave.
     public var sealer: DatagramSealer
+    /// Opens what the relay sealed for the user (and keeps its replay window).
     public var opener: DatagramOpener
 }
 
 /// A frame or datagram that is not what the caller expected.
 public struct UnexpectedFrame: Error, CustomStringConvertible {
+    /// What was expected, and what came instead.
     public let description: String
 }
 

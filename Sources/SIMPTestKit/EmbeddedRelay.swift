@@ -14,9 +14,11 @@ import SIMPRelay
 /// against it without sockets), and for the simulator in SIMPLab. Every method must be called on
 /// the thread that made the loop.
 public final class EmbeddedRelay {
+    /// The loop every channel and timer of the relay runs on; its clock is the relay's.
     public let loop: EmbeddedEventLoop
     /// The store's contents (what the engine asks may be a wrapper around it: `init`'s `asking`).
     public let store: InMemoryRelayStore
+    /// The production engine under test (the simulator reaches into it).
     package let engine: RelayEngine
     /// The relay's UDP socket.
     public let datagrams: EmbeddedChannel

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// The relay's routing of batch receipts (docs/PROTOCOL.md §6.1): one frame on to the sender,
@@ -15,10 +16,10 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         return batch
     }
 
-    func testABatchGoesOnAsOneFrameVouchedForByTheRelay() {
+    func testABatchGoesOnAsOneFrameVouchedForByTheRelay() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         var expected = batch(40, ids: [31, 32, 33])
         expected.fromUser = "bob"
         XCTAssertEqual(relay.control(batch(40, ids: [31, 32, 33]), on: bob), [.send(alice, expected)])
@@ -26,8 +27,8 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
 
     func testWhileTheInboxDeliversItClaimsItsIdsAndTheSenderGetsTheRest() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
         let loaded = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2000))
         XCTAssertEqual(try relay.delivered(to: "bob", in: loaded).map(\.messageId), [77])
@@ -45,8 +46,8 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
 
     func testWhenTheInboxClaimsTheSampleTheLowestIdLeftLeadsWithoutAnAttempt() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let entry = InboxEntry(message: SIMPMessage(kind: .text, messageId: 77, fromUser: "alice", toUser: "bob", content: "stored"), storedAt: 1000)
         _ = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2000))
 
@@ -67,10 +68,10 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         return (taken, actions)
     }
 
-    func testAPlainReceiptFromItsReceiverIsForwardedAsItsBytes() {
+    func testAPlainReceiptFromItsReceiverIsForwardedAsItsBytes() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         var receipt = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 12)
         receipt.attempt = 2
         let (taken, actions) = fastPath(receipt, on: bob, in: &relay)
@@ -78,10 +79,10 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         XCTAssertEqual(actions, [.forward(alice, MessageCodec.encode(receipt))])
     }
 
-    func testWhatTheFastPathLeavesGoesThroughTheDecoder() {
+    func testWhatTheFastPathLeavesGoesThroughTheDecoder() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let plain = SIMPMessage(kind: .text, messageId: 31, fromUser: "alice", toUser: "bob").receipt(holdMicros: 0)
         var otherName = plain
         otherName.fromUser = "mallory" // the relay must overwrite it
@@ -110,10 +111,10 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
             }
     }
 
-    func testASenderWhoseConnectDidNotSayItReadsBatchesGetsTheSingleReceipts() {
+    func testASenderWhoseConnectDidNotSayItReadsBatchesGetsTheSingleReceipts() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        try relay.connect("bob", on: bob, port: 5002)
         let expected = singles(of: batch(40, ids: [31, 32, 33]), from: "bob")
         XCTAssertEqual(expected.map(\.messageId), [40, 31, 32, 33])
         XCTAssertEqual(
@@ -121,11 +122,11 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
             "the sample id first, with its attempt; the others without one")
     }
 
-    func testTheFastPathForwardsABatchOnlyToSendersThatReadBatches() {
+    func testTheFastPathForwardsABatchOnlyToSendersThatReadBatches() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
-        relay.connect("bob", on: bob, port: 5002)
-        relay.connect("carol", on: ConnectionID(3), port: 5003)
+        try relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        try relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("carol", on: ConnectionID(3), port: 5003)
         var toAlice = batch(40, ids: [31, 32])
         toAlice.fromUser = "bob"
         XCTAssertFalse(fastPath(toAlice, on: bob, in: &relay).0, "alice gets the single receipts from the decoder's path")
@@ -134,9 +135,9 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         XCTAssertEqual(fastPath(toCarol, on: bob, in: &relay).1, [.forward(ConnectionID(3), MessageCodec.encode(toCarol))])
     }
 
-    func testABatchFromAnotherRelayIsSplitForASenderThatDoesNotReadBatches() {
+    func testABatchFromAnotherRelayIsSplitForASenderThatDoesNotReadBatches() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
+        try relay.connect("alice", on: alice, port: 5001, acceptsBatchReceipts: false)
         var fromElsewhere = batch(40, ids: [31, 32])
         fromElsewhere.fromUser = "bob"
         XCTAssertEqual(
@@ -146,9 +147,9 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
 
     // MARK: Datagram copies (issue 25 item 8)
 
-    func testAReceiptCopyForASenderOnAnotherRelayIsDroppedWithoutCountingItUnroutable() {
+    func testAReceiptCopyForASenderOnAnotherRelayIsDroppedWithoutCountingItUnroutable() throws {
         var relay = DevRelay()
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("bob", on: bob, port: 5002)
         let copy = SIMPMessage(kind: .text, messageId: 31, fromUser: "carol", toUser: "bob").receipt(holdMicros: 0)
         XCTAssertEqual(relay.send(copy), [], "carol's relay gets the control copy through Redis; nothing was unroutable")
     }

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Sessions per (user, device) and send-only sessions in the relay core (docs/PROTOCOL.md
@@ -48,7 +49,7 @@ final class RelayCoreDevicesTests: XCTestCase {
 
     func testWhatIsStoredWhileADevicesBacklogIsReadGoesOutAfterTheBacklog() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         _ = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
         var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
         _ = hello(&laptop, into: &relay)
@@ -77,7 +78,7 @@ final class RelayCoreDevicesTests: XCTestCase {
 
     func testWhatIsStoredWhileADevicesRegistrationIsWrittenGoesOutAfterItsBacklog() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         _ = try connect("bob", device: "phone", on: ConnectionID(1), knownDevices: 2, into: &relay)
         let laptopConnection = ConnectionID(2)
         _ = relay.open(laptopConnection)
@@ -151,7 +152,7 @@ final class RelayCoreDevicesTests: XCTestCase {
 
     func testContentForAUserWithTwoDevicesIsStoredForEachAndSentToBoth() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
         var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
         _ = hello(&phone, into: &relay)
@@ -195,7 +196,7 @@ final class RelayCoreDevicesTests: XCTestCase {
     /// (alice's client must not say "offline"). Once the phone is gone too, it no longer does.
     func testStoredForAUserWithOneOfTwoDevicesOnlineSaysTheReceiverIsOnline() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         var (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), knownDevices: 2, into: &relay)
         _ = hello(&phone, into: &relay)
         _ = relay.answer(.loadInbox(user: "bob", device: "phone", [], wallNow: 0))
@@ -238,7 +239,7 @@ final class RelayCoreDevicesTests: XCTestCase {
 
     func testTypingReachesEveryOnlineDeviceOfAUserWithSeveralKnownDevicesAndIsNeverStored() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         // A newcomer: an earlier `simp send` made the default device known, then `simp chat` connected as "laptop".
         var (laptop, _) = try connect("bob", device: "laptop", on: ConnectionID(1), knownDevices: 2, into: &relay)
         _ = hello(&laptop, into: &relay)
@@ -261,9 +262,9 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(handedOver.count, 2, "nothing stored: \(handedOver)")
     }
 
-    func testTypingForAUserWithDevicesOnOtherRelaysGoesToEachOfThem() {
+    func testTypingForAUserWithDevicesOnOtherRelaysGoesToEachOfThem() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         let typing = SIMPMessage(kind: .typing, messageId: 11, fromUser: "alice", toUser: "bob")
         XCTAssertEqual(relay.send(typing), [.store(.lookup(user: "bob"))])
         let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")
@@ -293,9 +294,9 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(cached, [.reject(.unknownRecipient, detail: "alice -> carol"), .send(chat.connection, error)], "from the cache too")
     }
 
-    func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() {
+    func testAUserWithDevicesOnOtherRelaysGetsCustodyAndEachRelayIsTold() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: ConnectionID(9), port: 5009)
+        try relay.connect("alice", on: ConnectionID(9), port: 5009)
         let message = textMessage(5, from: "alice", to: "bob")
         XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
         let r2 = Route(address: address("10.0.0.2", 7000), relayId: "r2"), r3 = Route(address: address("10.0.0.3", 7000), relayId: "r3")

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Datagrams carried in DATAGRAM control frames when UDP does not get through
@@ -9,10 +10,10 @@ final class RelayCoreFallbackTests: XCTestCase {
     private let c1 = ConnectionID(1), c2 = ConnectionID(2)
 
     /// alice (UDP 5555) and bob (UDP 6666), both said HELLO over UDP.
-    private func relay() -> DevRelay {
+    private func relay() throws -> DevRelay {
         var relay = DevRelay()
-        relay.connect("alice", on: c1, port: 5555)
-        relay.connect("bob", on: c2, port: 6666)
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("bob", on: c2, port: 6666)
         return relay
     }
 
@@ -22,8 +23,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(actions, [relay.carried(SIMPMessage(kind: .hello, toUser: user), to: user)])
     }
 
-    func testACarriedHelloIsAnsweredOnTheControlConnectionAndMovesTheSessionThere() {
-        var relay = relay()
+    func testACarriedHelloIsAnsweredOnTheControlConnectionAndMovesTheSessionThere() throws {
+        var relay = try relay()
         XCTAssertEqual(relay.core.sessionsOverControl, 0)
 
         let hello = relay.carry(SIMPMessage(kind: .hello, fromUser: "bob"))
@@ -33,8 +34,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(relay.core.sessionCount, 2)
     }
 
-    func testDatagramsForASessionOnTheControlPathGoInFramesBothWays() {
-        var relay = relay()
+    func testDatagramsForASessionOnTheControlPathGoInFramesBothWays() throws {
+        var relay = try relay()
         moveToControl("bob", &relay)
         let toBob = textMessage(1, from: "alice", to: "bob")
         var receipt = toBob.receipt(holdMicros: 0)
@@ -47,8 +48,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(receiptCopy, [relay.delivery(receipt, to: "alice")], "alice is on UDP")
     }
 
-    func testADatagramHandedOverByAnotherRelayGoesTheReceiversWay() {
-        var relay = relay()
+    func testADatagramHandedOverByAnotherRelayGoesTheReceiversWay() throws {
+        var relay = try relay()
         moveToControl("bob", &relay)
         let fromCarol = textMessage(9, from: "carol", to: "bob") // carol is on another relay
 
@@ -57,8 +58,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(actions, [relay.carried(fromCarol, to: "bob")])
     }
 
-    func testAUDPHelloIsAnsweredOverUDPWithoutMovingTheSessionAndAnotherDatagramMovesItBack() {
-        var relay = relay()
+    func testAUDPHelloIsAnsweredOverUDPWithoutMovingTheSessionAndAnotherDatagramMovesItBack() throws {
+        var relay = try relay()
         moveToControl("bob", &relay)
         let bobUDP = relay.clients["bob"]!.address
 
@@ -74,8 +75,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(relay.core.sessionsOverControl, 0)
     }
 
-    func testAnOlderDatagramMovesNothing() {
-        var relay = relay()
+    func testAnOlderDatagramMovesNothing() throws {
+        var relay = try relay()
         let late = relay.sealed(SIMPMessage(kind: .ping, fromUser: "bob")) // sealed over UDP, arrives late
         moveToControl("bob", &relay)
 
@@ -83,8 +84,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(relay.core.sessionsOverControl, 1, "its counter is not the newest: bob stays on the control path")
     }
 
-    func testADatagramCarriedOnAnotherSessionsConnectionIsRejected() {
-        var relay = relay()
+    func testADatagramCarriedOnAnotherSessionsConnectionIsRejected() throws {
+        var relay = try relay()
         let bobs = relay.sealed(SIMPMessage(kind: .hello, fromUser: "bob"))
 
         let actions = relay.control(.carrying(bobs), on: c1)
@@ -94,8 +95,8 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(relay.core.sessionsOverControl, 0)
     }
 
-    func testACarriedDatagramIsCheckedLikeAUDPOne() {
-        var relay = relay()
+    func testACarriedDatagramIsCheckedLikeAUDPOne() throws {
+        var relay = try relay()
         var forged = relay.sealed(SIMPMessage(kind: .hello, fromUser: "bob"))
         forged.setInteger(UInt8(0xFF), at: forged.writerIndex - 1)
         let replayed = relay.sealed(SIMPMessage(kind: .ping, fromUser: "bob"))
@@ -106,15 +107,15 @@ final class RelayCoreFallbackTests: XCTestCase {
         XCTAssertEqual(relay.control(.carrying(ByteBuffer(bytes: [1, 2, 3])), on: c2), [.reject(.unsealed, detail: "3 bytes carried on c2")])
     }
 
-    func testACarriedDatagramAboveTheDatagramLimitIsRejected() {
-        var relay = relay()
+    func testACarriedDatagramAboveTheDatagramLimitIsRejected() throws {
+        var relay = try relay()
         let tooLarge = SIMPMessage.carrying(ByteBuffer(repeating: 0xA2, count: relay.core.configuration.maxDatagramSize + 1))
 
         XCTAssertEqual(relay.control(tooLarge, on: c2), [.reject(.datagramTooLarge, detail: "carried datagram of 8193 bytes on c2")])
     }
 
-    func testAClosedSessionOnTheControlPathIsNoLongerCounted() {
-        var relay = relay()
+    func testAClosedSessionOnTheControlPathIsNoLongerCounted() throws {
+        var relay = try relay()
         moveToControl("bob", &relay)
         _ = relay.closed(c2)
         XCTAssertEqual(relay.core.sessionsOverControl, 0)

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// The relay and HELD receipts (docs/PROTOCOL.md §6.6 rule 4): a stored message the device
@@ -26,8 +27,8 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
             $0.inboxRetransmit = .oneCopy
             $0.inboxRetransmit.initialRTO = .milliseconds(100)
         }
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let first = stored(1, seq: 1), second = stored(2, seq: 2)
         let sent = try relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [first, second], wallNow: 2000)))
         XCTAssertEqual(sent.map(\.messageId), [1, 2])
@@ -49,7 +50,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
 
     func testAHeldEntryIsStillSentAgainSlowlyForADeviceThatMayHaveRestarted() throws {
         var relay = DevRelay { $0.inboxRetransmit = .oneCopy }
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("bob", on: bob, port: 5002)
         let sent = try relay.delivered(
             to: "bob", in: relay.answer(.loadInbox(user: "bob", [stored(2, seq: 2)], wallNow: 2000)))
         _ = relay.control(held(sent[0]), on: bob, now: t0 + .milliseconds(20))
@@ -60,8 +61,8 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
 
     func testDirectDatagramsHeldBehindStoredOnesGoOutOnceTheStoredOnesHaveArrived() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let entry = stored(10, seq: 2)
         let sent = relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2))
         let copy = try XCTUnwrap(relay.delivered(to: "bob", in: sent).first)
@@ -76,10 +77,10 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         XCTAssertEqual(relay.send(direct), [relay.delivery(direct, to: "bob")], "no longer held")
     }
 
-    func testAHeldReceiptIsForwardedAsItsBytesWhenNothingIsStoredInFlight() {
+    func testAHeldReceiptIsForwardedAsItsBytesWhenNothingIsStoredInFlight() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         var receipt = held(textMessage(31, from: "alice", to: "bob"))
         receipt.attempt = 2
         var taken = false
@@ -90,8 +91,8 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
 
     func testAHeldReceiptForAMessageNotStoredIsForwardedToItsSenderAsItCame() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         var receipt = held(textMessage(4, from: "alice", to: "bob"))
         receipt.attempt = 1
         XCTAssertEqual(relay.control(receipt, on: bob), [.send(alice, receipt)])
@@ -101,8 +102,8 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
 
     func testTheDatagramCopyOfAHeldReceiptForAStoredMessageStaysWithTheRelay() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let entry = stored(10, seq: 2)
         let copy = try XCTUnwrap(
             relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [entry], wallNow: 2))).first)
@@ -115,8 +116,8 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
 
     func testABatchCopyLosesOnlyTheIdsOfStoredMessages() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
         let copy = try XCTUnwrap(
             relay.delivered(to: "bob", in: relay.answer(.loadInbox(user: "bob", [stored(10, seq: 2)], wallNow: 2))).first)
         var batch = copy.receipt(holdMicros: 0)

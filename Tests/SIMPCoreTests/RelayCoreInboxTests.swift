@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// The relay core's offline inbox: stored receipts, delivery from the inbox when the user comes
@@ -28,7 +29,7 @@ final class RelayCoreInboxTests: XCTestCase {
 
     func testStoredReceiptThenDeliveryFromInboxThenDeliveredReceipt() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         let entry = stored(77, seq: 1)
 
         XCTAssertEqual(
@@ -36,7 +37,7 @@ final class RelayCoreInboxTests: XCTestCase {
             [.send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))],
             "alice hears it is stored; bob's relay, if any, is asked to hand it over")
 
-        XCTAssertEqual(relay.connect("bob", on: bob, port: 5002), relay.registeredActions("bob"), "bob's inbox is read on connect")
+        XCTAssertEqual(try relay.connect("bob", on: bob, port: 5002), relay.registeredActions("bob"), "bob's inbox is read on connect")
         let (delivery, opened) = try load([entry], into: &relay)
         guard case .deliver("bob", _, let address)? = delivery.first else { return XCTFail("\(delivery)") }
         XCTAssertEqual(address.port, 5002)
@@ -52,7 +53,7 @@ final class RelayCoreInboxTests: XCTestCase {
 
     func testDeliveredReceiptForAnOfflineSenderIsStoredForIt() throws {
         var relay = DevRelay()
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("bob", on: bob, port: 5002)
         let entry = stored(8)
         let message = try XCTUnwrap(try load([entry], into: &relay).opened.first)
         XCTAssertEqual(
@@ -63,9 +64,9 @@ final class RelayCoreInboxTests: XCTestCase {
             ])
     }
 
-    func testDiscardedEntriesAreCountedAndTheirSendersTold() {
+    func testDiscardedEntriesAreCountedAndTheirSendersTold() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         let old = InboxEntry(message: SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob"), storedAt: 1)
         let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
         let request = StoreRequest.storeInInbox(user: "bob", message: new.message)
@@ -87,9 +88,9 @@ final class RelayCoreInboxTests: XCTestCase {
 
     /// A full log refused the message: counted, its sender told INBOX_FULL naming it (to send it
     /// again later), and no STORED (nothing was stored), nothing handed over or routed.
-    func testAMessageTheFullLogRefusedIsNotStoredAndItsSenderIsTold() {
+    func testAMessageTheFullLogRefusedIsNotStoredAndItsSenderIsTold() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         let new = InboxEntry(message: SIMPMessage(kind: .text, messageId: 2, fromUser: "alice", toUser: "bob"), storedAt: 2)
         var full = SIMPMessage.error(.inboxFull, "bob's inbox is full; try again later", messageId: 2, to: "alice")
         full.fromUser = "bob"
@@ -98,10 +99,10 @@ final class RelayCoreInboxTests: XCTestCase {
             [.reject(.inboxFull, detail: "\(SIMPMessage.Kind.text) 2 from alice to bob"), .send(alice, full)])
     }
 
-    func testAFailedInboxReadIsRetriedAfterTheRetryDelayWhileTheUserStays() {
+    func testAFailedInboxReadIsRetriedAfterTheRetryDelayWhileTheUserStays() throws {
         var relay = DevRelay()
-        relay.connect("bob", on: bob, port: 5002)
-        relay.connect("carol", on: ConnectionID(3), port: 5003)
+        try relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("carol", on: ConnectionID(3), port: 5003)
         let delay = relay.core.configuration.inboxRetryDelay
         XCTAssertEqual(relay.fail(.loadInbox(user: "bob"), StoreFailure("down")), [])
         XCTAssertEqual(relay.fail(.loadInbox(user: "carol"), StoreFailure("down"), now: t0 + .milliseconds(1)), [])
@@ -118,7 +119,7 @@ final class RelayCoreInboxTests: XCTestCase {
             $0.inboxRetransmit = .oneCopy
             $0.inboxRetransmit.initialRTO = .milliseconds(100)
         }
-        relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("bob", on: bob, port: 5002)
         let first = try XCTUnwrap(try load([stored(3, seq: 1)], into: &relay).opened.first)
         let deadline = relay.core.nextDeadline
         XCTAssertLessThan(deadline, t0 + .seconds(1), "the retransmission is due before anything else")
@@ -136,9 +137,9 @@ final class InboxOrderingTests: XCTestCase {
     func testDirectDatagramsWaitUntilStoredOnesFromTheSameSenderAreReceipted() throws {
         var relay = DevRelay()
         let alice = ConnectionID(1), bob = ConnectionID(2)
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("bob", on: bob, port: 5002)
-        relay.connect("carol", on: ConnectionID(3), port: 5003)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
+        try relay.connect("carol", on: ConnectionID(3), port: 5003)
         var stored = SIMPMessage(kind: .text, messageId: 10, fromUser: "alice", toUser: "bob")
         stored.stream = 10
         stored.seq = 1

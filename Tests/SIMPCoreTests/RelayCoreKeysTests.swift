@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Key bundles in the relay core (docs/PROTOCOL.md §4.8): published for the session's device,
@@ -9,9 +10,9 @@ final class RelayCoreKeysTests: XCTestCase {
     private let bundle = [UInt8](repeating: 7, count: 165)
     private let prekey = [UInt8](repeating: 9, count: 36)
 
-    func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() {
+    func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         var publish = SIMPMessage(kind: .keysPublish, messageId: 4)
         publish.keyBundles = [bundle]
         publish.oneTimePrekeys = [prekey]
@@ -26,9 +27,9 @@ final class RelayCoreKeysTests: XCTestCase {
         XCTAssertEqual(relay.fail(request, StoreFailure("down")), [.send(alice, .error(.internal, "key bundle not stored, try again", messageId: 4))])
     }
 
-    func testAFetchHandsOutEachDevicesBundleWithItsClaimedPrekeyAndAnUnknownUserIsSaidSo() {
+    func testAFetchHandsOutEachDevicesBundleWithItsClaimedPrekeyAndAnUnknownUserIsSaidSo() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         var fetch = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
         fetch.members = ["laptop"]
         let request = StoreRequest.fetchKeys(KeysFetch(user: "bob", skipClaimFor: ["laptop"], connection: alice, messageId: 5))
@@ -47,9 +48,9 @@ final class RelayCoreKeysTests: XCTestCase {
             relay.answer(.fetchKeys(fetchRequest, [], known: false)), [.send(alice, .error(.unknownRecipient, "no such user: bob", messageId: 5))])
     }
 
-    func testMalformedKeyFramesAreRefusedAndNothingIsStored() {
+    func testMalformedKeyFramesAreRefusedAndNothingIsStored() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         var shortPrekey = SIMPMessage(kind: .keysPublish, messageId: 6)
         shortPrekey.keyBundles = [bundle]
         shortPrekey.oneTimePrekeys = [[1, 2, 3]]

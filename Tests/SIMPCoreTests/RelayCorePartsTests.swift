@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// The parts `RelayCore` composes, each on its own.

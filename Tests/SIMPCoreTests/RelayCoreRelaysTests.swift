@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// RelayCore with other relays on the same store: deliveries handed over, moves.
@@ -8,9 +9,9 @@ final class RelayCoreRelaysTests: XCTestCase {
     private let elsewhere = address("127.0.0.7", 7777)
 
     /// A development-mode relay "r1" with bob connected on c1 (UDP 5555).
-    private func relayWithBob() -> DevRelay {
+    private func relayWithBob() throws -> DevRelay {
         var relay = DevRelay()
-        relay.connect("bob", on: c1, port: 5555)
+        try relay.connect("bob", on: c1, port: 5555)
         return relay
     }
 
@@ -24,22 +25,22 @@ final class RelayCoreRelaysTests: XCTestCase {
         relay.answer(.lookup(user: user, .single(Route(address: elsewhere, relayId: "r2"), known: true)))
     }
 
-    func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() {
-        var relay = relayWithBob()
+    func testDeliveryFromAnotherRelayGoesOutToTheNamedLocalUser() throws {
+        var relay = try relayWithBob()
         let bytes = payload(1, from: "alice", to: "bob")
         XCTAssertEqual(
             relay.relayDelivery(RelayDelivery(user: "bob", payload: .datagram(bytes))), [relay.delivery(payload: bytes, to: "bob")],
             "sealed for bob by the relay that holds him, to bob's address")
     }
 
-    func testReceiptFromAnotherRelayGoesDownTheUsersControlConnection() {
-        var relay = relayWithBob()
+    func testReceiptFromAnotherRelayGoesDownTheUsersControlConnection() throws {
+        var relay = try relayWithBob()
         let receipt = SIMPMessage(kind: .receipt, messageId: 9, fromUser: "alice", toUser: "bob")
         XCTAssertEqual(relay.relayDelivery(RelayDelivery(user: "bob", payload: .control(receipt))), [.send(c1, receipt)])
     }
 
-    func testDeliveryForAUserWhoIsNotHereIsCountedAndBadBytesToo() {
-        var relay = relayWithBob()
+    func testDeliveryForAUserWhoIsNotHereIsCountedAndBadBytesToo() throws {
+        var relay = try relayWithBob()
         XCTAssertEqual(
             relay.relayDelivery(RelayDelivery(user: "carol", payload: .datagram(payload(1, to: "carol")))),
             [.reject(.recipientNotHere, detail: "delivery for carol, who has no session on r1")])
@@ -52,8 +53,8 @@ final class RelayCoreRelaysTests: XCTestCase {
         }
     }
 
-    func testReceiptForASenderOnAnotherRelayIsLookedUpThenPublished() {
-        var relay = relayWithBob()
+    func testReceiptForASenderOnAnotherRelayIsLookedUpThenPublished() throws {
+        var relay = try relayWithBob()
         func published(_ id: UInt64) -> RelayAction {
             // The relay vouches for the receipt's sender.
             .store(
@@ -68,8 +69,8 @@ final class RelayCoreRelaysTests: XCTestCase {
             "cached now: the next receipt goes straight out")
     }
 
-    func testMoveAnnouncementDropsTheCachedRoute() {
-        var relay = relayWithBob()
+    func testMoveAnnouncementDropsTheCachedRoute() throws {
+        var relay = try relayWithBob()
         XCTAssertEqual(relay.send(textMessage(1, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
         XCTAssertEqual(
             onR2("alice", &relay), [.store(.publish(relay: "r2", RelayDelivery(user: "alice", payload: .datagram(payload(1, to: "alice")))))])
@@ -80,8 +81,8 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))])
     }
 
-    func testUnheardPublishForgetsEveryRouteThroughThatRelay() {
-        var relay = relayWithBob()
+    func testUnheardPublishForgetsEveryRouteThroughThatRelay() throws {
+        var relay = try relayWithBob()
         for user in ["alice", "dave"] {
             _ = relay.send(textMessage(1, from: "bob", to: user))
             _ = onR2(user, &relay)
@@ -97,16 +98,16 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(3, from: "bob", to: "dave")), [.store(.lookup(user: "dave"))])
     }
 
-    func testANewDeliverySubscriptionDropsEveryCachedRoute() {
-        var relay = relayWithBob()
+    func testANewDeliverySubscriptionDropsEveryCachedRoute() throws {
+        var relay = try relayWithBob()
         _ = relay.send(textMessage(1, from: "bob", to: "alice"))
         _ = onR2("alice", &relay)
         relay.core.deliveryChannelSubscribed()
         XCTAssertEqual(relay.send(textMessage(2, from: "bob", to: "alice")), [.store(.lookup(user: "alice"))], "moves may have been missed")
     }
 
-    func testLocalUserWhoMovedElsewhereIsCheckedThenClosed() {
-        var relay = relayWithBob()
+    func testLocalUserWhoMovedElsewhereIsCheckedThenClosed() throws {
+        var relay = try relayWithBob()
         XCTAssertEqual(relay.run { $0.userMoved(UserMove(user: "bob", relayId: "r1"), into: &$1) }, [], "own announcements are ignored")
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
         XCTAssertEqual(
@@ -121,8 +122,8 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.answer(.checkSession(user: "bob", session: "r1/1", current: "other")), [])
     }
 
-    func testASessionAnOperatorEndedIsToldSessionEndedNotAlreadyConnected() {
-        var relay = relayWithBob()
+    func testASessionAnOperatorEndedIsToldSessionEndedNotAlreadyConnected() throws {
+        var relay = try relayWithBob()
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
         _ = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
         XCTAssertEqual(
@@ -130,8 +131,8 @@ final class RelayCoreRelaysTests: XCTestCase {
             [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
     }
 
-    func testRouteLeftBehindByThisRelayMeansOffline() {
-        var relay = relayWithBob()
+    func testRouteLeftBehindByThisRelayMeansOffline() throws {
+        var relay = try relayWithBob()
         _ = relay.send(textMessage(1, from: "bob", to: "alice"))
         XCTAssertEqual(
             relay.answer(.lookup(user: "alice", .single(Route(address: elsewhere, relayId: "r1"), known: true))),

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Rooms in the relay core: posts numbered by the store and copied to every other member's
@@ -30,9 +31,9 @@ final class RelayCoreRoomTests: XCTestCase {
         return copy
     }
 
-    func testAPostBecomesOneNumberedCopyPerOtherMemberAndTheAuthorHearsStored() {
+    func testAPostBecomesOneNumberedCopyPerOtherMemberAndTheAuthorHearsStored() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         let request = StoreRequest.postToRoom(room: "lobby", message: post())
         XCTAssertEqual(relay.send(post()), [.store(request)])
 
@@ -62,9 +63,9 @@ final class RelayCoreRoomTests: XCTestCase {
         XCTAssertTrue(RelayCore.isValidRoomName("team-1.dev_x"))
     }
 
-    func testJoinAsksTheStoreAndItsAnswerGoesBackSorted() {
+    func testJoinAsksTheStoreAndItsAnswerGoesBackSorted() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         var join = SIMPMessage(kind: .roomJoin, messageId: 4)
         join.room = "lobby"
         let joining = RoomRequest(operation: .join, room: "lobby", user: "alice", connection: alice, messageId: 4)
@@ -86,9 +87,9 @@ final class RelayCoreRoomTests: XCTestCase {
             ])
     }
 
-    func testTheAuthorHearsHowManyMembersHaveThePost() {
+    func testTheAuthorHearsHowManyMembersHaveThePost() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("alice", on: alice, port: 5001)
         var progress = statusReceipt(900, from: "#lobby", to: "alice", .roomDelivered)
         progress.room = "lobby"
         progress.memberCount = 2
@@ -128,12 +129,12 @@ final class RelayCoreRoomTests: XCTestCase {
 }
 
 final class RelayCorePresenceTests: XCTestCase {
-    func testPresenceGoesToFollowersAndRoomPeersConnectedHere() {
+    func testPresenceGoesToFollowersAndRoomPeersConnectedHere() throws {
         var relay = DevRelay()
         let alice = ConnectionID(1), carol = ConnectionID(2), bob = ConnectionID(3)
-        relay.connect("alice", on: alice, port: 5001)
-        relay.connect("carol", on: carol, port: 5002)
-        relay.connect("bob", on: bob, port: 5003)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("carol", on: carol, port: 5002)
+        try relay.connect("bob", on: bob, port: 5003)
         XCTAssertEqual(relay.closed(bob), [.store(.unregister(user: "bob", session: "r1/3")), .store(.recordPresence(user: "bob", online: false))])
 
         var who = SIMPMessage(kind: .who, messageId: 9, toUser: "alice")
@@ -155,10 +156,10 @@ final class RelayCorePresenceTests: XCTestCase {
             "follower alice and room peer carol here; dave's relay, if any, hears it through the store")
     }
 
-    func testReadMarkerForAnOfflineSenderIsStoredAndTypingForAnOfflineUserIsDropped() {
+    func testReadMarkerForAnOfflineSenderIsStoredAndTypingForAnOfflineUserIsDropped() throws {
         var relay = DevRelay()
         let bob = ConnectionID(1)
-        relay.connect("bob", on: bob, port: 5001)
+        try relay.connect("bob", on: bob, port: 5001)
         let marker = SIMPMessage(kind: .read, messageId: 12, fromUser: "bob", toUser: "alice")
         XCTAssertEqual(
             relay.control(SIMPMessage(kind: .read, messageId: 12, fromUser: "mallory", toUser: "alice"), on: bob),

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Routing and sessions of the relay core, on a development relay (CONNECT without login, so
@@ -11,10 +12,10 @@ final class RelayCoreTests: XCTestCase {
     private let bobPeer = address("::1", 40_002)
 
     /// A relay with alice (UDP 5555) and, if asked, bob (UDP 6666, over IPv6) connected.
-    private func relay(withBob: Bool = false) -> DevRelay {
+    private func relay(withBob: Bool = false) throws -> DevRelay {
         var relay = DevRelay()
-        relay.connect("alice", on: c1, port: 5555, peer: alicePeer)
-        if withBob { relay.connect("bob", on: c2, port: 6666, peer: bobPeer) }
+        try relay.connect("alice", on: c1, port: 5555, peer: alicePeer)
+        if withBob { try relay.connect("bob", on: c2, port: 6666, peer: bobPeer) }
         return relay
     }
 
@@ -28,11 +29,11 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(actions, [.store(.register(Registration(user: "alice", route: route, session: "r1/1"), connection: c1))])
     }
 
-    func testRegistrationSuccessSendsConnectedWithKeysFromTheInjectedEntropyThenLoadsTheInbox() {
+    func testRegistrationSuccessSendsConnectedWithKeysFromTheInjectedEntropyThenLoadsTheInbox() throws {
         var relay = DevRelay(seed: 42)
         _ = relay.open(c1, peer: alicePeer)
         _ = relay.control(DevRelay.connectMessage("alice", udpPort: 5555), on: c1, peer: alicePeer)
-        let actions = relay.complete("alice", on: c1, port: 5555, peer: alicePeer)
+        let actions = try relay.complete("alice", on: c1, port: 5555, peer: alicePeer)
 
         // The same draws as the core's: the decoy secret, the session secret, the session id.
         var entropy = Entropy.seeded(42)
@@ -79,15 +80,15 @@ final class RelayCoreTests: XCTestCase {
             ])
     }
 
-    func testPingIsAnsweredWithPongOfSameId() {
-        var relay = relay()
+    func testPingIsAnsweredWithPongOfSameId() throws {
+        var relay = try relay()
         var pong = SIMPMessage(kind: .pong, messageId: 99)
         pong.time = 123
         XCTAssertEqual(relay.control(SIMPMessage(kind: .ping, messageId: 99, time: 123), on: c1, peer: alicePeer), [.send(c1, pong)])
     }
 
-    func testReceiptGoesToOriginalSenderWithAuthenticatedFromUser() {
-        var relay = relay(withBob: true)
+    func testReceiptGoesToOriginalSenderWithAuthenticatedFromUser() throws {
+        var relay = try relay(withBob: true)
         var receipt = SIMPMessage(kind: .receipt, messageId: 9, fromUser: "mallory", toUser: "alice")
         receipt.attempt = 2
         receipt.holdMicros = 300
@@ -96,16 +97,16 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.control(receipt, on: c2, peer: bobPeer), [.send(c1, expected)])
     }
 
-    func testConnectionClosedUnregistersSession() {
-        var relay = relay()
+    func testConnectionClosedUnregistersSession() throws {
+        var relay = try relay()
         XCTAssertEqual(
             relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertEqual(relay.closed(c1), [])
     }
 
-    func testNewConnectReplacesOldSessionAndOldCloseKeepsNewOne() {
-        var relay = relay()
+    func testNewConnectReplacesOldSessionAndOldCloseKeepsNewOne() throws {
+        var relay = try relay()
         _ = relay.open(c2, peer: alicePeer)
         let actions = relay.control(DevRelay.connectMessage("alice", udpPort: 5556), on: c2, peer: alicePeer)
         let register = StoreRequest.register(relay.registration("alice", on: c2, port: 5556, peer: alicePeer), connection: c2)
@@ -116,12 +117,12 @@ final class RelayCoreTests: XCTestCase {
                 .send(c1, .error(.alreadyConnected, "alice connected again elsewhere (a newer session of this device took over)")), .close(c1),
                 .store(register),
             ])
-        let completed = relay.complete("alice", on: c2, port: 5556, peer: alicePeer)
+        let completed = try relay.complete("alice", on: c2, port: 5556, peer: alicePeer)
         XCTAssertEqual(completed, relay.registeredActions("alice"))
 
         XCTAssertEqual(relay.closed(c1), [], "closing the old connection must not unregister the new session")
         XCTAssertTrue(relay.core.isConnected("alice"))
-        relay.connect("bob", on: ConnectionID(3), port: 6666, peer: bobPeer)
+        try relay.connect("bob", on: ConnectionID(3), port: 6666, peer: bobPeer)
         let forward = relay.send(textMessage(1, from: "bob", to: "alice"))
         XCTAssertEqual(forward, [relay.delivery(textMessage(1, from: "bob", to: "alice"), to: "alice")])
         guard case .deliver(_, _, let to)? = forward.first else { return XCTFail("\(forward)") }
@@ -150,7 +151,7 @@ final class RelayCoreTests: XCTestCase {
     // MARK: Datagrams
 
     func testDatagramToLocalUserIsResealedForTheRecipient() throws {
-        var relay = relay(withBob: true)
+        var relay = try relay(withBob: true)
         let message = textMessage(1, from: "alice", to: "bob")
         let actions = relay.send(message)
         XCTAssertEqual(actions, [relay.delivery(message, to: "bob")])
@@ -160,8 +161,8 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertThrowsError(try relay.open(bytes, as: "alice"), "not alice's")
     }
 
-    func testUnknownRecipientIsLookedUpThenRejected() {
-        var relay = relay()
+    func testUnknownRecipientIsLookedUpThenRejected() throws {
+        var relay = try relay()
         XCTAssertEqual(relay.send(textMessage(5, from: "alice", to: "carol")), [.store(.lookup(user: "carol"))])
         var error = SIMPMessage.error(.unknownRecipient, "no user \"carol\" is registered", messageId: 5, to: "alice")
         error.fromUser = "carol"
@@ -170,8 +171,8 @@ final class RelayCoreTests: XCTestCase {
             [.reject(.unknownRecipient, detail: "alice -> carol"), .send(c1, error)])
     }
 
-    func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() {
-        var relay = relay()
+    func testLookupPublishesQueuedPayloadsToTheUsersRelayAndCachesTheRoute() throws {
+        var relay = try relay()
         func publish(_ id: UInt64) -> RelayAction {
             .store(
                 .publish(
@@ -192,8 +193,8 @@ final class RelayCoreTests: XCTestCase {
             relay.send(textMessage(5, from: "alice", to: "dave"), now: t0 + ttl), [.store(.lookup(user: "dave"))], "asked again after the TTL")
     }
 
-    func testAUserTheStoreForgotMomentsAfterKnowingItIsRetriedNotRefused() {
-        var relay = relay()
+    func testAUserTheStoreForgotMomentsAfterKnowingItIsRetriedNotRefused() throws {
+        var relay = try relay()
         _ = relay.send(textMessage(1, from: "alice", to: "dave"))
         _ = relay.answer(.lookup(user: "dave", .single(Route(address: address("127.0.0.9", 9000), relayId: "r2"), known: true)))
         let later = t0 + relay.core.configuration.routeCacheTTL
@@ -209,8 +210,8 @@ final class RelayCoreTests: XCTestCase {
             .reject(.unknownRecipient, detail: "alice -> dave"), "still unknown after a registration TTL: refused")
     }
 
-    func testARouteNamingThisRelayWithoutASessionIsOffline() {
-        var relay = relay()
+    func testARouteNamingThisRelayWithoutASessionIsOffline() throws {
+        var relay = try relay()
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "erin")), [.store(.lookup(user: "erin"))])
         let stale = Route(address: address("10.0.0.1", 1), relayId: "r1")
         XCTAssertEqual(
@@ -219,8 +220,8 @@ final class RelayCoreTests: XCTestCase {
             "a stale registration of this relay: offline, stored")
     }
 
-    func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() {
-        var relay = relay()
+    func testKnownUserWithoutRouteIsOfflineAndStoredNotUnknown() throws {
+        var relay = try relay()
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "bob")), [.store(.lookup(user: "bob"))])
         XCTAssertEqual(
             relay.answer(.lookup(user: "bob", .single(nil, known: true))),
@@ -231,8 +232,8 @@ final class RelayCoreTests: XCTestCase {
             "no ERROR to the sender: the message goes to the inbox")
     }
 
-    func testAFailedLookupRejectsEveryWaitingPayload() {
-        var relay = relay()
+    func testAFailedLookupRejectsEveryWaitingPayload() throws {
+        var relay = try relay()
         XCTAssertEqual(relay.send(textMessage(1, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))])
         XCTAssertEqual(relay.send(textMessage(2, from: "alice", to: "dave")), [])
         let failed = RelayAction.reject(.registryUnavailable, detail: "registry lookup for dave failed")
@@ -240,16 +241,16 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(relay.send(textMessage(3, from: "alice", to: "dave")), [.store(.lookup(user: "dave"))], "nothing cached")
     }
 
-    func testPayloadsWaitingForALookupGoToTheRecipientWhoConnectedHereMeanwhile() {
-        var relay = relay()
+    func testPayloadsWaitingForALookupGoToTheRecipientWhoConnectedHereMeanwhile() throws {
+        var relay = try relay()
         let message = textMessage(1, from: "alice", to: "bob")
         XCTAssertEqual(relay.send(message), [.store(.lookup(user: "bob"))])
-        relay.connect("bob", on: c2, port: 6666, peer: bobPeer)
+        try relay.connect("bob", on: c2, port: 6666, peer: bobPeer)
         XCTAssertEqual(relay.answer(.lookup(user: "bob", .single(nil, known: true))), [relay.delivery(message, to: "bob")])
     }
 
-    func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() {
-        var relay = relay()
+    func testHelloIsAnsweredSealedForTheSessionToItsSourceAndAForgeryIsRejected() throws {
+        var relay = try relay()
         XCTAssertEqual(
             relay.send(SIMPMessage(kind: .hello, fromUser: "alice")),
             [relay.reply(SIMPMessage(kind: .hello, toUser: "alice"), to: "alice", at: address("127.0.0.1", 5555))])
@@ -267,8 +268,8 @@ final class RelayCoreTests: XCTestCase {
             [.reject(.unsealed, detail: "3 bytes from \(alicePeer)")])
     }
 
-    func testTheNewestAuthenticDatagramFromANewAddressMovesTheRoute() {
-        var relay = relay(withBob: true)
+    func testTheNewestAuthenticDatagramFromANewAddressMovesTheRoute() throws {
+        var relay = try relay(withBob: true)
         let roamed = address("127.0.0.1", 5999)
         let message = textMessage(1, from: "alice", to: "bob")
         let moved = relay.registration("alice", on: c1, port: 5999, peer: alicePeer)

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// The relay core's time-driven decisions (`tick`, `nextDeadline`): heartbeats, registration
@@ -11,9 +12,9 @@ final class RelayCoreTimerTests: XCTestCase {
 
     private func ping(_ id: UInt64) -> SIMPMessage { SIMPMessage(kind: .ping, messageId: id) }
 
-    func testPingsGoToConnectionsThatAreDue() {
+    func testPingsGoToConnectionsThatAreDue() throws {
         var relay = DevRelay { $0.heartbeat = self.heartbeat }
-        relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("alice", on: c1, port: 5001)
         XCTAssertEqual(relay.open(c2, now: t0 + .milliseconds(500)), [])
         XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(250), "heartbeats are checked four times per interval")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(250)), [])
@@ -23,10 +24,10 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(1750))
     }
 
-    func testASilentConnectionIsDroppedOnceAndCountedOnce() {
+    func testASilentConnectionIsDroppedOnceAndCountedOnce() throws {
         var relay = DevRelay { $0.heartbeat = self.heartbeat }
-        relay.connect("alice", on: c1, port: 5001)
-        relay.connect("bob", on: c2, port: 5002)
+        try relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
         XCTAssertEqual(relay.tick(now: t0 + .seconds(1)), [.send(c1, ping(1)), .send(c2, ping(2))])
         XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [.send(c1, ping(3)), .send(c2, ping(4))])
         XCTAssertEqual(relay.control(SIMPMessage(kind: .pong, messageId: 4), on: c2, now: t0 + .milliseconds(2500)), [])
@@ -49,7 +50,7 @@ final class RelayCoreTimerTests: XCTestCase {
     /// whatever its sessions: an idle session costs the store nothing. Its registrations are
     /// written again only when the store had lost the record (a new incarnation) and at the
     /// periodic sweep.
-    func testOnlyTheRelaysRecordIsRenewedUntilTheStoreLostItOrTheSweepIsDue() {
+    func testOnlyTheRelaysRecordIsRenewedUntilTheStoreLostItOrTheSweepIsDue() throws {
         var relay = DevRelay {
             $0.heartbeat = HeartbeatPolicy(interval: .seconds(600))
             $0.registrationSweepInterval = .seconds(60)
@@ -60,8 +61,8 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(
             relay.run { $0.listening(udpPort: 7100, description: "udp 7100", now: start, into: &$1) }, [renewal],
             "the relay announces itself at once")
-        relay.connect("alice", on: c1, port: 5001, now: start)
-        relay.connect("bob", on: c2, port: 5002, now: start)
+        try relay.connect("alice", on: c1, port: 5001, now: start)
+        try relay.connect("bob", on: c2, port: 5002, now: start)
         XCTAssertEqual(relay.connected("alice").udpPort, 7100, "CONNECTED names the bound port")
         let step = TimeAmount.nanoseconds(relay.core.configuration.refreshInterval.nanoseconds / 10)
         let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
@@ -88,9 +89,9 @@ final class RelayCoreTimerTests: XCTestCase {
 
     /// Each connection is pinged when its own interval is up, between the periodic checks:
     /// many connections' pings are spread over the interval, not sent together at a check.
-    func testEachConnectionIsPingedAtItsOwnTime() {
+    func testEachConnectionIsPingedAtItsOwnTime() throws {
         var relay = DevRelay { $0.heartbeat = self.heartbeat }
-        relay.connect("alice", on: c1, port: 5001, now: t0 + .milliseconds(100))
+        try relay.connect("alice", on: c1, port: 5001, now: t0 + .milliseconds(100))
         XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(250), "the periodic check comes first")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(250)), [])
         XCTAssertEqual(relay.core.nextDeadline, t0 + .milliseconds(500))
@@ -99,10 +100,10 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(1100)), [.send(c1, ping(1))])
     }
 
-    func testTheDrainEndsOnceNoReceiptCameForTheQuietPeriod() {
+    func testTheDrainEndsOnceNoReceiptCameForTheQuietPeriod() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: c1, port: 5001)
-        relay.connect("bob", on: c2, port: 5002)
+        try relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
         relay.core.beginDrain(now: t0)
         XCTAssertTrue(relay.core.isDraining)
         let bytes = relay.sealed(textMessage(1, from: "alice", to: "bob"))
@@ -119,9 +120,9 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.tick(now: t0 + .seconds(2)), [], "drained once")
     }
 
-    func testReceiptsFromOtherRelaysAndStoredReceiptsKeepTheDrainOpen() {
+    func testReceiptsFromOtherRelaysAndStoredReceiptsKeepTheDrainOpen() throws {
         var relay = DevRelay()
-        relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("alice", on: c1, port: 5001)
         relay.core.beginDrain(now: t0)
         let quiet = relay.core.configuration.drainQuietPeriod
         let receipt = SIMPMessage(kind: .receipt, messageId: 3, fromUser: "dave", toUser: "alice")
@@ -137,7 +138,7 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])
     }
 
-    func testTheDrainEndsAtOnceWithoutConnectionsAndAtItsTimeoutOtherwise() {
+    func testTheDrainEndsAtOnceWithoutConnectionsAndAtItsTimeoutOtherwise() throws {
         var empty = DevRelay()
         empty.core.beginDrain(now: t0)
         XCTAssertEqual(empty.tick(now: t0), [.drained])
@@ -146,7 +147,7 @@ final class RelayCoreTimerTests: XCTestCase {
             $0.drainTimeout = .seconds(2)
             $0.drainQuietPeriod = .seconds(60)
         }
-        busy.connect("alice", on: c1, port: 5001)
+        try busy.connect("alice", on: c1, port: 5001)
         busy.core.beginDrain(now: t0)
         XCTAssertEqual(busy.core.nextDeadline, t0 + .seconds(1), "the next heartbeat check comes first")
         XCTAssertEqual(busy.tick(now: t0 + .seconds(1)), [])
@@ -155,11 +156,11 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(busy.tick(now: t0 + .seconds(2)), [.drained])
     }
 
-    func testShutDownWithdrawsEveryRegistrationInOneRequestAndClosesEveryConnection() {
+    func testShutDownWithdrawsEveryRegistrationInOneRequestAndClosesEveryConnection() throws {
         var relay = DevRelay()
         _ = relay.run { $0.listening(udpPort: 7000, description: "udp 7000", now: DevRelay.t0, into: &$1) }
-        relay.connect("bob", on: c2, port: 5002)
-        relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
+        try relay.connect("alice", on: c1, port: 5001)
         XCTAssertEqual(relay.open(c3), [], "a connection without a session")
         let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
 

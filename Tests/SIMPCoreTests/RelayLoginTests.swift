@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Login and datagram authentication in the core: a real `ClientSession` logs in to a real

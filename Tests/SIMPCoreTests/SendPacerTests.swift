@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 import XCTest
 
 /// Pacing: a client keeps its content transmissions under the relay's per-user rate limit, so a

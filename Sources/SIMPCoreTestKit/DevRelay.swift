@@ -1,43 +1,53 @@
 import NIOCore
 import SIMPCore
-import XCTest
 
 /// The relay-core test helpers: a `RelayCore` with seeded entropy (so every output is
 /// deterministic) and, for each connected user, what its client holds: its connection, its
 /// datagram address and its session keys.
 ///
 /// Every entry point returns the actions the core appended, so tests compare whole outputs
-/// (`XCTAssertEqual(actions, [...])`). Datagrams the relay seals for a user are either opened
+/// (`XCTAssertEqual(actions, [...])`, or any other framework's equality check: the kit does not
+/// import XCTest, and what it checks itself it reports by throwing `UnexpectedActions`). Datagrams the relay seals for a user are either opened
 /// with the user's keys (`open`, `delivered`) or expected whole (`delivery`): sealing is
 /// deterministic, so the expected bytes are built with the user's keys, in the order the relay
 /// seals them.
 ///
 /// By default the relay is in development mode (CONNECT without login, the session secret in
 /// CONNECTED); `configure` may switch login on.
-struct DevRelay {
+///
+/// Where `EmbeddedRelay` (SIMPTestKit) runs the relay's engine and handlers on channels, this
+/// drives the sans-I/O `RelayCore` alone, one entry point at a time: for tests of the core's
+/// decisions, and of code that reads or builds the relay's actions.
+public struct DevRelay {
     /// The time every test starts at.
-    static let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
+    public static let t0 = NIODeadline.uptimeNanoseconds(10_000_000_000)
 
     /// What a connected user's client holds.
-    struct Client {
-        var connection: ConnectionID
+    public struct Client {
+        /// The user's control connection.
+        public var connection: ConnectionID
         /// Where the user's datagrams come from (its registered route).
-        var address: SocketAddress
-        var keys: SessionKeys
+        public var address: SocketAddress
+        /// The session keys CONNECTED carried.
+        public var keys: SessionKeys
         /// The session secret CONNECTED carried.
-        var secret: [UInt8]
+        public var secret: [UInt8]
         /// Seals the client's datagrams.
-        var sealer: DatagramSealer
+        public var sealer: DatagramSealer
         /// Opens what the relay sealed for the client.
-        var opener: DatagramOpener
+        public var opener: DatagramOpener
         /// Builds the relay's next datagrams for the client, to expect them whole.
-        var expected: DatagramSealer
+        public var expected: DatagramSealer
     }
 
-    var core: RelayCore
-    private(set) var clients: [String: Client] = [:]
+    /// The core under test; tests may call any of its entry points directly (or through `run`).
+    public var core: RelayCore
+    /// The users connected through `connect` (or `complete`), by name.
+    public private(set) var clients: [String: Client] = [:]
 
-    init(
+    /// A development relay `relayId` announcing UDP port `udpPort`, its entropy seeded with
+    /// `seed`, started at `now`; `configure` changes its configuration first.
+    public init(
         relayId: String = "r1", udpPort: Int = 7000, seed: UInt64 = 1, now: NIODeadline = DevRelay.t0,
         configure: (inout RelayCore.Configuration) -> Void = { _ in }
     ) {
@@ -50,55 +60,63 @@ struct DevRelay {
     // MARK: Driving the core
 
     /// Runs one core entry point and returns what it appended.
-    mutating func run(_ body: (inout RelayCore, inout [RelayAction]) -> Void) -> [RelayAction] {
+    public mutating func run(_ body: (inout RelayCore, inout [RelayAction]) -> Void) -> [RelayAction] {
         var actions: [RelayAction] = []
         body(&core, &actions)
         return actions
     }
 
     /// The control connection `connection`'s peer (unless a test names another).
-    static func peer(of connection: ConnectionID) -> SocketAddress {
+    public static func peer(of connection: ConnectionID) -> SocketAddress {
         try! SocketAddress(ipAddress: "127.0.0.1", port: 40_000 + Int(connection.rawValue))
     }
 
-    mutating func open(_ connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+    /// The control connection `connection` opens, from `peer` (default: `peer(of:)`).
+    public mutating func open(_ connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
         run { $0.connectionOpened(connection, peer: peer ?? Self.peer(of: connection), now: now, into: &$1) }
     }
 
-    mutating func control(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+    /// `message` arrives as a frame on control connection `connection`.
+    public mutating func control(_ message: SIMPMessage, on connection: ConnectionID, peer: SocketAddress? = nil, now: NIODeadline = t0)
+        -> [RelayAction]
+    {
         run { $0.controlReceived(message, on: connection, peer: peer ?? Self.peer(of: connection), now: now, into: &$1) }
     }
 
-    mutating func closed(_ connection: ConnectionID) -> [RelayAction] {
+    /// Control connection `connection` closed.
+    public mutating func closed(_ connection: ConnectionID) -> [RelayAction] {
         run { $0.connectionClosed(connection, into: &$1) }
     }
 
     /// The store answers a request the core made.
-    mutating func answer(_ answer: StoreAnswer, now: NIODeadline = t0) -> [RelayAction] {
+    public mutating func answer(_ answer: StoreAnswer, now: NIODeadline = t0) -> [RelayAction] {
         run { $0.storeAnswered(answer, now: now, into: &$1) }
     }
 
     /// The store fails a request the core made.
-    mutating func fail(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline = t0) -> [RelayAction] {
+    public mutating func fail(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline = t0) -> [RelayAction] {
         run { $0.storeFailed(request, failure, now: now, into: &$1) }
     }
 
     /// The answer of a store that knows nothing more than that `request` (a write, or a
     /// registration) was done.
-    static func done(_ request: StoreRequest) -> StoreAnswer {
+    public static func done(_ request: StoreRequest) -> StoreAnswer {
         guard case .register(_, let connection) = request else { return .written }
         return .register(connection: connection, knownDevices: 1, elsewhere: false)
     }
 
-    mutating func tick(now: NIODeadline) -> [RelayAction] {
+    /// The core's timer runs at `now`.
+    public mutating func tick(now: NIODeadline) -> [RelayAction] {
         run { $0.tick(now: now, into: &$1) }
     }
 
-    mutating func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline = t0) -> [RelayAction] {
+    /// `bytes` arrive on the relay's UDP socket from `source`.
+    public mutating func datagram(_ bytes: ByteBuffer, from source: SocketAddress, now: NIODeadline = t0) -> [RelayAction] {
         run { $0.datagramReceived(bytes, from: source, now: now, into: &$1) }
     }
 
-    mutating func relayDelivery(_ delivery: RelayDelivery, now: NIODeadline = t0) -> [RelayAction] {
+    /// Another relay hands over `delivery` (through the store's channel).
+    public mutating func relayDelivery(_ delivery: RelayDelivery, now: NIODeadline = t0) -> [RelayAction] {
         run { $0.relayDeliveryReceived(delivery.encoded(), now: now, into: &$1) }
     }
 
@@ -106,7 +124,7 @@ struct DevRelay {
 
     /// A CONNECT for `user` announcing UDP port `udpPort`, from a client that reads batch
     /// receipts (as every current one does) unless `acceptsBatchReceipts` is false.
-    static func connectMessage(_ user: String, udpPort: Int, acceptsBatchReceipts: Bool = true) -> SIMPMessage {
+    public static func connectMessage(_ user: String, udpPort: Int, acceptsBatchReceipts: Bool = true) -> SIMPMessage {
         var connect = SIMPMessage(kind: .connect, fromUser: user)
         connect.udpPort = UInt32(udpPort)
         connect.acceptsBatchReceipts = acceptsBatchReceipts
@@ -115,7 +133,7 @@ struct DevRelay {
 
     /// The registration the relay writes for `user` connecting on `connection` from `peer`'s
     /// IP with UDP port `port`.
-    func registration(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil) -> Registration {
+    public func registration(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil) -> Registration {
         var address = peer ?? Self.peer(of: connection)
         address.port = port
         let relayId = core.configuration.relayId
@@ -124,30 +142,34 @@ struct DevRelay {
 
     /// Opens `connection`, sends CONNECT for `user` with UDP port `port`, and completes the
     /// registration; keeps the session keys from CONNECTED as the client would. Returns the
-    /// actions of the completion.
+    /// actions of the completion. Throws `UnexpectedActions` if the core does not ask the store
+    /// to register `user` (or `complete` throws).
     @discardableResult
-    mutating func connect(
+    public mutating func connect(
         _ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0, acceptsBatchReceipts: Bool = true
-    ) -> [RelayAction] {
+    ) throws -> [RelayAction] {
         _ = open(connection, peer: peer, now: now)
         let registering = control(
             Self.connectMessage(user, udpPort: port, acceptsBatchReceipts: acceptsBatchReceipts), on: connection, peer: peer, now: now)
-        XCTAssertEqual(
-            registering.last, .store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection)),
-            "CONNECT registers \(user)")
-        return complete(user, on: connection, port: port, peer: peer, now: now)
+        let register = RelayAction.store(.register(registration(user, on: connection, port: port, peer: peer), connection: connection))
+        guard registering.last == register else {
+            throw UnexpectedActions(step: "CONNECT registers \(user)", expected: [register], actual: registering)
+        }
+        return try complete(user, on: connection, port: port, peer: peer, now: now)
     }
 
     /// The store wrote the registration of `user`'s CONNECT on `connection`; keeps the session
-    /// keys from CONNECTED as the client would. Returns the actions of the completion.
+    /// keys from CONNECTED as the client would, says HELLO and answers the inbox read with
+    /// nothing stored. Returns the actions of the completion. Throws `UnexpectedActions` if the
+    /// core does not send CONNECTED first, or does not answer the HELLO by reading the inbox.
     @discardableResult
-    mutating func complete(_ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction]
-    {
+    public mutating func complete(
+        _ user: String, on connection: ConnectionID, port: Int, peer: SocketAddress? = nil, now: NIODeadline = t0
+    ) throws -> [RelayAction] {
         let register = StoreRequest.register(registration(user, on: connection, port: port, peer: peer), connection: connection)
         let actions = answer(Self.done(register), now: now)
         guard case .send(connection, let connected)? = actions.first, connected.kind == .connected else {
-            XCTFail("no CONNECTED for \(user): \(actions)")
-            return actions
+            throw UnexpectedActions(step: "the registration of \(user) is answered with CONNECTED", expected: nil, actual: actions)
         }
         let keys = SessionKeys(sessionId: connected.sessionId, secret: connected.sessionSecret)
         clients[user] = Client(
@@ -156,20 +178,23 @@ struct DevRelay {
             expected: DatagramSealer(keys: keys, direction: .downlink))
         // The client says HELLO, as a real one does: the relay answers and reads its inbox now.
         let hello = send(SIMPMessage(kind: .hello, fromUser: user), now: now)
-        XCTAssertEqual(
-            hello,
-            [
-                .store(.loadInbox(user: user)),
-                reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address),
-            ],
-            "HELLO starts \(user)'s inbox")
+        let helloExpected: [RelayAction] = [
+            .store(.loadInbox(user: user)),
+            reply(SIMPMessage(kind: .hello, toUser: user), to: user, at: clients[user]!.address),
+        ]
+        guard hello == helloExpected else {
+            throw UnexpectedActions(step: "HELLO starts \(user)'s inbox", expected: helloExpected, actual: hello)
+        }
         // The store finds nothing stored (tests that store something answer the read again).
-        XCTAssertEqual(answer(.loadInbox(user: user, [], wallNow: 0), now: now), [])
+        let emptyInbox = answer(.loadInbox(user: user, [], wallNow: 0), now: now)
+        guard emptyInbox.isEmpty else {
+            throw UnexpectedActions(step: "an empty inbox of \(user) is read", expected: [], actual: emptyInbox)
+        }
         return actions
     }
 
     /// The CONNECTED `user`'s client received (with the session keys it holds).
-    func connected(_ user: String) -> SIMPMessage {
+    public func connected(_ user: String) -> SIMPMessage {
         var connected = SIMPMessage(kind: .connected, toUser: user)
         connected.udpPort = UInt32(core.configuration.udpPort)
         connected.relayId = core.configuration.relayId
@@ -182,7 +207,7 @@ struct DevRelay {
     }
 
     /// What a development relay does once the store has `user`'s registration.
-    func registeredActions(_ user: String) -> [RelayAction] {
+    public func registeredActions(_ user: String) -> [RelayAction] {
         [
             .send(clients[user]!.connection, connected(user)),
             .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
@@ -191,29 +216,29 @@ struct DevRelay {
     }
 
     /// `user`'s control connection.
-    func connection(of user: String) -> ConnectionID { clients[user]!.connection }
+    public func connection(of user: String) -> ConnectionID { clients[user]!.connection }
 
     // MARK: Datagrams
 
     /// `message` sealed by its `fromUser`'s client.
-    mutating func sealed(_ message: SIMPMessage) -> ByteBuffer {
+    public mutating func sealed(_ message: SIMPMessage) -> ByteBuffer {
         clients[message.fromUser]!.sealer.seal(message)
     }
 
     /// `message` as a datagram sealed by its `fromUser`'s client, from that client's address
     /// (or `source`).
-    mutating func send(_ message: SIMPMessage, from source: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
+    public mutating func send(_ message: SIMPMessage, from source: SocketAddress? = nil, now: NIODeadline = t0) -> [RelayAction] {
         let bytes = sealed(message)
         return datagram(bytes, from: source ?? clients[message.fromUser]!.address, now: now)
     }
 
     /// What `user`'s client reads from a datagram the relay sealed for it.
-    mutating func open(_ bytes: ByteBuffer, as user: String) throws -> SIMPMessage {
+    public mutating func open(_ bytes: ByteBuffer, as user: String) throws -> SIMPMessage {
         try MessageCodec.decode(try clients[user]!.opener.open(bytes).payload)
     }
 
     /// The messages of the `.deliver` actions for `user` in `actions`, opened.
-    mutating func delivered(to user: String, in actions: [RelayAction]) throws -> [SIMPMessage] {
+    public mutating func delivered(to user: String, in actions: [RelayAction]) throws -> [SIMPMessage] {
         var messages: [SIMPMessage] = []
         for case .deliver(let recipient, let bytes, _) in actions where recipient == user {
             messages.append(try open(bytes, as: user))
@@ -222,71 +247,60 @@ struct DevRelay {
     }
 
     /// The relay's next datagram for `user`, carrying `message`, to the user's address.
-    mutating func delivery(_ message: SIMPMessage, to user: String) -> RelayAction {
+    public mutating func delivery(_ message: SIMPMessage, to user: String) -> RelayAction {
         delivery(payload: MessageCodec.encode(message), to: user)
     }
 
     /// The relay's next datagram for `user`, carrying encoded `payload`.
-    mutating func delivery(payload: ByteBuffer, to user: String) -> RelayAction {
+    public mutating func delivery(payload: ByteBuffer, to user: String) -> RelayAction {
         .deliver(user: user, clients[user]!.expected.seal(payload: payload), to: clients[user]!.address)
     }
 
     /// The relay's next datagram for `user`, as a reply (HELLO) to `source`.
-    mutating func reply(_ message: SIMPMessage, to user: String, at source: SocketAddress) -> RelayAction {
+    public mutating func reply(_ message: SIMPMessage, to user: String, at source: SocketAddress) -> RelayAction {
         .reply(clients[user]!.expected.seal(message), to: source)
     }
 
     /// `message` sealed by its `fromUser`'s client and carried in a DATAGRAM frame on that
     /// client's control connection (docs/PROTOCOL.md §5.5).
-    mutating func carry(_ message: SIMPMessage, now: NIODeadline = t0) -> [RelayAction] {
+    public mutating func carry(_ message: SIMPMessage, now: NIODeadline = t0) -> [RelayAction] {
         let bytes = sealed(message)
         return control(.carrying(bytes), on: clients[message.fromUser]!.connection, now: now)
     }
 
     /// The relay's next datagram for `user`, carrying `message`, in a DATAGRAM frame on the
     /// user's control connection.
-    mutating func carried(_ message: SIMPMessage, to user: String) -> RelayAction {
+    public mutating func carried(_ message: SIMPMessage, to user: String) -> RelayAction {
         .carry(clients[user]!.connection, clients[user]!.expected.seal(message))
     }
 
     /// `user` now sends from `address` (its route moved).
-    mutating func move(_ user: String, to address: SocketAddress) {
+    public mutating func move(_ user: String, to address: SocketAddress) {
         clients[user]!.address = address
     }
 }
 
-extension StoreRequest {
-    /// The registration of a `.register` request.
-    var registration: Registration? {
-        if case .register(let registration, _) = self { return registration }
-        return nil
+/// What `DevRelay` throws when the core's actions at a step it takes for the caller (`connect`,
+/// `complete`) are not what a working relay does: the test fails at the step, with both lists.
+public struct UnexpectedActions: Error, CustomStringConvertible {
+    /// The step, as "what should have happened".
+    public let step: String
+    /// The actions the step needed (nil: described by `step` only).
+    public let expected: [RelayAction]?
+    /// What the core appended.
+    public let actual: [RelayAction]
+
+    /// The step, what it needed and what the core did instead.
+    public var description: String {
+        let needed = expected.map { "expected \($0), " } ?? ""
+        return "\(step): \(needed)got \(actual)"
     }
 }
 
-/// A user's default device, written as its user's name (as relay tests did before devices).
-extension Recipient: ExpressibleByStringLiteral {
-    public init(stringLiteral user: String) { self.init(user: user) }
-}
-
-/// A text message, as tests send them.
-func textMessage(_ id: UInt64, from: String, to: String) -> SIMPMessage {
-    SIMPMessage(kind: .text, messageId: id, fromUser: from, toUser: to, content: "msg \(id)")
-}
-
-/// An address.
-func address(_ ip: String, _ port: Int) -> SocketAddress { try! SocketAddress(ipAddress: ip, port: port) }
-
-/// A receipt of message `id` from `from` (the receiver) to `to` (the sender) with `status`, as
-/// the relay writes it for stored messages (not an RTT sample: attempt 0).
-func statusReceipt(_ id: UInt64, from: String, to: String, _ status: SIMPMessage.DeliveryStatus) -> SIMPMessage {
-    var receipt = SIMPMessage(kind: .receipt, messageId: id, fromUser: from, toUser: to)
-    receipt.status = status
-    return receipt
-}
-
-/// A STORED receipt for a receiver with several devices, at least one of them online.
-func onlineStoredReceipt(_ id: UInt64, from: String, to: String) -> SIMPMessage {
-    var receipt = statusReceipt(id, from: from, to: to, .stored)
-    receipt.receiverOnline = true
-    return receipt
+extension StoreRequest {
+    /// The registration of a `.register` request (nil for every other request).
+    public var registration: Registration? {
+        if case .register(let registration, _) = self { return registration }
+        return nil
+    }
 }
