@@ -48,14 +48,6 @@ final class ChatEndToEndTests: RelayTestCase {
         return [PasswordInput.environmentVariable: TestRelay.password(for: user)]
     }
 
-    func assertScreen(
-        _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
-        line: UInt = #line
-    ) async {
-        let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
-        XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
-    }
-
     func testTwoPeopleChatOnTerminalsAndSeeDeliveryTicks() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let aliceTerminal = try await chat(alice, to: bob, typesPassword: true)

@@ -21,14 +21,6 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
             environment: try await chatEnvironment(user), width: 100, height: 30)
     }
 
-    func assertScreen(
-        _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
-        line: UInt = #line
-    ) async {
-        let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
-        XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
-    }
-
     /// Story 4: with the relay down, a line typed and `/quit` (twice) is not lost: the next
     /// `simp chat` resends it, the peer gets it once, and the history says delivered. Alice
     /// wrote to bob before the outage, so she knows his devices without asking the relay (bob

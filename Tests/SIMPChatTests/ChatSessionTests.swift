@@ -6,29 +6,14 @@ import SIMPTestSupport
 import XCTest
 
 /// Keystrokes and client events in, screen and effects out.
-final class ChatSessionTests: XCTestCase {
-    static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
+final class ChatSessionTests: XCTestCase, ChatSessionDriving {
     var session: ChatSession!
     var terminal = VirtualTerminal(width: 100, height: 8)
     var decoder = KeyDecoder()
 
     func start(interactive: Bool = true, peer: String? = nil, history: [HistoryEntry] = [], connected: Bool = true) {
-        session = ChatSession(
-            user: "alice", peer: peer,
-            screen: Screen(width: 100, height: 8, interactive: interactive, colors: false),
-            history: history, clock: Self.clock)
-        session.start(showingHistory: 2)
-        if connected { session.connectionChanged(.connected(relayId: "r1")) }
-        refresh()
+        startSession(peer: peer, history: history, showingHistory: 2, interactive: interactive, connected: connected)
     }
-
-    @discardableResult
-    func type(_ text: String) -> [ChatEffect] {
-        defer { refresh() }
-        return session.handle(decoder.feed(Array(text.utf8)))
-    }
-
-    func refresh() { terminal.feed(session.takeOutput()) }
 
     func testTypedMessageIsSentAndItsMarkGoesPendingSentDeliveredInPlace() {
         start()

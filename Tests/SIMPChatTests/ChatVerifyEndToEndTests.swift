@@ -14,14 +14,6 @@ final class ChatVerifyEndToEndTests: ClientHomeTestCase {
             environment: try await environment(user).merging(["NO_COLOR": "1"]) { $1 }, width: 100, height: 30)
     }
 
-    func assertScreen(
-        _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
-        line: UInt = #line
-    ) async {
-        let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }
-        XCTAssertTrue(shown, "screen lacks \(text):\n" + terminal.screen.transcript.joined(separator: "\n"), line: line)
-    }
-
     /// The 60 digits `/verify` printed (twelve groups of five), if any.
     func safetyNumbers(on terminal: PseudoTerminalProcess) -> [String] {
         terminal.screen.transcript.map { $0.trimmingCharacters(in: .whitespaces) }.filter { line in

@@ -7,28 +7,14 @@ import XCTest
 
 /// Checking who one talks to in `simp chat`: `/verify`, a peer's new or changed devices, and
 /// received lines that did not come end-to-end encrypted.
-final class ChatVerifyTests: XCTestCase {
-    static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
+final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
     var session: ChatSession!
     var terminal = VirtualTerminal(width: 100, height: 12)
     var decoder = KeyDecoder()
 
     func start(peer: String? = "bob", history: [HistoryEntry] = []) {
-        session = ChatSession(
-            user: "alice", peer: peer, screen: Screen(width: 100, height: 12, interactive: true, colors: false),
-            history: history, clock: Self.clock)
-        session.start(showingHistory: 5)
-        session.connectionChanged(.connected(relayId: "r1"))
-        refresh()
+        startSession(peer: peer, history: history, showingHistory: 5)
     }
-
-    @discardableResult
-    func type(_ text: String) -> [ChatEffect] {
-        defer { refresh() }
-        return session.handle(decoder.feed(Array(text.utf8)))
-    }
-
-    func refresh() { terminal.feed(session.takeOutput()) }
 
     func testVerifyIsParsedListedInHelpAndCompleted() {
         XCTAssertEqual(ChatCommand.parse("/verify bob"), .verify("bob"))

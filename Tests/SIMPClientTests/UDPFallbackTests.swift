@@ -43,6 +43,59 @@ final class UDPFallbackTests: XCTestCase {
         return texts
     }
 
+    /// alice and bob with their clients and inboxes.
+    private struct Pair {
+        let alice: String, bob: String
+        let aliceClient: SIMPClient, bobClient: SIMPClient
+        let aliceInbox: MessageInbox, bobInbox: MessageInbox
+
+        /// Both users' inboxes start now.
+        init(alice: String, _ aliceClient: SIMPClient, bob: String, _ bobClient: SIMPClient) {
+            (self.alice, self.bob, self.aliceClient, self.bobClient) = (alice, bob, aliceClient, bobClient)
+            (aliceInbox, bobInbox) = (MessageInbox(aliceClient), MessageInbox(bobClient))
+        }
+    }
+
+    /// Who a test blocks the UDP of.
+    private enum Party { case alice, bob }
+
+    /// Connects new users bob, then alice, to `relay`; `aliceUDP` and `bobUDP` (if given) block
+    /// their UDP.
+    private func connectPair(on relay: TestRelay, aliceUDP: UDPBlock? = nil, bobUDP: UDPBlock? = nil) async throws -> Pair {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let bobClient = try await relay.connectClient(user: bob) { $0.udpBlock = bobUDP }
+        let aliceClient = try await relay.connectClient(user: alice) { $0.udpBlock = aliceUDP }
+        return Pair(alice: alice, aliceClient, bob: bob, bobClient)
+    }
+
+    /// alice sends bob `count` messages in turn, then bob sends alice `count`; each side gets
+    /// all of them, once, in order.
+    private func exchange(_ count: Int, in pair: Pair, file: StaticString = #filePath, line: UInt = #line) async throws {
+        let toBob = try await sendInTurn(count, from: pair.aliceClient, to: pair.bob, tag: "to bob")
+        let toAlice = try await sendInTurn(count, from: pair.bobClient, to: pair.alice, tag: "to alice")
+        await assertArrivedOnceInOrder(toBob, at: pair.bobInbox, file: file, line: line)
+        await assertArrivedOnceInOrder(toAlice, at: pair.aliceInbox, file: file, line: line)
+    }
+
+    /// On a new relay, alice streams `count` messages to bob in turn, and `blocked`'s UDP is
+    /// blocked just before message `blockedFrom`: bob gets all of them, once, in order, and the
+    /// blocked client's datagrams go over the control connection. Returns what the test may
+    /// check further.
+    private func stream(
+        _ count: Int, blockingUDPOf blocked: Party, from blockedFrom: Int
+    ) async throws -> (relay: TestRelay, pair: Pair, block: UDPBlock, texts: [String]) {
+        let relay = try await startRelay()
+        let block = UDPBlock(blocking: false)
+        let pair = try await connectPair(on: relay, aliceUDP: blocked == .alice ? block : nil, bobUDP: blocked == .bob ? block : nil)
+        let texts = try await sendInTurn(count, from: pair.aliceClient, to: pair.bob, tag: "stream") { number in
+            if number == blockedFrom { block.isBlocking = true }
+        }
+        await assertArrivedOnceInOrder(texts, at: pair.bobInbox)
+        let path = await (blocked == .alice ? pair.aliceClient : pair.bobClient).datagramPath
+        XCTAssertEqual(path, .control, "\(blocked)'s datagrams went over the control connection")
+        return (relay, pair, block, texts)
+    }
+
     private func assertArrivedOnceInOrder(_ texts: [String], at inbox: MessageInbox, file: StaticString = #filePath, line: UInt = #line) async {
         let arrived = await inbox.waitFor(texts.count, within: .seconds(10))
         try? await Task.sleep(nanoseconds: 200_000_000) // a late duplicate would show now
@@ -53,17 +106,10 @@ final class UDPFallbackTests: XCTestCase {
 
     func testASenderWhoseUDPIsBlockedFromTheStartSendsAndReceivesOverTheControlConnection() async throws {
         let relay = try await startRelay()
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let bobClient = try await relay.connectClient(user: bob)
-        let aliceClient = try await relay.connectClient(user: alice) { $0.udpBlock = UDPBlock(blocking: true) }
-        let bobInbox = MessageInbox(bobClient), aliceInbox = MessageInbox(aliceClient)
+        let pair = try await connectPair(on: relay, aliceUDP: UDPBlock(blocking: true))
 
-        let toBob = try await sendInTurn(20, from: aliceClient, to: bob, tag: "to bob")
-        let toAlice = try await sendInTurn(20, from: bobClient, to: alice, tag: "to alice")
-
-        await assertArrivedOnceInOrder(toBob, at: bobInbox)
-        await assertArrivedOnceInOrder(toAlice, at: aliceInbox)
-        let alicePath = await aliceClient.datagramPath, bobPath = await bobClient.datagramPath
+        try await exchange(20, in: pair)
+        let alicePath = await pair.aliceClient.datagramPath, bobPath = await pair.bobClient.datagramPath
         XCTAssertEqual(alicePath, .control)
         XCTAssertEqual(bobPath, .udp)
         let stats = try await relay.server.statistics()
@@ -73,17 +119,10 @@ final class UDPFallbackTests: XCTestCase {
 
     func testBothSidesBlockedFromTheStart() async throws {
         let relay = try await startRelay()
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let bobClient = try await relay.connectClient(user: bob) { $0.udpBlock = UDPBlock(blocking: true) }
-        let aliceClient = try await relay.connectClient(user: alice) { $0.udpBlock = UDPBlock(blocking: true) }
-        let bobInbox = MessageInbox(bobClient), aliceInbox = MessageInbox(aliceClient)
+        let pair = try await connectPair(on: relay, aliceUDP: UDPBlock(blocking: true), bobUDP: UDPBlock(blocking: true))
 
-        let toBob = try await sendInTurn(20, from: aliceClient, to: bob, tag: "to bob")
-        let toAlice = try await sendInTurn(20, from: bobClient, to: alice, tag: "to alice")
-
-        await assertArrivedOnceInOrder(toBob, at: bobInbox)
-        await assertArrivedOnceInOrder(toAlice, at: aliceInbox)
-        let paths = [await aliceClient.datagramPath, await bobClient.datagramPath]
+        try await exchange(20, in: pair)
+        let paths = [await pair.aliceClient.datagramPath, await pair.bobClient.datagramPath]
         XCTAssertEqual(paths, [.control, .control])
     }
 
@@ -91,25 +130,12 @@ final class UDPFallbackTests: XCTestCase {
     /// duplicated or reordered, and bob comes back to UDP (the relay's sessions on the control
     /// path go back to 0).
     func testAReceiverBlockedMidStreamLosesNothingAndComesBackToUDP() async throws {
-        let relay = try await startRelay()
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let block = UDPBlock(blocking: false)
-        let bobClient = try await relay.connectClient(user: bob) { $0.udpBlock = block }
-        let aliceClient = try await relay.connectClient(user: alice)
-        let bobInbox = MessageInbox(bobClient)
-
-        let texts = try await sendInTurn(200, from: aliceClient, to: bob, tag: "stream") { number in
-            if number == 51 { block.isBlocking = true }
-        }
-
-        await assertArrivedOnceInOrder(texts, at: bobInbox)
-        let blockedPath = await bobClient.datagramPath
-        XCTAssertEqual(blockedPath, .control)
+        let (relay, pair, block, texts) = try await stream(200, blockingUDPOf: .bob, from: 51)
         block.isBlocking = false
-        let back = await Eventually.holds(within: .seconds(10)) { await bobClient.datagramPath == .udp }
+        let back = await Eventually.holds(within: .seconds(10)) { await pair.bobClient.datagramPath == .udp }
         XCTAssertTrue(back, "bob probes UDP and comes back")
-        let afterwards = try await sendInTurn(10, from: aliceClient, to: bob, tag: "after")
-        await assertArrivedOnceInOrder(texts + afterwards, at: bobInbox)
+        let afterwards = try await sendInTurn(10, from: pair.aliceClient, to: pair.bob, tag: "after")
+        await assertArrivedOnceInOrder(texts + afterwards, at: pair.bobInbox)
         let onControl = try await Eventually.holds { try await relay.server.statistics().sessionsOverControl == 0 }
         XCTAssertTrue(onControl, "the relay moved bob's session back to UDP")
     }
@@ -117,20 +143,7 @@ final class UDPFallbackTests: XCTestCase {
     /// A sender blocked mid-stream: its messages in flight are sent again over the control
     /// connection.
     func testASenderBlockedMidStreamLosesNothing() async throws {
-        let relay = try await startRelay()
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let block = UDPBlock(blocking: false)
-        let bobClient = try await relay.connectClient(user: bob)
-        let aliceClient = try await relay.connectClient(user: alice) { $0.udpBlock = block }
-        let bobInbox = MessageInbox(bobClient)
-
-        let texts = try await sendInTurn(100, from: aliceClient, to: bob, tag: "stream") { number in
-            if number == 31 { block.isBlocking = true }
-        }
-
-        await assertArrivedOnceInOrder(texts, at: bobInbox)
-        let path = await aliceClient.datagramPath
-        XCTAssertEqual(path, .control)
+        _ = try await stream(100, blockingUDPOf: .alice, from: 31)
     }
 
     /// Across two relays on one Redis: alice (relay 0) and bob (relay 1) both blocked; the
@@ -141,13 +154,8 @@ final class UDPFallbackTests: XCTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let aliceClient = try await cluster.connectClient(user: alice, relay: 0) { $0.udpBlock = UDPBlock(blocking: true) }
         let bobClient = try await cluster.connectClient(user: bob, relay: 1) { $0.udpBlock = UDPBlock(blocking: true) }
-        let aliceInbox = MessageInbox(aliceClient), bobInbox = MessageInbox(bobClient)
 
-        let toBob = try await sendInTurn(10, from: aliceClient, to: bob, tag: "to bob")
-        let toAlice = try await sendInTurn(10, from: bobClient, to: alice, tag: "to alice")
-
-        await assertArrivedOnceInOrder(toBob, at: bobInbox)
-        await assertArrivedOnceInOrder(toAlice, at: aliceInbox)
+        try await exchange(10, in: Pair(alice: alice, aliceClient, bob: bob, bobClient))
         let stats = try await cluster.relays[1].server.statistics()
         XCTAssertGreaterThanOrEqual(stats.datagramsCarriedOut, 10, "alice's messages reached bob in frames from his relay")
     }
