@@ -7,8 +7,9 @@ import NIOPosix
 /// keepalives) pass unchanged and uncounted, and the target's datagrams go back to the client,
 /// like a NAT. Datagrams are encrypted, so the proxy tells them apart by length, as any
 /// on-path observer could: the client's first datagram is its HELLO, and its keepalive PINGs
-/// have the same length (both carry only version, type and user); content datagrams are longer. Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to
-/// lose or repeat chosen messages on purpose.
+/// have the same length (both carry only version, type and user); content datagrams are longer.
+/// Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to lose or
+/// repeat chosen messages on purpose.
 public final class DatagramProxy: @unchecked Sendable {
     public let channel: Channel
     public var address: SocketAddress { channel.localAddress! }
