@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 public final class CapturedLog: Sendable {
     private let lines = NIOLockedValueBox<[(level: Logger.Level, text: String)]>([])
 
+    /// An empty log.
     public init() {}
 
     /// A logger writing here, at `level` and above.

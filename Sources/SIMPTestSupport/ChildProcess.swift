@@ -72,6 +72,8 @@ public final class ChildProcess: Sendable {
     }
 }
 
+/// Why a child process could not be started (its executable not built, or no pseudo-terminal).
 public struct ChildProcessError: Error, CustomStringConvertible {
+    /// What went wrong, for the test's failure message.
     public let description: String
 }

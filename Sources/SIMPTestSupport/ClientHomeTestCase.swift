@@ -8,11 +8,13 @@ open class ClientHomeTestCase: RelayTestCase {
     /// This test's `$SIMP_HOME` (created by `simp` when it first needs it).
     public var home: URL!
 
+    /// Starts the relay and picks a new, not yet created `$SIMP_HOME`.
     open override func setUp() async throws {
         try await super.setUp()
         home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)")
     }
 
+    /// Removes the test's `$SIMP_HOME`, then stops the relay.
     open override func tearDown() async throws {
         try? FileManager.default.removeItem(at: home)
         try await super.tearDown()

@@ -11,7 +11,9 @@ import NIOPosix
 /// Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to lose or
 /// repeat chosen messages on purpose.
 public final class DatagramProxy: @unchecked Sendable {
+    /// The proxy's UDP socket.
     public let channel: Channel
+    /// Where the client sends its datagrams instead of the relay.
     public var address: SocketAddress { channel.localAddress! }
     private let group: MultiThreadedEventLoopGroup
     private let handler: Handler
@@ -43,6 +45,7 @@ public final class DatagramProxy: @unchecked Sendable {
         handler.state.withLockedValue { ($0.seen, $0.dropped) }
     }
 
+    /// Closes the socket and stops the proxy's event loop.
     public func stop() async {
         try? await channel.close()
         try? await group.shutdownGracefully()

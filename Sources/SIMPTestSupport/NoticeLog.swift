@@ -4,6 +4,7 @@ import SIMPCore
 
 /// Collects a client's `DeliveryNotice`s (stored, delivered later, discarded) for assertions.
 public actor NoticeLog {
+    /// The notices so far, in the order they came.
     public private(set) var notices: [DeliveryNotice] = []
 
     /// Starts consuming `client.notices` (a stream has one consumer: use one log per client).

@@ -9,10 +9,13 @@ import Glibc
 /// A built executable of this package run on a pseudo-terminal, as a user at a terminal
 /// would run it: the test types keys and reads the screen (`VirtualTerminal`).
 public final class PseudoTerminalProcess: @unchecked Sendable {
+    /// The program running on the terminal.
     public let child: ChildProcess
     private let controller: Int32
     private let output = NIOLockedValueBox<[UInt8]>([])
+    /// The terminal's width in columns, as the program was told.
     public let width: Int
+    /// The terminal's height in rows.
     public let height: Int
 
     /// Opens a pseudo-terminal of `width`×`height` and starts `executable` on it.

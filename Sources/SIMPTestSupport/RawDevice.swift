@@ -7,8 +7,11 @@ import SIMPCore
 /// opens what the relay sends it, and receipts content over the control channel when told to
 /// (`receiptNew`), so tests can decide exactly when the "application" has a message.
 public final class RawDevice: @unchecked Sendable {
+    /// The user this device belongs to.
     public let user: String
+    /// The device name it logged in with.
     public let device: String
+    /// Its control connection.
     public let control = RawControlConnection()
     private let socket = RawDatagramSocket()
     private let relayUDP: SocketAddress

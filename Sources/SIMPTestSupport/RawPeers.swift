@@ -11,6 +11,7 @@ public final class RawControlConnection: @unchecked Sendable {
     private let collector = Collector()
     private var channel: Channel!
 
+    /// A connection not yet made (`connect`).
     public init() {}
 
     /// Connects to the relay on 127.0.0.1:`port`, from `source` (another loopback address plays
@@ -89,6 +90,7 @@ public final class RawControlConnection: @unchecked Sendable {
     /// Whether the relay has closed the connection.
     public var isClosed: Bool { !channel.isActive }
 
+    /// Closes the connection and stops its event loop.
     public func close() async {
         try? await channel?.close()
         try? await group.shutdownGracefully()
@@ -107,7 +109,9 @@ public final class RawControlConnection: @unchecked Sendable {
 
 /// Why a raw peer could not do what a test asked.
 public struct RawPeerError: Error, CustomStringConvertible {
+    /// What the peer could not do.
     public let description: String
+    /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }
 
@@ -116,8 +120,10 @@ public struct RawPeerError: Error, CustomStringConvertible {
 public final class RawDatagramSocket: @unchecked Sendable {
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let collector = Collector()
+    /// The bound socket (after `bind`).
     public private(set) var channel: Channel!
 
+    /// A socket not yet bound (`bind`).
     public init() {}
 
     /// Binds a free loopback port.
@@ -127,8 +133,10 @@ public final class RawDatagramSocket: @unchecked Sendable {
             .bind(host: "127.0.0.1", port: 0).get()
     }
 
+    /// The loopback port it is bound to.
     public var port: Int { channel.localAddress!.port! }
 
+    /// Sends `bytes` as one datagram to `address`.
     public func send(_ bytes: ByteBuffer, to address: SocketAddress) async throws {
         try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes))
     }
@@ -147,6 +155,7 @@ public final class RawDatagramSocket: @unchecked Sendable {
         collector.datagrams.withLockedValue { $0 }
     }
 
+    /// Closes the socket and stops its event loop.
     public func close() async {
         try? await channel?.close()
         try? await group.shutdownGracefully()
@@ -165,6 +174,7 @@ public final class RawDatagramSocket: @unchecked Sendable {
 
 /// Sends raw UDP datagrams, e.g. garbage to a relay's data port.
 public enum RawDatagram {
+    /// Sends `bytes` as one datagram to `address` from a new loopback socket, closed afterwards.
     public static func send(_ bytes: [UInt8], to address: SocketAddress) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let channel = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()

@@ -3,15 +3,18 @@ import XCTest
 
 /// A test case with a fresh relay (and Redis) per test, stopped afterwards.
 open class RelayTestCase: XCTestCase {
+    /// This test's relay, started in `setUp`.
     public var relay: TestRelay!
 
     /// Adjusts the relay's settings before each test's relay starts.
     open func configureRelay(_ configuration: inout RelayConfiguration) {}
 
+    /// Starts the test's relay (with `configureRelay`'s settings) and its Redis.
     open override func setUp() async throws {
         relay = try await TestRelay.start { self.configureRelay(&$0) }
     }
 
+    /// Stops the test's relay (and its Redis, unless the Redis is a shared one).
     open override func tearDown() async throws {
         await relay.stop()
     }

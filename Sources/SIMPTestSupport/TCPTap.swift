@@ -5,6 +5,7 @@ import NIOPosix
 /// A TCP forwarder on loopback that records every byte it passes, both ways: put it between
 /// clients and a relay's control port to see what an on-path observer sees.
 public final class TCPTap: @unchecked Sendable {
+    /// The tap's listening socket.
     public let channel: Channel
     /// Where clients connect instead of the relay.
     public var address: SocketAddress { channel.localAddress! }
@@ -38,6 +39,7 @@ public final class TCPTap: @unchecked Sendable {
     /// Every byte seen so far, both directions, in order of arrival.
     public var recorded: [UInt8] { wire.withLockedValue { $0 } }
 
+    /// Closes the tap and stops its event loop.
     public func stop() async {
         try? await channel.close()
         try? await group.shutdownGracefully()

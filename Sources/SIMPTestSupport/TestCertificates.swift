@@ -5,14 +5,21 @@ import SIMPRedis
 /// default for 127.0.0.1 and localhost) and a client certificate, all signed by it (PEM files,
 /// valid one day), for the TLS tests of Redis connections and of the relay's control channel.
 public struct TestCertificates: Sendable {
+    /// The temporary directory holding the PEM files.
     public let directory: URL
+    /// The certificate authority's certificate.
     public var caFile: String { path("ca.crt") }
+    /// The server certificate.
     public var serverCertificate: String { path("server.crt") }
+    /// The server certificate's private key.
     public var serverKey: String { path("server.key") }
+    /// The client certificate.
     public var clientCertificate: String { path("client.crt") }
+    /// The client certificate's private key.
     public var clientKey: String { path("client.key") }
     /// The relay's certificate and key (simp-server --tls-cert, --tls-key): the server's.
     public var certificateFile: String { serverCertificate }
+    /// The relay's key (`--tls-key`): the server certificate's.
     public var keyFile: String { serverKey }
 
     /// Makes a new CA and its two certificates in a temporary directory; `name` tells apart

@@ -7,7 +7,9 @@ import SIMPRelay
 
 /// A relay on free loopback ports next to a real Redis, plus helpers to connect clients.
 public final class TestRelay: @unchecked Sendable {
+    /// The Redis the relay uses.
     public let redis: RedisServerProcess
+    /// The relay (replaced by `restart`).
     public private(set) var server: BackgroundRelay
     /// A Redis connection for the test's own checks.
     public let inspector: RedisClient
@@ -152,6 +154,7 @@ public enum Eventually {
 
 /// Collects everything a client receives, for tests to inspect at any time.
 public actor MessageInbox {
+    /// Every message received so far, in order of arrival.
     public private(set) var messages: [SIMPMessage] = []
 
     /// Starts consuming `client.messages` (a stream has one consumer: use one inbox per client).

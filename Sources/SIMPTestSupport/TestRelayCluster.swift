@@ -5,7 +5,9 @@ import SIMPRelay
 
 /// N relays on free loopback ports sharing one real Redis, as an operator would run them.
 public final class TestRelayCluster: @unchecked Sendable {
+    /// The Redis every relay uses.
     public let redis: RedisServerProcess
+    /// The relays, in the order they were started.
     public let relays: [TestRelay]
     /// A Redis connection for the test's own checks.
     public var inspector: RedisClient { relays[0].inspector }

@@ -2,16 +2,21 @@
 /// LF (as CR LF, like a terminal's output processing), cursor up/down/forward, erase line, clear screen; colours are ignored) into rows of
 /// text, so a test can check what a user would see.
 public struct VirtualTerminal: Sendable {
+    /// The terminal's width in columns.
     public let width: Int
+    /// The terminal's height in rows.
     public let height: Int
     /// The visible rows, top first.
     public private(set) var rows: [[Character]]
     /// Lines that scrolled off the top.
     public private(set) var scrolledOff: [String] = []
+    /// The cursor's row (0: the top).
     public private(set) var cursorRow = 0
+    /// The cursor's column (0: the left edge).
     public private(set) var cursorColumn = 0
     private var pending: [Character] = []
 
+    /// An empty screen of `width` × `height`, the cursor at the top left.
     public init(width: Int = 80, height: Int = 24) {
         self.width = width
         self.height = height
