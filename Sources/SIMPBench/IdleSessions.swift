@@ -77,8 +77,9 @@ public final class IdleSessions: @unchecked Sendable {
     private var closing = false
     private let connectedCount = NIOLockedValueBox(0)
 
-    /// One idle user: its connection (nil while away) and reconnect schedule.
-    private final class IdleSession {
+    /// One idle user: its connection (nil while away) and reconnect schedule. Touched only on
+    /// `loop`, like the rest of the state here.
+    private final class IdleSession: @unchecked Sendable {
         let number: Int
         var channel: Channel?
         var backoff: Backoff

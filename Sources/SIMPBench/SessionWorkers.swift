@@ -96,7 +96,7 @@ public final class SessionWorkers: @unchecked Sendable {
             worker.output.fileHandleForReading.readabilityHandler = nil
             worker.process.signal(SIGTERM)
         }
-        for worker in workers { await worker.process.exitStatus(within: .seconds(10)) }
+        for worker in workers { _ = await worker.process.exitStatus(within: .seconds(10)) }
     }
 }
 

@@ -27,7 +27,7 @@ public enum PasswordInput {
             else {
                 throw Failure(description: "cannot read the password file \(file)")
             }
-            return try nonEmpty(firstLine(String(decoding: data ?? Data(), as: UTF8.self)), from: file == "-" ? "standard input" : file)
+            return try nonEmpty(firstLine(String(decoding: data, as: UTF8.self)), from: file == "-" ? "standard input" : file)
         }
         guard let value = environment[environmentVariable] else { return nil }
         return try nonEmpty(value, from: environmentVariable)

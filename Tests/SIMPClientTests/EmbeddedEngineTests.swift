@@ -26,7 +26,7 @@ final class EmbeddedEngineTests: XCTestCase {
         engines.passes = { _, _ in false } // the first copy is lost: alice's timer sends it again
         let (id, result) = alice.send(SIMPMessage(kind: .text, toUser: "bob", content: "hi"))
         var settled: SendResult?
-        result.whenSuccess { settled = $0 }
+        result.assumeIsolated().whenSuccess { settled = $0 }
         try engines.pump()
         engines.passes = { _, _ in true }
         try engines.advance(by: .seconds(2))
@@ -65,7 +65,7 @@ final class EmbeddedEngineTests: XCTestCase {
         let (_, carolsResult) = carol.send(SIMPMessage(kind: .text, toUser: "alice", content: "hello"))
         try engines.pump()
         var settled: SendResult?
-        carolsResult.whenSuccess { settled = $0 }
+        carolsResult.assumeIsolated().whenSuccess { settled = $0 }
         XCTAssertNil(settled, "the receipt went at the end of a burst that suggested no loss")
         try engines.advance(by: ReceiptBatcher.defaultDelay)
         guard case .delivered? = settled else { return XCTFail("\(String(describing: settled))") }

@@ -125,7 +125,8 @@ final class RelayCoreRelaysTests: XCTestCase {
     func testASessionAnOperatorEndedIsToldSessionEndedNotAlreadyConnected() throws {
         var relay = try relayWithBob()
         let check = StoreRequest.checkSession(user: "bob", session: "r1/1")
-        _ = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
+        let moved = relay.run { $0.userMoved(UserMove(user: "bob", relayId: RelayCore.sessionEndedByOperator), into: &$1) }
+        XCTAssertEqual(moved.first, .store(check), "the session is checked first")
         XCTAssertEqual(
             relay.answer(.checkSession(user: "bob", session: "r1/1", current: RelayCore.sessionEndedByOperator)),
             [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])

@@ -232,7 +232,7 @@ final class SimClient {
             let (id, result) = engine.send(SIMPMessage(kind: .text, toUser: user, content: text))
             waiters[id] = world.queue.now
             world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
-            result.whenSuccess { [unowned self] in messageSettled($0) }
+            result.assumeIsolated().whenSuccess { [unowned self] in messageSettled($0) }
         }
     }
 
@@ -251,7 +251,7 @@ final class SimClient {
     /// Bytes the relay wrote on `connection` reached the client's end.
     func controlBytesArrived(_ bytes: ByteBuffer, on connection: SimConnection) {
         guard isRunning, connection.clientProcess == processes, let channel = connection.clientEnd, channel.isActive else { return }
-        drive { try? channel.writeInbound(bytes) }
+        drive { _ = try? channel.writeInbound(bytes) }
     }
 
     /// The relay closed `connection`; the client's end closes (its engine takes it from there).
