@@ -427,7 +427,8 @@ struct Chat: AsyncParsableCommand {
             arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
             ✓ (stored): the relay keeps it and delivers it when they connect, and the mark turns ✓✓. \
             When the receiver has seen it, it turns ✓✓ read (your own read markers: --no-read-receipts). \
-            `/join ROOM`, `/leave`, `/members` for group chat; `/who [NAME...|#ROOM]` for presence. The line editor knows ←/→, Home/End, Ctrl-A/E, \
+            `/join ROOM`, `/leave`, `/members` for group chat; `/who [NAME...|#ROOM]` for presence. \
+            The line editor knows ←/→, Home/End, Ctrl-A/E, \
             Backspace/Delete, Ctrl-U/K/W, ↑/↓ for earlier lines, Ctrl-L to redraw, Tab to complete \
             names, #rooms and /commands, PageUp/PageDown to scroll back through the session. \
             Messages in other conversations are counted in the prompt ([carol 2] bob>) and ring the \

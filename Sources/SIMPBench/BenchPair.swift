@@ -2,8 +2,9 @@ import NIOCore
 import SIMPCore
 
 /// One sending user and one receiving user of the bench, each with its own control connection
-/// (the UDP sockets are the load generator's, shared by all senders and by all receivers), driving `ReliableSender` and `ReceiverCore` directly on the bench's
-/// event loop (no async hops per message).
+/// (the UDP sockets are the load generator's, shared by all senders and by all receivers),
+/// driving `ReliableSender` and `ReceiverCore` directly on the bench's event loop (no async hops
+/// per message).
 final class BenchPair {
     struct Offer {
         var at: NIODeadline

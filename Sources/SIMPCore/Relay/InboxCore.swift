@@ -1,9 +1,10 @@
 import NIOCore
 
-/// Delivers what users' devices have not received from their logs (docs/PROTOCOL.md §6.6), without I/O: the relay acts as the retransmitting sender of
-/// the stored messages, with one `ReliableSender` per (receiver, original sender) that keeps the
-/// messages' original id, stream, seq and floor, so the receiver's `ReceiverCore` orders them
-/// and drops duplicates as if their sender had retransmitted them.
+/// Delivers what users' devices have not received from their logs (docs/PROTOCOL.md §6.6),
+/// without I/O: the relay acts as the retransmitting sender of the stored messages, with one
+/// `ReliableSender` per (receiver, original sender) that keeps the messages' original id,
+/// stream, seq and floor, so the receiver's `ReceiverCore` orders them and drops duplicates as
+/// if their sender had retransmitted them.
 ///
 /// `RelayCore` owns one and turns its outputs into actions.
 public struct InboxCore: Sendable {

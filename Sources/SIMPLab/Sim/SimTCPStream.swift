@@ -2,8 +2,9 @@ import NIOCore
 import SIMPCore
 
 /// One direction of a simulated TCP connection carrying SIMP control frames (receipts among
-/// them, as the bytes the relay's and the client's framing wrote) over an impaired link, recovering from loss as Linux does by default (SACK, RACK loss
-/// detection, retransmission timeout); `docs/SCENARIOS.md` describes the model:
+/// them, as the bytes the relay's and the client's framing wrote) over an impaired link,
+/// recovering from loss as Linux does by default (SACK, RACK loss detection, retransmission
+/// timeout); `docs/SCENARIOS.md` describes the model:
 ///
 /// - every frame is one segment, sent at once (TCP_NODELAY; the congestion window is not modelled);
 /// - the receiver hands frames up strictly in order, so a lost segment holds back every later
