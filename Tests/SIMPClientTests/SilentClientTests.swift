@@ -36,3 +36,36 @@ final class SilentClientTests: StoryProcessTestCase {
         await aliceClient.close()
     }
 }
+
+/// The relay's default liveness, scaled down: an idle client is pinged only rarely (every
+/// 10 min here, so its silence alone would not be noticed within the test), but a message
+/// forwarded to a client silent for `suspectAfter` pings it at once, and a stopped one is given
+/// up `answerWithin` later (docs/PROTOCOL.md §4.4; 5 s + 10 s at the defaults, 0.3 s + 0.5 s
+/// here). The sender's message is then stored, not failed, and delivered once when the client
+/// comes back. Failed before: the relay pinged only on its interval, so the sender gave up
+/// (after 30 s here) before the relay did.
+final class SuspectedClientTests: StoryProcessTestCase {
+    override func configureRelay(_ configuration: inout RelayConfiguration) {
+        configuration.heartbeat = HeartbeatPolicy(
+            interval: .minutes(10), missLimit: 2, suspectAfter: .milliseconds(300), answerWithin: .milliseconds(500))
+    }
+
+    func testAStoppedClientThatAMessageGoesToIsGivenUpAndTheMessageIsStored() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let listener = try await startListening(bob, server: "127.0.0.1:\(relay.port)")
+        let aliceClient = try await relay.connectClient(user: alice) { $0.retransmit.giveUpAfter = .seconds(30) }
+        let before = try await aliceClient.send(text: "before the stop", to: bob)
+        guard case .delivered = before else { return XCTFail("\(before)") }
+        let timeoutsBefore = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
+
+        listener.signal(SIGSTOP)
+        let stored = try await aliceClient.send(text: "while stopped", to: bob)
+        let givenUp = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
+        listener.signal(SIGCONT)
+        guard case .stored = stored else { return XCTFail("\(stored): the relay suspects bob when alice's message comes, and gives him up") }
+        XCTAssertEqual(givenUp, timeoutsBefore + 1, "the relay gave bob up for his silence after the message")
+
+        try await assertEveryMessageOnce(["before the stop", "while stopped"], printedBy: [listener])
+        await aliceClient.close()
+    }
+}
