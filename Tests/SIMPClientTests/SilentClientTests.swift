@@ -18,22 +18,7 @@ final class SilentClientTests: StoryProcessTestCase {
     }
 
     func testAStoppedClientIsGivenUpAndMessagesToItAreStoredThenDelivered() async throws {
-        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let listener = try await startListening(bob, server: "127.0.0.1:\(relay.port)")
-        let aliceClient = try await relay.connectClient(user: alice)
-        let before = try await aliceClient.send(text: "before the stop", to: bob)
-        guard case .delivered = before else { return XCTFail("\(before)") }
-        let timeoutsBefore = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
-
-        listener.signal(SIGSTOP)
-        let stored = try await aliceClient.send(text: "while stopped", to: bob)
-        let givenUp = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
-        listener.signal(SIGCONT)
-        guard case .stored = stored else { return XCTFail("\(stored): a stopped client's messages are stored once it is given up") }
-        XCTAssertEqual(givenUp, timeoutsBefore + 1, "the relay gave bob up for his silence")
-
-        try await assertEveryMessageOnce(["before the stop", "while stopped"], printedBy: [listener])
-        await aliceClient.close()
+        try await assertAStoppedListenerIsGivenUpAndItsMessageStored()
     }
 }
 
@@ -51,19 +36,32 @@ final class SuspectedClientTests: StoryProcessTestCase {
     }
 
     func testAStoppedClientThatAMessageGoesToIsGivenUpAndTheMessageIsStored() async throws {
+        try await assertAStoppedListenerIsGivenUpAndItsMessageStored { $0.retransmit.giveUpAfter = .seconds(30) }
+    }
+}
+
+extension StoryProcessTestCase {
+    /// bob's `simp listen` gets a message, then is stopped (SIGSTOP); alice's next message to
+    /// him must come back STORED (the relay gave him up: one more `heartbeat_timeout`), and
+    /// once he continues he prints both messages once.
+    fileprivate func assertAStoppedListenerIsGivenUpAndItsMessageStored(
+        alice configure: (inout ClientConfiguration) -> Void = { _ in }, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let listener = try await startListening(bob, server: "127.0.0.1:\(relay.port)")
-        let aliceClient = try await relay.connectClient(user: alice) { $0.retransmit.giveUpAfter = .seconds(30) }
+        let aliceClient = try await relay.connectClient(user: alice, configure: configure)
         let before = try await aliceClient.send(text: "before the stop", to: bob)
-        guard case .delivered = before else { return XCTFail("\(before)") }
+        guard case .delivered = before else { return XCTFail("\(before)", file: file, line: line) }
         let timeoutsBefore = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
 
         listener.signal(SIGSTOP)
         let stored = try await aliceClient.send(text: "while stopped", to: bob)
         let givenUp = try await relay.server.statistics().rejected[.heartbeatTimeout] ?? 0
         listener.signal(SIGCONT)
-        guard case .stored = stored else { return XCTFail("\(stored): the relay suspects bob when alice's message comes, and gives him up") }
-        XCTAssertEqual(givenUp, timeoutsBefore + 1, "the relay gave bob up for his silence after the message")
+        guard case .stored = stored else {
+            return XCTFail("\(stored): a stopped client's messages are stored once it is given up", file: file, line: line)
+        }
+        XCTAssertEqual(givenUp, timeoutsBefore + 1, "the relay gave bob up for his silence", file: file, line: line)
 
         try await assertEveryMessageOnce(["before the stop", "while stopped"], printedBy: [listener])
         await aliceClient.close()
