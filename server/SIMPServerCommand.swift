@@ -140,13 +140,13 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("ping-interval"),
         help:
-            "Seconds a client may be silent before it is sent a PING (and again every interval while it stays silent); a client that sent anything within the interval is not pinged."
+            "Seconds a client may be silent before it is sent a PING (and again every interval while it stays silent); a client that sent anything within the interval is not pinged. A client silent for 5 s that a message is forwarded to is pinged at once, and dropped if it stays silent 10 s more."
     )
     var pingInterval = Double(HeartbeatPolicy.relay.interval.nanoseconds) / 1e9
 
     @Option(
         name: .customLong("ping-misses"),
-        help: "A client silent for this many ping intervals (60 s at the defaults) is dropped and unregistered; messages to it are then stored.")
+        help: "A client silent for this many ping intervals (240 s at the defaults) is dropped and unregistered; messages to it are then stored.")
     var pingMisses = HeartbeatPolicy.relay.missLimit
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -269,7 +269,9 @@ struct Serve: AsyncParsableCommand {
         configuration.inboxTTLSeconds = inboxTTL
         configuration.maxFrameSize = maxFrameSize
         configuration.maxDatagramSize = maxDatagramSize
-        configuration.heartbeat = HeartbeatPolicy(interval: .milliseconds(Int64(pingInterval * 1000)), missLimit: pingMisses)
+        configuration.heartbeat.interval = .milliseconds(Int64(pingInterval * 1000))
+        configuration.heartbeat.missLimit = pingMisses
+        configuration.heartbeat.slot = min(configuration.heartbeat.slot, .nanoseconds(configuration.heartbeat.interval.nanoseconds / 8))
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
         configuration.requireLogin = !noLogin

@@ -43,6 +43,8 @@ public struct BenchOptions: Sendable {
     /// How many local addresses, 127.0.0.1, 127.0.0.2 …, the idle sessions connect from (0:
     /// one per 10,000 sessions).
     public var sourceAddresses = 0
+    /// The idle sessions keep alive as idle reference clients do (`IdleSessionPlan.referenceKeepalive`).
+    public var referenceKeepalive = false
     /// The executable of the session workers (`simp-bench`); nil: the one next to `simp-server`'s.
     public var workerBinary: URL?
     /// What happens to relay 0 one second into the window (`--restart-relay`, `--kill-relay`).
@@ -141,6 +143,7 @@ public enum BenchRunner {
             // back to it; a killed one's move to the others.
             if options.disruption != nil { plan.home = 0 }
             plan.failover = options.disruption != .restart
+            plan.referenceKeepalive = options.referenceKeepalive
             if options.sessions > 0 {
                 baselines = relayPids().map { ProcessStats.read(pid: $0)?.rssBytes }
                 redisBefore = await redis.asyncMap { await RedisStats.read($0) } ?? nil

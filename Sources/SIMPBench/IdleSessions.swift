@@ -21,6 +21,11 @@ public struct IdleSessionPlan: Sendable {
     /// Whether a session that cannot reach its relay tries the next one (false: it keeps
     /// trying its own, as a client given one relay does).
     public var failover = true
+    /// Whether each session keeps alive as an idle reference client does: a sealed HELLO
+    /// datagram every `ClientSession.defaultKeepaliveInterval` (25 s), which the relay opens
+    /// and answers, and a PING frame every `HeartbeatPolicy.client.interval` (110 s), which it
+    /// answers (false: the sessions only answer the relay's PINGs).
+    public var referenceKeepalive = false
 
     public init(relays: [HostPort], sourceHosts: [String] = ["127.0.0.1"], first: Int = 0, count: Int, prefix: String) {
         self.relays = relays
@@ -73,6 +78,8 @@ public final class IdleSessions: @unchecked Sendable {
     /// One datagram port per source address.
     private var udpPorts: [String: Int] = [:]
     private var datagrams: [Channel] = []
+    /// The datagram socket of each source address.
+    private var datagramChannels: [String: Channel] = [:]
     private var sessions: [IdleSession] = []
     private var closing = false
     private let connectedCount = NIOLockedValueBox(0)
@@ -82,6 +89,8 @@ public final class IdleSessions: @unchecked Sendable {
     private final class IdleSession: @unchecked Sendable {
         let number: Int
         var channel: Channel?
+        /// The keepalives of the connection (`referenceKeepalive`), cancelled when it closes.
+        var keepalives: [RepeatedTask] = []
         var backoff: Backoff
         /// Failed attempts since it was last connected (which relay to try next).
         var failures = 0
@@ -109,6 +118,7 @@ public final class IdleSessions: @unchecked Sendable {
                 BenchConnector.bindDatagramSocket(host: host, handler: DiscardDatagramHandler(), on: loop)
             }.get()
             datagrams.append(udp)
+            datagramChannels[host] = udp
             udpPorts[host] = udp.localAddress!.port!
         }
         var next = plan.first
@@ -138,12 +148,33 @@ public final class IdleSessions: @unchecked Sendable {
             session.failures = 0
             session.backoff.reset()
             self.connectedCount.withLockedValue { $0 += 1 }
+            if self.plan.referenceKeepalive { self.keepAlive(session, registered, datagrams: self.datagramChannels[host]!) }
             registered.control.closeFuture.whenComplete { _ in
+                for task in session.keepalives { task.cancel() }
+                session.keepalives = []
                 session.channel = nil
                 self.connectedCount.withLockedValue { $0 -= 1 }
                 self.scheduleReconnect(session)
             }
         }
+    }
+
+    /// Sends `registered`'s keepalives as an idle reference client does, each first at a random
+    /// point of its interval (the sessions connected within seconds; real ones did not): a
+    /// sealed HELLO over UDP from `datagrams`, and a PING on the control connection.
+    private func keepAlive(_ session: IdleSession, _ registered: BenchSession, datagrams: Channel) {
+        let sealer = NIOLoopBoundBox(DatagramSealer(keys: registered.keys, direction: .uplink), eventLoop: loop)
+        let hello = SIMPMessage(kind: .hello, fromUser: registered.user)
+        let address = registered.relayDatagramAddress, control = registered.control, user = registered.user
+        let udp = ClientSession.defaultKeepaliveInterval, tcp = HeartbeatPolicy.client.interval
+        session.keepalives = [
+            loop.scheduleRepeatedTask(initialDelay: .nanoseconds(Int64.random(in: 0..<udp.nanoseconds)), delay: udp) { _ in
+                datagrams.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: sealer.value.seal(hello)), promise: nil)
+            },
+            loop.scheduleRepeatedTask(initialDelay: .nanoseconds(Int64.random(in: 0..<tcp.nanoseconds)), delay: tcp) { _ in
+                control.writeAndFlush(SIMPMessage(kind: .ping, fromUser: user), promise: nil)
+            },
+        ]
     }
 
     /// Comes back after the session's next backoff delay, trying the next relay if this fails.

@@ -38,6 +38,7 @@ public final class SessionWorkers: @unchecked Sendable {
             for relay in plan.relays { arguments += ["--relay", relay.description] }
             for host in plan.sourceHosts { arguments += ["--source", host] }
             if !plan.failover { arguments.append("--no-failover") }
+            if plan.referenceKeepalive { arguments.append("--reference-keepalive") }
             if let home = plan.home { arguments += ["--home", String(home)] }
             do {
                 let process = try LaunchedProcess(

@@ -42,8 +42,9 @@ public struct ClientConfiguration: Sendable {
     public var heartbeat = HeartbeatPolicy.client
     /// Reconnect automatically after losing the relay (nil: report the loss and stop).
     public var reconnect: ReconnectPolicy? = ReconnectPolicy()
-    /// A PING datagram to the relay this often keeps a NAT mapping of the UDP port open.
-    public var keepaliveInterval: TimeAmount = .seconds(10)
+    /// A keepalive datagram (a HELLO probe, answered) to the relay this often keeps a NAT
+    /// mapping of the UDP port open (`ClientSession.Configuration.keepaliveInterval`).
+    public var keepaliveInterval = ClientSession.defaultKeepaliveInterval
     /// How long a message that arrived before an earlier one of its conversation waits for it;
     /// then the gap is skipped (the earlier one, if it comes, is still delivered, late).
     public var orderingHoldLimit: TimeAmount = .seconds(30)

@@ -14,6 +14,10 @@ import NIOCore
 ///
 /// `SIMPClient` drives it over SwiftNIO sockets and the loss simulator over simulated links.
 public struct ClientSession: Sendable {
+    /// The UDP keepalive's default interval: under the 30 s after which many NATs drop an idle
+    /// UDP mapping, and each one costs the relay a HELLO opened and answered, so no shorter.
+    public static let defaultKeepaliveInterval: TimeAmount = .seconds(25)
+
     /// Settings of one client.
     public struct Configuration: Sendable {
         public var user: String
@@ -30,7 +34,8 @@ public struct ClientSession: Sendable {
         public var heartbeatWhileHolding = HeartbeatPolicy(interval: .seconds(5), missLimit: 3)
         /// nil: a lost relay is reported, not reconnected.
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
-        public var keepaliveInterval: TimeAmount = .seconds(10)
+        /// The UDP keepalive (on UDP a HELLO probe round, docs/PROTOCOL.md §4.4) goes this often.
+        public var keepaliveInterval = ClientSession.defaultKeepaliveInterval
         /// How long a message that arrived early waits for an earlier one before the gap is
         /// skipped (`ReceiverCore.holdLimit`).
         public var orderingHoldLimit: TimeAmount = .seconds(30)
@@ -194,6 +199,7 @@ public struct ClientSession: Sendable {
         let (id, sent) = sender.submit(message, now: now)
         output.absorb(sent)
         noteContentSent(output, now: now)
+        suspectSilentRelay(now: now, into: &output)
         return (id, output)
     }
 
@@ -531,6 +537,22 @@ public struct ClientSession: Sendable {
         pollDatagramPath(now: now, into: &output)
         output.absorb(sender.poll(now: now))
         noteContentSent(output, now: now)
+        suspectSilentRelay(now: now, into: &output)
         return output
+    }
+
+    /// Content is going out (in `output`): a relay silent for the heartbeat's `suspectAfter` is
+    /// pinged now (it should answer, and the message's receipt comes over the control
+    /// connection anyway) and given up unless heard within `answerWithin`, so a dead relay is
+    /// noticed within seconds of a send, while an idle session pings rarely.
+    private mutating func suspectSilentRelay(now: NIODeadline, into output: inout Output) {
+        guard var registration = phase.registration, output.datagrams.contains(where: \.kind.isContent), registration.heartbeat.suspect(now: now)
+        else { return }
+        if !output.controlFrames.contains(where: { $0.kind == .ping }) {
+            output.controlFrames.append(SIMPMessage(kind: .ping, messageId: nextPingId, fromUser: configuration.user))
+            nextPingId += 1
+            registration.receiptConfirmPing = nil
+        }
+        phase = .registered(registration)
     }
 }

@@ -38,6 +38,9 @@ struct HoldSessionsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-failover"), help: "A session whose relay cannot be reached keeps trying that relay (default: the next one).")
     var noFailover = false
 
+    @Flag(name: .customLong("reference-keepalive"), help: "Keep alive as an idle reference client does (HELLO every 25 s, PING every 110 s).")
+    var referenceKeepalive = false
+
     func validate() throws {
         guard !relay.isEmpty else { throw ValidationError("give at least one --relay HOST:PORT") }
         guard count >= 1, first >= 0 else { throw ValidationError("--count must be at least 1 and --first not negative") }
@@ -49,6 +52,7 @@ struct HoldSessionsCommand: AsyncParsableCommand {
         let relays = try relay.map { try SIMPBenchCommand.hostPort($0, flag: "--relay") }.map { HostPort(host: $0.host, port: $0.port) }
         var plan = IdleSessionPlan(relays: relays, sourceHosts: source, first: first, count: count, prefix: prefix)
         plan.failover = !noFailover
+        plan.referenceKeepalive = referenceKeepalive
         plan.home = home
         await IdleSessions.hold(plan) { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))

@@ -133,6 +133,13 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     var sourceAddresses = 0
 
     @Flag(
+        name: .customLong("reference-keepalive"),
+        help:
+            "The idle sessions keep alive as idle reference clients do: a sealed HELLO datagram every 25 s (the UDP keepalive, which the relay opens and answers) and a PING every 110 s. Default: they only answer the relay's PINGs (every 120 s of silence)."
+    )
+    var referenceKeepalive = false
+
+    @Flag(
         name: .customLong("restart-relay"),
         help:
             "With --sessions and --relays 2 or more: every idle session starts on relay 0; one second into the window, kill relay 0 (SIGKILL) and start it again on the same ports; report how long its sessions take to come back (they reconnect with the reference client's jittered backoff). The pairs use the other relays."
@@ -194,6 +201,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.relayMetrics = try relayMetrics.map { try Self.hostPort($0, flag: "--relay-metrics") }
         options.relayPids = relayPid?.split(separator: ",").compactMap { Int32($0) } ?? []
         options.sourceAddresses = sourceAddresses
+        options.referenceKeepalive = referenceKeepalive
         options.disruption = restartRelay ? .restart : (killRelay ? .kill : nil)
         options.recoveryTimeout = .nanoseconds(Int64(recoveryTimeout * 1e9))
         options.pairs = pairs

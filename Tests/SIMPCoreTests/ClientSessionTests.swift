@@ -156,6 +156,36 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertTrue(client.poll(now: t0 + .seconds(15)).closeControl, "15 s of silence")
     }
 
+    /// A message sent after the relay was silent for `suspectAfter` pings it at once, and the
+    /// relay is given up `answerWithin` later unless heard, although its idle interval (a
+    /// minute here) is far off; a relay heard meanwhile is kept. Failed before: the client
+    /// pinged only on its interval.
+    func testAMessageToASilentRelayPingsItAndGivesItUpUnlessItAnswers() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.heartbeat = HeartbeatPolicy(interval: .seconds(60), missLimit: 2, suspectAfter: .seconds(5), answerWithin: .seconds(10))
+        configuration.datagramPaths = nil
+        var client = ClientSession(configuration: configuration)
+        _ = client.registered(keys: keys, now: t0)
+
+        let early = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "1"), now: t0 + .seconds(2))
+        XCTAssertEqual(early.output.controlFrames.map(\.kind), [], "the relay registered the session 2 s ago")
+        _ = client.controlReceived(SIMPMessage(kind: .receipt, messageId: early.messageId, toUser: "bob"), now: t0 + .seconds(3))
+
+        let sent = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "2"), now: t0 + .seconds(9))
+        XCTAssertEqual(sent.output.controlFrames.map(\.kind), [.ping], "the relay was silent for 6 s")
+        let again = client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "3"), now: t0 + .seconds(10))
+        XCTAssertEqual(again.output.controlFrames.map(\.kind), [], "one suspicion at a time")
+        XCTAssertFalse(client.poll(now: t0 + .milliseconds(18_900)).closeControl)
+        XCTAssertTrue(client.poll(now: t0 + .seconds(19)).closeControl, "silent 10 s after the ping")
+
+        var answered = ClientSession(configuration: configuration)
+        _ = answered.registered(keys: keys, now: t0)
+        XCTAssertEqual(
+            answered.submit(SIMPMessage(kind: .text, toUser: "bob", content: "1"), now: t0 + .seconds(9)).output.controlFrames.map(\.kind), [.ping])
+        _ = answered.controlReceived(SIMPMessage(kind: .pong, messageId: 1), now: t0 + .seconds(10))
+        XCTAssertFalse(answered.poll(now: t0 + .seconds(19)).closeControl, "the relay answered")
+    }
+
     func testIncomingDatagramIsReceiptedOnTheControlChannelAndDelivered() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)

@@ -100,6 +100,56 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(1100)), [.send(c1, ping(1))])
     }
 
+    private let suspicious = HeartbeatPolicy(interval: .seconds(60), missLimit: 2, suspectAfter: .seconds(5), answerWithin: .seconds(10))
+
+    private func isPing(_ action: RelayAction) -> Bool {
+        guard case .send(_, let message) = action else { return false }
+        return message.kind == .ping
+    }
+
+    /// A receiver silent for `suspectAfter` that content is forwarded to is pinged with the
+    /// forward, and given up `answerWithin` later if it stays silent, long before its idle
+    /// interval (a minute here) would notice; messages to it are stored from then on. Failed
+    /// before: the relay pinged only on the interval.
+    func testContentForwardedToASilentReceiverPingsItAndGivesItUpUnlessItAnswers() throws {
+        var relay = DevRelay { $0.heartbeat = self.suspicious }
+        try relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
+        XCTAssertFalse(relay.send(textMessage(1, from: "alice", to: "bob"), now: t0 + .seconds(2)).contains(where: isPing), "bob connected 2 s ago")
+        XCTAssertTrue(relay.send(textMessage(2, from: "alice", to: "bob"), now: t0 + .seconds(6)).contains(.send(c2, ping(1))), "bob silent for 6 s")
+        XCTAssertFalse(relay.send(textMessage(3, from: "alice", to: "bob"), now: t0 + .seconds(7)).contains(where: isPing), "one suspicion at a time")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(15_900)).filter { if case .close = $0 { true } else { false } }, [])
+
+        let givenUp = relay.tick(now: t0 + .seconds(16))
+        XCTAssertTrue(givenUp.contains(.reject(.heartbeatTimeout, detail: "c2 silent for \(TimeAmount.seconds(16))")), "\(givenUp)")
+        XCTAssertTrue(givenUp.contains(.close(c2)))
+        XCTAssertFalse(relay.core.isConnected("bob"))
+        XCTAssertTrue(relay.core.isConnected("alice"), "alice's datagrams are liveness: she is not suspected")
+    }
+
+    /// A suspected receiver that answers is kept, and pinged next on its interval.
+    func testASuspectedReceiverThatAnswersIsKept() throws {
+        var relay = DevRelay { $0.heartbeat = self.suspicious }
+        try relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
+        XCTAssertTrue(relay.send(textMessage(1, from: "alice", to: "bob"), now: t0 + .seconds(6)).contains(.send(c2, ping(1))))
+        XCTAssertEqual(relay.control(SIMPMessage(kind: .pong, messageId: 1), on: c2, now: t0 + .seconds(7)), [])
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(16)), [])
+        XCTAssertTrue(relay.core.isConnected("bob"))
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(60)), [], "alice was heard at 6 s, bob at 7 s")
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(67)), [.send(c1, ping(2)), .send(c2, ping(3))], "each an interval after it was last heard")
+    }
+
+    /// Any authentic datagram of a session (here the client's keepalive HELLO) is liveness of
+    /// its client: it is not pinged. Failed before: only control frames counted.
+    func testASessionsDatagramsCountAsLiveness() throws {
+        var relay = DevRelay { $0.heartbeat = self.heartbeat }
+        try relay.connect("alice", on: c1, port: 5001)
+        try relay.connect("bob", on: c2, port: 5002)
+        _ = relay.send(SIMPMessage(kind: .hello, fromUser: "alice"), now: t0 + .milliseconds(900))
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(1)), [.send(c2, ping(1))], "alice's HELLO came 100 ms ago")
+    }
+
     func testTheDrainEndsOnceNoReceiptCameForTheQuietPeriod() throws {
         var relay = DevRelay()
         try relay.connect("alice", on: c1, port: 5001)

@@ -26,11 +26,15 @@ public struct ConnectionTable: Sendable {
         var phase: Phase = .awaitingLogin
         /// The peer's IP address (rate limits are per address).
         var host: String
-        var heartbeat: Heartbeat
+        /// Its peer's liveness under the table's one `heartbeat` policy.
+        var liveness: Liveness
+        /// The deadline of its live entry in `heartbeatsDue` (others for it are stale).
+        var scheduled: NIODeadline
     }
 
     /// When a connection's heartbeat may next need attention; entries go stale when its peer
-    /// speaks (checked and scheduled again when they come up) or it closes (dropped then).
+    /// speaks (checked and scheduled again when they come up), when a suspicion moves its
+    /// deadline earlier (skipped: not its `scheduled` one) or when it closes (dropped then).
     private struct HeartbeatDue: Comparable, Sendable {
         let deadline: NIODeadline
         let id: ConnectionID
@@ -38,8 +42,9 @@ public struct ConnectionTable: Sendable {
     }
 
     private var connections: [ConnectionID: Connection] = [:]
-    /// Every open connection's next heartbeat deadline, so a check looks only at the due ones
-    /// and each connection is pinged at its own time, not all at once.
+    /// Every open connection's next heartbeat deadline, so a check costs O(due), not
+    /// O(connections); deadlines are rounded up to the policy's slot, so the connections due
+    /// within one slot share one wake-up.
     private var heartbeatsDue = Heap<HeartbeatDue>()
     private var connectionsPerHost: [String: Int] = [:]
     private var connectionRates: RateLimiter<String>
@@ -61,9 +66,10 @@ public struct ConnectionTable: Sendable {
     /// connections too fast or holds too many (the connection is recorded either way, and
     /// forgotten when it closes).
     public mutating func open(_ id: ConnectionID, host: String, now: NIODeadline) -> TimeAmount? {
-        let beat = Heartbeat(policy: heartbeat, now: now)
-        connections[id] = Connection(host: host, heartbeat: beat)
-        heartbeatsDue.insert(HeartbeatDue(deadline: beat.nextDeadline, id: id))
+        let liveness = Liveness(policy: heartbeat, now: now)
+        let deadline = liveness.nextDeadline(policy: heartbeat)
+        connections[id] = Connection(host: host, liveness: liveness, scheduled: deadline)
+        heartbeatsDue.insert(HeartbeatDue(deadline: deadline, id: id))
         connectionsPerHost[host, default: 0] += 1
         if connectionsPerHost[host]! > maxConnectionsPerHost { return .seconds(1) }
         return connectionRates.admit(host, now: now)
@@ -86,7 +92,25 @@ public struct ConnectionTable: Sendable {
 
     /// A frame arrived on `id`: its peer is alive.
     public mutating func heard(_ id: ConnectionID, now: NIODeadline) {
-        connections[id]?.heartbeat.heard(at: now)
+        connections[id]?.liveness.heard(at: now)
+    }
+
+    /// When `id`'s peer was last heard.
+    public func lastHeard(_ id: ConnectionID) -> NIODeadline? { connections[id]?.liveness.lastHeard }
+
+    /// Content just went to `id`'s peer: if it has been silent for the policy's `suspectAfter`
+    /// (and is not suspected already), returns true and the caller sends a PING; the peer is
+    /// then given up unless heard within `answerWithin`.
+    public mutating func suspect(_ id: ConnectionID, now: NIODeadline) -> Bool {
+        guard let index = connections.index(forKey: id), connections.values[index].liveness.suspect(now: now, policy: heartbeat) else {
+            return false
+        }
+        let deadline = connections.values[index].liveness.nextDeadline(policy: heartbeat)
+        if deadline < connections.values[index].scheduled {
+            connections.values[index].scheduled = deadline
+            heartbeatsDue.insert(HeartbeatDue(deadline: deadline, id: id))
+        }
+        return true
     }
 
     /// When `pollHeartbeats` next has something to look at.
@@ -98,15 +122,17 @@ public struct ConnectionTable: Sendable {
         var ping: [ConnectionID] = [], dead: [ConnectionID] = []
         while let due = heartbeatsDue.min, due.deadline <= now {
             heartbeatsDue.removeMin()
-            guard let action = connections[due.id]?.heartbeat.poll(now: now) else { continue }
-            switch action {
+            guard let index = connections.index(forKey: due.id), connections.values[index].scheduled == due.deadline else { continue }
+            switch connections.values[index].liveness.poll(now: now, policy: heartbeat) {
             case .none: break
             case .sendPing: ping.append(due.id)
             case .peerDead:
                 dead.append(due.id)
                 continue
             }
-            heartbeatsDue.insert(HeartbeatDue(deadline: connections[due.id]!.heartbeat.nextDeadline, id: due.id))
+            let next = connections.values[index].liveness.nextDeadline(policy: heartbeat)
+            connections.values[index].scheduled = next
+            heartbeatsDue.insert(HeartbeatDue(deadline: next, id: due.id))
         }
         return (ping.sorted { $0.rawValue < $1.rawValue }, dead.sorted { $0.rawValue < $1.rawValue })
     }

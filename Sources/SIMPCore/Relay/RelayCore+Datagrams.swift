@@ -48,6 +48,7 @@ extension RelayCore {
         _ opened: SessionTable.OpenedDatagram, from source: DatagramSource, now: NIODeadline, into output: inout [RelayAction]
     ) {
         let user = opened.user
+        connections.heard(opened.connection, now: now) // traffic is liveness, over UDP too
         let header: DatagramHeader
         do { header = try Self.header(of: opened.payload) } catch {
             return output.append(.reject(.malformed, detail: "payload of \(opened.payload.readableBytes) bytes from \(user): \(error)"))
@@ -159,8 +160,9 @@ extension RelayCore {
             // Ephemeral: each receiving session here shows it; none is stored (PROTOCOL §6.8).
             return sessions.sealForEverySession(payload, to: message.toUser, receiversOnly: true, into: &output)
         }
-        if let delivery = sessions.sealForSoleReceiver(payload, to: message.toUser) {
-            return output.append(delivery) // the common case: a local recipient with one device
+        if let sole = sessions.sealForSoleReceiver(payload, to: message.toUser) {
+            output.append(sole.delivery) // the common case: a local recipient with one device
+            return expectAnswer(on: sole.connection, now: now, into: &output)
         }
         if sessions.hasReceiver(message.toUser) {
             // Several devices: the message goes to each one's inbox (the relay takes custody).
@@ -172,13 +174,25 @@ extension RelayCore {
     /// Seals `payload` for `user`'s receiving session and sends it to its address: a datagram
     /// handed over by another relay leaves through here. A user with several devices has it
     /// stored for each instead (a TYPING goes to each of them here, unstored).
-    mutating func deliver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) {
-        if let delivery = sessions.sealForSoleReceiver(payload, to: user) { return output.append(delivery) }
+    mutating func deliver(_ payload: ByteBuffer, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        if let sole = sessions.sealForSoleReceiver(payload, to: user) {
+            output.append(sole.delivery)
+            return expectAnswer(on: sole.connection, now: now, into: &output)
+        }
         guard sessions.hasReceiver(user), let header = try? Self.header(of: payload) else {
             return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no receiving session on \(configuration.relayId)"))
         }
         guard header.kind != .typing else { return sessions.sealForEverySession(payload, to: user, receiversOnly: true, into: &output) }
         noRoute(header, payload: payload, known: true, into: &output)
+    }
+
+    /// Content just went to the client on `connection`, which should soon answer (a receipt):
+    /// if it has been silent for the heartbeat's `suspectAfter`, it is pinged at once and given
+    /// up unless heard within `answerWithin` (docs/PROTOCOL.md §4.4), so a stopped client is
+    /// found within seconds of a message to it while an idle one is pinged rarely.
+    mutating func expectAnswer(on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) {
+        guard connections.suspect(connection, now: now) else { return }
+        output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.takePingId())))
     }
 
     /// The routing fields of a payload: read directly when possible, else fully decoded.

@@ -131,7 +131,7 @@ extension RelayCore {
             return output.append(.reject(.recipientNotHere, detail: "delivery for \(delivery.user), who has no session on \(configuration.relayId)"))
         }
         switch delivery.payload {
-        case .datagram(let payload): deliver(payload, to: delivery.user, into: &output)
+        case .datagram(let payload): deliver(payload, to: delivery.user, now: now, into: &output)
         case .control(let message):
             if message.kind == .receipt { timers.receiptRouted(now: now) } // a drain waits for these too
             for connection in sessions.connections(of: delivery.user) { sendControl(message, to: connection, into: &output) }

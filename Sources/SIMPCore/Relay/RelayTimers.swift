@@ -208,9 +208,10 @@ extension RelayCore {
             output.append(.send(connection, SIMPMessage(kind: .ping, messageId: timers.takePingId())))
         }
         for connection in due.dead {
+            let silence = connections.lastHeard(connection).map { now - $0 } ?? connections.heartbeat.deadAfter
             // Forget it now, so it is counted once however long the close takes.
             connectionClosed(connection, into: &output)
-            output += [.reject(.heartbeatTimeout, detail: "\(connection) silent for \(connections.heartbeat.deadAfter)"), .close(connection)]
+            output += [.reject(.heartbeatTimeout, detail: "\(connection) silent for \(silence)"), .close(connection)]
         }
     }
 

@@ -56,6 +56,8 @@ public struct SessionTable: Sendable {
         public var moved: Registration?
         /// Whether the session's datagrams go over its control connection now.
         public var overControl = false
+        /// The session's control connection (an authentic datagram proves its client alive).
+        public var connection = ConnectionID(0)
     }
 
     private var sessions: [UInt64: Session] = [:]
@@ -220,6 +222,7 @@ public struct SessionTable: Sendable {
             var datagram = OpenedDatagram(
                 user: sessions.values[index].user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved)
             datagram.overControl = sessions.values[index].overControl
+            datagram.connection = sessions.values[index].connection
             return .success(datagram)
         } catch {
             let origin = source.map { "from \($0)" } ?? "carried on \(sessions.values[index].connection)"
@@ -241,12 +244,13 @@ public struct SessionTable: Sendable {
     public func carriesDatagramsOverControl(session id: UInt64) -> Bool { sessions[id]?.overControl ?? false }
 
     /// Seals `payload` for `user`'s one receiving session when content may go straight to it
-    /// (`isSoleReceiver`); nil otherwise. The relay's hot path: no allocation beyond the seal.
-    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> RelayAction? {
+    /// (`isSoleReceiver`), with that session's control connection; nil otherwise. The relay's
+    /// hot path: no allocation beyond the seal.
+    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> (delivery: RelayAction, connection: ConnectionID)? {
         guard let entry = users[user], entry.hasSoleReceiver else { return nil }
         for id in entry.ids {
             guard let index = sessions.index(forKey: id), sessions.values[index].receives else { continue }
-            return Self.deliver(payload, from: &sessions.values[index])
+            return (Self.deliver(payload, from: &sessions.values[index]), sessions.values[index].connection)
         }
         return nil
     }
