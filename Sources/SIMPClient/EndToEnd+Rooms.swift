@@ -45,25 +45,33 @@ extension EndToEnd {
             let fetches = stale.map { fetchDevices(of: $0, via: engine).recover { _ in } }
             return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
                 try sealPost(message, room: room, members: others, via: engine)
+            }.flatMap { sealed, distributions in
+                // The post goes once each new key is delivered to, or stored by the relay for,
+                // its member (or failed, or waits in the outbox): a process that ends right
+                // after the post (simp send) does not leave the key behind. A receiver still
+                // holds a post whose key comes later (an inbox read in another order).
+                EventLoopFuture.andAllComplete(distributions, on: engine.eventLoop).map { sealed }
             }
         }
     }
 
-    private func sealPost(_ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine) throws -> SIMPMessage {
+    private func sealPost(
+        _ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine
+    ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
         let keyless = try members.filter { try messenger.devices(of: $0).isEmpty }
         if !keyless.isEmpty {
-            if settings.allowUnencrypted { return message }
+            if settings.allowUnencrypted { return (message, []) }
             throw SIMPClientError.notEncryptable(
                 "\(keyless.joined(separator: ", ")) in #\(room) published no end-to-end keys (a client without end-to-end encryption?); --no-e2e posts unencrypted"
             )
         }
         let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: members, using: &random)
-        // Submitted before the post: the same reliable path (retransmitted, kept in the
-        // outbox, stored for offline members); a receiver holds a post whose key comes later.
-        for (member, envelope) in sealed.distributions {
-            _ = engine.send(SIMPMessage(kind: .text, toUser: member).sealedEndToEnd(envelope))
+        // Before the post, on the same reliable path (retransmitted, kept in the outbox,
+        // stored for offline members).
+        let distributions = sealed.distributions.map { member, envelope in
+            engine.send(SIMPMessage(kind: .text, toUser: member).sealedEndToEnd(envelope)).1
         }
-        return message.sealedEndToEnd(sealed.post)
+        return (message.sealedEndToEnd(sealed.post), distributions)
     }
 
     /// A room copy decrypted; nil for a post decrypted before, or one held until its author's
