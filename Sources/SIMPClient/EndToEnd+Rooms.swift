@@ -45,12 +45,18 @@ extension EndToEnd {
             let fetches = stale.map { fetchDevices(of: $0, via: engine).recover { _ in } }
             return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
                 try sealPost(message, room: room, members: others, via: engine)
-            }.flatMap { sealed, distributions in
+            }.flatMap { [self] sealed, distributions in
                 // The post goes once each new key is delivered to, or stored by the relay for,
                 // its member (or failed, or waits in the outbox): a process that ends right
                 // after the post (simp send) does not leave the key behind. A receiver still
                 // holds a post whose key comes later (an inbox read in another order).
-                EventLoopFuture.andAllComplete(distributions, on: engine.eventLoop).map { sealed }
+                EventLoopFuture.whenAllComplete(distributions, on: engine.eventLoop).map { [self] outcomes in
+                    if outcomes.contains(where: { if case .success(.failed) = $0 { true } else { false } }) {
+                        // That member may never get this key: the next post makes a new one for all.
+                        try? messenger.renewSenderKeyAtNextPost(in: room)
+                    }
+                    return sealed
+                }
             }
         }
     }

@@ -42,6 +42,14 @@ extension E2EMessenger {
         return SealedRoomPost(post: post, distributions: distributions)
     }
 
+    /// Makes the next post to `room` use a new sender key, sent to every member device again
+    /// (a distribution of the current one failed, so some member may never get it).
+    public mutating func renewSenderKeyAtNextPost(in room: String) throws {
+        guard var keys = try roomKeys(room) else { return }
+        keys.members = []
+        try saveRoomKeys(keys)
+    }
+
     /// Whether a decrypted pairwise plaintext is a sender key distribution (§15.1) rather than
     /// a message: it starts `0x01 0x04`, which no protobuf `Message` does (field number 0).
     public static func isSenderKeyDistribution(_ plaintext: [UInt8]) -> Bool {

@@ -73,6 +73,15 @@ final class RoomMessengerTests: XCTestCase {
         XCTAssertEqual(try bobAgain.openRoomPost(first.post, room: "ops", author: "alice", now: 0), Array("one".utf8), "skipped key kept")
     }
 
+    func testAFailedDistributionMakesTheNextPostUseANewKeyForEveryMember() throws {
+        var (alice, _, _, _) = try threeMembers()
+        let first = try alice.sealRoomPost(Array("one".utf8), room: "ops", members: ["bob", "carol"], using: &random)
+        try alice.renewSenderKeyAtNextPost(in: "ops")
+        let second = try alice.sealRoomPost(Array("two".utf8), room: "ops", members: ["bob", "carol"], using: &random)
+        XCTAssertEqual(second.distributions.map(\.user), ["bob", "carol"])
+        XCTAssertNotEqual(try RoomMessage(encoded: second.post).keyID, try RoomMessage(encoded: first.post).keyID)
+    }
+
     func testADistributionIsNeverTakenForAMessageAndBack() {
         let message = SIMPMessage(content: "hello").endToEndPlaintext
         XCTAssertFalse(E2EMessenger.isSenderKeyDistribution(message))
