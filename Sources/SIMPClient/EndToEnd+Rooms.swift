@@ -80,8 +80,9 @@ extension EndToEnd {
         return (message.sealedEndToEnd(sealed.post), distributions)
     }
 
-    /// A room copy decrypted; nil for a post decrypted before, or one held until its author's
-    /// sender key arrives (it is then handed over by `rooms.deliverLate`).
+    /// A room copy decrypted; nil for a post decrypted before, one held until its author's
+    /// sender key arrives (it is then handed over by `rooms.deliverLate`), or one that cannot
+    /// be decrypted (the user is told).
     func openPost(_ message: SIMPMessage) -> SIMPMessage? {
         let now = UInt64(WallClock.millisecondsSinceEpoch())
         giveUpWaitingPosts(now: now)
@@ -99,7 +100,7 @@ extension EndToEnd {
             logger.warning(
                 "cannot decrypt a room post", metadata: ["room": "\(message.fromUser)", "author": "\(message.author)", "error": "\(error)"])
             onNotice(.undecryptable(user: message.author, messageId: message.messageId, reason: "\(error)"))
-            return message
+            return nil // the notice says it; never an empty line
         }
     }
 

@@ -47,5 +47,15 @@ final class EndToEndRoomHoldTests: XCTestCase {
         XCTAssertTrue(bob.rooms.held.isEmpty)
         XCTAssertNil(bob.open(post), "a copy decrypted before is a duplicate")
         XCTAssertEqual(notices, [])
+
+        // An altered post (the relay flipped a bit) is not shown; the user is told.
+        let next = try alice.messenger.sealRoomPost(SIMPMessage(content: "two").endToEndPlaintext, room: "ops", members: ["bob"], using: &random)
+        var altered = post
+        altered.e2ePayload = next.post
+        altered.e2ePayload[12] ^= 1
+        XCTAssertNil(bob.open(altered))
+        XCTAssertEqual(notices.count, 1)
+        guard case .undecryptable(user: "alice", _, _)? = notices.first else { return XCTFail("\(notices)") }
+        XCTAssertTrue(bob.rooms.held.isEmpty, "a post that fails to verify is not held")
     }
 }
