@@ -19,7 +19,7 @@ extension EndToEndRelayTests {
         defer { monitor.signal(SIGTERM) }
 
         let (alice, bob, carol) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"), TestRelay.uniqueUser("carol"))
-        let room = "ops"
+        let room = TestRelay.uniqueUser("ops") // Redis may be shared by the tests of a run
         let posts = [alice: "vault code 4417", bob: "the eagle lands at midnight", carol: "launch code 9931"]
         let clients = [alice: try await connect(alice, relay: 0), bob: try await connect(bob, relay: 1), carol: try await connect(carol, relay: 0)]
         var inboxes: [String: MessageInbox] = [:]
@@ -76,6 +76,36 @@ extension EndToEndRelayTests {
         for text in Array(posts.values) + [secret] {
             XCTAssertFalse(Self.reveals(traffic, text), "\"\(text)\" crossed the relay-Redis link readable")
         }
+    }
+
+    /// A member without keys (a client without end-to-end encryption) cannot read a post: the
+    /// post is refused, naming the member and the flag, unless unencrypted posts are allowed
+    /// (`--no-e2e`), and then it goes readable (and is marked on arrival).
+    func testAPostToARoomWithAMemberWithoutKeysIsRefusedUnlessAllowed() async throws {
+        cluster = try await TestRelayCluster.start(relays: 1)
+        let (alice, dave) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("dave"))
+        let room = TestRelay.uniqueUser("ops")
+        let aliceClient = try await connect(alice, relay: 0)
+        let daveClient = try await connect(dave, relay: 0, endToEnd: false)
+        let daveInbox = MessageInbox(daveClient)
+        _ = try await aliceClient.joinRoom(room)
+        _ = try await daveClient.joinRoom(room)
+        do {
+            let result = try await aliceClient.send(text: "for members with keys", toRoom: room)
+            XCTFail("posted: \(result)")
+        } catch SIMPClientError.notEncryptable(let reason) {
+            XCTAssertTrue(reason.contains(dave) && reason.contains("--no-e2e"), reason)
+        }
+        let allowing = try await cluster.connectClient(user: alice, relay: 0) { configuration in
+            configuration.device = "second"
+            configuration.endToEnd = EndToEndSettings(home: self.home, allowUnencrypted: true)
+        }
+        guard case .stored = try await allowing.send(text: "readable by all", toRoom: room) else { return XCTFail("not posted") }
+        let arrived = await daveInbox.waitFor(1)
+        XCTAssertTrue(arrived)
+        let received = await daveInbox.messages
+        XCTAssertEqual(received.map(\.content), ["readable by all"])
+        XCTAssertEqual(received.map(\.isEndToEnd), [false])
     }
 
     /// `user`'s stored copy (in `simp:log:{user}`) of the room post `authorMessageId` by `author`.
