@@ -256,7 +256,7 @@ let package = Package(
         .testTarget(
             name: "SIMPRelayTests",
             dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz",
-                           "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit",
+                           "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),

@@ -45,11 +45,10 @@ extension ChatSession {
 }
 
 extension HistoryEntry {
-    /// The entry for a message this user received; a direct message that did not come end to
-    /// end encrypted (`--no-e2e`, or a peer without keys) is marked so.
+    /// The entry for a message this user received; a direct message or room post that did not
+    /// come end to end encrypted (`--no-e2e`, or a peer or member without keys) is marked so.
     public init(received message: SIMPMessage) {
         self.init(message)
-        let direct = message.author.isEmpty && !RelayCore.isRoomAddress(message.fromUser)
-        if direct, !message.isEndToEnd { unencrypted = true }
+        if !message.isEndToEnd { unencrypted = true }
     }
 }

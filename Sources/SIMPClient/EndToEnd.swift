@@ -45,14 +45,16 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
 /// state in `$SIMP_HOME`. Confined to the engine's event loop.
 final class EndToEnd: @unchecked Sendable {
     let settings: EndToEndSettings
-    private let user: String
-    private var messenger: E2EMessenger
-    private var fetchedAt: [String: NIODeadline] = [:]
+    let user: String
+    var messenger: E2EMessenger
+    var fetchedAt: [String: NIODeadline] = [:]
     /// Users the relay said do not exist: a message to one goes with an empty envelope (no
     /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
     private var unknownUsers: Set<String> = []
-    private var random = SystemRandomNumberGenerator()
-    private let logger: Logger
+    var random = SystemRandomNumberGenerator()
+    let logger: Logger
+    /// Room posts waiting for their author's sender key, and the rooms' members (EndToEnd+Rooms).
+    var rooms = RoomPosts()
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
     private(set) var relaySupportsKeys = true
     var onNotice: (EndToEndNotice) -> Void = { _ in }
@@ -95,7 +97,8 @@ final class EndToEnd: @unchecked Sendable {
     /// (with `allowUnencrypted`) a receiver that cannot decrypt.
     func seal(_ message: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<SIMPMessage> {
         let peer = message.toUser
-        guard message.e2ePayload.isEmpty, !peer.hasPrefix("#") else { return engine.eventLoop.makeSucceededFuture(message) }
+        guard message.e2ePayload.isEmpty else { return engine.eventLoop.makeSucceededFuture(message) }
+        if RelayCore.isRoomAddress(peer) { return sealPost(message, via: engine) }
         let fresh = fetchedAt[peer].map { engine.now - $0 < settings.deviceListLifetime } ?? false
         let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
         return devices.flatMapErrorThrowing { [self] error in
@@ -127,10 +130,12 @@ final class EndToEnd: @unchecked Sendable {
     /// A message that cannot be decrypted comes with empty content, and the user is told.
     func open(_ message: SIMPMessage) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
+        if RelayCore.isRoomAddress(message.fromUser) { return openPost(message) }
         do {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
             let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
             for notice in opened.notices { onNotice(.peer(notice)) }
+            if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
             return try message.openedEndToEnd(opened.plaintext)
         } catch E2EError.duplicate {
             return nil
@@ -151,7 +156,7 @@ final class EndToEnd: @unchecked Sendable {
     }
 
     /// Fetches `peer`'s bundles (claiming one-time prekeys only for devices without a session).
-    private func fetchDevices(of peer: String, via engine: ClientEngine) -> EventLoopFuture<Void> {
+    func fetchDevices(of peer: String, via engine: ClientEngine) -> EventLoopFuture<Void> {
         let known: [String]
         do { known = try messenger.devices(of: peer).map(\.device) } catch { return engine.eventLoop.makeFailedFuture(error) }
         return engine.keysRequest(.keysFetch) {

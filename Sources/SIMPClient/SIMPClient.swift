@@ -112,6 +112,7 @@ public final class SIMPClient: @unchecked Sendable {
         do {
             if let settings = configuration.endToEnd, let endToEnd = try openEndToEnd(settings) {
                 endToEnd.onNotice = { [endToEndNoticesContinuation] in endToEndNoticesContinuation.yield($0) }
+                endToEnd.rooms.deliverLate = { [engine] in _ = engine.onMessage($0) }
                 try await loop.submit { [engine] in engine.endToEnd = endToEnd }.get()
             }
             try await loop.flatSubmit { [engine] in

@@ -17,7 +17,7 @@ public struct E2EMessenger: RedactedReflection {
     /// This device's name, written into every envelope it seals.
     public let device: String
     public private(set) var local: E2EDevice
-    private let store: E2EStateStore
+    let store: E2EStateStore
 
     /// Loads (or, on first run, makes and saves) this device's identity and prekeys.
     public init(device: String, store: E2EStateStore, using random: inout some RandomNumberGenerator) throws {

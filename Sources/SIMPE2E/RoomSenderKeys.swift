@@ -4,11 +4,11 @@
 public struct RoomSenderKeys: Sendable, RedactedReflection {
     public let roomID: String
     /// The member devices (as the caller names them) that get this device's sender key.
-    public private(set) var members: Set<String>
-    public private(set) var outbound: OutboundSenderKey
+    public internal(set) var members: Set<String>
+    public internal(set) var outbound: OutboundSenderKey
     /// Inbound keys by sender device, oldest first; a few per sender so posts in flight across a
     /// re-key still decrypt.
-    private var inbound: [String: [InboundSenderKey]] = [:]
+    var inbound: [String: [InboundSenderKey]] = [:]
     /// Inbound keys kept per sender device.
     public static let keysPerSender = 3
 

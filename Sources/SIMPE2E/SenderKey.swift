@@ -91,9 +91,9 @@ public struct RoomMessage: Equatable, Sendable {
 public struct OutboundSenderKey: Sendable, RedactedReflection {
     public let roomID: String
     public let keyID: UInt32
-    public private(set) var iteration: UInt32 = 0
-    private var chainKey: SecretBytes
-    private let signingKey: SecretBytes
+    public internal(set) var iteration: UInt32 = 0
+    var chainKey: SecretBytes
+    let signingKey: SecretBytes
 
     /// A new sender key; draws the key id (4 bytes of a `next()`), chain key, then signing seed.
     public init(roomID: String, using random: inout some RandomNumberGenerator) {
@@ -139,10 +139,10 @@ public struct OutboundSenderKey: Sendable, RedactedReflection {
 public struct InboundSenderKey: Sendable, RedactedReflection {
     public let roomID: String
     public let keyID: UInt32
-    private let signingKey: [UInt8]
-    private var chainKey: SecretBytes
-    private var iteration: UInt32
-    private var skipped = SkippedMessageKeys()
+    let signingKey: [UInt8]
+    var chainKey: SecretBytes
+    var iteration: UInt32
+    var skipped = SkippedMessageKeys()
 
     public init(_ distribution: SenderKeyDistribution) {
         (roomID, keyID, signingKey) = (distribution.roomID, distribution.keyID, distribution.signingKey)

@@ -18,7 +18,7 @@ extension ChatSessionTests {
 
         var post = SIMPMessage(kind: .text, messageId: 4, fromUser: "#lobby", toUser: "alice", content: "hello", time: 1)
         post.author = "bob"
-        _ = session.receive(post)
+        _ = session.receive(post.decrypted)
         refresh()
         XCTAssertTrue(terminal.transcript.contains("12:00 #lobby bob: hello"), "\(terminal.transcript)")
 

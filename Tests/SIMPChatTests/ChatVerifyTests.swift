@@ -83,11 +83,17 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
         _ = session.receive(SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "plain", time: 6))
         var roomPost = SIMPMessage(kind: .text, messageId: 3, fromUser: "#lobby", toUser: "alice", content: "hi all", time: 7)
         roomPost.author = "carol"
+        _ = session.receive(roomPost.decrypted)
+        roomPost.messageId = 4
+        roomPost.content = "plain post"
         _ = session.receive(roomPost)
         refresh()
         XCTAssertEqual(
-            terminal.transcript.suffix(4),
-            ["12:00 bob: sealed", "12:00 bob: plain (not encrypted)", "12:00 #lobby carol: hi all", "[#lobby 1] bob>"])
+            terminal.transcript.suffix(5),
+            [
+                "12:00 bob: sealed", "12:00 bob: plain (not encrypted)", "12:00 #lobby carol: hi all",
+                "12:00 #lobby carol: plain post (not encrypted)", "[#lobby 2] bob>",
+            ])
 
         let plain = HistoryEntry(received: SIMPMessage(kind: .text, messageId: 2, fromUser: "bob", toUser: "alice", content: "plain"))
         XCTAssertEqual(plain.unencrypted, true)

@@ -10,8 +10,8 @@ import XCTest
 /// End-to-end encryption through real relays and a real Redis (issue 27): the relay and Redis
 /// carry ciphertext only, while the receiving client reads the text.
 final class EndToEndRelayTests: XCTestCase {
-    private var cluster: TestRelayCluster!
-    private var home: URL!
+    var cluster: TestRelayCluster!
+    var home: URL!
 
     override func setUp() async throws {
         home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-\(UUID().uuidString)")
@@ -22,7 +22,7 @@ final class EndToEndRelayTests: XCTestCase {
         try? FileManager.default.removeItem(at: home)
     }
 
-    private func connect(_ user: String, relay: Int, endToEnd: Bool = true) async throws -> SIMPClient {
+    func connect(_ user: String, relay: Int, endToEnd: Bool = true) async throws -> SIMPClient {
         try await cluster.connectClient(user: user, relay: relay) { configuration in
             if endToEnd { configuration.endToEnd = EndToEndSettings(home: self.home) }
         }
@@ -34,16 +34,8 @@ final class EndToEndRelayTests: XCTestCase {
     /// the receiver reads them. A message sent without end-to-end encryption is found in both
     /// places, so the search can fail.
     func testTheRelayAndRedisSeeNoPlaintextWhileTheReceiverReadsIt() async throws {
-        // A short route cache: relay 0 learns at once that bob left relay 1 (the test clients
-        // give up after 6 quick transmissions, sooner than the default 2 s cache expires).
-        cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.routeCacheTTL = .milliseconds(100) }
-        let url = cluster.redis.url
-        let monitor = try ChildProcess("/usr/bin/redis-cli", ["-h", url.host, "-p", String(url.port), "monitor"])
+        let monitor = try await startTwoRelaysAndMonitor()
         defer { monitor.signal(SIGTERM) }
-        let monitoring = try await Eventually.holds {
-            try await self.cluster.inspector.command(["PING"]).string != nil && monitor.standardOutput.contains("PING")
-        }
-        XCTAssertTrue(monitoring, "redis-cli monitor did not start")
 
         let (alice, bob, carol) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"), TestRelay.uniqueUser("carol"))
         let direct = "the eagle lands at midnight", stored = "vault code 4417", plain = "an unencrypted control line"
@@ -110,8 +102,22 @@ final class EndToEndRelayTests: XCTestCase {
         XCTAssertFalse(unknown.known)
     }
 
+    /// Two relays on one Redis, and `redis-cli monitor` of that Redis (stop it when done).
+    func startTwoRelaysAndMonitor() async throws -> ChildProcess {
+        // A short route cache: relay 0 learns at once that bob left relay 1 (the test clients
+        // give up after 6 quick transmissions, sooner than the default 2 s cache expires).
+        cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.routeCacheTTL = .milliseconds(100) }
+        let url = cluster.redis.url
+        let monitor = try ChildProcess("/usr/bin/redis-cli", ["-h", url.host, "-p", String(url.port), "monitor"])
+        let monitoring = try await Eventually.holds {
+            try await self.cluster.inspector.command(["PING"]).string != nil && monitor.standardOutput.contains("PING")
+        }
+        XCTAssertTrue(monitoring, "redis-cli monitor did not start")
+        return monitor
+    }
+
     /// Every key, its type and its value(s), one line each.
-    private func everyKeyAndValue() async throws -> String {
+    func everyKeyAndValue() async throws -> String {
         let redis = cluster.inspector
         var lines: [String] = []
         for key in try await redis.scanKeys(matching: "*") {

@@ -1,0 +1,135 @@
+import NIOCore
+import SIMPCore
+import SIMPE2E
+
+/// Room posts that wait for their author's sender key, and the members each room had.
+struct RoomPosts {
+    /// Most posts waiting at once; beyond it the oldest is given up and the user told.
+    static let maxHeld = 256
+    /// How long a post waits for its author's sender key before the user is told it cannot be
+    /// read (checked when the next end-to-end room post or sender key arrives).
+    static let maxWaitMilliseconds: UInt64 = 60_000
+
+    var held: [(message: SIMPMessage, since: UInt64)] = []
+    /// Each room's members as the relay last listed them (used while it cannot be asked).
+    var members: [String: [String]] = [:]
+    /// Hands the application a post decrypted after its sender key arrived.
+    var deliverLate: (SIMPMessage) -> Void = { _ in }
+}
+
+/// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §15): a post is encrypted once
+/// with this device's sender key for the room; the key goes to the member devices inside
+/// direct messages, and is made again whenever the member devices change.
+extension EndToEnd {
+    /// `message` (to `#<room>`) sealed with this device's sender key, after asking the relay
+    /// for the room's members and fetching their devices when the lists are old; a new
+    /// sender key is sent (as direct messages, before the post) when the member devices changed.
+    func sealPost(_ message: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<SIMPMessage> {
+        let room = String(message.toUser.dropFirst())
+        return engine.roomRequest(.roomMembers, room: room).map { [self] members in
+            rooms.members[room] = members
+            return members
+        }.flatMapError { [self] error in
+            switch error {
+            case SIMPClientError.connectionLost where rooms.members[room] != nil:
+                return engine.eventLoop.makeSucceededFuture(rooms.members[room]!) // as a moment before; the post waits in the outbox
+            case SIMPClientError.rejected(.notAMember, _):
+                return engine.eventLoop.makeSucceededFuture([]) // sealed for nobody: the relay refuses the post itself
+            default:
+                return engine.eventLoop.makeFailedFuture(error)
+            }
+        }.flatMap { [self] members in
+            let others = members.filter { $0 != user }
+            let stale = others.filter { member in fetchedAt[member].map { engine.now - $0 >= settings.deviceListLifetime } ?? true }
+            // A member whose devices cannot be fetched now keeps the devices this device knows.
+            let fetches = stale.map { fetchDevices(of: $0, via: engine).recover { _ in } }
+            return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
+                try sealPost(message, room: room, members: others, via: engine)
+            }.flatMap { [self] sealed, distributions in
+                // The post goes once each new key is delivered to, or stored by the relay for,
+                // its member (or failed, or waits in the outbox): a process that ends right
+                // after the post (simp send) does not leave the key behind. A receiver still
+                // holds a post whose key comes later (an inbox read in another order).
+                EventLoopFuture.whenAllComplete(distributions, on: engine.eventLoop).map { [self] outcomes in
+                    if outcomes.contains(where: { if case .success(.failed) = $0 { true } else { false } }) {
+                        // That member may never get this key: the next post makes a new one for all.
+                        try? messenger.renewSenderKeyAtNextPost(in: room)
+                    }
+                    return sealed
+                }
+            }
+        }
+    }
+
+    private func sealPost(
+        _ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine
+    ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
+        let keyless = try members.filter { try messenger.devices(of: $0).isEmpty }
+        if !keyless.isEmpty {
+            if settings.allowUnencrypted { return (message, []) }
+            throw SIMPClientError.notEncryptable(
+                "\(keyless.joined(separator: ", ")) in #\(room) published no end-to-end keys (a client without end-to-end encryption?); --no-e2e posts unencrypted"
+            )
+        }
+        let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: members, using: &random)
+        // Before the post, on the same reliable path (retransmitted, kept in the outbox,
+        // stored for offline members).
+        let distributions = sealed.distributions.map { member, envelope in
+            engine.send(SIMPMessage(kind: .text, toUser: member).sealedEndToEnd(envelope)).1
+        }
+        return (message.sealedEndToEnd(sealed.post), distributions)
+    }
+
+    /// A room copy decrypted; nil for a post decrypted before, one held until its author's
+    /// sender key arrives (it is then handed over by `rooms.deliverLate`), or one that cannot
+    /// be decrypted (the user is told).
+    func openPost(_ message: SIMPMessage) -> SIMPMessage? {
+        let now = UInt64(WallClock.millisecondsSinceEpoch())
+        giveUpWaitingPosts(now: now)
+        do {
+            let plaintext = try messenger.openRoomPost(
+                message.e2ePayload, room: String(message.fromUser.dropFirst()), author: message.author, now: now)
+            return try message.openedEndToEnd(plaintext)
+        } catch E2EError.duplicate {
+            return nil
+        } catch E2EError.noSession {
+            rooms.held.append((message, now))
+            if rooms.held.count > RoomPosts.maxHeld { giveUp(rooms.held.removeFirst().message, reason: "too many posts wait for sender keys") }
+            return nil
+        } catch {
+            logger.warning(
+                "cannot decrypt a room post", metadata: ["room": "\(message.fromUser)", "author": "\(message.author)", "error": "\(error)"])
+            onNotice(.undecryptable(user: message.author, messageId: message.messageId, reason: "\(error)"))
+            return nil // the notice says it; never an empty line
+        }
+    }
+
+    /// A direct message carrying a sender key: kept, and the posts waiting for it are
+    /// decrypted and handed over. The message itself is not shown (nil).
+    func takeSenderKey(_ plaintext: [UInt8], _ message: SIMPMessage) -> SIMPMessage? {
+        do {
+            let device = try E2EEnvelope(encoded: message.e2ePayload).senderDevice
+            let room = try messenger.acceptSenderKey(plaintext, from: message.fromUser, device: device, using: &random)
+            let isWaiting = { (post: SIMPMessage) in post.fromUser == "#" + room && post.author == message.fromUser }
+            let waiting = rooms.held.filter { isWaiting($0.message) }.map(\.message).sorted { $0.seq < $1.seq }
+            rooms.held.removeAll { isWaiting($0.message) }
+            for post in waiting { openPost(post).map(rooms.deliverLate) }
+        } catch {
+            logger.warning("ignoring a sender key", metadata: ["from": "\(message.fromUser)", "error": "\(error)"])
+        }
+        return nil
+    }
+
+    private func giveUpWaitingPosts(now: UInt64) {
+        let isExpired = { (since: UInt64) in now >= since && now - since > RoomPosts.maxWaitMilliseconds }
+        let expired = rooms.held.filter { isExpired($0.since) }
+        guard !expired.isEmpty else { return }
+        rooms.held.removeAll { isExpired($0.since) }
+        for post in expired { giveUp(post.message, reason: "its author's sender key did not arrive") }
+    }
+
+    private func giveUp(_ post: SIMPMessage, reason: String) {
+        logger.warning("cannot decrypt a room post", metadata: ["room": "\(post.fromUser)", "author": "\(post.author)", "error": "\(reason)"])
+        onNotice(.undecryptable(user: post.author, messageId: post.messageId, reason: reason))
+    }
+}

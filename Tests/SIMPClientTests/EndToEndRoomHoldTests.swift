@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import SIMPCore
+import SIMPE2E
+import XCTest
+
+@testable import SIMPClient
+
+/// A room post whose sender key has not arrived (its distribution was lost and is being
+/// retransmitted, or the inbox delivered the post first) is held, not lost (docs/E2E.md §15.3).
+final class EndToEndRoomHoldTests: XCTestCase {
+    private var home: URL!
+
+    override func setUp() {
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-hold-\(UUID().uuidString)")
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: home)
+    }
+
+    func testAPostThatArrivesBeforeItsSenderKeyIsHandedOverWhenTheKeyArrives() throws {
+        let logger = Logger(label: "test")
+        let alice = try EndToEnd(settings: EndToEndSettings(home: home), user: "alice", device: "desk", logger: logger)
+        let bob = try EndToEnd(settings: EndToEndSettings(home: home), user: "bob", device: "laptop", logger: logger)
+        var random = SystemRandomNumberGenerator()
+        let prekeys = try bob.messenger.publishPrekeys(1, using: &random)
+        let bundle = bob.messenger.local.prekeys.bundle(identity: bob.messenger.local.identity, oneTimePrekeys: prekeys)
+        _ = try alice.messenger.updateDevices(of: "bob", bundles: [("laptop", bundle)], using: &random)
+        let sealed = try alice.messenger.sealRoomPost(
+            SIMPMessage(content: "vault code 4417").endToEndPlaintext, room: "ops", members: ["bob"], using: &random)
+
+        // The copies as the relay hands them to bob: the post, then alice's direct message with the key.
+        var post = SIMPMessage(kind: .text, messageId: 1, fromUser: "#ops", toUser: "bob").sealedEndToEnd(sealed.post)
+        (post.author, post.room, post.seq) = ("alice", "ops", 1)
+        let key = SIMPMessage(kind: .text, messageId: 7, fromUser: "alice", toUser: "bob").sealedEndToEnd(sealed.distributions[0].envelope)
+        var late: [SIMPMessage] = []
+        var notices: [EndToEndNotice] = []
+        bob.rooms.deliverLate = { late.append($0) }
+        bob.onNotice = { notices.append($0) }
+
+        XCTAssertNil(bob.open(post), "held until its sender key arrives")
+        XCTAssertEqual(bob.rooms.held.count, 1)
+        XCTAssertNil(bob.open(key), "a sender key is not shown")
+        XCTAssertEqual(late.map(\.content), ["vault code 4417"])
+        XCTAssertEqual(late.map(\.author), ["alice"])
+        XCTAssertTrue(bob.rooms.held.isEmpty)
+        XCTAssertNil(bob.open(post), "a copy decrypted before is a duplicate")
+        XCTAssertEqual(notices, [])
+
+        // An altered post (the relay flipped a bit) is not shown; the user is told.
+        let next = try alice.messenger.sealRoomPost(SIMPMessage(content: "two").endToEndPlaintext, room: "ops", members: ["bob"], using: &random)
+        var altered = post
+        altered.e2ePayload = next.post
+        altered.e2ePayload[12] ^= 1
+        XCTAssertNil(bob.open(altered))
+        XCTAssertEqual(notices.count, 1)
+        guard case .undecryptable(user: "alice", _, _)? = notices.first else { return XCTFail("\(notices)") }
+        XCTAssertTrue(bob.rooms.held.isEmpty, "a post that fails to verify is not held")
+    }
+}
