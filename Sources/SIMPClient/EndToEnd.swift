@@ -102,7 +102,8 @@ final class EndToEnd: @unchecked Sendable {
             // The relay cannot be asked now (a message typed during an outage): what this
             // device already knows of the peer (a list fetched earlier, or the devices that wrote
             // to it) decides, as it would have a moment before; the list is fetched again later.
-            guard case SIMPClientError.connectionLost = error, try knowsDevices(of: peer) else { throw error }
+            guard case SIMPClientError.connectionLost = error else { throw error }
+            guard try knowsDevices(of: peer) else { throw DevicesNotYetKnown() }
         }.flatMapThrowing { [self] in
             guard try !messenger.devices(of: peer).isEmpty else {
                 if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
@@ -123,8 +124,8 @@ final class EndToEnd: @unchecked Sendable {
         try fetchedAt[peer] != nil || unknownUsers.contains(peer) || !messenger.devices(of: peer).isEmpty
     }
 
-    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate).
-    /// A message that cannot be decrypted comes with empty content, and the user is told.
+    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate) and
+    /// for one that cannot be decrypted: the user is told that instead (never an empty line).
     func open(_ message: SIMPMessage) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
         do {
@@ -137,7 +138,7 @@ final class EndToEnd: @unchecked Sendable {
         } catch {
             logger.warning("cannot decrypt a message", metadata: ["from": "\(message.fromUser)", "id": "\(message.messageId)", "error": "\(error)"])
             onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: "\(error)"))
-            return message
+            return nil
         }
     }
 
