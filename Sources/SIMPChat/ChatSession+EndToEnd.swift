@@ -40,6 +40,8 @@ extension ChatSession {
             return ("\(user)'s device \(device) started a new session (its state was lost or restored)", .dim)
         case .undecryptable(let user, let id, let reason):
             return ("message \(id) from \(user) could not be decrypted: \(reason)", .failure)
+        case .ownNewDevice:
+            return (news.description, .warning)
         }
     }
 }

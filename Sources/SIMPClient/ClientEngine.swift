@@ -307,6 +307,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             return
         }
         guard channel === control else { return }
+        if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))

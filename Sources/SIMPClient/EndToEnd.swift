@@ -29,6 +29,8 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case peer(E2ENotice)
     /// Message `messageId` from `user` could not be decrypted on this device.
     case undecryptable(user: String, messageId: UInt64, reason: String)
+    /// This user's account logged in from a new device (from `loginAddress`, when known).
+    case ownNewDevice(device: String, loginAddress: String)
 
     public var description: String {
         switch self {
@@ -36,6 +38,7 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .peer(.deviceKeyChanged(let user, let device)): "\(user)'s device \(device) has a new key: verify it again (/verify \(user))"
         case .peer(.sessionRestarted(let user, let device)): "\(user)'s device \(device) started a new session (its state was lost or restored)"
         case .undecryptable(let user, let id, let reason): "message \(id) from \(user) could not be decrypted: \(reason)"
+        case .ownNewDevice(let device, let address): "a new device \"\(device)\" logged in as you" + (address.isEmpty ? "" : " from \(address)")
         }
     }
 }
@@ -45,14 +48,14 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
 /// state in `$SIMP_HOME`. Confined to the engine's event loop.
 final class EndToEnd: @unchecked Sendable {
     let settings: EndToEndSettings
-    private let user: String
+    let user: String
     private var messenger: E2EMessenger
     private var fetchedAt: [String: NIODeadline] = [:]
     /// Users the relay said do not exist: a message to one goes with an empty envelope (no
     /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
     private var unknownUsers: Set<String> = []
     private var random = SystemRandomNumberGenerator()
-    private let logger: Logger
+    let logger: Logger
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
     private(set) var relaySupportsKeys = true
     var onNotice: (EndToEndNotice) -> Void = { _ in }
@@ -66,10 +69,18 @@ final class EndToEnd: @unchecked Sendable {
             device: device, store: EndToEndFileStore(home: settings.home, user: user, device: device), using: &random)
     }
 
+    /// This device's name.
+    var device: String { messenger.device }
+
+    /// The list of `peer`'s devices is stale (the relay told of a new bundle): the next message
+    /// to `peer` fetches it again.
+    func forgetDevices(of peer: String) { fetchedAt[peer] = nil }
+
     /// This device's identity, for safety numbers.
     var identity: IdentityKey { messenger.local.identity.publicKey }
 
-    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are left.
+    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are
+    /// left, then looks for new devices of this user (`checkOwnDevices`).
     func publish(via engine: ClientEngine) -> EventLoopFuture<Void> {
         let bundle = messenger.local.prekeys.bundle(identity: messenger.local.identity, oneTimePrekeys: []).encoded
         return engine.keysRequest(.keysPublish) { $0.keyBundles = [bundle] }.flatMap { [self] answer in
@@ -87,6 +98,10 @@ final class EndToEnd: @unchecked Sendable {
         }.flatMapErrorThrowing { [self] error in
             if case SIMPClientError.rejected(.badRequest, _) = error { relaySupportsKeys = false }
             throw error
+        }.flatMap { [self] in
+            checkOwnDevices(via: engine).recover { [logger] error in
+                logger.debug("cannot fetch this user's devices", metadata: ["error": "\(error)"])
+            }
         }
     }
 

@@ -143,6 +143,10 @@ public enum SeedCorpus {
         seeds["keys-published"] = published
         seeds["keys-fetch"] = fetch
         seeds["keys-fetched"] = fetched
+        var newDevice = SIMPMessage(kind: .keysPublish, fromUser: "alice", toUser: "alice")
+        newDevice.device = "phone-77ab"
+        newDevice.loginAddress = "127.0.0.5"
+        seeds["keys-new-device"] = newDevice
         for code in SIMPMessage.ErrorCode.allCases where code != .none {
             seeds["error-\(code)"] = .error(code, "error \(code.rawValue)", messageId: 9, to: "alice")
         }

@@ -67,6 +67,58 @@ final class EndToEndDevicesTests: RelayTestCase {
         XCTAssertEqual(outbox.count, 0)
     }
 
+    /// bob's second device logs in after alice fetched bob's devices (her list is fresh for 5
+    /// minutes): the relay tells her of its new bundle, so her next message is sealed for both
+    /// of bob's devices, and both read it; she is told bob has a new device.
+    func testAPeersNewDeviceReadsTheNextMessage() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = MessageInbox(try await connect(bob, device: "phone"))
+        let aliceClient = try await connect(alice, device: "desk")
+        let aliceNotices = EndToEndNoticeLog(aliceClient)
+        guard case .delivered = try await aliceClient.send(text: "one", to: bob) else { return XCTFail("not delivered") }
+        let first = await phone.waitFor(1)
+        XCTAssertTrue(first)
+
+        let laptop = MessageInbox(try await connect(bob, device: "laptop"))
+        // The relay sent alice its notice before it answered the laptop's publish: a round trip
+        // of alice's after that comes back behind the notice.
+        _ = try await aliceClient.who([bob])
+        _ = try await aliceClient.send(text: "two", to: bob)
+        let onPhone = await phone.waitFor(2), onLaptop = await laptop.waitFor(1)
+        XCTAssertTrue(onPhone && onLaptop)
+        let (phoneTexts, laptopTexts) = (await phone.messages.map(\.content), await laptop.messages.map(\.content))
+        XCTAssertEqual(phoneTexts, ["one", "two"])
+        XCTAssertEqual(laptopTexts.last, "two", "the new device reads the next message")
+        XCTAssertFalse(laptopTexts.contains(""), "no empty message")
+        let newDevice = await aliceNotices.waitFor { $0 == .peer(.newDevice(user: bob, device: "laptop")) }
+        XCTAssertTrue(newDevice)
+    }
+
+    /// A new device of bob's account is told to his other devices: at once to a connected one,
+    /// with the address it logged in from, and at its next login to one that was offline.
+    func testTheUsersOtherDevicesAreToldOfANewDevice() async throws {
+        let bob = TestRelay.uniqueUser("bob")
+        var phone = try await connect(bob, device: "phone")
+        let phoneNotices = EndToEndNoticeLog(phone)
+        let laptop = try await connect(bob, device: "laptop")
+        let toldAtOnce = await phoneNotices.waitFor { $0 == .ownNewDevice(device: "laptop", loginAddress: "127.0.0.1") }
+        XCTAssertTrue(toldAtOnce)
+        XCTAssertEqual(
+            EndToEndNotice.ownNewDevice(device: "laptop", loginAddress: "127.0.0.1").description,
+            "a new device \"laptop\" logged in as you from 127.0.0.1")
+        let laptopNotices = EndToEndNoticeLog(laptop)
+
+        await phone.close()
+        await (try await connect(bob, device: "tablet")).close()
+        phone = try await connect(bob, device: "phone")
+        let toldLater = await EndToEndNoticeLog(phone).waitFor { $0 == .ownNewDevice(device: "tablet", loginAddress: "") }
+        XCTAssertTrue(toldLater)
+        let laptopTold = await laptopNotices.waitFor { $0 == .ownNewDevice(device: "tablet", loginAddress: "127.0.0.1") }
+        XCTAssertTrue(laptopTold)
+        let laptopSaid = await laptopNotices.notices
+        XCTAssertFalse(laptopSaid.contains { if case .ownNewDevice("phone", _) = $0 { true } else { false } }, "a known device is not news")
+    }
+
     /// A direct message whose envelope has no copy for this device (sealed before the sender
     /// knew it) is not handed over as an empty message: the user is told it could not be
     /// decrypted instead.
