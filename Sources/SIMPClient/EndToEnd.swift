@@ -31,6 +31,8 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case undecryptable(user: String, messageId: UInt64, reason: String)
     /// This user's account logged in from a new device (from `loginAddress`, when known).
     case ownNewDevice(device: String, loginAddress: String)
+    /// `user` was marked verified, and one of its devices is new or has another key since.
+    case verifiedKeyChanged(user: String)
 
     public var description: String {
         switch self {
@@ -39,6 +41,7 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .peer(.sessionRestarted(let user, let device)): "\(user)'s device \(device) started a new session (its state was lost or restored)"
         case .undecryptable(let user, let id, let reason): "message \(id) from \(user) could not be decrypted: \(reason)"
         case .ownNewDevice(let device, let address): "a new device \"\(device)\" logged in as you" + (address.isEmpty ? "" : " from \(address)")
+        case .verifiedKeyChanged(let user): "\(user) is no longer verified: a key changed (/verify \(user), then /verify \(user) --confirm)"
         }
     }
 }
@@ -49,7 +52,7 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
 final class EndToEnd: @unchecked Sendable {
     let settings: EndToEndSettings
     let user: String
-    private var messenger: E2EMessenger
+    var messenger: E2EMessenger
     private var fetchedAt: [String: NIODeadline] = [:]
     /// Users the relay said do not exist: a message to one goes with an empty envelope (no
     /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
@@ -58,6 +61,8 @@ final class EndToEnd: @unchecked Sendable {
     let logger: Logger
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
     private(set) var relaySupportsKeys = true
+    /// Peers marked verified (`markVerified`).
+    let verifiedPeers = VerifiedPeers()
     var onNotice: (EndToEndNotice) -> Void = { _ in }
 
     init(settings: EndToEndSettings, user: String, device: String, logger: Logger) throws {
@@ -147,6 +152,7 @@ final class EndToEnd: @unchecked Sendable {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
             let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
             for notice in opened.notices { onNotice(.peer(notice)) }
+            checkVerification(of: message.fromUser)
             return try message.openedEndToEnd(opened.plaintext)
         } catch E2EError.duplicate {
             return nil
@@ -186,6 +192,7 @@ final class EndToEnd: @unchecked Sendable {
                 }
             }
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
+            checkVerification(of: peer)
             fetchedAt[peer] = engine.now
             unknownUsers.remove(peer)
         }.flatMapErrorThrowing { [self] error in

@@ -119,6 +119,37 @@ final class EndToEndDevicesTests: RelayTestCase {
         XCTAssertFalse(laptopSaid.contains { if case .ownNewDevice("phone", _) = $0 { true } else { false } }, "a known device is not news")
     }
 
+    /// alice marks bob verified; bob's device loses its state and comes back with a new key:
+    /// alice is told bob is no longer verified, and so is her next process (it is kept in
+    /// `$SIMP_HOME`), until she marks him verified again.
+    func testAVerifiedPeerWhoseKeyChangesIsToldUntilVerifiedAgain() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        var bobClient = try await connect(bob, device: "phone")
+        var aliceClient = try await connect(alice, device: "desk")
+        guard case .delivered = try await aliceClient.send(text: "one", to: bob) else { return XCTFail("not delivered") }
+        let marked = try await aliceClient.markVerified(bob)
+        XCTAssertEqual(marked, 1)
+
+        await bobClient.close()
+        try FileManager.default.removeItem(at: EndToEndFileStore(home: home, user: bob, device: "phone").directory)
+        bobClient = try await connect(bob, device: "phone") // a new identity: the relay tells alice
+        _ = try await aliceClient.who([bob]) // behind the relay's notice
+        let notices = EndToEndNoticeLog(aliceClient)
+        _ = try await aliceClient.send(text: "two", to: bob)
+        let told = await notices.waitFor { $0 == .verifiedKeyChanged(user: bob) }
+        XCTAssertTrue(told)
+
+        await aliceClient.close()
+        aliceClient = try await connect(alice, device: "desk")
+        let again = EndToEndNoticeLog(aliceClient)
+        _ = try await aliceClient.send(text: "three", to: bob)
+        let toldAgain = await again.waitFor { $0 == .verifiedKeyChanged(user: bob) }
+        XCTAssertTrue(toldAgain, "kept across processes")
+        let remarked = try await aliceClient.markVerified(bob)
+        XCTAssertEqual(remarked, 1)
+        _ = bobClient
+    }
+
     /// A direct message whose envelope has no copy for this device (sealed before the sender
     /// knew it) is not handed over as an empty message: the user is told it could not be
     /// decrypted instead.
