@@ -72,7 +72,7 @@ let package = Package(
         // fuzz/Package.swift) and their seed corpus; the regression tests call them too.
         .target(
             name: "SIMPFuzz",
-            dependencies: ["SIMPCore", "SIMPNIO", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["SIMPCore", "SIMPNIO", "SIMPE2E", .product(name: "NIOCore", package: "swift-nio")]),
         // Redis on SwiftNIO with hiredis as the RESP codec: single node, pub/sub, Cluster, TLS.
         .target(
             name: "SIMPRedis",
@@ -273,7 +273,7 @@ let package = Package(
             dependencies: ["SIMPChat", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPTestSupport",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore"]),
+        .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore", "SIMPE2E"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPBenchTests",

@@ -17,5 +17,8 @@ let package = Package(
         .executableTarget(
             name: "fuzz-control", dependencies: [.product(name: "SIMPFuzz", package: "SIMP")],
             path: "Targets/fuzz-control"),
+        .executableTarget(
+            name: "fuzz-e2e", dependencies: [.product(name: "SIMPFuzz", package: "SIMP")],
+            path: "Targets/fuzz-e2e"),
     ]
 )

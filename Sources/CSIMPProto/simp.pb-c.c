@@ -238,7 +238,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[49] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
 {
   {
     "version",
@@ -817,6 +817,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[49] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "loginAddress",
+    69,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, loginaddress),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "datagram",
     70,
     PROTOBUF_C_LABEL_NONE,
@@ -837,7 +849,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   39,   /* field[39] = batchReceipts */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
-  48,   /* field[48] = datagram */
+  49,   /* field[49] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
   44,   /* field[44] = e2ePayload */
@@ -852,6 +864,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   20,   /* field[20] = iterations */
   45,   /* field[45] = keyBundles */
   34,   /* field[34] = lastSeen */
+  48,   /* field[48] = loginAddress */
   35,   /* field[35] = maxDatagramSize */
   31,   /* field[31] = memberCount */
   28,   /* field[28] = members */
@@ -886,8 +899,8 @@ static const ProtobufCIntRange simp__message__number_ranges[5 + 1] =
   { 30, 26 },
   { 50, 38 },
   { 60, 44 },
-  { 70, 48 },
-  { 0, 49 }
+  { 69, 48 },
+  { 0, 50 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -897,7 +910,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  49,
+  50,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   5,  simp__message__number_ranges,

@@ -24,6 +24,8 @@ public enum ChatCommand: Equatable, Sendable {
     case status
     /// `/verify [NAME]`: the safety numbers with NAME's devices (default: the current peer).
     case verify(String?)
+    /// `/verify [NAME] --confirm`: the numbers matched; NAME is marked verified.
+    case confirmVerified(String?)
     case help
     case quit
     /// A blank line.
@@ -46,6 +48,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
         "/status          the connection, and whether messages go over UDP or TCP",
         "/verify [NAME]   safety numbers with NAME, to compare with NAME's /verify YOU",
+        "  ... --confirm  they match: mark NAME verified (you are told if a key changes)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
@@ -99,8 +102,9 @@ public enum ChatCommand: Equatable, Sendable {
         case "/status":
             return .status
         case "/verify":
-            guard arguments.count <= 1 else { return .invalid("usage: /verify [NAME]") }
-            return .verify(arguments.first)
+            let names = arguments.filter { $0 != "--confirm" }
+            guard names.count <= 1 else { return .invalid("usage: /verify [NAME] [--confirm]") }
+            return names.count < arguments.count ? .confirmVerified(names.first) : .verify(names.first)
         case "/help", "/?":
             return .help
         case "/quit", "/exit", "/q":

@@ -40,6 +40,7 @@ public final class ChatController: @unchecked Sendable {
         case log(String)
         case endToEnd(EndToEndNotice)
         case safetyNumbers(peer: String, Result<[(device: String, number: String)], ChatRoomError>)
+        case verified(peer: String, Result<Int, ChatRoomError>)
         /// The client's datagrams moved to another path.
         case path(DatagramPath)
     }
@@ -112,6 +113,7 @@ public final class ChatController: @unchecked Sendable {
                 case .typing(let peer): Task { [client] in await client.sendTyping(to: peer) }
                 case .who(let users, let room, let show): startWho(users: users, room: room, show: show)
                 case .safetyNumbers(let peer): startSafetyNumbers(with: peer)
+                case .confirmVerified(let peer): startConfirmingVerified(peer)
                 case .quit(let exitStatus):
                     status = exitStatus
                     break loop
@@ -191,6 +193,9 @@ public final class ChatController: @unchecked Sendable {
             return []
         case .safetyNumbers(let peer, let answer):
             session.safetyNumbersAnswered(with: peer, answer)
+            return []
+        case .verified(let peer, let answer):
+            session.verifiedConfirmed(peer, answer)
             return []
         }
     }
@@ -284,6 +289,16 @@ public final class ChatController: @unchecked Sendable {
                 post.yield(.whoAnswered(.failure(ChatRoomError(text)), show: show))
             } catch {
                 post.yield(.whoAnswered(.failure(ChatRoomError("\(error)")), show: show))
+            }
+        }
+    }
+
+    private func startConfirmingVerified(_ peer: String) {
+        Task { [client, post] in
+            do {
+                post.yield(.verified(peer: peer, .success(try await client.markVerified(peer))))
+            } catch {
+                post.yield(.verified(peer: peer, .failure(ChatRoomError("\(error)"))))
             }
         }
     }

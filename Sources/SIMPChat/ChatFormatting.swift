@@ -38,7 +38,8 @@ extension ChatSession {
         guard entry.from == user else {
             let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
             let unencrypted = StyledText(entry.unencrypted == true ? " (not encrypted)" : "", .warning)
-            return time + StyledText(from, .peer) + StyledText(": ") + entry.body + unencrypted
+            let keyChanged = StyledText(entry.keyChanged == true ? " (key changed, not verified)" : "", .warning)
+            return time + StyledText(from, .peer) + StyledText(": ") + entry.body + unencrypted + keyChanged
         }
         let line =
             time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)

@@ -23,8 +23,20 @@ extension ChatSession {
         }
     }
 
+    /// `/verify NAME --confirm` was carried out: `answer` is how many devices were marked.
+    public mutating func verifiedConfirmed(_ peer: String, _ answer: Result<Int, ChatRoomError>) {
+        switch answer {
+        case .failure(let error): notice("/verify \(peer) --confirm: \(error.reason)", .failure)
+        case .success(0): notice("/verify \(peer) --confirm: no keys of \(peer) known yet; /verify \(peer) first", .failure)
+        case .success(let devices):
+            keyChangedPeers.remove(peer)
+            notice("\(peer) is verified (\(devices) device\(devices == 1 ? "" : "s")); you are told if a key changes", .plain)
+        }
+    }
+
     /// News from the end-to-end layer, as a line in the conversation.
     public mutating func endToEndNoticed(_ news: EndToEndNotice) {
+        if case .verifiedKeyChanged(let peer) = news { keyChangedPeers.insert(peer) }
         let (text, tone) = Self.endToEndLine(news)
         notice(text, tone)
     }
@@ -40,6 +52,8 @@ extension ChatSession {
             return ("\(user)'s device \(device) started a new session (its state was lost or restored)", .dim)
         case .undecryptable(let user, let id, let reason):
             return ("message \(id) from \(user) could not be decrypted: \(reason)", .failure)
+        case .ownNewDevice, .verifiedKeyChanged:
+            return (news.description, .warning)
         }
     }
 }

@@ -8,7 +8,8 @@ extension ChatSession {
     /// marker goes back) if the view shows the newest lines; otherwise when the user returns
     /// to them (PageDown to the end, or sending), or, from anyone else, switches to its sender.
     public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
-        let entry = HistoryEntry(received: message)
+        var entry = HistoryEntry(received: message)
+        if keyChangedPeers.contains(message.fromUser) { entry.keyChanged = true }
         history.append(entry)
         typingSince[message.fromUser] = nil
         learnNames(message.fromUser)

@@ -18,6 +18,8 @@ public enum ChatEffect: Equatable, Sendable {
     case who(users: [String], room: String?, show: Bool)
     /// Compute the safety numbers with `peer`'s devices and report back with `safetyNumbersAnswered`.
     case safetyNumbers(with: String)
+    /// Mark `peer` verified and report back with `verifiedConfirmed`.
+    case confirmVerified(String)
     /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
     case wake(afterMillis: Int64)
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
@@ -86,6 +88,8 @@ public struct ChatSession: Sendable {
     var newMarkerPending = false
     /// When each peer was last reported typing (ms, chat clock).
     var typingSince: [String: Int64] = [:]
+    /// Peers marked verified whose key changed since: their lines are marked until `/verify NAME --confirm`.
+    var keyChangedPeers: Set<String> = []
     var lastTypingSent: Int64 = .min
     /// How long a typing indicator is shown, and how often one is sent, in ms.
     public static let typingWindow: Int64 = 4000
@@ -224,6 +228,12 @@ public struct ChatSession: Sendable {
                 return []
             }
             return [.safetyNumbers(with: name)]
+        case .confirmVerified(let name):
+            guard let name = name ?? peer, !RelayCore.isRoomAddress(name) else {
+                notice("usage: /verify NAME --confirm (a person; default: the current peer)", .failure)
+                return []
+            }
+            return [.confirmVerified(name)]
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []

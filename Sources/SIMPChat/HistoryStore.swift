@@ -21,6 +21,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var author: String?
     /// Received direct messages that did not come end to end encrypted: true (else absent).
     public var unencrypted: Bool?
+    /// Received from a peer marked verified whose key changed since: true (else absent).
+    public var keyChanged: Bool?
 
     public init(
         id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,

@@ -14,8 +14,8 @@ import SIMPNIO
 package final class ClientEngine: ClientShell, @unchecked Sendable { // confined to eventLoop
     package let eventLoop: EventLoop
     let configuration: ClientConfiguration
-    private let environment: Environment
-    private var logger: Logger { configuration.logger }
+    let environment: Environment
+    var logger: Logger { configuration.logger }
     package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
@@ -236,6 +236,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(relayDatagramAddress!)"])
         onStateChange(.connected(relayId: accepted.relayId))
         carryOut(output)
+        sealHeldMessages()
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
@@ -306,6 +307,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             return
         }
         guard channel === control else { return }
+        if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))
@@ -373,6 +375,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         waiters.removeAll()
+        failHeldMessages()
     }
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
@@ -381,6 +384,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     /// End-to-end encryption, when configured (set by `SIMPClient.connect`).
     var endToEnd: EndToEnd?
+    /// Messages waiting until they can be sealed (`sealAndSend`).
+    let heldForKeys = HeldForKeys()
 
     /// A delivered message goes to the application decrypted; a copy decrypted before is
     /// receipted without being handed over again.
@@ -446,7 +451,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// Keeps `message` (as `id`) in the outbox until its outcome is known; without an outbox,
     /// or when it cannot be written (disk full, read-only), in memory only (`keptInMemoryOnly`),
     /// said once.
-    private func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
+    func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
         var message = message
         message.messageId = id
         message.fromUser = configuration.user
@@ -467,7 +472,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     }
 
     /// The outcome of message `id` is known: it leaves the outbox (or memory).
-    private func settled(_ id: UInt64) {
+    func settled(_ id: UInt64) {
         configuration.outbox?.remove(id)
         keptInMemoryOnly.removeValue(forKey: id)
     }

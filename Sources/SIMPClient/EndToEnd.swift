@@ -29,6 +29,10 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case peer(E2ENotice)
     /// Message `messageId` from `user` could not be decrypted on this device.
     case undecryptable(user: String, messageId: UInt64, reason: String)
+    /// This user's account logged in from a new device (from `loginAddress`, when known).
+    case ownNewDevice(device: String, loginAddress: String)
+    /// `user` was marked verified, and one of its devices is new or has another key since.
+    case verifiedKeyChanged(user: String)
 
     public var description: String {
         switch self {
@@ -36,6 +40,8 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .peer(.deviceKeyChanged(let user, let device)): "\(user)'s device \(device) has a new key: verify it again (/verify \(user))"
         case .peer(.sessionRestarted(let user, let device)): "\(user)'s device \(device) started a new session (its state was lost or restored)"
         case .undecryptable(let user, let id, let reason): "message \(id) from \(user) could not be decrypted: \(reason)"
+        case .ownNewDevice(let device, let address): "a new device \"\(device)\" logged in as you" + (address.isEmpty ? "" : " from \(address)")
+        case .verifiedKeyChanged(let user): "\(user) is no longer verified: a key changed (/verify \(user), then /verify \(user) --confirm)"
         }
     }
 }
@@ -57,6 +63,8 @@ final class EndToEnd: @unchecked Sendable {
     var rooms = RoomPosts()
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
     private(set) var relaySupportsKeys = true
+    /// Peers marked verified (`markVerified`).
+    let verifiedPeers = VerifiedPeers()
     var onNotice: (EndToEndNotice) -> Void = { _ in }
 
     init(settings: EndToEndSettings, user: String, device: String, logger: Logger) throws {
@@ -68,10 +76,18 @@ final class EndToEnd: @unchecked Sendable {
             device: device, store: EndToEndFileStore(home: settings.home, user: user, device: device), using: &random)
     }
 
+    /// This device's name.
+    var device: String { messenger.device }
+
+    /// The list of `peer`'s devices is stale (the relay told of a new bundle): the next message
+    /// to `peer` fetches it again.
+    func forgetDevices(of peer: String) { fetchedAt[peer] = nil }
+
     /// This device's identity, for safety numbers.
     var identity: IdentityKey { messenger.local.identity.publicKey }
 
-    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are left.
+    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are
+    /// left, then looks for new devices of this user (`checkOwnDevices`).
     func publish(via engine: ClientEngine) -> EventLoopFuture<Void> {
         let bundle = messenger.local.prekeys.bundle(identity: messenger.local.identity, oneTimePrekeys: []).encoded
         return engine.keysRequest(.keysPublish) { $0.keyBundles = [bundle] }.flatMap { [self] answer in
@@ -89,6 +105,10 @@ final class EndToEnd: @unchecked Sendable {
         }.flatMapErrorThrowing { [self] error in
             if case SIMPClientError.rejected(.badRequest, _) = error { relaySupportsKeys = false }
             throw error
+        }.flatMap { [self] in
+            checkOwnDevices(via: engine).recover { [logger] error in
+                logger.debug("cannot fetch this user's devices", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -105,7 +125,8 @@ final class EndToEnd: @unchecked Sendable {
             // The relay cannot be asked now (a message typed during an outage): what this
             // device already knows of the peer (a list fetched earlier, or the devices that wrote
             // to it) decides, as it would have a moment before; the list is fetched again later.
-            guard case SIMPClientError.connectionLost = error, try knowsDevices(of: peer) else { throw error }
+            guard case SIMPClientError.connectionLost = error else { throw error }
+            guard try knowsDevices(of: peer) else { throw DevicesNotYetKnown() }
         }.flatMapThrowing { [self] in
             guard try !messenger.devices(of: peer).isEmpty else {
                 if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
@@ -126,8 +147,8 @@ final class EndToEnd: @unchecked Sendable {
         try fetchedAt[peer] != nil || unknownUsers.contains(peer) || !messenger.devices(of: peer).isEmpty
     }
 
-    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate).
-    /// A message that cannot be decrypted comes with empty content, and the user is told.
+    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate) and
+    /// for one that cannot be decrypted: the user is told that instead (never an empty line).
     func open(_ message: SIMPMessage) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
         if RelayCore.isRoomAddress(message.fromUser) { return openPost(message) }
@@ -135,6 +156,7 @@ final class EndToEnd: @unchecked Sendable {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
             let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
             for notice in opened.notices { onNotice(.peer(notice)) }
+            checkVerification(of: message.fromUser)
             if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
             return try message.openedEndToEnd(opened.plaintext)
         } catch E2EError.duplicate {
@@ -142,7 +164,7 @@ final class EndToEnd: @unchecked Sendable {
         } catch {
             logger.warning("cannot decrypt a message", metadata: ["from": "\(message.fromUser)", "id": "\(message.messageId)", "error": "\(error)"])
             onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: "\(error)"))
-            return message
+            return nil
         }
     }
 
@@ -175,6 +197,7 @@ final class EndToEnd: @unchecked Sendable {
                 }
             }
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
+            checkVerification(of: peer)
             fetchedAt[peer] = engine.now
             unknownUsers.remove(peer)
         }.flatMapErrorThrowing { [self] error in

@@ -180,11 +180,10 @@ public final class SIMPClient: @unchecked Sendable {
     /// Sends a content message and returns its id at once; the future completes with the outcome.
     public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
         precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
-        // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext.
-        let message = try await engine.eventLoop.flatSubmit { [engine] in
-            engine.endToEnd?.seal(message, via: engine) ?? engine.eventLoop.makeSucceededFuture(message)
-        }.get()
-        return try await engine.eventLoop.submit { [engine] in engine.send(message) }.get()
+        // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext. A
+        // message that cannot be sealed before the relay is back waits (`HeldForKeys`).
+        let (id, result) = try await engine.eventLoop.flatSubmit { [engine] in engine.sealAndSend(message) }.get()
+        return (id, result)
     }
 
     /// Submits again every message the outbox kept from an earlier process of this user and

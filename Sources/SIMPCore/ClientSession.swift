@@ -203,6 +203,11 @@ public struct ClientSession: Sendable {
         return (id, output)
     }
 
+    /// Takes the next message id without sending anything: a message submitted later with it
+    /// (its `messageId` set) keeps the place it was typed in (the client holds a message it
+    /// cannot seal yet under such an id).
+    public mutating func reserveMessageId() -> UInt64 { sender.skipMessageId() }
+
     /// The most bytes `message` can take as a sealed datagram, with the fields the sender fills
     /// in (id, stream, seq, floor, custodyFloor, attempt) at their largest likely sizes.
     func sealedSizeBound(of message: SIMPMessage) -> Int {

@@ -154,6 +154,8 @@ public struct SIMPMessage: Equatable, Sendable {
     public var oneTimePrekeys: [[UInt8]] = []
     /// KEYS_PUBLISH answer: how many one-time prekeys of this device the relay holds now.
     public var prekeysLeft: UInt32 = 0
+    /// KEYS_PUBLISH notice to the user's own devices: the IP address its new device logged in from.
+    public var loginAddress: String = ""
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -97,6 +97,7 @@ public enum MessageCodec {
         message.online = c.presence.rawValue == 1
         message.lastSeen = c.lastseen
         message.device = string(c.device)
+        message.loginAddress = string(c.loginaddress)
         message.sendOnly = c.sendonly != 0
         message.batchReceipts = c.batchreceipts != 0
         message.held = c.held != 0
@@ -145,6 +146,7 @@ public enum MessageCodec {
         let fromUser = strings.add(message.fromUser), toUser = strings.add(message.toUser)
         let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
         let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
+        let loginAddress = strings.add(message.loginAddress)
         let memberOffsets = message.members.map { strings.add($0) }
         // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
         var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
@@ -197,6 +199,7 @@ public enum MessageCodec {
                 c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
                 c.lastseen = message.lastSeen
                 c.device = base + device
+                c.loginaddress = base + loginAddress
                 c.sendonly = message.sendOnly ? 1 : 0
                 c.batchreceipts = message.batchReceipts ? 1 : 0
                 c.held = message.held ? 1 : 0

@@ -43,6 +43,14 @@ struct ByteReader {
     mutating func key() throws -> [UInt8] { try raw(32) }
     mutating func lengthPrefixed() throws -> [UInt8] { try raw(Int(try u16())) }
 
+    /// A length-prefixed name that must be valid UTF-8 (so each name has one encoding).
+    mutating func lengthPrefixedUTF8() throws -> String {
+        guard let name = String(validating: try lengthPrefixed(), as: UTF8.self) else {
+            throw E2EError.malformed("\(what): a name that is not UTF-8 at offset \(offset)")
+        }
+        return name
+    }
+
     mutating func raw(_ count: Int) throws -> [UInt8] {
         guard count >= 0, count <= remainingCount else {
             throw E2EError.malformed("\(what): needs \(count) more bytes at offset \(offset), has \(remainingCount)")

@@ -37,9 +37,9 @@ public struct E2EEnvelope: Equatable, Sendable {
         var reader = ByteReader(encoded, reading: "envelope")
         try reader.expectVersion(1)
         guard try reader.u8() == Self.type else { throw E2EError.malformed("envelope: type is not 5") }
-        senderDevice = String(decoding: try reader.lengthPrefixed(), as: UTF8.self)
+        senderDevice = try reader.lengthPrefixedUTF8()
         copies = try (0..<(try reader.u8())).map { _ in
-            (String(decoding: try reader.lengthPrefixed(), as: UTF8.self), try reader.raw(Int(try reader.u32())))
+            (try reader.lengthPrefixedUTF8(), try reader.raw(Int(try reader.u32())))
         }
         try reader.expectEnd()
     }

@@ -16,6 +16,31 @@ public enum SeedCorpus {
         return seeds
     }
 
+    /// End-to-end target inputs: the decoder's byte (`FuzzEntry.EndToEndDecoder`), then its input.
+    public static var endToEnd: [String: [UInt8]] {
+        typealias Decoder = FuzzEntry.EndToEndDecoder
+        // RFC 8032's first Ed25519 test public key: a valid point, so the identity decodes.
+        let signing: [UInt8] = [
+            0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a,
+            0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+        ]
+        let prekey = [0, 0, 0, 7] + [UInt8](repeating: 9, count: 32)
+        let bundle =
+            [1] + [UInt8](repeating: 5, count: 32) + signing + [0, 0, 0, 1] + [UInt8](repeating: 6, count: 32)
+            + [UInt8](repeating: 0, count: 64) + [0, 1] + prekey
+        let ratchet = [1, 2] + [UInt8](repeating: 3, count: 32) + [0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 4, count: 21)
+        let envelope = [1, 5, 0, 4] + Array("desk".utf8) + [1, 0, 5] + Array("phone".utf8) + [0, 0, 0, UInt8(ratchet.count)] + ratchet
+        return [
+            "envelope": [Decoder.envelope.rawValue] + envelope,
+            "envelope-empty": [Decoder.envelope.rawValue, 1, 5, 0, 0, 0],
+            "key-bundle": [Decoder.keyBundle.rawValue] + bundle,
+            "key-bundle-truncated": [Decoder.keyBundle.rawValue] + bundle.dropLast(10),
+            "one-time-prekey": [Decoder.oneTimePrekey.rawValue] + prekey,
+            "pairwise-ratchet": [Decoder.pairwise.rawValue] + ratchet,
+            "empty": [],
+        ]
+    }
+
     /// Control target inputs: a read-cutting byte, then a stream of frames.
     public static var controlStreams: [String: [UInt8]] {
         let session: [SIMPMessage] = [
@@ -143,6 +168,10 @@ public enum SeedCorpus {
         seeds["keys-published"] = published
         seeds["keys-fetch"] = fetch
         seeds["keys-fetched"] = fetched
+        var newDevice = SIMPMessage(kind: .keysPublish, fromUser: "alice", toUser: "alice")
+        newDevice.device = "phone-77ab"
+        newDevice.loginAddress = "127.0.0.5"
+        seeds["keys-new-device"] = newDevice
         for code in SIMPMessage.ErrorCode.allCases where code != .none {
             seeds["error-\(code)"] = .error(code, "error \(code.rawValue)", messageId: 9, to: "alice")
         }

@@ -15,23 +15,22 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         try await environment(user).merging(["NO_COLOR": "1"]) { $1 }
     }
 
-    func chat(_ user: String, to peer: String, _ extra: [String] = []) async throws -> PseudoTerminalProcess {
+    func chat(_ user: String, to peer: String) async throws -> PseudoTerminalProcess {
         try PseudoTerminalProcess(
-            "simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer] + extra,
+            "simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--to", peer],
             environment: try await chatEnvironment(user), width: 100, height: 30)
     }
 
     /// Story 4: with the relay down, a line typed and `/quit` (twice) is not lost: the next
-    /// `simp chat` resends it, the peer gets it once, and the history says delivered. Alice
-    /// wrote to bob before the outage, so she knows his devices without asking the relay (bob
-    /// is a library client without end-to-end keys, hence `--no-e2e`).
+    /// `simp chat` resends it, the peer gets it once, and the history says delivered. It is
+    /// alice's first message to bob, so she never learned his devices: it waits in her outbox
+    /// until the relay can hand her bob's keys, and bob reads it decrypted.
     func testAMessagePendingAtQuitIsResentByTheNextChatAndArrivesOnce() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let bobInbox = MessageInbox(try await relay.connectClient(user: bob))
-        let first = try await chat(alice, to: bob, ["--no-e2e"])
+        let bobInbox = MessageInbox(
+            try await relay.connectClient(user: bob) { $0.endToEnd = EndToEndSettings(home: self.home.appendingPathComponent("bob")) })
+        let first = try await chat(alice, to: bob)
         await assertScreen(first, shows: "-- connected as \(alice) (device ")
-        first.type("hello\r")
-        await assertScreen(first, shows: "you → \(bob): hello ✓✓")
 
         let restart = Task { [relay = relay!] in try await relay.restart(downtime: .seconds(6)) }
         await assertScreen(first, shows: "-- connection lost; reconnecting in")
@@ -49,15 +48,16 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         XCTAssertEqual(pending?.text, "are you there?")
         XCTAssertEqual(pending?.status, "pending")
 
-        let second = try await chat(alice, to: bob, ["--no-e2e"])
+        let second = try await chat(alice, to: bob)
         await assertScreen(second, shows: "-- 1 message from your last session is being resent")
         await assertScreen(second, shows: "you → \(bob): are you there? ✓✓", within: .seconds(20))
         XCTAssertFalse(second.screen.transcript.contains { $0.contains("are you there? …") }, "its history line is not repeated")
-        let arrived = await bobInbox.waitFor(2, within: .seconds(10))
+        let arrived = await bobInbox.waitFor(1, within: .seconds(10))
         XCTAssertTrue(arrived)
         try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
-        let texts = await bobInbox.messages.map(\.content)
-        XCTAssertEqual(texts, ["hello", "are you there?"], "exactly once")
+        let received = await bobInbox.messages
+        XCTAssertEqual(received.map(\.content), ["are you there?"], "exactly once")
+        XCTAssertEqual(received.map(\.isEndToEnd), [true])
         let entries = try history.load().filter { $0.text == "are you there?" }
         XCTAssertEqual(entries.count, 1, "one history entry, updated")
         XCTAssertEqual(entries.first?.id, pending?.id, "resent with its original id")
@@ -67,7 +67,7 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         let secondStatus = await second.child.exitStatus()
         XCTAssertEqual(secondStatus, 0, second.rawOutput)
         // Shown with its true status from now on.
-        let third = try await chat(alice, to: bob, ["--no-e2e"])
+        let third = try await chat(alice, to: bob)
         await assertScreen(third, shows: "you → \(bob): are you there? ✓✓")
         third.type("/quit\r")
         _ = await third.child.exitStatus()

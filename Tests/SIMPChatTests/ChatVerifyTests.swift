@@ -19,7 +19,9 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
     func testVerifyIsParsedListedInHelpAndCompleted() {
         XCTAssertEqual(ChatCommand.parse("/verify bob"), .verify("bob"))
         XCTAssertEqual(ChatCommand.parse("/VERIFY"), .verify(nil))
-        XCTAssertEqual(ChatCommand.parse("/verify bob carol"), .invalid("usage: /verify [NAME]"))
+        XCTAssertEqual(ChatCommand.parse("/verify bob carol"), .invalid("usage: /verify [NAME] [--confirm]"))
+        XCTAssertEqual(ChatCommand.parse("/verify bob --confirm"), .confirmVerified("bob"))
+        XCTAssertEqual(ChatCommand.parse("/verify --confirm"), .confirmVerified(nil))
         XCTAssertTrue(ChatCommand.names.contains("/verify"))
         XCTAssertTrue(ChatCommand.helpLines.contains { $0.hasPrefix("/verify [NAME]") })
         XCTAssertTrue(ChatCommand.helpLines.allSatisfy { $0.count <= 80 })
@@ -44,6 +46,37 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
                 "-- safety number with bob's device laptop-3fa2:", "   " + number,
                 "-- bob sees the same with /verify alice: compare in person or on a call", "bob>",
             ])
+    }
+
+    /// `/verify NAME --confirm` marks NAME verified; when a key of NAME changes later, the
+    /// conversation says so and NAME's lines are marked until NAME is confirmed again.
+    func testAVerifiedPeerWhoseKeyChangedIsMarkedUntilConfirmedAgain() {
+        start()
+        XCTAssertEqual(type("/verify --confirm\r"), [.confirmVerified("bob")])
+        XCTAssertEqual(type("/verify #lobby --confirm\r"), [])
+        session.verifiedConfirmed("bob", .success(2))
+        session.verifiedConfirmed("zed", .success(0))
+        session.endToEndNoticed(.verifiedKeyChanged(user: "bob"))
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 1, fromUser: "bob", toUser: "alice", content: "trust me", time: 5).decrypted)
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 2, fromUser: "carol", toUser: "alice", content: "hi", time: 5).decrypted)
+        session.verifiedConfirmed("bob", .success(2))
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 3, fromUser: "bob", toUser: "alice", content: "again", time: 6).decrypted)
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(9),
+            [
+                "-- usage: /verify NAME --confirm (a person; default: the current peer)",
+                "-- bob is verified (2 devices); you are told if a key changes",
+                "-- /verify zed --confirm: no keys of zed known yet; /verify zed first",
+                "-- bob is no longer verified: a key changed (/verify bob, then /verify bob --confirm)",
+                "12:00 bob: trust me (key changed, not verified)", "12:00 carol: hi",
+                "-- bob is verified (2 devices); you are told if a key changes",
+                "12:00 bob: again", "[carol 1] bob>",
+            ])
+        var entry = HistoryEntry(received: SIMPMessage(kind: .text, messageId: 1, fromUser: "bob", toUser: "alice", content: "trust me"))
+        entry.keyChanged = true
+        let reloaded = try? JSONDecoder().decode(HistoryEntry.self, from: JSONEncoder().encode(entry))
+        XCTAssertEqual(reloaded?.keyChanged, true, "the mark is kept in the history file")
     }
 
     func testVerifyWithoutKeysOrWithAnErrorSaysSo() {

@@ -32,7 +32,7 @@ final class RelayCoreKeysTests: XCTestCase {
         try relay.connect("alice", on: alice, port: 5001)
         var fetch = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
         fetch.members = ["laptop"]
-        let request = StoreRequest.fetchKeys(KeysFetch(user: "bob", skipClaimFor: ["laptop"], connection: alice, messageId: 5))
+        let request = StoreRequest.fetchKeys(KeysFetch(user: "bob", skipClaimFor: ["laptop"], connection: alice, messageId: 5, asker: "alice"))
         XCTAssertEqual(relay.control(fetch, on: alice), [.store(request)])
 
         let devices = [
@@ -46,6 +46,24 @@ final class RelayCoreKeysTests: XCTestCase {
         XCTAssertEqual(relay.answer(.fetchKeys(fetchRequest, devices, known: true)), [.send(alice, answer)])
         XCTAssertEqual(
             relay.answer(.fetchKeys(fetchRequest, [], known: false)), [.send(alice, .error(.unknownRecipient, "no such user: bob", messageId: 5))])
+    }
+
+    /// A new or changed bundle is told (KEYS_PUBLISH, messageId 0) to the users who fetched the
+    /// user's bundles lately: here at once, elsewhere after a lookup; the same bundle again is not.
+    func testANewBundleIsToldToTheUsersWhoFetchedTheUsersBundles() throws {
+        var relay = DevRelay()
+        let bob = ConnectionID(2)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
+        let publish = KeysPublish(user: "bob", device: "", bundle: bundle, oneTimePrekeys: [], connection: bob, messageId: 4)
+        var answer = SIMPMessage(kind: .keysPublish, messageId: 4, toUser: "bob")
+        answer.prekeysLeft = 3
+        var notice = SIMPMessage(kind: .keysPublish, fromUser: "bob", toUser: "alice")
+        notice.device = ""
+        XCTAssertEqual(
+            relay.answer(.publishKeys(publish, prekeysLeft: 3, change: .newDevice, watchers: ["alice", "dave"])),
+            [.send(bob, answer), .send(alice, notice), .store(.lookup(user: "dave"))])
+        XCTAssertEqual(relay.answer(.publishKeys(publish, prekeysLeft: 3, change: .unchanged, watchers: ["alice"])), [.send(bob, answer)])
     }
 
     func testMalformedKeyFramesAreRefusedAndNothingIsStored() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import SIMPE2E
 import SIMPFuzz
 import XCTest
 
@@ -13,6 +14,7 @@ final class FuzzInputTests: XCTestCase {
     static let targets: [(name: String, entry: @Sendable (UnsafeRawBufferPointer) throws -> Void, seeds: [String: [UInt8]])] = [
         ("datagram", FuzzEntry.datagram, SeedCorpus.datagrams),
         ("control", FuzzEntry.control, SeedCorpus.controlStreams),
+        ("e2e", FuzzEntry.endToEnd, SeedCorpus.endToEnd),
     ]
 
     /// Fails if `fuzz/corpus` differs from `SeedCorpus`; with SIMP_UPDATE_FUZZ_SEEDS=1 in
@@ -49,6 +51,21 @@ final class FuzzInputTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(inputs, 40)
+    }
+
+    /// The end-to-end seeds reach past the decoders: the valid ones decode (so the target's
+    /// round-trip check runs on them), the cut ones do not.
+    func testTheEndToEndSeedsDecodeWhereValid() throws {
+        let seeds = SeedCorpus.endToEnd
+        let envelope = try E2EEnvelope(encoded: Array(seeds["envelope"]!.dropFirst()))
+        XCTAssertEqual(envelope.copies.map(\.device), ["phone"])
+        XCTAssertNoThrow(try PairwiseMessage(encoded: envelope.copies[0].payload))
+        XCTAssertNoThrow(try E2EEnvelope(encoded: Array(seeds["envelope-empty"]!.dropFirst())))
+        let bundle = try KeyBundle(encoded: Array(seeds["key-bundle"]!.dropFirst()))
+        XCTAssertThrowsError(try bundle.verify(), "an unsigned prekey")
+        XCTAssertThrowsError(try KeyBundle(encoded: Array(seeds["key-bundle-truncated"]!.dropFirst())))
+        XCTAssertNoThrow(try OneTimePrekey(encoded: Array(seeds["one-time-prekey"]!.dropFirst())))
+        XCTAssertNoThrow(try PairwiseMessage(encoded: Array(seeds["pairwise-ratchet"]!.dropFirst())))
     }
 
     /// The regular files of `folder` by name (none if it does not exist).

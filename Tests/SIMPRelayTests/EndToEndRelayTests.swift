@@ -84,10 +84,23 @@ final class EndToEndRelayTests: XCTestCase {
         let bob = TestRelay.uniqueUser("bob")
         let prekeys = (0..<5).map { [UInt8](repeating: UInt8($0), count: 36) }
         let publish = KeysPublish(user: bob, device: "laptop", bundle: [1, 2, 3], oneTimePrekeys: prekeys, connection: ConnectionID(1), messageId: 1)
-        let left = try await keys.publish(publish, on: loop).get()
-        XCTAssertEqual(left, 5)
-        let kept = try await keys.fetch(KeysFetch(user: bob, skipClaimFor: ["laptop"], connection: ConnectionID(1), messageId: 2), on: loop).get()
+        let published = try await keys.publish(publish, on: loop).get()
+        XCTAssertEqual(published.left, 5)
+        XCTAssertEqual(published.change, .newDevice)
+        let kept = try await keys.fetch(
+            KeysFetch(user: bob, skipClaimFor: ["laptop"], connection: ConnectionID(1), messageId: 2, asker: "alice"), on: loop
+        ).get()
         XCTAssertEqual(kept.devices, [DeviceKeys(device: "laptop", bundle: [1, 2, 3], oneTimePrekey: nil)])
+        var again = publish
+        again.oneTimePrekeys = []
+        let republished = try await keys.publish(again, on: loop).get()
+        XCTAssertEqual(republished.change, .unchanged, "the same bundle at the next login is no news")
+        XCTAssertEqual(republished.watchers, ["alice"], "who fetched bob's bundles")
+        again.bundle = [4, 5, 6]
+        let changed = try await keys.publish(again, on: loop).get()
+        XCTAssertEqual(changed.change, .changed)
+        again.bundle = [1, 2, 3]
+        _ = try await keys.publish(again, on: loop).get()
 
         let fetches = (0..<8).map { id in
             keys.fetch(KeysFetch(user: bob, skipClaimFor: [], connection: ConnectionID(1), messageId: UInt64(id)), on: loop)

@@ -132,7 +132,8 @@ typedef enum _Simp__Message__Type {
    */
   SIMP__MESSAGE__TYPE__KEYS_PUBLISH = 22,
   /*
-   * relay -> client: the answer, `prekeysLeft`, messageId echoed
+   * relay -> client: the answer, `prekeysLeft`, messageId echoed; with messageId 0 a
+   * notice: `fromUser`'s device `device` published a new bundle (docs/PROTOCOL.md §4.8)
    */
   /*
    * client -> relay, TCP: the bundles of `toUser`'s devices, claiming one one-time prekey
@@ -487,10 +488,14 @@ struct  Simp__Message
    * KEYS_PUBLISH answer: one-time prekeys of this device the relay holds now
    */
   uint32_t prekeysleft;
+  /*
+   * KEYS_PUBLISH notice to the user's own devices: the IP the new device logged in from
+   */
+  char *loginaddress;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, {0,NULL}, 0,NULL, 0,NULL, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string }
 
 
 /* Simp__Message methods */

@@ -36,7 +36,10 @@ extension RelayCore {
             return refuseKeys(message, from: user, on: connection, "KEYS_FETCH needs toUser (a user, not a room)", into: &output)
         }
         output.append(
-            .store(.fetchKeys(KeysFetch(user: message.toUser, skipClaimFor: message.members, connection: connection, messageId: message.messageId))))
+            .store(
+                .fetchKeys(
+                    KeysFetch(user: message.toUser, skipClaimFor: message.members, connection: connection, messageId: message.messageId, asker: user))
+            ))
     }
 
     /// The store answered a `.publishKeys`.
@@ -86,6 +89,16 @@ public struct KeysPublish: Sendable, Equatable {
     public var connection: ConnectionID
     public var messageId: UInt64
 
+    /// How a published bundle compares with what the store held for the device.
+    public enum Change: Sendable, Equatable {
+        /// The same bundle again (a device publishes at every login).
+        case unchanged
+        /// The device had another bundle (new keys: reinstalled, state lost, prekeys rotated).
+        case changed
+        /// The device had none: it is new to the user.
+        case newDevice
+    }
+
     public init(user: String, device: String, bundle: [UInt8], oneTimePrekeys: [[UInt8]], connection: ConnectionID, messageId: UInt64) {
         self.user = user
         self.device = device
@@ -105,9 +118,12 @@ public struct KeysFetch: Sendable, Equatable {
     public var skipClaimFor: [String]
     public var connection: ConnectionID
     public var messageId: UInt64
+    /// Who asks: recorded as a watcher of `user`'s bundles for `RelayCore.keyWatchPeriod`.
+    public var asker: String
 
-    public init(user: String, skipClaimFor: [String], connection: ConnectionID, messageId: UInt64) {
+    public init(user: String, skipClaimFor: [String], connection: ConnectionID, messageId: UInt64, asker: String = "") {
         self.user = user
+        self.asker = asker
         self.skipClaimFor = skipClaimFor
         self.connection = connection
         self.messageId = messageId

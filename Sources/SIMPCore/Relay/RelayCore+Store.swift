@@ -35,8 +35,9 @@ extension RelayCore {
             whoAnswered(request, .success(entries), into: &output)
         case .refresh(let relayRecordWasMissing):
             refreshed(relayRecordWasMissing: relayRecordWasMissing)
-        case .publishKeys(let request, let left):
+        case .publishKeys(let request, let left, let change, let watchers):
             keysPublished(request, .success(left), into: &output)
+            if change != .unchanged { tellOfNewKeys(request, change, watchers: watchers, now: now, into: &output) }
         case .fetchKeys(let request, let devices, let known):
             keysFetched(request, .success((devices, known)), into: &output)
         case .written:

@@ -103,7 +103,9 @@ public enum StoreAnswer: Equatable, Sendable {
     /// `.announceMove`, `.removeFromInbox`).
     case written
     /// A device's bundle was kept; it has `prekeysLeft` one-time prekeys in the store now.
-    case publishKeys(KeysPublish, prekeysLeft: Int)
+    /// `change`: whether the bundle is new or differs from the device's earlier one; `watchers`:
+    /// the users who fetched this user's bundles lately (told of a new or changed bundle).
+    case publishKeys(KeysPublish, prekeysLeft: Int, change: KeysPublish.Change = .unchanged, watchers: [String] = [])
     /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
     case fetchKeys(KeysFetch, [DeviceKeys], known: Bool)
 }

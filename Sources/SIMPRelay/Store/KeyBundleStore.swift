@@ -10,6 +10,8 @@ import SIMPRedis
 /// - `simp:keys:{<user>}`: hash device → base64 of the device's bundle (without one-time prekeys).
 /// - `simp:keys:{<user>}:otk:<device>`: set of base64 one-time prekeys not handed out yet. A fetch
 ///   takes one with `SPOP`, which is atomic: no two senders get the same prekey.
+/// - `simp:keys:{<user>}:watchers`: sorted set of the users who fetched the bundles, scored by
+///   the time of their latest fetch (ms); told when a bundle is new or changes.
 public struct KeyBundleStore: Sendable {
     public let redis: any RedisCommands
 
@@ -17,27 +19,47 @@ public struct KeyBundleStore: Sendable {
 
     public static func bundlesKey(_ user: String) -> String { "simp:keys:" + KeyTag.user(user) }
     public static func prekeysKey(_ user: String, device: String) -> String { bundlesKey(user) + ":otk:" + device }
+    public static func watchersKey(_ user: String) -> String { bundlesKey(user) + ":watchers" }
 
     /// Keeps the bundle (replacing the device's earlier one) and adds the one-time prekeys;
-    /// returns how many the device has in the store now.
-    public func publish(_ keys: KeysPublish, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        let prekeys = Self.prekeysKey(keys.user, device: keys.device)
-        var commands = [["HSET", Self.bundlesKey(keys.user), keys.device, Data(keys.bundle).base64EncodedString()]]
+    /// returns how many the device has in the store now, how the bundle compares with the
+    /// earlier one, and who fetched the user's bundles within `RelayCore.keyWatchPeriod`.
+    public func publish(
+        _ keys: KeysPublish, on eventLoop: EventLoop
+    ) -> EventLoopFuture<(left: Int, change: KeysPublish.Change, watchers: [String])> {
+        let prekeys = Self.prekeysKey(keys.user, device: keys.device), bundle = Data(keys.bundle).base64EncodedString()
+        let since = Self.milliseconds() - Int64(RelayCore.keyWatchPeriod.nanoseconds / 1_000_000)
+        var commands = [
+            ["HGET", Self.bundlesKey(keys.user), keys.device], ["HSET", Self.bundlesKey(keys.user), keys.device, bundle],
+            ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"],
+        ]
         if !keys.oneTimePrekeys.isEmpty { commands.append(["SADD", prekeys] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() }) }
         commands.append(["SCARD", prekeys])
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
             try Registry.check(replies)
-            return Int(replies.last?.integer ?? 0)
+            let earlier = replies[0].string
+            let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == bundle ? .unchanged : .changed
+            return (Int(replies.last?.integer ?? 0), change, (replies[2].array ?? []).compactMap(\.string))
         }
     }
+
+    private static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Every device's bundle, sorted by device, each with a one-time prekey taken from the store
     /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` per
     /// device), and whether the user exists (credentials, registered lately, or bundles).
     public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool)> {
-        let commands = [
+        var commands = [
             ["HGETALL", Self.bundlesKey(fetch.user)], ["EXISTS", Registry.seenKey(fetch.user)], ["EXISTS", CredentialStore.key(fetch.user)],
         ]
+        if !fetch.asker.isEmpty {
+            let now = Self.milliseconds(), period = Int64(RelayCore.keyWatchPeriod.nanoseconds / 1_000_000)
+            commands += [
+                ["ZADD", Self.watchersKey(fetch.user), String(now), fetch.asker],
+                ["ZREMRANGEBYSCORE", Self.watchersKey(fetch.user), "-inf", String(now - period)],
+                ["PEXPIRE", Self.watchersKey(fetch.user), String(period)],
+            ]
+        }
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies -> ([(String, [UInt8])], Bool) in
             try Registry.check(replies)
             let fields = (replies[0].array ?? []).compactMap(\.string)

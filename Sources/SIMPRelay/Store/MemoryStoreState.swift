@@ -30,6 +30,8 @@ struct MemoryStoreState: Sendable {
     var keyBundles: [String: [String: [UInt8]]] = [:]
     /// user → device → its one-time prekeys not handed out yet.
     var oneTimePrekeys: [String: [String: [[UInt8]]]] = [:]
+    /// user → who fetched its bundles → when (ms since the epoch).
+    var keyWatchers: [String: [String: Int64]] = [:]
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -108,12 +110,17 @@ struct MemoryStoreState: Sendable {
             }
             return .who(who, users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
         case .publishKeys(let keys):
+            let earlier = keyBundles[keys.user]?[keys.device]
+            let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == keys.bundle ? .unchanged : .changed
+            let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
+            let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period }.keys.sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
             var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
             left.formUnion(keys.oneTimePrekeys)
             oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
-            return .publishKeys(keys, prekeysLeft: left.count)
+            return .publishKeys(keys, prekeysLeft: left.count, change: change, watchers: watchers)
         case .fetchKeys(let fetch):
+            if !fetch.asker.isEmpty { keyWatchers[fetch.user, default: [:]][fetch.asker] = now }
             let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
                 let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
                 return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)

@@ -146,7 +146,7 @@ public final class RedisRelayStore: RelayStore {
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
         case .publishKeys(let keys):
-            return keyBundles.publish(keys, on: eventLoop).map { .publishKeys(keys, prekeysLeft: $0) }
+            return keyBundles.publish(keys, on: eventLoop).map { .publishKeys(keys, prekeysLeft: $0.left, change: $0.change, watchers: $0.watchers) }
         case .fetchKeys(let fetch):
             return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known) }
         }
