@@ -15,6 +15,12 @@ import SIMPCore
 ///   RTT + min RTT/4 passed since it was sent; it is retransmitted then;
 /// - otherwise the retransmission timer fires: RTO = SRTT + max(4·RTTVAR, 200 ms), doubled on
 ///   each consecutive expiry, at most 120 s; every outstanding segment is resent.
+///
+/// Thousands of segments can be outstanding at once (datagrams carried over the control
+/// connection through a blackout), so the bookkeeping costs O(1) per segment and ACK, not
+/// O(outstanding): an ACK names its SACK set as a prefix of the receiver's out-of-order arrival
+/// log (the sender applies only what it has not seen), and loss detection walks the segments
+/// in the order they were last sent, stopping at the first one not yet lost.
 final class SimTCPStream {
     static let minimumRTO = TimeAmount.milliseconds(200)
     static let maximumRTO = TimeAmount.seconds(120)
@@ -23,11 +29,15 @@ final class SimTCPStream {
         var bytes: ByteBuffer
         var lastSent: TimeAmount
         var sacked = false
+        /// The position of its latest transmission in `sendOrder`.
+        var sendTicket = 0
     }
 
     private struct Ack {
         var cumulative: Int
-        var sacked: [Int]
+        /// The SACK set: of the receiver's first `sackedArrivals` out-of-order arrivals
+        /// (`outOfOrderLog`), those at or above `cumulative` (all of them still held).
+        var sackedArrivals: Int
         var echo: TimeAmount
     }
 
@@ -45,12 +55,23 @@ final class SimTCPStream {
     private var minimumRTT: TimeAmount
     private var backoffs = 0
     private var timerGeneration = 0
+    /// Every transmission's sequence number, oldest first (so by `lastSent`), at the position
+    /// that is its segment's `sendTicket`; an entry is stale once its segment was acknowledged,
+    /// SACKed or sent again.
+    private var sendOrder = SlidingLog<Int>()
+    /// How many of the receiver's out-of-order arrivals the SACKs applied so far reported.
+    private var sackedArrivalsApplied = 0
     /// Segments sent again by this stream.
     private(set) var retransmissions = 0
+    /// Entries the sender's bookkeeping visited (SACK entries applied, segments examined for
+    /// loss): grows with the traffic, not with traffic × segments outstanding.
+    private(set) var bookkeepingSteps = 0
 
     // Receiving side.
     private var expected = 0
     private var outOfOrder: [Int: ByteBuffer] = [:]
+    /// The sequence numbers `outOfOrder` took, in the order they arrived (each once).
+    private var outOfOrderLog = SlidingLog<Int>()
 
     init(forward: SimLink, reverse: SimLink, queue: EventQueue, deliver: @escaping (ByteBuffer) -> Void) {
         self.forward = forward
@@ -79,6 +100,8 @@ final class SimTCPStream {
         isOpen = false
         unacked.removeAll()
         outOfOrder.removeAll()
+        sendOrder = SlidingLog()
+        outOfOrderLog = SlidingLog()
     }
 
     private var rto: TimeAmount {
@@ -88,6 +111,7 @@ final class SimTCPStream {
 
     private func transmit(_ sequence: Int) {
         guard let segment = unacked[sequence] else { return }
+        unacked[sequence]!.sendTicket = sendOrder.append(sequence)
         let sentAt = queue.now
         forward.sendSegment { [self] in segmentArrived(sequence, segment.bytes, sentAt: sentAt) }
     }
@@ -127,10 +151,10 @@ final class SimTCPStream {
                 expected += 1
                 deliver(next)
             }
-        } else if sequence > expected {
-            outOfOrder[sequence] = bytes
+        } else if sequence > expected, outOfOrder.updateValue(bytes, forKey: sequence) == nil {
+            outOfOrderLog.append(sequence)
         }
-        let ack = Ack(cumulative: expected, sacked: outOfOrder.keys.sorted(), echo: sentAt)
+        let ack = Ack(cumulative: expected, sackedArrivals: outOfOrderLog.end, echo: sentAt)
         reverse.sendSegment { [self] in ackArrived(ack) }
     }
 
@@ -151,10 +175,16 @@ final class SimTCPStream {
             oldestUnacked = ack.cumulative
             backoffs = 0
         }
-        for sequence in ack.sacked where sequence >= oldestUnacked {
+        // Arrivals that an ACK applied earlier reported are SACKed already (or acknowledged).
+        for index in sackedArrivalsApplied..<max(ack.sackedArrivals, sackedArrivalsApplied) {
+            bookkeepingSteps += 1
+            let sequence = outOfOrderLog[index]
+            guard sequence >= oldestUnacked else { continue }
             delivered(sequence)
             unacked[sequence]?.sacked = true
         }
+        sackedArrivalsApplied = max(ack.sackedArrivals, sackedArrivalsApplied)
+        outOfOrderLog.dropFirst(upTo: sackedArrivalsApplied)
         guard let newest = newestDelivered else { return }
         let sample = queue.now - ack.echo
         rtt.addSample(sample)
@@ -164,24 +194,40 @@ final class SimTCPStream {
     }
 
     /// RACK: segments sent before one that was delivered, and outstanding for longer than an
-    /// RTT plus the reordering window, are lost; the others are checked again when they could be.
+    /// RTT plus the reordering window, are lost (resent in sequence order); the others are
+    /// checked again when they could be. Both conditions hold for the segments sent first, so
+    /// the walk in send order stops at the first segment they miss.
     private func detectLosses(newestDelivered: TimeAmount) {
         let window = rtt.smoothedRTT! + .nanoseconds(minimumRTT.nanoseconds / 4)
+        var lost: [Int] = []
         var recheck: TimeAmount?
-        for sequence in outstanding() {
+        while let sequence = oldestOutstandingTransmission() {
             let sent = unacked[sequence]!.lastSent
-            guard sent < newestDelivered else { continue }
-            if queue.now >= sent + window {
-                retransmit(sequence)
-            } else {
-                recheck = min(recheck ?? sent + window, sent + window)
+            guard sent < newestDelivered else { break }
+            guard queue.now >= sent + window else {
+                recheck = sent + window
+                break
             }
+            lost.append(sequence)
+            sendOrder.dropFirst(upTo: sendOrder.start + 1)
         }
+        for sequence in lost.sorted() { retransmit(sequence) }
         if let recheck {
             queue.schedule(at: recheck) { [self] in
                 guard isOpen else { return }
                 detectLosses(newestDelivered: newestDelivered)
             }
         }
+    }
+
+    /// The outstanding segment sent longest ago, once the stale transmissions before it are dropped.
+    private func oldestOutstandingTransmission() -> Int? {
+        while sendOrder.start < sendOrder.end {
+            bookkeepingSteps += 1
+            let sequence = sendOrder[sendOrder.start]
+            if let segment = unacked[sequence], !segment.sacked, segment.sendTicket == sendOrder.start { return sequence }
+            sendOrder.dropFirst(upTo: sendOrder.start + 1)
+        }
+        return nil
     }
 }
