@@ -2,7 +2,8 @@
 """The table (or JSON object) of scripts/bench-compare, from the JSON each run left in DIR.
 
 DIR holds udp.json and udp-rate.json (udplimit as fast as it goes and at the fixed rate), mqtt-max.json and mqtt-rate.json (mqttbench), simp-max.json and
-simp-rate.json (simp-bench --json); the run's parameters come from BENCH_* environment variables.
+simp-rate.json (simp-bench --json), simpload-max.json and simpload-rate.json, and simp-tcp-max.json and simp-tcp-rate.json
+(simp-bench --tcp-path; optional); the run's parameters come from BENCH_* environment variables.
 """
 import json
 import os
@@ -76,6 +77,14 @@ def main(directory):
          "max_rate": load_max["delivered_rate"], "best_rate": load_best, "max_p99_us": load_max["p99_us"], "at_rate": load_rate,
          "note": "CPU: relay process"},
     ]
+    tcp = None
+    if os.path.exists(os.path.join(directory, "simp-tcp-max.json")):
+        tcp_max_report, tcp_rate = load(directory, "simp-tcp-max.json"), simp_row(load(directory, "simp-tcp-rate.json"))
+        tcp_max, tcp_best = find_max_row(tcp_max_report, tcp_rate)
+        tcp = {"max": tcp_max, "rate": tcp_rate}
+        rows.append({"system": f"SIMP relay, TCP path (simp-bench --tcp-path, receipted; {simp_setup(tcp_max_report)})",
+                     "max_rate": tcp_max["delivered_rate"], "best_rate": tcp_best, "max_p99_us": tcp_max["p99_us"], "at_rate": tcp_rate,
+                     "note": "CPU: relay process; datagrams in DATAGRAM frames on the control connections"})
     ratios = [
         {"name": "relay CPU/msg ÷ mosquitto broker CPU/msg",
          "value": ratio(simp_rate["server_cpu_us_per_message"], mqtt_rate["server_cpu_us_per_message"]), "bar": "<= 0.5"},
@@ -96,6 +105,21 @@ def main(directory):
         {"name": f"SIMP p50 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p50_us"], "bar": "<= 150"},
         {"name": f"SIMP p99 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p99_us"], "bar": "<= 1000"},
     ]
+    if tcp:
+        ratios += [
+            {"name": "TCP path ÷ UDP: max rate (simp-bench find-max)", "value": ratio(tcp["max"]["delivered_rate"], simp_max["delivered_rate"]),
+             "bar": None},
+            {"name": f"TCP path ÷ UDP: delivered rate at {rate:,.0f} msg/s",
+             "value": ratio(tcp["rate"]["delivered_rate"], simp_rate["delivered_rate"]), "bar": None},
+            {"name": f"TCP path ÷ UDP: p50 latency at {rate:,.0f} msg/s", "value": ratio(tcp["rate"]["p50_us"], simp_rate["p50_us"]),
+             "bar": None},
+            {"name": f"TCP path ÷ UDP: p99 latency at {rate:,.0f} msg/s", "value": ratio(tcp["rate"]["p99_us"], simp_rate["p99_us"]),
+             "bar": None},
+            {"name": f"TCP path ÷ UDP: relay CPU/msg at {rate:,.0f} msg/s",
+             "value": ratio(tcp["rate"]["server_cpu_us_per_message"], simp_rate["server_cpu_us_per_message"]), "bar": None},
+            {"name": f"SIMP TCP-path p50 latency at {rate:,.0f} msg/s (µs)", "value": tcp["rate"]["p50_us"], "bar": None},
+            {"name": f"SIMP TCP-path p99 latency at {rate:,.0f} msg/s (µs)", "value": tcp["rate"]["p99_us"], "bar": None},
+        ]
     for item in ratios:
         if item["bar"] is None:
             item["met"] = None
@@ -160,7 +184,8 @@ def print_table(machine, parameters, rows, ratios):
     print("SIMP's max-rate bars use simpload's find-max, its CPU and latency bars simp-bench's fixed-rate run;")
     print("server CPU at the fixed rate: raw UDP the forwarder thread (each datagram passed on as it arrives; "
           f"{number(rows[0]['limit_cpu_us_per_datagram'], 1)} µs at its limit),")
-    print("mosquitto the broker process, SIMP the relay process")
+    print("mosquitto the broker process, SIMP the relay process; SIMP's TCP path: the same simp-bench pairs with their datagrams")
+    print("in DATAGRAM frames on the control connections (clients whose network blocks UDP), beside the UDP pairs")
     print()
     width = max(len(item["name"]) for item in ratios)
     for item in ratios:

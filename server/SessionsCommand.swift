@@ -13,7 +13,11 @@ struct SessionsCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print every live session: user, relay, UDP address, and since when (UTC).")
+            abstract: "Print every live session: user, relay, UDP address, datagram path, and since when (UTC).",
+            discussion: """
+                PATH is UDP, or TCP when the client found UDP blocked and its datagrams go over its \
+                control connection (docs/PROTOCOL.md §5.5); - for a relay too old to record it.
+                """)
 
         @OptionGroup var options: UserCommand.RedisOption
 
@@ -21,10 +25,13 @@ struct SessionsCommand: AsyncParsableCommand {
             try await options.withRedis(command: "sessions") { redis in
                 let entries = try await SessionDirectory(redis: redis).list()
                 guard !entries.isEmpty else { return print("no sessions") }
-                let rows = [["USER", "RELAY", "ADDRESS", "SINCE"]] + entries.map { [$0.user, $0.relayId, $0.address, Self.time($0.since)] }
-                let widths = (0..<3).map { column in rows.map { $0[column].count }.max() ?? 0 }
+                let rows =
+                    [["USER", "RELAY", "ADDRESS", "PATH", "SINCE"]]
+                    + entries.map { [$0.user, $0.relayId, $0.address, $0.path?.uppercased() ?? "-", Self.time($0.since)] }
+                let padded = 0..<4
+                let widths = padded.map { column in rows.map { $0[column].count }.max() ?? 0 }
                 for row in rows {
-                    print((0..<3).map { row[$0].padding(toLength: widths[$0] + 2, withPad: " ", startingAt: 0) }.joined() + row[3])
+                    print(padded.map { row[$0].padding(toLength: widths[$0] + 2, withPad: " ", startingAt: 0) }.joined() + row[4])
                 }
             }
         }

@@ -48,6 +48,11 @@ final class BenchPair {
 
     /// The pair's number, which picks its relays in a multi-relay run.
     let index: Int
+    /// Both users' datagrams go in DATAGRAM frames on their control connections
+    /// (`LoadGenerator.Parameters.tcpPath`).
+    var tcpPath = false
+    /// TCP path: frames written to `senderControl` and not flushed yet.
+    var senderFramesPending = false
 
     init(index: Int, prefix: String, policy: RetransmitPolicy, receiptDelay: TimeAmount) {
         self.index = index
@@ -73,12 +78,24 @@ final class BenchPair {
         content = probe.content
     }
 
-    /// Writes the sender's transmissions to the relay (flushed by the caller).
+    /// Writes the sender's transmissions to the relay (flushed by the caller): over UDP, or on
+    /// the TCP path in DATAGRAM frames on the sender's control connection.
     func write(_ transmissions: [SIMPMessage]) {
         for message in transmissions {
             let bytes = sealer.seal(message, allocator: senderDatagrams.allocator)
-            senderDatagrams.write(AddressedEnvelope(remoteAddress: relayAddress, data: bytes), promise: nil)
+            if tcpPath {
+                senderControl.write(SIMPMessage.carrying(bytes), promise: nil)
+            } else {
+                senderDatagrams.write(AddressedEnvelope(remoteAddress: relayAddress, data: bytes), promise: nil)
+            }
         }
+    }
+
+    /// Says HELLO in a DATAGRAM frame on both control connections, as a client that found UDP
+    /// blocked does: the relay sends both sessions' datagrams in frames from then on.
+    func moveToTCPPath() {
+        senderControl.writeAndFlush(SIMPMessage.carrying(sealer.seal(SIMPMessage(kind: .hello, fromUser: from))), promise: nil)
+        receiverControl.writeAndFlush(SIMPMessage.carrying(receiptSealer.seal(SIMPMessage(kind: .hello, fromUser: to))), promise: nil)
     }
 
     /// Closes the control connections (the relay ends both sessions).

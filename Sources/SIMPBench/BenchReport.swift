@@ -17,6 +17,9 @@ public struct BenchReport: Codable, Sendable {
         public var receiptDelayUs: Int64
         /// Receivers sent a datagram copy of each receipt frame.
         public var receiptDatagrams: Bool
+        /// The pairs' datagrams went in DATAGRAM frames on their control connections (the path
+        /// of clients whose network blocks UDP), not over UDP.
+        public var tcpPath = false
         /// Event loops (threads) the bench's pairs were split across.
         public var loops: Int
         public var sessions: Int?
@@ -222,6 +225,7 @@ public struct BenchReport: Codable, Sendable {
             (
                 "pairs / size",
                 "\(parameters.pairs) pairs on \(parameters.loops) event loop\(parameters.loops == 1 ? "" : "s"), \(parameters.size) B datagrams"
+                    + (parameters.tcpPath ? ", in DATAGRAM frames on the control connections (TCP path)" : "")
             ),
             ("window", "\(format(parameters.durationSeconds)) s after \(format(parameters.warmupSeconds)) s warm-up"),
             (
@@ -354,7 +358,7 @@ extension BenchReport.Parameters {
     enum CodingKeys: String, CodingKey {
         case mode, relay, pairs, rate, size, durationSeconds = "duration_s", warmupSeconds = "warmup_s"
         case messagesPerTick = "messages_per_tick", receiptDelayUs = "receipt_delay_us"
-        case receiptDatagrams = "receipt_datagrams", loops, sessions
+        case receiptDatagrams = "receipt_datagrams", tcpPath = "tcp_path", loops, sessions
     }
 }
 

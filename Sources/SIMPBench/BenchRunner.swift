@@ -71,6 +71,8 @@ public struct BenchOptions: Sendable {
     public var receiptDelay = ReceiptBatcher.defaultDelay
     /// Receivers send a datagram copy of each receipt frame (docs/PROTOCOL.md §6.1).
     public var receiptDatagrams = true
+    /// The pairs' datagrams go over their control connections (`LoadGenerator.Parameters.tcpPath`).
+    public var tcpPath = false
     /// Event loops (threads) the bench splits its pairs across (`ParallelLoad`); simp-bench's
     /// default is 2 (1 on a one-core machine).
     public var loops = 1
@@ -124,6 +126,7 @@ public enum BenchRunner {
         parameters.messagesPerTick = options.messagesPerTick
         parameters.receiptDelay = options.receiptDelay
         parameters.receiptDatagrams = options.receiptDatagrams
+        parameters.tcpPath = options.tcpPath
         var workers: SessionWorkers?
         var generator: ParallelLoad?
         func stopAll() async {
@@ -280,7 +283,7 @@ public enum BenchRunner {
             pairs: options.pairs, rate: rate, size: options.size, durationSeconds: seconds(options.duration),
             warmupSeconds: seconds(options.warmup), messagesPerTick: options.messagesPerTick,
             receiptDelayUs: options.receiptDelay.nanoseconds / 1000, receiptDatagrams: options.receiptDatagrams,
-            loops: generator.generators.count,
+            tcpPath: options.tcpPath, loops: generator.generators.count,
             sessions: options.sessions > 0 ? options.sessions : nil)
         var report = BenchReport(parameters: parameters, result: result)
         report.benchCPUSeconds = used.first ?? nil

@@ -51,6 +51,10 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         /// forwards it to the sender (docs/PROTOCOL.md §6.1, "The datagram copy"), as the
         /// reference client does; the sender acts on whichever copy arrives first.
         public var receiptDatagrams = true
+        /// Every pair's datagrams (content, receipt copies, HELLO) go in DATAGRAM frames on its
+        /// users' control connections, and the relay sends theirs the same way
+        /// (docs/PROTOCOL.md §5.5): the path of clients whose network blocks UDP.
+        public var tcpPath = false
         /// The shortest timer tick the generator schedules.
         public static let minimumTick = TimeAmount.microseconds(50)
         public init() {}
@@ -78,6 +82,8 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     private var receiptDatagramsPending = false
     /// Receivers whose receipts were written during the current burst of arrivals.
     private var receiptsToFlush: [BenchPair] = []
+    /// On the TCP path: senders whose control connections have frames written and not flushed.
+    private var sendersToFlush: [BenchPair] = []
 
     public init(parameters: Parameters) {
         self.parameters = parameters
@@ -111,16 +117,27 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
     private func connect(_ pair: BenchPair) -> EventLoopFuture<Void> {
         pair.sizeContent(toEncodedSize: parameters.size)
         pair.senderDatagrams = senderSocket
+        pair.tcpPath = parameters.tcpPath
         let senderControl = BenchControlHandler()
-        senderControl.onMessage = { [unowned self, unowned pair] in senderControlMessage($0, pair) }
-        senderControl.onReadComplete = { [unowned self] in senderSocket.flush() }
+        senderControl.onMessage = { [unowned self, unowned pair] message in
+            if message.kind == .datagram { return senderDatagram(ByteBuffer(bytes: message.datagram)) }
+            senderControlMessage(message, pair)
+        }
+        senderControl.onReadComplete = { [unowned self] in flushSenders() }
+        let receiverControl = BenchControlHandler()
+        if parameters.tcpPath {
+            receiverControl.onMessage = { [unowned self] message in
+                if message.kind == .datagram { receiverDatagram(ByteBuffer(bytes: message.datagram)) }
+            }
+            receiverControl.onReadComplete = { [unowned self] in flushReceipts() }
+        }
         let ports = parameters.relayPorts
         let a = BenchConnector.register(
             user: pair.from, udpPort: senderSocket.localAddress!.port!, host: parameters.host,
             port: ports[pair.index % ports.count], handler: senderControl, on: loop)
         let b = BenchConnector.register(
             user: pair.to, udpPort: receiverSocket.localAddress!.port!, host: parameters.host,
-            port: ports[(pair.index + 1) % ports.count], handler: BenchControlHandler(), on: loop)
+            port: ports[(pair.index + 1) % ports.count], handler: receiverControl, on: loop)
         return a.and(b)
             .assumeIsolated()
             .map { [self] sender, receiver in
@@ -136,6 +153,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                 pair.relayBatchesReceipts = receiver.relayBatchesReceipts
                 pairsByReceiverSession[receiver.keys.sessionId] = pair
                 pairsBySenderSession[sender.keys.sessionId] = pair
+                if parameters.tcpPath { pair.moveToTCPPath() }
             }
             .nonisolated()
     }
@@ -210,7 +228,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
                     next = (next + 1) % pairs.count
                     offered += 1
                 }
-                if offered > offeredBefore { senderSocket.flush() }
+                if offered > offeredBefore { flushSenders() }
             }
             if parameters.receiptDelay > .zero, !receiptsToFlush.isEmpty { flushReceipts() }
             if ticks % max(1, Int(10_000_000 / tick.nanoseconds)) == 0 { pollRetransmits(now: now) }
@@ -239,7 +257,7 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             result.offered += 1
             outstandingMeasured += 1
         }
-        pair.write(output.transmit)
+        write(output.transmit, pair)
         record(output.events, pair)
     }
 
@@ -247,10 +265,10 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         for pair in pairs {
             guard let deadline = pair.sender.nextDeadline, deadline <= now else { continue }
             let output = pair.sender.poll(now: now)
-            pair.write(output.transmit)
+            write(output.transmit, pair)
             record(output.events, pair)
         }
-        senderSocket.flush()
+        flushSenders()
     }
 
     /// A receipt datagram for a sender: the copy of a receipt frame (§6.1); whichever copy
@@ -264,18 +282,39 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
         senderControlMessage(message, pair, viaDatagram: true)
     }
 
+    /// Writes a sender's transmissions (flushed by `flushSenders`).
+    private func write(_ transmissions: [SIMPMessage], _ pair: BenchPair) {
+        guard !transmissions.isEmpty else { return }
+        pair.write(transmissions)
+        if pair.tcpPath, !pair.senderFramesPending {
+            pair.senderFramesPending = true
+            sendersToFlush.append(pair)
+        }
+    }
+
+    /// Sends what the senders wrote: one flush of the shared UDP socket (`sendmmsg`), or on the
+    /// TCP path one flush per sender connection written to.
+    private func flushSenders() {
+        guard parameters.tcpPath else { return senderSocket.flush() }
+        for pair in sendersToFlush {
+            pair.senderControl.flush()
+            pair.senderFramesPending = false
+        }
+        sendersToFlush.removeAll(keepingCapacity: true)
+    }
+
     private func senderControlMessage(_ message: SIMPMessage, _ pair: BenchPair, viaDatagram: Bool = false) {
         let now = NIODeadline.now()
         switch message.kind {
         case .receipt:
             let output = pair.sender.handleReceipt(message, now: now)
-            pair.write(output.transmit)
+            write(output.transmit, pair)
             record(output.events, pair, viaDatagram: viaDatagram)
         case .error where message.messageId != 0:
             let output = pair.sender.handleRejection(
                 messageId: message.messageId, code: message.errorCode,
                 reason: message.errorText, now: now)
-            pair.write(output.transmit)
+            write(output.transmit, pair)
             record(output.events, pair)
         default:
             break
@@ -324,8 +363,12 @@ public final class LoadGenerator: @unchecked Sendable { // confined to loop
             parameters.batchesReceipts && pair.relayBatchesReceipts
             ? pair.receiptRepeater.datagramCopy(of: receipt, now: now, maxDatagramSize: maxDatagramSize) : receipt
         let bytes = pair.receiptSealer.seal(copy, allocator: receiverSocket.allocator)
-        receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
-        receiptDatagramsPending = true
+        if pair.tcpPath {
+            pair.receiverControl.write(SIMPMessage.carrying(bytes), promise: nil) // flushed with the receipt frame
+        } else {
+            receiverSocket.write(AddressedEnvelope(remoteAddress: pair.receiverRelayAddress, data: bytes), promise: nil)
+            receiptDatagramsPending = true
+        }
         if phase == .measuring { result.receiptDatagrams += 1 }
     }
 

@@ -103,7 +103,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             retransmits: session.sender.retransmits, spuriousRetransmits: session.sender.spuriousRetransmits,
             extraCopies: session.sender.extraCopiesSent,
             duplicatesSuppressed: session.receiver.suppressed, smoothedRTT: session.sender.estimator.smoothedRTT,
-            rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount)
+            rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount,
+            pathSwitches: session.pathSwitches.toControl + session.pathSwitches.toUDP)
     }
 
     /// The time on the engine's clock.
@@ -519,4 +520,6 @@ public struct ClientStatistics: Sendable, Equatable {
     public var smoothedRTT: TimeAmount?
     public var rto: TimeAmount
     public var inFlight: Int
+    /// Times the datagrams moved to the control connection or back to UDP (docs/PROTOCOL.md §5.5).
+    public var pathSwitches = 0
 }

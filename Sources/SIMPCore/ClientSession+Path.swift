@@ -78,6 +78,22 @@ extension ClientSession {
         }
     }
 
+    /// A receipt (frame or datagram copy) for this session's messages: what the sender does, and
+    /// on UDP, for the heavy-loss rule, whether each message it settles needed a retransmission.
+    mutating func receiptHandled(_ receipt: SIMPMessage, now: NIODeadline) -> SenderOutput {
+        let settled = sender.handleReceipt(receipt, now: now)
+        guard paths != nil, datagramPath == .udp else { return settled }
+        for case .delivered(_, _, _, let attempts) in settled.events { paths!.contentOutcome(lost: attempts > 1, now: now) }
+        return settled
+    }
+
+    /// Content arrived over UDP: for the heavy-loss rule, a retransmission means an earlier
+    /// transmission was lost (on the sender's link or this one).
+    mutating func noteArrivalOverUDP(_ message: SIMPMessage, now: NIODeadline) {
+        guard paths != nil, datagramPath == .udp else { return }
+        paths!.contentOutcome(lost: message.attempt > 1, now: now)
+    }
+
     /// Content went out over UDP: silence from the relay's UDP side after it starts a probe round.
     mutating func noteContentSent(_ output: Output, now: NIODeadline) {
         guard paths != nil, datagramPath == .udp, output.datagrams.contains(where: \.kind.isContent) else { return }

@@ -328,9 +328,11 @@ public struct ClientSession: Sendable {
         switch message.kind {
         case .receipt: // the fast copy; whichever copy comes first counts
             var output = Output()
-            output.absorb(sender.handleReceipt(message, now: now))
+            output.absorb(receiptHandled(message, now: now))
             return output
-        case let kind where kind.isContent || kind == .typing:
+        case let kind where kind.isContent:
+            if path == .udp { noteArrivalOverUDP(message, now: now) }
+        case .typing:
             break
         default:
             return Output()
@@ -410,7 +412,7 @@ public struct ClientSession: Sendable {
         case .receipt:
             let ids = [message.messageId] + message.receiptIds // a batch covers several (§6.1)
             let wasPending = ids.map { sender.isPending($0) }
-            output.absorb(sender.handleReceipt(message, now: now))
+            output.absorb(receiptHandled(message, now: now))
             guard !message.held else { break } // arrived, not yet delivered: a final receipt follows
             // A stored message counts as delivered when the inbox delivered it, or when the
             // receiver receipts it directly (it had an earlier copy whose receipt was late).

@@ -23,14 +23,28 @@ public struct DatagramPathPolicy: Equatable, Sendable {
     /// Back on UDP for this long, the probe interval starts again from `firstProbeInterval`
     /// (a network that keeps losing UDP is probed ever less often: no flapping).
     public var settledAfter: TimeAmount = .seconds(30)
+    /// Heavy loss: on UDP, when `heavyLossCount` of the last `lossWindow` content messages
+    /// whose fate is known needed more than one transmission (a sender's receipted messages, a
+    /// receiver's arrivals), the datagrams move to the control connection as after an
+    /// unanswered probe round. nil: only when UDP stops answering. The count starts afresh on
+    /// every return to UDP, so a move needs `lossWindow` new outcomes (no flapping).
+    public var lossWindow = 20
+    public var heavyLossCount: Int? = 14
+    /// On the control connection, this many UDP probes answered in a row bring the datagrams
+    /// back; after an answered probe the next goes `confirmInterval` later (a network that
+    /// answers only some probes, heavy loss, stays on the control connection: no flapping).
+    public var answersToReturn = 3
+    public var confirmInterval: TimeAmount = .milliseconds(250)
 
     public init() {}
 }
 
 /// The client's choice of datagram path, sans I/O: on UDP it watches for HELLO answers and
 /// starts probe rounds when the relay's UDP side falls silent; a round without an answer
-/// within `answerWithin` moves the datagrams to the control connection, from where UDP is
-/// probed with backoff until an answer arrives over UDP and they move back.
+/// within `answerWithin` moves the datagrams to the control connection, and so does heavy loss
+/// (`heavyLossCount` of the latest `lossWindow` messages retransmitted); from there UDP is
+/// probed with backoff until `answersToReturn` probes in a row are answered over UDP and they
+/// move back.
 public struct DatagramPathSelector: Sendable {
     public let policy: DatagramPathPolicy
     public private(set) var path: DatagramPath = .udp
@@ -43,6 +57,13 @@ public struct DatagramPathSelector: Sendable {
     private var probeInterval: TimeAmount
     /// When the datagrams last came back to UDP (for `settledAfter`).
     private var returnedAt: NIODeadline?
+    /// UDP path: the fates of the latest content messages (lost: more than one transmission).
+    private var outcomes = LossWindow()
+    /// UDP path: heavy loss was seen; the datagrams move at this time (the next poll).
+    private var heavyLossAt: NIODeadline?
+    /// Control path: UDP probes answered in a row, and whether the latest one awaits its answer.
+    private var answersInRow = 0
+    private var probeAwaitsAnswer = false
     /// Moves to the control connection, and back to UDP, since the start.
     public private(set) var switchesToControl = 0
     public private(set) var switchesToUDP = 0
@@ -64,7 +85,7 @@ public struct DatagramPathSelector: Sendable {
 
     /// When `poll` next has something to do.
     public var nextDeadline: NIODeadline? {
-        [answerDue, quietProbeDue, probeDue].compactMap { $0 }.min()
+        [answerDue, quietProbeDue, probeDue, heavyLossAt].compactMap { $0 }.min()
     }
 
     /// Whether a probe round waits for its answer.
@@ -89,11 +110,28 @@ public struct DatagramPathSelector: Sendable {
         answerDue = nil
         quietProbeDue = nil
         guard path == .control else { return false }
+        probeAwaitsAnswer = false
+        answersInRow += 1
+        guard answersInRow >= policy.answersToReturn else {
+            probeDue = now + policy.confirmInterval
+            return false
+        }
+        answersInRow = 0
         path = .udp
         probeDue = nil
         returnedAt = now
+        outcomes = LossWindow()
         switchesToUDP += 1
         return true
+    }
+
+    /// On UDP, a content message's fate became known: `lost` if it needed more than one
+    /// transmission (a sender's message receipted after a retransmission, a receiver's arrival
+    /// that is a retransmission). Heavy loss moves the datagrams at the next `poll`.
+    public mutating func contentOutcome(lost: Bool, now: NIODeadline) {
+        guard path == .udp, let limit = policy.heavyLossCount, heavyLossAt == nil else { return }
+        outcomes.record(lost, window: policy.lossWindow)
+        if outcomes.count >= policy.lossWindow, outcomes.losses >= limit { heavyLossAt = now }
     }
 
     /// Another authentic datagram arrived over UDP: more may follow, and silence after them
@@ -122,8 +160,12 @@ public struct DatagramPathSelector: Sendable {
 
     /// What is due at `now`.
     public mutating func poll(now: NIODeadline) -> Step? {
-        if let due = answerDue, due <= now {
+        if answerDue.map({ $0 <= now }) == true || heavyLossAt.map({ $0 <= now }) == true {
             answerDue = nil
+            heavyLossAt = nil
+            quietProbeDue = nil
+            outcomes = LossWindow()
+            (answersInRow, probeAwaitsAnswer) = (0, false)
             path = .control
             switchesToControl += 1
             if returnedAt == nil { probeInterval = policy.firstProbeInterval } // else: it came back and failed again
@@ -136,7 +178,17 @@ public struct DatagramPathSelector: Sendable {
             return .startProbeRound
         }
         if let due = probeDue, due <= now {
-            scheduleProbe(now: now)
+            if probeAwaitsAnswer, answersInRow > 0 { // a confirming probe went unanswered: back to the backoff
+                (answersInRow, probeAwaitsAnswer) = (0, false)
+                scheduleProbe(now: now)
+                return nil
+            }
+            probeAwaitsAnswer = true
+            if answersInRow > 0 {
+                probeDue = now + policy.confirmInterval
+            } else {
+                scheduleProbe(now: now)
+            }
             return .probeUDP
         }
         return nil
@@ -146,5 +198,23 @@ public struct DatagramPathSelector: Sendable {
     private mutating func scheduleProbe(now: NIODeadline) {
         probeDue = now + probeInterval
         probeInterval = min(probeInterval * 2, policy.maximumProbeInterval)
+    }
+}
+
+/// The fates of the latest content messages, up to 64: how many there are and how many were lost.
+struct LossWindow: Sendable {
+    /// Bit i: the fate of the i-th latest message (1: lost).
+    private var bits: UInt64 = 0
+    private(set) var count = 0
+
+    /// Lost messages among the latest `count`.
+    var losses: Int { bits.nonzeroBitCount }
+
+    /// Adds the newest fate, keeping the latest `window` (at most 64).
+    mutating func record(_ lost: Bool, window: Int) {
+        let window = min(max(window, 1), 64)
+        bits = (bits << 1) | (lost ? 1 : 0)
+        if window < 64 { bits &= (UInt64(1) << window) - 1 }
+        count = min(count + 1, window)
     }
 }

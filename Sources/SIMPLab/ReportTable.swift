@@ -24,6 +24,7 @@ public enum ReportTable {
             ("datagrams_per_message", format3(report.datagramsPerMessage)),
             ("retransmits", "\(report.retransmits)"),
             ("spurious_retransmits", "\(report.spuriousRetransmits) (\(format2(report.spuriousRetransmitPercent))%)"),
+            ("path_switches", "\(report.pathSwitches) (UDP <-> control connection, all clients)"),
             ("duration_s", format2(report.durationSeconds)),
             ("ended", report.ended.explanation + " at \(format2(report.endedAtSeconds)) s"),
         ]
@@ -41,7 +42,7 @@ public enum ReportTable {
     /// Column headers for `row(_:)`.
     public static let header = [
         "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo", "d&f",
-        "p50", "p99", "max", "mean", "dgram/msg", "spurious", "result",
+        "p50", "p99", "max", "mean", "dgram/msg", "spurious", "switches", "result",
     ]
 
     /// One summary line per report, aligned.
@@ -55,7 +56,7 @@ public enum ReportTable {
                     "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
                     latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
                     latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
-                    format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)",
+                    format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)", "\(report.pathSwitches)",
                     report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ","),
                 ]
             }

@@ -179,6 +179,7 @@ public struct RunRecorder: Sendable {
         report.datagramsPerMessage = sent == 0 ? 0 : (Double(report.datagramsSent) / Double(sent) * 1000).rounded() / 1000
         report.retransmits = counters.retransmits
         report.spuriousRetransmits = counters.spuriousRetransmits
+        report.pathSwitches = counters.pathSwitches
         report.durationSeconds = (Double(duration.nanoseconds) / 1e9 * 100).rounded() / 100
         report.endedAtSeconds = (Double((endedAt ?? duration).nanoseconds) / 1e9 * 100).rounded() / 100
         report.evaluate(against: scenario)
@@ -205,6 +206,9 @@ public struct SenderCounters: Equatable, Sendable {
     public var extraCopies = 0
     /// Content datagrams the relay refused for the per-user rate limit.
     public var rateLimited = 0
+    /// Every client's datagram path moves, to the control connection and back (docs/PROTOCOL.md
+    /// §5.5), senders and receivers alike: how often the switching rule switched (flapping).
+    public var pathSwitches = 0
     public init(retransmits: Int = 0, spuriousRetransmits: Int = 0) {
         self.retransmits = retransmits
         self.spuriousRetransmits = spuriousRetransmits

@@ -83,6 +83,8 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     public var retransmits = 0
     /// Retransmissions made needless by a receipt for an earlier transmission.
     public var spuriousRetransmits = 0
+    /// Moves of the clients' datagrams between UDP and the control connection (all clients).
+    public var pathSwitches = 0
     /// Virtual (sim) or wall-clock (real) length of the run.
     public var durationSeconds = 0.0
     /// Why the run stopped: settled, or a bound on virtual or wall time.
@@ -106,7 +108,8 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
         case deliveredAndFailed = "delivered_and_failed", rateLimited = "rate_limited"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
-        case retransmits, spuriousRetransmits = "spurious_retransmits", durationSeconds = "duration_s", ended, endedAtSeconds = "ended_at_s", devices,
+        case retransmits, spuriousRetransmits = "spurious_retransmits", pathSwitches = "path_switches", durationSeconds = "duration_s", ended,
+            endedAtSeconds = "ended_at_s", devices,
             bars, passed
     }
 

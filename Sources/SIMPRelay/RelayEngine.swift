@@ -343,8 +343,11 @@ package final class RelayEngine {
             metrics.sessions.record(core.connectedUsers)
         case .moveRoute(let registration):
             logger.info(
-                "user's UDP address moved",
-                metadata: ["user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")"])
+                "user's datagram route moved",
+                metadata: [
+                    "user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
+                    "path": "\(registration.overControl ? "tcp" : "udp")",
+                ])
         case .removeFromInbox:
             counts.inboxRemoved += 1
         default:

@@ -107,6 +107,13 @@ struct SIMPBenchCommand: AsyncParsableCommand {
     )
     var noReceiptDatagrams = false
 
+    @Flag(
+        name: .customLong("tcp-path"),
+        help:
+            "The pairs' datagrams (messages, receipt copies) go in DATAGRAM frames on their control connections, and the relay sends theirs the same way: the path of clients whose network blocks UDP (docs/PROTOCOL.md section 5.5). Default: over UDP."
+    )
+    var tcpPath = false
+
     @Option(
         help:
             "Event loops (threads) the bench splits its pairs across, each with its own UDP sockets and its share of the rate; at most --pairs. Default 2 (1 on a one-core machine): on two cores one loop's own queueing limits --find-max above about 20,000 msg/s; 1 costs the bench less CPU per message."
@@ -218,6 +225,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
         options.messagesPerTick = messagesPerTick
         options.receiptDelay = .nanoseconds(Int64(receiptDelayMilliseconds * 1e6))
         options.receiptDatagrams = !noReceiptDatagrams
+        options.tcpPath = tcpPath
         options.loops = loops
         do {
             let report = try await BenchRunner.run(options) { line in

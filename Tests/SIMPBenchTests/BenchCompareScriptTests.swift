@@ -12,7 +12,7 @@ final class BenchCompareScriptTests: XCTestCase {
     func testHelpExplainsTheComparisonAndUnknownFlagsAreRefused() async throws {
         let help = try await run(root.appendingPathComponent("scripts/bench-compare").path, ["--help"])
         XCTAssertEqual(help.status, 0)
-        for word in ["--short", "--json", "udplimit", "mosquitto", "simp-bench", "<= 0.5", ">= 1.5"] {
+        for word in ["--short", "--json", "udplimit", "mosquitto", "simp-bench", "<= 0.5", ">= 1.5", "--tcp-path"] {
             XCTAssertTrue(help.output.contains(word), word)
         }
         let wrong = try await run(root.appendingPathComponent("scripts/bench-compare").path, ["--frobnicate"])
@@ -94,6 +94,9 @@ final class BenchCompareScriptTests: XCTestCase {
             // The C client reaches further; the max-rate bars take its figure.
             "simpload-max.json": simp(delivered: 99_000, relayCPU: 4, steps: [(80_000, true), (99_000, true), (120_000, false)]),
             "simpload-rate.json": simp(delivered: 10_000, relayCPU: 0.75, steps: []),
+            // The TCP-path pairs (simp-bench --tcp-path), set beside the UDP pairs.
+            "simp-tcp-max.json": simp(delivered: 30_000, relayCPU: 2, steps: [(20_000, true), (30_500, true), (40_000, false)]),
+            "simp-tcp-rate.json": simp(delivered: 10_000, relayCPU: 1.5, steps: []),
         ]
         for (name, object) in files {
             try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent(name))
@@ -118,6 +121,11 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(try ratio("relay CPU/msg under simpload").value, 15.0 / 40, accuracy: 1e-9)
         XCTAssertEqual(try ratio("raw-UDP forwarder CPU").value, 12.0 / 40, accuracy: 1e-9)
         XCTAssertEqual(try ratio("SIMP best delivered rate").value, 120_000.0 / 20_000, accuracy: 1e-9)
+        XCTAssertEqual(try ratio("TCP path ÷ UDP: max rate").value, 30_500.0 / 60_500, accuracy: 1e-9)
+        XCTAssertNil(try ratio("TCP path ÷ UDP: max rate").met, "information only")
+        XCTAssertEqual(try ratio("TCP path ÷ UDP: relay CPU/msg").value, 1.5, accuracy: 1e-9)
+        let rows = try XCTUnwrap(object["rows"] as? [[String: Any]])
+        XCTAssertTrue(rows.contains { ($0["system"] as? String)?.hasPrefix("SIMP relay, TCP path") == true }, "its own row")
     }
 
     private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws

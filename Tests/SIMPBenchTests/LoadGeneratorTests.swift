@@ -63,6 +63,16 @@ final class LoadGeneratorTests: RelayTestCase {
         XCTAssertLessThan(result.receiptFrames * 2, result.delivered, "fewer than one frame per two messages")
     }
 
+    /// `--tcp-path`: the pairs' datagrams go in DATAGRAM frames both ways, and arrive all, once,
+    /// receipted (bench-compare's TCP-path pair, issue 29).
+    func testOnTheTCPPathEveryMessageGoesInFramesAndIsDeliveredOnce() async throws {
+        let result = try await run(batchesReceipts: true, tcpPath: true)
+        let stats = try await relay.server.statistics()
+        XCTAssertGreaterThanOrEqual(stats.datagramsCarriedIn, result.offered, "every message came in a frame")
+        XCTAssertGreaterThanOrEqual(stats.datagramsCarriedOut, result.delivered, "and went out in one")
+        XCTAssertGreaterThan(result.receiptDatagramsArrived, 0, "receipt copies reach the senders in frames")
+    }
+
     func testTicksOfSeveralMessagesAreDeliveredLikeSpreadOnes() async throws {
         _ = try await run(batchesReceipts: true, messagesPerTick: 8)
     }
@@ -71,7 +81,7 @@ final class LoadGeneratorTests: RelayTestCase {
     /// every message offered is delivered once and receipted.
     private func run(
         batchesReceipts: Bool, receiptDelay: TimeAmount = ReceiptBatcher.defaultDelay, receiptDatagrams: Bool = true,
-        messagesPerTick: Int = 1, loops: Int = 1, atWindowEdge: @escaping @Sendable (Bool) -> Void = { _ in }
+        messagesPerTick: Int = 1, loops: Int = 1, tcpPath: Bool = false, atWindowEdge: @escaping @Sendable (Bool) -> Void = { _ in }
     ) async throws -> LoadResult {
         var parameters = LoadGenerator.Parameters()
         parameters.port = relay.port
@@ -81,6 +91,7 @@ final class LoadGeneratorTests: RelayTestCase {
         parameters.receiptDelay = receiptDelay
         parameters.receiptDatagrams = receiptDatagrams
         parameters.messagesPerTick = messagesPerTick
+        parameters.tcpPath = tcpPath
         let generator = ParallelLoad(parameters: parameters, loops: loops)
         XCTAssertEqual(generator.generators.map(\.parameters.pairs), loops == 2 ? [2, 1] : [3])
         XCTAssertEqual(generator.generators.map(\.parameters.firstPair), loops == 2 ? [0, 2] : [0])

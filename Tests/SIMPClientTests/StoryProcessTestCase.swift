@@ -19,11 +19,14 @@ class StoryProcessTestCase: ClientHomeTestCase {
         try await super.tearDown()
     }
 
-    /// Starts `simp listen` for `user` on `device` and waits until it is listening.
-    func startListening(_ user: String, server: String, device: String = "phone") async throws -> ChildProcess {
+    /// Starts `simp listen` for `user` on `device` (with `extraEnvironment`, e.g. the UDP-blocking
+    /// shim's) and waits until it is listening.
+    func startListening(_ user: String, server: String, device: String = "phone", extraEnvironment: [String: String] = [:]) async throws
+        -> ChildProcess
+    {
         let listen = try ChildProcess(
             "simp", ["listen", "--server", server, "--user", user, "--device", device],
-            environment: try await environment(user))
+            environment: try await environment(user).merging(extraEnvironment) { $1 })
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)

@@ -52,6 +52,37 @@ final class UDPBlockedEndToEndTests: StoryProcessTestCase {
         try await sendOnce(senderBlocked: true, receiverBlocked: true)
     }
 
+    /// `simp-server sessions` shows each session's datagram path: UDP for a receiver whose
+    /// network passes UDP, TCP for one whose network blocks it (issue 29). The relay writes the
+    /// path to the user's registration when it changes.
+    func testSimpServerSessionsShowsEachSessionsPath() async throws {
+        let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
+        let server = "127.0.0.1:\(relay.port)"
+        _ = try await startListening(carol, server: server)
+        _ = try await startListening(dave, server: server, extraEnvironment: try await UDPBlockShim.environment())
+
+        var listed = ""
+        let shown = try await Eventually.holds(within: .seconds(15)) {
+            let sessions = try ChildProcess("simp-server", ["sessions"], environment: ["SIMP_REDIS": relay.redis.url.description])
+            _ = await sessions.exitStatus()
+            listed = sessions.standardOutput + sessions.standardError
+            return Self.path(of: dave, in: listed) == "TCP"
+        }
+        XCTAssertTrue(shown, "dave's UDP is blocked: his session goes over TCP\n\(listed)")
+        XCTAssertEqual(Self.path(of: carol, in: listed), "UDP", listed)
+        XCTAssertTrue(listed.hasPrefix("USER"), listed)
+        XCTAssertTrue(listed.split(separator: "\n").first?.contains(" PATH ") ?? false, listed)
+    }
+
+    /// The PATH column of `user`'s row in `simp-server sessions`' table.
+    private static func path(of user: String, in table: String) -> String? {
+        let lines = table.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        guard let header = lines.first, let column = header.firstIndex(of: "PATH"),
+            let row = lines.first(where: { $0.first == user }), row.count > column
+        else { return nil }
+        return row[column]
+    }
+
     /// 200 lines typed into `simp chat` (stdin mode) reach `simp listen` all, once and in order.
     private func chatStream(
         _ count: Int, senderBlocked: [String: String], receiverBlocked: [String: String], file: StaticString = #filePath, line: UInt = #line

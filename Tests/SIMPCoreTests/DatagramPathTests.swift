@@ -71,13 +71,42 @@ final class DatagramPathTests: XCTestCase {
         var probes: [String] = []
         for offset in [1, 2, 3, 5, 7] { probes.append("\(offset): " + summary(client.poll(now: switched + .seconds(Int64(offset))))) }
         let overControl = client.controlReceived(.carrying(answer()), now: switched + .seconds(7))
-        let overUDP = client.datagramArrived(answer(), arrivedAt: switched + .seconds(7), now: switched + .seconds(7))
+        let overUDP = answerProbes(&client, from: switched + .seconds(7), polled: false)
 
         XCTAssertEqual(
             probes, ["1: probes: hello", "2: ", "3: probes: hello", "5: ", "7: probes: hello"], "after 1 s, then 2 s, then 4 s")
         XCTAssertEqual(summary(overControl), "", "an answer over the control connection proves nothing about UDP")
-        XCTAssertEqual(summary(overUDP), "datagrams: ping; path: udp", "the PING, over UDP, moves the relay's side back")
+        XCTAssertEqual(
+            overUDP, ["", "probes: hello", "", "probes: hello", "datagrams: ping; path: udp"],
+            "three answers over UDP in a row, 250 ms apart; the PING, over UDP, moves the relay's side back")
         XCTAssertEqual(client.datagramPath, .udp)
+    }
+
+    /// On the control path: answers over UDP to the probe due at `start` (already sent unless
+    /// `polled`) and to the two after it, 250 ms apart; what each poll and answer did.
+    private func answerProbes(_ client: inout ClientSession, from start: NIODeadline, polled: Bool = true) -> [String] {
+        var seen: [String] = []
+        for index in 0..<3 {
+            let now = start + .milliseconds(Int64(250 * index))
+            if polled || index > 0 { seen.append(summary(client.poll(now: now))) }
+            seen.append(summary(client.datagramArrived(answer(), arrivedAt: now, now: now)))
+        }
+        return seen
+    }
+
+    /// A network that answers one probe but not the next (heavy loss) stays on the control path.
+    func testOneAnsweredProbeWithoutTheNextKeepsTheControlPath() {
+        var (client, _) = blockedFromTheStart()
+        let switched = t0 + .seconds(1)
+        XCTAssertEqual(summary(client.poll(now: switched + .seconds(1))), "probes: hello")
+        XCTAssertEqual(summary(client.datagramArrived(answer(), arrivedAt: switched + .seconds(1), now: switched + .seconds(1))), "")
+        XCTAssertEqual(summary(client.poll(now: switched + .milliseconds(1250))), "probes: hello", "the confirming probe")
+
+        XCTAssertEqual(summary(client.poll(now: switched + .milliseconds(1500))), "", "unanswered: no move")
+        XCTAssertEqual(summary(client.poll(now: switched + .milliseconds(5400))), "")
+        XCTAssertEqual(summary(client.poll(now: switched + .milliseconds(5500))), "probes: hello", "back on the backoff: 4 s later")
+        XCTAssertEqual(client.datagramPath, .control)
+        XCTAssertEqual(client.pathSwitches.toUDP, 0)
     }
 
     func testAnAnsweredLoginStaysOnUDPAndAKeepaliveIsAProbe() {
@@ -152,9 +181,9 @@ final class DatagramPathTests: XCTestCase {
     func testComingBackAndFailingAgainKeepsTheLongerProbeInterval() {
         var (client, _) = blockedFromTheStart()
         let switched = t0 + .seconds(1)
-        _ = client.poll(now: switched + .seconds(1)) // probe; the next one would be 2 s later, then 4 s
-        _ = client.datagramArrived(answer(), arrivedAt: switched + .seconds(1), now: switched + .seconds(1)) // back on UDP
-        let back = switched + .seconds(1)
+        // The probe at 1 s and two more, answered: back on UDP (the next probe would have been 2 s later, then 4 s).
+        XCTAssertEqual(answerProbes(&client, from: switched + .seconds(1)).last, "datagrams: ping; path: udp")
+        let back = switched + .milliseconds(1500)
         _ = client.poll(now: back + .seconds(10)) // the keepalive round...
         let failed = client.poll(now: back + .seconds(11)) // ...unanswered
 
@@ -163,6 +192,87 @@ final class DatagramPathTests: XCTestCase {
         XCTAssertEqual(summary(client.poll(now: back + .seconds(15))), "probes: hello", "after 4 s: the interval it had reached")
         XCTAssertEqual(client.pathSwitches.toControl, 2)
         XCTAssertEqual(client.pathSwitches.toUDP, 1)
+    }
+
+    /// A client on UDP whose HELLO was answered at t0, then `attempts.count` messages from bob
+    /// arriving over UDP 20 ms apart with those attempt numbers; what each poll at the arrival said.
+    private func arrivals(_ attempts: [UInt32], into client: inout ClientSession, from start: NIODeadline) -> [String] {
+        var seen: [String] = []
+        for (index, attempt) in attempts.enumerated() {
+            let now = start + .milliseconds(Int64(20 * index))
+            var text = SIMPMessage(kind: .text, messageId: UInt64(1000 + index), fromUser: "bob", toUser: "alice", content: "m\(index)")
+            text.attempt = attempt
+            _ = client.datagramArrived(relay.seal(text), arrivedAt: now, now: now)
+            seen.append(summary(client.poll(now: now)))
+        }
+        return seen
+    }
+
+    /// 14 of 20 arrivals (70 %) retransmissions: UDP loses most datagrams. The datagrams move to
+    /// the control connection at the 20th, without waiting for UDP to fall silent.
+    func testHeavyLossOverUDPMovesTheDatagramsToTheControlConnection() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        let lossy: [UInt32] = [2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2, 1, 2]
+
+        let seen = arrivals(lossy, into: &client, from: t0 + .milliseconds(100))
+
+        XCTAssertEqual(seen.dropLast().filter { $0.contains("path") }, [], "not before 20 outcomes")
+        XCTAssertEqual(seen.last, "datagrams: hello; path: control")
+        XCTAssertEqual(client.datagramPath, .control)
+    }
+
+    /// 13 of 20 retransmissions (below the heavy-loss count), or 30 % loss over a longer stream,
+    /// keep the datagrams on UDP: retransmissions repair such loss.
+    func testModerateLossStaysOnUDP() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        let thirteen: [UInt32] = [2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2, 2, 1, 1, 2, 2, 1, 2, 1, 2]
+        let thirtyPercent = (0..<100).map { $0 % 10 >= 7 ? UInt32(2) : 1 }
+
+        let seen = arrivals(thirteen + thirtyPercent, into: &client, from: t0 + .milliseconds(100))
+
+        XCTAssertEqual(seen.filter { $0.contains("path") }, [])
+        XCTAssertEqual(client.datagramPath, .udp)
+    }
+
+    /// Back on UDP after a move for heavy loss, the count starts afresh: 13 lost arrivals right
+    /// after the return move nothing (a minimum dwell on UDP of 20 outcomes, no flapping).
+    func testTheLossCountStartsAfreshOnTheReturnToUDP() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        _ = arrivals(Array(repeating: 2, count: 20), into: &client, from: t0 + .milliseconds(100))
+        XCTAssertEqual(client.datagramPath, .control)
+        let probe = t0 + .milliseconds(1500)
+        XCTAssertEqual(answerProbes(&client, from: probe).first, "probes: hello")
+        XCTAssertEqual(client.datagramPath, .udp)
+
+        let seen = arrivals(Array(repeating: 2, count: 13) + [1, 1, 1, 1, 1, 1], into: &client, from: probe + .milliseconds(520))
+
+        XCTAssertEqual(seen.filter { $0.contains("path") }, [])
+        XCTAssertEqual(client.pathSwitches.toControl, 1)
+    }
+
+    /// A sender whose receipts say most messages needed a retransmission moves too.
+    func testASenderWhoseMessagesNeededRetransmissionsMovesToTheControlConnection() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        let ids = (0..<20).map { client.submit(SIMPMessage(kind: .text, toUser: "bob", content: "x\($0)"), now: t0).messageId }
+        _ = client.datagramArrived(answer(), arrivedAt: t0 + .milliseconds(500), now: t0 + .milliseconds(500)) // the quiet probe, answered
+        let retransmitted = client.poll(now: t0 + .seconds(3))
+        var receipt = SIMPMessage(kind: .receipt, messageId: ids[0], fromUser: "bob", toUser: "alice")
+        receipt.receiptIds = Array(ids.dropFirst())
+        receipt.attempt = 2
+        let later = t0 + .milliseconds(3100)
+
+        _ = client.controlReceived(receipt, now: later)
+
+        XCTAssertTrue(summary(retransmitted).contains("text#100/2"), summary(retransmitted))
+        XCTAssertEqual(summary(client.poll(now: later)), "datagrams: hello; path: control")
     }
 
     func testWithoutTheFallbackHelloIsRepeatedAndTheKeepaliveIsAPing() {

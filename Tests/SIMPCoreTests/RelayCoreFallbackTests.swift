@@ -20,7 +20,32 @@ final class RelayCoreFallbackTests: XCTestCase {
     /// `user` says HELLO in a DATAGRAM frame, as a client that found UDP blocked does.
     private func moveToControl(_ user: String, _ relay: inout DevRelay) {
         let actions = relay.carry(SIMPMessage(kind: .hello, fromUser: user))
-        XCTAssertEqual(actions, [relay.carried(SIMPMessage(kind: .hello, toUser: user), to: user)])
+        XCTAssertEqual(actions, [pathWritten(user, overControl: true, relay), relay.carried(SIMPMessage(kind: .hello, toUser: user), to: user)])
+    }
+
+    /// The rewrite of `user`'s registration with its new datagram path (for `simp-server sessions`).
+    private func pathWritten(_ user: String, overControl: Bool, _ relay: DevRelay) -> RelayAction {
+        var registration = relay.registration(user, on: user == "alice" ? c1 : c2, port: user == "alice" ? 5555 : 6666)
+        registration.overControl = overControl
+        return .store(.moveRoute(registration))
+    }
+
+    /// The registration records the path when it changes, and only then: `simp-server sessions`
+    /// shows it, and datagrams on an unchanged path write nothing (idle sessions cost Redis nothing).
+    func testTheRegistrationIsRewrittenWhenTheSessionsPathChangesAndOnlyThen() {
+        var relay = relay()
+
+        let toControl = relay.carry(SIMPMessage(kind: .hello, fromUser: "bob"))
+        let again = relay.carry(SIMPMessage(kind: .ping, fromUser: "bob"))
+        let probe = relay.send(SIMPMessage(kind: .hello, fromUser: "bob"))
+        let back = relay.send(SIMPMessage(kind: .ping, fromUser: "bob"))
+        let stillUDP = relay.send(SIMPMessage(kind: .ping, fromUser: "bob"))
+
+        XCTAssertEqual(toControl.first, pathWritten("bob", overControl: true, relay))
+        XCTAssertEqual(again, [], "already on the control path")
+        XCTAssertFalse(probe.contains { if case .store = $0 { true } else { false } }, "a UDP HELLO moves nothing")
+        XCTAssertEqual(back, [pathWritten("bob", overControl: false, relay)])
+        XCTAssertEqual(stillUDP, [])
     }
 
     func testACarriedHelloIsAnsweredOnTheControlConnectionAndMovesTheSessionThere() throws {
@@ -29,7 +54,7 @@ final class RelayCoreFallbackTests: XCTestCase {
 
         let hello = relay.carry(SIMPMessage(kind: .hello, fromUser: "bob"))
 
-        XCTAssertEqual(hello, [relay.carried(SIMPMessage(kind: .hello, toUser: "bob"), to: "bob")])
+        XCTAssertEqual(hello, [pathWritten("bob", overControl: true, relay), relay.carried(SIMPMessage(kind: .hello, toUser: "bob"), to: "bob")])
         XCTAssertEqual(relay.core.sessionsOverControl, 1)
         XCTAssertEqual(relay.core.sessionCount, 2)
     }
@@ -70,7 +95,7 @@ final class RelayCoreFallbackTests: XCTestCase {
 
         XCTAssertEqual(probe, [relay.reply(SIMPMessage(kind: .hello, toUser: "bob"), to: "bob", at: bobUDP)], "the probe's answer goes over UDP")
         XCTAssertEqual(stillCarried, [relay.carried(textMessage(1, from: "alice", to: "bob"), to: "bob")], "a HELLO alone moves nothing")
-        XCTAssertEqual(ping, [], "a keepalive: nothing to answer")
+        XCTAssertEqual(ping, [pathWritten("bob", overControl: false, relay)], "a keepalive: nothing to answer; back on UDP")
         XCTAssertEqual(overUDP, [relay.delivery(textMessage(2, from: "alice", to: "bob"), to: "bob")])
         XCTAssertEqual(relay.core.sessionsOverControl, 0)
     }

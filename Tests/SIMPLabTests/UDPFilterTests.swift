@@ -88,4 +88,19 @@ final class UDPFilterTests: XCTestCase {
             KnownBugs.assertBars(report)
         }
     }
+
+    /// The report counts the clients' path switches (moves to the control connection and back):
+    /// the measure of flapping for a switching rule. UDP blocked 5 s in moves the clients to the
+    /// control connection; the same stream ending before then moves nobody.
+    func testTheReportCountsPathSwitches() throws {
+        var midway = try Suite.scenario("udp-blocked-midway")
+        midway.workload.messages = 300 // 6 s
+        let blocked = Simulation.run(midway, seed: 1)
+        XCTAssertGreaterThanOrEqual(blocked.pathSwitches, 2, "at least the sender and the receiver, once each")
+        XCTAssertTrue(ReportTable.detailed(blocked).contains("path_switches"))
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(blocked.json().utf8)) as? [String: Any])
+        XCTAssertEqual(object["path_switches"] as? Int, blocked.pathSwitches)
+        midway.workload.messages = 100 // 2 s: over before UDP stops
+        XCTAssertEqual(Simulation.run(midway, seed: 1).pathSwitches, 0)
+    }
 }

@@ -28,12 +28,16 @@ public struct Registration: Equatable, Sendable {
     public var device: String
     /// False for a send-only session (docs/PROTOCOL.md §4.7): it is not a route for content.
     public var receives: Bool
-    public init(user: String, route: Route, session: String, device: String = "", receives: Bool = true) {
+    /// Whether the session's datagrams go in DATAGRAM frames on its control connection rather
+    /// than over UDP (docs/PROTOCOL.md §5.5); shown to operators (`simp-server sessions`).
+    public var overControl: Bool
+    public init(user: String, route: Route, session: String, device: String = "", receives: Bool = true, overControl: Bool = false) {
         self.user = user
         self.route = route
         self.session = session
         self.device = device
         self.receives = receives
+        self.overControl = overControl
     }
 }
 

@@ -56,8 +56,11 @@ extension RelayCore {
         let carried = source.isControl
         if opened.isNewest, carried != opened.overControl, carried || header.kind != .hello {
             sessions.carryDatagrams(ofSession: opened.sessionId, overControl: carried)
+            // The registration shows the path (simp-server sessions): written on a change only.
+            if let registration = sessions.registration(ofSession: opened.sessionId) { output.append(.store(.moveRoute(registration))) }
+        } else if let moved = opened.moved {
+            output.append(.store(.moveRoute(moved)))
         }
-        if let moved = opened.moved { output.append(.store(.moveRoute(moved))) }
         if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), let load = timers.takeInboxLoad(of: recipient) {
             if let connectedAt = load.connectedAt { inbox.roundTripMeasured(to: recipient, now - connectedAt) }
             output.append(.store(.loadInbox(user: user, device: recipient.device))) // the client is ready for it

@@ -25,7 +25,7 @@ public struct SessionTable: Sendable {
         var overControl = false
 
         var registration: Registration {
-            Registration(user: user, route: route, session: token, device: device, receives: receives)
+            Registration(user: user, route: route, session: token, device: device, receives: receives, overControl: overControl)
         }
     }
 

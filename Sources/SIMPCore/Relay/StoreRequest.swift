@@ -13,7 +13,9 @@ public enum StoreRequest: Equatable, Sendable {
     case register(Registration, connection: ConnectionID)
     /// Remove the registration of session `session` of the user (device `device`).
     case unregister(user: String, session: String, device: String = "")
-    /// The user's authenticated datagrams now come from a new address.
+    /// The session's route changed: its authenticated datagrams now come from a new address,
+    /// or moved between UDP and its control connection (docs/PROTOCOL.md §5.5). Rewrites its
+    /// registration.
     case moveRoute(Registration)
     /// Renew this relay's liveness record (it vouches for all the relay's registrations, and
     /// says where the relay listens), then write these registrations again (usually none: only

@@ -54,6 +54,7 @@ extension RealWorld {
                 counters.retransmits += statistics.retransmits
                 counters.spuriousRetransmits += statistics.spuriousRetransmits
                 counters.extraCopies += statistics.extraCopies
+                counters.pathSwitches += statistics.pathSwitches
             }
         }
         await client.close()

@@ -243,8 +243,10 @@ final class RealWorld: @unchecked Sendable {
     /// The senders' retransmission counters, summed.
     private func senderCounters() async throws -> SenderCounters {
         var counters = oneShotCounters.withLockedValue { $0 }
-        for participant in participants where participant.isSender {
+        for participant in participants {
             guard let statistics = try await participant.client?.statistics() else { continue }
+            counters.pathSwitches += statistics.pathSwitches
+            guard participant.isSender else { continue }
             counters.retransmits += statistics.retransmits
             counters.spuriousRetransmits += statistics.spuriousRetransmits
             counters.extraCopies += statistics.extraCopies

@@ -109,6 +109,8 @@ final class SimClient {
 
     /// The client's retransmission counters.
     var sender: ReliableSender { engine.session.sender }
+    /// Moves of the datagram path, both ways, of the running (or last) process.
+    var pathSwitches: Int { engine.session.pathSwitches.toControl + engine.session.pathSwitches.toUDP }
     var publicAddress: SocketAddress { try! SocketAddress(ipAddress: ipAddress, port: publicPort) }
     var isConnected: Bool { engine.control != nil }
     /// The registered control connection.

@@ -112,6 +112,7 @@ final class SimWorld {
             counters.extraCopies += client.sender.extraCopiesSent
         }
         counters.rateLimited = relay.rejected[.messageRateLimited] ?? 0
+        counters.pathSwitches = (clients + sendOnlyClients).reduce(0) { $0 + $1.pathSwitches }
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
         return recorder.run(
             scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,

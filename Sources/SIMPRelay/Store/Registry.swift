@@ -10,8 +10,8 @@ import SIMPRedis
 /// - `simp:user:{<userId>}`: hash with a field per session, `s:<token>` →
 ///   `<incarnation> <r|s> <since ms> <relayId> <addr> <device>` (`r` receiving, `s` send-only),
 ///   a field per receiving device, `d:<device>` → the token of its session, and the user's
-///   newest receiving session mirrored in `addr`, `relay`, `session`, `since` (for operators'
-///   tools). Written at connect, move and disconnect only: a session counts while its relay's
+///   newest receiving session mirrored in `addr`, `relay`, `session`, `since`, `path` (for
+///   operators' tools). Written at connect, move (address or datagram path) and disconnect only: a session counts while its relay's
 ///   liveness record (`RelayLiveness`) names the same incarnation; readers ignore the others
 ///   and remove them lazily. The key expires `entryTTLSeconds` after its latest write (a
 ///   backstop; relays re-write their sessions more often than that).
@@ -54,6 +54,9 @@ public struct Registry: Sendable {
     public static func seenKey(_ user: String) -> String { "simp:seen:" + KeyTag.user(user) }
     /// The Redis key of a relay's liveness record.
     public static func relayKey(_ relayId: String) -> String { "simp:relay:\(relayId)" }
+    /// The mirror's `path` field: `udp`, or `tcp` for datagrams in DATAGRAM frames on the
+    /// control connection (docs/PROTOCOL.md §5.5).
+    static func pathText(of registration: Registration) -> String { registration.overControl ? "tcp" : "udp" }
 
     /// A session's field value: `<incarnation> <r|s> <since> <relay> <addr> <device>`.
     static func value(of registration: Registration, incarnation: String, since: Int64) -> String {
@@ -63,7 +66,7 @@ public struct Registry: Sendable {
 
     // KEYS: user hash, devices hash, the user's log and cursors (InboxStore). ARGV: token, value,
     // device, receives (1/0), ttl ms, now ms, forget devices registered before (ms), this relay,
-    // addr, since, acked sets' prefix, this relay's incarnation.
+    // addr, since, acked sets' prefix, this relay's incarnation, datagram path.
     // A device that becomes known gets a cursor: the user's first device none (it gets the whole
     // log), a later one the log's last entry (it gets what is stored from now on).
     // Returns {known devices, {the other sessions: "<relay> <incarnation> <token> <device>"...},
@@ -76,7 +79,7 @@ public struct Registry: Sendable {
         if receiving then
           local old = redis.call('HGET', KEYS[1], 'd:' .. device)
           if old and old ~= token then redis.call('HDEL', KEYS[1], 's:' .. old) end
-          redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10])
+          redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10], 'path', ARGV[13])
           local all = redis.call('HGETALL', KEYS[2])
           for i = 1, #all, 2 do
             if all[i] ~= device and tonumber(all[i + 1]) < tonumber(ARGV[7]) and redis.call('HEXISTS', KEYS[1], 'd:' .. all[i]) == 0 then
@@ -116,7 +119,7 @@ public struct Registry: Sendable {
         return out
         """)
 
-    // KEYS: user hash. ARGV: token, value, device, receives, ttl ms, now ms, addr, relay.
+    // KEYS: user hash. ARGV: token, value, device, receives, ttl ms, now ms, addr, relay, datagram path.
     // Only the session that wrote a registration may re-write it (a move, a new incarnation, the
     // periodic sweep): it is re-created if Redis lost it, unless the device has a newer session
     // or an operator ended the user's sessions. Its `since` is kept.
@@ -130,7 +133,7 @@ public struct Registry: Sendable {
           if owner and owner ~= token then return 0 end
           redis.call('HSET', KEYS[1], 'd:' .. device, token)
           if top == false or top == token then
-            redis.call('HSET', KEYS[1], 'addr', ARGV[7], 'relay', ARGV[8], 'session', token)
+            redis.call('HSET', KEYS[1], 'addr', ARGV[7], 'relay', ARGV[8], 'session', token, 'path', ARGV[9])
             redis.call('HSETNX', KEYS[1], 'since', ARGV[6])
           end
         end
@@ -153,7 +156,7 @@ public struct Registry: Sendable {
         end
         redis.call('HDEL', KEYS[1], 's:' .. ARGV[1])
         if redis.call('HGET', KEYS[1], 'd:' .. ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], 'd:' .. ARGV[2]) end
-        if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('HDEL', KEYS[1], 'session', 'addr', 'relay', 'since') end
+        if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('HDEL', KEYS[1], 'session', 'addr', 'relay', 'since', 'path') end
         return 1
         """)
 
@@ -183,7 +186,7 @@ public struct Registry: Sendable {
                 registration.session, value, registration.device, registration.receives ? "1" : "0", String(entryTTLSeconds * 1000),
                 String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
                 AddressText.format(registration.route.address) ?? "", String(now),
-                InboxStore.ackedPrefix(registration.user), incarnation,
+                InboxStore.ackedPrefix(registration.user), incarnation, Self.pathText(of: registration),
             ])
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
@@ -231,7 +234,7 @@ public struct Registry: Sendable {
     }
 
     /// Writes the given registrations again with this relay's current incarnation, in one
-    /// round trip (a move to a new address, a new incarnation after Redis lost the relay's
+    /// round trip (a move to a new address or datagram path, a new incarnation after Redis lost the relay's
     /// record, the periodic sweep), re-creating any that Redis lost unless a newer session of
     /// the device has taken over.
     public func refresh(_ registrations: [Registration], on eventLoop: EventLoop) -> EventLoopFuture<Void> {
@@ -244,6 +247,7 @@ public struct Registry: Sendable {
                 arguments: [
                     entry.session, Self.value(of: entry, incarnation: incarnation, since: now), entry.device, entry.receives ? "1" : "0",
                     String(entryTTLSeconds * 1000), String(now), AddressText.format(entry.route.address) ?? "", entry.route.relayId,
+                    Self.pathText(of: entry),
                 ])
         }
         return Self.refreshScript.run(calls, on: redis, eventLoop: eventLoop).flatMapThrowing { replies in try Self.check(replies) }

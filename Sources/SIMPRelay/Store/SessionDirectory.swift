@@ -17,6 +17,9 @@ public struct SessionDirectory: Sendable {
         public var address: String
         /// When the session registered (ms since the epoch), if recorded.
         public var since: Int64?
+        /// How its datagrams go: `udp`, or `tcp` (in DATAGRAM frames on the control connection,
+        /// docs/PROTOCOL.md §5.5); nil if its relay does not record it (an older version).
+        public var path: String?
     }
 
     /// Every registered session, sorted by user.
@@ -32,10 +35,10 @@ public struct SessionDirectory: Sendable {
     /// `user`'s session, nil if it has none or its relay no longer vouches for it (the relay is
     /// dead, or alive in another incarnation: docs/PROTOCOL.md §7.1).
     public func entry(of user: String) async throws -> Entry? {
-        let reply = try await redis.command(["HMGET", Registry.userKey(user), "relay", "addr", "since", "session"])
+        let reply = try await redis.command(["HMGET", Registry.userKey(user), "relay", "addr", "since", "session", "path"])
         try Registry.check([reply])
         let fields = reply.array?.map(\.string) ?? []
-        guard fields.count == 4, let relay = fields[0], let address = fields[1], let token = fields[3],
+        guard fields.count == 5, let relay = fields[0], let address = fields[1], let token = fields[3],
             token != RelayCore.sessionEndedByOperator
         else { return nil }
         let session = try await redis.pipeline([["HGET", Registry.userKey(user), "s:" + token], ["GET", Registry.relayKey(relay)]])
@@ -43,7 +46,7 @@ public struct SessionDirectory: Sendable {
         guard let incarnation = session[0].string?.split(separator: " ").first,
             session[1].string.flatMap(RelayLiveness.incarnation(inRecord:)) == String(incarnation)
         else { return nil }
-        return Entry(user: user, relayId: relay, address: address, since: fields[2].flatMap { Int64($0) })
+        return Entry(user: user, relayId: relay, address: address, since: fields[2].flatMap { Int64($0) }, path: fields[4])
     }
 
     /// Ends `user`'s session: its registration is replaced by one that names no relay and that
