@@ -1,9 +1,9 @@
 import NIOCore
 import SIMPCore
 
-/// End-to-end encryption for an engine driven without `SIMPClient` (simp-lab's simulated
-/// clients): the same steps `SIMPClient` takes — keys opened at start, the bundle published once
-/// registered, each message sealed once before it is sent — on the engine's loop.
+/// The engine's end-to-end steps, on its loop: keys opened at start, the bundle published once
+/// registered, each message sealed once before it is sent. `SIMPClient` takes them, and so do
+/// engines driven without it (simp-lab's simulated clients).
 extension ClientEngine {
     /// Opens (or on first use makes) this device's keys under `settings.home`; from now on
     /// delivered messages are decrypted, and `onNotice` hears what the user would be told.

@@ -144,8 +144,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func publishKeys() async throws {
         guard let settings = configuration.endToEnd else { return }
         do {
-            try await engine.eventLoop.flatSubmit { [engine] in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
-                .get()
+            try await engine.eventLoop.flatSubmit { [engine] in engine.publishEndToEndKeys() }.get()
         } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {
             configuration.logger.warning("the relay keeps no end-to-end keys; messages go unencrypted", metadata: ["relay": "\(text)"])
         } catch SIMPClientError.rejected(.badRequest, let text) {
@@ -180,9 +179,7 @@ public final class SIMPClient: @unchecked Sendable {
     public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
         precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
         // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext.
-        let message = try await engine.eventLoop.flatSubmit { [engine] in
-            engine.endToEnd?.seal(message, via: engine) ?? engine.eventLoop.makeSucceededFuture(message)
-        }.get()
+        let message = try await engine.eventLoop.flatSubmit { [engine] in engine.sealEndToEnd(message) }.get()
         return try await engine.eventLoop.submit { [engine] in engine.send(message) }.get()
     }
 
