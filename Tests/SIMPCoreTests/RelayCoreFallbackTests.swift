@@ -32,8 +32,8 @@ final class RelayCoreFallbackTests: XCTestCase {
 
     /// The registration records the path when it changes, and only then: `simp-server sessions`
     /// shows it, and datagrams on an unchanged path write nothing (idle sessions cost Redis nothing).
-    func testTheRegistrationIsRewrittenWhenTheSessionsPathChangesAndOnlyThen() {
-        var relay = relay()
+    func testTheRegistrationIsRewrittenWhenTheSessionsPathChangesAndOnlyThen() throws {
+        var relay = try relay()
 
         let toControl = relay.carry(SIMPMessage(kind: .hello, fromUser: "bob"))
         let again = relay.carry(SIMPMessage(kind: .ping, fromUser: "bob"))

@@ -28,7 +28,7 @@ extension SimClient {
     func registered() {
         guard !keysPublished else { return connected() }
         let process = engine!
-        process.publishEndToEndKeys().whenComplete { [unowned self] result in
+        process.publishEndToEndKeys().assumeIsolated().whenComplete { [unowned self] result in
             // A failed publish (the connection dropped) is tried again at the next registration.
             guard process === engine, case .success = result, !keysPublished else { return }
             keysPublished = true
@@ -49,7 +49,7 @@ extension SimClient {
         guard keysPublished, !sealInFlight, let number = sealing.keys.min(), let (text, to) = sealing[number] else { return }
         sealInFlight = true
         let process = engine!
-        process.sealEndToEnd(SIMPMessage(kind: .text, toUser: to, content: text)).whenComplete { [unowned self] result in
+        process.sealEndToEnd(SIMPMessage(kind: .text, toUser: to, content: text)).assumeIsolated().whenComplete { [unowned self] result in
             guard process === engine, sealing.removeValue(forKey: number) != nil else { return }
             sealInFlight = false
             switch result {
