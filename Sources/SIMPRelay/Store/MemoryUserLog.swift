@@ -11,7 +11,10 @@ struct MemoryUserLog: Sendable {
         var entry: InboxEntry
     }
 
+    /// The log, in id order.
     private var items: [Item] = []
+    /// dedupe key → id of the entry in `items` that has it (at most one).
+    private var idsByKey: [String: UInt64] = [:]
     private var nextId: UInt64 = 1
     /// device → the last id it has contiguously (missing: 0).
     private var cursors: [String: UInt64] = [:]
@@ -39,7 +42,7 @@ struct MemoryUserLog: Sendable {
         var result = InboxStoreResult(duplicate: true)
         result.discarded = expire(before: cutoff, known: known)
         trimDelivered(known: known)
-        if !items.contains(where: { $0.entry.dedupeKey == entry.dedupeKey }) {
+        if idsByKey[entry.dedupeKey] == nil {
             result.duplicate = false
             while items.count >= cap, let index = items.firstIndex(where: { received($0.id, known: known) }) {
                 _ = discard(index, known: known)
@@ -48,6 +51,7 @@ struct MemoryUserLog: Sendable {
                 result.refused = true
             } else {
                 items.append(Item(id: nextId, entry: entry))
+                idsByKey[entry.dedupeKey] = nextId
                 nextId += 1
             }
         }
@@ -77,10 +81,10 @@ struct MemoryUserLog: Sendable {
     /// `device` has the entry with `dedupeKey`. A device that is not known acks only while the
     /// user has none.
     mutating func ack(_ dedupeKey: String, by device: String, known: [String]) {
-        guard let item = items.first(where: { $0.entry.dedupeKey == dedupeKey }) else { return }
+        guard let id = idsByKey[dedupeKey] else { return }
         let known = known.isEmpty ? [device] : known
         guard known.contains(device) else { return }
-        if item.id > cursors[device] ?? 0 { acked[device, default: []].insert(item.id) }
+        if id > cursors[device] ?? 0 { acked[device, default: []].insert(id) }
         trimDelivered(known: known)
     }
 
@@ -97,6 +101,7 @@ struct MemoryUserLog: Sendable {
     /// Removes the item at `index`; returns its entry if no device received it (to report).
     private mutating func discard(_ index: Int, known: [String]) -> InboxEntry? {
         let item = items.remove(at: index)
+        idsByKey[item.entry.dedupeKey] = nil
         for device in known { acked[device]?.remove(item.id) }
         return received(item.id, known: known) ? nil : item.entry
     }
@@ -115,12 +120,29 @@ struct MemoryUserLog: Sendable {
         if !known.isEmpty {
             for device in known {
                 var cursor = cursors[device] ?? 0
-                while let next = items.first(where: { $0.id > cursor }), acked[device]?.remove(next.id) != nil { cursor = next.id }
+                var next = firstIndex(above: cursor)
+                while next < items.count, acked[device]?.remove(items[next].id) != nil {
+                    cursor = items[next].id
+                    next += 1
+                }
                 if cursor > 0 { cursors[device] = cursor }
             }
             let low = known.map { cursors[$0] ?? 0 }.min() ?? 0
-            items.removeAll { $0.id <= low }
+            let delivered = firstIndex(above: low)
+            for item in items[..<delivered] { idsByKey[item.entry.dedupeKey] = nil }
+            items.removeFirst(delivered)
         }
         if items.isEmpty { (cursors, starts, acked) = ([:], [:], [:]) }
+    }
+
+    /// The index of the first item whose id is above `id` (`items.count` if none): a binary
+    /// search, as ids grow along the log.
+    private func firstIndex(above id: UInt64) -> Int {
+        var (low, high) = (0, items.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if items[middle].id > id { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 }
