@@ -1,7 +1,10 @@
 /// Bounds on what a receiver keeps for messages that have not arrived yet (docs/E2E.md §5.3).
 public struct E2ELimits: Sendable {
-    /// Most message keys one header may make a receiver skip in one chain.
-    public var maxSkipPerChain: UInt32 = 1_000
+    /// Most message keys one header may make a receiver skip in one chain. Only the newest
+    /// `maxSkippedKeys` of them are kept; the bound is on the work (one KDF step per key), and
+    /// leaves room for the messages a sender gives up on during a long outage (a 75 s blackout
+    /// at 50 messages a second fails about 2,500 of them, which the next message skips).
+    public var maxSkipPerChain: UInt32 = 25_000
     /// Most skipped message keys a session (or a room sender key) keeps; the oldest go first.
     public var maxSkippedKeys = 2_000
     /// How long a skipped message key is kept, in milliseconds of the caller's clock.

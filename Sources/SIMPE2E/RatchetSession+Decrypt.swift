@@ -60,6 +60,8 @@ extension RatchetSession {
         while receivingCount < number {
             let index = receivingCount
             let messageKey = advanceReceivingChain()
+            // Only the newest `maxSkippedKeys` could stay: older ones are not kept at all.
+            guard Int(number - index) <= limits.maxSkippedKeys else { continue }
             skipped.insert(.init(chain: chain, number: index, messageKey: SecretBytes(messageKey), storedAt: now), limits: limits)
         }
     }

@@ -179,6 +179,8 @@ public struct InboundSenderKey: Sendable, RedactedReflection {
             chainKey = SecretBytes(step.chainKey)
             iteration += 1
             if iteration - 1 == target { return step.messageKey }
+            // Only the newest `maxSkippedKeys` could stay: older ones are not kept at all.
+            guard Int(target - (iteration - 1)) <= limits.maxSkippedKeys else { continue }
             skipped.insert(
                 .init(chain: chain, number: iteration - 1, messageKey: SecretBytes(step.messageKey), storedAt: now),
                 limits: limits)

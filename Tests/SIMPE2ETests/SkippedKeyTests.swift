@@ -19,7 +19,22 @@ final class SkippedKeyTests: XCTestCase {
         XCTAssertThrows(.tooManySkipped(requested: UInt32(limit + 1), limit: UInt32(limit)), try pair.bobReceives(sent[limit + 1]))
         XCTAssertEqual(text(try pair.bobReceives(sent[limit])), "m\(limit)", "a gap of exactly the limit is fine")
         XCTAssertEqual(text(try pair.bobReceives(sent[limit + 1])), "m\(limit + 1)")
-        XCTAssertEqual(text(try pair.bobReceives(sent[3])), "m3", "skipped keys serve late messages")
+        XCTAssertEqual(text(try pair.bobReceives(sent[limit - 3])), "m\(limit - 3)", "skipped keys serve late messages")
+    }
+
+    /// A sender that gave up on 3,000 messages during an outage (a 75 s blackout at 50 msg/s)
+    /// is still read afterwards: the gap is skipped, and of its keys only the newest
+    /// `maxSkippedKeys` are kept. Failed before (the per-chain bound was 1,000: every later
+    /// message was undecryptable, `blackout-75s` in sim).
+    func testAGapOfMessagesTheSenderGaveUpOnIsSkippedKeepingOnlyTheNewestKeys() throws {
+        var pair = try establishedPair()
+        var sent: [[UInt8]] = []
+        for index in 0..<3_001 { sent.append(try pair.aliceSends("m\(index)")) }
+        XCTAssertEqual(text(try pair.bobReceives(sent[3_000])), "m3000")
+        let kept = E2ELimits.standard.maxSkippedKeys
+        XCTAssertEqual(text(try pair.bobReceives(sent[3_000 - kept])), "m\(3_000 - kept)", "the newest skipped keys are kept")
+        // Older ones are not: a late copy of one reads as a duplicate.
+        XCTAssertThrows(.duplicate, try pair.bobReceives(sent[3_000 - kept - 1]))
     }
 
     func testSkippedKeysAreForgottenAfterTheirLifetime() throws {
