@@ -243,7 +243,9 @@ final class RealWorld: @unchecked Sendable {
     /// The senders' retransmission counters, summed.
     private func senderCounters() async throws -> SenderCounters {
         var counters = oneShotCounters.withLockedValue { $0 }
-        for participant in participants {
+        // A one-shot session's client is closed by now (its counters are in `oneShotCounters`):
+        // asking it would wait forever.
+        for participant in participants where participant.member.oneShot == nil {
             guard let statistics = try await participant.client?.statistics() else { continue }
             counters.pathSwitches += statistics.pathSwitches
             guard participant.isSender else { continue }
