@@ -267,7 +267,7 @@ let package = Package(
                            "SIMPTestKit", .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                           .product(name: "MetricsTestKit", package: "swift-metrics")]),
+                           .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "SIMPChatTests",
             dependencies: ["SIMPChat", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPTestSupport",
