@@ -52,8 +52,10 @@ extension ChatSession {
             return ("\(user)'s device \(device) started a new session (its state was lost or restored)", .dim)
         case .undecryptable(let user, let id, let reason):
             return ("message \(id) from \(user) could not be decrypted: \(reason)", .failure)
-        case .ownNewDevice, .verifiedKeyChanged:
+        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false):
             return (news.description, .warning)
+        case .askedAgain, .resent:
+            return (news.description, .dim)
         }
     }
 }

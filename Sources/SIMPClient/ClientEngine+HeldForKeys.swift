@@ -30,10 +30,17 @@ extension ClientEngine {
     func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
         guard let endToEnd else { return eventLoop.makeSucceededFuture(send(message)) }
         if heldForKeys.holds(messagesTo: message.toUser) { return eventLoop.makeSucceededFuture(hold(message)) }
-        return endToEnd.seal(message, via: self).map { [self] in send($0) }.flatMapErrorThrowing { [self] error in
+        return endToEnd.seal(message, via: self).map { [self] in sendSealed(message, $0) }.flatMapErrorThrowing { [self] error in
             guard error is DevicesNotYetKnown else { throw error }
             return hold(message)
         }
+    }
+
+    /// Submits `sealed`, noting `original` to send again if its receiver cannot decrypt it.
+    private func sendSealed(_ original: SIMPMessage, _ sealed: SIMPMessage) -> (UInt64, EventLoopFuture<SendResult>) {
+        let sent = send(sealed)
+        endToEnd?.sent(original, sealed: sealed, id: sent.0, now: now)
+        return sent
     }
 
     /// Keeps `message` (plaintext, with its id) in the outbox until it can be sealed.
@@ -65,7 +72,7 @@ extension ClientEngine {
                 entry.promise.succeed(.failed(messageId: entry.message.messageId, .rejected(.badRequest, reason)))
             case .success(let sealed):
                 heldForKeys.entries.removeFirst()
-                send(sealed).1.cascade(to: entry.promise)
+                sendSealed(entry.message, sealed).1.cascade(to: entry.promise)
             }
             sealHeldMessages()
         }

@@ -392,7 +392,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// receipted without being handed over again.
     package func take(_ message: SIMPMessage) -> Bool {
         guard let endToEnd else { return onMessage(message) }
-        guard let opened = endToEnd.open(message) else { return false }
+        guard let opened = endToEnd.open(message, via: self) else { return false }
         return onMessage(opened)
     }
 

@@ -75,7 +75,9 @@ extension EndToEnd {
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in
-            engine.send(SIMPMessage(kind: .text, toUser: member).sealedEndToEnd(envelope)).1
+            let (id, outcome) = engine.send(SIMPMessage(kind: .text, toUser: member).sealedEndToEnd(envelope))
+            sentLog.record(id, nil, now: engine.now) // not sent again if asked (EndToEnd+Resend)
+            return outcome
         }
         return (message.sealedEndToEnd(sealed.post), distributions)
     }

@@ -33,6 +33,12 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case ownNewDevice(device: String, loginAddress: String)
     /// `user` was marked verified, and one of its devices is new or has another key since.
     case verifiedKeyChanged(user: String)
+    /// Message `messageId` from `user`'s `device` could not be decrypted (that device was
+    /// restored from a backup, or this one was): it was asked, on a new session, to send it again.
+    case askedAgain(user: String, device: String, messageId: UInt64)
+    /// `user`'s `device` could not decrypt message `messageId` from this device and asked for
+    /// it again: it was sent again on a new session (`again`), or it is no longer kept here.
+    case resent(user: String, device: String, messageId: UInt64, again: Bool)
 
     public var description: String {
         switch self {
@@ -42,6 +48,12 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .undecryptable(let user, let id, let reason): "message \(id) from \(user) could not be decrypted: \(reason)"
         case .ownNewDevice(let device, let address): "a new device \"\(device)\" logged in as you" + (address.isEmpty ? "" : " from \(address)")
         case .verifiedKeyChanged(let user): "\(user) is no longer verified: a key changed (/verify \(user), then /verify \(user) --confirm)"
+        case .askedAgain(let user, let device, let id):
+            "message \(id) from \(user) (\(device)) could not be decrypted; asked for it again on a new session"
+        case .resent(let user, let device, let id, true):
+            "\(user)'s device \(device) could not read your message \(id); it was sent again on a new session"
+        case .resent(let user, let device, let id, false):
+            "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
         }
     }
 }
@@ -66,6 +78,12 @@ final class EndToEnd: @unchecked Sendable {
     /// Peers marked verified (`markVerified`).
     let verifiedPeers = VerifiedPeers()
     var onNotice: (EndToEndNotice) -> Void = { _ in }
+    /// Direct messages sealed lately, to send again when a peer device asks (EndToEnd+Resend).
+    var sentLog = SentLog()
+    /// When a new session was last started with each peer device ("user/device") to ask for a
+    /// message again, and the last such request, which the next one waits for.
+    var recoveryStarts: [String: NIODeadline] = [:]
+    var resendAsks: [String: EventLoopFuture<Void>] = [:]
 
     init(settings: EndToEndSettings, user: String, device: String, logger: Logger) throws {
         self.settings = settings
@@ -147,18 +165,41 @@ final class EndToEnd: @unchecked Sendable {
         try fetchedAt[peer] != nil || unknownUsers.contains(peer) || !messenger.devices(of: peer).isEmpty
     }
 
-    /// `message` with its content decrypted; nil for a copy decrypted before (a duplicate) and
-    /// for one that cannot be decrypted: the user is told that instead (never an empty line).
-    func open(_ message: SIMPMessage) -> SIMPMessage? {
+    /// `message` with its content decrypted; nil for a copy decrypted before, for a resend
+    /// request (answered), and for one that cannot be decrypted: the user is told that instead
+    /// (never an empty line), and the sending device is asked for it again when that can help
+    /// (through `engine`; without one, as in a unit test, it is not asked).
+    func open(_ message: SIMPMessage, via engine: ClientEngine? = nil) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
         if RelayCore.isRoomAddress(message.fromUser) { return openPost(message) }
+        let envelope = try? E2EEnvelope(encoded: message.e2ePayload)
+        let sender = envelope?.senderDevice ?? ""
         do {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
             let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
+            try messenger.noteDecrypted(message.messageId, from: message.fromUser, device: sender)
+            if ResendRequest.isResendRequest(opened.plaintext) {
+                // Its new session is not news: the line about the message sent again says it.
+                for notice in opened.notices where notice != .sessionRestarted(user: message.fromUser, device: sender) { onNotice(.peer(notice)) }
+                // Sent after the session handed this message over (not while it does).
+                if let engine { engine.eventLoop.execute { self.resend(asked: opened.plaintext, by: message.fromUser, device: sender, via: engine) } }
+                return nil
+            }
             for notice in opened.notices { onNotice(.peer(notice)) }
             checkVerification(of: message.fromUser)
             if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
             return try message.openedEndToEnd(opened.plaintext)
+        } catch E2EError.duplicate where (try? messenger.hasDecrypted(message.messageId, from: message.fromUser, device: sender)) != false {
+            return nil // decrypted before this device restarted, delivered again (its receipt was lost)
+        } catch  where engine != nil && E2EMessenger.isRecoverable(error) && envelope?.copies.contains(where: { $0.device == device }) == true {
+            // A new message this device cannot decrypt: its key was used before (the sender was
+            // restored from a backup) or the sessions no longer agree (this device was).
+            logger.warning(
+                "cannot decrypt a message: asking for it again",
+                metadata: ["from": "\(message.fromUser)/\(sender)", "id": "\(message.messageId)", "error": "\(error)"])
+            engine!.eventLoop.execute { [engine] in self.askAgain(for: message, device: sender, via: engine!) }
+            onNotice(.askedAgain(user: message.fromUser, device: sender, messageId: message.messageId))
+            return nil
         } catch E2EError.duplicate {
             return nil
         } catch {
@@ -185,17 +226,7 @@ final class EndToEnd: @unchecked Sendable {
             $0.toUser = peer
             $0.members = known
         }.flatMapThrowing { [self] answer in
-            var bundles: [(device: String, bundle: KeyBundle)] = []
-            for (index, device) in answer.members.enumerated() where index < answer.keyBundles.count {
-                do {
-                    let prekey = answer.oneTimePrekeys.indices.contains(index) ? answer.oneTimePrekeys[index] : []
-                    let bundle = try KeyBundle(encoded: answer.keyBundles[index])
-                    try bundle.verify()
-                    bundles.append((device, bundle.with(oneTimePrekey: prekey.isEmpty ? nil : try OneTimePrekey(encoded: prekey))))
-                } catch {
-                    logger.warning("ignoring a key bundle", metadata: ["user": "\(peer)", "device": "\(device)", "error": "\(error)"])
-                }
-            }
+            let bundles = verifiedBundles(in: answer, of: peer)
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
             checkVerification(of: peer)
             fetchedAt[peer] = engine.now
@@ -204,5 +235,22 @@ final class EndToEnd: @unchecked Sendable {
             guard case SIMPClientError.rejected(.unknownRecipient, _) = error else { throw error }
             unknownUsers.insert(peer)
         }
+    }
+
+    /// The bundles of a KEYS_FETCH answer for `peer` whose signatures verify, by device, each
+    /// with the one-time prekey the relay handed out for it (others are logged and left out).
+    func verifiedBundles(in answer: SIMPMessage, of peer: String) -> [(device: String, bundle: KeyBundle)] {
+        var bundles: [(device: String, bundle: KeyBundle)] = []
+        for (index, device) in answer.members.enumerated() where index < answer.keyBundles.count {
+            do {
+                let prekey = answer.oneTimePrekeys.indices.contains(index) ? answer.oneTimePrekeys[index] : []
+                let bundle = try KeyBundle(encoded: answer.keyBundles[index])
+                try bundle.verify()
+                bundles.append((device, bundle.with(oneTimePrekey: prekey.isEmpty ? nil : try OneTimePrekey(encoded: prekey))))
+            } catch {
+                logger.warning("ignoring a key bundle", metadata: ["user": "\(peer)", "device": "\(device)", "error": "\(error)"])
+            }
+        }
+        return bundles
     }
 }

@@ -16,7 +16,7 @@ public enum E2ENotice: Equatable, Sendable {
 public struct E2EMessenger: RedactedReflection {
     /// This device's name, written into every envelope it seals.
     public let device: String
-    public private(set) var local: E2EDevice
+    public internal(set) var local: E2EDevice
     let store: E2EStateStore
 
     /// Loads (or, on first run, makes and saves) this device's identity and prekeys.

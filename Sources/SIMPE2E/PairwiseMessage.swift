@@ -8,6 +8,9 @@ public enum E2EMessageType: UInt8, Sendable {
     case room = 3
     /// A sender key, sent as the plaintext of a pairwise message (§8.1).
     case senderKeyDistribution = 4
+    /// A request to send a message again on a new session, as the plaintext of a pairwise
+    /// message (§7.5).
+    case resendRequest = 6
 }
 
 /// The ratchet header: the sender's current ratchet public key, the length of its previous

@@ -109,6 +109,21 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
             ])
     }
 
+    func testAMessageAskedForAgainIsToldToBothUsers() {
+        start()
+        session.endToEndNoticed(.askedAgain(user: "bob", device: "phone", messageId: 7))
+        session.endToEndNoticed(.resent(user: "bob", device: "phone", messageId: 8, again: true))
+        session.endToEndNoticed(.resent(user: "bob", device: "phone", messageId: 9, again: false))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(4),
+            [
+                "-- message 7 from bob (phone) could not be decrypted; asked for it again on a new session",
+                "-- bob's device phone could not read your message 8; it was sent again on a new session",
+                "-- bob's device phone could not read your message 9, and it is no longer kept here to send again", "bob>",
+            ])
+    }
+
     func testAReceivedDirectMessageThatCameUnencryptedIsMarkedAndSoIsItsHistory() {
         start()
         let encrypted = SIMPMessage(kind: .text, messageId: 1, fromUser: "bob", toUser: "alice", content: "sealed", time: 5).decrypted

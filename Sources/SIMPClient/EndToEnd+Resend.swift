@@ -1,0 +1,120 @@
+import NIOCore
+import SIMPCore
+import SIMPE2E
+
+/// The direct messages this device sealed lately, by id, so that one a peer device could not
+/// decrypt can be sent again (docs/E2E.md §7.5). In memory only: the plaintexts are on the
+/// user's disk already (history, outbox) and are not written anywhere new.
+struct SentLog {
+    /// Most messages kept; the oldest goes first.
+    static let maxKept = 512
+    /// How long a message is kept (a request comes a round trip after the message arrives).
+    static let lifetime: TimeAmount = .minutes(15)
+
+    struct Entry {
+        /// The message as typed (content in the clear, its receiver in `toUser`), or nil for a
+        /// frame of this layer that is not sent again (a resend request, a sender key).
+        var message: SIMPMessage?
+        let sentAt: NIODeadline
+        /// Sent again once already: never twice (no loop between two devices).
+        var resent = false
+    }
+
+    private(set) var entries: [UInt64: Entry] = [:]
+    private var order: [UInt64] = []
+
+    mutating func record(_ id: UInt64, _ message: SIMPMessage?, now: NIODeadline) {
+        entries[id] = Entry(message: message, sentAt: now)
+        order.append(id)
+        while order.count > Self.maxKept || order.first.map({ now - (entries[$0]?.sentAt ?? now) > Self.lifetime }) == true {
+            entries[order.removeFirst()] = nil
+        }
+    }
+
+    /// The entry of `id` sent to `peer`, marked resent; nil when there is none (or it was).
+    mutating func takeForResend(_ id: UInt64, to peer: String) -> Entry? {
+        guard var entry = entries[id], !entry.resent, entry.message.map({ $0.toUser == peer }) ?? true else { return nil }
+        entry.resent = true
+        entries[id] = entry
+        return entry
+    }
+
+    func contains(_ id: UInt64) -> Bool { entries[id] != nil }
+}
+
+/// Asking a peer device for a message this device cannot decrypt, and answering such a request
+/// (docs/E2E.md §7.5).
+extension EndToEnd {
+    /// At most one new session per peer device this long, however many messages fail (a relay
+    /// that forges undecryptable messages can make no more than that).
+    static let newSessionInterval: TimeAmount = .seconds(60)
+
+    /// Notes a direct message sealed by `seal` and submitted as `id`, so that it can be sent
+    /// again when its receiver asks.
+    func sent(_ original: SIMPMessage, sealed: SIMPMessage, id: UInt64, now: NIODeadline) {
+        guard sealed.isEndToEnd, !RelayCore.isRoomAddress(sealed.toUser) else { return }
+        sentLog.record(id, original, now: now)
+    }
+
+    /// `message` (from `peer`'s `device`) could not be decrypted: asks that device for it again,
+    /// on a new session unless one was started with it less than `newSessionInterval` ago.
+    func askAgain(for message: SIMPMessage, device: String, via engine: ClientEngine) {
+        let peer = message.fromUser
+        let name = peer + "/" + device
+        let startsSession = recoveryStarts[name].map { engine.now - $0 >= Self.newSessionInterval } ?? true
+        if startsSession { recoveryStarts[name] = engine.now }
+        // One after the other per device: a request sealed before the new session exists would
+        // go on the session that failed.
+        let before = resendAsks[name] ?? engine.eventLoop.makeSucceededVoidFuture()
+        let asked = before.flatMap { [self] in
+            (startsSession ? bundle(of: peer, device: device, via: engine) : engine.eventLoop.makeSucceededFuture(nil))
+        }.flatMapThrowing { [self] bundle -> SIMPMessage in
+            let envelope = try messenger.sealResendRequest(
+                for: message.messageId, to: peer, device: device, newSessionFrom: bundle, using: &random)
+            return SIMPMessage(kind: .text, toUser: peer).sealedEndToEnd(envelope)
+        }.map { [self] request in
+            let (id, _) = engine.send(request)
+            sentLog.record(id, nil, now: engine.now)
+        }
+        resendAsks[name] = asked.recover { _ in }
+        asked.whenFailure { [self] error in
+            logger.warning("cannot ask for a message again", metadata: ["from": "\(name)", "id": "\(message.messageId)", "error": "\(error)"])
+            onNotice(.undecryptable(user: peer, messageId: message.messageId, reason: "\(error); asking for it again failed"))
+        }
+    }
+
+    /// `peer`'s device `device` asks (`request`) for a message this device sent: it is sealed
+    /// again for that device only and sent under a new id, once; the user is told either way.
+    func resend(asked request: [UInt8], by peer: String, device: String, via engine: ClientEngine) {
+        guard let id = try? ResendRequest(encoded: request).messageId else { return }
+        guard let entry = sentLog.takeForResend(id, to: peer) else {
+            // A request for a request or a sender key (not sent again), or asked twice: nothing to say.
+            if sentLog.contains(id) { return }
+            return onNotice(.resent(user: peer, device: device, messageId: id, again: false))
+        }
+        guard let original = entry.message else { return }
+        do {
+            var again = original
+            again.messageId = 0
+            again = again.sealedEndToEnd(try messenger.seal(original.endToEndPlaintext, to: peer, device: device))
+            let (newId, _) = engine.send(again)
+            sentLog.record(newId, original, now: engine.now)
+            _ = sentLog.takeForResend(newId, to: peer) // a resend is never sent again
+            onNotice(.resent(user: peer, device: device, messageId: id, again: true))
+        } catch {
+            logger.warning("cannot send a message again", metadata: ["to": "\(peer)/\(device)", "id": "\(id)", "error": "\(error)"])
+            onNotice(.resent(user: peer, device: device, messageId: id, again: false))
+        }
+    }
+
+    /// `peer`'s device `device`'s bundle from the relay (nil when the relay lists no such device).
+    private func bundle(of peer: String, device: String, via engine: ClientEngine) -> EventLoopFuture<KeyBundle?> {
+        let known = ((try? messenger.devices(of: peer)) ?? []).map(\.device)
+        return engine.keysRequest(.keysFetch) {
+            $0.toUser = peer
+            $0.members = known
+        }.map { [self] answer in
+            verifiedBundles(in: answer, of: peer).first { $0.device == device }?.bundle
+        }
+    }
+}

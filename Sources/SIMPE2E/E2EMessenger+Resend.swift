@@ -1,0 +1,107 @@
+/// "I could not decrypt your message X: send it again" (docs/E2E.md §7.5), the plaintext of a
+/// pairwise message: `0x01 ‖ 0x06 ‖ u64(SIMP messageId of the message)`.
+public struct ResendRequest: Equatable, Sendable {
+    /// The `messageId` (PROTOCOL.md §2.2) of the message that could not be decrypted.
+    public let messageId: UInt64
+
+    public init(messageId: UInt64) { self.messageId = messageId }
+
+    public var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u8(1)
+        writer.u8(E2EMessageType.resendRequest.rawValue)
+        writer.u64(messageId)
+        return writer.bytes
+    }
+
+    public init(encoded: [UInt8]) throws {
+        var reader = ByteReader(encoded, reading: "resend request")
+        try reader.expectVersion(1)
+        guard try reader.u8() == E2EMessageType.resendRequest.rawValue else { throw E2EError.malformed("resend request: type is not 6") }
+        messageId = try reader.u64()
+        try reader.expectEnd()
+    }
+
+    /// Whether a decrypted pairwise plaintext is a resend request (it starts `0x01 0x06`, which
+    /// no protobuf `Message` does) rather than a message.
+    public static func isResendRequest(_ plaintext: [UInt8]) -> Bool {
+        plaintext.count >= 2 && plaintext[0] == 1 && plaintext[1] == E2EMessageType.resendRequest.rawValue
+    }
+}
+
+/// Recovery from a session that cannot decrypt (docs/E2E.md §7.5): the receiver of a message
+/// it cannot decrypt asks the sending device, on a new session, to send it again; the sender
+/// sends that message again to that device only.
+extension E2EMessenger {
+    /// Whether an error from `open` means the two devices' sessions no longer agree (a device
+    /// restored from a backup reuses message keys, or its peer's ratchet moved on past it), so
+    /// that asking for the message again on a new session can recover it. Malformed input and
+    /// a format this code does not speak cannot be recovered that way.
+    public static func isRecoverable(_ error: Error) -> Bool {
+        switch error as? E2EError {
+        case .duplicate?, .authenticationFailed?, .noSession?, .unknownPrekey?, .tooManySkipped?: true
+        default: false
+        }
+    }
+
+    /// A resend request for `messageId` sealed for `peer`'s device `device` only, in an
+    /// envelope (§14). With `bundle` (that device's bundle as the relay hands it out) a new
+    /// session is started first, so the request does not depend on the session that failed;
+    /// without it the request goes on the current session.
+    public mutating func sealResendRequest(
+        for messageId: UInt64, to peer: String, device: String, newSessionFrom bundle: KeyBundle?,
+        using random: inout some RandomNumberGenerator
+    ) throws -> [UInt8] {
+        if let bundle {
+            try bundle.verify()
+            try local.startSession(with: Self.sessionName(peer, device), bundle: bundle, using: &random)
+        }
+        return try seal(ResendRequest(messageId: messageId).encoded, to: peer, device: device)
+    }
+
+    /// Encrypts `plaintext` for `peer`'s device `device` only (a message sent again to the
+    /// device that asked for it: the others had it).
+    public mutating func seal(_ plaintext: [UInt8], to peer: String, device: String) throws -> [UInt8] {
+        let copy = try local.encrypt(plaintext, to: Self.sessionName(peer, device))
+        return E2EEnvelope(senderDevice: self.device, copies: [(device, copy)]).encoded
+    }
+}
+
+/// The SIMP message ids last decrypted from each peer device (docs/E2E.md §7.5), so that a
+/// message decrypted before and delivered again under the same id (its receipt was lost and
+/// this device restarted, so the transport's dedupe forgot it) is told from a new message whose
+/// key was already used (a restored sender): only the latter is asked for again.
+extension E2EMessenger {
+    /// How many ids are kept per peer device.
+    public static let decryptedIdsKept = 128
+
+    /// Records that the message `messageId` from `peer`'s device `device` was decrypted.
+    public func noteDecrypted(_ messageId: UInt64, from peer: String, device: String) throws {
+        var ids = try decryptedIds(from: peer, device: device)
+        guard !ids.contains(messageId) else { return }
+        ids.append(messageId)
+        if ids.count > Self.decryptedIdsKept { ids.removeFirst(ids.count - Self.decryptedIdsKept) }
+        var writer = ByteWriter()
+        writer.u8(1)
+        writer.u16(UInt16(ids.count))
+        for id in ids { writer.u64(id) }
+        try store.save(Self.decryptedName(peer, device), SecretBytes(writer.bytes))
+    }
+
+    /// Whether the message `messageId` from `peer`'s device `device` was decrypted here before.
+    public func hasDecrypted(_ messageId: UInt64, from peer: String, device: String) throws -> Bool {
+        try decryptedIds(from: peer, device: device).contains(messageId)
+    }
+
+    /// Version 1: `0x01 ‖ u16 n ‖ n × u64 id`, oldest first.
+    private func decryptedIds(from peer: String, device: String) throws -> [UInt64] {
+        guard let bytes = try store.load(Self.decryptedName(peer, device)) else { return [] }
+        var reader = ByteReader(bytes, reading: "decrypted ids")
+        try reader.expectVersion(1)
+        let ids = try (0..<(try reader.u16())).map { _ in try reader.u64() }
+        try reader.expectEnd()
+        return ids
+    }
+
+    private static func decryptedName(_ peer: String, _ device: String) -> String { "decrypted/" + sessionName(peer, device) }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// A device restored from a backup of `$SIMP_HOME` that kept its sessions, with a real relay and
+/// Redis (issue 27, docs/E2E.md §7.5): what it sends reuses message keys, and what its peer sends
+/// it no longer decrypts. The receiver asks for the message again on a new session; it arrives
+/// once, and both users are told.
+final class EndToEndRestoreTests: RelayTestCase {
+    private var home: URL!
+    private let (alice, bob) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"))
+
+    override func setUp() async throws {
+        try await super.setUp()
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-restore-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        try? FileManager.default.removeItem(at: home)
+        try await super.tearDown()
+    }
+
+    private func connect(_ user: String, device: String) async throws -> SIMPClient {
+        try await relay.connectClient(user: user) { configuration in
+            configuration.device = device
+            configuration.endToEnd = EndToEndSettings(home: self.home)
+        }
+    }
+
+    private func send(_ text: String, from client: SIMPClient, to peer: String, arrivingIn inbox: MessageInbox) async throws {
+        let before = await inbox.messages.count
+        guard case .delivered = try await client.send(text: text, to: peer) else { return XCTFail("\(text): not delivered") }
+        let arrived = await inbox.waitFor(before + 1)
+        XCTAssertTrue(arrived, text)
+    }
+
+    /// alice and bob talk; alice's device is backed up (its key store directory copied), they
+    /// talk on, and the device is restored from the copy. Returns alice's restored client and
+    /// bob's, with their inboxes.
+    private func restoreAliceFromABackup() async throws -> (SIMPClient, MessageInbox, SIMPClient, MessageInbox) {
+        let bobClient = try await connect(bob, device: "phone")
+        let bobInbox = MessageInbox(bobClient)
+        var aliceClient = try await connect(alice, device: "desk")
+        var aliceInbox = MessageInbox(aliceClient)
+        try await send("one", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        try await send("reply one", from: bobClient, to: alice, arrivingIn: aliceInbox)
+
+        let store = EndToEndFileStore(home: home, user: alice, device: "desk").directory
+        let backup = home.appendingPathComponent("backup")
+        try FileManager.default.copyItem(at: store, to: backup)
+        try await send("two", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        try await send("reply two", from: bobClient, to: alice, arrivingIn: aliceInbox)
+        try await send("three", from: aliceClient, to: bob, arrivingIn: bobInbox)
+
+        await aliceClient.close()
+        try FileManager.default.removeItem(at: store)
+        try FileManager.default.copyItem(at: backup, to: store)
+        aliceClient = try await connect(alice, device: "desk")
+        aliceInbox = MessageInbox(aliceClient)
+        return (aliceClient, aliceInbox, bobClient, bobInbox)
+    }
+
+    private func texts(_ inbox: MessageInbox) async -> [String] { await inbox.messages.map(\.content) }
+
+    func testAMessageFromARestoredDeviceArrivesOnceAndBothUsersAreTold() async throws {
+        let (aliceClient, aliceInbox, bobClient, bobInbox) = try await restoreAliceFromABackup()
+        let (aliceNotices, bobNotices) = (EndToEndNoticeLog(aliceClient), EndToEndNoticeLog(bobClient))
+        let (alice, bob) = (alice, bob)
+
+        guard case .delivered = try await aliceClient.send(text: "after the restore", to: bob) else { return XCTFail("not delivered") }
+        let arrived = await bobInbox.waitFor(4, within: .seconds(10))
+        XCTAssertTrue(arrived)
+        let bobAsked = await bobNotices.waitFor { if case .askedAgain(alice, "desk", _) = $0 { true } else { false } }
+        let aliceToldResent = await aliceNotices.waitFor { if case .resent(bob, "phone", _, true) = $0 { true } else { false } }
+        let (bobSaid, aliceSaid) = (await bobNotices.notices, await aliceNotices.notices)
+        XCTAssertTrue(bobAsked, "\(bobSaid)")
+        XCTAssertTrue(aliceToldResent, "\(aliceSaid)")
+
+        // The conversation goes on, on the new session, both ways.
+        try await send("welcome back", from: bobClient, to: alice, arrivingIn: aliceInbox)
+        try await send("thanks", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        let received = await texts(bobInbox)
+        XCTAssertEqual(received, ["one", "two", "three", "after the restore", "thanks"], "once each, nothing lost")
+        let aliceReceived = await texts(aliceInbox)
+        XCTAssertEqual(aliceReceived, ["welcome back"])
+        let said = await bobNotices.notices
+        XCTAssertEqual(said.filter { if case .askedAgain = $0 { true } else { false } }.count, 1, "\(said)")
+        XCTAssertFalse(said.contains { if case .undecryptable = $0 { true } else { false } }, "\(said)")
+    }
+
+    func testARestoredDeviceGetsAgainAMessageItCouldNotDecrypt() async throws {
+        let (aliceClient, aliceInbox, bobClient, bobInbox) = try await restoreAliceFromABackup()
+        let (aliceNotices, bobNotices) = (EndToEndNoticeLog(aliceClient), EndToEndNoticeLog(bobClient))
+        let (alice, bob) = (alice, bob)
+
+        guard case .delivered = try await bobClient.send(text: "to the restored device", to: alice) else { return XCTFail("not delivered") }
+        let arrived = await aliceInbox.waitFor(1, within: .seconds(10))
+        XCTAssertTrue(arrived)
+        let aliceAsked = await aliceNotices.waitFor { if case .askedAgain(bob, "phone", _) = $0 { true } else { false } }
+        let bobToldResent = await bobNotices.waitFor { if case .resent(alice, "desk", _, true) = $0 { true } else { false } }
+        let (aliceSaid, bobSaid) = (await aliceNotices.notices, await bobNotices.notices)
+        XCTAssertTrue(aliceAsked, "\(aliceSaid)")
+        XCTAssertTrue(bobToldResent, "\(bobSaid)")
+
+        try await send("and back", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        let aliceReceived = await texts(aliceInbox)
+        XCTAssertEqual(aliceReceived, ["to the restored device"], "once, nothing lost")
+        let bobReceived = await texts(bobInbox)
+        XCTAssertEqual(bobReceived.last, "and back")
+    }
+}
