@@ -107,6 +107,29 @@ extension EndToEnd {
         }
     }
 
+    /// Starts a new session, flagged as a recovery, with each device of `peer` whose session
+    /// here is a copy (this device's state was restored from a backup: docs/E2E.md §7.3), so
+    /// that nothing is sent on it. While the relay cannot be asked, the message waits
+    /// (`DevicesNotYetKnown`).
+    func restartCopiedSessions(with peer: String, via engine: ClientEngine) -> EventLoopFuture<Void> {
+        let copied: [String]
+        do { copied = try messenger.devicesWithCopiedSessions(of: peer) } catch { return engine.eventLoop.makeFailedFuture(error) }
+        guard !copied.isEmpty else { return engine.eventLoop.makeSucceededVoidFuture() }
+        let known = ((try? messenger.devices(of: peer)) ?? []).map(\.device).filter { !copied.contains($0) }
+        return engine.keysRequest(.keysFetch) {
+            $0.toUser = peer
+            $0.members = known // a one-time prekey for each restarted device
+        }.flatMapThrowing { [self] answer in
+            for (device, bundle) in verifiedBundles(in: answer, of: peer) where copied.contains(device) {
+                try messenger.startRecoverySession(with: peer, device: device, bundle: bundle, using: &random)
+                logger.notice("this device's session was restored from a copy: started a new one", metadata: ["with": "\(peer)/\(device)"])
+            }
+        }.flatMapErrorThrowing { error in
+            if case SIMPClientError.connectionLost = error { throw DevicesNotYetKnown() }
+            throw error
+        }
+    }
+
     /// `peer`'s device `device`'s bundle from the relay (nil when the relay lists no such device).
     private func bundle(of peer: String, device: String, via engine: ClientEngine) -> EventLoopFuture<KeyBundle?> {
         let known = ((try? messenger.devices(of: peer)) ?? []).map(\.device)

@@ -42,7 +42,12 @@ extension EndToEnd {
             let others = members.filter { $0 != user }
             let stale = others.filter { member in fetchedAt[member].map { engine.now - $0 >= settings.deviceListLifetime } ?? true }
             // A member whose devices cannot be fetched now keeps the devices this device knows.
-            let fetches = stale.map { fetchDevices(of: $0, via: engine).recover { _ in } }
+            // A session restored from a copy is restarted first (EndToEnd+Resend).
+            let fetches = others.map { member in
+                let fetched =
+                    stale.contains(member) ? fetchDevices(of: member, via: engine).recover { _ in } : engine.eventLoop.makeSucceededVoidFuture()
+                return fetched.flatMap { [self] in restartCopiedSessions(with: member, via: engine).recover { _ in } }
+            }
             return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
                 try sealPost(message, room: room, members: others, via: engine)
             }.flatMap { [self] sealed, distributions in

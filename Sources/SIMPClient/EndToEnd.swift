@@ -145,6 +145,8 @@ final class EndToEnd: @unchecked Sendable {
             // to it) decides, as it would have a moment before; the list is fetched again later.
             guard case SIMPClientError.connectionLost = error else { throw error }
             guard try knowsDevices(of: peer) else { throw DevicesNotYetKnown() }
+        }.flatMap { [self] in
+            restartCopiedSessions(with: peer, via: engine)
         }.flatMapThrowing { [self] in
             guard try !messenger.devices(of: peer).isEmpty else {
                 if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
@@ -194,7 +196,7 @@ final class EndToEnd: @unchecked Sendable {
         } catch  where engine != nil && E2EMessenger.isRecoverable(error) && envelope?.copies.contains(where: { $0.device == device }) == true {
             // A new message this device cannot decrypt: its key was used before (the sender was
             // restored from a backup) or the sessions no longer agree (this device was).
-            logger.warning(
+            logger.info( // the notice tells the user
                 "cannot decrypt a message: asking for it again",
                 metadata: ["from": "\(message.fromUser)/\(sender)", "id": "\(message.messageId)", "error": "\(error)"])
             engine!.eventLoop.execute { [engine] in self.askAgain(for: message, device: sender, via: engine!) }

@@ -10,6 +10,11 @@ import Darwin
 /// A device's end-to-end state in files (docs/E2E.md §9): `<home>/e2e/<user>/<device>/`, mode
 /// 0700, one file per saved name (its identity, prekeys, each pairwise session, each peer's
 /// device list), mode 0600, replaced atomically (written beside, then renamed).
+///
+/// Each file starts with `0xF1 ‖ u64` its own inode number, then the saved bytes: a file
+/// copied back from a backup (or to another machine) has another inode, so the store can tell
+/// a copy from what it wrote (`isCopy`, docs/E2E.md §7.3). Files written without it (before)
+/// are read as they are and are never taken for copies.
 public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // used on the client's event loop only
     public let directory: URL
 
@@ -19,10 +24,28 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
             .appendingPathComponent(SIMPHome.safeComponent(device.isEmpty ? "default" : device))
     }
 
+    /// The first byte of a file that starts with its inode number.
+    static let inodeMark: UInt8 = 0xF1
+
     public func load(_ name: String) throws -> [UInt8]? {
+        try read(name).map { $0.inode == nil ? $0.bytes : Array($0.bytes.dropFirst(9)) }
+    }
+
+    /// Whether the file of `name` is not the one this store wrote: its recorded inode is not its own.
+    public func isCopy(_ name: String) throws -> Bool {
+        guard let (bytes, actual) = try read(name), bytes.count >= 9, bytes[0] == Self.inodeMark else { return false }
+        let recorded = bytes[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return recorded != actual
+    }
+
+    /// The file's bytes and its inode number (nil when unreadable).
+    private func read(_ name: String) throws -> (bytes: [UInt8], inode: UInt64?)? {
         let url = file(name)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        return Array(try Data(contentsOf: url))
+        let bytes = Array(try Data(contentsOf: url))
+        var status = stat()
+        let inode = stat(url.path, &status) == 0 ? UInt64(status.st_ino) : nil
+        return (bytes, bytes.first == Self.inodeMark ? inode : nil)
     }
 
     public func save(_ name: String, _ bytes: SecretBytes) throws {
@@ -30,9 +53,12 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         let url = file(name), temporary = url.path + ".new"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw DeviceError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let written = bytes.bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        var status = stat()
+        let inode = fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : 0
+        let contents = [Self.inodeMark] + (0..<8).map { UInt8(truncatingIfNeeded: inode >> (56 - 8 * UInt64($0))) } + bytes.bytes
+        let written = contents.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         close(descriptor)
-        guard written == bytes.bytes.count, rename(temporary, url.path) == 0 else {
+        guard written == contents.count, rename(temporary, url.path) == 0 else {
             throw DeviceError("cannot write \(url.path): \(String(cString: strerror(errno)))")
         }
     }

@@ -79,9 +79,19 @@ public struct E2EDevice: RedactedReflection {
         return known.current.remoteIdentity == bundle.identity ? nil : .peerIdentityChanged
     }
 
-    /// Encrypts `plaintext` for `peer` with the current session.
+    /// Whether the sessions with `peer` are a copy of what this device saved (its store says so:
+    /// restored from a backup, or copied from another machine). They must not send: start a
+    /// new session with `isRecovery` first (docs/E2E.md §7.3).
+    public func sessionIsCopy(with peer: String) throws -> Bool {
+        try hasSession(with: peer) && store.isCopy("peer/" + peer)
+    }
+
+    /// Encrypts `plaintext` for `peer` with the current session (never one that is a copy).
     public mutating func encrypt(_ plaintext: [UInt8], to peer: String) throws -> [UInt8] {
         guard var record = try sessions(with: peer) else { throw E2EError.noSession("no session with \(peer): fetch its key bundle") }
+        guard try !store.isCopy("peer/" + peer) else {
+            throw E2EError.noSession("the session with \(peer) was restored from a copy of this device's state: start a new one")
+        }
         let payload = try record.current.encrypt(plaintext)
         try save(record, for: peer)
         return payload

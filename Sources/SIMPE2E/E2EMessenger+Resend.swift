@@ -59,6 +59,21 @@ extension E2EMessenger {
         return try seal(ResendRequest(messageId: messageId).encoded, to: peer, device: device)
     }
 
+    /// The devices of `peer` whose sessions here are a restored copy (`E2EDevice.sessionIsCopy`):
+    /// each needs `startRecoverySession` before anything is sealed for `peer`.
+    public func devicesWithCopiedSessions(of peer: String) throws -> [String] {
+        try devices(of: peer).map(\.device).filter { try local.sessionIsCopy(with: Self.sessionName(peer, $0)) }
+    }
+
+    /// Starts a new session with `peer`'s device `device` from its bundle, flagged as a recovery
+    /// (§7.3): this device's earlier session with it is a copy.
+    public mutating func startRecoverySession(
+        with peer: String, device: String, bundle: KeyBundle, using random: inout some RandomNumberGenerator
+    ) throws {
+        try bundle.verify()
+        try local.startSession(with: Self.sessionName(peer, device), bundle: bundle, isRecovery: true, using: &random)
+    }
+
     /// Encrypts `plaintext` for `peer`'s device `device` only (a message sent again to the
     /// device that asked for it: the others had it).
     public mutating func seal(_ plaintext: [UInt8], to peer: String, device: String) throws -> [UInt8] {

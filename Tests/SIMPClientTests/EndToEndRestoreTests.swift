@@ -37,10 +37,14 @@ final class EndToEndRestoreTests: RelayTestCase {
         XCTAssertTrue(arrived, text)
     }
 
+    /// How a backup is put back: as a disk snapshot would (every file as it was, with the inode
+    /// it had: the store cannot tell), or as copies of the files (it can, docs/E2E.md §7.3).
+    private enum Restore { case asASnapshot, byCopy }
+
     /// alice and bob talk; alice's device is backed up (its key store directory copied), they
     /// talk on, and the device is restored from the copy. Returns alice's restored client and
     /// bob's, with their inboxes.
-    private func restoreAliceFromABackup() async throws -> (SIMPClient, MessageInbox, SIMPClient, MessageInbox) {
+    private func restoreAliceFromABackup(_ restore: Restore = .asASnapshot) async throws -> (SIMPClient, MessageInbox, SIMPClient, MessageInbox) {
         let bobClient = try await connect(bob, device: "phone")
         let bobInbox = MessageInbox(bobClient)
         var aliceClient = try await connect(alice, device: "desk")
@@ -56,8 +60,24 @@ final class EndToEndRestoreTests: RelayTestCase {
         try await send("three", from: aliceClient, to: bob, arrivingIn: bobInbox)
 
         await aliceClient.close()
-        try FileManager.default.removeItem(at: store)
-        try FileManager.default.copyItem(at: backup, to: store)
+        switch restore {
+        case .byCopy:
+            try FileManager.default.removeItem(at: store)
+            try FileManager.default.copyItem(at: backup, to: store)
+        case .asASnapshot:
+            try FileManager.default.removeItem(at: store)
+            try FileManager.default.copyItem(at: backup, to: store)
+            // A snapshot brings back the inodes too: each file records its own, as when it was written.
+            for file in try FileManager.default.contentsOfDirectory(atPath: store.path) {
+                let url = store.appendingPathComponent(file)
+                let inode = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: url.path)[.systemFileNumber] as? NSNumber).uint64Value
+                var bytes = try Data(contentsOf: url)
+                bytes.replaceSubrange(1..<9, with: (0..<8).map { UInt8(truncatingIfNeeded: inode >> (56 - 8 * UInt64($0))) })
+                let handle = try FileHandle(forWritingTo: url)
+                try handle.write(contentsOf: bytes)
+                try handle.close()
+            }
+        }
         aliceClient = try await connect(alice, device: "desk")
         aliceInbox = MessageInbox(aliceClient)
         return (aliceClient, aliceInbox, bobClient, bobInbox)
@@ -92,8 +112,26 @@ final class EndToEndRestoreTests: RelayTestCase {
         XCTAssertFalse(said.contains { if case .undecryptable = $0 { true } else { false } }, "\(said)")
     }
 
+    /// Restored by copying the files back, the device notices (each file records its inode):
+    /// its first message starts a new session flagged as a recovery, so no key is used twice and
+    /// nothing needs asking for again; bob is told alice's device started a new session.
+    func testADeviceRestoredByCopyingItsFilesStartsANewSessionBeforeSending() async throws {
+        let (aliceClient, _, bobClient, bobInbox) = try await restoreAliceFromABackup(.byCopy)
+        let bobNotices = EndToEndNoticeLog(bobClient)
+        let (alice, bob) = (alice, bob)
+
+        try await send("after the restore", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        let told = await bobNotices.waitFor { $0 == .peer(.sessionRestarted(user: alice, device: "desk")) }
+        try await send("and again", from: aliceClient, to: bob, arrivingIn: bobInbox)
+        let said = await bobNotices.notices
+        XCTAssertTrue(told, "\(said)")
+        XCTAssertFalse(said.contains { if case .askedAgain = $0 { true } else { false } }, "no key used twice: \(said)")
+        let received = await texts(bobInbox)
+        XCTAssertEqual(received, ["one", "two", "three", "after the restore", "and again"])
+    }
+
     func testARestoredDeviceGetsAgainAMessageItCouldNotDecrypt() async throws {
-        let (aliceClient, aliceInbox, bobClient, bobInbox) = try await restoreAliceFromABackup()
+        let (aliceClient, aliceInbox, bobClient, bobInbox) = try await restoreAliceFromABackup(.byCopy)
         let (aliceNotices, bobNotices) = (EndToEndNoticeLog(aliceClient), EndToEndNoticeLog(bobClient))
         let (alice, bob) = (alice, bob)
 

@@ -25,4 +25,26 @@ final class EndToEndStoreTests: XCTestCase {
         let directoryMode = try FileManager.default.attributesOfItem(atPath: store.directory.path)[.posixPermissions] as? Int
         XCTAssertEqual(directoryMode, 0o700)
     }
+
+    /// A file copied back (from a backup, or from another machine) is told from the one the
+    /// store wrote; what it holds reads the same, and the next save is the store's own again.
+    func testAFileCopiedBackIsToldFromTheOneTheStoreWrote() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let store = EndToEndFileStore(home: home, user: "alice", device: "desk")
+        try store.save("peer/bob/laptop", SecretBytes([1, 2, 3]))
+        XCTAssertFalse(try store.isCopy("peer/bob/laptop"))
+        XCTAssertFalse(try store.isCopy("peer/nobody"))
+
+        let file = store.directory.appendingPathComponent("peer%2Fbob%2Flaptop"), backup = home.appendingPathComponent("backup")
+        try FileManager.default.copyItem(at: file, to: backup)
+        try FileManager.default.removeItem(at: file)
+        try FileManager.default.moveItem(at: backup, to: file) // the copy, made while the original was there
+        XCTAssertTrue(try store.isCopy("peer/bob/laptop"))
+        XCTAssertEqual(try store.load("peer/bob/laptop"), [1, 2, 3])
+
+        try store.save("peer/bob/laptop", SecretBytes([4]))
+        XCTAssertFalse(try store.isCopy("peer/bob/laptop"))
+        XCTAssertEqual(try store.load("peer/bob/laptop"), [4])
+    }
 }

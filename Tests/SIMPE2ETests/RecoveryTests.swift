@@ -81,6 +81,25 @@ final class RecoveryTests: XCTestCase {
         try talk(&pair, rounds: 3)
     }
 
+    func testARestoredDeviceWhoseStoreNoticesTheCopyNeverSendsOnItAndRestartsWithTheFlag() throws {
+        var pair = try Pair()
+        try pair.aliceStarts()
+        try talk(&pair, rounds: 2)
+        let backup = pair.aliceStore.snapshot()
+        try talk(&pair, rounds: 3)
+        pair.aliceStore.restore(backup, asCopies: true)
+        pair.alice = try E2EDevice(store: pair.aliceStore, using: &pair.random)
+
+        XCTAssertTrue(try pair.alice.sessionIsCopy(with: "bob"))
+        XCTAssertThrowsError(try pair.aliceSends("would reuse a key")) { error in
+            guard case E2EError.noSession = error else { return XCTFail("\(error)") }
+        }
+        try pair.aliceStarts(isRecovery: true)
+        XCTAssertFalse(try pair.alice.sessionIsCopy(with: "bob"))
+        XCTAssertEqual(try pair.bobReceives(try pair.aliceSends("restored")).event, .peerRestartedSession)
+        try talk(&pair, rounds: 2)
+    }
+
     func testARestoredDeviceSendingWithItsOldSessionIsRefusedWithoutHarmingThePeer() throws {
         var pair = try aliceRestoredFromABackup()
 
