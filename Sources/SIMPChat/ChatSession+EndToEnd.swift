@@ -54,7 +54,7 @@ extension ChatSession {
             return ("message \(id) from \(user) could not be decrypted: \(reason)", .failure)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false):
             return (news.description, .warning)
-        case .askedAgain, .resent:
+        case .askedAgain, .resent, .restoredSessionReplaced:
             return (news.description, .dim)
         }
     }

@@ -122,7 +122,7 @@ extension EndToEnd {
         }.flatMapThrowing { [self] answer in
             for (device, bundle) in verifiedBundles(in: answer, of: peer) where copied.contains(device) {
                 try messenger.startRecoverySession(with: peer, device: device, bundle: bundle, using: &random)
-                logger.notice("this device's session was restored from a copy: started a new one", metadata: ["with": "\(peer)/\(device)"])
+                onNotice(.restoredSessionReplaced(user: peer, device: device))
             }
         }.flatMapErrorThrowing { error in
             if case SIMPClientError.connectionLost = error { throw DevicesNotYetKnown() }

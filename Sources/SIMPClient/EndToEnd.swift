@@ -39,6 +39,9 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// `user`'s `device` could not decrypt message `messageId` from this device and asked for
     /// it again: it was sent again on a new session (`again`), or it is no longer kept here.
     case resent(user: String, device: String, messageId: UInt64, again: Bool)
+    /// This device's session with `user`'s `device` was restored from a copy of its state (a
+    /// backup): a new one was started before sending, and the peer is told so.
+    case restoredSessionReplaced(user: String, device: String)
 
     public var description: String {
         switch self {
@@ -52,6 +55,8 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "message \(id) from \(user) (\(device)) could not be decrypted; asked for it again on a new session"
         case .resent(let user, let device, let id, true):
             "\(user)'s device \(device) could not read your message \(id); it was sent again on a new session"
+        case .restoredSessionReplaced(let user, let device):
+            "this device's session with \(user) (\(device)) was restored from a backup; a new one was started"
         case .resent(let user, let device, let id, false):
             "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
         }

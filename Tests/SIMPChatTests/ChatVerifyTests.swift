@@ -114,13 +114,15 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
         session.endToEndNoticed(.askedAgain(user: "bob", device: "phone", messageId: 7))
         session.endToEndNoticed(.resent(user: "bob", device: "phone", messageId: 8, again: true))
         session.endToEndNoticed(.resent(user: "bob", device: "phone", messageId: 9, again: false))
+        session.endToEndNoticed(.restoredSessionReplaced(user: "bob", device: "phone"))
         refresh()
         XCTAssertEqual(
-            terminal.transcript.suffix(4),
+            terminal.transcript.suffix(5),
             [
                 "-- message 7 from bob (phone) could not be decrypted; asked for it again on a new session",
                 "-- bob's device phone could not read your message 8; it was sent again on a new session",
-                "-- bob's device phone could not read your message 9, and it is no longer kept here to send again", "bob>",
+                "-- bob's device phone could not read your message 9, and it is no longer kept here to send again",
+                "-- this device's session with bob (phone) was restored from a backup; a new one was started", "bob>",
             ])
     }
 

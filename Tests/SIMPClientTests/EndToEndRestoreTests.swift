@@ -117,7 +117,7 @@ final class EndToEndRestoreTests: RelayTestCase {
     /// nothing needs asking for again; bob is told alice's device started a new session.
     func testADeviceRestoredByCopyingItsFilesStartsANewSessionBeforeSending() async throws {
         let (aliceClient, _, bobClient, bobInbox) = try await restoreAliceFromABackup(.byCopy)
-        let bobNotices = EndToEndNoticeLog(bobClient)
+        let (aliceNotices, bobNotices) = (EndToEndNoticeLog(aliceClient), EndToEndNoticeLog(bobClient))
         let (alice, bob) = (alice, bob)
 
         try await send("after the restore", from: aliceClient, to: bob, arrivingIn: bobInbox)
@@ -126,6 +126,8 @@ final class EndToEndRestoreTests: RelayTestCase {
         let said = await bobNotices.notices
         XCTAssertTrue(told, "\(said)")
         XCTAssertFalse(said.contains { if case .askedAgain = $0 { true } else { false } }, "no key used twice: \(said)")
+        let aliceSaid = await aliceNotices.notices
+        XCTAssertEqual(aliceSaid, [.restoredSessionReplaced(user: bob, device: "phone")])
         let received = await texts(bobInbox)
         XCTAssertEqual(received, ["one", "two", "three", "after the restore", "and again"])
     }
