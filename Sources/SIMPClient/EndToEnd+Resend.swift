@@ -57,11 +57,13 @@ extension EndToEnd {
     }
 
     /// `message` (from `peer`'s `device`) could not be decrypted: asks that device for it again,
-    /// on a new session unless one was started with it less than `newSessionInterval` ago.
+    /// on a new session unless one was started with it less than `newSessionInterval` ago (and
+    /// the current one is not a restored copy).
     func askAgain(for message: SIMPMessage, device: String, via engine: ClientEngine) {
         let peer = message.fromUser
         let name = peer + "/" + device
-        let startsSession = recoveryStarts[name].map { engine.now - $0 >= Self.newSessionInterval } ?? true
+        let sessionIsCopy = (try? messenger.local.sessionIsCopy(with: name)) ?? false // never sends (E2E.md §7.3)
+        let startsSession = sessionIsCopy || recoveryStarts[name].map { engine.now - $0 >= Self.newSessionInterval } ?? true
         if startsSession { recoveryStarts[name] = engine.now }
         // One after the other per device: a request sealed before the new session exists would
         // go on the session that failed.
