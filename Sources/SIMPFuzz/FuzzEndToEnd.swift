@@ -13,6 +13,8 @@ extension FuzzEntry {
         case oneTimePrekey
         /// A pairwise payload on its own (ratchet or prekey message).
         case pairwise
+        /// A resend request (the plaintext of a pairwise message, E2E.md §7.5).
+        case resendRequest
     }
 
     /// Untrusted end-to-end bytes: decoding throws or succeeds, never crashes; what decodes
@@ -35,6 +37,9 @@ extension FuzzEntry {
             try roundTrips(prekey.encoded, input, "one-time prekey")
         case .pairwise:
             _ = try? PairwiseMessage(encoded: input)
+        case .resendRequest:
+            guard let request = try? ResendRequest(encoded: input) else { return }
+            try roundTrips(request.encoded, input, "resend request")
         }
     }
 

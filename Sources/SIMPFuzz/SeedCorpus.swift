@@ -37,6 +37,7 @@ public enum SeedCorpus {
             "key-bundle-truncated": [Decoder.keyBundle.rawValue] + bundle.dropLast(10),
             "one-time-prekey": [Decoder.oneTimePrekey.rawValue] + prekey,
             "pairwise-ratchet": [Decoder.pairwise.rawValue] + ratchet,
+            "resend-request": [Decoder.resendRequest.rawValue, 1, 6, 0, 0, 0, 0, 0, 0, 0x10, 0x92],
             "empty": [],
         ]
     }

@@ -32,6 +32,7 @@ final class MalformedInputTests: XCTestCase {
 
         mangle(pair.bobBundle.encoded) { _ = try KeyBundle(encoded: $0) }
         mangle(sender.distribution.encoded.bytes) { _ = try SenderKeyDistribution(encoded: $0) }
+        mangle(ResendRequest(messageId: 4242).encoded) { _ = try ResendRequest(encoded: $0) }
         mangle(session.secretBytes.bytes) { _ = try RatchetSession(secretBytes: $0) }
         mangle(pair.bob.prekeys.secretBytes.bytes) { _ = try DevicePrekeys(secretBytes: $0) }
         mangle(pair.alice.identity.secretBytes.bytes) { _ = try DeviceIdentity(secretBytes: $0) }
