@@ -87,12 +87,14 @@ extension SIMPClient {
         return try await future!.get()
     }
 
-    /// The end of `close()`, on the engine's loop after the goodbye: from here on every call is
-    /// refused or answered from the engine's last answers, and the loop may stop.
+    /// The end of `close()`, on the engine's loop after the goodbye: callers still waiting get
+    /// their answer (`ClientEngine.closed`), from here on every call is refused or answered from
+    /// the engine's last answers, and the loop may stop.
     func finishClosing() async {
         let engine = self.engine
         do {
             try await engine.eventLoop.submit { [lifecycle] in
+                engine.closed()
                 lifecycle.withLockedValue { $0 = .closed(ClosedEngine(engine)) }
             }.get()
         } catch {

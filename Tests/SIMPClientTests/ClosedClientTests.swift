@@ -87,6 +87,29 @@ final class ClosedClientTests: RelayTestCase {
         }
         await answers.check()
     }
+
+    /// A message sent while the relay is away waits for it; closing the client gives its
+    /// caller the outcome (`.connectionLost`: it would stay in the outbox) instead of leaving
+    /// it waiting on the stopped loop.
+    func testASendWaitingForTheRelayAnswersWhenTheClientCloses() async throws {
+        let bobName = TestRelay.uniqueUser("bob")
+        _ = try await relay.connectClient(user: bobName)
+        let alice = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
+        let restart = Task { [relay = relay!] in try await relay.restart(downtime: .seconds(5)) }
+        for await state in alice.connectionStates {
+            if case .reconnecting = state { break }
+        }
+        let answers = Answers(self)
+        answers.expect("the send's outcome") {
+            guard case .connectionLost = try await alice.send(text: "while away", to: bobName) else { return false }
+            return true
+        }
+        let sent = await Eventually.holds(within: .seconds(10)) { await alice.messagesKeptInMemoryOnly.count == 1 }
+        XCTAssertTrue(sent)
+        await alice.close()
+        await answers.check()
+        try await restart.value
+    }
 }
 
 /// Calls started at once, each expected to answer: a call that does not within the (generous)
