@@ -129,6 +129,10 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
     /// The message cannot be sent end to end encrypted (the receiver published no keys, or the
     /// relay keeps none) and unencrypted sending was not allowed (`--no-e2e`).
     case notEncryptable(String)
+    /// The call came after `SIMPClient.close()`: a closed client sends nothing and does not
+    /// connect again (make a new `SIMPClient`). Its reporting accessors (`statistics()` and
+    /// the like) still answer, with what it knew when it closed.
+    case closed
 
     public var description: String {
         switch self {
@@ -139,6 +143,7 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
         case .takenOver(let device):
             return "another session of device \(device.isEmpty ? "(default)" : device) took over; not reconnecting"
         case .notEncryptable(let reason): return "not sent: \(reason)"
+        case .closed: return "the client is closed (close() was called): it sends nothing and does not reconnect; make a new client"
         }
     }
 }

@@ -373,6 +373,22 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         failWaiters()
     }
 
+    /// The client closed (`SIMPClient.close()`; the last work on this loop before it stops):
+    /// no caller is left waiting on a loop that no longer runs. Messages without an outcome
+    /// are `.connectionLost` (they stay in the outbox), requests and a login under way fail with
+    /// `SIMPClientError.closed`, and the timer stops.
+    func closed() {
+        closedByUser = true
+        armTimer(at: nil)
+        handshake?.promise.fail(SIMPClientError.closed)
+        failWaiters()
+        for waiter in requestWaiters.values { waiter.fail(SIMPClientError.closed) }
+        for waiter in keyWaiters.values { waiter.fail(SIMPClientError.closed) }
+        requestWaiters.removeAll()
+        keyWaiters.removeAll()
+        keyAnswers.removeAll()
+    }
+
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         waiters.removeAll()

@@ -14,20 +14,19 @@ extension SIMPClient {
     }
 
     /// Tells `user` this user is typing. At most once: never retransmitted, never stored.
+    /// Does nothing after `close()`.
     public func sendTyping(to user: String) async {
-        let engine = self.engine
-        try? await engine.eventLoop.submit { engine.typing(to: user) }.get()
+        try? await onEngine(now: { engine in engine.typing(to: user) })
     }
 
     /// Tells `sender` this user has seen its messages up to id `upTo` (stored for it if offline).
+    /// Does nothing after `close()`.
     public func markRead(from sender: String, upTo: UInt64) async {
-        let engine = self.engine
-        try? await engine.eventLoop.submit { engine.markRead(from: sender, upTo: upTo) }.get()
+        try? await onEngine(now: { engine in engine.markRead(from: sender, upTo: upTo) })
     }
 
     private func presence(room: String, users: [String]) async throws -> [PresenceEntry] {
-        let engine = self.engine
-        let lines = try await engine.eventLoop.flatSubmit { engine.roomRequest(.who, room: room, users: users) }.get()
+        let lines = try await onEngine { engine in engine.roomRequest(.who, room: room, users: users) }
         return lines.compactMap(PresenceEntry.init(text:))
     }
 }

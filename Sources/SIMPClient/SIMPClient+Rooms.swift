@@ -30,7 +30,6 @@ extension SIMPClient {
     }
 
     private func roomRequest(_ kind: SIMPMessage.Kind, _ room: String) async throws -> [String] {
-        let engine = self.engine
-        return try await engine.eventLoop.flatSubmit { engine.roomRequest(kind, room: room) }.get()
+        try await onEngine { engine in engine.roomRequest(kind, room: room) }
     }
 }

@@ -5,6 +5,6 @@ extension SIMPClient {
     /// another key later is told (`EndToEndNotice.verifiedKeyChanged`). Returns how many devices
     /// were marked (0: none known; end to end off).
     public func markVerified(_ user: String) async throws -> Int {
-        try await engine.eventLoop.submit { [engine] in try engine.endToEnd?.markVerified(user) ?? 0 }.get()
+        try await onEngine(now: { engine in try engine.endToEnd?.markVerified(user) ?? 0 })
     }
 }

@@ -20,7 +20,8 @@ public final class SIMPClient: @unchecked Sendable {
     let engine: ClientEngine
     private let stream: AsyncStream<SIMPMessage>
     private let continuation: AsyncStream<SIMPMessage>.Continuation
-    private let closed = NIOLockedValueBox(false)
+    /// Open, closing or closed: every call that needs the engine asks it (ClientLifecycle.swift).
+    let lifecycle = NIOLockedValueBox(ClientLifecycle.open)
     private let noticeStream: AsyncStream<DeliveryNotice>
     private let noticesContinuation: AsyncStream<DeliveryNotice>.Continuation
     private let peerEventStream: AsyncStream<PeerEvent>
@@ -84,16 +85,18 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The bound local UDP address (after `connect`).
     public private(set) var localDatagramAddress: SocketAddress?
-    /// The id of the relay that accepted the latest CONNECT.
+    /// The id of the relay that accepted the latest CONNECT (after `close()`, the last one).
     public var relayId: String? {
-        get async { try? await engine.eventLoop.submit { [engine] in engine.relayId }.get() }
+        get async { try? await reading { $0.relayId } }
     }
 
-    /// Binds the UDP socket, connects to the relay and registers. Throws `SIMPClientError`.
+    /// Binds the UDP socket, connects to the relay and registers. Throws `SIMPClientError`
+    /// (`.closed` after `close()`: a closed client does not connect again; make a new one).
     /// Afterwards a lost relay is reconnected automatically (per `configuration.reconnect`),
     /// keeping the same UDP port and resending every unreceipted message.
     public func connect() async throws {
         let loop = engine.eventLoop
+        guard case .open = lifecycle.withLockedValue({ $0 }) else { throw SIMPClientError.closed }
         let tls = try configuration.tls?.makeContext()
         statesContinuation.yield(.connecting)
         let udp = try await DatagramBootstrap(group: loop)
@@ -113,13 +116,13 @@ public final class SIMPClient: @unchecked Sendable {
             if let settings = configuration.endToEnd, let endToEnd = try openEndToEnd(settings) {
                 endToEnd.onNotice = { [endToEndNoticesContinuation] in endToEndNoticesContinuation.yield($0) }
                 endToEnd.rooms.deliverLate = { [engine] in _ = engine.onMessage($0) }
-                try await loop.submit { [engine] in engine.endToEnd = endToEnd }.get()
+                try await onEngine(now: { engine in engine.endToEnd = endToEnd })
             }
-            try await loop.flatSubmit { [engine] in
+            try await onEngine { engine in
                 engine.datagrams = udp
                 engine.tlsContext = tls
                 return engine.connectAnyRelay()
-            }.get()
+            }
             try await publishKeys()
         } catch {
             try? await udp.close()
@@ -145,8 +148,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func publishKeys() async throws {
         guard let settings = configuration.endToEnd else { return }
         do {
-            try await engine.eventLoop.flatSubmit { [engine] in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
-                .get()
+            try await onEngine { engine in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
         } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {
             configuration.logger.warning("the relay keeps no end-to-end keys; messages go unencrypted", metadata: ["relay": "\(text)"])
         } catch SIMPClientError.rejected(.badRequest, let text) {
@@ -156,15 +158,15 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// This device's end-to-end identity (nil with end-to-end encryption off).
     public var identity: IdentityKey? {
-        get async { try? await engine.eventLoop.submit { [engine] in engine.endToEnd?.identity }.get() }
+        get async { try? await reading { $0.identity } }
     }
 
     /// The safety number with each device of `user` (docs/E2E.md §10): compare it with the
     /// one `user` sees to know no one substituted its keys.
     public func safetyNumbers(with user: String) async throws -> [(device: String, number: String)] {
-        try await engine.eventLoop.flatSubmit { [engine] in
+        try await onEngine { engine in
             engine.endToEnd?.safetyNumbers(with: user, via: engine) ?? engine.eventLoop.makeSucceededFuture([])
-        }.get()
+        }
     }
 
     /// Sends a text message and waits until it is receipted, given up, or the connection drops.
@@ -178,11 +180,13 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// Sends a content message and returns its id at once; the future completes with the outcome.
+    /// The future is of the client's event loop, which stops at `close()`: wait on it (or add its
+    /// callbacks) before closing; `close()` then completes it (`.connectionLost` if still open).
     public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
         precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
         // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext. A
         // message that cannot be sealed before the relay is back waits (`HeldForKeys`).
-        let (id, result) = try await engine.eventLoop.flatSubmit { [engine] in engine.sealAndSend(message) }.get()
+        let (id, result) = try await onEngine { engine in engine.sealAndSend(message) }
         return (id, result)
     }
 
@@ -200,10 +204,10 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Messages sent in this session whose outcome is not known and that are not in the outbox
     /// (there is none, or it could not be written): they are lost when the process ends, so
-    /// callers say which at exit. Oldest (lowest id) first.
+    /// callers say which at exit. Oldest (lowest id) first; after `close()`, those at the close.
     public var messagesKeptInMemoryOnly: [SIMPMessage] {
         get async {
-            let kept = try? await engine.eventLoop.submit { [engine] in Array(engine.keptInMemoryOnly.values) }.get()
+            let kept = try? await reading { Array($0.keptInMemoryOnly.values) }
             return (kept ?? []).sorted { $0.messageId < $1.messageId }
         }
     }
@@ -211,37 +215,48 @@ public final class SIMPClient: @unchecked Sendable {
     /// Whether a newer session of this device took the relay session over; the client then
     /// stopped instead of reconnecting (`SIMPClientError.takenOver`).
     public var wasTakenOver: Bool {
-        get async { (try? await engine.eventLoop.submit { [engine] in engine.takenOver }.get()) ?? false }
+        get async {
+            guard case .takenOver? = try? await reading({ $0.stopped }) else { return false }
+            return true
+        }
     }
 
     /// Why the client stopped for good (taken over, or a reconnect's login refused), if it did:
     /// it then no longer reconnects (`ClientSession.stopped`).
     public var stopped: ClientSession.Stop? {
-        get async { (try? await engine.eventLoop.submit { [engine] in engine.stopped }.get()) ?? nil }
+        get async { (try? await reading { $0.stopped }) ?? nil }
     }
 
     /// How this client's datagrams go to the relay now: over UDP, or over the control
-    /// connection because UDP does not get through (docs/PROTOCOL.md §5.5).
+    /// connection because UDP does not get through (docs/PROTOCOL.md §5.5); after `close()`,
+    /// the path it used last.
     public var datagramPath: DatagramPath {
-        get async { (try? await engine.eventLoop.submit { [engine] in engine.session.datagramPath }.get()) ?? .udp }
+        get async { (try? await reading { $0.datagramPath }) ?? .udp }
     }
 
-    /// Reliability counters of this client.
+    /// Reliability counters of this client. After `close()` they are the final ones, as they
+    /// stood when the client closed (a one-shot sender reads them after it is done).
     public func statistics() async throws -> ClientStatistics {
-        try await engine.eventLoop.submit { [engine] in engine.statistics }.get()
+        try await reading { $0.statistics }
     }
 
     /// The `.offline` reason after `close()`: the user's own doing, not news.
     public static let closedReason = "closed"
 
     /// Says goodbye to the relay (its registration is removed) and closes the sockets.
-    /// Calling it again does nothing.
+    /// Calling it again does nothing. Afterwards calls that need the relay or the engine
+    /// (sending, rooms, presence, keys) throw `SIMPClientError.closed` (`sendTyping` and
+    /// `markRead` do nothing), and the accessors that report (`statistics()`, `relayId`,
+    /// `datagramPath`, `identity`, `stopped`, `wasTakenOver`, `messagesKeptInMemoryOnly`)
+    /// answer with what the client knew when it closed.
     public func close() async {
-        let alreadyClosed = closed.withLockedValue { closed in
-            defer { closed = true }
-            return closed
+        let closing = lifecycle.withLockedValue { state in
+            guard case .open = state else { return false }
+            state = .closing
+            return true
         }
-        guard !alreadyClosed else { return }
+        guard closing else { return }
+        // The engine's loop still runs: close() alone submits to it from here on.
         let channels = try? await engine.eventLoop.submit { [engine] in
             engine.finishTakingMessages()
             return (engine.control, engine.datagrams)
@@ -258,6 +273,7 @@ public final class SIMPClient: @unchecked Sendable {
         peerEventsContinuation.finish()
         pathsContinuation.finish()
         endToEndNoticesContinuation.finish()
+        await finishClosing()
         try? await group.shutdownGracefully()
     }
 }

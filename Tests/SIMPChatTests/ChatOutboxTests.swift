@@ -7,31 +7,15 @@ import XCTest
 
 /// What outlives a session: resending the outbox at start, `/quit` with messages in flight,
 /// `/retry` of earlier failures, and the history's marks.
-final class ChatOutboxTests: XCTestCase {
-    static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
+final class ChatOutboxTests: XCTestCase, ChatSessionDriving {
     var session: ChatSession!
     var terminal = VirtualTerminal(width: 100, height: 10)
     var decoder = KeyDecoder()
 
     @discardableResult
     func start(history: [HistoryEntry] = [], resending: [SIMPMessage] = [], interactive: Bool = true) -> [ChatEffect] {
-        session = ChatSession(
-            user: "alice", peer: "bob",
-            screen: Screen(width: 100, height: 10, interactive: interactive, colors: false),
-            history: history, clock: Self.clock)
-        let effects = session.start(showingHistory: 5, resending: resending)
-        session.connectionChanged(.connected(relayId: "r1"))
-        refresh()
-        return effects
+        startSession(history: history, showingHistory: 5, resending: resending, interactive: interactive)
     }
-
-    @discardableResult
-    func type(_ text: String) -> [ChatEffect] {
-        defer { refresh() }
-        return session.handle(decoder.feed(Array(text.utf8)))
-    }
-
-    func refresh() { terminal.feed(session.takeOutput()) }
 
     func entry(_ id: UInt64, _ text: String, status: String?, from: String = "alice") -> HistoryEntry {
         HistoryEntry(id: id, time: 0, from: from, to: from == "alice" ? "bob" : "alice", kind: "text", text: text, status: status)

@@ -6,28 +6,13 @@ import XCTest
 
 /// The chat tells the user once that UDP is blocked (docs/PROTOCOL.md §5.5) and `/status`
 /// shows the path.
-final class ChatPathTests: XCTestCase {
-    private static let clock = ChatClock(now: { 1_000 }, format: { _ in "12:00" })
-    private var session: ChatSession!
-    private var terminal = VirtualTerminal(width: 100, height: 8)
-    private var decoder = KeyDecoder()
-
-    private func start() {
-        session = ChatSession(user: "alice", peer: "bob", screen: Screen(width: 100, height: 8, interactive: true, colors: false), clock: Self.clock)
-        session.start()
-        session.connectionChanged(.connected(relayId: "r1"))
-        refresh()
-    }
-
-    private func type(_ text: String) {
-        _ = session.handle(decoder.feed(Array(text.utf8)))
-        refresh()
-    }
-
-    private func refresh() { terminal.feed(session.takeOutput()) }
+final class ChatPathTests: XCTestCase, ChatSessionDriving {
+    var session: ChatSession!
+    var terminal = VirtualTerminal(width: 100, height: 8)
+    var decoder = KeyDecoder()
 
     func testTheMoveToTheControlConnectionIsSaidOnceAndStatusShowsThePath() {
-        start()
+        startSession()
         type("/status\r")
         let onUDP = terminal.transcript.suffix(2)
 

@@ -7,28 +7,16 @@ import XCTest
 
 /// What the screen claims must be true: a typing indicator goes away when it expires (issue 25
 /// item 14), and a message is marked read only once its line is on screen (item 15).
-final class ChatScreenTruthTests: XCTestCase {
+final class ChatScreenTruthTests: XCTestCase, ChatSessionDriving {
     private let now = NIOLockedValueBox<Int64>(1_000)
-    private var session: ChatSession!
-    private var terminal = VirtualTerminal(width: 60, height: 6)
-    private var decoder = KeyDecoder()
+    var session: ChatSession!
+    var terminal = VirtualTerminal(width: 60, height: 6)
+    var decoder = KeyDecoder()
+    /// The time moves when a test says (`now`).
+    var clock: ChatClock { ChatClock(now: { [now = self.now] in now.withLockedValue { $0 } }, format: { _ in "12:00" }) }
 
     override func setUp() {
-        let now = self.now
-        session = ChatSession(
-            user: "alice", peer: "bob", screen: Screen(width: 60, height: 6, interactive: true, colors: false),
-            clock: ChatClock(now: { now.withLockedValue { $0 } }, format: { _ in "12:00" }))
-        session.start()
-        session.connectionChanged(.connected(relayId: "r1"))
-        refresh()
-    }
-
-    private func refresh() { terminal.feed(session.takeOutput()) }
-
-    @discardableResult
-    private func type(_ text: String) -> [ChatEffect] {
-        defer { refresh() }
-        return session.handle(decoder.feed(Array(text.utf8)))
+        startSession()
     }
 
     private func fromBob(_ id: UInt64, _ text: String) -> SIMPMessage {

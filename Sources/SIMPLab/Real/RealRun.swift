@@ -89,8 +89,6 @@ final class RealWorld: @unchecked Sendable {
     private let storedSince = NIOLockedValueBox([UInt64: NIODeadline]())
     /// The next sequence number of each receiver's one-shot messages.
     let oneShotSequences = NIOLockedValueBox([String: Int]())
-    /// The retransmission counters of one-shot sessions that have left.
-    let oneShotCounters = NIOLockedValueBox(SenderCounters())
 
     private init(
         scenario: Scenario, seed: UInt64, options: LabOptions, redis: LocalRedisServer, relay: BackgroundRelay,
@@ -240,15 +238,15 @@ final class RealWorld: @unchecked Sendable {
         return run
     }
 
-    /// The senders' retransmission counters, summed.
+    /// The senders' retransmission counters (one-shot sessions' too), summed; every client's
+    /// path switches. A one-shot session's client is closed by now: it reports its final
+    /// counters.
     private func senderCounters() async throws -> SenderCounters {
-        var counters = oneShotCounters.withLockedValue { $0 }
-        // A one-shot session's client is closed by now (its counters are in `oneShotCounters`):
-        // asking it would wait forever.
-        for participant in participants where participant.member.oneShot == nil {
+        var counters = SenderCounters()
+        for participant in participants {
             guard let statistics = try await participant.client?.statistics() else { continue }
             counters.pathSwitches += statistics.pathSwitches
-            guard participant.isSender else { continue }
+            guard participant.isSender || participant.member.sendOnly else { continue }
             counters.retransmits += statistics.retransmits
             counters.spuriousRetransmits += statistics.spuriousRetransmits
             counters.extraCopies += statistics.extraCopies
