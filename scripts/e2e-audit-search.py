@@ -4,11 +4,15 @@
   --text NAME=TEXT          a text to look for (numbered 1, 2, ... in the order given)
   --secret NAME=FILE[:FILE] an artefact no text may be in (a core dump, Redis's files, a capture)
   --history NAME=FILE=N,M   a client's history, which must hold texts N, M, ...
+  --control NAME=TEXT       metadata the relay must know (a room name), which every secret
+                            artefact must hold: shows the search sees into each artefact, so
+                            that "absent" there means something (columns c1, c2, ...)
 
 A text is found in a file when its UTF-8 bytes, its JSON-escaped form, its UTF-16 encodings
 (either byte order) or its base64 encodings (standard or URL-safe, at each of the three
 alignments within a longer encoded string) occur in the file's bytes. Exits 1 when a text is
-in a secret artefact or missing from a history that must hold it.
+in a secret artefact, missing from a history that must hold it, or a control text is missing
+from a secret artefact.
 """
 import argparse
 import base64
@@ -66,8 +70,10 @@ def main():
     parser.add_argument("--text", action="append", default=[])
     parser.add_argument("--secret", action="append", default=[])
     parser.add_argument("--history", action="append", default=[])
+    parser.add_argument("--control", action="append", default=[])
     arguments = parser.parse_args()
     texts = [named(value, 2) for value in arguments.text]
+    controls = [named(value, 2) for value in arguments.control]
     rows = []  # (artefact, paths, texts that must be there or None for a secret artefact)
     for value in arguments.secret:
         name, paths = named(value, 2)
@@ -80,8 +86,11 @@ def main():
     print("texts:")
     for number, (name, text) in enumerate(texts, 1):
         print(f"  {number}. {name}: {text!r}")
+    for number, (name, text) in enumerate(controls, 1):
+        print(f"  c{number}. {name} (control: must be in every core dump, Redis file and capture): {text!r}")
     print()
-    print(f"{'artefact':<{width}}  " + "  ".join(f"{number:<20}" for number in range(1, len(texts) + 1)))
+    columns = [str(number) for number in range(1, len(texts) + 1)] + [f"c{number}" for number in range(1, len(controls) + 1)]
+    print(f"{'artefact':<{width}}  " + "  ".join(f"{column:<20}" for column in columns))
     problems = []
     for name, paths, must_hold in rows:
         cells = []
@@ -98,6 +107,11 @@ def main():
             else:
                 cell = f"found ({found})" if found else "-"
             cells.append(f"{cell:<20}")
+        for control_name, control in controls:
+            found = find(control, paths)
+            if must_hold is None and not found:
+                problems.append(f"control {control_name} is missing from {name}: the search does not see into it")
+            cells.append(f"{('found (' + found + ')') if found else ('MISSING' if must_hold is None else '-'):<20}")
         print(f"{name:<{width}}  " + "  ".join(cells))
     print()
     if problems:
@@ -105,7 +119,8 @@ def main():
         for problem in problems:
             print(f"  {problem}")
         sys.exit(1)
-    print("PASS: no text in any core dump, Redis file or capture; every text in its receivers' history")
+    print("PASS: no text in any core dump, Redis file or capture; every text in its receivers' history;"
+          " every control in every core dump, Redis file and capture")
 
 
 if __name__ == "__main__":

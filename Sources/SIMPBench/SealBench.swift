@@ -121,15 +121,7 @@ public struct SealBenchReport: Codable, Sendable {
                 row.allocations.map { String(format: "%.1f", $0) } ?? "n/a",
             ]
         }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max()! }
-        for line in [header] + cells {
-            lines.append(
-                zip(line, widths).enumerated().map { column, cell in
-                    column == 0
-                        ? cell.0.padding(toLength: cell.1, withPad: " ", startingAt: 0)
-                        : String(repeating: " ", count: cell.1 - cell.0.count) + cell.0
-                }.joined(separator: "  "))
-        }
+        lines += ColumnTable.lines(header: header, rows: cells)
         return lines.joined(separator: "\n")
     }
 }

@@ -22,7 +22,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             --message-rate above the per-pair rate).
             """,
         version: SIMPVersion.current,
-        subcommands: [SealBenchCommand.self, HoldSessionsCommand.self])
+        subcommands: [SealBenchCommand.self, HoldSessionsCommand.self, ClientCostCommand.self])
 
     @Option(
         help:
