@@ -61,7 +61,7 @@ extension ClientSession {
 
     /// What the path rules want now: a probe round, the move to the control connection (a HELLO
     /// over it, so the relay moves too, and everything unreceipted sent again over it), or a
-    /// HELLO probe over UDP.
+    /// HELLO probe over UDP (from the control connection, or a loss check's on UDP).
     mutating func pollDatagramPath(now: NIODeadline, into output: inout Output) {
         guard isRegistered, let step = paths?.poll(now: now) else { return }
         switch step {
@@ -75,6 +75,8 @@ extension ClientSession {
             output.absorb(sender.retransmitAll(now: now))
         case .probeUDP:
             output.udpProbes.append(hello)
+        case .lossCheckProbe:
+            output.datagrams.append(hello)
         }
     }
 

@@ -25,11 +25,18 @@ public struct DatagramPathPolicy: Equatable, Sendable {
     public var settledAfter: TimeAmount = .seconds(30)
     /// Heavy loss: on UDP, when `heavyLossCount` of the last `lossWindow` content messages
     /// whose fate is known needed more than one transmission (a sender's receipted messages, a
-    /// receiver's arrivals), the datagrams move to the control connection as after an
-    /// unanswered probe round. nil: only when UDP stops answering. The count starts afresh on
-    /// every return to UDP, so a move needs `lossWindow` new outcomes (no flapping).
+    /// receiver's arrivals), the client checks its own UDP: a loss check of `lossCheckProbes`
+    /// HELLOs, `lossCheckInterval` apart. Fewer than `lossCheckAnswersToStay` answers over UDP
+    /// within `answerWithin` of the first one move the datagrams to the control connection.
+    /// Retransmissions alone do not say whose UDP lost the datagrams (the other side's, or a
+    /// burst that is over, or none: a late receipt): the HELLOs cross only this client's link,
+    /// now. nil: only when UDP stops answering. The count starts afresh at every check and
+    /// every return to UDP, so each check needs `lossWindow` new outcomes.
     public var lossWindow = 20
     public var heavyLossCount: Int? = 14
+    public var lossCheckProbes = 5
+    public var lossCheckAnswersToStay = 2
+    public var lossCheckInterval: TimeAmount = .milliseconds(100)
     /// On the control connection, this many UDP probes answered in a row bring the datagrams
     /// back; after an answered probe the next goes `confirmInterval` later (a network that
     /// answers only some probes, heavy loss, stays on the control connection: no flapping).
@@ -42,9 +49,9 @@ public struct DatagramPathPolicy: Equatable, Sendable {
 /// The client's choice of datagram path, sans I/O: on UDP it watches for HELLO answers and
 /// starts probe rounds when the relay's UDP side falls silent; a round without an answer
 /// within `answerWithin` moves the datagrams to the control connection, and so does heavy loss
-/// (`heavyLossCount` of the latest `lossWindow` messages retransmitted); from there UDP is
-/// probed with backoff until `answersToReturn` probes in a row are answered over UDP and they
-/// move back.
+/// (`heavyLossCount` of the latest `lossWindow` messages retransmitted, then a loss check whose
+/// HELLOs mostly go unanswered); from there UDP is probed with backoff until `answersToReturn`
+/// probes in a row are answered over UDP and they move back.
 public struct DatagramPathSelector: Sendable {
     public let policy: DatagramPathPolicy
     public private(set) var path: DatagramPath = .udp
@@ -59,8 +66,8 @@ public struct DatagramPathSelector: Sendable {
     private var returnedAt: NIODeadline?
     /// UDP path: the fates of the latest content messages (lost: more than one transmission).
     private var outcomes = LossWindow()
-    /// UDP path: heavy loss was seen; the datagrams move at this time (the next poll).
-    private var heavyLossAt: NIODeadline?
+    /// UDP path: the loss check that heavy loss started, if one runs.
+    private var lossCheck: LossCheck?
     /// Control path: UDP probes answered in a row, and whether the latest one awaits its answer.
     private var answersInRow = 0
     private var probeAwaitsAnswer = false
@@ -81,11 +88,13 @@ public struct DatagramPathSelector: Sendable {
         case switchedToControl
         /// On the control connection: send one HELLO over UDP.
         case probeUDP
+        /// On UDP, a loss check: send one HELLO (over UDP).
+        case lossCheckProbe
     }
 
     /// When `poll` next has something to do.
     public var nextDeadline: NIODeadline? {
-        [answerDue, quietProbeDue, probeDue, heavyLossAt].compactMap { $0 }.min()
+        [answerDue, quietProbeDue, probeDue, lossCheck?.nextProbe, lossCheck?.decideAt].compactMap { $0 }.min()
     }
 
     /// Whether a probe round waits for its answer.
@@ -109,6 +118,10 @@ public struct DatagramPathSelector: Sendable {
         guard arrival == .udp else { return false }
         answerDue = nil
         quietProbeDue = nil
+        if var check = lossCheck { // enough answers: this client's UDP works, it stays
+            check.answers += 1
+            lossCheck = check.answers >= policy.lossCheckAnswersToStay ? nil : check
+        }
         guard path == .control else { return false }
         probeAwaitsAnswer = false
         answersInRow += 1
@@ -127,11 +140,13 @@ public struct DatagramPathSelector: Sendable {
 
     /// On UDP, a content message's fate became known: `lost` if it needed more than one
     /// transmission (a sender's message receipted after a retransmission, a receiver's arrival
-    /// that is a retransmission). Heavy loss moves the datagrams at the next `poll`.
+    /// that is a retransmission). Heavy loss starts a loss check at the next `poll`.
     public mutating func contentOutcome(lost: Bool, now: NIODeadline) {
-        guard path == .udp, let limit = policy.heavyLossCount, heavyLossAt == nil else { return }
+        guard path == .udp, let limit = policy.heavyLossCount, lossCheck == nil else { return }
         outcomes.record(lost, window: policy.lossWindow)
-        if outcomes.count >= policy.lossWindow, outcomes.losses >= limit { heavyLossAt = now }
+        guard outcomes.count >= policy.lossWindow, outcomes.losses >= limit else { return }
+        outcomes = LossWindow()
+        lossCheck = LossCheck(nextProbe: now, probesLeft: policy.lossCheckProbes, decideAt: now + policy.answerWithin)
     }
 
     /// Another authentic datagram arrived over UDP: more may follow, and silence after them
@@ -156,22 +171,20 @@ public struct DatagramPathSelector: Sendable {
         answerDue = nil
         quietProbeDue = nil
         probeDue = nil
+        lossCheck = nil
     }
 
     /// What is due at `now`.
     public mutating func poll(now: NIODeadline) -> Step? {
-        if answerDue.map({ $0 <= now }) == true || heavyLossAt.map({ $0 <= now }) == true {
-            answerDue = nil
-            heavyLossAt = nil
-            quietProbeDue = nil
-            outcomes = LossWindow()
-            (answersInRow, probeAwaitsAnswer) = (0, false)
-            path = .control
-            switchesToControl += 1
-            if returnedAt == nil { probeInterval = policy.firstProbeInterval } // else: it came back and failed again
-            returnedAt = nil
-            scheduleProbe(now: now)
+        let lossConfirmed = lossCheck.map { $0.decideAt <= now } == true
+        if answerDue.map({ $0 <= now }) == true || lossConfirmed {
+            switchToControl(now: now)
             return .switchedToControl
+        }
+        if let due = lossCheck?.nextProbe, due <= now {
+            lossCheck!.probesLeft -= 1
+            lossCheck!.nextProbe = lossCheck!.probesLeft > 0 ? now + policy.lossCheckInterval : nil
+            return .lossCheckProbe
         }
         if let due = quietProbeDue, due <= now {
             quietProbeDue = nil
@@ -194,11 +207,35 @@ public struct DatagramPathSelector: Sendable {
         return nil
     }
 
+    /// No answer over UDP, or heavy loss confirmed: the datagrams go over the control connection.
+    private mutating func switchToControl(now: NIODeadline) {
+        answerDue = nil
+        lossCheck = nil
+        quietProbeDue = nil
+        outcomes = LossWindow()
+        (answersInRow, probeAwaitsAnswer) = (0, false)
+        path = .control
+        switchesToControl += 1
+        if returnedAt == nil { probeInterval = policy.firstProbeInterval } // else: it came back and failed again
+        returnedAt = nil
+        scheduleProbe(now: now)
+    }
+
     /// The next UDP probe after the current interval, which doubles (up to the maximum).
     private mutating func scheduleProbe(now: NIODeadline) {
         probeDue = now + probeInterval
         probeInterval = min(probeInterval * 2, policy.maximumProbeInterval)
     }
+}
+
+/// A loss check (heavy loss seen on UDP): HELLOs over UDP, and the answers they got.
+private struct LossCheck: Sendable {
+    /// The next HELLO, nil after the last.
+    var nextProbe: NIODeadline?
+    var probesLeft: Int
+    /// Too few answers by then: UDP loses most datagrams here, the datagrams move.
+    var decideAt: NIODeadline
+    var answers = 0
 }
 
 /// The fates of the latest content messages, up to 64: how many there are and how many were lost.

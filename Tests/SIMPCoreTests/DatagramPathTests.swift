@@ -208,19 +208,61 @@ final class DatagramPathTests: XCTestCase {
         return seen
     }
 
-    /// 14 of 20 arrivals (70 %) retransmissions: UDP loses most datagrams. The datagrams move to
-    /// the control connection at the 20th, without waiting for UDP to fall silent.
-    func testHeavyLossOverUDPMovesTheDatagramsToTheControlConnection() {
+    /// After `arrivals` tripped the heavy-loss count (and sent the loss check's first HELLO) 100 ms
+    /// before `start`: polls every 100 ms from `start` to 0.9 s later (the check's other 4 HELLOs,
+    /// then the rest of the 1 s for their answers), with an answer over UDP after the polls in
+    /// `answered` (indices); what each poll said.
+    private func lossCheck(_ client: inout ClientSession, from start: NIODeadline, answered: Set<Int> = []) -> [String] {
+        var seen: [String] = []
+        for index in 0...9 {
+            let now = start + .milliseconds(Int64(100 * index))
+            seen.append(summary(client.poll(now: now)))
+            if answered.contains(index) { _ = client.datagramArrived(answer(), arrivedAt: now, now: now) }
+        }
+        return seen
+    }
+
+    /// 14 of 20 arrivals (70 %) retransmissions: heavy loss, or the sender's. The 20th starts a
+    /// loss check, 5 HELLOs over UDP 100 ms apart; fewer than 2 answered within 1 s of the first:
+    /// this client's UDP loses most datagrams, and they move to the control connection.
+    func testHeavyLossOverUDPWithTheLossCheckUnansweredMovesTheDatagramsToTheControlConnection() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
         _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
         let lossy: [UInt32] = [2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2, 1, 2]
 
         let seen = arrivals(lossy, into: &client, from: t0 + .milliseconds(100))
+        let check = lossCheck(&client, from: t0 + .milliseconds(100 + 19 * 20 + 100), answered: [2])
 
         XCTAssertEqual(seen.dropLast().filter { $0.contains("path") }, [], "not before 20 outcomes")
-        XCTAssertEqual(seen.last, "datagrams: hello; path: control")
+        XCTAssertEqual(seen.last, "datagrams: hello", "the loss check's first HELLO")
+        XCTAssertEqual(Array(check.prefix(4)), Array(repeating: "datagrams: hello", count: 4), "its other 4, 100 ms apart")
+        XCTAssertEqual(check.dropLast().filter { $0.contains("path") }, [], "one answer is not enough to stay")
+        XCTAssertEqual(check.last, "datagrams: hello; path: control", "1 s after the check's first HELLO")
         XCTAssertEqual(client.datagramPath, .control)
+    }
+
+    /// The flapping the first heavy-loss rule showed (`burst-loss`: 3–8 switches per run; the
+    /// receiver in `udp-blocked`): 20 retransmitted arrivals, here every copy the sender resent
+    /// when its own UDP failed, or a burst that is already over, while this client's UDP works.
+    /// The loss check's HELLOs are answered: the datagrams stay on UDP (the first rule moved
+    /// them at the 20th arrival and brought them back 3 probes later).
+    func testRetransmissionsWhileTheClientsOwnUDPAnswersKeepTheDatagramsOnUDP() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        let resent = t0 + .milliseconds(100)
+
+        let seen = arrivals(Array(repeating: 2, count: 20), into: &client, from: resent)
+        let check = lossCheck(&client, from: resent + .milliseconds(19 * 20 + 100), answered: [0, 1])
+
+        XCTAssertEqual(seen.last, "datagrams: hello", "the loss check")
+        XCTAssertEqual((seen + check).filter { $0.contains("path") }, [])
+        XCTAssertEqual(client.datagramPath, .udp)
+        XCTAssertEqual(client.pathSwitches.toControl, 0)
+        XCTAssertEqual(
+            arrivals(Array(repeating: 2, count: 19), into: &client, from: resent + .seconds(3)).filter { $0.contains("hello") }, [],
+            "the count starts afresh after a check: 19 more outcomes start none")
     }
 
     /// 13 of 20 retransmissions (below the heavy-loss count), or 30 % loss over a longer stream,
@@ -245,8 +287,9 @@ final class DatagramPathTests: XCTestCase {
         _ = client.registered(keys: keys, now: t0)
         _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
         _ = arrivals(Array(repeating: 2, count: 20), into: &client, from: t0 + .milliseconds(100))
+        _ = lossCheck(&client, from: t0 + .milliseconds(100 + 19 * 20 + 100))
         XCTAssertEqual(client.datagramPath, .control)
-        let probe = t0 + .milliseconds(1500)
+        let probe = t0 + .milliseconds(480 + 1000 + 1000)
         XCTAssertEqual(answerProbes(&client, from: probe).first, "probes: hello")
         XCTAssertEqual(client.datagramPath, .udp)
 
@@ -256,7 +299,7 @@ final class DatagramPathTests: XCTestCase {
         XCTAssertEqual(client.pathSwitches.toControl, 1)
     }
 
-    /// A sender whose receipts say most messages needed a retransmission moves too.
+    /// A sender whose receipts say most messages needed a retransmission checks, and moves too.
     func testASenderWhoseMessagesNeededRetransmissionsMovesToTheControlConnection() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
@@ -272,7 +315,9 @@ final class DatagramPathTests: XCTestCase {
         _ = client.controlReceived(receipt, now: later)
 
         XCTAssertTrue(summary(retransmitted).contains("text#100/2"), summary(retransmitted))
-        XCTAssertEqual(summary(client.poll(now: later)), "datagrams: hello; path: control")
+        XCTAssertEqual(summary(client.poll(now: later)), "datagrams: hello", "the loss check")
+        XCTAssertEqual(
+            summary(client.poll(now: later + .seconds(1))), "datagrams: hello; path: control", "its HELLOs unanswered")
     }
 
     func testWithoutTheFallbackHelloIsRepeatedAndTheKeepaliveIsAPing() {

@@ -103,4 +103,15 @@ final class UDPFilterTests: XCTestCase {
         midway.workload.messages = 100 // 2 s: over before UDP stops
         XCTAssertEqual(Simulation.run(midway, seed: 1).pathSwitches, 0)
     }
+
+    /// Only the client whose UDP fails moves. The receiver in `udp-blocked` sees every message
+    /// its sender resent at its switch (all retransmissions), and `burst-loss` fills 14 of a
+    /// client's latest 20 outcomes now and then; the heavy-loss rule's loss check (PROTOCOL §5.5
+    /// rule 3) finds their own HELLOs answered. Without the check (seed 1): 3, 3 and 5 switches.
+    func testAClientWhoseOwnUDPWorksStaysOnItWhateverItsRetransmissionsSay() throws {
+        for name in ["udp-blocked", "udp-blocked-receiver"] {
+            XCTAssertEqual(Simulation.run(try Suite.scenario(name), seed: 1).pathSwitches, 1, "\(name): the blocked client, once")
+        }
+        XCTAssertEqual(Simulation.run(try Suite.scenario("burst-loss"), seed: 1).pathSwitches, 0, "burst-loss: nobody")
+    }
 }
