@@ -145,8 +145,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func publishKeys() async throws {
         guard let settings = configuration.endToEnd else { return }
         do {
-            try await engine.eventLoop.flatSubmit { [engine] in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
-                .get()
+            try await engine.eventLoop.flatSubmit { [engine] in engine.publishEndToEndKeys() }.get()
         } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {
             configuration.logger.warning("the relay keeps no end-to-end keys; messages go unencrypted", metadata: ["relay": "\(text)"])
         } catch SIMPClientError.rejected(.badRequest, let text) {

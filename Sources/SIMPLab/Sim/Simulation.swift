@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPClient
 import SIMPCore
@@ -42,6 +43,9 @@ final class SimWorld {
     let queue = EventQueue()
     /// The client defaults (heartbeat, reconnect, connect timeout) the simulated clients use.
     let configuration = ClientConfiguration(serverHost: "sim", serverPort: 0, user: "")
+    /// `$SIMP_HOME` of the simulated clients: each device's end-to-end keys and sessions,
+    /// kept across its processes (removed when the run ends).
+    let endToEndHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-lab-e2e-\(UUID().uuidString)")
     let relayHeartbeat = RelayConfiguration().heartbeat
     var recorder = RunRecorder()
     private(set) var relay: SimRelay!
@@ -104,6 +108,7 @@ final class SimWorld {
         for client in clients { client.start() }
         queue.schedule(after: Self.connectGrace) { [unowned self] in startWorkload() }
         let ended = runQueue()
+        try? FileManager.default.removeItem(at: endToEndHome)
 
         var counters = SenderCounters()
         for client in clients + sendOnlyClients where client.isSender || client.sendOnly {
