@@ -2,9 +2,10 @@ import Foundation
 import NIOCore
 import SIMPClient
 import SIMPCore
+import SIMPE2E
 
 /// The simulated client's end-to-end layer: the production `EndToEnd` of `SIMPClient` on the
-/// client's engine (keys in the run's `$SIMP_HOME`, kept across the device's processes). Each
+/// client's engine (keys in the device's store in the world, in memory, kept across its processes). Each
 /// process publishes its key bundle through the simulated relay once registered, and each
 /// message is sealed for its receiver's devices (fetching their bundles from the relay) before
 /// the engine sends it, so retransmissions carry the same ciphertext; receivers decrypt what
@@ -15,13 +16,16 @@ extension SimClient {
         keysPublished = false
         sealInFlight = false
         do {
-            try engine.startEndToEnd(EndToEndSettings(home: world.endToEndHome)) { [unowned self] notice in
+            try engine.startEndToEnd(Self.endToEndSettings, store: world.keyStore(user: user, device: device)) { [unowned self] notice in
                 if case .undecryptable = notice { world.recorder.decryptionFailed() }
             }
         } catch {
-            fatalError("simp-lab cannot keep end-to-end keys in \(world.endToEndHome.path): \(error)")
+            fatalError("simp-lab cannot open a simulated device's end-to-end keys: \(error)")
         }
     }
+
+    /// The production defaults; `home` is not used, the keys being in memory.
+    private static let endToEndSettings = EndToEndSettings(home: URL(fileURLWithPath: "/nonexistent"))
 
     /// The process registered: at its first registration it publishes its key bundle (as
     /// `SIMPClient.connect` does), and only then counts as connected and seals what waits.
@@ -40,6 +44,18 @@ extension SimClient {
     private func connected() {
         hasConnected = true
         world.clientConnected(self)
+    }
+
+    /// Before the workload, a sender learns its receivers' devices, as an application does when
+    /// its conversations are opened: its first messages are sealed at once, not after a round
+    /// trip to the relay. `ready` is called when the fetches end (one that failed is tried
+    /// again by the first message).
+    func openConversations(with receivers: [String], then ready: @escaping () -> Void) {
+        let process = engine!
+        drive {
+            let fetches = receivers.map { process.fetchEndToEndDevices(of: $0) }
+            EventLoopFuture.andAllComplete(fetches, on: process.eventLoop).assumeIsolated().whenComplete { _ in ready() }
+        }
     }
 
     /// Seals the oldest message waiting and sends it, then the next: one at a time, as an
