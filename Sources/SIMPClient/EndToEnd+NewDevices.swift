@@ -22,7 +22,6 @@ extension EndToEnd {
     /// none were seen before (the first run of this device: they are not news). Also makes
     /// this device one the relay tells of the user's new bundles.
     func checkOwnDevices(via engine: ClientEngine, loginAddress: String = "") -> EventLoopFuture<Void> {
-        let store = EndToEndFileStore(home: settings.home, user: user, device: device)
         let known: [String]?
         do { known = try store.load(Self.ownDevicesName).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } } catch {
             return engine.eventLoop.makeFailedFuture(error)

@@ -20,7 +20,7 @@ extension EndToEnd {
         guard !devices.isEmpty else { return 0 }
         let identities = Dictionary(devices.map { ($0.device, Self.hex($0.identity.encoded)) }) { $1 }
         let text = identities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
-        try verifiedStore.save(Self.verifiedName(peer), SecretBytes(Array(text.utf8)))
+        try store.save(Self.verifiedName(peer), SecretBytes(Array(text.utf8)))
         verifiedPeers.identities[peer] = .some(identities)
         verifiedPeers.told.remove(peer)
         return devices.count
@@ -41,7 +41,7 @@ extension EndToEnd {
 
     private func verifiedIdentities(of peer: String) throws -> [String: String]? {
         if let known = verifiedPeers.identities[peer] { return known }
-        let loaded = try verifiedStore.load(Self.verifiedName(peer)).map { bytes in
+        let loaded = try store.load(Self.verifiedName(peer)).map { bytes in
             Dictionary(
                 String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line -> (String, String)? in
                     let parts = line.split(separator: " ")
@@ -53,7 +53,6 @@ extension EndToEnd {
         return loaded
     }
 
-    private var verifiedStore: EndToEndFileStore { EndToEndFileStore(home: settings.home, user: user, device: device) }
     private static func verifiedName(_ peer: String) -> String { "verified/" + peer }
     private static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }

@@ -90,13 +90,18 @@ final class EndToEnd: @unchecked Sendable {
     var recoveryStarts: [String: NIODeadline] = [:]
     var resendAsks: [String: EventLoopFuture<Void>] = [:]
 
-    init(settings: EndToEndSettings, user: String, device: String, logger: Logger) throws {
+    /// Where this device's keys, sessions and what it knows of its peers are kept.
+    let store: E2EStateStore
+
+    /// Opens `device`'s state in `store`, by default files under `settings.home`.
+    init(settings: EndToEndSettings, user: String, device: String, store: E2EStateStore? = nil, logger: Logger) throws {
         self.settings = settings
         self.user = user
         self.logger = logger
+        let store = store ?? EndToEndFileStore(home: settings.home, user: user, device: device)
+        self.store = store
         var random = SystemRandomNumberGenerator()
-        messenger = try E2EMessenger(
-            device: device, store: EndToEndFileStore(home: settings.home, user: user, device: device), using: &random)
+        messenger = try E2EMessenger(device: device, store: store, using: &random)
     }
 
     /// This device's name.

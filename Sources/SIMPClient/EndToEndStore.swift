@@ -64,17 +64,29 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 
     /// One file per name: bytes other than `[A-Za-z0-9._-]` (such as the `/` in `peer/bob/laptop`)
-    /// are written `%XX`.
+    /// are written `%XX`, and so is a leading `.`. (Called at every load and save, so for each
+    /// message sent or received: bytes, not `String(format:)` per character.)
     func file(_ name: String) -> URL {
-        var encoded = ""
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(name.utf8.count)
         for byte in name.utf8 {
-            let character = Character(Unicode.Scalar(byte))
-            if byte < 0x80, character.isLetter || character.isNumber || "._-".contains(character) {
-                encoded.append(character)
+            if Self.isKept(byte) {
+                encoded.append(byte)
             } else {
-                encoded += String(format: "%%%02X", byte)
+                encoded += [UInt8(ascii: "%"), Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0x0F)]]
             }
         }
-        return directory.appendingPathComponent(encoded.hasPrefix(".") ? "%2E" + encoded.dropFirst() : encoded)
+        if encoded.first == UInt8(ascii: ".") { encoded.replaceSubrange(0..<1, with: Array("%2E".utf8)) }
+        return directory.appendingPathComponent(String(decoding: encoded, as: UTF8.self))
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+    private static func isKept(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
+        default: false
+        }
     }
 }

@@ -148,7 +148,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func publishKeys() async throws {
         guard let settings = configuration.endToEnd else { return }
         do {
-            try await onEngine { engine in engine.endToEnd?.publish(via: engine) ?? engine.eventLoop.makeSucceededVoidFuture() }
+            try await onEngine { engine in engine.publishEndToEndKeys() }
         } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {
             configuration.logger.warning("the relay keeps no end-to-end keys; messages go unencrypted", metadata: ["relay": "\(text)"])
         } catch SIMPClientError.rejected(.badRequest, let text) {

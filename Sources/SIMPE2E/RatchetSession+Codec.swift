@@ -1,6 +1,10 @@
+import Crypto
+
 /// The persistent form of a session (docs/E2E.md §9). Secret: it holds the chain keys.
+/// Version 2 keeps the sending ratchet's public key after its private key; version 1 (which
+/// did not) is still read, deriving it.
 extension RatchetSession {
-    private static let version: UInt8 = 1
+    private static let version: UInt8 = 2
     private enum Flag {
         static let initiator: UInt8 = 0x01
         static let receivingRatchetKey: UInt8 = 0x02
@@ -22,7 +26,8 @@ extension RatchetSession {
         writer.raw(remoteIdentity.encoded)
         writer.raw(baseKey)
         writer.raw(rootKey.bytes)
-        writer.raw(sendingRatchetKey.bytes)
+        writer.raw(sendingRatchetKey.privateKey.bytes)
+        writer.raw(sendingRatchetKey.publicKey)
         if let receivingRatchetKey { writer.raw(receivingRatchetKey) }
         if let sendingChain { writer.raw(sendingChain.bytes) }
         writer.u32(sendingCount)
@@ -38,7 +43,8 @@ extension RatchetSession {
 
     public init(secretBytes: [UInt8]) throws {
         var reader = ByteReader(secretBytes, reading: "session state")
-        try reader.expectVersion(Self.version)
+        let version = try reader.u8()
+        guard version == 1 || version == Self.version else { throw E2EError.unsupportedVersion(version) }
         let flags = try reader.u8()
         func has(_ flag: UInt8) -> Bool { flags & flag != 0 }
         localIdentity = try IdentityKey(reading: &reader)
@@ -46,7 +52,11 @@ extension RatchetSession {
         isInitiator = has(Flag.initiator)
         baseKey = try reader.key()
         rootKey = SecretBytes(try reader.key())
-        sendingRatchetKey = SecretBytes(try reader.key())
+        let sendingPrivateKey = try reader.key()
+        sendingRatchetKey =
+            version == 1
+            ? SendingRatchetKey(try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: sendingPrivateKey))
+            : SendingRatchetKey(privateKey: SecretBytes(sendingPrivateKey), publicKey: try reader.key())
         receivingRatchetKey = has(Flag.receivingRatchetKey) ? try reader.key() : nil
         sendingChain = has(Flag.sendingChain) ? SecretBytes(try reader.key()) : nil
         sendingCount = try reader.u32()

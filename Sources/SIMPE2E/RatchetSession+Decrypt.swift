@@ -86,7 +86,7 @@ extension RatchetSession {
         receivingCount = 0
         previousSendingCount = sendingCount
         sendingCount = 0
-        sendingRatchetKey = SecretBytes(Array(newKey.rawRepresentation))
+        sendingRatchetKey = SendingRatchetKey(newKey)
         sendingChain = SecretBytes(sending.chainKey)
         rootKey = SecretBytes(sending.rootKey)
     }

@@ -32,7 +32,7 @@ extension RatchetSession {
         let baseKey = Array(ephemeral.publicKey.rawRepresentation)
         var session = RatchetSession(
             localIdentity: identity.publicKey, remoteIdentity: bundle.identity, isInitiator: true, baseKey: baseKey,
-            rootKey: SecretBytes(first.rootKey), sendingRatchetKey: SecretBytes(Array(ratchetKey.rawRepresentation)))
+            rootKey: SecretBytes(first.rootKey), sendingRatchetKey: SendingRatchetKey(ratchetKey))
         session.receivingRatchetKey = signedPrekey
         session.sendingChain = SecretBytes(first.chainKey)
         session.pendingStart = SessionStartFields(
@@ -62,6 +62,6 @@ extension RatchetSession {
         let secret = E2EKDF.sessionSecret(agreements: agreements, initiator: start.initiator, responder: identity.publicKey)
         return RatchetSession(
             localIdentity: identity.publicKey, remoteIdentity: start.initiator, isInitiator: false, baseKey: start.baseKey,
-            rootKey: SecretBytes(secret), sendingRatchetKey: SecretBytes(Array(signedPrekey.rawRepresentation)))
+            rootKey: SecretBytes(secret), sendingRatchetKey: SendingRatchetKey(signedPrekey))
     }
 }

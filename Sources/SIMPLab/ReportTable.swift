@@ -9,6 +9,7 @@ public enum ReportTable {
             ("unresolved", "\(report.unresolved)"), ("duplicates", "\(report.duplicates)"),
             ("out_of_order", "\(report.outOfOrder)"), ("delivered_and_failed", "\(report.deliveredAndFailed)"),
             ("rate_limited", "\(report.rateLimited)"),
+            ("unencrypted", "\(report.unencrypted)"), ("decryption_failures", "\(report.decryptionFailures)"),
         ]
         if let latency = report.latency {
             rows.append(
@@ -41,7 +42,7 @@ public enum ReportTable {
 
     /// Column headers for `row(_:)`.
     public static let header = [
-        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo", "d&f",
+        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo", "d&f", "undecrypted",
         "p50", "p99", "max", "mean", "dgram/msg", "spurious", "switches", "result",
     ]
 
@@ -54,6 +55,7 @@ public enum ReportTable {
                 return [
                     report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
                     "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
+                    "\(report.decryptionFailures)",
                     latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
                     latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
                     format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)", "\(report.pathSwitches)",

@@ -29,6 +29,10 @@ public struct RunRecorder: Sendable {
     public private(set) var delivered = 0
     public private(set) var duplicates = 0
     public private(set) var outOfOrder = 0
+    /// Messages handed to a receiving application that travelled unencrypted (end to end bypassed).
+    public private(set) var unencrypted = 0
+    /// Messages a receiving device could not decrypt (the user would be told).
+    public private(set) var decryptionFailures = 0
     /// Message ids by sequence number, per conversation, to tie a delivery to its message.
     private var ids: [Conversation: [Int: UInt64]] = [:]
     /// Sequence numbers delivered to any device, per conversation.
@@ -97,6 +101,12 @@ public struct RunRecorder: Sendable {
         messages[index].attempts = attempts
     }
 
+    /// A receiving application was handed a message that travelled sealed end to end, or not.
+    public mutating func handedOver(endToEnd: Bool) { if !endToEnd { unencrypted += 1 } }
+
+    /// A receiving device could not decrypt a message.
+    public mutating func decryptionFailed() { decryptionFailures += 1 }
+
     /// The application of `to`'s `device` was handed a message.
     public mutating func appReceived(from: String, to: String, device: String = "", text: String, at time: TimeAmount) {
         guard let sequence = MessageText.sequence(in: text) else { return }
@@ -161,6 +171,8 @@ public struct RunRecorder: Sendable {
         report.unresolved = unresolved
         report.duplicates = duplicates
         report.outOfOrder = outOfOrder
+        report.unencrypted = unencrypted
+        report.decryptionFailures = decryptionFailures
         report.deliveredAndFailed = messages.filter { $0.deliveredMs != nil && $0.fate.isFailure }.count
         report.rateLimited = counters.rateLimited
         if let devices = trackedDevices.values.first {

@@ -76,6 +76,11 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
     public var duplicates = 0
     /// Deliveries of a message after a later one of the same conversation.
     public var outOfOrder = 0
+    /// Deliveries of messages that travelled unencrypted: the lab's clients seal every message
+    /// end to end (docs/E2E.md), so any is a bypass.
+    public var unencrypted = 0
+    /// Messages a receiving device could not decrypt.
+    public var decryptionFailures = 0
     public var latency: LatencySummary?
     /// Content datagrams transmitted by senders (first sends and retransmissions).
     public var datagramsSent = 0
@@ -107,6 +112,7 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         case scenario, mode, seed, sent, delivered, receipted, failed
         case connectionLost = "connection_lost", unresolved, duplicates, outOfOrder = "out_of_order"
         case deliveredAndFailed = "delivered_and_failed", rateLimited = "rate_limited"
+        case unencrypted, decryptionFailures = "decryption_failures"
         case latency = "latency_ms", datagramsSent = "datagrams_sent", datagramsPerMessage = "datagrams_per_message"
         case retransmits, spuriousRetransmits = "spurious_retransmits", pathSwitches = "path_switches", durationSeconds = "duration_s", ended,
             endedAtSeconds = "ended_at_s", devices,
@@ -128,6 +134,8 @@ public struct ScenarioReport: Codable, Equatable, Sendable {
         atMost("duplicates", Double(duplicates), 0)
         atMost("out_of_order", Double(outOfOrder), 0)
         atMost("delivered_and_failed", Double(deliveredAndFailed), 0)
+        atMost("unencrypted", Double(unencrypted), 0)
+        atMost("decryption_failures", Double(decryptionFailures), 0)
         atMost("not_settled", ended == .settled ? 0 : 1, 0)
         if scenario.expect.noFailures ?? (scenario.recoversAtMs <= 30_000) {
             atMost("failed", Double(failed), 0)

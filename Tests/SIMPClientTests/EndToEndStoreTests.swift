@@ -47,4 +47,18 @@ final class EndToEndStoreTests: XCTestCase {
         XCTAssertFalse(try store.isCopy("peer/bob/laptop"))
         XCTAssertEqual(try store.load("peer/bob/laptop"), [4])
     }
+
+    /// Names become file names byte by byte: letters, digits and `._-` stay; every other byte,
+    /// and a leading `.`, is written `%XX`, so no name escapes the directory or hides in it.
+    func testNamesAreWrittenAsSafeFileNames() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-names-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let store = EndToEndFileStore(home: home, user: "alice", device: "desk")
+        let names = ["peer/bob/laptop", "../up", ".hidden", "room/#ops", "devices/zoë", "own-devices", "a b_c.d"]
+        for (index, name) in names.enumerated() { try store.save(name, SecretBytes([UInt8(index)])) }
+        let files = try FileManager.default.contentsOfDirectory(atPath: store.directory.path).sorted()
+        XCTAssertEqual(
+            files, ["%2E.%2Fup", "%2Ehidden", "a%20b_c.d", "devices%2Fzo%C3%AB", "own-devices", "peer%2Fbob%2Flaptop", "room%2F%23ops"])
+        for (index, name) in names.enumerated() { XCTAssertEqual(try store.load(name), [UInt8(index)], name) }
+    }
 }

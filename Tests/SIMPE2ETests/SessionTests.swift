@@ -102,6 +102,28 @@ final class SessionTests: XCTestCase {
         XCTAssertEqual(bobPrekeys.unusedOneTimePrekeyCount, 1)
     }
 
+    /// The saved state keeps the sending ratchet's public key (version 2), so that encrypting
+    /// does not derive it from the private key, an X25519 multiplication per message; state
+    /// saved before (version 1, without it) still loads, the key derived once.
+    func testSessionStateKeepsTheSendingRatchetPublicKeyAndVersionOneStillLoads() throws {
+        var random = SeededRandom(seed: 5)
+        let alice = DeviceIdentity(using: &random), bob = DeviceIdentity(using: &random)
+        let prekeys = DevicePrekeys(identity: bob, using: &random)
+        var sender = try RatchetSession.initiate(identity: alice, bundle: prekeys.bundle(identity: bob, oneTimePrekeys: []), using: &random)
+        let saved = sender.secretBytes.bytes
+        // version, flags, two identities (64 each), base key, root key, sending private key (32 each)
+        let publicKeyAt = 1 + 1 + 64 + 64 + 32 + 32 + 32
+        let first = try PairwiseMessage(encoded: try sender.encrypt(Array("one".utf8)))
+        XCTAssertEqual(saved[0], 2)
+        XCTAssertEqual(Array(saved[publicKeyAt..<publicKeyAt + 32]), first.header.ratchetKey, "the public key is saved")
+
+        let versionOne = [1] + saved[1..<publicKeyAt] + saved[(publicKeyAt + 32)...]
+        var restored = try RatchetSession(secretBytes: Array(versionOne))
+        XCTAssertEqual(restored.secretBytes.bytes, saved, "the public key is derived from the version-1 state")
+        var reloaded = try RatchetSession(secretBytes: saved)
+        XCTAssertEqual(try restored.encrypt(Array("one".utf8)), try reloaded.encrypt(Array("one".utf8)))
+    }
+
     func testDescriptionsNeverShowKeyMaterial() throws {
         var random = SeededRandom(seed: 4)
         let alice = DeviceIdentity(using: &random), bob = DeviceIdentity(using: &random)
@@ -117,7 +139,7 @@ final class SessionTests: XCTestCase {
         ]
         let secrets = [
             Array(alice.agreementKey.rawRepresentation), Array(alice.signingKey.rawRepresentation),
-            session.rootKey.bytes, session.sendingRatchetKey.bytes, session.sendingChain!.bytes,
+            session.rootKey.bytes, session.sendingRatchetKey.privateKey.bytes, session.sendingChain!.bytes,
             Array(try prekeys.signedPrekey(id: prekeys.currentSigned.id).rawRepresentation),
         ]
         for secret in secrets {

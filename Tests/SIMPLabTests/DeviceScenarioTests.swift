@@ -148,8 +148,11 @@ final class DeviceScenarioTests: XCTestCase {
                 let laptop = try XCTUnwrap(message.devices?["laptop"], "seed \(seed): the laptop got its backlog")
                 XCTAssertGreaterThanOrEqual(laptop, offline.atMs + offline.forMs, "seed \(seed): the laptop got it after coming back")
             }
-            let phone = try XCTUnwrap(run.report.devices?[0].deliveryMaxMs)
-            XCTAssertLessThan(phone, offline.forMs / 2, "seed \(seed): the phone did not wait for the laptop")
+            // While the laptop is away, the phone gets each message without waiting for it. (Not
+            // over the whole run: a datagram lost before the sender's first RTT sample waits for
+            // the initial RTO, 1 s, whatever the devices do; seed 7 loses one at 10 ms.)
+            let phoneDelays = try backlog.map { try XCTUnwrap($0.devices?["phone"], "seed \(seed)") - $0.sentMs }
+            XCTAssertLessThan(try XCTUnwrap(phoneDelays.max()), offline.forMs / 2, "seed \(seed): the phone did not wait for the laptop")
         }
     }
 

@@ -80,6 +80,9 @@ final class RealWorld: @unchecked Sendable {
     private(set) var participants: [Participant] = []
     /// The tasks collecting what each process's application receives.
     private let inboxes = NIOLockedValueBox([Task<Void, Never>]())
+    /// `$SIMP_HOME` of every client: each device's end-to-end keys and sessions, kept across
+    /// its processes (removed when the run stops).
+    private let endToEndHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-lab-e2e-\(UUID().uuidString)")
     let recorder = NIOLockedValueBox(RunRecorder())
     let lastProgress = NIOLockedValueBox(NIODeadline.now())
     /// When the workload started: the recorder's times count from here.
@@ -168,6 +171,7 @@ final class RealWorld: @unchecked Sendable {
         configuration.logger = Self.quietLogger("lab.client")
         configuration.device = participant.member.device
         configuration.sendOnly = participant.member.sendOnly
+        configuration.endToEnd = EndToEndSettings(home: endToEndHome)
         let client = SIMPClient(configuration: configuration)
         participant.client = client
         let inbox = collect(client, as: participant.name, device: participant.member.device)
@@ -176,12 +180,19 @@ final class RealWorld: @unchecked Sendable {
         try await participant.path.setClient(client.localDatagramAddress!)
     }
 
-    /// Records every message the application of `client` receives.
+    /// Records every message the application of `client` receives, and each it could not decrypt.
     private func collect(_ client: SIMPClient, as name: String, device: String) -> Task<Void, Never> {
-        Task { [recorder, lastProgress, workloadStart] in
+        let notices = Task { [recorder] in
+            for await notice in client.endToEndNotices {
+                if case .undecryptable = notice { recorder.withLockedValue { $0.decryptionFailed() } }
+            }
+        }
+        inboxes.withLockedValue { $0.append(notices) }
+        return Task { [recorder, lastProgress, workloadStart] in
             for await message in client.messages {
                 let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
                 recorder.withLockedValue {
+                    $0.handedOver(endToEnd: message.isEndToEnd)
                     $0.appReceived(from: message.fromUser, to: name, device: device, text: message.content, at: at)
                 }
                 lastProgress.withLockedValue { $0 = .now() }
@@ -371,6 +382,7 @@ final class RealWorld: @unchecked Sendable {
         await redis.stop()
         try? await group.shutdownGracefully()
         try? await relayGroup.shutdownGracefully()
+        try? FileManager.default.removeItem(at: endToEndHome)
     }
 
     static func sleep(until deadline: NIODeadline) async throws {

@@ -22,16 +22,16 @@ final class SimClient {
     let ipAddress: String
     let up: SimLink
     let down: SimLink
-    private unowned let world: SimWorld
+    unowned let world: SimWorld
     /// The engine of the running process (or of the last one), and its loop.
-    private var engine: ClientEngine!
+    var engine: ClientEngine!
     private var loop: EmbeddedEventLoop!
     private var random: SeededRandom
     /// The control connection the running process opened last (its registered one, or one
     /// still logging in).
     private var latestConnection: SimConnection?
-    /// Whether the client has been registered at least once.
-    private(set) var hasConnected = false
+    /// Whether the client has been registered (and published its keys) at least once.
+    var hasConnected = false
     /// The UDP port registered with the relay (a new process binds a new one).
     private var registeredPort = 50_000
     /// The UDP port the relay's datagrams reach now (changes on a NAT rebinding).
@@ -42,13 +42,25 @@ final class SimClient {
     private var retransmitsRecorded = 0
     /// Whether the application took messages since progress was last noted.
     private var messagesTaken = false
-    private let index: Int
+    let index: Int
     /// Whether the client's process runs, and how many processes it has had: what a stopped
     /// process scheduled (timers, reconnects, datagrams on their way to it) is ignored.
     private(set) var isRunning = false
     private var processes = 0
     /// Stop once every submitted message has its outcome (a one-shot send).
     var leavesWhenDone = false
+    /// Whether the running process has published its end-to-end key bundle (at its first
+    /// registration, as `SIMPClient.connect` does); only then does the client count as connected.
+    var keysPublished = false
+    /// Messages the application handed over that are not sealed yet, by submission number:
+    /// waiting for the process to publish its keys, or for the receiver's bundles.
+    var sealing: [Int: (text: String, to: String)] = [:]
+    /// Messages handed over so far (numbers `sealing`'s entries).
+    var handedOver = 0
+    /// Whether a message is being sealed now (they are sealed one at a time, in order).
+    var sealInFlight = false
+    /// Messages that could not be sealed (their process ended first, or no keys): their ids.
+    var sealFailures: UInt64 = 0
     /// Where the client's control connections go (the relay's end is `SimRelay`'s).
     private static let relayAddress = try! SocketAddress(ipAddress: "10.255.255.1", port: 7600)
     /// Milliseconds since the epoch that virtual time zero stands for (messages' `time`).
@@ -95,8 +107,7 @@ final class SimClient {
         engine.onOutput = { [unowned self] _ in outputReported() }
         engine.onStateChange = { [unowned self] state in
             guard case .connected = state else { return }
-            hasConnected = true
-            world.clientConnected(self)
+            registered()
         }
         let datagrams = EmbeddedChannel(loop: loop)
         try! datagrams.pipeline.syncOperations.addHandler(
@@ -105,6 +116,7 @@ final class SimClient {
         engine.datagrams = datagrams
         self.engine = engine
         self.loop = loop
+        startEndToEnd()
     }
 
     /// The client's retransmission counters.
@@ -118,7 +130,7 @@ final class SimClient {
         guard let channel = engine.control, let latestConnection, latestConnection.clientEnd === channel else { return nil }
         return latestConnection
     }
-    var outstanding: Int { waiters.count + (isRunning ? engine.session.receiver.heldCount : 0) }
+    var outstanding: Int { waiters.count + sealing.count + (isRunning ? engine.session.receiver.heldCount : 0) }
 
     // MARK: Process
 
@@ -144,6 +156,7 @@ final class SimClient {
     func stop() {
         guard isRunning else { return }
         isRunning = false // first: nothing the ending process schedules is followed
+        abandonSealing()
         drive {
             // As the reference client closes: receipts still waiting in a batch go out before
             // the DISCONNECT (else the relay would deliver those messages to the next process again).
@@ -162,7 +175,7 @@ final class SimClient {
     /// it started. Tasks due at this very instant are left to their own events (`runDueTasks`),
     /// so that inputs and timers of one instant take turns in the order the simulation
     /// scheduled them.
-    private func drive(_ work: () -> Void) {
+    func drive(_ work: () -> Void) {
         loop.advanceTime(to: world.queue.deadline - .nanoseconds(1))
         work()
         loop.run()
@@ -228,14 +241,20 @@ final class SimClient {
         world.addressChanged(of: self) { publicPort += 1 }
     }
 
-    /// The application sends `text` to `user`.
+    /// The application sends `text` to `user`: sealed end to end once the process has published
+    /// its keys (`SimClient+EndToEnd`), then handed to the engine.
     func submit(text: String, to user: String) {
-        drive {
-            let (id, result) = engine.send(SIMPMessage(kind: .text, toUser: user, content: text))
-            waiters[id] = world.queue.now
-            world.recorder.messageSent(id: id, from: self.user, to: user, text: text, at: world.elapsed)
-            result.assumeIsolated().whenSuccess { [unowned self] in messageSettled($0) }
-        }
+        handedOver += 1
+        sealing[handedOver] = (text, user)
+        drive { sealNext() }
+    }
+
+    /// The engine takes the sealed `message` (whose text was `text`) and sends it.
+    func send(_ message: SIMPMessage, text: String) {
+        let (id, result) = engine.send(message)
+        waiters[id] = world.queue.now
+        world.recorder.messageSent(id: id, from: user, to: message.toUser, text: text, at: world.elapsed)
+        result.assumeIsolated().whenSuccess { [unowned self] in messageSettled($0) }
     }
 
     // MARK: Input
@@ -267,6 +286,7 @@ final class SimClient {
     /// The application takes every message (the recorder finds duplicates); progress is noted
     /// once the output is reported (`outputReported`).
     private func take(_ message: SIMPMessage) -> Bool {
+        world.recorder.handedOver(endToEnd: message.isEndToEnd)
         world.recorder.appReceived(from: message.fromUser, to: user, device: device, text: message.content, at: world.elapsed)
         messagesTaken = true
         return true
@@ -325,8 +345,8 @@ final class SimClient {
     }
 
     /// A one-shot send leaves once every message has its outcome (after what it is doing now).
-    private func outcomeArrived() {
-        if leavesWhenDone, waiters.isEmpty {
+    func outcomeArrived() {
+        if leavesWhenDone, waiters.isEmpty, sealing.isEmpty {
             let process = processes
             world.queue.schedule(after: .zero) { [unowned self] in
                 if process == processes { stop() }

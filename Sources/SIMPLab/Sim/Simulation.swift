@@ -1,6 +1,8 @@
+import Foundation
 import NIOCore
 import SIMPClient
 import SIMPCore
+import SIMPE2E
 import SIMPRelay
 
 /// Runs a scenario in virtual time: the real reliability core (`ReliableSender`,
@@ -57,6 +59,12 @@ final class SimWorld {
     var lineup: [(member: LabMember, client: SimClient)] = []
     private var clientsByAddress: [SocketAddress: SimClient] = [:]
     private(set) var workloadStart: TimeAmount?
+    /// Each device's end-to-end state (identity, prekeys, sessions) by user and device, kept
+    /// across its processes (and shared with a one-shot session on it) as `$SIMP_HOME` would
+    /// be; in memory, as the simulation touches no files.
+    private var keyStores: [String: MemoryStateStore] = [:]
+    /// Whether the senders are fetching their receivers' devices before the workload.
+    private var openingConversations = false
     var submitted = 0
     private var lastProgress: TimeAmount = .zero
     private(set) var finishedAt: TimeAmount?
@@ -174,9 +182,35 @@ final class SimWorld {
         }
     }
 
+    /// The end-to-end store of `user`'s `device`.
+    func keyStore(user: String, device: String) -> MemoryStateStore {
+        let key = user + "/" + device
+        if let store = keyStores[key] { return store }
+        let store = MemoryStateStore()
+        keyStores[key] = store
+        return store
+    }
+
     func clientConnected(_ client: SimClient) {
-        if workloadStart == nil, clients.allSatisfy(\.hasConnected) { startWorkload() }
+        if workloadStart == nil, !openingConversations, clients.allSatisfy(\.hasConnected) {
+            openingConversations = true
+            queue.schedule(after: .zero) { [unowned self] in openConversations() } // not inside this client's event
+        }
         noteProgress()
+    }
+
+    /// Every client is connected (and has published its keys): the senders learn their
+    /// receivers' devices (`SimClient.openConversations`), then the workload starts.
+    private func openConversations() {
+        let senders = clients.filter(\.isSender)
+        var opening = senders.count
+        for sender in senders {
+            sender.openConversations(with: scenario.receiverUsers) { [unowned self] in
+                opening -= 1
+                if opening == 0 { startWorkload() }
+            }
+        }
+        if senders.isEmpty { startWorkload() }
     }
 
     private func startWorkload() {
