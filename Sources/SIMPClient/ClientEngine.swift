@@ -405,11 +405,33 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     let heldForKeys = HeldForKeys()
 
     /// A delivered message goes to the application decrypted; a copy decrypted before is
-    /// receipted without being handed over again.
-    package func take(_ message: SIMPMessage) -> Bool {
-        guard let endToEnd else { return onMessage(message) }
-        guard let opened = endToEnd.open(message, via: self) else { return false }
-        return onMessage(opened)
+    /// receipted without being handed over again. Room posts handed over while it is opened
+    /// (it carried the sender key they waited for) are counted with it.
+    package func take(_ message: SIMPMessage) -> Int {
+        guard let endToEnd else { return onMessage(message) ? 1 : 0 }
+        lateTaken = 0
+        defer { lateTaken = 0 }
+        let taken = endToEnd.open(message, via: self).map(onMessage) == true ? 1 : 0
+        return taken + lateTaken
+    }
+
+    /// Room posts the application took late (`takeLate`) and not counted yet by the session.
+    private var lateTaken = 0
+
+    /// Hands the application a room post that waited for its sender key (docs/E2E.md §15.3);
+    /// counted once by the session, with the message that carried the key (`take`) or by
+    /// `resumeHeldPosts`.
+    func takeLate(_ post: SIMPMessage) {
+        if onMessage(post) { lateTaken += 1 }
+    }
+
+    /// Hands over (or holds again) the room posts an earlier process of this device held, and
+    /// counts those the application took (`simp listen --count`).
+    func resumeHeldPosts() {
+        lateTaken = 0
+        endToEnd?.resumeHeldPosts()
+        session.countTaken(lateTaken)
+        lateTaken = 0
     }
 
     package func sendDatagrams(_ sealed: [ByteBuffer]) {

@@ -14,9 +14,11 @@ public protocol ClientShell: AnyObject {
     /// The allocator for sealed datagrams; nil while there is no way to send them (they are
     /// then not sealed either: the retransmission timer sends them again).
     var datagramAllocator: ByteBufferAllocator? { get }
-    /// Offers a delivered message to the application; returns whether it took it as new
-    /// (false: it had it already, before a restart).
-    func take(_ message: SIMPMessage) -> Bool
+    /// Offers a delivered message to the application; returns how many new messages it took:
+    /// 0 (it had it already, before a restart, or it is not shown), 1, or more when the
+    /// message let others that waited for it be handed over (room posts waiting for a sender
+    /// key, docs/E2E.md §15.3).
+    func take(_ message: SIMPMessage) -> Int
     /// Sends sealed datagrams to the relay, in order, as one burst.
     func sendDatagrams(_ datagrams: [ByteBuffer])
     /// Writes frames on the registered control connection, in order, as one burst.

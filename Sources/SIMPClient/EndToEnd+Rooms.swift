@@ -89,8 +89,10 @@ extension EndToEnd {
 
     /// A room copy decrypted; nil for a post decrypted before, one held until its author's
     /// sender key arrives (it is then handed over by `rooms.deliverLate`), or one that cannot
-    /// be decrypted (the user is told).
-    func openPost(_ message: SIMPMessage) -> SIMPMessage? {
+    /// be decrypted (the user is told). A held post is kept in the device's store with the
+    /// time it arrived (`arrivedAt`, now unless it was held before) until it is handed over or
+    /// given up.
+    func openPost(_ message: SIMPMessage, arrivedAt: UInt64? = nil) -> SIMPMessage? {
         let now = UInt64(WallClock.millisecondsSinceEpoch())
         giveUpWaitingPosts(now: now)
         do {
@@ -100,8 +102,9 @@ extension EndToEnd {
         } catch E2EError.duplicate {
             return nil
         } catch E2EError.noSession {
-            rooms.held.append((message, now))
+            rooms.held.append((message, arrivedAt ?? now))
             if rooms.held.count > RoomPosts.maxHeld { giveUp(rooms.held.removeFirst().message, reason: "too many posts wait for sender keys") }
+            saveHeldPosts()
             return nil
         } catch {
             logger.warning(
@@ -120,7 +123,10 @@ extension EndToEnd {
             let isWaiting = { (post: SIMPMessage) in post.fromUser == "#" + room && post.author == message.fromUser }
             let waiting = rooms.held.filter { isWaiting($0.message) }.map(\.message).sorted { $0.seq < $1.seq }
             rooms.held.removeAll { isWaiting($0.message) }
+            // Out of the store once handed over: a process that ends before finds them there
+            // again, with their key (`resumeHeldPosts`).
             for post in waiting { openPost(post).map(rooms.deliverLate) }
+            if !waiting.isEmpty { saveHeldPosts() }
         } catch {
             logger.warning("ignoring a sender key", metadata: ["from": "\(message.fromUser)", "error": "\(error)"])
         }
@@ -133,6 +139,33 @@ extension EndToEnd {
         guard !expired.isEmpty else { return }
         rooms.held.removeAll { isExpired($0.since) }
         for post in expired { giveUp(post.message, reason: "its author's sender key did not arrive") }
+        saveHeldPosts()
+    }
+
+    /// The posts an earlier process of this device held when it ended: each is handed over
+    /// when its key is here by now, else waits again (its 60 s counted from when it arrived),
+    /// and the user is told of those that waited longer. Call once `onNotice` and
+    /// `rooms.deliverLate` are set.
+    func resumeHeldPosts() {
+        let saved: [(message: SIMPMessage, since: UInt64)]
+        do {
+            saved = try store.load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
+        } catch {
+            return logger.error("cannot read the room posts held by an earlier run; they are lost", metadata: ["error": "\(error)"])
+        }
+        rooms.held = []
+        for (post, since) in saved { openPost(post, arrivedAt: since).map(rooms.deliverLate) }
+        giveUpWaitingPosts(now: UInt64(WallClock.millisecondsSinceEpoch()))
+        saveHeldPosts() // those handed over are out
+    }
+
+    /// Replaces the held posts in the device's store with `rooms.held`.
+    private func saveHeldPosts() {
+        do {
+            try store.save(RoomPosts.storeName, SecretBytes(RoomPosts.encoded(rooms.held)))
+        } catch {
+            logger.warning("cannot keep the held room posts: a restart before their keys arrive loses them", metadata: ["error": "\(error)"])
+        }
     }
 
     private func giveUp(_ post: SIMPMessage, reason: String) {

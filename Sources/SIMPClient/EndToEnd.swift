@@ -70,6 +70,8 @@ final class EndToEnd: @unchecked Sendable {
     let settings: EndToEndSettings
     let user: String
     var messenger: E2EMessenger
+    /// Where the messenger keeps this device's state; the held room posts are kept there too.
+    let store: EndToEndFileStore
     var fetchedAt: [String: NIODeadline] = [:]
     /// Users the relay said do not exist: a message to one goes with an empty envelope (no
     /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
@@ -95,8 +97,8 @@ final class EndToEnd: @unchecked Sendable {
         self.user = user
         self.logger = logger
         var random = SystemRandomNumberGenerator()
-        messenger = try E2EMessenger(
-            device: device, store: EndToEndFileStore(home: settings.home, user: user, device: device), using: &random)
+        store = EndToEndFileStore(home: settings.home, user: user, device: device)
+        messenger = try E2EMessenger(device: device, store: store, using: &random)
     }
 
     /// This device's name.
