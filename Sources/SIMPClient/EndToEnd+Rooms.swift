@@ -15,6 +15,9 @@ struct RoomPosts {
     var members: [String: [String]] = [:]
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
+    /// Whether the application takes a post now (false: `simp listen --count` has its
+    /// messages); a post not handed over stays held, undecrypted, for the next process.
+    var mayDeliverLate: () -> Bool = { true }
 }
 
 /// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §15): a post is encrypted once
@@ -121,11 +124,11 @@ extension EndToEnd {
             let device = try E2EEnvelope(encoded: message.e2ePayload).senderDevice
             let room = try messenger.acceptSenderKey(plaintext, from: message.fromUser, device: device, using: &random)
             let isWaiting = { (post: SIMPMessage) in post.fromUser == "#" + room && post.author == message.fromUser }
-            let waiting = rooms.held.filter { isWaiting($0.message) }.map(\.message).sorted { $0.seq < $1.seq }
+            let waiting = rooms.held.filter { isWaiting($0.message) }.sorted { $0.message.seq < $1.message.seq }
             rooms.held.removeAll { isWaiting($0.message) }
             // Out of the store once handed over: a process that ends before finds them there
             // again, with their key (`resumeHeldPosts`).
-            for post in waiting { openPost(post).map(rooms.deliverLate) }
+            for post in waiting { handOverHeld(post) }
             if !waiting.isEmpty { saveHeldPosts() }
         } catch {
             logger.warning("ignoring a sender key", metadata: ["from": "\(message.fromUser)", "error": "\(error)"])
@@ -154,9 +157,16 @@ extension EndToEnd {
             return logger.error("cannot read the room posts held by an earlier run; they are lost", metadata: ["error": "\(error)"])
         }
         rooms.held = []
-        for (post, since) in saved { openPost(post, arrivedAt: since).map(rooms.deliverLate) }
+        for post in saved { handOverHeld(post) }
         giveUpWaitingPosts(now: UInt64(WallClock.millisecondsSinceEpoch()))
         saveHeldPosts() // those handed over are out
+    }
+
+    /// A held post decrypted and handed over when the application takes it now (else held
+    /// again, as it is), or held again when its key is still missing.
+    private func handOverHeld(_ post: (message: SIMPMessage, since: UInt64)) {
+        guard rooms.mayDeliverLate() else { return rooms.held.append(post) }
+        openPost(post.message, arrivedAt: post.since).map(rooms.deliverLate)
     }
 
     /// Replaces the held posts in the device's store with `rooms.held`.

@@ -116,6 +116,7 @@ public final class SIMPClient: @unchecked Sendable {
             if let settings = configuration.endToEnd, let endToEnd = try openEndToEnd(settings) {
                 endToEnd.onNotice = { [endToEndNoticesContinuation] in endToEndNoticesContinuation.yield($0) }
                 endToEnd.rooms.deliverLate = { [engine] in engine.takeLate($0) }
+                endToEnd.rooms.mayDeliverLate = { [engine] in engine.mayTakeLate() }
                 try await onEngine(now: { engine in
                     engine.endToEnd = endToEnd
                     engine.resumeHeldPosts()

@@ -58,20 +58,21 @@ extension ClientSession {
     /// (`stopTakingMessages`), and the receipts of the messages it did not hand over are
     /// withdrawn (`withdrawReceipts`).
     public mutating func handOver(_ output: inout Output, to take: (SIMPMessage) -> Bool) {
-        handOver(&output) { take($0) ? 1 : 0 }
+        handOver(&output) { message, _ in take(message) ? 1 : 0 }
     }
 
-    /// `handOver` where `take` says how many new messages the application took with each: 0,
-    /// 1, or more when the message let the shell hand over others that waited for it (room
+    /// `handOver` where `take` is also told how many more new messages the application may
+    /// take (`allowance`, nil without a `deliveryLimit`), and says how many it took with each:
+    /// 0, 1, or more when the message let the shell hand over others that waited for it (room
     /// posts waiting for the sender key it carries, docs/E2E.md §15.3), each counted once.
-    public mutating func handOver(_ output: inout Output, to take: (SIMPMessage) -> Int) {
+    public mutating func handOver(_ output: inout Output, to take: (_ message: SIMPMessage, _ allowance: Int?) -> Int) {
         var notTaken: [SIMPMessage] = []
         for message in output.delivered {
             guard takesMessages else {
                 notTaken.append(message)
                 continue
             }
-            countTaken(take(message))
+            countTaken(take(message, configuration.deliveryLimit.map { $0 - messagesTaken }))
         }
         withdrawReceipts(of: notTaken, from: &output)
     }

@@ -46,7 +46,7 @@ private final class RecordingShell: ClientShell {
     var events: [String] = []
     var takes = true
 
-    func take(_ message: SIMPMessage) -> Int {
+    func take(_ message: SIMPMessage, allowance: Int?) -> Int {
         events.append("take \(message.messageId)")
         return takes ? 1 : 0
     }

@@ -30,11 +30,12 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
         XCTAssertEqual(try heldPosts(of: bob).count, 0, "handed over: out of the store")
     }
 
-    /// `simp listen --count 1` started after the post was held takes the post, handed over when
-    /// its key arrives, as its one message: the message behind the key in the same backlog is
-    /// neither printed nor receipted, and the next run prints it.
+    /// `simp listen --count 1` started after two posts were held takes the first, handed over
+    /// when their key arrives, as its one message: the second post stays held (undecrypted, in
+    /// the store) and the message behind the key in the same backlog is neither printed nor
+    /// receipted; the next run prints both.
     func testAPostHandedOverLateCountsInListenCount() async throws {
-        let (bob, sender) = try await holdAPost()
+        let (bob, sender) = try await holdAPost(also: "second post")
         try await sender.sendHeldKey()
         try await sender.sendDirect("behind the key")
         let server = "127.0.0.1:\(relay.port)"
@@ -49,13 +50,15 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
         let rest = try await startListening(bob, server: server)
         let printedRest = await Eventually.holds(within: .seconds(15)) { !self.printed(by: [rest]).isEmpty }
         XCTAssertTrue(printedRest, rest.standardOutput + rest.standardError)
-        XCTAssertEqual(printed(by: [counted, rest]), [post, "behind the key"], "each once, in order")
+        let printedAll = await Eventually.holds(within: .seconds(15)) { self.printed(by: [rest]).count >= 2 }
+        XCTAssertTrue(printedAll, rest.standardOutput + rest.standardError)
+        XCTAssertEqual(printed(by: [counted, rest]), [post, "second post", "behind the key"], "each once, in order")
     }
 
-    /// bob (device "phone", end to end, in a room with alice) receives alice's post sealed with
-    /// a sender key whose distribution is kept back, holds it, and closes. Returns bob's name
-    /// and alice's sending side (which sends the key when asked).
-    private func holdAPost() async throws -> (bob: String, sender: ScriptedSender) {
+    /// bob (device "phone", end to end, in a room with alice) receives alice's post (and
+    /// `others`) sealed with a sender key whose distribution is kept back, holds it, and
+    /// closes. Returns bob's name and alice's sending side (which sends the key when asked).
+    private func holdAPost(also others: String...) async throws -> (bob: String, sender: ScriptedSender) {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let room = TestRelay.uniqueUser("ops")
         _ = try await environment(bob) // the user, for the `simp listen` of the test
@@ -71,8 +74,13 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
         _ = try aliceKeys.updateDevices(of: bob, bundles: [("phone", bundle)], using: &random)
         let sealed = try aliceKeys.sealRoomPost(SIMPMessage(content: post).endToEndPlaintext, room: room, members: [bob], using: &random)
         _ = try await aliceClient.send(SIMPMessage(kind: .text, toUser: "#" + room).sealedEndToEnd(sealed.post))
+        for text in others {
+            let next = try aliceKeys.sealRoomPost(SIMPMessage(content: text).endToEndPlaintext, room: room, members: [bob], using: &random)
+            XCTAssertTrue(next.distributions.isEmpty, "the same sender key")
+            _ = try await aliceClient.send(SIMPMessage(kind: .text, toUser: "#" + room).sealedEndToEnd(next.post))
+        }
 
-        let held = await Eventually.holds(within: .seconds(10)) { ((try? self.heldPosts(of: bob)) ?? []).count == 1 }
+        let held = await Eventually.holds(within: .seconds(10)) { ((try? self.heldPosts(of: bob)) ?? []).count == 1 + others.count }
         XCTAssertTrue(held, "bob's client did not hold the post")
         await first.close()
         let gone = await Eventually.holds { (try? await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer) == 0 }
