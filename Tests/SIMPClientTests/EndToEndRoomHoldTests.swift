@@ -84,4 +84,20 @@ final class EndToEndRoomHoldTests: XCTestCase {
         XCTAssertEqual(kept.map(\.since), [now])
         XCTAssertEqual(kept.first?.message, waiting, "kept as received")
     }
+
+    /// The `held` entry (docs/E2E.md §15.4) round-trips, and a damaged one is refused rather
+    /// than read as other posts: truncated, with bytes left over, or of another version.
+    func testTheHeldEntryRoundTripsAndADamagedOneIsRefused() throws {
+        var post = SIMPMessage(kind: .text, messageId: 9, fromUser: "#ops", toUser: "bob").sealedEndToEnd([1, 3, 7])
+        (post.author, post.room, post.seq) = ("alice", "ops", 4)
+        let bytes = RoomPosts.encoded([(post, 1_700_000_000_000)])
+        XCTAssertEqual(Array(bytes.prefix(11)), [1, 0, 1, 0, 0, 0x01, 0x8B, 0xCF, 0xE5, 0x68, 0x00])
+        let decoded = try RoomPosts.decoded(bytes)
+        XCTAssertEqual(decoded.map(\.message), [post])
+        XCTAssertEqual(decoded.map(\.since), [1_700_000_000_000])
+        XCTAssertEqual(try RoomPosts.decoded(RoomPosts.encoded([])).count, 0)
+        for damaged in [Array(bytes.dropLast()), bytes + [0], [2] + bytes.dropFirst()] {
+            XCTAssertThrowsError(try RoomPosts.decoded(damaged))
+        }
+    }
 }
