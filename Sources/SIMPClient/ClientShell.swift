@@ -14,9 +14,11 @@ public protocol ClientShell: AnyObject {
     /// The allocator for sealed datagrams; nil while there is no way to send them (they are
     /// then not sealed either: the retransmission timer sends them again).
     var datagramAllocator: ByteBufferAllocator? { get }
-    /// Offers a delivered message to the application; returns whether it took it as new
-    /// (false: it had it already, before a restart).
-    func take(_ message: SIMPMessage) -> Bool
+    /// Offers a delivered message to the application, which may take `allowance` more new
+    /// messages (nil: no limit); returns how many new messages it took: 0 (it had it already,
+    /// before a restart, or it is not shown), 1, or more when the message let others that
+    /// waited for it be handed over (room posts waiting for a sender key, docs/E2E.md §15.3).
+    func take(_ message: SIMPMessage, allowance: Int?) -> Int
     /// Sends sealed datagrams to the relay, in order, as one burst.
     func sendDatagrams(_ datagrams: [ByteBuffer])
     /// Writes frames on the registered control connection, in order, as one burst.
@@ -56,7 +58,7 @@ extension ClientShell {
     public func carryOut(_ output: ClientSession.Output) {
         var output = output
         // First: the receipts below say the application has them.
-        if !output.delivered.isEmpty { session.handOver(&output, to: take) }
+        if !output.delivered.isEmpty { session.handOver(&output) { take($0, allowance: $1) } }
         var controlFrames = output.controlFrames
         if let allocator = datagramAllocator, !output.datagrams.isEmpty {
             let sealed = output.datagrams.compactMap { session.seal($0, allocator: allocator) }

@@ -15,6 +15,9 @@ struct RoomPosts {
     var members: [String: [String]] = [:]
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
+    /// Whether the application takes a post now (false: `simp listen --count` has its
+    /// messages); a post not handed over stays held, undecrypted, for the next process.
+    var mayDeliverLate: () -> Bool = { true }
 }
 
 /// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §15): a post is encrypted once
@@ -89,8 +92,10 @@ extension EndToEnd {
 
     /// A room copy decrypted; nil for a post decrypted before, one held until its author's
     /// sender key arrives (it is then handed over by `rooms.deliverLate`), or one that cannot
-    /// be decrypted (the user is told).
-    func openPost(_ message: SIMPMessage) -> SIMPMessage? {
+    /// be decrypted (the user is told). A held post is kept in the device's store with the
+    /// time it arrived (`arrivedAt`, now unless it was held before) until it is handed over or
+    /// given up.
+    func openPost(_ message: SIMPMessage, arrivedAt: UInt64? = nil) -> SIMPMessage? {
         let now = UInt64(WallClock.millisecondsSinceEpoch())
         giveUpWaitingPosts(now: now)
         do {
@@ -100,8 +105,9 @@ extension EndToEnd {
         } catch E2EError.duplicate {
             return nil
         } catch E2EError.noSession {
-            rooms.held.append((message, now))
+            rooms.held.append((message, arrivedAt ?? now))
             if rooms.held.count > RoomPosts.maxHeld { giveUp(rooms.held.removeFirst().message, reason: "too many posts wait for sender keys") }
+            saveHeldPosts()
             return nil
         } catch {
             logger.warning(
@@ -118,9 +124,12 @@ extension EndToEnd {
             let device = try E2EEnvelope(encoded: message.e2ePayload).senderDevice
             let room = try messenger.acceptSenderKey(plaintext, from: message.fromUser, device: device, using: &random)
             let isWaiting = { (post: SIMPMessage) in post.fromUser == "#" + room && post.author == message.fromUser }
-            let waiting = rooms.held.filter { isWaiting($0.message) }.map(\.message).sorted { $0.seq < $1.seq }
+            let waiting = rooms.held.filter { isWaiting($0.message) }.sorted { $0.message.seq < $1.message.seq }
             rooms.held.removeAll { isWaiting($0.message) }
-            for post in waiting { openPost(post).map(rooms.deliverLate) }
+            // Out of the store once handed over: a process that ends before finds them there
+            // again, with their key (`resumeHeldPosts`).
+            for post in waiting { handOverHeld(post) }
+            if !waiting.isEmpty { saveHeldPosts() }
         } catch {
             logger.warning("ignoring a sender key", metadata: ["from": "\(message.fromUser)", "error": "\(error)"])
         }
@@ -133,6 +142,40 @@ extension EndToEnd {
         guard !expired.isEmpty else { return }
         rooms.held.removeAll { isExpired($0.since) }
         for post in expired { giveUp(post.message, reason: "its author's sender key did not arrive") }
+        saveHeldPosts()
+    }
+
+    /// The posts an earlier process of this device held when it ended: each is handed over
+    /// when its key is here by now, else waits again (its 60 s counted from when it arrived),
+    /// and the user is told of those that waited longer. Call once `onNotice` and
+    /// `rooms.deliverLate` are set.
+    func resumeHeldPosts() {
+        let saved: [(message: SIMPMessage, since: UInt64)]
+        do {
+            saved = try store.load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
+        } catch {
+            return logger.error("cannot read the room posts held by an earlier run; they are lost", metadata: ["error": "\(error)"])
+        }
+        rooms.held = []
+        for post in saved { handOverHeld(post) }
+        giveUpWaitingPosts(now: UInt64(WallClock.millisecondsSinceEpoch()))
+        saveHeldPosts() // those handed over are out
+    }
+
+    /// A held post decrypted and handed over when the application takes it now (else held
+    /// again, as it is), or held again when its key is still missing.
+    private func handOverHeld(_ post: (message: SIMPMessage, since: UInt64)) {
+        guard rooms.mayDeliverLate() else { return rooms.held.append(post) }
+        openPost(post.message, arrivedAt: post.since).map(rooms.deliverLate)
+    }
+
+    /// Replaces the held posts in the device's store with `rooms.held`.
+    private func saveHeldPosts() {
+        do {
+            try store.save(RoomPosts.storeName, SecretBytes(RoomPosts.encoded(rooms.held)))
+        } catch {
+            logger.warning("cannot keep the held room posts: a restart before their keys arrive loses them", metadata: ["error": "\(error)"])
+        }
     }
 
     private func giveUp(_ post: SIMPMessage, reason: String) {

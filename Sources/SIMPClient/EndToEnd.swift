@@ -90,7 +90,8 @@ final class EndToEnd: @unchecked Sendable {
     var recoveryStarts: [String: NIODeadline] = [:]
     var resendAsks: [String: EventLoopFuture<Void>] = [:]
 
-    /// Where this device's keys, sessions and what it knows of its peers are kept.
+    /// Where this device's keys, sessions and what it knows of its peers are kept; the held
+    /// room posts are kept there too.
     let store: E2EStateStore
 
     /// Opens `device`'s state in `store`, by default files under `settings.home`.

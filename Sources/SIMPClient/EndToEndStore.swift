@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import SIMPCore
 import SIMPE2E
 
 #if canImport(Glibc)
@@ -88,5 +90,45 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         case UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
         default: false
         }
+    }
+}
+
+/// The room posts waiting for their author's sender key (docs/E2E.md §15.3), kept in the
+/// device's store under `held` so that a process that ends first does not lose them.
+/// Version 1: `0x01 ‖ u16 n ‖ n × (u64 arrival, ms since the epoch ‖ u32 length ‖ the post as
+/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §15.4).
+extension RoomPosts {
+    /// The name of the entry in the device's store.
+    static let storeName = "held"
+
+    static func encoded(_ held: [(message: SIMPMessage, since: UInt64)]) -> [UInt8] {
+        var bytes: [UInt8] = [1] + bigEndian(UInt64(held.count), width: 2)
+        for (message, since) in held {
+            let post = Array(buffer: MessageCodec.encode(message))
+            bytes += bigEndian(since, width: 8) + bigEndian(UInt64(post.count), width: 4) + post
+        }
+        return bytes
+    }
+
+    static func decoded(_ bytes: [UInt8]) throws -> [(message: SIMPMessage, since: UInt64)] {
+        var rest = bytes[...]
+        func take(_ count: Int) throws -> ArraySlice<UInt8> {
+            guard rest.count >= count else { throw E2EError.malformed("held posts: \(count) bytes needed, \(rest.count) left") }
+            defer { rest = rest.dropFirst(count) }
+            return rest.prefix(count)
+        }
+        func number(_ width: Int) throws -> UInt64 { try take(width).reduce(0) { $0 << 8 | UInt64($1) } }
+        guard try take(1).first == 1 else { throw E2EError.malformed("held posts: unknown version") }
+        let posts = try (0..<number(2)).map { _ in
+            let since = try number(8)
+            let post = try take(Int(number(4)))
+            return (message: try post.withUnsafeBytes { try MessageCodec.decode($0) }, since: since)
+        }
+        guard rest.isEmpty else { throw E2EError.malformed("held posts: \(rest.count) unexpected bytes at the end") }
+        return posts
+    }
+
+    private static func bigEndian(_ value: UInt64, width: Int) -> [UInt8] {
+        stride(from: (width - 1) * 8, through: 0, by: -8).map { UInt8(truncatingIfNeeded: value >> UInt64($0)) }
     }
 }

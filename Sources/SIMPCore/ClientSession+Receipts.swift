@@ -58,16 +58,30 @@ extension ClientSession {
     /// (`stopTakingMessages`), and the receipts of the messages it did not hand over are
     /// withdrawn (`withdrawReceipts`).
     public mutating func handOver(_ output: inout Output, to take: (SIMPMessage) -> Bool) {
+        handOver(&output) { message, _ in take(message) ? 1 : 0 }
+    }
+
+    /// `handOver` where `take` is also told how many more new messages the application may
+    /// take (`allowance`, nil without a `deliveryLimit`), and says how many it took with each:
+    /// 0, 1, or more when the message let the shell hand over others that waited for it (room
+    /// posts waiting for the sender key it carries, docs/E2E.md §15.3), each counted once.
+    public mutating func handOver(_ output: inout Output, to take: (_ message: SIMPMessage, _ allowance: Int?) -> Int) {
         var notTaken: [SIMPMessage] = []
         for message in output.delivered {
             guard takesMessages else {
                 notTaken.append(message)
                 continue
             }
-            if take(message) { messagesTaken += 1 }
-            if let limit = configuration.deliveryLimit, messagesTaken >= limit { stopTakingMessages() }
+            countTaken(take(message, configuration.deliveryLimit.map { $0 - messagesTaken }))
         }
         withdrawReceipts(of: notTaken, from: &output)
+    }
+
+    /// The application took `count` new messages outside `handOver` (room posts an earlier
+    /// process held, handed over at start: docs/E2E.md §15.3): counted against the limit.
+    public mutating func countTaken(_ count: Int) {
+        messagesTaken += count
+        if let limit = configuration.deliveryLimit, messagesTaken >= limit { stopTakingMessages() }
     }
 
     /// The application did not take `messages`, handed over in `output.delivered` after it

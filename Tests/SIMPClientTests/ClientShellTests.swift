@@ -46,9 +46,9 @@ private final class RecordingShell: ClientShell {
     var events: [String] = []
     var takes = true
 
-    func take(_ message: SIMPMessage) -> Bool {
+    func take(_ message: SIMPMessage, allowance: Int?) -> Int {
         events.append("take \(message.messageId)")
-        return takes
+        return takes ? 1 : 0
     }
     func sendDatagrams(_ datagrams: [ByteBuffer]) { events.append("datagrams \(datagrams.count)") }
     func writeControl(_ frames: [SIMPMessage]) { events += frames.map { "control \($0.kind) \($0.messageId)" } }

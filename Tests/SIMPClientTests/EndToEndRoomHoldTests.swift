@@ -58,4 +58,46 @@ final class EndToEndRoomHoldTests: XCTestCase {
         guard case .undecryptable(user: "alice", _, _)? = notices.first else { return XCTFail("\(notices)") }
         XCTAssertTrue(bob.rooms.held.isEmpty, "a post that fails to verify is not held")
     }
+
+    /// Posts an earlier process held are reloaded from the device's store: one still within its
+    /// 60 s waits again (and is handed over when its key comes), one that waited longer is
+    /// reported at load; the store keeps only what still waits.
+    func testHeldPostsAreReloadedAtStartAndThoseWaitingTooLongAreReported() throws {
+        let logger = Logger(label: "test")
+        let store = EndToEndFileStore(home: home, user: "bob", device: "laptop")
+        let now = UInt64(WallClock.millisecondsSinceEpoch())
+        var waiting = SIMPMessage(kind: .text, messageId: 1, fromUser: "#ops", toUser: "bob").sealedEndToEnd([1, 3, 0, 0, 0, 1])
+        (waiting.author, waiting.room, waiting.seq) = ("alice", "ops", 1)
+        var expired = waiting
+        (expired.messageId, expired.seq) = (2, 2)
+        try store.save(RoomPosts.storeName, SecretBytes(RoomPosts.encoded([(expired, now - RoomPosts.maxWaitMilliseconds - 1_000), (waiting, now)])))
+
+        let bob = try EndToEnd(settings: EndToEndSettings(home: home), user: "bob", device: "laptop", logger: logger)
+        var notices: [EndToEndNotice] = []
+        bob.onNotice = { notices.append($0) }
+        bob.resumeHeldPosts()
+        XCTAssertEqual(bob.rooms.held.map(\.message.messageId), [1])
+        XCTAssertEqual(notices.count, 1)
+        guard case .undecryptable(user: "alice", messageId: 2, _)? = notices.first else { return XCTFail("\(notices)") }
+        let kept = try store.load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
+        XCTAssertEqual(kept.map(\.message.messageId), [1])
+        XCTAssertEqual(kept.map(\.since), [now])
+        XCTAssertEqual(kept.first?.message, waiting, "kept as received")
+    }
+
+    /// The `held` entry (docs/E2E.md §15.4) round-trips, and a damaged one is refused rather
+    /// than read as other posts: truncated, with bytes left over, or of another version.
+    func testTheHeldEntryRoundTripsAndADamagedOneIsRefused() throws {
+        var post = SIMPMessage(kind: .text, messageId: 9, fromUser: "#ops", toUser: "bob").sealedEndToEnd([1, 3, 7])
+        (post.author, post.room, post.seq) = ("alice", "ops", 4)
+        let bytes = RoomPosts.encoded([(post, 1_700_000_000_000)])
+        XCTAssertEqual(Array(bytes.prefix(11)), [1, 0, 1, 0, 0, 0x01, 0x8B, 0xCF, 0xE5, 0x68, 0x00])
+        let decoded = try RoomPosts.decoded(bytes)
+        XCTAssertEqual(decoded.map(\.message), [post])
+        XCTAssertEqual(decoded.map(\.since), [1_700_000_000_000])
+        XCTAssertEqual(try RoomPosts.decoded(RoomPosts.encoded([])).count, 0)
+        for damaged in [Array(bytes.dropLast()), bytes + [0], [2] + bytes.dropFirst()] {
+            XCTAssertThrowsError(try RoomPosts.decoded(damaged))
+        }
+    }
 }

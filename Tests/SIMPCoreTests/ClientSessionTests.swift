@@ -270,6 +270,29 @@ final class ClientSessionReceiptTests: XCTestCase {
         XCTAssertFalse(client.takesMessages)
     }
 
+    /// A message that lets the shell hand over others that waited for it (a sender key and its
+    /// held room posts) counts each of them once: the limit is reached, and what follows is not
+    /// taken. `take` is told what is left of the limit.
+    func testMessagesHandedOverWithAnotherCountOnceAgainstTheDeliveryLimit() {
+        var configuration = ClientSession.Configuration(user: "alice", firstMessageId: 100)
+        configuration.deliveryLimit = 3
+        var client = ClientSession(configuration: configuration)
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramReceived(message(3), arrivedAt: t0, now: t0)
+        _ = client.datagramReceived(message(2), arrivedAt: t0, now: t0)
+        var output = client.datagramReceived(message(1), arrivedAt: t0, now: t0)
+        XCTAssertEqual(output.delivered.map(\.content), ["1", "2", "3"])
+        var allowances: [Int?] = []
+        client.handOver(&output) { message, allowance in
+            allowances.append(allowance)
+            return message.content == "2" ? 2 : 1 // "2" let one waiting message through
+        }
+        XCTAssertEqual(allowances, [3, 2], "seq 3 is not offered: the limit is reached")
+        XCTAssertEqual(client.messagesTaken, 3)
+        XCTAssertFalse(client.takesMessages)
+        XCTAssertEqual(output.controlFrames.filter { $0.kind == .receipt }.map(\.messageId), [51, 52], "no receipt for seq 3: it comes again")
+    }
+
     func testReceiptsNotConfirmedByAPongAreSentAgainAfterAReconnect() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
