@@ -176,7 +176,10 @@ public struct ClientSession: Sendable {
         return [
             sender.nextDeadline, receiver.nextDeadline, registration?.heartbeat.nextDeadline, registration?.nextKeepalive,
             registration?.nextHello?.due, batcher.nextDeadline, registration?.receiptConfirmPing,
-            receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil, paths?.nextDeadline,
+            receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil,
+            // The path is polled only while registered (`pollDatagramPath`); what it noted while the
+            // control connection was down waits for the next login.
+            registration == nil ? nil : paths?.nextDeadline,
         ]
         .compactMap { $0 }.min()
     }

@@ -139,6 +139,25 @@ final class DatagramPathTests: XCTestCase {
             "0.5 s of silence starts the round; 1 s without an answer ends it")
     }
 
+    /// A datagram can still come over UDP while the control connection is down (the session's
+    /// keys outlive it). The path waits for the next login then: nothing it would do may be due,
+    /// or the engine, which polls at `nextDeadline`, polls again at once, forever (simp-lab
+    /// `relay-restart` seed 7 spun so).
+    func testADatagramArrivingWhileTheControlConnectionIsDownMakesNothingDueThatPollLeaves() {
+        var client = session()
+        _ = client.registered(keys: keys, now: t0)
+        _ = client.datagramArrived(answer(), arrivedAt: t0, now: t0)
+        _ = client.controlLost(mayReconnect: false, random: 0)
+        var text = SIMPMessage(kind: .text, messageId: 7, fromUser: "bob", toUser: "alice", content: "late")
+        text.attempt = 1
+        let arrival = t0 + .seconds(1)
+        _ = client.datagramArrived(relay.seal(text), arrivedAt: arrival, now: arrival)
+
+        let polled = arrival + .seconds(1)
+        _ = client.poll(now: polled)
+        if let due = client.nextDeadline { XCTAssertGreaterThan(due, polled, "a deadline that poll does not move is polled again at once") }
+    }
+
     func testASentMessageWithNothingComingBackOverUDPStartsAProbeRound() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
