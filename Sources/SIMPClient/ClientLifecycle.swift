@@ -53,6 +53,25 @@ struct ClosedEngine: EngineReadings, Sendable {
     }
 }
 
+extension ClientEngine {
+    /// Runs `work` on the engine's loop and answers `waiter` with its future's outcome. Call
+    /// it under the lifecycle's lock while the loop runs: the wait is registered on the loop in
+    /// the same task as the work, so it is in place before `close()` can let the loop stop.
+    /// (Awaiting the future after the lock, `future.get()`, asked the loop for the callback
+    /// later: a `close()` that finished in between left that request on a stopped loop, which
+    /// NIO drops with "Cannot schedule tasks on an EventLoop that has already shut down", and
+    /// the caller waiting forever.)
+    fileprivate func run<T: Sendable>(
+        _ work: @escaping @Sendable () throws -> EventLoopFuture<T>, answering waiter: CheckedContinuation<T, Error>
+    ) {
+        eventLoop.execute { [eventLoop] in
+            let future: EventLoopFuture<T>
+            do { future = try work() } catch { future = eventLoop.makeFailedFuture(error) }
+            future.whenComplete { waiter.resume(with: $0) }
+        }
+    }
+}
+
 extension SIMPClient {
     /// Runs `work` with the engine on its event loop and waits for the future it returns.
     /// Throws `SIMPClientError.closed` once `close()` has begun: the work is submitted under
@@ -60,13 +79,16 @@ extension SIMPClient {
     /// (and runs: NIO runs every task queued before a shutdown) or is refused.
     func onEngine<T: Sendable>(_ work: @escaping @Sendable (ClientEngine) throws -> EventLoopFuture<T>) async throws -> T {
         let engine = self.engine
-        let future = try lifecycle.withLockedValue { state in
-            guard case .open = state else { throw SIMPClientError.closed }
-            return engine.eventLoop.flatSubmit {
-                do { return try work(engine) } catch { return engine.eventLoop.makeFailedFuture(error) }
+        return try await withCheckedThrowingContinuation { waiter in
+            do {
+                try lifecycle.withLockedValue { state in
+                    guard case .open = state else { throw SIMPClientError.closed }
+                    engine.run({ try work(engine) }, answering: waiter)
+                }
+            } catch {
+                waiter.resume(throwing: error)
             }
         }
-        return try await future.get()
     }
 
     /// `onEngine` for work that answers at once.
@@ -79,12 +101,12 @@ extension SIMPClient {
     /// at the end, so it never waits on a loop that stopped.
     func reading<T: Sendable>(_ answer: @escaping @Sendable (any EngineReadings) -> T) async throws -> T {
         let engine = self.engine
-        let (final, future): (T?, EventLoopFuture<T>?) = lifecycle.withLockedValue { state in
-            if case .closed(let last) = state { return (answer(last), nil) }
-            return (nil, engine.eventLoop.submit { answer(engine) })
+        return try await withCheckedThrowingContinuation { waiter in
+            lifecycle.withLockedValue { state in
+                if case .closed(let last) = state { return waiter.resume(returning: answer(last)) }
+                engine.run({ engine.eventLoop.makeSucceededFuture(answer(engine)) }, answering: waiter)
+            }
         }
-        if let final { return final }
-        return try await future!.get()
     }
 
     /// The end of `close()`, on the engine's loop after the goodbye: callers still waiting get
