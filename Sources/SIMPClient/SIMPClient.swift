@@ -186,6 +186,8 @@ public final class SIMPClient: @unchecked Sendable {
     /// Sends a content message and returns its id at once; the future completes with the outcome.
     /// The future is of the client's event loop, which stops at `close()`: wait on it (or add its
     /// callbacks) before closing; `close()` then completes it (`.connectionLost` if still open).
+    /// Waiting that starts after `close()` never ends, even on a future already complete: NIO
+    /// hands a callback added off the loop to the loop, which no longer runs.
     public func submit(_ message: SIMPMessage) async throws -> (messageId: UInt64, result: EventLoopFuture<SendResult>) {
         precondition(message.kind.isContent, "only TEXT, IMAGE and AUDIO are sent as messages")
         // Encrypted once, here: retransmissions (and the outbox) carry the same ciphertext. A
