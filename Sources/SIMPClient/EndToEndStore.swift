@@ -57,10 +57,13 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         guard descriptor >= 0 else { throw DeviceError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
         var status = stat()
         let inode = fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : 0
-        let contents = [Self.inodeMark] + (0..<8).map { UInt8(truncatingIfNeeded: inode >> (56 - 8 * UInt64($0))) } + bytes.bytes
-        let written = contents.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        var contents = ByteWriter()
+        contents.u8(Self.inodeMark)
+        contents.u64(inode)
+        contents.raw(bytes.bytes)
+        let written = contents.bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         close(descriptor)
-        guard written == contents.count, rename(temporary, url.path) == 0 else {
+        guard written == contents.bytes.count, rename(temporary, url.path) == 0 else {
             throw DeviceError("cannot write \(url.path): \(String(cString: strerror(errno)))")
         }
     }
@@ -102,33 +105,27 @@ extension RoomPosts {
     static let storeName = "held"
 
     static func encoded(_ held: [(message: SIMPMessage, since: UInt64)]) -> [UInt8] {
-        var bytes: [UInt8] = [1] + bigEndian(UInt64(held.count), width: 2)
+        var writer = ByteWriter()
+        writer.u8(1)
+        writer.u16(UInt16(held.count))
         for (message, since) in held {
             let post = Array(buffer: MessageCodec.encode(message))
-            bytes += bigEndian(since, width: 8) + bigEndian(UInt64(post.count), width: 4) + post
+            writer.u64(since)
+            writer.u32(UInt32(post.count))
+            writer.raw(post)
         }
-        return bytes
+        return writer.bytes
     }
 
     static func decoded(_ bytes: [UInt8]) throws -> [(message: SIMPMessage, since: UInt64)] {
-        var rest = bytes[...]
-        func take(_ count: Int) throws -> ArraySlice<UInt8> {
-            guard rest.count >= count else { throw E2EError.malformed("held posts: \(count) bytes needed, \(rest.count) left") }
-            defer { rest = rest.dropFirst(count) }
-            return rest.prefix(count)
-        }
-        func number(_ width: Int) throws -> UInt64 { try take(width).reduce(0) { $0 << 8 | UInt64($1) } }
-        guard try take(1).first == 1 else { throw E2EError.malformed("held posts: unknown version") }
-        let posts = try (0..<number(2)).map { _ in
-            let since = try number(8)
-            let post = try take(Int(number(4)))
+        var reader = ByteReader(bytes, reading: "held posts")
+        try reader.expectVersion(1)
+        let posts = try (0..<reader.u16()).map { _ in
+            let since = try reader.u64()
+            let post = try reader.raw(Int(reader.u32()))
             return (message: try post.withUnsafeBytes { try MessageCodec.decode($0) }, since: since)
         }
-        guard rest.isEmpty else { throw E2EError.malformed("held posts: \(rest.count) unexpected bytes at the end") }
+        try reader.expectEnd()
         return posts
-    }
-
-    private static func bigEndian(_ value: UInt64, width: Int) -> [UInt8] {
-        stride(from: (width - 1) * 8, through: 0, by: -8).map { UInt8(truncatingIfNeeded: value >> UInt64($0)) }
     }
 }
