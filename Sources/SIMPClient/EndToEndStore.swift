@@ -30,24 +30,23 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     static let inodeMark: UInt8 = 0xF1
 
     public func load(_ name: String) throws -> [UInt8]? {
-        try read(name).map { $0.inode == nil ? $0.bytes : Array($0.bytes.dropFirst(9)) }
+        try read(name).map { $0.first == Self.inodeMark ? Array($0.dropFirst(9)) : $0 }
     }
 
     /// Whether the file of `name` is not the one this store wrote: its recorded inode is not its own.
     public func isCopy(_ name: String) throws -> Bool {
-        guard let (bytes, actual) = try read(name), bytes.count >= 9, bytes[0] == Self.inodeMark else { return false }
+        guard let bytes = try read(name), bytes.count >= 9, bytes[0] == Self.inodeMark else { return false }
         let recorded = bytes[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return recorded != actual
+        var status = stat()
+        return stat(file(name).path, &status) != 0 || recorded != UInt64(status.st_ino)
     }
 
-    /// The file's bytes and its inode number (nil when unreadable).
-    private func read(_ name: String) throws -> (bytes: [UInt8], inode: UInt64?)? {
+    /// The file's bytes (nil when there is none). Only `isCopy` asks for its inode: `load` runs
+    /// for every message sent or received.
+    private func read(_ name: String) throws -> [UInt8]? {
         let url = file(name)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        let bytes = Array(try Data(contentsOf: url))
-        var status = stat()
-        let inode = stat(url.path, &status) == 0 ? UInt64(status.st_ino) : nil
-        return (bytes, bytes.first == Self.inodeMark ? inode : nil)
+        return Array(try Data(contentsOf: url))
     }
 
     public func save(_ name: String, _ bytes: SecretBytes) throws {
