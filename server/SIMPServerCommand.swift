@@ -44,8 +44,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
             Every option can also come from a TOML file (--config FILE: keys named like the \
             options, `port = 7600`, `no-login = true`) or from the environment (SIMP_ and the \
-            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_NO_LOGIN=true). Typed options override \
-            the environment, which overrides the file.
+            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_TLS_CERT, SIMP_NO_LOGIN=true). Typed options \
+            override the environment, which overrides the file; `simp-server --print-config` shows \
+            the result.
             """,
         version: SIMPVersion.current,
         subcommands: [Serve.self, UserCommand.self, SessionsCommand.self],
@@ -94,6 +95,15 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("TOML file with settings (keys named like these options).", valueName: "file"))
     var config: String?
+
+    @Flag(
+        name: .customLong("print-config"),
+        help: ArgumentHelp(
+            "Print the settings in effect as a config file and exit, without starting.",
+            discussion:
+                "They come from the typed options, then the SIMP_* environment, then --config FILE, then the defaults; each is checked as a start would check it."
+        ))
+    var printConfig = false
 
     @Option(help: "Address to listen on (TCP and UDP).")
     var host = "127.0.0.1"
