@@ -131,7 +131,13 @@ struct Serve: AsyncParsableCommand {
     )
     var redis = "redis://127.0.0.1:6379"
 
-    @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
+    @Option(
+        name: .customLong("relay-id"),
+        help: ArgumentHelp(
+            "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: relay-<random hex>, new at each start.",
+            discussion:
+                "Give one that stays the same across restarts (the systemd unit in dist/ gives the host name): a restarted relay then takes over its own registrations at once."
+        ))
     var relayId: String?
 
     @Option(
