@@ -324,6 +324,12 @@ struct Serve: AsyncParsableCommand {
             let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
             printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")
             throw ExitCode.failure
+        } catch let error as RelayStartError where error.unreachableRedis != nil {
+            let (address, cause) = error.unreachableRedis!
+            printError(
+                "simp-server: cannot reach Redis at \(address): \(SocketErrorText.reason(cause)). "
+                    + "Not started (exit status 1): start Redis, or pass --redis.")
+            throw ExitCode.failure
         } catch {
             printError("simp-server: \(error)")
             throw ExitCode.failure
