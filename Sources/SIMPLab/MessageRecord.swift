@@ -88,6 +88,14 @@ public struct TimedCount: Codable, Equatable, Sendable {
     public var count: Int
 }
 
+/// A client's datagrams moved between UDP and its control connection (PROTOCOL §5.5).
+public struct PathChange: Codable, Equatable, Sendable {
+    /// Milliseconds since the workload started.
+    public var atMs: Double
+    /// To the control connection (UDP does not get through), or back to UDP.
+    public var toControl: Bool
+}
+
 /// Everything one run produced: the report, each message's fate and the retransmissions over
 /// time (what `--messages` and `--plot` draw on).
 public struct LabRun: Sendable {
@@ -95,6 +103,8 @@ public struct LabRun: Sendable {
     public var report: ScenarioReport
     public var messages: [MessageRecord]
     public var retransmissions: [TimedCount]
+    /// When clients' datagrams moved between UDP and the control connection, in time order.
+    public var pathChanges: [PathChange] = []
     /// How finely `retransmissions` is timed, in ms: 0 when each one is recorded as it
     /// happens (sim), the sampling interval in real mode.
     public var timelineResolutionMs = 0.0

@@ -53,6 +53,8 @@ public struct RunRecorder: Sendable {
     private var recordIndex: [UInt64: Int] = [:]
     /// Retransmissions over time (ms since the workload start, how many).
     public private(set) var retransmissions: [TimedCount] = []
+    /// Moves of clients' datagrams between UDP and the control connection, as they were seen.
+    public private(set) var pathChanges: [PathChange] = []
 
     public init() {}
 
@@ -145,6 +147,11 @@ public struct RunRecorder: Sendable {
         retransmissions.append(TimedCount(atMs: Self.ms(time), count: count))
     }
 
+    /// A client's datagrams moved to the control connection (`toControl`) or back to UDP at `time`.
+    public mutating func pathChanged(toControl: Bool, at time: TimeAmount) {
+        pathChanges.append(PathChange(atMs: Self.ms(time), toControl: toControl))
+    }
+
     /// Whether message `id` has its outcome (receipted or failed).
     public func isResolved(_ id: UInt64) -> Bool { recordIndex[id].map { messages[$0].fate != .unresolved } ?? false }
 
@@ -206,7 +213,9 @@ public struct RunRecorder: Sendable {
         let report = report(
             scenario: scenario, mode: mode, seed: seed, counters: counters, duration: duration, ended: ended,
             endedAt: endedAt)
-        return LabRun(scenario: scenario, report: report, messages: messages, retransmissions: retransmissions)
+        var run = LabRun(scenario: scenario, report: report, messages: messages, retransmissions: retransmissions)
+        run.pathChanges = pathChanges.sorted { $0.atMs < $1.atMs }
+        return run
     }
 }
 

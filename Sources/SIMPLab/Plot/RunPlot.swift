@@ -9,6 +9,8 @@ public enum LabPlot {
     static let failedColour = "#d62728"
     static let faultColour = "#8e44ad"
     static let blackoutColour = "#7f7f7f"
+    static let udpBlockedColour = "#bcbd22"
+    static let pathColour = "#17becf"
 
     /// The SVG of one run.
     public static func run(_ run: LabRun) -> String {
@@ -147,6 +149,7 @@ public enum LabPlot {
         ends += run.scenario.devices.flatMap(\.offline).map { $0.atMs + $0.forMs }
         ends += run.scenario.faults.map { $0.atMs + ($0.forMs ?? 0) }
         ends += blackouts(of: run.scenario).map { $0.window.atMs + $0.window.forMs }
+        ends += run.pathChanges.map(\.atMs)
         ends += run.retransmissions.map(\.atMs)
         return ChartScale.fitting([max(1, ends.max() ?? 1) / 1000], pixels: (0, 0))
     }
@@ -189,12 +192,10 @@ public enum LabPlot {
             canvas.line(x1: cx - 3, y1: cy + 3, x2: cx + 3, y2: cy - 3, stroke: failedColour, width: 1.5)
         }
         canvas.close()
-        impairments(run.scenario, on: &canvas, frame: frame, x: x)
+        impairments(run, on: &canvas, frame: frame, x: x)
         legend(
-            [
-                ("receipted message", latencyColour), ("failed / no outcome (× in the top strip)", failedColour),
-                ("blackout", blackoutColour), ("fault", faultColour),
-            ], on: &canvas, x: frame.left, y: frame.bottom + 52)
+            [("receipted message", latencyColour), ("failed / no outcome (× in the top strip)", failedColour)]
+                + impairmentLegend(run), on: &canvas, x: frame.left, y: frame.bottom + 52)
         canvas.close()
     }
 
@@ -220,55 +221,11 @@ public enum LabPlot {
                 fill: retransmitColour)
         }
         canvas.close()
-        impairments(run.scenario, on: &canvas, frame: frame, x: x)
+        impairments(run, on: &canvas, frame: frame, x: x)
         if total == 0 {
             canvas.text("no retransmissions", x: frame.left + frame.width / 2, y: frame.top + frame.height / 2, anchor: "middle", fill: "#555")
         }
         canvas.close()
-    }
-
-    // MARK: Impairments
-
-    /// The blackout windows of a scenario's links, each with the links it covers.
-    static func blackouts(of scenario: Scenario) -> [(window: LinkConditions.Blackout, links: [String])] {
-        let directions = [
-            ("senders up", scenario.senderAccess.up), ("senders down", scenario.senderAccess.down),
-            ("receivers up", scenario.receiverAccess.up), ("receivers down", scenario.receiverAccess.down),
-        ]
-        var windows: [(window: LinkConditions.Blackout, links: [String])] = []
-        for (name, link) in directions {
-            for blackout in link.blackouts {
-                if let index = windows.firstIndex(where: { $0.window == blackout }) {
-                    windows[index].links.append(name)
-                } else {
-                    windows.append((blackout, [name]))
-                }
-            }
-        }
-        return windows
-    }
-
-    private static func impairments(_ scenario: Scenario, on canvas: inout SVGCanvas, frame: ChartFrame, x: ChartScale) {
-        for (window, links) in blackouts(of: scenario) {
-            let left = x(window.atMs / 1000), right = x((window.atMs + window.forMs) / 1000)
-            canvas.open("class=\"impairment\" data-kind=\"blackout\"")
-            canvas.rect(x: left, y: frame.top, width: max(1, right - left), height: frame.height, fill: blackoutColour, opacity: 0.22)
-            let what = links.count == 4 ? "all links" : links.joined(separator: ", ")
-            canvas.text("blackout: \(what)", x: left + 3, y: frame.bottom - 6, size: 10, fill: "#444")
-            canvas.close()
-        }
-        for (index, fault) in scenario.faults.enumerated() {
-            let at = x(fault.atMs / 1000)
-            canvas.open("class=\"fault\" data-kind=\"\(fault.kind.rawValue)\"")
-            if let forMs = fault.forMs, forMs > 0, fault.kind == .restartRelay || fault.kind == .restartRedis {
-                canvas.rect(
-                    x: at, y: frame.top, width: max(1, x((fault.atMs + forMs) / 1000) - at), height: frame.height,
-                    fill: faultColour, opacity: 0.12)
-            }
-            canvas.line(x1: at, y1: frame.top, x2: at, y2: frame.bottom, stroke: faultColour, width: 1.5, dash: "5,3")
-            canvas.text(fault.kind.rawValue, x: at + 3, y: frame.top + 26 + Double(index % 3) * 12, size: 10, fill: faultColour)
-            canvas.close()
-        }
     }
 
     static func legend(_ entries: [(String, String)], on canvas: inout SVGCanvas, x: Double, y: Double) {

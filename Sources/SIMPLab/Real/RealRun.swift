@@ -187,7 +187,13 @@ final class RealWorld: @unchecked Sendable {
                 if case .undecryptable = notice { recorder.withLockedValue { $0.decryptionFailed() } }
             }
         }
-        inboxes.withLockedValue { $0.append(notices) }
+        let paths = Task { [recorder, workloadStart] in
+            for await path in client.datagramPaths {
+                let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }
+                recorder.withLockedValue { $0.pathChanged(toControl: path == .control, at: at) }
+            }
+        }
+        inboxes.withLockedValue { $0 += [notices, paths] }
         return Task { [recorder, lastProgress, workloadStart] in
             for await message in client.messages {
                 let at = NIODeadline.now() - workloadStart.withLockedValue { $0 }

@@ -104,7 +104,10 @@ final class SimClient {
         let engine = ClientEngine(configuration: configuration, eventLoop: loop, environment: environment)
         engine.onMessage = { [unowned self] in take($0) }
         engine.onNotice = { [unowned self] in noticeArrived($0) }
-        engine.onOutput = { [unowned self] _ in outputReported() }
+        engine.onOutput = { [unowned self] output in
+            if let path = output.pathChanged { world.recorder.pathChanged(toControl: path == .control, at: world.elapsed) }
+            outputReported()
+        }
         engine.onStateChange = { [unowned self] state in
             guard case .connected = state else { return }
             registered()
