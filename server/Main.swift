@@ -14,6 +14,8 @@ enum SIMPServerMain {
             "host", "port", "udp-port", "redis", "relay-id", "registration-ttl", "max-frame-size", "max-datagram-size",
             "ping-interval", "ping-misses", "log-level", "log-format", "metrics-port", "drain-timeout", "message-rate", "connection-rate",
             "max-connections-per-host", "login-rate", "inbox-max-messages", "inbox-ttl", "threads",
+            "login-timeout", "max-unauthenticated-per-host", "max-unauthenticated", "max-requests-in-flight", "request-rate",
+            "prekey-claim-rate",
         ] { keys[name] = .value }
         keys["no-login"] = .flag(ifTrue: "--no-login", ifFalse: nil)
         return keys
