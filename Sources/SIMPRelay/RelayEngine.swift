@@ -39,6 +39,8 @@ package final class RelayEngine {
     /// encoder. Looked up once per connection; one table of 16-byte entries per connection (a
     /// second one of `Channel` existentials cost ~90 B per session at 18,000).
     private var frameWriters: [ConnectionID: ChannelHandlerContext] = [:]
+    /// Connections the core stopped reading (`pauseReading`): too many requests waiting.
+    private var readingPaused: Set<ConnectionID> = []
     private var nextConnection: UInt64 = 1
     package var datagramChannel: Channel?
     /// The datagram handler's context, where forwards are written (set by the handler).
@@ -169,6 +171,7 @@ package final class RelayEngine {
 
     func connectionClosed(_ id: ConnectionID) {
         frameWriters[id] = nil
+        readingPaused.remove(id)
         handle { $0.connectionClosed(id, into: &$1) }
         metrics.sessions.record(core.connectedUsers)
     }
@@ -302,6 +305,12 @@ package final class RelayEngine {
             unflushedControl[ObjectIdentifier(channel)] = channel
         case .close(let id):
             frameWriters[id]?.channel.close(promise: nil)
+        case .pauseReading(let id):
+            readingPaused.insert(id)
+            updateReading(id)
+        case .resumeReading(let id):
+            readingPaused.remove(id)
+            updateReading(id)
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
@@ -314,6 +323,13 @@ package final class RelayEngine {
             drained?.succeed()
             drained = nil
         }
+    }
+
+    /// Reads connection `id` only while the core lets it and its client reads what it is sent
+    /// (its channel is writable): a client that does not read its answers is not read either.
+    func updateReading(_ id: ConnectionID) {
+        guard let channel = frameWriters[id]?.channel else { return }
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: channel.isWritable && !readingPaused.contains(id))
     }
 
     /// Sends `request` to the store; its answer goes back to the core.
