@@ -232,8 +232,8 @@ struct Serve: AsyncParsableCommand {
     )
     var threads = 1
 
-    @OptionGroup(title: "Limits against abuse (docs/OPERATIONS.md §10)")
-    var limitOptions: LimitOptions
+    /// Untitled: `simp-server --help` (serve is the default subcommand) leaves titled groups out.
+    @OptionGroup var limitOptions: LimitOptions
 
     func validate() throws {
         guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }
