@@ -424,7 +424,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// --count` has its messages) stays held for the next process.
     func mayTakeLate() -> Bool { lateAllowance.map { lateTaken < $0 } ?? true }
 
-    /// Hands the application a room post that waited for its sender key (docs/E2E.md §15.3);
+    /// Hands the application a room post that waited for its sender key (docs/E2E.md §14.3);
     /// counted once by the session, with the message that carried the key (`take`) or by
     /// `resumeHeldPosts`.
     func takeLate(_ post: SIMPMessage) {

@@ -20,7 +20,7 @@ struct RoomPosts {
     var mayDeliverLate: () -> Bool = { true }
 }
 
-/// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §15): a post is encrypted once
+/// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §14): a post is encrypted once
 /// with this device's sender key for the room; the key goes to the member devices inside
 /// direct messages, and is made again whenever the member devices change.
 extension EndToEnd {

@@ -63,7 +63,7 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The client's end-to-end shell (docs/E2E.md §11): the keys live in `E2EMessenger` (sans-I/O);
+/// The client's end-to-end shell (docs/PROTOCOL.md §4.8): the keys live in `E2EMessenger` (sans-I/O);
 /// this fetches and publishes bundles over the control connection and keeps the messenger's
 /// state in `$SIMP_HOME`. Confined to the engine's event loop.
 final class EndToEnd: @unchecked Sendable {

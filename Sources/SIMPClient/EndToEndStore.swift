@@ -95,10 +95,10 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 }
 
-/// The room posts waiting for their author's sender key (docs/E2E.md §15.3), kept in the
+/// The room posts waiting for their author's sender key (docs/E2E.md §14.3), kept in the
 /// device's store under `held` so that a process that ends first does not lose them.
 /// Version 1: `0x01 ‖ u16 n ‖ n × (u64 arrival, ms since the epoch ‖ u32 length ‖ the post as
-/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §15.4).
+/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §14.4).
 extension RoomPosts {
     /// The name of the entry in the device's store.
     static let storeName = "held"

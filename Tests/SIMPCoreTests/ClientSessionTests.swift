@@ -88,7 +88,7 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertNil(client.controlLost(mayReconnect: true, random: 0.5).reconnect)
     }
 
-    /// Issue 25 item 13: the core, not the shell, decides when reconnecting stops, from error
+    /// The core, not the shell, decides when reconnecting stops, from error
     /// codes: an operator's SESSION_ENDED logs in again, a refused login stops (as a wrong
     /// password at start does), a newer session of the device (ALREADY_CONNECTED) stops.
     func testARefusedLoginOrATakeOverStopsReconnectingAnEndedSessionDoesNot() {

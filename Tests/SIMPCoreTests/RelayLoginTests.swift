@@ -159,7 +159,7 @@ final class RelayLoginTests: XCTestCase {
         }
     }
 
-    /// Issue 25 item 1's bar: a guesser at another address sends six wrong proofs for alice at
+    /// A guesser at another address sends six wrong proofs for alice at
     /// once, then one every 5 s for 60 s; alice, logging in from her own address half a second
     /// after each, gets in every time, and the guesser is slowed down.
     func testAGuesserElsewhereDoesNotKeepTheOwnerOut() {
