@@ -216,7 +216,8 @@ struct Serve: AsyncParsableCommand {
     )
     var threads = 1
 
-    @OptionGroup(title: "Limits against abuse (docs/OPERATIONS.md §10)")
+    /// Limits against abuse (docs/OPERATIONS.md §10), listed with the other options.
+    @OptionGroup
     var limitOptions: LimitOptions
 
     func validate() throws {
