@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import NIOCore
+import Prometheus
 import SIMPCore
 import SIMPNIO
 
@@ -81,12 +82,19 @@ package final class RelayEngine {
         self.metrics = metrics
     }
 
-    /// An engine for an embedding that keeps no logs or metrics (the test kit, the simulator),
-    /// with `clock` as its time.
-    package convenience init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline) {
-        self.init(
-            core: core, store: store, eventLoop: eventLoop, logger: Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() }),
-            metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: clock)
+    /// An engine for an embedding, with `clock` as its time. It keeps no logs or metrics (the
+    /// test kit, the simulator) unless `instrumented`: then it keeps them as `simp-server` does,
+    /// JSON lines on standard error from level info and the relay's metrics in a Prometheus
+    /// registry of its own (for the instruction-count guard, which measures what production pays).
+    package convenience init(
+        core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline, instrumented: Bool = false
+    ) {
+        let logger =
+            instrumented
+            ? Logger(label: "simp.relay", factory: { JSONLogHandler.standardError(label: $0) })
+            : Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() })
+        let factory: MetricsFactory = instrumented ? RelayPrometheus.factory(registry: PrometheusCollectorRegistry()) : NOOPMetricsHandler.instance
+        self.init(core: core, store: store, eventLoop: eventLoop, logger: logger, metrics: RelayMetrics(factory: factory), clock: clock)
     }
 
     package var statistics: RelayStatistics {
