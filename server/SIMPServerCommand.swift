@@ -232,8 +232,9 @@ struct Serve: AsyncParsableCommand {
     )
     var threads = 1
 
-    /// Untitled: `simp-server --help` (serve is the default subcommand) leaves titled groups out.
-    @OptionGroup var limitOptions: LimitOptions
+    /// Limits against abuse (docs/OPERATIONS.md §10), listed with the other options.
+    @OptionGroup
+    var limitOptions: LimitOptions
 
     func validate() throws {
         guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }

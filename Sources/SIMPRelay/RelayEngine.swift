@@ -445,6 +445,7 @@ extension StoreRequest {
     var name: String {
         switch self {
         case .fetchVerifier: "fetchVerifier"
+        case .recordLogin: "recordLogin"
         case .register: "register"
         case .unregister: "unregister"
         case .moveRoute: "moveRoute"

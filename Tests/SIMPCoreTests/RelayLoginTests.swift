@@ -23,10 +23,12 @@ final class RelayLoginTests: XCTestCase {
     }
 
     /// A wrong proof's answer on `connection`.
-    private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof") -> [RelayAction] {
+    private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof", byName: Bool = true) -> [RelayAction] {
         [
             .reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection),
+            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+            .store(.recordLogin(LoginOutcome(user: user, host: "192.0.2.10", succeeded: false, byName: byName, policy: FailedLogins.Policy()))),
+            .close(connection),
         ]
     }
 
@@ -47,7 +49,7 @@ final class RelayLoginTests: XCTestCase {
             actions = core.control(frame, on: connection, peer: address, now: now)
             for case .store(let request) in actions {
                 switch request {
-                case .fetchVerifier(_, let connection):
+                case .fetchVerifier(_, let connection, _):
                     actions += core.answer(.fetchVerifier(connection: connection, stored, locked: locked), now: now)
                 case .register: actions += core.answer(DevRelay.done(request), now: now)
                 default: break
@@ -91,7 +93,7 @@ final class RelayLoginTests: XCTestCase {
 
         let auth = alice.beginLogin(udpPort: 5000)
         var actions = core.control(auth, on: connection, peer: peer)
-        for case .store(.fetchVerifier(_, let connection)) in actions {
+        for case .store(.fetchVerifier(_, let connection, _)) in actions {
             actions += core.answer(.fetchVerifier(connection: connection, verifier, locked: false))
         }
         let challenge = try XCTUnwrap(
@@ -239,7 +241,7 @@ final class RelayLoginTests: XCTestCase {
         let first = ConnectionID(100)
         _ = core.open(first, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
-        XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first))])
+        XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first, host: "192.0.2.10"))])
         let challenged = core.answer(.fetchVerifier(connection: first, verifier))
         guard challenged.count == 1, case .send(first, let challenge) = challenged[0],
             case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0)
@@ -261,7 +263,7 @@ final class RelayLoginTests: XCTestCase {
         let connection = ConnectionID(1)
         _ = core.open(connection, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
-        let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection)
+        let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection, host: "192.0.2.10")
         XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)])
         XCTAssertEqual(
             core.fail(fetch, StoreFailure("down")),

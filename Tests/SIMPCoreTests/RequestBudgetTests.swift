@@ -49,7 +49,13 @@ final class RequestBudgetTests: XCTestCase {
                 .send(
                     alice,
                     .rateLimited("too many key-fetch requests (this connection), retry in 1 s", retryAfter: .seconds(1), messageId: 4, to: "alice")),
+                .pauseReading(alice),
             ])
+        XCTAssertEqual(
+            relay.control(fetch("u4", id: 5), on: alice), [.reject(.requestRateLimited, detail: "c1, paused")],
+            "what was read before the pause is refused quietly")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(49)), [])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [.resumeReading(alice)], "read again 50 ms later")
         XCTAssertEqual(
             relay.control(fetch("u5", id: 5), on: ConnectionID(2)), [fetchRequest("u5", by: "bob", on: ConnectionID(2), id: 5)], "bob is not affected"
         )
@@ -69,7 +75,8 @@ final class RequestBudgetTests: XCTestCase {
         }
         let refused = relay.control(who(9), on: ConnectionID(3))
         XCTAssertEqual(refused.first, .reject(.requestRateLimited, detail: "who from alice on c3: alice over the who budget"))
-        guard case .send(_, let error)? = refused.last else { return XCTFail("\(refused)") }
+        XCTAssertEqual(refused.last, .pauseReading(ConnectionID(3)))
+        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
         XCTAssertEqual(error.errorCode, .rateLimited)
         XCTAssertEqual(error.messageId, 9)
         XCTAssertEqual(error.errorText, "too many who requests (alice), retry in 1 s")
@@ -86,7 +93,7 @@ final class RequestBudgetTests: XCTestCase {
         XCTAssertEqual(
             refused.first, .reject(.requestRateLimited, detail: "keysFetch from alice on c1: alice's fetches of bob's keys over the key-fetch budget")
         )
-        guard case .send(_, let error)? = refused.last else { return XCTFail("\(refused)") }
+        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
         XCTAssertEqual(error.errorText, "too many key-fetch requests (alice's fetches of bob's keys), retry in 10 s")
         XCTAssertEqual(error.retryAfterMillis, 10_000)
         XCTAssertEqual(relay.control(fetch("carol", id: 4), on: alice), [fetchRequest("carol", by: "alice", on: alice, id: 4)], "another target")
@@ -109,12 +116,13 @@ final class RequestBudgetTests: XCTestCase {
         XCTAssertEqual(
             relay.control(who(5), on: alice),
             [
-                .reject(.requestRateLimited, detail: "who from alice on c1: 4 requests waiting"),
+                .reject(.requestRateLimited, detail: "who from alice on c1: 4 requests waiting over the who budget"),
                 .send(
                     alice,
                     .rateLimited(
-                        "4 requests of this connection wait for answers: read them first", retryAfter: .milliseconds(100), messageId: 5, to: "alice")),
-            ], "frames read before the shell stopped reading: beyond twice the bound, refused")
+                        "too many who requests (4 requests waiting), retry in 1 s", retryAfter: .milliseconds(100), messageId: 5, to: "alice")),
+            ], "frames read before the shell stopped reading: beyond twice the bound, refused (reading had stopped already)")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [], "the refusal's pause ends; the connection still has its bound waiting")
         for (index, request) in requests.enumerated() {
             guard case .who(let who) = request else { return XCTFail("\(request)") }
             let actions = index == 1 ? relay.fail(request, StoreFailure("down")) : relay.answer(.who(who, []))

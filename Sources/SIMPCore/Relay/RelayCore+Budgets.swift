@@ -15,14 +15,8 @@ extension RelayCore {
         guard let kind = ControlRequestKind(message.kind) else { return true }
         if budgets.isFull(connection) {
             let waiting = budgets.waiting(on: connection)
-            output += [
-                .reject(.requestRateLimited, detail: "\(message.kind) from \(user) on \(connection): \(waiting) requests waiting"),
-                .send(
-                    connection,
-                    .rateLimited(
-                        "\(waiting) requests of this connection wait for answers: read them first", retryAfter: .milliseconds(100),
-                        messageId: message.messageId, to: user)),
-            ]
+            let refusal = RequestBudgets.Refusal(retryAfter: .milliseconds(100), whose: "\(waiting) requests waiting")
+            refuseRequest(message, kind: kind, user: user, on: connection, refusal, now: now, into: &output)
             return false
         }
         var refusal = budgets.spend(kind, user: user, on: connection, now: now)
@@ -30,7 +24,7 @@ extension RelayCore {
             refusal = budgets.claimPrekeys(of: message.toUser, by: user, now: now)
         }
         guard let refusal else { return true }
-        refuseRequest(message, kind: kind, user: user, on: connection, refusal, into: &output)
+        refuseRequest(message, kind: kind, user: user, on: connection, refusal, now: now, into: &output)
         return false
     }
 
@@ -46,15 +40,27 @@ extension RelayCore {
         return false
     }
 
-    private func refuseRequest(
+    /// Refuses a request over a budget: the client is told (ERROR RATE_LIMITED) and its
+    /// connection is not read for 50 ms, twice as long each time it is refused again soon after
+    /// (up to 2 s), so a flood costs the relay one read per pause; what it had sent before the
+    /// pause is refused quietly.
+    private mutating func refuseRequest(
         _ message: SIMPMessage, kind: ControlRequestKind, user: String, on connection: ConnectionID, _ refusal: RequestBudgets.Refusal,
-        into output: inout [RelayAction]
+        now: NIODeadline, into output: inout [RelayAction]
     ) {
+        let (tell, stopReading) = budgets.refused(on: connection, now: now)
+        guard tell else { return output.append(.reject(.requestRateLimited, detail: "\(connection), paused")) }
         let text = "too many \(kind.rawValue) requests (\(refusal.whose)), retry in \(RetryDelay.text(refusal.retryAfter))"
         output += [
             .reject(.requestRateLimited, detail: "\(message.kind) from \(user) on \(connection): \(refusal.whose) over the \(kind.rawValue) budget"),
             .send(connection, .rateLimited(text, retryAfter: refusal.retryAfter, messageId: message.messageId, to: user)),
         ]
+        if stopReading { output.append(.pauseReading(connection)) }
+    }
+
+    /// Connections whose pause after a refusal is over are read again.
+    mutating func endPauses(now: NIODeadline, into output: inout [RelayAction]) {
+        for connection in budgets.pausesEnded(now: now) { output.append(.resumeReading(connection)) }
     }
 
     /// Counts the store requests that `output` gained from `start` on for `connection` (those

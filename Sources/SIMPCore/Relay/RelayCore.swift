@@ -294,8 +294,11 @@ public struct RelayCore: Sendable {
         case .actions(let actions):
             output += actions
         case .fetchVerifier(let user):
-            output.append(.store(.fetchVerifier(user: user, connection: connection)))
+            output.append(.store(.fetchVerifier(user: user, connection: connection, host: connections.host(of: connection) ?? "unknown")))
         case .accepted(let user, let secret, var connected):
+            if let success = login.success(user, from: connections.host(of: connection) ?? "unknown") {
+                output.append(.store(.recordLogin(success)))
+            }
             guard admitLogin(user, on: connection, now: now, into: &output) else { return }
             let keys = SessionKeys(sessionId: sessions.unusedSessionId(&entropy, in: configuration.sessionIdClass), secret: secret)
             connected.toUser = user

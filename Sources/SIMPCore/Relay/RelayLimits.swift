@@ -30,6 +30,12 @@ public struct RelayLimits: Sendable, Equatable {
     public func budget(_ kind: ControlRequestKind) -> RateLimit { budgets[kind] ?? kind.defaultBudget }
 }
 
+extension RelayCore {
+    /// One-time prekeys the store keeps per device: a KEYS_PUBLISH's beyond it are dropped
+    /// (its answer's `prekeysLeft` says how many the device has), so no device fills Redis.
+    public static let maxOneTimePrekeysPerDevice = 200
+}
+
 /// The control requests with a budget of their own (`RelayLimits.budgets`).
 public enum ControlRequestKind: String, Sendable, CaseIterable, Hashable {
     /// KEYS_FETCH.

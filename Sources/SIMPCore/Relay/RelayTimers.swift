@@ -185,6 +185,7 @@ extension RelayCore {
         var next = timers.nextDeadline
         if let heartbeat = connections.nextHeartbeatDeadline { next = min(next, heartbeat) }
         if let login = connections.nextLoginDeadline { next = min(next, login) }
+        if let pause = budgets.nextPauseEnd { next = min(next, pause) }
         if let inboxDeadline = inbox.nextDeadline { next = min(next, inboxDeadline) }
         return next
     }
@@ -196,6 +197,7 @@ extension RelayCore {
         timers.heartbeatsChecked(now: now)
         checkHeartbeats(now: now, into: &output)
         closeLateLogins(now: now, into: &output)
+        endPauses(now: now, into: &output)
         if timers.isRefreshDue(now: now) { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
         for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
