@@ -256,9 +256,21 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
             guard !closedByUser else { return }
             carryOut(session.connectAttemptFailed(random: environment.random()))
-            if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
+            if case .loginRefused(let reason)? = session.stopped {
+                let why = reason.hasPrefix("login failed: ") ? String(reason.dropFirst("login failed: ".count)) : reason
+                return stop(because: "login refused: \(why); not reconnecting")
+            }
             nextServer(after: error)
         }
+    }
+
+    /// The user asks to connect again after the session stopped for good (the core decides:
+    /// `ClientSession.resumeAfterStop`); returns false when it had not stopped.
+    func connectAgain() -> Bool {
+        guard !closedByUser, session.resumeAfterStop() else { return false }
+        onStateChange(.connecting)
+        connectOrRetry()
+        return true
     }
 
     // MARK: Input
@@ -326,6 +338,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             // device's (or a `simp send`'s) error is not this session's news.
             logger.debug(
                 "an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.errorCode == .sessionEnded {
+            logger.warning("\(message.errorText); logging in again")
         } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
@@ -471,7 +485,13 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
-        waiters.removeValue(forKey: result.messageId)?.succeed(result)
+        guard let waiter = waiters.removeValue(forKey: result.messageId) else {
+            // Its caller heard `.connectionLost` when the session stopped; it stayed in the
+            // sender and was delivered after `connectAgain`: said as a notice (no receiver name).
+            if case .delivered(let id, _, _) = result { onNotice(.delivered(messageId: id, to: "")) }
+            return
+        }
+        waiter.succeed(result)
     }
 
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
