@@ -19,6 +19,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Messages whose callers heard `.connectionLost` when the session stopped and that are
+    /// still sent after `connectAgain`: a delivery is then reported as a notice.
+    private var givenUp: Set<UInt64> = []
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
     /// KEYS_PUBLISH and KEYS_FETCH requests waiting for their answer frame, by request id, and
@@ -405,8 +408,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
+        givenUp.formUnion(waiters.keys)
         waiters.removeAll()
-        failHeldMessages()
+        givenUp.formUnion(failHeldMessages())
     }
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
@@ -485,13 +489,12 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
-        guard let waiter = waiters.removeValue(forKey: result.messageId) else {
-            // Its caller heard `.connectionLost` when the session stopped; it stayed in the
-            // sender and was delivered after `connectAgain`: said as a notice (no receiver name).
-            if case .delivered(let id, _, _) = result { onNotice(.delivered(messageId: id, to: "")) }
-            return
+        waiters.removeValue(forKey: result.messageId)?.succeed(result)
+        // Its caller heard `.connectionLost` when the session stopped; it was delivered after
+        // `connectAgain`: said as a notice (no receiver name; a stored one has its notice).
+        if givenUp.remove(result.messageId) != nil, case .delivered(let id, _, _) = result {
+            onNotice(.delivered(messageId: id, to: ""))
         }
-        waiter.succeed(result)
     }
 
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }

@@ -88,6 +88,13 @@ extension ChatEndToEndTests {
         XCTAssertFalse(daveTerminal.rawOutput.contains("over UDP"), "no path is in use while stopped")
         XCTAssertFalse(daveTerminal.rawOutput.contains("unknown user or wrong password"))
 
+        // Too early: still locked, refused again; what was typed is still kept for later.
+        daveTerminal.type("/reconnect\r")
+        let refusedAgain = await daveTerminal.waitForScreen {
+            $0.transcript.filter { $0.hasPrefix("-- offline: login refused: your account is locked") }.count == 2
+        }
+        XCTAssertTrue(refusedAgain, daveTerminal.screen.transcript.joined(separator: "\n"))
+
         try await operatorCommand(["user", "unlock", dave])
         daveTerminal.type("/reconnect\r")
         await assertScreen(daveTerminal, shows: "-- reconnected", within: .seconds(20))
