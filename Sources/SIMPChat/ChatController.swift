@@ -6,6 +6,8 @@ import SIMPCore
 /// Runs `simp chat`: a `ChatSession` wired to a connected `SIMPClient`, the terminal
 /// (raw mode, window size, signals) and the history file. The client's `messageHandler` must be
 /// `history.recordIncoming`, so incoming messages are in the history before their receipts.
+/// Sendable: `signalSources` and `unwrittenHistory` are touched only by `run()`'s task; the
+/// tasks it starts only `post` events to it.
 public final class ChatController: @unchecked Sendable {
     /// How `simp chat` was asked to behave.
     public struct Options: Sendable {

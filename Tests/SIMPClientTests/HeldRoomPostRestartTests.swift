@@ -102,7 +102,7 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
 
 /// alice's side, sealed by the test: the distribution kept back, and direct messages on the
 /// same pairwise session, sent through a client without end-to-end encryption of its own.
-private final class ScriptedSender: @unchecked Sendable {
+private final class ScriptedSender: @unchecked Sendable { // `keys` is used by the test's own task only
     let user: String
     let bob: String
     let client: SIMPClient

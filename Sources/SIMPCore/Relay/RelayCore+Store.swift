@@ -6,6 +6,7 @@ extension RelayCore {
     /// The store carried out a request this core made as `.store(request)`; `answer` is the
     /// case of the request's name.
     public mutating func storeAnswered(_ answer: StoreAnswer, now: NIODeadline, into output: inout [RelayAction]) {
+        defer { requestSettled(on: answer.controlConnection, into: &output) }
         switch answer {
         case .fetchVerifier(let connection, let verifier, let locked, let counts):
             verifierFetched(on: connection, into: &output) {
@@ -47,6 +48,7 @@ extension RelayCore {
 
     /// The store could not carry out `request` (made by this core as `.store(request)`).
     public mutating func storeFailed(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline, into output: inout [RelayAction]) {
+        defer { requestSettled(on: request.controlConnection, into: &output) }
         switch request {
         case .fetchVerifier(_, let connection):
             verifierFetched(on: connection, into: &output) { login, _ in login.verifierFetchFailed(on: connection, failure) }
