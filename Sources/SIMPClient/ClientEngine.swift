@@ -19,6 +19,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Messages whose callers heard `.connectionLost` when the session stopped and that are
+    /// still sent after `connectAgain`: a delivery is then reported as a notice.
+    private var givenUp: Set<UInt64> = []
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
     /// KEYS_PUBLISH and KEYS_FETCH requests waiting for their answer frame, by request id, and
@@ -256,9 +259,21 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
             guard !closedByUser else { return }
             carryOut(session.connectAttemptFailed(random: environment.random()))
-            if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
+            if case .loginRefused(let reason)? = session.stopped {
+                let why = reason.hasPrefix("login failed: ") ? String(reason.dropFirst("login failed: ".count)) : reason
+                return stop(because: "login refused: \(why); not reconnecting")
+            }
             nextServer(after: error)
         }
+    }
+
+    /// The user asks to connect again after the session stopped for good (the core decides:
+    /// `ClientSession.resumeAfterStop`); returns false when it had not stopped.
+    func connectAgain() -> Bool {
+        guard !closedByUser, session.resumeAfterStop() else { return false }
+        onStateChange(.connecting)
+        connectOrRetry()
+        return true
     }
 
     // MARK: Input
@@ -326,6 +341,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             // device's (or a `simp send`'s) error is not this session's news.
             logger.debug(
                 "an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.errorCode == .sessionEnded {
+            logger.warning("\(message.errorText); logging in again")
         } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
@@ -391,8 +408,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
+        givenUp.formUnion(waiters.keys)
         waiters.removeAll()
-        failHeldMessages()
+        givenUp.formUnion(failHeldMessages())
     }
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
@@ -472,6 +490,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
         waiters.removeValue(forKey: result.messageId)?.succeed(result)
+        // Its caller heard `.connectionLost` when the session stopped; it was delivered after
+        // `connectAgain`: said as a notice (no receiver name; a stored one has its notice).
+        if givenUp.remove(result.messageId) != nil, case .delivered(let id, _, _) = result {
+            onNotice(.delivered(messageId: id, to: ""))
+        }
     }
 
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
