@@ -54,7 +54,7 @@ extension ChatSession {
             return ("message \(id) from \(user) could not be decrypted: \(reason)", .failure)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false):
             return (news.description, .warning)
-        case .askedAgain, .resent, .restoredSessionReplaced:
+        case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)
         }
     }
