@@ -256,7 +256,10 @@ final class EndToEnd: @unchecked Sendable {
                 fetchedAt[peer] = nil
                 return
             }
-            for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
+            for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) {
+                onNotice(.peer(notice))
+                if case .deviceKeyChanged = notice { try renewRoomKeys(with: peer) }
+            }
             checkVerification(of: peer)
             fetchedAt[peer] = bundles.isEmpty ? nil : engine.now
         }.flatMapErrorThrowing { [self] error in

@@ -137,4 +137,31 @@ final class KeyDirectoryHealingTests: XCTestCase {
         guard case .delivered = outcome else { return XCTFail("\(outcome)") }
         XCTAssertEqual(outbox.count, 0)
     }
+
+    /// bob loses his keys (his device's state is deleted) and logs in again with new ones, under
+    /// the same device name. carol's next post to their room is readable by him: she learns of
+    /// his new key and sends a new sender key to every member before the post.
+    func testARoomMemberWhoseKeysWereResetReadsTheNextPost() async throws {
+        let bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = TestRelay.uniqueUser("ops")
+        var bobClient = try await connect(bob, device: "phone")
+        var bobInbox = MessageInbox(bobClient)
+        let carolClient = try await connect(carol, device: "desk")
+        _ = try await bobClient.joinRoom(room)
+        _ = try await carolClient.joinRoom(room)
+        _ = try await carolClient.send(text: "one", toRoom: room)
+        let first = await bobInbox.waitFor(1, within: .seconds(5))
+        XCTAssertTrue(first)
+
+        await bobClient.close()
+        try FileManager.default.removeItem(at: EndToEndFileStore(home: home, user: bob, device: "phone").directory)
+        bobClient = try await connect(bob, device: "phone") // new keys: the relay tells carol, who fetched his
+        bobInbox = MessageInbox(bobClient)
+        _ = try await carolClient.who([bob]) // behind the relay's notice
+        _ = try await carolClient.send(text: "two", toRoom: room)
+        let arrived = await Eventually.holds(within: .seconds(10)) { await bobInbox.messages.contains { $0.content == "two" } }
+        XCTAssertTrue(arrived, "bob read the post made after his keys were reset")
+        let messages = await bobInbox.messages
+        XCTAssertEqual(messages.filter { $0.content == "two" }.map(\.isEndToEnd), [true])
+    }
 }
