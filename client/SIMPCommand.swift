@@ -277,10 +277,11 @@ struct Keys: AsyncParsableCommand {
             `simp keys --with bob` prints the safety number of this device with each of bob's \
             devices; bob's `simp keys --with YOU` (or `/verify YOU` in simp chat) shows the same 60 \
             digits. Compare them in person or on a call: if they match, no one (the relay neither) \
-            put a key of their own between you. The numbers belong to this device: while simp chat \
-            holds the default device, simp keys takes another one with its own keys, so use /verify \
-            in the chat instead, or run this after quitting it (or name the device with --device). \
-            Exits 1 when the user has published no end-to-end keys.
+            put a key of their own between you. The numbers belong to this device (the default one, \
+            or --device), and simp keys uses its keys as they are: it never makes a device or keys \
+            and publishes nothing. While a running simp (a chat) holds the device, simp keys refuses \
+            and names that process: use /verify in the chat, or run this after quitting it. Exits 1 \
+            when the user has published no end-to-end keys, or this device has none yet.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -293,7 +294,24 @@ struct Keys: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await connection.connect(sendOnly: true)
+        let home = SIMPHome.directory()
+        var connection = self.connection
+        let device = try thisDevice(home: home)
+        connection.device = device
+        if let pid = DeviceLock.holder(home: home, user: connection.user, device: device) {
+            fail(
+                "simp: device \"\(device)\" of \(connection.user) is in use by a running simp (process \(pid)), which holds its keys: "
+                    + "use /verify \(with) in that chat, or run simp keys after it exits")
+        }
+        let stored = try? EndToEndFileStore(home: home, user: connection.user, device: device).load("identity")
+        if stored == nil {
+            fail("simp: device \"\(device)\" of \(connection.user) has no end-to-end keys yet (its first simp chat, listen or send makes them)")
+        }
+        let client = try await connection.connect(
+            sendOnly: true,
+            configure: { configuration in
+                configuration.endToEnd?.existingKeysOnly = true
+            })
         let numbers: [(device: String, number: String)]
         do { numbers = try await client.safetyNumbers(with: with) } catch {
             await client.close()
@@ -302,6 +320,16 @@ struct Keys: AsyncParsableCommand {
         await client.close()
         for line in MessageFormatting.safetyNumberLines(user: connection.user, peer: with, numbers: numbers) { print(line) }
         if numbers.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The device whose keys are compared: --device, or this machine's default one if it was
+    /// made (simp keys makes no device name of its own).
+    private func thisDevice(home: URL) throws -> String {
+        if let device = connection.device { return device }
+        guard FileManager.default.fileExists(atPath: home.appendingPathComponent("device").path) else {
+            fail("simp: \(connection.user) has no device on this machine yet (its first simp chat, listen or send makes one, with its keys)")
+        }
+        do { return try DeviceName.standard(home: home) } catch { fail("simp: \(error)") }
     }
 }
 

@@ -120,7 +120,7 @@ extension ChatSession {
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false):
             return (news.description, .warning)
-        case .askedAgain, .resent, .restoredSessionReplaced:
+        case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)
         }
     }

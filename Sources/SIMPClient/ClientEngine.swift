@@ -145,6 +145,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
+        schedule(in: Self.keyAnswerTimeout) { [self, id = request.messageId] in
+            keyWaiters.removeValue(forKey: id)?.fail(SIMPClientError.timedOut("waiting for the relay's answer about keys"))
+        }
         return promise.futureResult
     }
 
@@ -241,6 +244,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         onStateChange(.connected(relayId: accepted.relayId))
         carryOut(output)
         sealHeldMessages()
+        endToEnd?.loggedInAgain(via: self)
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
@@ -324,6 +328,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         }
         guard channel === control else { return }
         if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
+        if message.kind == .keysFetch, message.messageId == 0 { return endToEnd?.askedToPublish(message, via: self) ?? () }
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))
@@ -565,7 +570,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     /// Schedules `task` on the loop at `deadline`, and tells the environment when it is due.
     @discardableResult
-    private func schedule(at deadline: NIODeadline, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+    func schedule(at deadline: NIODeadline, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
         let scheduled = eventLoop.scheduleTask(deadline: deadline, task)
         environment.taskScheduled(deadline)
         return scheduled

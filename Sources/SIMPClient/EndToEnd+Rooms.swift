@@ -69,6 +69,14 @@ extension EndToEnd {
         }
     }
 
+    /// `peer` has a device with a new key (its keys were reset, or it was reinstalled under the
+    /// same device name): the next post to each room it shares with this device makes a new
+    /// sender key and sends it to every member, so that device reads the posts from then on
+    /// (the member devices, by name, did not change: without this it would get no key).
+    func renewRoomKeys(with peer: String) throws {
+        for (room, members) in rooms.members where members.contains(peer) { try messenger.renewSenderKeyAtNextPost(in: room) }
+    }
+
     private func sealPost(
         _ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine
     ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
