@@ -79,7 +79,8 @@ final class EndToEndRoomHoldTests: XCTestCase {
         XCTAssertEqual(bob.rooms.held.map(\.message.messageId), [1])
         XCTAssertEqual(notices.count, 1)
         guard case .undecryptable(user: "alice", messageId: 2, _)? = notices.first else { return XCTFail("\(notices)") }
-        let kept = try store.load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
+        try bob.commit() // written with the next receipt, or when the client closes (docs/E2E.md §16)
+        let kept = try EndToEndFileStore(home: home, user: "bob", device: "laptop").load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
         XCTAssertEqual(kept.map(\.message.messageId), [1])
         XCTAssertEqual(kept.map(\.since), [now])
         XCTAssertEqual(kept.first?.message, waiting, "kept as received")
