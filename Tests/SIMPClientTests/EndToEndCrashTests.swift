@@ -69,6 +69,35 @@ final class EndToEndCrashTests: StoryProcessTestCase {
         XCTAssertEqual(failed, [], after)
     }
 
+    /// The same with bob's `simp chat`: its history has every message once, in order, and no
+    /// message is shown twice.
+    func testKillingAnEndToEndChatDuringALiveStreamKeepsEachMessageOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        var runs = [try await startChatting(bob, with: alice)]
+        let sender = try await endToEndSender(alice)
+        let outcomes = Outcomes()
+        let sending = Task { [total = Self.total] in
+            try await sendPaced(total, from: sender, to: bob, tag: "chat", every: .milliseconds(15), into: outcomes)
+        }
+        for round in 1..<(Self.total / Self.killEvery) {
+            let reached = await Eventually.holds(within: .seconds(40)) { self.chatHistory(of: bob).count >= round * Self.killEvery }
+            XCTAssertTrue(reached, runs.last!.chat.standardError)
+            runs.last!.chat.signal(SIGKILL)
+            _ = await runs.last!.chat.exitStatus()
+            runs.append(try await startChatting(bob, with: alice))
+        }
+        let texts = try await sending.value
+        try await assertEveryMessageOnce(texts, context: runs.map(\.chat.standardError).joined(separator: "\n---\n")) {
+            self.chatHistory(of: bob)
+        }
+        XCTAssertEqual(chatHistory(of: bob), texts, "in order, once")
+        let shown = printed(by: runs.map(\.chat)).filter { $0.hasPrefix("chat ") }
+        XCTAssertEqual(shown.count, Set(shown).count, "a message shown twice")
+        let failed = await outcomes.failed
+        XCTAssertEqual(failed, [])
+        for run in runs { try? run.input.close() }
+    }
+
     /// bob's `$SIMP_HOME` is a small tmpfs that fills up while alice sends 20 messages: bob's
     /// listener shows them, but none is receipted (alice never sees one delivered) while the
     /// state cannot be written, and bob is told; once space returns all 20 are delivered, each
