@@ -25,11 +25,17 @@ extension E2EMessenger {
         _ envelope: [UInt8], messageId: UInt64, from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
     ) throws -> Received {
         let sender = try E2EEnvelope(encoded: envelope).senderDevice
-        if let kept = try decrypted(from: peer, device: sender).first(where: { $0.id == messageId })?.plaintext {
+        if let kept = try keptPlaintext(of: messageId, from: peer, device: sender) {
             return Received(plaintext: kept, notices: [], openedBefore: true)
         }
         let opened = try open(envelope, from: peer, now: now, using: &random)
         try noteDecrypted(messageId, from: peer, device: sender, plaintext: opened.plaintext)
         return Received(plaintext: opened.plaintext, notices: opened.notices, openedBefore: false)
+    }
+
+    /// The plaintext kept for message `messageId` from `peer`'s `device` when it was opened
+    /// (`noteDecrypted`), or nil. For room posts `peer` is `#<room>` and `device` the author.
+    public func keptPlaintext(of messageId: UInt64, from peer: String, device: String) throws -> [UInt8]? {
+        try decrypted(from: peer, device: device).first { $0.id == messageId }?.plaintext
     }
 }
