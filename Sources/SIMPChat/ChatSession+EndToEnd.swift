@@ -118,7 +118,9 @@ extension ChatSession {
             return ("\(user)'s device \(device) started a new session (its state was lost or restored)", .dim)
         case .undecryptable(let user, _, let reason):
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
-        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false):
+        case .stateUnwritable:
+            return (news.description, .failure)
+        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)
