@@ -232,6 +232,10 @@ struct Serve: AsyncParsableCommand {
     )
     var threads = 1
 
+    /// Limits against abuse (docs/OPERATIONS.md §10), listed with the other options.
+    @OptionGroup
+    var limitOptions: LimitOptions
+
     func validate() throws {
         guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
@@ -296,6 +300,7 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)
         configuration.loginLimit = RelayCore.Configuration.defaultLoginLimit.scaled(toPerSecond: loginRate)
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
+        configuration.limits = limitOptions.limits
         configuration.threads = threads
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()
