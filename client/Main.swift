@@ -6,11 +6,13 @@ import SIMPCommandLine
 /// Reads the config file (if any) into arguments placed before the typed ones, then runs `simp`.
 @main
 enum SIMPMain {
-    /// Keys for every subcommand: the flags of `ConnectionOptions`.
-    static let sharedKeys: ConfigFile.Keys = [
-        "server": .value, "user": .value, "password-file": .value, "udp-port": .value, "log-level": .value,
-        "device": .value,
-    ]
+    /// Keys for every subcommand: the options and flags of `ConnectionOptions`, read from their
+    /// definition (so `tls`, `ca` and any option added later are keys too).
+    static let sharedKeys: ConfigFile.Keys = {
+        do { return try CommandOptions(describing: ConnectionOptions._dumpHelp(), excluding: ["help", "version"]).keys } catch {
+            fatalError("simp: cannot read its own options: \(error)")
+        }
+    }()
     /// Keys of the `[chat]` table.
     static let chatKeys: ConfigFile.Keys = [
         "to": .value, "history-dir": .value,
