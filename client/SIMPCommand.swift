@@ -456,7 +456,11 @@ struct Chat: AsyncParsableCommand {
             prompt), or `/to NAME` and then plain lines. `/image URL [SCALE]` sends an image link, \
             `/audio URL` an audio link, \
             `/retry` resends failed messages, `/history [N]` shows older messages, `/help` lists \
-            everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
+            everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves. irssi's `/msg NAME TEXT`, \
+            `/query NAME`, `/me ACTION`, `/part` and `/clear` work too. Without --to, the chat starts with \
+            whoever you talked to when you last left, or, with no one chosen, replies to the first \
+            person who writes. If the relay refuses the login for good (say, your account is locked), \
+            messages you type wait in the outbox and `/reconnect` tries again.
 
             Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
             arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
@@ -489,7 +493,7 @@ struct Chat: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "Start talking to this user (you can switch with /to NAME or @NAME).")
+    @Option(help: "Start talking to this user (you can switch with /to NAME or @NAME; default: whoever you talked to last).")
     var to: String?
 
     @Flag(name: .customLong("no-color"), help: "No colours (also off when NO_COLOR is set or stdout is not a terminal).")
@@ -523,10 +527,15 @@ struct Chat: AsyncParsableCommand {
         // leaves, and one it has already (after a restart) is receipted, not shown again.
         let history = ChatHistory(
             directory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory(), user: connection.user)
+        var leftInOutbox: (messages: [SIMPMessage], unreadable: [String])?
         let client = try await connection.connect(
             logHandler: { label, level in log.handler(label: label, level: level) },
-            configure: { $0.messageHandler = { history.recordIncoming($0) } })
+            configure: {
+                $0.messageHandler = { history.recordIncoming($0) }
+                leftInOutbox = $0.outbox?.load() // before this client sends anything of its own
+            })
         var options = ChatController.Options(peer: to)
+        options.outboxAtStart = leftInOutbox ?? ([], [])
         options.colors = !noColor
         options.readReceipts = !noReadReceipts
         options.bell = !noBell

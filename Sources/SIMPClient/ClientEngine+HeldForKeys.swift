@@ -145,13 +145,13 @@ extension ClientEngine {
     }
 
     /// The connection is lost for good: callers waiting for held messages learn it (the
-    /// messages stay in the outbox for the next client of this device).
-    func failHeldMessages() {
-        let entries = heldForKeys.entries
-        heldForKeys.entries.removeAll()
+    /// messages stay in the outbox for the next client of this device, and held here in case
+    /// the user connects again: `connectAgain`; their key-fetch retries stop). Returns their ids.
+    func failHeldMessages() -> [UInt64] {
         for retry in heldForKeys.retries.values { retry.cancel() }
         heldForKeys.retries.removeAll()
         heldForKeys.toldWaiting.removeAll()
-        for entry in entries { entry.promise.succeed(.connectionLost(messageId: entry.message.messageId)) }
+        for entry in heldForKeys.entries { entry.promise.succeed(.connectionLost(messageId: entry.message.messageId)) }
+        return heldForKeys.entries.map(\.message.messageId)
     }
 }

@@ -48,6 +48,12 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// This device's session with `user`'s `device` was restored from a copy of its state (a
     /// backup): a new one was started before sending, and the peer is told so.
     case restoredSessionReplaced(user: String, device: String)
+    /// This device's end-to-end state cannot be written (`reason`, such as a full disk): the
+    /// messages received since are not receipted (their senders or the relay keep them) and
+    /// those sent wait, until it can (`stateWritableAgain`).
+    case stateUnwritable(reason: String)
+    /// This device's end-to-end state can be written again after `stateUnwritable`.
+    case stateWritableAgain
 
     public var description: String {
         switch self {
@@ -65,13 +71,16 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "waiting for \(user)'s first login: \(user) has no end-to-end keys yet; the message stays in the outbox and is sent, end to end, then"
         case .restoredSessionReplaced(let user, let device):
             "this device's session with \(user) (\(device)) was restored from a backup; a new one was started"
+        case .stateUnwritable(let reason):
+            "cannot write this device's end-to-end state (\(reason)): messages received are not confirmed to their senders, and messages sent wait, until it can be written; nothing is lost"
+        case .stateWritableAgain: "this device's end-to-end state can be written again: waiting messages go on"
         case .resent(let user, let device, let id, false):
             "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
         }
     }
 }
 
-/// The client's end-to-end shell (docs/E2E.md §11): the keys live in `E2EMessenger` (sans-I/O);
+/// The client's end-to-end shell (docs/PROTOCOL.md §4.8): the keys live in `E2EMessenger` (sans-I/O);
 /// this fetches and publishes bundles over the control connection and keeps the messenger's
 /// state in `$SIMP_HOME`. Confined to the engine's event loop.
 final class EndToEnd: @unchecked Sendable {
@@ -101,6 +110,8 @@ final class EndToEnd: @unchecked Sendable {
     /// publishes it again: `loggedInAgain`), and whether a publish is under way now.
     var hasPublished = false
     var publishing = false
+    /// Whether the store could be written at the last commit (EndToEnd+Durability).
+    var durability = DurabilityGate()
 
     /// Where this device's keys, sessions and what it knows of its peers are kept; the held
     /// room posts are kept there too.
@@ -111,7 +122,8 @@ final class EndToEnd: @unchecked Sendable {
         self.settings = settings
         self.user = user
         self.logger = logger
-        let store = store ?? EndToEndFileStore(home: settings.home, user: user, device: device)
+        let fileStore = store == nil ? EndToEndFileStore(home: settings.home, user: user, device: device) : nil
+        let store = store ?? fileStore!
         self.store = store
         if settings.existingKeysOnly, try store.load("identity") == nil {
             throw SIMPClientError.notEncryptable(
@@ -119,6 +131,9 @@ final class EndToEnd: @unchecked Sendable {
         }
         var random = SystemRandomNumberGenerator()
         messenger = try E2EMessenger(device: device, store: store, using: &random)
+        // From now on a message's ratchet step, its plaintext and what else it changed are
+        // written together, before its receipt leaves (docs/E2E.md §15).
+        fileStore?.groupsCommits = true
     }
 
     /// This device's name.
@@ -197,8 +212,14 @@ final class EndToEnd: @unchecked Sendable {
         let sender = envelope?.senderDevice ?? ""
         do {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
-            let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
-            try messenger.noteDecrypted(message.messageId, from: message.fromUser, device: sender)
+            let opened = try messenger.receive(message.e2ePayload, messageId: message.messageId, from: message.fromUser, now: now, using: &random)
+            if opened.openedBefore {
+                // A copy delivered again (this device restarted before its receipt left): handed
+                // over as it was opened then; the application says whether it has it. A resend
+                // request or a sender key did its work then.
+                let isMessage = !ResendRequest.isResendRequest(opened.plaintext) && !E2EMessenger.isSenderKeyDistribution(opened.plaintext)
+                return isMessage ? try message.openedEndToEnd(opened.plaintext) : nil
+            }
             if ResendRequest.isResendRequest(opened.plaintext) {
                 // Its new session is not news: the line about the message sent again says it.
                 for notice in opened.notices where notice != .sessionRestarted(user: message.fromUser, device: sender) { onNotice(.peer(notice)) }

@@ -14,6 +14,9 @@ import SIMPE2E
 /// try await client.connect()
 /// let result = try await client.send(text: "hello", to: "bob")
 /// ```
+/// Sendable: its state is the engine's (confined to the engine's event loop, reached through
+/// `submit`), `lifecycle` (locked) and constants; `localDatagramAddress` is written once, by
+/// `connect()`, before the socket it names is used.
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -4,7 +4,7 @@ import SIMPRedis
 
 /// The Redis a test uses: the one `SIMP_TEST_REDIS_URL` names (as `.ci/run` sets; shared and
 /// left running), or a `LocalRedisServer` of the test's own, stopped by `stop()`.
-public final class RedisServerProcess: @unchecked Sendable {
+public final class RedisServerProcess: Sendable {
     /// Where the Redis listens.
     public let url: RedisURL
     private let local: LocalRedisServer?

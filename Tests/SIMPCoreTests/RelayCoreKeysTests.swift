@@ -7,7 +7,8 @@ import XCTest
 /// fetched with one-time prekeys the store claims, refused when malformed; never read.
 final class RelayCoreKeysTests: XCTestCase {
     private let alice = ConnectionID(1)
-    private let bundle = [UInt8](repeating: 7, count: 165)
+    /// A version 1 bundle as published (docs/E2E.md §3.1): 1, keys, zero one-time prekeys.
+    private let bundle = [1] + [UInt8](repeating: 7, count: 164) + [0, 0]
     private let prekey = [UInt8](repeating: 9, count: 36)
 
     func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() throws {
@@ -114,9 +115,16 @@ final class RelayCoreKeysTests: XCTestCase {
         twoBundles.oneTimePrekeys = []
         twoBundles.keyBundles = [bundle, bundle]
         var huge = twoBundles
-        huge.keyBundles = [[UInt8](repeating: 0, count: RelayCore.maxKeyBundleSize + 1)]
+        huge.keyBundles = [[UInt8](repeating: 0, count: 4097)]
+        // Bundles no client could decode (docs/E2E.md §3.1): the layout without the count (165
+        // bytes), one with prekeys in it, another version, a size between the two published ones.
+        let undecodable = [Array(bundle.prefix(165)), bundle + prekey, [2] + bundle.dropFirst(), bundle + [0]].map {
+            var frame = twoBundles
+            frame.keyBundles = [$0]
+            return frame
+        }
         let roomFetch = SIMPMessage(kind: .keysFetch, messageId: 7, toUser: "#lobby")
-        for frame in [shortPrekey, twoBundles, huge, roomFetch] {
+        for frame in [shortPrekey, twoBundles, huge, roomFetch] + undecodable {
             let actions = relay.control(frame, on: alice)
             XCTAssertFalse(actions.contains { if case .store = $0 { return true } else { return false } }, "\(frame.kind) stored")
             XCTAssertTrue(actions.contains { if case .send(alice, let reply) = $0 { return reply.errorCode == .badRequest } else { return false } })

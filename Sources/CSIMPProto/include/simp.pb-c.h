@@ -205,7 +205,7 @@ typedef enum _Simp__Message__ErrorCode {
    * Offline inbox (16-23).
    */
   /*
-   * a stored message was discarded: the receiver's inbox hit its cap
+   * a message was refused, not stored: the receiver's log is full (what it holds stays)
    */
   SIMP__MESSAGE__ERROR_CODE__INBOX_FULL = 16,
   /*

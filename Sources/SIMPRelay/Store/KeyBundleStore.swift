@@ -33,7 +33,11 @@ public struct KeyBundleStore: Sendable {
             ["HGET", Self.bundlesKey(keys.user), keys.device], ["HSET", Self.bundlesKey(keys.user), keys.device, bundle],
             ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"],
         ]
-        if !keys.oneTimePrekeys.isEmpty { commands.append(["SADD", prekeys] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() }) }
+        if !keys.oneTimePrekeys.isEmpty {
+            commands.append(
+                ["EVAL", Self.addPrekeysScript, "1", prekeys, String(RelayCore.maxOneTimePrekeysPerDevice)]
+                    + keys.oneTimePrekeys.map { Data($0).base64EncodedString() })
+        }
         commands.append(["SCARD", prekeys])
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
             try Registry.check(replies)
@@ -42,6 +46,17 @@ public struct KeyBundleStore: Sendable {
             return (Int(replies.last?.integer ?? 0), change, (replies[2].array ?? []).compactMap(\.string))
         }
     }
+
+    /// Adds one-time prekeys (ARGV[2…]) to the device's set (KEYS[1]) while it holds fewer than
+    /// ARGV[1]; the rest are dropped (the answer's `prekeysLeft` says how many it holds).
+    static let addPrekeysScript = """
+        local room = tonumber(ARGV[1]) - redis.call('SCARD', KEYS[1])
+        for i = 2, #ARGV do
+          if room <= 0 then break end
+          room = room - redis.call('SADD', KEYS[1], ARGV[i])
+        end
+        return redis.call('SCARD', KEYS[1])
+        """
 
     private static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
