@@ -53,7 +53,7 @@ struct ConnectionOptions: ParsableArguments {
         help: ArgumentHelp(
             "Send unencrypted to a peer that cannot decrypt (it published no end-to-end keys, or the relay keeps none).",
             discussion:
-                "Direct messages are end-to-end encrypted: only the receiver's devices can read them; the relay and Redis see ciphertext. Without this flag a message to a peer that cannot decrypt is refused. This device's keys live in $SIMP_HOME/e2e (mode 0600)."
+                "Direct messages are end-to-end encrypted: only the receiver's devices can read them; the relay and Redis see ciphertext. Without this flag a message to a peer that has no keys yet (it never logged in) waits in the outbox and goes, end to end, at its first login; a room post with such a member is refused. This device's keys live in $SIMP_HOME/e2e (mode 0600)."
         ))
     var noE2E = false
 

@@ -149,6 +149,13 @@ struct Send: AsyncParsableCommand {
             }
         }
         defer { delays.cancel() }
+        let waiting = Task { // a message to a user without keys yet waits: said, not sat through in silence
+            for await case .waitingForFirstLogin(let user) in client.endToEndNotices {
+                FileHandle.standardError.write(
+                    Data("simp: \(EndToEndNotice.waitingForFirstLogin(user: user)); Ctrl-C leaves it in the outbox for the next simp\n".utf8))
+            }
+        }
+        defer { waiting.cancel() }
         let paths = Task { // UDP blocked is said once, and is not the relay's fault
             for await path in client.datagramPaths where path == .control {
                 FileHandle.standardError.write(Data("simp: UDP is blocked on this network; messages go over the control connection\n".utf8))

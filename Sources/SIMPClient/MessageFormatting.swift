@@ -66,7 +66,7 @@ public enum MessageFormatting {
     /// devices (`SIMPClient.safetyNumbers(with:)`): per device a heading and the 60 digits
     /// (indented three spaces), then how to compare them; or that `peer` has no keys.
     public static func safetyNumberLines(user: String, peer: String, numbers: [(device: String, number: String)]) -> [String] {
-        guard !numbers.isEmpty else { return ["\(peer) has published no end-to-end keys; messages with \(peer) are not encrypted"] }
+        guard !numbers.isEmpty else { return ["\(peer) has published no end-to-end keys yet; messages to \(peer) wait for them"] }
         return numbers.flatMap { ["safety number with \(peer)'s device \($0.device):", "   " + $0.number] }
             + ["\(peer) sees the same with /verify \(user): compare in person or on a call"]
     }

@@ -87,7 +87,7 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(
             terminal.transcript.suffix(3),
             [
-                "-- /verify bob: bob has published no end-to-end keys; messages with bob are not encrypted",
+                "-- /verify bob: bob has published no end-to-end keys yet; messages to bob wait for them",
                 "-- /verify zed: not connected", "bob>",
             ])
     }

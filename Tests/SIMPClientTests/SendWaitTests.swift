@@ -33,4 +33,40 @@ final class SendWaitTests: StoryProcessTestCase {
         XCTAssertTrue(second.standardError.contains("\(bob)'s inbox is full"), second.standardError)
         XCTAssertTrue(second.standardOutput.contains("message "), "its id was printed at once: \(second.standardOutput)")
     }
+
+    /// A `simp send` to a user who never logged in (no end-to-end keys yet) is not refused: it
+    /// says the message waits for that user's first login; Ctrl-C leaves it in the outbox, and
+    /// the next `simp send` of the same device, after erin's first login, delivers it end to end.
+    func testASendToAUserWhoNeverLoggedInWaitsAndTheNextSendDeliversIt() async throws {
+        let alice = TestRelay.uniqueUser("alice"), erin = TestRelay.uniqueUser("erin")
+        let server = "127.0.0.1:\(relay.port)"
+        let erinEnvironment = try await environment(erin)
+        let environment = try await environment(alice)
+        let first = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", erin, "welcome"], environment: environment)
+        children.append(first)
+        let said = await Eventually.holds(within: .seconds(15)) { first.standardError.contains("waiting for \(erin)'s first login") }
+        XCTAssertTrue(said, first.standardOutput + first.standardError)
+        XCTAssertFalse(first.standardError.contains("--no-e2e"), "no suggestion to send unencrypted: \(first.standardError)")
+        first.signal(SIGINT)
+        let status = await first.exitStatus()
+        XCTAssertEqual(status, 128 + SIGINT, first.standardError)
+
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", erin, "--json", "--count", "1"], environment: erinEnvironment)
+        children.append(listen)
+        let published = try await Eventually.holds(within: .seconds(10)) {
+            try await self.relay.inspector.command(["HLEN", "simp:keys:{\(erin)}"]).integer == 1
+        }
+        XCTAssertTrue(published, listen.standardError)
+        let second = try ChildProcess(
+            "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", erin, "and hello"], environment: environment)
+        children.append(second)
+        let secondStatus = await second.exitStatus()
+        XCTAssertEqual(secondStatus, 0, second.standardError)
+        XCTAssertTrue(second.standardError.contains("resending 1 message left in the outbox"), second.standardError)
+        let listened = await listen.exitStatus()
+        XCTAssertEqual(listened, 0, listen.standardError)
+        XCTAssertTrue(listen.standardOutput.contains("\"welcome\""), listen.standardOutput)
+    }
 }
