@@ -240,7 +240,7 @@ final class ExecutableBasicsTests: XCTestCase {
         }
         let help = try await run("simp-server", ["--help"])
         XCTAssertEqual(help.status, 0)
-        for option in ["--port", "--redis", "--no-login", "--config", "--inbox-ttl"] {
+        for option in ["--port", "--redis", "--no-login", "--config", "--inbox-ttl", "--login-timeout", "--request-rate", "--prekey-claim-rate"] {
             XCTAssertTrue(help.out.contains(option), "simp-server --help lacks \(option)")
         }
         let completion = try await run("simp", ["--generate-completion-script", "bash"])
@@ -256,7 +256,11 @@ final class ExecutableBasicsTests: XCTestCase {
         let unknown = try await run("simp-server", ["--config", bad.path])
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.err.hasPrefix("simp-server: \(bad.path): unknown key \"no-logn\""), unknown.err)
-        for (text, key) in [("port = \"abc\"\n", "port"), ("inbox-ttl = 0\n", "inbox-ttl")] { // names the file and the key
+        let wrongSettings = [
+            ("port = \"abc\"\n", "port"), ("inbox-ttl = 0\n", "inbox-ttl"), ("login-timeout = 0\n", "login-timeout"),
+            ("request-rate = \"key-fetch=fast\"\n", "request-rate"),
+        ]
+        for (text, key) in wrongSettings { // names the file and the key
             try text.write(to: bad, atomically: true, encoding: .utf8)
             let wrong = try await run("simp-server", ["--config", bad.path])
             XCTAssertEqual(wrong.status, 1, wrong.err)

@@ -112,6 +112,22 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertNil(replaced.controlLost(mayReconnect: true, random: 0.5).reconnect, "no fight with the newer session")
     }
 
+    /// After a refused login (a locked user), the user can ask to connect again (`/reconnect`
+    /// once unlocked): the core is no longer stopped, and its backoff starts afresh.
+    func testTheUserCanResumeAStoppedSessionAndOnlyAStoppedOne() {
+        var client = session()
+        XCTAssertFalse(client.resumeAfterStop(), "not stopped: it reconnects by itself")
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1)
+        _ = client.beginLogin(udpPort: 4000)
+        _ = client.loginReceived(.error(.authFailed, "login failed: your account is locked by the relay's operator"), now: t0)
+        XCTAssertNil(client.connectAttemptFailed(random: 0.5).reconnect)
+
+        XCTAssertTrue(client.resumeAfterStop())
+        XCTAssertNil(client.stopped)
+        XCTAssertEqual(client.connectAttemptFailed(random: 0.5).reconnect?.attempt, 1, "tries again, from the first delay")
+    }
+
     func testHelloIsRepeatedUntilTheRelayAnswersIt() {
         var client = session()
         XCTAssertEqual(client.registered(keys: keys, now: t0).datagrams.map(\.kind), [.hello])

@@ -149,10 +149,13 @@ public struct DeviceKeys: Sendable, Equatable {
     public var bundle: [UInt8]
     /// The claimed one-time prekey; nil when none is left or none was asked for.
     public var oneTimePrekey: [UInt8]?
+    /// How many one-time prekeys the device has left after the claim (nil: none was claimed).
+    public var prekeysLeft: Int?
 
-    public init(device: String, bundle: [UInt8], oneTimePrekey: [UInt8]?) {
+    public init(device: String, bundle: [UInt8], oneTimePrekey: [UInt8]?, prekeysLeft: Int? = nil) {
         self.device = device
         self.bundle = bundle
         self.oneTimePrekey = oneTimePrekey
+        self.prekeysLeft = prekeysLeft
     }
 }

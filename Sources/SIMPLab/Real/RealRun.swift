@@ -403,5 +403,6 @@ extension RelayConfiguration {
             perSecond: max(connectionLimit.perSecond, logins.perSecond),
             burst: max(connectionLimit.burst, logins.burst))
         maxConnectionsPerHost = max(maxConnectionsPerHost, 4 * clients)
+        limits.maxUnauthenticatedPerHost = max(limits.maxUnauthenticatedPerHost, 4 * clients)
     }
 }
