@@ -50,7 +50,10 @@ public final class ChildProcess: Sendable {
     public func signal(_ number: Int32) { process.signal(number) }
 
     /// Waits for the exit status; after `timeout` seconds the process is killed and nil returned.
-    public func exitStatus(timeout: Double = 20) async -> Int32? {
+    /// The default is generous (twice `Eventually.generousBound`): a process that ends at once
+    /// costs nothing more, and one that first drains (`simp chat`'s /quit waits up to 10 s for
+    /// receipts) can take many seconds on a loaded machine.
+    public func exitStatus(timeout: Double = 60) async -> Int32? {
         await process.exitStatus(within: .nanoseconds(Int64(timeout * 1e9)))
     }
 

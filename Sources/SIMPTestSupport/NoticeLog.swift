@@ -17,7 +17,9 @@ public actor NoticeLog {
     private func append(_ notice: DeliveryNotice) { notices.append(notice) }
 
     /// Waits until a notice matching `predicate` arrived; returns whether it did within `timeout`.
-    public func waitFor(within timeout: TimeAmount = .seconds(5), _ predicate: @Sendable @escaping (DeliveryNotice) -> Bool) async -> Bool {
+    public func waitFor(within timeout: TimeAmount = Eventually.generousBound, _ predicate: @Sendable @escaping (DeliveryNotice) -> Bool) async
+        -> Bool
+    {
         await Eventually.holds(within: timeout) { self.notices.contains(where: predicate) }
     }
 }

@@ -85,7 +85,7 @@ public final class PseudoTerminalProcess: Sendable {
 
     /// Waits until the screen satisfies `condition`; returns whether it did within `timeout`.
     public func waitForScreen(
-        within timeout: TimeAmount = .seconds(10),
+        within timeout: TimeAmount = Eventually.generousBound,
         _ condition: @escaping (VirtualTerminal) -> Bool
     ) async -> Bool {
         await Eventually.holds(within: timeout) { condition(self.screen) }

@@ -4,7 +4,7 @@ import XCTest
 /// Waits until a line on `terminal`'s screen contains `text`; if none does within `timeout`,
 /// fails the calling test at the caller's line, printing the whole screen.
 public func assertScreen(
-    _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = .seconds(10),
+    _ terminal: PseudoTerminalProcess, shows text: String, within timeout: TimeAmount = Eventually.generousBound,
     file: StaticString = #filePath, line: UInt = #line
 ) async {
     let shown = await terminal.waitForScreen(within: timeout) { $0.transcript.contains { $0.contains(text) } }

@@ -141,7 +141,7 @@ final class ChatEndToEndTests: RelayTestCase {
         let listen = try ChildProcess(
             "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--count", "2"],
             environment: try await credentials(bob))
-        let registered = try await Eventually.holds(within: .seconds(10)) {
+        let registered = try await Eventually.holds {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
         }
         XCTAssertTrue(registered, listen.standardError)

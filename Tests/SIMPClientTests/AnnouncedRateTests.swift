@@ -34,7 +34,7 @@ final class AnnouncedRateTests: StoryProcessTestCase {
         let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
 
         XCTAssertEqual(delivered, total)
-        let arrived = await inbox.waitFor(total, within: .seconds(10))
+        let arrived = await inbox.waitFor(total)
         XCTAssertTrue(arrived)
         let distinct = Set(await inbox.messages.map(\.content)).count
         XCTAssertEqual(distinct, total, "each once")

@@ -39,7 +39,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let listen = try ChildProcess(
             "simp", ["listen", "--no-e2e", "--server", server, "--user", user, "--json", "--count", String(count)],
             environment: try await credentials(user))
-        let registered = try await Eventually.holds(within: .seconds(10)) {
+        let registered = try await Eventually.holds {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
         }
         XCTAssertTrue(registered, listen.standardError)
@@ -118,7 +118,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         let listen = try ChildProcess(
             "simp", ["listen", "--no-e2e", "--server", server, "--user", bob, "--json"],
             environment: try await credentials(bob))
-        let registered = try await Eventually.holds(within: .seconds(10)) {
+        let registered = try await Eventually.holds {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1
         }
         XCTAssertTrue(registered, listen.standardError)

@@ -12,7 +12,7 @@ final class CommandLineTests: RelayTestCase {
     var server: String { "127.0.0.1:\(relay.port)" }
 
     func waitForRegistration(of user: String) async throws -> Bool {
-        try await Eventually.holds(within: .seconds(10)) {
+        try await Eventually.holds {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(user)}"]).integer == 1
         }
     }
@@ -120,7 +120,7 @@ final class ServerCommandTests: XCTestCase {
             [
                 "--port", String(port), "--udp-port", "0", "--redis", redis.url.description, "--relay-id", relayId,
             ])
-        let started = try await Eventually.holds(within: .seconds(10)) {
+        let started = try await Eventually.holds {
             try await inspector.command(["EXISTS", "simp:relay:\(relayId)"]).integer == 1
         }
         XCTAssertTrue(started, server.standardError)

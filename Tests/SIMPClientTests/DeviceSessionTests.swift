@@ -70,7 +70,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         // store decides, PROTOCOL §4.3; UNKNOWN_RECIPIENT now goes to the sending session only).
         let result = try await phone.send(text: "let me in", toRoom: TestRelay.uniqueUser("closed"))
         guard case .failed(_, .rejected(.notAMember, _)) = result else { return XCTFail("\(result)") }
-        let heard = await Eventually.holds(within: .seconds(5)) {
+        let heard = await Eventually.holds {
             log.texts().contains { $0.hasPrefix("an error about a message this session is not sending") }
         }
         XCTAssertTrue(heard, "the laptop got the relay's error too: \(log.texts())")
@@ -154,7 +154,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
             "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
             environment: environment)
         let outbox = try Outbox(home: home, user: alice, device: "desk")
-        let saved = await Eventually.holds(within: .seconds(10)) { outbox.count == 1 }
+        let saved = await Eventually.holds { outbox.count == 1 }
         XCTAssertTrue(saved, send.standardError)
         try await Task.sleep(nanoseconds: 500_000_000) // transmitted, retransmitting
         send.signal(SIGKILL)
@@ -187,7 +187,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         let listen = try ChildProcess(
             "simp", ["listen", "--no-e2e", "--server", server, "--user", alice, "--device", "box"],
             environment: try await environment(alice))
-        let told = await Eventually.holds(within: .seconds(10)) {
+        let told = await Eventually.holds {
             listen.standardError.contains("earlier message \(left.messageId) to \(bob): delivered in")
         }
         XCTAssertTrue(told, listen.standardError)
@@ -221,7 +221,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         try "device = \"from-config\"\n".write(to: home.appendingPathComponent("config.toml"), atomically: true, encoding: .utf8)
         let listen = try ChildProcess("simp", ["listen", "--no-e2e", "--server", server, "--user", dave], environment: environment)
-        let listening = await Eventually.holds(within: .seconds(10)) { listen.standardError.contains("listening as") }
+        let listening = await Eventually.holds { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         XCTAssertTrue(listen.standardError.contains("listening as \(dave) (device from-config) on"), listen.standardError)
 
@@ -255,7 +255,7 @@ actor ConnectionStateLog {
     private func append(_ state: ConnectionState) { states.append(state) }
 
     /// Waits until a state matching `predicate` was seen.
-    func waitFor(within timeout: TimeAmount = .seconds(5), _ predicate: @Sendable @escaping (ConnectionState) -> Bool) async -> Bool {
+    func waitFor(within timeout: TimeAmount = Eventually.generousBound, _ predicate: @Sendable @escaping (ConnectionState) -> Bool) async -> Bool {
         await Eventually.holds(within: timeout) { self.states.contains(where: predicate) }
     }
 }

@@ -38,6 +38,25 @@ final class EmbeddedEngineTests: XCTestCase {
         XCTAssertGreaterThan(attempts, 1)
     }
 
+    /// Heartbeats both ways at 100 ms (the relay gives a connection up after 3 missed): a client
+    /// that answers the relay's PINGs stays connected through eight intervals of silence, in
+    /// virtual time (real sockets under load could miss three intervals without a fault).
+    func testAClientAnsweringPingsStaysConnectedThroughEightIntervalsOfSilence() throws {
+        let fast = HeartbeatPolicy(interval: .milliseconds(100), missLimit: 3)
+        let engines = try EmbeddedEngines { $0.heartbeat = fast }
+        let bob = try engines.engine(user: "bob", host: 2, firstMessageId: 9_000) { $0.heartbeat = fast }
+        bob.connectOrRetry()
+        try engines.pump()
+        let control = try XCTUnwrap(bob.control)
+
+        for _ in 0..<16 { try engines.advance(by: .milliseconds(50)) }
+
+        XCTAssertTrue(control.isActive)
+        XCTAssertTrue(bob.control === control, "the same connection, not a reconnect")
+        XCTAssertEqual(engines.relay.statistics.connectedUsers, 1)
+        XCTAssertNil(engines.relay.statistics.rejected[.heartbeatTimeout])
+    }
+
     func testAnArrivalThatSuggestsLossMakesOnlyItsOwnBurstsReceiptsUrgent() throws {
         let engines = try EmbeddedEngines()
         let alice = try engines.engine(user: "alice", host: 1, firstMessageId: 1_000)

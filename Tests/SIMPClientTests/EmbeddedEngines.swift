@@ -20,9 +20,12 @@ final class EmbeddedEngines {
     /// Says whether a datagram a client sent reaches the relay (a test drops some).
     var passes: (_ from: SocketAddress, _ bytes: ByteBuffer) -> Bool = { _, _ in true }
 
-    init() throws {
+    /// `configure` changes the development relay's settings.
+    init(relay configure: (inout RelayCore.Configuration) -> Void = { _ in }) throws {
         var pending: [AddressedEnvelope<ByteBuffer>] = []
-        relay = try EmbeddedRelay(configuration: EmbeddedRelay.developmentConfiguration(), datagramsSent: { pending.append($0) })
+        var configuration = EmbeddedRelay.developmentConfiguration()
+        configure(&configuration)
+        relay = try EmbeddedRelay(configuration: configuration, datagramsSent: { pending.append($0) })
         relay.listen()
         relayDatagrams = {
             defer { pending.removeAll() }; return pending
@@ -32,9 +35,13 @@ final class EmbeddedEngines {
     private var relayDatagrams: () -> [AddressedEnvelope<ByteBuffer>] = { [] }
 
     /// An engine for `user` (UDP port 50000 on 10.0.0.`host`), not connected yet.
-    func engine(user: String, host: Int, firstMessageId: UInt64) throws -> ClientEngine {
+    /// `configure` changes its settings.
+    func engine(
+        user: String, host: Int, firstMessageId: UInt64, _ configure: (inout ClientConfiguration) -> Void = { _ in }
+    ) throws -> ClientEngine {
         var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: 7600, user: user)
         configuration.advertisedUDPPort = 50_000
+        configure(&configuration)
         let udpAddress = try SocketAddress(ipAddress: "10.0.0.\(host)", port: 50_000)
         let controlAddress = try SocketAddress(ipAddress: "10.0.0.\(host)", port: 40_000)
         let environment = ClientEngine.Environment(

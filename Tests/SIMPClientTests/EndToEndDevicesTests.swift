@@ -57,7 +57,7 @@ final class EndToEndDevicesTests: RelayTestCase {
             default: XCTFail("\(outcome)")
             }
         }
-        let arrived = await inbox.waitFor(2, within: .seconds(10))
+        let arrived = await inbox.waitFor(2)
         XCTAssertTrue(arrived)
         try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
         let messages = await inbox.messages
@@ -186,7 +186,7 @@ actor EndToEndNoticeLog {
     private func append(_ notice: EndToEndNotice) { notices.append(notice) }
 
     /// Waits until a notice matching `predicate` came.
-    func waitFor(within timeout: TimeAmount = .seconds(5), _ predicate: @Sendable @escaping (EndToEndNotice) -> Bool) async -> Bool {
+    func waitFor(within timeout: TimeAmount = Eventually.generousBound, _ predicate: @Sendable @escaping (EndToEndNotice) -> Bool) async -> Bool {
         await Eventually.holds(within: timeout) { self.notices.contains(where: predicate) }
     }
 }

@@ -91,7 +91,7 @@ final class EndToEndRestoreTests: RelayTestCase {
         let (alice, bob) = (alice, bob)
 
         guard case .delivered = try await aliceClient.send(text: "after the restore", to: bob) else { return XCTFail("not delivered") }
-        let arrived = await bobInbox.waitFor(4, within: .seconds(10))
+        let arrived = await bobInbox.waitFor(4)
         XCTAssertTrue(arrived)
         let bobAsked = await bobNotices.waitFor { if case .askedAgain(alice, "desk", _) = $0 { true } else { false } }
         let aliceToldResent = await aliceNotices.waitFor { if case .resent(bob, "phone", _, true) = $0 { true } else { false } }
@@ -138,7 +138,7 @@ final class EndToEndRestoreTests: RelayTestCase {
         let (alice, bob) = (alice, bob)
 
         guard case .delivered = try await bobClient.send(text: "to the restored device", to: alice) else { return XCTFail("not delivered") }
-        let arrived = await aliceInbox.waitFor(1, within: .seconds(10))
+        let arrived = await aliceInbox.waitFor(1)
         XCTAssertTrue(arrived)
         let aliceAsked = await aliceNotices.waitFor { if case .askedAgain(bob, "phone", _) = $0 { true } else { false } }
         let bobToldResent = await bobNotices.waitFor { if case .resent(alice, "desk", _, true) = $0 { true } else { false } }

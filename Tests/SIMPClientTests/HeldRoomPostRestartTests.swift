@@ -22,7 +22,7 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
         let inbox = MessageInbox(again)
         try await sender.sendHeldKey()
         try await sender.sendDirect("after the key")
-        let arrived = await inbox.waitFor(2, within: .seconds(10))
+        let arrived = await inbox.waitFor(2)
         XCTAssertTrue(arrived)
         let received = await inbox.messages
         XCTAssertEqual(received.map(\.content), [post, "after the key"], "the held post, once, then the next message")
@@ -80,7 +80,7 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
             _ = try await aliceClient.send(SIMPMessage(kind: .text, toUser: "#" + room).sealedEndToEnd(next.post))
         }
 
-        let held = await Eventually.holds(within: .seconds(10)) { ((try? self.heldPosts(of: bob)) ?? []).count == 1 + others.count }
+        let held = await Eventually.holds { ((try? self.heldPosts(of: bob)) ?? []).count == 1 + others.count }
         XCTAssertTrue(held, "bob's client did not hold the post")
         await first.close()
         let gone = await Eventually.holds { (try? await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer) == 0 }

@@ -41,7 +41,7 @@ final class OperatorCommandTests: RelayTestCase {
         XCTAssertTrue(lockMissing.err.hasPrefix("simp-server user: no user"), lockMissing.err)
         // The ended session tries to log in again once, is refused (locked)
         // and stops with that reason, instead of "relay still unreachable" every 30 s.
-        let refused = await Eventually.holds(within: .seconds(10)) { await states.all.contains { Self.isLoginRefused($0) } }
+        let refused = await Eventually.holds { await states.all.contains { Self.isLoginRefused($0) } }
         let seen = await states.all
         XCTAssertTrue(refused, "the locked user's reconnect is refused and said so: \(seen)")
         XCTAssertEqual(seen.filter { if case .reconnecting = $0 { true } else { false } }.count, 1, "one try, no more: \(seen)")
@@ -65,7 +65,7 @@ final class OperatorCommandTests: RelayTestCase {
         let states = StateLog(client)
         let ended = try await serverCommand(["sessions", "end", erin])
         XCTAssertEqual(ended.status, 0, ended.err)
-        let back = await Eventually.holds(within: .seconds(10)) {
+        let back = await Eventually.holds {
             await states.all.filter { if case .connected = $0 { true } else { false } }.count >= 2
         }
         let seen = await states.all

@@ -17,7 +17,7 @@ final class ReceiverRestartTests: StoryProcessTestCase {
         let message = SIMPMessage(kind: .text, messageId: WallClock.microsecondsSinceEpoch(), fromUser: alice, toUser: bob, content: "only once")
         let first = try await startListening(bob, server: server)
         try await resendFromOutbox(message, as: alice)
-        let once = await Eventually.holds(within: .seconds(10)) { self.printed(by: [first]) == ["only once"] }
+        let once = await Eventually.holds { self.printed(by: [first]) == ["only once"] }
         XCTAssertTrue(once, first.standardOutput + first.standardError)
         first.signal(SIGTERM)
         _ = await first.exitStatus()
@@ -27,7 +27,7 @@ final class ReceiverRestartTests: StoryProcessTestCase {
         XCTAssertTrue(Self.arrived(outcome), "the copy is receipted: \(outcome)")
         let sender = try await relay.connectClient(user: alice)
         _ = try await sender.send(text: "after", to: bob)
-        let after = await Eventually.holds(within: .seconds(10)) { self.printed(by: [second]).contains("after") }
+        let after = await Eventually.holds { self.printed(by: [second]).contains("after") }
         XCTAssertTrue(after, second.standardOutput + second.standardError)
         XCTAssertEqual(printed(by: [first, second]), ["only once", "after"])
     }
@@ -38,7 +38,7 @@ final class ReceiverRestartTests: StoryProcessTestCase {
         let first = try await startChatting(bob, with: alice)
         try await resendFromOutbox(message, as: alice)
         // alice is a library client without end-to-end keys: chat marks her lines (not encrypted).
-        let shown = await Eventually.holds(within: .seconds(10)) { self.printed(by: [first.chat]).contains("only once (not encrypted)") }
+        let shown = await Eventually.holds { self.printed(by: [first.chat]).contains("only once (not encrypted)") }
         XCTAssertTrue(shown, first.chat.standardOutput + first.chat.standardError)
         try first.input.close() // end of input: the chat exits
         let status = await first.chat.exitStatus()
@@ -49,7 +49,7 @@ final class ReceiverRestartTests: StoryProcessTestCase {
         XCTAssertTrue(Self.arrived(outcome), "the copy is receipted: \(outcome)")
         let sender = try await relay.connectClient(user: alice)
         _ = try await sender.send(text: "after", to: bob)
-        let after = await Eventually.holds(within: .seconds(10)) { // stored first, then shown
+        let after = await Eventually.holds { // stored first, then shown
             self.chatHistory(of: bob).contains("after") && self.printed(by: [second.chat]).contains("after (not encrypted)")
         }
         XCTAssertTrue(after, second.chat.standardOutput + second.chat.standardError)

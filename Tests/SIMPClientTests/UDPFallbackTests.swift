@@ -97,7 +97,7 @@ final class UDPFallbackTests: XCTestCase {
     }
 
     private func assertArrivedOnceInOrder(_ texts: [String], at inbox: MessageInbox, file: StaticString = #filePath, line: UInt = #line) async {
-        let arrived = await inbox.waitFor(texts.count, within: .seconds(10))
+        let arrived = await inbox.waitFor(texts.count)
         try? await Task.sleep(nanoseconds: 200_000_000) // a late duplicate would show now
         let contents = await inbox.messages.map(\.content)
         XCTAssertTrue(arrived, "\(contents.count) of \(texts.count) arrived", file: file, line: line)
@@ -132,7 +132,7 @@ final class UDPFallbackTests: XCTestCase {
     func testAReceiverBlockedMidStreamLosesNothingAndComesBackToUDP() async throws {
         let (relay, pair, block, texts) = try await stream(200, blockingUDPOf: .bob, from: 51)
         block.isBlocking = false
-        let back = await Eventually.holds(within: .seconds(10)) { await pair.bobClient.datagramPath == .udp }
+        let back = await Eventually.holds { await pair.bobClient.datagramPath == .udp }
         XCTAssertTrue(back, "bob probes UDP and comes back")
         let afterwards = try await sendInTurn(10, from: pair.aliceClient, to: pair.bob, tag: "after")
         await assertArrivedOnceInOrder(texts + afterwards, at: pair.bobInbox)

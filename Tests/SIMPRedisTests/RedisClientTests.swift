@@ -118,7 +118,7 @@ final class RedisClientTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("no reply within 300 ms"), "\(error)")
             XCTAssertEqual((error as? RedisError)?.unavailable, true)
         }
-        let back = await Eventually.holds(within: .seconds(3)) { (try? await slow.command(["PING"])) == .status("PONG") }
+        let back = await Eventually.holds { (try? await slow.command(["PING"])) == .status("PONG") }
         XCTAssertTrue(back)
     }
 
@@ -138,7 +138,7 @@ final class RedisClientTests: XCTestCase {
         XCTAssertEqual(failures, 20)
         try await local.relaunch()
         addTeardownBlock { await local.stop() }
-        let back = await Eventually.holds(within: .seconds(3)) { (try? await watcher.command(["PING"])) == .status("PONG") }
+        let back = await Eventually.holds { (try? await watcher.command(["PING"])) == .status("PONG") }
         XCTAssertTrue(back, "the client did not reconnect")
         let warnings = log.texts(atLeast: .warning).filter { $0.contains("unreachable") }
         let notices = log.texts(atLeast: .notice).filter { $0.contains("reachable again") }

@@ -51,7 +51,7 @@ final class RedisSubscriberTests: XCTestCase {
         subscriber.start()
         try await subscriber.waitUntilSubscribed()
         try await server.restart()
-        let again = await Eventually.holds(within: .seconds(5)) { subscriptions.withLockedValue { $0 } == 2 }
+        let again = await Eventually.holds { subscriptions.withLockedValue { $0 } == 2 }
         XCTAssertTrue(again, "no second subscription after the restart")
         let publisher = RedisClient(url: server.url)
         addTeardownBlock { await publisher.shutdown() }

@@ -1,3 +1,4 @@
+import Dispatch
 import NIOCore
 import SIMPCore
 import SIMPRelay
@@ -13,15 +14,21 @@ final class BatchedReceiptTests: RelayTestCase {
     private let count = 60
 
     /// Sends `count` messages from a new sender to `receiver` while the receiver's event loop is
-    /// held for 300 ms, so they wait in its socket and are read in bursts; returns the sender's
-    /// results and what the receiver's application got.
+    /// held until the relay has forwarded them all (however long a loaded machine takes), so
+    /// they wait in its socket and are read in bursts; returns the sender's results and what
+    /// the receiver's application got.
     private func burst(to receiver: SIMPClient, _ user: String, inbox: MessageInbox) async throws -> [SendResult] {
         let sender = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
-        let held = receiver.engine.eventLoop.submit { _ = usleep(300_000) }
+        let forwardedBefore = try await relay.server.statistics().datagramsForwarded
+        let release = DispatchSemaphore(value: 0)
+        let held = receiver.engine.eventLoop.submit { release.wait() }
         var results: [EventLoopFuture<SendResult>] = []
         for index in 0..<count {
             results.append(try await sender.submit(SIMPMessage(kind: .text, toUser: user, content: "burst \(index)")).result)
         }
+        let forwarded = try await Eventually.holds { try await self.relay.server.statistics().datagramsForwarded - forwardedBefore >= self.count }
+        release.signal()
+        XCTAssertTrue(forwarded, "the relay forwarded the burst while the receiver was held")
         try await held.get()
         var outcomes: [SendResult] = []
         for result in results { outcomes.append(try await result.get()) }

@@ -59,7 +59,7 @@ final class ClusterRelayTests: XCTestCase {
 
         let late = try await relays.connectClient(user: users[3], relay: 1)
         let lateInbox = MessageInbox(late)
-        let caughtUp = await lateInbox.waitFor(3, within: .seconds(5))
+        let caughtUp = await lateInbox.waitFor(3)
         XCTAssertTrue(caughtUp)
         let lateTexts = Set(await lateInbox.messages.map(\.content))
         XCTAssertEqual(lateTexts, Set((0..<3).map { "\($0) to the absent" }))

@@ -196,7 +196,7 @@ final class DevicesTests: XCTestCase {
             XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
             XCTAssertEqual(got.map(\.seq), Array(1...UInt64(count)))
         }
-        let settled = try await Eventually.holds(within: .seconds(5)) {
+        let settled = try await Eventually.holds {
             Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
         }
         XCTAssertTrue(settled, "alice hears every message was delivered")
@@ -249,7 +249,7 @@ final class DevicesTests: XCTestCase {
             let got = try await messages(count, at: bobDevice)
             XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
         }
-        let settled = try await Eventually.holds(within: .seconds(5)) {
+        let settled = try await Eventually.holds {
             Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
         }
         XCTAssertTrue(settled, "alice hears every message was delivered, whichever relay the receipt came through")
@@ -266,7 +266,7 @@ final class DevicesTests: XCTestCase {
         let total = 900
         for batch in stride(from: 1, through: total, by: 50) {
             for id in batch..<(batch + 50) { try await sender.sendText(UInt64(id), to: bob, stream: 3, seq: UInt64(id), floor: 1) }
-            _ = try await Eventually.holds(within: .seconds(5)) {
+            _ = try await Eventually.holds {
                 try await sender.frames(.receipt).filter { $0.status == .stored }.count >= batch + 49
             }
         }

@@ -32,7 +32,7 @@ extension EndToEndRelayTests {
             guard case .stored = result else { return XCTFail("\(user)'s post: \(result)") }
         }
         for user in [alice, bob, carol] {
-            let arrived = await inboxes[user]!.waitFor(2, within: .seconds(5))
+            let arrived = await inboxes[user]!.waitFor(2)
             XCTAssertTrue(arrived, "\(user) did not get both other posts")
             let read = await inboxes[user]!.messages
             XCTAssertEqual(Set(read.map(\.content)), Set(posts.filter { $0.key != user }.values), user)
@@ -68,7 +68,7 @@ extension EndToEndRelayTests {
 
         let bobAgain = try await connect(bob, relay: 1)
         let laterInbox = MessageInbox(bobAgain)
-        let delivered = await Eventually.holds(within: .seconds(5)) { await laterInbox.messages.contains { $0.content == secret } }
+        let delivered = await Eventually.holds { await laterInbox.messages.contains { $0.content == secret } }
         XCTAssertTrue(delivered, "bob did not read the post made while he was offline")
 
         let traffic = monitor.standardOutput

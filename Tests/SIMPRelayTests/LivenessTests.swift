@@ -33,14 +33,11 @@ final class LivenessTests: XCTestCase {
             try await self.relay.inspector.command(["EXISTS", "simp:user:{\(mallory)}"]).integer == 1
         }
         XCTAssertTrue(registered)
-        let connectedAt = NIODeadline.now()
-
-        // The raw peer never answers PING: dead after 3 × 100 ms (+ one check interval).
-        let dropped = await Eventually.holds(within: .seconds(2)) { peer.isClosed }
-        let silence = NIODeadline.now() - connectedAt
+        // The raw peer never answers PING: dead after 3 × 100 ms (+ one check interval). How
+        // soon is EngineTests' (virtual time); here only that it happens, with a bound for load.
+        let dropped = await Eventually.holds(within: .seconds(30)) { peer.isClosed }
 
         XCTAssertTrue(dropped)
-        XCTAssertLessThan(silence, .milliseconds(900), "dropped after \(silence)")
         let pings = try await peer.received().filter { $0.kind == .ping }
         XCTAssertGreaterThanOrEqual(pings.count, 2, "the relay pinged before giving up")
         let keyGone = try await Eventually.holds {
@@ -51,19 +48,7 @@ final class LivenessTests: XCTestCase {
         XCTAssertEqual(stats.rejected[.heartbeatTimeout], 1)
     }
 
-    func testClientAnsweringPingsStaysConnected() async throws {
-        let bob = TestRelay.uniqueUser("bob")
-        let client = try await relay.connectClient(user: bob) { [fastHeartbeat] in $0.heartbeat = fastHeartbeat }
-
-        try await Task.sleep(nanoseconds: 800_000_000) // eight ping intervals
-
-        let stats = try await relay.server.statistics()
-        XCTAssertEqual(stats.connectedUsers, 1)
-        XCTAssertNil(stats.rejected[.heartbeatTimeout])
-        let result = try await relay.connectClient(user: TestRelay.uniqueUser("alice")).send(text: "still here?", to: bob)
-        guard case .delivered = result else { return XCTFail("\(result)") }
-        _ = client
-    }
+    // A client answering PINGs stays connected: EmbeddedEngineTests, in virtual time.
 
     func testClientsReconnectAfterARelayRestartAndNothingIsLostOrDuplicated() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
@@ -90,7 +75,7 @@ final class LivenessTests: XCTestCase {
             default: return XCTFail("\(result)")
             }
         }
-        let all = await inbox.waitFor(4, within: .seconds(5))
+        let all = await inbox.waitFor(4)
         XCTAssertTrue(all)
         try await Task.sleep(nanoseconds: 300_000_000) // room for a duplicate to show up
         let contents = await inbox.messages.map(\.content)
@@ -231,7 +216,7 @@ final class RedisRestartTests: XCTestCase {
         let empty = try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer
         XCTAssertEqual(empty, 0, "a restarted Redis without persistence has lost the registration")
 
-        let healed = try await Eventually.holds(within: .seconds(4)) {
+        let healed = try await Eventually.holds {
             try await relay.inspector.command(["EXISTS", "simp:user:{\(bob)}", "simp:user:{\(alice)}"]).integer == 2
         }
         XCTAssertTrue(healed, "the refresh cycle re-creates live registrations")

@@ -17,7 +17,7 @@ actor PeerEventLog {
 
     private func append(_ event: PeerEvent) { events.append(event) }
 
-    func waitFor(within timeout: TimeAmount = .seconds(5), _ predicate: @Sendable @escaping (PeerEvent) -> Bool) async -> Bool {
+    func waitFor(within timeout: TimeAmount = Eventually.generousBound, _ predicate: @Sendable @escaping (PeerEvent) -> Bool) async -> Bool {
         await Eventually.holds(within: timeout) { self.events.contains(where: predicate) }
     }
 }

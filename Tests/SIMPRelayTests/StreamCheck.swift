@@ -31,7 +31,7 @@ struct StreamCheck {
         try await disruption()
         var check = StreamCheck(count: count)
         check.results = try await fromAlice + fromBob
-        for inbox in inboxes { _ = await inbox.waitFor(count, within: .seconds(5)) }
+        for inbox in inboxes { _ = await inbox.waitFor(count) }
         try await Task.sleep(nanoseconds: 300_000_000) // room for a stray duplicate to show up
         for inbox in inboxes { check.received.append(await inbox.messages.map(\.content)) }
         return check

@@ -231,7 +231,7 @@ final class UserLogTests: XCTestCase {
         _ = sender
 
         let laptop = try await device(bob, "laptop", on: relay)
-        _ = try await Eventually.holds(within: .seconds(10)) {
+        _ = try await Eventually.holds {
             try await laptop.receiptNew()
             return try await laptop.messages().count >= count
         }
@@ -253,13 +253,13 @@ final class UserLogTests: XCTestCase {
             try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.count >= 3
         }
         for id in UInt64(4)...5 { try await sender.sendText(id, to: bob, stream: 4, seq: id, floor: 1) }
-        _ = try await Eventually.holds(within: .seconds(10)) {
+        _ = try await Eventually.holds {
             try await phone.receiptNew()
             return try await phone.messages().count >= 5
         }
         try await phone.receiptNew()
         let laptop = try await device(bob, "laptop", on: relay)
-        _ = try await Eventually.holds(within: .seconds(10)) {
+        _ = try await Eventually.holds {
             try await laptop.receiptNew()
             return try await laptop.messages().count >= 3
         }
@@ -296,7 +296,7 @@ final class UserLogTests: XCTestCase {
         let phone = try await device(bob, "phone", on: relay)
         let sender = try await device(alice, "desk", on: relay)
         for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 4, seq: id, floor: 1) }
-        _ = try await Eventually.holds(within: .seconds(10)) {
+        _ = try await Eventually.holds {
             try await phone.receiptNew()
             return try await phone.messages().count >= count
         }
