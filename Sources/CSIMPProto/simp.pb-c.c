@@ -122,7 +122,7 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[16] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[17] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -140,11 +140,12 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "INBOX_FULL", "SIMP__MESSAGE__ERROR_CODE__INBOX_FULL", 16 },
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
   { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
+  { "LIMIT_REACHED", "SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED", 19 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{0, 16}
+{0, 0},{16, 13},{0, 17}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[16] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[17] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
@@ -154,6 +155,7 @@ static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_n
   { "INBOX_EXPIRED", 14 },
   { "INBOX_FULL", 13 },
   { "INTERNAL", 6 },
+  { "LIMIT_REACHED", 16 },
   { "NONE", 0 },
   { "NOT_A_MEMBER", 15 },
   { "NOT_CONNECTED", 3 },
@@ -170,9 +172,9 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  16,
+  17,
   simp__message__error_code__enum_values_by_number,
-  16,
+  17,
   simp__message__error_code__enum_values_by_name,
   2,
   simp__message__error_code__value_ranges,

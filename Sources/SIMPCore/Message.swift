@@ -36,6 +36,9 @@ public struct SIMPMessage: Equatable, Sendable {
         case inboxExpired = 17
         /// Posting to, or listing, a room the user is not a member of.
         case notAMember = 18
+        /// Refused: it would exceed a bound on what the relay keeps (rooms one user is in,
+        /// members of one room; docs/OPERATIONS.md §10).
+        case limitReached = 19
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.

@@ -149,3 +149,21 @@ final class RequestBudgetTests: XCTestCase {
         XCTAssertEqual(relay.core.sessions(of: "alice").count, 2)
     }
 }
+
+/// A join the store refuses for a bound on kept state is told to the client as LIMIT_REACHED.
+final class StateLimitCoreTests: XCTestCase {
+    func testAJoinOverALimitIsToldLimitReached() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        var join = SIMPMessage(kind: .roomJoin, messageId: 5)
+        join.room = "lobby"
+        let actions = relay.control(join, on: ConnectionID(1))
+        guard case .store(.room(let request))? = actions.first else { return XCTFail("\(actions)") }
+        XCTAssertEqual(
+            relay.answer(.room(request, .limitReached("#lobby has 1000 members, the relay's limit"))),
+            [
+                .reject(.limitReached, detail: "alice joining #lobby: #lobby has 1000 members, the relay's limit"),
+                .send(ConnectionID(1), .error(.limitReached, "#lobby has 1000 members, the relay's limit", messageId: 5)),
+            ])
+    }
+}

@@ -215,7 +215,11 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * posting to, or listing, a room the user is not a member of
    */
-  SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER = 18
+  SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER = 18,
+  /*
+   * refused: it would exceed a bound on what the relay keeps (rooms per user, members per room)
+   */
+  SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED = 19
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*

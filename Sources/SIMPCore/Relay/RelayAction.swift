@@ -116,4 +116,6 @@ public enum RejectReason: String, Sendable, CaseIterable {
     /// A control request over its connection's or user's budget, or over the requests a
     /// connection may have waiting for the store.
     case requestRateLimited = "request_rate_limited"
+    /// A request that would exceed a bound on kept state (rooms per user, members per room).
+    case limitReached = "limit_reached"
 }

@@ -49,6 +49,11 @@ extension RelayCore {
                 .reject(.notAMember, detail: "\(request.user) asked for the members of \(request.room)"),
                 .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room)", messageId: request.messageId)),
             ]
+        case .success(.limitReached(let why)):
+            output += [
+                .reject(.limitReached, detail: "\(request.user) joining #\(request.room): \(why)"),
+                .send(request.connection, .error(.limitReached, why, messageId: request.messageId)),
+            ]
         case .failure:
             output.append(.send(request.connection, .error(.internal, "room registry unavailable, try again", messageId: request.messageId)))
         }

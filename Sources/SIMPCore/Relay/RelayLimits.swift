@@ -34,6 +34,11 @@ extension RelayCore {
     /// One-time prekeys the store keeps per device: a KEYS_PUBLISH's beyond it are dropped
     /// (its answer's `prekeysLeft` says how many the device has), so no device fills Redis.
     public static let maxOneTimePrekeysPerDevice = 200
+    /// Rooms one user may be a member of: one more ROOM_JOIN (which creates a room that does
+    /// not exist) is refused with ERROR LIMIT_REACHED.
+    public static let maxRoomsPerUser = 256
+    /// Members one room may have: one more ROOM_JOIN is refused with ERROR LIMIT_REACHED.
+    public static let maxRoomMembers = 1000
 }
 
 /// The control requests with a budget of their own (`RelayLimits.budgets`).

@@ -200,6 +200,9 @@ public enum RoomAnswer: Sendable, Equatable {
     /// The room's members (empty after a leave).
     case members([String])
     case notAMember
+    /// A join refused: the user is in `RelayCore.maxRoomsPerUser` rooms, or the room has
+    /// `RelayCore.maxRoomMembers` members (the text says which).
+    case limitReached(String)
 }
 
 /// What the store said to a `.postToRoom`.

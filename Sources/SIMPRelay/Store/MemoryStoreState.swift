@@ -181,6 +181,12 @@ struct MemoryStoreState: Sendable {
     private mutating func room(_ request: RoomRequest) -> RoomAnswer {
         switch request.operation {
         case .join:
+            if let refusal = RoomStore.joinRefusal(
+                request, roomsOfUser: roomMembers.values.filter { $0.contains(request.user) }.count,
+                isMember: roomMembers[request.room]?.contains(request.user) ?? false, members: roomMembers[request.room]?.count ?? 0)
+            {
+                return refusal
+            }
             roomMembers[request.room, default: []].insert(request.user)
             return .members(roomMembers[request.room]!.sorted())
         case .leave:

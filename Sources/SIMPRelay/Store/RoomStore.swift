@@ -62,14 +62,18 @@ public struct RoomStore: Sendable {
         let key = Self.membersKey(request.room)
         switch request.operation {
         case .join:
-            return redis.pipeline(
-                [
-                    ["SADD", key, request.user], ["SADD", PresenceStore.roomsKey(request.user), request.room],
-                    ["SMEMBERS", key],
-                ], on: eventLoop
-            ).flatMapThrowing { replies in
-                guard replies.count == 3, let members = replies[2].array else { throw RedisError("unexpected join reply \(replies)") }
-                return .members(members.compactMap(\.string))
+            let rooms = PresenceStore.roomsKey(request.user)
+            return redis.pipeline([["SCARD", rooms], ["SISMEMBER", key, request.user], ["SCARD", key]], on: eventLoop).flatMap { [redis] counts in
+                if let refusal = Self.joinRefusal(
+                    request, roomsOfUser: Int(counts[0].integer ?? 0), isMember: counts[1].integer == 1, members: Int(counts[2].integer ?? 0))
+                {
+                    return eventLoop.makeSucceededFuture(refusal)
+                }
+                return redis.pipeline([["SADD", key, request.user], ["SADD", rooms, request.room], ["SMEMBERS", key]], on: eventLoop)
+                    .flatMapThrowing { replies in
+                        guard replies.count == 3, let members = replies[2].array else { throw RedisError("unexpected join reply \(replies)") }
+                        return .members(members.compactMap(\.string))
+                    }
             }
         case .leave:
             return redis.pipeline(
@@ -86,6 +90,18 @@ public struct RoomStore: Sendable {
                 return .members(members.compactMap(\.string))
             }
         }
+    }
+
+    /// Why a join of a user in `roomsOfUser` rooms (`isMember` of this one already) to a room
+    /// of `members` members is refused (nil: it is not). Two relays joining at once may let
+    /// one more in (the counts and the join are two round trips).
+    static func joinRefusal(_ request: RoomRequest, roomsOfUser: Int, isMember: Bool, members: Int) -> RoomAnswer? {
+        guard !isMember else { return nil }
+        if roomsOfUser >= RelayCore.maxRoomsPerUser {
+            return .limitReached("you are a member of \(roomsOfUser) rooms, the relay's limit: leave one first")
+        }
+        if members >= RelayCore.maxRoomMembers { return .limitReached("#\(request.room) has \(members) members, the relay's limit") }
+        return nil
     }
 
     /// Numbers `message` (a post by `message.fromUser`) in `room` if the author is a member.
@@ -123,7 +139,7 @@ extension RoomStore {
             .flatMapThrowing { answer in
                 switch answer {
                 case .members(let members): return members.sorted()
-                case .notAMember: return nil
+                case .notAMember, .limitReached: return nil // a member list is never refused for a limit
                 }
             }
     }
