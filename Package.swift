@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "simp", targets: ["simp"]),
         .executable(name: "simp-lab", targets: ["simp-lab"]),
         .executable(name: "simp-bench", targets: ["simp-bench"]),
+        .executable(name: "simp-bench-guard", targets: ["simp-bench-guard"]),
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRelay", targets: ["SIMPRelay"]),
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
@@ -209,6 +210,7 @@ let package = Package(
             name: "SIMPBench",
             dependencies: [
                 "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay", "SIMPLocalServers", "SIMPClient",
+                "SIMPTestKit", "SIMPE2E", "CCallgrind",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -218,6 +220,12 @@ let package = Package(
             ]),
         // Counting allocator wrappers for simp-bench's allocation figures (linked there only).
         .target(name: "CAllocationCounter"),
+        // callgrind's client requests as C functions (no-ops outside valgrind), for scripts/bench-guard.
+        .target(name: "CCallgrind"),
+        // scripts/bench-guard's workloads and baseline check; synchronous, so valgrind can run it.
+        .executableTarget(
+            name: "simp-bench-guard",
+            dependencies: ["SIMPBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "simp-bench",
             dependencies: [

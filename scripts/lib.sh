@@ -58,7 +58,8 @@ start_bench_relay() {
   RELAY_PORT=$(free_port); udp=$(free_port)
   "$server" --host 127.0.0.1 --port "$RELAY_PORT" --udp-port "$udp" --redis "redis://127.0.0.1:$redis_port" \
     --no-login --log-level error --message-rate 10000000 --connection-rate 100000 \
-    --login-rate 100000 --max-connections-per-host 1000000 "$@" >"$log" 2>&1 &
+    --login-rate 100000 --max-connections-per-host 1000000 \
+    --max-unauthenticated-per-host 1000000 --max-unauthenticated 1000000 "$@" >"$log" 2>&1 &
   RELAY_PID=$!
   wait_for_port "$RELAY_PORT" "$RELAY_PID" && return 0
   echo "simp-server did not start (see $log)" >&2

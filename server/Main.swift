@@ -6,22 +6,22 @@ import SIMPCommandLine
 /// typed ones (so typed options win, then the environment, then the file), then runs `simp-server`.
 @main
 enum SIMPServerMain {
-    /// The relay's options, by long name (`simp-server --help`); a key missing here is
-    /// reported as unknown in a config file.
-    static let relayKeys: ConfigFile.Keys = {
-        var keys: ConfigFile.Keys = [:]
-        for name in [
-            "host", "port", "udp-port", "redis", "relay-id", "registration-ttl", "max-frame-size", "max-datagram-size",
-            "ping-interval", "ping-misses", "log-level", "log-format", "metrics-port", "drain-timeout", "message-rate", "connection-rate",
-            "max-connections-per-host", "login-rate", "inbox-max-messages", "inbox-ttl", "threads",
-        ] { keys[name] = .value }
-        keys["no-login"] = .flag(ifTrue: "--no-login", ifFalse: nil)
-        return keys
+    /// The relay's options (`simp-server --help`), read from the command's own definition, so
+    /// each one is a key of a config file and a `SIMP_*` variable; the others are errors.
+    static let relayOptions: CommandOptions = {
+        do {
+            return try CommandOptions(describing: Serve._dumpHelp(), excluding: ["config", "print-config", "help", "version"])
+        } catch {
+            fatalError("simp-server: cannot read its own options: \(error)")
+        }
     }()
+
+    /// The relay's options by long name; a key missing here is reported as unknown in a config file.
+    static var relayKeys: ConfigFile.Keys { relayOptions.keys }
 
     /// Options whose values add up when repeated (`--port 7600 --port 443`): typed ones replace
     /// the environment's, which replace the file's.
-    static let repeatable: Set<String> = ["--port"]
+    static var repeatable: Set<String> { relayOptions.repeatable }
 
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
@@ -29,11 +29,30 @@ enum SIMPServerMain {
             print(SIMPServerCommand.helpWithRelayOptions)
             return
         }
+        if let unknown = try? UnknownOption.first(
+            in: arguments, description: SIMPServerCommand._dumpHelp(), defaultSubcommand: "serve")
+        {
+            printError("\(unknown.command): \(unknown)")
+            exit(ExitCode.validationFailure.rawValue)
+        }
         let informational = ["-h", "--help", "--version", "help"]
         if !arguments.contains(where: { informational.contains($0) || $0.hasPrefix("--generate-completion-script") }) {
             do { arguments = try configured(arguments) } catch { printError("simp-server: \(error)"); exit(1) }
         }
+        if arguments.first != "user", arguments.first != "sessions", arguments.contains("--print-config") {
+            printSettings(arguments)
+        }
         await SIMPServerCommand.main(arguments)
+    }
+
+    /// `--print-config`: prints the settings as a config file and exits, if `serve` accepts
+    /// them (otherwise the command goes on to refuse them as a start would).
+    private static func printSettings(_ arguments: [String]) {
+        let options = arguments.first == "serve" ? Array(arguments.dropFirst()) : arguments
+        guard (try? Serve.parse(options)) != nil else { return }
+        print("# simp-server's settings: typed options, then SIMP_* variables, then the --config file, then defaults")
+        print(relayOptions.settingsFile(for: options), terminator: "")
+        exit(0)
     }
 
     /// `arguments` with the file's and the environment's settings inserted where the command's options start.

@@ -44,8 +44,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
             Every option can also come from a TOML file (--config FILE: keys named like the \
             options, `port = 7600`, `no-login = true`) or from the environment (SIMP_ and the \
-            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_NO_LOGIN=true). Typed options override \
-            the environment, which overrides the file.
+            option in capitals: SIMP_REDIS, SIMP_PORT, SIMP_TLS_CERT, SIMP_NO_LOGIN=true). Typed options \
+            override the environment, which overrides the file; `simp-server --print-config` shows \
+            the result.
             """,
         version: SIMPVersion.current,
         subcommands: [Serve.self, UserCommand.self, SessionsCommand.self],
@@ -95,6 +96,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("TOML file with settings (keys named like these options).", valueName: "file"))
     var config: String?
 
+    @Flag(
+        name: .customLong("print-config"),
+        help: ArgumentHelp(
+            "Print the settings in effect as a config file and exit, without starting.",
+            discussion:
+                "They come from the typed options, then the SIMP_* environment, then --config FILE, then the defaults; each is checked as a start would check it."
+        ))
+    var printConfig = false
+
     @Option(help: "Address to listen on (TCP and UDP).")
     var host = "127.0.0.1"
 
@@ -121,7 +131,13 @@ struct Serve: AsyncParsableCommand {
     )
     var redis = "redis://127.0.0.1:6379"
 
-    @Option(name: .customLong("relay-id"), help: "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: random.")
+    @Option(
+        name: .customLong("relay-id"),
+        help: ArgumentHelp(
+            "This relay's id in Redis, unique among the relays sharing it (no spaces). Default: relay-<random hex>, new at each start.",
+            discussion:
+                "Give one that stays the same across restarts (the systemd unit in dist/ gives the host name): a restarted relay then takes over its own registrations at once."
+        ))
     var relayId: String?
 
     @Option(
@@ -216,6 +232,10 @@ struct Serve: AsyncParsableCommand {
     )
     var threads = 1
 
+    /// Limits against abuse (docs/OPERATIONS.md §10), listed with the other options.
+    @OptionGroup
+    var limitOptions: LimitOptions
+
     func validate() throws {
         guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
@@ -280,6 +300,7 @@ struct Serve: AsyncParsableCommand {
         configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)
         configuration.loginLimit = RelayCore.Configuration.defaultLoginLimit.scaled(toPerSecond: loginRate)
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
+        configuration.limits = limitOptions.limits
         configuration.threads = threads
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()
@@ -307,6 +328,12 @@ struct Serve: AsyncParsableCommand {
                 ])
             let which = held.isEmpty ? "a port it needs" : held.joined(separator: " and ")
             printError("simp-server: cannot listen on \(host): \(which) is in use by another process (stop it, or choose another port)")
+            throw ExitCode.failure
+        } catch let error as RelayStartError where error.unreachableRedis != nil {
+            let (address, cause) = error.unreachableRedis!
+            printError(
+                "simp-server: cannot reach Redis at \(address): \(SocketErrorText.reason(cause)). "
+                    + "Not started (exit status 1): start Redis, or pass --redis.")
             throw ExitCode.failure
         } catch {
             printError("simp-server: \(error)")

@@ -49,7 +49,8 @@ struct UserCommand: AsyncParsableCommand {
             } catch {
                 let hint =
                     redis == Self.defaultRedis ? ", the default; scripts/run-server's is redis://127.0.0.1:6390: give --redis or SIMP_REDIS" : ""
-                printError("simp-server \(command): \(error) (Redis \(shown)\(hint))")
+                let what = (error as? RedisError)?.unavailable == true ? "cannot reach Redis: \(SocketErrorText.reason(error))" : "\(error)"
+                printError("simp-server \(command): \(what) (Redis \(shown)\(hint))")
                 throw ExitCode.failure
             }
         }
@@ -60,7 +61,8 @@ struct UserCommand: AsyncParsableCommand {
             abstract: "Create a user (or, with --replace, set a new password).",
             discussion: """
                 The password is read from --password-file, else from the SIMP_PASSWORD environment \
-                variable, else asked for twice on the terminal. A weak password is refused: fewer than \
+                variable, else asked for twice on the terminal (a weak one, or a second entry that differs, is \
+                asked for again, up to 3 tries). A weak password is refused: fewer than \
                 \(PasswordStrength.minimumLength) characters, the user name in it, only digits, one character \
                 repeated, or a common password such as "password123" (whoever reads the Redis can guess \
                 offline; docs/PROTOCOL.md §4.2). A passphrase of a few words is strong.
@@ -92,12 +94,6 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try readPassword()
-            if !allowWeak, let weakness = PasswordStrength.weakness(of: password, user: user) {
-                printError(
-                    "simp-server user add: refused a weak password for \(user): \(weakness) (a passphrase of a few words is strong; --allow-weak accepts it anyway)"
-                )
-                throw ExitCode.failure
-            }
             let verifier = PasswordVerifier.make(password: password, iterations: iterations)
             try await options.withStore { store in
                 try await store.add(user, verifier: verifier, replace: replace)
@@ -105,23 +101,48 @@ struct UserCommand: AsyncParsableCommand {
             }
         }
 
+        /// Tries at the terminal before giving up, as passwd(1) does.
+        static let promptTries = 3
+
+        /// The password from the file or the environment (refused if weak), else asked for on the
+        /// terminal: a weak one, or a second entry that differs, is said why and asked for again.
         private func readPassword() throws -> String {
             do {
-                if let password = try PasswordInput.read(file: passwordFile) { return password }
-                guard let first = try PasswordInput.prompt("password for \(user): ") else {
-                    printError("simp-server user add: no password: give --password-file, set SIMP_PASSWORD, or run it in a terminal")
-                    throw ExitCode.failure
+                if let password = try PasswordInput.read(file: passwordFile) {
+                    if let weakness = weakness(of: password) {
+                        printError("simp-server user add: refused a weak password for \(user): \(weakness) \(Self.strongAdvice)")
+                        throw ExitCode.failure
+                    }
+                    return password
                 }
-                guard try PasswordInput.prompt("again: ") == first else {
-                    printError("simp-server user add: the passwords differ")
-                    throw ExitCode.failure
+                for _ in 0..<Self.promptTries {
+                    guard let first = try PasswordInput.prompt("password for \(user): ") else {
+                        printError("simp-server user add: no password: give --password-file, set SIMP_PASSWORD, or run it in a terminal")
+                        throw ExitCode.failure
+                    }
+                    if let weakness = weakness(of: first) {
+                        printError("too weak: \(weakness) \(Self.strongAdvice); try another")
+                        continue
+                    }
+                    guard try PasswordInput.prompt("again: ") == first else {
+                        printError("the two entries differ; once more")
+                        continue
+                    }
+                    return first
                 }
-                return first
+                printError("simp-server user add: no password set for \(user) after \(Self.promptTries) tries")
+                throw ExitCode.failure
             } catch let error as PasswordInput.Failure {
                 printError("simp-server user add: \(error)")
                 throw ExitCode.failure
             }
         }
+
+        private func weakness(of password: String) -> String? {
+            allowWeak ? nil : PasswordStrength.weakness(of: password, user: user)
+        }
+
+        private static let strongAdvice = "(a passphrase of a few words is strong; --allow-weak accepts it anyway)"
     }
 
     struct Remove: AsyncParsableCommand {

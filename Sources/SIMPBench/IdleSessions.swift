@@ -71,6 +71,8 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
 /// memory. Those from one source address share one UDP socket (a registration needs a port, not
 /// a socket of its own). A session whose connection drops comes back as the reference client
 /// does (`Backoff`, jittered), so a restarted or killed relay sees its users return.
+/// Sendable: `udpPorts` is filled by `connect()` before any session starts; the rest of the
+/// mutable state is touched on `loop` only.
 public final class IdleSessions: @unchecked Sendable {
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let loop: EventLoop

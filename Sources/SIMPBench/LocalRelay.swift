@@ -42,7 +42,8 @@ public final class LocalRelay: Sendable {
                     "--metrics-port", String(metrics), "--redis", redisEndpoint.textWithPassword, "--log-level", "warning",
                     // The bench's users have no passwords, and its load must not be throttled.
                     "--no-login", "--message-rate", "10000000", "--connection-rate", "100000", "--login-rate", "100000",
-                    "--max-connections-per-host", "1000000",
+                    "--max-connections-per-host", "1000000", "--max-unauthenticated-per-host", "1000000",
+                    "--max-unauthenticated", "1000000",
                 ] + extraArguments
             let relay = try launch(binary.path, arguments, log: log)
             let started = LocalRelay(

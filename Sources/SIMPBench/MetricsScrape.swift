@@ -63,7 +63,7 @@ enum HTTPGet {
         return String(response[headerEnd.upperBound...])
     }
 
-    private final class Collector: ChannelInboundHandler, @unchecked Sendable {
+    private final class Collector: ChannelInboundHandler, @unchecked Sendable { // `bytes` is touched on its channel's loop only
         typealias InboundIn = ByteBuffer
         private var bytes: [UInt8] = []
         let done: EventLoopPromise<String>

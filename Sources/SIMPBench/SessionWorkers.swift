@@ -10,7 +10,7 @@ import SIMPLocalServers
 ///
 /// A worker reports `connected N` on its standard output whenever its count changes; it stops on
 /// SIGTERM, and by itself when the bench is gone.
-public final class SessionWorkers: @unchecked Sendable {
+public final class SessionWorkers: Sendable {
     /// Sessions one worker holds at most.
     public static let perWorker = 15_000
 
@@ -102,7 +102,7 @@ public final class SessionWorkers: @unchecked Sendable {
 }
 
 /// Splits a byte stream into lines (a worker's reports).
-final class LineSplitter: @unchecked Sendable {
+final class LineSplitter: Sendable {
     private let pending = NIOLockedValueBox<[UInt8]>([])
 
     func feed(_ data: Data) -> [Substring] {

@@ -7,7 +7,7 @@ import Glibc
 
 /// Reads stdin on its own thread and hands the result over: keys from a raw-mode terminal, or
 /// lines from a pipe or file. Calls `onEnd` at end of input.
-final class TerminalInput: @unchecked Sendable {
+final class TerminalInput: Sendable {
     private let stopped = NIOLockedValueBox(false)
 
     /// How long a lone ESC waits for the rest of a sequence before it counts as Escape.

@@ -96,6 +96,7 @@ extension ClientEngine {
         onStateChange(.connected(relayId: accepted.relayId))
         carryOut(output)
         sealHeldMessages()
+        endToEnd?.loggedInAgain(via: self)
     }
 
     /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
@@ -114,9 +115,21 @@ extension ClientEngine {
             logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
             guard !closedByUser else { return }
             carryOut(session.connectAttemptFailed(random: environment.random()))
-            if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
+            if case .loginRefused(let reason)? = session.stopped {
+                let why = reason.hasPrefix("login failed: ") ? String(reason.dropFirst("login failed: ".count)) : reason
+                return stop(because: "login refused: \(why); not reconnecting")
+            }
             nextServer(after: error)
         }
+    }
+
+    /// The user asks to connect again after the session stopped for good (the core decides:
+    /// `ClientSession.resumeAfterStop`); returns false when it had not stopped.
+    func connectAgain() -> Bool {
+        guard !closedByUser, session.resumeAfterStop() else { return false }
+        onStateChange(.connecting)
+        connectOrRetry()
+        return true
     }
 }
 

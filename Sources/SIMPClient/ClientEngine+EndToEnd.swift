@@ -51,7 +51,7 @@ extension ClientEngine {
     /// --count` has its messages) stays held for the next process.
     func mayTakeLate() -> Bool { lateAllowance.map { lateTaken < $0 } ?? true }
 
-    /// Hands the application a room post that waited for its sender key (docs/E2E.md §15.3);
+    /// Hands the application a room post that waited for its sender key (docs/E2E.md §14.3);
     /// counted once by the session, with the message that carried the key (`take`) or by
     /// `resumeHeldPosts`.
     func takeLate(_ post: SIMPMessage) {
@@ -66,4 +66,10 @@ extension ClientEngine {
         session.countTaken(lateTaken)
         (lateTaken, lateAllowance) = (0, nil)
     }
+}
+
+extension ClientEngine {
+    /// How long a KEYS_PUBLISH or KEYS_FETCH waits for the relay's answer before it fails
+    /// (`SIMPClientError.timedOut`): a fetch is then asked again (`KeyWait`), not the message failed.
+    static let keyAnswerTimeout: TimeAmount = .seconds(10)
 }

@@ -19,6 +19,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Messages whose callers heard `.connectionLost` when the session stopped and that are
+    /// still sent after `connectAgain`: a delivery is then reported as a notice.
+    private var givenUp: Set<UInt64> = []
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
     /// KEYS_PUBLISH and KEYS_FETCH requests waiting for their answer frame, by request id, and
@@ -143,6 +146,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
+        schedule(in: Self.keyAnswerTimeout) { [self, id = request.messageId] in
+            keyWaiters.removeValue(forKey: id)?.fail(SIMPClientError.timedOut("waiting for the relay's answer about keys"))
+        }
         return promise.futureResult
     }
 
@@ -194,6 +200,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         }
         guard channel === control else { return }
         if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
+        if message.kind == .keysFetch, message.messageId == 0 { return endToEnd?.askedToPublish(message, via: self) ?? () }
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))
@@ -211,6 +218,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             // device's (or a `simp send`'s) error is not this session's news.
             logger.debug(
                 "an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.errorCode == .sessionEnded {
+            logger.warning("\(message.errorText); logging in again")
         } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
@@ -277,8 +286,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
+        givenUp.formUnion(waiters.keys)
         waiters.removeAll()
-        failHeldMessages()
+        givenUp.formUnion(failHeldMessages())
     }
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
@@ -328,6 +338,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
         waiters.removeValue(forKey: result.messageId)?.succeed(result)
+        // Its caller heard `.connectionLost` when the session stopped; it was delivered after
+        // `connectAgain`: said as a notice (no receiver name; a stored one has its notice).
+        if givenUp.remove(result.messageId) != nil, case .delivered(let id, _, _) = result {
+            onNotice(.delivered(messageId: id, to: ""))
+        }
     }
 
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }

@@ -17,7 +17,7 @@ public protocol ClientShell: AnyObject {
     /// Offers a delivered message to the application, which may take `allowance` more new
     /// messages (nil: no limit); returns how many new messages it took: 0 (it had it already,
     /// before a restart, or it is not shown), 1, or more when the message let others that
-    /// waited for it be handed over (room posts waiting for a sender key, docs/E2E.md §15.3).
+    /// waited for it be handed over (room posts waiting for a sender key, docs/E2E.md §14.3).
     func take(_ message: SIMPMessage, allowance: Int?) -> Int
     /// Sends sealed datagrams to the relay, in order, as one burst.
     func sendDatagrams(_ datagrams: [ByteBuffer])
@@ -49,7 +49,7 @@ public protocol ClientShell: AnyObject {
     func datagramPathChanged(to path: DatagramPath)
     /// Called after the delivered messages were handed over and before anything of `output`
     /// is written: a shell that keeps state the output's receipts or sealed messages depend
-    /// on makes it durable here, and takes out what cannot leave yet (docs/E2E.md §16). The
+    /// on makes it durable here, and takes out what cannot leave yet (docs/E2E.md §15). The
     /// default does nothing.
     func willWrite(_ output: inout ClientSession.Output)
 }

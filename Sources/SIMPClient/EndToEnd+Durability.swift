@@ -2,7 +2,7 @@ import SIMPCore
 import SIMPE2E
 
 /// What of a client session's output may leave while this device's end-to-end state is not
-/// durable (docs/E2E.md §16), sans-I/O: the shell commits the store before an output that
+/// durable (docs/E2E.md §15), sans-I/O: the shell commits the store before an output that
 /// needs it leaves, and tells this gate how that went.
 ///
 /// - A receipt tells the sender (and the relay, which then forgets its copy) that this device

@@ -9,7 +9,7 @@ import Glibc
 import Darwin
 #endif
 
-/// A device's end-to-end state in files (docs/E2E.md §9, §16): `<home>/e2e/<user>/<device>/`,
+/// A device's end-to-end state in files (docs/E2E.md §9, §15): `<home>/e2e/<user>/<device>/`,
 /// mode 0700, one file per saved name (its identity, prekeys, each pairwise session, each peer's
 /// device list), mode 0600, replaced atomically (written beside, fsynced, renamed, and the
 /// directory fsynced).
@@ -276,10 +276,10 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 }
 
-/// The room posts waiting for their author's sender key (docs/E2E.md §15.3), kept in the
+/// The room posts waiting for their author's sender key (docs/E2E.md §14.3), kept in the
 /// device's store under `held` so that a process that ends first does not lose them.
 /// Version 1: `0x01 ‖ u16 n ‖ n × (u64 arrival, ms since the epoch ‖ u32 length ‖ the post as
-/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §15.4).
+/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §14.4).
 extension RoomPosts {
     /// The name of the entry in the device's store.
     static let storeName = "held"

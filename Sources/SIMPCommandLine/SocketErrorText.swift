@@ -17,16 +17,26 @@ public enum SocketErrorText {
             return errnoText(error.errnoCode)
         case ChannelError.connectTimeout(let timeout):
             return "timed out after \(Double(timeout.nanoseconds) / 1e9) s"
-        default:
-            return "\(error)"
+        default: // an error that wraps one and keeps only its text (a Redis client's)
+            let text = "\(error)"
+            if let code = errnoCode(in: text) { return errnoText(code) }
+            if text.contains("UnknownHost") { return "cannot resolve the host name" }
+            if text.contains("connectTimeout") { return "timed out" }
+            return text
         }
+    }
+
+    /// The last `(errno: N)` in the text of an error that wraps a system call's.
+    private static func errnoCode(in text: String) -> Int32? {
+        guard let start = text.range(of: "(errno: ", options: .backwards) else { return nil }
+        return Int32(text[start.upperBound...].prefix { $0.isNumber })
     }
 
     /// Whether `error` says an address is already in use (EADDRINUSE), itself or in the text
     /// of an error that wraps it.
     public static func isAddressInUse(_ error: Error) -> Bool {
         if let error = error as? IOError { return error.errnoCode == EADDRINUSE }
-        return "\(error)".contains("(errno: \(EADDRINUSE))")
+        return errnoCode(in: "\(error)") == EADDRINUSE
     }
 
     /// Which of the `ports` (name and number; 0 is skipped) another process holds on `host`,

@@ -100,32 +100,32 @@ public struct ClientSession: Sendable {
 
     public let configuration: Configuration
     public internal(set) var sender: ReliableSender
-    public private(set) var receiver: ReceiverCore
+    public internal(set) var receiver: ReceiverCore
     /// Where the session is with the relay: no control connection, logging in, or registered,
     /// each with what only that phase has. Whether it stopped for good is `stopped`.
     public internal(set) var phase: Phase = .disconnected
-    private var backoff: Backoff?
+    var backoff: Backoff?
     var nextPingId: UInt64 = 1
-    private var login: LoginClient
+    var login: LoginClient
     /// The keys of the last session the relay accepted (kept between connections: datagrams of
     /// that session may still arrive).
-    private var sealer: DatagramSealer?
-    private var opener: DatagramOpener?
+    var sealer: DatagramSealer?
+    var opener: DatagramOpener?
     /// The datagram path and its probes (nil: always UDP); kept across connections.
     var paths: DatagramPathSelector?
     /// Datagrams dropped because they were not authentic for the current session.
-    public private(set) var rejectedDatagrams = 0
+    public internal(set) var rejectedDatagrams = 0
     /// Whether content is still taken (false after `stopTakingMessages`).
-    public private(set) var takesMessages = true
+    public internal(set) var takesMessages = true
     /// New messages the application took (`handOver`), counted against `deliveryLimit`.
     public internal(set) var messagesTaken = 0
     /// RATE_LIMITED notices from the relay: it dropped some of this client's datagrams.
-    public private(set) var throttleNotices = 0
+    public internal(set) var throttleNotices = 0
     /// Receipts sent as datagrams (besides their control-channel copies).
     public internal(set) var receiptDatagramsSent = 0
     /// Receipt frames written to the control channel (single receipts and batches).
     public internal(set) var receiptFramesSent = 0
-    private var nextSignalId: UInt64 = 1
+    var nextSignalId: UInt64 = 1
     /// The id of the next request (`request`), and those sent that wait for their reply.
     var nextRequestId: UInt64 = 1
     var requestsAwaitingReply: Set<UInt64> = []
@@ -153,7 +153,17 @@ public struct ClientSession: Sendable {
     /// Set once the session has stopped for good; nil while it keeps (re)connecting. An
     /// operator's ERROR SESSION_ENDED does not stop it: it logs in again, and stops only if
     /// that login is refused.
-    public private(set) var stopped: Stop?
+    public internal(set) var stopped: Stop?
+
+    /// The user asks to connect again after the session stopped for good (`simp chat`'s
+    /// `/reconnect`, say once the operator unlocked the user): it is no longer stopped, and the
+    /// backoff starts afresh. Returns false (nothing to do) when it had not stopped.
+    public mutating func resumeAfterStop() -> Bool {
+        guard stopped != nil else { return false }
+        stopped = nil
+        backoff?.reset()
+        return true
+    }
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -185,7 +195,7 @@ public struct ClientSession: Sendable {
     }
 
     /// The largest datagram the relay accepts: from its last CONNECTED, else the default.
-    public private(set) var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
+    public internal(set) var maxDatagramSize = SealedDatagram.defaultMaxDatagramSize
 
     /// The application sends a content message; `fromUser` is filled in. A message too large
     /// for the relay fails at once (`DeliveryFailure.tooLarge`) instead of being sent.
@@ -221,279 +231,6 @@ public struct ClientSession: Sendable {
         probe.attempt = 16_383 // the largest two-byte varint: far more transmissions than fit in giveUpAfter
         if probe.time == 0 { probe.time = Int64(Int32.max) << 16 } // a wall clock in ms, well past 2100
         return MessageCodec.encodedSize(of: probe) + SealedDatagram.overhead
-    }
-
-    // MARK: Login
-
-    /// How a login goes on after a frame from the relay.
-    public enum LoginStep: Sendable {
-        /// Send this frame on the connection that is logging in.
-        case send(SIMPMessage)
-        /// Logged in: the connection is now the registered control connection; `connected` is
-        /// the relay's CONNECTED, `output` what to do now.
-        case registered(connected: SIMPMessage, output: Output)
-        /// The relay refused, or could not prove itself: close the connection.
-        case refused(code: SIMPMessage.ErrorCode, reason: String)
-    }
-
-    /// A control connection is open: the AUTH frame that starts logging in. `udpPort` is the
-    /// port CONNECT will register.
-    public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
-        let (auth, nonce) = login.start()
-        phase = .loggingIn(LoginAttempt(clientNonce: nonce, udpPort: udpPort))
-        return namingDevice(auth)
-    }
-
-    /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
-    /// session only sends.
-    private func namingDevice(_ frame: SIMPMessage) -> SIMPMessage {
-        var frame = frame
-        frame.device = configuration.device
-        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
-        return frame
-    }
-
-    /// A frame arrived on the connection that is logging in.
-    public mutating func loginReceived(_ message: SIMPMessage, now: NIODeadline) -> LoginStep? {
-        guard case .loggingIn(var pending) = phase else { return nil }
-        switch message.kind {
-        case .challenge:
-            do {
-                let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
-                pending.transcript = answer.transcript
-                phase = .loggingIn(pending)
-                return .send(namingDevice(answer.frame))
-            } catch {
-                phase = .disconnected
-                return .refused(code: .authFailed, reason: error.description)
-            }
-        case .connected:
-            phase = .disconnected
-            maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
-            if let configured = configuration.pacing { // at 90 % of the rate the relay announced, if it did
-                sender.pace(under: SendPacer.limit(announced: message.messageRateLimit, otherwise: configured), now: now)
-            }
-            do {
-                let keys = try login.accept(message, transcript: pending.transcript)
-                return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))
-            } catch {
-                return .refused(code: .authFailed, reason: error.description)
-            }
-        case .error:
-            phase = .disconnected
-            if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
-            return .refused(code: message.errorCode, reason: message.errorText)
-        default:
-            return nil
-        }
-    }
-
-    /// The relay accepted the login: seal with the new session's keys, say HELLO, start the
-    /// heartbeat and keepalive, reset the backoff, and send everything unreceipted and waiting.
-    /// `relayBatchesReceipts`: the CONNECTED said the relay routes batch receipts.
-    public mutating func registered(keys: SessionKeys, now: NIODeadline, relayBatchesReceipts: Bool = false) -> Output {
-        self.relayBatchesReceipts = relayBatchesReceipts
-        sealer = DatagramSealer(keys: keys, direction: .uplink)
-        opener = DatagramOpener(keys: keys, direction: .downlink)
-        phase = .registered(
-            RegisteredState(
-                heartbeat: Heartbeat(policy: configuration.heartbeat, now: now),
-                holdingHeartbeat: Heartbeat(policy: configuration.heartbeatWhileHolding, now: now),
-                nextKeepalive: now + configuration.keepaliveInterval,
-                nextHello: datagramPath == .udp ? Hello(due: now, attemptsLeft: configuration.helloAttempts) : nil))
-        backoff?.reset()
-        var output = pollHello(now: now)
-        beginDatagramPath(now: now, into: &output)
-        for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
-        output.absorb(sender.resume(now: now))
-        receiver.restartHoldClock(now: now)
-        return output
-    }
-
-    // MARK: Datagrams
-
-    /// Seals a datagram of `output` for the relay (nil before the first login).
-    public mutating func seal(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer? {
-        sealer?.seal(message, allocator: allocator)
-    }
-
-    /// A datagram arrived from the relay at `arrivedAt`: anything not authentic for the current
-    /// session is dropped (and counted); a HELLO answer ends the HELLOs; content is receipted
-    /// and delivered in order.
-    /// `path`: how it came (over UDP, or in a DATAGRAM frame).
-    public mutating func datagramArrived(_ bytes: ByteBuffer, arrivedAt: NIODeadline, now: NIODeadline, over path: DatagramPath = .udp) -> Output {
-        guard let payload = try? opener?.open(bytes).payload, let message = try? MessageCodec.decode(payload) else {
-            rejectedDatagrams += 1
-            return Output()
-        }
-        if message.kind == .hello { return helloAnswered(over: path, now: now) }
-        if path == .udp { paths?.arrivedOverUDP(now: now) }
-        switch message.kind {
-        case .receipt: // the fast copy; whichever copy comes first counts
-            var output = Output()
-            output.absorb(receiptHandled(message, now: now))
-            return output
-        case let kind where kind.isContent:
-            if path == .udp { noteArrivalOverUDP(message, now: now) }
-        case .typing:
-            break
-        default:
-            return Output()
-        }
-        return datagramReceived(message, arrivedAt: arrivedAt, now: now)
-    }
-
-    private mutating func pollHello(now: NIODeadline) -> Output {
-        var output = Output()
-        guard let hello = phase.registration?.nextHello, hello.due <= now else { return output }
-        output.datagrams.append(SIMPMessage(kind: .hello, fromUser: configuration.user))
-        let next = hello.attemptsLeft > 1 ? Hello(due: now + configuration.helloInterval, attemptsLeft: hello.attemptsLeft - 1) : nil
-        updateRegistration { $0.nextHello = next }
-        return output
-    }
-
-    /// The registered control connection is gone. Sending is suspended; with a reconnect
-    /// policy (and `mayReconnect`, and not `stopped`), `reconnect` says when to try again.
-    /// `random` is in [0, 1).
-    public mutating func controlLost(mayReconnect: Bool, random: Double) -> Output {
-        // No gap can be repaired until registered again: the hold limit stops counting (§6.5).
-        if let lastHeard = phase.registration?.heartbeat.lastHeard { receiver.stopHoldClock(since: lastHeard) }
-        phase = .disconnected
-        paths?.controlLost()
-        for batch in batcher.flush(now: .distantPast) { receipts.couldNotWrite(batch) } // sent after the next login
-        receipts.connectionLost()
-        sender.suspend()
-        var output = mayReconnect ? connectAttemptFailed(random: random) : Output()
-        output.replies = abandonRequests()
-        return output
-    }
-
-    /// A connect attempt (TCP or CONNECT) failed: plan the next one, if reconnecting and the
-    /// relay did not refuse the login (`stopped`).
-    public mutating func connectAttemptFailed(random: Double) -> Output {
-        var output = Output()
-        if stopped == nil { output.reconnect = backoff?.next(random: random) }
-        return output
-    }
-
-    /// A frame arrived on the registered control connection.
-    public mutating func controlReceived(_ message: SIMPMessage, now: NIODeadline) -> Output {
-        updateRegistration {
-            $0.heartbeat.heard(at: now)
-            $0.holdingHeartbeat.heard(at: now)
-        }
-        var output = Output()
-        if let reply = takeReply(message) {
-            output.replies.append(reply)
-            return output
-        }
-        switch message.kind {
-        case .datagram:
-            return datagramArrived(ByteBuffer(bytes: message.datagram), arrivedAt: now, now: now, over: .control)
-        case .receipt where message.status == .stored || message.status == .roomDelivered:
-            // The receiver is offline, or it is a room post: the message is settled (no more
-            // retries), not delivered.
-            // A direct message stays unresolved until it is delivered from the inbox (order).
-            let settled =
-                message.room.isEmpty && message.status == .stored
-                ? sender.handleStored(message, now: now) : sender.handleReceipt(message, now: now)
-            output.datagrams += settled.transmit
-            for event in settled.events {
-                guard case .delivered(let id, let to, _, _) = event else { output.outcomes.append(event); continue }
-                output.notices.append(.stored(messageId: id, to: to, receiverOnline: message.receiverOnline))
-            }
-            if message.status == .stored, !message.room.isEmpty, message.seq != 0 {
-                // The room does not send this user its own post: nothing waits for its number.
-                release(receiver.skip(message.seq, from: "#\(message.room)", stream: RelayCore.roomStream, now: now), now: now, into: &output)
-            }
-            if message.status == .roomDelivered {
-                output.notices.append(
-                    .roomProgress(
-                        messageId: message.messageId, room: message.room,
-                        delivered: Int(message.deliveredCount), of: Int(message.memberCount)))
-            }
-        case .receipt:
-            let ids = [message.messageId] + message.receiptIds // a batch covers several (§6.1)
-            let wasPending = ids.map { sender.isPending($0) }
-            output.absorb(receiptHandled(message, now: now))
-            guard !message.held else { break } // arrived, not yet delivered: a final receipt follows
-            // A stored message counts as delivered when the inbox delivered it, or when the
-            // receiver receipts it directly (it had an earlier copy whose receipt was late).
-            for (id, wasPending) in zip(ids, wasPending) {
-                let settled =
-                    message.status == .deliveredFromInbox ? sender.storedMessageSettled(id, now: now) : sender.storedMessageReceipted(id, now: now)
-                if !wasPending, message.status == .deliveredFromInbox || settled {
-                    output.notices.append(.delivered(messageId: id, to: message.fromUser))
-                }
-            }
-        case .error where message.errorCode == .alreadyConnected && message.messageId == 0:
-            stopped = .takenOver(reason: message.errorText) // the relay closes the connection next
-        case .error where message.errorCode == .rateLimited:
-            throttleNotices += 1 // the message stays pending: sent again when the pacer allows
-            sender.rateLimited(messageId: message.messageId, retryAfter: .milliseconds(Int64(message.retryAfterMillis)), now: now)
-        case .read:
-            output.notices.append(.read(upTo: message.messageId, by: message.fromUser))
-        case .presence:
-            output.peerEvents.append(.presence(user: message.fromUser, online: message.online, lastSeen: message.lastSeen))
-        case .error where message.errorCode == .inboxFull && sender.isPending(message.messageId):
-            // The receiver's log is full and did not take it: sent again later, fails only at its time limit (§6.2).
-            sender.refusedAsFull(messageId: message.messageId, reason: message.errorText)
-        case .error where message.errorCode == .inboxFull || message.errorCode == .inboxExpired:
-            sender.storedMessageSettled(message.messageId, now: now)
-            // A stored copy of a message its receiver already receipted: nothing was lost.
-            guard !sender.wasDeliveredAfterStoring(message.messageId) else { break }
-            output.notices.append(.discarded(messageId: message.messageId, to: message.fromUser, message.errorCode, message.errorText))
-        case .error where message.messageId != 0 && sender.isPending(message.messageId):
-            output.absorb(
-                sender.handleRejection(
-                    messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
-        case .pong:
-            receipts.pongArrived(message.messageId)
-        case .ping:
-            var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
-            pong.time = message.time
-            output.controlFrames.append(pong)
-        default:
-            break
-        }
-        return output
-    }
-
-    /// An authentic content datagram arrived at `arrivedAt`: hand over what is now in order
-    /// and receipt what the application now has (a held message is receipted when released).
-    public mutating func datagramReceived(_ message: SIMPMessage, arrivedAt: NIODeadline, now: NIODeadline) -> Output {
-        if message.kind == .typing {
-            var output = Output()
-            output.peerEvents.append(.typing(from: message.fromUser))
-            return output
-        }
-        var output = Output()
-        guard takesMessages else { return output } // unseen: neither held, deduplicated nor receipted
-        let outcome = receiver.receive(message, arrivedAt: arrivedAt, now: now)
-        release(outcome.release, now: now, into: &output)
-        if Self.suggestsLoss(message, outcome) { receiptsAreUrgent = true }
-        return output
-    }
-
-    /// Whether an arrival says that datagrams or receipts were lost: a retransmission, a copy
-    /// the application has, one held behind a gap, or one that filled a gap. Its sender is then
-    /// waiting, so the receipts batched so far go at the end of the read burst instead of after
-    /// the batch delay (docs/PROTOCOL.md §6.1).
-    static func suggestsLoss(_ message: SIMPMessage, _ outcome: ReceiverCore.Outcome) -> Bool {
-        message.attempt > 1 || outcome.verdict != .deliver || outcome.deliver.count != 1
-    }
-
-    /// The application takes no more messages (`simp listen --count N` has its N). Content that
-    /// arrives from now on is dropped unseen and held messages are never released, so none of
-    /// them is receipted: they stay with their senders, or in the relay's log, for another session.
-    public mutating func stopTakingMessages() { takesMessages = false }
-
-    /// Hands released messages to the application and sends their receipts (kept for the next
-    /// connection when there is none).
-    private mutating func release(_ release: ReceiverCore.Release, now: NIODeadline, into output: inout Output) {
-        guard takesMessages else { return }
-        output.delivered += release.deliver
-        for receipt in release.receipts { sendReceipt(receipt, now: now, into: &output) }
     }
 
     /// Tells `user` this user is typing: one datagram, never retransmitted (nothing while the

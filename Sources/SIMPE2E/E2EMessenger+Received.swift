@@ -1,4 +1,4 @@
-/// A direct message received once and delivered again (docs/E2E.md §16): its plaintext is kept
+/// A direct message received once and delivered again (docs/E2E.md §15): its plaintext is kept
 /// with its id in the same store commit as the ratchet step that decrypted it, so a copy
 /// the relay delivers again after this device restarted (its receipt never left) is handed
 /// over from what was kept, never dropped as a duplicate of a key already used.

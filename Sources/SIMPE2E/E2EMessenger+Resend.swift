@@ -45,7 +45,7 @@ extension E2EMessenger {
     }
 
     /// A resend request for `messageId` sealed for `peer`'s device `device` only, in an
-    /// envelope (§14). With `bundle` (that device's bundle as the relay hands it out) a new
+    /// envelope (docs/E2E.md §13). With `bundle` (that device's bundle as the relay hands it out) a new
     /// session is started first, so the request does not depend on the session that failed;
     /// without it the request goes on the current session.
     public mutating func sealResendRequest(
@@ -89,7 +89,7 @@ extension E2EMessenger {
 extension E2EMessenger {
     /// How many ids are kept per peer device.
     public static let decryptedIdsKept = 128
-    /// How many of the newest of them keep their plaintext (docs/E2E.md §16): a copy delivered
+    /// How many of the newest of them keep their plaintext (docs/E2E.md §15): a copy delivered
     /// again comes from the last read burst before a crash, whose receipts had not left.
     public static let plaintextsKept = 32
 

@@ -11,7 +11,7 @@ public protocol E2EStateStore: AnyObject {
     /// is a copy must not send, as its chains may have sent since (docs/E2E.md §7.3).
     func isCopy(_ name: String) throws -> Bool
     /// Makes everything saved since the last commit durable, all of it or none of it (one
-    /// write, docs/E2E.md §16); on a failure (a full disk) it stays to be committed again. A
+    /// write, docs/E2E.md §15); on a failure (a full disk) it stays to be committed again. A
     /// store that writes at each `save` has nothing left to do.
     func commit() throws
     /// Whether something saved waits for `commit`.

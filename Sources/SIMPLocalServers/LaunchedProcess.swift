@@ -15,7 +15,7 @@ import NIOCore
 /// need a detached task holding `run` open and a mailbox of signals into its closure: a process
 /// object rebuilt around an API made to prevent one. One-shot tools (run, collect the output)
 /// use swift-subprocess (`ToolProcess` in SIMPTestSupport).
-public final class LaunchedProcess: @unchecked Sendable {
+public final class LaunchedProcess: Sendable {
     private let process = Process()
     private let exit = NIOLockedValueBox<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 

@@ -27,6 +27,9 @@ public final class RedisClient: RedisCommands {
         var tlsContext: NIOSSLContext?
         var outage = Outage()
         var closed = false
+        /// Whether a connection ever opened: until then a failure is the caller's to report
+        /// (a relay that cannot reach Redis at start says so and exits), not an outage to log.
+        var hasConnected = false
     }
 
     /// - Parameters:
@@ -115,13 +118,14 @@ public final class RedisClient: RedisCommands {
                 return
             }
             state.value.outage.recovered(logger: logger, what: "Redis at \(url)")
+            state.value.hasConnected = true
             state.value.connection = connection
             connection.channel.closeFuture.whenComplete { _ in
                 if self.state.value.connection?.channel === connection.channel { self.state.value.connection = nil }
             }
             for request in queued { write(request.commands, on: connection).cascade(to: request.promise) }
         case .failure(let error):
-            state.value.outage.failed(error, now: .now(), logger: logger, what: "Redis at \(url)")
+            state.value.outage.failed(error, now: .now(), logger: logger, what: "Redis at \(url)", announce: state.value.hasConnected)
             let reported = error is RedisError ? error : RedisError("cannot reach Redis at \(url): \(error)", unavailable: true)
             for request in queued { request.promise.fail(reported) }
         }
@@ -151,10 +155,11 @@ struct Outage {
         return "\(lastError) (retrying in \((retryAt - now).nanoseconds / 1_000_000) ms)"
     }
 
-    /// The delay before the next attempt after a failure now.
-    mutating func failed(_ error: Error, now: NIODeadline, logger: Logger, what: String) {
+    /// The delay before the next attempt after a failure now; the first failure of an outage
+    /// is logged if `announce` (and then its end too).
+    mutating func failed(_ error: Error, now: NIODeadline, logger: Logger, what: String, announce: Bool = true) {
         lastError = "\(error)"
-        if since == nil {
+        if since == nil, announce {
             since = now
             logger.warning(
                 "\(what) is unreachable; retrying in the background, next message when it is back",

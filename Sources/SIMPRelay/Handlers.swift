@@ -34,6 +34,12 @@ package final class ControlChannelHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
+    /// Backpressure: the connection is read only while its client reads what it is sent.
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if let id { engine.updateReading(id) }
+        context.fireChannelWritabilityChanged()
+    }
+
     package func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let tooLarge = error as? FrameTooLargeError, let id {
             engine.frameTooLarge(on: id, tooLarge)

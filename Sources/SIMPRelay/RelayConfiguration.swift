@@ -75,6 +75,9 @@ public struct RelayConfiguration: Sendable {
     public var maxConnectionsPerHost = RelayCore.Configuration.defaultMaxConnectionsPerHost
     /// Login attempts accepted per IP address.
     public var loginLimit = RelayCore.Configuration.defaultLoginLimit
+    /// The login deadline, the caps on connections not logged in, and the budgets of control
+    /// requests (docs/OPERATIONS.md §10).
+    public var limits = RelayLimits()
 
     /// Event loops the relay uses: one relay core per loop, all on the same TCP and UDP ports
     /// (`SO_REUSEPORT`; the kernel spreads control connections over them and steers each
@@ -93,6 +96,7 @@ public struct RelayConfiguration: Sendable {
         core.connectionLimit = connectionLimit
         core.maxConnectionsPerHost = maxConnectionsPerHost
         core.loginLimit = loginLimit
+        core.limits = limits
         core.routeCacheTTL = routeCacheTTL
         core.inboxTTLMillis = Int64(inboxTTLSeconds) * 1000
         core.heartbeat = heartbeat

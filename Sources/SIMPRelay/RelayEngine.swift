@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import NIOCore
+import Prometheus
 import SIMPCore
 import SIMPNIO
 
@@ -39,6 +40,8 @@ package final class RelayEngine {
     /// encoder. Looked up once per connection; one table of 16-byte entries per connection (a
     /// second one of `Channel` existentials cost ~90 B per session at 18,000).
     private var frameWriters: [ConnectionID: ChannelHandlerContext] = [:]
+    /// Connections the core stopped reading (`pauseReading`): too many requests waiting.
+    private var readingPaused: Set<ConnectionID> = []
     private var nextConnection: UInt64 = 1
     package var datagramChannel: Channel?
     /// The datagram handler's context, where forwards are written (set by the handler).
@@ -79,12 +82,19 @@ package final class RelayEngine {
         self.metrics = metrics
     }
 
-    /// An engine for an embedding that keeps no logs or metrics (the test kit, the simulator),
-    /// with `clock` as its time.
-    package convenience init(core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline) {
-        self.init(
-            core: core, store: store, eventLoop: eventLoop, logger: Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() }),
-            metrics: RelayMetrics(factory: NOOPMetricsHandler.instance), clock: clock)
+    /// An engine for an embedding, with `clock` as its time. It keeps no logs or metrics (the
+    /// test kit, the simulator) unless `instrumented`: then it keeps them as `simp-server` does,
+    /// JSON lines on standard error from level info and the relay's metrics in a Prometheus
+    /// registry of its own (for the instruction-count guard, which measures what production pays).
+    package convenience init(
+        core: RelayCore, store: any RelayStore, eventLoop: EventLoop, clock: @escaping () -> NIODeadline, instrumented: Bool = false
+    ) {
+        let logger =
+            instrumented
+            ? Logger(label: "simp.relay", factory: { JSONLogHandler.standardError(label: $0) })
+            : Logger(label: "simp.relay.embedded", factory: { _ in SwiftLogNoOpLogHandler() })
+        let factory: MetricsFactory = instrumented ? RelayPrometheus.factory(registry: PrometheusCollectorRegistry()) : NOOPMetricsHandler.instance
+        self.init(core: core, store: store, eventLoop: eventLoop, logger: logger, metrics: RelayMetrics(factory: factory), clock: clock)
     }
 
     package var statistics: RelayStatistics {
@@ -169,6 +179,7 @@ package final class RelayEngine {
 
     func connectionClosed(_ id: ConnectionID) {
         frameWriters[id] = nil
+        readingPaused.remove(id)
         handle { $0.connectionClosed(id, into: &$1) }
         metrics.sessions.record(core.connectedUsers)
     }
@@ -302,6 +313,12 @@ package final class RelayEngine {
             unflushedControl[ObjectIdentifier(channel)] = channel
         case .close(let id):
             frameWriters[id]?.channel.close(promise: nil)
+        case .pauseReading(let id):
+            readingPaused.insert(id)
+            updateReading(id)
+        case .resumeReading(let id):
+            readingPaused.remove(id)
+            updateReading(id)
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
@@ -314,6 +331,13 @@ package final class RelayEngine {
             drained?.succeed()
             drained = nil
         }
+    }
+
+    /// Reads connection `id` only while the core lets it and its client reads what it is sent
+    /// (its channel is writable): a client that does not read its answers is not read either.
+    func updateReading(_ id: ConnectionID) {
+        guard let channel = frameWriters[id]?.channel else { return }
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: channel.isWritable && !readingPaused.contains(id))
     }
 
     /// Sends `request` to the store; its answer goes back to the core.
@@ -421,6 +445,7 @@ extension StoreRequest {
     var name: String {
         switch self {
         case .fetchVerifier: "fetchVerifier"
+        case .recordLogin: "recordLogin"
         case .register: "register"
         case .unregister: "unregister"
         case .moveRoute: "moveRoute"

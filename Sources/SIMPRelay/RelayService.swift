@@ -110,7 +110,7 @@ public final class RelayService: Service, Sendable {
 
     private func start(_ configuration: RelayConfiguration) async throws -> RunningRelay {
         do { try await store.ping() } catch {
-            throw RelayStartError("Redis is not reachable at \(configuration.redisEndpoint) (\(error)). Start Redis or pass --redis.")
+            throw RelayStartError(unreachable: configuration.redisEndpoint, error: error)
         }
         var coreConfiguration = configuration.coreConfiguration()
         do { coreConfiguration.decoySecret = try await store.decoySecret() } catch {
@@ -210,5 +210,22 @@ public struct RelayStoppedError: Error, CustomStringConvertible {
 /// Why a relay could not start.
 public struct RelayStartError: Error, CustomStringConvertible {
     public let description: String
-    init(_ description: String) { self.description = description }
+    /// When the relay did not start because Redis did not answer: its address(es) as
+    /// HOST:PORT[,HOST:PORT…], and the error of the attempt (for `SocketErrorText.reason`).
+    public let unreachableRedis: (address: String, error: any Error)?
+
+    init(_ description: String) {
+        self.description = description
+        unreachableRedis = nil
+    }
+
+    init(unreachable endpoint: RedisEndpoint, error: any Error) {
+        let address: String
+        switch endpoint {
+        case .single(let url): address = "\(url.host):\(url.port)"
+        case .cluster(let seeds): address = seeds.map { "\($0.host):\($0.port)" }.joined(separator: ",")
+        }
+        description = "cannot reach Redis at \(address) (\(error)); start Redis, or pass --redis"
+        unreachableRedis = (address, error)
+    }
 }

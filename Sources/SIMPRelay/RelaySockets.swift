@@ -123,6 +123,9 @@ struct RelaySockets: Sendable {
                 // session's frames (PING, PONG) are tens of bytes. It grows after reads that
                 // fill it (a login, a burst of receipts).
                 .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
+                // One read (at most 64 KiB) per connection per loop turn: a client flooding
+                // requests gets one burst handled before the other connections' turn.
+                .childChannelOption(.maxMessagesPerRead, value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }

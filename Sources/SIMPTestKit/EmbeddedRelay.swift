@@ -40,17 +40,28 @@ public final class EmbeddedRelay {
     /// `seed`; its time is `loop`'s. `asking` is the store the engine sends its requests to
     /// (default: `store`), e.g. one that answers after a delay. `datagramsSent`, if given,
     /// receives every datagram the relay sends.
-    public init(
+    public convenience init(
         configuration: RelayCore.Configuration, seed: UInt64 = 42, store: InMemoryRelayStore = InMemoryRelayStore(),
         asking: (any RelayStore)? = nil, loop: EmbeddedEventLoop = EmbeddedEventLoop(),
         datagramsSent: ((AddressedEnvelope<ByteBuffer>) -> Void)? = nil
+    ) throws {
+        try self.init(
+            configuration: configuration, seed: seed, store: store, asking: asking, loop: loop, datagramsSent: datagramsSent, instrumented: false)
+    }
+
+    /// As the public initializer; `instrumented` gives the engine `simp-server`'s logs and
+    /// metrics (`RelayEngine.init(core:store:eventLoop:clock:instrumented:)`).
+    package init(
+        configuration: RelayCore.Configuration, seed: UInt64 = 42, store: InMemoryRelayStore = InMemoryRelayStore(),
+        asking: (any RelayStore)? = nil, loop: EmbeddedEventLoop = EmbeddedEventLoop(),
+        datagramsSent: ((AddressedEnvelope<ByteBuffer>) -> Void)? = nil, instrumented: Bool
     ) throws {
         self.loop = loop
         self.store = store
         self.udpPort = configuration.udpPort
         engine = RelayEngine(
             core: RelayCore(configuration: configuration, entropy: .seeded(seed), now: loop.now), store: asking ?? store,
-            eventLoop: loop, clock: { loop.now })
+            eventLoop: loop, clock: { loop.now }, instrumented: instrumented)
         datagrams = EmbeddedChannel(loop: loop)
         if let datagramsSent {
             try datagrams.pipeline.syncOperations.addHandler(OutboundTap<AddressedEnvelope<ByteBuffer>>(written: datagramsSent))

@@ -7,7 +7,7 @@ import SIMPRelay
 
 /// N relays on one real Redis Cluster (`RedisClusterProcess`), as an operator runs them with
 /// `--redis redis+cluster://…`, plus helpers to place users on chosen masters and connect them.
-public final class ClusterRelays: @unchecked Sendable {
+public final class ClusterRelays: Sendable {
     /// The Redis Cluster the relays share.
     public let cluster: RedisClusterProcess
     /// The relays, in the order they were started.

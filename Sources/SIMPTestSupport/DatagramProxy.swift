@@ -10,7 +10,7 @@ import NIOPosix
 /// have the same length (both carry only version, type and user); content datagrams are longer.
 /// Put it between a client and the relay (`ClientConfiguration.datagramTarget`) to lose or
 /// repeat chosen messages on purpose.
-public final class DatagramProxy: @unchecked Sendable {
+public final class DatagramProxy: Sendable {
     /// The proxy's UDP socket.
     public let channel: Channel
     /// Where the client sends its datagrams instead of the relay.

@@ -8,7 +8,7 @@ import Glibc
 
 /// A built executable of this package run on a pseudo-terminal, as a user at a terminal
 /// would run it: the test types keys and reads the screen (`VirtualTerminal`).
-public final class PseudoTerminalProcess: @unchecked Sendable {
+public final class PseudoTerminalProcess: Sendable {
     /// The program running on the terminal.
     public let child: ChildProcess
     private let controller: Int32

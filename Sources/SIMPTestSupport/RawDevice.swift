@@ -6,7 +6,7 @@ import SIMPCore
 /// (receiving or send-only) and a UDP socket, with the session's keys. It seals what it sends,
 /// opens what the relay sends it, and receipts content over the control channel when told to
 /// (`receiptNew`), so tests can decide exactly when the "application" has a message.
-public final class RawDevice: @unchecked Sendable {
+public final class RawDevice: Sendable {
     /// The user this device belongs to.
     public let user: String
     /// The device name it logged in with.

@@ -6,7 +6,7 @@ import SIMPNIO
 
 /// A bare TCP connection to a relay's control port that sends arbitrary bytes and records
 /// the frames the relay answers with, for tests of hostile or broken peers.
-public final class RawControlConnection: @unchecked Sendable {
+public final class RawControlConnection: @unchecked Sendable { // `channel` is set once, by `connect`, before use
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let collector = Collector()
     private var channel: Channel!
@@ -117,7 +117,7 @@ public struct RawPeerError: Error, CustomStringConvertible {
 
 /// A UDP socket on loopback that sends raw bytes and keeps what arrives, for tests that
 /// play a client's data path by hand (sealed or forged datagrams, address changes).
-public final class RawDatagramSocket: @unchecked Sendable {
+public final class RawDatagramSocket: @unchecked Sendable { // `channel` is set once, by `bind`, before use
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let collector = Collector()
     /// The bound socket (after `bind`).

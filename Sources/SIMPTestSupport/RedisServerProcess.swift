@@ -4,7 +4,7 @@ import SIMPRedis
 
 /// The Redis a test uses: the one `SIMP_TEST_REDIS_URL` names (as `.ci/run` sets; shared and
 /// left running), or a `LocalRedisServer` of the test's own, stopped by `stop()`.
-public final class RedisServerProcess: @unchecked Sendable {
+public final class RedisServerProcess: Sendable {
     /// Where the Redis listens.
     public let url: RedisURL
     private let local: LocalRedisServer?
@@ -42,6 +42,13 @@ public final class RedisServerProcess: @unchecked Sendable {
     public func restart() async throws {
         guard let local else { preconditionFailure("only a private redis-server can be restarted") }
         try await local.restart()
+    }
+
+    /// Starts a private server stopped by `stop()` again on its port, empty (Redis back after
+    /// an outage, without persistence).
+    public func relaunch() async throws {
+        guard let local else { preconditionFailure("only a private redis-server can be relaunched") }
+        try await local.relaunch()
     }
 
     /// Stops a server this object started; a shared one is left running.

@@ -4,7 +4,7 @@ import NIOPosix
 
 /// A TCP forwarder on loopback that records every byte it passes, both ways: put it between
 /// clients and a relay's control port to see what an on-path observer sees.
-public final class TCPTap: @unchecked Sendable {
+public final class TCPTap: Sendable {
     /// The tap's listening socket.
     public let channel: Channel
     /// Where clients connect instead of the relay.

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPClient
 import SIMPCore
@@ -6,7 +7,7 @@ import SIMPRedis
 import SIMPRelay
 
 /// A relay on free loopback ports next to a real Redis, plus helpers to connect clients.
-public final class TestRelay: @unchecked Sendable {
+public final class TestRelay: @unchecked Sendable { // `server` is replaced only by `restart`, which the test awaits
     /// The Redis the relay uses.
     public let redis: RedisServerProcess
     /// The relay (replaced by `restart`).
@@ -121,19 +122,19 @@ public final class TestRelay: @unchecked Sendable {
 }
 
 /// The clients a test helper connected, closed together.
-final class ConnectedClients: @unchecked Sendable {
-    private var clients: [SIMPClient] = []
+final class ConnectedClients: Sendable {
+    private let clients = NIOLockedValueBox<[SIMPClient]>([])
 
     /// Connects a client with `configuration` and keeps it for `closeAll()`.
     func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {
         let client = SIMPClient(configuration: configuration)
-        clients.append(client)
+        clients.withLockedValue { $0.append(client) }
         try await client.connect()
         return client
     }
 
     func closeAll() async {
-        for client in clients { await client.close() }
+        for client in clients.withLockedValue({ $0 }) { await client.close() }
     }
 }
 

@@ -4,7 +4,7 @@ import SIMPRedis
 import SIMPRelay
 
 /// N relays on free loopback ports sharing one real Redis, as an operator would run them.
-public final class TestRelayCluster: @unchecked Sendable {
+public final class TestRelayCluster: Sendable {
     /// The Redis every relay uses.
     public let redis: RedisServerProcess
     /// The relays, in the order they were started.

@@ -114,7 +114,7 @@ final class ClosedClientTests: RelayTestCase {
 
 /// Calls started at once, each expected to answer: a call that does not within the (generous)
 /// limit fails the test instead of hanging it.
-private final class Answers: @unchecked Sendable {
+private final class Answers: @unchecked Sendable { // `expectations` is touched by the test's own task only
     private let test: XCTestCase
     private var expectations: [XCTestExpectation] = []
     private let wrong = NIOLockedValueBox([String]())

@@ -5,7 +5,7 @@ import XCTest
 
 @testable import SIMPClient
 
-/// What leaves before the device's end-to-end state is durable (docs/E2E.md §16): the gate's
+/// What leaves before the device's end-to-end state is durable (docs/E2E.md §15): the gate's
 /// decisions, and the file store's grouped commits (one journal record, all or nothing).
 final class DurabilityTests: XCTestCase {
     private struct DiskFull: Error, CustomStringConvertible { var description: String { "No space left on device" } }

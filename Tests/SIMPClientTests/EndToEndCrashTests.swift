@@ -5,7 +5,7 @@ import SIMPCore
 import SIMPTestSupport
 import XCTest
 
-/// The durability contract of an end-to-end receiver (docs/E2E.md §16): bob's `simp listen`,
+/// The durability contract of an end-to-end receiver (docs/E2E.md §15): bob's `simp listen`,
 /// end to end, is killed with `kill -9` several times while alice's end-to-end messages stream
 /// in live, and while the relay flushes his inbox. Over all runs every message is printed once
 /// (the last line of a killed run may come once more: `killWindow`), in order, and nothing is

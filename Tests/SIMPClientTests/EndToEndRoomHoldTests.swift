@@ -7,7 +7,7 @@ import XCTest
 @testable import SIMPClient
 
 /// A room post whose sender key has not arrived (its distribution was lost and is being
-/// retransmitted, or the inbox delivered the post first) is held, not lost (docs/E2E.md §15.3).
+/// retransmitted, or the inbox delivered the post first) is held, not lost (docs/E2E.md §14.3).
 final class EndToEndRoomHoldTests: XCTestCase {
     private var home: URL!
 
@@ -84,14 +84,14 @@ final class EndToEndRoomHoldTests: XCTestCase {
         XCTAssertEqual(bob.rooms.held.map(\.message.messageId), [1])
         XCTAssertEqual(notices.count, 1)
         guard case .undecryptable(user: "alice", messageId: 2, _)? = notices.first else { return XCTFail("\(notices)") }
-        try bob.commit() // written with the next receipt, or when the client closes (docs/E2E.md §16)
+        try bob.commit() // written with the next receipt, or when the client closes (docs/E2E.md §15)
         let kept = try EndToEndFileStore(home: home, user: "bob", device: "laptop").load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
         XCTAssertEqual(kept.map(\.message.messageId), [1])
         XCTAssertEqual(kept.map(\.since), [now])
         XCTAssertEqual(kept.first?.message, waiting, "kept as received")
     }
 
-    /// The `held` entry (docs/E2E.md §15.4) round-trips, and a damaged one is refused rather
+    /// The `held` entry (docs/E2E.md §14.4) round-trips, and a damaged one is refused rather
     /// than read as other posts: truncated, with bytes left over, or of another version.
     func testTheHeldEntryRoundTripsAndADamagedOneIsRefused() throws {
         var post = SIMPMessage(kind: .text, messageId: 9, fromUser: "#ops", toUser: "bob").sealedEndToEnd([1, 3, 7])

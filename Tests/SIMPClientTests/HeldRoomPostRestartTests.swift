@@ -7,7 +7,7 @@ import XCTest
 
 @testable import SIMPClient
 
-/// A room post held for its sender key (docs/E2E.md §15.3) outlives the process that received
+/// A room post held for its sender key (docs/E2E.md §14.3) outlives the process that received
 /// it: it is kept in the device's store, and the next process of the same device and home hands
 /// it over, once, when the key arrives, counted by `simp listen --count`. Real relay, real Redis.
 final class HeldRoomPostRestartTests: StoryProcessTestCase {
@@ -102,7 +102,7 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
 
 /// alice's side, sealed by the test: the distribution kept back, and direct messages on the
 /// same pairwise session, sent through a client without end-to-end encryption of its own.
-private final class ScriptedSender: @unchecked Sendable {
+private final class ScriptedSender: @unchecked Sendable { // `keys` is used by the test's own task only
     let user: String
     let bob: String
     let client: SIMPClient

@@ -78,8 +78,8 @@ final class HeartbeatTests: XCTestCase {
         XCTAssertEqual(Heartbeat(policy: slotted, now: t0).nextDeadline, t0 + .seconds(5), "on a slot's edge already")
 
         var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10, heartbeat: slotted)
-        XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0 + .milliseconds(100)))
-        XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.1", now: t0 + .milliseconds(300)))
+        XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0 + .milliseconds(100)).refuse)
+        XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.1", now: t0 + .milliseconds(300)).refuse)
         XCTAssertEqual(table.nextHeartbeatDeadline, t0 + .milliseconds(5500), "one wake-up for both")
         XCTAssertEqual(table.pollHeartbeats(now: t0 + .milliseconds(5500)).ping, [ConnectionID(1), ConnectionID(2)])
     }
@@ -90,8 +90,8 @@ final class HeartbeatTests: XCTestCase {
         let policy = HeartbeatPolicy(interval: .seconds(60), missLimit: 2, suspectAfter: .seconds(5), answerWithin: .seconds(10))
         var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10, heartbeat: policy)
         let quiet = ConnectionID(1), answering = ConnectionID(2)
-        XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0))
-        XCTAssertNil(table.open(answering, host: "10.0.0.1", now: t0))
+        XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0).refuse)
+        XCTAssertNil(table.open(answering, host: "10.0.0.1", now: t0).refuse)
         XCTAssertTrue(table.suspect(quiet, now: t0 + .seconds(6)))
         XCTAssertTrue(table.suspect(answering, now: t0 + .seconds(6)))
         XCTAssertFalse(table.suspect(quiet, now: t0 + .seconds(7)))
@@ -114,8 +114,8 @@ final class HeartbeatTests: XCTestCase {
     func testConnectionTableReportsPingsAndDeaths() {
         var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 10, heartbeat: policy)
         let quiet = ConnectionID(1), chatty = ConnectionID(2)
-        XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0))
-        XCTAssertNil(table.open(chatty, host: "10.0.0.1", now: t0))
+        XCTAssertNil(table.open(quiet, host: "10.0.0.1", now: t0).refuse)
+        XCTAssertNil(table.open(chatty, host: "10.0.0.1", now: t0).refuse)
 
         table.heard(chatty, now: t0 + .seconds(4))
         let first = table.pollHeartbeats(now: t0 + .seconds(5))

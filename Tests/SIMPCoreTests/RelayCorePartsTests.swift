@@ -137,14 +137,14 @@ final class ConnectionTableTests: XCTestCase {
 
     func testConnectionsPerHostAreCappedAndFreedOnClose() {
         var table = ConnectionTable(connectionLimit: RateLimit(perSecond: 100, burst: 100), maxConnectionsPerHost: 1, heartbeat: .relay)
-        XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0))
-        XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.2", now: t0), "another host")
-        XCTAssertEqual(table.open(ConnectionID(3), host: "10.0.0.1", now: t0), .seconds(1))
+        XCTAssertNil(table.open(ConnectionID(1), host: "10.0.0.1", now: t0).refuse)
+        XCTAssertNil(table.open(ConnectionID(2), host: "10.0.0.2", now: t0).refuse, "another host")
+        XCTAssertEqual(table.open(ConnectionID(3), host: "10.0.0.1", now: t0).refuse, .seconds(1))
         XCTAssertEqual(table.close(ConnectionID(3)), .awaitingLogin)
         table.setPhase(.connected(user: "alice"), of: ConnectionID(1))
         XCTAssertEqual(table.close(ConnectionID(1)), .connected(user: "alice"))
         XCTAssertNil(table.close(ConnectionID(1)))
-        XCTAssertNil(table.open(ConnectionID(4), host: "10.0.0.1", now: t0), "freed")
+        XCTAssertNil(table.open(ConnectionID(4), host: "10.0.0.1", now: t0).refuse, "freed")
         XCTAssertEqual(table.count, 2)
         XCTAssertEqual(table.host(of: ConnectionID(4)), "10.0.0.1")
     }

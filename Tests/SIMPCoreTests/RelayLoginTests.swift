@@ -23,10 +23,15 @@ final class RelayLoginTests: XCTestCase {
     }
 
     /// A wrong proof's answer on `connection`.
-    private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof") -> [RelayAction] {
+    private func authFailed(
+        _ user: String, on connection: ConnectionID, why: String = "wrong proof", byName: Bool = true,
+        text: String = "login failed: unknown user or wrong password"
+    ) -> [RelayAction] {
         [
             .reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")), .close(connection),
+            .send(connection, .error(.authFailed, text)),
+            .store(.recordLogin(LoginOutcome(user: user, host: "192.0.2.10", succeeded: false, byName: byName, policy: FailedLogins.Policy()))),
+            .close(connection),
         ]
     }
 
@@ -47,7 +52,7 @@ final class RelayLoginTests: XCTestCase {
             actions = core.control(frame, on: connection, peer: address, now: now)
             for case .store(let request) in actions {
                 switch request {
-                case .fetchVerifier(_, let connection):
+                case .fetchVerifier(_, let connection, _):
                     actions += core.answer(.fetchVerifier(connection: connection, stored, locked: locked), now: now)
                 case .register: actions += core.answer(DevRelay.done(request), now: now)
                 default: break
@@ -91,7 +96,7 @@ final class RelayLoginTests: XCTestCase {
 
         let auth = alice.beginLogin(udpPort: 5000)
         var actions = core.control(auth, on: connection, peer: peer)
-        for case .store(.fetchVerifier(_, let connection)) in actions {
+        for case .store(.fetchVerifier(_, let connection, _)) in actions {
             actions += core.answer(.fetchVerifier(connection: connection, verifier, locked: false))
         }
         let challenge = try XCTUnwrap(
@@ -121,13 +126,20 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertFalse(core.core.isConnected("nobody"))
     }
 
-    func testALockedUserFailsWithTheWrongPasswordsAnswerEvenWithTheRightOne() {
+    /// A locked user who proves the password is told the account is locked (and can say so);
+    /// a wrong password gets the wrong password's answer, so a guesser learns nothing.
+    func testALockedUserIsToldSoOnlyWithTheRightPassword() {
         var core = relayCore()
-        var alice = client("alice", password: "correct horse")
+        var alice = client("alice", password: "correct horse"), guesser = client("alice", password: "guess")
 
         let locked = login(&alice, to: &core, stored: verifier, locked: true)
+        let guessed = login(&guesser, to: &core, stored: verifier, locked: true)
 
-        XCTAssertEqual(locked.actions, authFailed("alice", on: locked.connection, why: "the user is locked"))
+        XCTAssertEqual(
+            locked.actions,
+            authFailed(
+                "alice", on: locked.connection, why: "the user is locked", text: "login failed: your account is locked by the relay's operator"))
+        XCTAssertEqual(guessed.actions, authFailed("alice", on: guessed.connection))
         var again = client("alice", password: "correct horse")
         guard case .registered? = login(&again, to: &core, stored: verifier).step else { return XCTFail("unlocked, alice logs in") }
     }
@@ -159,7 +171,7 @@ final class RelayLoginTests: XCTestCase {
         }
     }
 
-    /// Issue 25 item 1's bar: a guesser at another address sends six wrong proofs for alice at
+    /// A guesser at another address sends six wrong proofs for alice at
     /// once, then one every 5 s for 60 s; alice, logging in from her own address half a second
     /// after each, gets in every time, and the guesser is slowed down.
     func testAGuesserElsewhereDoesNotKeepTheOwnerOut() {
@@ -239,7 +251,7 @@ final class RelayLoginTests: XCTestCase {
         let first = ConnectionID(100)
         _ = core.open(first, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
-        XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first))])
+        XCTAssertEqual(core.control(auth, on: first, peer: peer), [.store(.fetchVerifier(user: "alice", connection: first, host: "192.0.2.10"))])
         let challenged = core.answer(.fetchVerifier(connection: first, verifier))
         guard challenged.count == 1, case .send(first, let challenge) = challenged[0],
             case .send(let recordedConnect)? = alice.loginReceived(challenge, now: t0)
@@ -261,7 +273,7 @@ final class RelayLoginTests: XCTestCase {
         let connection = ConnectionID(1)
         _ = core.open(connection, peer: peer)
         let auth = alice.beginLogin(udpPort: 5000)
-        let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection)
+        let fetch = StoreRequest.fetchVerifier(user: "alice", connection: connection, host: "192.0.2.10")
         XCTAssertEqual(core.control(auth, on: connection, peer: peer), [.store(fetch)])
         XCTAssertEqual(
             core.fail(fetch, StoreFailure("down")),

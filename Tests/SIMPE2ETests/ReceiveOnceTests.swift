@@ -2,7 +2,7 @@ import SIMPE2E
 import XCTest
 
 /// A message's plaintext is kept with its id, saved with the ratchet step that opened it
-/// (docs/E2E.md §16): a copy delivered again, by this process or after a restart that kept
+/// (docs/E2E.md §15): a copy delivered again, by this process or after a restart that kept
 /// that step, is handed over as it was first opened, never dropped as a duplicate of a key
 /// already used; a restart that lost the step decrypts the copy again.
 final class ReceiveOnceTests: XCTestCase {

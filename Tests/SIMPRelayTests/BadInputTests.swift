@@ -108,7 +108,9 @@ final class StartupTests: XCTestCase {
             await relay.shutdown()
             XCTFail("started without Redis")
         } catch {
-            XCTAssertTrue("\(error)".contains("Redis is not reachable at \(configuration.redis)"), "\(error)")
+            let unreachable = try XCTUnwrap((error as? RelayStartError)?.unreachableRedis, "\(error)")
+            XCTAssertEqual(unreachable.address, "127.0.0.1:\(configuration.redis.port)")
+            XCTAssertTrue("\(error)".hasPrefix("cannot reach Redis at 127.0.0.1:\(configuration.redis.port) ("), "\(error)")
         }
     }
 

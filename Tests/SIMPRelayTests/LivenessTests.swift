@@ -153,7 +153,7 @@ final class LivenessTests: XCTestCase {
 
 /// A relay that lets anyone log in (like a development relay) and then answers nothing, not
 /// even PING.
-final class SilentRelay: @unchecked Sendable {
+final class SilentRelay: @unchecked Sendable { // `channel` is set once, by `start`, before use
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private var channel: Channel!
     private let handler = Handler()

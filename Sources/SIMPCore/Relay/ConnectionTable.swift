@@ -30,6 +30,19 @@ public struct ConnectionTable: Sendable {
         var liveness: Liveness
         /// The deadline of its live entry in `heartbeatsDue` (others for it are stale).
         var scheduled: NIODeadline
+        /// When it is closed unless logged in by then (its live entry in `loginsDue`).
+        var loginDeadline: NIODeadline
+    }
+
+    /// What `open` decided about a new connection.
+    public struct Admission: Sendable, Equatable {
+        /// Refuse it: its address must wait this long (too fast, too many, or too many not
+        /// logged in).
+        public var refuse: TimeAmount?
+        /// Why it is refused.
+        public var reason: RejectReason = .connectionRateLimited
+        /// Close this connection, the oldest not logged in: the relay holds its maximum of them.
+        public var evict: ConnectionID?
     }
 
     /// When a connection's heartbeat may next need attention; entries go stale when its peer
@@ -46,15 +59,23 @@ public struct ConnectionTable: Sendable {
     /// O(connections); deadlines are rounded up to the policy's slot, so the connections due
     /// within one slot share one wake-up.
     private var heartbeatsDue = Heap<HeartbeatDue>()
+    /// Connections not logged in, by login deadline (the oldest first); entries of those that
+    /// logged in or closed are stale and skipped.
+    private var loginsDue = Heap<HeartbeatDue>()
     private var connectionsPerHost: [String: Int] = [:]
+    /// Connections not logged in, per address and in all.
+    private var unauthenticatedPerHost: [String: Int] = [:]
+    public private(set) var unauthenticated = 0
     private var connectionRates: RateLimiter<String>
     private let maxConnectionsPerHost: Int
     public let heartbeat: HeartbeatPolicy
+    public let limits: RelayLimits
 
-    public init(connectionLimit: RateLimit, maxConnectionsPerHost: Int, heartbeat: HeartbeatPolicy) {
+    public init(connectionLimit: RateLimit, maxConnectionsPerHost: Int, heartbeat: HeartbeatPolicy, limits: RelayLimits = .init()) {
         self.connectionRates = RateLimiter(connectionLimit)
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.heartbeat = heartbeat
+        self.limits = limits
     }
 
     /// Open connections.
@@ -62,17 +83,26 @@ public struct ConnectionTable: Sendable {
     /// Every open connection.
     public var ids: [ConnectionID] { Array(connections.keys) }
 
-    /// Records a new connection from `host`; returns how long the host must wait when it opens
-    /// connections too fast or holds too many (the connection is recorded either way, and
-    /// forgotten when it closes).
-    public mutating func open(_ id: ConnectionID, host: String, now: NIODeadline) -> TimeAmount? {
+    /// Records a new connection from `host` and says whether to refuse it (the host opens
+    /// connections too fast, holds too many, or too many that have not logged in) or to close
+    /// the oldest connection not logged in to make room. The connection is recorded either
+    /// way, and forgotten when it closes.
+    public mutating func open(_ id: ConnectionID, host: String, now: NIODeadline) -> Admission {
         let liveness = Liveness(policy: heartbeat, now: now)
         let deadline = liveness.nextDeadline(policy: heartbeat)
-        connections[id] = Connection(host: host, liveness: liveness, scheduled: deadline)
+        let loginDeadline = heartbeat.slotted(now + limits.loginTimeout)
+        connections[id] = Connection(host: host, liveness: liveness, scheduled: deadline, loginDeadline: loginDeadline)
         heartbeatsDue.insert(HeartbeatDue(deadline: deadline, id: id))
+        loginsDue.insert(HeartbeatDue(deadline: loginDeadline, id: id))
+        countUnauthenticated(host, by: 1)
         connectionsPerHost[host, default: 0] += 1
-        if connectionsPerHost[host]! > maxConnectionsPerHost { return .seconds(1) }
-        return connectionRates.admit(host, now: now)
+        if connectionsPerHost[host]! > maxConnectionsPerHost { return Admission(refuse: .seconds(1)) }
+        if unauthenticatedPerHost[host, default: 0] > limits.maxUnauthenticatedPerHost {
+            return Admission(refuse: .seconds(1), reason: .unauthenticatedLimit)
+        }
+        if let wait = connectionRates.admit(host, now: now) { return Admission(refuse: wait) }
+        guard unauthenticated > limits.maxUnauthenticated else { return Admission() }
+        return Admission(evict: oldestUnauthenticated(except: id))
     }
 
     /// Forgets a connection; returns the phase it was in (nil if it was not open).
@@ -80,14 +110,67 @@ public struct ConnectionTable: Sendable {
         guard let closed = connections.removeValue(forKey: id) else { return nil }
         connectionsPerHost[closed.host, default: 1] -= 1
         if connectionsPerHost[closed.host] == 0 { connectionsPerHost[closed.host] = nil }
+        if closed.phase.sessionUser == nil { countUnauthenticated(closed.host, by: -1) }
         return closed.phase
+    }
+
+    private mutating func countUnauthenticated(_ host: String, by change: Int) {
+        unauthenticated += change
+        let count = unauthenticatedPerHost[host, default: 0] + change
+        unauthenticatedPerHost[host] = count > 0 ? count : nil
+    }
+
+    /// Whether `id`'s entry in `loginsDue` is live: it has not logged in, and the entry is its own.
+    private func awaitsLogin(_ due: HeartbeatDue) -> Bool {
+        guard let connection = connections[due.id] else { return false }
+        return connection.phase.sessionUser == nil && connection.loginDeadline == due.deadline
+    }
+
+    /// The oldest connection not logged in other than `id` (its entry is dropped).
+    private mutating func oldestUnauthenticated(except id: ConnectionID) -> ConnectionID? {
+        var skipped: [HeartbeatDue] = []
+        defer { for due in skipped { loginsDue.insert(due) } }
+        while let due = loginsDue.popMin() {
+            guard awaitsLogin(due) else { continue }
+            guard due.id != id else {
+                skipped.append(due)
+                continue
+            }
+            return due.id
+        }
+        return nil
+    }
+
+    /// When `pollLoginDeadlines` next has something to look at.
+    public var nextLoginDeadline: NIODeadline? { loginsDue.min?.deadline }
+
+    /// Connections that have not logged in by their deadline (to be closed).
+    public mutating func pollLoginDeadlines(now: NIODeadline) -> [ConnectionID] {
+        var late: [ConnectionID] = []
+        while let due = loginsDue.min, due.deadline <= now {
+            loginsDue.removeMin()
+            if awaitsLogin(due) { late.append(due.id) }
+        }
+        return late.sorted { $0.rawValue < $1.rawValue }
     }
 
     public func phase(of id: ConnectionID) -> Phase? { connections[id]?.phase }
     public func host(of id: ConnectionID) -> String? { connections[id]?.host }
 
-    public mutating func setPhase(_ phase: Phase, of id: ConnectionID) {
-        connections[id]?.phase = phase
+    /// Moves `id` to `phase`. A connection that goes back to awaiting a login (its
+    /// registration failed) gets a new login deadline from `now`.
+    public mutating func setPhase(_ phase: Phase, of id: ConnectionID, now: NIODeadline? = nil) {
+        guard let index = connections.index(forKey: id) else { return }
+        let wasAuthenticated = connections.values[index].phase.sessionUser != nil
+        connections.values[index].phase = phase
+        let isAuthenticated = phase.sessionUser != nil
+        guard wasAuthenticated != isAuthenticated else { return }
+        countUnauthenticated(connections.values[index].host, by: isAuthenticated ? -1 : 1)
+        if !isAuthenticated, let now {
+            let deadline = heartbeat.slotted(now + limits.loginTimeout)
+            connections.values[index].loginDeadline = deadline
+            loginsDue.insert(HeartbeatDue(deadline: deadline, id: id))
+        }
     }
 
     /// A frame arrived on `id`: its peer is alive.

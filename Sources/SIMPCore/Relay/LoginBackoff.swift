@@ -26,6 +26,21 @@ public struct LoginBackoff: Sendable {
             self.maxDelay = maxDelay
             self.forgetAfter = forgetAfter
         }
+
+        /// The wait after `beyond` failures past the free ones (`beyond` ≥ 1).
+        func delay(beyond: Int) -> TimeAmount {
+            .nanoseconds(min(firstDelay.nanoseconds << Int64(min(beyond - 1, 30)), maxDelay.nanoseconds))
+        }
+
+        /// How long a key with `failures` failures in a row, the last `sinceLast` ago, must still
+        /// wait (nil: it need not); the same waits as `LoginBackoff` keeps, from counts that
+        /// other relays share (`SharedLoginFailures`).
+        public func wait(failures: Int, sinceLast: TimeAmount) -> TimeAmount? {
+            let beyond = failures - freeFailures
+            guard beyond > 0, sinceLast < forgetAfter else { return nil }
+            let left = delay(beyond: beyond) - sinceLast
+            return left > .zero ? left : nil
+        }
     }
 
     private struct Record: Sendable {
@@ -53,10 +68,7 @@ public struct LoginBackoff: Sendable {
         record.failures += 1
         record.last = now
         let beyond = record.failures - policy.freeFailures
-        if beyond > 0 {
-            let doubled = policy.firstDelay.nanoseconds << Int64(min(beyond - 1, 30))
-            record.until = now + .nanoseconds(min(doubled, policy.maxDelay.nanoseconds))
-        }
+        if beyond > 0 { record.until = now + policy.delay(beyond: beyond) }
         records[key] = record
     }
 

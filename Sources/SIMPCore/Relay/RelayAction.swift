@@ -60,6 +60,11 @@ public enum RelayAction: Equatable, Sendable {
     case carry(ConnectionID, ByteBuffer)
     /// Close a connection (after sending what was queued).
     case close(ConnectionID)
+    /// Stop reading a connection: it has as many requests waiting for the store as it may
+    /// (TCP backpressure then slows its client).
+    case pauseReading(ConnectionID)
+    /// Read a connection stopped by `pauseReading` again.
+    case resumeReading(ConnectionID)
     /// Count and log rejected input.
     case reject(RejectReason, detail: String)
     /// Ask the store; its answer comes back through `RelayCore.storeAnswered`.
@@ -104,4 +109,11 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case notAMember = "not_a_member"
     /// A store request other than the above failed (the store's own error is in the detail).
     case storeUnavailable = "store_unavailable"
+    /// A connection did not log in within the login deadline; it is closed.
+    case loginTimeout = "login_timeout"
+    /// A connection over its address's (or the relay's) limit of connections not logged in.
+    case unauthenticatedLimit = "unauthenticated_limit"
+    /// A control request over its connection's or user's budget, or over the requests a
+    /// connection may have waiting for the store.
+    case requestRateLimited = "request_rate_limited"
 }

@@ -6,10 +6,11 @@ extension RelayCore {
     /// The store carried out a request this core made as `.store(request)`; `answer` is the
     /// case of the request's name.
     public mutating func storeAnswered(_ answer: StoreAnswer, now: NIODeadline, into output: inout [RelayAction]) {
+        defer { requestSettled(on: answer.controlConnection, into: &output) }
         switch answer {
-        case .fetchVerifier(let connection, let verifier, let locked, let counts):
+        case .fetchVerifier(let connection, let verifier, let locked, let counts, let failures):
             verifierFetched(on: connection, into: &output) {
-                $0.verifierFetched(verifier, locked: locked, iterationCounts: counts, on: connection, entropy: &$1)
+                $0.verifierFetched(verifier, locked: locked, iterationCounts: counts, shared: failures, on: connection, now: now, entropy: &$1)
             }
         case .register(let connection, let knownDevices, let elsewhere):
             registered(on: connection, .success((knownDevices, elsewhere)), now: now, into: &output)
@@ -40,6 +41,7 @@ extension RelayCore {
             if change != .unchanged { tellOfNewKeys(request, change, watchers: watchers, now: now, into: &output) }
         case .fetchKeys(let request, let devices, let known):
             keysFetched(request, .success((devices, known)), into: &output)
+            askToPublish(after: request, devices, known: known, now: now, into: &output)
         case .written:
             break
         }
@@ -47,8 +49,9 @@ extension RelayCore {
 
     /// The store could not carry out `request` (made by this core as `.store(request)`).
     public mutating func storeFailed(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline, into output: inout [RelayAction]) {
+        defer { requestSettled(on: request.controlConnection, into: &output) }
         switch request {
-        case .fetchVerifier(_, let connection):
+        case .fetchVerifier(_, let connection, _):
             verifierFetched(on: connection, into: &output) { login, _ in login.verifierFetchFailed(on: connection, failure) }
         case .register(_, let connection):
             registered(on: connection, .failure(failure), now: now, into: &output)
@@ -72,7 +75,7 @@ extension RelayCore {
             keysFetched(request, .failure(failure), into: &output)
         case .checkSession, .countRoomDelivery, .recordPresence:
             break // nothing to tell: the session stays, the progress or presence frame is not sent
-        case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox:
+        case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox, .recordLogin:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }
     }

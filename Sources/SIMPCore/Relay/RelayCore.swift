@@ -40,6 +40,8 @@ public struct RelayCore: Sendable {
         public var maxConnectionsPerHost = Self.defaultMaxConnectionsPerHost
         /// PING a client silent for an interval; a client silent for `missLimit` intervals is dropped.
         public var heartbeat = HeartbeatPolicy.relay
+        /// The login deadline, connections waiting for a login, and control request budgets.
+        public var limits = RelayLimits()
         /// A third of the liveness record's TTL: the record is renewed ten times per interval
         /// (docs/PROTOCOL.md §7.2).
         public var refreshInterval: TimeAmount = .seconds(10)
@@ -100,6 +102,7 @@ public struct RelayCore: Sendable {
     var inbox: InboxCore
     var presence = PresenceCore()
     var messageRates: MessageRateLimiter<String>
+    var budgets: RequestBudgets
     var timers: RelayTimers
 
     /// A core with `entropy` as its only source of randomness (`.system` in production).
@@ -112,13 +115,14 @@ public struct RelayCore: Sendable {
         self.entropy = entropy
         self.connections = ConnectionTable(
             connectionLimit: configuration.connectionLimit, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
-            heartbeat: configuration.heartbeat)
+            heartbeat: configuration.heartbeat, limits: configuration.limits)
         self.routes = RouteTable(
             cacheTTL: configuration.routeCacheTTL, unknownUserCacheTTL: configuration.unknownUserCacheTTL,
             maxAwaitingLookup: configuration.maxDatagramsAwaitingLookup,
             knownMemory: configuration.refreshInterval * 3)
         self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
         self.messageRates = MessageRateLimiter(configuration.messageLimit)
+        self.budgets = RequestBudgets(configuration.limits)
         self.timers = RelayTimers(configuration: configuration, now: now)
     }
 
@@ -156,13 +160,21 @@ public struct RelayCore: Sendable {
     // MARK: Control channel
 
     /// A control connection opened from `peer`; an address that opens connections too fast
-    /// (or holds too many) gets an ERROR and a close.
+    /// (or holds too many, or too many not logged in) gets an ERROR and a close. When the relay
+    /// holds its maximum of connections not logged in, the oldest of them is closed.
     public mutating func connectionOpened(_ connection: ConnectionID, peer: SocketAddress?, now: NIODeadline, into output: inout [RelayAction]) {
         let host = peer?.ipAddress ?? "unknown"
-        guard let wait = connections.open(connection, host: host, now: now) else { return }
+        let admission = connections.open(connection, host: host, now: now)
+        if let evicted = admission.evict {
+            let limit = configuration.limits.maxUnauthenticated
+            connectionClosed(evicted, into: &output)
+            output += [.reject(.unauthenticatedLimit, detail: "\(evicted) closed: \(limit) connections wait for a login"), .close(evicted)]
+        }
+        guard let wait = admission.refuse else { return }
+        let what = admission.reason == .unauthenticatedLimit ? "connections that have not logged in" : "connections"
         output += [
-            .reject(.connectionRateLimited, detail: "\(connection) from \(host)"),
-            .send(connection, .loginRateLimited("too many connections from \(host)", retryAfter: wait)),
+            .reject(admission.reason, detail: "\(connection) from \(host)"),
+            .send(connection, .loginRateLimited("too many \(what) from \(host)", retryAfter: wait)),
             .close(connection),
         ]
     }
@@ -170,6 +182,7 @@ public struct RelayCore: Sendable {
     /// A control connection closed: its login is forgotten and its session ends.
     public mutating func connectionClosed(_ connection: ConnectionID, into output: inout [RelayAction]) {
         login.forget(connection)
+        budgets.forget(connection)
         _ = connections.close(connection)
         guard let session = sessions.session(on: connection) else { return }
         endSession(session, into: &output)
@@ -190,6 +203,13 @@ public struct RelayCore: Sendable {
             ]
             return
         }
+        let start = output.count
+        var budgeted = false
+        if case .connected(let user) = phase, ControlRequestKind(message.kind) != nil {
+            guard admitRequest(message, from: user, on: connection, now: now, into: &output) else { return }
+            budgeted = true
+        }
+        defer { if budgeted { countWaiting(on: connection, in: &output, from: start) } }
         switch (message.kind, phase) {
         case (.ping, _):
             var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
@@ -199,11 +219,12 @@ public struct RelayCore: Sendable {
             break
         case (.auth, .awaitingLogin):
             let host = connections.host(of: connection) ?? "unknown"
-            loginStep(login.auth(message, on: connection, host: host, now: now, entropy: &entropy), on: connection, peer: peer, into: &output)
+            let step = login.auth(message, on: connection, host: host, now: now, entropy: &entropy)
+            loginStep(step, on: connection, peer: peer, now: now, into: &output)
         case (.connect, .awaitingLogin):
             let host = connections.host(of: connection) ?? "unknown"
             let step = login.connect(message, on: connection, host: host, now: now, entropy: &entropy)
-            loginStep(step, on: connection, peer: peer, connect: message, into: &output)
+            loginStep(step, on: connection, peer: peer, connect: message, now: now, into: &output)
         case (.auth, _), (.connect, _):
             output += RelayLogin.alreadyLoggingIn(connection)
         case (_, .awaitingLogin), (_, .registering):
@@ -263,16 +284,22 @@ public struct RelayCore: Sendable {
         ]
     }
 
-    /// Carries out a login step; an accepted login starts the session.
+    /// Carries out a login step; an accepted login starts the session (within the user's
+    /// login budget).
     private mutating func loginStep(
-        _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage? = nil, into output: inout [RelayAction]
+        _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage? = nil, now: NIODeadline,
+        into output: inout [RelayAction]
     ) {
         switch step {
         case .actions(let actions):
             output += actions
         case .fetchVerifier(let user):
-            output.append(.store(.fetchVerifier(user: user, connection: connection)))
+            output.append(.store(.fetchVerifier(user: user, connection: connection, host: connections.host(of: connection) ?? "unknown")))
         case .accepted(let user, let secret, var connected):
+            if let success = login.success(user, from: connections.host(of: connection) ?? "unknown") {
+                output.append(.store(.recordLogin(success)))
+            }
+            guard admitLogin(user, on: connection, now: now, into: &output) else { return }
             let keys = SessionKeys(sessionId: sessions.unusedSessionId(&entropy, in: configuration.sessionIdClass), secret: secret)
             connected.toUser = user
             connected.udpPort = UInt32(configuration.udpPort)
@@ -352,7 +379,7 @@ public struct RelayCore: Sendable {
         case .success(let devices):
             sessions.learned(user, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
         case .failure:
-            connections.setPhase(.awaitingLogin, of: connection)
+            connections.setPhase(.awaitingLogin, of: connection, now: now)
             endSession(session, withdraw: false, into: &output)
             output.append(.send(connection, .error(.internal, "registry unavailable, try again")))
             return

@@ -20,10 +20,11 @@ public struct RelayLogin: Sendable {
     }
 
     private enum Progress: Sendable {
-        case fetchingVerifier(user: String, clientNonce: [UInt8])
+        case fetchingVerifier(user: String, clientNonce: [UInt8], host: String)
         /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate; a `locked`
-        /// user's login fails whatever the proof.
-        case challenged(LoginTranscript, verifier: PasswordVerifier?, locked: Bool)
+        /// user's login fails whatever the proof; `shared`: the failed-login counts all relays
+        /// share, read with the verifier.
+        case challenged(LoginTranscript, verifier: PasswordVerifier?, locked: Bool, shared: SharedLoginFailures)
     }
 
     /// Whether users must log in with a password.
@@ -57,36 +58,47 @@ public struct RelayLogin: Sendable {
             ])
         }
         guard requireLogin else {
-            return challenge(auth.fromUser, clientNonce: auth.nonce, verifier: nil, locked: false, on: connection, entropy: &entropy)
+            return challenge(
+                auth.fromUser, clientNonce: auth.nonce, verifier: nil, locked: false, shared: .none, on: connection, entropy: &entropy)
         }
         if let wait = failures.wait(auth.fromUser, from: host, now: now) {
-            let whence = wait.byName ? "from addresses it has not logged in from" : "from \(host)"
-            return .actions([
-                .reject(.loginRateLimited, detail: "\(connection): \"\(auth.fromUser)\" backs off after failed logins \(whence)"),
-                .send(connection, .loginRateLimited("too many failed logins as \(auth.fromUser) \(whence)", retryAfter: wait.time)),
-                .close(connection),
-            ])
+            return .actions(Self.backOff(auth.fromUser, from: host, wait, on: connection))
         }
-        progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce)
+        progress[connection] = .fetchingVerifier(user: auth.fromUser, clientNonce: auth.nonce, host: host)
         return .fetchVerifier(user: auth.fromUser)
+    }
+
+    /// The refusal of a login as `user` from `host` that must wait after failed logins.
+    private static func backOff(_ user: String, from host: String, _ wait: FailedLogins.Wait, on connection: ConnectionID) -> [RelayAction] {
+        let whence = wait.byName ? "from addresses it has not logged in from" : "from \(host)"
+        return [
+            .reject(.loginRateLimited, detail: "\(connection): \"\(user)\" backs off after failed logins \(whence)"),
+            .send(connection, .loginRateLimited("too many failed logins as \(user) \(whence)", retryAfter: wait.time)),
+            .close(connection),
+        ]
     }
 
     /// The store answered `.fetchVerifier`: nil means no such user, which gets a decoy
     /// challenge that no password answers, so the reply does not tell whether the user exists:
     /// its salt and iteration count are derived from the decoy secret (shared by every relay of
     /// the store) and the name, the count weighted by real users' `iterationCounts`. A `locked`
-    /// user is challenged as usual; its CONNECT fails.
+    /// user is challenged as usual; its CONNECT fails. A name that must wait by the failed-login
+    /// counts all relays share (`shared`) is refused as by this relay's own.
     public mutating func verifierFetched(
-        _ verifier: PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:], on connection: ConnectionID,
-        entropy: inout Entropy
+        _ verifier: PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:], shared: SharedLoginFailures = .none,
+        on connection: ConnectionID, now: NIODeadline? = nil, entropy: inout Entropy
     ) -> Step {
-        guard case .fetchingVerifier(let user, let clientNonce) = progress[connection] else { return .actions([]) }
+        guard case .fetchingVerifier(let user, let clientNonce, let host) = progress[connection] else { return .actions([]) }
+        if let now, let wait = failures.wait(user, from: host, now: now, shared: shared) {
+            progress[connection] = nil
+            return .actions(Self.backOff(user, from: host, wait, on: connection))
+        }
         let verifier =
             verifier
             ?? LoginVerification.decoy(
                 for: user, secret: decoySecret,
                 iterations: LoginVerification.decoyIterations(for: user, secret: decoySecret, counts: iterationCounts))
-        return challenge(user, clientNonce: clientNonce, verifier: verifier, locked: locked, on: connection, entropy: &entropy)
+        return challenge(user, clientNonce: clientNonce, verifier: verifier, locked: locked, shared: shared, on: connection, entropy: &entropy)
     }
 
     /// The store could not be asked for a verifier.
@@ -99,13 +111,13 @@ public struct RelayLogin: Sendable {
     }
 
     private mutating func challenge(
-        _ user: String, clientNonce: [UInt8], verifier: PasswordVerifier?, locked: Bool, on connection: ConnectionID,
-        entropy: inout Entropy
+        _ user: String, clientNonce: [UInt8], verifier: PasswordVerifier?, locked: Bool, shared: SharedLoginFailures,
+        on connection: ConnectionID, entropy: inout Entropy
     ) -> Step {
         let transcript = LoginTranscript(
             user: user, clientNonce: clientNonce, relayNonce: entropy.bytes(24),
             salt: verifier?.salt ?? [], iterations: verifier?.iterations ?? 0)
-        progress[connection] = .challenged(transcript, verifier: verifier, locked: locked)
+        progress[connection] = .challenged(transcript, verifier: verifier, locked: locked, shared: shared)
         var challenge = SIMPMessage(kind: .challenge, toUser: user)
         challenge.nonce = transcript.relayNonce
         challenge.salt = transcript.salt
@@ -126,16 +138,20 @@ public struct RelayLogin: Sendable {
         }
         var connected = SIMPMessage(kind: .connected)
         switch progress[connection] {
-        case .challenged(let transcript, let verifier?, let locked):
+        case .challenged(let transcript, let verifier?, let locked, let shared):
             progress[connection] = nil
             guard connect.fromUser == transcript.user,
                 let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
-            else { return failed(transcript.user, on: connection, host: host, now: now, why: "wrong proof") }
-            guard !locked else { return failed(transcript.user, on: connection, host: host, now: now, why: "the user is locked") }
+            else { return failed(transcript.user, on: connection, host: host, now: now, shared: shared, why: "wrong proof") }
+            guard !locked else {
+                // The proof was right: saying "locked" tells nothing to someone without the password.
+                return failed(
+                    transcript.user, on: connection, host: host, now: now, shared: shared, why: "the user is locked", answer: Self.lockedText)
+            }
             failures.succeeded(transcript.user, from: host, now: now)
             connected.proof = verified.signature
             return .accepted(user: transcript.user, secret: verified.sessionSecret, connected: connected)
-        case .challenged(let transcript, nil, _):
+        case .challenged(let transcript, nil, _, _):
             progress[connection] = nil
             let secret = entropy.bytes(32)
             connected.sessionSecret = secret
@@ -169,15 +185,31 @@ public struct RelayLogin: Sendable {
         ]
     }
 
-    /// A wrong proof or a locked user: the same answer whether the user exists or not (the
-    /// reason only in the relay's log); the connection closes and the name backs off at `host`.
-    private mutating func failed(_ user: String, on connection: ConnectionID, host: String, now: NIODeadline, why: String) -> Step {
-        failures.failed(user, from: host, now: now)
+    /// The AUTH_FAILED text for a locked user whose proof was right (docs/PROTOCOL.md §4.2).
+    public static let lockedText = "login failed: your account is locked by the relay's operator"
+
+    /// A wrong proof (the same answer whether the user exists or not, the reason only in the
+    /// relay's log) or, with `answer`, a locked user who proved the password; the connection
+    /// closes and the name backs off at `host`, on this relay and (through the store's shared
+    /// counts) on every other.
+    private mutating func failed(
+        _ user: String, on connection: ConnectionID, host: String, now: NIODeadline, shared: SharedLoginFailures, why: String,
+        answer: String = "login failed: unknown user or wrong password"
+    ) -> Step {
+        let byName = failures.countsByName(user, from: host, now: now, shared: shared)
+        failures.failed(user, from: host, now: now, shared: shared)
         return .actions([
             .reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+            .send(connection, .error(.authFailed, answer)),
+            .store(.recordLogin(LoginOutcome(user: user, host: host, succeeded: false, byName: byName, policy: failures.policy))),
             .close(connection),
         ])
+    }
+
+    /// What the store records of a successful login as `user` from `host` (nil on a relay that
+    /// does not authenticate).
+    func success(_ user: String, from host: String) -> LoginOutcome? {
+        requireLogin ? LoginOutcome(user: user, host: host, succeeded: true, byName: false, policy: failures.policy) : nil
     }
 
     private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {

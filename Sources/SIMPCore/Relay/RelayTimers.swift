@@ -184,6 +184,8 @@ extension RelayCore {
     public var nextDeadline: NIODeadline {
         var next = timers.nextDeadline
         if let heartbeat = connections.nextHeartbeatDeadline { next = min(next, heartbeat) }
+        if let login = connections.nextLoginDeadline { next = min(next, login) }
+        if let pause = budgets.nextPauseEnd { next = min(next, pause) }
         if let inboxDeadline = inbox.nextDeadline { next = min(next, inboxDeadline) }
         return next
     }
@@ -194,6 +196,8 @@ extension RelayCore {
     public mutating func tick(now: NIODeadline, into output: inout [RelayAction]) {
         timers.heartbeatsChecked(now: now)
         checkHeartbeats(now: now, into: &output)
+        closeLateLogins(now: now, into: &output)
+        endPauses(now: now, into: &output)
         if timers.isRefreshDue(now: now) { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }
         for device in timers.dueInboxLoads(now: now) where sessions.receivingSession(of: device.user, device: device.device) != nil {
@@ -212,6 +216,16 @@ extension RelayCore {
             // Forget it now, so it is counted once however long the close takes.
             connectionClosed(connection, into: &output)
             output += [.reject(.heartbeatTimeout, detail: "\(connection) silent for \(silence)"), .close(connection)]
+        }
+    }
+
+    /// Closes the connections that have not logged in by their deadline (idle ones, and ones
+    /// that sent half a frame or a login they never finished).
+    private mutating func closeLateLogins(now: NIODeadline, into output: inout [RelayAction]) {
+        for connection in connections.pollLoginDeadlines(now: now) {
+            connectionClosed(connection, into: &output)
+            let timeout = configuration.limits.loginTimeout
+            output += [.reject(.loginTimeout, detail: "\(connection) not logged in within \(timeout)"), .close(connection)]
         }
     }
 

@@ -6,8 +6,11 @@ import NIOCore
 /// the core decides what a failure means for the user.
 public enum StoreRequest: Equatable, Sendable {
     // MARK: Login and sessions
-    /// The user's password verifier (nil answer: no such user).
-    case fetchVerifier(user: String, connection: ConnectionID)
+    /// The user's password verifier (nil answer: no such user), and the failed-login counts all
+    /// relays share for the user and `host`, the login's address.
+    case fetchVerifier(user: String, connection: ConnectionID, host: String = "")
+    /// Add a login's outcome to the failed-login counts all relays share.
+    case recordLogin(LoginOutcome)
     /// Write the session's registration, replacing the one of an older receiving session of
     /// the same device (the newest wins); a receiving device becomes known.
     case register(Registration, connection: ConnectionID)
@@ -74,7 +77,9 @@ public enum StoreAnswer: Equatable, Sendable {
     /// A login's user: the password verifier (nil: no such user), whether an operator locked
     /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
     /// missing user, docs/PROTOCOL.md §4.2).
-    case fetchVerifier(connection: ConnectionID, PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:])
+    case fetchVerifier(
+        connection: ConnectionID, PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:],
+        failures: SharedLoginFailures = .none)
     /// The registration was written; the user has `knownDevices` receiving devices, and sessions
     /// on other relays if `elsewhere`.
     case register(connection: ConnectionID, knownDevices: Int, elsewhere: Bool)

@@ -42,6 +42,8 @@ public enum RealRun {
 }
 
 /// The processes, proxies and clients of one real-mode run.
+/// Sendable: `relay` and `participants` are changed only by the run's own task (start, faults,
+/// stop); the tasks it starts read the participants only after start and share only the locked boxes.
 final class RealWorld: @unchecked Sendable {
     /// One client of the run with its proxies; a device that goes offline and comes back, or a
     /// one-shot session, has one process (`SIMPClient`) after another behind the same proxies.
@@ -401,5 +403,6 @@ extension RelayConfiguration {
             perSecond: max(connectionLimit.perSecond, logins.perSecond),
             burst: max(connectionLimit.burst, logins.burst))
         maxConnectionsPerHost = max(maxConnectionsPerHost, 4 * clients)
+        limits.maxUnauthenticatedPerHost = max(limits.maxUnauthenticatedPerHost, 4 * clients)
     }
 }

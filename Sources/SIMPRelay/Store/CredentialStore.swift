@@ -36,24 +36,72 @@ public struct CredentialStore: Sendable {
     /// What a login as `user` on `connection` needs, as the store answers `.fetchVerifier`: the
     /// verifier (nil if the user does not exist), the lock, and the iteration counts (read for
     /// real and missing users alike, so both cost the same round trip).
-    public func login(of user: String, on connection: ConnectionID, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+    public func login(of user: String, from host: String, on connection: ConnectionID, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         redis.pipeline(
             [
                 ["HMGET", Self.key(user), "salt", "iterations", "storedKey", "serverKey", "locked"],
                 ["HGETALL", Self.iterationCountsKey],
+                ["HMGET", Self.failuresKey(user, from: host), "n", "last"], ["HMGET", Self.failuresKey(user), "n", "last"],
+                ["ZSCORE", Self.knownAddressesKey(user), host],
             ], on: eventLoop
         )
         .flatMapThrowing { replies in
             try Registry.check(replies)
             let counts = Self.iterationCounts(replies[1])
+            let now = WallClock.millisecondsSinceEpoch()
+            let failures = SharedLoginFailures(
+                fromSource: Self.count(replies[2], now: now), byName: Self.count(replies[3], now: now), sourceIsKnown: replies[4].string != nil)
             let fields = replies[0].array?.map(\.string) ?? []
-            guard fields.count == 5, let salt = fields[0] else { return .fetchVerifier(connection: connection, nil, iterationCounts: counts) }
+            guard fields.count == 5, let salt = fields[0] else {
+                return .fetchVerifier(connection: connection, nil, iterationCounts: counts, failures: failures)
+            }
             guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
                 let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
             else { throw Failure.corrupt(user) }
             let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
-            return .fetchVerifier(connection: connection, verifier, locked: fields[4] != nil, iterationCounts: counts)
+            return .fetchVerifier(connection: connection, verifier, locked: fields[4] != nil, iterationCounts: counts, failures: failures)
         }
+    }
+
+    // MARK: Failed logins shared by every relay (docs/PROTOCOL.md §4.2, §7.6)
+
+    /// A hash of `n` (failures in a row) and `last` (ms since the epoch) for `user`'s failures
+    /// from `host`, or (without a host) from addresses it has not logged in from lately; it
+    /// expires once its count is forgotten.
+    public static func failuresKey(_ user: String, from host: String? = nil) -> String {
+        "simp:logins:" + KeyTag.user(user) + (host.map { ":from:" + $0 } ?? ":name")
+    }
+    /// A sorted set of `user`'s recent successful-login addresses, by time (ms since the epoch).
+    public static func knownAddressesKey(_ user: String) -> String { "simp:logins:" + KeyTag.user(user) + ":known" }
+
+    private static func count(_ reply: RedisValue, now: Int64) -> SharedLoginFailures.Count? {
+        let fields = reply.array?.map(\.string) ?? []
+        guard fields.count == 2, let failures = fields[0].flatMap({ Int($0) }), let last = fields[1].flatMap({ Int64($0) }) else { return nil }
+        return SharedLoginFailures.Count(failures: failures, sinceLast: .milliseconds(max(0, now - last)))
+    }
+
+    /// Adds a login's outcome to the shared counts: a failure counts at its address (and by
+    /// name, `byName`); a success clears its address's count and makes it a known address
+    /// (the newest `knownAddresses` of the last `knownFor` are kept).
+    public func record(_ outcome: LoginOutcome, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        let now = WallClock.millisecondsSinceEpoch(), policy = outcome.policy
+        let source = Self.failuresKey(outcome.user, from: outcome.host), name = Self.failuresKey(outcome.user)
+        var commands: [[String]]
+        if outcome.succeeded {
+            let known = Self.knownAddressesKey(outcome.user), keep = Int64(policy.knownFor.nanoseconds / 1_000_000)
+            commands = [
+                ["DEL", source], ["ZADD", known, String(now), outcome.host], ["ZREMRANGEBYSCORE", known, "-inf", String(now - keep)],
+                ["ZREMRANGEBYRANK", known, "0", String(-max(policy.knownAddresses, 1) - 1)], ["PEXPIRE", known, String(keep)],
+            ]
+        } else {
+            commands = Self.failure(source, forgetAfter: policy.perSource.forgetAfter, now: now)
+            if outcome.byName { commands += Self.failure(name, forgetAfter: policy.perName.forgetAfter, now: now) }
+        }
+        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { try Registry.check($0) }
+    }
+
+    private static func failure(_ key: String, forgetAfter: TimeAmount, now: Int64) -> [[String]] {
+        [["HINCRBY", key, "n", "1"], ["HSET", key, "last", String(now)], ["PEXPIRE", key, String(forgetAfter.nanoseconds / 1_000_000)]]
     }
 
     /// The decoy secret, created (32 random bytes) by the first relay that asks; that relay

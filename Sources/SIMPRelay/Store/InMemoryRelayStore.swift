@@ -101,7 +101,7 @@ public final class InMemoryRelayStore: RelayStore {
                 let encoded = delivery.encoded()
                 subscriber.eventLoop.execute { subscriber.handler(.delivery(encoded)) }
                 return .success(.publish(relay: relay, delivery, listeners: 1))
-            case .fetchVerifier(let user, let connection):
+            case .fetchVerifier(let user, let connection, _):
                 let counts = shared.state.credentials.values.reduce(into: [UInt32: Int]()) { $0[$1.iterations, default: 0] += 1 }
                 return .success(
                     .fetchVerifier(

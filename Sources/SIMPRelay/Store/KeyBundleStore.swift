@@ -33,7 +33,11 @@ public struct KeyBundleStore: Sendable {
             ["HGET", Self.bundlesKey(keys.user), keys.device], ["HSET", Self.bundlesKey(keys.user), keys.device, bundle],
             ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"],
         ]
-        if !keys.oneTimePrekeys.isEmpty { commands.append(["SADD", prekeys] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() }) }
+        if !keys.oneTimePrekeys.isEmpty {
+            commands.append(
+                ["EVAL", Self.addPrekeysScript, "1", prekeys, String(RelayCore.maxOneTimePrekeysPerDevice)]
+                    + keys.oneTimePrekeys.map { Data($0).base64EncodedString() })
+        }
         commands.append(["SCARD", prekeys])
         return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
             try Registry.check(replies)
@@ -43,11 +47,22 @@ public struct KeyBundleStore: Sendable {
         }
     }
 
+    /// Adds one-time prekeys (ARGV[2…]) to the device's set (KEYS[1]) while it holds fewer than
+    /// ARGV[1]; the rest are dropped (the answer's `prekeysLeft` says how many it holds).
+    static let addPrekeysScript = """
+        local room = tonumber(ARGV[1]) - redis.call('SCARD', KEYS[1])
+        for i = 2, #ARGV do
+          if room <= 0 then break end
+          room = room - redis.call('SADD', KEYS[1], ARGV[i])
+        end
+        return redis.call('SCARD', KEYS[1])
+        """
+
     private static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Every device's bundle, sorted by device, each with a one-time prekey taken from the store
-    /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` per
-    /// device), and whether the user exists (credentials, registered lately, or bundles).
+    /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` and
+    /// one `SCARD` per device: how many it has left), and whether the user exists (credentials, registered lately, or bundles).
     public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool)> {
         var commands = [
             ["HGETALL", Self.bundlesKey(fetch.user)], ["EXISTS", Registry.seenKey(fetch.user)], ["EXISTS", CredentialStore.key(fetch.user)],
@@ -72,13 +87,23 @@ public struct KeyBundleStore: Sendable {
             guard !claims.isEmpty else {
                 return eventLoop.makeSucceededFuture((bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: nil) }, known))
             }
-            return redis.pipeline(claims.map { ["SPOP", Self.prekeysKey(fetch.user, device: $0)] }, on: eventLoop).flatMapThrowing { replies in
+            // Each SPOP is followed by an SCARD: how many the device has left after the claim.
+            let commands = claims.flatMap {
+                [["SPOP", Self.prekeysKey(fetch.user, device: $0)], ["SCARD", Self.prekeysKey(fetch.user, device: $0)]]
+            }
+            return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
                 try Registry.check(replies)
-                var claimed: [String: [UInt8]] = [:]
-                for (device, reply) in zip(claims, replies) {
-                    if let text = reply.string, let prekey = Data(base64Encoded: text) { claimed[device] = Array(prekey) }
+                var claimed: [String: (prekey: [UInt8], left: Int)] = [:]
+                for (index, device) in claims.enumerated() where 2 * index + 1 < replies.count {
+                    if let text = replies[2 * index].string, let prekey = Data(base64Encoded: text) {
+                        claimed[device] = (Array(prekey), Int(replies[2 * index + 1].integer ?? 0))
+                    }
                 }
-                return (bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]) }, known)
+                return (
+                    bundles.map {
+                        DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]?.prekey, prekeysLeft: claimed[$0.0]?.left)
+                    }, known
+                )
             }
         }
     }

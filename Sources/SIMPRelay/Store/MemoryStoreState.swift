@@ -38,7 +38,9 @@ struct MemoryStoreState: Sendable {
     /// Carries out everything but publishing (which needs the subscribers).
     mutating func answer(_ request: StoreRequest, now: Int64) -> StoreAnswer {
         switch request {
-        case .fetchVerifier(let user, let connection): // answered by InMemoryRelayStore, which knows the locks
+        case .recordLogin: // the in-memory store shares no counts: each relay keeps its own (RelayLogin)
+            return .written
+        case .fetchVerifier(let user, let connection, _): // answered by InMemoryRelayStore, which knows the locks
             return .fetchVerifier(connection: connection, credentials[user])
         case .register(let registration, let connection):
             let devices = register(registration, now: now)
@@ -116,14 +118,15 @@ struct MemoryStoreState: Sendable {
             let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period }.keys.sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
             var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
-            left.formUnion(keys.oneTimePrekeys)
+            for prekey in keys.oneTimePrekeys where left.count < RelayCore.maxOneTimePrekeysPerDevice { left.insert(prekey) }
             oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
             return .publishKeys(keys, prekeysLeft: left.count, change: change, watchers: watchers)
         case .fetchKeys(let fetch):
             if !fetch.asker.isEmpty { keyWatchers[fetch.user, default: [:]][fetch.asker] = now }
             let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
                 let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
-                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)
+                let left = claimed == nil ? nil : oneTimePrekeys[fetch.user]?[device]?.count
+                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed, prekeysLeft: left)
             }
             return .fetchKeys(fetch, devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
         }

@@ -98,8 +98,10 @@ public final class RedisRelayStore: RelayStore {
     public func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         let now = WallClock.millisecondsSinceEpoch()
         switch request {
-        case .fetchVerifier(let user, let connection):
-            return credentials.login(of: user, on: connection, on: eventLoop)
+        case .fetchVerifier(let user, let connection, let host):
+            return credentials.login(of: user, from: host, on: connection, on: eventLoop)
+        case .recordLogin(let outcome):
+            return credentials.record(outcome, on: eventLoop).map { .written }
         case .register(let registration, let connection):
             return registry.register(registration, on: eventLoop).flatMap { [inboxes] registered in
                 inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)

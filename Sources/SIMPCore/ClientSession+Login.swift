@@ -1,0 +1,90 @@
+import NIOCore
+
+/// Logging in (docs/PROTOCOL.md §4.2, §4.7): AUTH, the relay's CHALLENGE answered with CONNECT,
+/// and the CONNECTED that makes the connection the registered control connection.
+extension ClientSession {
+    /// How a login goes on after a frame from the relay.
+    public enum LoginStep: Sendable {
+        /// Send this frame on the connection that is logging in.
+        case send(SIMPMessage)
+        /// Logged in: the connection is now the registered control connection; `connected` is
+        /// the relay's CONNECTED, `output` what to do now.
+        case registered(connected: SIMPMessage, output: Output)
+        /// The relay refused, or could not prove itself: close the connection.
+        case refused(code: SIMPMessage.ErrorCode, reason: String)
+    }
+
+    /// A control connection is open: the AUTH frame that starts logging in. `udpPort` is the
+    /// port CONNECT will register.
+    public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
+        let (auth, nonce) = login.start()
+        phase = .loggingIn(LoginAttempt(clientNonce: nonce, udpPort: udpPort))
+        return namingDevice(auth)
+    }
+
+    /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
+    /// session only sends.
+    private func namingDevice(_ frame: SIMPMessage) -> SIMPMessage {
+        var frame = frame
+        frame.device = configuration.device
+        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
+        return frame
+    }
+
+    /// A frame arrived on the connection that is logging in.
+    public mutating func loginReceived(_ message: SIMPMessage, now: NIODeadline) -> LoginStep? {
+        guard case .loggingIn(var pending) = phase else { return nil }
+        switch message.kind {
+        case .challenge:
+            do {
+                let answer = try login.answer(message, clientNonce: pending.clientNonce, udpPort: pending.udpPort)
+                pending.transcript = answer.transcript
+                phase = .loggingIn(pending)
+                return .send(namingDevice(answer.frame))
+            } catch {
+                phase = .disconnected
+                return .refused(code: .authFailed, reason: error.description)
+            }
+        case .connected:
+            phase = .disconnected
+            maxDatagramSize = message.maxDatagramSize > 0 ? Int(message.maxDatagramSize) : SealedDatagram.defaultMaxDatagramSize
+            if let configured = configuration.pacing { // at 90 % of the rate the relay announced, if it did
+                sender.pace(under: SendPacer.limit(announced: message.messageRateLimit, otherwise: configured), now: now)
+            }
+            do {
+                let keys = try login.accept(message, transcript: pending.transcript)
+                return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))
+            } catch {
+                return .refused(code: .authFailed, reason: error.description)
+            }
+        case .error:
+            phase = .disconnected
+            if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
+            return .refused(code: message.errorCode, reason: message.errorText)
+        default:
+            return nil
+        }
+    }
+
+    /// The relay accepted the login: seal with the new session's keys, say HELLO, start the
+    /// heartbeat and keepalive, reset the backoff, and send everything unreceipted and waiting.
+    /// `relayBatchesReceipts`: the CONNECTED said the relay routes batch receipts.
+    public mutating func registered(keys: SessionKeys, now: NIODeadline, relayBatchesReceipts: Bool = false) -> Output {
+        self.relayBatchesReceipts = relayBatchesReceipts
+        sealer = DatagramSealer(keys: keys, direction: .uplink)
+        opener = DatagramOpener(keys: keys, direction: .downlink)
+        phase = .registered(
+            RegisteredState(
+                heartbeat: Heartbeat(policy: configuration.heartbeat, now: now),
+                holdingHeartbeat: Heartbeat(policy: configuration.heartbeatWhileHolding, now: now),
+                nextKeepalive: now + configuration.keepaliveInterval,
+                nextHello: datagramPath == .udp ? Hello(due: now, attemptsLeft: configuration.helloAttempts) : nil))
+        backoff?.reset()
+        var output = pollHello(now: now)
+        beginDatagramPath(now: now, into: &output)
+        for receipt in receipts.takeOwed() { writeReceipt(receipt, now: now, into: &output) }
+        output.absorb(sender.resume(now: now))
+        receiver.restartHoldClock(now: now)
+        return output
+    }
+}

@@ -1,0 +1,151 @@
+import NIOCore
+import SIMPCore
+import SIMPCoreTestKit
+import XCTest
+
+/// Control requests within their budgets: per connection, per user, per pair of users for
+/// one-time prekey claims, and the requests a connection may have waiting for the store.
+final class RequestBudgetTests: XCTestCase {
+    private let t0 = DevRelay.t0
+
+    private func relay(_ change: (inout RelayLimits) -> Void) -> DevRelay {
+        DevRelay { change(&$0.limits) }
+    }
+
+    private func fetch(_ user: String, id: UInt64) -> SIMPMessage { SIMPMessage(kind: .keysFetch, messageId: id, toUser: user) }
+
+    private func fetchRequest(_ user: String, by asker: String, on connection: ConnectionID, id: UInt64) -> RelayAction {
+        .store(.fetchKeys(KeysFetch(user: user, skipClaimFor: [], connection: connection, messageId: id, asker: asker)))
+    }
+
+    private func who(_ id: UInt64) -> SIMPMessage {
+        var who = SIMPMessage(kind: .who, messageId: id)
+        who.members = ["bob"]
+        return who
+    }
+
+    /// A receiving session of `user`'s device `device` on `connection`.
+    private func connect(_ relay: inout DevRelay, _ user: String, device: String, on connection: ConnectionID) throws {
+        _ = relay.open(connection)
+        var connect = DevRelay.connectMessage(user, udpPort: 50_000 + Int(connection.rawValue))
+        connect.device = device
+        let actions = relay.control(connect, on: connection)
+        guard case .store(let register)? = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertEqual(relay.answer(DevRelay.done(register)).first.map { if case .send(connection, _) = $0 { true } else { false } }, true)
+    }
+
+    func testKeyFetchesOverTheConnectionsBudgetAreRefusedAndTheBudgetRefills() throws {
+        var relay = relay { $0.budgets[.keyFetch] = RateLimit(perSecond: 1, burst: 3) }
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        try relay.connect("bob", on: ConnectionID(2), port: 50_010)
+        let alice = ConnectionID(1)
+        for id in 1...3 as ClosedRange<UInt64> {
+            XCTAssertEqual(relay.control(fetch("u\(id)", id: id), on: alice), [fetchRequest("u\(id)", by: "alice", on: alice, id: id)])
+        }
+        XCTAssertEqual(
+            relay.control(fetch("u4", id: 4), on: alice),
+            [
+                .reject(.requestRateLimited, detail: "keysFetch from alice on c1: this connection over the key-fetch budget"),
+                .send(
+                    alice,
+                    .rateLimited("too many key-fetch requests (this connection), retry in 1 s", retryAfter: .seconds(1), messageId: 4, to: "alice")),
+                .pauseReading(alice),
+            ])
+        XCTAssertEqual(
+            relay.control(fetch("u4", id: 5), on: alice), [.reject(.requestRateLimited, detail: "c1, paused")],
+            "what was read before the pause is refused quietly")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(49)), [])
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [.resumeReading(alice)], "read again 50 ms later")
+        XCTAssertEqual(
+            relay.control(fetch("u5", id: 5), on: ConnectionID(2)), [fetchRequest("u5", by: "bob", on: ConnectionID(2), id: 5)], "bob is not affected"
+        )
+        XCTAssertEqual(
+            relay.control(fetch("u6", id: 6), on: alice, now: t0 + .seconds(1)), [fetchRequest("u6", by: "alice", on: alice, id: 6)],
+            "a token a second")
+    }
+
+    func testAUsersBudgetCoversAllItsConnections() throws {
+        var relay = relay { $0.budgets[.who] = RateLimit(perSecond: 1, burst: 2) } // per user: 2/s, burst 4
+        for (index, device) in ["phone", "laptop", "tablet"].enumerated() {
+            try connect(&relay, "alice", device: device, on: ConnectionID(UInt64(index + 1)))
+        }
+        for connection in [1, 1, 2, 2] as [UInt64] {
+            let actions = relay.control(who(connection), on: ConnectionID(connection))
+            guard case .store(.who)? = actions.first else { return XCTFail("\(actions)") }
+        }
+        let refused = relay.control(who(9), on: ConnectionID(3))
+        XCTAssertEqual(refused.first, .reject(.requestRateLimited, detail: "who from alice on c3: alice over the who budget"))
+        XCTAssertEqual(refused.last, .pauseReading(ConnectionID(3)))
+        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
+        XCTAssertEqual(error.errorCode, .rateLimited)
+        XCTAssertEqual(error.messageId, 9)
+        XCTAssertEqual(error.errorText, "too many who requests (alice), retry in 1 s")
+    }
+
+    func testOneRequesterCannotDrainAnothersOneTimePrekeys() throws {
+        var relay = relay { $0.prekeyClaims = RateLimit(perSecond: 0.1, burst: 2) }
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        try relay.connect("dave", on: ConnectionID(2), port: 50_010)
+        let alice = ConnectionID(1)
+        XCTAssertEqual(relay.control(fetch("bob", id: 1), on: alice), [fetchRequest("bob", by: "alice", on: alice, id: 1)])
+        XCTAssertEqual(relay.control(fetch("bob", id: 2), on: alice), [fetchRequest("bob", by: "alice", on: alice, id: 2)])
+        let refused = relay.control(fetch("bob", id: 3), on: alice)
+        XCTAssertEqual(
+            refused.first, .reject(.requestRateLimited, detail: "keysFetch from alice on c1: alice's fetches of bob's keys over the key-fetch budget")
+        )
+        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
+        XCTAssertEqual(error.errorText, "too many key-fetch requests (alice's fetches of bob's keys), retry in 10 s")
+        XCTAssertEqual(error.retryAfterMillis, 10_000)
+        XCTAssertEqual(relay.control(fetch("carol", id: 4), on: alice), [fetchRequest("carol", by: "alice", on: alice, id: 4)], "another target")
+        XCTAssertEqual(
+            relay.control(fetch("bob", id: 5), on: ConnectionID(2)), [fetchRequest("bob", by: "dave", on: ConnectionID(2), id: 5)],
+            "another requester")
+    }
+
+    func testAConnectionWithManyRequestsWaitingIsNotReadUntilAnswersComeBack() throws {
+        var relay = relay { $0.maxRequestsInFlight = 2 }
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        let alice = ConnectionID(1)
+        var requests: [StoreRequest] = []
+        for id in 1...4 as ClosedRange<UInt64> {
+            let actions = relay.control(who(id), on: alice)
+            guard case .store(let request)? = actions.first else { return XCTFail("\(actions)") }
+            requests.append(request)
+            XCTAssertEqual(actions.dropFirst().last, id == 2 ? .pauseReading(alice) : nil, "reading stops at the bound, once (request \(id))")
+        }
+        XCTAssertEqual(
+            relay.control(who(5), on: alice),
+            [
+                .reject(.requestRateLimited, detail: "who from alice on c1: 4 requests waiting over the who budget"),
+                .send(
+                    alice,
+                    .rateLimited(
+                        "too many who requests (4 requests waiting), retry in 1 s", retryAfter: .milliseconds(100), messageId: 5, to: "alice")),
+            ], "frames read before the shell stopped reading: beyond twice the bound, refused (reading had stopped already)")
+        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [], "the refusal's pause ends; the connection still has its bound waiting")
+        for (index, request) in requests.enumerated() {
+            guard case .who(let who) = request else { return XCTFail("\(request)") }
+            let actions = index == 1 ? relay.fail(request, StoreFailure("down")) : relay.answer(.who(who, []))
+            XCTAssertEqual(actions.contains(.resumeReading(alice)), index == 2, "reading goes on below the bound (answer \(index + 1))")
+        }
+        let again = relay.control(who(6), on: alice)
+        guard case .store(.who)? = again.first else { return XCTFail("\(again)") }
+    }
+
+    func testAUserLoggingInTooOftenIsRefused() throws {
+        var relay = relay { $0.budgets[.login] = RateLimit(perSecond: 0.5, burst: 2) }
+        try connect(&relay, "alice", device: "phone", on: ConnectionID(1))
+        try connect(&relay, "alice", device: "laptop", on: ConnectionID(2))
+        _ = relay.open(ConnectionID(3))
+        var connect = DevRelay.connectMessage("alice", udpPort: 50_003)
+        connect.device = "tablet"
+        XCTAssertEqual(
+            relay.control(connect, on: ConnectionID(3)),
+            [
+                .reject(.requestRateLimited, detail: "login of alice on c3: over alice's login budget"),
+                .send(ConnectionID(3), .loginRateLimited("too many logins as alice", retryAfter: .seconds(2))),
+                .close(ConnectionID(3)),
+            ])
+        XCTAssertEqual(relay.core.sessions(of: "alice").count, 2)
+    }
+}

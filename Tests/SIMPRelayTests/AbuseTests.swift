@@ -1,0 +1,260 @@
+import Foundation
+import NIOCore
+import SIMPBench
+import SIMPCore
+import SIMPLocalServers
+import SIMPRedis
+import SIMPTestSupport
+import XCTest
+
+/// One user (or one address) cannot take the relay down: a real `simp-server` process and a
+/// private `redis-server` on loopback, attackers as scripted clients from 127.0.0.x, and a third
+/// user who logs in and sends a message every 200 ms throughout each attack. Its login time and
+/// send latency are asserted against generous bounds (2 s, 1 s: a debug build on a shared
+/// machine) and printed (`abuse:` lines) as the attack's report; Redis's memory may grow at most
+/// 50 MB per attack.
+final class AbuseTests: XCTestCase {
+    private var redis: RedisServerProcess!
+    private var relay: ChildProcess!
+    private var controlPort = 0, metricsPort = 0
+    private static let attack: Duration = .seconds(5)
+
+    override func setUp() async throws {
+        redis = try await RedisServerProcess.startPrivate()
+        controlPort = try FreePort.tcp()
+        metricsPort = try FreePort.tcp()
+        relay = try ChildProcess(
+            "simp-server",
+            [
+                "--host", "127.0.0.1", "--port", String(controlPort), "--udp-port", String(try FreePort.udp()), "--redis", "\(redis.url)",
+                "--no-login", "--relay-id", "abuse-\(UInt32.random(in: .min ... .max))", "--metrics-port", String(metricsPort),
+                "--log-level", "warning",
+            ])
+        let port = metricsPort
+        let serving = await Eventually.holds(within: .seconds(20)) { (try? await MetricsScrape.fetch(host: "127.0.0.1", port: port)) != nil }
+        XCTAssertTrue(serving, relay.standardError)
+    }
+
+    override func tearDown() async throws {
+        relay?.signal(SIGTERM)
+        _ = await relay?.exitStatus(timeout: 10)
+        await redis?.stop()
+    }
+
+    // MARK: The attacks
+
+    func testAKeyFetchFloodThatReadsNothingLeavesOthersAndTheOneTimePrekeysAlone() async throws {
+        let bob = try await RawDevice(user: "bob", password: nil, device: "phone", controlPort: controlPort)
+        var publish = SIMPMessage(kind: .keysPublish, messageId: 1)
+        publish.keyBundles = [Array(repeating: 7, count: 200)]
+        publish.oneTimePrekeys = (0..<20).map { Self.prekey($0) }
+        try await bob.control.send(publish)
+        let stored = try await Eventually.holds { try await bob.frames(.keysPublish).contains { $0.prekeysLeft == 20 } }
+        let bobReceived = try await bob.control.received()
+        XCTAssertTrue(stored, "\(bobReceived)")
+        let report = try await underAttack("key-fetch flood", from: "127.0.0.66", user: "mallory") { index in
+            SIMPMessage(kind: .keysFetch, messageId: UInt64(index + 1), toUser: "bob")
+        }
+        XCTAssertGreaterThan(report.rejected, 0, "the flood went over its budget")
+        let erin = try await RawDevice(user: "erin", password: nil, device: "laptop", controlPort: controlPort)
+        try await erin.control.send(SIMPMessage(kind: .keysFetch, messageId: 77, toUser: "bob"))
+        let answered = try await Eventually.holds { try await erin.frames(.keysFetch).contains { $0.messageId == 77 } }
+        let erinReceived = try await erin.control.received()
+        XCTAssertTrue(answered, "\(erinReceived)")
+        let bundle = try await erin.frames(.keysFetch).first { $0.messageId == 77 }
+        XCTAssertEqual(bundle?.oneTimePrekeys.first?.count, RelayCore.oneTimePrekeySize, "another user still gets a one-time prekey")
+        await erin.close()
+        await bob.close()
+    }
+
+    func testAPrekeyPublishFloodIsHeldToItsBudget() async throws {
+        let report = try await underAttack("prekey-publish flood", from: "127.0.0.67", user: "mallory") { index in
+            var publish = SIMPMessage(kind: .keysPublish, messageId: UInt64(index + 1))
+            publish.keyBundles = [Array(repeating: 7, count: 200)]
+            publish.oneTimePrekeys = (0..<RelayCore.maxOneTimePrekeysPerPublish).map { Self.prekey(UInt32(index * 100 + $0)) }
+            return publish
+        }
+        XCTAssertGreaterThan(report.rejected, 0)
+        let kept = try await RedisClient(url: redis.url).command(["SCARD", "simp:keys:{mallory}:otk:"]).integer ?? 0
+        print("abuse: prekey-publish flood: one-time prekeys kept for the device: \(kept)")
+    }
+
+    func testARoomJoinFloodCreatesOnlyItsBudgetOfRooms() async throws {
+        let report = try await underAttack("room-join flood", from: "127.0.0.68", user: "mallory") { index in
+            var join = SIMPMessage(kind: .roomJoin, messageId: UInt64(index + 1))
+            join.room = "flood-\(index)"
+            return join
+        }
+        XCTAssertGreaterThan(report.rejected, 0)
+        let client = RedisClient(url: redis.url)
+        let rooms = try await client.command(["KEYS", "simp:room:{#flood-*}:members"]).array?.count ?? -1
+        await client.shutdown()
+        let seconds = Double(Self.attack.components.seconds) + 2
+        XCTAssertLessThanOrEqual(Double(rooms), 50 + 5 * seconds, "the burst and 5 a second")
+        print("abuse: room-join flood: rooms created: \(rooms)")
+    }
+
+    /// 2,000 idle connections and 200 that sent half a frame, from 40 addresses: none logs in,
+    /// every one is closed within the login deadline (10 s, checked once a second) and the
+    /// third user logs in and sends meanwhile as usual.
+    func testIdleAndHalfFrameConnectionsAreClosedAtTheLoginDeadline() async throws {
+        let files = AttackSocket.openFileLimit
+        var (idle, half) = (2000, 200)
+        if files < idle + half + 500 { // the relay, Redis and this process share the machine's limits
+            idle = max(100, (files - 500) * 10 / 11)
+            half = idle / 10
+            print("abuse: open-file limit \(files): \(idle) idle + \(half) half-frame connections instead of 2,000 + 200")
+        }
+        let connect = DevRelayFrames.connect("mallory")
+        var sockets: [AttackSocket] = []
+        let opened = ContinuousClock.now
+        for index in 0..<(idle + half) {
+            let socket = try AttackSocket(port: controlPort, from: "127.0.0.\(10 + index % 40)")
+            if index >= idle { socket.write(Array(connect.prefix(connect.count / 2))) }
+            sockets.append(socket)
+        }
+        let figures = try await probe(for: .seconds(8), name: "idle")
+        var closedAfter: Duration?
+        for _ in 0..<40 where closedAfter == nil {
+            if sockets.allSatisfy(\.isClosedByPeer) {
+                closedAfter = ContinuousClock.now - opened
+            } else {
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        let stillOpen = sockets.filter { !$0.isClosedByPeer }.count
+        for socket in sockets { socket.close() }
+        let scrape = try await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)
+        print("abuse: idle connections: \(idle + half) all closed after \(closedAfter.map { "\($0)" } ?? "-"), \(figures)")
+        XCTAssertEqual(stillOpen, 0, "connections that never logged in are closed")
+        XCTAssertLessThanOrEqual(closedAfter ?? .seconds(99), .seconds(15), "within the login deadline (10 s) and its one-second check")
+        XCTAssertEqual(scrape.samples["simp_rejected_total{reason=\"login_timeout\"}"], Double(idle + half))
+        figures.assertWithinBounds()
+    }
+
+    // MARK: Helpers
+
+    /// The third user's figures during an attack.
+    struct Figures: CustomStringConvertible {
+        var logins: [Duration] = []
+        var sends: [Duration] = []
+        var failures: [String] = []
+
+        var description: String {
+            let median = sends.isEmpty ? Duration.zero : sends.sorted()[sends.count / 2]
+            return "third user: \(logins.count) logins, slowest \(logins.max() ?? .zero); sends slowest \(sends.max() ?? .zero), median \(median)"
+        }
+
+        func assertWithinBounds(file: StaticString = #filePath, line: UInt = #line) {
+            XCTAssertFalse(logins.isEmpty, file: file, line: line)
+            XCTAssertEqual(failures, [], "every login of the third user succeeds", file: file, line: line)
+            XCTAssertLessThanOrEqual(logins.max() ?? .zero, .seconds(2), "a login during the attack", file: file, line: line)
+            XCTAssertLessThanOrEqual(sends.max() ?? .zero, .seconds(1), "a send during the attack", file: file, line: line)
+        }
+    }
+
+    struct AttackReport {
+        var figures: Figures
+        var rejected: Double
+    }
+
+    /// Runs an attack of `user` from `source` (a CONNECT, then `frame(i)` for i = 0, 1, … back
+    /// to back for `attack`, never reading an answer) while the third user probes; checks the
+    /// probe's bounds and Redis's memory, and prints the report.
+    private func underAttack(_ name: String, from source: String, user: String, frame: @escaping @Sendable (Int) -> SIMPMessage) async throws
+        -> AttackReport
+    {
+        let before = try await redisMemory(), rssBefore = try await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)
+        let attacker = try AttackSocket(port: controlPort, from: source)
+        attacker.write(DevRelayFrames.connect(user))
+        try await Task.sleep(for: .milliseconds(300))
+        let deadline = ContinuousClock.now + Self.attack
+        let flood = Task.detached { () -> Int in
+            var pending: [UInt8] = [], sent = 0
+            while ContinuousClock.now < deadline {
+                if pending.isEmpty {
+                    pending = AttackSocket.frames((0..<50).map { frame(sent + $0) })
+                    sent += 50
+                }
+                let written = attacker.write(pending)
+                pending.removeFirst(written)
+                // Back to back, but leaving the machine's two cores to the relay and the probe
+                // now and then (up to 25,000 frames a second).
+                try? await Task.sleep(for: .milliseconds(pending.isEmpty ? 2 : 5))
+            }
+            return sent
+        }
+        let figures = try await probe(for: Self.attack, name: name.replacingOccurrences(of: " ", with: "-"))
+        let frames = await flood.value
+        attacker.close()
+        let after = try await redisMemory()
+        let scrape = try await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)
+        let rejected = scrape.samples["simp_rejected_total{reason=\"request_rate_limited\"}"] ?? 0
+        let rss = (scrape.samples["process_resident_memory_bytes"] ?? 0) / 1e6,
+            rssWas = (rssBefore.samples["process_resident_memory_bytes"] ?? 0) / 1e6
+        print(
+            "abuse: \(name): \(frames) frames offered, \(Int(rejected)) refused; Redis +\((after - before) / 1_000_000) MB; relay RSS \(Int(rssWas)) -> \(Int(rss)) MB; \(figures)"
+        )
+        XCTAssertLessThanOrEqual(after - before, 50_000_000, "Redis memory grows at most 50 MB")
+        figures.assertWithinBounds()
+        return AttackReport(figures: figures, rejected: rejected)
+    }
+
+    /// The third user: every 200 ms a new user logs in and sends one message to a receiver
+    /// logged in before, for `duration`; its login times and send latencies.
+    private func probe(for duration: Duration, name: String) async throws -> Figures {
+        let receiverStarted = ContinuousClock.now
+        let receiver = try await RawDevice(user: "\(name)-dave", password: nil, device: "d", controlPort: controlPort)
+        print("abuse: \(name): the receiver logged in in \(ContinuousClock.now - receiverStarted)")
+        var figures = Figures()
+        let end = ContinuousClock.now + duration
+        var index = 0
+        while ContinuousClock.now < end {
+            index += 1
+            let started = ContinuousClock.now
+            let sender: RawDevice
+            do {
+                sender = try await RawDevice(user: "\(name)-carol\(index)", password: nil, device: "d", controlPort: controlPort)
+            } catch {
+                figures.failures.append("login \(index) after \(ContinuousClock.now - started): \(error)")
+                continue
+            }
+            figures.logins.append(ContinuousClock.now - started)
+            let sent = ContinuousClock.now
+            try await sender.sendText(UInt64(index), to: receiver.user)
+            var arrived = false
+            while !arrived, ContinuousClock.now - sent < .seconds(5) {
+                arrived = try await receiver.messages().contains { $0.fromUser == sender.user }
+                if !arrived { try await Task.sleep(for: .milliseconds(2)) }
+            }
+            figures.sends.append(ContinuousClock.now - sent)
+            await sender.close()
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        await receiver.close()
+        return figures
+    }
+
+    private func redisMemory() async throws -> Int {
+        let client = RedisClient(url: redis.url)
+        defer { Task { await client.shutdown() } }
+        let info = try await client.command(["INFO", "memory"]).string ?? ""
+        let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("used_memory:") } ?? ""
+        return Int(line.dropFirst("used_memory:".count)) ?? 0
+    }
+
+    /// One-time prekey `id`: id (u32) ‖ 32 key bytes.
+    private static func prekey(_ id: UInt32) -> [UInt8] {
+        withUnsafeBytes(of: id.bigEndian) { Array($0) } + Array(repeating: UInt8(truncatingIfNeeded: id), count: 32)
+    }
+}
+
+/// Frames an attacker sends.
+enum DevRelayFrames {
+    /// A CONNECT of `user` (a relay without login accepts it as it is).
+    static func connect(_ user: String) -> [UInt8] {
+        var connect = SIMPMessage(kind: .connect, fromUser: user)
+        connect.udpPort = 9
+        return AttackSocket.frames([connect])
+    }
+}
