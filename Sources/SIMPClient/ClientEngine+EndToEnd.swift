@@ -13,7 +13,8 @@ extension ClientEngine {
         _ settings: EndToEndSettings, store: E2EStateStore? = nil, onNotice: @escaping (EndToEndNotice) -> Void
     ) throws {
         let endToEnd = try EndToEnd(
-            settings: settings, user: configuration.user, device: configuration.device, store: store, logger: configuration.logger)
+            settings: settings, user: configuration.user, device: configuration.device, store: store, logger: configuration.logger,
+            entropy: environment.entropy, wallClockMillis: environment.wallClockMillis)
         endToEnd.onNotice = onNotice
         self.endToEnd = endToEnd
     }

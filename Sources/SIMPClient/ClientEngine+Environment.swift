@@ -20,6 +20,9 @@ extension ClientEngine {
         package var wallClockMillis: () -> Int64
         /// A number in 0..<1 for the reconnect backoff's jitter.
         package var random: () -> Double
+        /// The random bits of the end-to-end layer (keys, nonces): the system's in production,
+        /// seeded in a simulation that must replay.
+        package var entropy: Entropy
         /// The id of the first message this engine sends (the next ones count up).
         package var firstMessageId: UInt64
         /// Told the deadline of every task the engine schedules on its loop, so a driver of an
@@ -29,7 +32,7 @@ extension ClientEngine {
         package init(
             connect: @escaping (RelayEndpoint, EventLoop, @escaping @Sendable (Channel) -> EventLoopFuture<Void>) -> EventLoopFuture<Channel>,
             now: @escaping () -> NIODeadline, wallClockMillis: @escaping () -> Int64, random: @escaping () -> Double,
-            firstMessageId: UInt64, taskScheduled: @escaping (NIODeadline) -> Void = { _ in }
+            firstMessageId: UInt64, taskScheduled: @escaping (NIODeadline) -> Void = { _ in }, entropy: Entropy = .system
         ) {
             self.connect = connect
             self.now = now
@@ -37,6 +40,7 @@ extension ClientEngine {
             self.random = random
             self.firstMessageId = firstMessageId
             self.taskScheduled = taskScheduled
+            self.entropy = entropy
         }
 
         /// TCP sockets (no Nagle, `configuration.connectTimeout`), the system clocks, the system
@@ -55,4 +59,11 @@ extension ClientEngine {
                 firstMessageId: WallClock.microsecondsSinceEpoch())
         }
     }
+}
+
+/// `Entropy` as a `RandomNumberGenerator`, for the end-to-end layer's `using:` parameters.
+struct EntropyGenerator: RandomNumberGenerator {
+    var entropy: Entropy
+
+    mutating func next() -> UInt64 { entropy.next() }
 }

@@ -104,7 +104,7 @@ extension EndToEnd {
     /// time it arrived (`arrivedAt`, now unless it was held before) until it is handed over or
     /// given up.
     func openPost(_ message: SIMPMessage, arrivedAt: UInt64? = nil) -> SIMPMessage? {
-        let now = UInt64(WallClock.millisecondsSinceEpoch())
+        let now = UInt64(wallClockMillis())
         giveUpWaitingPosts(now: now)
         do {
             // A copy delivered again after a restart (its receipt never left) is handed over
@@ -172,7 +172,7 @@ extension EndToEnd {
         }
         rooms.held = []
         for post in saved { handOverHeld(post) }
-        giveUpWaitingPosts(now: UInt64(WallClock.millisecondsSinceEpoch()))
+        giveUpWaitingPosts(now: UInt64(wallClockMillis()))
         saveHeldPosts() // those handed over are out
     }
 

@@ -91,7 +91,11 @@ final class EndToEnd: @unchecked Sendable {
     /// Users the relay said do not exist: a message to one goes with an empty envelope (no
     /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
     private var unknownUsers: Set<String> = []
-    var random = SystemRandomNumberGenerator()
+    /// The random bits for keys and nonces (the engine's `Environment.entropy`).
+    var random: EntropyGenerator
+    /// Milliseconds since the Unix epoch (the engine's `Environment.wallClockMillis`): when a
+    /// message was opened, for the ratchet's skipped keys and held posts.
+    let wallClockMillis: () -> Int64
     let logger: Logger
     /// Room posts waiting for their author's sender key, and the rooms' members (EndToEnd+Rooms).
     var rooms = RoomPosts()
@@ -117,8 +121,12 @@ final class EndToEnd: @unchecked Sendable {
     /// room posts are kept there too.
     let store: E2EStateStore
 
-    /// Opens `device`'s state in `store`, by default files under `settings.home`.
-    init(settings: EndToEndSettings, user: String, device: String, store: E2EStateStore? = nil, logger: Logger) throws {
+    /// Opens `device`'s state in `store`, by default files under `settings.home`, with the
+    /// engine's randomness and wall clock.
+    init(
+        settings: EndToEndSettings, user: String, device: String, store: E2EStateStore? = nil, logger: Logger,
+        entropy: Entropy = .system, wallClockMillis: @escaping () -> Int64 = WallClock.millisecondsSinceEpoch
+    ) throws {
         self.settings = settings
         self.user = user
         self.logger = logger
@@ -129,8 +137,10 @@ final class EndToEnd: @unchecked Sendable {
             throw SIMPClientError.notEncryptable(
                 "device \"\(device)\" of \(user) has no end-to-end keys yet (its first simp chat, listen or send makes them)")
         }
-        var random = SystemRandomNumberGenerator()
+        var random = EntropyGenerator(entropy: entropy)
         messenger = try E2EMessenger(device: device, store: store, using: &random)
+        self.random = random
+        self.wallClockMillis = wallClockMillis
         // From now on a message's ratchet step, its plaintext and what else it changed are
         // written together, before its receipt leaves (docs/E2E.md §15).
         fileStore?.groupsCommits = true
@@ -211,7 +221,7 @@ final class EndToEnd: @unchecked Sendable {
         let envelope = try? E2EEnvelope(encoded: message.e2ePayload)
         let sender = envelope?.senderDevice ?? ""
         do {
-            let now = UInt64(WallClock.millisecondsSinceEpoch())
+            let now = UInt64(wallClockMillis())
             let opened = try messenger.receive(message.e2ePayload, messageId: message.messageId, from: message.fromUser, now: now, using: &random)
             if opened.openedBefore {
                 // A copy delivered again (this device restarted before its receipt left): handed

@@ -89,6 +89,9 @@ extension E2EMessenger {
 extension E2EMessenger {
     /// How many ids are kept per peer device.
     public static let decryptedIdsKept = 128
+    /// How many of the newest of them keep their plaintext (docs/E2E.md §15): a copy delivered
+    /// again comes from the last read burst before a crash, whose receipts had not left.
+    public static let plaintextsKept = 32
 
     /// Records that the message `messageId` from `peer`'s device `device` was decrypted, with
     /// its plaintext (kept so that a copy delivered again is handed over as it was, `receive`).
@@ -97,6 +100,7 @@ extension E2EMessenger {
         guard !entries.contains(where: { $0.id == messageId }) else { return }
         entries.append((messageId, plaintext))
         if entries.count > Self.decryptedIdsKept { entries.removeFirst(entries.count - Self.decryptedIdsKept) }
+        for index in entries.indices.dropLast(Self.plaintextsKept) where entries[index].plaintext != nil { entries[index].plaintext = nil }
         var writer = ByteWriter()
         writer.u8(2)
         writer.u16(UInt16(entries.count))

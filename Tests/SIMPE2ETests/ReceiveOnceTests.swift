@@ -45,8 +45,9 @@ final class ReceiveOnceTests: XCTestCase {
         XCTAssertEqual(try receive(envelope, id: 1), Received(plaintext: Array("one".utf8), notices: [], openedBefore: false))
     }
 
-    /// Only the newest `decryptedIdsKept` messages of a device are kept; an older copy is the
-    /// ratchet's duplicate (the transport's receipts settled it long before).
+    /// Only the newest `decryptedIdsKept` ids of a device are kept, the newest `plaintextsKept`
+    /// with their plaintexts; an older copy is the ratchet's duplicate (the transport's receipts
+    /// settled it long before).
     func testTheNewestMessagesOfADeviceAreKept() throws {
         let kept = E2EMessenger.decryptedIdsKept
         var envelopes: [[UInt8]] = []
@@ -56,6 +57,9 @@ final class ReceiveOnceTests: XCTestCase {
             _ = try receive(envelope, id: UInt64(id))
         }
         XCTAssertTrue(try receive(envelopes[kept], id: UInt64(kept + 1)).openedBefore)
+        let newest = UInt64(kept + 1), plaintexts = UInt64(E2EMessenger.plaintextsKept)
+        XCTAssertEqual(try bob.keptPlaintext(of: newest - plaintexts + 1, from: "alice", device: "desk"), Array("m\(newest - plaintexts + 1)".utf8))
+        XCTAssertNil(try bob.keptPlaintext(of: newest - plaintexts, from: "alice", device: "desk"), "only the newest keep their plaintext")
         XCTAssertTrue(try bob.hasDecrypted(2, from: "alice", device: "desk"))
         XCTAssertFalse(try bob.hasDecrypted(1, from: "alice", device: "desk"))
         XCTAssertThrowsError(try receive(envelopes[0], id: 1)) { XCTAssertEqual($0 as? E2EError, .duplicate) }
