@@ -38,6 +38,10 @@ enum SIMPMain {
 
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
+        if let unknown = try? UnknownOption.first(in: arguments, description: SIMPCommand._dumpHelp()) {
+            FileHandle.standardError.write(Data("\(unknown.command): \(unknown)\n".utf8))
+            exit(ExitCode.validationFailure.rawValue)
+        }
         if let subcommand = arguments.first, ["chat", "send", "listen"].contains(subcommand),
             let path = ConfigFile.clientPath()
         {

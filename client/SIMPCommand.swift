@@ -277,10 +277,11 @@ struct Keys: AsyncParsableCommand {
             `simp keys --with bob` prints the safety number of this device with each of bob's \
             devices; bob's `simp keys --with YOU` (or `/verify YOU` in simp chat) shows the same 60 \
             digits. Compare them in person or on a call: if they match, no one (the relay neither) \
-            put a key of their own between you. The numbers belong to this device: while simp chat \
-            holds the default device, simp keys takes another one with its own keys, so use /verify \
-            in the chat instead, or run this after quitting it (or name the device with --device). \
-            Exits 1 when the user has published no end-to-end keys.
+            put a key of their own between you. The numbers belong to this device (the default one, \
+            or --device), and simp keys uses its keys as they are: it never makes a device or keys \
+            and publishes nothing. While a running simp (a chat) holds the device, simp keys refuses \
+            and names that process: use /verify in the chat, or run this after quitting it. Exits 1 \
+            when the user has published no end-to-end keys, or this device has none yet.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -293,7 +294,24 @@ struct Keys: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await connection.connect(sendOnly: true)
+        let home = SIMPHome.directory()
+        var connection = self.connection
+        let device = try thisDevice(home: home)
+        connection.device = device
+        if let pid = DeviceLock.holder(home: home, user: connection.user, device: device) {
+            fail(
+                "simp: device \"\(device)\" of \(connection.user) is in use by a running simp (process \(pid)), which holds its keys: "
+                    + "use /verify \(with) in that chat, or run simp keys after it exits")
+        }
+        let stored = try? EndToEndFileStore(home: home, user: connection.user, device: device).load("identity")
+        if stored == nil {
+            fail("simp: device \"\(device)\" of \(connection.user) has no end-to-end keys yet (its first simp chat, listen or send makes them)")
+        }
+        let client = try await connection.connect(
+            sendOnly: true,
+            configure: { configuration in
+                configuration.endToEnd?.existingKeysOnly = true
+            })
         let numbers: [(device: String, number: String)]
         do { numbers = try await client.safetyNumbers(with: with) } catch {
             await client.close()
@@ -302,6 +320,16 @@ struct Keys: AsyncParsableCommand {
         await client.close()
         for line in MessageFormatting.safetyNumberLines(user: connection.user, peer: with, numbers: numbers) { print(line) }
         if numbers.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The device whose keys are compared: --device, or this machine's default one if it was
+    /// made (simp keys makes no device name of its own).
+    private func thisDevice(home: URL) throws -> String {
+        if let device = connection.device { return device }
+        guard FileManager.default.fileExists(atPath: home.appendingPathComponent("device").path) else {
+            fail("simp: \(connection.user) has no device on this machine yet (its first simp chat, listen or send makes one, with its keys)")
+        }
+        do { return try DeviceName.standard(home: home) } catch { fail("simp: \(error)") }
     }
 }
 
@@ -421,7 +449,11 @@ struct Chat: AsyncParsableCommand {
             prompt), or `/to NAME` and then plain lines. `/image URL [SCALE]` sends an image link, \
             `/audio URL` an audio link, \
             `/retry` resends failed messages, `/history [N]` shows older messages, `/help` lists \
-            everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves.
+            everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves. irssi's `/msg NAME TEXT`, \
+            `/query NAME`, `/me ACTION`, `/part` and `/clear` work too. Without --to, the chat starts with \
+            whoever you talked to when you last left, or, with no one chosen, replies to the first \
+            person who writes. If the relay refuses the login for good (say, your account is locked), \
+            messages you type wait in the outbox and `/reconnect` tries again.
 
             Each message you send is marked … pending, ✓ sent, ✓✓ delivered (the receiver's receipt \
             arrived) or ✗ failed with the reason. A message to a user who is offline is marked \
@@ -454,7 +486,7 @@ struct Chat: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "Start talking to this user (you can switch with /to NAME or @NAME).")
+    @Option(help: "Start talking to this user (you can switch with /to NAME or @NAME; default: whoever you talked to last).")
     var to: String?
 
     @Flag(name: .customLong("no-color"), help: "No colours (also off when NO_COLOR is set or stdout is not a terminal).")
@@ -488,10 +520,15 @@ struct Chat: AsyncParsableCommand {
         // leaves, and one it has already (after a restart) is receipted, not shown again.
         let history = ChatHistory(
             directory: historyDir.map { URL(fileURLWithPath: $0) } ?? HistoryStore.defaultDirectory(), user: connection.user)
+        var leftInOutbox: (messages: [SIMPMessage], unreadable: [String])?
         let client = try await connection.connect(
             logHandler: { label, level in log.handler(label: label, level: level) },
-            configure: { $0.messageHandler = { history.recordIncoming($0) } })
+            configure: {
+                $0.messageHandler = { history.recordIncoming($0) }
+                leftInOutbox = $0.outbox?.load() // before this client sends anything of its own
+            })
         var options = ChatController.Options(peer: to)
+        options.outboxAtStart = leftInOutbox ?? ([], [])
         options.colors = !noColor
         options.readReceipts = !noReadReceipts
         options.bell = !noBell

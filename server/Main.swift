@@ -29,6 +29,12 @@ enum SIMPServerMain {
             print(SIMPServerCommand.helpWithRelayOptions)
             return
         }
+        if let unknown = try? UnknownOption.first(
+            in: arguments, description: SIMPServerCommand._dumpHelp(), defaultSubcommand: "serve")
+        {
+            printError("\(unknown.command): \(unknown)")
+            exit(ExitCode.validationFailure.rawValue)
+        }
         let informational = ["-h", "--help", "--version", "help"]
         if !arguments.contains(where: { informational.contains($0) || $0.hasPrefix("--generate-completion-script") }) {
             do { arguments = try configured(arguments) } catch { printError("simp-server: \(error)"); exit(1) }

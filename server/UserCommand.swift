@@ -49,7 +49,8 @@ struct UserCommand: AsyncParsableCommand {
             } catch {
                 let hint =
                     redis == Self.defaultRedis ? ", the default; scripts/run-server's is redis://127.0.0.1:6390: give --redis or SIMP_REDIS" : ""
-                printError("simp-server \(command): \(error) (Redis \(shown)\(hint))")
+                let what = (error as? RedisError)?.unavailable == true ? "cannot reach Redis: \(SocketErrorText.reason(error))" : "\(error)"
+                printError("simp-server \(command): \(what) (Redis \(shown)\(hint))")
                 throw ExitCode.failure
             }
         }

@@ -20,6 +20,13 @@ public enum ChatCommand: Equatable, Sendable {
     case members(room: String?)
     /// `/who [NAME... | #ROOM]`: presence (default: the current peer).
     case who([String])
+    /// `/me ACTION`: send ACTION as an action (`* alice waves`) to the current peer.
+    case action(String)
+    /// `/clear`: clear the screen (the history file keeps everything; `/history` shows it).
+    case clear
+    /// `/reconnect`: connect again after the client stopped (the relay refused the login, or
+    /// another session of this device took over).
+    case reconnect
     /// `/status`: the connection, and the way messages go (UDP or the control connection).
     case status
     /// `/verify [NAME]`: the safety numbers with NAME's devices (default: the current peer).
@@ -37,30 +44,35 @@ public enum ChatCommand: Equatable, Sendable {
     public static let helpLines = [
         "@NAME TEXT       send TEXT to NAME (NAME becomes the current peer)",
         "TEXT             send TEXT to the current peer (shown in the prompt)",
-        "/to NAME         talk to NAME from now on",
+        "/to NAME         talk to NAME from now on (also /query NAME)",
+        "/msg NAME TEXT   send TEXT to NAME (same as @NAME TEXT)",
+        "/me ACTION       send an action: * you ACTION",
         "/image URL [S]   send an image link, optionally with display scale S",
         "/audio URL       send an audio link",
         "/retry           resend the messages that failed (✗), in earlier sessions too",
         "/history [N]     show N older messages above (default 20; PageDown returns)",
         "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT posts too)",
-        "/leave [ROOM]    leave ROOM (default: the current room)",
+        "/leave [ROOM]    leave ROOM (default: the current room; also /part)",
         "/members [ROOM]  list ROOM's members (default: the current room)",
         "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
         "/status          the connection, and whether messages go over UDP or TCP",
+        "/reconnect       connect again after the relay refused the login (say, unlocked)",
+        "/clear           clear the screen (/history shows earlier messages again)",
         "/verify [NAME]   safety numbers with NAME, to compare with NAME's /verify YOU",
         "  ... --confirm  they match: mark NAME verified (you are told if a key changes)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
         "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later",
+        "       ✓ (no other members) a room post no one else is in the room to get",
         "       ✓ (to devices) one of the receiver's devices is online, delivered later",
         "       ✓✓ delivered  ✓✓ read  ✓✓ 2/2 room members who have it  ✗ failed",
     ]
 
     /// The commands, for Tab completion.
     public static let names = [
-        "/to", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status", "/verify", "/help",
-        "/quit",
+        "/to", "/msg", "/me", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status",
+        "/reconnect", "/clear", "/verify", "/help", "/quit",
     ]
 
     /// Parses a submitted line. `//text` sends `/text` literally.
@@ -73,9 +85,20 @@ public enum ChatCommand: Equatable, Sendable {
         let words = trimmed.split(whereSeparator: \.isWhitespace).map(String.init)
         let arguments = Array(words.dropFirst())
         switch words[0].lowercased() {
-        case "/to":
-            guard arguments.count == 1 else { return .invalid("usage: /to NAME") }
+        case "/to", "/query":
+            guard arguments.count == 1 else { return .invalid("usage: \(words[0].lowercased()) NAME") }
             return .switchPeer(arguments[0])
+        case "/msg":
+            guard arguments.count >= 2 else { return .invalid("usage: /msg NAME TEXT (or @NAME TEXT)") }
+            return parseAddressed("@" + trimmed.dropFirst(words[0].count).trimmingWhitespace())
+        case "/me":
+            let action = trimmed.dropFirst(words[0].count).trimmingWhitespace()
+            guard !action.isEmpty else { return .invalid("usage: /me ACTION") }
+            return .action(action)
+        case "/clear":
+            return .clear
+        case "/reconnect":
+            return .reconnect
         case "/image", "/img":
             return parseImage(arguments)
         case "/audio":
@@ -91,8 +114,8 @@ public enum ChatCommand: Equatable, Sendable {
         case "/join":
             guard arguments.count == 1 else { return .invalid("usage: /join ROOM") }
             return .join(room: roomName(arguments[0]))
-        case "/leave":
-            guard arguments.count <= 1 else { return .invalid("usage: /leave [ROOM]") }
+        case "/leave", "/part":
+            guard arguments.count <= 1 else { return .invalid("usage: \(words[0].lowercased()) [ROOM]") }
             return .leave(room: arguments.first.map(roomName))
         case "/members":
             guard arguments.count <= 1 else { return .invalid("usage: /members [ROOM]") }
@@ -153,12 +176,14 @@ extension StringProtocol {
 /// A room request `simp chat` makes of the client.
 public enum ChatRoomRequest: Equatable, Sendable, CustomStringConvertible {
     case join(String), leave(String), members(String)
+    /// The room's members, asked without the user's asking: only changes are shown (joins, leaves).
+    case watch(String)
 
     public var description: String {
         switch self {
         case .join(let room): return "/join #\(room)"
         case .leave(let room): return "/leave #\(room)"
-        case .members(let room): return "/members #\(room)"
+        case .members(let room), .watch(let room): return "/members #\(room)"
         }
     }
 }

@@ -25,6 +25,10 @@ public final class ChatController: @unchecked Sendable {
         public var bell = true
         /// The colours of names, marks and notices.
         public var palette = Palette.standard
+        /// What the outbox held before the client connected (`Outbox.load()`): the messages an
+        /// earlier session left, resent at start. Nil: the outbox is read at start, and then
+        /// also holds what this session's client sent while connecting (its own frames).
+        public var outboxAtStart: (messages: [SIMPMessage], unreadable: [String])?
 
         public init(peer: String? = nil) {
             self.peer = peer
@@ -77,8 +81,12 @@ public final class ChatController: @unchecked Sendable {
             interactive: interactive, colors: options.colors && !noColor)
         screen.palette = options.palette
         let store = history.store
+        // Without --to, the chat starts with whoever the user talked to last.
+        let lastPeer = options.peer == nil ? store?.loadLastPeer() : nil
         var session = ChatSession(
-            user: client.configuration.user, peer: options.peer, screen: screen, history: history.entries, clock: .system)
+            user: client.configuration.user, peer: options.peer ?? lastPeer, screen: screen, history: history.entries, clock: .system)
+        session.peerIsFromLastTime = lastPeer != nil
+        var rememberedPeer = lastPeer
         session.sendsReadMarkers = options.readReceipts
         if !client.configuration.device.isEmpty { session.device = client.configuration.device }
         session.rings = options.bell
@@ -91,9 +99,10 @@ public final class ChatController: @unchecked Sendable {
         }
         startSources(interactive: interactive)
         let sender = startSender()
-        let left = client.configuration.outbox?.load()
+        let left = options.outboxAtStart ?? client.configuration.outbox?.load()
         for effect in session.start(resending: left?.messages ?? []) {
             if case .send(let ref, let message) = effect { sender.yield((ref, message)) }
+            if case .resubmit(let message) = effect { sender.yield((Self.unreported, message)) }
         }
         for name in left?.unreadable ?? [] { session.inform("outbox: \(name) could not be read; set aside as \(name).bad") }
         if store == nil { session.inform("history is off: cannot use \(history.directory.path)") }
@@ -103,9 +112,14 @@ public final class ChatController: @unchecked Sendable {
         loop: for await event in events {
             let effects = apply(event, to: &session)
             Terminal.write(session.takeOutput())
+            if session.peer != rememberedPeer {
+                rememberedPeer = session.peer
+                keepInHistory { try store?.saveLastPeer(rememberedPeer) }
+            }
             for effect in effects {
                 switch effect {
                 case .send(let ref, let message): sender.yield((ref, message))
+                case .resubmit(let message): sender.yield((Self.unreported, message))
                 case .record(let entry): keepInHistory { try store?.append(entry) }
                 case .recordStatus(let id, let name): keepInHistory { try store?.update(id: id, status: name) }
                 case .startDrainTimer: startDrainTimer()
@@ -116,6 +130,10 @@ public final class ChatController: @unchecked Sendable {
                 case .who(let users, let room, let show): startWho(users: users, room: room, show: show)
                 case .safetyNumbers(let peer): startSafetyNumbers(with: peer)
                 case .confirmVerified(let peer): startConfirmingVerified(peer)
+                case .reconnect:
+                    Task { [client, post] in
+                        if await !client.reconnect() { post.yield(.log("the client is not stopped: it reconnects by itself")) }
+                    }
                 case .quit(let exitStatus):
                     status = exitStatus
                     break loop
@@ -244,12 +262,18 @@ public final class ChatController: @unchecked Sendable {
         let (requests, continuation) = AsyncStream.makeStream(of: (Int, SIMPMessage).self)
         Task { [client, post] in
             for await (ref, message) in requests {
+                if ref == Self.unreported {
+                    _ = try? await client.submit(message)
+                    continue
+                }
                 do {
                     let (id, outcome) = try await client.submit(message)
                     let inMemoryOnly = await client.messagesKeptInMemoryOnly.contains { $0.messageId == id }
                     post.yield(.submitted(ref: ref, messageId: id, inMemoryOnly: inMemoryOnly))
                     outcome.whenComplete { result in
                         switch result {
+                        case .success(.connectionLost):
+                            break // the client stopped: the message stays pending, in the outbox (a notice says if it is delivered after /reconnect)
                         case .success(let sendResult): post.yield(.resolved(ref: ref, DeliveryStatus(sendResult)))
                         case .failure(let error): post.yield(.resolved(ref: ref, .failed("\(error)")))
                         }
@@ -262,6 +286,9 @@ public final class ChatController: @unchecked Sendable {
         return continuation
     }
 
+    /// The ref of a message whose outcome the session does not follow (`ChatEffect.resubmit`).
+    private static let unreported = -1
+
     /// Asks the client and posts the answer back as an event.
     private func startRoomRequest(_ request: ChatRoomRequest) {
         Task { [client, post] in
@@ -270,7 +297,7 @@ public final class ChatController: @unchecked Sendable {
                 switch request {
                 case .join(let room): members = try await client.joinRoom(room)
                 case .leave(let room): try await client.leaveRoom(room); members = []
-                case .members(let room): members = try await client.roomMembers(room)
+                case .members(let room), .watch(let room): members = try await client.roomMembers(room)
                 }
                 post.yield(.roomAnswered(request, .success(members)))
             } catch SIMPClientError.rejected(_, let text) {

@@ -22,12 +22,27 @@ extension HistoryEntry {
         return StyledText("[image] ") + StyledText(imageURL, .link) + StyledText(scale)
     }
 
+    /// An action's text (`/me waves` was typed: the message says `/me waves`), else nil.
+    var action: String? {
+        guard kind == "text", text.hasPrefix(ChatSession.actionPrefix) else { return nil }
+        return String(text.dropFirst(ChatSession.actionPrefix.count))
+    }
+
+    /// What the message says, an action as `* ACTOR waves`.
+    func body(actor: String) -> StyledText {
+        action.map { StyledText("* \(actor) \($0)", .bold) } ?? body
+    }
+
     private static func short(_ value: Float) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 }
 
 extension ChatSession {
+    /// How an action (`/me waves`) travels: as the text `/me waves`, which other clients show
+    /// as it is and `simp chat` shows as `* alice waves`.
+    static let actionPrefix = "/me "
+
     /// `12:03 bob: hello` (`… hello (not encrypted)` when it did not come end to end encrypted),
     /// or `12:03 you → bob: hello ✓✓` for the user's own messages (with the failure reason after ✗).
     static func messageLine(
@@ -39,15 +54,22 @@ extension ChatSession {
             let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
             let unencrypted = StyledText(entry.unencrypted == true ? " (not encrypted)" : "", .warning)
             let keyChanged = StyledText(entry.keyChanged == true ? " (key changed, not verified)" : "", .warning)
-            return time + StyledText(from, .peer) + StyledText(": ") + entry.body + unencrypted + keyChanged
+            let said: StyledText
+            if entry.action != nil {
+                let room = entry.author == nil ? StyledText() : StyledText(entry.from + " ", .peer)
+                said = room + entry.body(actor: entry.author ?? entry.from)
+            } else {
+                said = StyledText(from, .peer) + StyledText(": ") + entry.body
+            }
+            return time + said + unencrypted + keyChanged
         }
         let line =
             time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
-            + StyledText(": ") + entry.body
+            + StyledText(": ") + entry.body(actor: user)
         switch status {
         case nil:
             return line + StyledText(entry.status.map { " " + historyMark($0) } ?? "", .dim)
-        case .pending?, .sent?, .stored?, .sentToDevices?: return line + StyledText(" " + status!.mark, .dim)
+        case .pending?, .sent?, .stored?, .sentToDevices?, .noOtherMembers?: return line + StyledText(" " + status!.mark, .dim)
         case .roomDelivered(let delivered, let total)?:
             return line + StyledText(" " + status!.mark, delivered == total ? .success : .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
@@ -65,6 +87,7 @@ extension ChatSession {
         case "retried": return "✗ (resent)"
         case "stored": return DeliveryStatus.stored.mark
         case "sent to devices": return DeliveryStatus.sentToDevices.mark
+        case "no other members": return DeliveryStatus.noOtherMembers.mark
         case "sent": return DeliveryStatus.sent.mark
         case "pending": return DeliveryStatus.pending.mark
         default:
@@ -95,6 +118,8 @@ extension ChatSession {
             return StyledText("✓ stored for \(message.toUser) (offline): \(quoted)", .dim)
         case .sentToDevices:
             return StyledText("✓ sent to \(message.toUser)'s devices: \(quoted)", .dim)
+        case .noOtherMembers:
+            return StyledText("✓ posted to \(message.toUser), where no one else is: \(quoted)", .dim)
         case .pending, .sent, .roomDelivered:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }

@@ -24,8 +24,11 @@ extension ChatSession {
     /// discarded (✗ with the reason).
     public mutating func noticed(_ news: DeliveryNotice) -> [ChatEffect] {
         switch news {
-        case .stored:
-            return [] // the send outcome says it
+        case .stored(let id, _, let receiverOnline):
+            // Usually the send outcome said it already; not for a message whose outcome was
+            // given up when the client stopped, and that went out after `/reconnect`.
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref, !outgoing[ref].status.isFinal else { return [] }
+            return update(ref: ref, receiverOnline ? .sentToDevices : .stored).effects
         case .roomProgress(let id, _, let delivered, let total):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             // Progress on the way is shown only in place; a line off screen hears the total once.
@@ -40,8 +43,9 @@ extension ChatSession {
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             return resolved(ref: ref, .failed(reason))
         case .delayed(_, let to, let waited):
-            // Once per slow spell (until a message is settled again), not once per message.
-            guard !slowSpellReported else { return [] }
+            // Once per slow spell (until a message is settled again), not once per message;
+            // never while the client has stopped (nothing is being tried: `connectionChanged`).
+            guard !slowSpellReported, !isStopped else { return [] }
             slowSpellReported = true
             notice("no receipt from \(to) for \(waited / 1000) s; still trying (the relay or the link is slow)", .warning)
             return []
@@ -51,26 +55,32 @@ extension ChatSession {
     /// The client answered a room request: the members, or why it failed.
     public mutating func roomAnswered(_ request: ChatRoomRequest, _ answer: Result<[String], ChatRoomError>) {
         switch (request, answer) {
+        case (.watch, .failure): break // asked on the user's behalf: nothing to say
         case (_, .failure(let error)):
             notice("\(request): \(error.reason)", .failure)
         case (.join(let room), .success(let members)):
             peer = "#" + room
+            roomMembers[room] = Set(members)
             for member in members { learnNames(member) }
             learnNames(peer!)
             notice("joined #\(room) (\(members.joined(separator: ", "))); plain lines go to the room", .dim)
         case (.leave(let room), .success):
             if peer == "#" + room { peer = nil }
+            roomMembers[room] = nil
             notice("left #\(room)", .dim)
         case (.members(let room), .success(let members)):
-            for member in members { learnNames(member) }
+            membersLearned(room, members)
             notice("#\(room): \(members.joined(separator: ", "))", .dim)
+        case (.watch(let room), .success(let members)):
+            membersLearned(room, members)
         }
     }
 
     /// The outcome of message `ref` is known.
     public mutating func resolved(ref: Int, _ status: DeliveryStatus) -> [ChatEffect] {
         slowSpellReported = false
-        return update(ref: ref, status).effects
+        let (status, asking) = roomPostStored(status, to: outgoing[ref].message.toUser)
+        return update(ref: ref, status).effects + asking
     }
 
     /// The reader has seen the user's messages up to `upTo`. Marks on screen turn ✓✓ read in
@@ -127,7 +137,31 @@ extension ChatSession {
             notice("\(what); reconnecting in \(Self.seconds(delay)) (attempt \(attempt))", .warning)
         case .offline(let reason):
             notice("offline: \(reason)", .failure)
+            notice(Self.stoppedAdvice, .warning)
+            for ref in outgoing.messages.indices where outgoing[ref].status == .sent { // nothing retransmits them now
+                outgoing.resolve(ref: ref, .pending)
+                showStatus(of: ref, quietly: true)
+            }
         }
+    }
+
+    /// What a stopped client does with messages, and what the user can do.
+    static let stoppedAdvice = "messages you type wait in the outbox; /reconnect tries again (or start simp again later)"
+
+    /// Whether the client stopped for good (it does not reconnect by itself).
+    var isStopped: Bool {
+        if case .offline = connection { return true }
+        return false
+    }
+
+    /// `/reconnect`: only the client that stopped is asked; otherwise says what is going on.
+    mutating func reconnectAsked() -> [ChatEffect] {
+        switch connection {
+        case .offline: return [.reconnect]
+        case .connected: notice("already connected", .dim)
+        case .connecting, .reconnecting: notice("already reconnecting by itself (/status says how)", .dim)
+        }
+        return []
     }
 
     /// The client's datagrams moved to `path` (docs/PROTOCOL.md §5.5): said once a session when
@@ -144,6 +178,14 @@ extension ChatSession {
     /// `/status`: the connection, and the way messages go.
     mutating func showConnectionStatus() {
         let state = MessageFormatting.stateLine(connection) ?? "connecting"
+        guard isConnected else {
+            // No path is in use: say what happens to messages instead.
+            let waiting = outgoing.unresolvedCount
+            let pending = waiting == 0 ? "" : "; \(waiting) message\(waiting == 1 ? "" : "s") not yet delivered"
+            let next = isStopped ? Self.stoppedAdvice : "messages you type are sent once it is back"
+            notice("\(state)\(pending); \(next)", isStopped ? .failure : .dim)
+            return
+        }
         let path = datagramPath == .udp ? "messages go over UDP" : Self.udpBlockedText
         notice("\(state); \(path)", .dim)
     }

@@ -17,12 +17,21 @@ extension ChatSession {
             newMarkerPending = false
             printLine(StyledText("— new —", .warning))
         }
+        let asking = roomPostArriving(message)
+        // With no one to talk to, a direct message makes its sender the one replies go to.
+        let isDirect = message.author.isEmpty && !RelayCore.isRoomAddress(message.fromUser)
+        let adopted = peer == nil && isDirect
+        if adopted { peer = message.fromUser }
         if message.fromUser != peer {
             unreadCounts[message.fromUser, default: 0] += 1
             if rings, screen.interactive, message.author.isEmpty { output += "\u{7}" } // the bell: a message to you elsewhere
         }
         printLine(Self.messageLine(entry, user: user, clock: clock))
-        var effects: [ChatEffect] = []
+        var effects = asking
+        if adopted {
+            notice("replies go to \(message.fromUser) (/to NAME to talk to someone else)", .dim)
+            effects += peerChosen()
+        }
         if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
             if message.fromUser == peer, screen.scrolledBack == 0 {
                 effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
@@ -92,7 +101,7 @@ extension ChatSession {
         learnNames(peer)
         unreadCounts[peer] = nil
         output += screen.draw(inputLine)
-        guard !RelayCore.isRoomAddress(peer) else { return [] }
+        guard !RelayCore.isRoomAddress(peer) else { return [.room(.watch(String(peer.dropFirst())))] }
         var effects: [ChatEffect] = [.who(users: [peer], room: nil, show: false)]
         if sendsReadMarkers, let id = unread.removeValue(forKey: peer) { effects.append(.markRead(from: peer, upTo: id)) }
         return effects

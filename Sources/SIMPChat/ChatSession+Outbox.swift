@@ -6,17 +6,37 @@ extension ChatSession {
     /// Resends what an earlier session left in the outbox (`messages`, with their original ids
     /// and times): says so, shows each with its live mark, and asks the controller to submit
     /// them (`.send` with the id already set).
+    /// A message sealed end to end before it was kept is shown with its text from the history;
+    /// one the history does not have is a frame of the end-to-end layer (a request to send a
+    /// message again, a room's sender key): resubmitted as it is (`.resubmit`), neither shown
+    /// nor counted nor recorded.
     public mutating func resend(_ messages: [SIMPMessage]) -> [ChatEffect] {
-        guard !messages.isEmpty else { return [] }
-        let many = messages.count > 1
-        notice("\(messages.count) message\(many ? "s" : "") from your last session \(many ? "are" : "is") being resent", .warning)
         var effects: [ChatEffect] = []
+        var shown: [(sent: SIMPMessage, readable: SIMPMessage)] = []
         for message in messages {
             var message = message
             message.fromUser = user
-            let ref = outgoing.add(message) // its id is taken when the client has it (`submitted`)
+            guard message.isEndToEnd else {
+                shown.append((message, message))
+                continue
+            }
+            guard let entry = history.last(where: { $0.id == message.messageId && $0.from == user }) else {
+                effects.append(.resubmit(message))
+                continue
+            }
+            var readable = entry.message // as typed, for the screen and `/retry`
+            readable.messageId = message.messageId
+            readable.fromUser = user
+            readable.time = message.time
+            shown.append((message, readable))
+        }
+        guard !shown.isEmpty else { return effects }
+        let many = shown.count > 1
+        notice("\(shown.count) message\(many ? "s" : "") from your last session \(many ? "are" : "is") being resent", .warning)
+        for (sent, readable) in shown {
+            let ref = outgoing.add(readable) // its id is taken when the client has it (`submitted`)
             if screen.interactive { showStatus(of: ref) }
-            effects.append(.send(ref: ref, message))
+            effects.append(.send(ref: ref, sent))
         }
         return effects
     }

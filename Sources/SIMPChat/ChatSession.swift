@@ -5,6 +5,9 @@ import SIMPCore
 public enum ChatEffect: Equatable, Sendable {
     /// Submit `message` to the client and report back with `submitted` and `resolved`.
     case send(ref: Int, SIMPMessage)
+    /// Submit a frame of the end-to-end layer an earlier session left in the outbox, as it
+    /// is: nothing is shown or recorded, and its outcome is not reported.
+    case resubmit(SIMPMessage)
     /// Append to the history file (a message this user sent; `ChatHistory` records received ones).
     case record(HistoryEntry)
     case recordStatus(messageId: UInt64, status: String)
@@ -22,6 +25,8 @@ public enum ChatEffect: Equatable, Sendable {
     case confirmVerified(String)
     /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
     case wake(afterMillis: Int64)
+    /// Connect again after the client stopped (`/reconnect`).
+    case reconnect
     /// Call `drainTimedOut()` if messages are still unresolved after a while.
     case startDrainTimer
     /// Leave with this exit status.
@@ -69,6 +74,8 @@ public struct ChatSession: Sendable {
     var output = ""
     let clock: ChatClock
 
+    /// Whether `peer` is who the user talked to when the last session ended (not `--to`).
+    public var peerIsFromLastTime = false
     /// The device this session runs on, shown when it connects (nil: not shown).
     public var device: String?
     /// Whether read markers are sent when the user has seen a conversation (`--no-read-receipts` turns them off).
@@ -91,6 +98,10 @@ public struct ChatSession: Sendable {
     /// Peers marked verified whose key changed since: their lines are marked until `/verify NAME --confirm`.
     var keyChangedPeers: Set<String> = []
     var lastTypingSent: Int64 = .min
+    /// Each room's members as the relay listed them last (`membersLearned`).
+    var roomMembers: [String: Set<String>] = [:]
+    /// Lines counting messages asked for or sent again, per peer device (`endToEndNoticed`).
+    var recoveryLines: [String: RecoveryLine] = [:]
     /// How long a typing indicator is shown, and how often one is sent, in ms.
     public static let typingWindow: Int64 = 4000
 
@@ -123,7 +134,8 @@ public struct ChatSession: Sendable {
                 showHistory(count: shown, except: Set(resending.map(\.messageId)))
                 newMarkerPending = true
             }
-            notice("you are \(user); \(peer.map { "talking to \($0)" } ?? "@NAME TEXT to talk to someone"); /help for commands", .dim)
+            let talking = peer.map { "talking to \($0)" + (peerIsFromLastTime ? " (as when you left; /to NAME to change)" : "") }
+            notice("you are \(user); \(talking ?? "@NAME TEXT to talk to someone"); /help for commands", .dim)
         }
         let effects = resend(resending)
         output += screen.draw(inputLine)
@@ -185,6 +197,13 @@ public struct ChatSession: Sendable {
             return sendToPeer(message)
         case .audio(let url):
             return sendToPeer(SIMPMessage(kind: .audio, content: url))
+        case .action(let action):
+            return sendToPeer(SIMPMessage(kind: .text, content: Self.actionPrefix + action), orType: "/msg NAME TEXT")
+        case .clear:
+            output += screen.clear(inputLine)
+            return []
+        case .reconnect:
+            return reconnectAsked()
         case .switchPeer(let name):
             peer = name
             notice("talking to \(name)", .dim)
@@ -316,7 +335,9 @@ public struct ChatSession: Sendable {
     /// 1 if a message was neither delivered nor stored for an offline receiver (and not
     /// resent), 0 otherwise.
     var exitStatus: Int32 {
-        outgoing.messages.contains { !$0.status.isDelivered && !$0.status.isInRelayCustody && !$0.retried } ? 1 : 0
+        outgoing.messages.contains {
+            !$0.status.isDelivered && !$0.status.isInRelayCustody && $0.status != .noOtherMembers && !$0.retried
+        } ? 1 : 0
     }
 
     /// Sends `message` to the current peer, or says how to choose one.
@@ -337,6 +358,7 @@ public struct ChatSession: Sendable {
         message.time = clock.now()
         let ref = outgoing.add(message)
         if screen.interactive { showStatus(of: ref) }
+        if isStopped { notice("not connected: it waits in the outbox; /reconnect tries again", .warning) }
         return [.send(ref: ref, message)]
     }
 

@@ -48,6 +48,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
 public final class HistoryStore: Sendable {
     /// The history file.
     public let url: URL
+    /// Beside it, `<user>.peer`: who the user talked to last (`simp chat` starts there).
+    public let lastPeerURL: URL
     /// Entries kept when compacting.
     public let keep: Int
     /// Held while a line is written.
@@ -61,7 +63,9 @@ public final class HistoryStore: Sendable {
     /// The store for `user` in `directory` (created, private to the user, if missing).
     public init(directory: URL, user: String, keep: Int = 2000) throws {
         let safeName = String(user.map { $0.isLetter || $0.isNumber || "-_.@".contains($0) ? $0 : "_" })
-        url = directory.appendingPathComponent((safeName.hasPrefix(".") ? "_" : "") + safeName + ".jsonl")
+        let base = directory.appendingPathComponent((safeName.hasPrefix(".") ? "_" : "") + safeName)
+        url = base.appendingPathExtension("jsonl")
+        lastPeerURL = base.appendingPathExtension("peer")
         self.keep = keep
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -96,6 +100,18 @@ public final class HistoryStore: Sendable {
             try rewrite(entries)
         }
         return entries
+    }
+
+    /// Who the user talked to last (a name or `#room`), nil if not known.
+    public func loadLastPeer() -> String? {
+        guard let data = try? Data(contentsOf: lastPeerURL) else { return nil }
+        let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return name.isEmpty || name.contains(where: \.isWhitespace) ? nil : name
+    }
+
+    /// Remembers who the user talks to now (nil: no one), for the next start.
+    public func saveLastPeer(_ peer: String?) throws {
+        try Data(((peer ?? "") + "\n").utf8).write(to: lastPeerURL, options: .atomic)
     }
 
     /// Appends a message.

@@ -17,6 +17,8 @@ public enum DeliveryStatus: Equatable, Sendable {
     case delivered(latencyMillis: Double)
     /// The receiver has seen it (its read marker arrived).
     case read
+    /// A room post the relay took while no one else was in the room (nothing to deliver).
+    case noOtherMembers
     /// A room post: `delivered` of the room's `of` members have it.
     case roomDelivered(Int, of: Int)
     /// Given up; the reason is for the user.
@@ -29,6 +31,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .sent: return "✓"
         case .stored: return "✓ (stored)"
         case .sentToDevices: return "✓ (to devices)"
+        case .noOtherMembers: return "✓ (no other members)"
         case .delivered: return "✓✓"
         case .read: return "✓✓ read"
         case .roomDelivered(let delivered, let total): return (delivered == total ? "✓✓ " : "✓ ") + "\(delivered)/\(total)"
@@ -39,7 +42,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     /// Whether the outcome is known.
     public var isFinal: Bool {
         switch self {
-        case .delivered, .failed, .stored, .sentToDevices, .read, .roomDelivered: return true
+        case .delivered, .failed, .stored, .sentToDevices, .noOtherMembers, .read, .roomDelivered: return true
         case .pending, .sent: return false
         }
     }
@@ -51,6 +54,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .sent: return "sent"
         case .stored: return "stored"
         case .sentToDevices: return "sent to devices"
+        case .noOtherMembers: return "no other members"
         case .delivered: return "delivered"
         case .read: return "read"
         case .roomDelivered(let delivered, let total): return "delivered \(delivered)/\(total)"
@@ -125,6 +129,11 @@ public struct OutgoingTracker: Sendable {
         let resumed = messages.indices.filter { messages[$0].status == .pending && messages[$0].messageId != nil }
         for index in resumed { messages[index].status = .sent }
         return resumed
+    }
+
+    /// A line was put above `row`: the lines from there on moved down one.
+    public mutating func shiftRows(from row: Screen.Row) {
+        for index in messages.indices where (messages[index].row ?? .min) >= row { messages[index].row! += 1 }
     }
 
     /// Records the outcome.

@@ -146,6 +146,28 @@ public struct Screen: Sendable {
         return redraw(input)
     }
 
+    /// Puts `line` into the scrollback above the line at `row` (that line and those below it
+    /// move down a row: their `Row`s grow by one) and returns the bytes that redraw the view;
+    /// nil when `row` is no longer kept (the caller prints the line instead). Plain output,
+    /// which cannot go back, prints it.
+    public mutating func insert(_ line: StyledText, before row: Row, input: InputLine?) -> String? {
+        let index = row - firstRow
+        guard scrollback.indices.contains(index) else { return nil }
+        if index >= scrollback.count - scrolledBack { scrolledBack += 1 } // below the view: it stays put
+        scrollback.insert(line, at: index)
+        guard interactive else { return line.plain + "\n" }
+        return redraw(input)
+    }
+
+    /// `/clear`: forgets the lines printed so far (they can no longer be rewritten: a later
+    /// status change is printed as a line of its own) and leaves only the input line.
+    public mutating func clear(_ input: InputLine?) -> String {
+        firstRow += scrollback.count
+        scrollback.removeAll()
+        scrolledBack = 0
+        return redraw(input)
+    }
+
     /// Puts `lines` (older history, oldest first) above everything in the scrollback and
     /// shows them: the view goes back to the first of them; PageDown returns. Plain output
     /// prints them.

@@ -34,4 +34,41 @@ extension ClientEngine {
     package func sealEndToEnd(_ message: SIMPMessage) -> EventLoopFuture<SIMPMessage> {
         endToEnd?.seal(message, via: self) ?? eventLoop.makeSucceededFuture(message)
     }
+
+    /// A delivered message goes to the application decrypted; a copy decrypted before is
+    /// receipted without being handed over again. Room posts handed over while it is opened
+    /// (it carried the sender key they waited for) are counted with it.
+    package func take(_ message: SIMPMessage, allowance: Int?) -> Int {
+        guard let endToEnd else { return onMessage(message) ? 1 : 0 }
+        (lateTaken, lateAllowance) = (0, allowance)
+        defer { (lateTaken, lateAllowance) = (0, nil) }
+        let taken = endToEnd.open(message, via: self).map(onMessage) == true ? 1 : 0
+        return taken + lateTaken
+    }
+
+    /// Whether a held room post may be handed over now; one that may not (`simp listen
+    /// --count` has its messages) stays held for the next process.
+    func mayTakeLate() -> Bool { lateAllowance.map { lateTaken < $0 } ?? true }
+
+    /// Hands the application a room post that waited for its sender key (docs/E2E.md §14.3);
+    /// counted once by the session, with the message that carried the key (`take`) or by
+    /// `resumeHeldPosts`.
+    func takeLate(_ post: SIMPMessage) {
+        if onMessage(post) { lateTaken += 1 }
+    }
+
+    /// Hands over (or holds again) the room posts an earlier process of this device held, and
+    /// counts those the application took (`simp listen --count`).
+    func resumeHeldPosts() {
+        (lateTaken, lateAllowance) = (0, session.takesMessages ? configuration.deliveryLimit.map { $0 - session.messagesTaken } : 0)
+        endToEnd?.resumeHeldPosts()
+        session.countTaken(lateTaken)
+        (lateTaken, lateAllowance) = (0, nil)
+    }
+}
+
+extension ClientEngine {
+    /// How long a KEYS_PUBLISH or KEYS_FETCH waits for the relay's answer before it fails
+    /// (`SIMPClientError.timedOut`): a fetch is then asked again (`KeyWait`), not the message failed.
+    static let keyAnswerTimeout: TimeAmount = .seconds(10)
 }

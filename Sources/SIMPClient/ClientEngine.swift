@@ -19,6 +19,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var session: ClientSession
     private var metrics: ClientMetrics
     private var waiters: [UInt64: EventLoopPromise<SendResult>] = [:]
+    /// Messages whose callers heard `.connectionLost` when the session stopped and that are
+    /// still sent after `connectAgain`: a delivery is then reported as a notice.
+    private var givenUp: Set<UInt64> = []
     /// Room and WHO requests waiting for their answer, by request id.
     private var requestWaiters: [UInt64: EventLoopPromise<[String]>] = [:]
     /// KEYS_PUBLISH and KEYS_FETCH requests waiting for their answer frame, by request id, and
@@ -28,22 +31,22 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// The registered control connection, and one still logging in.
-    package private(set) var control: Channel?
-    private var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
-    private var relayDatagramAddress: SocketAddress?
+    package internal(set) var control: Channel?
+    var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
+    var relayDatagramAddress: SocketAddress?
     /// Index in `configuration.servers` of the relay to connect to next.
-    private var serverIndex = 0
-    private var server: RelayEndpoint { configuration.servers[serverIndex] }
+    var serverIndex = 0
+    var server: RelayEndpoint { configuration.servers[serverIndex] }
     package var datagrams: Channel?
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
-    private var warnedWithoutTLS = false
+    var warnedWithoutTLS = false
     /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
     /// or it could not be written): kept here only, so lost when the process ends.
     private(set) var keptInMemoryOnly: [UInt64: SIMPMessage] = [:]
     /// Whether the outbox failed a save already (said once, not per message).
     private var saidOutboxUnwritable = false
-    private(set) var relayId: String?
+    var relayId: String?
     /// Called with each message delivered to the application; returns whether the application
     /// took it as new (false: it had it already, before a restart).
     package var onMessage: (SIMPMessage) -> Bool = { _ in true }
@@ -137,128 +140,16 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// relay's answer frame, or fails with `SIMPClientError`.
     func keysRequest(_ kind: SIMPMessage.Kind, fill: (inout SIMPMessage) -> Void) -> EventLoopFuture<SIMPMessage> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
+        do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) } // keys it publishes are stored first
         var request = session.request(kind)
         fill(&request)
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
+        schedule(in: Self.keyAnswerTimeout) { [self, id = request.messageId] in
+            keyWaiters.removeValue(forKey: id)?.fail(SIMPClientError.timedOut("waiting for the relay's answer about keys"))
+        }
         return promise.futureResult
-    }
-
-    // MARK: Connecting
-
-    /// Tries each configured relay once, in turn, until one accepts; says which failed and
-    /// why before trying the next. When none could be reached (refused, timed out) the error
-    /// names each with its reason; any other failure (a refused login) is the last one's.
-    func connectAnyRelay() -> EventLoopFuture<Void> {
-        var unreachable: [String] = []
-        func attempt(_ remaining: Int) -> EventLoopFuture<Void> {
-            let tried = server
-            return connectControl().assumeIsolated().flatMapError { [self] error in
-                let failure = Self.unreachable(tried, error)
-                if let failure { unreachable.append(failure) }
-                guard remaining > 1, !closedByUser else {
-                    guard failure != nil, unreachable.count > 1 else { return eventLoop.makeFailedFuture(error) }
-                    return eventLoop.makeFailedFuture(SIMPClientError.cannotConnect(unreachable.joined(separator: " nor ")))
-                }
-                nextServer(after: error)
-                logger.warning("cannot reach relay \(failure ?? "\(tried) (\(error))"); trying \(server)")
-                return attempt(remaining - 1)
-            }.nonisolated()
-        }
-        return attempt(configuration.servers.count)
-    }
-
-    /// `HOST:PORT (why)` for a relay that could not be reached (the connection failed, or the
-    /// login got no answer in time); nil for any other failure.
-    private static func unreachable(_ relay: RelayEndpoint, _ error: Error) -> String? {
-        switch error as? SIMPClientError {
-        case .cannotConnect(let relayAndReason): return relayAndReason
-        case .timedOut(let what): return "\(relay) (timed out \(what))"
-        default: return nil
-        }
-    }
-
-    /// Moves on to the next configured relay (failover).
-    private func nextServer(after error: Error?) {
-        guard configuration.servers.count > 1 else { return }
-        let previous = server
-        serverIndex = (serverIndex + 1) % configuration.servers.count
-        logger.info(
-            "trying the next relay",
-            metadata: ["failed": "\(previous)", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
-    }
-
-    /// Opens a control connection to the current relay, logs in and registers; on CONNECTED,
-    /// resumes sending.
-    func connectControl() -> EventLoopFuture<Void> {
-        let promise = eventLoop.makePromise(of: (SIMPMessage, ClientSession.Output).self)
-        handshake = (nil, promise)
-        if tlsContext == nil, !warnedWithoutTLS, !ClientTLS.isLoopback(server.host) {
-            warnedWithoutTLS = true
-            logger.warning(
-                "connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)"
-            )
-        }
-        environment.connect(server, eventLoop) { [self, server] channel in
-            channel.eventLoop.makeCompletedFuture {
-                if let tlsContext { try channel.pipeline.syncOperations.addHandler(ClientTLS.handler(tlsContext, host: server.host)) }
-                try channel.pipeline.syncOperations.addSIMPControlHandlers(
-                    maxFrameSize: configuration.maxFrameSize, ClientControlHandler(engine: self))
-            }
-        }.whenComplete { [self, server] result in
-            switch result {
-            case .failure(let error):
-                promise.fail(SIMPClientError.cannotConnect("\(server) (\(SocketErrorText.reason(error)))"))
-            case .success(let channel):
-                handshake?.channel = channel
-                let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
-                schedule(in: configuration.connectTimeout) {
-                    promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
-                }
-            }
-        }
-        return promise.futureResult.flatMapErrorThrowing { [self] error in
-            handshake?.channel?.close(promise: nil)
-            handshake = nil
-            throw error
-        }.map { [self] accepted, output in adopt(accepted, output) }
-    }
-
-    private func adopt(_ accepted: SIMPMessage, _ output: ClientSession.Output) {
-        guard let channel = handshake?.channel else { return }
-        handshake = nil
-        control = channel
-        relayId = accepted.relayId
-        var relayUDP = channel.remoteAddress!
-        relayUDP.port = Int(accepted.udpPort)
-        relayDatagramAddress = configuration.datagramTarget ?? relayUDP
-        logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(relayDatagramAddress!)"])
-        onStateChange(.connected(relayId: accepted.relayId))
-        carryOut(output)
-        sealHeldMessages()
-    }
-
-    /// Connects again after `delay` (the session's backoff), unless the user closed meanwhile.
-    package func reconnect(attempt: Int, after delay: TimeAmount) {
-        onStateChange(.reconnecting(attempt: attempt, delay: delay))
-        schedule(in: delay) { [self] in
-            guard !closedByUser else { return }
-            connectOrRetry(attempt: attempt)
-        }
-    }
-
-    /// Connects to the current relay; a failed attempt goes to the session, which plans the
-    /// next one (`ClientSession.connectAttemptFailed`) unless the login was refused.
-    package func connectOrRetry(attempt: Int = 0) {
-        connectControl().whenFailure { [self] error in
-            logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-            guard !closedByUser else { return }
-            carryOut(session.connectAttemptFailed(random: environment.random()))
-            if case .loginRefused(let reason)? = session.stopped { return stop(because: "login refused: \(reason); not reconnecting") }
-            nextServer(after: error)
-        }
     }
 
     // MARK: Input
@@ -309,6 +200,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         }
         guard channel === control else { return }
         if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
+        if message.kind == .keysFetch, message.messageId == 0 { return endToEnd?.askedToPublish(message, via: self) ?? () }
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))
@@ -326,6 +218,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             // device's (or a `simp send`'s) error is not this session's news.
             logger.debug(
                 "an error about a message this session is not sending", metadata: ["id": "\(message.messageId)", "code": "\(message.errorCode)"])
+        } else if message.errorCode == .sessionEnded {
+            logger.warning("\(message.errorText); logging in again")
         } else if message.messageId == 0, !takenOver {
             logger.warning("relay reported an error", metadata: ["code": "\(message.errorCode)", "text": "\(message.errorText)"])
         }
@@ -367,7 +261,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     /// The session stopped for good (`ClientSession.stopped`): says why, and callers waiting
     /// for outcomes learn the connection was lost (their messages stay in the outbox).
-    private func stop(because reason: String) {
+    func stop(because reason: String) {
         logger.notice("\(reason)")
         onStateChange(.offline(reason: reason))
         failWaiters()
@@ -379,6 +273,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// `SIMPClientError.closed`, and the timer stops.
     func closed() {
         closedByUser = true
+        do { try endToEnd?.commit() } catch { logger.warning("cannot write this device's end-to-end state", metadata: ["error": "\(error)"]) }
         armTimer(at: nil)
         handshake?.promise.fail(SIMPClientError.closed)
         failWaiters()
@@ -391,8 +286,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     private func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
+        givenUp.formUnion(waiters.keys)
         waiters.removeAll()
-        failHeldMessages()
+        givenUp.formUnion(failHeldMessages())
     }
 
     // MARK: Output (ClientShell: `carryOut` interprets the session's output)
@@ -403,42 +299,10 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     var endToEnd: EndToEnd?
     /// Messages waiting until they can be sealed (`sealAndSend`).
     let heldForKeys = HeldForKeys()
-
-    /// A delivered message goes to the application decrypted; a copy decrypted before is
-    /// receipted without being handed over again. Room posts handed over while it is opened
-    /// (it carried the sender key they waited for) are counted with it.
-    package func take(_ message: SIMPMessage, allowance: Int?) -> Int {
-        guard let endToEnd else { return onMessage(message) ? 1 : 0 }
-        (lateTaken, lateAllowance) = (0, allowance)
-        defer { (lateTaken, lateAllowance) = (0, nil) }
-        let taken = endToEnd.open(message, via: self).map(onMessage) == true ? 1 : 0
-        return taken + lateTaken
-    }
-
     /// Room posts the application took late (`takeLate`) and not counted yet by the session.
-    private var lateTaken = 0
+    var lateTaken = 0
     /// How many new messages the application may take now (nil: no limit).
-    private var lateAllowance: Int?
-
-    /// Whether a held room post may be handed over now; one that may not (`simp listen
-    /// --count` has its messages) stays held for the next process.
-    func mayTakeLate() -> Bool { lateAllowance.map { lateTaken < $0 } ?? true }
-
-    /// Hands the application a room post that waited for its sender key (docs/E2E.md §15.3);
-    /// counted once by the session, with the message that carried the key (`take`) or by
-    /// `resumeHeldPosts`.
-    func takeLate(_ post: SIMPMessage) {
-        if onMessage(post) { lateTaken += 1 }
-    }
-
-    /// Hands over (or holds again) the room posts an earlier process of this device held, and
-    /// counts those the application took (`simp listen --count`).
-    func resumeHeldPosts() {
-        (lateTaken, lateAllowance) = (0, session.takesMessages ? configuration.deliveryLimit.map { $0 - session.messagesTaken } : 0)
-        endToEnd?.resumeHeldPosts()
-        session.countTaken(lateTaken)
-        (lateTaken, lateAllowance) = (0, nil)
-    }
+    var lateAllowance: Int?
 
     package func sendDatagrams(_ sealed: [ByteBuffer]) {
         guard let datagrams, let target = relayDatagramAddress else { return }
@@ -453,6 +317,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     }
 
     package func messageDelayed(_ message: DelayedMessage) { onDelay(message) }
+
+    package func willWrite(_ output: inout ClientSession.Output) { endToEnd?.commitBeforeWriting(&output) }
 
     package func datagramPathChanged(to path: DatagramPath) {
         switch path {
@@ -472,6 +338,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package func messageSettled(_ result: SendResult) {
         settled(result.messageId)
         waiters.removeValue(forKey: result.messageId)?.succeed(result)
+        // Its caller heard `.connectionLost` when the session stopped; it was delivered after
+        // `connectAgain`: said as a notice (no receiver name; a stored one has its notice).
+        if givenUp.remove(result.messageId) != nil, case .delivered(let id, _, _) = result {
+            onNotice(.delivered(messageId: id, to: ""))
+        }
     }
 
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
@@ -542,28 +413,14 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     /// Schedules `task` on the loop at `deadline`, and tells the environment when it is due.
     @discardableResult
-    private func schedule(at deadline: NIODeadline, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+    func schedule(at deadline: NIODeadline, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
         let scheduled = eventLoop.scheduleTask(deadline: deadline, task)
         environment.taskScheduled(deadline)
         return scheduled
     }
 
     @discardableResult
-    private func schedule(in delay: TimeAmount, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
+    func schedule(in delay: TimeAmount, _ task: @escaping @Sendable () -> Void) -> Scheduled<Void> {
         schedule(at: now + delay, task)
     }
-}
-
-/// A client's reliability counters.
-public struct ClientStatistics: Sendable, Equatable {
-    public var retransmits: Int
-    public var spuriousRetransmits: Int
-    /// Datagrams sent beyond one per transmission (retransmissions go out in two copies).
-    public var extraCopies: Int
-    public var duplicatesSuppressed: Int
-    public var smoothedRTT: TimeAmount?
-    public var rto: TimeAmount
-    public var inFlight: Int
-    /// Times the datagrams moved to the control connection or back to UDP (docs/PROTOCOL.md §5.5).
-    public var pathSwitches = 0
 }

@@ -17,7 +17,7 @@ public protocol ClientShell: AnyObject {
     /// Offers a delivered message to the application, which may take `allowance` more new
     /// messages (nil: no limit); returns how many new messages it took: 0 (it had it already,
     /// before a restart, or it is not shown), 1, or more when the message let others that
-    /// waited for it be handed over (room posts waiting for a sender key, docs/E2E.md §15.3).
+    /// waited for it be handed over (room posts waiting for a sender key, docs/E2E.md §14.3).
     func take(_ message: SIMPMessage, allowance: Int?) -> Int
     /// Sends sealed datagrams to the relay, in order, as one burst.
     func sendDatagrams(_ datagrams: [ByteBuffer])
@@ -47,10 +47,16 @@ public protocol ClientShell: AnyObject {
     /// The session's datagrams now go this way (docs/PROTOCOL.md §5.5): tell the user. The
     /// default does nothing.
     func datagramPathChanged(to path: DatagramPath)
+    /// Called after the delivered messages were handed over and before anything of `output`
+    /// is written: a shell that keeps state the output's receipts or sealed messages depend
+    /// on makes it durable here, and takes out what cannot leave yet (docs/E2E.md §15). The
+    /// default does nothing.
+    func willWrite(_ output: inout ClientSession.Output)
 }
 
 extension ClientShell {
     public func datagramPathChanged(to path: DatagramPath) {}
+    public func willWrite(_ output: inout ClientSession.Output) {}
 }
 
 extension ClientShell {
@@ -59,6 +65,7 @@ extension ClientShell {
         var output = output
         // First: the receipts below say the application has them.
         if !output.delivered.isEmpty { session.handOver(&output) { take($0, allowance: $1) } }
+        willWrite(&output)
         var controlFrames = output.controlFrames
         if let allocator = datagramAllocator, !output.datagrams.isEmpty {
             let sealed = output.datagrams.compactMap { session.seal($0, allocator: allocator) }

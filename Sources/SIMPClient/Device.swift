@@ -194,9 +194,23 @@ public final class DeviceLock: Sendable {
     }
 
     private static func holderDescription(_ url: URL) -> String {
-        guard let text = try? String(contentsOf: url, encoding: .utf8),
-            let pid = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
-        else { return "" }
-        return " (process \(pid))"
+        holder(of: url).map { " (process \($0))" } ?? ""
+    }
+
+    /// The process id of the running client that holds `device` of `user` (as its lock file
+    /// says), nil when it is free or the file names none. Creates nothing.
+    public static func holder(home: URL, user: String, device: String) -> Int? {
+        let url = home.appendingPathComponent("devices").appendingPathComponent(SIMPHome.safeComponent(user))
+            .appendingPathComponent(device + ".lock")
+        let descriptor = open(url.path, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) != 0 else { return nil } // free (unlocked again as it closes)
+        return holder(of: url)
+    }
+
+    private static func holder(of url: URL) -> Int? {
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return nil }
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -11,7 +11,10 @@ extension EndToEnd {
     /// A KEYS_PUBLISH notice from the relay: `notice.fromUser`'s device `notice.device` has a
     /// new key bundle.
     func keysChanged(_ notice: SIMPMessage, via engine: ClientEngine) {
-        guard notice.fromUser == user else { return forgetDevices(of: notice.fromUser) }
+        guard notice.fromUser == user else {
+            forgetDevices(of: notice.fromUser)
+            return engine.sealHeld(to: notice.fromUser) // messages that waited for its keys go now
+        }
         guard notice.device != device else { return }
         checkOwnDevices(via: engine, loginAddress: notice.loginAddress).whenFailure { [logger] error in
             logger.debug("cannot fetch this user's devices", metadata: ["error": "\(error)"])

@@ -127,7 +127,7 @@ extension EndToEnd {
                 onNotice(.restoredSessionReplaced(user: peer, device: device))
             }
         }.flatMapErrorThrowing { error in
-            if case SIMPClientError.connectionLost = error { throw DevicesNotYetKnown() }
+            if EndToEnd.isUnavailable(error) { throw DevicesNotYetKnown(retry: engine.control == nil ? nil : engine.now + KeyWait().retryAfter) }
             throw error
         }
     }

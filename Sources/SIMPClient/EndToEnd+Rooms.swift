@@ -20,7 +20,7 @@ struct RoomPosts {
     var mayDeliverLate: () -> Bool = { true }
 }
 
-/// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §15): a post is encrypted once
+/// Room posts end to end (docs/PROTOCOL.md §4.8, docs/E2E.md §14): a post is encrypted once
 /// with this device's sender key for the room; the key goes to the member devices inside
 /// direct messages, and is made again whenever the member devices change.
 extension EndToEnd {
@@ -69,6 +69,14 @@ extension EndToEnd {
         }
     }
 
+    /// `peer` has a device with a new key (its keys were reset, or it was reinstalled under the
+    /// same device name): the next post to each room it shares with this device makes a new
+    /// sender key and sends it to every member, so that device reads the posts from then on
+    /// (the member devices, by name, did not change: without this it would get no key).
+    func renewRoomKeys(with peer: String) throws {
+        for (room, members) in rooms.members where members.contains(peer) { try messenger.renewSenderKeyAtNextPost(in: room) }
+    }
+
     private func sealPost(
         _ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine
     ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
@@ -99,8 +107,14 @@ extension EndToEnd {
         let now = UInt64(WallClock.millisecondsSinceEpoch())
         giveUpWaitingPosts(now: now)
         do {
+            // A copy delivered again after a restart (its receipt never left) is handed over
+            // as it was opened, kept with the chain step that opened it (docs/E2E.md §15).
+            if let kept = try messenger.keptPlaintext(of: message.messageId, from: message.fromUser, device: message.author) {
+                return try message.openedEndToEnd(kept)
+            }
             let plaintext = try messenger.openRoomPost(
                 message.e2ePayload, room: String(message.fromUser.dropFirst()), author: message.author, now: now)
+            try messenger.noteDecrypted(message.messageId, from: message.fromUser, device: message.author, plaintext: plaintext)
             return try message.openedEndToEnd(plaintext)
         } catch E2EError.duplicate {
             return nil

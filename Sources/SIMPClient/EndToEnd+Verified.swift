@@ -21,6 +21,7 @@ extension EndToEnd {
         let identities = Dictionary(devices.map { ($0.device, Self.hex($0.identity.encoded)) }) { $1 }
         let text = identities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
         try store.save(Self.verifiedName(peer), SecretBytes(Array(text.utf8)))
+        try store.commit()
         verifiedPeers.identities[peer] = .some(identities)
         verifiedPeers.told.remove(peer)
         return devices.count

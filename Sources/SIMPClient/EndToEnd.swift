@@ -16,6 +16,9 @@ public struct EndToEndSettings: Sendable {
     public var oneTimePrekeys = 20
     /// How long a peer's fetched device list is used before it is fetched again.
     public var deviceListLifetime: TimeAmount = .minutes(5)
+    /// Use this device's keys as they are (`simp keys`): never make keys (a device without any
+    /// fails to open: `SIMPClientError.notEncryptable`), never publish a bundle.
+    public var existingKeysOnly = false
 
     public init(home: URL, allowUnencrypted: Bool = false) {
         self.home = home
@@ -39,9 +42,18 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// `user`'s `device` could not decrypt message `messageId` from this device and asked for
     /// it again: it was sent again on a new session (`again`), or it is no longer kept here.
     case resent(user: String, device: String, messageId: UInt64, again: Bool)
+    /// A message to `user` waits in the outbox: `user` has published no end-to-end keys yet (it
+    /// never logged in). It is sent, end to end, when `user` has keys.
+    case waitingForFirstLogin(user: String)
     /// This device's session with `user`'s `device` was restored from a copy of its state (a
     /// backup): a new one was started before sending, and the peer is told so.
     case restoredSessionReplaced(user: String, device: String)
+    /// This device's end-to-end state cannot be written (`reason`, such as a full disk): the
+    /// messages received since are not receipted (their senders or the relay keep them) and
+    /// those sent wait, until it can (`stateWritableAgain`).
+    case stateUnwritable(reason: String)
+    /// This device's end-to-end state can be written again after `stateUnwritable`.
+    case stateWritableAgain
 
     public var description: String {
         switch self {
@@ -55,15 +67,20 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "message \(id) from \(user) (\(device)) could not be decrypted; asked for it again on a new session"
         case .resent(let user, let device, let id, true):
             "\(user)'s device \(device) could not read your message \(id); it was sent again on a new session"
+        case .waitingForFirstLogin(let user):
+            "waiting for \(user)'s first login: \(user) has no end-to-end keys yet; the message stays in the outbox and is sent, end to end, then"
         case .restoredSessionReplaced(let user, let device):
             "this device's session with \(user) (\(device)) was restored from a backup; a new one was started"
+        case .stateUnwritable(let reason):
+            "cannot write this device's end-to-end state (\(reason)): messages received are not confirmed to their senders, and messages sent wait, until it can be written; nothing is lost"
+        case .stateWritableAgain: "this device's end-to-end state can be written again: waiting messages go on"
         case .resent(let user, let device, let id, false):
             "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
         }
     }
 }
 
-/// The client's end-to-end shell (docs/E2E.md §11): the keys live in `E2EMessenger` (sans-I/O);
+/// The client's end-to-end shell (docs/PROTOCOL.md §4.8): the keys live in `E2EMessenger` (sans-I/O);
 /// this fetches and publishes bundles over the control connection and keeps the messenger's
 /// state in `$SIMP_HOME`. Confined to the engine's event loop.
 final class EndToEnd: @unchecked Sendable {
@@ -79,7 +96,7 @@ final class EndToEnd: @unchecked Sendable {
     /// Room posts waiting for their author's sender key, and the rooms' members (EndToEnd+Rooms).
     var rooms = RoomPosts()
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
-    private(set) var relaySupportsKeys = true
+    var relaySupportsKeys = true
     /// Peers marked verified (`markVerified`).
     let verifiedPeers = VerifiedPeers()
     var onNotice: (EndToEndNotice) -> Void = { _ in }
@@ -89,6 +106,12 @@ final class EndToEnd: @unchecked Sendable {
     /// message again, and the last such request, which the next one waits for.
     var recoveryStarts: [String: NIODeadline] = [:]
     var resendAsks: [String: EventLoopFuture<Void>] = [:]
+    /// Whether this device's bundle was published once in this process (then every later login
+    /// publishes it again: `loggedInAgain`), and whether a publish is under way now.
+    var hasPublished = false
+    var publishing = false
+    /// Whether the store could be written at the last commit (EndToEnd+Durability).
+    var durability = DurabilityGate()
 
     /// Where this device's keys, sessions and what it knows of its peers are kept; the held
     /// room posts are kept there too.
@@ -99,10 +122,18 @@ final class EndToEnd: @unchecked Sendable {
         self.settings = settings
         self.user = user
         self.logger = logger
-        let store = store ?? EndToEndFileStore(home: settings.home, user: user, device: device)
+        let fileStore = store == nil ? EndToEndFileStore(home: settings.home, user: user, device: device) : nil
+        let store = store ?? fileStore!
         self.store = store
+        if settings.existingKeysOnly, try store.load("identity") == nil {
+            throw SIMPClientError.notEncryptable(
+                "device \"\(device)\" of \(user) has no end-to-end keys yet (its first simp chat, listen or send makes them)")
+        }
         var random = SystemRandomNumberGenerator()
         messenger = try E2EMessenger(device: device, store: store, using: &random)
+        // From now on a message's ratchet step, its plaintext and what else it changed are
+        // written together, before its receipt leaves (docs/E2E.md §15).
+        fileStore?.groupsCommits = true
     }
 
     /// This device's name.
@@ -115,67 +146,59 @@ final class EndToEnd: @unchecked Sendable {
     /// This device's identity, for safety numbers.
     var identity: IdentityKey { messenger.local.identity.publicKey }
 
-    /// Publishes this device's bundle, then tops up its one-time prekeys when fewer than half are
-    /// left, then looks for new devices of this user (`checkOwnDevices`).
-    func publish(via engine: ClientEngine) -> EventLoopFuture<Void> {
-        let bundle = messenger.local.prekeys.bundle(identity: messenger.local.identity, oneTimePrekeys: []).encoded
-        return engine.keysRequest(.keysPublish) { $0.keyBundles = [bundle] }.flatMap { [self] answer in
-            let left = Int(answer.prekeysLeft)
-            guard left < settings.oneTimePrekeys / 2 else { return engine.eventLoop.makeSucceededVoidFuture() }
-            do {
-                let fresh = try messenger.publishPrekeys(settings.oneTimePrekeys - left, using: &random)
-                return engine.keysRequest(.keysPublish) {
-                    $0.keyBundles = [bundle]
-                    $0.oneTimePrekeys = fresh.map(\.encoded)
-                }.map { _ in }
-            } catch {
-                return engine.eventLoop.makeFailedFuture(error)
-            }
-        }.flatMapErrorThrowing { [self] error in
-            if case SIMPClientError.rejected(.badRequest, _) = error { relaySupportsKeys = false }
-            throw error
-        }.flatMap { [self] in
-            checkOwnDevices(via: engine).recover { [logger] error in
-                logger.debug("cannot fetch this user's devices", metadata: ["error": "\(error)"])
-            }
-        }
-    }
-
     /// `message` with its content sealed for every device of its receiver (fetching their
     /// bundles first when the list is old); unchanged for a room, a message sealed before, or
-    /// (with `allowUnencrypted`) a receiver that cannot decrypt.
+    /// (with `allowUnencrypted`) a receiver that cannot decrypt. What `KeyWait` decides after
+    /// the fetch is carried out: a message that cannot be sealed yet fails with
+    /// `DevicesNotYetKnown` (the relay cannot be asked now) or `AwaitingFirstKeys` (the receiver
+    /// has published no keys yet), and the engine holds it (`HeldForKeys`).
     func seal(_ message: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<SIMPMessage> {
         let peer = message.toUser
         guard message.e2ePayload.isEmpty else { return engine.eventLoop.makeSucceededFuture(message) }
         if RelayCore.isRoomAddress(peer) { return sealPost(message, via: engine) }
         let fresh = fetchedAt[peer].map { engine.now - $0 < settings.deviceListLifetime } ?? false
         let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
-        return devices.flatMapErrorThrowing { [self] error in
-            // The relay cannot be asked now (a message typed during an outage): what this
-            // device already knows of the peer (a list fetched earlier, or the devices that wrote
-            // to it) decides, as it would have a moment before; the list is fetched again later.
-            guard case SIMPClientError.connectionLost = error else { throw error }
-            guard try knowsDevices(of: peer) else { throw DevicesNotYetKnown() }
-        }.flatMap { [self] in
-            restartCopiedSessions(with: peer, via: engine)
-        }.flatMapThrowing { [self] in
-            guard try !messenger.devices(of: peer).isEmpty else {
-                if unknownUsers.contains(peer) { return message.sealedEndToEnd(E2EEnvelope(senderDevice: messenger.device, copies: []).encoded) }
-                if settings.allowUnencrypted { return message }
-                throw SIMPClientError.notEncryptable(
-                    "\(peer) has published no end-to-end keys (a client without end-to-end encryption?); --no-e2e sends unencrypted")
+        return devices.flatMapThrowing { [self] () -> KeyWait.Fetch in
+            unknownUsers.contains(peer) ? .noSuchUser : .devices(count: try messenger.devices(of: peer).count)
+        }.flatMapErrorThrowing { error -> KeyWait.Fetch in
+            guard Self.isUnavailable(error) else { throw error }
+            return .unavailable
+        }.flatMapThrowing { [self] fetch in
+            let known = try messenger.devices(of: peer).count
+            return keyWait.decide(after: fetch, knownDevices: known, connected: engine.control != nil, now: engine.now)
+        }.flatMap { [self] decision -> EventLoopFuture<SIMPMessage> in
+            switch decision {
+            case .seal:
+                return restartCopiedSessions(with: peer, via: engine).flatMapThrowing { [self] in
+                    message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
+                }
+            case .sealForNobody:
+                let empty = E2EEnvelope(senderDevice: messenger.device, copies: []).encoded
+                return engine.eventLoop.makeSucceededFuture(message.sealedEndToEnd(empty))
+            case .holdForRelay(let retry):
+                return engine.eventLoop.makeFailedFuture(DevicesNotYetKnown(retry: retry))
+            case .waitForFirstKeys where settings.allowUnencrypted:
+                return engine.eventLoop.makeSucceededFuture(message) // the user's own choice (--no-e2e)
+            case .waitForFirstKeys(let recheck):
+                return engine.eventLoop.makeFailedFuture(AwaitingFirstKeys(recheck: recheck))
             }
-            return message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
         }.flatMapErrorThrowing { [self] error in
             guard settings.allowUnencrypted, !relaySupportsKeys || error is E2EError else { throw error }
             return message
         }
     }
 
-    /// Whether this device has learned `peer`'s devices before: a fetched list (possibly
-    /// empty: the peer publishes no keys), or a device that sent it an envelope.
-    private func knowsDevices(of peer: String) throws -> Bool {
-        try fetchedAt[peer] != nil || unknownUsers.contains(peer) || !messenger.devices(of: peer).isEmpty
+    /// How a sender waits for keys: the decisions of `seal` and of held messages.
+    var keyWait: KeyWait { KeyWait() }
+
+    /// Whether a KEYS_FETCH failed only for now: the connection is down, the relay's store
+    /// failed (ERROR INTERNAL "key bundles unavailable, try again"), the relay throttles this
+    /// client, or no answer came in time. Asked again later instead of failing the message.
+    static func isUnavailable(_ error: Error) -> Bool {
+        switch error as? SIMPClientError {
+        case .connectionLost?, .timedOut?, .rejected(.internal, _)?, .rejected(.rateLimited, _)?: true
+        default: false
+        }
     }
 
     /// `message` with its content decrypted; nil for a copy decrypted before, for a resend
@@ -189,8 +212,14 @@ final class EndToEnd: @unchecked Sendable {
         let sender = envelope?.senderDevice ?? ""
         do {
             let now = UInt64(WallClock.millisecondsSinceEpoch())
-            let opened = try messenger.open(message.e2ePayload, from: message.fromUser, now: now, using: &random)
-            try messenger.noteDecrypted(message.messageId, from: message.fromUser, device: sender)
+            let opened = try messenger.receive(message.e2ePayload, messageId: message.messageId, from: message.fromUser, now: now, using: &random)
+            if opened.openedBefore {
+                // A copy delivered again (this device restarted before its receipt left): handed
+                // over as it was opened then; the application says whether it has it. A resend
+                // request or a sender key did its work then.
+                let isMessage = !ResendRequest.isResendRequest(opened.plaintext) && !E2EMessenger.isSenderKeyDistribution(opened.plaintext)
+                return isMessage ? try message.openedEndToEnd(opened.plaintext) : nil
+            }
             if ResendRequest.isResendRequest(opened.plaintext) {
                 // Its new session is not news: the line about the message sent again says it.
                 for notice in opened.notices where notice != .sessionRestarted(user: message.fromUser, device: sender) { onNotice(.peer(notice)) }
@@ -240,10 +269,20 @@ final class EndToEnd: @unchecked Sendable {
             $0.members = known
         }.flatMapThrowing { [self] answer in
             let bundles = verifiedBundles(in: answer, of: peer)
-            for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) { onNotice(.peer(notice)) }
-            checkVerification(of: peer)
-            fetchedAt[peer] = engine.now
             unknownUsers.remove(peer)
+            // None at all, for a peer this device has sessions with: the relay lost its bundles
+            // (it asks the peer to publish again). The known devices are kept, and the list is
+            // asked for again with the next message.
+            if bundles.isEmpty, try !messenger.devices(of: peer).isEmpty {
+                fetchedAt[peer] = nil
+                return
+            }
+            for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) {
+                onNotice(.peer(notice))
+                if case .deviceKeyChanged = notice { try renewRoomKeys(with: peer) }
+            }
+            checkVerification(of: peer)
+            fetchedAt[peer] = bundles.isEmpty ? nil : engine.now
         }.flatMapErrorThrowing { [self] error in
             guard case SIMPClientError.rejected(.unknownRecipient, _) = error else { throw error }
             unknownUsers.insert(peer)

@@ -9,16 +9,40 @@ import Glibc
 import Darwin
 #endif
 
-/// A device's end-to-end state in files (docs/E2E.md §9): `<home>/e2e/<user>/<device>/`, mode
-/// 0700, one file per saved name (its identity, prekeys, each pairwise session, each peer's
-/// device list), mode 0600, replaced atomically (written beside, then renamed).
+/// A device's end-to-end state in files (docs/E2E.md §9, §15): `<home>/e2e/<user>/<device>/`,
+/// mode 0700, one file per saved name (its identity, prekeys, each pairwise session, each peer's
+/// device list), mode 0600, replaced atomically (written beside, fsynced, renamed, and the
+/// directory fsynced).
 ///
 /// Each file starts with `0xF1 ‖ u64` its own inode number, then the saved bytes: a file
 /// copied back from a backup (or to another machine) has another inode, so the store can tell
 /// a copy from what it wrote (`isCopy`, docs/E2E.md §7.3). Files written without it (before)
 /// are read as they are and are never taken for copies.
+///
+/// With `groupsCommits` (the client's engine sets it) a `save` only changes what the store
+/// holds in memory; `commit` then writes every change since the last one as **one** record
+/// appended to the device's `journal` file and fsynced: a crash keeps all of them or none.
+/// The journal is folded into the files (`checkpoint`) when it has grown past
+/// `checkpointBytes`, and by the first commit of a process that found one.
 public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // used on the client's event loop only
     public let directory: URL
+    /// Whether saves wait for `commit` (one journal record and one fsync for all of them).
+    public var groupsCommits = false
+    /// The journal's size past which a commit folds it into the files.
+    public var checkpointBytes = 512 * 1024
+
+    /// What each name holds as far as this store knows (nil: nothing saved), read or saved.
+    private var cache: [String: [UInt8]?] = [:]
+    /// Saved since the last commit (`groupsCommits`).
+    private var pending: [String: [UInt8]] = [:]
+    /// Names whose newest bytes are in the journal rather than in their own file.
+    private var journaled: Set<String> = []
+    /// Names read from a journal that is a copy (restored from a backup) and not saved since.
+    private var copied: Set<String> = []
+    private var journal: Int32 = -1
+    /// The journal's valid length (a record cut off by a crash is cut away at the next commit).
+    private var journalLength = 0
+    private var journalRead = false
 
     /// The state directory of `user`'s `device` under `home` (created on first save).
     public init(home: URL, user: String, device: String) {
@@ -26,23 +50,34 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
             .appendingPathComponent(SIMPHome.safeComponent(device.isEmpty ? "default" : device))
     }
 
+    deinit { if journal >= 0 { close(journal) } }
+
     /// The first byte of a file that starts with its inode number.
     static let inodeMark: UInt8 = 0xF1
+    /// The first byte of the journal, followed by its inode number.
+    static let journalMark: UInt8 = 0xF2
+    static let journalName = "journal"
 
     public func load(_ name: String) throws -> [UInt8]? {
-        try read(name).map { $0.first == Self.inodeMark ? Array($0.dropFirst(9)) : $0 }
+        readJournal()
+        if let known = cache[name] { return known }
+        let bytes = try read(name).map { $0.first == Self.inodeMark ? Array($0.dropFirst(9)) : $0 }
+        cache[name] = .some(bytes)
+        return bytes
     }
 
-    /// Whether the file of `name` is not the one this store wrote: its recorded inode is not its own.
+    /// Whether the file of `name` is not the one this store wrote: its recorded inode is not its
+    /// own (or its newest bytes came from a journal that is a copy).
     public func isCopy(_ name: String) throws -> Bool {
+        readJournal()
+        if pending[name] != nil || journaled.contains(name) { return copied.contains(name) }
         guard let bytes = try read(name), bytes.count >= 9, bytes[0] == Self.inodeMark else { return false }
         let recorded = bytes[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         var status = stat()
         return stat(file(name).path, &status) != 0 || recorded != UInt64(status.st_ino)
     }
 
-    /// The file's bytes (nil when there is none). Only `isCopy` asks for its inode: `load` runs
-    /// for every message sent or received.
+    /// The file's bytes (nil when there is none).
     private func read(_ name: String) throws -> [UInt8]? {
         let url = file(name)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
@@ -50,23 +85,169 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 
     public func save(_ name: String, _ bytes: SecretBytes) throws {
+        readJournal()
+        copied.remove(name)
+        guard groupsCommits else {
+            try SIMPHome.makeDirectory(directory)
+            try writeFile(name, bytes.bytes, asCopy: false)
+            try syncDirectory()
+            cache[name] = .some(bytes.bytes)
+            return
+        }
+        cache[name] = .some(bytes.bytes)
+        pending[name] = bytes.bytes
+    }
+
+    /// Whether saves wait for a commit.
+    public var hasUncommittedChanges: Bool { !pending.isEmpty }
+
+    /// Writes everything saved since the last commit as one journal record, fsynced. On a
+    /// failure (a full disk) nothing of it is on disk, and it stays to be committed again.
+    public func commit() throws {
+        guard !pending.isEmpty else { return }
+        try openJournalForWriting()
+        var record = ByteWriter()
+        record.u16(UInt16(min(pending.count, Int(UInt16.max))))
+        for (name, bytes) in pending.sorted(by: { $0.key < $1.key }) {
+            record.lengthPrefixed(Array(name.utf8))
+            record.u32(UInt32(bytes.count))
+            record.raw(bytes)
+        }
+        var framed = ByteWriter()
+        framed.u32(UInt32(record.bytes.count))
+        framed.u64(Self.checksum(record.bytes))
+        framed.raw(record.bytes)
+        let written = framed.bytes.withUnsafeBytes { pwrite(journal, $0.baseAddress, $0.count, off_t(journalLength)) }
+        guard written == framed.bytes.count, fdatasync(journal) == 0 else {
+            let reason = String(cString: strerror(errno))
+            _ = ftruncate(journal, off_t(journalLength))
+            throw DeviceError("cannot write \(directory.appendingPathComponent(Self.journalName).path): \(reason)")
+        }
+        journalLength += framed.bytes.count
+        journaled.formUnion(pending.keys)
+        pending.removeAll(keepingCapacity: true)
+        if journalLength > checkpointBytes { try? checkpoint() } // the journal holds it all: a failure only delays this
+    }
+
+    /// Writes each name the journal holds into its own file (fsynced, the directory too), then
+    /// empties the journal.
+    func checkpoint() throws {
+        for name in journaled.sorted() {
+            guard let bytes = cache[name] ?? nil else { continue }
+            try writeFile(name, bytes, asCopy: copied.contains(name))
+        }
+        try syncDirectory()
+        guard ftruncate(journal, off_t(Self.journalHeaderCount)) == 0, fdatasync(journal) == 0 else {
+            throw DeviceError("cannot empty \(Self.journalName): \(String(cString: strerror(errno)))")
+        }
+        journalLength = Self.journalHeaderCount
+        journaled.removeAll()
+    }
+
+    private static let journalHeaderCount = 9
+
+    /// Reads the journal once (what another process of this device left), newest bytes winning.
+    private func readJournal() {
+        guard !journalRead else { return }
+        journalRead = true
+        let url = directory.appendingPathComponent(Self.journalName)
+        guard let data = FileManager.default.contents(atPath: url.path), data.count >= Self.journalHeaderCount,
+            data[data.startIndex] == Self.journalMark
+        else { return }
+        let bytes = Array(data)
+        let recorded = bytes[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        var status = stat()
+        let isCopy = stat(url.path, &status) != 0 || recorded != UInt64(status.st_ino)
+        var reader = ByteReader(Array(bytes[Self.journalHeaderCount...]), reading: "journal")
+        var valid = Self.journalHeaderCount
+        while let entries = try? Self.record(&reader) {
+            for (name, value) in entries {
+                cache[name] = .some(value)
+                journaled.insert(name)
+                if isCopy { copied.insert(name) } else { copied.remove(name) }
+            }
+            valid = Self.journalHeaderCount + reader.offset
+        }
+        journalLength = valid
+    }
+
+    /// One record: `u32 length ‖ u64 checksum ‖ u16 n ‖ n × (str16 name ‖ u32 length ‖ bytes)`;
+    /// throws at the end or at a record cut off or damaged.
+    private static func record(_ reader: inout ByteReader) throws -> [(String, [UInt8])] {
+        let length = Int(try reader.u32()), sum = try reader.u64()
+        let body = try reader.raw(length)
+        guard checksum(body) == sum else { throw E2EError.malformed("journal: a damaged record") }
+        var inner = ByteReader(body, reading: "journal record")
+        let entries = try (0..<inner.u16()).map { _ in
+            (String(decoding: try inner.lengthPrefixed(), as: UTF8.self), try inner.raw(Int(inner.u32())))
+        }
+        try inner.expectEnd()
+        return entries
+    }
+
+    /// FNV-1a, 64 bits: tells a record cut off or half written by a crash.
+    static func checksum(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return hash
+    }
+
+    private func openJournalForWriting() throws {
+        guard journal < 0 else { return }
+        readJournal()
         try SIMPHome.makeDirectory(directory)
+        let path = directory.appendingPathComponent(Self.journalName).path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw DeviceError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        journal = descriptor
+        if journalLength < Self.journalHeaderCount {
+            var status = stat()
+            var header = ByteWriter()
+            header.u8(Self.journalMark)
+            header.u64(fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : 0)
+            let written = header.bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            guard written == header.bytes.count, ftruncate(descriptor, off_t(header.bytes.count)) == 0, fsync(descriptor) == 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                journal = -1
+                throw DeviceError("cannot write \(path): \(reason)")
+            }
+            journalLength = header.bytes.count
+            try syncDirectory()
+        } else if !journaled.isEmpty {
+            try checkpoint() // what an earlier process left: into the files, so this journal starts empty
+        }
+    }
+
+    /// Writes `name`'s file beside, fsyncs it and renames it into place. `asCopy` records no
+    /// inode of its own (a copy read from a restored journal stays one).
+    private func writeFile(_ name: String, _ bytes: [UInt8], asCopy: Bool) throws {
         let url = file(name), temporary = url.path + ".new"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw DeviceError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
         var status = stat()
-        let inode = fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : 0
+        let inode = asCopy ? 0 : fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : 0
         var contents = ByteWriter()
         contents.u8(Self.inodeMark)
         contents.u64(inode)
-        contents.raw(bytes.bytes)
+        contents.raw(bytes)
         let written = contents.bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let synced = written == contents.bytes.count && fsync(descriptor) == 0
         close(descriptor)
-        guard written == contents.bytes.count, rename(temporary, url.path) == 0 else {
-            throw DeviceError("cannot write \(url.path): \(String(cString: strerror(errno)))")
+        guard synced, rename(temporary, url.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw DeviceError("cannot write \(url.path): \(reason)")
         }
     }
 
+    /// Fsyncs the directory, so that the renames in it survive a power loss.
+    private func syncDirectory() throws {
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw DeviceError("cannot open \(directory.path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw DeviceError("cannot sync \(directory.path): \(String(cString: strerror(errno)))") }
+    }
     /// One file per name: bytes other than `[A-Za-z0-9._-]` (such as the `/` in `peer/bob/laptop`)
     /// are written `%XX`, and so is a leading `.`. (Called at every load and save, so for each
     /// message sent or received: bytes, not `String(format:)` per character.)
@@ -95,10 +276,10 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 }
 
-/// The room posts waiting for their author's sender key (docs/E2E.md §15.3), kept in the
+/// The room posts waiting for their author's sender key (docs/E2E.md §14.3), kept in the
 /// device's store under `held` so that a process that ends first does not lose them.
 /// Version 1: `0x01 ‖ u16 n ‖ n × (u64 arrival, ms since the epoch ‖ u32 length ‖ the post as
-/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §15.4).
+/// received, a protobuf SIMP Message)`, oldest first (docs/E2E.md §14.4).
 extension RoomPosts {
     /// The name of the entry in the device's store.
     static let storeName = "held"

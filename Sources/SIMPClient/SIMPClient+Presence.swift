@@ -1,7 +1,7 @@
 import NIOCore
 import SIMPCore
 
-/// Presence, read markers and typing indicators.
+/// Presence, read markers, typing indicators, and connecting again after a stop.
 extension SIMPClient {
     /// The presence of `users`; from now on their changes arrive on `peerEvents`.
     public func who(_ users: [String]) async throws -> [PresenceEntry] {
@@ -23,6 +23,13 @@ extension SIMPClient {
     /// Does nothing after `close()`.
     public func markRead(from sender: String, upTo: UInt64) async {
         try? await onEngine(now: { engine in engine.markRead(from: sender, upTo: upTo) })
+    }
+
+    /// Connects again after the client stopped for good (its login refused, say while an
+    /// operator had locked the user; or taken over by a newer session of this device).
+    /// Returns false when it had not stopped (it reconnects by itself) or is closed.
+    public func reconnect() async -> Bool {
+        (try? await onEngine(now: { engine in engine.connectAgain() })) ?? false
     }
 
     private func presence(room: String, users: [String]) async throws -> [PresenceEntry] {

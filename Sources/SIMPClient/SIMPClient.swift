@@ -142,6 +142,8 @@ public final class SIMPClient: @unchecked Sendable {
     private func openEndToEnd(_ settings: EndToEndSettings) throws -> EndToEnd? {
         do {
             return try EndToEnd(settings: settings, user: configuration.user, device: configuration.device, logger: configuration.logger)
+        } catch let error as SIMPClientError where settings.existingKeysOnly {
+            throw error // no keys to use, and none are made
         } catch  where settings.allowUnencrypted {
             configuration.logger.warning("cannot keep end-to-end keys; messages go unencrypted", metadata: ["error": "\(error)"])
             return nil
@@ -153,7 +155,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// Publishes this device's key bundle (end to end on). A relay that keeps no bundles is
     /// tolerated with `allowUnencrypted` (messages then go unencrypted, marked).
     private func publishKeys() async throws {
-        guard let settings = configuration.endToEnd else { return }
+        guard let settings = configuration.endToEnd, !settings.existingKeysOnly else { return }
         do {
             try await onEngine { engine in engine.publishEndToEndKeys() }
         } catch SIMPClientError.rejected(.badRequest, let text) where settings.allowUnencrypted {

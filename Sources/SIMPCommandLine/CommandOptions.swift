@@ -26,8 +26,7 @@ public struct CommandOptions: Sendable {
     /// long name that are not `excluded` (`help`, `version` and the ones that are no setting,
     /// such as `config`).
     public init(describing description: String, excluding excluded: Set<String>) throws {
-        let tool = try JSONDecoder().decode(Tool.self, from: Data(description.utf8))
-        options = (tool.command.arguments ?? []).compactMap { argument in
+        options = (try CommandDescription(description).command.arguments ?? []).compactMap { argument in
             guard argument.kind != "positional" else { return nil }
             let longNames = (argument.names ?? []).filter { $0.kind == "long" }.map(\.name)
             guard let name = longNames.first, !excluded.contains(name) else { return nil }
@@ -107,20 +106,27 @@ public struct CommandOptions: Sendable {
         }
         return "\"" + escaped + "\""
     }
+}
 
-    /// The parts of the description read here.
-    private struct Tool: Decodable {
-        struct Command: Decodable { let arguments: [Argument]? }
-        struct Argument: Decodable {
-            struct Name: Decodable {
-                let kind: String
-                let name: String
-            }
-            let kind: String
-            let names: [Name]?
-            let isRepeating: Bool?
-            let defaultValue: String?
-        }
-        let command: Command
+/// The parts of swift-argument-parser's description of a command (`_dumpHelp()`) that
+/// `CommandOptions` and `UnknownOption` read.
+struct CommandDescription: Decodable {
+    struct Command: Decodable {
+        let commandName: String
+        let arguments: [Argument]?
+        let subcommands: [Command]?
     }
+    struct Argument: Decodable {
+        struct Name: Decodable {
+            let kind: String
+            let name: String
+        }
+        let kind: String
+        let names: [Name]?
+        let isRepeating: Bool?
+        let defaultValue: String?
+    }
+    let command: Command
+
+    init(_ json: String) throws { self = try JSONDecoder().decode(Self.self, from: Data(json.utf8)) }
 }

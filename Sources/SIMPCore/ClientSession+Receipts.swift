@@ -64,7 +64,7 @@ extension ClientSession {
     /// `handOver` where `take` is also told how many more new messages the application may
     /// take (`allowance`, nil without a `deliveryLimit`), and says how many it took with each:
     /// 0, 1, or more when the message let the shell hand over others that waited for it (room
-    /// posts waiting for the sender key it carries, docs/E2E.md §15.3), each counted once.
+    /// posts waiting for the sender key it carries, docs/E2E.md §14.3), each counted once.
     public mutating func handOver(_ output: inout Output, to take: (_ message: SIMPMessage, _ allowance: Int?) -> Int) {
         var notTaken: [SIMPMessage] = []
         for message in output.delivered {
@@ -78,7 +78,7 @@ extension ClientSession {
     }
 
     /// The application took `count` new messages outside `handOver` (room posts an earlier
-    /// process held, handed over at start: docs/E2E.md §15.3): counted against the limit.
+    /// process held, handed over at start: docs/E2E.md §14.3): counted against the limit.
     public mutating func countTaken(_ count: Int) {
         messagesTaken += count
         if let limit = configuration.deliveryLimit, messagesTaken >= limit { stopTakingMessages() }

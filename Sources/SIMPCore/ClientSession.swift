@@ -155,6 +155,16 @@ public struct ClientSession: Sendable {
     /// that login is refused.
     public internal(set) var stopped: Stop?
 
+    /// The user asks to connect again after the session stopped for good (`simp chat`'s
+    /// `/reconnect`, say once the operator unlocked the user): it is no longer stopped, and the
+    /// backoff starts afresh. Returns false (nothing to do) when it had not stopped.
+    public mutating func resumeAfterStop() -> Bool {
+        guard stopped != nil else { return false }
+        stopped = nil
+        backoff?.reset()
+        return true
+    }
+
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.login = LoginClient(user: configuration.user, password: configuration.password)

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// What of a content message travels end to end (docs/E2E.md §11.1): everything a person wrote
+/// What of a content message travels end to end (docs/E2E.md §13): everything a person wrote
 /// or linked. The plaintext is the protobuf encoding of a `Message` holding only `content`,
 /// `imageURL` and `imageScale`, so a field added later travels the same way.
 extension SIMPMessage {

@@ -29,7 +29,8 @@ public struct SIMPMessage: Equatable, Sendable {
         /// An operator ended the user's sessions (`simp-server sessions end`); the client may
         /// log in again (a locked user's login is then refused).
         case sessionEnded = 12
-        /// A stored message was discarded because the receiver's inbox hit its cap.
+        /// A message was refused, not stored: the receiver's log holds the most entries it may
+        /// (docs/PROTOCOL.md §6.6); what it holds stays.
         case inboxFull = 16
         /// A stored message was discarded because it waited longer than the inbox TTL.
         case inboxExpired = 17

@@ -48,6 +48,13 @@ public struct E2EDevice: RedactedReflection {
         return prekeys.bundle(identity: identity, oneTimePrekeys: fresh)
     }
 
+    /// Replaces the signed prekey by a new one (docs/E2E.md §3.2); the previous one is still
+    /// accepted for session starts made with it, the one before it is forgotten.
+    public mutating func rotateSignedPrekey(using random: inout some RandomNumberGenerator) throws {
+        prekeys.rotateSignedPrekey(identity: identity, using: &random)
+        try store.save("prekeys", prekeys.secretBytes)
+    }
+
     /// Offers post-quantum session starts from now on: makes a signed ML-KEM-768 prekey that
     /// later bundles carry (1,252 more bytes per bundle, 1,092 more per prekey message).
     public mutating func makeKEMPrekey(using random: inout some RandomNumberGenerator) throws {

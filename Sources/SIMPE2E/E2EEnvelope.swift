@@ -1,4 +1,4 @@
-/// What a direct message carries end to end (docs/E2E.md §11.1): the sending device's name and
+/// What a direct message carries end to end (docs/E2E.md §13): the sending device's name and
 /// one pairwise payload per receiving device, by device name. The relay fans the one envelope
 /// out to every device of the receiver; each device opens its own copy.
 ///

@@ -45,7 +45,7 @@ extension E2EMessenger {
     }
 
     /// A resend request for `messageId` sealed for `peer`'s device `device` only, in an
-    /// envelope (§14). With `bundle` (that device's bundle as the relay hands it out) a new
+    /// envelope (docs/E2E.md §13). With `bundle` (that device's bundle as the relay hands it out) a new
     /// session is started first, so the request does not depend on the session that failed;
     /// without it the request goes on the current session.
     public mutating func sealResendRequest(
@@ -90,32 +90,52 @@ extension E2EMessenger {
     /// How many ids are kept per peer device.
     public static let decryptedIdsKept = 128
 
-    /// Records that the message `messageId` from `peer`'s device `device` was decrypted.
-    public func noteDecrypted(_ messageId: UInt64, from peer: String, device: String) throws {
-        var ids = try decryptedIds(from: peer, device: device)
-        guard !ids.contains(messageId) else { return }
-        ids.append(messageId)
-        if ids.count > Self.decryptedIdsKept { ids.removeFirst(ids.count - Self.decryptedIdsKept) }
+    /// Records that the message `messageId` from `peer`'s device `device` was decrypted, with
+    /// its plaintext (kept so that a copy delivered again is handed over as it was, `receive`).
+    public func noteDecrypted(_ messageId: UInt64, from peer: String, device: String, plaintext: [UInt8]? = nil) throws {
+        var entries = try decrypted(from: peer, device: device)
+        guard !entries.contains(where: { $0.id == messageId }) else { return }
+        entries.append((messageId, plaintext))
+        if entries.count > Self.decryptedIdsKept { entries.removeFirst(entries.count - Self.decryptedIdsKept) }
         var writer = ByteWriter()
-        writer.u8(1)
-        writer.u16(UInt16(ids.count))
-        for id in ids { writer.u64(id) }
+        writer.u8(2)
+        writer.u16(UInt16(entries.count))
+        for entry in entries {
+            writer.u64(entry.id)
+            guard let plaintext = entry.plaintext else {
+                writer.u32(Self.noPlaintext)
+                continue
+            }
+            writer.u32(UInt32(plaintext.count))
+            writer.raw(plaintext)
+        }
         try store.save(Self.decryptedName(peer, device), SecretBytes(writer.bytes))
     }
 
     /// Whether the message `messageId` from `peer`'s device `device` was decrypted here before.
     public func hasDecrypted(_ messageId: UInt64, from peer: String, device: String) throws -> Bool {
-        try decryptedIds(from: peer, device: device).contains(messageId)
+        try decrypted(from: peer, device: device).contains { $0.id == messageId }
     }
 
-    /// Version 1: `0x01 ‖ u16 n ‖ n × u64 id`, oldest first.
-    private func decryptedIds(from peer: String, device: String) throws -> [UInt64] {
+    /// The length that says an entry has no plaintext (one recorded by version 1).
+    private static let noPlaintext = UInt32.max
+
+    /// The messages decrypted from `peer`'s `device`, oldest first, with their plaintexts.
+    /// Version 2: `0x02 ‖ u16 n ‖ n × (u64 id ‖ u32 length ‖ plaintext)`, length `0xFFFFFFFF`
+    /// and no bytes for an entry without one; version 1 (ids only): `0x01 ‖ u16 n ‖ n × u64 id`.
+    func decrypted(from peer: String, device: String) throws -> [(id: UInt64, plaintext: [UInt8]?)] {
         guard let bytes = try store.load(Self.decryptedName(peer, device)) else { return [] }
         var reader = ByteReader(bytes, reading: "decrypted ids")
-        try reader.expectVersion(1)
-        let ids = try (0..<(try reader.u16())).map { _ in try reader.u64() }
+        let version = try reader.u8()
+        guard version == 1 || version == 2 else { throw E2EError.unsupportedVersion(version) }
+        let entries = try (0..<(try reader.u16())).map { _ -> (id: UInt64, plaintext: [UInt8]?) in
+            let id = try reader.u64()
+            guard version == 2 else { return (id, nil) }
+            let length = try reader.u32()
+            return (id, length == Self.noPlaintext ? nil : try reader.raw(Int(length)))
+        }
         try reader.expectEnd()
-        return ids
+        return entries
     }
 
     private static func decryptedName(_ peer: String, _ device: String) -> String { "decrypted/" + sessionName(peer, device) }

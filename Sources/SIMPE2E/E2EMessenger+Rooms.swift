@@ -1,14 +1,14 @@
-/// A room post sealed once for every member device (docs/E2E.md §8, §15), and the sender key
+/// A room post sealed once for every member device (docs/E2E.md §8, §14), and the sender key
 /// distributions that must go out, pairwise, before it.
 public struct SealedRoomPost: Sendable {
     /// The room post (§8.2): `e2ePayload` of the post, the same bytes for every member.
     public let post: [UInt8]
-    /// One envelope (§14) per member user whose devices get this device's new sender key;
+    /// One envelope (docs/E2E.md §13) per member user whose devices get this device's new sender key;
     /// empty when the members did not change since the last post.
     public let distributions: [(user: String, envelope: [UInt8])]
 }
 
-/// Rooms on top of the pairwise sessions (docs/E2E.md §15): this device's sender key per room
+/// Rooms on top of the pairwise sessions (docs/E2E.md §14): this device's sender key per room
 /// is re-made whenever the member devices it knows change, and handed to them inside pairwise
 /// envelopes; posts are decrypted with the key their author's device handed out.
 extension E2EMessenger {
@@ -50,7 +50,7 @@ extension E2EMessenger {
         try saveRoomKeys(keys)
     }
 
-    /// Whether a decrypted pairwise plaintext is a sender key distribution (§15.1) rather than
+    /// Whether a decrypted pairwise plaintext is a sender key distribution (docs/E2E.md §14.1) rather than
     /// a message: it starts `0x01 0x04`, which no protobuf `Message` does (field number 0).
     public static func isSenderKeyDistribution(_ plaintext: [UInt8]) -> Bool {
         plaintext.count >= 2 && plaintext[0] == 1 && plaintext[1] == E2EMessageType.senderKeyDistribution.rawValue

@@ -31,6 +31,12 @@ public struct E2EMessenger: RedactedReflection {
         try local.publishBundle(oneTimePrekeys: count, using: &random).oneTimePrekeys
     }
 
+    /// Replaces the signed prekey (the previous one stays accepted): the next bundle published
+    /// carries the new one.
+    public mutating func rotateSignedPrekey(using random: inout some RandomNumberGenerator) throws {
+        try local.rotateSignedPrekey(using: &random)
+    }
+
     /// The devices of `peer` messages are encrypted for, with their identities.
     public func devices(of peer: String) throws -> [PeerDevice] {
         guard let bytes = try store.load("devices/" + peer) else { return [] }

@@ -10,11 +10,20 @@ public protocol E2EStateStore: AnyObject {
     /// backup, or copied from another machine) rather than what it wrote itself: a session that
     /// is a copy must not send, as its chains may have sent since (docs/E2E.md §7.3).
     func isCopy(_ name: String) throws -> Bool
+    /// Makes everything saved since the last commit durable, all of it or none of it (one
+    /// write, docs/E2E.md §15); on a failure (a full disk) it stays to be committed again. A
+    /// store that writes at each `save` has nothing left to do.
+    func commit() throws
+    /// Whether something saved waits for `commit`.
+    var hasUncommittedChanges: Bool { get }
 }
 
 extension E2EStateStore {
     /// A store that cannot tell says no copy.
     public func isCopy(_ name: String) throws -> Bool { false }
+    /// A store that writes at each save.
+    public func commit() throws {}
+    public var hasUncommittedChanges: Bool { false }
 }
 
 /// An `E2EStateStore` in memory, for tests and simulations. `snapshot` and `restore` stand in

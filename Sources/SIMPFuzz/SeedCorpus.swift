@@ -154,7 +154,7 @@ public enum SeedCorpus {
         sealed.content = ""
         sealed.e2ePayload = [1, 5, 0, 4] + Array("desk".utf8) + [1, 0, 5] + Array("phone".utf8) + [0, 0, 0, 3, 1, 2, 0]
         var publish = SIMPMessage(kind: .keysPublish, messageId: 10, fromUser: "alice")
-        publish.keyBundles = [[1] + Array(repeating: 7, count: 164)]
+        publish.keyBundles = [[1] + Array(repeating: 7, count: 164) + [0, 0]]
         publish.oneTimePrekeys = [Array(repeating: 9, count: 36), Array(repeating: 8, count: 36)]
         var published = SIMPMessage(kind: .keysPublish, messageId: 10, toUser: "alice")
         published.prekeysLeft = 20

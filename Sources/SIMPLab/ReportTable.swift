@@ -40,34 +40,41 @@ public enum ReportTable {
         return rows.map { $0.0.padding(toLength: width + 2, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
-    /// Column headers for `row(_:)`.
-    public static let header = [
-        "scenario", "mode", "seed", "sent", "delivered", "failed", "dup", "ooo", "d&f", "undecrypted",
-        "p50", "p99", "max", "mean", "dgram/msg", "spurious", "switches", "result",
-    ]
+    /// Column headers of `summary(_:)`.
+    public static let header = ["scenario", "seed", "sent", "dlvd", "fail", "dup", "ooo", "p50", "p99", "max", "dg/msg", "result"]
 
-    /// One summary line per report, aligned.
+    /// One line per report, aligned in at most 100 columns (for a scenario name of up to 24
+    /// characters), then a line for each run that failed a bar or had a count that must be 0
+    /// but was not. The rest (mode, mean, spurious retransmissions, path switches, …) is in
+    /// `--json` and the detailed table of one run.
     public static func summary(_ reports: [ScenarioReport]) -> String {
         let rows =
             [header]
             + reports.map { report -> [String] in
                 let latency = report.latency
                 return [
-                    report.scenario, report.mode.rawValue, "\(report.seed)", "\(report.sent)", "\(report.delivered)",
-                    "\(report.failed)", "\(report.duplicates)", "\(report.outOfOrder)", "\(report.deliveredAndFailed)",
-                    "\(report.decryptionFailures)",
-                    latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-",
-                    latency.map { ms($0.max) } ?? "-", latency.map { ms($0.mean) } ?? "-",
-                    format3(report.datagramsPerMessage), "\(report.spuriousRetransmits)", "\(report.pathSwitches)",
-                    report.passed ? "PASS" : "FAIL: " + report.failedBars.map(\.name).joined(separator: ","),
+                    report.scenario, "\(report.seed)", "\(report.sent)", "\(report.delivered)", "\(report.failed)",
+                    "\(report.duplicates)", "\(report.outOfOrder)",
+                    latency.map { ms($0.p50) } ?? "-", latency.map { ms($0.p99) } ?? "-", latency.map { ms($0.max) } ?? "-",
+                    format3(report.datagramsPerMessage), report.passed ? "PASS" : "FAIL",
                 ]
             }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max()! }
-        return rows.map { row in
+        let table = rows.map { row in
             row.enumerated().map { column, cell in
                 column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
-        }.joined(separator: "\n")
+        }
+        return (table + reports.compactMap(notes)).joined(separator: "\n")
+    }
+
+    /// What went wrong in a run, on one line (nil if nothing did).
+    static func notes(_ report: ScenarioReport) -> String? {
+        var notes = report.failedBars.map { "bar \($0.name) \(number($0.value)) > \(number($0.limit))" }
+        if report.deliveredAndFailed > 0 { notes.append("\(report.deliveredAndFailed) delivered and failed") }
+        if report.decryptionFailures > 0 { notes.append("\(report.decryptionFailures) undecrypted") }
+        guard !notes.isEmpty else { return nil }
+        return "\(report.scenario) (seed \(report.seed)): " + notes.joined(separator: "; ")
     }
 
     /// One device's counts on one line.

@@ -38,6 +38,9 @@ public final class ChildProcess: Sendable {
             standardError: try terminal ?? FileHandle(forWritingTo: stderrURL))
     }
 
+    /// The child's process id.
+    public var pid: Int32 { process.pid }
+
     /// Everything written to standard output so far.
     public var standardOutput: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
     /// Everything written to standard error so far.

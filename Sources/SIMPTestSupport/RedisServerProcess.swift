@@ -44,6 +44,13 @@ public final class RedisServerProcess: Sendable {
         try await local.restart()
     }
 
+    /// Starts a private server stopped by `stop()` again on its port, empty (Redis back after
+    /// an outage, without persistence).
+    public func relaunch() async throws {
+        guard let local else { preconditionFailure("only a private redis-server can be relaunched") }
+        try await local.relaunch()
+    }
+
     /// Stops a server this object started; a shared one is left running.
     public func stop() async {
         await local?.stop()

@@ -163,12 +163,7 @@ struct Replay: AsyncParsableCommand {
 
     /// A scenario file, or (when no such file exists) the suite's scenario of that name.
     private func scenario(named name: String) throws -> Scenario {
-        if !FileManager.default.fileExists(atPath: name),
-            let entry = try suite.suite().entries.first(where: { $0.scenario.name == name })
-        {
-            return entry.scenario
-        }
-        return try Scenario.load(from: URL(fileURLWithPath: name))
+        try ScenarioSuite.scenario(named: name, directory: URL(fileURLWithPath: suite.dir))
     }
 
     func run() async throws {

@@ -4,7 +4,7 @@ import XCTest
 
 /// `scripts/bench-compare` and its C tools, without the long comparison (speed is never asserted):
 /// the script explains itself and refuses unknown flags, the tools build, `udplimit` reports, and
-/// the report computes issue 13's ratios from the tools' JSON.
+/// the report computes the bars' ratios from the tools' JSON.
 final class BenchCompareScriptTests: XCTestCase {
     private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

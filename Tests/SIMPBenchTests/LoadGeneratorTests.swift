@@ -64,7 +64,7 @@ final class LoadGeneratorTests: RelayTestCase {
     }
 
     /// `--tcp-path`: the pairs' datagrams go in DATAGRAM frames both ways, and arrive all, once,
-    /// receipted (bench-compare's TCP-path pair, issue 29).
+    /// receipted (bench-compare's TCP-path pair).
     func testOnTheTCPPathEveryMessageGoesInFramesAndIsDeliveredOnce() async throws {
         let result = try await run(batchesReceipts: true, tcpPath: true)
         let stats = try await relay.server.statistics()

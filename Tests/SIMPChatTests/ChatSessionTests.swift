@@ -51,7 +51,9 @@ final class ChatSessionTests: XCTestCase, ChatSessionDriving {
         image.imageScale = 0.5
         _ = session.receive(image.decrypted)
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 bob: [image] https://example.com/cat.png (scale 0.5)", "[bob 1] >"])
+        XCTAssertEqual(
+            terminal.transcript.suffix(3),
+            ["12:00 bob: [image] https://example.com/cat.png (scale 0.5)", "-- replies go to bob (/to NAME to talk to someone else)", "bob>"])
     }
 
     func testImageCommandSendsAnImageMessage() {
@@ -104,7 +106,12 @@ final class ChatSessionTests: XCTestCase, ChatSessionDriving {
         session.connectionChanged(.connected(relayId: "r2"))
         session.connectionChanged(.offline(reason: "closed"))
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(3), ["-- reconnected (relay r2)", "-- offline: closed", "[offline] bob>"])
+        XCTAssertEqual(
+            terminal.transcript.suffix(4),
+            [
+                "-- reconnected (relay r2)", "-- offline: closed",
+                "-- messages you type wait in the outbox; /reconnect tries again (or start simp again later)", "[offline] bob>",
+            ])
     }
 
     func testMessageTypedWhileReconnectingStaysPendingUntilTheRelayIsBack() {

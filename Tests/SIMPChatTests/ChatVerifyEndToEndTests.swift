@@ -59,4 +59,42 @@ final class ChatVerifyEndToEndTests: ClientHomeTestCase {
         XCTAssertEqual(printed.first.map { $0.hasPrefix("safety number with \(bob)'s device ") }, true, keys.standardOutput)
         XCTAssertEqual(printed.dropFirst().first?.trimmingCharacters(in: .whitespaces), aliceNumbers.first)
     }
+
+    /// `simp keys` beside an open `simp chat` of the same device refuses and names the chat's
+    /// process: it makes no device and no keys, publishes nothing, and the chat keeps its
+    /// session. A user with no device on this machine yet gets no new one either.
+    func testSimpKeysBesideARunningChatRefusesNamingItAndMakesNoDevice() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let aliceTerminal = try await chat(alice, to: bob)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        let published = try await Eventually.holds(within: .seconds(5)) {
+            try await self.relay.inspector.command(["HLEN", "simp:keys:{\(alice)}"]).integer == 1
+        }
+        XCTAssertTrue(published)
+
+        let keys = try ChildProcess(
+            "simp", ["keys", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--with", bob], environment: try await environment(alice))
+        let status = await keys.exitStatus()
+        XCTAssertEqual(status, 1, keys.standardOutput)
+        XCTAssertTrue(keys.standardError.contains("is in use by a running simp (process \(aliceTerminal.child.pid))"), keys.standardError)
+        XCTAssertTrue(keys.standardError.contains("use /verify \(bob) in that chat"), keys.standardError)
+        let devices = try FileManager.default.contentsOfDirectory(atPath: home.appendingPathComponent("e2e/\(alice)").path)
+        XCTAssertEqual(devices.count, 1, "only the chat's device has keys: \(devices)")
+        let bundles = try await relay.inspector.command(["HLEN", "simp:keys:{\(alice)}"]).integer
+        XCTAssertEqual(bundles, 1, "no second device published keys")
+
+        aliceTerminal.type("/quit\r")
+        let quit = await aliceTerminal.child.exitStatus()
+        XCTAssertEqual(quit, 0, aliceTerminal.rawOutput)
+
+        let fresh = try ChildProcess(
+            "simp", ["keys", "--server", "127.0.0.1:\(relay.port)", "--user", carol, "--with", bob, "--device", "tablet"],
+            environment: try await environment(carol))
+        let freshStatus = await fresh.exitStatus()
+        XCTAssertEqual(freshStatus, 1, fresh.standardOutput)
+        XCTAssertTrue(fresh.standardError.contains("has no end-to-end keys yet"), fresh.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: home.appendingPathComponent("e2e/\(carol)/tablet/identity").path), "no keys made")
+        let carolBundles = try await relay.inspector.command(["HLEN", "simp:keys:{\(carol)}"]).integer
+        XCTAssertEqual(carolBundles, 0, "nothing published")
+    }
 }

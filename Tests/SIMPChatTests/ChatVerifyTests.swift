@@ -105,7 +105,7 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
                 "-- bob has a new device: laptop-3fa2",
                 "-- bob's key changed (device laptop-3fa2): /verify bob",
                 "-- bob's device phone-77ab started a new session (its state was lost or restored)",
-                "-- message 7 from bob could not be decrypted: bad tag", "bob>",
+                "-- a message from bob could not be decrypted: bad tag", "bob>",
             ])
     }
 
@@ -119,9 +119,9 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(
             terminal.transcript.suffix(5),
             [
-                "-- message 7 from bob (phone) could not be decrypted; asked for it again on a new session",
-                "-- bob's device phone could not read your message 8; it was sent again on a new session",
-                "-- bob's device phone could not read your message 9, and it is no longer kept here to send again",
+                "-- 1 message from bob (device phone) could not be decrypted here; asked for it again",
+                "-- bob's device phone started a new session; 1 message was sent again",
+                "-- bob's device phone could not read 1 message from you, no longer kept here to send again",
                 "-- this device's session with bob (phone) was restored from a backup; a new one was started", "bob>",
             ])
     }

@@ -77,7 +77,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(listen.standardError, "", "--count ends quietly: no stray offline line")
     }
 
-    /// Issue 25 item 12: `tail -f build.log | simp send --lines` sends each line as it is
+    /// `tail -f build.log | simp send --lines` sends each line as it is
     /// written, not at end of input. The first line must reach the receiver while the pipe
     /// is still open and before the second line is written.
     func testSendLinesSendsEachLineAsItArrives() async throws {
@@ -108,7 +108,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertEqual(send.standardOutput.split(separator: "\n").filter { $0.contains(": delivered in") }.count, 2, send.standardOutput)
     }
 
-    /// Issue 25 item 18: `simp listen` batches receipts as PROTOCOL §6.1 says the reference
+    /// `simp listen` batches receipts as PROTOCOL §6.1 says the reference
     /// client does: 20 messages waiting in its socket (the listener paused) are receipted in
     /// far fewer than 20 frames. (With --count receipts stay single: a batch could not be
     /// withdrawn in part for the messages past the count.)
@@ -143,7 +143,7 @@ final class CommandLineHabitsTests: RelayTestCase {
         XCTAssertLessThanOrEqual(frames, count / 3, "receipt frames for \(count) messages read as one burst")
     }
 
-    /// Issue 25 item 19: `--password-file` reads a pipe (`-`, `/dev/stdin`, `<(pass show simp)`),
+    /// `--password-file` reads a pipe (`-`, `/dev/stdin`, `<(pass show simp)`),
     /// `~` in the config file is `$HOME`, and a directory given as the config is named as such.
     func testPasswordFromAPipeTildeIsHomeAndADirectoryConfigIsNamed() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
@@ -204,7 +204,7 @@ final class CommandLineHabitsTests: RelayTestCase {
     }
 
     /// A config value the command refuses (wrong type, out of range, not a known colour) names
-    /// the file and the key, not a flag nobody typed (issue 25 item 19).
+    /// the file and the key, not a flag nobody typed.
     func testAConfigValueOfTheWrongTypeNamesTheFileAndTheKey() async throws {
         let cases: [(text: String, subcommand: [String], key: String)] = [
             ("udp-port = \"abc\"\n", ["send", "--no-e2e", "--to", "bob", "x"], "udp-port"),

@@ -7,7 +7,7 @@ import SIMPLocalServers
 import SIMPTestSupport
 import XCTest
 
-/// Issue 17's crash-safety bar: a stream of 300 messages from alice to bob while the receiver
+/// The crash-safety bar: a stream of 300 messages from alice to bob while the receiver
 /// (`simp listen`), the relay (`simp-server`) or the sender (`simp send --lines`) is killed
 /// with `kill -9` and started again. bob's printed output over all runs has every message,
 /// each once — except that the last line the killed listener printed may be printed once more

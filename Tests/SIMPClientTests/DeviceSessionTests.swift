@@ -55,7 +55,7 @@ final class DeviceSessionTests: ClientHomeTestCase {
         XCTAssertTrue(received)
     }
 
-    /// Issue 25 item 16: another device's `simp send` to a user that does not exist fails
+    /// Another device's `simp send` to a user that does not exist fails
     /// there; the relay tells every session of the user, and this one must not report it as
     /// its own (a chat showed "relay reported an error (unknownRecipient …)").
     func testAnErrorAboutAnotherDevicesMessageIsNotReportedAsThisSessionsOwn() async throws {

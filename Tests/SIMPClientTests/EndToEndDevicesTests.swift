@@ -6,7 +6,7 @@ import SIMPE2E
 import SIMPTestSupport
 import XCTest
 
-/// End-to-end encryption with a real relay and Redis where devices come and go (issue 27): a
+/// End-to-end encryption with a real relay and Redis where devices come and go: a
 /// first message typed while the relay is unreachable, a peer's device added after the sender
 /// learned its devices, and a copy this device cannot decrypt.
 final class EndToEndDevicesTests: RelayTestCase {

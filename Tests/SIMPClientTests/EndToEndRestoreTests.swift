@@ -6,7 +6,7 @@ import SIMPTestSupport
 import XCTest
 
 /// A device restored from a backup of `$SIMP_HOME` that kept its sessions, with a real relay and
-/// Redis (issue 27, docs/E2E.md §7.5): what it sends reuses message keys, and what its peer sends
+/// Redis (docs/E2E.md §7.5): what it sends reuses message keys, and what its peer sends
 /// it no longer decrypts. The receiver asks for the message again on a new session; it arrives
 /// once, and both users are told.
 final class EndToEndRestoreTests: RelayTestCase {

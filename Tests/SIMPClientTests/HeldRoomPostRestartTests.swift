@@ -7,7 +7,7 @@ import XCTest
 
 @testable import SIMPClient
 
-/// A room post held for its sender key (docs/E2E.md §15.3) outlives the process that received
+/// A room post held for its sender key (docs/E2E.md §14.3) outlives the process that received
 /// it: it is kept in the device's store, and the next process of the same device and home hands
 /// it over, once, when the key arrives, counted by `simp listen --count`. Real relay, real Redis.
 final class HeldRoomPostRestartTests: StoryProcessTestCase {

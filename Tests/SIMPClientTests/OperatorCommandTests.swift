@@ -39,7 +39,7 @@ final class OperatorCommandTests: RelayTestCase {
         XCTAssertEqual(endedAgain.err, "simp-server sessions end: \(dave) has no session\n")
         XCTAssertEqual(lockMissing.status, 1)
         XCTAssertTrue(lockMissing.err.hasPrefix("simp-server user: no user"), lockMissing.err)
-        // Issue 25 item 13: the ended session tries to log in again once, is refused (locked)
+        // The ended session tries to log in again once, is refused (locked)
         // and stops with that reason, instead of "relay still unreachable" every 30 s.
         let refused = await Eventually.holds(within: .seconds(10)) { await states.all.contains { Self.isLoginRefused($0) } }
         let seen = await states.all

@@ -7,7 +7,7 @@ import SIMPLocalServers
 import SIMPTestSupport
 import XCTest
 
-/// Issue 17's story 6 with real processes: a short outage fails no message. The relay is a
+/// With real processes, a short outage fails no message. The relay is a
 /// `simp-server` process, bob a `simp listen` process, alice the client library; every message
 /// reaches bob once and in order, alice is told delivered for each, and the relay refuses none
 /// for alice's content rate (`simp_rejected_total{reason="message_rate_limited"}`).
@@ -109,7 +109,7 @@ final class OutageTests: StoryProcessTestCase {
         try await relay.addUser(user)
         var configuration = TestRelay.clientConfiguration(user: user, port: port)
         // The client's own policy, not the tests' quick one: with its count limit (maxAttempts
-        // 6, give-up by count as before issue 17) 986 of 3,000 fail in the blackout and 429 of
+        // 6, give-up by count as clients once did) 986 of 3,000 fail in the blackout and 429 of
         // 2,000 in the pause.
         configuration.retransmit = RetransmitPolicy()
         configure(&configuration)

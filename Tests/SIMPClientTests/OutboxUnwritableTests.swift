@@ -3,7 +3,7 @@ import SIMPLocalServers
 import SIMPTestSupport
 import XCTest
 
-/// Issue 25 item 17: when the outbox cannot be written (disk full, read-only `$SIMP_HOME`),
+/// When the outbox cannot be written (disk full, read-only `$SIMP_HOME`),
 /// `simp send` says so once, keeps sending what it could not save, and at exit says which
 /// messages were not delivered and are lost, instead of losing them silently. Tests run as
 /// root, where chmod does not stop writes: a file stands where a directory is expected.

@@ -8,7 +8,7 @@ import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
-/// Issue 29, restrictive networks: one relay listens on several control ports (`simp-server
+/// Restrictive networks: one relay listens on several control ports (`simp-server
 /// --port 7600 --port 443`), the UDP port stays the first one's + 1 (CONNECTED tells the
 /// client), and a client given a list of addresses tries them in order, moving on when a
 /// connection is refused or the login gets no answer.

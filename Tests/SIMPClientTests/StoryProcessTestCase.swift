@@ -5,7 +5,7 @@ import SIMPCore
 import SIMPTestSupport
 import XCTest
 
-/// Issue 17's story tests with real processes: `simp-server` and `simp listen` run as child
+/// Story tests with real processes: `simp-server` and `simp listen` run as child
 /// processes (killed after each test); helpers read what `simp listen` printed.
 class StoryProcessTestCase: ClientHomeTestCase {
     var children: [ChildProcess] = []

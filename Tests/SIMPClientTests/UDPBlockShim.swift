@@ -2,7 +2,7 @@ import Foundation
 import SIMPTestSupport
 
 /// `tools/udp-block/udp-block.c`, the LD_PRELOAD shim that makes a process's network block UDP
-/// while TCP passes (issue 29), compiled once per test run with the system's `cc`.
+/// while TCP passes, compiled once per test run with the system's `cc`.
 enum UDPBlockShim {
     static let source = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -2,7 +2,7 @@ import Foundation
 import SIMPTestSupport
 import XCTest
 
-/// The LD_PRELOAD shim the issue 29 tests run the real `simp` under: the process logs in over
+/// The LD_PRELOAD shim the UDP-blocked tests run the real `simp` under: the process logs in over
 /// TCP, and not one of its datagrams reaches the relay; without the shim they do.
 final class UDPBlockShimTests: StoryProcessTestCase {
     private func datagramsReceived() async throws -> Int { try await relay.server.statistics().datagramsReceived }

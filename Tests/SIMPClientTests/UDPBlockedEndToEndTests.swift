@@ -3,7 +3,7 @@ import NIOCore
 import SIMPTestSupport
 import XCTest
 
-/// Issue 29's bars with the real `simp` on a network that blocks UDP (the LD_PRELOAD shim,
+/// The bars with the real `simp` on a network that blocks UDP (the LD_PRELOAD shim,
 /// `UDPBlockShim`), against a real relay and Redis: `simp send` exits 0 with the message
 /// delivered, and `simp listen` prints it once, whether the sender's UDP is blocked from the
 /// start, the receiver's, or both's.
@@ -53,7 +53,7 @@ final class UDPBlockedEndToEndTests: StoryProcessTestCase {
     }
 
     /// `simp-server sessions` shows each session's datagram path: UDP for a receiver whose
-    /// network passes UDP, TCP for one whose network blocks it (issue 29). The relay writes the
+    /// network passes UDP, TCP for one whose network blocks it. The relay writes the
     /// path to the user's registration when it changes.
     func testSimpServerSessionsShowsEachSessionsPath() async throws {
         let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
@@ -116,7 +116,7 @@ final class UDPBlockedEndToEndTests: StoryProcessTestCase {
     }
 
     /// The receiver's UDP stops about 5 s into a 1,000-message stream (10 ms apart): nothing is
-    /// lost, duplicated or reordered (issue 29's mid-stream bar; its ≤ 3 s stall is for the lab).
+    /// lost, duplicated or reordered (the mid-stream bar; its ≤ 3 s stall is for the lab).
     func testAThousandLinesWithTheReceiversUDPBlockedMidStreamArriveOnceInOrder() async throws {
         try await chatStream(1000, senderBlocked: [:], receiverBlocked: try await UDPBlockShim.environment(afterMs: 5000))
     }

@@ -88,7 +88,7 @@ final class ClientSessionTests: XCTestCase {
         XCTAssertNil(client.controlLost(mayReconnect: true, random: 0.5).reconnect)
     }
 
-    /// Issue 25 item 13: the core, not the shell, decides when reconnecting stops, from error
+    /// The core, not the shell, decides when reconnecting stops, from error
     /// codes: an operator's SESSION_ENDED logs in again, a refused login stops (as a wrong
     /// password at start does), a newer session of the device (ALREADY_CONNECTED) stops.
     func testARefusedLoginOrATakeOverStopsReconnectingAnEndedSessionDoesNot() {
@@ -110,6 +110,22 @@ final class ClientSessionTests: XCTestCase {
         _ = replaced.controlReceived(.error(.alreadyConnected, "a newer session of alice's device \"phone\" took over"), now: t0)
         XCTAssertEqual(replaced.stopped, .takenOver(reason: "a newer session of alice's device \"phone\" took over"))
         XCTAssertNil(replaced.controlLost(mayReconnect: true, random: 0.5).reconnect, "no fight with the newer session")
+    }
+
+    /// After a refused login (a locked user), the user can ask to connect again (`/reconnect`
+    /// once unlocked): the core is no longer stopped, and its backoff starts afresh.
+    func testTheUserCanResumeAStoppedSessionAndOnlyAStoppedOne() {
+        var client = session()
+        XCTAssertFalse(client.resumeAfterStop(), "not stopped: it reconnects by itself")
+        _ = client.registered(keys: keys, now: t0)
+        XCTAssertEqual(client.controlLost(mayReconnect: true, random: 0.5).reconnect?.attempt, 1)
+        _ = client.beginLogin(udpPort: 4000)
+        _ = client.loginReceived(.error(.authFailed, "login failed: your account is locked by the relay's operator"), now: t0)
+        XCTAssertNil(client.connectAttemptFailed(random: 0.5).reconnect)
+
+        XCTAssertTrue(client.resumeAfterStop())
+        XCTAssertNil(client.stopped)
+        XCTAssertEqual(client.connectAttemptFailed(random: 0.5).reconnect?.attempt, 1, "tries again, from the first delay")
     }
 
     func testHelloIsRepeatedUntilTheRelayAnswersIt() {

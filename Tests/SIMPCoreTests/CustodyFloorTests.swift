@@ -3,8 +3,8 @@ import SIMPCore
 import XCTest
 
 /// A message its sender is still sending when later ones of its stream are stored must not be
-/// skipped by the floor the relay raises when it hands the stored ones over (issue 25 item 7;
-/// docs/PROTOCOL.md §6.5, §6.6).
+/// skipped by the floor the relay raises when it hands the stored ones over
+/// (docs/PROTOCOL.md §6.5, §6.6).
 final class CustodyFloorTests: XCTestCase {
     private let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
     private let wall: Int64 = 1_700_000_000_000

@@ -72,7 +72,7 @@ final class InboxCoreTests: XCTestCase {
         XCTAssertEqual(delivered, [entries[0]], "the entry as stored (its text removes it from the store)")
     }
 
-    /// Issue 25 item 5: X (seq 4) was stored while only the phone was known; the laptop became
+    /// X (seq 4) was stored while only the phone was known; the laptop became
     /// known after it, so X never reaches the laptop, and Y (seq 5, floor 4: alice has not heard
     /// X delivered) must not make the laptop wait for it.
     func testALiveEntryToADeviceThatBecameKnownAfterEarlierEntriesOfItsStreamSkipsThem() {

@@ -1,7 +1,7 @@
 import SIMPCore
 import XCTest
 
-/// `simp-server user add` refuses weak passwords (issue 25 item 3) and says why.
+/// `simp-server user add` refuses weak passwords and says why.
 final class PasswordStrengthTests: XCTestCase {
     func testWeakPasswordsAreRefusedWithTheReason() {
         let refused =

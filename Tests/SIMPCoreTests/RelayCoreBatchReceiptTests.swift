@@ -97,7 +97,7 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
         XCTAssertFalse(fastPath(SIMPMessage(kind: .ping, messageId: 1), on: bob, in: &relay).0)
     }
 
-    // MARK: Senders that do not read batches (issue 25 item 11)
+    // MARK: Senders that do not read batches
 
     /// The single receipts a batch stands for, as the relay sends them to an old sender.
     private func singles(of batch: SIMPMessage, from receiver: String) -> [SIMPMessage] {
@@ -145,7 +145,7 @@ final class RelayCoreBatchReceiptTests: XCTestCase {
             singles(of: fromElsewhere, from: "bob").map { .send(alice, $0) })
     }
 
-    // MARK: Datagram copies (issue 25 item 8)
+    // MARK: Datagram copies
 
     func testAReceiptCopyForASenderOnAnotherRelayIsDroppedWithoutCountingItUnroutable() throws {
         var relay = DevRelay()

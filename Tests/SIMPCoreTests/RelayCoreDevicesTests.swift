@@ -191,7 +191,7 @@ final class RelayCoreDevicesTests: XCTestCase {
             "the laptop's receipt removes only the laptop's copy")
     }
 
-    /// Issue 25 item 9: bob is online on his phone and has a second known device (the laptop,
+    /// Bob is online on his phone and has a second known device (the laptop,
     /// offline), so the relay takes custody of alice's message; its STORED says bob is online
     /// (alice's client must not say "offline"). Once the phone is gone too, it no longer does.
     func testStoredForAUserWithOneOfTwoDevicesOnlineSaysTheReceiverIsOnline() throws {

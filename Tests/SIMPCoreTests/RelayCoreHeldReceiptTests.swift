@@ -98,7 +98,7 @@ final class RelayCoreHeldReceiptTests: XCTestCase {
         XCTAssertEqual(relay.control(receipt, on: bob), [.send(alice, receipt)])
     }
 
-    // MARK: Datagram copies (issue 25 item 6)
+    // MARK: Datagram copies
 
     func testTheDatagramCopyOfAHeldReceiptForAStoredMessageStaysWithTheRelay() throws {
         var relay = DevRelay()

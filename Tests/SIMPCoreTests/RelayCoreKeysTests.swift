@@ -7,7 +7,8 @@ import XCTest
 /// fetched with one-time prekeys the store claims, refused when malformed; never read.
 final class RelayCoreKeysTests: XCTestCase {
     private let alice = ConnectionID(1)
-    private let bundle = [UInt8](repeating: 7, count: 165)
+    /// A version 1 bundle as published (docs/E2E.md §3.1): 1, keys, zero one-time prekeys.
+    private let bundle = [1] + [UInt8](repeating: 7, count: 164) + [0, 0]
     private let prekey = [UInt8](repeating: 9, count: 36)
 
     func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() throws {
@@ -66,6 +67,44 @@ final class RelayCoreKeysTests: XCTestCase {
         XCTAssertEqual(relay.answer(.publishKeys(publish, prekeysLeft: 3, change: .unchanged, watchers: ["alice"])), [.send(bob, answer)])
     }
 
+    /// A fetch that finds none of an existing user's bundles (the store lost them, or the user
+    /// never logged in) asks the user's sessions to publish again (KEYS_FETCH, messageId 0,
+    /// device empty); a claim that leaves a device few one-time prekeys asks that device; a user
+    /// connected elsewhere is looked up, and a device fetching its own user's bundles asks no one.
+    func testAFetchThatFindsNoBundleOrFewPrekeysAsksTheUserToPublishAgain() throws {
+        var relay = DevRelay()
+        let bob = ConnectionID(2)
+        try relay.connect("alice", on: alice, port: 5001)
+        try relay.connect("bob", on: bob, port: 5002)
+        let fetch = KeysFetch(user: "bob", skipClaimFor: [], connection: alice, messageId: 5, asker: "alice")
+        var empty = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
+        empty.members = []
+        var askAll = SIMPMessage(kind: .keysFetch, toUser: "bob")
+        askAll.device = ""
+        XCTAssertEqual(relay.answer(.fetchKeys(fetch, [], known: true)), [.send(alice, empty), .send(bob, askAll)])
+
+        let low = [DeviceKeys(device: "phone", bundle: bundle, oneTimePrekey: prekey, prekeysLeft: RelayCore.fewPrekeysLeft - 1)]
+        var answer = SIMPMessage(kind: .keysFetch, messageId: 5, toUser: "bob")
+        answer.members = ["phone"]
+        answer.keyBundles = [bundle]
+        answer.oneTimePrekeys = [prekey]
+        var askPhone = SIMPMessage(kind: .keysFetch, toUser: "bob")
+        askPhone.device = "phone"
+        askPhone.prekeysLeft = UInt32(RelayCore.fewPrekeysLeft - 1)
+        XCTAssertEqual(relay.answer(.fetchKeys(fetch, low, known: true)), [.send(alice, answer), .send(bob, askPhone)])
+        let plenty = [DeviceKeys(device: "phone", bundle: bundle, oneTimePrekey: prekey, prekeysLeft: RelayCore.fewPrekeysLeft)]
+        XCTAssertEqual(relay.answer(.fetchKeys(fetch, plenty, known: true)), [.send(alice, answer)])
+
+        var forCarol = SIMPMessage(kind: .keysFetch, messageId: 6, toUser: "carol")
+        forCarol.members = []
+        let carol = KeysFetch(user: "carol", skipClaimFor: [], connection: alice, messageId: 6, asker: "alice")
+        XCTAssertEqual(relay.answer(.fetchKeys(carol, [], known: true)), [.send(alice, forCarol), .store(.lookup(user: "carol"))])
+        let own = KeysFetch(user: "bob", skipClaimFor: [], connection: bob, messageId: 7, asker: "bob")
+        var ownAnswer = SIMPMessage(kind: .keysFetch, messageId: 7, toUser: "bob")
+        ownAnswer.members = []
+        XCTAssertEqual(relay.answer(.fetchKeys(own, [], known: true)), [.send(bob, ownAnswer)])
+    }
+
     func testMalformedKeyFramesAreRefusedAndNothingIsStored() throws {
         var relay = DevRelay()
         try relay.connect("alice", on: alice, port: 5001)
@@ -76,9 +115,16 @@ final class RelayCoreKeysTests: XCTestCase {
         twoBundles.oneTimePrekeys = []
         twoBundles.keyBundles = [bundle, bundle]
         var huge = twoBundles
-        huge.keyBundles = [[UInt8](repeating: 0, count: RelayCore.maxKeyBundleSize + 1)]
+        huge.keyBundles = [[UInt8](repeating: 0, count: 4097)]
+        // Bundles no client could decode (docs/E2E.md §3.1): the layout without the count (165
+        // bytes), one with prekeys in it, another version, a size between the two published ones.
+        let undecodable = [Array(bundle.prefix(165)), bundle + prekey, [2] + bundle.dropFirst(), bundle + [0]].map {
+            var frame = twoBundles
+            frame.keyBundles = [$0]
+            return frame
+        }
         let roomFetch = SIMPMessage(kind: .keysFetch, messageId: 7, toUser: "#lobby")
-        for frame in [shortPrekey, twoBundles, huge, roomFetch] {
+        for frame in [shortPrekey, twoBundles, huge, roomFetch] + undecodable {
             let actions = relay.control(frame, on: alice)
             XCTAssertFalse(actions.contains { if case .store = $0 { return true } else { return false } }, "\(frame.kind) stored")
             XCTAssertTrue(actions.contains { if case .send(alice, let reply) = $0 { return reply.errorCode == .badRequest } else { return false } })

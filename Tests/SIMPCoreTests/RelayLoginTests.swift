@@ -23,10 +23,13 @@ final class RelayLoginTests: XCTestCase {
     }
 
     /// A wrong proof's answer on `connection`.
-    private func authFailed(_ user: String, on connection: ConnectionID, why: String = "wrong proof", byName: Bool = true) -> [RelayAction] {
+    private func authFailed(
+        _ user: String, on connection: ConnectionID, why: String = "wrong proof", byName: Bool = true,
+        text: String = "login failed: unknown user or wrong password"
+    ) -> [RelayAction] {
         [
             .reject(.authFailed, detail: "login as \"\(user)\" from 192.0.2.10 on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+            .send(connection, .error(.authFailed, text)),
             .store(.recordLogin(LoginOutcome(user: user, host: "192.0.2.10", succeeded: false, byName: byName, policy: FailedLogins.Policy()))),
             .close(connection),
         ]
@@ -123,13 +126,20 @@ final class RelayLoginTests: XCTestCase {
         XCTAssertFalse(core.core.isConnected("nobody"))
     }
 
-    func testALockedUserFailsWithTheWrongPasswordsAnswerEvenWithTheRightOne() {
+    /// A locked user who proves the password is told the account is locked (and can say so);
+    /// a wrong password gets the wrong password's answer, so a guesser learns nothing.
+    func testALockedUserIsToldSoOnlyWithTheRightPassword() {
         var core = relayCore()
-        var alice = client("alice", password: "correct horse")
+        var alice = client("alice", password: "correct horse"), guesser = client("alice", password: "guess")
 
         let locked = login(&alice, to: &core, stored: verifier, locked: true)
+        let guessed = login(&guesser, to: &core, stored: verifier, locked: true)
 
-        XCTAssertEqual(locked.actions, authFailed("alice", on: locked.connection, why: "the user is locked"))
+        XCTAssertEqual(
+            locked.actions,
+            authFailed(
+                "alice", on: locked.connection, why: "the user is locked", text: "login failed: your account is locked by the relay's operator"))
+        XCTAssertEqual(guessed.actions, authFailed("alice", on: guessed.connection))
         var again = client("alice", password: "correct horse")
         guard case .registered? = login(&again, to: &core, stored: verifier).step else { return XCTFail("unlocked, alice logs in") }
     }
@@ -161,7 +171,7 @@ final class RelayLoginTests: XCTestCase {
         }
     }
 
-    /// Issue 25 item 1's bar: a guesser at another address sends six wrong proofs for alice at
+    /// A guesser at another address sends six wrong proofs for alice at
     /// once, then one every 5 s for 60 s; alice, logging in from her own address half a second
     /// after each, gets in every time, and the guesser is slowed down.
     func testAGuesserElsewhereDoesNotKeepTheOwnerOut() {

@@ -2,7 +2,7 @@ import SIMPCore
 import SIMPE2E
 import XCTest
 
-/// Room posts through `E2EMessenger` (docs/E2E.md §15): sender keys travel in pairwise
+/// Room posts through `E2EMessenger` (docs/E2E.md §14): sender keys travel in pairwise
 /// envelopes, a post is sealed once for every member device, and a changed membership makes a
 /// new sender key that only the current members get.
 final class RoomMessengerTests: XCTestCase {

@@ -1,3 +1,4 @@
+import Foundation
 import SIMPCore
 import SIMPE2E
 import XCTest
@@ -63,4 +64,10 @@ func bytes(hex: String) -> [UInt8] {
 // swift-format-ignore: AlwaysUseLowerCamelCase
 func XCTAssertThrows<T>(_ expected: E2EError, _ body: @autoclosure () throws -> T, file: StaticString = #filePath, line: UInt = #line) {
     XCTAssertThrowsError(try body(), file: file, line: line) { XCTAssertEqual($0 as? E2EError, expected, file: file, line: line) }
+}
+
+/// The text of `path` in this repository (docs checked against the code).
+func documentText(_ path: String) throws -> String {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
 }

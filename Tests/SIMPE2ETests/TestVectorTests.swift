@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import XCTest
 
 @testable import SIMPE2E
@@ -167,5 +168,102 @@ final class TestVectorTests: XCTestCase {
                 localUser: "bob", localIdentity: bob.publicKey,
                 remoteUser: "alice", remoteIdentity: alice.publicKey),
             "64302 81187 60743 00921 10560 32124 70575 25727 90166 17946 43091 04415")
+    }
+
+    // MARK: The document's vectors
+
+    /// docs/E2E.md §11 states exactly the vectors computed here, so a reader can check an
+    /// implementation from the document alone (the KEM ciphertext included).
+    func testTheDocumentStatesTheVectorsThisCodeComputes() throws {
+        let (documented, safetyNumber) = try Self.documentedVectors()
+        let computed = try computedVectors()
+        XCTAssertEqual(Set(documented.keys), Set(computed.keys), "labels in docs/E2E.md §11")
+        for (label, value) in computed { XCTAssertEqual(documented[label], value, label) }
+        XCTAssertEqual(
+            safetyNumber,
+            SafetyNumber.compute(localUser: "bob", localIdentity: bob.publicKey, remoteUser: "alice", remoteIdentity: alice.publicKey))
+    }
+
+    /// The §11 values as this code makes them, by the document's labels, in hex.
+    private func computedVectors() throws -> [String: String] {
+        let (prekeys, bundle) = bobPrekeys()
+        var aliceRandom = ScriptedRandom(script: Self.key(0xD0) + Self.key(0xE0))
+        var aliceSession = try RatchetSession.initiate(identity: alice, bundle: bundle, using: &aliceRandom)
+        var values = [
+            "IK_A": hex(alice.publicKey.encoded), "IK_B": hex(bob.publicKey.encoded), "Bob's bundle": hex(bundle.encoded),
+            "root key after Alice's first step": hex(aliceSession.rootKey.bytes),
+            "Alice's first sending chain key": hex(aliceSession.sendingChain!.bytes),
+            "message key of message 1": hex(E2EKDF.chainStep(aliceSession.sendingChain!.bytes).messageKey),
+        ]
+        let first = try aliceSession.encrypt(Array("the eagle lands at midnight".utf8))
+        var bobSession = try RatchetSession.respond(
+            identity: bob, prekeys: prekeys, start: try XCTUnwrap(try PairwiseMessage(encoded: first).start))
+        values["SK"] = hex(bobSession.rootKey.bytes)
+        var bobRandom = ScriptedRandom(script: Self.key(0xF0))
+        _ = try bobSession.decrypt(try PairwiseMessage(encoded: first), now: 0, using: &bobRandom)
+        values["Message 1"] = hex(first)
+        values["Message 2"] = hex(try bobSession.encrypt(Array("roger".utf8)))
+
+        var random = ScriptedRandom(script: [0x04, 0x03, 0x02, 0x01, 0, 0, 0, 0] + Self.key(0x20) + Self.key(0x40))
+        var sender = OutboundSenderKey(roomID: "ops", using: &random)
+        values["Sender key distribution"] = hex(sender.distribution.encoded.bytes)
+        values["Room post"] = hex(sender.encrypt(Array("vault code 4417".utf8)))
+
+        var kemRandom = ScriptedRandom(script: Self.key(0x90) + Self.key(0xB0) + Self.key(0x60) + Self.key(0x80))
+        var kemPrekeys = DevicePrekeys(identity: bob, using: &kemRandom)
+        let oneTime = kemPrekeys.makeOneTimePrekeys(1, using: &kemRandom)
+        kemPrekeys.makeKEMPrekey(identity: bob, using: &kemRandom)
+        let kemBundle = kemPrekeys.bundle(identity: bob, oneTimePrekeys: oneTime)
+        let start = SessionStartFields(
+            initiator: alice.publicKey,
+            baseKey: Array(try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: Self.key(0xD0)).publicKey.rawRepresentation),
+            signedPrekeyID: 1, oneTimePrekeyID: 2, kem: KEMEncapsulation(prekeyID: 3, ciphertext: Self.kemCiphertext), isRecovery: false)
+        values["KEM ciphertext `CT`"] = hex(Self.kemCiphertext)
+        values["SHA-256(CT)"] = hex(Array(SHA256.hash(data: Self.kemCiphertext)))
+        values["SS = Decaps(CT)"] = hex(try kemPrekeys.kemSharedSecret(start.kem!))
+        values["SK with SS"] = hex(try RatchetSession.respond(identity: bob, prekeys: kemPrekeys, start: start).rootKey.bytes)
+        let size = String(kemBundle.encoded.count) // "1,455" as the document writes it
+        values["SHA-256(Bob's bundle with the KEM prekey, \(size.dropLast(3)),\(size.suffix(3)) bytes)"] = hex(
+            Array(SHA256.hash(data: kemBundle.encoded)))
+        return values
+    }
+
+    /// The hex values docs/E2E.md §11 states, by label, and its safety number. A value is a
+    /// `label  hex` line in a code block, a label line followed by an indented hex line, or a
+    /// whole code block after a line `Label (N bytes…):`, whose N is checked.
+    static func documentedVectors() throws -> (values: [String: String], safetyNumber: String) {
+        let text = try documentText("docs/E2E.md")
+        let section = try XCTUnwrap(text.components(separatedBy: "## 11. Test vectors").dropFirst().first?.components(separatedBy: "\n## ").first)
+        var values: [String: String] = [:]
+        var blockLabel: (name: String, bytes: Int)?
+        var pendingLabel: String?
+        var inBlock = false
+        let isHex = { (text: Substring) in !text.isEmpty && text.allSatisfy { $0.isHexDigit && !$0.isUppercase } }
+        for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("```") {
+                if inBlock, let blockLabel {
+                    XCTAssertEqual((values[blockLabel.name]?.count ?? 0) / 2, blockLabel.bytes, "size of \(blockLabel.name)")
+                }
+                if inBlock { blockLabel = nil }
+                inBlock.toggle()
+            } else if !inBlock {
+                guard trimmed.hasSuffix(":"), let open = trimmed.firstIndex(of: "(") else { continue }
+                let size = trimmed[open...].prefix { $0 != " " }.dropFirst().replacingOccurrences(of: ",", with: "")
+                blockLabel = (trimmed[..<open].trimmingCharacters(in: .whitespaces), Int(size) ?? -1)
+            } else if let pending = pendingLabel, isHex(Substring(trimmed)) {
+                values[pending] = trimmed
+                pendingLabel = nil
+            } else if let split = trimmed.range(of: "  "), isHex(trimmed[split.upperBound...].drop { $0 == " " }) {
+                values[String(trimmed[..<split.lowerBound])] = String(trimmed[split.upperBound...].drop { $0 == " " })
+            } else if let blockLabel, isHex(Substring(trimmed)) {
+                values[blockLabel.name, default: ""] += trimmed
+            } else {
+                pendingLabel = trimmed
+            }
+        }
+        let safety = try XCTUnwrap(section.range(of: #"Safety number of .*: `[0-9 ]+`"#, options: .regularExpression))
+        let number = section[safety].split(separator: "`").last!
+        return (values, String(number))
     }
 }

@@ -56,7 +56,7 @@ final class SuiteBarsTests: XCTestCase {
         }
     }
 
-    /// `fault-storm` on the seed of issue 25 item 7: #446, whose first datagram was lost 100 ms
+    /// `fault-storm` on seed 153: #446, whose first datagram was lost 100 ms
     /// before the relay restart, was delivered after 23 later messages that went through the log
     /// (their floor was raised past it while its sender still sent it; docs/PROTOCOL.md §6.6).
     func testFaultStormSeed153KeepsItsOrder() throws {

@@ -3,7 +3,7 @@ import NIOCore
 import SIMPLab
 import XCTest
 
-/// Issue 29's link settings: a network that blocks UDP (from the start, or from a time) or
+/// The link settings of restrictive networks: a network that blocks UDP (from the start, or from a time) or
 /// throttles it, while TCP passes; in scenario JSON and from `simp-lab replay --udp-*`.
 final class UDPFilterTests: XCTestCase {
     private func link(_ filter: LinkConditions.UDPFilter, seed: UInt64 = 7) -> ImpairedLink<Int> {
@@ -73,7 +73,7 @@ final class UDPFilterTests: XCTestCase {
         XCTAssertEqual(UDPOverride().applied(to: scenario), scenario)
     }
 
-    /// Before issue 29's fallback, a blocked sender's messages all fail (the diagnosis the
+    /// Without the fallback to the control connection, a blocked sender's messages all fail (the diagnosis the
     /// issue reports); the TCP control channel stays up throughout. The suite's udp-* bars
     /// hold once datagrams travel over the control channel (`KnownBugs.udpHasNoFallback`).
     func testTheSuiteHasTheUDPScenariosAndTheyRunAndReport() throws {

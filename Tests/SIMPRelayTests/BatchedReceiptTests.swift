@@ -74,7 +74,7 @@ final class BatchedReceiptTests: RelayTestCase {
         XCTAssertGreaterThanOrEqual(frames, count, "one receipt frame per message")
     }
 
-    /// Issue 25 item 11: a sender whose CONNECT does not say it reads batches (a client from
+    /// A sender whose CONNECT does not say it reads batches (a client from
     /// before them) gets a batch from its receiver as single receipts, one per id.
     func testASenderThatDoesNotSayItReadsBatchesGetsSingleReceipts() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")

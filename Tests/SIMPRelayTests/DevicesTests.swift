@@ -105,7 +105,7 @@ final class DevicesTests: XCTestCase {
         XCTAssertTrue(oneShotOpen, "the receiving session of the same device leaves the send-only one alone")
     }
 
-    /// Issue 25 item 5: erin's phone connects and leaves; alice's X (seq 4) is stored for it; a
+    /// Erin's phone connects and leaves; alice's X (seq 4) is stored for it; a
     /// new device, the laptop, connects (it starts after X: X is not for it); alice's Y (seq 5,
     /// floor 4, since X is not delivered yet) is stored and sent to the laptop at once. Its floor
     /// must skip X, or the laptop's receiver holds Y for its whole 30 s hold limit.
@@ -133,7 +133,7 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(phoneGot.map(\.floor), [4, 4])
     }
 
-    /// Issue 25 item 9: bob has two known devices (the laptop has been connected), so the relay
+    /// Bob has two known devices (the laptop has been connected), so the relay
     /// takes custody of alice's message, but bob is online on his phone: alice's client hears
     /// "sent to his devices", not "stored (offline)". Once the phone is gone too, it is stored.
     func testCustodyWhileOneOfTwoDevicesIsOnlineIsNotCalledOffline() async throws {

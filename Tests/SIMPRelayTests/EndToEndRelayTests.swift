@@ -7,7 +7,7 @@ import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
-/// End-to-end encryption through real relays and a real Redis (issue 27): the relay and Redis
+/// End-to-end encryption through real relays and a real Redis: the relay and Redis
 /// carry ciphertext only, while the receiving client reads the text.
 final class EndToEndRelayTests: XCTestCase {
     var cluster: TestRelayCluster!

@@ -7,7 +7,7 @@ import SIMPRedis
 import SIMPTestSupport
 import XCTest
 
-/// Room posts end to end through real relays and a real Redis (issue 27, docs/E2E.md §15).
+/// Room posts end to end through real relays and a real Redis (docs/E2E.md §14).
 extension EndToEndRelayTests {
     /// A room of three on two relays: each member reads the others' posts, while no post is
     /// readable in Redis nor on the relay-Redis link (a post from a client without end-to-end

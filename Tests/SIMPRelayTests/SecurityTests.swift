@@ -124,7 +124,7 @@ final class SecurityTests: RelayTestCase {
         try await assertRejected(.authFailed)
     }
 
-    /// Issue 25 item 1: wrong proofs for bob from 127.0.0.2 (six at once, then one after each
+    /// Wrong proofs for bob from 127.0.0.2 (six at once, then one after each
     /// of bob's logins) slow that address down, while bob, logging in with the real client from
     /// 127.0.0.1 meanwhile, gets in every time.
     func testAGuesserAtAnotherAddressDoesNotKeepTheOwnerOut() async throws {

@@ -1,5 +1,5 @@
 // udp-block: an LD_PRELOAD shim that makes the process's network block UDP while TCP passes,
-// as corporate, hotel and some mobile networks do (issue 29). Every datagram the process sends
+// as corporate, hotel and some mobile networks do. Every datagram the process sends
 // on an IPv4 or IPv6 UDP socket is reported sent and dropped; every datagram that arrives on one
 // is read and handed over empty (zero bytes), so none of its content reaches the process. TCP,
 // Unix sockets and files are untouched.

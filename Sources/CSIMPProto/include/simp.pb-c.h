@@ -140,7 +140,9 @@ typedef enum _Simp__Message__Type {
    */
   SIMP__MESSAGE__TYPE__KEYS_FETCH = 23,
   /*
-   * for each device not named in `members`; relay -> client: the answer, messageId echoed
+   * for each device not named in `members`; relay -> client: the answer, messageId echoed;
+   * with messageId 0 a notice to `toUser`: publish again (`device` empty: a fetch found
+   * none of the user's bundles; else that device has `prekeysLeft` one-time prekeys left)
    * Datagrams over the control channel when UDP does not get through (type 25; docs/PROTOCOL.md §5.5).
    */
   /*
@@ -203,7 +205,7 @@ typedef enum _Simp__Message__ErrorCode {
    * Offline inbox (16-23).
    */
   /*
-   * a stored message was discarded: the receiver's inbox hit its cap
+   * a message was refused, not stored: the receiver's log is full (what it holds stays)
    */
   SIMP__MESSAGE__ERROR_CODE__INBOX_FULL = 16,
   /*
@@ -417,9 +419,12 @@ struct  Simp__Message
    * Devices and sessions (fields 40-49; docs/PROTOCOL.md §4.7).
    */
   /*
-   * AUTH and CONNECT: the client's device name ("" = the user's default device)
+   * AUTH and CONNECT: the client's device name ("" = the user's default device);
    */
   char *device;
+  /*
+   * KEYS_PUBLISH and KEYS_FETCH notices: the device concerned
+   */
   /*
    * CONNECT: this session only sends; it never receives content or stored messages
    */
@@ -489,9 +494,12 @@ struct  Simp__Message
    * KEYS_FETCH answer: one per device, the claimed prekey (empty: none)
    */
   /*
-   * KEYS_PUBLISH answer: one-time prekeys of this device the relay holds now
+   * KEYS_PUBLISH answer: one-time prekeys of this device the relay holds now;
    */
   uint32_t prekeysleft;
+  /*
+   * KEYS_FETCH notice: those `device` has left
+   */
   /*
    * KEYS_PUBLISH notice to the user's own devices: the IP the new device logged in from
    */

@@ -4,8 +4,20 @@ import NIOCore
 /// bundle and one-time prekeys in the store and hands them to senders, one one-time prekey per
 /// device and fetch. It never reads a bundle's contents; it only checks sizes.
 extension RelayCore {
-    /// The largest bundle a device may publish (a bundle with an ML-KEM-768 prekey is 1,483 bytes).
-    public static let maxKeyBundleSize = 4096
+    /// The sizes of a version 1 bundle as KEYS_PUBLISH carries it, without one-time prekeys
+    /// (docs/E2E.md §3.1): version, identity, signed prekey and a zero count (167 bytes), and
+    /// as much again plus a KEM prekey (id, ML-KEM-768 public key, signature: 1,252 bytes).
+    public static let publishedKeyBundleSizes: Set<Int> = [167, 167 + 1252]
+    /// Where a version 1 bundle's one-time prekey count (`u16`) starts.
+    static let keyBundleCountOffset = 165
+
+    /// Whether `bundle` is laid out as a version 1 bundle without one-time prekeys: the relay
+    /// reads no keys, but a bundle no client could decode is refused when published rather than
+    /// handed to senders, which would leave the device out.
+    public static func isPublishableKeyBundle(_ bundle: [UInt8]) -> Bool {
+        publishedKeyBundleSizes.contains(bundle.count) && bundle[0] == 1
+            && bundle[keyBundleCountOffset] == 0 && bundle[keyBundleCountOffset + 1] == 0
+    }
     /// The size of one published one-time prekey: id (u32) ‖ X25519 public key (32).
     public static let oneTimePrekeySize = 36
     /// One-time prekeys one KEYS_PUBLISH may add.
@@ -14,14 +26,15 @@ extension RelayCore {
     /// A KEYS_PUBLISH from `user`'s session on `connection`: the bundle is kept for the
     /// session's device.
     func publishKeys(_ message: SIMPMessage, from user: String, on connection: ConnectionID, into output: inout [RelayAction]) {
-        guard message.keyBundles.count == 1, let bundle = message.keyBundles.first, !bundle.isEmpty, bundle.count <= Self.maxKeyBundleSize,
+        guard message.keyBundles.count == 1, let bundle = message.keyBundles.first, Self.isPublishableKeyBundle(bundle),
             message.oneTimePrekeys.count <= Self.maxOneTimePrekeysPerPublish,
             message.oneTimePrekeys.allSatisfy({ $0.count == Self.oneTimePrekeySize }),
             let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
         else {
             return refuseKeys(
                 message, from: user, on: connection,
-                "KEYS_PUBLISH needs one key bundle of 1-\(Self.maxKeyBundleSize) bytes and at most "
+                "KEYS_PUBLISH needs one version 1 key bundle without one-time prekeys (docs/E2E.md §3.1: 167 bytes, "
+                    + "1,419 with a KEM prekey, count 0) and at most "
                     + "\(Self.maxOneTimePrekeysPerPublish) one-time prekeys of \(Self.oneTimePrekeySize) bytes", into: &output)
         }
         let request = KeysPublish(
@@ -136,10 +149,13 @@ public struct DeviceKeys: Sendable, Equatable {
     public var bundle: [UInt8]
     /// The claimed one-time prekey; nil when none is left or none was asked for.
     public var oneTimePrekey: [UInt8]?
+    /// How many one-time prekeys the device has left after the claim (nil: none was claimed).
+    public var prekeysLeft: Int?
 
-    public init(device: String, bundle: [UInt8], oneTimePrekey: [UInt8]?) {
+    public init(device: String, bundle: [UInt8], oneTimePrekey: [UInt8]?, prekeysLeft: Int? = nil) {
         self.device = device
         self.bundle = bundle
         self.oneTimePrekey = oneTimePrekey
+        self.prekeysLeft = prekeysLeft
     }
 }

@@ -96,7 +96,8 @@ extension RelayCore {
         case .datagram(let bytes):
             guard let header = try? Self.header(of: bytes) else { return }
             noRoute(header, payload: bytes, known: known, sender: waiting.sender, into: &output)
-        case .control(let message) where message.kind == .presence || message.kind == .keysPublish || message.status == .roomDelivered:
+        case .control(let message)
+        where message.kind == .presence || message.kind == .keysPublish || message.kind == .keysFetch || message.status == .roomDelivered:
             break // news for someone who is not connected anywhere: nobody to tell
         case .control(let message):
             output.append(.reject(.receiptUnroutable, detail: "\(message.kind) from \(message.fromUser) for \(user), who is offline"))

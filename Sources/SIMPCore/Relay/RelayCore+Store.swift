@@ -41,6 +41,7 @@ extension RelayCore {
             if change != .unchanged { tellOfNewKeys(request, change, watchers: watchers, now: now, into: &output) }
         case .fetchKeys(let request, let devices, let known):
             keysFetched(request, .success((devices, known)), into: &output)
+            askToPublish(after: request, devices, known: known, now: now, into: &output)
         case .written:
             break
         }

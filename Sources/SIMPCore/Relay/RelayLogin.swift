@@ -144,7 +144,9 @@ public struct RelayLogin: Sendable {
                 let verified = LoginVerification.verify(proof: connect.proof, transcript: transcript, verifier: verifier)
             else { return failed(transcript.user, on: connection, host: host, now: now, shared: shared, why: "wrong proof") }
             guard !locked else {
-                return failed(transcript.user, on: connection, host: host, now: now, shared: shared, why: "the user is locked")
+                // The proof was right: saying "locked" tells nothing to someone without the password.
+                return failed(
+                    transcript.user, on: connection, host: host, now: now, shared: shared, why: "the user is locked", answer: Self.lockedText)
             }
             failures.succeeded(transcript.user, from: host, now: now)
             connected.proof = verified.signature
@@ -183,17 +185,22 @@ public struct RelayLogin: Sendable {
         ]
     }
 
-    /// A wrong proof or a locked user: the same answer whether the user exists or not (the
-    /// reason only in the relay's log); the connection closes and the name backs off at `host`,
-    /// on this relay and (through the store's shared counts) on every other.
+    /// The AUTH_FAILED text for a locked user whose proof was right (docs/PROTOCOL.md §4.2).
+    public static let lockedText = "login failed: your account is locked by the relay's operator"
+
+    /// A wrong proof (the same answer whether the user exists or not, the reason only in the
+    /// relay's log) or, with `answer`, a locked user who proved the password; the connection
+    /// closes and the name backs off at `host`, on this relay and (through the store's shared
+    /// counts) on every other.
     private mutating func failed(
-        _ user: String, on connection: ConnectionID, host: String, now: NIODeadline, shared: SharedLoginFailures, why: String
+        _ user: String, on connection: ConnectionID, host: String, now: NIODeadline, shared: SharedLoginFailures, why: String,
+        answer: String = "login failed: unknown user or wrong password"
     ) -> Step {
         let byName = failures.countsByName(user, from: host, now: now, shared: shared)
         failures.failed(user, from: host, now: now, shared: shared)
         return .actions([
             .reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, "login failed: unknown user or wrong password")),
+            .send(connection, .error(.authFailed, answer)),
             .store(.recordLogin(LoginOutcome(user: user, host: host, succeeded: false, byName: byName, policy: failures.policy))),
             .close(connection),
         ])

@@ -61,8 +61,8 @@ public struct KeyBundleStore: Sendable {
     private static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Every device's bundle, sorted by device, each with a one-time prekey taken from the store
-    /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` per
-    /// device), and whether the user exists (credentials, registered lately, or bundles).
+    /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` and
+    /// one `SCARD` per device: how many it has left), and whether the user exists (credentials, registered lately, or bundles).
     public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool)> {
         var commands = [
             ["HGETALL", Self.bundlesKey(fetch.user)], ["EXISTS", Registry.seenKey(fetch.user)], ["EXISTS", CredentialStore.key(fetch.user)],
@@ -87,13 +87,23 @@ public struct KeyBundleStore: Sendable {
             guard !claims.isEmpty else {
                 return eventLoop.makeSucceededFuture((bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: nil) }, known))
             }
-            return redis.pipeline(claims.map { ["SPOP", Self.prekeysKey(fetch.user, device: $0)] }, on: eventLoop).flatMapThrowing { replies in
+            // Each SPOP is followed by an SCARD: how many the device has left after the claim.
+            let commands = claims.flatMap {
+                [["SPOP", Self.prekeysKey(fetch.user, device: $0)], ["SCARD", Self.prekeysKey(fetch.user, device: $0)]]
+            }
+            return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
                 try Registry.check(replies)
-                var claimed: [String: [UInt8]] = [:]
-                for (device, reply) in zip(claims, replies) {
-                    if let text = reply.string, let prekey = Data(base64Encoded: text) { claimed[device] = Array(prekey) }
+                var claimed: [String: (prekey: [UInt8], left: Int)] = [:]
+                for (index, device) in claims.enumerated() where 2 * index + 1 < replies.count {
+                    if let text = replies[2 * index].string, let prekey = Data(base64Encoded: text) {
+                        claimed[device] = (Array(prekey), Int(replies[2 * index + 1].integer ?? 0))
+                    }
                 }
-                return (bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]) }, known)
+                return (
+                    bundles.map {
+                        DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]?.prekey, prekeysLeft: claimed[$0.0]?.left)
+                    }, known
+                )
             }
         }
     }

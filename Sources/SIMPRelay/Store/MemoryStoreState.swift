@@ -125,7 +125,8 @@ struct MemoryStoreState: Sendable {
             if !fetch.asker.isEmpty { keyWatchers[fetch.user, default: [:]][fetch.asker] = now }
             let devices = (keyBundles[fetch.user] ?? [:]).sorted { $0.key < $1.key }.map { device, bundle in
                 let claimed = fetch.skipClaimFor.contains(device) ? nil : oneTimePrekeys[fetch.user]?[device]?.popLast()
-                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed)
+                let left = claimed == nil ? nil : oneTimePrekeys[fetch.user]?[device]?.count
+                return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed, prekeysLeft: left)
             }
             return .fetchKeys(fetch, devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
         }

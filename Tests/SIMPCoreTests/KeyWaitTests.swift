@@ -1,0 +1,44 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// What a sender does with a direct message after asking for its receiver's devices, and when a
+/// device publishes again (`KeyWait`, `KeyUpkeep`): never unencrypted, never failed for want of
+/// keys while they may still come.
+final class KeyWaitTests: XCTestCase {
+    private let now = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+
+    func testAMessageIsSealedWhenDevicesAreKnownEvenIfTheRelayCannotAnswerNow() {
+        let wait = KeyWait()
+        XCTAssertEqual(wait.decide(after: .devices(count: 2), knownDevices: 0, connected: true, now: now), .seal)
+        XCTAssertEqual(wait.decide(after: .unavailable, knownDevices: 1, connected: true, now: now), .seal)
+        XCTAssertEqual(wait.decide(after: .devices(count: 0), knownDevices: 1, connected: true, now: now), .seal, "the relay lost the bundles")
+        XCTAssertEqual(wait.decide(after: .noSuchUser, knownDevices: 0, connected: true, now: now), .sealForNobody)
+    }
+
+    func testAFailedFetchIsAskedAgainSoonWhileConnectedAndAtTheNextLoginOtherwise() {
+        let wait = KeyWait()
+        XCTAssertEqual(wait.decide(after: .unavailable, knownDevices: 0, connected: true, now: now), .holdForRelay(retry: now + wait.retryAfter))
+        XCTAssertEqual(wait.decide(after: .unavailable, knownDevices: 0, connected: false, now: now), .holdForRelay(retry: nil))
+        XCTAssertFalse(wait.givesUp(heldAt: now, now: now + .seconds(299), giveUpAfter: .minutes(5)))
+        XCTAssertTrue(wait.givesUp(heldAt: now, now: now + .minutes(5), giveUpAfter: .minutes(5)))
+    }
+
+    func testAReceiverWithoutKeysIsWaitedForAndAskedAgainWithinTheRelaysWatchPeriod() {
+        let wait = KeyWait()
+        XCTAssertEqual(
+            wait.decide(after: .devices(count: 0), knownDevices: 0, connected: true, now: now), .waitForFirstKeys(recheck: now + wait.recheckAfter))
+        XCTAssertLessThan(wait.recheckAfter, RelayCore.keyWatchPeriod, "the relay still tells this sender of the receiver's first bundle")
+    }
+
+    func testOneTimePrekeysAreToppedUpBelowHalfAndTheSignedPrekeyRotatesAfterItsPeriod() {
+        let upkeep = KeyUpkeep(oneTimePrekeys: 20)
+        XCTAssertEqual(upkeep.prekeysToAdd(left: 10), 0)
+        XCTAssertEqual(upkeep.prekeysToAdd(left: 9), 11)
+        XCTAssertEqual(upkeep.prekeysToAdd(left: 0), 20)
+        let madeAt: UInt64 = 1_700_000_000_000
+        XCTAssertFalse(upkeep.rotatesSignedPrekey(madeAt: nil, now: madeAt))
+        XCTAssertFalse(upkeep.rotatesSignedPrekey(madeAt: madeAt, now: madeAt + upkeep.signedPrekeyPeriodMillis - 1))
+        XCTAssertTrue(upkeep.rotatesSignedPrekey(madeAt: madeAt, now: madeAt + upkeep.signedPrekeyPeriodMillis))
+    }
+}
