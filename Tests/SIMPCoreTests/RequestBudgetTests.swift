@@ -64,6 +64,25 @@ final class RequestBudgetTests: XCTestCase {
             "a token a second")
     }
 
+    func testAConnectionRefusedAgainSoonAfterIsPausedTwiceAsLong() throws {
+        var relay = relay { $0.budgets[.who] = RateLimit(perSecond: 0.001, burst: 1) }
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        let alice = ConnectionID(1)
+        _ = relay.control(who(1), on: alice)
+        var pause = TimeAmount.milliseconds(50), now = t0
+        for round in 1...3 {
+            XCTAssertEqual(relay.control(who(UInt64(round + 1)), on: alice, now: now).last, .pauseReading(alice), "round \(round)")
+            XCTAssertEqual(relay.tick(now: now + pause - .nanoseconds(1)), [], "round \(round)")
+            XCTAssertEqual(relay.tick(now: now + pause), [.resumeReading(alice)], "round \(round): paused \(pause)")
+            now = now + pause + .milliseconds(10)
+            pause = pause * 2
+        }
+        // Ten seconds without a refusal: the next pause is the first one again.
+        now = now + .seconds(11)
+        XCTAssertEqual(relay.control(who(9), on: alice, now: now).last, .pauseReading(alice))
+        XCTAssertEqual(relay.tick(now: now + .milliseconds(50)), [.resumeReading(alice)])
+    }
+
     func testAUsersBudgetCoversAllItsConnections() throws {
         var relay = relay { $0.budgets[.who] = RateLimit(perSecond: 1, burst: 2) } // per user: 2/s, burst 4
         for (index, device) in ["phone", "laptop", "tablet"].enumerated() {

@@ -47,9 +47,12 @@ final class AbuseTests: XCTestCase {
         let bob = try await RawDevice(user: "bob", password: nil, device: "phone", controlPort: controlPort)
         var publish = SIMPMessage(kind: .keysPublish, messageId: 1)
         publish.keyBundles = [Array(repeating: 7, count: 200)]
-        publish.oneTimePrekeys = (0..<20).map { Self.prekey($0) }
+        publish.oneTimePrekeys = (0..<100).map { Self.prekey($0) }
         try await bob.control.send(publish)
-        let stored = try await Eventually.holds { try await bob.frames(.keysPublish).contains { $0.prekeysLeft == 20 } }
+        publish.messageId = 2
+        publish.oneTimePrekeys = (100..<200).map { Self.prekey($0) }
+        try await bob.control.send(publish)
+        let stored = try await Eventually.holds { try await bob.frames(.keysPublish).contains { $0.prekeysLeft == 200 } }
         let bobReceived = try await bob.control.received()
         XCTAssertTrue(stored, "\(bobReceived)")
         let report = try await underAttack("key-fetch flood", from: "127.0.0.66", user: "mallory") { index in

@@ -15,14 +15,14 @@ public struct RelayLimits: Sendable, Equatable {
     /// Store requests (key fetches and publishes, room and presence requests) of one connection
     /// waiting for their answers; the shell stops reading the connection at this many, and a
     /// request beyond twice this many (already read) is refused.
-    public var maxRequestsInFlight = 16
+    public var maxRequestsInFlight = 64
     /// Each control request kind's budget per connection; a user's budget (over all its
     /// connections on this relay) is twice its connection's.
     public var budgets: [ControlRequestKind: RateLimit] = ControlRequestKind.defaultBudgets
     /// One-time prekeys one user may claim from another user's devices (a KEYS_FETCH of a
     /// user claims one per device): beyond it, fetches of that user are refused, so no one
     /// requester drains anyone's prekeys.
-    public var prekeyClaims = RateLimit(perSecond: 0.1, burst: 10)
+    public var prekeyClaims = RateLimit(perSecond: 1, burst: 100)
 
     public init() {}
 

@@ -410,5 +410,9 @@ extension RelayConfiguration {
             burst: max(connectionLimit.burst, logins.burst))
         maxConnectionsPerHost = max(maxConnectionsPerHost, 4 * clients)
         limits.maxUnauthenticatedPerHost = max(limits.maxUnauthenticatedPerHost, 4 * clients)
+        // The lab measures delivery, not abuse: its clients' control requests are not budgeted.
+        for kind in ControlRequestKind.allCases { limits.budgets[kind] = RateLimit(perSecond: 1e6, burst: 1_000_000) }
+        limits.prekeyClaims = RateLimit(perSecond: 1e6, burst: 1_000_000)
+        limits.maxRequestsInFlight = 1_000_000
     }
 }
