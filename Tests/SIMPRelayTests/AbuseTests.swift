@@ -41,12 +41,16 @@ final class AbuseTests: XCTestCase {
         await redis?.stop()
     }
 
+    /// A bundle laid out as the relay accepts one (docs/E2E.md §3.1: version 1, 167 bytes, a zero
+    /// count); its keys are filler, which the relay does not check.
+    static let bundle: [UInt8] = [1] + Array(repeating: 7, count: 164) + [0, 0]
+
     // MARK: The attacks
 
     func testAKeyFetchFloodThatReadsNothingLeavesOthersAndTheOneTimePrekeysAlone() async throws {
         let bob = try await RawDevice(user: "bob", password: nil, device: "phone", controlPort: controlPort)
         var publish = SIMPMessage(kind: .keysPublish, messageId: 1)
-        publish.keyBundles = [Array(repeating: 7, count: 200)]
+        publish.keyBundles = [Self.bundle]
         publish.oneTimePrekeys = (0..<100).map { Self.prekey($0) }
         try await bob.control.send(publish)
         publish.messageId = 2
@@ -73,7 +77,7 @@ final class AbuseTests: XCTestCase {
     func testAPrekeyPublishFloodIsHeldToItsBudget() async throws {
         let report = try await underAttack("prekey-publish flood", from: "127.0.0.67", user: "mallory") { index in
             var publish = SIMPMessage(kind: .keysPublish, messageId: UInt64(index + 1))
-            publish.keyBundles = [Array(repeating: 7, count: 200)]
+            publish.keyBundles = [Self.bundle]
             publish.oneTimePrekeys = (0..<RelayCore.maxOneTimePrekeysPerPublish).map { Self.prekey(UInt32(index * 100 + $0)) }
             return publish
         }
