@@ -136,7 +136,7 @@ extension ChatSessionTests {
         for line in ChatCommand.helpLines { XCTAssertLessThanOrEqual(DisplayWidth.of(line), 80, line) }
     }
 
-    /// Story 6 of issue 17: a slow relay is news once per slow spell, not a line per message,
+    /// A slow relay is news once per slow spell, not a line per message,
     /// and the messages keep their pending mark (not failed).
     func testMessagesWaitingForReceiptsAreReportedOncePerSlowSpell() {
         start(peer: "dave")

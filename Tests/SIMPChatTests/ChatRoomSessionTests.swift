@@ -46,7 +46,7 @@ extension ChatSessionTests {
         guard case .delivered = session.outgoing[ref].status else { return XCTFail("a late stored undid delivered") }
     }
 
-    /// Issue 25 item 9: the relay took custody because bob has two known devices, but one is
+    /// The relay took custody because bob has two known devices, but one is
     /// online (STORED with receiverOnline): the mark and the follow-up line never say "offline"
     /// nor "stored", and the message counts as settled at the end of input.
     func testCustodyWhileTheReceiverIsOnlineIsNeverCalledOffline() {

@@ -5,8 +5,8 @@ import SIMPCore
 import SIMPTestSupport
 import XCTest
 
-/// What the screen claims must be true: a typing indicator goes away when it expires (issue 25
-/// item 14), and a message is marked read only once its line is on screen (item 15).
+/// What the screen claims must be true: a typing indicator goes away when it expires, and a
+/// message is marked read only once its line is on screen.
 final class ChatScreenTruthTests: XCTestCase, ChatSessionDriving {
     private let now = NIOLockedValueBox<Int64>(1_000)
     var session: ChatSession!

@@ -42,7 +42,7 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try store.load().map(\.id), [1, 2])
     }
 
-    /// Issue 25 item 17: a line torn by a full disk or a crash must not swallow the next one.
+    /// A history line torn by a full disk or a crash must not swallow the next one.
     func testALineAfterATornLastLineIsKept() throws {
         let store = try HistoryStore(directory: directory, user: "alice")
         try store.append(entry(1))
