@@ -124,7 +124,9 @@ final class ServerCommandTests: XCTestCase {
             try await inspector.command(["EXISTS", "simp:relay:\(relayId)"]).integer == 1
         }
         XCTAssertTrue(started, server.standardError)
-        XCTAssertTrue(server.standardError.contains("relay listening"), server.standardError)
+        // The relay registers in Redis before its log line reaches our pipe: wait for the line too.
+        let logged = await Eventually.holds { server.standardError.contains("relay listening") }
+        XCTAssertTrue(logged, server.standardError)
 
         let bob = TestRelay.uniqueUser("bob")
         let add = try ChildProcess(
