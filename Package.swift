@@ -36,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swiftlang/swift-subprocess.git", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -65,6 +66,13 @@ let package = Package(
         .target(
             name: "SIMPE2E",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // Access tokens (JWT, docs/PROTOCOL.md §4.9): the relay's signature check against a JWKS
+        // (jwt-kit), and minting keys and tokens for `simp-server token`. No I/O.
+        .target(
+            name: "SIMPTokens",
+            dependencies: [
+                "SIMPCore", .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         // SwiftNIO glue shared by the relay, the client and the bench: control-channel framing handlers.
         .target(
             name: "SIMPNIO",
@@ -102,7 +110,7 @@ let package = Package(
         .target(
             name: "SIMPRelay",
             dependencies: [
-                "SIMPCore", "SIMPNIO", "SIMPRedis",
+                "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPTokens",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -195,7 +203,7 @@ let package = Package(
         .executableTarget(
             name: "simp-server",
             dependencies: [
-                "SIMPRelay", "SIMPCommandLine", "SIMPCore", "SIMPRedis",
+                "SIMPRelay", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTokens",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -255,6 +263,7 @@ let package = Package(
             dependencies: ["SIMPCore", "SIMPCoreTestKit", .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "SIMPTokensTests", dependencies: ["SIMPTokens", "SIMPCore"]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPRedisTests",
@@ -263,7 +272,7 @@ let package = Package(
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz",
+            dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPTokens",
                            "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),

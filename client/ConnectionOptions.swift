@@ -31,6 +31,22 @@ struct ConnectionOptions: ParsableArguments {
         ))
     var passwordFile: String?
 
+    @Option(
+        name: .customLong("token-file"),
+        help: ArgumentHelp(
+            "Log in with the access token (JWT) in this file instead of a password; read again to renew it.",
+            discussion:
+                "The relay must be started with --jwks. Before the token expires simp reads the file again and hands the relay the new token on the same connection. Without --token-file or --token-command, a token in the SIMP_TOKEN environment variable is used (it cannot be renewed)."
+        ))
+    var tokenFile: String?
+
+    @Option(
+        name: .customLong("token-command"),
+        help: ArgumentHelp(
+            "Log in with the access token this shell command prints; run again shortly before the token expires.",
+            discussion: "As git's and kubectl's credential helpers: the command prints a token on standard output and exits 0."))
+    var tokenCommand: String?
+
     @Flag(
         help: ArgumentHelp(
             "TLS on the control channel: the relay's certificate must be valid for the HOST of --server.",
@@ -66,6 +82,7 @@ struct ConnectionOptions: ParsableArguments {
     func validate() throws {
         do { _ = try MessageFormatting.parseServers(server) } catch { throw ValidationError("\(error)") }
         guard !user.isEmpty else { throw ValidationError("--user must not be empty") }
+        if tokenFile != nil, tokenCommand != nil { throw ValidationError("--token-file and --token-command: give one of them") }
         if let device, let problem = DeviceName.problem(with: device) { throw ValidationError("--device: \(problem)") }
         guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -106,7 +123,10 @@ struct ConnectionOptions: ParsableArguments {
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         configuration.endToEnd = EndToEndSettings(home: home, allowUnencrypted: noE2E)
         configure(&configuration)
-        do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
+        configuration.accessToken = accessToken
+        if configuration.accessToken == nil {
+            do { configuration.password = try PasswordInput.read(file: passwordFile) } catch { fail("simp: \(error)") }
+        }
         do {
             return try await Self.connect(configuration)
         } catch SIMPClientError.rejected(.authFailed, LoginClient.Failure.passwordRequired.description) {
@@ -119,6 +139,15 @@ struct ConnectionOptions: ParsableArguments {
         } catch {
             fail("simp: \(error)")
         }
+    }
+
+    /// Where the access token comes from: --token-command, --token-file, else SIMP_TOKEN; nil:
+    /// log in with a password.
+    var accessToken: AccessTokenSource? {
+        if let tokenCommand { return .command(tokenCommand) }
+        if let tokenFile { return .file(tokenFile) }
+        if let token = ProcessInfo.processInfo.environment["SIMP_TOKEN"], !token.isEmpty { return .fixed(token) }
+        return nil
     }
 
     private static func connect(_ configuration: ClientConfiguration) async throws -> SIMPClient {

@@ -419,7 +419,7 @@ struct Listen: AsyncParsableCommand {
                 guard case .offline = state else { continue }
                 switch await client.stopped {
                 case .takenOver?: Foundation.exit(Listen.takenOverStatus)
-                case .loginRefused?: Foundation.exit(1) // said on the line above; retrying cannot help
+                case .loginRefused?, .tokenExpired?: Foundation.exit(1) // said on the line above; retrying cannot help
                 case nil: break
                 }
             }

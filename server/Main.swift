@@ -39,7 +39,7 @@ enum SIMPServerMain {
         if !arguments.contains(where: { informational.contains($0) || $0.hasPrefix("--generate-completion-script") }) {
             do { arguments = try configured(arguments) } catch { printError("simp-server: \(error)"); exit(1) }
         }
-        if arguments.first != "user", arguments.first != "sessions", arguments.contains("--print-config") {
+        if !["user", "sessions", "token"].contains(arguments.first ?? ""), arguments.contains("--print-config") {
             printSettings(arguments)
         }
         await SIMPServerCommand.main(arguments)
@@ -62,6 +62,8 @@ enum SIMPServerMain {
         if arguments.first == "user" { // user add|remove|list|lock|unlock take only --redis
             keys = ["redis": .value]
             at = min(2, arguments.count)
+        } else if arguments.first == "token" { // token keygen|issue read no settings
+            return arguments
         } else if arguments.first == "sessions" { // sessions [list|end] take only --redis
             keys = ["redis": .value]
             at = arguments.count > 1 && ["list", "end"].contains(arguments[1]) ? 2 : 1

@@ -37,6 +37,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
               simp-server serve [<options>]
               simp-server user add|remove|list|lock|unlock ...
               simp-server sessions [list|end USER] ...
+              simp-server token keygen|issue ...
             """,
         discussion: """
             `simp-server [options]` runs the relay with the options below (`simp-server serve \
@@ -49,7 +50,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
             the result.
             """,
         version: SIMPVersion.current,
-        subcommands: [Serve.self, UserCommand.self, SessionsCommand.self],
+        subcommands: [Serve.self, UserCommand.self, SessionsCommand.self, TokenCommand.self],
         defaultSubcommand: Serve.self)
 
     /// `--help` with the relay's options (the default subcommand's), which the parser's own
@@ -236,6 +237,10 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup
     var limitOptions: LimitOptions
 
+    /// Access-token logins (docs/OPERATIONS.md, "Access tokens").
+    @OptionGroup
+    var tokenOptions: TokenOptions
+
     func validate() throws {
         guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1-256") }
         guard messageRate > 0, connectionRate > 0, loginRate > 0 else {
@@ -295,6 +300,8 @@ struct Serve: AsyncParsableCommand {
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
         configuration.requireLogin = !noLogin
+        configuration.accessTokens = tokenOptions.settings
+        configuration.passwordLogin = !tokenOptions.noPasswordLogin
         if let tlsCert, let tlsKey { configuration.tls = ControlTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
         configuration.messageLimit = RelayCore.Configuration.defaultMessageLimit.scaled(toPerSecond: messageRate)
         configuration.connectionLimit = RelayCore.Configuration.defaultConnectionLimit.scaled(toPerSecond: connectionRate)

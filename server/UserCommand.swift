@@ -6,12 +6,12 @@ import SIMPCore
 import SIMPRedis
 import SIMPRelay
 
-/// `simp-server user add|remove|list|lock|unlock`: the users who may log in, kept in Redis.
+/// `simp-server user add|remove|list|lock|unlock|deny-tokens`: the users who may log in, kept in Redis.
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage the users who may log in (stored in Redis as salted verifiers, never as passwords).",
-        subcommands: [Add.self, Remove.self, List.self, Lock.self, Unlock.self])
+        subcommands: [Add.self, Remove.self, List.self, Lock.self, Unlock.self, DenyTokens.self])
 
     struct RedisOption: ParsableArguments {
         @Option(

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[23] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[24] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -77,11 +77,12 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[23] =
   { "KEYS_PUBLISH", "SIMP__MESSAGE__TYPE__KEYS_PUBLISH", 22 },
   { "KEYS_FETCH", "SIMP__MESSAGE__TYPE__KEYS_FETCH", 23 },
   { "DATAGRAM", "SIMP__MESSAGE__TYPE__DATAGRAM", 25 },
+  { "TOKEN_REFRESH", "SIMP__MESSAGE__TYPE__TOKEN_REFRESH", 26 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 22},{0, 23}
+{0, 0},{15, 13},{25, 22},{0, 24}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[23] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[24] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -104,6 +105,7 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[23
   { "ROOM_LEAVE", 14 },
   { "ROOM_MEMBERS", 15 },
   { "TEXT", 0 },
+  { "TOKEN_REFRESH", 23 },
   { "TYPING", 16 },
   { "WHO", 18 },
 };
@@ -114,15 +116,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  23,
+  24,
   simp__message__type__enum_values_by_number,
-  23,
+  24,
   simp__message__type__enum_values_by_name,
   3,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[17] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[21] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -141,11 +143,15 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
   { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
   { "LIMIT_REACHED", "SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED", 19 },
+  { "TOKEN_REFUSED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_REFUSED", 20 },
+  { "TOKEN_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_EXPIRED", 21 },
+  { "TOKEN_NOT_ACCEPTED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_NOT_ACCEPTED", 22 },
+  { "TOKEN_SESSION_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED", 23 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{0, 17}
+{0, 0},{16, 13},{0, 21}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[17] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[21] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
@@ -162,6 +168,10 @@ static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_n
   { "RATE_LIMITED", 10 },
   { "SENDER_MISMATCH", 11 },
   { "SESSION_ENDED", 12 },
+  { "TOKEN_EXPIRED", 18 },
+  { "TOKEN_NOT_ACCEPTED", 19 },
+  { "TOKEN_REFUSED", 17 },
+  { "TOKEN_SESSION_EXPIRED", 20 },
   { "UNKNOWN_RECIPIENT", 1 },
   { "UNSUPPORTED_VERSION", 5 },
 };
@@ -172,9 +182,9 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  17,
+  21,
   simp__message__error_code__enum_values_by_number,
-  17,
+  21,
   simp__message__error_code__enum_values_by_name,
   2,
   simp__message__error_code__value_ranges,
@@ -240,7 +250,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[52] =
 {
   {
     "version",
@@ -842,6 +852,30 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "token",
+    75,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tokenExpires",
+    76,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, tokenexpires),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -891,18 +925,21 @@ static const unsigned simp__message__field_indices_by_name[] = {
   15,   /* field[15] = stream */
   2,   /* field[2] = time */
   6,   /* field[6] = toUser */
+  50,   /* field[50] = token */
+  51,   /* field[51] = tokenExpires */
   7,   /* field[7] = type */
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[5 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[6 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
   { 60, 44 },
   { 69, 48 },
-  { 0, 50 }
+  { 75, 50 },
+  { 0, 52 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -912,10 +949,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  50,
+  52,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  5,  simp__message__number_ranges,
+  6,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -17,6 +17,9 @@ public struct ClientConfiguration: Sendable {
     /// The user's password (nil for a relay that does not authenticate). It never goes on the
     /// wire: the login proves it by challenge-response (docs/PROTOCOL.md §3).
     public var password: String?
+    /// Log in with an access token from here instead of a password, and renew it on the same
+    /// connection before it expires (docs/PROTOCOL.md §4.9); nil: password login.
+    public var accessToken: AccessTokenSource?
     /// The device this session runs on, sent in AUTH and CONNECT (docs/PROTOCOL.md §4.7): a
     /// newer session of the same device replaces this one; other devices are untouched. Empty:
     /// the user's default device on the relay. `DeviceLock` picks one for command-line clients.

@@ -71,7 +71,12 @@ extension ClientEngine {
             case .success(let channel):
                 handshake?.channel = channel
                 let udpPort = configuration.advertisedUDPPort ?? datagrams?.localAddress?.port ?? 0
-                channel.writeAndFlush(session.beginLogin(udpPort: udpPort), promise: nil)
+                fetchToken().assumeIsolated().whenComplete { [self] token in
+                    switch token {
+                    case .success(let token): channel.writeAndFlush(session.beginLogin(udpPort: udpPort, token: token), promise: nil)
+                    case .failure(let error): promise.fail(SIMPClientError.rejected(.tokenRefused, "\(error)"))
+                    }
+                }
                 schedule(in: configuration.connectTimeout) {
                     promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                 }
@@ -94,6 +99,7 @@ extension ClientEngine {
         relayDatagramAddress = configuration.datagramTarget ?? relayUDP
         logger.debug("connected", metadata: ["relay": "\(accepted.relayId)", "udp": "\(relayDatagramAddress!)"])
         onStateChange(.connected(relayId: accepted.relayId))
+        if accepted.tokenExpires > 0 { tokenSessionStarted(expires: accepted.tokenExpires) }
         carryOut(output)
         sealHeldMessages()
         endToEnd?.loggedInAgain(via: self)

@@ -33,6 +33,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// The registered control connection, and one still logging in.
     package internal(set) var control: Channel?
     var handshake: (channel: Channel?, promise: EventLoopPromise<(SIMPMessage, ClientSession.Output)>)?
+    /// The access token's renewal on the registered connection (docs/PROTOCOL.md §4.9).
+    var tokenRenewal = TokenRenewalState()
     var relayDatagramAddress: SocketAddress?
     /// Index in `configuration.servers` of the relay to connect to next.
     var serverIndex = 0
@@ -199,6 +201,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             return
         }
         guard channel === control else { return }
+        if tokenRefreshAnswered(message) { return }
         if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
         if message.kind == .keysFetch, message.messageId == 0 { return endToEnd?.askedToPublish(message, via: self) ?? () }
         if session.isReply(message) {
@@ -247,6 +250,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         }
         guard channel === control else { return }
         control = nil
+        tokenRenewal.cancel()
+        if case .tokenExpired(let reason)? = session.stopped {
+            carryOut(session.controlLost(mayReconnect: false, random: environment.random()))
+            return stop(because: Self.tokenExpiredAdvice(reason, source: configuration.accessToken))
+        }
         let mayReconnect = configuration.reconnect != nil && !closedByUser && !takenOver
         if mayReconnect {
             logger.info("lost the relay; reconnecting")

@@ -108,6 +108,7 @@ public enum MessageFormatting {
         case .datagram: return "DATAGRAM"
         case .keysPublish: return "KEYS_PUBLISH"
         case .keysFetch: return "KEYS_FETCH"
+        case .tokenRefresh: return "TOKEN_REFRESH"
         }
     }
 

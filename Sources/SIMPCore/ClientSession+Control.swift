@@ -79,6 +79,8 @@ extension ClientSession {
             }
         case .error where message.errorCode == .alreadyConnected && message.messageId == 0:
             stopped = .takenOver(reason: message.errorText) // the relay closes the connection next
+        case .error where message.errorCode == .tokenSessionExpired && message.messageId == 0:
+            stopped = .tokenExpired(reason: message.errorText) // the relay closes the connection next
         case .error where message.errorCode == .rateLimited:
             throttleNotices += 1 // the message stays pending: sent again when the pacer allows
             sender.rateLimited(messageId: message.messageId, retryAfter: .milliseconds(Int64(message.retryAfterMillis)), now: now)

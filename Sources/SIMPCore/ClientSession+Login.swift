@@ -15,11 +15,29 @@ extension ClientSession {
     }
 
     /// A control connection is open: the AUTH frame that starts logging in. `udpPort` is the
-    /// port CONNECT will register.
-    public mutating func beginLogin(udpPort: Int) -> SIMPMessage {
+    /// port CONNECT will register. With an access `token`, the first frame is a CONNECT that
+    /// carries it instead (docs/PROTOCOL.md §4.9); the relay's CONNECTED holds the session secret.
+    public mutating func beginLogin(udpPort: Int, token: String? = nil) -> SIMPMessage {
+        if let token {
+            phase = .loggingIn(LoginAttempt(clientNonce: [], udpPort: udpPort))
+            var connect = SIMPMessage(kind: .connect, fromUser: configuration.user)
+            connect.udpPort = UInt32(udpPort)
+            connect.acceptsBatchReceipts = true
+            connect.token = token
+            return namingDevice(connect)
+        }
         let (auth, nonce) = login.start()
         phase = .loggingIn(LoginAttempt(clientNonce: nonce, udpPort: udpPort))
         return namingDevice(auth)
+    }
+
+    /// A TOKEN_REFRESH frame giving the registered session the new access `token`; its answer
+    /// (or ERROR) carries the frame's id.
+    public mutating func tokenRefresh(_ token: String) -> SIMPMessage {
+        var refresh = SIMPMessage(kind: .tokenRefresh, messageId: nextRequestId, fromUser: configuration.user)
+        refresh.token = token
+        nextRequestId += 1
+        return refresh
     }
 
     /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
@@ -51,6 +69,9 @@ extension ClientSession {
             if let configured = configuration.pacing { // at 90 % of the rate the relay announced, if it did
                 sender.pace(under: SendPacer.limit(announced: message.messageRateLimit, otherwise: configured), now: now)
             }
+            guard pending.transcript != nil || message.sessionSecret.count == 32 else {
+                return .refused(code: .authFailed, reason: LoginClient.Failure.relayNotAuthentic.description)
+            }
             do {
                 let keys = try login.accept(message, transcript: pending.transcript)
                 return .registered(connected: message, output: registered(keys: keys, now: now, relayBatchesReceipts: message.batchReceipts))
@@ -59,7 +80,9 @@ extension ClientSession {
             }
         case .error:
             phase = .disconnected
-            if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
+            if message.errorCode == .authFailed || message.errorCode.refusesToken {
+                stopped = .loginRefused(reason: message.errorText) // the same password or token cannot succeed
+            }
             return .refused(code: message.errorCode, reason: message.errorText)
         default:
             return nil

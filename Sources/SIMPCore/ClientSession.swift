@@ -148,6 +148,9 @@ public struct ClientSession: Sendable {
         /// The relay refused a login (ERROR AUTH_FAILED: wrong password, no such user, or the
         /// user is locked): trying again with the same password cannot succeed.
         case loginRefused(reason: String)
+        /// The relay ended the session because its access token expired without a new one
+        /// (ERROR TOKEN_SESSION_EXPIRED): logging in again needs a new token.
+        case tokenExpired(reason: String)
     }
 
     /// Set once the session has stopped for good; nil while it keeps (re)connecting. An

@@ -16,6 +16,9 @@ public struct SIMPMessage: Equatable, Sendable {
         case datagram = 25
         /// End-to-end key bundles (docs/PROTOCOL.md §4.8): publish this device's, fetch a user's.
         case keysPublish = 22, keysFetch = 23
+        /// A new access token for the session (`token`), and the relay's answer (`tokenExpires`;
+        /// docs/PROTOCOL.md §4.9).
+        case tokenRefresh = 26
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -39,6 +42,15 @@ public struct SIMPMessage: Equatable, Sendable {
         /// Refused: it would exceed a bound on what the relay keeps (rooms one user is in,
         /// members of one room; docs/OPERATIONS.md §10).
         case limitReached = 19
+        /// An access token was refused (wrong key or signature, audience, issuer or user, not
+        /// valid yet, revoked; docs/PROTOCOL.md §4.9); the text says which.
+        case tokenRefused = 20
+        /// An access token presented after its expiry.
+        case tokenExpired = 21
+        /// This relay takes no access tokens, or not over plain TCP from this address.
+        case tokenNotAccepted = 22
+        /// The session's access token expired without a new one: the relay ended the session.
+        case tokenSessionExpired = 23
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
@@ -147,6 +159,12 @@ public struct SIMPMessage: Equatable, Sendable {
     public var receiverOnline: Bool = false
     /// DATAGRAM only: one sealed datagram, byte for byte as it would cross UDP (docs/PROTOCOL.md §5.5).
     public var datagram: [UInt8] = []
+    /// CONNECT: log in with this access token (a JWT); TOKEN_REFRESH: the session's new token
+    /// (docs/PROTOCOL.md §4.9). Never logged.
+    public var token: String = ""
+    /// CONNECTED and the TOKEN_REFRESH answer: when the session's token expires, in ms since
+    /// the epoch (0: the session has no token).
+    public var tokenExpires: Int64 = 0
     /// Content messages: the end-to-end envelope (docs/E2E.md §11); `content`, `imageURL` and
     /// `imageScale` travel only inside it. Opaque to the relay. Empty: not end-to-end encrypted.
     public var e2ePayload: [UInt8] = []

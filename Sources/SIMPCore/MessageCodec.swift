@@ -105,6 +105,8 @@ public enum MessageCodec {
         message.acceptsBatchReceipts = c.acceptsbatchreceipts != 0
         message.receiverOnline = c.receiveronline != 0
         message.datagram = byteArray(c.datagram)
+        message.token = string(c.token)
+        message.tokenExpires = c.tokenexpires
         message.e2ePayload = byteArray(c.e2epayload)
         message.keyBundles = (0..<c.n_keybundles).map { byteArray(c.keybundles[$0]) }
         message.oneTimePrekeys = (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
@@ -146,7 +148,7 @@ public enum MessageCodec {
         let fromUser = strings.add(message.fromUser), toUser = strings.add(message.toUser)
         let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
         let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
-        let loginAddress = strings.add(message.loginAddress)
+        let loginAddress = strings.add(message.loginAddress), token = strings.add(message.token)
         let memberOffsets = message.members.map { strings.add($0) }
         // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
         var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
@@ -200,6 +202,8 @@ public enum MessageCodec {
                 c.lastseen = message.lastSeen
                 c.device = base + device
                 c.loginaddress = base + loginAddress
+                c.token = base + token
+                c.tokenexpires = message.tokenExpires
                 c.sendonly = message.sendOnly ? 1 : 0
                 c.batchreceipts = message.batchReceipts ? 1 : 0
                 c.held = message.held ? 1 : 0

@@ -67,6 +67,11 @@ public struct RelayConfiguration: Sendable {
     /// Whether users must log in with a password (docs/PROTOCOL.md §3). Turning it off is for
     /// development only: anyone can then claim any user, and the relay says so loudly.
     public var requireLogin = true
+    /// Whether users may log in with a password; false: only access tokens (`--no-password-login`).
+    public var passwordLogin = true
+    /// Access-token logins (docs/PROTOCOL.md §4.9): the JWKS file and the claims required; nil:
+    /// the relay takes no tokens.
+    public var accessTokens: AccessTokenSettings?
     /// Content datagrams accepted per user (a token bucket: rate and burst).
     public var messageLimit = RelayCore.Configuration.defaultMessageLimit
     /// New control connections accepted per IP address.
@@ -92,6 +97,12 @@ public struct RelayConfiguration: Sendable {
     func coreConfiguration() -> RelayCore.Configuration {
         var core = RelayCore.Configuration(relayId: relayId, udpPort: 0)
         core.requireLogin = requireLogin
+        core.passwordLogin = passwordLogin
+        if let tokens = accessTokens {
+            core.tokens = AccessTokenPolicy(
+                audience: tokens.audience, issuer: tokens.issuer, leewayMillis: tokens.leewayMillis,
+                loopbackOnly: tls == nil && !tokens.allowWithoutTLS)
+        }
         core.messageLimit = messageLimit
         core.connectionLimit = connectionLimit
         core.maxConnectionsPerHost = maxConnectionsPerHost

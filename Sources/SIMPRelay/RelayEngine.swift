@@ -76,6 +76,7 @@ package final class RelayEngine {
     ) {
         self.now = clock
         self.core = core
+        self.core.anchorWallClock(WallClock.millisecondsSinceEpoch(), at: clock())
         self.store = store
         self.eventLoop = eventLoop
         self.logger = logger
@@ -120,7 +121,13 @@ package final class RelayEngine {
 
     /// The sockets are bound: the core learns the UDP port and announces the relay.
     package func listening(udpPort: Int, description: String) {
+        core.anchorWallClock(WallClock.millisecondsSinceEpoch(), at: now())
         handle { $0.listening(udpPort: udpPort, description: description, now: now(), into: &$1) }
+    }
+
+    /// The access-token key set was reloaded: tokens are checked with `verifier` from now on.
+    package func replaceTokenVerifier(_ verifier: any AccessTokenVerifier) {
+        core.replaceTokenVerifier(verifier)
     }
 
     /// Starts the graceful drain; the future completes when the core says it is over.
@@ -323,7 +330,8 @@ package final class RelayEngine {
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
             // Failed logins are worth an operator's attention; the rest is routine noise.
-            let level: Logger.Level = reason == .authFailed || reason == .loginRateLimited ? .notice : .debug
+            let noticed: Set<RejectReason> = [.authFailed, .loginRateLimited, .tokenRefused, .tokenNotAccepted, .tokenSessionExpired]
+            let level: Logger.Level = noticed.contains(reason) ? .notice : .debug
             logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         case .store(let request):
             ask(request)
@@ -434,6 +442,7 @@ package final class RelayEngine {
         timer = eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             timer = nil
             timerDeadline = nil
+            core.anchorWallClock(WallClock.millisecondsSinceEpoch(), at: now()) // access tokens' times are wall-clock times
             handle { $0.tick(now: now(), into: &$1) }
             flushOutsideReads()
         }

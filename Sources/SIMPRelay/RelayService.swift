@@ -116,6 +116,16 @@ public final class RelayService: Service, Sendable {
         do { coreConfiguration.decoySecret = try await store.decoySecret() } catch {
             throw RelayStartError("could not read or create the decoy secret at \(configuration.redisEndpoint): \(error)")
         }
+        let tokenKeys = configuration.accessTokens.map { AccessTokenKeys(settings: $0, logger: configuration.logger) }
+        if let tokenKeys {
+            let verifier = try await tokenKeys.load()
+            coreConfiguration.tokens?.verifier = verifier
+            if (configuration.shard?.index ?? 0) == 0 {
+                configuration.logger.notice(
+                    "access tokens accepted",
+                    metadata: ["jwks": "\(configuration.accessTokens?.jwksPath ?? "")", "keys": "\(verifier.keyIds.joined(separator: ","))"])
+            }
+        }
         let factory: MetricsFactory = metricsRegistry.map(RelayPrometheus.factory) ?? MetricsSystem.factory
         let engine = try await eventLoop.submit { [configuration, coreConfiguration, store, eventLoop] in
             NIOLoopBound(
@@ -150,7 +160,10 @@ public final class RelayService: Service, Sendable {
                 "udp": "\(AddressText.format(sockets.addresses.datagram) ?? "?")",
                 "redis": "\(configuration.redisEndpoint)", "relay": "\(configuration.relayId)",
             ])
-        return RunningRelay(configuration: configuration, engine: engine, sockets: sockets)
+        let keyWatch = tokenKeys.map { keys in
+            Task { await keys.watch { verifier in engine.eventLoop.execute { engine.value.replaceTokenVerifier(verifier) } } }
+        }
+        return RunningRelay(configuration: configuration, engine: engine, sockets: sockets, keyWatch: keyWatch)
     }
 }
 
@@ -178,11 +191,14 @@ private struct RunningRelay: Sendable {
     let configuration: RelayConfiguration
     let engine: NIOLoopBound<RelayEngine>
     let sockets: RelaySockets
+    /// Reloads the access-token keys (nil: the relay takes no tokens).
+    let keyWatch: Task<Void, Never>?
     var addresses: RelayAddresses { sockets.addresses }
 
     /// Stops accepting, drains (the core ends it: quiet period, no clients, or its timeout),
     /// withdraws the registrations and closes the sockets.
     func stopGracefully() async {
+        keyWatch?.cancel()
         await sockets.stopListening()
         try? await engine.eventLoop.flatSubmit { engine.value.drain() }.get()
         let registrations = (try? await engine.eventLoop.submit { engine.value.statistics.connectedUsers }.get()) ?? 0
@@ -196,6 +212,7 @@ private struct RunningRelay: Sendable {
     }
 
     func crash() async {
+        keyWatch?.cancel()
         try? await engine.eventLoop.submit { engine.value.crash() }.get()
         await sockets.close()
         configuration.logger.notice("relay stopped without draining", metadata: ["relay": "\(configuration.relayId)"])

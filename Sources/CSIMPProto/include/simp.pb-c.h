@@ -148,7 +148,14 @@ typedef enum _Simp__Message__Type {
   /*
    * either side, TCP: `datagram` is one sealed datagram, exactly as it would cross UDP
    */
-  SIMP__MESSAGE__TYPE__DATAGRAM = 25
+  SIMP__MESSAGE__TYPE__DATAGRAM = 25,
+  /*
+   * Access tokens (types 26-27; docs/PROTOCOL.md §4.9).
+   */
+  /*
+   * client -> relay, TCP: `token` replaces the session's access token before it expires;
+   */
+  SIMP__MESSAGE__TYPE__TOKEN_REFRESH = 26
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -219,7 +226,26 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * refused: it would exceed a bound on what the relay keeps (rooms per user, members per room)
    */
-  SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED = 19
+  SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED = 19,
+  /*
+   * Access tokens (20-23; docs/PROTOCOL.md §4.9).
+   */
+  /*
+   * an access token was refused: wrong key or signature, audience, issuer, user, not valid yet, revoked
+   */
+  SIMP__MESSAGE__ERROR_CODE__TOKEN_REFUSED = 20,
+  /*
+   * an access token presented after its expiry (exp)
+   */
+  SIMP__MESSAGE__ERROR_CODE__TOKEN_EXPIRED = 21,
+  /*
+   * this relay takes no access tokens, or not over plain TCP from this address
+   */
+  SIMP__MESSAGE__ERROR_CODE__TOKEN_NOT_ACCEPTED = 22,
+  /*
+   * the session's access token expired without a new one: the relay ends the session
+   */
+  SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED = 23
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*
@@ -468,6 +494,21 @@ struct  Simp__Message
    */
   ProtobufCBinaryData datagram;
   /*
+   * Access tokens (fields 75-79; docs/PROTOCOL.md §4.9).
+   */
+  /*
+   * CONNECT: log in with this access token (a JWT) instead of AUTH/CHALLENGE;
+   */
+  char *token;
+  /*
+   * TOKEN_REFRESH: the session's new access token
+   */
+  /*
+   * CONNECTED and the TOKEN_REFRESH answer: ms since the epoch when the session's
+   */
+  int64_t tokenexpires;
+  /*
+   * token expires; the relay ends the session then unless a new one came
    * End to end (fields 60-69; docs/PROTOCOL.md §4.8, docs/E2E.md §11).
    */
   /*
@@ -507,7 +548,7 @@ struct  Simp__Message
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string }
 
 
 /* Simp__Message methods */

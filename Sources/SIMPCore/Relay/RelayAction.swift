@@ -86,6 +86,9 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case draining
     /// Login: wrong password or unknown user; CONNECT without login on a relay that requires it.
     case authFailed = "auth_failed", authRequired = "auth_required"
+    /// Access tokens: refused (key, signature, claims, revoked), not taken here (no key set,
+    /// plain TCP from afar), a session ended because its token ran out.
+    case tokenRefused = "token_refused", tokenNotAccepted = "token_not_accepted", tokenSessionExpired = "token_session_expired"
     /// Too many connections or login attempts from one address, or messages from one user.
     case connectionRateLimited = "connection_rate_limited", loginRateLimited = "login_rate_limited"
     case messageRateLimited = "message_rate_limited"

@@ -7,8 +7,13 @@ extension RelayCore {
     /// case of the request's name.
     public mutating func storeAnswered(_ answer: StoreAnswer, now: NIODeadline, into output: inout [RelayAction]) {
         defer { requestSettled(on: answer.controlConnection, into: &output) }
+        if case .fetchVerifier(let connection, _, let locked, _, let failures, let deniedBefore) = answer,
+            tokenUserFetched(on: connection, locked: locked, deniedBefore: deniedBefore, shared: failures, now: now, into: &output)
+        {
+            return // a token login's or refresh's answer
+        }
         switch answer {
-        case .fetchVerifier(let connection, let verifier, let locked, let counts, let failures):
+        case .fetchVerifier(let connection, let verifier, let locked, let counts, let failures, _):
             verifierFetched(on: connection, into: &output) {
                 $0.verifierFetched(verifier, locked: locked, iterationCounts: counts, shared: failures, on: connection, now: now, entropy: &$1)
             }
@@ -50,6 +55,7 @@ extension RelayCore {
     /// The store could not carry out `request` (made by this core as `.store(request)`).
     public mutating func storeFailed(_ request: StoreRequest, _ failure: StoreFailure, now: NIODeadline, into output: inout [RelayAction]) {
         defer { requestSettled(on: request.controlConnection, into: &output) }
+        if case .fetchVerifier(_, let connection, _) = request, tokenRefreshFailed(on: connection, failure, into: &output) { return }
         switch request {
         case .fetchVerifier(_, let connection, _):
             verifierFetched(on: connection, into: &output) { login, _ in login.verifierFetchFailed(on: connection, failure) }

@@ -28,6 +28,10 @@ public struct RelayCore: Sendable {
         /// use the same one (the relay reads it from the store). Nil draws one from the core's
         /// entropy (tests, the simulator).
         public var decoySecret: [UInt8]?
+        /// Whether users may log in with a password (AUTH/CHALLENGE); off, only access tokens log in.
+        public var passwordLogin = true
+        /// How access tokens are judged (docs/PROTOCOL.md §4.9); nil: the relay takes none.
+        public var tokens: AccessTokenPolicy?
         /// How failed logins make a user name wait at an address, and at addresses it does not log in from.
         public var loginBackoff = FailedLogins.Policy()
         /// Content datagrams per user.
@@ -104,6 +108,7 @@ public struct RelayCore: Sendable {
     var messageRates: MessageRateLimiter<String>
     var budgets: RequestBudgets
     var timers: RelayTimers
+    var tokens: TokenSessions
 
     /// A core with `entropy` as its only source of randomness (`.system` in production).
     public init(configuration: Configuration, entropy: Entropy, now: NIODeadline) {
@@ -124,6 +129,7 @@ public struct RelayCore: Sendable {
         self.messageRates = MessageRateLimiter(configuration.messageLimit)
         self.budgets = RequestBudgets(configuration.limits)
         self.timers = RelayTimers(configuration: configuration, now: now)
+        self.tokens = TokenSessions(policy: configuration.tokens, now: now)
     }
 
     /// Users with a live session on this relay.
@@ -182,6 +188,7 @@ public struct RelayCore: Sendable {
     /// A control connection closed: its login is forgotten and its session ends.
     public mutating func connectionClosed(_ connection: ConnectionID, into output: inout [RelayAction]) {
         login.forget(connection)
+        tokens.forget(connection)
         budgets.forget(connection)
         _ = connections.close(connection)
         guard let session = sessions.session(on: connection) else { return }
@@ -217,6 +224,14 @@ public struct RelayCore: Sendable {
             output.append(.send(connection, pong))
         case (.pong, _):
             break
+        case (.auth, .awaitingLogin) where !configuration.passwordLogin:
+            output += [
+                .reject(.authFailed, detail: "password login on \(connection): this relay takes only access tokens"),
+                .send(connection, .error(.authFailed, "this relay takes only access tokens, not passwords: give --token-file or --token-command")),
+                .close(connection),
+            ]
+        case (.connect, .awaitingLogin) where !message.token.isEmpty:
+            tokenConnect(message, on: connection, peer: peer, now: now, into: &output)
         case (.auth, .awaitingLogin):
             let host = connections.host(of: connection) ?? "unknown"
             let step = login.auth(message, on: connection, host: host, now: now, entropy: &entropy)
@@ -236,6 +251,8 @@ public struct RelayCore: Sendable {
             routeReceipt(message, from: user, on: connection, now: now, into: &output)
         case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
             roomControl(message, from: user, on: connection, into: &output)
+        case (.tokenRefresh, .connected(let user)):
+            tokenRefresh(message, from: user, on: connection, now: now, into: &output)
         case (.read, .connected(let user)):
             routeRead(message, from: user, into: &output)
         case (.datagram, .connected) where message.datagram.count > configuration.maxDatagramSize:
@@ -286,7 +303,7 @@ public struct RelayCore: Sendable {
 
     /// Carries out a login step; an accepted login starts the session (within the user's
     /// login budget).
-    private mutating func loginStep(
+    mutating func loginStep(
         _ step: RelayLogin.Step, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage? = nil, now: NIODeadline,
         into output: inout [RelayAction]
     ) {
@@ -295,6 +312,8 @@ public struct RelayCore: Sendable {
             output += actions
         case .fetchVerifier(let user):
             output.append(.store(.fetchVerifier(user: user, connection: connection, host: connections.host(of: connection) ?? "unknown")))
+        case .acceptedToken(let user, let secret, let connected, let connect, let peer, let expires):
+            tokenAccepted(user, secret: secret, connected: connected, connect: connect, peer: peer, expires: expires, on: connection, now: now, into: &output)
         case .accepted(let user, let secret, var connected):
             if let success = login.success(user, from: connections.host(of: connection) ?? "unknown") {
                 output.append(.store(.recordLogin(success)))

@@ -17,23 +17,30 @@ public struct RelayLogin: Sendable {
         /// The login is accepted: start `user`'s session with `secret`; `connected` is the
         /// CONNECTED to send once the store has the registration (the core fills in the rest).
         case accepted(user: String, secret: [UInt8], connected: SIMPMessage)
+        /// A login with an access token is accepted (its CONNECT came before the store's
+        /// answer): as `accepted`, for `connect` from `peer`; the session ends at `expires`
+        /// (ms since the epoch) unless a new token comes.
+        case acceptedToken(user: String, secret: [UInt8], connected: SIMPMessage, connect: SIMPMessage, peer: SocketAddress, expires: Int64)
     }
 
-    private enum Progress: Sendable {
+    enum Progress: Sendable {
         case fetchingVerifier(user: String, clientNonce: [UInt8], host: String)
         /// CHALLENGE sent; `verifier` is nil on a relay that does not authenticate; a `locked`
         /// user's login fails whatever the proof; `shared`: the failed-login counts all relays
         /// share, read with the verifier.
         case challenged(LoginTranscript, verifier: PasswordVerifier?, locked: Bool, shared: SharedLoginFailures)
+        /// A CONNECT's access token is signed right and its claims fit; the store is asked for
+        /// the user's lock, the operator's `deny-tokens` time and the shared failure counts.
+        case tokenChecked(user: String, claims: AccessTokenClaims, connect: SIMPMessage, peer: SocketAddress, host: String)
     }
 
     /// Whether users must log in with a password.
     public let requireLogin: Bool
     /// Keys the decoy challenges for users that do not exist (stable per secret).
     private let decoySecret: [UInt8]
-    private var rates: RateLimiter<String>
-    private var failures: FailedLogins
-    private var progress: [ConnectionID: Progress] = [:]
+    var rates: RateLimiter<String>
+    var failures: FailedLogins
+    var progress: [ConnectionID: Progress] = [:]
 
     public init(requireLogin: Bool, decoySecret: [UInt8], limit: RateLimit, backoff: FailedLogins.Policy = .init()) {
         self.requireLogin = requireLogin
@@ -69,7 +76,7 @@ public struct RelayLogin: Sendable {
     }
 
     /// The refusal of a login as `user` from `host` that must wait after failed logins.
-    private static func backOff(_ user: String, from host: String, _ wait: FailedLogins.Wait, on connection: ConnectionID) -> [RelayAction] {
+    static func backOff(_ user: String, from host: String, _ wait: FailedLogins.Wait, on connection: ConnectionID) -> [RelayAction] {
         let whence = wait.byName ? "from addresses it has not logged in from" : "from \(host)"
         return [
             .reject(.loginRateLimited, detail: "\(connection): \"\(user)\" backs off after failed logins \(whence)"),
@@ -89,6 +96,7 @@ public struct RelayLogin: Sendable {
         on connection: ConnectionID, now: NIODeadline? = nil, entropy: inout Entropy
     ) -> Step {
         guard case .fetchingVerifier(let user, let clientNonce, let host) = progress[connection] else { return .actions([]) }
+        // (a token login's answer goes to `tokenUserFetched`)
         if let now, let wait = failures.wait(user, from: host, now: now, shared: shared) {
             progress[connection] = nil
             return .actions(Self.backOff(user, from: host, wait, on: connection))
@@ -103,7 +111,10 @@ public struct RelayLogin: Sendable {
 
     /// The store could not be asked for a verifier.
     public mutating func verifierFetchFailed(on connection: ConnectionID, _ failure: StoreFailure) -> Step {
-        guard case .fetchingVerifier = progress.removeValue(forKey: connection) else { return .actions([]) }
+        switch progress.removeValue(forKey: connection) {
+        case .fetchingVerifier, .tokenChecked: break
+        default: return .actions([])
+        }
         return .actions([
             .reject(.registryUnavailable, detail: "verifier lookup for \(connection) failed: \(failure)"),
             .send(connection, .error(.internal, "registry unavailable, try again")),
@@ -156,7 +167,7 @@ public struct RelayLogin: Sendable {
             let secret = entropy.bytes(32)
             connected.sessionSecret = secret
             return .accepted(user: transcript.user, secret: secret, connected: connected)
-        case .fetchingVerifier:
+        case .fetchingVerifier, .tokenChecked:
             return .actions(Self.alreadyLoggingIn(connection))
         case nil: // CONNECT without AUTH
             guard !requireLogin else {
@@ -192,15 +203,16 @@ public struct RelayLogin: Sendable {
     /// relay's log) or, with `answer`, a locked user who proved the password; the connection
     /// closes and the name backs off at `host`, on this relay and (through the store's shared
     /// counts) on every other.
-    private mutating func failed(
+    mutating func failed(
         _ user: String, on connection: ConnectionID, host: String, now: NIODeadline, shared: SharedLoginFailures, why: String,
-        answer: String = "login failed: unknown user or wrong password"
+        answer: String = "login failed: unknown user or wrong password", code: SIMPMessage.ErrorCode = .authFailed,
+        reason: RejectReason = .authFailed
     ) -> Step {
         let byName = failures.countsByName(user, from: host, now: now, shared: shared)
         failures.failed(user, from: host, now: now, shared: shared)
         return .actions([
-            .reject(.authFailed, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
-            .send(connection, .error(.authFailed, answer)),
+            .reject(reason, detail: "login as \"\(user)\" from \(host) on \(connection): \(why)"),
+            .send(connection, .error(code, answer)),
             .store(.recordLogin(LoginOutcome(user: user, host: host, succeeded: false, byName: byName, policy: failures.policy))),
             .close(connection),
         ])
@@ -212,7 +224,7 @@ public struct RelayLogin: Sendable {
         requireLogin ? LoginOutcome(user: user, host: host, succeeded: true, byName: false, policy: failures.policy) : nil
     }
 
-    private mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {
+    mutating func rateLimited(_ connection: ConnectionID, host: String, now: NIODeadline) -> [RelayAction]? {
         guard let wait = rates.admit(host, now: now) else { return nil }
         return [
             .reject(.loginRateLimited, detail: "\(connection) from \(host)"),

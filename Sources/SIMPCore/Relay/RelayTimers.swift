@@ -187,6 +187,7 @@ extension RelayCore {
         if let login = connections.nextLoginDeadline { next = min(next, login) }
         if let pause = budgets.nextPauseEnd { next = min(next, pause) }
         if let inboxDeadline = inbox.nextDeadline { next = min(next, inboxDeadline) }
+        if let expiry = tokens.nextDeadline { next = min(next, expiry) }
         return next
     }
 
@@ -197,6 +198,7 @@ extension RelayCore {
         timers.heartbeatsChecked(now: now)
         checkHeartbeats(now: now, into: &output)
         closeLateLogins(now: now, into: &output)
+        endExpiredTokenSessions(now: now, into: &output)
         endPauses(now: now, into: &output)
         if timers.isRefreshDue(now: now) { refresh(now: now, into: &output) }
         if let deadline = inbox.nextDeadline, deadline <= now { inboxActions(inbox.poll(now: now), into: &output) }

@@ -76,10 +76,11 @@ public enum StoreRequest: Equatable, Sendable {
 public enum StoreAnswer: Equatable, Sendable {
     /// A login's user: the password verifier (nil: no such user), whether an operator locked
     /// the user, and how many users have each PBKDF2 iteration count (for the decoy of a
-    /// missing user, docs/PROTOCOL.md §4.2).
+    /// missing user, docs/PROTOCOL.md §4.2); `tokensDeniedBefore`: the operator refuses the
+    /// user's access tokens issued before this time (ms since the epoch, §4.9).
     case fetchVerifier(
         connection: ConnectionID, PasswordVerifier?, locked: Bool = false, iterationCounts: [UInt32: Int] = [:],
-        failures: SharedLoginFailures = .none)
+        failures: SharedLoginFailures = .none, tokensDeniedBefore: Int64? = nil)
     /// The registration was written; the user has `knownDevices` receiving devices, and sessions
     /// on other relays if `elsewhere`.
     case register(connection: ConnectionID, knownDevices: Int, elsewhere: Bool)

@@ -43,6 +43,7 @@ public struct CredentialStore: Sendable {
                 ["HGETALL", Self.iterationCountsKey],
                 ["HMGET", Self.failuresKey(user, from: host), "n", "last"], ["HMGET", Self.failuresKey(user), "n", "last"],
                 ["ZSCORE", Self.knownAddressesKey(user), host],
+                ["GET", Self.tokensDeniedKey(user)],
             ], on: eventLoop
         )
         .flatMapThrowing { replies in
@@ -52,14 +53,17 @@ public struct CredentialStore: Sendable {
             let failures = SharedLoginFailures(
                 fromSource: Self.count(replies[2], now: now), byName: Self.count(replies[3], now: now), sourceIsKnown: replies[4].string != nil)
             let fields = replies[0].array?.map(\.string) ?? []
+            let deniedBefore = replies[5].string.flatMap { Int64($0) }
             guard fields.count == 5, let salt = fields[0] else {
-                return .fetchVerifier(connection: connection, nil, iterationCounts: counts, failures: failures)
+                return .fetchVerifier(connection: connection, nil, iterationCounts: counts, failures: failures, tokensDeniedBefore: deniedBefore)
             }
             guard let salt = Hex.decode(salt), let iterations = fields[1].flatMap({ UInt32($0) }),
                 let storedKey = fields[2].flatMap(Hex.decode), let serverKey = fields[3].flatMap(Hex.decode)
             else { throw Failure.corrupt(user) }
             let verifier = PasswordVerifier(salt: salt, iterations: iterations, storedKey: storedKey, serverKey: serverKey)
-            return .fetchVerifier(connection: connection, verifier, locked: fields[4] != nil, iterationCounts: counts, failures: failures)
+            return .fetchVerifier(
+                connection: connection, verifier, locked: fields[4] != nil, iterationCounts: counts, failures: failures,
+                tokensDeniedBefore: deniedBefore)
         }
     }
 
@@ -203,6 +207,24 @@ public struct CredentialStore: Sendable {
         guard try await storedIterations(of: user) != nil else { throw Failure.noSuchUser(user) }
         let change = locked ? ["HSET", Self.key(user), "locked", String(WallClock.millisecondsSinceEpoch())] : ["HDEL", Self.key(user), "locked"]
         try Registry.check([try await redis.command(change)])
+    }
+
+    /// The Redis key of the time (ms since the epoch) before which `user`'s access tokens are
+    /// refused (docs/PROTOCOL.md §4.9, §7.6).
+    public static func tokensDeniedKey(_ user: String) -> String { "simp:tokens-denied:" + KeyTag.user(user) }
+
+    /// Refuses `user`'s access tokens issued before `millis` (ms since the epoch), at login and
+    /// refresh, from now on; a later time replaces an earlier one. Users without a password
+    /// can be denied too (a token user need not exist in the store).
+    public func denyTokens(of user: String, issuedBefore millis: Int64) async throws {
+        try Registry.check([try await redis.command(["SET", Self.tokensDeniedKey(user), String(millis)])])
+    }
+
+    /// The time before which `user`'s tokens are refused, nil if none.
+    public func tokensDenied(of user: String) async throws -> Int64? {
+        let reply = try await redis.command(["GET", Self.tokensDeniedKey(user)])
+        try Registry.check([reply])
+        return reply.string.flatMap { Int64($0) }
     }
 
     /// Whether `user` is locked.
