@@ -59,7 +59,7 @@ public final class ChildProcess: Sendable {
 
     /// Finds a product of this package: `$SIMP_BIN_DIR`, next to the test bundle, or `.build/debug`;
     /// an absolute path is taken as it is (a program a test built itself).
-    static func locate(_ name: String) throws -> URL {
+    public static func locate(_ name: String) throws -> URL {
         if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
         var candidates: [URL] = []
         if let directory = ProcessInfo.processInfo.environment["SIMP_BIN_DIR"] {
