@@ -260,42 +260,54 @@ let package = Package(
 
         .testTarget(
             name: "SIMPCoreTests",
-            dependencies: ["SIMPCore", "SIMPCoreTestKit", "SIMPTokens", .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system")]),
+            dependencies: [
+                "SIMPCore", "SIMPCoreTestKit", "SIMPTokens", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system"),
+            ]),
         .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SIMPTokensTests", dependencies: ["SIMPTokens", "SIMPCore"]),
         .testTarget(name: "SIMPNIOTests", dependencies: ["SIMPNIO", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPRedisTests",
-            dependencies: ["SIMPRedis", "SIMPTestSupport", "SIMPLocalServers",
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "SIMPRedis", "SIMPTestSupport", "SIMPLocalServers",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "SIMPRelayTests",
-            dependencies: ["SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPTokens",
-                           "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
-                           .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
-                           .product(name: "Prometheus", package: "swift-prometheus")]),
+            dependencies: [
+                "SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPTokens",
+                "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPE2E", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
-                           "SIMPTestKit", .product(name: "NIOEmbedded", package: "swift-nio"),
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                           .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPE2E", "SIMPRedis", "SIMPRelay", "SIMPTestSupport", "SIMPLocalServers",
+                "SIMPTestKit", .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "SIMPChatTests",
-            dependencies: ["SIMPChat", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPTestSupport",
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                           .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "SIMPChat", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore", "SIMPE2E"]),
         .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport",
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+            dependencies: [
+                "SIMPBench", "SIMPCore", "SIMPRelay", "SIMPTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

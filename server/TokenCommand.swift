@@ -74,7 +74,8 @@ struct TokenCommand: AsyncParsableCommand {
                 throw ValidationError("cannot read the key \(key): \(error.localizedDescription)")
             }
             let issued = Date().addingTimeInterval(-backdate)
-            let claims = TokenMint.Claims(subject: user, audience: audience, issuer: issuer, issuedAt: issued, expires: issued.addingTimeInterval(ttl))
+            let claims = TokenMint.Claims(
+                subject: user, audience: audience, issuer: issuer, issuedAt: issued, expires: issued.addingTimeInterval(ttl))
             print(try await TokenMint.issue(claims, privateJWK: privateJWK))
         }
 

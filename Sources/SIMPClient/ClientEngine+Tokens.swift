@@ -36,7 +36,8 @@ extension ClientEngine {
         tokenRenewal.expires = expires
         guard let source = configuration.accessToken, source.renews else {
             logger.warning(
-                "the access token expires in \(Self.seconds(expires - environment.wallClockMillis())) and SIMP_TOKEN cannot be renewed: the relay ends the session then (give --token-command or --token-file to renew it)")
+                "the access token expires in \(Self.seconds(expires - environment.wallClockMillis())) and SIMP_TOKEN cannot be renewed: the relay ends the session then (give --token-command or --token-file to renew it)"
+            )
             return
         }
         let delay = AccessTokenRenewal.delay(expires: expires, nowMillis: environment.wallClockMillis())
@@ -84,7 +85,9 @@ extension ClientEngine {
         if message.kind == .error {
             renewalFailed("the relay refused the new access token: \(message.errorText)")
         } else {
-            logger.info("access token renewed on the same connection", metadata: ["expiresInSeconds": "\((message.tokenExpires - environment.wallClockMillis()) / 1000)"])
+            logger.info(
+                "access token renewed on the same connection",
+                metadata: ["expiresInSeconds": "\((message.tokenExpires - environment.wallClockMillis()) / 1000)"])
             tokenSessionStarted(expires: message.tokenExpires)
         }
         return true

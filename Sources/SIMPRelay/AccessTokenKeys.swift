@@ -68,7 +68,10 @@ final class AccessTokenKeys: Sendable {
                 install(verifier)
                 logger.notice(
                     "access token keys reloaded",
-                    metadata: ["jwks": "\(settings.jwksPath)", "keys": "\(verifier.keyIds.joined(separator: ","))", "why": "\(hungUp ? "SIGHUP" : "file changed")"])
+                    metadata: [
+                        "jwks": "\(settings.jwksPath)", "keys": "\(verifier.keyIds.joined(separator: ","))",
+                        "why": "\(hungUp ? "SIGHUP" : "file changed")",
+                    ])
             } catch {
                 logger.error("access token keys not reloaded, the previous ones stay", metadata: ["error": "\(error)"])
             }
@@ -89,6 +92,13 @@ final class AccessTokenKeys: Sendable {
         let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         source.setEventHandler { pending.withLockedValue { $0 = true } }
         source.resume()
-        return (source, { pending.withLockedValue { hungUp in defer { hungUp = false }; return hungUp } })
+        return (
+            source,
+            {
+                pending.withLockedValue { hungUp in
+                    defer { hungUp = false }; return hungUp
+                }
+            }
+        )
     }
 }

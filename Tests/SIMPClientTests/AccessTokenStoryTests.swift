@@ -100,7 +100,8 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         let issuer = try ChildProcess.locate("simp-server").path
         let command = "\(issuer) token issue bob --key \(keys.appendingPathComponent("k1.private.jwk").path) --ttl 6s"
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", "127.0.0.1:\(port)", "--user", "bob", "--device", "phone", "--log-level", "info", "--token-command", command],
+            "simp",
+            ["listen", "--server", "127.0.0.1:\(port)", "--user", "bob", "--device", "phone", "--log-level", "info", "--token-command", command],
             environment: ["SIMP_HOME": home.path])
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
@@ -111,7 +112,8 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         let after = try await registration(of: "bob")
         XCTAssertTrue(before.contains("d:phone") && before.contains { $0.hasPrefix("s:") }, "\(before)")
         XCTAssertEqual(after, before, "the same session token (relay/connection number), UDP address and since")
-        XCTAssertGreaterThanOrEqual(listen.standardError.components(separatedBy: "access token renewed on the same connection").count - 1, 2, listen.standardError)
+        XCTAssertGreaterThanOrEqual(
+            listen.standardError.components(separatedBy: "access token renewed on the same connection").count - 1, 2, listen.standardError)
         XCTAssertFalse(listen.standardError.contains("reconnecting"), listen.standardError)
         XCTAssertEqual(server.standardError.components(separatedBy: "user=bob [SIMPRelay] user connected").count - 1, 1, server.standardError)
         XCTAssertFalse(server.standardError.contains("token_session_expired"), server.standardError)
@@ -134,7 +136,8 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         XCTAssertTrue(listen.standardError.contains("SIMP_TOKEN cannot be renewed"), listen.standardError)
         XCTAssertTrue(
             listen.standardError.contains(
-                "the relay ended the session: your access token expired 0 s ago and no new one came: the session ended; log in again with a new token. Not reconnecting: get a new token"),
+                "the relay ended the session: your access token expired 0 s ago and no new one came: the session ended; log in again with a new token. Not reconnecting: get a new token"
+            ),
             listen.standardError)
         XCTAssertTrue(server.standardError.contains("token_session_expired"), server.standardError)
     }

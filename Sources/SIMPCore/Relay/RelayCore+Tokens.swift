@@ -20,7 +20,9 @@ extension RelayCore {
     public func tokenExpiry(of connection: ConnectionID) -> Int64? { tokens.expiry(of: connection) }
 
     /// CONNECT with a token on a connection awaiting login.
-    mutating func tokenConnect(_ connect: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func tokenConnect(
+        _ connect: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         let host = connections.host(of: connection) ?? "unknown"
         let step = login.tokenConnect(
             connect, policy: tokens.policy, on: connection, peer: peer, host: host, now: now, wallMillis: tokens.wallMillis(at: now))
@@ -64,7 +66,8 @@ extension RelayCore {
         case .accepted:
             break // a token login is accepted only once the store answered
         case .acceptedToken(let user, let secret, let connected, let connect, let peer, let expires):
-            tokenAccepted(user, secret: secret, connected: connected, connect: connect, peer: peer, expires: expires, on: connection, now: now, into: &output)
+            tokenAccepted(
+                user, secret: secret, connected: connected, connect: connect, peer: peer, expires: expires, on: connection, now: now, into: &output)
         }
     }
 
@@ -81,7 +84,9 @@ extension RelayCore {
     /// TOKEN_REFRESH on `user`'s connected session: a right token for the same user is checked
     /// against the store (lock, `deny-tokens`) and then replaces the session's expiry; a wrong
     /// one is answered with its ERROR and the session runs on until its token expires.
-    mutating func tokenRefresh(_ message: SIMPMessage, from user: String, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]) {
+    mutating func tokenRefresh(
+        _ message: SIMPMessage, from user: String, on connection: ConnectionID, now: NIODeadline, into output: inout [RelayAction]
+    ) {
         func refuse(_ code: SIMPMessage.ErrorCode, _ text: String, reason: RejectReason, _ detail: String) {
             output += [
                 .reject(reason, detail: "token refresh of \(user) on \(connection): \(detail)"),
@@ -137,7 +142,9 @@ extension RelayCore {
                 .reject(.tokenSessionExpired, detail: "\(connection): \(user)'s access token expired \(ago) ago without a new one"),
                 .send(
                     connection,
-                    .error(.tokenSessionExpired, "your access token expired \(ago) ago and no new one came: the session ended; log in again with a new token")),
+                    .error(
+                        .tokenSessionExpired,
+                        "your access token expired \(ago) ago and no new one came: the session ended; log in again with a new token")),
                 .close(connection),
             ]
         }

@@ -313,7 +313,8 @@ public struct RelayCore: Sendable {
         case .fetchVerifier(let user):
             output.append(.store(.fetchVerifier(user: user, connection: connection, host: connections.host(of: connection) ?? "unknown")))
         case .acceptedToken(let user, let secret, let connected, let connect, let peer, let expires):
-            tokenAccepted(user, secret: secret, connected: connected, connect: connect, peer: peer, expires: expires, on: connection, now: now, into: &output)
+            tokenAccepted(
+                user, secret: secret, connected: connected, connect: connect, peer: peer, expires: expires, on: connection, now: now, into: &output)
         case .accepted(let user, let secret, var connected):
             if let success = login.success(user, from: connections.host(of: connection) ?? "unknown") {
                 output.append(.store(.recordLogin(success)))
