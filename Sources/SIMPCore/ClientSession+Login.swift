@@ -59,7 +59,7 @@ extension ClientSession {
             }
         case .error:
             phase = .disconnected
-            if message.errorCode == .authFailed { stopped = .loginRefused(reason: message.errorText) }
+            if [.authFailed, .limitReached].contains(message.errorCode) { stopped = .loginRefused(reason: message.errorText) }
             return .refused(code: message.errorCode, reason: message.errorText)
         default:
             return nil
