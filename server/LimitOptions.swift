@@ -44,6 +44,13 @@ struct LimitOptions: ParsableArguments {
     )
     var prekeyClaimRate = RelayLimits().prekeyClaims.perSecond * 60
 
+    @Option(
+        name: .customLong("max-devices-per-user"),
+        help:
+            "Devices one user may have (receiving devices, and devices with a key bundle); the login or KEYS_PUBLISH of one more is refused (LIMIT_REACHED). A device unused for the inbox TTL is forgotten."
+    )
+    var maxDevicesPerUser = RelayLimits().maxDevicesPerUser
+
     func validate() throws {
         guard loginTimeout > 0 else { throw ValidationError("--login-timeout must be positive") }
         guard maxUnauthenticatedPerHost >= 1, maxUnauthenticated >= 1 else {
@@ -51,6 +58,7 @@ struct LimitOptions: ParsableArguments {
         }
         guard maxRequestsInFlight >= 1 else { throw ValidationError("--max-requests-in-flight must be at least 1") }
         guard prekeyClaimRate > 0 else { throw ValidationError("--prekey-claim-rate must be positive") }
+        guard maxDevicesPerUser >= 1 else { throw ValidationError("--max-devices-per-user must be at least 1") }
     }
 
     /// The limits these options describe.
@@ -62,6 +70,7 @@ struct LimitOptions: ParsableArguments {
         limits.maxRequestsInFlight = maxRequestsInFlight
         for (kind, rate) in requestRates.rates { limits.budgets[kind] = kind.defaultBudget.scaled(toPerSecond: rate) }
         limits.prekeyClaims = limits.prekeyClaims.scaled(toPerSecond: prekeyClaimRate / 60)
+        limits.maxDevicesPerUser = maxDevicesPerUser
         return limits
     }
 }

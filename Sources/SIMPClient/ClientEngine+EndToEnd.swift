@@ -67,9 +67,3 @@ extension ClientEngine {
         (lateTaken, lateAllowance) = (0, nil)
     }
 }
-
-extension ClientEngine {
-    /// How long a KEYS_PUBLISH or KEYS_FETCH waits for the relay's answer before it fails
-    /// (`SIMPClientError.timedOut`): a fetch is then asked again (`KeyWait`), not the message failed.
-    static let keyAnswerTimeout: TimeAmount = .seconds(10)
-}

@@ -131,10 +131,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// relay answered with, or fails with `SIMPClientError`.
     func roomRequest(_ kind: SIMPMessage.Kind, room: String, users: [String] = []) -> EventLoopFuture<[String]> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        let request = session.request(kind, room: room, users: users)
+        let request = session.request(kind, room: room, users: users, now: now)
         let promise = eventLoop.makePromise(of: [String].self)
         requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
+        armTimer(at: session.nextDeadline)
         return promise.futureResult
     }
 
@@ -143,14 +144,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     func keysRequest(_ kind: SIMPMessage.Kind, fill: (inout SIMPMessage) -> Void) -> EventLoopFuture<SIMPMessage> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
         do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) } // keys it publishes are stored first
-        var request = session.request(kind)
-        fill(&request)
+        let request = session.request(kind, now: now, fill: fill)
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
-        schedule(in: Self.keyAnswerTimeout) { [self, id = request.messageId] in
-            keyWaiters.removeValue(forKey: id)?.fail(SIMPClientError.timedOut("waiting for the relay's answer about keys"))
-        }
+        armTimer(at: session.nextDeadline) // the session times the answer out, and sends it again after RATE_LIMITED
         return promise.futureResult
     }
 

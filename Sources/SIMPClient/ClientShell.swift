@@ -120,6 +120,7 @@ extension SIMPClientError {
         switch failure {
         case .refused(let code, let text): self = .rejected(code, text)
         case .connectionLost: self = .connectionLost
+        case .timedOut: self = .timedOut("waiting for the relay's answer")
         }
     }
 }

@@ -34,7 +34,7 @@ extension ClientSession {
             $0.holdingHeartbeat.heard(at: now)
         }
         var output = Output()
-        if let reply = takeReply(message) {
+        if let reply = takeReply(message, now: now) {
             output.replies.append(reply)
             return output
         }

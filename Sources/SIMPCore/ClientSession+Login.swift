@@ -80,8 +80,8 @@ extension ClientSession {
             }
         case .error:
             phase = .disconnected
-            if message.errorCode == .authFailed || message.errorCode.refusesToken {
-                stopped = .loginRefused(reason: message.errorText) // the same password or token cannot succeed
+            if [.authFailed, .limitReached].contains(message.errorCode) || message.errorCode.refusesToken {
+                stopped = .loginRefused(reason: message.errorText) // the same password, token or device cannot succeed
             }
             return .refused(code: message.errorCode, reason: message.errorText)
         default:

@@ -128,7 +128,7 @@ public struct ClientSession: Sendable {
     var nextSignalId: UInt64 = 1
     /// The id of the next request (`request`), and those sent that wait for their reply.
     var nextRequestId: UInt64 = 1
-    var requestsAwaitingReply: Set<UInt64> = []
+    var requestsAwaitingReply: [UInt64: PendingRequest] = [:]
     var receipts = ReceiptLedger()
     var batcher: ReceiptBatcher
     var repeater: ReceiptRepeater
@@ -146,7 +146,8 @@ public struct ClientSession: Sendable {
         /// ALREADY_CONNECTED on the registered connection): reconnecting would fight it.
         case takenOver(reason: String)
         /// The relay refused a login (ERROR AUTH_FAILED: wrong password, no such user, or the
-        /// user is locked): trying again with the same password cannot succeed.
+        /// user is locked), or refused the device over a limit (ERROR LIMIT_REACHED: the user has
+        /// as many devices as the relay allows): trying again cannot succeed.
         case loginRefused(reason: String)
         /// The relay ended the session because its access token expired without a new one
         /// (ERROR TOKEN_SESSION_EXPIRED): logging in again needs a new token.
@@ -192,7 +193,7 @@ public struct ClientSession: Sendable {
             receiver.heldCount > 0 ? registration?.holdingHeartbeat.nextDeadline : nil,
             // The path is polled only while registered (`pollDatagramPath`); what it noted while the
             // control connection was down waits for the next login.
-            registration == nil ? nil : paths?.nextDeadline,
+            registration == nil ? nil : paths?.nextDeadline, nextRequestDeadline,
         ]
         .compactMap { $0 }.min()
     }
@@ -261,6 +262,7 @@ public struct ClientSession: Sendable {
     /// mapping alive, retransmit.
     public mutating func poll(now: NIODeadline) -> Output {
         var output = pollHello(now: now)
+        pollRequests(now: now, into: &output)
         release(receiver.poll(now: now), now: now, into: &output)
         if let due = batcher.nextDeadline, due <= now { flushReceipts(now: now, into: &output) }
         guard var registration = phase.registration else {

@@ -125,6 +125,7 @@ public struct RelayConfiguration: Sendable {
         limits.registrationTTLSeconds = registrationTTLSeconds
         limits.inboxMaxMessages = inboxMaxMessages
         limits.inboxTTLSeconds = inboxTTLSeconds
+        limits.maxDevicesPerUser = self.limits.maxDevicesPerUser
         return limits
     }
 

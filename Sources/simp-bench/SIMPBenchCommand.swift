@@ -22,7 +22,7 @@ struct SIMPBenchCommand: AsyncParsableCommand {
             --message-rate above the per-pair rate).
             """,
         version: SIMPVersion.current,
-        subcommands: [SealBenchCommand.self, HoldSessionsCommand.self, ClientCostCommand.self])
+        subcommands: [SealBenchCommand.self, HoldSessionsCommand.self, ClientCostCommand.self, AbuseCommand.self])
 
     @Option(
         help:

@@ -32,9 +32,9 @@ final class ClientSessionTests: XCTestCase {
     func testARequestsReplyIsMatchedByIdAndARefusalOrALostConnectionEndsIt() {
         var client = session()
         _ = client.registered(keys: keys, now: t0)
-        let join = client.request(.roomJoin, room: "ops")
-        let who = client.request(.who, users: ["bob"])
-        let members = client.request(.roomMembers, room: "ops")
+        let join = client.request(.roomJoin, room: "ops", now: t0)
+        let who = client.request(.who, users: ["bob"], now: t0)
+        let members = client.request(.roomMembers, room: "ops", now: t0)
         var answer = SIMPMessage(kind: .roomMembers, messageId: join.messageId)
         answer.room = "ops"
         answer.members = ["alice", "bob"]

@@ -41,27 +41,21 @@ final class AbuseTests: XCTestCase {
         await redis?.stop()
     }
 
-    /// A bundle laid out as the relay accepts one (docs/E2E.md §3.1: version 1, 167 bytes, a zero
-    /// count); its keys are filler, which the relay does not check.
-    static let bundle: [UInt8] = [1] + Array(repeating: 7, count: 164) + [0, 0]
-
     // MARK: The attacks
 
     func testAKeyFetchFloodThatReadsNothingLeavesOthersAndTheOneTimePrekeysAlone() async throws {
         let bob = try await RawDevice(user: "bob", password: nil, device: "phone", controlPort: controlPort)
         var publish = SIMPMessage(kind: .keysPublish, messageId: 1)
-        publish.keyBundles = [Self.bundle]
-        publish.oneTimePrekeys = (0..<100).map { Self.prekey($0) }
+        publish.keyBundles = [AbuseAttack.bundle]
+        publish.oneTimePrekeys = (0..<100).map { AbuseAttack.prekey($0) }
         try await bob.control.send(publish)
         publish.messageId = 2
-        publish.oneTimePrekeys = (100..<200).map { Self.prekey($0) }
+        publish.oneTimePrekeys = (100..<200).map { AbuseAttack.prekey($0) }
         try await bob.control.send(publish)
         let stored = try await Eventually.holds { try await bob.frames(.keysPublish).contains { $0.prekeysLeft == 200 } }
         let bobReceived = try await bob.control.received()
         XCTAssertTrue(stored, "\(bobReceived)")
-        let report = try await underAttack("key-fetch flood", from: "127.0.0.66", user: "mallory") { index in
-            SIMPMessage(kind: .keysFetch, messageId: UInt64(index + 1), toUser: "bob")
-        }
+        let report = try await underAttack(.keyFetch, from: "127.0.0.66")
         XCTAssertGreaterThan(report.rejected, 0, "the flood went over its budget")
         let erin = try await RawDevice(user: "erin", password: nil, device: "laptop", controlPort: controlPort)
         try await erin.control.send(SIMPMessage(kind: .keysFetch, messageId: 77, toUser: "bob"))
@@ -75,23 +69,14 @@ final class AbuseTests: XCTestCase {
     }
 
     func testAPrekeyPublishFloodIsHeldToItsBudget() async throws {
-        let report = try await underAttack("prekey-publish flood", from: "127.0.0.67", user: "mallory") { index in
-            var publish = SIMPMessage(kind: .keysPublish, messageId: UInt64(index + 1))
-            publish.keyBundles = [Self.bundle]
-            publish.oneTimePrekeys = (0..<RelayCore.maxOneTimePrekeysPerPublish).map { Self.prekey(UInt32(index * 100 + $0)) }
-            return publish
-        }
+        let report = try await underAttack(.prekeyPublish, from: "127.0.0.67")
         XCTAssertGreaterThan(report.rejected, 0)
         let kept = try await RedisClient(url: redis.url).command(["SCARD", "simp:keys:{mallory}:otk:"]).integer ?? 0
         print("abuse: prekey-publish flood: one-time prekeys kept for the device: \(kept)")
     }
 
     func testARoomJoinFloodCreatesOnlyItsBudgetOfRooms() async throws {
-        let report = try await underAttack("room-join flood", from: "127.0.0.68", user: "mallory") { index in
-            var join = SIMPMessage(kind: .roomJoin, messageId: UInt64(index + 1))
-            join.room = "flood-\(index)"
-            return join
-        }
+        let report = try await underAttack(.roomJoin, from: "127.0.0.68")
         XCTAssertGreaterThan(report.rejected, 0)
         let client = RedisClient(url: redis.url)
         let rooms = try await client.command(["KEYS", "simp:room:{#flood-*}:members"]).array?.count ?? -1
@@ -112,14 +97,8 @@ final class AbuseTests: XCTestCase {
             half = idle / 10
             print("abuse: open-file limit \(files): \(idle) idle + \(half) half-frame connections instead of 2,000 + 200")
         }
-        let connect = DevRelayFrames.connect("mallory")
-        var sockets: [AttackSocket] = []
         let opened = ContinuousClock.now
-        for index in 0..<(idle + half) {
-            let socket = try AttackSocket(port: controlPort, from: "127.0.0.\(10 + index % 40)")
-            if index >= idle { socket.write(Array(connect.prefix(connect.count / 2))) }
-            sockets.append(socket)
-        }
+        let sockets = try AbuseAttack.openIdle(idle, halfFrame: half, port: controlPort)
         let figures = try await probe(for: .seconds(8), name: "idle")
         var closedAfter: Duration?
         for _ in 0..<40 where closedAfter == nil {
@@ -165,35 +144,18 @@ final class AbuseTests: XCTestCase {
         var rejected: Double
     }
 
-    /// Runs an attack of `user` from `source` (a CONNECT, then `frame(i)` for i = 0, 1, … back
-    /// to back for `attack`, never reading an answer) while the third user probes; checks the
-    /// probe's bounds and Redis's memory, and prints the report.
-    private func underAttack(_ name: String, from source: String, user: String, frame: @escaping @Sendable (Int) -> SIMPMessage) async throws
-        -> AttackReport
-    {
+    /// Runs `attack` of "mallory" from `source` (`AbuseAttack.flood`: a CONNECT, then frames
+    /// back to back for `attack`, never reading an answer) while the third user probes; checks
+    /// the probe's bounds and Redis's memory, and prints the report.
+    private func underAttack(_ attack: AbuseAttack, from source: String) async throws -> AttackReport {
+        let name = attack.rawValue
         let before = try await redisMemory(), rssBefore = try await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)
-        let attacker = try AttackSocket(port: controlPort, from: source)
-        attacker.write(DevRelayFrames.connect(user))
-        try await Task.sleep(for: .milliseconds(300))
-        let deadline = ContinuousClock.now + Self.attack
-        let flood = Task.detached { () -> Int in
-            var pending: [UInt8] = [], sent = 0
-            while ContinuousClock.now < deadline {
-                if pending.isEmpty {
-                    pending = AttackSocket.frames((0..<50).map { frame(sent + $0) })
-                    sent += 50
-                }
-                let written = attacker.write(pending)
-                pending.removeFirst(written)
-                // Back to back, but leaving the machine's two cores to the relay and the probe
-                // now and then (up to 25,000 frames a second).
-                try? await Task.sleep(for: .milliseconds(pending.isEmpty ? 2 : 5))
-            }
-            return sent
+        let (port, duration) = (controlPort, Self.attack)
+        let flood = Task.detached { () async throws -> Int in
+            try await AbuseAttack.flood(attack, port: port, from: source, user: "mallory", victim: "bob", for: duration)
         }
         let figures = try await probe(for: Self.attack, name: name.replacingOccurrences(of: " ", with: "-"))
-        let frames = await flood.value
-        attacker.close()
+        let frames = try await flood.value
         let after = try await redisMemory()
         let scrape = try await MetricsScrape.fetch(host: "127.0.0.1", port: metricsPort)
         let rejected = scrape.samples["simp_rejected_total{reason=\"request_rate_limited\"}"] ?? 0
@@ -248,20 +210,5 @@ final class AbuseTests: XCTestCase {
         let info = try await client.command(["INFO", "memory"]).string ?? ""
         let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("used_memory:") } ?? ""
         return Int(line.dropFirst("used_memory:".count)) ?? 0
-    }
-
-    /// One-time prekey `id`: id (u32) ‖ 32 key bytes.
-    private static func prekey(_ id: UInt32) -> [UInt8] {
-        withUnsafeBytes(of: id.bigEndian) { Array($0) } + Array(repeating: UInt8(truncatingIfNeeded: id), count: 32)
-    }
-}
-
-/// Frames an attacker sends.
-enum DevRelayFrames {
-    /// A CONNECT of `user` (a relay without login accepts it as it is).
-    static func connect(_ user: String) -> [UInt8] {
-        var connect = SIMPMessage(kind: .connect, fromUser: user)
-        connect.udpPort = 9
-        return AttackSocket.frames([connect])
     }
 }

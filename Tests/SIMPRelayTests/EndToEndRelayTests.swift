@@ -84,7 +84,8 @@ final class EndToEndRelayTests: XCTestCase {
         let bob = TestRelay.uniqueUser("bob")
         let prekeys = (0..<5).map { [UInt8](repeating: UInt8($0), count: 36) }
         let publish = KeysPublish(user: bob, device: "laptop", bundle: [1, 2, 3], oneTimePrekeys: prekeys, connection: ConnectionID(1), messageId: 1)
-        let published = try await keys.publish(publish, on: loop).get()
+        let publishedReply = try await keys.publish(publish, on: loop).get()
+        let published = try XCTUnwrap(publishedReply)
         XCTAssertEqual(published.left, 5)
         XCTAssertEqual(published.change, .newDevice)
         let kept = try await keys.fetch(
@@ -93,11 +94,13 @@ final class EndToEndRelayTests: XCTestCase {
         XCTAssertEqual(kept.devices, [DeviceKeys(device: "laptop", bundle: [1, 2, 3], oneTimePrekey: nil)])
         var again = publish
         again.oneTimePrekeys = []
-        let republished = try await keys.publish(again, on: loop).get()
+        let republishedReply = try await keys.publish(again, on: loop).get()
+        let republished = try XCTUnwrap(republishedReply)
         XCTAssertEqual(republished.change, .unchanged, "the same bundle at the next login is no news")
         XCTAssertEqual(republished.watchers, ["alice"], "who fetched bob's bundles")
         again.bundle = [4, 5, 6]
-        let changed = try await keys.publish(again, on: loop).get()
+        let changedReply = try await keys.publish(again, on: loop).get()
+        let changed = try XCTUnwrap(changedReply)
         XCTAssertEqual(changed.change, .changed)
         again.bundle = [1, 2, 3]
         _ = try await keys.publish(again, on: loop).get()

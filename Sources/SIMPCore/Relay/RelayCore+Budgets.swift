@@ -104,6 +104,7 @@ extension StoreAnswer {
         case .fetchKeys(let request, _, _): return request.connection
         case .room(let request, _): return request.connection
         case .who(let request, _): return request.connection
+        case .limitReached(let request, _): return request.controlConnection
         default: return nil
         }
     }

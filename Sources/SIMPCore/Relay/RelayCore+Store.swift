@@ -47,6 +47,8 @@ extension RelayCore {
         case .fetchKeys(let request, let devices, let known):
             keysFetched(request, .success((devices, known)), into: &output)
             askToPublish(after: request, devices, known: known, now: now, into: &output)
+        case .limitReached(let request, let reason):
+            limitReached(request, reason, now: now, into: &output)
         case .written:
             break
         }

@@ -23,6 +23,11 @@ public struct RelayLimits: Sendable, Equatable {
     /// user claims one per device): beyond it, fetches of that user are refused, so no one
     /// requester drains anyone's prekeys.
     public var prekeyClaims = RateLimit(perSecond: 1, burst: 100)
+    /// Devices one user may have: receiving devices known to the store, and devices with a
+    /// published key bundle. A login of one more receiving device, or a KEYS_PUBLISH of one
+    /// more device's bundle, is refused with ERROR LIMIT_REACHED (a key fetch answers with
+    /// every device's bundle, so this also bounds its size).
+    public var maxDevicesPerUser = 16
 
     public init() {}
 

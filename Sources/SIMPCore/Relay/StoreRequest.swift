@@ -116,6 +116,10 @@ public enum StoreAnswer: Equatable, Sendable {
     case publishKeys(KeysPublish, prekeysLeft: Int, change: KeysPublish.Change = .unchanged, watchers: [String] = [])
     /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
     case fetchKeys(KeysFetch, [DeviceKeys], known: Bool)
+    /// The store did not carry out `request` (a `.register` of a new receiving device, a
+    /// `.publishKeys` of a new device's bundle): it would take the user past the devices it
+    /// may have (`RelayLimits.maxDevicesPerUser`). `reason` tells the user which limit.
+    indirect case limitReached(StoreRequest, reason: String)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

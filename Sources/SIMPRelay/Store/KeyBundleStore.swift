@@ -14,8 +14,13 @@ import SIMPRedis
 ///   the time of their latest fetch (ms); told when a bundle is new or changes.
 public struct KeyBundleStore: Sendable {
     public let redis: any RedisCommands
+    /// Devices of one user with a bundle (`RelayLimits.maxDevicesPerUser`).
+    public let maxDevices: Int
 
-    public init(redis: any RedisCommands) { self.redis = redis }
+    public init(redis: any RedisCommands, maxDevices: Int = RelayLimits().maxDevicesPerUser) {
+        self.redis = redis
+        self.maxDevices = max(1, maxDevices)
+    }
 
     public static func bundlesKey(_ user: String) -> String { "simp:keys:" + KeyTag.user(user) }
     public static func prekeysKey(_ user: String, device: String) -> String { bundlesKey(user) + ":otk:" + device }
@@ -23,40 +28,57 @@ public struct KeyBundleStore: Sendable {
 
     /// Keeps the bundle (replacing the device's earlier one) and adds the one-time prekeys;
     /// returns how many the device has in the store now, how the bundle compares with the
-    /// earlier one, and who fetched the user's bundles within `RelayCore.keyWatchPeriod`.
+    /// earlier one, and who fetched the user's bundles within `RelayCore.keyWatchPeriod`. Nil:
+    /// nothing was kept, the device would be one more than the `maxDevices` the user may have.
     public func publish(
         _ keys: KeysPublish, on eventLoop: EventLoop
-    ) -> EventLoopFuture<(left: Int, change: KeysPublish.Change, watchers: [String])> {
-        let prekeys = Self.prekeysKey(keys.user, device: keys.device), bundle = Data(keys.bundle).base64EncodedString()
+    ) -> EventLoopFuture<(left: Int, change: KeysPublish.Change, watchers: [String])?> {
         let since = Self.milliseconds() - Int64(RelayCore.keyWatchPeriod.nanoseconds / 1_000_000)
-        var commands = [
-            ["HGET", Self.bundlesKey(keys.user), keys.device], ["HSET", Self.bundlesKey(keys.user), keys.device, bundle],
-            ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"],
-        ]
-        if !keys.oneTimePrekeys.isEmpty {
-            commands.append(
-                ["EVAL", Self.addPrekeysScript, "1", prekeys, String(RelayCore.maxOneTimePrekeysPerDevice)]
-                    + keys.oneTimePrekeys.map { Data($0).base64EncodedString() })
-        }
-        commands.append(["SCARD", prekeys])
-        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
+        let call = RedisScript.Call(
+            keys: [Self.bundlesKey(keys.user), Self.prekeysKey(keys.user, device: keys.device), Registry.devicesKey(keys.user)],
+            arguments: [
+                keys.device, Data(keys.bundle).base64EncodedString(), String(maxDevices), Self.prekeysKey(keys.user, device: ""),
+                String(RelayCore.maxOneTimePrekeysPerDevice),
+            ] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() })
+        let watchers = ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"]
+        return Self.publishScript.run([call], after: [watchers], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
             try Registry.check(replies)
-            let earlier = replies[0].string
-            let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == bundle ? .unchanged : .changed
-            return (Int(replies.last?.integer ?? 0), change, (replies[2].array ?? []).compactMap(\.string))
+            guard let items = replies[1].array, let left = items.first?.integer else { throw RedisError("unexpected publish reply \(replies[1])") }
+            guard left >= 0, items.count == 2 else { return nil }
+            let change: KeysPublish.Change = items[1].integer == 0 ? .unchanged : items[1].integer == 1 ? .changed : .newDevice
+            return (Int(left), change, (replies[0].array ?? []).compactMap(\.string))
         }
     }
 
-    /// Adds one-time prekeys (ARGV[2…]) to the device's set (KEYS[1]) while it holds fewer than
-    /// ARGV[1]; the rest are dropped (the answer's `prekeysLeft` says how many it holds).
-    static let addPrekeysScript = """
-        local room = tonumber(ARGV[1]) - redis.call('SCARD', KEYS[1])
-        for i = 2, #ARGV do
-          if room <= 0 then break end
-          room = room - redis.call('SADD', KEYS[1], ARGV[i])
-        end
-        return redis.call('SCARD', KEYS[1])
+    // KEYS: the user's bundles, the device's one-time prekeys, the user's known receiving devices
+    // (Registry). ARGV: device, bundle, devices the user may have, the prekeys keys' prefix,
+    // prekeys a device may have, then the one-time prekeys to add.
+    // A bundle of a new device when the user has `maxDevices` bundles first drops the bundles
+    // (and prekeys) of devices the registry no longer knows (forgotten, or send-only ones);
+    // if that leaves no room, nothing is written: {-1}. Else {prekeys the device has, 0 the
+    // same bundle / 1 another / 2 the device had none}; prekeys beyond the cap are dropped.
+    static let publishScript = RedisScript(
         """
+        local old = redis.call('HGET', KEYS[1], ARGV[1])
+        if not old and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+          for _, device in ipairs(redis.call('HKEYS', KEYS[1])) do
+            if redis.call('HEXISTS', KEYS[3], device) == 0 then
+              redis.call('HDEL', KEYS[1], device)
+              redis.call('DEL', ARGV[4] .. device)
+            end
+          end
+          if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return {-1} end
+        end
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        local room = tonumber(ARGV[5]) - redis.call('SCARD', KEYS[2])
+        for i = 6, #ARGV do
+          if room <= 0 then break end
+          room = room - redis.call('SADD', KEYS[2], ARGV[i])
+        end
+        local change = 2
+        if old then change = old == ARGV[2] and 0 or 1 end
+        return {redis.call('SCARD', KEYS[2]), change}
+        """)
 
     private static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 

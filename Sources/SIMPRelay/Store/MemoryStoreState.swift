@@ -43,6 +43,9 @@ struct MemoryStoreState: Sendable {
         case .fetchVerifier(let user, let connection, _): // answered by InMemoryRelayStore, which knows the locks
             return .fetchVerifier(connection: connection, credentials[user])
         case .register(let registration, let connection):
+            if tooManyDevices(registration, now: now) {
+                return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: registration.device, limit: limits.maxDevicesPerUser))
+            }
             let devices = register(registration, now: now)
             return .register(connection: connection, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
         case .unregister(let user, let session, _):
@@ -112,6 +115,9 @@ struct MemoryStoreState: Sendable {
             }
             return .who(who, users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
         case .publishKeys(let keys):
+            guard makeRoomForBundle(of: keys) else {
+                return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: keys.device, limit: limits.maxDevicesPerUser))
+            }
             let earlier = keyBundles[keys.user]?[keys.device]
             let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == keys.bundle ? .unchanged : .changed
             let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
@@ -156,6 +162,26 @@ struct MemoryStoreState: Sendable {
         registrations[user, default: [:]][registration.session] = registration
         let elsewhere = registrations[user]!.values.contains { $0.route.relayId != registration.route.relayId }
         return (devices[user]?.count ?? 0, elsewhere)
+    }
+
+    /// Whether `registration` is of a receiving device that would be one more than its user may have.
+    private func tooManyDevices(_ registration: Registration, now: Int64) -> Bool {
+        let user = registration.user
+        guard registration.receives, devices[user]?[registration.device] == nil else { return false }
+        let live = Set((registrations[user] ?? [:]).values.filter(\.receives).map(\.device))
+        return (devices[user] ?? [:]).filter { $0.value >= cutoff(now) || live.contains($0.key) }.count >= limits.maxDevicesPerUser
+    }
+
+    /// Whether the bundle of `keys` may be kept: its device has one, or the user has fewer than
+    /// it may have once the bundles of devices no longer known are dropped (as in Redis).
+    private mutating func makeRoomForBundle(of keys: KeysPublish) -> Bool {
+        let bundles = keyBundles[keys.user] ?? [:]
+        guard bundles[keys.device] == nil, bundles.count >= limits.maxDevicesPerUser else { return true }
+        for device in bundles.keys where devices[keys.user]?[device] == nil {
+            keyBundles[keys.user]?[device] = nil
+            oneTimePrekeys[keys.user]?[device] = nil
+        }
+        return (keyBundles[keys.user]?.count ?? 0) < limits.maxDevicesPerUser
     }
 
     private mutating func refresh(_ live: [Registration]) {

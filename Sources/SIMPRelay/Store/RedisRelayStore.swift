@@ -42,6 +42,8 @@ public final class RedisRelayStore: RelayStore {
         public var inboxMaxMessages = 1000
         /// Seconds a message may wait in a user's log.
         public var inboxTTLSeconds = 7 * 24 * 3600
+        /// Devices a user may have (receiving devices, devices with a key bundle).
+        public var maxDevicesPerUser = RelayLimits().maxDevicesPerUser
         public init() {}
     }
 
@@ -62,13 +64,13 @@ public final class RedisRelayStore: RelayStore {
         self.redis = redis
         self.registry = Registry(
             redis: redis, liveness: RelayLiveness(redis: redis, ttlSeconds: limits.registrationTTLSeconds),
-            entryTTLSeconds: limits.registrationEntryTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds)
+            entryTTLSeconds: limits.registrationEntryTTLSeconds, deviceTTLSeconds: limits.inboxTTLSeconds, maxDevices: limits.maxDevicesPerUser)
         self.credentials = CredentialStore(redis: redis)
         self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
         self.presence = PresenceStore(redis: redis)
         self.bus = RelayBus(redis: redis)
-        self.keyBundles = KeyBundleStore(redis: redis)
+        self.keyBundles = KeyBundleStore(redis: redis, maxDevices: limits.maxDevicesPerUser)
     }
 
     public var roundTrips: Int { redis.roundTrips }
@@ -103,9 +105,13 @@ public final class RedisRelayStore: RelayStore {
         case .recordLogin(let outcome):
             return credentials.record(outcome, on: eventLoop).map { .written }
         case .register(let registration, let connection):
-            return registry.register(registration, on: eventLoop).flatMap { [inboxes] registered in
-                inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop)
-                    .map { .register(connection: connection, knownDevices: registered.knownDevices, elsewhere: registered.elsewhere) }
+            return registry.register(registration, on: eventLoop).flatMap { [inboxes, registry] registered in
+                inboxes.forget(user: registration.user, devices: registered.forgotten, on: eventLoop).map {
+                    guard !registered.tooManyDevices else {
+                        return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: registration.device, limit: registry.maxDevices))
+                    }
+                    return .register(connection: connection, knownDevices: registered.knownDevices, elsewhere: registered.elsewhere)
+                }
             }
         case .unregister(let user, let session, let device):
             return registry.unregister(user: user, session: session, device: device, on: eventLoop).map { .written }
@@ -148,7 +154,12 @@ public final class RedisRelayStore: RelayStore {
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
         case .publishKeys(let keys):
-            return keyBundles.publish(keys, on: eventLoop).map { .publishKeys(keys, prekeysLeft: $0.left, change: $0.change, watchers: $0.watchers) }
+            return keyBundles.publish(keys, on: eventLoop).map { [keyBundles] kept in
+                guard let kept else {
+                    return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: keys.device, limit: keyBundles.maxDevices))
+                }
+                return .publishKeys(keys, prekeysLeft: kept.left, change: kept.change, watchers: kept.watchers)
+            }
         case .fetchKeys(let fetch):
             return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known) }
         }

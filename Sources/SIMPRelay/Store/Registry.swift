@@ -32,16 +32,19 @@ public struct Registry: Sendable {
     public let seenTTLSeconds: Int
     /// Seconds a receiving device stays known after its latest registration.
     public let deviceTTLSeconds: Int
+    /// Receiving devices a user may have (`RelayLimits.maxDevicesPerUser`): one more is not registered.
+    public let maxDevices: Int
 
     public init(
         redis: any RedisCommands, liveness: RelayLiveness, entryTTLSeconds: Int = 24 * 3600, seenTTLSeconds: Int = 7 * 24 * 3600,
-        deviceTTLSeconds: Int = 7 * 24 * 3600
+        deviceTTLSeconds: Int = 7 * 24 * 3600, maxDevices: Int = RelayLimits().maxDevicesPerUser
     ) {
         self.redis = redis
         self.liveness = liveness
         self.entryTTLSeconds = entryTTLSeconds
         self.seenTTLSeconds = seenTTLSeconds
         self.deviceTTLSeconds = deviceTTLSeconds
+        self.maxDevices = max(1, maxDevices)
     }
 
     /// The Redis key of `user`'s registrations.
@@ -66,20 +69,18 @@ public struct Registry: Sendable {
 
     // KEYS: user hash, devices hash, the user's log and cursors (InboxStore). ARGV: token, value,
     // device, receives (1/0), ttl ms, now ms, forget devices registered before (ms), this relay,
-    // addr, since, acked sets' prefix, this relay's incarnation, datagram path.
+    // addr, since, acked sets' prefix, this relay's incarnation, datagram path, devices a user may have.
     // A device that becomes known gets a cursor: the user's first device none (it gets the whole
     // log), a later one the log's last entry (it gets what is stored from now on).
     // Returns {known devices, {the other sessions: "<relay> <incarnation> <token> <device>"...},
-    // forgotten devices...}; the relay checks which of the others their relays vouch for.
+    // forgotten devices...}; the relay checks which of the others their relays vouch for. A
+    // receiving device that would be one more than the user may have writes nothing: {-1, {}, forgotten...}.
     private static let registerScript = RedisScript(
         """
         local token, device, receiving = ARGV[1], ARGV[3], ARGV[4] == '1'
         local forgotten = {}
         local first = 0
         if receiving then
-          local old = redis.call('HGET', KEYS[1], 'd:' .. device)
-          if old and old ~= token then redis.call('HDEL', KEYS[1], 's:' .. old) end
-          redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10], 'path', ARGV[13])
           local all = redis.call('HGETALL', KEYS[2])
           for i = 1, #all, 2 do
             if all[i] ~= device and tonumber(all[i + 1]) < tonumber(ARGV[7]) and redis.call('HEXISTS', KEYS[1], 'd:' .. all[i]) == 0 then
@@ -87,6 +88,14 @@ public struct Registry: Sendable {
               table.insert(forgotten, all[i])
             end
           end
+          if redis.call('HEXISTS', KEYS[2], device) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[14]) then
+            local out = {-1, {}}
+            for _, d in ipairs(forgotten) do table.insert(out, d) end
+            return out
+          end
+          local old = redis.call('HGET', KEYS[1], 'd:' .. device)
+          if old and old ~= token then redis.call('HDEL', KEYS[1], 's:' .. old) end
+          redis.call('HSET', KEYS[1], 'd:' .. device, token, 'addr', ARGV[9], 'relay', ARGV[8], 'session', token, 'since', ARGV[10], 'path', ARGV[13])
           if redis.call('HLEN', KEYS[2]) == 0 then first = 1 end
           if redis.call('HEXISTS', KEYS[2], device) == 0 then
             redis.call('HDEL', KEYS[4], 'c:' .. device, 's:' .. device)
@@ -168,6 +177,8 @@ public struct Registry: Sendable {
         public var elsewhere: Bool
         /// Devices forgotten now (not registered for `deviceTTLSeconds`).
         public var forgotten: [String]
+        /// The device was not registered: the user has `maxDevices` receiving devices already.
+        public var tooManyDevices = false
     }
 
     /// Writes the session's registration, replacing an older receiving session of the same
@@ -186,7 +197,7 @@ public struct Registry: Sendable {
                 registration.session, value, registration.device, registration.receives ? "1" : "0", String(entryTTLSeconds * 1000),
                 String(now), String(now - Int64(deviceTTLSeconds) * 1000), registration.route.relayId,
                 AddressText.format(registration.route.address) ?? "", String(now),
-                InboxStore.ackedPrefix(registration.user), incarnation, Self.pathText(of: registration),
+                InboxStore.ackedPrefix(registration.user), incarnation, Self.pathText(of: registration), String(maxDevices),
             ])
         let seen = ["SET", Self.seenKey(registration.user), String(now), "EX", String(seenTTLSeconds)]
         return Self.registerScript.run([call], after: [seen], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
@@ -195,9 +206,12 @@ public struct Registry: Sendable {
                 throw RedisError("unexpected register reply \(replies[1])")
             }
             let sessions = others.compactMap { $0.string.flatMap(OtherSession.init) }
-            return (Registered(knownDevices: Int(known), elsewhere: false, forgotten: items.dropFirst(2).compactMap(\.string)), sessions)
+            var registered = Registered(knownDevices: Int(known), elsewhere: false, forgotten: items.dropFirst(2).compactMap(\.string))
+            registered.tooManyDevices = known < 0
+            return (registered, sessions)
         }.flatMap { registered, others in
-            vouched(others.map { ($0.token, $0.relayId, $0.incarnation, $0.device) }, of: registration.user, on: eventLoop).map { live in
+            guard !registered.tooManyDevices else { return eventLoop.makeSucceededFuture(registered) }
+            return vouched(others.map { ($0.token, $0.relayId, $0.incarnation, $0.device) }, of: registration.user, on: eventLoop).map { live in
                 var registered = registered
                 registered.elsewhere = live.contains { $0.relayId != registration.route.relayId }
                 return registered

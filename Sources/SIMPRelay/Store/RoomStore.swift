@@ -62,19 +62,7 @@ public struct RoomStore: Sendable {
         let key = Self.membersKey(request.room)
         switch request.operation {
         case .join:
-            let rooms = PresenceStore.roomsKey(request.user)
-            return redis.pipeline([["SCARD", rooms], ["SISMEMBER", key, request.user], ["SCARD", key]], on: eventLoop).flatMap { [redis] counts in
-                if let refusal = Self.joinRefusal(
-                    request, roomsOfUser: Int(counts[0].integer ?? 0), isMember: counts[1].integer == 1, members: Int(counts[2].integer ?? 0))
-                {
-                    return eventLoop.makeSucceededFuture(refusal)
-                }
-                return redis.pipeline([["SADD", key, request.user], ["SADD", rooms, request.room], ["SMEMBERS", key]], on: eventLoop)
-                    .flatMapThrowing { replies in
-                        guard replies.count == 3, let members = replies[2].array else { throw RedisError("unexpected join reply \(replies)") }
-                        return .members(members.compactMap(\.string))
-                    }
-            }
+            return join(request, on: eventLoop)
         case .leave:
             return redis.pipeline(
                 [["SREM", key, request.user], ["SREM", PresenceStore.roomsKey(request.user), request.room]],
@@ -93,15 +81,62 @@ public struct RoomStore: Sendable {
     }
 
     /// Why a join of a user in `roomsOfUser` rooms (`isMember` of this one already) to a room
-    /// of `members` members is refused (nil: it is not). Two relays joining at once may let
-    /// one more in (the counts and the join are two round trips).
+    /// of `members` members is refused (nil: it is not).
     static func joinRefusal(_ request: RoomRequest, roomsOfUser: Int, isMember: Bool, members: Int) -> RoomAnswer? {
         guard !isMember else { return nil }
-        if roomsOfUser >= RelayCore.maxRoomsPerUser {
-            return .limitReached("you are a member of \(roomsOfUser) rooms, the relay's limit: leave one first")
-        }
-        if members >= RelayCore.maxRoomMembers { return .limitReached("#\(request.room) has \(members) members, the relay's limit") }
+        if roomsOfUser >= RelayCore.maxRoomsPerUser { return tooManyRooms(roomsOfUser) }
+        if members >= RelayCore.maxRoomMembers { return roomFull(request.room, members: members) }
         return nil
+    }
+
+    static func tooManyRooms(_ rooms: Int) -> RoomAnswer {
+        .limitReached("you are a member of \(rooms) rooms, the relay's limit: leave one first")
+    }
+
+    static func roomFull(_ room: String, members: Int) -> RoomAnswer { .limitReached("#\(room) has \(members) members, the relay's limit") }
+
+    // KEYS: the user's rooms (PresenceStore, the user's slot). ARGV: room, rooms a user may be in.
+    // Returns 0 (already in it), 1 (added), or minus the user's rooms (refused: at the cap).
+    private static let reserveRoomScript = RedisScript(
+        """
+        if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 0 end
+        local rooms = redis.call('SCARD', KEYS[1])
+        if rooms >= tonumber(ARGV[2]) then return -rooms end
+        redis.call('SADD', KEYS[1], ARGV[1])
+        return 1
+        """)
+    // KEYS: the room's members (the room's slot). ARGV: user, members a room may have.
+    // Returns the members with the user among them, or their count (refused: the room is full).
+    private static let joinScript = RedisScript(
+        """
+        if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
+          local members = redis.call('SCARD', KEYS[1])
+          if members >= tonumber(ARGV[2]) then return members end
+          redis.call('SADD', KEYS[1], ARGV[1])
+        end
+        return redis.call('SMEMBERS', KEYS[1])
+        """)
+
+    /// A join, each cap checked and taken in one script where its count lives, so relays and
+    /// connections joining at once cannot pass either: the user's rooms (in the user's slot)
+    /// first, then the room's members (in the room's; on Redis Cluster the two are on different
+    /// nodes, so no one script can hold both). A join refused for a full room gives back the
+    /// place it took among the user's rooms.
+    private func join(_ request: RoomRequest, on eventLoop: EventLoop) -> EventLoopFuture<RoomAnswer> {
+        let rooms = PresenceStore.roomsKey(request.user), members = Self.membersKey(request.room)
+        let reserve = RedisScript.Call(keys: [rooms], arguments: [request.room, String(RelayCore.maxRoomsPerUser)])
+        return Self.reserveRoomScript.run(reserve, on: redis, eventLoop: eventLoop).flatMap { [redis] reserved in
+            guard let taken = reserved.integer else { return eventLoop.makeFailedFuture(RedisError("unexpected join reply \(reserved)")) }
+            guard taken >= 0 else { return eventLoop.makeSucceededFuture(Self.tooManyRooms(Int(-taken))) }
+            let join = RedisScript.Call(keys: [members], arguments: [request.user, String(RelayCore.maxRoomMembers)])
+            return Self.joinScript.run(join, on: redis, eventLoop: eventLoop).flatMap { reply in
+                if let list = reply.array { return eventLoop.makeSucceededFuture(.members(list.compactMap(\.string))) }
+                guard let count = reply.integer else { return eventLoop.makeFailedFuture(RedisError("unexpected join reply \(reply)")) }
+                let full = Self.roomFull(request.room, members: Int(count))
+                guard taken == 1 else { return eventLoop.makeSucceededFuture(full) }
+                return redis.command(["SREM", rooms, request.room], on: eventLoop).map { _ in full }
+            }
+        }
     }
 
     /// Numbers `message` (a post by `message.fromUser`) in `room` if the author is a member.

@@ -6,7 +6,7 @@ import SIMPCore
 import Glibc
 #endif
 
-/// A bare, non-blocking TCP connection for abuse tests: it writes what it is told and reads
+/// A bare, non-blocking TCP connection for abuse tests and `simp-bench abuse`: it writes what it is told and reads
 /// nothing unless asked (a client that never reads its answers), without an event loop of its
 /// own, so a test can hold thousands (idle ones, half-sent frames).
 public final class AttackSocket: @unchecked Sendable {
@@ -71,6 +71,17 @@ public final class AttackSocket: @unchecked Sendable {
         guard fd >= 0 else { return }
         Glibc.close(fd)
         fd = -1
+    }
+
+    /// Raises this process's soft limit of open files to its hard limit (children started
+    /// afterwards inherit it); returns the limit now.
+    @discardableResult
+    public static func raiseOpenFileLimit() -> Int {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        return openFileLimit
     }
 
     /// The soft limit of open files of this process.

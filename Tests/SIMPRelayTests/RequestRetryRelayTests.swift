@@ -1,0 +1,28 @@
+import SIMPClient
+import SIMPCore
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+/// The client sends a request the relay refused over its budget (RATE_LIMITED) again after
+/// `retryAfterMillis`: with a room-join budget of 2 a second and a burst of 1, joins one after
+/// another all succeed, the later ones after the relay said when to try again.
+final class RequestRetryRelayTests: RelayTestCase {
+    override func configureRelay(_ configuration: inout RelayConfiguration) {
+        configuration.limits.budgets[.roomJoin] = RateLimit(perSecond: 2, burst: 1)
+    }
+
+    func testJoinsOverTheBudgetSucceedAfterTheRelaysRetryAfter() async throws {
+        let user = TestRelay.uniqueUser("alice")
+        let alice = try await relay.connectClient(user: user)
+        let started = ContinuousClock.now
+        for index in 0..<3 {
+            let members = try await alice.joinRoom("retry-\(index)")
+            XCTAssertEqual(members, [user], "join \(index)")
+        }
+        let took = ContinuousClock.now - started
+        // A burst of 1 at 2 a second: the second and third joins were refused first and waited.
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(900), "the third join waited for the budget")
+        await alice.close()
+    }
+}
