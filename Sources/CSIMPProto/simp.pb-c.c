@@ -122,7 +122,7 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[17] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[18] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -141,15 +141,17 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
   { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
   { "LIMIT_REACHED", "SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED", 19 },
+  { "BAD_KEY_BUNDLE", "SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE", 28 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{0, 17}
+{0, 0},{16, 13},{28, 17},{0, 18}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[17] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[18] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
+  { "BAD_KEY_BUNDLE", 17 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
   { "INBOX_EXPIRED", 14 },
@@ -172,11 +174,11 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  17,
+  18,
   simp__message__error_code__enum_values_by_number,
-  17,
+  18,
   simp__message__error_code__enum_values_by_name,
-  2,
+  3,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -240,7 +242,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[51] =
 {
   {
     "version",
@@ -842,6 +844,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "devicesLeftOut",
+    90,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, devicesleftout),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -854,6 +868,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   49,   /* field[49] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
+  50,   /* field[50] = devicesLeftOut */
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
@@ -895,14 +910,15 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[5 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[6 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
   { 60, 44 },
   { 69, 48 },
-  { 0, 50 }
+  { 90, 50 },
+  { 0, 51 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -912,10 +928,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  50,
+  51,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  5,  simp__message__number_ranges,
+  6,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

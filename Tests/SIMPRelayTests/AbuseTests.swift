@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import SIMPBench
 import SIMPCore
+import SIMPCoreTestKit
 import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport
@@ -43,7 +44,7 @@ final class AbuseTests: XCTestCase {
 
     /// A bundle laid out as the relay accepts one (docs/E2E.md §3.1: version 1, 167 bytes, a zero
     /// count); its keys are filler, which the relay does not check.
-    static let bundle: [UInt8] = [1] + Array(repeating: 7, count: 164) + [0, 0]
+    static let bundle: [UInt8] = SignedBundles.published(seed: 7)
 
     // MARK: The attacks
 
@@ -251,9 +252,7 @@ final class AbuseTests: XCTestCase {
     }
 
     /// One-time prekey `id`: id (u32) ‖ 32 key bytes.
-    private static func prekey(_ id: UInt32) -> [UInt8] {
-        withUnsafeBytes(of: id.bigEndian) { Array($0) } + Array(repeating: UInt8(truncatingIfNeeded: id), count: 32)
-    }
+    private static func prekey(_ id: UInt32) -> [UInt8] { SignedBundles.prekey(id) }
 }
 
 /// Frames an attacker sends.
