@@ -53,7 +53,7 @@ let package = Package(
         .target(
             name: "SIMPCore",
             dependencies: [
-                "CSIMPProto", "CProtobufC",
+                "CSIMPProto", "CProtobufC", "SIMPE2E",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
@@ -171,7 +171,7 @@ let package = Package(
         // client keys; only the core's dependencies, so the core's tests need nothing more.
         .target(
             name: "SIMPCoreTestKit",
-            dependencies: ["SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["SIMPCore", "SIMPE2E", .product(name: "NIOCore", package: "swift-nio")]),
         // Shared by the test targets: start Redis, a relay and clients on free loopback ports.
         .target(
             name: "SIMPTestSupport",
@@ -218,7 +218,7 @@ let package = Package(
             name: "SIMPBench",
             dependencies: [
                 "SIMPCore", "SIMPNIO", "SIMPRedis", "SIMPRelay", "SIMPLocalServers", "SIMPClient",
-                "SIMPTestKit", "SIMPE2E", "CCallgrind",
+                "SIMPTestKit", "SIMPCoreTestKit", "SIMPE2E", "CCallgrind",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -278,7 +278,7 @@ let package = Package(
             name: "SIMPRelayTests",
             dependencies: [
                 "SIMPRelay", "SIMPClient", "SIMPCommandLine", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPBench", "SIMPFuzz", "SIMPTokens",
-                "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
+                "SIMPLab", "SIMPNIO", "SIMPLocalServers", "SIMPTestKit", "SIMPCoreTestKit", "SIMPE2E",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),

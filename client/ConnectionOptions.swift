@@ -60,7 +60,7 @@ struct ConnectionOptions: ParsableArguments {
         help: ArgumentHelp(
             "The name of this device (1-64 letters, digits, '.', '_', '-').",
             discussion:
-                "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (HOST-XXXX); a second client running at the same time takes HOST-XXXX-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."
+                "Each device of a user has its own session: chat in one terminal and listen in another both receive. Default: a name made once and kept in $SIMP_HOME/device (random words, such as amber-otter-3fa2, not the host name); a second client running at the same time takes amber-otter-3fa2-2, and so on. A device can be used by one running client at a time. Messages not yet delivered when simp exits wait in $SIMP_HOME/outbox and are resent by the next simp of the same user and device."
         ))
     var device: String?
 
@@ -69,7 +69,7 @@ struct ConnectionOptions: ParsableArguments {
         help: ArgumentHelp(
             "Send unencrypted to a peer that cannot decrypt (it published no end-to-end keys, or the relay keeps none).",
             discussion:
-                "Direct messages are end-to-end encrypted: only the receiver's devices can read them; the relay and Redis see ciphertext. Without this flag a message to a peer that has no keys yet (it never logged in) waits in the outbox and goes, end to end, at its first login; a room post with such a member is refused. This device's keys live in $SIMP_HOME/e2e (mode 0600)."
+                "Direct messages are end-to-end encrypted: only the receiver's devices can read them; the relay and Redis see ciphertext. Without this flag a message to a peer that has no keys yet (it never logged in) waits in the outbox and goes, end to end, at its first login; a room post is encrypted for the members with keys, and you are told who cannot read it. simp listen --no-e2e also shows messages that did not come end-to-end encrypted (as --allow-plaintext). This device's keys live in $SIMP_HOME/e2e (mode 0600)."
         ))
     var noE2E = false
 

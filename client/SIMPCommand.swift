@@ -149,10 +149,13 @@ struct Send: AsyncParsableCommand {
             }
         }
         defer { delays.cancel() }
-        let waiting = Task { // a message to a user without keys yet waits: said, not sat through in silence
-            for await case .waitingForFirstLogin(let user) in client.endToEndNotices {
-                FileHandle.standardError.write(
-                    Data("simp: \(EndToEndNotice.waitingForFirstLogin(user: user)); Ctrl-C leaves it in the outbox for the next simp\n".utf8))
+        let waiting = Task { // end-to-end news, and a message to a user without keys yet waits: said, not sat through in silence
+            for await notice in client.endToEndNotices {
+                guard case .waitingForFirstLogin = notice else {
+                    if let line = notice.errorLine { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                    continue
+                }
+                FileHandle.standardError.write(Data("simp: \(notice); Ctrl-C leaves it in the outbox for the next simp\n".utf8))
             }
         }
         defer { waiting.cancel() }
@@ -168,7 +171,13 @@ struct Send: AsyncParsableCommand {
         let (sent, failures) = try await withThrowingTaskGroup(of: String?.self) { group in
             var sent = 0
             for await message in messages(to: to) {
-                let (id, outcome) = try await client.submit(message)
+                let id: UInt64, outcome: EventLoopFuture<SendResult>
+                do { (id, outcome) = try await client.submit(message) } catch let error as SIMPClientError {
+                    if case .notEncryptable = error {} else { throw error }
+                    await Self.reportLost(client)
+                    await client.close()
+                    fail("simp: \(error)") // a verified user's key changed, or keys cannot be kept: said, exit 1
+                }
                 sent += 1
                 printLine("message \(id) to \(to)")
                 group.addTask { [lines] in
@@ -278,69 +287,6 @@ struct Send: AsyncParsableCommand {
     }
 }
 
-struct Keys: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show the safety numbers with a user's devices, to check who you talk to.",
-        discussion: """
-            `simp keys --with bob` prints the safety number of this device with each of bob's \
-            devices; bob's `simp keys --with YOU` (or `/verify YOU` in simp chat) shows the same 60 \
-            digits. Compare them in person or on a call: if they match, no one (the relay neither) \
-            put a key of their own between you. The numbers belong to this device (the default one, \
-            or --device), and simp keys uses its keys as they are: it never makes a device or keys \
-            and publishes nothing. While a running simp (a chat) holds the device, simp keys refuses \
-            and names that process: use /verify in the chat, or run this after quitting it. Exits 1 \
-            when the user has published no end-to-end keys, or this device has none yet.
-            """)
-
-    @OptionGroup var connection: ConnectionOptions
-
-    @Option(help: ArgumentHelp("The user whose devices to show the safety numbers with.", valueName: "name"))
-    var with: String
-
-    func validate() throws {
-        guard !with.isEmpty, !with.hasPrefix("#") else { throw ValidationError("--with takes a user name (rooms have no keys)") }
-    }
-
-    func run() async throws {
-        let home = SIMPHome.directory()
-        var connection = self.connection
-        let device = try thisDevice(home: home)
-        connection.device = device
-        if let pid = DeviceLock.holder(home: home, user: connection.user, device: device) {
-            fail(
-                "simp: device \"\(device)\" of \(connection.user) is in use by a running simp (process \(pid)), which holds its keys: "
-                    + "use /verify \(with) in that chat, or run simp keys after it exits")
-        }
-        let stored = try? EndToEndFileStore(home: home, user: connection.user, device: device).load("identity")
-        if stored == nil {
-            fail("simp: device \"\(device)\" of \(connection.user) has no end-to-end keys yet (its first simp chat, listen or send makes them)")
-        }
-        let client = try await connection.connect(
-            sendOnly: true,
-            configure: { configuration in
-                configuration.endToEnd?.existingKeysOnly = true
-            })
-        let numbers: [(device: String, number: String)]
-        do { numbers = try await client.safetyNumbers(with: with) } catch {
-            await client.close()
-            fail("simp: cannot get the safety numbers with \(with): \(error)")
-        }
-        await client.close()
-        for line in MessageFormatting.safetyNumberLines(user: connection.user, peer: with, numbers: numbers) { print(line) }
-        if numbers.isEmpty { throw ExitCode(1) }
-    }
-
-    /// The device whose keys are compared: --device, or this machine's default one if it was
-    /// made (simp keys makes no device name of its own).
-    private func thisDevice(home: URL) throws -> String {
-        if let device = connection.device { return device }
-        guard FileManager.default.fileExists(atPath: home.appendingPathComponent("device").path) else {
-            fail("simp: \(connection.user) has no device on this machine yet (its first simp chat, listen or send makes one, with its keys)")
-        }
-        do { return try DeviceName.standard(home: home) } catch { fail("simp: \(error)") }
-    }
-}
-
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait for messages and print each one (once, however often it was retransmitted).",
@@ -355,8 +301,20 @@ struct Listen: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Flag(help: "One JSON object per line: id, from, to, type, content, time.")
+    @Flag(
+        help: ArgumentHelp(
+            "One JSON object per line: id, from, to, type, content, time, e2e, verified, device; end-to-end news as {\"event\": ...}.",
+            discussion:
+                "Each message says whether it came end-to-end encrypted (e2e), from which device (device, for direct messages) and whether you verified that device (verified; simp keys --with USER --confirm); keyChanged is true on the first message after the sender's safety number changed. End-to-end news (a safety number changed, a device of yours you do not know, a verified user's key changed, keys no one can use) comes as a line {\"event\": NAME, \"text\": ..., \"user\": ...}; without --json it goes to standard error."
+        ))
     var json = false
+
+    @Flag(
+        name: .customLong("allow-plaintext"),
+        help:
+            "Also print messages that did not come end-to-end encrypted, marked (not end-to-end encrypted). Without it they are not shown: the relay can write such a message under anyone's name. Implied by --no-e2e."
+    )
+    var allowPlaintext = false
 
     @Option(help: "Exit 0 after printing this many messages; later ones are not taken (not receipted) and wait for the next run.")
     var count: Int?
@@ -384,6 +342,7 @@ struct Listen: AsyncParsableCommand {
     }
 
     func run() async throws {
+        var printer: ListenService.Printer?
         // A message is printed before its receipt leaves (a receipt means the application has
         // it: docs/PROTOCOL.md §6.1), and one held behind a gap is receipted only once printed.
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
@@ -395,13 +354,23 @@ struct Listen: AsyncParsableCommand {
             // finds in the record and skips.
             // After --count messages the client takes no more: the rest stay for the next run.
             configuration.deliveryLimit = count
-            let printer = ListenService.Printer(
-                limit: count, record: Self.record(for: configuration),
-                format: { [json] in json ? MessageFormatting.jsonLine($0) : MessageFormatting.textLine($0) },
+            let printing = ListenService.Printer(
+                limit: count, record: Self.record(for: configuration), allowPlaintext: allowPlaintext || connection.noE2E,
+                format: { [json] in json ? MessageFormatting.jsonLine($0, origin: $1) : MessageFormatting.textLine($0, origin: $1) },
                 printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) },
                 warn: { FileHandle.standardError.write(Data("simp: \($0)\n".utf8)) })
-            configuration.messageHandler = { printer.print($0) }
+            configuration.originHandler = { printing.print($0, origin: $1) }
+            printer = printing
         })
+        Task { [json] in // end-to-end news: standard error, or JSON events with --json
+            for await notice in client.endToEndNotices {
+                if json {
+                    FileHandle.standardOutput.write(Data((notice.jsonLine + "\n").utf8))
+                } else if let line = notice.errorLine {
+                    FileHandle.standardError.write(Data((line + "\n").utf8))
+                }
+            }
+        }
         for room in room {
             do { _ = try await client.joinRoom(room) } catch {
                 await client.close()
@@ -446,6 +415,10 @@ struct Listen: AsyncParsableCommand {
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: Logger(label: "simp.lifecycle")))
         try await group.run()
+        if let refused = printer?.refusedCount, refused > 0 {
+            FileHandle.standardError.write(
+                Data("simp: \(refused) message\(refused == 1 ? "" : "s") refused: not end-to-end encrypted (--allow-plaintext shows them)\n".utf8))
+        }
     }
 }
 

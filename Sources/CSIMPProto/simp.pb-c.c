@@ -124,7 +124,7 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[21] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[22] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -147,15 +147,17 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "TOKEN_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_EXPIRED", 21 },
   { "TOKEN_NOT_ACCEPTED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_NOT_ACCEPTED", 22 },
   { "TOKEN_SESSION_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED", 23 },
+  { "BAD_KEY_BUNDLE", "SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE", 28 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{0, 21}
+{0, 0},{16, 13},{28, 21},{0, 22}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[21] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[22] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
+  { "BAD_KEY_BUNDLE", 21 },
   { "BAD_REQUEST", 2 },
   { "FRAME_TOO_LARGE", 4 },
   { "INBOX_EXPIRED", 14 },
@@ -182,11 +184,11 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  21,
+  22,
   simp__message__error_code__enum_values_by_number,
-  21,
+  22,
   simp__message__error_code__enum_values_by_name,
-  2,
+  3,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -250,7 +252,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[52] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[53] =
 {
   {
     "version",
@@ -876,6 +878,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[52] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "devicesLeftOut",
+    90,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, devicesleftout),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -888,6 +902,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   49,   /* field[49] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
+  52,   /* field[52] = devicesLeftOut */
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
@@ -931,7 +946,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[6 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[7 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -939,7 +954,8 @@ static const ProtobufCIntRange simp__message__number_ranges[6 + 1] =
   { 60, 44 },
   { 69, 48 },
   { 75, 50 },
-  { 0, 52 }
+  { 90, 52 },
+  { 0, 53 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -949,10 +965,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  52,
+  53,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  6,  simp__message__number_ranges,
+  7,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import SIMPCore
+import SIMPCoreTestKit
 
 /// The attacks of `simp-bench abuse` and of the abuse tests: one user (or many connections)
 /// trying to take the relay down, from addresses of 127.0.0.0/8 the attacker alone uses.
@@ -14,14 +15,12 @@ public enum AbuseAttack: String, CaseIterable, Codable, Sendable {
     /// 2,000 connections that never log in and 200 that send half a frame, from 40 addresses.
     case idleConnections = "idle + half-frame connections"
 
-    /// A bundle laid out as the relay accepts one (docs/E2E.md §3.1: version 1, 167 bytes, a
-    /// zero count); its keys are filler, which the relay does not check.
-    public static let bundle: [UInt8] = [1] + Array(repeating: 7, count: 164) + [0, 0]
+    /// A bundle as the relay accepts one (docs/E2E.md §3.1: version 1, 167 bytes, a zero
+    /// count, valid keys and signature: the relay checks them at the door).
+    public static let bundle: [UInt8] = SignedBundles.published(seed: 7)
 
-    /// One-time prekey `id`: id (u32) ‖ 32 key bytes.
-    public static func prekey(_ id: UInt32) -> [UInt8] {
-        withUnsafeBytes(of: id.bigEndian) { Array($0) } + Array(repeating: UInt8(truncatingIfNeeded: id), count: 32)
-    }
+    /// One-time prekey `id`: id (u32) ‖ an X25519 public key.
+    public static func prekey(_ id: UInt32) -> [UInt8] { SignedBundles.prekey(id) }
 
     /// A CONNECT of `user` (a relay without login accepts it as it is).
     public static func connect(_ user: String) -> [UInt8] {

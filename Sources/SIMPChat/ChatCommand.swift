@@ -33,6 +33,9 @@ public enum ChatCommand: Equatable, Sendable {
     case verify(String?)
     /// `/verify [NAME] --confirm`: the numbers matched; NAME is marked verified.
     case confirmVerified(String?)
+    /// `/verify [NAME] --accept`: NAME's changed key is accepted without comparing; NAME is
+    /// no longer verified, and messages to NAME go again.
+    case acceptKeyChange(String?)
     case help
     case quit
     /// A blank line.
@@ -60,6 +63,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/clear           clear the screen (/history shows earlier messages again)",
         "/verify [NAME]   safety numbers with NAME, to compare with NAME's /verify YOU",
         "  ... --confirm  they match: mark NAME verified (you are told if a key changes)",
+        "  ... --accept   accept NAME's changed key unseen (NAME is then not verified)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
         "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
@@ -125,8 +129,9 @@ public enum ChatCommand: Equatable, Sendable {
         case "/status":
             return .status
         case "/verify":
-            let names = arguments.filter { $0 != "--confirm" }
-            guard names.count <= 1 else { return .invalid("usage: /verify [NAME] [--confirm]") }
+            let names = arguments.filter { $0 != "--confirm" && $0 != "--accept" }
+            guard names.count <= 1, names.count + 1 >= arguments.count else { return .invalid("usage: /verify [NAME] [--confirm | --accept]") }
+            if arguments.contains("--accept") { return .acceptKeyChange(names.first) }
             return names.count < arguments.count ? .confirmVerified(names.first) : .verify(names.first)
         case "/help", "/?":
             return .help

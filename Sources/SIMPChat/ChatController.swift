@@ -47,6 +47,7 @@ public final class ChatController: @unchecked Sendable {
         case endToEnd(EndToEndNotice)
         case safetyNumbers(peer: String, Result<[(device: String, number: String)], ChatRoomError>)
         case verified(peer: String, Result<Int, ChatRoomError>)
+        case accepted(peer: String, Result<Bool, ChatRoomError>)
         /// The client's datagrams moved to another path.
         case path(DatagramPath)
     }
@@ -130,6 +131,12 @@ public final class ChatController: @unchecked Sendable {
                 case .who(let users, let room, let show): startWho(users: users, room: room, show: show)
                 case .safetyNumbers(let peer): startSafetyNumbers(with: peer)
                 case .confirmVerified(let peer): startConfirmingVerified(peer)
+                case .acceptKeyChange(let peer):
+                    Task { [client, post] in
+                        do { post.yield(.accepted(peer: peer, .success(try await client.acceptKeyChange(of: peer)))) } catch {
+                            post.yield(.accepted(peer: peer, .failure(ChatRoomError("\(error)"))))
+                        }
+                    }
                 case .reconnect:
                     Task { [client, post] in
                         if await !client.reconnect() { post.yield(.log("the client is not stopped: it reconnects by itself")) }
@@ -216,6 +223,9 @@ public final class ChatController: @unchecked Sendable {
             return []
         case .verified(let peer, let answer):
             session.verifiedConfirmed(peer, answer)
+            return []
+        case .accepted(let peer, let answer):
+            session.keyChangeAccepted(peer, answer)
             return []
         }
     }

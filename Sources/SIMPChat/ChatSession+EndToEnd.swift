@@ -34,6 +34,17 @@ extension ChatSession {
         }
     }
 
+    /// `/verify NAME --accept` was carried out: `answer` is whether NAME was verified.
+    public mutating func keyChangeAccepted(_ peer: String, _ answer: Result<Bool, ChatRoomError>) {
+        switch answer {
+        case .failure(let error): notice("/verify \(peer) --accept: \(error.reason)", .failure)
+        case .success(let wasVerified):
+            keyChangedPeers.remove(peer)
+            let what = wasVerified ? "\(peer)'s new keys are accepted; \(peer) is no longer verified" : "\(peer) was not verified"
+            notice(what + ": messages to \(peer) go (/retry sends those refused); /verify \(peer) to compare the safety numbers", .plain)
+        }
+    }
+
     /// News from the end-to-end layer, as a line in the conversation. A message asked for or
     /// sent again after a new session is counted on one line per peer device (rewritten in
     /// place while on screen), never a line per message id. A peer's new device is said above
@@ -120,7 +131,7 @@ extension ChatSession {
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
         case .stateUnwritable:
             return (news.description, .failure)
-        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain:
+        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys, .resendRefused:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)

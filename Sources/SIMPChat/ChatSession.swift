@@ -23,6 +23,8 @@ public enum ChatEffect: Equatable, Sendable {
     case safetyNumbers(with: String)
     /// Mark `peer` verified and report back with `verifiedConfirmed`.
     case confirmVerified(String)
+    /// Accept `peer`'s changed key (no longer verified) and report back with `keyChangeAccepted`.
+    case acceptKeyChange(String)
     /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
     case wake(afterMillis: Int64)
     /// Connect again after the client stopped (`/reconnect`).
@@ -253,6 +255,12 @@ public struct ChatSession: Sendable {
                 return []
             }
             return [.confirmVerified(name)]
+        case .acceptKeyChange(let name):
+            guard let name = name ?? peer, !RelayCore.isRoomAddress(name) else {
+                notice("usage: /verify NAME --accept (a person; default: the current peer)", .failure)
+                return []
+            }
+            return [.acceptKeyChange(name)]
         case .help:
             for line in ChatCommand.helpLines { notice(line, .dim, prefix: "") }
             return []

@@ -68,6 +68,10 @@ public struct ClientConfiguration: Sendable {
     /// False means the application had it already (a copy delivered again after a restart,
     /// docs/PROTOCOL.md §6.4); it is receipted all the same. Keep it short.
     public var messageHandler: (@Sendable (SIMPMessage) -> Bool)?
+    /// As `messageHandler`, with what the client knows of where the message came from (end to
+    /// end encrypted or not, the sending device and whether the user verified it): called
+    /// instead of `messageHandler` when set (`simp listen` marks each line with it).
+    public var originHandler: (@Sendable (SIMPMessage, MessageOrigin) -> Bool)?
     /// The application takes at most this many new messages (`simp listen --count`); nil: no
     /// limit. Later ones are neither handed over nor receipted, so they stay with their senders
     /// or in the relay's log for the next session (`ClientSession.stopTakingMessages`). Receipts

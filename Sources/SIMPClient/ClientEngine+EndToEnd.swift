@@ -47,6 +47,11 @@ extension ClientEngine {
         return taken + lateTaken
     }
 
+    /// Where `message`, handed to the application now, came from (`MessageOrigin`).
+    func origin(of message: SIMPMessage) -> MessageOrigin {
+        endToEnd?.origin(of: message) ?? MessageOrigin(endToEnd: message.isEndToEnd)
+    }
+
     /// Whether a held room post may be handed over now; one that may not (`simp listen
     /// --count` has its messages) stays held for the next process.
     func mayTakeLate() -> Bool { lateAllowance.map { lateTaken < $0 } ?? true }

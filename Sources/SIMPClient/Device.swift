@@ -69,8 +69,9 @@ public enum DeviceName {
     }
 
     /// This machine's default device name, kept in `<home>/device` and created there once:
-    /// the host name (cut to what device names allow) and four random hex digits, e.g.
-    /// `laptop-3fa2`. A file that holds no valid name is an error naming it.
+    /// two random words and four random hex digits (`RandomDeviceName`), e.g. `amber-otter-3fa2`;
+    /// not the host name, which would tell other users (who see device names) about the
+    /// machine. A file that holds no valid name is an error naming it.
     public static func standard(home: URL) throws -> String {
         let file = home.appendingPathComponent("device")
         if let text = try? String(contentsOf: file, encoding: .utf8) {
@@ -79,19 +80,8 @@ public enum DeviceName {
             return name
         }
         try SIMPHome.makeDirectory(home)
-        var hostName = [CChar](repeating: 0, count: 256)
-        let named = gethostname(&hostName, 255) == 0
-        let host =
-            String(decoding: hostName.prefix { named && $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            .split(separator: ".").first.map(String.init) ?? ""
-        var base = String(
-            String.UnicodeScalarView(
-                host.unicodeScalars.filter {
-                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
-                }
-            ).prefix(40))
-        if base.isEmpty { base = "device" }
-        let name = base + "-" + String(format: "%04x", UInt16.random(in: .min ... .max))
+        var random = SystemRandomNumberGenerator()
+        let name = RandomDeviceName.make(using: &random)
         do { try Data((name + "\n").utf8).write(to: file, options: .withoutOverwriting) } catch {
             // Another client created it first: use theirs.
             if let text = try? String(contentsOf: file, encoding: .utf8), problem(with: text.trimmingCharacters(in: .whitespacesAndNewlines)) == nil {

@@ -18,13 +18,15 @@ struct SentLog {
         let sentAt: NIODeadline
         /// Sent again once already: never twice (no loop between two devices).
         var resent = false
+        /// The devices that had a copy, with their identities then: only they may ask for it.
+        var recipients: ResendRecipients? = nil
     }
 
     private(set) var entries: [UInt64: Entry] = [:]
     private var order: [UInt64] = []
 
-    mutating func record(_ id: UInt64, _ message: SIMPMessage?, now: NIODeadline) {
-        entries[id] = Entry(message: message, sentAt: now)
+    mutating func record(_ id: UInt64, _ message: SIMPMessage?, recipients: ResendRecipients? = nil, now: NIODeadline) {
+        entries[id] = Entry(message: message, sentAt: now, recipients: recipients)
         order.append(id)
         while order.count > Self.maxKept || order.first.map({ now - (entries[$0]?.sentAt ?? now) > Self.lifetime }) == true {
             entries[order.removeFirst()] = nil
@@ -53,7 +55,9 @@ extension EndToEnd {
     /// again when its receiver asks.
     func sent(_ original: SIMPMessage, sealed: SIMPMessage, id: UInt64, now: NIODeadline) {
         guard sealed.isEndToEnd, !RelayCore.isRoomAddress(sealed.toUser) else { return }
-        sentLog.record(id, original, now: now)
+        let copies = (try? E2EEnvelope(encoded: sealed.e2ePayload))?.copies.map(\.device) ?? []
+        let known = ((try? messenger.devices(of: sealed.toUser)) ?? []).map { ($0.device, $0.identity) }
+        sentLog.record(id, original, recipients: ResendRecipients(copies: copies, known: known), now: now)
     }
 
     /// `message` (from `peer`'s `device`) could not be decrypted: asks that device for it again,
@@ -89,6 +93,11 @@ extension EndToEnd {
     /// again for that device only and sent under a new id, once; the user is told either way.
     func resend(asked request: [UInt8], by peer: String, device: String, via engine: ClientEngine) {
         guard let id = try? ResendRequest(encoded: request).messageId else { return }
+        let identity = try? messenger.devices(of: peer).first { $0.device == device }?.identity
+        if let recipients = sentLog.entries[id]?.recipients, !recipients.allows(device: device, identity: identity) {
+            // A device that had no copy then (new, or with another key) gets nothing old.
+            return onNotice(.resendRefused(user: peer, device: device, messageId: id))
+        }
         guard let entry = sentLog.takeForResend(id, to: peer) else {
             // A request for a request or a sender key (not sent again), or asked twice: nothing to say.
             if sentLog.contains(id) { return }

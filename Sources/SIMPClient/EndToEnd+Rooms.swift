@@ -80,14 +80,13 @@ extension EndToEnd {
     private func sealPost(
         _ message: SIMPMessage, room: String, members: [String], via engine: ClientEngine
     ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
+        for member in members { try refuseUnlessVerificationHolds(member, what: "not posted to #\(room)") }
         let keyless = try members.filter { try messenger.devices(of: $0).isEmpty }
-        if !keyless.isEmpty {
-            if settings.allowUnencrypted { return (message, []) }
-            throw SIMPClientError.notEncryptable(
-                "\(keyless.joined(separator: ", ")) in #\(room) published no end-to-end keys (a client without end-to-end encryption?); --no-e2e posts unencrypted"
-            )
-        }
-        let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: members, using: &random)
+        if !keyless.isEmpty, settings.allowUnencrypted { return (message, []) } // the user's own choice (--no-e2e)
+        // A member without usable keys cannot read the post; the others are not held up by it.
+        for member in keyless where toldUnusable.insert(member + " #" + room).inserted { onNotice(.noUsableKeys(user: member, room: room)) }
+        let readers = members.filter { !keyless.contains($0) }
+        let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in

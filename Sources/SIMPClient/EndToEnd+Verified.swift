@@ -1,15 +1,21 @@
 import Foundation
 import SIMPE2E
 
-/// Peers the user marked verified (`/verify NAME --confirm`, docs/E2E.md §10): the identity of
-/// each of their devices at that moment, kept in `$SIMP_HOME` (file `verified/<peer>`, mode
-/// 0600). When a device of such a peer is new or has another key, the user is told once per
-/// process (`EndToEndNotice.verifiedKeyChanged`) until the peer is verified again.
+/// Peers the user marked verified (`/verify NAME --confirm`, `simp keys --with NAME --confirm`,
+/// docs/E2E.md §10): the identity of each of their devices at that moment, kept in `$SIMP_HOME`
+/// (file `verified/<peer>`, mode 0600). When a device of such a peer is new or has another key,
+/// nothing is sent to the peer (direct messages, posts to rooms it is in) until the user accepts
+/// the change (`/verify NAME --accept`, `simp keys --with NAME --accept`: the peer is then not
+/// verified) or verifies again; the user is told once per process
+/// (`EndToEndNotice.verifiedKeyChanged`).
 final class VerifiedPeers {
-    /// peer → device → identity (hex) when verified; nil when not verified. Loaded on first use.
-    fileprivate var identities: [String: [String: String]?] = [:]
+    /// peer → what was verified; nil when not verified. Loaded on first use.
+    fileprivate var identities: [String: VerifiedIdentities?] = [:]
     /// Peers whose lapse the user was told of in this process.
     fileprivate var told: Set<String> = []
+    /// Peers whose safety number changed since their last message here (unverified peers
+    /// included): that message is marked (`MessageOrigin.keyChanged`).
+    var changedSinceLastMessage: Set<String> = []
 }
 
 extension EndToEnd {
@@ -18,19 +24,53 @@ extension EndToEnd {
     func markVerified(_ peer: String) throws -> Int {
         let devices = try messenger.devices(of: peer)
         guard !devices.isEmpty else { return 0 }
-        let identities = Dictionary(devices.map { ($0.device, Self.hex($0.identity.encoded)) }) { $1 }
-        let text = identities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
-        try store.save(Self.verifiedName(peer), SecretBytes(Array(text.utf8)))
-        try store.commit()
-        verifiedPeers.identities[peer] = .some(identities)
-        verifiedPeers.told.remove(peer)
+        try keepVerified(peer, VerifiedIdentities(devices.map { ($0.device, $0.identity) }))
         return devices.count
+    }
+
+    /// The user accepts `peer`'s changed keys without comparing them: `peer` is no longer
+    /// verified, and messages to it go again. Returns whether `peer` was verified.
+    func acceptKeyChange(of peer: String) throws -> Bool {
+        let wasVerified = try verifiedIdentities(of: peer) != nil
+        try keepVerified(peer, VerifiedIdentities([]))
+        return wasVerified
+    }
+
+    private func keepVerified(_ peer: String, _ verified: VerifiedIdentities) throws {
+        try store.save(Self.verifiedName(peer), SecretBytes(verified.encoded))
+        try store.commit()
+        verifiedPeers.identities[peer] = .some(verified.identities.isEmpty ? nil : verified)
+        verifiedPeers.told.remove(peer)
+    }
+
+    /// How `peer`'s devices known now compare with what the user verified (nil: not verified).
+    func verificationCheck(for peer: String) throws -> VerificationCheck? {
+        guard let verified = try verifiedIdentities(of: peer) else { return nil }
+        return verified.check(try messenger.devices(of: peer).map { ($0.device, $0.identity) })
     }
 
     /// Whether `peer` was verified and one of its devices is new or has another key since.
     func verificationLapsed(for peer: String) throws -> Bool {
-        guard let verified = try verifiedIdentities(of: peer) else { return false }
-        return try messenger.devices(of: peer).contains { verified[$0.device] != Self.hex($0.identity.encoded) }
+        if case .changed? = try verificationCheck(for: peer) { true } else { false }
+    }
+
+    /// Throws `SIMPClientError.notEncryptable` naming the changed devices and how to accept
+    /// them when `peer` was verified and a key changed since (`what`: the message or post).
+    func refuseUnlessVerificationHolds(_ peer: String, what: String) throws {
+        guard case .changed(let devices)? = try verificationCheck(for: peer) else { return }
+        checkVerification(of: peer)
+        throw SIMPClientError.notEncryptable(
+            "\(what): \(peer) is verified, and the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since "
+                + "(or the device is new); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
+                + "`simp keys --with \(peer) --accept` (or /verify \(peer) --accept in simp chat), or --confirm after comparing")
+    }
+
+    /// Whether `peer`'s `device` is one the user verified with the identity it has now.
+    func isVerified(_ peer: String, device: String) -> Bool {
+        guard let verified = try? verifiedIdentities(of: peer),
+            let identity = try? messenger.devices(of: peer).first(where: { $0.device == device })?.identity
+        else { return false }
+        return verified.isVerified(device: device, identity: identity)
     }
 
     /// Tells the user, once per process, that verified `peer` has a device or key not verified.
@@ -40,20 +80,22 @@ extension EndToEnd {
         onNotice(.verifiedKeyChanged(user: peer))
     }
 
-    private func verifiedIdentities(of peer: String) throws -> [String: String]? {
+    /// Tells the user of `notice` about a peer; a changed key comes with the new safety number
+    /// (once per change), and the peer's next message is marked.
+    func tell(_ notice: E2ENotice) {
+        guard case .deviceKeyChanged(let peer, let device) = notice else { return onNotice(.peer(notice)) }
+        verifiedPeers.changedSinceLastMessage.insert(peer)
+        let number = (try? messenger.safetyNumber(localUser: user, peer: peer, device: device)) ?? nil
+        onNotice(.safetyNumberChanged(user: peer, device: device, number: number ?? "unknown"))
+    }
+
+    private func verifiedIdentities(of peer: String) throws -> VerifiedIdentities? {
         if let known = verifiedPeers.identities[peer] { return known }
-        let loaded = try store.load(Self.verifiedName(peer)).map { bytes in
-            Dictionary(
-                String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line -> (String, String)? in
-                    let parts = line.split(separator: " ")
-                    return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
-                }
-            ) { $1 }
-        }
-        verifiedPeers.identities[peer] = .some(loaded)
-        return loaded
+        let loaded = try store.load(Self.verifiedName(peer)).map(VerifiedIdentities.init(encoded:))
+        let verified = loaded?.identities.isEmpty == false ? loaded : nil
+        verifiedPeers.identities[peer] = .some(verified)
+        return verified
     }
 
     private static func verifiedName(_ peer: String) -> String { "verified/" + peer }
-    private static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }

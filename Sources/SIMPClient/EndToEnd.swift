@@ -54,6 +54,18 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case stateUnwritable(reason: String)
     /// This device's end-to-end state can be written again after `stateUnwritable`.
     case stateWritableAgain
+    /// The identity key of `user`'s `device` changed: the safety number with it is `number` now
+    /// (said once per change; `user`'s next message is marked).
+    case safetyNumberChanged(user: String, device: String, number: String)
+    /// `user`'s `device` published keys no one can use (`reason`): nothing is encrypted to it
+    /// (said once per process); other devices and members are not held up by it.
+    case unusableKeys(user: String, device: String, reason: String)
+    /// Member `user` of `room` has no end-to-end keys this device can use (none published, or
+    /// each unusable): the posts are encrypted for the other members, and `user` cannot read them.
+    case noUsableKeys(user: String, room: String)
+    /// `user`'s `device` asked for message `messageId` again, but had no copy of it when it was
+    /// sent (a device added since, or with another key): nothing was sent to it.
+    case resendRefused(user: String, device: String, messageId: UInt64)
 
     public var description: String {
         switch self {
@@ -76,6 +88,14 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .stateWritableAgain: "this device's end-to-end state can be written again: waiting messages go on"
         case .resent(let user, let device, let id, false):
             "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
+        case .safetyNumberChanged(let user, let device, let number):
+            "safety number changed: \(user)'s device \(device) has a new identity key; the safety number is now \(number) (compare with simp keys --with \(user))"
+        case .resendRefused(let user, let device, let id):
+            "\(user)'s device \(device) asked for your message \(id) again, but it was not sent to that device: refused (a new device gets no earlier messages)"
+        case .noUsableKeys(let user, let room):
+            "\(user) in #\(room) has no usable end-to-end keys: posts to #\(room) are encrypted for the other members, and \(user) cannot read them"
+        case .unusableKeys(let user, let device, let reason):
+            "\(user)'s device \(device) published unusable end-to-end keys (\(reason)): nothing is encrypted to that device"
         }
     }
 }
@@ -116,6 +136,8 @@ final class EndToEnd: @unchecked Sendable {
     var publishing = false
     /// Whether the store could be written at the last commit (EndToEnd+Durability).
     var durability = DurabilityGate()
+    /// Peer devices ("user/device") whose unusable keys the user was told of in this process.
+    var toldUnusable: Set<String> = []
 
     /// Where this device's keys, sessions and what it knows of its peers are kept; the held
     /// room posts are kept there too.
@@ -179,6 +201,7 @@ final class EndToEnd: @unchecked Sendable {
         }.flatMap { [self] decision -> EventLoopFuture<SIMPMessage> in
             switch decision {
             case .seal:
+                do { try refuseUnlessVerificationHolds(peer, what: "not sent to \(peer)") } catch { return engine.eventLoop.makeFailedFuture(error) }
                 return restartCopiedSessions(with: peer, via: engine).flatMapThrowing { [self] in
                     message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
                 }
@@ -232,12 +255,12 @@ final class EndToEnd: @unchecked Sendable {
             }
             if ResendRequest.isResendRequest(opened.plaintext) {
                 // Its new session is not news: the line about the message sent again says it.
-                for notice in opened.notices where notice != .sessionRestarted(user: message.fromUser, device: sender) { onNotice(.peer(notice)) }
+                for notice in opened.notices where notice != .sessionRestarted(user: message.fromUser, device: sender) { tell(notice) }
                 // Sent after the session handed this message over (not while it does).
                 if let engine { engine.eventLoop.execute { self.resend(asked: opened.plaintext, by: message.fromUser, device: sender, via: engine) } }
                 return nil
             }
-            for notice in opened.notices { onNotice(.peer(notice)) }
+            for notice in opened.notices { tell(notice) }
             checkVerification(of: message.fromUser)
             if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
             return try message.openedEndToEnd(opened.plaintext)
@@ -288,7 +311,7 @@ final class EndToEnd: @unchecked Sendable {
                 return
             }
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) {
-                onNotice(.peer(notice))
+                tell(notice)
                 if case .deviceKeyChanged = notice { try renewRoomKeys(with: peer) }
             }
             checkVerification(of: peer)
@@ -303,14 +326,20 @@ final class EndToEnd: @unchecked Sendable {
     /// with the one-time prekey the relay handed out for it (others are logged and left out).
     func verifiedBundles(in answer: SIMPMessage, of peer: String) -> [(device: String, bundle: KeyBundle)] {
         var bundles: [(device: String, bundle: KeyBundle)] = []
+        if answer.devicesLeftOut > 0, toldUnusable.insert(peer + "/").inserted {
+            let reason = "the relay's answer had no room for their keys"
+            onNotice(.unusableKeys(user: peer, device: "(\(answer.devicesLeftOut) more)", reason: reason))
+        }
         for (index, device) in answer.members.enumerated() where index < answer.keyBundles.count {
             do {
                 let prekey = answer.oneTimePrekeys.indices.contains(index) ? answer.oneTimePrekeys[index] : []
-                let bundle = try KeyBundle(encoded: answer.keyBundles[index])
-                try bundle.verify()
-                bundles.append((device, bundle.with(oneTimePrekey: prekey.isEmpty ? nil : try OneTimePrekey(encoded: prekey))))
+                let bundle = try KeyBundle.checked(answer.keyBundles[index])
+                let handedOut = bundle.with(oneTimePrekey: prekey.isEmpty ? nil : try OneTimePrekey(encoded: prekey))
+                try handedOut.checkKeys()
+                bundles.append((device, handedOut))
             } catch {
                 logger.warning("ignoring a key bundle", metadata: ["user": "\(peer)", "device": "\(device)", "error": "\(error)"])
+                if toldUnusable.insert(peer + "/" + device).inserted { onNotice(.unusableKeys(user: peer, device: device, reason: "\(error)")) }
             }
         }
         return bundles

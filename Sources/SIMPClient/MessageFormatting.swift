@@ -4,8 +4,10 @@ import SIMPCore
 /// How `simp listen` shows a received message.
 public enum MessageFormatting {
     /// The JSON line for `message`: `id`, `from`, `to`, `type`, `content`, `time`, plus
-    /// `imageURL`/`imageScale` for images.
-    public static func jsonLine(_ message: SIMPMessage) -> String {
+    /// `imageURL`/`imageScale` for images, and with an `origin`: `e2e` (whether it came end to
+    /// end encrypted), `verified`, `device` (when known) and `keyChanged` (the sender's first
+    /// message since its safety number changed, only when true).
+    public static func jsonLine(_ message: SIMPMessage, origin: MessageOrigin? = nil) -> String {
         var object: [String: Any] = [
             "id": message.messageId, "from": message.fromUser, "to": message.toUser,
             "type": typeName(message.kind), "content": message.content, "time": message.time,
@@ -18,12 +20,19 @@ public enum MessageFormatting {
             object["imageURL"] = message.imageURL
             object["imageScale"] = Double(message.imageScale)
         }
+        if let origin {
+            object["e2e"] = origin.endToEnd
+            object["verified"] = origin.verified
+            if !origin.device.isEmpty { object["device"] = origin.device }
+            if origin.keyChanged { object["keyChanged"] = true }
+        }
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// A human-readable line: `[12:03:04] alice: hello`, or `[12:03:04] #room alice: hello`.
-    public static func textLine(_ message: SIMPMessage) -> String {
+    /// A human-readable line: `[12:03:04] alice: hello`, or `[12:03:04] #room alice: hello`;
+    /// with an `origin`, marked after the sender: `alice (phone, not verified): hello`.
+    public static func textLine(_ message: SIMPMessage, origin: MessageOrigin? = nil) -> String {
         let date = Date(timeIntervalSince1970: Double(message.time) / 1000)
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm:ss"
@@ -33,7 +42,8 @@ public enum MessageFormatting {
         case .audio: body = "[audio] \(message.content)"
         default: body = message.content
         }
-        let from = message.author.isEmpty ? message.fromUser : "\(message.fromUser) \(message.author)"
+        let sender = message.author.isEmpty ? message.fromUser : "\(message.fromUser) \(message.author)"
+        let from = origin.map { sender + " " + $0.mark } ?? sender
         return "[\(formatter.string(from: date))] \(from): \(body)"
     }
 

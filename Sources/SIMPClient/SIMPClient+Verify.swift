@@ -8,3 +8,12 @@ extension SIMPClient {
         try await onEngine(now: { engine in try engine.endToEnd?.markVerified(user) ?? 0 })
     }
 }
+
+extension SIMPClient {
+    /// Accepts `user`'s changed keys without comparing safety numbers: `user` is no longer
+    /// verified, and messages to `user` (refused while a verified key had changed) go again.
+    /// Returns whether `user` was verified.
+    public func acceptKeyChange(of user: String) async throws -> Bool {
+        try await onEngine(now: { engine in try engine.endToEnd?.acceptKeyChange(of: user) ?? false })
+    }
+}

@@ -45,10 +45,14 @@ public final class SIMPClient: @unchecked Sendable {
         self.engine = ClientEngine(configuration: configuration, eventLoop: group.next())
         (stream, continuation) = AsyncStream.makeStream(of: SIMPMessage.self)
         (states, statesContinuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(16))
-        engine.onMessage = { [continuation, handler = configuration.messageHandler] in
+        engine.onMessage = { [continuation, handler = configuration.messageHandler, originHandler = configuration.originHandler, weak engine] in
             // Before the receipt: carryOut hands messages over first. A copy the application
             // already had (before a restart) is receipted, not handed over again.
-            guard handler?($0) ?? true else { return false }
+            if let originHandler, let engine {
+                guard originHandler($0, engine.origin(of: $0)) else { return false }
+            } else {
+                guard handler?($0) ?? true else { return false }
+            }
             continuation.yield($0)
             return true
         }

@@ -51,6 +51,9 @@ public struct SIMPMessage: Equatable, Sendable {
         case tokenNotAccepted = 22
         /// The session's access token expired without a new one: the relay ended the session.
         case tokenSessionExpired = 23
+        /// KEYS_PUBLISH refused: the bundle does not decode, has a public key of small order,
+        /// or its prekey signature does not verify (docs/E2E.md §3.3).
+        case badKeyBundle = 28
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
@@ -178,6 +181,9 @@ public struct SIMPMessage: Equatable, Sendable {
     public var prekeysLeft: UInt32 = 0
     /// KEYS_PUBLISH notice to the user's own devices: the IP address its new device logged in from.
     public var loginAddress: String = ""
+    /// KEYS_FETCH answer: how many devices were left out because their bundles did not fit in
+    /// the answer's frame (docs/PROTOCOL.md §4.8).
+    public var devicesLeftOut: UInt32 = 0
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -111,6 +111,7 @@ public enum MessageCodec {
         message.keyBundles = (0..<c.n_keybundles).map { byteArray(c.keybundles[$0]) }
         message.oneTimePrekeys = (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
         message.prekeysLeft = c.prekeysleft
+        message.devicesLeftOut = c.devicesleftout
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -214,6 +215,7 @@ public enum MessageCodec {
                 var keyBundles = message.keyBundles.map { binaryField($0.count) }
                 var oneTimePrekeys = message.oneTimePrekeys.map { binaryField($0.count) }
                 c.prekeysleft = message.prekeysLeft
+                c.devicesleftout = message.devicesLeftOut
                 var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
                 var previous: UInt64 = 0
                 var deltas = message.receiptIds.map { id in

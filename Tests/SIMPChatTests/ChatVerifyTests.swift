@@ -19,7 +19,9 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
     func testVerifyIsParsedListedInHelpAndCompleted() {
         XCTAssertEqual(ChatCommand.parse("/verify bob"), .verify("bob"))
         XCTAssertEqual(ChatCommand.parse("/VERIFY"), .verify(nil))
-        XCTAssertEqual(ChatCommand.parse("/verify bob carol"), .invalid("usage: /verify [NAME] [--confirm]"))
+        XCTAssertEqual(ChatCommand.parse("/verify bob carol"), .invalid("usage: /verify [NAME] [--confirm | --accept]"))
+        XCTAssertEqual(ChatCommand.parse("/verify bob --accept"), .acceptKeyChange("bob"))
+        XCTAssertEqual(ChatCommand.parse("/verify bob --accept --confirm"), .invalid("usage: /verify [NAME] [--confirm | --accept]"))
         XCTAssertEqual(ChatCommand.parse("/verify bob --confirm"), .confirmVerified("bob"))
         XCTAssertEqual(ChatCommand.parse("/verify --confirm"), .confirmVerified(nil))
         XCTAssertTrue(ChatCommand.names.contains("/verify"))

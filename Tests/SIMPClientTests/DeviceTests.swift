@@ -43,6 +43,18 @@ final class DeviceTests: XCTestCase {
         }
     }
 
+    /// Other users see device names: the default one is random words, never the host name.
+    func testTheDefaultDeviceNameIsRandomWordsNotTheHostName() throws {
+        let name = try DeviceName.standard(home: home)
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? ""
+        XCTAssertFalse(!host.isEmpty && name.lowercased().contains(host.lowercased()), "\(name) names the host \(host)")
+        XCTAssertNotNil(name.range(of: #"^[a-z]+-[a-z]+-[0-9a-f]{4}$"#, options: .regularExpression), name)
+        var random = SystemRandomNumberGenerator()
+        let names = Set((0..<50).map { _ in RandomDeviceName.make(using: &random) })
+        XCTAssertGreaterThan(names.count, 45, "random: \(names)")
+        XCTAssertTrue(names.allSatisfy { DeviceName.problem(with: $0) == nil })
+    }
+
     func testAHomeThatIsAFileIsNamedInTheError() throws {
         try Data("not a directory\n".utf8).write(to: home)
         XCTAssertThrowsError(try DeviceLock.acquire(home: home, user: "alice", device: "laptop")) { error in

@@ -135,19 +135,34 @@ final class EndToEndDevicesTests: RelayTestCase {
         bobClient = try await connect(bob, device: "phone") // a new identity: the relay tells alice
         _ = try await aliceClient.who([bob]) // behind the relay's notice
         let notices = EndToEndNoticeLog(aliceClient)
-        _ = try await aliceClient.send(text: "two", to: bob)
+        await assertRefused("two", from: aliceClient, to: bob)
         let told = await notices.waitFor { $0 == .verifiedKeyChanged(user: bob) }
         XCTAssertTrue(told)
+        let numberTold = await notices.waitFor { if case .safetyNumberChanged(bob, "phone", _) = $0 { true } else { false } }
+        XCTAssertTrue(numberTold, "the new safety number is said")
 
         await aliceClient.close()
         aliceClient = try await connect(alice, device: "desk")
         let again = EndToEndNoticeLog(aliceClient)
-        _ = try await aliceClient.send(text: "three", to: bob)
+        await assertRefused("three", from: aliceClient, to: bob)
         let toldAgain = await again.waitFor { $0 == .verifiedKeyChanged(user: bob) }
         XCTAssertTrue(toldAgain, "kept across processes")
         let remarked = try await aliceClient.markVerified(bob)
         XCTAssertEqual(remarked, 1)
+        guard case .delivered = try await aliceClient.send(text: "four", to: bob) else { return XCTFail("not delivered once verified again") }
         _ = bobClient
+    }
+
+    /// Sending `text` to verified `peer` whose key changed is refused, naming how to accept it.
+    private func assertRefused(_ text: String, from client: SIMPClient, to peer: String) async {
+        do {
+            _ = try await client.send(text: text, to: peer)
+            XCTFail("\(text): sent to a verified user whose key changed")
+        } catch SIMPClientError.notEncryptable(let reason) {
+            XCTAssertTrue(reason.contains("simp keys --with \(peer) --accept"), reason)
+        } catch {
+            XCTFail("\(error)")
+        }
     }
 
     /// A direct message whose envelope has no copy for this device (sealed before the sender

@@ -17,7 +17,7 @@ final class ListenCountTests: StoryProcessTestCase {
         for text in texts { _ = try await sender.send(text: text, to: bob) } // bob is offline: stored
 
         let counted = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--count", "2"],
+            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--count", "2", "--allow-plaintext"],
             environment: bobsEnvironment)
         children.append(counted)
         let status = await counted.exitStatus()

@@ -25,7 +25,8 @@ class StoryProcessTestCase: ClientHomeTestCase {
         -> ChildProcess
     {
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", user, "--device", device],
+            // --allow-plaintext: these stories send from clients without end-to-end encryption.
+            "simp", ["listen", "--server", server, "--user", user, "--device", device, "--allow-plaintext"],
             environment: try await environment(user).merging(extraEnvironment) { $1 })
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }

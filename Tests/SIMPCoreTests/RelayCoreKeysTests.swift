@@ -8,8 +8,8 @@ import XCTest
 final class RelayCoreKeysTests: XCTestCase {
     private let alice = ConnectionID(1)
     /// A version 1 bundle as published (docs/E2E.md §3.1): 1, keys, zero one-time prekeys.
-    private let bundle = [1] + [UInt8](repeating: 7, count: 164) + [0, 0]
-    private let prekey = [UInt8](repeating: 9, count: 36)
+    private let bundle = SignedBundles.published(seed: 1)
+    private let prekey = SignedBundles.prekey(9)
 
     func testAPublishIsKeptForTheSessionsDeviceAndAnsweredWithThePrekeysLeft() throws {
         var relay = DevRelay()

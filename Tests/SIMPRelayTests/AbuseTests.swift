@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import SIMPBench
 import SIMPCore
+import SIMPCoreTestKit
 import SIMPLocalServers
 import SIMPRedis
 import SIMPTestSupport

@@ -245,7 +245,14 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * the session's access token expired without a new one: the relay ends the session
    */
-  SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED = 23
+  SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED = 23,
+  /*
+   * End-to-end keys checked at the door (28-31).
+   */
+  /*
+   * KEYS_PUBLISH refused: the bundle does not decode, a key is of small order, or a signature does not verify
+   */
+  SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE = 28
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*
@@ -545,10 +552,17 @@ struct  Simp__Message
    * KEYS_PUBLISH notice to the user's own devices: the IP the new device logged in from
    */
   char *loginaddress;
+  /*
+   * Honest end to end (fields 90-99; docs/PROTOCOL.md §4.8).
+   */
+  /*
+   * KEYS_FETCH answer: devices whose bundles did not fit in the answer (not listed)
+   */
+  uint32_t devicesleftout;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 /* Simp__Message methods */

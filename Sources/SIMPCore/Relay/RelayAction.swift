@@ -110,6 +110,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case inboxUnavailable = "inbox_unavailable"
     /// A room post or member list request from a user who is not a member of the room.
     case notAMember = "not_a_member"
+    /// A KEYS_PUBLISH whose bundle or one-time prekeys fail the checks of docs/E2E.md §3.3.
+    case badKeyBundle = "bad_key_bundle"
     /// A store request other than the above failed (the store's own error is in the detail).
     case storeUnavailable = "store_unavailable"
     /// A connection did not log in within the login deadline; it is closed.

@@ -37,6 +37,9 @@ extension RelayCore {
                     + "1,419 with a KEM prekey, count 0) and at most "
                     + "\(Self.maxOneTimePrekeysPerPublish) one-time prekeys of \(Self.oneTimePrekeySize) bytes", into: &output)
         }
+        if let problem = Self.keyBundleProblem(bundle, oneTimePrekeys: message.oneTimePrekeys) {
+            return refuseBundle(message, from: user, device: registration.device, on: connection, problem, into: &output)
+        }
         let request = KeysPublish(
             user: user, device: registration.device, bundle: bundle, oneTimePrekeys: message.oneTimePrekeys, connection: connection,
             messageId: message.messageId)
@@ -74,9 +77,11 @@ extension RelayCore {
             return output.append(.send(request.connection, .error(.unknownRecipient, "no such user: \(request.user)", messageId: request.messageId)))
         }
         var reply = SIMPMessage(kind: .keysFetch, messageId: request.messageId, toUser: request.user)
-        reply.members = devices.map(\.device)
-        reply.keyBundles = devices.map(\.bundle)
-        reply.oneTimePrekeys = devices.map { $0.oneTimePrekey ?? [] }
+        let (fitting, leftOut) = Self.fittingKeysAnswer(devices)
+        reply.devicesLeftOut = UInt32(clamping: leftOut)
+        reply.members = fitting.map(\.device)
+        reply.keyBundles = fitting.map(\.bundle)
+        reply.oneTimePrekeys = fitting.map { $0.oneTimePrekey ?? [] }
         output.append(.send(request.connection, reply))
     }
 

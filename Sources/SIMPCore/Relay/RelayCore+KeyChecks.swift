@@ -1,0 +1,55 @@
+import SIMPE2E
+
+/// What the relay checks of a published bundle before keeping it (docs/E2E.md §3.3, docs/
+/// PROTOCOL.md §4.8): it decodes, no public key is of small order, and the identity signed its
+/// prekeys. A bundle failing them could only ever be refused by each sender, and a key of small
+/// order would make every agreement with it guessable; it is refused when published, with
+/// ERROR BAD_KEY_BUNDLE naming what is wrong, so that senders never see it.
+extension RelayCore {
+    /// What is wrong with `bundle` (as KEYS_PUBLISH carries it) and `oneTimePrekeys`; nil when
+    /// they pass.
+    public static func keyBundleProblem(_ bundle: [UInt8], oneTimePrekeys: [[UInt8]]) -> String? {
+        do {
+            _ = try KeyBundle.checked(bundle)
+            for encoded in oneTimePrekeys {
+                let prekey = try OneTimePrekey(encoded: encoded)
+                guard PublicKeyCheck.isUsableAgreementKey(prekey.publicKey) else {
+                    throw E2EError.invalidKey("one-time prekey \(prekey.id) (low order)")
+                }
+            }
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Refuses a KEYS_PUBLISH whose keys fail `keyBundleProblem`: counted, logged, answered.
+    func refuseBundle(
+        _ message: SIMPMessage, from user: String, device: String, on connection: ConnectionID, _ problem: String, into output: inout [RelayAction]
+    ) {
+        let text = "key bundle refused: \(problem) (docs/E2E.md §3.3)"
+        output += [
+            .reject(.badKeyBundle, detail: "KEYS_PUBLISH from \(user)/\(device): \(problem)"),
+            .send(connection, .error(.badKeyBundle, text, messageId: message.messageId)),
+        ]
+    }
+}
+
+extension RelayCore {
+    /// The most bytes of bundles, prekeys and device names one KEYS_FETCH answer carries: the
+    /// frame limit less room for the rest of the message.
+    public static let maxKeysAnswerBytes = Framing.defaultMaxFrameSize - 4096
+
+    /// The devices of a KEYS_FETCH answer that fit in `maxKeysAnswerBytes`, in order, and how
+    /// many were left out (each device costs its name, bundle and prekey plus 8 bytes of tags).
+    static func fittingKeysAnswer(_ devices: [DeviceKeys]) -> (kept: [DeviceKeys], leftOut: Int) {
+        var used = 0
+        var kept: [DeviceKeys] = []
+        for device in devices {
+            used += device.device.utf8.count + device.bundle.count + (device.oneTimePrekey?.count ?? 0) + 8
+            if used > maxKeysAnswerBytes { break }
+            kept.append(device)
+        }
+        return (kept, devices.count - kept.count)
+    }
+}
