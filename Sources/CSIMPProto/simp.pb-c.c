@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[23] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[25] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -77,11 +77,13 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[23] =
   { "KEYS_PUBLISH", "SIMP__MESSAGE__TYPE__KEYS_PUBLISH", 22 },
   { "KEYS_FETCH", "SIMP__MESSAGE__TYPE__KEYS_FETCH", 23 },
   { "DATAGRAM", "SIMP__MESSAGE__TYPE__DATAGRAM", 25 },
+  { "FILE_CHUNK", "SIMP__MESSAGE__TYPE__FILE_CHUNK", 28 },
+  { "FILE_ACK", "SIMP__MESSAGE__TYPE__FILE_ACK", 29 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 22},{0, 23}
+{0, 0},{15, 13},{25, 22},{28, 23},{0, 25}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[23] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[25] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -91,6 +93,8 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[23
   { "DATAGRAM", 22 },
   { "DISCONNECT", 9 },
   { "ERROR", 6 },
+  { "FILE_ACK", 24 },
+  { "FILE_CHUNK", 23 },
   { "HELLO", 12 },
   { "IMAGE", 1 },
   { "KEYS_FETCH", 21 },
@@ -114,15 +118,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  23,
+  25,
   simp__message__type__enum_values_by_number,
-  23,
+  25,
   simp__message__type__enum_values_by_name,
-  3,
+  4,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[17] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[18] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -141,16 +145,18 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "INBOX_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__INBOX_EXPIRED", 17 },
   { "NOT_A_MEMBER", "SIMP__MESSAGE__ERROR_CODE__NOT_A_MEMBER", 18 },
   { "LIMIT_REACHED", "SIMP__MESSAGE__ERROR_CODE__LIMIT_REACHED", 19 },
+  { "FILE_REFUSED", "SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED", 24 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{0, 17}
+{0, 0},{16, 13},{24, 17},{0, 18}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[17] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[18] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
   { "BAD_REQUEST", 2 },
+  { "FILE_REFUSED", 17 },
   { "FRAME_TOO_LARGE", 4 },
   { "INBOX_EXPIRED", 14 },
   { "INBOX_FULL", 13 },
@@ -172,11 +178,11 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  17,
+  18,
   simp__message__error_code__enum_values_by_number,
-  17,
+  18,
   simp__message__error_code__enum_values_by_name,
-  2,
+  3,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -240,7 +246,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[60] =
 {
   {
     "version",
@@ -842,6 +848,126 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[50] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fileId",
+    80,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chunkIndex",
+    81,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, chunkindex),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chunk",
+    82,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, chunk),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileRanges",
+    83,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Simp__Message, n_fileranges),
+    offsetof(Simp__Message, fileranges),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileSeq",
+    84,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileseq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileChunkSize",
+    85,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filechunksize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileDone",
+    86,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filedone),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileKey",
+    87,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filekey),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileSize",
+    88,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filesize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileDigest",
+    89,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filedigest),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -849,6 +975,8 @@ static const unsigned simp__message__field_indices_by_name[] = {
   29,   /* field[29] = author */
   30,   /* field[30] = authorMessageId */
   39,   /* field[39] = batchReceipts */
+  52,   /* field[52] = chunk */
+  51,   /* field[51] = chunkIndex */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
   49,   /* field[49] = datagram */
@@ -857,6 +985,14 @@ static const unsigned simp__message__field_indices_by_name[] = {
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
+  55,   /* field[55] = fileChunkSize */
+  59,   /* field[59] = fileDigest */
+  56,   /* field[56] = fileDone */
+  50,   /* field[50] = fileId */
+  57,   /* field[57] = fileKey */
+  53,   /* field[53] = fileRanges */
+  54,   /* field[54] = fileSeq */
+  58,   /* field[58] = fileSize */
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
   40,   /* field[40] = held */
@@ -895,14 +1031,15 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[5 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[6 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
   { 50, 38 },
   { 60, 44 },
   { 69, 48 },
-  { 0, 50 }
+  { 80, 50 },
+  { 0, 60 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -912,10 +1049,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  50,
+  60,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  5,  simp__message__number_ranges,
+  6,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -108,6 +108,8 @@ public enum MessageFormatting {
         case .datagram: return "DATAGRAM"
         case .keysPublish: return "KEYS_PUBLISH"
         case .keysFetch: return "KEYS_FETCH"
+        case .fileChunk: return "FILE_CHUNK"
+        case .fileAck: return "FILE_ACK"
         }
     }
 
