@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[24] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[26] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -78,11 +78,13 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[24] =
   { "KEYS_FETCH", "SIMP__MESSAGE__TYPE__KEYS_FETCH", 23 },
   { "DATAGRAM", "SIMP__MESSAGE__TYPE__DATAGRAM", 25 },
   { "TOKEN_REFRESH", "SIMP__MESSAGE__TYPE__TOKEN_REFRESH", 26 },
+  { "FILE_CHUNK", "SIMP__MESSAGE__TYPE__FILE_CHUNK", 28 },
+  { "FILE_ACK", "SIMP__MESSAGE__TYPE__FILE_ACK", 29 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 22},{0, 24}
+{0, 0},{15, 13},{25, 22},{28, 24},{0, 26}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[24] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[26] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -92,6 +94,8 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[24
   { "DATAGRAM", 22 },
   { "DISCONNECT", 9 },
   { "ERROR", 6 },
+  { "FILE_ACK", 25 },
+  { "FILE_CHUNK", 24 },
   { "HELLO", 12 },
   { "IMAGE", 1 },
   { "KEYS_FETCH", 21 },
@@ -116,15 +120,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  24,
+  26,
   simp__message__type__enum_values_by_number,
-  24,
+  26,
   simp__message__type__enum_values_by_name,
-  3,
+  4,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[22] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[23] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -147,18 +151,20 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "TOKEN_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_EXPIRED", 21 },
   { "TOKEN_NOT_ACCEPTED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_NOT_ACCEPTED", 22 },
   { "TOKEN_SESSION_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED", 23 },
+  { "FILE_REFUSED", "SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED", 24 },
   { "BAD_KEY_BUNDLE", "SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE", 28 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{28, 21},{0, 22}
+{0, 0},{16, 13},{28, 22},{0, 23}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[22] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[23] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
-  { "BAD_KEY_BUNDLE", 21 },
+  { "BAD_KEY_BUNDLE", 22 },
   { "BAD_REQUEST", 2 },
+  { "FILE_REFUSED", 21 },
   { "FRAME_TOO_LARGE", 4 },
   { "INBOX_EXPIRED", 14 },
   { "INBOX_FULL", 13 },
@@ -184,9 +190,9 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  22,
+  23,
   simp__message__error_code__enum_values_by_number,
-  22,
+  23,
   simp__message__error_code__enum_values_by_name,
   3,
   simp__message__error_code__value_ranges,
@@ -252,7 +258,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[53] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[63] =
 {
   {
     "version",
@@ -879,6 +885,126 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[53] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "fileId",
+    80,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chunkIndex",
+    81,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, chunkindex),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chunk",
+    82,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, chunk),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileRanges",
+    83,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Simp__Message, n_fileranges),
+    offsetof(Simp__Message, fileranges),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileSeq",
+    84,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileseq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileChunkSize",
+    85,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filechunksize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileDone",
+    86,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filedone),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileKey",
+    87,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filekey),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileSize",
+    88,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filesize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fileDigest",
+    89,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filedigest),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "devicesLeftOut",
     90,
     PROTOBUF_C_LABEL_NONE,
@@ -897,15 +1023,25 @@ static const unsigned simp__message__field_indices_by_name[] = {
   29,   /* field[29] = author */
   30,   /* field[30] = authorMessageId */
   39,   /* field[39] = batchReceipts */
+  54,   /* field[54] = chunk */
+  53,   /* field[53] = chunkIndex */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
   49,   /* field[49] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
-  52,   /* field[52] = devicesLeftOut */
+  62,   /* field[62] = devicesLeftOut */
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
+  57,   /* field[57] = fileChunkSize */
+  61,   /* field[61] = fileDigest */
+  58,   /* field[58] = fileDone */
+  52,   /* field[52] = fileId */
+  59,   /* field[59] = fileKey */
+  55,   /* field[55] = fileRanges */
+  56,   /* field[56] = fileSeq */
+  60,   /* field[60] = fileSize */
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
   40,   /* field[40] = held */
@@ -954,8 +1090,8 @@ static const ProtobufCIntRange simp__message__number_ranges[7 + 1] =
   { 60, 44 },
   { 69, 48 },
   { 75, 50 },
-  { 90, 52 },
-  { 0, 53 }
+  { 80, 52 },
+  { 0, 63 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -965,7 +1101,7 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  53,
+  63,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
   7,  simp__message__number_ranges,

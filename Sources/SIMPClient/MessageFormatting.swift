@@ -119,6 +119,8 @@ public enum MessageFormatting {
         case .keysPublish: return "KEYS_PUBLISH"
         case .keysFetch: return "KEYS_FETCH"
         case .tokenRefresh: return "TOKEN_REFRESH"
+        case .fileChunk: return "FILE_CHUNK"
+        case .fileAck: return "FILE_ACK"
         }
     }
 

@@ -2,7 +2,8 @@ import NIOCore
 
 /// What of a content message travels end to end (docs/E2E.md §13): everything a person wrote
 /// or linked. The plaintext is the protobuf encoding of a `Message` holding only `content`,
-/// `imageURL` and `imageScale`, so a field added later travels the same way.
+/// `imageURL` and `imageScale`, so a field added later travels the same way: a file's
+/// announcement adds its id, key, size, chunk size and digest (docs/E2E.md §17).
 extension SIMPMessage {
     /// The plaintext to encrypt: this message's content fields alone.
     public var endToEndPlaintext: [UInt8] {
@@ -10,6 +11,11 @@ extension SIMPMessage {
         inner.version = 0
         inner.imageURL = imageURL
         inner.imageScale = imageScale
+        inner.fileId = fileId
+        inner.fileKey = fileKey
+        inner.fileSize = fileSize
+        inner.fileChunkSize = fileChunkSize
+        inner.fileDigest = fileDigest
         return Array(MessageCodec.encode(inner).readableBytesView)
     }
 
@@ -19,6 +25,11 @@ extension SIMPMessage {
         sealed.content = ""
         sealed.imageURL = ""
         sealed.imageScale = 0
+        sealed.fileId = 0
+        sealed.fileKey = []
+        sealed.fileSize = 0
+        sealed.fileChunkSize = 0
+        sealed.fileDigest = []
         sealed.e2ePayload = envelope
         return sealed
     }
@@ -31,6 +42,11 @@ extension SIMPMessage {
         opened.content = inner.content
         opened.imageURL = inner.imageURL
         opened.imageScale = inner.imageScale
+        opened.fileId = inner.fileId
+        opened.fileKey = inner.fileKey
+        opened.fileSize = inner.fileSize
+        opened.fileChunkSize = inner.fileChunkSize
+        opened.fileDigest = inner.fileDigest
         return opened
     }
 

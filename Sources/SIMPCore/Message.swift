@@ -19,9 +19,16 @@ public struct SIMPMessage: Equatable, Sendable {
         /// A new access token for the session (`token`), and the relay's answer (`tokenExpires`;
         /// docs/PROTOCOL.md §4.9).
         case tokenRefresh = 26
+        /// Files (docs/PROTOCOL.md §5.6): a chunk sealed end to end, and the receiver's
+        /// selective acknowledgement of the chunks it holds.
+        case fileChunk = 28, fileAck = 29
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
+
+        /// Whether the relay forwards this kind at most once and never stores it: TYPING, and
+        /// the datagrams of a file transfer, whose sender recovers losses itself.
+        public var isNeverStored: Bool { self == .typing || self == .fileChunk || self == .fileAck }
     }
 
     /// Why the relay refused something; raw values are the wire values of `simp.Message.ErrorCode`.
@@ -54,6 +61,9 @@ public struct SIMPMessage: Equatable, Sendable {
         /// KEYS_PUBLISH refused: the bundle does not decode, has a public key of small order,
         /// or its prekey signature does not verify (docs/E2E.md §3.3).
         case badKeyBundle = 28
+        /// FILE_ACK: the receiver will not take the file (too large, disk full, digest
+        /// mismatch); `errorText` says why.
+        case fileRefused = 24
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
@@ -184,6 +194,27 @@ public struct SIMPMessage: Equatable, Sendable {
     /// KEYS_FETCH answer: how many devices were left out because their bundles did not fit in
     /// the answer's frame (docs/PROTOCOL.md §4.8).
     public var devicesLeftOut: UInt32 = 0
+
+    /// FILE_CHUNK, FILE_ACK and a file's announcement: the transfer's random id.
+    public var fileId: UInt64 = 0
+    /// FILE_CHUNK: the chunk's index, from 0.
+    public var chunkIndex: UInt64 = 0
+    /// FILE_CHUNK: the chunk sealed with the file's key (`FileChunkCipher`).
+    public var chunk: [UInt8] = []
+    /// FILE_ACK: the chunks the receiver holds, in `ChunkRanges.wireForm`.
+    public var fileRanges: [UInt64] = []
+    /// FILE_CHUNK: the transmission's number. FILE_ACK: the highest number the receiver has seen.
+    public var fileSeq: UInt64 = 0
+    /// A file's announcement: plaintext bytes per chunk.
+    public var fileChunkSize: UInt32 = 0
+    /// FILE_ACK: the receiver has the whole file and its digest matched.
+    public var fileDone: Bool = false
+    /// A file's announcement: the file's AES-256-GCM key.
+    public var fileKey: [UInt8] = []
+    /// A file's announcement: the file's size in bytes.
+    public var fileSize: UInt64 = 0
+    /// A file's announcement: SHA-256 of the file's plaintext.
+    public var fileDigest: [UInt8] = []
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -23,7 +23,7 @@ public enum MessageCodec {
     /// A capacity that usually holds `message`'s encoding (exact sizing would build the C
     /// message twice; `encode(_:into:)` grows the buffer when it falls short).
     public static func estimatedSize(of message: SIMPMessage) -> Int {
-        64 + message.content.utf8.count + message.e2ePayload.count
+        64 + message.content.utf8.count + message.e2ePayload.count + message.chunk.count + 8 * message.fileRanges.count
     }
 
     /// Appends the protobuf encoding of `message` to `buffer`.
@@ -112,6 +112,16 @@ public enum MessageCodec {
         message.oneTimePrekeys = (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
         message.prekeysLeft = c.prekeysleft
         message.devicesLeftOut = c.devicesleftout
+        message.fileId = c.fileid
+        message.chunkIndex = c.chunkindex
+        message.chunk = byteArray(c.chunk)
+        message.fileRanges = Array(UnsafeBufferPointer(start: c.fileranges, count: c.n_fileranges))
+        message.fileSeq = c.fileseq
+        message.fileChunkSize = c.filechunksize
+        message.fileDone = c.filedone != 0
+        message.fileKey = byteArray(c.filekey)
+        message.fileSize = c.filesize
+        message.fileDigest = byteArray(c.filedigest)
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -153,6 +163,7 @@ public enum MessageCodec {
         let memberOffsets = message.members.map { strings.add($0) }
         // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
         var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
+        binary += message.chunk + message.fileKey + message.fileDigest
         for bytes in message.keyBundles + message.oneTimePrekeys { binary += bytes }
         return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
             binary.withUnsafeMutableBufferPointer { binaryBytes in
@@ -212,6 +223,15 @@ public enum MessageCodec {
                 c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
                 c.receiveronline = message.receiverOnline ? 1 : 0
                 c.e2epayload = binaryField(message.e2ePayload.count)
+                c.chunk = binaryField(message.chunk.count)
+                c.filekey = binaryField(message.fileKey.count)
+                c.filedigest = binaryField(message.fileDigest.count)
+                c.fileid = message.fileId
+                c.chunkindex = message.chunkIndex
+                c.fileseq = message.fileSeq
+                c.filechunksize = message.fileChunkSize
+                c.filedone = message.fileDone ? 1 : 0
+                c.filesize = message.fileSize
                 var keyBundles = message.keyBundles.map { binaryField($0.count) }
                 var oneTimePrekeys = message.oneTimePrekeys.map { binaryField($0.count) }
                 c.prekeysleft = message.prekeysLeft
@@ -221,19 +241,24 @@ public enum MessageCodec {
                 var deltas = message.receiptIds.map { id in
                     defer { previous = id }; return id &- previous
                 }
-                return members.withUnsafeMutableBufferPointer { pointers in
-                    c.n_members = pointers.count
-                    c.members = pointers.baseAddress
-                    return deltas.withUnsafeMutableBufferPointer { ids in
-                        c.n_receiptids = ids.count
-                        c.receiptids = ids.baseAddress
-                        return keyBundles.withUnsafeMutableBufferPointer { bundles in
-                            c.n_keybundles = bundles.count
-                            c.keybundles = bundles.baseAddress
-                            return oneTimePrekeys.withUnsafeMutableBufferPointer { prekeys in
-                                c.n_onetimeprekeys = prekeys.count
-                                c.onetimeprekeys = prekeys.baseAddress
-                                return withUnsafePointer(to: &c) { body($0) }
+                var fileRanges = message.fileRanges
+                return fileRanges.withUnsafeMutableBufferPointer { ranges in
+                    c.n_fileranges = ranges.count
+                    c.fileranges = ranges.baseAddress
+                    return members.withUnsafeMutableBufferPointer { pointers in
+                        c.n_members = pointers.count
+                        c.members = pointers.baseAddress
+                        return deltas.withUnsafeMutableBufferPointer { ids in
+                            c.n_receiptids = ids.count
+                            c.receiptids = ids.baseAddress
+                            return keyBundles.withUnsafeMutableBufferPointer { bundles in
+                                c.n_keybundles = bundles.count
+                                c.keybundles = bundles.baseAddress
+                                return oneTimePrekeys.withUnsafeMutableBufferPointer { prekeys in
+                                    c.n_onetimeprekeys = prekeys.count
+                                    c.onetimeprekeys = prekeys.baseAddress
+                                    return withUnsafePointer(to: &c) { body($0) }
+                                }
                             }
                         }
                     }

@@ -155,7 +155,22 @@ typedef enum _Simp__Message__Type {
   /*
    * client -> relay, TCP: `token` replaces the session's access token before it expires;
    */
-  SIMP__MESSAGE__TYPE__TOKEN_REFRESH = 26
+  SIMP__MESSAGE__TYPE__TOKEN_REFRESH = 26,
+  /*
+   * relay -> client: the answer, messageId echoed, `tokenExpires` the new expiry
+   * Files (types 28-34; docs/PROTOCOL.md §5.6, docs/E2E.md §17).
+   */
+  /*
+   * sender -> relay -> receiver, UDP: chunk `chunkIndex` of file `fileId`, sealed end to end
+   */
+  SIMP__MESSAGE__TYPE__FILE_CHUNK = 28,
+  /*
+   * in `chunk`; `fileSeq` numbers the transmission. Never receipted, stored or queued.
+   */
+  /*
+   * receiver -> relay -> sender, UDP: the chunks of `fileId` the receiver holds (`fileRanges`),
+   */
+  SIMP__MESSAGE__TYPE__FILE_ACK = 29
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -252,7 +267,14 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * KEYS_PUBLISH refused: the bundle does not decode, a key is of small order, or a signature does not verify
    */
-  SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE = 28
+  SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE = 28,
+  /*
+   * Files (24-27).
+   */
+  /*
+   * FILE_ACK: the receiver will not take the file (too large, disk full, digest mismatch); errorText says why
+   */
+  SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED = 24
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*
@@ -559,10 +581,57 @@ struct  Simp__Message
    * KEYS_FETCH answer: devices whose bundles did not fit in the answer (not listed)
    */
   uint32_t devicesleftout;
+  /*
+   * Files (fields 80-89; docs/PROTOCOL.md §5.6, docs/E2E.md §17).
+   */
+  /*
+   * FILE_CHUNK, FILE_ACK, and the announcement: the transfer's id, random, chosen by the sender
+   */
+  uint64_t fileid;
+  /*
+   * FILE_CHUNK: which chunk (from 0); it holds bytes chunkIndex*fileChunkSize onwards
+   */
+  uint64_t chunkindex;
+  /*
+   * FILE_CHUNK: the chunk sealed with the file's key (ciphertext ‖ 16-byte tag)
+   */
+  ProtobufCBinaryData chunk;
+  /*
+   * FILE_ACK: chunks held, as (gap from the previous range's end, length) pairs
+   */
+  size_t n_fileranges;
+  uint64_t *fileranges;
+  /*
+   * FILE_CHUNK: transmission number (1, 2, ... per transfer, retransmissions too);
+   */
+  uint64_t fileseq;
+  /*
+   * FILE_ACK: the highest transmission number the receiver has seen
+   */
+  /*
+   * announcement (end to end only): plaintext bytes per chunk, the last may be shorter
+   */
+  uint32_t filechunksize;
+  /*
+   * FILE_ACK: the receiver has the whole file and its SHA-256 matched
+   */
+  protobuf_c_boolean filedone;
+  /*
+   * announcement (end to end only): the file's 32-byte AES-256-GCM key
+   */
+  ProtobufCBinaryData filekey;
+  /*
+   * announcement (end to end only): the file's size in bytes
+   */
+  uint64_t filesize;
+  /*
+   * announcement (end to end only): SHA-256 of the file's plaintext
+   */
+  ProtobufCBinaryData filedigest;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL} }
 
 
 /* Simp__Message methods */

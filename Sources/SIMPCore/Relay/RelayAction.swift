@@ -92,6 +92,9 @@ public enum RejectReason: String, Sendable, CaseIterable {
     /// Too many connections or login attempts from one address, or messages from one user.
     case connectionRateLimited = "connection_rate_limited", loginRateLimited = "login_rate_limited"
     case messageRateLimited = "message_rate_limited"
+    /// A file datagram (FILE_CHUNK, FILE_ACK) over its user's file budget (its sender's
+    /// congestion control sees it as a loss).
+    case fileRateLimited = "file_rate_limited"
     /// Datagrams: not sealed, sealed for no live session, MAC wrong, counter replayed.
     case unsealed, unknownSession = "unknown_session", badMAC = "bad_mac", replayed
     /// A datagram whose `fromUser` is not its session's user.

@@ -78,6 +78,8 @@ extension RelayCore {
             routeReceiptDatagram(opened.payload, header, from: user, session: opened.sessionId, into: &output)
         case let kind where kind.isContent || kind == .typing:
             routeContent(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
+        case .fileChunk, .fileAck:
+            routeFileDatagram(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
         default:
             output.append(.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)"))
         }
@@ -185,7 +187,7 @@ extension RelayCore {
         guard sessions.hasReceiver(user), let header = try? Self.header(of: payload) else {
             return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no receiving session on \(configuration.relayId)"))
         }
-        guard header.kind != .typing else { return sessions.sealForEverySession(payload, to: user, receiversOnly: true, into: &output) }
+        guard !header.kind.isNeverStored else { return sessions.sealForEverySession(payload, to: user, receiversOnly: true, into: &output) }
         noRoute(header, payload: payload, known: true, into: &output)
     }
 
@@ -207,7 +209,7 @@ extension RelayCore {
     /// A datagram whose recipient has no route: a known user is offline (the message goes to
     /// its inbox), anyone else is unknown (the session that sent it, `sender`, is told).
     func noRoute(_ message: DatagramHeader, payload: ByteBuffer, known: Bool, sender: UInt64? = nil, into output: inout [RelayAction]) {
-        guard message.kind != .typing else { return } // at most once: never stored, never refused
+        guard !message.kind.isNeverStored else { return } // at most once: never stored, never refused
         guard !known else { return storeOffline(payload, message, into: &output) }
         var error = SIMPMessage.error(.unknownRecipient, "no user \"\(message.toUser)\" is registered", messageId: message.messageId)
         error.fromUser = message.toUser

@@ -36,6 +36,9 @@ public struct RelayCore: Sendable {
         public var loginBackoff = FailedLogins.Policy()
         /// Content datagrams per user.
         public var messageLimit = Self.defaultMessageLimit
+        /// File datagrams (FILE_CHUNK, FILE_ACK) per user: a budget of their own, so a file
+        /// transfer never uses up the user's chat messages (docs/PROTOCOL.md §5.6).
+        public var fileLimit = Self.defaultFileLimit
         /// New control connections per IP address.
         public var connectionLimit = Self.defaultConnectionLimit
         /// Login attempts (AUTH, or CONNECT without login) per IP address.
@@ -72,6 +75,8 @@ public struct RelayCore: Sendable {
         /// two seconds' worth of messages, ten seconds' worth of connections and logins.
         public static let defaultMessageLimit = RateLimit(perSecond: 500, burst: 1000)
         public static let defaultConnectionLimit = RateLimit(perSecond: 100, burst: 1000)
+        /// About 55 MB/s of 1,100-byte chunks, bursts of a fifth of a second.
+        public static let defaultFileLimit = RateLimit(perSecond: 50_000, burst: 10_000)
         public static let defaultLoginLimit = RateLimit(perSecond: 5, burst: 50)
         public static let defaultMaxConnectionsPerHost = 2000
         /// How long a message may wait in an offline inbox, in milliseconds.
@@ -106,6 +111,7 @@ public struct RelayCore: Sendable {
     var inbox: InboxCore
     var presence = PresenceCore()
     var messageRates: MessageRateLimiter<String>
+    var fileRates: RateLimiter<String>
     var budgets: RequestBudgets
     var timers: RelayTimers
     var tokens: TokenSessions
@@ -127,6 +133,7 @@ public struct RelayCore: Sendable {
             knownMemory: configuration.refreshInterval * 3)
         self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
         self.messageRates = MessageRateLimiter(configuration.messageLimit)
+        self.fileRates = RateLimiter(configuration.fileLimit)
         self.budgets = RequestBudgets(configuration.limits)
         self.timers = RelayTimers(configuration: configuration, now: now)
         self.tokens = TokenSessions(policy: configuration.tokens, now: now)

@@ -1,0 +1,224 @@
+import DequeModule
+import NIOCore
+
+/// The sending side of one file transfer, sans-I/O (docs/PROTOCOL.md §5.6): which chunk goes
+/// out when. Chunks are paced by a `CubicWindow`; the receiver's FILE_ACKs (selective ranges of
+/// chunk indices) retire them; a chunk is declared lost when three later transmissions were
+/// acknowledged, or one later transmission was and 9/8 of a round trip has passed (RFC 9002's
+/// thresholds), and then sent again. Nothing acknowledged for a retransmission timeout makes
+/// everything in flight lost (persistent congestion) and backs the timer off.
+///
+/// Each transmission has its own number (`fileSeq`, from 1), which the receiver echoes as the
+/// highest it has seen: round trips are measured without ambiguity, retransmissions included.
+/// The shell reads the chunk, seals it (`FileChunkCipher`) and sends what `poll` returns; the
+/// core never reads the file.
+public struct FileSender: Sendable {
+    /// One chunk to send now: its index and transmission number.
+    public struct Transmission: Equatable, Sendable {
+        public var chunk: UInt64
+        public var number: UInt64
+    }
+
+    /// Tunables of the sender.
+    public struct Configuration: Sendable {
+        /// Losses are declared when this many later transmissions were acknowledged.
+        public var reorderThreshold: UInt64 = 3
+        /// The round trip assumed before the first measurement.
+        public var initialRTT: TimeAmount = .milliseconds(50)
+        /// The longest the receiver holds an acknowledgement back (its `ackDelay`), added to timeouts.
+        public var maxAckDelay: TimeAmount = .milliseconds(10)
+        /// Nothing acknowledged for this long: the transfer has `stalled`.
+        public var stallAfter: TimeAmount = .seconds(60)
+        public init() {}
+    }
+
+    private struct Sent: Sendable {
+        var number: UInt64
+        var chunk: UInt64
+        var sentAt: NIODeadline
+    }
+
+    public let fileId: UInt64
+    /// How many chunks the file has.
+    public let chunkCount: UInt64
+    public let configuration: Configuration
+    /// The chunks the receiver has said it holds.
+    public private(set) var acknowledged = ChunkRanges()
+    public private(set) var congestion: CubicWindow
+    public private(set) var rtt: RTTEstimator
+    /// Whether the receiver said it has the whole file and its digest matched.
+    public private(set) var isDone = false
+    /// The receiver's refusal (FILE_REFUSED), if any: the transfer is over.
+    public private(set) var refusal: String?
+    /// Transmissions so far, first sends and retransmissions.
+    public private(set) var transmissions: UInt64 = 0
+    /// Transmissions of chunks sent before.
+    public private(set) var retransmissions: UInt64 = 0
+    private var inFlight: Deque<Sent> = []
+    private var toResend = ChunkRanges()
+    private var nextNew: UInt64 = 0
+    private var newestAcknowledged: UInt64 = 0
+    private var lastProgress: NIODeadline
+    private var timeoutsInARow = 0
+    private var nextSend: NIODeadline
+    private var lastTransmission: NIODeadline
+    private var receiver: (device: String, instance: UInt64)?
+
+    /// A sender of `chunkCount` chunks of file `fileId`, starting at `now`.
+    public init(fileId: UInt64, chunkCount: UInt64, configuration: Configuration = Configuration(), now: NIODeadline) {
+        self.fileId = fileId
+        self.chunkCount = chunkCount
+        self.configuration = configuration
+        self.congestion = CubicWindow()
+        self.rtt = RTTEstimator(initialRTO: configuration.initialRTT * 3, minimumRTO: .milliseconds(50), maximumRTO: .seconds(5))
+        self.lastProgress = now
+        self.nextSend = now
+        self.lastTransmission = now
+    }
+
+    /// The number of chunks of `size` bytes cut into `chunkSize`-byte chunks (the last may be shorter).
+    public static func chunkCount(size: UInt64, chunkSize: Int) -> UInt64 {
+        (size + UInt64(chunkSize) - 1) / UInt64(chunkSize)
+    }
+
+    /// Whether the receiver holds every chunk (it may still be checking the digest).
+    public var hasEverything: Bool { acknowledged.covers(chunkCount) }
+
+    /// Transmissions not yet acknowledged or declared lost.
+    public var chunksInFlight: Int { inFlight.count }
+
+    /// Whether nothing was acknowledged for `configuration.stallAfter`.
+    public func stalled(now: NIODeadline) -> Bool { !isDone && now - lastProgress >= configuration.stallAfter }
+
+    /// The chunks to send now, in order. Call at `nextDeadline`, after each acknowledgement, and
+    /// whenever the shell can write again.
+    public mutating func poll(now: NIODeadline) -> [Transmission] {
+        guard !isDone, refusal == nil else { return [] }
+        detectLosses(now: now)
+        if let oldest = inFlight.first, now >= oldest.sentAt + timeout { timedOut(now: now) }
+        var out: [Transmission] = []
+        let interval = congestion.pacingInterval(rtt: smoothedRTT)
+        let burst = max(10, congestion.chunks / 4)
+        // Unused pacing credit is kept for at most `burst` chunks.
+        let earliest = now - .nanoseconds(interval.nanoseconds * Int64(burst))
+        if nextSend < earliest { nextSend = earliest }
+        while inFlight.count < congestion.chunks, nextSend <= now, let chunk = nextChunk() {
+            transmissions += 1
+            inFlight.append(Sent(number: transmissions, chunk: chunk, sentAt: now))
+            out.append(Transmission(chunk: chunk, number: transmissions))
+            nextSend = nextSend + interval
+        }
+        if let probe = probeDue(now: now) { out.append(probe) }
+        if !out.isEmpty { lastTransmission = now }
+        return out
+    }
+
+    /// The receiver holds every chunk but has not said the digest matched: its last
+    /// acknowledgement may have been lost. After a timeout the last chunk goes again, which the
+    /// receiver answers with its `fileDone` (or refusal) again.
+    private mutating func probeDue(now: NIODeadline) -> Transmission? {
+        guard inFlight.isEmpty, hasEverything, chunkCount > 0, now >= lastTransmission + timeout else { return nil }
+        transmissions += 1
+        retransmissions += 1
+        timeoutsInARow += 1
+        inFlight.append(Sent(number: transmissions, chunk: chunkCount - 1, sentAt: now))
+        return Transmission(chunk: chunkCount - 1, number: transmissions)
+    }
+
+    /// When `poll` should be called next (nil: only when an acknowledgement arrives).
+    public var nextDeadline: NIODeadline? {
+        guard !isDone, refusal == nil else { return nil }
+        var deadline = inFlight.first.map { $0.sentAt + timeout }
+        if inFlight.count < congestion.chunks, hasChunkToSend { deadline = min(deadline ?? nextSend, nextSend) }
+        if inFlight.isEmpty, hasEverything, chunkCount > 0 { deadline = lastTransmission + timeout }
+        return deadline
+    }
+
+    /// A FILE_ACK arrived: `ranges` are the chunks the receiving device `device` holds,
+    /// `newestNumber` the highest transmission number it has seen, `delay` how long it held
+    /// the acknowledgement, `instance` the receiver's instance (a new one after a restart: its
+    /// ranges replace what was acknowledged before, since a receiver killed may have lost what
+    /// it had not saved), `done` that it has the whole file and the digest matched.
+    public mutating func acknowledgement(
+        _ ranges: ChunkRanges, newestNumber: UInt64, delay: TimeAmount, device: String, instance: UInt64, done: Bool, now: NIODeadline
+    ) {
+        if let receiver, receiver.device != device { return } // one device takes a transfer
+        if let receiver, receiver.instance != instance {
+            acknowledged = ranges // a restarted receiver: resend whatever it lacks
+            toResend = ChunkRanges(acknowledged.missing(below: nextNew))
+            inFlight.removeAll()
+            newestAcknowledged = 0
+        }
+        receiver = (device, instance)
+        let before = acknowledged.count
+        for range in ranges.ranges { acknowledged.insert(range) }
+        var newlyAcknowledged = 0
+        var newest: Sent?
+        inFlight.removeAll { sent in
+            guard acknowledged.contains(sent.chunk) else { return false }
+            newlyAcknowledged += 1
+            if sent.number == newestNumber { newest = sent }
+            return true
+        }
+        if let newest, newestNumber > newestAcknowledged {
+            rtt.addSample(max(now - newest.sentAt - delay, .microseconds(50)))
+        }
+        newestAcknowledged = max(newestAcknowledged, newestNumber)
+        if acknowledged.count > before || done {
+            lastProgress = now
+            timeoutsInARow = 0
+        }
+        congestion.acknowledged(count: newlyAcknowledged, newest: newestNumber, rtt: smoothedRTT, now: now)
+        detectLosses(now: now)
+        if done { isDone = true }
+    }
+
+    /// The receiver refused the file (FILE_REFUSED: too large, disk full, digest mismatch).
+    public mutating func refused(_ reason: String) { refusal = reason }
+
+    private var smoothedRTT: TimeAmount { rtt.smoothedRTT ?? configuration.initialRTT }
+
+    /// The retransmission timeout, doubled for each timeout in a row, with the receiver's
+    /// acknowledgement delay on top.
+    private var timeout: TimeAmount { rtt.timeout(forAttempt: timeoutsInARow + 1) + configuration.maxAckDelay }
+
+    private var hasChunkToSend: Bool { !toResend.isEmpty || nextNew < chunkCount }
+
+    private mutating func nextChunk() -> UInt64? {
+        while let chunk = toResend.popFirst() {
+            guard !acknowledged.contains(chunk) else { continue }
+            retransmissions += 1
+            return chunk
+        }
+        while nextNew < chunkCount {
+            defer { nextNew += 1 }
+            if !acknowledged.contains(nextNew) { return nextNew }
+        }
+        return nil
+    }
+
+    /// Declares lost what three later acknowledged transmissions, or one and 9/8 of a round
+    /// trip, say is lost.
+    private mutating func detectLosses(now: NIODeadline) {
+        let lossDelay = max(TimeAmount.nanoseconds(smoothedRTT.nanoseconds * 9 / 8), .microseconds(500))
+        while let oldest = inFlight.first, oldest.number < newestAcknowledged {
+            let byCount = oldest.number + configuration.reorderThreshold <= newestAcknowledged
+            guard byCount || now - oldest.sentAt >= lossDelay else { break }
+            inFlight.removeFirst()
+            toResend.insert(oldest.chunk)
+            congestion.lost(number: oldest.number, newestSent: transmissions, now: now)
+        }
+    }
+
+    private mutating func timedOut(now: NIODeadline) {
+        for sent in inFlight where !acknowledged.contains(sent.chunk) { toResend.insert(sent.chunk) }
+        inFlight.removeAll()
+        // One timeout is a loss; a second in a row is persistent congestion.
+        if timeoutsInARow == 0 {
+            congestion.lost(number: transmissions, newestSent: transmissions, now: now)
+        } else {
+            congestion.persistentCongestion(newestSent: transmissions)
+        }
+        timeoutsInARow += 1
+    }
+}

@@ -1,0 +1,32 @@
+import NIOCore
+
+/// File datagrams (docs/PROTOCOL.md §5.6): FILE_CHUNK and FILE_ACK are forwarded like TYPING,
+/// at most once and never stored, to every receiving session of the recipient (here, or on its
+/// relay), and their payload is never read beyond the routing header: the chunks are sealed end
+/// to end with a key the relay never sees.
+extension RelayCore {
+    /// Checks an authentic file datagram of `user`'s session `session` and forwards it. Its
+    /// user's file budget (`Configuration.fileLimit`) is its own, apart from the message rate,
+    /// so a transfer neither starves chat nor bypasses a limit; a datagram over it is dropped
+    /// and counted, which the sender's congestion control takes as a loss.
+    mutating func routeFileDatagram(
+        _ payload: ByteBuffer, _ header: DatagramHeader, from user: String, session: UInt64, now: NIODeadline, into output: inout [RelayAction]
+    ) {
+        guard header.version == SIMPMessage.currentVersion else {
+            return output.append(.reject(.unsupportedVersion, detail: "\(header.kind) datagram version \(header.version) from \(user)"))
+        }
+        guard header.fromUser == user else {
+            return output.append(.reject(.senderMismatch, detail: "\(user)'s session sent a \(header.kind) from \"\(header.fromUser)\""))
+        }
+        guard !header.toUser.isEmpty, !Self.isRoomAddress(header.toUser) else {
+            return output.append(.reject(.missingField, detail: "\(header.kind) from \(user) without a user to go to"))
+        }
+        if fileRates.admit(user, now: now) != nil {
+            return output.append(.reject(.fileRateLimited, detail: "\(user)"))
+        }
+        if sessions.hasReceiver(header.toUser) {
+            return sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: true, into: &output)
+        }
+        routeRemote(.datagram(payload), to: header.toUser, sender: session, now: now, into: &output)
+    }
+}

@@ -1,0 +1,81 @@
+import NIOCore
+import SIMPCore
+import XCTest
+
+/// The file transfer's congestion controller, its state machine in virtual time.
+final class CubicWindowTests: XCTestCase {
+    let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    let rtt = TimeAmount.milliseconds(100)
+
+    func testSlowStartDoublesTheWindowEachRoundTrip() {
+        var window = CubicWindow(initialWindow: 10)
+        var sent: UInt64 = 0
+        for round in 0..<3 {
+            let count = window.chunks
+            sent += UInt64(count)
+            window.acknowledged(count: count, newest: sent, rtt: rtt, now: start + rtt * Int64(round + 1))
+        }
+        XCTAssertEqual(window.window, 80)
+        XCTAssertEqual(window.state, .slowStart)
+    }
+
+    func testALossShrinksTheWindowOnceAndRecoveryEndsWithANewerAcknowledgement() {
+        var window = CubicWindow(initialWindow: 100)
+        window.lost(number: 50, newestSent: 120, now: start)
+        XCTAssertEqual(window.window, 70, accuracy: 1e-9)
+        XCTAssertEqual(window.wMax, 100)
+        XCTAssertEqual(window.state, .recovery(until: 120))
+        // More losses from the same flight are the same event.
+        window.lost(number: 51, newestSent: 125, now: start)
+        window.lost(number: 120, newestSent: 125, now: start)
+        XCTAssertEqual(window.window, 70, accuracy: 1e-9)
+        // Acknowledgements of chunks sent before the reduction do not grow it.
+        window.acknowledged(count: 30, newest: 110, rtt: rtt, now: start + rtt)
+        XCTAssertEqual(window.window, 70, accuracy: 1e-9)
+        XCTAssertEqual(window.state, .recovery(until: 120))
+        // One sent after it ends recovery.
+        window.acknowledged(count: 1, newest: 121, rtt: rtt, now: start + rtt)
+        XCTAssertEqual(window.state, .congestionAvoidance)
+        // A loss of a chunk sent after the reduction is a new event.
+        window.lost(number: 126, newestSent: 200, now: start + rtt * 2)
+        XCTAssertLessThan(window.window, 70 * 0.71)
+        XCTAssertEqual(window.wMax, 70 * 1.7 / 2, accuracy: 1, "fast convergence: below the last wMax, remember less")
+    }
+
+    func testAvoidanceClimbsBackToTheOldWindowInKSecondsThenProbesBeyond() {
+        var window = CubicWindow(initialWindow: 1000)
+        window.lost(number: 1, newestSent: 1, now: start)
+        var number: UInt64 = 2
+        // K = cbrt(1000 · 0.3 / 0.4) ≈ 9.1 s: feed a window of acknowledgements every round trip.
+        var now = start
+        var at5s = 0.0
+        while now < start + .seconds(12) {
+            now = now + rtt
+            let count = window.chunks
+            number += UInt64(count)
+            window.acknowledged(count: count, newest: number, rtt: rtt, now: now)
+            if at5s == 0, now >= start + .seconds(5) { at5s = window.window }
+        }
+        XCTAssertGreaterThan(at5s, 800, "concave: most of the way back after half of K")
+        XCTAssertLessThan(at5s, 1000)
+        XCTAssertGreaterThan(window.window, 1000, "convex: beyond the old window after K")
+        XCTAssertLessThan(window.window, 1300)
+    }
+
+    func testPersistentCongestionRestartsSlowStartFromTheMinimum() {
+        var window = CubicWindow(initialWindow: 64)
+        window.persistentCongestion(newestSent: 500)
+        XCTAssertEqual(window.window, 2)
+        XCTAssertEqual(window.state, .slowStart)
+        XCTAssertEqual(window.slowStartThreshold, 64 * 0.7, accuracy: 1e-9)
+        window.lost(number: 400, newestSent: 510, now: start) // sent before the timeout: already counted
+        XCTAssertEqual(window.window, 2)
+        window.acknowledged(count: 50, newest: 520, rtt: rtt, now: start + rtt)
+        XCTAssertEqual(window.state, .congestionAvoidance, "slow start ends at the threshold")
+    }
+
+    func testPacingSpreadsTheWindowOverTheRoundTrip() {
+        let window = CubicWindow(initialWindow: 10)
+        XCTAssertEqual(window.pacingInterval(rtt: .milliseconds(100)), .milliseconds(5))
+    }
+}
