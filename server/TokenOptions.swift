@@ -27,7 +27,8 @@ struct TokenOptions: ParsableArguments {
         help: "Take access tokens over plain TCP from addresses other than loopback (anyone on the path can then replay them).")
     var allowTokenWithoutTLS = false
 
-    @Flag(name: .customLong("no-password-login"), help: "Log users in with access tokens only, never with passwords; the relay then needs a JWKS file.")
+    @Flag(
+        name: .customLong("no-password-login"), help: "Log users in with access tokens only, never with passwords; the relay then needs a JWKS file.")
     var noPasswordLogin = false
 
     func validate() throws {
