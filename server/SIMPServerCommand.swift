@@ -300,6 +300,10 @@ struct Serve: AsyncParsableCommand {
         configuration.logger = Logger(label: "simp.relay")
         configuration.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
         configuration.requireLogin = !noLogin
+        if let problem = tokenOptions.problem {
+            printError("simp-server: \(problem)")
+            throw ExitCode.validationFailure
+        }
         configuration.accessTokens = tokenOptions.settings
         configuration.passwordLogin = !tokenOptions.noPasswordLogin
         if let tlsCert, let tlsKey { configuration.tls = ControlTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }

@@ -9,12 +9,12 @@ struct TokenOptions: ParsableArguments {
         help: ArgumentHelp(
             "JWKS file with the public keys whose access tokens (JWT, EdDSA or ES256) log users in.",
             discussion:
-                "Read at start, and again on SIGHUP or when the file changes (keys added or removed take effect without a restart). Needs --token-audience.",
+                "Read at start, and again on SIGHUP or when the file changes (keys added or removed take effect without a restart).",
             valueName: "path"))
     var jwks: String?
 
     @Option(name: .customLong("token-audience"), help: "The audience (aud) every access token must name.")
-    var tokenAudience: String?
+    var tokenAudience = "simp"
 
     @Option(name: .customLong("token-issuer"), help: "The issuer (iss) every access token must carry. Default: any.")
     var tokenIssuer: String?
@@ -27,18 +27,24 @@ struct TokenOptions: ParsableArguments {
         help: "Take access tokens over plain TCP from addresses other than loopback (anyone on the path can then replay them).")
     var allowTokenWithoutTLS = false
 
-    @Flag(name: .customLong("no-password-login"), help: "Only access tokens log in, not passwords (needs --jwks).")
+    @Flag(
+        name: .customLong("no-password-login"), help: "Log users in with access tokens only, never with passwords; the relay then needs a JWKS file.")
     var noPasswordLogin = false
 
     func validate() throws {
-        if jwks != nil, tokenAudience?.isEmpty ?? true { throw ValidationError("--jwks needs --token-audience (the aud tokens must name)") }
-        if jwks == nil, noPasswordLogin { throw ValidationError("--no-password-login needs --jwks: nobody could log in") }
+        guard !tokenAudience.isEmpty else { throw ValidationError("--token-audience must not be empty") }
         guard tokenLeeway >= 0 else { throw ValidationError("--token-leeway must not be negative") }
+    }
+
+    /// Why the relay cannot start with these options (checked at start, so `--print-config`
+    /// shows each option alone), nil if it can.
+    var problem: String? {
+        jwks == nil && noPasswordLogin ? "--no-password-login needs --jwks: nobody could log in" : nil
     }
 
     /// The relay's settings, nil without --jwks.
     var settings: AccessTokenSettings? {
-        guard let jwks, let tokenAudience else { return nil }
+        guard let jwks else { return nil }
         var settings = AccessTokenSettings(jwksPath: jwks, audience: tokenAudience, issuer: tokenIssuer)
         settings.leewayMillis = Int64((tokenLeeway * 1000).rounded())
         settings.allowWithoutTLS = allowTokenWithoutTLS
