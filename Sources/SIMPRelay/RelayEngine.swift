@@ -52,6 +52,8 @@ package final class RelayEngine {
     /// the connection's end at once).
     private var spareBuffers: [[RelayAction]] = []
     private var timer: Scheduled<Void>?
+    /// Returns freed heap memory to the system after a burst of closed connections.
+    private var memoryTrim = MemoryTrim()
     /// When the one scheduled task runs the core's `tick` (nil: none is scheduled).
     package private(set) var timerDeadline: NIODeadline?
     /// Completed when the core says a graceful shutdown's drain is over.
@@ -189,6 +191,9 @@ package final class RelayEngine {
         readingPaused.remove(id)
         handle { $0.connectionClosed(id, into: &$1) }
         metrics.sessions.record(core.connectedUsers)
+        if memoryTrim.connectionClosed() {
+            eventLoop.assumeIsolated().scheduleTask(in: .seconds(MemoryTrim.delaySeconds)) { [self] in memoryTrim.trim() }
+        }
     }
 
     func controlFrame(_ payload: ByteBuffer, on id: ConnectionID, peer: SocketAddress) {
@@ -390,7 +395,7 @@ package final class RelayEngine {
     /// Counts and logs what an operator wants to see of an answer (failures are logged by `ask`).
     private func noteAnswer(_ request: StoreRequest, _ answer: StoreAnswer) {
         switch (request, answer) {
-        case (.register(let registration, _), _):
+        case (.register(let registration, _), .register): // not a login refused over a limit
             logger.info(
                 "user connected",
                 metadata: [
