@@ -14,7 +14,8 @@ final class HonestEndToEndTests: StoryProcessTestCase {
     /// Runs `simp COMMAND --server … --user USER ARGUMENTS…` to its end.
     private func simp(_ user: String, _ arguments: [String]) async throws -> (status: Int32?, standardOutput: String, standardError: String) {
         let process = try ChildProcess(
-            "simp", Array(arguments.prefix(1)) + ["--server", server, "--user", user] + arguments.dropFirst(), environment: try await environment(user))
+            "simp", Array(arguments.prefix(1)) + ["--server", server, "--user", user] + arguments.dropFirst(),
+            environment: try await environment(user))
         children.append(process)
         let status = await process.exitStatus()
         return (status, process.standardOutput, process.standardError)
@@ -43,7 +44,8 @@ final class HonestEndToEndTests: StoryProcessTestCase {
             "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--json"], environment: try await environment(bob))
         children.append(bobAgain)
         let published = await Eventually.holds(within: .seconds(15)) {
-            FileManager.default.fileExists(atPath: EndToEndFileStore(home: self.home, user: bob, device: "phone").directory.appendingPathComponent("identity").path)
+            FileManager.default.fileExists(
+                atPath: EndToEndFileStore(home: self.home, user: bob, device: "phone").directory.appendingPathComponent("identity").path)
         }
         XCTAssertTrue(published)
         try await Task.sleep(nanoseconds: 500_000_000) // its bundle published
