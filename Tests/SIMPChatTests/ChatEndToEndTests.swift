@@ -165,9 +165,9 @@ final class ChatEndToEndTests: RelayTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("-- unknown command /bogus") }, chat.standardOutput)
         let listenStatus = await listen.exitStatus()
         XCTAssertEqual(listenStatus, 0)
+        // Each line is marked with alice's device and whether it is verified.
         XCTAssertTrue(
-            listen.standardOutput.contains(", not verified): one") && listen.standardOutput.contains(", not verified): two"), // marked with alice's device
-            listen.standardOutput)
+            listen.standardOutput.contains(", not verified): one") && listen.standardOutput.contains(", not verified): two"), listen.standardOutput)
     }
 
     func testScriptedChatToAnUnknownUserExitsOneWithTheReason() async throws {

@@ -109,4 +109,25 @@ final class HonestEndToEndTests: StoryProcessTestCase {
         XCTAssertEqual(json?["e2e"] as? Bool, false, allowing.standardOutput)
         await forger.close()
     }
+
+    /// A device of bob's own account that none of his devices knew logs in (as a relay's
+    /// operator could add one): bob's running `simp listen` says so loudly on standard error,
+    /// and `--json` as an `ownNewDevice` event.
+    func testListenSaysLoudlyThatAnUnknownDeviceLoggedInAsItsUser() async throws {
+        let bob = TestRelay.uniqueUser("bob")
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--json"], environment: try await environment(bob))
+        children.append(listen)
+        let registered = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1 }
+        XCTAssertTrue(registered, listen.standardError)
+        try await Task.sleep(nanoseconds: 500_000_000) // its own devices fetched once (not news)
+        let ghost = try await relay.connectClient(user: bob) { configuration in
+            configuration.device = "ghost"
+            configuration.endToEnd = EndToEndSettings(home: self.home)
+        }
+        let told = await Eventually.holds(within: .seconds(15)) { listen.standardOutput.contains("\"event\":\"ownNewDevice\"") }
+        XCTAssertTrue(told, listen.standardOutput + listen.standardError)
+        XCTAssertTrue(listen.standardOutput.contains("\"device\":\"ghost\""), listen.standardOutput)
+        await ghost.close()
+    }
 }
