@@ -74,6 +74,8 @@ final class ChatEndToEndTests: RelayTestCase {
         XCTAssertTrue(aliceTerminal.screen.cursorLine.hasSuffix("> half-typ"), aliceTerminal.screen.cursorLine)
         aliceTerminal.type("ed\r")
         await assertScreen(bobTerminal, shows: "\(alice): half-typed")
+        // Delivered before /quit (else the chat asks first: a message is not yet delivered).
+        await assertScreen(aliceTerminal, shows: "you → \(bob): half-typed ✓✓")
 
         aliceTerminal.type("/quit\r")
         bobTerminal.type("\u{4}")
