@@ -62,7 +62,8 @@ struct Keys: AsyncParsableCommand {
             numbers = try await client.safetyNumbers(with: with)
             if confirm, !numbers.isEmpty {
                 let marked = try await client.markVerified(with)
-                outcome = "\(with) is verified (\(marked) device\(marked == 1 ? "" : "s")): nothing is sent to \(with) if a key changes until you accept it"
+                outcome =
+                    "\(with) is verified (\(marked) device\(marked == 1 ? "" : "s")): nothing is sent to \(with) if a key changes until you accept it"
             } else if accept {
                 let wasVerified = try await client.acceptKeyChange(of: with)
                 outcome =

@@ -131,7 +131,8 @@ extension ChatSession {
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
         case .stateUnwritable:
             return (news.description, .failure)
-        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys, .resendRefused:
+        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys,
+            .resendRefused:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)

@@ -44,8 +44,10 @@ extension EndToEndNotice {
         case .undecryptable(let user, let id, _): (object["user"], object["id"]) = (user, id)
         case .ownNewDevice(let device, let address): (object["device"], object["address"]) = (device, address)
         case .verifiedKeyChanged(let user), .waitingForFirstLogin(let user): object["user"] = user
-        case .askedAgain(let user, let device, let id), .resent(let user, let device, let id, _), .resendRefused(let user, let device, let id): (object["user"], object["device"], object["id"]) = (user, device, id)
-        case .restoredSessionReplaced(let user, let device), .unusableKeys(let user, let device, _): (object["user"], object["device"]) = (user, device)
+        case .askedAgain(let user, let device, let id), .resent(let user, let device, let id, _), .resendRefused(let user, let device, let id):
+            (object["user"], object["device"], object["id"]) = (user, device, id)
+        case .restoredSessionReplaced(let user, let device), .unusableKeys(let user, let device, _):
+            (object["user"], object["device"]) = (user, device)
         case .noUsableKeys(let user, let room): (object["user"], object["room"]) = (user, room)
         case .stateUnwritable, .stateWritableAgain: break
         }

@@ -74,6 +74,8 @@ final class ChatEndToEndTests: RelayTestCase {
         XCTAssertTrue(aliceTerminal.screen.cursorLine.hasSuffix("> half-typ"), aliceTerminal.screen.cursorLine)
         aliceTerminal.type("ed\r")
         await assertScreen(bobTerminal, shows: "\(alice): half-typed")
+        // Delivered before /quit (else the chat asks first: a message is not yet delivered).
+        await assertScreen(aliceTerminal, shows: "you → \(bob): half-typed ✓✓")
 
         aliceTerminal.type("/quit\r")
         bobTerminal.type("\u{4}")
@@ -165,9 +167,9 @@ final class ChatEndToEndTests: RelayTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("-- unknown command /bogus") }, chat.standardOutput)
         let listenStatus = await listen.exitStatus()
         XCTAssertEqual(listenStatus, 0)
+        // Each line is marked with alice's device and whether it is verified.
         XCTAssertTrue(
-            listen.standardOutput.contains("\(alice): one") && listen.standardOutput.contains("\(alice): two"),
-            listen.standardOutput)
+            listen.standardOutput.contains(", not verified): one") && listen.standardOutput.contains(", not verified): two"), listen.standardOutput)
     }
 
     func testScriptedChatToAnUnknownUserExitsOneWithTheReason() async throws {

@@ -155,6 +155,20 @@ final class ChatVerifyTests: XCTestCase, ChatSessionDriving {
         start(history: [plain])
         XCTAssertTrue(terminal.transcript.contains("12:00 bob: plain (not encrypted)"), "\(terminal.transcript)")
     }
+
+    /// `/verify NAME --accept` takes NAME's changed key without comparing: the line says NAME is
+    /// no longer verified and messages go again, and NAME's lines are no longer marked.
+    func testAcceptingAChangedKeySaysSoAndUnmarksThePeer() {
+        start()
+        XCTAssertEqual(type("/verify --accept\r"), [.acceptKeyChange("bob")])
+        session.endToEndNoticed(.verifiedKeyChanged(user: "bob"))
+        session.keyChangeAccepted("bob", .success(true))
+        _ = session.receive(SIMPMessage(kind: .text, messageId: 1, fromUser: "bob", toUser: "alice", content: "hi", time: 5).decrypted)
+        refresh()
+        XCTAssertTrue(
+            terminal.transcript.contains { $0.hasPrefix("-- bob's new keys are accepted; bob is no longer verified") }, "\(terminal.transcript)")
+        XCTAssertTrue(terminal.transcript.contains("12:00 bob: hi"), "not marked once accepted: \(terminal.transcript)")
+    }
 }
 
 extension SIMPMessage {

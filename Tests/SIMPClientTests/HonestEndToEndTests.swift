@@ -14,7 +14,8 @@ final class HonestEndToEndTests: StoryProcessTestCase {
     /// Runs `simp COMMAND --server … --user USER ARGUMENTS…` to its end.
     private func simp(_ user: String, _ arguments: [String]) async throws -> (status: Int32?, standardOutput: String, standardError: String) {
         let process = try ChildProcess(
-            "simp", Array(arguments.prefix(1)) + ["--server", server, "--user", user] + arguments.dropFirst(), environment: try await environment(user))
+            "simp", Array(arguments.prefix(1)) + ["--server", server, "--user", user] + arguments.dropFirst(),
+            environment: try await environment(user))
         children.append(process)
         let status = await process.exitStatus()
         return (status, process.standardOutput, process.standardError)
@@ -43,7 +44,8 @@ final class HonestEndToEndTests: StoryProcessTestCase {
             "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--json"], environment: try await environment(bob))
         children.append(bobAgain)
         let published = await Eventually.holds(within: .seconds(15)) {
-            FileManager.default.fileExists(atPath: EndToEndFileStore(home: self.home, user: bob, device: "phone").directory.appendingPathComponent("identity").path)
+            FileManager.default.fileExists(
+                atPath: EndToEndFileStore(home: self.home, user: bob, device: "phone").directory.appendingPathComponent("identity").path)
         }
         XCTAssertTrue(published)
         try await Task.sleep(nanoseconds: 500_000_000) // its bundle published
@@ -106,5 +108,26 @@ final class HonestEndToEndTests: StoryProcessTestCase {
         XCTAssertEqual(json?["content"] as? String, "shown marked", allowing.standardOutput)
         XCTAssertEqual(json?["e2e"] as? Bool, false, allowing.standardOutput)
         await forger.close()
+    }
+
+    /// A device of bob's own account that none of his devices knew logs in (as a relay's
+    /// operator could add one): bob's running `simp listen` says so loudly on standard error,
+    /// and `--json` as an `ownNewDevice` event.
+    func testListenSaysLoudlyThatAnUnknownDeviceLoggedInAsItsUser() async throws {
+        let bob = TestRelay.uniqueUser("bob")
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--json"], environment: try await environment(bob))
+        children.append(listen)
+        let registered = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bob)}"]).integer == 1 }
+        XCTAssertTrue(registered, listen.standardError)
+        try await Task.sleep(nanoseconds: 500_000_000) // its own devices fetched once (not news)
+        let ghost = try await relay.connectClient(user: bob) { configuration in
+            configuration.device = "ghost"
+            configuration.endToEnd = EndToEndSettings(home: self.home)
+        }
+        let told = await Eventually.holds(within: .seconds(15)) { listen.standardOutput.contains("\"event\":\"ownNewDevice\"") }
+        XCTAssertTrue(told, listen.standardOutput + listen.standardError)
+        XCTAssertTrue(listen.standardOutput.contains("\"device\":\"ghost\""), listen.standardOutput)
+        await ghost.close()
     }
 }

@@ -30,7 +30,10 @@ final class RelayCoreKeyChecksTests: XCTestCase {
             (publish(lowOrderPrekey), "key bundle refused: invalid public key: signed prekey (low order) (docs/E2E.md §3.3)"),
             (publish(badSignature), "key bundle refused: the signed prekey's signature does not verify with the identity key (docs/E2E.md §3.3)"),
             (publish(filler), "key bundle refused: the signed prekey's signature does not verify with the identity key (docs/E2E.md §3.3)"),
-            (publish(good, prekeys: [SignedBundles.prekey(4), zeroPrekey]), "key bundle refused: invalid public key: one-time prekey 5 (low order) (docs/E2E.md §3.3)"),
+            (
+                publish(good, prekeys: [SignedBundles.prekey(4), zeroPrekey]),
+                "key bundle refused: invalid public key: one-time prekey 5 (low order) (docs/E2E.md §3.3)"
+            ),
         ]
         for (frame, text) in cases {
             let actions = relay.control(frame, on: alice)
@@ -38,7 +41,8 @@ final class RelayCoreKeyChecksTests: XCTestCase {
             XCTAssertTrue(actions.contains(.send(alice, .error(.badKeyBundle, text, messageId: 6))), "\(actions)")
             XCTAssertTrue(actions.contains { if case .reject(.badKeyBundle, _) = $0 { true } else { false } }, "\(actions)")
         }
-        XCTAssertTrue(relay.control(publish(good, prekeys: [SignedBundles.prekey(4)]), on: alice).contains { if case .store = $0 { true } else { false } })
+        XCTAssertTrue(
+            relay.control(publish(good, prekeys: [SignedBundles.prekey(4)]), on: alice).contains { if case .store = $0 { true } else { false } })
     }
 
     /// 20 devices with 4 KB bundles would make an 88 KB answer, above the 64 KiB frame limit: the
@@ -47,9 +51,13 @@ final class RelayCoreKeyChecksTests: XCTestCase {
         var relay = DevRelay()
         try relay.connect("alice", on: alice, port: 5001)
         let fetch = KeysFetch(user: "bob", skipClaimFor: [], connection: alice, messageId: 5, asker: "alice")
-        let devices = (0..<20).map { DeviceKeys(device: "device-\($0)", bundle: [UInt8](repeating: 1, count: 4400), oneTimePrekey: SignedBundles.prekey(UInt32($0))) }
+        let devices = (0..<20).map {
+            DeviceKeys(device: "device-\($0)", bundle: [UInt8](repeating: 1, count: 4400), oneTimePrekey: SignedBundles.prekey(UInt32($0)))
+        }
         let actions = relay.answer(.fetchKeys(fetch, devices, known: true))
-        guard case .send(alice, let answer)? = actions.first(where: { if case .send = $0 { true } else { false } }) else { return XCTFail("\(actions)") }
+        guard case .send(alice, let answer)? = actions.first(where: { if case .send = $0 { true } else { false } }) else {
+            return XCTFail("\(actions)")
+        }
         XCTAssertEqual(answer.members.count, 13)
         XCTAssertEqual(answer.devicesLeftOut, 7)
         XCTAssertEqual(answer.keyBundles.count, answer.members.count)

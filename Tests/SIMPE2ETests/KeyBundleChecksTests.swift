@@ -35,10 +35,14 @@ final class KeyBundleChecksTests: XCTestCase {
             let bundle = KeyBundle(identity: identity.publicKey, signedPrekey: signed, oneTimePrekeys: [])
             XCTAssertThrowsError(try KeyBundle.checked(bundle.encoded)) { XCTAssertEqual($0 as? E2EError, .invalidKey("signed prekey (low order)")) }
             let withPrekey = prekeys.bundle(identity: identity, oneTimePrekeys: [OneTimePrekey(id: 4, publicKey: point)])
-            XCTAssertThrowsError(try KeyBundle.checked(withPrekey.encoded)) { XCTAssertEqual($0 as? E2EError, .invalidKey("one-time prekey 4 (low order)")) }
+            XCTAssertThrowsError(try KeyBundle.checked(withPrekey.encoded)) {
+                XCTAssertEqual($0 as? E2EError, .invalidKey("one-time prekey 4 (low order)"))
+            }
             let badIdentity = try IdentityKey(agreement: point, signing: identity.publicKey.signing)
             let forged = KeyBundle(identity: badIdentity, signedPrekey: prekeys.currentSigned, oneTimePrekeys: [])
-            XCTAssertThrowsError(try KeyBundle.checked(forged.encoded)) { XCTAssertEqual($0 as? E2EError, .invalidKey("identity agreement key (low order)")) }
+            XCTAssertThrowsError(try KeyBundle.checked(forged.encoded)) {
+                XCTAssertEqual($0 as? E2EError, .invalidKey("identity agreement key (low order)"))
+            }
         }
         XCTAssertTrue(PublicKeyCheck.isUsableAgreementKey(identity.publicKey.agreement))
         for y in PublicKeyCheck.smallOrderY {

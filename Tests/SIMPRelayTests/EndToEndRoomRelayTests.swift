@@ -79,9 +79,10 @@ extension EndToEndRelayTests {
     }
 
     /// A member without keys (a client without end-to-end encryption) cannot read a post: the
-    /// post is refused, naming the member and the flag, unless unencrypted posts are allowed
-    /// (`--no-e2e`), and then it goes readable (and is marked on arrival).
-    func testAPostToARoomWithAMemberWithoutKeysIsRefusedUnlessAllowed() async throws {
+    /// post goes, encrypted for the others, and its author is told who cannot read it (never to
+    /// post unencrypted); with unencrypted posts allowed (`--no-e2e`) it goes readable (and is
+    /// marked on arrival).
+    func testAPostToARoomWithAMemberWithoutKeysGoesToTheOthersAndSaysWhoCannotReadIt() async throws {
         cluster = try await TestRelayCluster.start(relays: 1)
         let (alice, dave) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("dave"))
         let room = TestRelay.uniqueUser("ops")
@@ -90,22 +91,32 @@ extension EndToEndRelayTests {
         let daveInbox = MessageInbox(daveClient)
         _ = try await aliceClient.joinRoom(room)
         _ = try await daveClient.joinRoom(room)
-        do {
-            let result = try await aliceClient.send(text: "for members with keys", toRoom: room)
-            XCTFail("posted: \(result)")
-        } catch SIMPClientError.notEncryptable(let reason) {
-            XCTAssertTrue(reason.contains(dave) && reason.contains("--no-e2e"), reason)
+        let told = Told()
+        Task {
+            for await notice in aliceClient.endToEndNotices {
+                if case .noUsableKeys(dave, room) = notice { await told.set() }
+                XCTAssertFalse(notice.description.contains("--no-e2e"), notice.description)
+            }
         }
+        guard case .stored = try await aliceClient.send(text: "for members with keys", toRoom: room) else { return XCTFail("not posted") }
+        let said = await Eventually.holds { await told.value }
+        XCTAssertTrue(said, "alice is told dave cannot read the room")
         let allowing = try await cluster.connectClient(user: alice, relay: 0) { configuration in
             configuration.device = "second"
             configuration.endToEnd = EndToEndSettings(home: self.home, allowUnencrypted: true)
         }
         guard case .stored = try await allowing.send(text: "readable by all", toRoom: room) else { return XCTFail("not posted") }
-        let arrived = await daveInbox.waitFor(1)
+        let arrived = await Eventually.holds { await daveInbox.messages.contains { $0.content == "readable by all" } }
         XCTAssertTrue(arrived)
         let received = await daveInbox.messages
-        XCTAssertEqual(received.map(\.content), ["readable by all"])
-        XCTAssertEqual(received.map(\.isEndToEnd), [false])
+        XCTAssertFalse(received.contains { $0.content == "for members with keys" }, "dave cannot read it")
+        XCTAssertEqual(received.last?.isEndToEnd, false)
+    }
+
+    /// Whether a notice came.
+    private actor Told {
+        private(set) var value = false
+        func set() { value = true }
     }
 
     /// `user`'s stored copy (in `simp:log:{user}`) of the room post `authorMessageId` by `author`.
