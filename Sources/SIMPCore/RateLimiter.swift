@@ -117,35 +117,51 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
 /// already admitted (same sender, same `messageId`, within the last `window` ids) passes free,
 /// so a sender catching up after an outage is not refused for its retransmissions.
 /// A refused message is not remembered: its next copy is charged again.
+///
+/// A key's bucket and charged ids are one entry, changed in place: one hash of the key per
+/// message (the relay's data path calls this for every content datagram).
 public struct MessageRateLimiter<Key: Hashable & Sendable>: Sendable {
-    private var rates: RateLimiter<Key>
-    private var charged: [Key: DedupeWindow] = [:]
+    /// One key's bucket and the ids charged to it.
+    private struct Entry: Sendable {
+        var bucket: TokenBucket
+        var charged: DedupeWindow
+    }
+
+    public let limit: RateLimit
+    private var entries: [Key: Entry] = [:]
     /// Ids remembered per key (twice `RetransmitPolicy.maxIdSpan`: every retransmitted id fits).
     public let window: UInt64
     private var nextSweep: NIODeadline?
 
     public init(_ limit: RateLimit, window: UInt64 = 2048) {
-        self.rates = RateLimiter(limit)
+        self.limit = limit
         self.window = window
     }
-
-    public var limit: RateLimit { rates.limit }
 
     /// Admits message `messageId` of `key`, or says how long until a new one would be admitted.
     public mutating func admit(_ key: Key, messageId: UInt64, now: NIODeadline) -> TimeAmount? {
         sweep(now: now)
-        if charged[key]?.contains(messageId) == true { return nil }
-        if let wait = rates.admit(key, now: now) { return wait }
-        // In place: copying the window out and back would copy its bits on every message.
-        _ = charged[key, default: DedupeWindow(size: window)].accept(messageId)
+        let (limit, window) = (self.limit, self.window)
+        return Self.admit(messageId, now: now, &entries[key, default: Self.newEntry(limit, window, now: now)])
+    }
+
+    /// A key's first entry: a full bucket, nothing charged.
+    private static func newEntry(_ limit: RateLimit, _ window: UInt64, now: NIODeadline) -> Entry {
+        Entry(bucket: TokenBucket(perSecond: limit.perSecond, burst: limit.burst, now: now), charged: DedupeWindow(size: window))
+    }
+
+    private static func admit(_ messageId: UInt64, now: NIODeadline, _ entry: inout Entry) -> TimeAmount? {
+        if entry.charged.contains(messageId) { return nil }
+        guard entry.bucket.admit(now: now) else { return max(entry.bucket.retryAfter(now: now), .milliseconds(1)) }
+        _ = entry.charged.accept(messageId)
         return nil
     }
 
-    /// Forgets the ids of keys whose bucket is full again (idle): a retransmission charged anew
-    /// then is admitted anyway.
+    /// Forgets the keys whose bucket is full again (idle): a retransmission charged anew then
+    /// is admitted anyway.
     private mutating func sweep(now: NIODeadline) {
         if let nextSweep, now < nextSweep { return }
         nextSweep = now + .seconds(10)
-        charged = charged.filter { !rates.isIdle($0.key, now: now) }
+        entries = entries.filter { !$0.value.bucket.isFull(now: now) }
     }
 }

@@ -43,9 +43,13 @@ public struct Registration: Equatable, Sendable {
 
 /// Something the relay's shell must do. Every decision of the relay reaches the outside world
 /// as one of these; the shell only carries them out.
+///
+/// The two large payloads (a message, a store request: about 500 bytes) are boxed (`indirect`),
+/// so an action is about 50 bytes: a forwarded datagram's `.deliver` is copied into and out of
+/// the action list without moving a control message's worth of memory.
 public enum RelayAction: Equatable, Sendable {
     /// Send a control message on a connection.
-    case send(ConnectionID, SIMPMessage)
+    indirect case send(ConnectionID, SIMPMessage)
     /// Send a control message that is already encoded (its protobuf bytes, without the frame
     /// header) on a connection, as one frame: a receipt the relay routes without re-encoding.
     case forward(ConnectionID, ByteBuffer)
@@ -68,7 +72,7 @@ public enum RelayAction: Equatable, Sendable {
     /// Count and log rejected input.
     case reject(RejectReason, detail: String)
     /// Ask the store; its answer comes back through `RelayCore.storeAnswered`.
-    case store(StoreRequest)
+    indirect case store(StoreRequest)
     /// A graceful shutdown's drain is over: the shell may call `RelayCore.shutDown`.
     case drained
 }
