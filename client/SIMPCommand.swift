@@ -150,9 +150,13 @@ struct Send: AsyncParsableCommand {
         }
         defer { delays.cancel() }
         let waiting = Task { // a message to a user without keys yet waits: said, not sat through in silence
-            for await case .waitingForFirstLogin(let user) in client.endToEndNotices {
-                FileHandle.standardError.write(
-                    Data("simp: \(EndToEndNotice.waitingForFirstLogin(user: user)); Ctrl-C leaves it in the outbox for the next simp\n".utf8))
+            for await notice in client.endToEndNotices {
+                switch notice {
+                case .waitingForFirstLogin:
+                    FileHandle.standardError.write(Data("simp: \(notice); Ctrl-C leaves it in the outbox for the next simp\n".utf8))
+                case .cannotReadPost: FileHandle.standardError.write(Data("simp: \(notice)\n".utf8))
+                default: continue
+                }
             }
         }
         defer { waiting.cancel() }

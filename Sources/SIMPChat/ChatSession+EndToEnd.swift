@@ -120,7 +120,7 @@ extension ChatSession {
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
         case .stateUnwritable:
             return (news.description, .failure)
-        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain:
+        case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .cannotReadPost:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)

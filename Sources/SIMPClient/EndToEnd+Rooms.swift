@@ -82,12 +82,13 @@ extension EndToEnd {
     ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
         let keyless = try members.filter { try messenger.devices(of: $0).isEmpty }
         if !keyless.isEmpty {
-            if settings.allowUnencrypted { return (message, []) }
-            throw SIMPClientError.notEncryptable(
-                "\(keyless.joined(separator: ", ")) in #\(room) published no end-to-end keys (a client without end-to-end encryption?); --no-e2e posts unencrypted"
-            )
+            if settings.allowUnencrypted { return (message, []) } // the user's own choice (--no-e2e)
+            // Never a reason to post unencrypted: the post goes, end to end, to the members
+            // who can read it, and the author is told who cannot.
+            onNotice(.cannotReadPost(room: room, users: keyless))
         }
-        let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: members, using: &random)
+        let readers = members.filter { !keyless.contains($0) }
+        let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in

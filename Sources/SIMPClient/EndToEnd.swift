@@ -54,6 +54,9 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case stateUnwritable(reason: String)
     /// This device's end-to-end state can be written again after `stateUnwritable`.
     case stateWritableAgain
+    /// A post to `room` was sealed for its members with end-to-end keys only: `users` have
+    /// published none (never logged in with end to end) and cannot read it.
+    case cannotReadPost(room: String, users: [String])
 
     public var description: String {
         switch self {
@@ -74,6 +77,8 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
         case .stateUnwritable(let reason):
             "cannot write this device's end-to-end state (\(reason)): messages received are not confirmed to their senders, and messages sent wait, until it can be written; nothing is lost"
         case .stateWritableAgain: "this device's end-to-end state can be written again: waiting messages go on"
+        case .cannotReadPost(let room, let users):
+            "\(users.joined(separator: ", ")) in #\(room) \(users.count > 1 ? "have" : "has") no end-to-end keys and cannot read this post"
         case .resent(let user, let device, let id, false):
             "\(user)'s device \(device) could not read your message \(id), and it is no longer kept here to send again"
         }
