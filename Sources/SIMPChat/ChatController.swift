@@ -6,7 +6,7 @@ import SIMPCore
 /// Runs `simp chat`: a `ChatSession` wired to a connected `SIMPClient`, the terminal
 /// (raw mode, window size, signals) and the history file. The client's `messageHandler` must be
 /// `history.recordIncoming`, so incoming messages are in the history before their receipts.
-/// Sendable: `signalSources` and `unwrittenHistory` are touched only by `run()`'s task; the
+/// Sendable: `signalSources` and `historyUnwritable` are touched only by `run()`'s task; the
 /// tasks it starts only `post` events to it.
 public final class ChatController: @unchecked Sendable {
     /// How `simp chat` was asked to behave.
@@ -152,10 +152,11 @@ public final class ChatController: @unchecked Sendable {
         sender.finish()
         for source in signalSources { source.cancel() }
         Terminal.restore()
-        if unwrittenHistory > 0 {
+        try? store?.writeWaiting()
+        if let unwritten = store?.waitingCount, unwritten > 0 {
             FileHandle.standardError.write(
                 Data(
-                    "simp: \(unwrittenHistory) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n"
+                    "simp: \(unwritten) history record(s) of this session could not be written to \(history.directory.path) and are lost now\n"
                         .utf8))
         }
         for line in MessageFormatting.lostAtExit(await client.messagesKeptInMemoryOnly) {
@@ -166,16 +167,26 @@ public final class ChatController: @unchecked Sendable {
         return status == 0 && takenOver ? Self.takenOverStatus : status
     }
 
-    /// History records that could not be written (disk full, read-only): said once as it
-    /// happens, and counted at exit. The session keeps showing them until then.
-    private var unwrittenHistory = 0
+    /// Whether the history could not be written (disk full, read-only) at the last try: its
+    /// records wait in memory (`HistoryStore.waitingCount`) and are written, in order, with the
+    /// next record or clock tick once it can be. Said once as it happens and once when it
+    /// works again; what is still unwritten at exit is counted then.
+    private var historyUnwritable = false
 
     private func keepInHistory(_ write: () throws -> Void) {
-        do { try write() } catch {
-            unwrittenHistory += 1
-            if unwrittenHistory == 1 {
-                post.yield(.log("history is not being kept: \(error); this session's messages stay on screen until you leave"))
+        do {
+            try write()
+            if historyUnwritable {
+                historyUnwritable = false
+                post.yield(.log("history can be written again: the records kept in memory are in it now"))
             }
+        } catch {
+            guard !historyUnwritable else { return }
+            historyUnwritable = true
+            let line =
+                "history cannot be written (\(error)): its records are kept in memory and written when it can be; "
+                + "nothing is lost while simp runs"
+            post.yield(.log(line))
         }
     }
 
@@ -192,6 +203,7 @@ public final class ChatController: @unchecked Sendable {
         case .peer(let event): return session.peerEvent(event)
         case .tick:
             session.clockTicked()
+            if historyUnwritable { keepInHistory { try history.store?.writeWaiting() } }
             return []
         case .whoAnswered(let entries, let show):
             session.whoAnswered(entries, show: show)

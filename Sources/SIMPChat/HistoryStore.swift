@@ -52,8 +52,9 @@ public final class HistoryStore: Sendable {
     public let lastPeerURL: URL
     /// Entries kept when compacting.
     public let keep: Int
-    /// Held while a line is written.
-    private let writing = Mutex(())
+    /// Held while a line is written; the lines that could not be written yet (a full disk), in
+    /// order: written before the next line, so the history keeps every line, in order.
+    private let writing = Mutex<[Data]>([])
 
     private struct StatusUpdate: Codable {
         var id: UInt64
@@ -124,25 +125,43 @@ public final class HistoryStore: Sendable {
         try appendLine(JSONEncoder.compact.encode(StatusUpdate(id: id, status: status)))
     }
 
-    /// Writes `json` as one whole line: a write that fails part way (disk full) is cut back
-    /// off, and a torn last line left by a crash is ended first, so a later line never
-    /// continues a torn one (and is lost with it when loading).
+    /// How many lines wait in memory to be written (the disk was full): written with the
+    /// next `append`, `update` or `writeWaiting`.
+    public var waitingCount: Int { writing.withLock { $0.count } }
+
+    /// Writes the lines waiting in memory, if any (they stay waiting on a failure).
+    public func writeWaiting() throws {
+        try writing.withLock { waiting in try write(&waiting) }
+    }
+
+    /// Writes `json` as one whole line after those waiting; on a failure it waits with them
+    /// (in memory, written by a later call) and the error is thrown.
     private func appendLine(_ json: Data) throws {
-        try writing.withLock { _ in
-            let handle = try FileHandle(forUpdating: url) // reads the last byte too
-            defer { try? handle.close() }
-            let end = try handle.seekToEnd()
-            var line = json + Data("\n".utf8)
-            if end > 0 {
-                try handle.seek(toOffset: end - 1)
-                if try handle.read(upToCount: 1) != Data("\n".utf8) { line.insert(UInt8(ascii: "\n"), at: 0) }
-                try handle.seek(toOffset: end)
-            }
-            do { try handle.write(contentsOf: line) } catch {
-                try? handle.truncate(atOffset: end)
-                throw error
-            }
+        try writing.withLock { waiting in
+            waiting.append(json)
+            try write(&waiting)
         }
+    }
+
+    /// Writes the `waiting` lines, oldest first, each whole: a write that fails part way (disk
+    /// full) is cut back off, and a torn last line left by a crash is ended first, so a later
+    /// line never continues a torn one (and is lost with it when loading).
+    private func write(_ waiting: inout [Data]) throws {
+        guard !waiting.isEmpty else { return }
+        let handle = try FileHandle(forUpdating: url) // reads the last byte too
+        defer { try? handle.close() }
+        let end = try handle.seekToEnd()
+        var lines = waiting.reduce(into: Data()) { $0 += $1 + Data("\n".utf8) }
+        if end > 0 {
+            try handle.seek(toOffset: end - 1)
+            if try handle.read(upToCount: 1) != Data("\n".utf8) { lines.insert(UInt8(ascii: "\n"), at: 0) }
+            try handle.seek(toOffset: end)
+        }
+        do { try handle.write(contentsOf: lines) } catch {
+            try? handle.truncate(atOffset: end)
+            throw error
+        }
+        waiting.removeAll()
     }
 
     private func rewrite(_ entries: [HistoryEntry]) throws {

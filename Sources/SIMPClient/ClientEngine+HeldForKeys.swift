@@ -47,16 +47,17 @@ struct AwaitingFirstKeys: Error {
 
 extension ClientEngine {
     /// Seals `message` end to end (when that is on) and submits it; returns its id and outcome.
-    /// A message that cannot be sealed yet is held (`HeldForKeys`).
+    /// A message that cannot be sealed yet is held (`HeldForKeys`). Answers once the message is
+    /// durable in the outbox (ClientEngine+Outbox), so that what the user sees as sent is kept.
     func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
-        guard let endToEnd else { return eventLoop.makeSucceededFuture(send(message)) }
-        if heldForKeys.holds(messagesTo: message.toUser) { return eventLoop.makeSucceededFuture(hold(message)) }
+        guard let endToEnd else { return whenKept(send(message)) }
+        if heldForKeys.holds(messagesTo: message.toUser) { return whenKept(hold(message)) }
         return endToEnd.seal(message, via: self).map { [self] in sendSealed(message, $0) }.flatMapErrorThrowing { [self] error in
             guard HeldForKeys.waits(error) else { throw error }
             let held = hold(message)
             keepWaiting(for: message.toUser, because: error)
             return held
-        }
+        }.flatMap { [self] in whenKept($0) }
     }
 
     /// Submits `sealed`, noting `original` to send again if its receiver cannot decrypt it.

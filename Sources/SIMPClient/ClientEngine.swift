@@ -44,10 +44,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     var tlsContext: NIOSSLContext?
     var warnedWithoutTLS = false
     /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
-    /// or it could not be written): kept here only, so lost when the process ends.
-    private(set) var keptInMemoryOnly: [UInt64: SIMPMessage] = [:]
-    /// Whether the outbox failed a save already (said once, not per message).
-    private var saidOutboxUnwritable = false
+    /// or it could not be written): kept here only, so lost when the process ends
+    /// (ClientEngine+Outbox writes them to the outbox once it can).
+    var keptInMemoryOnly: [UInt64: SIMPMessage] = [:]
+    /// The outbox's group commit (ClientEngine+Outbox).
+    var outboxBurst = OutboxBurst()
     var relayId: String?
     /// Called with each message delivered to the application; returns whether the application
     /// took it as new (false: it had it already, before a restart).
@@ -123,7 +124,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         let promise = eventLoop.makePromise(of: SendResult.self)
         waiters[id] = promise
         saveInOutbox(message, id: id) // before its first transmission
-        carryOut(output)
+        carryOutWhenKept(output)
         return (id, promise.futureResult)
     }
 
@@ -368,35 +369,6 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package func closeControl() {
         logger.info("the relay stopped answering", metadata: ["silent": "\(configuration.heartbeat.deadAfter)"])
         control?.close(promise: nil) // controlClosed takes it from here
-    }
-
-    /// Keeps `message` (as `id`) in the outbox until its outcome is known; without an outbox,
-    /// or when it cannot be written (disk full, read-only), in memory only (`keptInMemoryOnly`),
-    /// said once.
-    func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
-        var message = message
-        message.messageId = id
-        message.fromUser = configuration.user
-        guard let outbox = configuration.outbox else {
-            keptInMemoryOnly[id] = message
-            return
-        }
-        do { try outbox.save(message) } catch {
-            keptInMemoryOnly[id] = message
-            guard !saidOutboxUnwritable else { return }
-            saidOutboxUnwritable = true
-            logger.warning(
-                """
-                the outbox cannot be written: messages are kept in memory only (still sent and resent while simp runs); \
-                those not delivered when simp exits are lost, and simp says which
-                """, metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// The outcome of message `id` is known: it leaves the outbox (or memory).
-    func settled(_ id: UInt64) {
-        configuration.outbox?.remove(id)
-        keptInMemoryOnly.removeValue(forKey: id)
     }
 
     /// Keeps one scheduled task at the session's next deadline.

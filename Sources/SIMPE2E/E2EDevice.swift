@@ -23,6 +23,7 @@ public struct E2EDevice: RedactedReflection {
     public let identity: DeviceIdentity
     public private(set) var prekeys: DevicePrekeys
     private let store: E2EStateStore
+    private let decoded = DecodedSessions()
 
     /// Loads the identity and prekeys from `store`, or makes and saves new ones (first run).
     public init(store: E2EStateStore, using random: inout some RandomNumberGenerator) throws {
@@ -162,11 +163,25 @@ public struct E2EDevice: RedactedReflection {
 
     public var description: String { "E2EDevice(\(identity.publicKey), keys redacted)" }
 
+    /// The sessions with `peer`, decoded once: while the store holds the very bytes decoded
+    /// (or saved) last, they are not decoded again.
     private func sessions(with peer: String) throws -> PeerSessions? {
-        try store.load("peer/" + peer).map { try PeerSessions(secretBytes: $0) }
+        guard let bytes = try store.load("peer/" + peer) else { return nil }
+        if let cached = decoded.sessions[peer], cached.bytes == bytes { return cached.record } // same buffer: no comparing
+        let record = try PeerSessions(secretBytes: bytes)
+        decoded.sessions[peer] = (bytes, record)
+        return record
     }
 
     private func save(_ record: PeerSessions, for peer: String) throws {
-        try store.save("peer/" + peer, record.secretBytes)
+        let bytes = record.secretBytes
+        try store.save("peer/" + peer, bytes)
+        decoded.sessions[peer] = (bytes.bytes, record)
     }
+}
+
+/// The sessions an `E2EDevice` decoded or saved last, with the bytes they came from or went to
+/// (shared by the device's copies: a value is only used while the store still holds its bytes).
+final class DecodedSessions: @unchecked Sendable { // used with its device only
+    var sessions: [String: (bytes: [UInt8], record: PeerSessions)] = [:]
 }

@@ -36,6 +36,6 @@ extension E2EMessenger {
     /// The plaintext kept for message `messageId` from `peer`'s `device` when it was opened
     /// (`noteDecrypted`), or nil. For room posts `peer` is `#<room>` and `device` the author.
     public func keptPlaintext(of messageId: UInt64, from peer: String, device: String) throws -> [UInt8]? {
-        try decrypted(from: peer, device: device).first { $0.id == messageId }?.plaintext
+        try decrypted(messageId, from: peer, device: device)?.plaintext
     }
 }

@@ -95,40 +95,64 @@ extension E2EMessenger {
 
     /// Records that the message `messageId` from `peer`'s device `device` was decrypted, with
     /// its plaintext (kept so that a copy delivered again is handed over as it was, `receive`).
+    /// One small entry per message (its slot, `messageId` mod `decryptedIdsKept`), and the
+    /// plaintext of the slot `plaintextsKept` before it dropped: nothing is re-encoded per message.
     public func noteDecrypted(_ messageId: UInt64, from peer: String, device: String, plaintext: [UInt8]? = nil) throws {
-        var entries = try decrypted(from: peer, device: device)
-        guard !entries.contains(where: { $0.id == messageId }) else { return }
-        entries.append((messageId, plaintext))
-        if entries.count > Self.decryptedIdsKept { entries.removeFirst(entries.count - Self.decryptedIdsKept) }
-        for index in entries.indices.dropLast(Self.plaintextsKept) where entries[index].plaintext != nil { entries[index].plaintext = nil }
-        var writer = ByteWriter()
-        writer.u8(2)
-        writer.u16(UInt16(entries.count))
-        for entry in entries {
-            writer.u64(entry.id)
-            guard let plaintext = entry.plaintext else {
-                writer.u32(Self.noPlaintext)
-                continue
-            }
-            writer.u32(UInt32(plaintext.count))
-            writer.raw(plaintext)
+        try migrateDecryptedList(from: peer, device: device)
+        guard try slot(of: messageId, from: peer, device: device)?.id != messageId else { return }
+        try saveSlot((messageId, plaintext), from: peer, device: device)
+        let older = messageId &- UInt64(Self.plaintextsKept)
+        if let entry = try slot(of: older, from: peer, device: device), entry.plaintext != nil {
+            try saveSlot((entry.id, nil), from: peer, device: device)
         }
-        try store.save(Self.decryptedName(peer, device), SecretBytes(writer.bytes))
     }
 
     /// Whether the message `messageId` from `peer`'s device `device` was decrypted here before.
     public func hasDecrypted(_ messageId: UInt64, from peer: String, device: String) throws -> Bool {
-        try decrypted(from: peer, device: device).contains { $0.id == messageId }
+        try decrypted(messageId, from: peer, device: device) != nil
     }
 
-    /// The length that says an entry has no plaintext (one recorded by version 1).
+    /// The length that says an entry has no plaintext.
     private static let noPlaintext = UInt32.max
 
-    /// The messages decrypted from `peer`'s `device`, oldest first, with their plaintexts.
-    /// Version 2: `0x02 ‖ u16 n ‖ n × (u64 id ‖ u32 length ‖ plaintext)`, length `0xFFFFFFFF`
-    /// and no bytes for an entry without one; version 1 (ids only): `0x01 ‖ u16 n ‖ n × u64 id`.
-    func decrypted(from peer: String, device: String) throws -> [(id: UInt64, plaintext: [UInt8]?)] {
-        guard let bytes = try store.load(Self.decryptedName(peer, device)) else { return [] }
+    /// Message `messageId` from `peer`'s `device` as it was noted decrypted, with its plaintext
+    /// if kept; nil if it was not (or no longer is among the last `decryptedIdsKept`).
+    func decrypted(_ messageId: UInt64, from peer: String, device: String) throws -> (id: UInt64, plaintext: [UInt8]?)? {
+        try migrateDecryptedList(from: peer, device: device)
+        return try slot(of: messageId, from: peer, device: device).flatMap { $0.id == messageId ? $0 : nil }
+    }
+
+    /// The entry in the slot of `messageId`: `decrypted/<peer>/<device>/<messageId mod 128>`,
+    /// version 3: `0x03 ‖ u64 id ‖ u32 length ‖ plaintext` (length `0xFFFFFFFF` and no bytes
+    /// for an id kept without its plaintext).
+    private func slot(of messageId: UInt64, from peer: String, device: String) throws -> (id: UInt64, plaintext: [UInt8]?)? {
+        guard let bytes = try store.load(Self.slotName(messageId, peer, device)), !bytes.isEmpty else { return nil }
+        var reader = ByteReader(bytes, reading: "decrypted id")
+        try reader.expectVersion(3)
+        let id = try reader.u64(), length = try reader.u32()
+        let plaintext = length == Self.noPlaintext ? nil : try reader.raw(Int(length))
+        try reader.expectEnd()
+        return (id, plaintext)
+    }
+
+    private func saveSlot(_ entry: (id: UInt64, plaintext: [UInt8]?), from peer: String, device: String) throws {
+        var writer = ByteWriter()
+        writer.u8(3)
+        writer.u64(entry.id)
+        writer.u32(entry.plaintext.map { UInt32($0.count) } ?? Self.noPlaintext)
+        writer.raw(entry.plaintext ?? [])
+        try store.save(Self.slotName(entry.id, peer, device), SecretBytes(writer.bytes))
+    }
+
+    private static func slotName(_ messageId: UInt64, _ peer: String, _ device: String) -> String {
+        decryptedName(peer, device) + "/\(messageId % UInt64(decryptedIdsKept))"
+    }
+
+    /// Moves a list an earlier version kept (`decrypted/<peer>/<device>`, version 2 `0x02 ‖ u16 n
+    /// ‖ n × (u64 id ‖ u32 length ‖ plaintext)`, version 1 `0x01 ‖ u16 n ‖ n × u64 id`) into
+    /// slots, once, and leaves it empty.
+    private func migrateDecryptedList(from peer: String, device: String) throws {
+        guard let bytes = try store.load(Self.decryptedName(peer, device)), !bytes.isEmpty else { return }
         var reader = ByteReader(bytes, reading: "decrypted ids")
         let version = try reader.u8()
         guard version == 1 || version == 2 else { throw E2EError.unsupportedVersion(version) }
@@ -139,7 +163,8 @@ extension E2EMessenger {
             return (id, length == Self.noPlaintext ? nil : try reader.raw(Int(length)))
         }
         try reader.expectEnd()
-        return entries
+        for entry in entries { try saveSlot(entry, from: peer, device: device) }
+        try store.save(Self.decryptedName(peer, device), SecretBytes([]))
     }
 
     private static func decryptedName(_ peer: String, _ device: String) -> String { "decrypted/" + sessionName(peer, device) }
