@@ -35,7 +35,9 @@ extension ClientEngine {
         tokenRenewal.cancel()
         tokenRenewal.expires = expires
         guard let source = configuration.accessToken, source.renews else {
-            logger.warning(
+            // A one-shot sender (`simp send`) is done long before; a receiving session is told.
+            logger.log(
+                level: configuration.sendOnly ? .debug : .warning,
                 "the access token expires in \(Self.seconds(expires - environment.wallClockMillis())) and SIMP_TOKEN cannot be renewed: the relay ends the session then (give --token-command or --token-file to renew it)"
             )
             return

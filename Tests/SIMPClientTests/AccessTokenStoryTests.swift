@@ -142,6 +142,22 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         XCTAssertTrue(server.standardError.contains("token_session_expired"), server.standardError)
     }
 
+    func testDenyTokensRevokesTokensIssuedBeforeItsTime() async throws {
+        try await startTokenRelay()
+        _ = try await startListening("alice", server: "127.0.0.1:\(port)")
+        let old = try await token("bob")
+        try await Task.sleep(for: .seconds(1.1)) // tokens carry whole seconds
+        let run = try ChildProcess("simp-server", ["user", "deny-tokens", "bob", "--before", "now", "--redis", relay.redis.url.description])
+        _ = await run.exitStatus()
+        XCTAssertTrue(run.standardOutput.contains("access tokens of bob issued before"), run.standardOutput + run.standardError)
+        let (refused, said) = try await send(as: "bob", to: "alice", "revoked", environment: ["SIMP_TOKEN": old])
+        XCTAssertEqual(refused, 1, said)
+        XCTAssertTrue(said.contains("the relay's operator revoked tokens issued before it; get a new one"), said)
+        try await Task.sleep(for: .seconds(1.1)) // a token of the deny's own second counts as before it
+        let (accepted, saidAgain) = try await send(as: "bob", to: "alice", "new token", environment: ["SIMP_TOKEN": try await token("bob")])
+        XCTAssertEqual(accepted, 0, saidAgain)
+    }
+
     func testRotatingTheKeySetTakesEffectWithoutARestart() async throws {
         try await startTokenRelay()
         _ = try await startListening("alice", server: "127.0.0.1:\(port)")
