@@ -54,6 +54,8 @@ package final class RelayEngine {
     private var timer: Scheduled<Void>?
     /// Returns freed heap memory to the system after a burst of closed connections.
     private var memoryTrim = MemoryTrim()
+    /// The store's answer to the withdrawal `shutDown` asked for.
+    private var withdrawal: EventLoopFuture<Void>?
     /// When the one scheduled task runs the core's `tick` (nil: none is scheduled).
     package private(set) var timerDeadline: NIODeadline?
     /// Completed when the core says a graceful shutdown's drain is over.
@@ -136,27 +138,19 @@ package final class RelayEngine {
     package func drain() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: Void.self)
         drained = promise
-        core.beginDrain(now: now())
-        armTimer()
+        handle { core, _ in core.beginDrain(now: now()) }
         return promise.futureResult
     }
 
-    /// Withdraws every registration in one store request and closes every connection; the
-    /// future completes when the store has answered.
+    /// Withdraws every registration in one store request and closes every connection, as the
+    /// core says (carried out like any of its actions); the future completes when the store has
+    /// answered the withdrawal. Nothing the store answers afterwards reaches the core.
     package func shutDown() -> EventLoopFuture<Void> {
-        var actions: [RelayAction] = []
-        core.shutDown(into: &actions)
+        withdrawal = nil
+        handle(rearm: false) { $0.shutDown(into: &$1) }
         stopped = true
-        var withdrawn = eventLoop.makeSucceededVoidFuture()
-        for action in actions {
-            switch action {
-            case .store(let request): withdrawn = store.perform(request, on: eventLoop).map { _ in }
-            case .close(let id): frameWriters[id]?.channel.close(promise: nil)
-            default: break
-            }
-        }
         timer?.cancel()
-        return withdrawn
+        return withdrawal ?? eventLoop.makeSucceededVoidFuture()
     }
 
     /// Stops as a killed process would: connections close, nothing more reaches the store.
@@ -339,7 +333,8 @@ package final class RelayEngine {
             let level: Logger.Level = noticed.contains(reason) ? .notice : .debug
             logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         case .store(let request):
-            ask(request)
+            let answered = ask(request)
+            if case .withdraw = request { withdrawal = answered }
         case .drained:
             drained?.succeed()
             drained = nil
@@ -353,10 +348,13 @@ package final class RelayEngine {
         try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: channel.isWritable && !readingPaused.contains(id))
     }
 
-    /// Sends `request` to the store; its answer goes back to the core.
-    private func ask(_ request: StoreRequest) {
+    /// Sends `request` to the store; its answer goes back to the core. The future completes
+    /// with the store's answer (for `shutDown`, which waits for the withdrawal).
+    @discardableResult
+    private func ask(_ request: StoreRequest) -> EventLoopFuture<Void> {
         noteRequest(request)
-        store.perform(request, on: eventLoop).hop(to: eventLoop).assumeIsolated().whenComplete { [self] result in
+        let answer = store.perform(request, on: eventLoop)
+        answer.hop(to: eventLoop).assumeIsolated().whenComplete { [self] result in
             guard !stopped else { return }
             switch result.mapError({ $0 as? StoreFailure ?? StoreFailure("\($0)") }) {
             case .success(let answer):
@@ -370,6 +368,7 @@ package final class RelayEngine {
             metrics.sessions.record(core.connectedUsers)
             flushOutsideReads()
         }
+        return answer.map { _ in }
     }
 
     /// Counts and logs what an operator wants to see of a request.
