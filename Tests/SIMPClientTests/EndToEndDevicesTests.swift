@@ -153,6 +153,35 @@ final class EndToEndDevicesTests: RelayTestCase {
         _ = bobClient
     }
 
+    /// A room post is refused while a verified member's key changed since, and goes once the
+    /// change is accepted (the member is then no longer verified).
+    func testARoomPostWithAVerifiedMemberWhoseKeyChangedWaitsForTheChangeToBeAccepted() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), room = TestRelay.uniqueUser("ops")
+        var bobClient = try await connect(bob, device: "phone")
+        let aliceClient = try await connect(alice, device: "desk")
+        _ = try await aliceClient.joinRoom(room)
+        _ = try await bobClient.joinRoom(room)
+        guard case .stored = try await aliceClient.send(text: "one", toRoom: room) else { return XCTFail("not posted") }
+        let marked = try await aliceClient.markVerified(bob)
+        XCTAssertEqual(marked, 1)
+
+        await bobClient.close()
+        try FileManager.default.removeItem(at: EndToEndFileStore(home: home, user: bob, device: "phone").directory)
+        bobClient = try await connect(bob, device: "phone")
+        _ = try await aliceClient.who([bob]) // behind the relay's notice
+        do {
+            _ = try await aliceClient.send(text: "for the old key", toRoom: room)
+            XCTFail("posted to a room with a verified member whose key changed")
+        } catch SIMPClientError.notEncryptable(let reason) {
+            XCTAssertTrue(reason.contains("not posted to #\(room)") && reason.contains("--accept"), reason)
+        }
+        let wasVerified = try await aliceClient.acceptKeyChange(of: bob)
+        XCTAssertTrue(wasVerified)
+        guard case .stored = try await aliceClient.send(text: "after accepting", toRoom: room) else { return XCTFail("not posted") }
+        await bobClient.close()
+        await aliceClient.close()
+    }
+
     /// Sending `text` to verified `peer` whose key changed is refused, naming how to accept it.
     private func assertRefused(_ text: String, from client: SIMPClient, to peer: String) async {
         do {
