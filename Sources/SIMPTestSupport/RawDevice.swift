@@ -25,6 +25,7 @@ public final class RawDevice: Sendable {
         var messages: [SIMPMessage] = []
         /// TYPING datagrams the relay sent this device, in arrival order.
         var typing: [SIMPMessage] = []
+        var helloAnswered = false
         var receipted: Set<String> = []
     }
 
@@ -73,6 +74,7 @@ public final class RawDevice: Sendable {
                 state.opened += 1
                 guard let opened = try? state.opener.open(bytes), let message = try? MessageCodec.decode(opened.payload) else { continue }
                 if message.kind == .typing { state.typing.append(message) }
+                if message.kind == .hello { state.helloAnswered = true }
                 guard message.kind.isContent,
                     !state.messages.contains(where: { $0.fromUser == message.fromUser && $0.messageId == message.messageId })
                 else { continue }
@@ -86,6 +88,13 @@ public final class RawDevice: Sendable {
     public func typing() async throws -> [SIMPMessage] {
         _ = try await messages()
         return state.withLockedValue { $0.typing }
+    }
+
+    /// Whether the relay answered this device's HELLO (the relay asks for a receiving
+    /// device's stored messages in the same step).
+    public func helloAnswered() async throws -> Bool {
+        _ = try await messages()
+        return state.withLockedValue { $0.helloAnswered }
     }
 
     /// Receipts (on the control channel, in one write) every content message received and not

@@ -157,6 +157,24 @@ public enum Eventually {
         }
         return try await condition()
     }
+
+    /// How long a test watches for something that must not happen (a duplicate, a stray copy, a
+    /// reconnect) after everything it waited for arrived: a quiet period, the one kind of fixed
+    /// wait a test keeps, because an absence has no event to wait for.
+    public static let quietPeriod: TimeAmount = .milliseconds(500)
+
+    /// Re-evaluates `condition` every 20 ms for `period` (a quiet period) and returns false as
+    /// soon as it fails: for what must stay true, such as "exactly one copy arrived".
+    public static func stays(
+        for period: TimeAmount = quietPeriod, isolation: isolated (any Actor)? = #isolation, _ condition: () async throws -> Bool
+    ) async rethrows -> Bool {
+        let end = NIODeadline.now() + period
+        while NIODeadline.now() < end {
+            if try await !condition() { return false }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return try await condition()
+    }
 }
 
 /// Collects everything a client receives, for tests to inspect at any time.

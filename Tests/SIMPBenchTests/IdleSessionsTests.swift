@@ -88,12 +88,9 @@ final class IdleSessionsTests: XCTestCase {
         await cluster.stop()
     }
 
-    /// Polls `condition` every 50 ms for up to 20 s (a functional wait, not a speed check).
+    /// Waits for `condition` up to `Eventually.generousBound` (a functional wait, not a speed check).
     private func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
-        for _ in 0..<400 {
-            if try await condition() { return }
-            try await Task.sleep(nanoseconds: 50_000_000)
-        }
-        XCTFail("not within 20 s: \(what)")
+        if try await Eventually.holds(condition) { return }
+        XCTFail("not within \(Eventually.generousBound): \(what)")
     }
 }

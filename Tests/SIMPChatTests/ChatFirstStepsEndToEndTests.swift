@@ -97,8 +97,8 @@ extension ChatEndToEndTests {
 
         try await operatorCommand(["user", "unlock", dave])
         daveTerminal.type("/reconnect\r")
-        await assertScreen(daveTerminal, shows: "-- reconnected", within: .seconds(20))
-        await assertScreen(erinTerminal, shows: "\(dave): still here", within: .seconds(20))
+        await assertScreen(daveTerminal, shows: "-- reconnected")
+        await assertScreen(erinTerminal, shows: "\(dave): still here")
         await assertScreen(daveTerminal, shows: "you → \(erin): still here ✓✓")
         XCTAssertFalse(daveTerminal.rawOutput.contains("still trying"), "nothing said it was retrying while it was not")
         await quit(daveTerminal)

@@ -50,11 +50,11 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
 
         let second = try await chat(alice, to: bob)
         await assertScreen(second, shows: "-- 1 message from your last session is being resent")
-        await assertScreen(second, shows: "you → \(bob): are you there? ✓✓", within: .seconds(20))
+        await assertScreen(second, shows: "you → \(bob): are you there? ✓✓")
         XCTAssertFalse(second.screen.transcript.contains { $0.contains("are you there? …") }, "its history line is not repeated")
         let arrived = await bobInbox.waitFor(1)
         XCTAssertTrue(arrived)
-        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        _ = await Eventually.stays(for: .seconds(1)) { await bobInbox.messages.count == 1 } // quiet period: room for a duplicate
         let received = await bobInbox.messages
         XCTAssertEqual(received.map(\.content), ["are you there?"], "exactly once")
         XCTAssertEqual(received.map(\.isEndToEnd), [true])
@@ -90,9 +90,11 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         await assertScreen(chat, shows: "-- connected as \(dave) (device \(device), relay")
         XCTAssertTrue(listen.standardError.contains("listening as \(dave) (device \(device)-2) on"), listen.standardError)
 
-        // Devices that fought would show it within a reconnect: a takeover ends the older
-        // session at once, and the default backoff retries after 1 s (± 20 %).
-        try await Task.sleep(nanoseconds: 3_000_000_000)
+        // Quiet period: devices that fought would show it within a reconnect (a takeover ends the
+        // older session at once, and the default backoff retries after 1 s, ± 20 %).
+        _ = await Eventually.stays(for: .seconds(3)) {
+            !listen.standardError.contains("reconnecting in") && !chat.screen.transcript.contains { $0.contains("took over") }
+        }
         XCTAssertFalse(listen.standardError.contains("reconnecting in"), listen.standardError)
         XCTAssertFalse(listen.standardError.contains("offline"), listen.standardError)
         let chatLines = chat.screen.transcript

@@ -67,7 +67,7 @@ final class ChatVerifyEndToEndTests: ClientHomeTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
         let aliceTerminal = try await chat(alice, to: bob)
         await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
-        let published = try await Eventually.holds(within: .seconds(5)) {
+        let published = try await Eventually.holds {
             try await self.relay.inspector.command(["HLEN", "simp:keys:{\(alice)}"]).integer == 1
         }
         XCTAssertTrue(published)

@@ -29,7 +29,7 @@ final class ClusterOperatorTests: XCTestCase {
         XCTAssertTrue(row.contains(relays.relayId(1)), sessions.out + sessions.err)
         let ended = try await serverCommand(["sessions", "end", users[2]])
         XCTAssertTrue(ended.out.hasPrefix("session of \(users[2]) on relay \(relays.relayId(1))"), ended.out + ended.err)
-        let closed = try await Eventually.holds(within: .seconds(15)) { try await relays.relays[1].statistics().connectedUsers == 0 }
+        let closed = try await Eventually.holds { try await relays.relays[1].statistics().connectedUsers == 0 }
         XCTAssertTrue(closed, "the move announced on the classic channel reached the relay holding the session")
         await client.close()
     }

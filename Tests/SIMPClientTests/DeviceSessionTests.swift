@@ -41,7 +41,10 @@ final class DeviceSessionTests: ClientHomeTestCase {
         XCTAssertTrue(offline, "\(soFar)")
         let takenOver = await older.wasTakenOver
         XCTAssertTrue(takenOver)
-        try await Task.sleep(nanoseconds: 2_000_000_000) // the test relay's clients reconnect after 0.1-0.5 s
+        // Quiet period: the test relay's clients reconnect after 0.1-0.5 s, so one that tried would show.
+        _ = await Eventually.stays(for: .seconds(2)) {
+            await !states.states.contains { if case .reconnecting = $0 { true } else { false } }
+        }
         let seen = await states.states
         XCTAssertFalse(seen.contains { if case .reconnecting = $0 { return true } else { return false } }, "\(seen)")
         XCTAssertEqual(seen.filter { if case .connected = $0 { return true } else { return false } }.count, 1, "\(seen)")
@@ -150,13 +153,17 @@ final class DeviceSessionTests: ClientHomeTestCase {
         try await silentBob.connect(port: relay.port)
         try await silentBob.login(user: bob, password: TestRelay.password(for: bob), udpPort: 9)
         let environment = try await environment(alice)
+        let forwardedBefore = try await relay.server.statistics().datagramsForwarded
         let send = try ChildProcess(
             "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--device", "desk", "--to", bob, "survives kill -9"],
             environment: environment)
         let outbox = try Outbox(home: home, user: alice, device: "desk")
         let saved = await Eventually.holds { outbox.count == 1 }
         XCTAssertTrue(saved, send.standardError)
-        try await Task.sleep(nanoseconds: 500_000_000) // transmitted, retransmitting
+        let retransmitting = try await Eventually.holds { // sent, and sent again: no receipt comes
+            try await self.relay.server.statistics().datagramsForwarded >= forwardedBefore + 2
+        }
+        XCTAssertTrue(retransmitting, send.standardError)
         send.signal(SIGKILL)
         _ = await send.exitStatus()
         XCTAssertEqual(outbox.load().messages.map(\.content), ["survives kill -9"])
@@ -172,7 +179,8 @@ final class DeviceSessionTests: ClientHomeTestCase {
         XCTAssertTrue(next.standardError.contains("earlier message \(id) to \(bob): delivered in"), next.standardError)
         let two = await bobInbox.waitFor(2)
         XCTAssertTrue(two)
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let onlyTwo = await Eventually.stays { await bobInbox.messages.count == 2 } // quiet period: no third copy
+        XCTAssertTrue(onlyTwo)
         let received = await bobInbox.messages.map { "\($0.messageId) \($0.content)" }
         XCTAssertEqual(received.first, "\(id) survives kill -9")
         XCTAssertEqual(received.count, 2, "\(received)")

@@ -26,7 +26,7 @@ final class EndToEndCrashTests: StoryProcessTestCase {
         }
         var killed: [ChildProcess] = []
         for round in 1..<(Self.total / Self.killEvery) {
-            let reached = await Eventually.holds(within: .seconds(40)) { Set(self.printed(by: runs)).count >= round * Self.killEvery }
+            let reached = await Eventually.holds(within: storyBound) { Set(self.printed(by: runs)).count >= round * Self.killEvery }
             XCTAssertTrue(reached, runs.last!.standardError)
             runs.last!.signal(SIGKILL)
             _ = await runs.last!.exitStatus()
@@ -57,7 +57,7 @@ final class EndToEndCrashTests: StoryProcessTestCase {
         var runs = [try await startListening(bob, server: server)]
         var killed: [ChildProcess] = []
         for round in 1..<(Self.total / Self.killEvery) {
-            let reached = await Eventually.holds(within: .seconds(40)) { Set(self.printed(by: runs)).count >= round * Self.killEvery }
+            let reached = await Eventually.holds(within: storyBound) { Set(self.printed(by: runs)).count >= round * Self.killEvery }
             XCTAssertTrue(reached, runs.last!.standardError)
             runs.last!.signal(SIGKILL)
             _ = await runs.last!.exitStatus()
@@ -80,7 +80,7 @@ final class EndToEndCrashTests: StoryProcessTestCase {
             try await sendPaced(total, from: sender, to: bob, tag: "chat", every: .milliseconds(15), into: outcomes)
         }
         for round in 1..<(Self.total / Self.killEvery) {
-            let reached = await Eventually.holds(within: .seconds(40)) { self.chatHistory(of: bob).count >= round * Self.killEvery }
+            let reached = await Eventually.holds(within: storyBound) { self.chatHistory(of: bob).count >= round * Self.killEvery }
             XCTAssertTrue(reached, runs.last!.chat.standardError)
             runs.last!.chat.signal(SIGKILL)
             _ = await runs.last!.chat.exitStatus()
@@ -117,12 +117,12 @@ final class EndToEndCrashTests: StoryProcessTestCase {
             "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--device", "phone"],
             environment: try await environment(bob).merging(["SIMP_HOME": disk.path]) { $1 })
         children.append(listen)
-        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        let listening = await Eventually.holds { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         let sender = try await endToEndSender(alice)
         let outcomes = Outcomes()
         let before = try await sendPaced(5, from: sender, to: bob, tag: "before", into: outcomes)
-        let settled = await Eventually.holds(within: .seconds(15)) { await outcomes.count == 5 }
+        let settled = await Eventually.holds { await outcomes.count == 5 }
         XCTAssertTrue(settled)
 
         let filler = disk.appendingPathComponent("filler")
@@ -133,12 +133,14 @@ final class EndToEndCrashTests: StoryProcessTestCase {
         var filling: [String] = []
         while !listen.standardError.contains("cannot write this device's end-to-end state"), filling.count < 40 {
             filling += try await sendPaced(1, from: sender, to: bob, tag: "filling \(filling.count + 1)", into: outcomes)
-            try await Task.sleep(nanoseconds: 200_000_000)
+            try await Task.sleep(nanoseconds: 200_000_000) // paced: one message, then look for the listener's line
         }
         let full = try await sendPaced(20, from: sender, to: bob, tag: "full", every: .milliseconds(50), into: outcomes)
-        let shown = await Eventually.holds(within: .seconds(15)) { Set(self.printed(by: [listen])).isSuperset(of: full) }
+        let shown = await Eventually.holds { Set(self.printed(by: [listen])).isSuperset(of: full) }
         XCTAssertTrue(shown, listen.standardOutput + listen.standardError)
-        try await Task.sleep(nanoseconds: 2_000_000_000) // receipts would have come by now
+        _ = await Eventually.stays(for: .seconds(2)) { // quiet period: receipts would have come by now
+            await !outcomes.byText.keys.contains { $0.hasPrefix("full") }
+        }
         let deliveredWhileFull = await outcomes.byText.keys.filter { $0.hasPrefix("full") }
         XCTAssertEqual(deliveredWhileFull, [], "delivered (✓✓) though bob could not store it")
         XCTAssertTrue(listen.standardError.contains("cannot write this device's end-to-end state"), listen.standardError)

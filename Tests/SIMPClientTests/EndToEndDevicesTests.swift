@@ -59,7 +59,7 @@ final class EndToEndDevicesTests: RelayTestCase {
         }
         let arrived = await inbox.waitFor(2)
         XCTAssertTrue(arrived)
-        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        _ = await Eventually.stays(for: .seconds(1)) { await inbox.messages.count == 2 } // quiet period: room for a duplicate
         let messages = await inbox.messages
         XCTAssertEqual(messages.map(\.content), ["first words", "and more"], "once each, in order")
         XCTAssertEqual(messages.map(\.isEndToEnd), [true, true])

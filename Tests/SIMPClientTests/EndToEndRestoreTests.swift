@@ -102,7 +102,10 @@ final class EndToEndRestoreTests: RelayTestCase {
         // The conversation goes on, on the new session, both ways.
         try await send("welcome back", from: bobClient, to: alice, arrivingIn: aliceInbox)
         try await send("thanks", from: aliceClient, to: bob, arrivingIn: bobInbox)
-        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        _ = await Eventually.stays(for: .seconds(1)) { // quiet period: room for a duplicate, if any
+            let (toBob, toAlice) = (await bobInbox.messages.count, await aliceInbox.messages.count)
+            return toBob == 5 && toAlice == 1
+        }
         let received = await texts(bobInbox)
         XCTAssertEqual(received, ["one", "two", "three", "after the restore", "thanks"], "once each, nothing lost")
         let aliceReceived = await texts(aliceInbox)
@@ -147,7 +150,11 @@ final class EndToEndRestoreTests: RelayTestCase {
         XCTAssertTrue(bobToldResent, "\(bobSaid)")
 
         try await send("and back", from: aliceClient, to: bob, arrivingIn: bobInbox)
-        try await Task.sleep(nanoseconds: 1_000_000_000) // room for a duplicate, if any
+        let bobCount = await bobInbox.messages.count
+        _ = await Eventually.stays(for: .seconds(1)) { // quiet period: room for a duplicate, if any
+            let (toAlice, toBob) = (await aliceInbox.messages.count, await bobInbox.messages.count)
+            return toAlice == 1 && toBob == bobCount
+        }
         let aliceReceived = await texts(aliceInbox)
         XCTAssertEqual(aliceReceived, ["to the restored device"], "once, nothing lost")
         let bobReceived = await texts(bobInbox)

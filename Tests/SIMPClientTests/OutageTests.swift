@@ -33,7 +33,7 @@ final class OutageTests: StoryProcessTestCase {
             if number == 2800 { dark.withLockedValue { $0 = false } } // 12 s later
         }
 
-        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes, within: .seconds(40)) { await inbox.messages.map(\.content) }
+        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes) { await inbox.messages.map(\.content) }
         let refused = try await rateLimitRefusals(metricsPort)
         XCTAssertEqual(refused, 0, "content refused for alice's rate")
         let counts = try await proxy.counts()
@@ -62,12 +62,12 @@ final class OutageTests: StoryProcessTestCase {
             if number == 400 { dark.withLockedValue { $0 = true } }
             if number == 2800 { dark.withLockedValue { $0 = false } }
         }
-        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes, within: .seconds(40)) { self.printed(by: [receiver]) }
+        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes) { self.printed(by: [receiver]) }
         await sender.close()
         await proxy.stop()
     }
 
-    /// 150 messages a second; the relay process is stopped (SIGSTOP) for 4 s, 3 s in.
+    /// 150 messages a second; the relay process is stopped (SIGSTOP) for 4 s once 450 arrived (3 s in).
     func testARelayPausedForFourSecondsFailsAndRefusesNothing() async throws {
         let (alice, bob) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"))
         let (server, metricsPort) = try await startRelayProcess()
@@ -75,16 +75,17 @@ final class OutageTests: StoryProcessTestCase {
         let sender = try await connect(alice, to: server.port)
 
         let total = 2000, outcomes = Outcomes()
-        let pause = Task {
-            try await Task.sleep(nanoseconds: 3_000_000_000)
-            server.process.signal(SIGSTOP)
-            try await Task.sleep(nanoseconds: 4_000_000_000)
-            server.process.signal(SIGCONT)
+        let sending = Task {
+            try await sendPaced(total, from: sender, to: bob, tag: "pause", every: .nanoseconds(1_000_000_000 / 150), into: outcomes)
         }
-        let texts = try await sendPaced(total, from: sender, to: bob, tag: "pause", every: .nanoseconds(1_000_000_000 / 150), into: outcomes)
-        try await pause.value
+        let underWay = await Eventually.holds { self.printed(by: [receiver]).count >= 450 }
+        XCTAssertTrue(underWay, receiver.standardError)
+        server.process.signal(SIGSTOP)
+        try await Task.sleep(nanoseconds: 4_000_000_000) // the outage itself: the relay does nothing for 4 s
+        server.process.signal(SIGCONT)
+        let texts = try await sending.value
 
-        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes, within: .seconds(40)) { self.printed(by: [receiver]) }
+        try await assertDeliveredOnceInOrder(texts, outcomes: outcomes) { self.printed(by: [receiver]) }
         let refused = try await rateLimitRefusals(metricsPort)
         XCTAssertEqual(refused, 0, "content refused for alice's rate (retransmissions are charged once, new messages paced)")
         print("story 6 relay pause: \(total) messages, relay refusals \(refused); \(await outcomes.summary)")
@@ -120,7 +121,7 @@ final class OutageTests: StoryProcessTestCase {
 
     /// Every text printed once, in the order sent; every outcome known and delivered.
     private func assertDeliveredOnceInOrder(
-        _ texts: [String], outcomes: Outcomes, within limit: TimeAmount,
+        _ texts: [String], outcomes: Outcomes, within limit: TimeAmount = storyBound,
         file: StaticString = #filePath, line: UInt = #line,
         received: () async -> [String]
     ) async throws {
@@ -130,7 +131,7 @@ final class OutageTests: StoryProcessTestCase {
         let order = seen.compactMap { position[$0] }
         let outOfOrder = zip(order, order.dropFirst()).filter { $0 > $1 }.map { "\(texts[$0]) before \(texts[$1])" }
         XCTAssertEqual(outOfOrder, [], "printed out of order", file: file, line: line)
-        let settled = await Eventually.holds(within: .seconds(20)) { await outcomes.count == texts.count }
+        let settled = await Eventually.holds { await outcomes.count == texts.count }
         let known = await outcomes.count, failed = await outcomes.failed
         XCTAssertTrue(settled, "outcomes known: \(known) of \(texts.count)", file: file, line: line)
         XCTAssertEqual(failed.count, 0, "failed: \(failed.prefix(10))", file: file, line: line)

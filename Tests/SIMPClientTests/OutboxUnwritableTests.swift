@@ -48,14 +48,14 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
             environment: try await environment(alice), standardInput: input.fileHandleForReading)
         children.append(send)
         input.fileHandleForWriting.write(Data("second\n".utf8))
-        let submitted = await Eventually.holds(within: .seconds(15)) { send.standardOutput.contains("message ") }
+        let submitted = await Eventually.holds { send.standardOutput.contains("message ") }
         XCTAssertTrue(submitted, send.standardOutput + send.standardError)
 
         let outbox = home.appendingPathComponent("outbox").appendingPathComponent(alice).appendingPathComponent("desk.outbox")
         try FileManager.default.moveItem(at: outbox, to: outbox.appendingPathExtension("aside"))
         try Data().write(to: outbox)
         input.fileHandleForWriting.write(Data("third\nfourth\n".utf8))
-        let allSubmitted = await Eventually.holds(within: .seconds(15)) {
+        let allSubmitted = await Eventually.holds {
             send.standardOutput.components(separatedBy: "message ").count == 4
         }
         XCTAssertTrue(allSubmitted, send.standardOutput + send.standardError)
@@ -80,7 +80,7 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         let send = try ChildProcess(
             "simp", ["send", "--no-e2e", "--server", server, "--user", alice, "--to", bob, "second"], environment: environment)
         children.append(send)
-        let submitted = await Eventually.holds(within: .seconds(15)) { send.standardOutput.contains("message ") }
+        let submitted = await Eventually.holds { send.standardOutput.contains("message ") }
         XCTAssertTrue(submitted, send.standardOutput + send.standardError)
 
         let errors = await stop(send, with: SIGTERM)

@@ -101,7 +101,7 @@ final class RestrictiveNetworkTests: StoryProcessTestCase {
             "simp", ["listen", "--server", "127.0.0.1:\(closed)", "--server", "127.0.0.1:\(second)", "--user", bob],
             environment: try await environment(bob))
         children.append(listen)
-        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        let listening = await Eventually.holds { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
 
         let send = try ChildProcess(

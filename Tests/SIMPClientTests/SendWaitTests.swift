@@ -28,7 +28,7 @@ final class SendWaitTests: StoryProcessTestCase {
         let second = try ChildProcess(
             "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--no-e2e", "second"], environment: environment)
         children.append(second)
-        let said = await Eventually.holds(within: .seconds(15)) { second.standardError.contains("still trying") }
+        let said = await Eventually.holds { second.standardError.contains("still trying") }
         XCTAssertTrue(said, second.standardOutput + second.standardError)
         XCTAssertTrue(second.standardError.contains("\(bob)'s inbox is full"), second.standardError)
         XCTAssertTrue(second.standardOutput.contains("message "), "its id was printed at once: \(second.standardOutput)")
@@ -45,7 +45,7 @@ final class SendWaitTests: StoryProcessTestCase {
         let first = try ChildProcess(
             "simp", ["send", "--server", server, "--user", alice, "--device", "desk", "--to", erin, "welcome"], environment: environment)
         children.append(first)
-        let said = await Eventually.holds(within: .seconds(15)) { first.standardError.contains("waiting for \(erin)'s first login") }
+        let said = await Eventually.holds { first.standardError.contains("waiting for \(erin)'s first login") }
         XCTAssertTrue(said, first.standardOutput + first.standardError)
         XCTAssertFalse(first.standardError.contains("--no-e2e"), "no suggestion to send unencrypted: \(first.standardError)")
         first.signal(SIGINT)
@@ -55,7 +55,7 @@ final class SendWaitTests: StoryProcessTestCase {
         let listen = try ChildProcess(
             "simp", ["listen", "--server", server, "--user", erin, "--json", "--count", "1"], environment: erinEnvironment)
         children.append(listen)
-        let published = try await Eventually.holds(within: .seconds(10)) {
+        let published = try await Eventually.holds {
             try await self.relay.inspector.command(["HLEN", "simp:keys:{\(erin)}"]).integer == 1
         }
         XCTAssertTrue(published, listen.standardError)

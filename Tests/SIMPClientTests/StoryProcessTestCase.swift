@@ -5,6 +5,11 @@ import SIMPCore
 import SIMPTestSupport
 import XCTest
 
+/// How long a story waits for thousands of messages to settle: four times `Eventually.generousBound`,
+/// since a story sends for 10-20 s and a loaded machine (a load average of 25 on 2 cores) takes
+/// minutes for what takes seconds alone. A wait for a condition costs only the time it takes.
+let storyBound: TimeAmount = .seconds(120)
+
 /// Story tests with real processes: `simp-server` and `simp listen` run as child
 /// processes (killed after each test); helpers read what `simp listen` printed.
 class StoryProcessTestCase: ClientHomeTestCase {
@@ -29,7 +34,7 @@ class StoryProcessTestCase: ClientHomeTestCase {
             "simp", ["listen", "--server", server, "--user", user, "--device", device, "--allow-plaintext"],
             environment: try await environment(user).merging(extraEnvironment) { $1 })
         children.append(listen)
-        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        let listening = await Eventually.holds { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
         return listen
     }
@@ -42,7 +47,7 @@ class StoryProcessTestCase: ClientHomeTestCase {
             "simp", ["chat", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--to", peer],
             environment: try await environment(user).merging(["NO_COLOR": "1"]) { $1 }, standardInput: pipe.fileHandleForReading)
         children.append(chat)
-        let connected = await Eventually.holds(within: .seconds(15)) { chat.standardOutput.contains("-- connected as \(user)") }
+        let connected = await Eventually.holds { chat.standardOutput.contains("-- connected as \(user)") }
         XCTAssertTrue(connected, chat.standardOutput + chat.standardError)
         return (chat, pipe.fileHandleForWriting)
     }
@@ -70,7 +75,7 @@ class StoryProcessTestCase: ClientHomeTestCase {
     func startServer(_ arguments: [String]) async throws -> ChildProcess {
         let server = try ChildProcess("simp-server", arguments)
         children.append(server)
-        let listening = await Eventually.holds(within: .seconds(15)) { server.standardError.contains("relay listening") }
+        let listening = await Eventually.holds { server.standardError.contains("relay listening") }
         XCTAssertTrue(listening, server.standardError)
         return server
     }
@@ -88,7 +93,7 @@ class StoryProcessTestCase: ClientHomeTestCase {
     /// checks each was printed exactly once, and nothing else was but `allowed` ones, at most once.
     func assertEveryMessageOnce(
         _ texts: [String], allowing allowed: [String] = [], printedBy runs: [ChildProcess],
-        within limit: TimeAmount = .seconds(40), killed: ChildProcess? = nil,
+        within limit: TimeAmount = storyBound, killed: ChildProcess? = nil,
         file: StaticString = #filePath, line: UInt = #line
     ) async throws {
         let errors = runs.map(\.standardError).joined(separator: "\n---\n")
@@ -108,13 +113,14 @@ class StoryProcessTestCase: ClientHomeTestCase {
 
     /// The same check of what `received()` returns (the texts an application got, in order).
     func assertEveryMessageOnce(
-        _ texts: [String], allowing allowed: [String] = [], within limit: TimeAmount = .seconds(40),
+        _ texts: [String], allowing allowed: [String] = [], within limit: TimeAmount = storyBound,
         context: @autoclosure () -> String = "", repeatable: Set<String> = [],
         file: StaticString = #filePath, line: UInt = #line,
         received: () async -> [String]
     ) async throws {
         let all = await Eventually.holds(within: limit) { Set(await received()).isSuperset(of: texts) }
-        try await Task.sleep(nanoseconds: 1_500_000_000) // copies that are still on their way
+        let settled = await received().count
+        _ = await Eventually.stays(for: .milliseconds(1500)) { await received().count == settled } // quiet period: copies still on their way
         let seen = await received()
         var counts: [String: Int] = [:]
         for text in seen { counts[text, default: 0] += 1 }
@@ -175,7 +181,7 @@ func sendPaced(
         // On schedule rather than a fixed sleep after each: a late wake-up is made up.
         let due = start + .nanoseconds(interval.nanoseconds * Int64(number))
         let wait = due - .now()
-        if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
+        if wait > .zero { try await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) } // paced
     }
     return texts
 }

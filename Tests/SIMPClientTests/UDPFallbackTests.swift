@@ -98,7 +98,7 @@ final class UDPFallbackTests: XCTestCase {
 
     private func assertArrivedOnceInOrder(_ texts: [String], at inbox: MessageInbox, file: StaticString = #filePath, line: UInt = #line) async {
         let arrived = await inbox.waitFor(texts.count)
-        try? await Task.sleep(nanoseconds: 200_000_000) // a late duplicate would show now
+        _ = await Eventually.stays { await inbox.messages.count == texts.count } // quiet period: a late duplicate would show
         let contents = await inbox.messages.map(\.content)
         XCTAssertTrue(arrived, "\(contents.count) of \(texts.count) arrived", file: file, line: line)
         XCTAssertEqual(contents, texts, "all, once, in order", file: file, line: line)

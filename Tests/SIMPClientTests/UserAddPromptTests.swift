@@ -13,7 +13,7 @@ final class UserAddPromptTests: XCTestCase {
         let terminal = try PseudoTerminalProcess(
             "simp-server", ["user", "add", user, "--iterations", "4096", "--redis", redis.url.description])
         func prompted(_ text: String, count: Int) async -> Bool {
-            await Eventually.holds(within: .seconds(10)) { terminal.rawOutput.components(separatedBy: text).count - 1 >= count }
+            await Eventually.holds { terminal.rawOutput.components(separatedBy: text).count - 1 >= count }
         }
         var asked = await prompted("password for \(user): ", count: 1)
         XCTAssertTrue(asked, terminal.rawOutput)

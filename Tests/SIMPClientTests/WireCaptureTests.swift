@@ -61,13 +61,15 @@ final class WireCaptureTests: XCTestCase {
             }
         }
         let bob = try await connect(bobName, bobProxy)
+        let bobInbox = MessageInbox(bob)
         let alice = try await connect(aliceName, aliceProxy)
         _ = try await bob.joinRoom(room)
         _ = try await alice.joinRoom(room)
         guard case .delivered = try await alice.send(text: text, to: bobName) else { throw CaptureError() }
         _ = try await alice.send(text: post, toRoom: room)
         _ = try await bob.who([aliceName])
-        try await Task.sleep(nanoseconds: 200_000_000)
+        let bothArrived = await bobInbox.waitFor(2) // the room post too: its datagrams passed the proxies
+        XCTAssertTrue(bothArrived)
 
         let control = String(decoding: tap.recorded, as: UTF8.self)
         let datagrams = String(decoding: try await aliceProxy.recordedBytes() + bobProxy.recordedBytes(), as: UTF8.self)

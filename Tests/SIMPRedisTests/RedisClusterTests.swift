@@ -130,10 +130,12 @@ final class RedisClusterTests: XCTestCase {
         _ = try await client.pipeline(names.map { ["SET", $0, "0", "EX", "120"] })
         let ownersBefore = try await owners(of: names, cluster: cluster)
         let masters = try await cluster.masterPorts()
+        let rounds = NIOLockedValueBox(0)
         let writer = Task { () -> (ok: Int, failed: [String]) in
             var ok = 0
             var failed: [String] = []
             while !Task.isCancelled {
+                defer { rounds.withLockedValue { $0 += 1 } }
                 do {
                     let replies = try await client.pipeline(names.map { ["INCR", $0] })
                     if let error = replies.first(where: { $0.errorMessage != nil }) { failed.append("\(error)") } else { ok += 1 }
@@ -142,7 +144,8 @@ final class RedisClusterTests: XCTestCase {
             return (ok, failed)
         }
         try await cluster.reshard(slots: 300, from: masters[0], to: masters[1])
-        try await Task.sleep(nanoseconds: 300_000_000)
+        let roundsAtEnd = rounds.withLockedValue { $0 }
+        _ = await Eventually.holds { rounds.withLockedValue { $0 } >= roundsAtEnd + 5 } // writes with the old map go on
         writer.cancel()
         let result = await writer.value
         XCTAssertEqual(result.failed, [])
@@ -151,7 +154,7 @@ final class RedisClusterTests: XCTestCase {
         let values = try await client.pipeline(names.map { ["GET", $0] })
         XCTAssertEqual(values, Array(repeating: .string(String(result.ok)), count: names.count))
         try await cluster.reshard(slots: 300, from: masters[1], to: masters[0])
-        try await cluster.waitUntilHealthy(timeout: 20)
+        try await cluster.waitUntilHealthy(timeout: 60)
     }
 
     /// A master is killed with SIGKILL while a writer runs: the cluster promotes its replica and
@@ -167,25 +170,28 @@ final class RedisClusterTests: XCTestCase {
         _ = try await client.onEveryMaster(["WAIT", "1", "1000"]).get()
         let victim = try await cluster.masterPorts()[0]
         let victimKeys = try await owners(of: names, cluster: cluster).map { $0 == victim }
+        let rounds = NIOLockedValueBox(0)
         let writer = Task { () -> (ok: Int, failed: [String], slowest: Double) in
             var ok = 0
             var failed: [String] = []
             var slowest = 0.0
             while !Task.isCancelled {
+                defer { rounds.withLockedValue { $0 += 1 } }
                 let start = NIODeadline.now()
                 do {
                     let replies = try await client.pipeline(names.map { ["INCR", $0] } + [["WAIT", "1", "200"]])
                     if let error = replies.first(where: { $0.errorMessage != nil }) { failed.append("\(error)") } else { ok += 1 }
                 } catch { failed.append("\(error)") }
                 slowest = max(slowest, Double((NIODeadline.now() - start).nanoseconds) / 1e9)
-                try? await Task.sleep(nanoseconds: 10_000_000)
+                try? await Task.sleep(nanoseconds: 10_000_000) // paced: a round every 10 ms
             }
             return (ok, failed, slowest)
         }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        _ = await Eventually.holds { rounds.withLockedValue { $0 } >= 10 } // under way before the master dies
         cluster.kill(port: victim)
-        try await cluster.waitUntilHealthy(timeout: 20)
-        try await Task.sleep(nanoseconds: 500_000_000)
+        try await cluster.waitUntilHealthy(timeout: 60)
+        let roundsWhenHealthy = rounds.withLockedValue { $0 }
+        _ = await Eventually.holds { rounds.withLockedValue { $0 } >= roundsWhenHealthy + 10 } // and go on after the failover
         writer.cancel()
         let result = await writer.value
         XCTAssertEqual(result.failed, [])

@@ -25,7 +25,7 @@ final class ClusterInboxMetricsTests: XCTestCase {
             for _ in 0..<1000 {
                 try await loop.flatSubmit { sampler.advance() }.get()
                 if try value(registry, "simp_inbox_sampled_timestamp_seconds") != before { break }
-                try await Task.sleep(nanoseconds: 1_000_000) // the timestamp has ms resolution
+                try await Task.sleep(nanoseconds: 1_000_000) // the timestamp has ms resolution (a lower bound)
             }
             return (try value(registry, "simp_inbox_stored_messages"), try value(registry, "simp_inbox_users"))
         }

@@ -107,7 +107,7 @@ final class ClusterRelayTests: XCTestCase {
             cluster.kill(port: victim)
         }
         outcome.assertExactlyOnceInOrder()
-        try await cluster.waitUntilHealthy(timeout: 20)
+        try await cluster.waitUntilHealthy(timeout: 60)
         let masters = try await cluster.masterPorts()
         XCTAssertFalse(masters.contains(victim))
         XCTAssertEqual(masters.count, 3, "the victim's replica was promoted")

@@ -67,7 +67,8 @@ final class DeliveryTests: RelayTestCase {
         XCTAssertEqual(attempts, 2)
         let counts = try await proxy.counts()
         XCTAssertEqual(counts.dropped, 1)
-        try await Task.sleep(nanoseconds: 300_000_000) // room for a stray duplicate to show up
+        _ = await inbox.waitFor(1)
+        _ = await Eventually.stays { await inbox.messages.count == 1 } // quiet period: room for a stray duplicate
         let messages = await inbox.messages
         XCTAssertEqual(messages.map(\.messageId), [id])
         let stats = try await aliceClient.statistics()
@@ -111,7 +112,9 @@ final class DeliveryTests: RelayTestCase {
             guard case .delivered = result else { return XCTFail("\(result)") }
         }
 
-        try await Task.sleep(nanoseconds: 300_000_000)
+        let arrived = await inbox.waitFor(5)
+        XCTAssertTrue(arrived)
+        _ = await Eventually.stays { await inbox.messages.count == 5 } // quiet period: a network copy would show
         let contents = await inbox.messages.map(\.content)
         XCTAssertEqual(contents, (1...5).map { "copy \($0)" })
         // Network copies carry the same counter: the relay's replay window stops them.

@@ -32,7 +32,7 @@ final class DevicesTests: XCTestCase {
 
     /// Waits until `device` has received `count` messages; returns them.
     private func messages(_ count: Int, at device: RawDevice, receipting: Bool = true) async throws -> [SIMPMessage] {
-        _ = try await Eventually.holds(within: .seconds(20)) {
+        _ = try await Eventually.holds {
             if receipting { try await device.receiptNew() }
             return try await device.messages().count >= count
         }
@@ -51,7 +51,7 @@ final class DevicesTests: XCTestCase {
         let laptop = try await device(bob, "laptop")
         let sender = try await device(alice, "phone")
         try await sender.send(SIMPMessage(kind: .typing, messageId: 7, fromUser: alice, toUser: bob))
-        let shown = try await Eventually.holds(within: .seconds(20)) { try await laptop.typing().map(\.messageId) == [7] }
+        let shown = try await Eventually.holds { try await laptop.typing().map(\.messageId) == [7] }
         XCTAssertTrue(shown, "the laptop shows alice typing")
     }
 
@@ -63,13 +63,13 @@ final class DevicesTests: XCTestCase {
         let chat = try await device(dave, "laptop")
         let oneShot = try await device(dave, "laptop", sendOnly: true)
         try await oneShot.sendText(5, to: nobody)
-        let told = try await Eventually.holds(within: .seconds(20)) {
+        let told = try await Eventually.holds {
             try await oneShot.frames(.error).contains { $0.messageId == 5 && $0.errorCode == .unknownRecipient }
         }
         XCTAssertTrue(told, "the sending session hears UNKNOWN_RECIPIENT")
         // The relay writes the errors of one datagram at once: by a PONG after it, any would be here.
         try await chat.control.send([SIMPMessage(kind: .ping, messageId: 99)])
-        let ponged = try await Eventually.holds(within: .seconds(20)) { try await chat.frames(.pong).contains { $0.messageId == 99 } }
+        let ponged = try await Eventually.holds { try await chat.frames(.pong).contains { $0.messageId == 99 } }
         XCTAssertTrue(ponged)
         let chatErrors = try await chat.frames(.error)
         XCTAssertEqual(chatErrors, [], "the chat session is not told about a message it did not send")
@@ -89,7 +89,8 @@ final class DevicesTests: XCTestCase {
         try await oneShot.sendText(5, to: carol)
         let receiptForOneShot = try await Eventually.holds { try await oneShot.frames(.receipt).contains { $0.messageId == 5 } }
         XCTAssertTrue(receiptForOneShot, "the send-only session hears carol's receipt for what it sent")
-        try await Task.sleep(nanoseconds: 1_500_000_000) // past the relay's inbox start delay
+        // Quiet period, past the relay's 1 s inbox start delay: a stored message would show.
+        _ = try await Eventually.stays(for: .milliseconds(1500)) { try await oneShot.messages().isEmpty }
         let takenByOneShot = try await oneShot.messages()
         XCTAssertEqual(takenByOneShot, [], "a send-only session gets no stored messages")
         let stillConnected = !oneShot.control.isClosed
@@ -120,7 +121,8 @@ final class DevicesTests: XCTestCase {
         XCTAssertTrue(xStored, "erin is offline: X is stored")
 
         let laptop = try await device(erin, "laptop")
-        try await Task.sleep(nanoseconds: 300_000_000) // its HELLO started its backlog read (empty: X is not for it)
+        let backlogRead = try await Eventually.holds { try await laptop.helloAnswered() } // it started its backlog read (empty: X is not for it)
+        XCTAssertTrue(backlogRead)
         try await sender.sendText(2, to: erin, stream: 7, seq: 5, floor: 4)
         let got = try await messages(1, at: laptop)
         XCTAssertEqual(got.map(\.messageId), [2], "Y, and not X")
@@ -224,7 +226,7 @@ final class DevicesTests: XCTestCase {
         let phone = try await device(bob, "phone")
         let tablet = try await device(bob, "tablet")
         await phone.close()
-        try await Task.sleep(nanoseconds: 1_200_000_000)
+        try await Task.sleep(nanoseconds: 1_200_000_000) // past the 1 s TTL (a lower bound: load only lengthens it)
         _ = try await device(bob, "laptop")
         let known = try await relay.inspector.command(["HKEYS", Registry.devicesKey(bob)]).array?.compactMap(\.string) ?? []
         XCTAssertEqual(Set(known), ["tablet", "laptop"], "the phone is forgotten; the tablet, online, is not")
@@ -241,16 +243,31 @@ final class DevicesTests: XCTestCase {
         let laptop = try await device(bob, "laptop", on: cluster.relays[1])
         let sender = try await device(alice, "desk", on: cluster.relays[0])
         // A new device counts from when the relays holding the user's other devices hear of it
-        // (its move announcement, then a lookup): well under this on one Redis.
-        try await Task.sleep(nanoseconds: 200_000_000)
+        // (its move announcement, then a lookup): probes on a stream of their own, one every
+        // 250 ms, until one reaches the laptop.
+        var probes: UInt64 = 0, lastProbe = NIODeadline.uptimeNanoseconds(0)
+        let heard = try await Eventually.holds {
+            if NIODeadline.now() - lastProbe > .milliseconds(250) {
+                (probes, lastProbe) = (probes + 1, .now())
+                try await sender.sendText(1000 + probes, to: bob, stream: 9, seq: probes, floor: 1)
+            }
+            return try await laptop.messages().contains { $0.stream == 9 }
+        }
+        XCTAssertTrue(heard, "bob's laptop is known on the sender's relay")
         let count = 10
         for id in 1...UInt64(count) { try await sender.sendText(id, to: bob, stream: 2, seq: id, floor: 1) }
         for bobDevice in [phone, laptop] {
-            let got = try await messages(count, at: bobDevice)
+            _ = try await Eventually.holds {
+                try await bobDevice.receiptNew()
+                return try await bobDevice.messages().filter { $0.stream == 2 }.count >= count
+            }
+            try await bobDevice.receiptNew()
+            let got = try await bobDevice.messages().filter { $0.stream == 2 }
             XCTAssertEqual(got.map(\.messageId), Array(1...UInt64(count)), "\(bobDevice.device): every message once, in order")
         }
         let settled = try await Eventually.holds {
-            Set(try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox }.map(\.messageId)).count == count
+            let receipts = try await sender.frames(.receipt).filter { $0.status == .deliveredFromInbox && $0.messageId <= UInt64(count) }
+            return Set(receipts.map(\.messageId)).count == count
         }
         XCTAssertTrue(settled, "alice hears every message was delivered, whichever relay the receipt came through")
     }

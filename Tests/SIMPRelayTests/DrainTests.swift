@@ -31,7 +31,8 @@ final class DrainTests: XCTestCase {
         let datagram = try MessageCodec.decode(try bobOpener.open(try await bobUDP.received()[0]).payload)
 
         let shutdown = Task { await relay.server.shutdown() }
-        try await Task.sleep(nanoseconds: 100_000_000)
+        let draining = try await Eventually.holds { try await relay.server.statistics().draining }
+        XCTAssertTrue(draining)
         var bobSealer = DatagramSealer(keys: bobKeys, direction: .uplink)
         try await bobUDP.send(bobSealer.seal(SIMPMessage(kind: .text, messageId: 1, fromUser: bob, toUser: alice)), to: relay.server.datagramAddress!)
         let dropped = try await Eventually.holds { try await relay.server.statistics().rejected[.draining] == 1 }

@@ -63,7 +63,7 @@ final class HostileTrafficTests: RelayTestCase {
         var delivered: [String] = []
         for text in texts {
             if case .delivered = try await client.send(text: text, to: peer) { delivered.append(text) }
-            try await Task.sleep(nanoseconds: 20_000_000)
+            try await Task.sleep(nanoseconds: 20_000_000) // paced, to interleave with the barrage
         }
         return delivered
     }
@@ -122,7 +122,7 @@ final class HostileTrafficTests: RelayTestCase {
                     barrage.controlWrites += 1
                 }
             }
-            try await Task.sleep(nanoseconds: 10_000_000)
+            try await Task.sleep(nanoseconds: 10_000_000) // paced: a barrage round every 10 ms
         }
         return barrage
     }

@@ -38,11 +38,11 @@ final class InboxMetricsTests: XCTestCase {
                 let name = "simp_inbox_sampled_timestamp_seconds"
                 var latest = try await scrape()
                 var completions = 0, last = latest.value(name)
-                for _ in 0..<500 where completions < 2 {
-                    try await Task.sleep(nanoseconds: 20_000_000)
+                _ = try await Eventually.holds {
                     latest = try await scrape()
                     if latest.value(name) != last { completions += 1 }
                     last = latest.value(name)
+                    return completions >= 2
                 }
                 XCTAssertEqual(completions, 2, "the background sampler completes sweeps")
                 return latest

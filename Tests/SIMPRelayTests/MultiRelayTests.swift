@@ -23,7 +23,11 @@ final class MultiRelayTests: XCTestCase {
         let users = ["ann", "ben", "cat"].map(TestRelay.uniqueUser)
         var clients: [SIMPClient] = [], inboxes: [MessageInbox] = []
         for (index, user) in users.enumerated() {
-            let client = try await cluster.connectClient(user: user, relay: index)
+            // No retransmission (loopback loses nothing): a slow machine's late receipt would
+            // count its message twice below.
+            let client = try await cluster.connectClient(user: user, relay: index) {
+                ($0.retransmit.initialRTO, $0.retransmit.minimumRTO, $0.retransmit.maximumRTO) = (.seconds(20), .seconds(20), .seconds(20))
+            }
             clients.append(client)
             inboxes.append(MessageInbox(client))
         }
@@ -58,7 +62,11 @@ final class MultiRelayTests: XCTestCase {
         let count = 30
         async let fromAlice = Self.sendSpaced(count, from: aliceClient, to: bob)
         async let fromBob = Self.sendSpaced(count, from: bobClient, to: alice)
-        try await Task.sleep(nanoseconds: 150_000_000) // mid-conversation
+        let midConversation = await Eventually.holds {
+            let (toBob, toAlice) = (await bobInbox.messages.count, await aliceInbox.messages.count)
+            return toBob >= 5 && toAlice >= 5
+        }
+        XCTAssertTrue(midConversation)
         await cluster.relays[0].server.crash()
         let (aliceResults, bobResults) = try await (fromAlice, fromBob)
 
@@ -69,7 +77,10 @@ final class MultiRelayTests: XCTestCase {
         XCTAssertNotEqual(aliceRelay, cluster.relays[0].server.configuration.relayId, "alice moved to a live relay")
         let bobGotAll = await bobInbox.waitFor(count), aliceGotAll = await aliceInbox.waitFor(count)
         XCTAssertTrue(bobGotAll && aliceGotAll)
-        try await Task.sleep(nanoseconds: 300_000_000) // room for a stray duplicate to show up
+        _ = await Eventually.stays { // quiet period: room for a stray duplicate to show up
+            let (toBob, toAlice) = (await bobInbox.messages.count, await aliceInbox.messages.count)
+            return toBob == count && toAlice == count
+        }
         let toBob = await bobInbox.messages.map(\.content), toAlice = await aliceInbox.messages.map(\.content)
         XCTAssertEqual(toBob.sorted(), (0..<count).map { "m\($0)" }.sorted(), "each exactly once")
         XCTAssertEqual(toAlice.sorted(), (0..<count).map { "m\($0)" }.sorted(), "each exactly once")
@@ -80,7 +91,7 @@ final class MultiRelayTests: XCTestCase {
         try await withThrowingTaskGroup(of: SendResult.self) { group in
             for index in 0..<count {
                 group.addTask { try await client.send(text: "m\(index)", to: user) }
-                try await Task.sleep(nanoseconds: 10_000_000)
+                try await Task.sleep(nanoseconds: 10_000_000) // paced, as a conversation
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }

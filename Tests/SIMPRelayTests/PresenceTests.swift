@@ -119,7 +119,10 @@ final class PresenceTests: RelayTestCase {
         await bob.close()
         _ = try await Eventually.holds { try await self.relay.inspector.command(["EXISTS", "simp:user:{\(bobName)}"]).integer == 0 }
         await alice.sendTyping(to: bobName)
-        try await Task.sleep(nanoseconds: 400_000_000)
+        let neverStored = try await Eventually.stays { // quiet period: a stored copy would show
+            try await self.relay.inspector.command(["EXISTS", InboxStore.logKey(bobName)]).integer == 0
+        }
+        XCTAssertTrue(neverStored)
         let stored = try await relay.inspector.command(["EXISTS", InboxStore.logKey(bobName)]).integer
         XCTAssertEqual(stored, 0, "typing is never stored")
         let stats = try await alice.statistics()

@@ -64,7 +64,10 @@ final class RoomTests: RelayTestCase {
             let all = await progress.waitFor { $0 == .roomProgress(messageId: id, room: room, delivered: 5, of: 5) }
             XCTAssertTrue(all, "alice sees 5/5 for \"\(text)\"")
         }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        _ = await Eventually.stays { // quiet period: a second copy would show
+            for (_, inbox) in online.dropFirst() { if await inbox.messages.count != 3 { return false } }
+            return true
+        }
         for (_, inbox) in online.dropFirst() {
             let count = await inbox.messages.count
             XCTAssertEqual(count, 3, "exactly once")

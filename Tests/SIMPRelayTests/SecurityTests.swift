@@ -210,7 +210,7 @@ final class SecurityTests: RelayTestCase {
         try await assertRejected(.badMAC, 2)
         try await assertRejected(.unsealed, 1)
         try await assertRejected(.unknownSession, 1)
-        try await Task.sleep(nanoseconds: 200_000_000)
+        _ = await Eventually.stays { await inbox.messages.isEmpty } // quiet period: a forged delivery would show
         let received = await inbox.messages
         XCTAssertEqual(received, [], "nothing forged was delivered")
     }
@@ -229,7 +229,9 @@ final class SecurityTests: RelayTestCase {
         XCTAssertTrue(arrived)
         // bob's receipt datagram may still be on its way when his application has the message.
         _ = try await Eventually.holds { try await self.relay.server.statistics().datagramsForwarded >= 2 }
-        try await Task.sleep(nanoseconds: 200_000_000) // room for a forwarded copy to be counted
+        _ = try await Eventually.stays { // quiet period: room for a forwarded copy to be counted
+            try await self.relay.server.statistics().datagramsForwarded == 2
+        }
         let forwarded = try await relay.server.statistics().datagramsForwarded
         XCTAssertEqual(forwarded, 2, "the message and bob's receipt datagram: the copy went no further than the relay")
     }
@@ -245,7 +247,7 @@ final class SecurityTests: RelayTestCase {
         XCTAssertEqual(error?.errorCode, .senderMismatch)
         XCTAssertEqual(error?.messageId, 7)
         try await assertRejected(.senderMismatch, 1)
-        try await Task.sleep(nanoseconds: 200_000_000)
+        _ = await Eventually.stays { await inbox.messages.isEmpty } // quiet period: a forged delivery would show
         let received = await inbox.messages
         XCTAssertEqual(received, [])
     }
@@ -318,7 +320,7 @@ final class SecurityTests: RelayTestCase {
         XCTAssertEqual(notice?.errorCode, .rateLimited)
         let arrived = await inbox.waitFor(5)
         XCTAssertTrue(arrived)
-        try await Task.sleep(nanoseconds: 200_000_000)
+        _ = await Eventually.stays { await inbox.messages.count == 5 } // quiet period: one more would show
         let count = await inbox.messages.count
         XCTAssertEqual(count, 5, "the burst, no more")
         // Everyone else is still served.

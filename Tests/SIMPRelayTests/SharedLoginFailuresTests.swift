@@ -40,7 +40,10 @@ final class SharedLoginFailuresTests: XCTestCase {
         for index in 0..<8 {
             answers.append(try await guess(bob, at: cluster.relays[index % 2], from: "127.0.0.2"))
             // The failure is recorded in Redis by a write of its own, after the ERROR.
-            try await Task.sleep(for: .milliseconds(50))
+            let failures = answers.filter { $0 == .authFailed }.count
+            _ = try await Eventually.holds {
+                try await cluster.inspector.command(["HGET", CredentialStore.failuresKey(bob, from: "127.0.0.2"), "n"]).string == "\(failures)"
+            }
         }
         XCTAssertEqual(
             answers, Array(repeating: .authFailed, count: 6) + [.rateLimited, .rateLimited],

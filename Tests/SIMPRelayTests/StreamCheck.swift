@@ -27,14 +27,22 @@ struct StreamCheck {
         let inboxes = [MessageInbox(aliceClient), MessageInbox(bobClient)]
         async let fromAlice = send(count, from: aliceClient, to: bob)
         async let fromBob = send(count, from: bobClient, to: alice)
-        try await Task.sleep(nanoseconds: UInt64(count / 4) * 50_000_000)
+        // A quarter of each stream arrived: the disruption comes mid-stream (if they never get
+        // under way, what was received says so below).
+        _ = await Eventually.holds { await Self.counts(inboxes).allSatisfy { $0 >= count / 4 } }
         try await disruption()
         var check = StreamCheck(count: count)
         check.results = try await fromAlice + fromBob
         for inbox in inboxes { _ = await inbox.waitFor(count) }
-        try await Task.sleep(nanoseconds: 300_000_000) // room for a stray duplicate to show up
+        _ = await Eventually.stays { await Self.counts(inboxes).allSatisfy { $0 == count } } // quiet period: room for a stray duplicate
         for inbox in inboxes { check.received.append(await inbox.messages.map(\.content)) }
         return check
+    }
+
+    private static func counts(_ inboxes: [MessageInbox]) async -> [Int] {
+        var counts: [Int] = []
+        for inbox in inboxes { counts.append(await inbox.messages.count) }
+        return counts
     }
 
     /// Sends `count` messages 50 ms apart, each waited for concurrently; results in send order.
@@ -42,7 +50,7 @@ struct StreamCheck {
         try await withThrowingTaskGroup(of: (Int, SendResult).self) { group in
             for index in 0..<count {
                 group.addTask { (index, try await client.send(text: "m\(index)", to: user)) }
-                try await Task.sleep(nanoseconds: 50_000_000)
+                try await Task.sleep(nanoseconds: 50_000_000) // paced, 20 a second
             }
             return try await group.reduce(into: [SendResult?](repeating: nil, count: count)) { $0[$1.0] = $1.1 }.compactMap { $0 }
         }

@@ -135,11 +135,11 @@ final class UserLogTests: XCTestCase {
             try await log.register("phone")
             try await log.register("laptop")
             try await log.store(1, 2)
-            try await Task.sleep(nanoseconds: 1_100_000_000)
+            try await Task.sleep(nanoseconds: 1_100_000_000) // past the 1 s TTL (a lower bound: load only lengthens it)
             let atStore = try await log.store(3)
             XCTAssertEqual(atStore.map(\.entry.message.messageId), [1, 2], "\(store)")
             XCTAssertEqual(atStore.map(\.reason), [.expired, .expired])
-            try await Task.sleep(nanoseconds: 1_100_000_000)
+            try await Task.sleep(nanoseconds: 1_100_000_000) // past the 1 s TTL (a lower bound: load only lengthens it)
             try await log.expect("phone", [3], "an entry that expired while nobody stored is read once, to be reported")
             try await log.expect("laptop", [], "and not again for another device")
         }
@@ -154,7 +154,7 @@ final class UserLogTests: XCTestCase {
             try await log.ack("phone", 1)
             let kept = try await log.length()
             XCTAssertEqual(kept, 1, "\(store): the laptop does not have it yet")
-            try await Task.sleep(nanoseconds: 1_100_000_000) // the laptop is away longer than the TTL
+            try await Task.sleep(nanoseconds: 1_100_000_000) // the laptop is away longer than the TTL (a lower bound)
             try await log.register("phone")
             let left = try await log.length()
             XCTAssertEqual(left, 0, "\(store): the laptop is forgotten; the phone has everything")
@@ -235,8 +235,10 @@ final class UserLogTests: XCTestCase {
             try await laptop.receiptNew()
             return try await laptop.messages().count >= count
         }
-        try await Task.sleep(nanoseconds: 300_000_000) // room for a duplicate
-        try await laptop.receiptNew()
+        _ = try await Eventually.stays { // quiet period: room for a duplicate
+            try await laptop.receiptNew()
+            return try await laptop.messages().count == count
+        }
         let atLaptop = try await laptop.messages().map(\.messageId)
         XCTAssertEqual(atLaptop, Array(1...UInt64(count)), "the backlog, once and in order")
         let emptied = try await Eventually.holds { try await relay.inspector.logLength(bob) == 0 }
