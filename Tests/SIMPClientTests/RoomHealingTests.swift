@@ -41,3 +41,42 @@ final class RoomKeylessMemberTests: StoryProcessTestCase {
         await keyless.close()
     }
 }
+
+/// Rooms heal after a member's keys are reset: bob's `simp listen` is stopped, his keys are
+/// deleted, and he listens again (new keys, published); carol, whose client ran all along, then
+/// posts twice: bob prints both.
+final class RoomKeyResetTests: StoryProcessTestCase {
+    func testPostsAfterAMembersKeyResetReachHim() async throws {
+        let carol = TestRelay.uniqueUser("carol"), bob = TestRelay.uniqueUser("bob")
+        let room = TestRelay.uniqueUser("ops")
+        let server = "127.0.0.1:\(relay.port)"
+        let author = try await relay.connectClient(user: carol) {
+            $0.device = "desk"
+            $0.endToEnd = EndToEndSettings(home: self.home)
+        }
+        _ = try await author.joinRoom(room)
+        let listenArguments = ["listen", "--server", server, "--user", bob, "--device", "phone", "--room", room]
+        let first = try ChildProcess("simp", listenArguments, environment: try await environment(bob))
+        children.append(first)
+        let listening = await Eventually.holds(within: .seconds(15)) { first.standardError.contains("listening as") }
+        XCTAssertTrue(listening, first.standardError)
+        _ = try await author.send(text: "before the reset", toRoom: room)
+        let read = await Eventually.holds(within: .seconds(15)) { self.printed(by: [first]) == ["before the reset"] }
+        XCTAssertTrue(read, first.standardOutput + first.standardError)
+
+        first.signal(SIGTERM)
+        _ = await first.exitStatus()
+        try FileManager.default.removeItem(at: home.appendingPathComponent("e2e").appendingPathComponent(bob))
+        let second = try ChildProcess("simp", listenArguments, environment: try await environment(bob))
+        children.append(second)
+        let again = await Eventually.holds(within: .seconds(15)) { second.standardError.contains("listening as") }
+        XCTAssertTrue(again, second.standardError)
+        _ = try await author.send(text: "after the reset 1", toRoom: room)
+        _ = try await author.send(text: "after the reset 2", toRoom: room)
+        let healed = await Eventually.holds(within: .seconds(30)) {
+            self.printed(by: [second]) == ["after the reset 1", "after the reset 2"]
+        }
+        XCTAssertTrue(healed, second.standardOutput + second.standardError)
+        await author.close()
+    }
+}
