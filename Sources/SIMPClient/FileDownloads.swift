@@ -164,7 +164,7 @@ public actor FileDownloads {
             if FileManager.default.createFile(atPath: temporary.path, contents: data), let handle = try? FileHandle(forWritingTo: temporary) {
                 try? handle.synchronize()
                 try? handle.close()
-                _ = try? FileManager.default.replaceItemAt(path, withItemAt: temporary)
+                rename(temporary.path, path.path) // atomic: the record is the old one or the new one
             }
         }
         transfer.unsaved = 0

@@ -3,7 +3,7 @@ import SIMPCore
 
 extension FileDownloads {
     /// A name safe to create in the downloads folder: the last path component of `name` (no
-    /// `/` or `\`), without control characters or leading dots (so never `.` or `..`), at most
+    /// `/` or `\`), without control characters, `..` or leading dots (never hidden), at most
     /// 200 bytes; "file" when nothing is left.
     public static func sanitised(_ name: String) -> String {
         let last = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
@@ -12,6 +12,7 @@ extension FileDownloads {
                 last.unicodeScalars.filter {
                     !$0.properties.isDefaultIgnorableCodePoint && $0.value >= 0x20 && $0.value != 0x7f && !(0x80..<0xa0).contains($0.value)
                 }))
+        while kept.contains("..") { kept = kept.replacingOccurrences(of: "..", with: ".") }
         while kept.hasPrefix(".") { kept.removeFirst() }
         while kept.utf8.count > 200 { kept.removeLast() }
         kept = kept.trimmingCharacters(in: .whitespaces)

@@ -76,7 +76,11 @@ public actor FileSend {
         }
         defer { acks.cancel() }
         let result = try await client.send(announcement())
-        guard case .delivered = result else { throw Failure.announcementNotDelivered("\(result)") }
+        switch result {
+        case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
+        case .stored: throw Failure.announcementNotDelivered("\(peer) is offline (the relay stored it); files need the receiver online")
+        default: throw Failure.announcementNotDelivered("\(result)")
+        }
         let start = NIODeadline.now()
         var reported = start
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, now: start)
