@@ -71,10 +71,22 @@ struct Send: AsyncParsableCommand {
     )
     var lines = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Send this file, end to end encrypted, in chunks over the datagram path (progress on standard error). Exits 0 once the receiver's device has the whole file and its SHA-256 matched; the receiver must be online (simp listen saves it).",
+            valueName: "path"))
+    var file: String?
+
     @Argument(help: "The message text; - reads it from standard input.")
     var text: String = ""
 
     func validate() throws {
+        if file != nil {
+            guard to != nil, room == nil, image == nil, audio == nil, !lines, text.isEmpty else {
+                throw ValidationError("--file goes with --to USER only (no room, text, --image, --audio or --lines)")
+            }
+            return
+        }
         guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
         guard to?.isEmpty != true, room?.isEmpty != true else { throw ValidationError("--to and --room must not be empty") }
         guard !join || room != nil else { throw ValidationError("--join needs --room") }
@@ -125,6 +137,7 @@ struct Send: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let file, let to { return try await sendFile(file, to: to) }
         let client = try await connection.connect(sendOnly: true)
         let signals = Self.reportLostOnSignals(client)
         defer { for signal in signals { signal.cancel() } }
@@ -322,6 +335,12 @@ struct Listen: AsyncParsableCommand {
     @Option(help: "Join this room first (repeat for several); its posts are shown as `#ROOM AUTHOR: text`.")
     var room: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            "Save files sent to you here (default $SIMP_HOME/downloads): `file: NAME (SIZE bytes, sha256 HASH) from USER saved to PATH`, or with --json {\"file\": {name, size, sha256, path}}. Names are sanitised and never overwrite a file; a transfer cut off resumes when simp listen starts again.",
+            valueName: "dir"))
+    var downloads: String?
+
     /// The exit status when a newer session of this device took over.
     static let takenOverStatus: Int32 = 3
 
@@ -347,6 +366,7 @@ struct Listen: AsyncParsableCommand {
         // it: docs/PROTOCOL.md §6.1), and one held behind a gap is receipted only once printed.
         // What was printed is recorded under $SIMP_HOME, so a restart after a crash does not
         // print again a message whose receipt the crash cut off (§6.4).
+        let announcements = DownloadsBox()
         let client = try await connection.connect(configure: { configuration in
             // Receipts are batched (docs/PROTOCOL.md §6.1): a burst read at once is receipted in
             // one frame per sender. Each message is printed and recorded before its receipt
@@ -359,9 +379,18 @@ struct Listen: AsyncParsableCommand {
                 format: { [json] in json ? MessageFormatting.jsonLine($0, origin: $1) : MessageFormatting.textLine($0, origin: $1) },
                 printLine: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) },
                 warn: { FileHandle.standardError.write(Data("simp: \($0)\n".utf8)) })
-            configuration.originHandler = { printing.print($0, origin: $1) }
+            configuration.originHandler = { message, origin in
+                // A file's announcement (end to end only: its key travels in it) is the
+                // downloads' to take; the file is printed once saved.
+                if message.fileId != 0, origin.endToEnd, let downloads = announcements.downloads {
+                    Task { await downloads.offered(message) }
+                    return true
+                }
+                return printing.print(message, origin: origin)
+            }
             printer = printing
         })
+        try startDownloads(client, into: announcements)
         Task { [json] in // end-to-end news: standard error, or JSON events with --json
             for await notice in client.endToEndNotices {
                 if json {

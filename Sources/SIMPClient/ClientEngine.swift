@@ -60,6 +60,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     var onDelay: (DelayedMessage) -> Void = { _ in }
     /// Called with news about peers (typing, presence).
     var onPeerEvent: (PeerEvent) -> Void = { _ in }
+    var onFileDatagram: (SIMPMessage) -> Void = { _ in }
     /// Called once per output of the session, before its outcomes are reported (its counters
     /// may be read from `session`).
     package var onOutput: (ClientSession.Output) -> Void = { _ in }
@@ -156,6 +157,10 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     // MARK: Input
 
     /// Tells `user` this user is typing (at most once).
+    func sendFileDatagrams(_ messages: [SIMPMessage]) {
+        carryOut(session.sendFileDatagrams(messages))
+    }
+
     func typing(to user: String) {
         carryOut(session.typing(to: user))
     }
@@ -355,6 +360,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package func noticeArrived(_ notice: DeliveryNotice) { onNotice(notice) }
 
     package func peerEventArrived(_ event: PeerEvent) { onPeerEvent(event) }
+
+    package func fileDatagramArrived(_ message: SIMPMessage) { onFileDatagram(message) }
 
     package func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>) {
         requestWaiters.removeValue(forKey: requestId)?.completeWith(result.mapError { $0 })

@@ -35,6 +35,8 @@ public protocol ClientShell: AnyObject {
     func noticeArrived(_ notice: DeliveryNotice)
     /// News about peers (typing, presence).
     func peerEventArrived(_ event: PeerEvent)
+    /// A file datagram for the application's file transfers.
+    func fileDatagramArrived(_ message: SIMPMessage)
     /// A room or WHO request has its answer, or will have none.
     func requestAnswered(_ requestId: UInt64, _ result: Result<[String], SIMPClientError>)
     /// The relay stopped answering: close the control connection (and then tell the session
@@ -57,6 +59,7 @@ public protocol ClientShell: AnyObject {
 extension ClientShell {
     public func datagramPathChanged(to path: DatagramPath) {}
     public func willWrite(_ output: inout ClientSession.Output) {}
+    public func fileDatagramArrived(_ message: SIMPMessage) {}
 }
 
 extension ClientShell {
@@ -88,6 +91,7 @@ extension ClientShell {
             noticeArrived(notice)
         }
         output.peerEvents.forEach(peerEventArrived)
+        output.fileDatagrams.forEach(fileDatagramArrived)
         for reply in output.replies {
             requestAnswered(reply.requestId, reply.result.mapError(SIMPClientError.init))
         }

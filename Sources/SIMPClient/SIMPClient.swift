@@ -28,6 +28,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let noticeStream: AsyncStream<DeliveryNotice>
     private let noticesContinuation: AsyncStream<DeliveryNotice>.Continuation
     private let peerEventStream: AsyncStream<PeerEvent>
+    let fileDatagramStream: AsyncStream<SIMPMessage>
+    private let fileDatagramsContinuation: AsyncStream<SIMPMessage>.Continuation
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private let states: AsyncStream<ConnectionState>
     private let endToEndNoticeStream: AsyncStream<EndToEndNotice>
@@ -66,6 +68,8 @@ public final class SIMPClient: @unchecked Sendable {
         }
         (peerEventStream, peerEventsContinuation) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .bufferingNewest(1024))
         engine.onPeerEvent = { [peerEventsContinuation] in peerEventsContinuation.yield($0) }
+        (fileDatagramStream, fileDatagramsContinuation) = AsyncStream.makeStream(of: SIMPMessage.self, bufferingPolicy: .bufferingNewest(16_384))
+        engine.onFileDatagram = { [fileDatagramsContinuation] in fileDatagramsContinuation.yield($0) }
         (endToEndNoticeStream, endToEndNoticesContinuation) = AsyncStream.makeStream(
             of: EndToEndNotice.self, bufferingPolicy: .bufferingNewest(1024))
     }
@@ -286,6 +290,7 @@ public final class SIMPClient: @unchecked Sendable {
         continuation.finish()
         noticesContinuation.finish()
         peerEventsContinuation.finish()
+        fileDatagramsContinuation.finish()
         pathsContinuation.finish()
         endToEndNoticesContinuation.finish()
         await finishClosing()

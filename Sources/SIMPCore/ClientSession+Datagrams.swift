@@ -28,6 +28,10 @@ extension ClientSession {
             if path == .udp { noteArrivalOverUDP(message, now: now) }
         case .typing:
             break
+        case .fileChunk, .fileAck:
+            var output = Output()
+            if takesMessages || message.kind == .fileAck { output.fileDatagrams.append(message) }
+            return output
         default:
             return Output()
         }

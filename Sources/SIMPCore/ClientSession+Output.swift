@@ -26,6 +26,9 @@ extension ClientSession {
         public var notices: [DeliveryNotice] = []
         /// News about peers: typing, presence.
         public var peerEvents: [PeerEvent] = []
+        /// File datagrams (FILE_CHUNK, FILE_ACK) for the application's file transfers
+        /// (docs/PROTOCOL.md §5.6): never receipted, the transfers acknowledge them themselves.
+        public var fileDatagrams: [SIMPMessage] = []
         /// Replies to requests (`request`), and requests that will have none.
         public var replies: [RequestReply] = []
         /// The relay stopped answering: close the control connection (then call `controlLost`).

@@ -247,6 +247,19 @@ public struct ClientSession: Sendable {
         return output
     }
 
+    /// File datagrams (FILE_CHUNK, FILE_ACK) of the application's transfers, sent as they
+    /// are: the transfer, not the session, recovers their losses (docs/PROTOCOL.md §5.6).
+    public mutating func sendFileDatagrams(_ messages: [SIMPMessage]) -> Output {
+        var output = Output()
+        guard isRegistered else { return output }
+        output.datagrams = messages.map { message in
+            var message = message
+            message.fromUser = configuration.user
+            return message
+        }
+        return output
+    }
+
     /// Tells `sender` this user has seen its messages up to id `upTo` (a READ over the control
     /// connection; nothing while the relay is unreachable).
     public mutating func markRead(from sender: String, upTo: UInt64, now: NIODeadline) -> Output {

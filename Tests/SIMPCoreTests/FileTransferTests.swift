@@ -1,4 +1,3 @@
-import Crypto
 import NIOCore
 import SIMPCore
 import XCTest
@@ -8,7 +7,7 @@ final class FileTransferTests: XCTestCase {
     func testCleanLinkDeliversTheFileWithoutRetransmissions() {
         var transfer = VirtualTransfer(size: 300_000, forward: VirtualLink(), seed: 1)
         XCTAssertTrue(transfer.run())
-        XCTAssertEqual(Array(SHA256.hash(data: transfer.written)), transfer.offer.digest)
+        XCTAssertEqual(FileDigest.of(transfer.written), transfer.offer.digest)
         XCTAssertEqual(transfer.sender.retransmissions, 0)
         XCTAssertEqual(transfer.bytesSent, 300_000)
     }

@@ -41,7 +41,9 @@ final class RelayCoreFileTests: XCTestCase {
         let forged = SIMPMessage.fileChunk([1], index: 0, number: 1, fileId: 99, from: "bob", to: "alice")
         var aliceSealer = relay.clients["alice"]!.sealer
         let bytes = aliceSealer.seal(forged) // alice's session, claiming to be bob
-        XCTAssertEqual(relay.datagram(bytes, from: relay.clients["alice"]!.address), [.reject(.senderMismatch, detail: "alice's session sent a fileChunk from \"bob\"")])
+        XCTAssertEqual(
+            relay.datagram(bytes, from: relay.clients["alice"]!.address),
+            [.reject(.senderMismatch, detail: "alice's session sent a fileChunk from \"bob\"")])
         _ = relay.closed(c2)
         let toOffline = SIMPMessage.fileChunk([1], index: 0, number: 2, fileId: 99, from: "alice", to: "bob")
         let actions = relay.send(toOffline)

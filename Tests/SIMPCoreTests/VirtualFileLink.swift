@@ -1,4 +1,3 @@
-import Crypto
 import NIOCore
 import SIMPCore
 
@@ -69,7 +68,7 @@ struct VirtualTransfer {
         self.file = file
         self.random = random
         offer = FileReceiver.Offer(
-            fileId: 42, sender: "alice", name: "f", size: UInt64(size), chunkSize: chunkSize, key: key, digest: Array(SHA256.hash(data: file)))
+            fileId: 42, sender: "alice", name: "f", size: UInt64(size), chunkSize: chunkSize, key: key, digest: FileDigest.of(file))
         cipher = FileChunkCipher(key: key, fileId: 42)
         sender = FileSender(fileId: 42, chunkCount: offer.chunkCount, now: now)
         receiver = FileReceiver(offer: offer, device: "phone", instance: 1)
@@ -129,7 +128,7 @@ struct VirtualTransfer {
             if arrival == .duplicate, receiver.isComplete { sendAck(receiver.done(from: "bob")) }
             guard case .write(let offset, let plaintext) = arrival else { continue }
             written.replaceSubrange(Int(offset)..<(Int(offset) + plaintext.count), with: plaintext)
-            if receiver.isComplete, Array(SHA256.hash(data: written)) == offer.digest { sendAck(receiver.done(from: "bob")) }
+            if receiver.isComplete, FileDigest.of(written) == offer.digest { sendAck(receiver.done(from: "bob")) }
         }
     }
 }

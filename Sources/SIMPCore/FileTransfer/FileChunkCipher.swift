@@ -68,3 +68,24 @@ public struct FileChunkCipher: Sendable {
         (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
     }
 }
+
+/// SHA-256 of a file's plaintext, fed in pieces: the digest an announcement carries and a
+/// receiver checks before it shows the file.
+public struct FileDigest: Sendable {
+    private var hasher = SHA256()
+
+    public init() {}
+
+    /// The digest of `bytes` at once.
+    public static func of(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = FileDigest()
+        digest.update(bytes)
+        return digest.finalize()
+    }
+
+    /// Adds the next bytes.
+    public mutating func update(_ bytes: [UInt8]) { hasher.update(data: bytes) }
+
+    /// The digest of everything added (32 bytes).
+    public func finalize() -> [UInt8] { Array(hasher.finalize()) }
+}

@@ -24,8 +24,11 @@ extension RelayCore {
         if fileRates.admit(user, now: now) != nil {
             return output.append(.reject(.fileRateLimited, detail: "\(user)"))
         }
-        if sessions.hasReceiver(header.toUser) {
-            return sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: true, into: &output)
+        // Chunks go to receiving sessions; acknowledgements to every session, since a file's
+        // sender may be a send-only session (`simp send --file`).
+        let chunk = header.kind == .fileChunk
+        if chunk ? sessions.hasReceiver(header.toUser) : sessions.contains(header.toUser) {
+            return sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
         }
         routeRemote(.datagram(payload), to: header.toUser, sender: session, now: now, into: &output)
     }

@@ -1,0 +1,215 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
+/// Receives the files announced to this device into a downloads folder (docs/PROTOCOL.md
+/// §5.6): one `FileReceiver` per file, chunks written into `.partial/ID.part`, the chunks held
+/// saved beside it (`ID.json`, fsynced after the part file) every 256 chunks, so a receiver
+/// killed and started again resumes from what it saved. A file is renamed into the folder,
+/// under its sanitised name and never over another file, only once its SHA-256 matched.
+public actor FileDownloads {
+    /// A file received whole and verified.
+    public struct Saved: Sendable, Equatable {
+        public var name: String
+        public var size: UInt64
+        /// The SHA-256, hex.
+        public var sha256: String
+        public var path: String
+        public var from: String
+    }
+
+    /// What is kept of a transfer under way.
+    private struct State: Codable {
+        var fileId: UInt64, sender: String, name: String, size: UInt64, chunkSize: Int, key: [UInt8], digest: [UInt8]
+        var ranges: [[UInt64]]
+        var offer: FileReceiver.Offer {
+            FileReceiver.Offer(fileId: fileId, sender: sender, name: name, size: size, chunkSize: chunkSize, key: key, digest: digest)
+        }
+    }
+
+    private struct Transfer {
+        var receiver: FileReceiver
+        var handle: FileHandle
+        var unsaved = 0
+    }
+
+    private let client: SIMPClient
+    private let user: String
+    private let device: String
+    private let directory: URL
+    private let partial: URL
+    private let saved: @Sendable (Saved) -> Void
+    private let failed: @Sendable (String) -> Void
+    private var transfers: [UInt64: Transfer] = [:]
+    /// Files completed in this run: a chunk of one arriving again is answered `fileDone` again.
+    private var completed: [UInt64: FileReceiver] = [:]
+    private let maxSize: UInt64
+
+    /// Downloads into `directory` (created if missing) for `client`'s user and device;
+    /// `saved` hears of each file saved, `failed` of each that could not be.
+    public init(
+        client: SIMPClient, directory: String, maxSize: UInt64 = 4 << 30, saved: @escaping @Sendable (Saved) -> Void,
+        failed: @escaping @Sendable (String) -> Void
+    ) throws {
+        self.client = client
+        self.user = client.configuration.user
+        self.device = client.configuration.device
+        self.directory = URL(fileURLWithPath: directory)
+        self.partial = self.directory.appendingPathComponent(".partial")
+        self.maxSize = maxSize
+        self.saved = saved
+        self.failed = failed
+        try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: true)
+    }
+
+    /// Resumes the transfers an earlier run left, then takes file datagrams until the client closes.
+    public func run() async {
+        resumeSaved()
+        let acks = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 5_000_000)
+                await self.sendDueAcks()
+            }
+        }
+        defer { acks.cancel() }
+        for await message in client.fileDatagrams where message.kind == .fileChunk {
+            await chunkArrived(message)
+        }
+    }
+
+    /// A delivered message: if it announces a file, the transfer starts (its first FILE_ACK
+    /// tells the sender where to begin). Returns whether it was an announcement.
+    @discardableResult
+    public func offered(_ message: SIMPMessage) async -> Bool {
+        guard message.fileId != 0 else { return false }
+        guard let offer = FileReceiver.Offer(message) else {
+            failed("a file from \(message.fromUser) was announced without a valid key, digest or chunk size: ignored")
+            return true
+        }
+        guard transfers[offer.fileId] == nil, completed[offer.fileId] == nil else { return true }
+        let receiver = FileReceiver(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
+        guard offer.size <= maxSize else {
+            await client.sendFileDatagrams([receiver.refusal("the file is larger than this device accepts (\(maxSize) bytes)", from: user)])
+            failed("\(offer.sender)'s file \(offer.name) (\(offer.size) bytes) is larger than \(maxSize) bytes: refused")
+            return true
+        }
+        start(receiver)
+        await sendDueAcks()
+        return true
+    }
+
+    private func start(_ receiver: FileReceiver) {
+        let part = partPath(receiver.offer.fileId)
+        if !FileManager.default.fileExists(atPath: part.path) { _ = FileManager.default.createFile(atPath: part.path, contents: nil) }
+        guard let handle = try? FileHandle(forUpdating: part) else {
+            return failed("cannot write \(part.path): \(receiver.offer.name) from \(receiver.offer.sender) not received")
+        }
+        transfers[receiver.offer.fileId] = Transfer(receiver: receiver, handle: handle)
+        save(receiver.offer.fileId)
+    }
+
+    private func resumeSaved() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: partial.path)) ?? []
+        for name in names where name.hasSuffix(".json") {
+            guard let data = FileManager.default.contents(atPath: partial.appendingPathComponent(name).path),
+                let state = try? JSONDecoder().decode(State.self, from: data)
+            else { continue }
+            let ranges = ChunkRanges(state.ranges.compactMap { $0.count == 2 && $0[0] < $0[1] ? $0[0]..<$0[1] : nil })
+            start(FileReceiver(offer: state.offer, device: device, instance: UInt64.random(in: 1...UInt64.max), received: ranges))
+        }
+    }
+
+    private func chunkArrived(_ message: SIMPMessage) async {
+        if var done = completed[message.fileId] {
+            if case .duplicate = done.chunkArrived(message, now: .now()) { await client.sendFileDatagrams([done.done(from: user)]) }
+            return
+        }
+        guard var transfer = transfers[message.fileId] else { return }
+        let arrival = transfer.receiver.chunkArrived(message, now: .now())
+        if case .write(let offset, let plaintext) = arrival {
+            do {
+                try transfer.handle.seek(toOffset: offset)
+                try transfer.handle.write(contentsOf: plaintext)
+            } catch {
+                return await fail(transfer, "cannot write \(transfer.receiver.offer.name): \(error.localizedDescription) (is the disk full?)")
+            }
+            transfer.unsaved += 1
+        }
+        transfers[message.fileId] = transfer
+        if transfer.receiver.isComplete { return await finish(message.fileId) }
+        if transfer.unsaved >= 256 { save(message.fileId) }
+        if let ack = transfers[message.fileId]?.receiver.pollAck(from: user, now: .now()) { await client.sendFileDatagrams([ack]) }
+    }
+
+    private func sendDueAcks() async {
+        var acks: [SIMPMessage] = []
+        for id in transfers.keys {
+            if let ack = transfers[id]?.receiver.pollAck(from: user, now: .now()) { acks.append(ack) }
+        }
+        if !acks.isEmpty { await client.sendFileDatagrams(acks) }
+    }
+
+    /// Saves which chunks are held: the part file is flushed first, so the record never
+    /// names a chunk the disk does not have.
+    private func save(_ id: UInt64) {
+        guard var transfer = transfers[id] else { return }
+        try? transfer.handle.synchronize()
+        let offer = transfer.receiver.offer
+        let state = State(
+            fileId: offer.fileId, sender: offer.sender, name: offer.name, size: offer.size, chunkSize: offer.chunkSize, key: offer.key,
+            digest: offer.digest, ranges: transfer.receiver.received.ranges.map { [$0.lowerBound, $0.upperBound] })
+        if let data = try? JSONEncoder().encode(state) {
+            let path = partial.appendingPathComponent("\(id).json")
+            let temporary = partial.appendingPathComponent("\(id).json.tmp")
+            if FileManager.default.createFile(atPath: temporary.path, contents: data), let handle = try? FileHandle(forWritingTo: temporary) {
+                try? handle.synchronize()
+                try? handle.close()
+                rename(temporary.path, path.path) // atomic: the record is the old one or the new one
+            }
+        }
+        transfer.unsaved = 0
+        transfers[id] = transfer
+    }
+
+    private func finish(_ id: UInt64) async {
+        guard let transfer = transfers.removeValue(forKey: id) else { return }
+        let offer = transfer.receiver.offer
+        try? transfer.handle.synchronize()
+        try? transfer.handle.close()
+        let part = partPath(id)
+        let digest = FileDownloads.digest(of: part)
+        guard digest == offer.digest else {
+            await client.sendFileDatagrams([transfer.receiver.refusal("the file's SHA-256 does not match its announcement", from: user)])
+            removePartial(id)
+            return failed("\(offer.name) from \(offer.sender): its SHA-256 does not match the announcement; discarded")
+        }
+        do {
+            let destination = try FileDownloads.moveUnique(part, into: directory, name: FileDownloads.sanitised(offer.name))
+            try? FileManager.default.removeItem(at: partial.appendingPathComponent("\(id).json"))
+            completed[id] = transfer.receiver
+            await client.sendFileDatagrams([transfer.receiver.done(from: user)])
+            saved(
+                Saved(
+                    name: destination.lastPathComponent, size: offer.size, sha256: digest.map { String(format: "%02x", $0) }.joined(),
+                    path: destination.path, from: offer.sender))
+        } catch {
+            failed("cannot save \(offer.name) into \(directory.path): \(error.localizedDescription)")
+        }
+    }
+
+    private func fail(_ transfer: Transfer, _ reason: String) async {
+        let id = transfer.receiver.offer.fileId
+        transfers[id] = nil
+        try? transfer.handle.close()
+        removePartial(id)
+        await client.sendFileDatagrams([transfer.receiver.refusal(reason, from: user)])
+        failed(reason)
+    }
+
+    private func removePartial(_ id: UInt64) {
+        try? FileManager.default.removeItem(at: partPath(id))
+        try? FileManager.default.removeItem(at: partial.appendingPathComponent("\(id).json"))
+    }
+
+    private func partPath(_ id: UInt64) -> URL { partial.appendingPathComponent("\(id).part") }
+}

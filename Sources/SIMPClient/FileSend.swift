@@ -1,0 +1,131 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
+/// Sends one file to a user (docs/PROTOCOL.md §5.6): announces it end to end, then drives a
+/// `FileSender` in real time, reading and sealing the chunks it asks for, until the receiver
+/// says it has the whole file and the digest matched.
+public actor FileSend {
+    /// How far a transfer is.
+    public struct Progress: Sendable {
+        /// Bytes the receiver has acknowledged.
+        public var bytesAcknowledged: UInt64
+        public var size: UInt64
+        /// Chunk bytes sent, retransmissions included.
+        public var bytesSent: UInt64
+        public var elapsed: TimeAmount
+    }
+
+    /// Why a transfer did not complete.
+    public enum Failure: Error, CustomStringConvertible, Equatable {
+        case notEndToEnd
+        case unreadable(String)
+        case announcementNotDelivered(String)
+        case refused(String)
+        case stalled(seconds: Int)
+
+        public var description: String {
+            switch self {
+            case .notEndToEnd: "files need end-to-end encryption (without it the file's key would travel in clear): drop --no-e2e"
+            case .unreadable(let why): "cannot read the file: \(why)"
+            case .announcementNotDelivered(let why): "the file's announcement was not delivered: \(why)"
+            case .refused(let why): "the receiver refused the file: \(why)"
+            case .stalled(let seconds): "nothing was acknowledged for \(seconds) s: the receiver is gone; sending stopped"
+            }
+        }
+    }
+
+    /// Plaintext bytes per chunk: a FILE_CHUNK datagram stays near 1,200 bytes.
+    public static let chunkSize = 1100
+
+    private let client: SIMPClient
+    private let peer: String
+    private let name: String
+    private let contents: [UInt8]
+    private let fileId: UInt64
+    private let cipher: FileChunkCipher
+    private let key: [UInt8]
+    private var sender: FileSender
+    private var bytesSent: UInt64 = 0
+
+    /// A transfer of the file at `path` to `peer` through `client` (connected).
+    public init(client: SIMPClient, path: String, to peer: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Failure.unreadable("\(path) does not exist or is not readable")
+        }
+        var random = SystemRandomNumberGenerator()
+        self.client = client
+        self.peer = peer
+        self.name = URL(fileURLWithPath: path).lastPathComponent
+        self.contents = Array(data)
+        self.fileId = UInt64.random(in: 1...UInt64.max, using: &random)
+        self.key = FileChunkCipher.newKey(using: &random)
+        self.cipher = FileChunkCipher(key: key, fileId: fileId)
+        self.sender = FileSender(
+            fileId: fileId, chunkCount: FileSender.chunkCount(size: UInt64(data.count), chunkSize: Self.chunkSize), now: .now())
+    }
+
+    /// Announces the file and sends it; returns once the receiver has it whole and verified.
+    /// `progress` is called about four times a second.
+    public func run(progress: @escaping @Sendable (Progress) -> Void) async throws {
+        guard client.configuration.endToEnd != nil else { throw Failure.notEndToEnd }
+        let acks = Task { [client, fileId] in
+            for await message in client.fileDatagrams where message.kind == .fileAck && message.fileId == fileId {
+                self.acknowledged(message)
+            }
+        }
+        defer { acks.cancel() }
+        let result = try await client.send(announcement())
+        switch result {
+        case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
+        case .stored: throw Failure.announcementNotDelivered("\(peer) is offline (the relay stored it); files need the receiver online")
+        default: throw Failure.announcementNotDelivered("\(result)")
+        }
+        let start = NIODeadline.now()
+        var reported = start
+        sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, now: start)
+        while !sender.isDone {
+            let now = NIODeadline.now()
+            if let refusal = sender.refusal { throw Failure.refused(refusal) }
+            if sender.stalled(now: now) { throw Failure.stalled(seconds: Int(sender.configuration.stallAfter.nanoseconds / 1_000_000_000)) }
+            let chunks = sender.poll(now: now).map(chunkMessage)
+            if !chunks.isEmpty { await client.sendFileDatagrams(chunks) }
+            if now - reported >= .milliseconds(250) {
+                reported = now
+                progress(currentProgress(since: start))
+            }
+            let wait = min(max((sender.nextDeadline ?? now + .milliseconds(1)) - NIODeadline.now(), .zero), .milliseconds(1))
+            try await Task.sleep(nanoseconds: UInt64(max(wait.nanoseconds, 100_000)))
+        }
+        progress(currentProgress(since: start))
+    }
+
+    /// The transfer's figures now.
+    private func currentProgress(since start: NIODeadline) -> Progress {
+        let acknowledged = min(sender.acknowledged.count * UInt64(Self.chunkSize), UInt64(contents.count))
+        return Progress(bytesAcknowledged: acknowledged, size: UInt64(contents.count), bytesSent: bytesSent, elapsed: .now() - start)
+    }
+
+    private func acknowledged(_ ack: SIMPMessage) {
+        sender.acknowledgement(ack, now: .now())
+    }
+
+    private func announcement() -> SIMPMessage {
+        var message = SIMPMessage(kind: .text, toUser: peer, content: name)
+        message.fileId = fileId
+        message.fileKey = key
+        message.fileSize = UInt64(contents.count)
+        message.fileChunkSize = UInt32(Self.chunkSize)
+        message.fileDigest = FileDigest.of(contents)
+        return message
+    }
+
+    private func chunkMessage(_ transmission: FileSender.Transmission) -> SIMPMessage {
+        let start = Int(transmission.chunk) * Self.chunkSize
+        let plaintext = Array(contents[start..<min(start + Self.chunkSize, contents.count)])
+        bytesSent += UInt64(plaintext.count)
+        return .fileChunk(
+            cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
+            from: "", to: peer)
+    }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import Synchronization
+
+/// Where `simp listen`'s message handler finds the downloads (made once the client exists).
+final class DownloadsBox: Sendable {
+    private let box = Mutex<FileDownloads?>(nil)
+    var downloads: FileDownloads? {
+        get { box.withLock { $0 } }
+        set { box.withLock { $0 = newValue } }
+    }
+}
+
+extension Listen {
+    /// Starts saving files into `--downloads` (default `$SIMP_HOME/downloads`).
+    func startDownloads(_ client: SIMPClient, into box: DownloadsBox) throws {
+        let directory = downloads ?? SIMPHome.directory().appendingPathComponent("downloads").path
+        let json = self.json
+        let downloads = try FileDownloads(
+            client: client, directory: directory,
+            saved: { file in
+                let line: String
+                if json {
+                    let object: [String: Any] = [
+                        "from": file.from, "file": ["name": file.name, "size": file.size, "sha256": file.sha256, "path": file.path],
+                    ]
+                    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+                    line = String(decoding: data, as: UTF8.self)
+                } else {
+                    line = "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(file.from) saved to \(file.path)"
+                }
+                FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            },
+            failed: { FileHandle.standardError.write(Data("simp: file: \($0)\n".utf8)) })
+        box.downloads = downloads
+        Task { await downloads.run() }
+    }
+}
+
+extension Send {
+    /// `simp send --to USER --file PATH`: progress on standard error, exit 0 once the receiver
+    /// has the file and its digest matched.
+    func sendFile(_ path: String, to peer: String) async throws {
+        let client = try await connection.connect(sendOnly: true)
+        let transfer: FileSend
+        do { transfer = try FileSend(client: client, path: path, to: peer) } catch {
+            await client.close()
+            fail("simp: \(error)")
+        }
+        let started = Date()
+        do {
+            try await transfer.run { progress in
+                FileHandle.standardError.write(Data((Self.progressLine(progress) + "\n").utf8))
+            }
+        } catch {
+            await client.close()
+            fail("simp: \(path): \(error)")
+        }
+        let seconds = Date().timeIntervalSince(started)
+        await client.close()
+        FileHandle.standardOutput.write(
+            Data(("file \(URL(fileURLWithPath: path).lastPathComponent) delivered to \(peer) in \(String(format: "%.2f", seconds)) s\n").utf8))
+    }
+
+    /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
+    static func progressLine(_ progress: FileSend.Progress) -> String {
+        let seconds = max(Double(progress.elapsed.nanoseconds) / 1e9, 1e-3)
+        let rate = Double(progress.bytesAcknowledged) / seconds
+        let left = Double(progress.size - progress.bytesAcknowledged)
+        let eta = rate > 0 ? String(format: "%.1f s", left / rate) : "unknown"
+        func megabytes(_ bytes: UInt64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+        return "\(megabytes(progress.bytesAcknowledged)) of \(megabytes(progress.size)), "
+            + String(format: "%.1f MB/s", rate / 1e6) + ", ETA \(eta) (sent \(megabytes(progress.bytesSent)))"
+    }
+}
