@@ -81,7 +81,7 @@ final class ChatOutboxEndToEndTests: ClientHomeTestCase {
         let chat = try await chat(dave, to: carol)
         await assertScreen(chat, shows: "-- connected as \(dave) (device ")
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
+            "simp", ["listen", "--allow-plaintext", "--server", "127.0.0.1:\(relay.port)", "--user", dave],
             environment: try await chatEnvironment(dave))
         let listening = await Eventually.holds { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
