@@ -48,7 +48,7 @@ struct AwaitingFirstKeys: Error {
 extension ClientEngine {
     /// Seals `message` end to end (when that is on) and submits it; returns its id and outcome.
     /// A message that cannot be sealed yet is held (`HeldForKeys`).
-    func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
+    package func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
         guard let endToEnd else { return eventLoop.makeSucceededFuture(send(message)) }
         if heldForKeys.holds(messagesTo: message.toUser) { return eventLoop.makeSucceededFuture(hold(message)) }
         return endToEnd.seal(message, via: self).map { [self] in sendSealed(message, $0) }.flatMapErrorThrowing { [self] error in
