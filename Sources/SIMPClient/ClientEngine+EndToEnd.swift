@@ -16,7 +16,17 @@ extension ClientEngine {
             settings: settings, user: configuration.user, device: configuration.device, store: store, logger: configuration.logger,
             entropy: environment.entropy, wallClockMillis: environment.wallClockMillis)
         endToEnd.onNotice = onNotice
+        use(endToEnd)
+    }
+
+    /// Encrypts and decrypts with `endToEnd` from now on: room posts that waited for their
+    /// sender key are handed to the application through this engine (`takeLate`), and those an
+    /// earlier process of this device held are handed over (or held again) now.
+    func use(_ endToEnd: EndToEnd) {
+        endToEnd.rooms.deliverLate = { [weak self] in self?.takeLate($0) }
+        endToEnd.rooms.mayDeliverLate = { [weak self] in self?.mayTakeLate() ?? false }
         self.endToEnd = endToEnd
+        resumeHeldPosts()
     }
 
     /// Publishes this device's key bundle and tops up its one-time prekeys (once registered).
@@ -28,12 +38,6 @@ extension ClientEngine {
     /// would), so that messages to `peer` are sealed without waiting for the relay.
     package func fetchEndToEndDevices(of peer: String) -> EventLoopFuture<Void> {
         endToEnd?.fetchDevices(of: peer, via: self) ?? eventLoop.makeSucceededVoidFuture()
-    }
-
-    /// `message` sealed for its receiver's devices (fetching their bundles when needed), ready
-    /// for `send`; unchanged when end-to-end encryption is off.
-    package func sealEndToEnd(_ message: SIMPMessage) -> EventLoopFuture<SIMPMessage> {
-        endToEnd?.seal(message, via: self) ?? eventLoop.makeSucceededFuture(message)
     }
 
     /// A delivered message goes to the application decrypted; a copy decrypted before is

@@ -49,7 +49,7 @@ extension ClientEngine {
     /// Seals `message` end to end (when that is on) and submits it; returns its id and outcome.
     /// A message that cannot be sealed yet is held (`HeldForKeys`). Answers once the message is
     /// durable in the outbox (ClientEngine+Outbox), so that what the user sees as sent is kept.
-    func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
+    package func sealAndSend(_ message: SIMPMessage) -> EventLoopFuture<(UInt64, EventLoopFuture<SendResult>)> {
         guard let endToEnd else { return whenKept(send(message)) }
         if heldForKeys.holds(messagesTo: message.toUser) { return whenKept(hold(message)) }
         return endToEnd.seal(message, via: self).map { [self] in sendSealed(message, $0) }.flatMapErrorThrowing { [self] error in

@@ -38,7 +38,7 @@ extension EndToEnd {
             publishing = false
             if case .success = result { hasPublished = true }
         }.flatMapErrorThrowing { [self] error in
-            if case SIMPClientError.rejected(.badRequest, _) = error { relaySupportsKeys = false }
+            if case SIMPClientError.rejected(.badRequest, _) = error { policy.relayKeepsNoKeys() }
             throw error
         }.flatMap { [self] in
             checkOwnDevices(via: engine).recover { [logger] error in

@@ -47,10 +47,6 @@ struct SentLog {
 /// Asking a peer device for a message this device cannot decrypt, and answering such a request
 /// (docs/E2E.md §7.5).
 extension EndToEnd {
-    /// At most one new session per peer device this long, however many messages fail (a relay
-    /// that forges undecryptable messages can make no more than that).
-    static let newSessionInterval: TimeAmount = .seconds(60)
-
     /// Notes a direct message sealed by `seal` and submitted as `id`, so that it can be sent
     /// again when its receiver asks.
     func sent(_ original: SIMPMessage, sealed: SIMPMessage, id: UInt64, now: NIODeadline) {
@@ -61,14 +57,13 @@ extension EndToEnd {
     }
 
     /// `message` (from `peer`'s `device`) could not be decrypted: asks that device for it again,
-    /// on a new session unless one was started with it less than `newSessionInterval` ago (and
-    /// the current one is not a restored copy).
+    /// on a new session when `EndToEndPolicy.startsRecoverySession` says so (at most one per
+    /// peer device a minute, unless the current one is a restored copy).
     func askAgain(for message: SIMPMessage, device: String, via engine: ClientEngine) {
         let peer = message.fromUser
         let name = peer + "/" + device
         let sessionIsCopy = (try? messenger.local.sessionIsCopy(with: name)) ?? false // never sends (E2E.md §7.3)
-        let startsSession = sessionIsCopy || recoveryStarts[name].map { engine.now - $0 >= Self.newSessionInterval } ?? true
-        if startsSession { recoveryStarts[name] = engine.now }
+        let startsSession = policy.startsRecoverySession(with: peer, device: device, sessionIsCopy: sessionIsCopy, now: engine.now)
         // One after the other per device: a request sealed before the new session exists would
         // go on the session that failed.
         let before = resendAsks[name] ?? engine.eventLoop.makeSucceededVoidFuture()

@@ -107,10 +107,11 @@ final class EndToEnd: @unchecked Sendable {
     let settings: EndToEndSettings
     let user: String
     var messenger: E2EMessenger
-    var fetchedAt: [String: NIODeadline] = [:]
-    /// Users the relay said do not exist: a message to one goes with an empty envelope (no
-    /// content leaves this device) and the relay answers UNKNOWN_RECIPIENT as for any message.
-    private var unknownUsers: Set<String> = []
+    /// The sender's decisions and what they remember (device lists' age, users the relay said
+    /// do not exist, whether the relay keeps keys, recovery sessions started): sans-I/O.
+    var policy: EndToEndPolicy
+    /// When each peer's device list was last fetched (`policy`'s).
+    var fetchedAt: [String: NIODeadline] { policy.fetchedAt }
     /// The random bits for keys and nonces (the engine's `Environment.entropy`).
     var random: EntropyGenerator
     /// Milliseconds since the Unix epoch (the engine's `Environment.wallClockMillis`): when a
@@ -120,15 +121,14 @@ final class EndToEnd: @unchecked Sendable {
     /// Room posts waiting for their author's sender key, and the rooms' members (EndToEnd+Rooms).
     var rooms = RoomPosts()
     /// Whether the relay keeps key bundles (false after it refused KEYS_PUBLISH).
-    var relaySupportsKeys = true
+    var relaySupportsKeys: Bool { policy.relaySupportsKeys }
     /// Peers marked verified (`markVerified`).
     let verifiedPeers = VerifiedPeers()
     var onNotice: (EndToEndNotice) -> Void = { _ in }
     /// Direct messages sealed lately, to send again when a peer device asks (EndToEnd+Resend).
     var sentLog = SentLog()
-    /// When a new session was last started with each peer device ("user/device") to ask for a
-    /// message again, and the last such request, which the next one waits for.
-    var recoveryStarts: [String: NIODeadline] = [:]
+    /// The last request to each peer device ("user/device") to send a message again, which
+    /// the next one waits for.
     var resendAsks: [String: EventLoopFuture<Void>] = [:]
     /// Whether this device's bundle was published once in this process (then every later login
     /// publishes it again: `loggedInAgain`), and whether a publish is under way now.
@@ -152,6 +152,8 @@ final class EndToEnd: @unchecked Sendable {
         self.settings = settings
         self.user = user
         self.logger = logger
+        policy = EndToEndPolicy(
+            settings: .init(allowUnencrypted: settings.allowUnencrypted, deviceListLifetime: settings.deviceListLifetime))
         let fileStore = store == nil ? EndToEndFileStore(home: settings.home, user: user, device: device) : nil
         let store = store ?? fileStore!
         self.store = store
@@ -173,7 +175,7 @@ final class EndToEnd: @unchecked Sendable {
 
     /// The list of `peer`'s devices is stale (the relay told of a new bundle): the next message
     /// to `peer` fetches it again.
-    func forgetDevices(of peer: String) { fetchedAt[peer] = nil }
+    func forgetDevices(of peer: String) { policy.devicesChanged(of: peer) }
 
     /// This device's identity, for safety numbers.
     var identity: IdentityKey { messenger.local.identity.publicKey }
@@ -188,41 +190,41 @@ final class EndToEnd: @unchecked Sendable {
         let peer = message.toUser
         guard message.e2ePayload.isEmpty else { return engine.eventLoop.makeSucceededFuture(message) }
         if RelayCore.isRoomAddress(peer) { return sealPost(message, via: engine) }
-        let fresh = fetchedAt[peer].map { engine.now - $0 < settings.deviceListLifetime } ?? false
-        let devices = fresh ? engine.eventLoop.makeSucceededVoidFuture() : fetchDevices(of: peer, via: engine)
-        return devices.flatMapThrowing { [self] () -> KeyWait.Fetch in
-            unknownUsers.contains(peer) ? .noSuchUser : .devices(count: try messenger.devices(of: peer).count)
-        }.flatMapErrorThrowing { error -> KeyWait.Fetch in
+        let fetches = policy.needsDevices(of: peer, now: engine.now)
+        let devices = fetches ? fetchDevices(of: peer, via: engine) : engine.eventLoop.makeSucceededVoidFuture()
+        return devices.flatMapThrowing { [self] () -> KeyWait.Fetch? in
+            fetches ? .devices(count: try messenger.devices(of: peer).count) : nil
+        }.flatMapErrorThrowing { error -> KeyWait.Fetch? in
             guard Self.isUnavailable(error) else { throw error }
             return .unavailable
         }.flatMapThrowing { [self] fetch in
             let known = try messenger.devices(of: peer).count
-            return keyWait.decide(after: fetch, knownDevices: known, connected: engine.control != nil, now: engine.now)
+            return policy.seal(to: peer, after: fetch, knownDevices: known, connected: engine.control != nil, now: engine.now)
         }.flatMap { [self] decision -> EventLoopFuture<SIMPMessage> in
             switch decision {
-            case .seal:
+            case .unencrypted:
+                return engine.eventLoop.makeSucceededFuture(message) // the user's own choice (--no-e2e)
+            case .keyWait(.seal):
                 do { try refuseUnlessVerificationHolds(peer, what: "not sent to \(peer)") } catch { return engine.eventLoop.makeFailedFuture(error) }
                 return restartCopiedSessions(with: peer, via: engine).flatMapThrowing { [self] in
                     message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
                 }
-            case .sealForNobody:
+            case .keyWait(.sealForNobody):
                 let empty = E2EEnvelope(senderDevice: messenger.device, copies: []).encoded
                 return engine.eventLoop.makeSucceededFuture(message.sealedEndToEnd(empty))
-            case .holdForRelay(let retry):
+            case .keyWait(.holdForRelay(let retry)):
                 return engine.eventLoop.makeFailedFuture(DevicesNotYetKnown(retry: retry))
-            case .waitForFirstKeys where settings.allowUnencrypted:
-                return engine.eventLoop.makeSucceededFuture(message) // the user's own choice (--no-e2e)
-            case .waitForFirstKeys(let recheck):
+            case .keyWait(.waitForFirstKeys(let recheck)):
                 return engine.eventLoop.makeFailedFuture(AwaitingFirstKeys(recheck: recheck))
             }
         }.flatMapErrorThrowing { [self] error in
-            guard settings.allowUnencrypted, !relaySupportsKeys || error is E2EError else { throw error }
+            guard policy.sendsUnencrypted(encryptionFailed: error is E2EError) else { throw error }
             return message
         }
     }
 
     /// How a sender waits for keys: the decisions of `seal` and of held messages.
-    var keyWait: KeyWait { KeyWait() }
+    var keyWait: KeyWait { policy.keyWait }
 
     /// Whether a KEYS_FETCH failed only for now: the connection is down, the relay's store
     /// failed (ERROR INTERNAL "key bundles unavailable, try again"), the relay throttles this
@@ -302,23 +304,21 @@ final class EndToEnd: @unchecked Sendable {
             $0.members = known
         }.flatMapThrowing { [self] answer in
             let bundles = verifiedBundles(in: answer, of: peer)
-            unknownUsers.remove(peer)
             // None at all, for a peer this device has sessions with: the relay lost its bundles
             // (it asks the peer to publish again). The known devices are kept, and the list is
             // asked for again with the next message.
-            if bundles.isEmpty, try !messenger.devices(of: peer).isEmpty {
-                fetchedAt[peer] = nil
-                return
+            guard policy.replacesDevices(bundles: bundles.count, knownDevices: try messenger.devices(of: peer).count) else {
+                return policy.devicesAnswered(of: peer, bundles: 0, now: engine.now)
             }
             for notice in try messenger.updateDevices(of: peer, bundles: bundles, using: &random) {
                 tell(notice)
                 if case .deviceKeyChanged = notice { try renewRoomKeys(with: peer) }
             }
             checkVerification(of: peer)
-            fetchedAt[peer] = bundles.isEmpty ? nil : engine.now
+            policy.devicesAnswered(of: peer, bundles: bundles.count, now: engine.now)
         }.flatMapErrorThrowing { [self] error in
             guard case SIMPClientError.rejected(.unknownRecipient, _) = error else { throw error }
-            unknownUsers.insert(peer)
+            policy.noSuchUser(peer)
         }
     }
 

@@ -126,12 +126,7 @@ public final class SIMPClient: @unchecked Sendable {
         do {
             if let settings = configuration.endToEnd, let endToEnd = try openEndToEnd(settings) {
                 endToEnd.onNotice = { [endToEndNoticesContinuation] in endToEndNoticesContinuation.yield($0) }
-                endToEnd.rooms.deliverLate = { [engine] in engine.takeLate($0) }
-                endToEnd.rooms.mayDeliverLate = { [engine] in engine.mayTakeLate() }
-                try await onEngine(now: { engine in
-                    engine.endToEnd = endToEnd
-                    engine.resumeHeldPosts()
-                })
+                try await onEngine(now: { engine in engine.use(endToEnd) })
             }
             try await onEngine { engine in
                 engine.datagrams = udp

@@ -108,4 +108,10 @@ public struct LabRun: Sendable {
     /// How finely `retransmissions` is timed, in ms: 0 when each one is recorded as it
     /// happens (sim), the sampling interval in real mode.
     public var timelineResolutionMs = 0.0
+    /// Sim mode: a digest of every simulated device's end-to-end keys (identity, signed and
+    /// one-time prekeys, as stored) when the run ended; nil in real mode. The clients' end-to-end
+    /// randomness comes from the seed, so the same seed makes the same keys. (One draw does not:
+    /// swift-crypto's ML-KEM encapsulation at a session start takes the system's randomness, so
+    /// the ciphertexts themselves differ between two runs; their sizes, and so the report, do not.)
+    public var endToEndDigest: UInt64?
 }

@@ -64,9 +64,9 @@ struct Replay: AsyncParsableCommand {
     @OptionGroup var suite: SuiteOptions
 
     @Option(
-        name: .long,
+        name: [.long, .customLong("seeds")],
         help: ArgumentHelp(
-            "Seed for every random decision (default: the scenario's own); a range (1..3) or a list (4,7) runs each scenario once per seed.",
+            "Seed for every random decision (default: the scenario's own); a range (1..3 or 1-3) or a list (4,7) runs each scenario once per seed (--seeds is the same option).",
             valueName: "seeds"))
     var seed: SeedList?
 
@@ -264,12 +264,12 @@ final class ProgressLine: Sendable {
 extension LabMode: ExpressibleByArgument {}
 extension LinkSide: ExpressibleByArgument {}
 
-/// `--seed`: one seed, a range `A..B` or a list `A,B,C`.
+/// `--seed`: one seed, a range `A..B` (or `A-B`) or a list `A,B,C`.
 struct SeedList: ExpressibleByArgument {
     let seeds: [UInt64]
 
     init?(argument: String) {
-        if let range = argument.range(of: "..") {
+        if let range = argument.range(of: "..") ?? argument.range(of: "-") {
             guard let low = UInt64(argument[..<range.lowerBound]), let high = UInt64(argument[range.upperBound...]),
                 low <= high, high - low < 10_000
             else { return nil }

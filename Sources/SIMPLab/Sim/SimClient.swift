@@ -46,21 +46,19 @@ final class SimClient {
     /// Whether the client's process runs, and how many processes it has had: what a stopped
     /// process scheduled (timers, reconnects, datagrams on their way to it) is ignored.
     private(set) var isRunning = false
-    private var processes = 0
+    private(set) var processes = 0
     /// Stop once every submitted message has its outcome (a one-shot send).
     var leavesWhenDone = false
     /// Whether the running process has published its end-to-end key bundle (at its first
     /// registration, as `SIMPClient.connect` does); only then does the client count as connected.
     var keysPublished = false
-    /// Messages the application handed over that are not sealed yet, by submission number:
-    /// waiting for the process to publish its keys, or for the receiver's bundles.
-    var sealing: [Int: (text: String, to: String)] = [:]
-    /// Messages handed over so far (numbers `sealing`'s entries).
-    var handedOver = 0
-    /// Whether a message is being sealed now (they are sealed one at a time, in order).
-    var sealInFlight = false
-    /// Messages that could not be sealed (their process ended first, or no keys): their ids.
-    var sealFailures: UInt64 = 0
+    /// Messages the application typed and has not submitted yet, oldest first: waiting for the
+    /// process to publish its keys, or for the engine to take the one before (`submitNext`).
+    var typed: [(text: String, to: String)] = []
+    /// Whether the engine is taking a message now (they are submitted one at a time, in order).
+    var submitting = false
+    /// Messages the engine did not take (their process ended first, or it refused them).
+    var unsubmitted: UInt64 = 0
     /// Where the client's control connections go (the relay's end is `SimRelay`'s).
     private static let relayAddress = try! SocketAddress(ipAddress: "10.255.255.1", port: 7600)
     /// Milliseconds since the epoch that virtual time zero stands for (messages' `time`).
@@ -100,7 +98,8 @@ final class SimClient {
             now: { [unowned world] in world.queue.deadline },
             wallClockMillis: { [unowned world] in Self.epochMillis + world.queue.now.nanoseconds / 1_000_000 },
             random: { [unowned self] in random.unit() }, firstMessageId: firstMessageId,
-            taskScheduled: { [unowned self, unowned loop] deadline in taskScheduled(at: deadline, on: loop) })
+            taskScheduled: { [unowned self, unowned loop] deadline in taskScheduled(at: deadline, on: loop) },
+            entropy: .seeded(random.next())) // keys, nonces and ratchets replay with the seed
         let engine = ClientEngine(configuration: configuration, eventLoop: loop, environment: environment)
         engine.onMessage = { [unowned self] in take($0) }
         engine.onNotice = { [unowned self] in noticeArrived($0) }
@@ -133,7 +132,7 @@ final class SimClient {
         guard let channel = engine.control, let latestConnection, latestConnection.clientEnd === channel else { return nil }
         return latestConnection
     }
-    var outstanding: Int { waiters.count + sealing.count + (isRunning ? engine.session.receiver.heldCount : 0) }
+    var outstanding: Int { waiters.count + typed.count + (isRunning ? engine.session.receiver.heldCount : 0) }
 
     // MARK: Process
 
@@ -159,7 +158,7 @@ final class SimClient {
     func stop() {
         guard isRunning else { return }
         isRunning = false // first: nothing the ending process schedules is followed
-        abandonSealing()
+        abandonTyped()
         drive {
             // As the reference client closes: receipts still waiting in a batch go out before
             // the DISCONNECT (else the relay would deliver those messages to the next process again).
@@ -244,20 +243,18 @@ final class SimClient {
         world.addressChanged(of: self) { publicPort += 1 }
     }
 
-    /// The application sends `text` to `user`: sealed end to end once the process has published
-    /// its keys (`SimClient+EndToEnd`), then handed to the engine.
+    /// The application sends `text` to `user`: submitted to the engine once the process has
+    /// published its keys and the engine took the messages typed before (`submitNext`).
     func submit(text: String, to user: String) {
-        handedOver += 1
-        sealing[handedOver] = (text, user)
-        drive { sealNext() }
+        typed.append((text, user))
+        drive { submitNext() }
     }
 
-    /// The engine takes the sealed `message` (whose text was `text`) and sends it.
-    func send(_ message: SIMPMessage, text: String) {
-        let (id, result) = engine.send(message)
+    /// The engine took message `id` (sealed and sent, or held for its receiver's keys).
+    func submitted(id: UInt64, to: String, text: String, outcome: EventLoopFuture<SendResult>) {
         waiters[id] = world.queue.now
-        world.recorder.messageSent(id: id, from: user, to: message.toUser, text: text, at: world.elapsed)
-        result.assumeIsolated().whenSuccess { [unowned self] in messageSettled($0) }
+        world.recorder.messageSent(id: id, from: user, to: to, text: text, at: world.elapsed)
+        outcome.assumeIsolated().whenSuccess { [unowned self] in messageSettled($0) }
     }
 
     // MARK: Input
@@ -349,7 +346,7 @@ final class SimClient {
 
     /// A one-shot send leaves once every message has its outcome (after what it is doing now).
     func outcomeArrived() {
-        if leavesWhenDone, waiters.isEmpty, sealing.isEmpty {
+        if leavesWhenDone, waiters.isEmpty, typed.isEmpty {
             let process = processes
             world.queue.schedule(after: .zero) { [unowned self] in
                 if process == processes { stop() }

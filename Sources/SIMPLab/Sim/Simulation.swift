@@ -122,9 +122,22 @@ final class SimWorld {
         counters.rateLimited = relay.rejected[.messageRateLimited] ?? 0
         counters.pathSwitches = (clients + sendOnlyClients).reduce(0) { $0 + $1.pathSwitches }
         let duration = workloadStart.map { max(.zero, lastProgress - $0) } ?? .zero
-        return recorder.run(
+        var run = recorder.run(
             scenario: scenario, mode: .sim, seed: seed, counters: counters, duration: duration, ended: ended,
             endedAt: elapsed)
+        run.endToEndDigest = keysDigest()
+        return run
+    }
+
+    /// A digest of every device's end-to-end keys (identity and prekeys, as the store keeps
+    /// them) at the end of the run, devices in name order (`LabRun.endToEndDigest`).
+    private func keysDigest() -> UInt64 {
+        var digest = PayloadDigest()
+        for name in keyStores.keys.sorted() {
+            digest.add(Array(name.utf8))
+            for entry in ["identity", "prekeys"] { digest.add(keyStores[name]?.load(entry) ?? []) }
+        }
+        return digest.value
     }
 
     /// Runs the event queue until the run settles or reaches a bound on virtual or wall time,

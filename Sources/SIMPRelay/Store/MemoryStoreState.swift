@@ -123,9 +123,13 @@ struct MemoryStoreState: Sendable {
             let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
             let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period }.keys.sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
-            var left = Set(oneTimePrekeys[keys.user]?[keys.device] ?? [])
-            for prekey in keys.oneTimePrekeys where left.count < RelayCore.maxOneTimePrekeysPerDevice { left.insert(prekey) }
-            oneTimePrekeys[keys.user, default: [:]][keys.device] = Array(left)
+            // In the order published (not a Set's, which differs between runs): which prekey a
+            // fetch claims replays with the simulator's seed.
+            var left = oneTimePrekeys[keys.user]?[keys.device] ?? []
+            for prekey in keys.oneTimePrekeys where left.count < RelayCore.maxOneTimePrekeysPerDevice && !left.contains(prekey) {
+                left.append(prekey)
+            }
+            oneTimePrekeys[keys.user, default: [:]][keys.device] = left
             return .publishKeys(keys, prekeysLeft: left.count, change: change, watchers: watchers)
         case .fetchKeys(let fetch):
             if !fetch.asker.isEmpty { keyWatchers[fetch.user, default: [:]][fetch.asker] = now }
