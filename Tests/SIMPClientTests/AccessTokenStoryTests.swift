@@ -60,7 +60,9 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         let valid = try await token("bob")
         let (status, said) = try await send(as: "bob", to: "alice", "hello with a token", environment: ["SIMP_TOKEN": valid])
         XCTAssertEqual(status, 0, said)
-        let arrived = await Eventually.holds(within: .seconds(10)) { alice.standardOutput.contains("bob (") && alice.standardOutput.contains("): hello with a token") }
+        let arrived = await Eventually.holds(within: .seconds(10)) {
+            alice.standardOutput.contains("bob (") && alice.standardOutput.contains("): hello with a token")
+        }
         XCTAssertTrue(arrived, alice.standardOutput + alice.standardError)
 
         _ = try await tool(["token", "keygen", "--out", keys.appendingPathComponent("other").path, "--kid", "k1"])
