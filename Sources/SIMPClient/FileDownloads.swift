@@ -44,6 +44,9 @@ public actor FileDownloads {
     /// Files completed in this run: a chunk of one arriving again is answered `fileDone` again.
     private var completed: [UInt64: FileReceiver] = [:]
     private let maxSize: UInt64
+    /// Sends the acknowledgements a receiver delays (`FileReceiver.nextDeadline`): armed for the
+    /// earliest one, none while no acknowledgement waits, so an idle listener never wakes.
+    private var ackTimer: Task<Void, Never>?
 
     /// Downloads into `directory` (created if missing) for `client`'s user and device;
     /// `saved` hears of each file saved, `failed` of each that could not be.
@@ -65,13 +68,8 @@ public actor FileDownloads {
     /// Resumes the transfers an earlier run left, then takes file datagrams until the client closes.
     public func run() async {
         resumeSaved()
-        let acks = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 5_000_000)
-                await self.sendDueAcks()
-            }
-        }
-        defer { acks.cancel() }
+        await sendDueAcks() // a resumed transfer tells its sender where to go on
+        defer { ackTimer?.cancel() }
         for await message in client.fileDatagrams where message.kind == .fileChunk {
             await chunkArrived(message)
         }
@@ -139,6 +137,7 @@ public actor FileDownloads {
         if transfer.receiver.isComplete { return await finish(message.fileId) }
         if transfer.unsaved >= 256 { save(message.fileId) }
         if let ack = transfers[message.fileId]?.receiver.pollAck(from: user, now: .now()) { await client.sendFileDatagrams([ack]) }
+        armAckTimer()
     }
 
     private func sendDueAcks() async {
@@ -147,6 +146,21 @@ public actor FileDownloads {
             if let ack = transfers[id]?.receiver.pollAck(from: user, now: .now()) { acks.append(ack) }
         }
         if !acks.isEmpty { await client.sendFileDatagrams(acks) }
+        armAckTimer()
+    }
+
+    private func armAckTimer() {
+        guard ackTimer == nil, let due = transfers.values.compactMap(\.receiver.nextDeadline).min() else { return }
+        ackTimer = Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(max((due - .now()).nanoseconds, 0)))
+            guard !Task.isCancelled else { return }
+            await self?.ackTimerFired()
+        }
+    }
+
+    private func ackTimerFired() async {
+        ackTimer = nil
+        await sendDueAcks()
     }
 
     /// Saves which chunks are held: the part file is flushed first, so the record never
