@@ -309,9 +309,7 @@ package final class RelayEngine {
         case .reject(let reason, let detail):
             counts.rejected[reason, default: 0] += 1
             metrics.rejected(reason)
-            // Failed logins are worth an operator's attention; the rest is routine noise.
-            let noticed: Set<RejectReason> = [.authFailed, .loginRateLimited, .tokenRefused, .tokenNotAccepted, .tokenSessionExpired]
-            let level: Logger.Level = noticed.contains(reason) ? .notice : .debug
+            let level: Logger.Level = reason.isWorthNotice ? .notice : .debug
             logger.log(level: level, "rejected input", metadata: ["reason": "\(reason.rawValue)", "detail": "\(detail)"])
         case .store(let request):
             let answered = ask(request)

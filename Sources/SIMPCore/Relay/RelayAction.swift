@@ -130,4 +130,13 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case requestRateLimited = "request_rate_limited"
     /// A request that would exceed a bound on kept state (rooms per user, members per room).
     case limitReached = "limit_reached"
+
+    /// Failed logins and refused access tokens are worth an operator's attention (logged at
+    /// `notice`); every other rejection is routine noise (`debug`).
+    public var isWorthNotice: Bool {
+        switch self {
+        case .authFailed, .loginRateLimited, .tokenRefused, .tokenNotAccepted, .tokenSessionExpired: true
+        default: false
+        }
+    }
 }
