@@ -9,22 +9,10 @@ import XCTest
 final class FileTransferProcessTests: StoryProcessTestCase {
     func testTwentyMegabytesArriveWholeWithTheirDigest() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let server = "127.0.0.1:\(relay.port)"
         let downloads = home.appendingPathComponent("downloads-\(bob)")
-        let listen = try ChildProcess(
-            "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--downloads", downloads.path],
-            environment: try await environment(bob))
-        children.append(listen)
-        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
-        XCTAssertTrue(listening, listen.standardError)
-
-        var random = SplitMix64(seed: 38)
-        let contents = (0..<20_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
-        let original = home.appendingPathComponent("big.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: original.path, contents: Data(contents)))
-        let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--file", original.path], environment: try await environment(alice))
-        children.append(send)
+        let listen = try await listenForFiles(bob, into: downloads)
+        let contents = try twentyMegabytes(seed: 38, into: "big.bin")
+        let send = try await sendFile("big.bin", from: alice, to: bob)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         print("file transfer through the relay: \(send.standardOutput)") // "file big.bin delivered to bob in N s"
@@ -37,25 +25,10 @@ final class FileTransferProcessTests: StoryProcessTestCase {
 
     func testAReceiverKilledHalfwayResumesWhereItSaved() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let server = "127.0.0.1:\(relay.port)"
         let downloads = home.appendingPathComponent("downloads-\(bob)")
-        func listen() async throws -> ChildProcess {
-            let listen = try ChildProcess(
-                "simp", ["listen", "--server", server, "--user", bob, "--device", "phone", "--downloads", downloads.path],
-                environment: try await environment(bob))
-            children.append(listen)
-            let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
-            XCTAssertTrue(listening, listen.standardError)
-            return listen
-        }
-        let first = try await listen()
-        var random = SplitMix64(seed: 39)
-        let contents = (0..<20_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
-        let original = home.appendingPathComponent("half.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: original.path, contents: Data(contents)))
-        let send = try ChildProcess(
-            "simp", ["send", "--server", server, "--user", alice, "--to", bob, "--file", original.path], environment: try await environment(alice))
-        children.append(send)
+        let first = try await listenForFiles(bob, into: downloads)
+        let contents = try twentyMegabytes(seed: 39, into: "half.bin")
+        let send = try await sendFile("half.bin", from: alice, to: bob)
         let halfway = await Eventually.holds(within: .seconds(120)) {
             send.standardError.split(separator: "\n").last.map {
                 $0.hasPrefix("1") && $0.contains(".") && $0.contains(" MB of 20.0 MB") && Double($0.prefix { $0 != " " }) ?? 0 >= 10
@@ -64,7 +37,7 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         XCTAssertTrue(halfway, send.standardError)
         first.signal(SIGKILL)
         _ = await first.exitStatus(timeout: 5)
-        let second = try await listen()
+        let second = try await listenForFiles(bob, into: downloads)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         // Generous: the receiver fsyncs and hashes 20 MB before it says so (slow under load).
@@ -83,5 +56,34 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let sent = Double(last.split(separator: "(sent ").last?.prefix { $0 != " " } ?? "") ?? .infinity
         print("resumed transfer: \(last)")
         XCTAssertLessThan(sent, 30, String(last))
+    }
+
+    /// `simp listen` of `user`'s device "phone", saving files into `downloads`, once it listens.
+    private func listenForFiles(_ user: String, into downloads: URL) async throws -> ChildProcess {
+        let listen = try ChildProcess(
+            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            environment: try await environment(user))
+        children.append(listen)
+        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        XCTAssertTrue(listening, listen.standardError)
+        return listen
+    }
+
+    /// 20 MB of seeded random bytes written to `name` under the test's home; returns them.
+    private func twentyMegabytes(seed: UInt64, into name: String) throws -> [UInt8] {
+        var random = SplitMix64(seed: seed)
+        let contents = (0..<20_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        XCTAssertTrue(FileManager.default.createFile(atPath: home.appendingPathComponent(name).path, contents: Data(contents)))
+        return contents
+    }
+
+    /// `simp send --file` of `name` (under the test's home) from `sender` to `receiver`.
+    private func sendFile(_ name: String, from sender: String, to receiver: String) async throws -> ChildProcess {
+        let send = try ChildProcess(
+            "simp",
+            ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", home.appendingPathComponent(name).path],
+            environment: try await environment(sender))
+        children.append(send)
+        return send
     }
 }
