@@ -30,9 +30,7 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let first = try await listenForFiles(bob, into: downloads)
         let contents = try randomFile(megabytes: 20, seed: 39, into: "half.bin")
         let send = try await sendFile("half.bin", from: alice, to: bob)
-        try await waitForProgress(of: send, megabytes: 10)
-        first.signal(SIGKILL)
-        _ = await first.exitStatus(timeout: 5)
+        try await kill(first, once: send, reached: 10)
         let second = try await listenForFiles(bob, into: downloads)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
@@ -48,9 +46,7 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let listen = try await listenForFiles(bob, into: downloads)
         let contents = try randomFile(megabytes: 8, seed: 40, into: "again.bin")
         let first = try await sendFile("again.bin", from: alice, to: bob)
-        try await waitForProgress(of: first, megabytes: 4)
-        first.signal(SIGKILL)
-        _ = await first.exitStatus(timeout: 5)
+        try await kill(first, once: first, reached: 4)
         let second = try await sendFile("again.bin", from: alice, to: bob)
         let status = await second.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, second.standardError)
@@ -71,9 +67,7 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let listen = try await listenForFiles(bob, into: downloads, server: server)
         let contents = try randomFile(megabytes: 6, seed: 41, into: "outage.bin")
         let send = try await sendFile("outage.bin", from: alice, to: bob, server: server)
-        try await waitForProgress(of: send, megabytes: 3)
-        relayProcess.signal(SIGKILL)
-        _ = await relayProcess.exitStatus(timeout: 5)
+        try await kill(relayProcess, once: send, reached: 3)
         try await Task.sleep(nanoseconds: 1_000_000_000) // the relay is gone for 1 s
         let restarted = try await startServer(arguments)
         let status = await send.exitStatus(timeout: 300)
@@ -119,13 +113,15 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         return send
     }
 
-    /// Waits until `send`'s progress says the receiver acknowledged `megabytes` MB.
-    private func waitForProgress(of send: ChildProcess, megabytes: Double) async throws {
+    /// Kills `victim` with SIGKILL once `send`'s progress says the receiver acknowledged `megabytes` MB.
+    private func kill(_ victim: ChildProcess, once send: ChildProcess, reached megabytes: Double) async throws {
         let reached = await Eventually.holds(within: .seconds(120)) {
             send.standardError.split(separator: "\n").last { $0.contains(" MB of ") }.map { Double($0.prefix { $0 != " " }) ?? 0 >= megabytes }
                 ?? false
         }
         XCTAssertTrue(reached, send.standardError)
+        victim.signal(SIGKILL)
+        _ = await victim.exitStatus(timeout: 5)
     }
 
     /// Waits until one of `runs` said it saved `name`, then checks the saved file's digest.
