@@ -100,8 +100,9 @@ public struct E2EDevice: RedactedReflection {
         guard try !store.isCopy("peer/" + peer) else {
             throw E2EError.noSession("the session with \(peer) was restored from a copy of this device's state: start a new one")
         }
-        let payload = try record.current.encrypt(plaintext)
-        if let cached = decoded.sessions[peer], let reservation = cached.reservation, reservation.covers(record.current) {
+        let cached = decoded.sessions[peer]
+        let payload = try record.current.encrypt(plaintext, nextChainKey: cached?.reservation?.chainKey(after: record.current))
+        if let cached, let reservation = cached.reservation, reservation.covers(record.current) {
             decoded.sessions[peer] = (cached.bytes, record, reservation) // stored ahead of this key: nothing to write
         } else {
             try save(record, for: peer, keys: .more)

@@ -96,7 +96,13 @@ public struct E2EMessenger: RedactedReflection {
     public mutating func open(
         _ envelope: [UInt8], from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
     ) throws -> (plaintext: [UInt8], notices: [E2ENotice]) {
-        let decoded = try E2EEnvelope(encoded: envelope)
+        try open(try E2EEnvelope(encoded: envelope), from: peer, now: now, using: &random)
+    }
+
+    /// `open` of an envelope decoded already.
+    mutating func open(
+        _ decoded: E2EEnvelope, from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
+    ) throws -> (plaintext: [UInt8], notices: [E2ENotice]) {
         guard let copy = decoded.copies.first(where: { $0.device == device })?.payload else {
             throw E2EError.noSession("the message was not encrypted for this device (\(device)); the sender did not know it yet")
         }

@@ -85,6 +85,16 @@ struct SendingReservation: Sendable {
     /// How many keys this reservation covers, the one just used included (the next one on the
     /// chain covers twice as many).
     let size: UInt32
+    /// The chain keys after the one in use when it was made (`count - size + 1` on), up to
+    /// `chain`: computed to reserve, used again to encrypt (`chainKey(after:)`).
+    let chainKeys: [SecretBytes]
+
+    /// The chain key that follows `session`'s current one, when this reservation computed it.
+    func chainKey(after session: RatchetSession) -> [UInt8]? {
+        guard ratchetKey == session.sendingRatchetKey.publicKey, session.sendingCount < count else { return nil }
+        let index = Int(session.sendingCount) - (Int(count) - chainKeys.count)
+        return chainKeys.indices.contains(index) ? chainKeys[index].bytes : nil
+    }
 
     /// Whether this reservation is of `session`'s sending chain and covers the key it uses next.
     func covers(_ session: RatchetSession) -> Bool {
@@ -107,9 +117,14 @@ extension RatchetSession {
         guard var chain = sendingChain?.bytes else { return nil }
         let sameChain = previous?.ratchetKey == sendingRatchetKey.publicKey
         let size = sameChain ? min(2 * (previous?.size ?? 1), Self.keysReservedAhead) : 1
-        for _ in 1..<size { chain = E2EKDF.nextChainKey(chain) }
+        var chainKeys: [SecretBytes] = []
+        for _ in 1..<size {
+            chain = E2EKDF.nextChainKey(chain)
+            chainKeys.append(SecretBytes(chain))
+        }
         return SendingReservation(
-            ratchetKey: sendingRatchetKey.publicKey, count: sendingCount + size - 1, chain: SecretBytes(chain), size: size)
+            ratchetKey: sendingRatchetKey.publicKey, count: sendingCount + size - 1, chain: SecretBytes(chain), size: size,
+            chainKeys: chainKeys)
     }
 
     /// This session as it is stored under `reservation` (when it covers it): its sending chain
