@@ -25,4 +25,19 @@ final class RequestRetryRelayTests: RelayTestCase {
         XCTAssertGreaterThanOrEqual(took, .milliseconds(900), "the third join waited for the budget")
         await alice.close()
     }
+
+    /// Joins sent at once: the relay reads several in one burst, refuses the second and the
+    /// rest read with it, and tells them all in one ERROR when its pause ends; the client sends
+    /// each again, and every join succeeds (a refused request the relay did not name would wait
+    /// for its 10 s deadline and fail as timed out).
+    func testJoinsSentAtOnceOverTheBudgetAllSucceed() async throws {
+        let user = TestRelay.uniqueUser("alice")
+        let alice = try await relay.connectClient(user: user)
+        let members = try await withThrowingTaskGroup(of: [String].self) { group in
+            for index in 0..<5 { group.addTask { try await alice.joinRoom("at-once-\(index)") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        XCTAssertEqual(members, Array(repeating: [user], count: 5))
+        await alice.close()
+    }
 }
