@@ -65,6 +65,7 @@ public enum AbuseBench {
             let idle = min(options.idle, headroom), half = min(options.halfFrame, max(10, headroom / 10))
             let opened = ContinuousClock.now
             let sockets = try AbuseAttack.openIdle(idle, halfFrame: half, port: port)
+            row.openedInSeconds = AbuseProbe.seconds(ContinuousClock.now - opened)
             row.offered = sockets.count
             while ContinuousClock.now - opened < .seconds(40), !sockets.allSatisfy(\.isClosedByPeer) {
                 try await Task.sleep(for: .milliseconds(250))

@@ -11,10 +11,11 @@ package final class ControlChannelHandler: ChannelInboundHandler {
     package init(engine: RelayEngine) { self.engine = engine }
 
     package func channelActive(context: ChannelHandlerContext) {
-        peer = context.remoteAddress
+        let peer = context.remoteAddress
+        self.peer = peer
         let id = engine.add(context.channel)
         self.id = id
-        engine.connectionOpened(id, peer: context.remoteAddress)
+        engine.connectionOpened(id, peer: peer)
         context.fireChannelActive()
     }
 
