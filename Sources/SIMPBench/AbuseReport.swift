@@ -23,6 +23,8 @@ public struct AbuseReport: Codable, Sendable {
         /// Idle attack: how long the bench took to open its connections (all of them are in the
         /// relay's accept queue by then; the relay, not the bench, is what they wait for).
         public var openedInSeconds: Double?
+        /// The relay's CPU seconds while the attack lasted (the probe's logins and sends included).
+        public var relayCPUSeconds = 0.0
         public var probe = AbuseProbe.Figures()
 
         init(attack: AbuseAttack) { self.attack = attack }
@@ -49,6 +51,7 @@ public struct AbuseReport: Codable, Sendable {
                     String(row.probe.failures.count), row.meetsBars ? "met" : "MISSED",
                 ]))
             if let opened = row.openedInSeconds {
+                lines.append("  relay CPU during the attack: \(String(format: "%.2f", row.relayCPUSeconds)) s")
                 lines.append(
                     "  \(row.offered) connections opened in \(String(format: "%.2f", opened)) s; the third user's first login took \(String(format: "%.2f", row.probe.logins.first ?? 0)) s"
                 )

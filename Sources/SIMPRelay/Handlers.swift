@@ -50,6 +50,22 @@ package final class ControlChannelHandler: ChannelInboundHandler {
     }
 }
 
+/// The control listener's gate, before NIO's acceptor: a connection whose address already holds
+/// its cap (the core's `refusesAccepted`) is closed as it is accepted, before its pipeline,
+/// options and registration are set up.
+final class AcceptGate: ChannelInboundHandler {
+    typealias InboundIn = Channel
+    private let engine: RelayEngine
+
+    init(engine: RelayEngine) { self.engine = engine }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let accepted = unwrapInboundIn(data)
+        guard engine.refusesAccepted(from: accepted.remoteAddress) else { return context.fireChannelRead(data) }
+        accepted.close(promise: nil)
+    }
+}
+
 /// The relay's UDP socket: every datagram goes to `RelayEngine`; forwards written during a
 /// read burst are flushed together when the burst ends.
 package final class DatagramHandler: ChannelInboundHandler {

@@ -121,6 +121,9 @@ struct RelaySockets: Sendable {
                 // (a restart's reconnects, a flood of idle ones) leaves the accept queue in
                 // fewer loop turns, each of which also runs timers and other reads.
                 .serverChannelOption(.maxMessagesPerRead, value: 64)
+                .serverChannelInitializer { server in
+                    server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(AcceptGate(engine: engine.value)) }
+                }
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         // The child's options are set here, synchronously: as `childChannelOption`s
