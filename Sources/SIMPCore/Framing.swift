@@ -10,10 +10,7 @@ public enum Framing {
 
     /// Appends `message` as one frame to `buffer`.
     public static func writeFrame(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
-        let lengthIndex = buffer.writerIndex
-        buffer.writeInteger(UInt32(0))
-        MessageCodec.encode(message, into: &buffer)
-        buffer.setInteger(UInt32(buffer.writerIndex - lengthIndex - headerSize), at: lengthIndex)
+        MessageCodec.encode(message, into: &buffer, lengthPrefix: true)
     }
 
     /// Appends `payload` (an already encoded `SIMPMessage`) as one frame to `buffer`.

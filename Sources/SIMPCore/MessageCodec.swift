@@ -28,10 +28,18 @@ public enum MessageCodec {
 
     /// Appends the protobuf encoding of `message` to `buffer`.
     public static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
+        encode(message, into: &buffer, lengthPrefix: false)
+    }
+
+    /// Appends the protobuf encoding of `message` to `buffer`, after its length as 4 bytes
+    /// big-endian when `lengthPrefix` (a control frame, `Framing.writeFrame`): one write either way.
+    static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer, lengthPrefix: Bool) {
         withCMessage(message) { cMessage in
             let size = Int(simp__message__get_packed_size(cMessage))
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
-                Int(simp__message__pack(cMessage, out.baseAddress!.assumingMemoryBound(to: UInt8.self)))
+            let prefix = lengthPrefix ? Framing.headerSize : 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: prefix + size) { out in
+                if lengthPrefix { out.storeBytes(of: UInt32(size).bigEndian, as: UInt32.self) }
+                return prefix + Int(simp__message__pack(cMessage, (out.baseAddress! + prefix).assumingMemoryBound(to: UInt8.self)))
             }
         }
     }
