@@ -274,9 +274,9 @@ extension SIMPMessage {
     /// Whether any field of a file transfer is set (the codec skips them all when none is).
     var hasFileFields: Bool {
         // Bitwise or, not `||`: its autoclosures would each copy the whole message in debug builds.
-        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize)
+        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0)
         let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count
-        return numbers | UInt64(counts) != 0 || fileDone
+        return numbers | UInt64(counts) != 0
     }
 }
 
