@@ -73,6 +73,8 @@ extension ChatSession {
             notice("#\(room): \(members.joined(separator: ", "))", .dim)
         case (.watch(let room), .success(let members)):
             membersLearned(room, members)
+        case (.admit, .success):
+            break // the end-to-end notice said who was admitted
         }
     }
 

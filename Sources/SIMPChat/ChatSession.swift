@@ -240,6 +240,9 @@ public struct ChatSession: Sendable {
         case .members(let room):
             guard let room = room ?? currentRoom else { return askWhichRoom("/members") }
             return [.room(.members(room))]
+        case .admit(let user, let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/admit \(user)") }
+            return [.room(.admit(room, user: user))]
         case .status:
             showConnectionStatus()
             return []

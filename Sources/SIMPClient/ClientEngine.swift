@@ -138,7 +138,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
         armTimer(at: session.nextDeadline)
-        return promise.futureResult
+        // Who the relay lists is news for room admission (EndToEnd+Admission).
+        return promise.futureResult.map { [self] members in
+            endToEnd?.roomAnswered(kind, room: room, members: members)
+            return members
+        }
     }
 
     /// Sends a KEYS_PUBLISH or KEYS_FETCH frame (`fill` sets its fields); the future has the

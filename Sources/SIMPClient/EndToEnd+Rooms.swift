@@ -13,6 +13,10 @@ struct RoomPosts {
     var held: [(message: SIMPMessage, since: UInt64)] = []
     /// Each room's members as the relay last listed them (used while it cannot be asked).
     var members: [String: [String]] = [:]
+    /// Who each room's members admitted, as far as this device knows (EndToEnd+Admission).
+    var admission: [String: RoomAdmission] = [:]
+    /// The member count of the last copy of a post seen in each room (a change asks for the list).
+    var memberCounts: [String: UInt32] = [:]
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
     /// Whether the application takes a post now (false: `simp listen --count` has its
@@ -42,16 +46,9 @@ extension EndToEnd {
                 return engine.eventLoop.makeFailedFuture(error)
             }
         }.flatMap { [self] members in
-            let others = members.filter { $0 != user }
-            let stale = others.filter { member in fetchedAt[member].map { engine.now - $0 >= settings.deviceListLifetime } ?? true }
-            // A member whose devices cannot be fetched now keeps the devices this device knows.
-            // A session restored from a copy is restarted first (EndToEnd+Resend).
-            let fetches = others.map { member in
-                let fetched =
-                    stale.contains(member) ? fetchDevices(of: member, via: engine).recover { _ in } : engine.eventLoop.makeSucceededVoidFuture()
-                return fetched.flatMap { [self] in restartCopiedSessions(with: member, via: engine).recover { _ in } }
-            }
-            return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
+            // Only the members admitted by a member get the sender key (EndToEnd+Admission).
+            let others = usedRoom(room, members: members).readers(among: members)
+            return prepareSessions(with: others, via: engine).flatMapThrowing { [self] in
                 try sealPost(message, room: room, members: others, via: engine)
             }.flatMap { [self] sealed, distributions in
                 // The post goes once each new key is delivered to, or stored by the relay for,

@@ -1,0 +1,84 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import XCTest
+
+/// Rooms are the members' (docs/E2E.md §8.4), with a real relay and Redis: carol joins a room
+/// alice and bob use, by its name alone; she cannot read the next post, alice is told of her
+/// attempt, and once alice admits her she reads alice's next post and, since the admit reached
+/// bob end to end, bob's too.
+final class RoomAdmissionRelayTests: RelayTestCase {
+    private var home: URL!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-room-admission-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        try? FileManager.default.removeItem(at: home)
+        try await super.tearDown()
+    }
+
+    private func connect(_ user: String) async throws -> SIMPClient {
+        try await relay.connectClient(user: user) { configuration in
+            configuration.device = "desk"
+            configuration.endToEnd = EndToEndSettings(home: self.home)
+        }
+    }
+
+    private func post(_ text: String, by client: SIMPClient, to room: String) async throws {
+        let result = try await client.send(text: text, toRoom: room)
+        guard case .stored = result else { return XCTFail("\(text): \(result)") }
+    }
+
+    func testAUserWhoJoinsByNameReadsNothingUntilAMemberAdmitsHer() async throws {
+        let (alice, bob, carol) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"), TestRelay.uniqueUser("carol"))
+        let room = TestRelay.uniqueUser("ops")
+        let (aliceClient, bobClient) = (try await connect(alice), try await connect(bob))
+        let aliceNotices = EndToEndNoticeLog(aliceClient), bobNotices = EndToEndNoticeLog(bobClient)
+        let bobInbox = MessageInbox(bobClient)
+        _ = try await aliceClient.joinRoom(room)
+        _ = try await bobClient.joinRoom(room)
+        try await post("before carol", by: aliceClient, to: room)
+        try await post("bob was here first", by: bobClient, to: room)
+        let first = await bobInbox.waitFor(1)
+        XCTAssertTrue(first)
+
+        let carolClient = try await connect(carol)
+        let carolNotices = EndToEndNoticeLog(carolClient)
+        let carolInbox = MessageInbox(carolClient)
+        _ = try await carolClient.joinRoom(room)
+        try await post("carol must not read this", by: aliceClient, to: room)
+        let toldAttempt = await aliceNotices.waitFor { $0 == .roomJoinNotAdmitted(user: carol, room: room) }
+        let aliceSaw = await aliceNotices.notices
+        XCTAssertTrue(toldAttempt, "alice is told carol joined by name: \(aliceSaw)")
+        let bobRead = await Eventually.holds { await bobInbox.messages.contains { $0.content == "carol must not read this" } }
+        XCTAssertTrue(bobRead, "bob, admitted, reads it")
+        // carol's copy arrives and is held for a key that never comes for her.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        var carolRead = await carolInbox.messages.map(\.content)
+        XCTAssertFalse(carolRead.contains("carol must not read this"), "\(carolRead)")
+        XCTAssertFalse(carolRead.contains("before carol"), "\(carolRead)")
+
+        try await aliceClient.admit(carol, toRoom: room)
+        let bobTaken = await bobNotices.waitFor { $0 == .roomAdmitted(user: carol, room: room, by: alice) }
+        let bobSaw = await bobNotices.notices
+        XCTAssertTrue(bobTaken, "the admit reaches bob end to end: \(bobSaw)")
+        try await post("welcome carol", by: aliceClient, to: room)
+        try await post("hello from bob", by: bobClient, to: room)
+        let admitted = await Eventually.holds {
+            let read = await carolInbox.messages.map(\.content)
+            return read.contains("welcome carol") && read.contains("hello from bob")
+        }
+        carolRead = await carolInbox.messages.map(\.content)
+        let carolSaw = await carolNotices.notices
+        XCTAssertTrue(admitted, "carol reads the posts after she was admitted: \(carolRead), \(carolSaw)")
+        XCTAssertFalse(carolRead.contains("carol must not read this"), "never the post made before she was admitted")
+        await carolClient.close()
+        await bobClient.close()
+        await aliceClient.close()
+    }
+}
