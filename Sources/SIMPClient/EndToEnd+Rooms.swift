@@ -17,6 +17,10 @@ struct RoomPosts {
     var admission: [String: RoomAdmission] = [:]
     /// The member count of the last copy of a post seen in each room (a change asks for the list).
     var memberCounts: [String: UInt32] = [:]
+    /// The members each post sealed and not yet submitted was sealed for, by its `e2ePayload`.
+    var sealedFor: [[UInt8]: Set<String>] = [:]
+    /// Who can read each post submitted lately, for its delivery mark.
+    var postReaders = RoomPostReaders()
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
     /// Whether the application takes a post now (false: `simp listen --count` has its
@@ -84,6 +88,8 @@ extension EndToEnd {
         for member in keyless where toldUnusable.insert(member + " #" + room).inserted { onNotice(.noUsableKeys(user: member, room: room)) }
         let readers = members.filter { !keyless.contains($0) }
         let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
+        if rooms.sealedFor.count >= 256 { rooms.sealedFor = [:] } // sealed and never submitted (a failure): forgotten
+        rooms.sealedFor[sealed.post] = Set(readers)
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in
@@ -92,6 +98,24 @@ extension EndToEnd {
             return outcome
         }
         return (message.sealedEndToEnd(sealed.post), distributions)
+    }
+
+    /// Post `sealed` was submitted as `id`: its delivery mark counts the members it was sealed for.
+    func postSent(_ sealed: SIMPMessage, id: UInt64) {
+        guard let readers = rooms.sealedFor.removeValue(forKey: sealed.e2ePayload) else { return }
+        rooms.postReaders.sealed(id, readers: readers)
+    }
+
+    /// `receipt` with its ROOM_DELIVERED count (`deliveredCount` of `memberCount`) made the
+    /// count of the members who can read the post (those it was sealed for), when the relay
+    /// says whose receipt it counted (`members`) and the post was sealed here.
+    func readersCounted(_ receipt: SIMPMessage) -> SIMPMessage {
+        guard receipt.kind == .receipt, receipt.status == .roomDelivered,
+            let count = rooms.postReaders.counted(receipt.messageId, member: receipt.members.first)
+        else { return receipt }
+        var counted = receipt
+        (counted.deliveredCount, counted.memberCount) = (UInt32(count.delivered), UInt32(count.of))
+        return counted
     }
 
     /// A room copy decrypted; nil for a post decrypted before, one held until its author's

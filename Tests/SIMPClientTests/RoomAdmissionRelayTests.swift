@@ -8,7 +8,7 @@ import XCTest
 /// Rooms are the members' (docs/E2E.md §8.4), with a real relay and Redis: carol joins a room
 /// alice and bob use, by its name alone; she cannot read the next post, alice is told of her
 /// attempt, and once alice admits her she reads alice's next post and, since the admit reached
-/// bob end to end, bob's too.
+/// bob end to end, bob's too. alice's mark for the post carol could not read counts bob only.
 final class RoomAdmissionRelayTests: RelayTestCase {
     private var home: URL!
 
@@ -29,9 +29,14 @@ final class RoomAdmissionRelayTests: RelayTestCase {
         }
     }
 
-    private func post(_ text: String, by client: SIMPClient, to room: String) async throws {
+    @discardableResult
+    private func post(_ text: String, by client: SIMPClient, to room: String) async throws -> UInt64 {
         let result = try await client.send(text: text, toRoom: room)
-        guard case .stored = result else { return XCTFail("\(text): \(result)") }
+        guard case .stored(let id, _) = result else {
+            XCTFail("\(text): \(result)")
+            return 0
+        }
+        return id
     }
 
     func testAUserWhoJoinsByNameReadsNothingUntilAMemberAdmitsHer() async throws {
@@ -39,6 +44,7 @@ final class RoomAdmissionRelayTests: RelayTestCase {
         let room = TestRelay.uniqueUser("ops")
         let (aliceClient, bobClient) = (try await connect(alice), try await connect(bob))
         let aliceNotices = EndToEndNoticeLog(aliceClient), bobNotices = EndToEndNoticeLog(bobClient)
+        let aliceMarks = NoticeLog(aliceClient)
         let bobInbox = MessageInbox(bobClient)
         _ = try await aliceClient.joinRoom(room)
         _ = try await bobClient.joinRoom(room)
@@ -51,7 +57,7 @@ final class RoomAdmissionRelayTests: RelayTestCase {
         let carolNotices = EndToEndNoticeLog(carolClient)
         let carolInbox = MessageInbox(carolClient)
         _ = try await carolClient.joinRoom(room)
-        try await post("carol must not read this", by: aliceClient, to: room)
+        let unreadable = try await post("carol must not read this", by: aliceClient, to: room)
         let toldAttempt = await aliceNotices.waitFor { $0 == .roomJoinNotAdmitted(user: carol, room: room) }
         let aliceSaw = await aliceNotices.notices
         XCTAssertTrue(toldAttempt, "alice is told carol joined by name: \(aliceSaw)")
@@ -62,6 +68,11 @@ final class RoomAdmissionRelayTests: RelayTestCase {
         var carolRead = await carolInbox.messages.map(\.content)
         XCTAssertFalse(carolRead.contains("carol must not read this"), "\(carolRead)")
         XCTAssertFalse(carolRead.contains("before carol"), "\(carolRead)")
+        // Both receipted it; alice's mark counts only bob, who can read it: 1/1, never 2/2.
+        let counted = await aliceMarks.waitFor { $0 == .roomProgress(messageId: unreadable, room: room, delivered: 1, of: 1) }
+        let marks = await aliceMarks.notices.filter { if case .roomProgress(unreadable, _, _, _) = $0 { true } else { false } }
+        XCTAssertTrue(counted, "\(marks)")
+        XCTAssertFalse(marks.contains { if case .roomProgress(_, _, _, 2) = $0 { true } else { false } }, "\(marks)")
 
         try await aliceClient.admit(carol, toRoom: room)
         let bobTaken = await bobNotices.waitFor { $0 == .roomAdmitted(user: carol, room: room, by: alice) }

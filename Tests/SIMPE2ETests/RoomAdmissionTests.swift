@@ -95,3 +95,24 @@ final class RoomAdmissionTests: XCTestCase {
         XCTAssertThrowsError(try RoomAdmit(encoded: [0x01, 0x28, 0x00, 0x01, 0xFF, 0x00, 0x00]), "not UTF-8")
     }
 }
+
+/// A post's delivery mark counts only the members who can read it (docs/E2E.md §14.2).
+final class RoomPostReadersTests: XCTestCase {
+    func testOnlyReadersReceiptsCount() {
+        var posts = RoomPostReaders()
+        posts.sealed(7, readers: ["bob", "dave"])
+        XCTAssertEqual(posts.counted(7, member: "carol").map { [$0.delivered, $0.of] }, [0, 2], "carol has it, cannot read it")
+        XCTAssertEqual(posts.counted(7, member: "bob").map { [$0.delivered, $0.of] }, [1, 2])
+        XCTAssertEqual(posts.counted(7, member: "bob").map { [$0.delivered, $0.of] }, [1, 2], "counted once")
+        XCTAssertEqual(posts.counted(7, member: "dave").map { [$0.delivered, $0.of] }, [2, 2])
+        XCTAssertNil(posts.counted(8, member: "bob"), "a post not sealed here: the relay's count stands")
+        XCTAssertNil(posts.counted(7, member: nil), "a relay that does not say whose receipt")
+    }
+
+    func testTheOldestPostsAreForgotten() {
+        var posts = RoomPostReaders()
+        for id in 1...UInt64(RoomPostReaders.maxPosts + 1) { posts.sealed(id, readers: ["bob"]) }
+        XCTAssertNil(posts.counted(1, member: "bob"))
+        XCTAssertNotNil(posts.counted(2, member: "bob"))
+    }
+}
