@@ -93,3 +93,22 @@ final class RoomAdmissionRelayTests: RelayTestCase {
         await aliceClient.close()
     }
 }
+
+/// How `simp listen` tells of a join by name and of an admit: a line on standard error, or a
+/// JSON event with the user, the room and who admitted.
+final class RoomAdmissionNoticeTests: XCTestCase {
+    func testAJoinByNameAndAnAdmitAreToldOnStandardErrorAndAsJSONEvents() throws {
+        let waiting = EndToEndNotice.roomJoinNotAdmitted(user: "carol", room: "ops")
+        XCTAssertEqual(
+            waiting.errorLine, "simp: carol joined #ops by name and cannot read it: no member admitted carol (simp chat: /admit carol #ops)")
+        let event = try JSONSerialization.jsonObject(with: Data(waiting.jsonLine.utf8)) as? [String: Any]
+        XCTAssertEqual(event?["event"] as? String, "roomJoinNotAdmitted")
+        XCTAssertEqual(event?["user"] as? String, "carol")
+        XCTAssertEqual(event?["room"] as? String, "ops")
+        let admitted =
+            try JSONSerialization.jsonObject(
+                with: Data(EndToEndNotice.roomAdmitted(user: "carol", room: "ops", by: "alice").jsonLine.utf8)) as? [String: Any]
+        XCTAssertEqual(admitted?["event"] as? String, "roomAdmitted")
+        XCTAssertEqual(admitted?["by"] as? String, "alice")
+    }
+}
