@@ -21,6 +21,8 @@ struct RoomPosts {
     var sealedFor: [[UInt8]: Set<String>] = [:]
     /// Who can read each post submitted lately, for its delivery mark.
     var postReaders = RoomPostReaders()
+    /// Posts given up (their key never came) whose authors are not told yet (`tellAuthorsOfUnreadPosts`).
+    var unread: [SIMPMessage] = []
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
     /// Whether the application takes a post now (false: `simp listen --count` has its
@@ -215,5 +217,28 @@ extension EndToEnd {
     private func giveUp(_ post: SIMPMessage, reason: String) {
         logger.warning("cannot decrypt a room post", metadata: ["room": "\(post.fromUser)", "author": "\(post.author)", "error": "\(reason)"])
         onNotice(.undecryptable(user: post.author, messageId: post.messageId, reason: reason))
+        if rooms.unread.count < RoomPosts.maxHeld { rooms.unread.append(post) }
+    }
+
+    /// Tells the authors of the posts given up that this device could not read them: a resend
+    /// request (docs/E2E.md §7.5) for the author's own id of the post, to each of the author's
+    /// devices. A post is never sent again (this device's keys were reset after it was sealed,
+    /// or it was never given one): the author's client tells its user who could not read it.
+    func tellAuthorsOfUnreadPosts(via engine: ClientEngine) {
+        let posts = rooms.unread
+        rooms.unread = []
+        for post in posts where post.authorMessageId != 0 && !post.author.isEmpty {
+            let author = post.author
+            let known = ((try? messenger.devices(of: author)) ?? []).map(\.device)
+            let devices =
+                known.isEmpty
+                ? fetchDevices(of: author, via: engine).map { [self] in ((try? messenger.devices(of: author)) ?? []).map(\.device) }
+                : engine.eventLoop.makeSucceededFuture(known)
+            devices.whenSuccess { [self] devices in
+                var asked = post
+                (asked.messageId, asked.fromUser) = (post.authorMessageId, author)
+                for device in devices { askAgain(for: asked, device: device, via: engine) }
+            }
+        }
     }
 }
