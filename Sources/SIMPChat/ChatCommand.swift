@@ -18,6 +18,8 @@ public enum ChatCommand: Equatable, Sendable {
     case leave(room: String?)
     /// `/members [ROOM]`: list the room's members (default: the current room).
     case members(room: String?)
+    /// `/admit NAME [ROOM]`: let NAME, who joined the room by name, read its posts (default: the current room).
+    case admit(user: String, room: String?)
     /// `/who [NAME... | #ROOM]`: presence (default: the current peer).
     case who([String])
     /// `/me ACTION`: send ACTION as an action (`* alice waves`) to the current peer.
@@ -57,6 +59,7 @@ public enum ChatCommand: Equatable, Sendable {
         "/join ROOM       join (or create) ROOM and talk to it (@#ROOM TEXT posts too)",
         "/leave [ROOM]    leave ROOM (default: the current room; also /part)",
         "/members [ROOM]  list ROOM's members (default: the current room)",
+        "/admit NAME [ROOM] let NAME, who joined ROOM by name, read its posts",
         "/who [NAME...]   who is online (default: the current peer; /who #ROOM too)",
         "/status          the connection, and whether messages go over UDP or TCP",
         "/reconnect       connect again after the relay refused the login (say, unlocked)",
@@ -75,7 +78,7 @@ public enum ChatCommand: Equatable, Sendable {
 
     /// The commands, for Tab completion.
     public static let names = [
-        "/to", "/msg", "/me", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/who", "/status",
+        "/to", "/msg", "/me", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/admit", "/who", "/status",
         "/reconnect", "/clear", "/verify", "/help", "/quit",
     ]
 
@@ -124,6 +127,9 @@ public enum ChatCommand: Equatable, Sendable {
         case "/members":
             guard arguments.count <= 1 else { return .invalid("usage: /members [ROOM]") }
             return .members(room: arguments.first.map(roomName))
+        case "/admit":
+            guard (1...2).contains(arguments.count), !arguments[0].hasPrefix("#") else { return .invalid("usage: /admit NAME [ROOM]") }
+            return .admit(user: arguments[0], room: arguments.count == 2 ? roomName(arguments[1]) : nil)
         case "/who":
             return .who(arguments)
         case "/status":
@@ -181,6 +187,8 @@ extension StringProtocol {
 /// A room request `simp chat` makes of the client.
 public enum ChatRoomRequest: Equatable, Sendable, CustomStringConvertible {
     case join(String), leave(String), members(String)
+    /// Admit `user` to the room (`/admit`).
+    case admit(String, user: String)
     /// The room's members, asked without the user's asking: only changes are shown (joins, leaves).
     case watch(String)
 
@@ -189,6 +197,7 @@ public enum ChatRoomRequest: Equatable, Sendable, CustomStringConvertible {
         case .join(let room): return "/join #\(room)"
         case .leave(let room): return "/leave #\(room)"
         case .members(let room), .watch(let room): return "/members #\(room)"
+        case .admit(let room, let user): return "/admit \(user) #\(room)"
         }
     }
 }

@@ -320,6 +320,9 @@ public final class ChatController: @unchecked Sendable {
                 case .join(let room): members = try await client.joinRoom(room)
                 case .leave(let room): try await client.leaveRoom(room); members = []
                 case .members(let room), .watch(let room): members = try await client.roomMembers(room)
+                case .admit(let room, let user):
+                    try await client.admit(user, toRoom: room)
+                    members = []
                 }
                 post.yield(.roomAnswered(request, .success(members)))
             } catch SIMPClientError.rejected(_, let text) {

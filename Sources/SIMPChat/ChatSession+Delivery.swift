@@ -8,6 +8,9 @@ extension ChatSession {
     /// for the reconnect (and stays pending until then).
     public mutating func submitted(ref: Int, messageId: UInt64) -> [ChatEffect] {
         guard outgoing.markSubmitted(ref: ref, messageId: messageId, transmitted: isConnected) else { return [] }
+        // A member's receipt can be counted before the post's id reaches the chat (it is
+        // given once the post is on disk): that progress is shown now.
+        if let progress = earlyRoomProgress.removeValue(forKey: messageId) { outgoing.resolve(ref: ref, progress) }
         if let index = history.lastIndex(where: { $0.id == messageId }) { // resent from the outbox: recorded already
             history[index].status = outgoing[ref].status.historyName
             showStatus(of: ref)
@@ -30,7 +33,11 @@ extension ChatSession {
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref, !outgoing[ref].status.isFinal else { return [] }
             return update(ref: ref, receiverOnline ? .sentToDevices : .stored).effects
         case .roomProgress(let id, _, let delivered, let total):
-            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
+            guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else {
+                if earlyRoomProgress.count >= 256 { earlyRoomProgress = [:] } // never claimed: not ours
+                earlyRoomProgress[id] = .roomDelivered(delivered, of: total)
+                return []
+            }
             // Progress on the way is shown only in place; a line off screen hears the total once.
             return update(ref: ref, .roomDelivered(delivered, of: total), quietly: delivered < total).effects
         case .read(let upTo, let reader):
@@ -73,6 +80,8 @@ extension ChatSession {
             notice("#\(room): \(members.joined(separator: ", "))", .dim)
         case (.watch(let room), .success(let members)):
             membersLearned(room, members)
+        case (.admit, .success):
+            break // the end-to-end notice said who was admitted
         }
     }
 

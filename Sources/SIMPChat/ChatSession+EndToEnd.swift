@@ -131,6 +131,10 @@ extension ChatSession {
             return ("a message from \(user) could not be decrypted: \(reason)", .failure)
         case .stateUnwritable:
             return (news.description, .failure)
+        case .roomJoinNotAdmitted(let user, let room):
+            return ("\(user) joined #\(room) by name and cannot read it; /admit \(user) #\(room) to let \(user) read", .warning)
+        case .roomAdmitted(let user, let room, let by):
+            return ("\(user) was admitted to #\(room) by \(by); \(user) reads the posts from the next one", .dim)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys,
             .resendRefused:
             return (news.description, .warning)

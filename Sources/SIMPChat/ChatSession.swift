@@ -102,6 +102,8 @@ public struct ChatSession: Sendable {
     var lastTypingSent: Int64 = .min
     /// Each room's members as the relay listed them last (`membersLearned`).
     var roomMembers: [String: Set<String>] = [:]
+    /// Room progress that came before the client said which message it is for (`submitted`).
+    var earlyRoomProgress: [UInt64: DeliveryStatus] = [:]
     /// Lines counting messages asked for or sent again, per peer device (`endToEndNoticed`).
     var recoveryLines: [String: RecoveryLine] = [:]
     /// How long a typing indicator is shown, and how often one is sent, in ms.
@@ -240,6 +242,9 @@ public struct ChatSession: Sendable {
         case .members(let room):
             guard let room = room ?? currentRoom else { return askWhichRoom("/members") }
             return [.room(.members(room))]
+        case .admit(let user, let room):
+            guard let room = room ?? currentRoom else { return askWhichRoom("/admit \(user)") }
+            return [.room(.admit(room, user: user))]
         case .status:
             showConnectionStatus()
             return []

@@ -138,7 +138,11 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         requestWaiters[request.messageId] = promise
         control.writeAndFlush(request, promise: nil)
         armTimer(at: session.nextDeadline)
-        return promise.futureResult
+        // Who the relay lists is news for room admission (EndToEnd+Admission).
+        return promise.futureResult.map { [self] members in
+            endToEnd?.roomAnswered(kind, room: room, members: members)
+            return members
+        }
     }
 
     /// Sends a KEYS_PUBLISH or KEYS_FETCH frame (`fill` sets its fields); the future has the
@@ -208,6 +212,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         if tokenRefreshAnswered(message) { return }
         if message.kind == .keysPublish, message.messageId == 0 { return endToEnd?.keysChanged(message, via: self) ?? () }
         if message.kind == .keysFetch, message.messageId == 0 { return endToEnd?.askedToPublish(message, via: self) ?? () }
+        let message = endToEnd?.readersCounted(message) ?? message // a room post's mark counts its readers only
         if session.isReply(message) {
             if message.kind == .keysPublish || message.kind == .keysFetch { keyAnswers[message.messageId] = message }
             return carryOut(session.controlReceived(message, now: now))

@@ -50,7 +50,8 @@ extension EndToEnd {
     /// Notes a direct message sealed by `seal` and submitted as `id`, so that it can be sent
     /// again when its receiver asks.
     func sent(_ original: SIMPMessage, sealed: SIMPMessage, id: UInt64, now: NIODeadline) {
-        guard sealed.isEndToEnd, !RelayCore.isRoomAddress(sealed.toUser) else { return }
+        guard sealed.isEndToEnd else { return }
+        if RelayCore.isRoomAddress(sealed.toUser) { return postSent(sealed, id: id) }
         let copies = (try? E2EEnvelope(encoded: sealed.e2ePayload))?.copies.map(\.device) ?? []
         let known = ((try? messenger.devices(of: sealed.toUser)) ?? []).map { ($0.device, $0.identity) }
         sentLog.record(id, original, recipients: ResendRecipients(copies: copies, known: known), now: now)

@@ -13,6 +13,16 @@ struct RoomPosts {
     var held: [(message: SIMPMessage, since: UInt64)] = []
     /// Each room's members as the relay last listed them (used while it cannot be asked).
     var members: [String: [String]] = [:]
+    /// Who each room's members admitted, as far as this device knows (EndToEnd+Admission).
+    var admission: [String: RoomAdmission] = [:]
+    /// The member count of the last copy of a post seen in each room (a change asks for the list).
+    var memberCounts: [String: UInt32] = [:]
+    /// The members each post sealed and not yet submitted was sealed for, by its `e2ePayload`.
+    var sealedFor: [[UInt8]: Set<String>] = [:]
+    /// Who can read each post submitted lately, for its delivery mark.
+    var postReaders = RoomPostReaders()
+    /// Posts given up (their key never came) whose authors are not told yet (`tellAuthorsOfUnreadPosts`).
+    var unread: [SIMPMessage] = []
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
     /// Whether the application takes a post now (false: `simp listen --count` has its
@@ -42,16 +52,9 @@ extension EndToEnd {
                 return engine.eventLoop.makeFailedFuture(error)
             }
         }.flatMap { [self] members in
-            let others = members.filter { $0 != user }
-            let stale = others.filter { member in fetchedAt[member].map { engine.now - $0 >= settings.deviceListLifetime } ?? true }
-            // A member whose devices cannot be fetched now keeps the devices this device knows.
-            // A session restored from a copy is restarted first (EndToEnd+Resend).
-            let fetches = others.map { member in
-                let fetched =
-                    stale.contains(member) ? fetchDevices(of: member, via: engine).recover { _ in } : engine.eventLoop.makeSucceededVoidFuture()
-                return fetched.flatMap { [self] in restartCopiedSessions(with: member, via: engine).recover { _ in } }
-            }
-            return EventLoopFuture.andAllComplete(fetches, on: engine.eventLoop).flatMapThrowing { [self] in
+            // Only the members admitted by a member get the sender key (EndToEnd+Admission).
+            let others = usedRoom(room, members: members).readers(among: members)
+            return prepareSessions(with: others, via: engine).flatMapThrowing { [self] in
                 try sealPost(message, room: room, members: others, via: engine)
             }.flatMap { [self] sealed, distributions in
                 // The post goes once each new key is delivered to, or stored by the relay for,
@@ -87,6 +90,8 @@ extension EndToEnd {
         for member in keyless where toldUnusable.insert(member + " #" + room).inserted { onNotice(.noUsableKeys(user: member, room: room)) }
         let readers = members.filter { !keyless.contains($0) }
         let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
+        if rooms.sealedFor.count >= 256 { rooms.sealedFor = [:] } // sealed and never submitted (a failure): forgotten
+        rooms.sealedFor[sealed.post] = Set(readers)
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in
@@ -95,6 +100,24 @@ extension EndToEnd {
             return outcome
         }
         return (message.sealedEndToEnd(sealed.post), distributions)
+    }
+
+    /// Post `sealed` was submitted as `id`: its delivery mark counts the members it was sealed for.
+    func postSent(_ sealed: SIMPMessage, id: UInt64) {
+        guard let readers = rooms.sealedFor.removeValue(forKey: sealed.e2ePayload) else { return }
+        rooms.postReaders.sealed(id, readers: readers)
+    }
+
+    /// `receipt` with its ROOM_DELIVERED count (`deliveredCount` of `memberCount`) made the
+    /// count of the members who can read the post (those it was sealed for), when the relay
+    /// says whose receipt it counted (`members`) and the post was sealed here.
+    func readersCounted(_ receipt: SIMPMessage) -> SIMPMessage {
+        guard receipt.kind == .receipt, receipt.status == .roomDelivered,
+            let count = rooms.postReaders.counted(receipt.messageId, member: receipt.members.first)
+        else { return receipt }
+        var counted = receipt
+        (counted.deliveredCount, counted.memberCount) = (UInt32(count.delivered), UInt32(count.of))
+        return counted
     }
 
     /// A room copy decrypted; nil for a post decrypted before, one held until its author's
@@ -194,5 +217,28 @@ extension EndToEnd {
     private func giveUp(_ post: SIMPMessage, reason: String) {
         logger.warning("cannot decrypt a room post", metadata: ["room": "\(post.fromUser)", "author": "\(post.author)", "error": "\(reason)"])
         onNotice(.undecryptable(user: post.author, messageId: post.messageId, reason: reason))
+        if rooms.unread.count < RoomPosts.maxHeld { rooms.unread.append(post) }
+    }
+
+    /// Tells the authors of the posts given up that this device could not read them: a resend
+    /// request (docs/E2E.md §7.5) for the author's own id of the post, to each of the author's
+    /// devices. A post is never sent again (this device's keys were reset after it was sealed,
+    /// or it was never given one): the author's client tells its user who could not read it.
+    func tellAuthorsOfUnreadPosts(via engine: ClientEngine) {
+        let posts = rooms.unread
+        rooms.unread = []
+        for post in posts where post.authorMessageId != 0 && !post.author.isEmpty {
+            let author = post.author
+            let known = ((try? messenger.devices(of: author)) ?? []).map(\.device)
+            let devices =
+                known.isEmpty
+                ? fetchDevices(of: author, via: engine).map { [self] in ((try? messenger.devices(of: author)) ?? []).map(\.device) }
+                : engine.eventLoop.makeSucceededFuture(known)
+            devices.whenSuccess { [self] devices in
+                var asked = post
+                (asked.messageId, asked.fromUser) = (post.authorMessageId, author)
+                for device in devices { askAgain(for: asked, device: device, via: engine) }
+            }
+        }
     }
 }

@@ -66,6 +66,12 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// `user`'s `device` asked for message `messageId` again, but had no copy of it when it was
     /// sent (a device added since, or with another key): nothing was sent to it.
     case resendRefused(user: String, device: String, messageId: UInt64)
+    /// `user` joined `room` by name (the relay lists it) and no member admitted it: it gets no
+    /// sender key from this device, so it cannot read the posts, until a member admits it.
+    case roomJoinNotAdmitted(user: String, room: String)
+    /// `user` was admitted to `room` by `by` (this user, or a member whose admit arrived end to
+    /// end): it gets this device's next sender key and reads the posts from then on.
+    case roomAdmitted(user: String, room: String, by: String)
 
     public var description: String {
         switch self {
@@ -96,6 +102,10 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "\(user) in #\(room) has no usable end-to-end keys: posts to #\(room) are encrypted for the other members, and \(user) cannot read them"
         case .unusableKeys(let user, let device, let reason):
             "\(user)'s device \(device) published unusable end-to-end keys (\(reason)): nothing is encrypted to that device"
+        case .roomJoinNotAdmitted(let user, let room):
+            "\(user) joined #\(room) by name and cannot read it: no member admitted \(user) (simp chat: /admit \(user) #\(room))"
+        case .roomAdmitted(let user, let room, let by):
+            "\(user) was admitted to #\(room) by \(by) and reads its posts from the next one"
         }
     }
 }
@@ -242,7 +252,13 @@ final class EndToEnd: @unchecked Sendable {
     /// (through `engine`; without one, as in a unit test, it is not asked).
     func open(_ message: SIMPMessage, via engine: ClientEngine? = nil) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
-        if RelayCore.isRoomAddress(message.fromUser) { return openPost(message) }
+        defer { // room posts given up while opening this one: their authors are told (after it is handed over)
+            if let engine, !rooms.unread.isEmpty { engine.eventLoop.execute { self.tellAuthorsOfUnreadPosts(via: engine) } }
+        }
+        if RelayCore.isRoomAddress(message.fromUser) {
+            if let engine { watchMembers(after: message, via: engine) }
+            return openPost(message)
+        }
         let envelope = try? E2EEnvelope(encoded: message.e2ePayload)
         let sender = envelope?.senderDevice ?? ""
         do {
@@ -252,7 +268,9 @@ final class EndToEnd: @unchecked Sendable {
                 // A copy delivered again (this device restarted before its receipt left): handed
                 // over as it was opened then; the application says whether it has it. A resend
                 // request or a sender key did its work then.
-                let isMessage = !ResendRequest.isResendRequest(opened.plaintext) && !E2EMessenger.isSenderKeyDistribution(opened.plaintext)
+                let isMessage =
+                    !ResendRequest.isResendRequest(opened.plaintext) && !E2EMessenger.isSenderKeyDistribution(opened.plaintext)
+                    && !RoomAdmit.isAdmit(opened.plaintext)
                 return isMessage ? try message.openedEndToEnd(opened.plaintext) : nil
             }
             if ResendRequest.isResendRequest(opened.plaintext) {
@@ -265,6 +283,7 @@ final class EndToEnd: @unchecked Sendable {
             for notice in opened.notices { tell(notice) }
             checkVerification(of: message.fromUser)
             if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
+            if RoomAdmit.isAdmit(opened.plaintext) { return takeAdmit(opened.plaintext, from: message.fromUser) }
             return try message.openedEndToEnd(opened.plaintext)
         } catch E2EError.duplicate where (try? messenger.hasDecrypted(message.messageId, from: message.fromUser, device: sender)) != false {
             return nil // decrypted before this device restarted, delivered again (its receipt was lost)

@@ -30,11 +30,13 @@ extension EndToEndNotice {
         case .stateWritableAgain: "stateWritableAgain"
         case .unusableKeys, .noUsableKeys: "unusableKeys"
         case .resendRefused: "resendRefused"
+        case .roomJoinNotAdmitted: "roomJoinNotAdmitted"
+        case .roomAdmitted: "roomAdmitted"
         }
     }
 
     /// The JSON event for `simp listen --json`: `{"event": NAME, "text": …}` and the fields
-    /// the news has (`user`, `device`, `number`, `room`, `id`).
+    /// the news has (`user`, `device`, `number`, `room`, `id`, `by`).
     public var jsonLine: String {
         var object: [String: Any] = ["event": eventName, "text": description]
         switch self {
@@ -48,7 +50,8 @@ extension EndToEndNotice {
             (object["user"], object["device"], object["id"]) = (user, device, id)
         case .restoredSessionReplaced(let user, let device), .unusableKeys(let user, let device, _):
             (object["user"], object["device"]) = (user, device)
-        case .noUsableKeys(let user, let room): (object["user"], object["room"]) = (user, room)
+        case .noUsableKeys(let user, let room), .roomJoinNotAdmitted(let user, let room): (object["user"], object["room"]) = (user, room)
+        case .roomAdmitted(let user, let room, let by): (object["user"], object["room"], object["by"]) = (user, room, by)
         case .stateUnwritable, .stateWritableAgain: break
         }
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])

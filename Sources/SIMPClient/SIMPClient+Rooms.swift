@@ -23,6 +23,21 @@ extension SIMPClient {
         try await roomRequest(.roomMembers, room)
     }
 
+    /// Admits `user` to `room` (docs/E2E.md §8.4): this device hands `user` its next sender
+    /// key, and the admit goes end to end to the other admitted members, whose next posts
+    /// `user` can read too. A user who joined by name without being admitted reads nothing.
+    /// Throws `SIMPClientError.notEncryptable` without end to end (rooms are then readable by
+    /// every member the relay lists).
+    public func admit(_ user: String, toRoom room: String) async throws {
+        try await onEngine { engine -> EventLoopFuture<Void> in
+            guard let endToEnd = engine.endToEnd else {
+                return engine.eventLoop.makeFailedFuture(
+                    SIMPClientError.notEncryptable("admitting needs end to end: without it every member the relay lists reads the room"))
+            }
+            return endToEnd.admit(user, to: room, via: engine)
+        }
+    }
+
     /// Posts a text message to `room`. The result is `.stored` once the relay has taken it for
     /// the members; `notices` then reports `.roomProgress` as members receive it.
     public func send(text: String, toRoom room: String) async throws -> SendResult {

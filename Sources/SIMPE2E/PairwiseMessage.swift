@@ -11,6 +11,8 @@ public enum E2EMessageType: UInt8, Sendable {
     /// A request to send a message again on a new session, as the plaintext of a pairwise
     /// message (§7.5).
     case resendRequest = 6
+    /// A member admits a user to a room, as the plaintext of a pairwise message (§8.4).
+    case roomAdmit = 0x28
 }
 
 /// The ratchet header: the sender's current ratchet public key, the length of its previous

@@ -104,6 +104,19 @@ extension ChatSessionTests {
         XCTAssertEqual(terminal.transcript.suffix(4), ["— new —", "12:00 bob: while you were away", "12:00 bob: and now", "bob>"])
     }
 
+    /// A member's receipt can be counted before the client hands the chat the post's id (it
+    /// does once the post is on disk): the count is shown then, and the later "stored" keeps it.
+    func testRoomProgressBeforeThePostsIdIsShownWhenTheIdComes() {
+        start(peer: "#lobby")
+        guard case .send(let ref, _)? = type("quick\r").first else { return XCTFail("not sent") }
+        _ = session.noticed(.roomProgress(messageId: 31, room: "lobby", delivered: 1, of: 1))
+        _ = session.submitted(ref: ref, messageId: 31)
+        _ = session.resolved(ref: ref, .stored)
+        refresh()
+        XCTAssertEqual(session.outgoing[ref].status, .roomDelivered(1, of: 1))
+        XCTAssertTrue(terminal.transcript.contains("12:00 you → #lobby: quick ✓✓ 1/1"), "\(terminal.transcript)")
+    }
+
     func testRoomPostsCountTheirMembersAndAudioIsSentAndShown() {
         start(peer: "#lobby")
         guard case .send(let ref, _)? = type("hi all\r").first else { return XCTFail("not sent") }

@@ -104,3 +104,26 @@ extension ChatSessionTests {
         XCTAssertEqual(terminal.lines.filter { !$0.isEmpty }, ["12:00 bob: new", "bob>"])
     }
 }
+
+/// Room admission in `simp chat` (docs/E2E.md §8.4): a join by name is shown with the command
+/// that admits, and `/admit` asks the client to admit (in the current room by default).
+extension ChatSessionTests {
+    func testAJoinByNameIsShownWithTheAdmitCommandAndAdmitAsksTheClient() {
+        start()
+        type("/join lobby\r")
+        session.roomAnswered(.join("lobby"), .success(["alice", "bob"]))
+        session.endToEndNoticed(.roomJoinNotAdmitted(user: "carol", room: "lobby"))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.last(where: { $0.contains("carol") }),
+            "-- carol joined #lobby by name and cannot read it; /admit carol #lobby to let carol read")
+        XCTAssertEqual(type("/admit carol\r"), [.room(.admit("lobby", user: "carol"))])
+        XCTAssertEqual(ChatCommand.parse("/admit carol #ops"), .admit(user: "carol", room: "ops"))
+        XCTAssertEqual(ChatCommand.parse("/admit #ops"), .invalid("usage: /admit NAME [ROOM]"))
+        session.endToEndNoticed(.roomAdmitted(user: "carol", room: "lobby", by: "alice"))
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.last(where: { $0.contains("admitted") }),
+            "-- carol was admitted to #lobby by alice; carol reads the posts from the next one")
+    }
+}

@@ -94,6 +94,7 @@ final class RelayCoreRoomTests: XCTestCase {
         progress.room = "lobby"
         progress.memberCount = 2
         progress.deliveredCount = 1
+        progress.members = ["bob"] // whose receipt was counted
         XCTAssertEqual(relay.answer(.countRoomDelivery(copy: copy(for: "bob"), delivered: 1)), [.send(alice, progress)])
         XCTAssertEqual(relay.fail(.countRoomDelivery(copy: copy(for: "bob")), StoreFailure("down")), [])
     }

@@ -133,6 +133,7 @@ extension RelayCore {
         receipt.room = copy.room
         receipt.memberCount = copy.memberCount
         receipt.deliveredCount = UInt32(delivered)
+        receipt.members = [copy.toUser] // whose receipt this count adds (so its client can count readers only)
         routeControl(receipt, to: copy.author, now: now, into: &output)
     }
 }

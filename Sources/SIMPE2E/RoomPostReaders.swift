@@ -1,0 +1,34 @@
+/// Who can read each of this device's recent room posts, for its delivery mark (docs/E2E.md
+/// §14.2): the relay counts every member's receipt (`✓✓ 2/2` would count a member who joined
+/// by name, or one without usable keys, who has the post but cannot decrypt it); this counts
+/// only the members the post's sender key was given to. Sans-I/O.
+public struct RoomPostReaders: Sendable {
+    /// Posts remembered at most; the oldest is forgotten first (its mark then shows the relay's count).
+    public static let maxPosts = 1_024
+
+    private var readers: [UInt64: Set<String>] = [:]
+    private var have: [UInt64: Set<String>] = [:]
+    private var order: [UInt64] = []
+
+    public init() {}
+
+    /// Post `messageId` was sealed for `members` (the users that got its sender key).
+    public mutating func sealed(_ messageId: UInt64, readers members: Set<String>) {
+        if readers.updateValue(members, forKey: messageId) == nil { order.append(messageId) }
+        have[messageId] = []
+        while order.count > Self.maxPosts {
+            let oldest = order.removeFirst()
+            readers[oldest] = nil
+            have[oldest] = nil
+        }
+    }
+
+    /// The relay counted `member`'s receipt for post `messageId`: how many of its readers have
+    /// it, of how many; nil for a post not known here (the relay's numbers stand) or a receipt
+    /// that names no member (a relay that does not say whose receipt it counted).
+    public mutating func counted(_ messageId: UInt64, member: String?) -> (delivered: Int, of: Int)? {
+        guard let members = readers[messageId], let member else { return nil }
+        if members.contains(member) { have[messageId, default: []].insert(member) }
+        return (have[messageId]?.count ?? 0, members.count)
+    }
+}
