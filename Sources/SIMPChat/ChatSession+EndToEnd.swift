@@ -132,7 +132,7 @@ extension ChatSession {
         case .stateUnwritable:
             return (news.description, .failure)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys,
-            .resendRefused:
+            .resendRefused, .unapprovedDevice, .userKeyChanged, .deviceListWithdrawn, .ownDeviceNotApproved:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)

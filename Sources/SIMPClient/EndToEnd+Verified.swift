@@ -22,9 +22,10 @@ extension EndToEnd {
     /// Marks `peer` verified with the devices this device knows now; returns how many (0:
     /// none known, nothing marked).
     func markVerified(_ peer: String) throws -> Int {
-        let devices = try messenger.devices(of: peer)
+        let devices = try messenger.recipients(of: peer)
         guard !devices.isEmpty else { return 0 }
-        try keepVerified(peer, VerifiedIdentities(devices.map { ($0.device, $0.identity) }))
+        let userKey = try messenger.pinnedDeviceList(of: peer)?.userKey
+        try keepVerified(peer, VerifiedIdentities(devices.map { ($0.device, $0.identity) }, userKey: userKey))
         return devices.count
     }
 
@@ -46,7 +47,9 @@ extension EndToEnd {
     /// How `peer`'s devices known now compare with what the user verified (nil: not verified).
     func verificationCheck(for peer: String) throws -> VerificationCheck? {
         guard let verified = try verifiedIdentities(of: peer) else { return nil }
-        return verified.check(try messenger.devices(of: peer).map { ($0.device, $0.identity) })
+        // Devices a pinned user key does not approve get nothing, so they do not count.
+        let userKey = try messenger.pinnedDeviceList(of: peer)?.userKey
+        return verified.check(try messenger.recipients(of: peer).map { ($0.device, $0.identity) }, userKey: userKey)
     }
 
     /// Whether `peer` was verified and one of its devices is new or has another key since.

@@ -122,6 +122,7 @@ public enum MessageCodec {
         message.fileKey = byteArray(c.filekey)
         message.fileSize = c.filesize
         message.fileDigest = byteArray(c.filedigest)
+        message.deviceList = byteArray(c.devicelist)
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
         return message
     }
@@ -163,7 +164,7 @@ public enum MessageCodec {
         let memberOffsets = message.members.map { strings.add($0) }
         // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
         var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
-        binary += message.chunk + message.fileKey + message.fileDigest
+        binary += message.chunk + message.fileKey + message.fileDigest + message.deviceList
         for bytes in message.keyBundles + message.oneTimePrekeys { binary += bytes }
         return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
             binary.withUnsafeMutableBufferPointer { binaryBytes in
@@ -226,6 +227,7 @@ public enum MessageCodec {
                 c.chunk = binaryField(message.chunk.count)
                 c.filekey = binaryField(message.fileKey.count)
                 c.filedigest = binaryField(message.fileDigest.count)
+                c.devicelist = binaryField(message.deviceList.count)
                 c.fileid = message.fileId
                 c.chunkindex = message.chunkIndex
                 c.fileseq = message.fileSeq
