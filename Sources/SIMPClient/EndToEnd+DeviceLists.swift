@@ -51,8 +51,9 @@ extension EndToEnd {
 
     /// What this user's own KEYS_FETCH answer says about the user's device list: the device
     /// holding the user key publishes its list again when the relay lacks it (or serves another);
-    /// the user's first device (no other device, no list, `settings.makesUserKey`) makes the user
-    /// key and a list of itself; a device the list does not approve is told to the user once.
+    /// the user's only device, when no list approves it (the first device, or one reinstalled
+    /// after every device was lost; `settings.makesUserKey`), makes the user key and a list of
+    /// itself; a device the list does not approve is told to the user once.
     func reconcileOwnDeviceList(_ answer: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<Void> {
         do {
             let others = answer.members.filter { $0 != device }
@@ -62,12 +63,12 @@ extension EndToEnd {
                 }
                 return answer.deviceList == own.encoded ? engine.eventLoop.makeSucceededVoidFuture() : publishDeviceList(own, via: engine)
             }
-            if answer.deviceList.isEmpty {
-                guard others.isEmpty, settings.makesUserKey, !settings.existingKeysOnly else { return engine.eventLoop.makeSucceededVoidFuture() }
-                return makeUserKey(via: engine).map { _ in }
-            }
-            let served = try? SignedDeviceList(encoded: answer.deviceList)
-            if served?.approves(device: device, identity: identity) != true, toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
+            let served = answer.deviceList.isEmpty ? nil : try? SignedDeviceList(encoded: answer.deviceList)
+            let approved = served?.approves(device: device, identity: identity) == true
+            // The user's only device, not approved by any list (none yet, or the list of a key
+            // lost with every device): it makes the user key (a new one is a safety number change).
+            if !approved, others.isEmpty, settings.makesUserKey, !settings.existingKeysOnly { return makeUserKey(via: engine).map { _ in } }
+            if !approved, served != nil, toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
                 onNotice(.ownDeviceNotApproved(device: device))
             }
             return engine.eventLoop.makeSucceededVoidFuture()

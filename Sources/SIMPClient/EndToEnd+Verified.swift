@@ -60,11 +60,13 @@ extension EndToEnd {
     /// Throws `SIMPClientError.notEncryptable` naming the changed devices and how to accept
     /// them when `peer` was verified and a key changed since (`what`: the message or post).
     func refuseUnlessVerificationHolds(_ peer: String, what: String) throws {
-        guard case .changed(let devices)? = try verificationCheck(for: peer) else { return }
+        guard case .changed(let changed)? = try verificationCheck(for: peer) else { return }
         checkVerification(of: peer)
+        let devices = changed.filter { $0 != "user key" }
+        var change = devices.isEmpty ? "" : "the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since (or the device is new)"
+        if changed.contains("user key") { change += (change.isEmpty ? "" : ", and ") + "\(peer)'s user key changed since" }
         throw SIMPClientError.notEncryptable(
-            "\(what): \(peer) is verified, and the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since "
-                + "(or the device is new); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
+            "\(what): \(peer) is verified, and \(change); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
                 + "`simp keys --with \(peer) --accept` (or /verify \(peer) --accept in simp chat), or --confirm after comparing")
     }
 
