@@ -61,7 +61,17 @@ extension EndToEnd {
                 for other in others where !own.devices.contains(where: { $0.device == other }) {
                     if toldUnusable.insert(user + "/" + other + " own unapproved").inserted { onNotice(.ownDeviceNotApproved(device: other)) }
                 }
-                return answer.deviceList == own.encoded ? engine.eventLoop.makeSucceededVoidFuture() : publishDeviceList(own, via: engine)
+                guard answer.deviceList != own.encoded else { return engine.eventLoop.makeSucceededVoidFuture() }
+                // A list signed by another key under this user's name: someone published keys as
+                // this user (or another device made a key at the same moment). Told loudly, once,
+                // and not published over (two devices with keys would take turns forever):
+                // `simp devices reset` on the device that should hold the key settles it.
+                let served = try? SignedDeviceList(encoded: answer.deviceList)
+                if let served, served.userKey != own.userKey {
+                    if toldUnusable.insert(user + " own key replaced").inserted { onNotice(.userKeyChanged(user: user)) }
+                    return engine.eventLoop.makeSucceededVoidFuture()
+                }
+                return publishDeviceList(own, via: engine) // the relay lacks it, or serves an older one
             }
             let served = answer.deviceList.isEmpty ? nil : try? SignedDeviceList(encoded: answer.deviceList)
             let approved = served?.approves(device: device, identity: identity) == true

@@ -63,7 +63,8 @@ extension EndToEnd {
         guard case .changed(let changed)? = try verificationCheck(for: peer) else { return }
         checkVerification(of: peer)
         let devices = changed.filter { $0 != "user key" }
-        var change = devices.isEmpty ? "" : "the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since (or the device is new)"
+        var change =
+            devices.isEmpty ? "" : "the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since (or the device is new)"
         if changed.contains("user key") { change += (change.isEmpty ? "" : ", and ") + "\(peer)'s user key changed since" }
         throw SIMPClientError.notEncryptable(
             "\(what): \(peer) is verified, and \(change); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
