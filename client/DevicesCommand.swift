@@ -13,7 +13,33 @@ struct Devices: AsyncParsableCommand {
             `simp devices approve NAME` (NAME as `-- a new device "NAME" logged in as you` said). \
             Approve only a device you just logged in yourself.
             """,
-        subcommands: [Approve.self, Reset.self])
+        subcommands: [Approve.self, Remove.self, Reset.self])
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign a new device list, with your user key, without device NAME (lost, or approved by mistake), and publish it.",
+            discussion: "Run it on the device that holds your user key. People's next message after they fetch the list no longer goes to NAME.")
+
+        @OptionGroup var connection: ConnectionOptions
+
+        @Argument(help: ArgumentHelp("The device to remove.", valueName: "name"))
+        var name: String
+
+        func run() async throws {
+            var connection = self.connection
+            let device = try connection.device ?? DeviceName.standard(home: SIMPHome.directory())
+            connection.device = device
+            let client = try await connection.connect(sendOnly: true, configure: { $0.endToEnd?.existingKeysOnly = true })
+            do {
+                let approved = try await client.removeDevice(name)
+                await client.close()
+                print("\(name) is removed; \(connection.user)'s devices now: \(approved.joined(separator: ", "))")
+            } catch {
+                await client.close()
+                fail("simp: cannot remove \(name): \(error)")
+            }
+        }
+    }
 
     struct Reset: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

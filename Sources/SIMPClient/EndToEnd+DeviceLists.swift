@@ -133,6 +133,27 @@ extension EndToEnd {
         }.flatMap { [self] list in publishDeviceList(list, via: engine).map { list } }
     }
 
+    /// Removes this user's device `name` from the device list (a device lost, or approved by
+    /// mistake): signs a new list without it, counter + 1, and publishes it; peers stop
+    /// encrypting to `name` at their next fetch. Only the device holding the user key can.
+    func removeDevice(_ name: String, via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
+        do {
+            guard let key = try userKey(), let own = try ownDeviceList() else {
+                throw SIMPClientError.notEncryptable(
+                    "this device (\(device)) does not hold \(user)'s user key: remove \(name) on the device that does")
+            }
+            guard name != device else {
+                throw SIMPClientError.notEncryptable("\(name) holds the user key; `simp devices reset` on another device replaces it")
+            }
+            let list = try own.removing(name, by: key)
+            try store.save(Self.ownDeviceListName, SecretBytes(list.encoded))
+            try store.commit()
+            return publishDeviceList(list, via: engine).map { list }
+        } catch {
+            return engine.eventLoop.makeFailedFuture(error)
+        }
+    }
+
     /// Publishes `list` with this device's bundle (KEYS_PUBLISH; no one-time prekeys).
     private func publishDeviceList(_ list: SignedDeviceList, via engine: ClientEngine) -> EventLoopFuture<Void> {
         let bundle = publishedBundle

@@ -16,6 +16,16 @@ extension SIMPClient {
         }
     }
 
+    /// Removes this user's device `name` from the device list (signed with the user key this
+    /// device holds, and published): peers stop encrypting to it. Returns the devices the new
+    /// list approves.
+    public func removeDevice(_ name: String) async throws -> [String] {
+        try await onEngine { engine -> EventLoopFuture<[String]> in
+            guard let endToEnd = engine.endToEnd else { throw SIMPClientError.notEncryptable("end-to-end encryption is off") }
+            return endToEnd.removeDevice(name, via: engine).map { $0.devices.map(\.device) }
+        }
+    }
+
     /// Makes a new user key on this device and publishes a device list of this device alone
     /// (after the device holding the old key was lost). Every peer that pinned the old key is
     /// told the user key changed; the user's other devices must be approved again.

@@ -79,6 +79,18 @@ final class CrossSigningTests: RelayTestCase {
         let said = await aliceNotices.notices
         XCTAssertEqual(said.filter { $0 == .unapprovedDevice(user: bob, device: "ghost") }.count, 1, "told once: \(said)")
 
+        // bob removes the laptop (lost): alice's next message goes to the phone alone.
+        let left = try await phoneClient.removeDevice("laptop")
+        XCTAssertEqual(left, ["phone"])
+        _ = try await aliceClient.who([bob])
+        let third = try await aliceClient.send(text: "after removal", to: bob)
+        XCTAssertNotNil(Self.messageId(of: third))
+        let phoneGotThird = await phone.waitFor(3)
+        XCTAssertTrue(phoneGotThird)
+        try await Task.sleep(nanoseconds: 300_000_000) // room for a copy to the laptop, if any
+        let laptopAfter = await laptop.messages.map(\.content)
+        XCTAssertEqual(laptopAfter, ["after approval"], "a removed device gets nothing new")
+
         await ghostClient.close()
         await laptopClient.close()
         await phoneClient.close()
