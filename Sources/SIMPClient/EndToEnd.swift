@@ -308,6 +308,11 @@ final class EndToEnd: @unchecked Sendable {
             return nil
         } catch E2EError.duplicate {
             return nil
+        } catch E2EError.noSession where toldUnusable.contains(user + "/" + device + " own unapproved") {
+            // Senders who know this user's key leave out a device it did not approve.
+            let reason = "it was not encrypted for this device, which your user key has not approved (simp devices approve \(device))"
+            onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: reason))
+            return nil
         } catch {
             logger.warning("cannot decrypt a message", metadata: ["from": "\(message.fromUser)", "id": "\(message.messageId)", "error": "\(error)"])
             onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: "\(error)"))

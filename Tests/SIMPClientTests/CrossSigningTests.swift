@@ -37,6 +37,7 @@ final class CrossSigningTests: RelayTestCase {
         let phone = MessageInbox(phoneClient)
         let laptopClient = try await connect(bob, device: "laptop")
         let laptop = MessageInbox(laptopClient)
+        let laptopNotices = EndToEndNoticeLog(laptopClient)
         let aliceClient = try await connect(alice, device: "desk")
         let aliceNotices = EndToEndNoticeLog(aliceClient)
 
@@ -48,6 +49,10 @@ final class CrossSigningTests: RelayTestCase {
         let toldOfLaptop = await aliceNotices.waitFor { $0 == .unapprovedDevice(user: bob, device: "laptop") }
         XCTAssertTrue(toldOfLaptop)
 
+        let laptopTold = await laptopNotices.waitFor {
+            if case .undecryptable(alice, _, let reason) = $0 { reason.contains("not approved") } else { false }
+        }
+        XCTAssertTrue(laptopTold, "the laptop says why it cannot read the message")
         let approved = try await phoneClient.approveDevice("laptop")
         XCTAssertEqual(approved, ["laptop", "phone"])
 
