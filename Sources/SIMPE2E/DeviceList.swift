@@ -85,11 +85,18 @@ public struct SignedDeviceList: Equatable, Sendable {
     /// unique, at most `maxDevices`, and a signature that verifies with the list's own key.
     /// - Throws: `E2EError.malformed`, `.unsupportedVersion`, `.invalidKey`, `.authenticationFailed`.
     public init(encoded: [UInt8]) throws {
+        try self.init(encoded: encoded, verifying: true)
+    }
+
+    /// Decodes a list; `verifying` false skips the signature (and small-order) check, for a list
+    /// this device checked when it kept it (its own store), so a message sealed does not pay
+    /// for an Ed25519 verification.
+    init(encoded: [UInt8], verifying: Bool) throws {
         guard encoded.count <= Self.maxEncodedSize else { throw E2EError.malformed("device list: \(encoded.count) bytes") }
         var reader = ByteReader(encoded, reading: "device list")
         try reader.expectVersion(1)
         userKey = try reader.key()
-        guard PublicKeyCheck.isUsableSigningKey(userKey) else { throw E2EError.invalidKey("user key (small order)") }
+        guard !verifying || PublicKeyCheck.isUsableSigningKey(userKey) else { throw E2EError.invalidKey("user key (small order)") }
         user = try reader.lengthPrefixedUTF8()
         counter = try reader.u64()
         let count = Int(try reader.u16())
@@ -105,9 +112,11 @@ public struct SignedDeviceList: Equatable, Sendable {
         let signed = reader.offset
         signature = try reader.raw(64)
         try reader.expectEnd()
-        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: userKey),
-            key.isValidSignature(signature, for: Self.context + Array(encoded[..<signed]))
-        else { throw E2EError.authenticationFailed }
+        if verifying {
+            guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: userKey),
+                key.isValidSignature(signature, for: Self.context + Array(encoded[..<signed]))
+            else { throw E2EError.authenticationFailed }
+        }
         self.devices = devices
         self.encoded = encoded
     }
