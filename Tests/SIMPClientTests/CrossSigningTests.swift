@@ -102,6 +102,31 @@ final class CrossSigningTests: RelayTestCase {
         await aliceClient.close()
     }
 
+    /// A room's sender key goes only to approved devices: a device added under bob's name gets
+    /// alice's new key with nothing it can open, so it cannot read her post; bob's phone does.
+    func testARoomPostIsNotReadableByADeviceTheUsersKeyDidNotApprove() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), room = TestRelay.uniqueUser("ops")
+        let phoneClient = try await connect(bob, device: "phone")
+        let phone = MessageInbox(phoneClient)
+        let ghostClient = try await connect(bob, device: "ghost")
+        let ghost = MessageInbox(ghostClient)
+        let aliceClient = try await connect(alice, device: "desk")
+        let aliceNotices = EndToEndNoticeLog(aliceClient)
+        _ = try await aliceClient.joinRoom(room)
+        _ = try await phoneClient.joinRoom(room)
+        _ = try await aliceClient.send(text: "for the room", toRoom: room)
+        let read = await Eventually.holds { await phone.messages.contains { $0.content == "for the room" } }
+        XCTAssertTrue(read)
+        let told = await aliceNotices.waitFor { $0 == .unapprovedDevice(user: bob, device: "ghost") }
+        XCTAssertTrue(told)
+        try await Task.sleep(nanoseconds: 500_000_000) // room for the ghost to decrypt it, if it could
+        let ghostTexts = await ghost.messages.map(\.content)
+        XCTAssertFalse(ghostTexts.contains("for the room"), "\(ghostTexts)")
+        await ghostClient.close()
+        await phoneClient.close()
+        await aliceClient.close()
+    }
+
     /// bob makes a new user key (`simp devices reset`, as after losing the device that held the
     /// old one): alice, who pinned the old one, is told his safety number changed, and her next
     /// message still reaches the device the new key approves.
