@@ -51,10 +51,14 @@ extension Send {
             fail("simp: \(error)")
         }
         let started = Date()
+        if transfer.resumes { FileHandle.standardError.write(Data("resuming the transfer of \(path) to \(peer) an earlier run started\n".utf8)) }
+        let last = Mutex<FileSend.Progress?>(nil)
         do {
             try await transfer.run { progress in
+                last.withLock { $0 = progress }
                 FileHandle.standardError.write(Data((Self.progressLine(progress) + "\n").utf8))
             }
+            if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final) + "\n").utf8)) }
         } catch {
             await client.close()
             fail("simp: \(path): \(error)")
@@ -63,6 +67,14 @@ extension Send {
         await client.close()
         FileHandle.standardOutput.write(
             Data(("file \(URL(fileURLWithPath: path).lastPathComponent) delivered to \(peer) in \(String(format: "%.2f", seconds)) s\n").utf8))
+    }
+
+    /// `sent 21012300 bytes for 20000000 (+5.1 %), 920 chunks again (900 lost, 2 timeouts), largest window 1100000 bytes`.
+    static func summaryLine(_ progress: FileSend.Progress) -> String {
+        let extra = progress.size > 0 ? (Double(progress.bytesSent) / Double(progress.size) - 1) * 100 : 0
+        return "sent \(progress.bytesSent) bytes for \(progress.size) (" + String(format: "%+.1f %%", extra)
+            + "), \(progress.retransmissions) chunks again (\(progress.losses) lost, \(progress.timeouts) timeouts), "
+            + "largest window \(progress.largestWindowBytes) bytes"
     }
 
     /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.

@@ -84,7 +84,15 @@ public actor FileDownloads {
             failed("a file from \(message.fromUser) was announced without a valid key, digest or chunk size: ignored")
             return true
         }
-        guard transfers[offer.fileId] == nil, completed[offer.fileId] == nil else { return true }
+        if let done = completed[offer.fileId] {
+            await client.sendFileDatagrams([done.done(from: user)]) // announced again: its sender restarted
+            return true
+        }
+        if transfers[offer.fileId] != nil {
+            transfers[offer.fileId]?.receiver.announcedAgain() // its sender restarted: say what is held
+            await sendDueAcks()
+            return true
+        }
         let receiver = FileReceiver(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
         guard offer.size <= maxSize else {
             await client.sendFileDatagrams([receiver.refusal("the file is larger than this device accepts (\(maxSize) bytes)", from: user)])
@@ -173,13 +181,7 @@ public actor FileDownloads {
             fileId: offer.fileId, sender: offer.sender, name: offer.name, size: offer.size, chunkSize: offer.chunkSize, key: offer.key,
             digest: offer.digest, ranges: transfer.receiver.received.ranges.map { [$0.lowerBound, $0.upperBound] })
         if let data = try? JSONEncoder().encode(state) {
-            let path = partial.appendingPathComponent("\(id).json")
-            let temporary = partial.appendingPathComponent("\(id).json.tmp")
-            if FileManager.default.createFile(atPath: temporary.path, contents: data), let handle = try? FileHandle(forWritingTo: temporary) {
-                try? handle.synchronize()
-                try? handle.close()
-                rename(temporary.path, path.path) // atomic: the record is the old one or the new one
-            }
+            try? DurableFile.replace(partial.appendingPathComponent("\(id).json"), with: data) // the old record or the new one
         }
         transfer.unsaved = 0
         transfers[id] = transfer

@@ -4,7 +4,13 @@ import SIMPCore
 
 /// Sends one file to a user (docs/PROTOCOL.md §5.6): announces it end to end, then drives a
 /// `FileSender` in real time, reading and sealing the chunks it asks for, until the receiver
-/// says it has the whole file and the digest matched.
+/// says it has the whole file and the digest matched. It sleeps until the sender's
+/// `nextDeadline` and wakes early when an acknowledgement arrives.
+///
+/// The transfer is kept in an `OutgoingFileRecord` under `$SIMP_HOME` until it completes: the
+/// same file sent to the same user again (after this process was killed) resumes it with the
+/// same file id and key, and the receiver's answer to the repeated announcement says which
+/// chunks it still lacks.
 public actor FileSend {
     /// How far a transfer is.
     public struct Progress: Sendable {
@@ -14,6 +20,14 @@ public actor FileSend {
         /// Chunk bytes sent, retransmissions included.
         public var bytesSent: UInt64
         public var elapsed: TimeAmount
+        /// Chunks sent again, declared lost, and retransmission timeouts.
+        public var retransmissions: UInt64 = 0
+        public var losses: UInt64 = 0
+        public var timeouts: UInt64 = 0
+        /// The largest congestion window, in bytes (what one window may send twice).
+        public var largestWindowBytes: UInt64 = 0
+        /// Whether this run resumed a transfer an earlier run started.
+        public var resumed = false
     }
 
     /// Why a transfer did not complete.
@@ -42,24 +56,40 @@ public actor FileSend {
     private let peer: String
     private let name: String
     private let contents: [UInt8]
+    private let digest: [UInt8]
     private let fileId: UInt64
     private let cipher: FileChunkCipher
     private let key: [UInt8]
+    private let recordPath: URL
+    /// Whether an earlier run left this transfer's record (this one resumes it).
+    public nonisolated let resumes: Bool
     private var sender: FileSender
     private var bytesSent: UInt64 = 0
+    /// The run loop's sleep, ended early by an acknowledgement.
+    private var wakeUp: CheckedContinuation<Void, Never>?
 
-    /// A transfer of the file at `path` to `peer` through `client` (connected).
-    public init(client: SIMPClient, path: String, to peer: String) throws {
+    /// A transfer of the file at `path` to `peer` through `client` (connected); the record of a
+    /// transfer under way lives under `home`.
+    public init(client: SIMPClient, path: String, to peer: String, home: URL = SIMPHome.directory()) throws {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Failure.unreadable("\(path) does not exist or is not readable")
         }
-        var random = SystemRandomNumberGenerator()
         self.client = client
         self.peer = peer
         self.name = URL(fileURLWithPath: path).lastPathComponent
         self.contents = Array(data)
-        self.fileId = UInt64.random(in: 1...UInt64.max, using: &random)
-        self.key = FileChunkCipher.newKey(using: &random)
+        self.digest = FileDigest.of(contents)
+        self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: digest)
+        var record = OutgoingFileRecord.read(recordPath)
+        if let earlier = record,
+            earlier.size != UInt64(data.count) || earlier.chunkSize != Self.chunkSize || earlier.key.count != FileChunkCipher.keySize
+        {
+            record = nil
+        }
+        var random = SystemRandomNumberGenerator()
+        self.resumes = record != nil
+        self.fileId = record?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
+        self.key = record?.key ?? FileChunkCipher.newKey(using: &random)
         self.cipher = FileChunkCipher(key: key, fileId: fileId)
         self.sender = FileSender(
             fileId: fileId, chunkCount: FileSender.chunkCount(size: UInt64(data.count), chunkSize: Self.chunkSize), now: .now())
@@ -75,6 +105,11 @@ public actor FileSend {
             }
         }
         defer { acks.cancel() }
+        do {
+            try OutgoingFileRecord(fileId: fileId, key: key, size: UInt64(contents.count), chunkSize: Self.chunkSize).write(to: recordPath)
+        } catch {
+            throw Failure.unreadable("cannot keep the transfer's record (needed to resume it): \(error)")
+        }
         let result = try await client.send(announcement())
         switch result {
         case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
@@ -83,10 +118,13 @@ public actor FileSend {
         }
         let start = NIODeadline.now()
         var reported = start
-        sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, now: start)
+        sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
         while !sender.isDone {
             let now = NIODeadline.now()
-            if let refusal = sender.refusal { throw Failure.refused(refusal) }
+            if let refusal = sender.refusal {
+                try? FileManager.default.removeItem(at: recordPath)
+                throw Failure.refused(refusal)
+            }
             if sender.stalled(now: now) { throw Failure.stalled(seconds: Int(sender.configuration.stallAfter.nanoseconds / 1_000_000_000)) }
             let chunks = sender.poll(now: now).map(chunkMessage)
             if !chunks.isEmpty { await client.sendFileDatagrams(chunks) }
@@ -94,20 +132,41 @@ public actor FileSend {
                 reported = now
                 progress(currentProgress(since: start))
             }
-            let wait = min(max((sender.nextDeadline ?? now + .milliseconds(1)) - NIODeadline.now(), .zero), .milliseconds(1))
-            try await Task.sleep(nanoseconds: UInt64(max(wait.nanoseconds, 100_000)))
+            // Until the sender's next deadline, an acknowledgement, or the next progress report.
+            await sleep(until: min(sender.nextDeadline ?? reported + .milliseconds(250), reported + .milliseconds(250)))
         }
+        try? FileManager.default.removeItem(at: recordPath)
         progress(currentProgress(since: start))
     }
 
+    /// Sleeps until `deadline` or until `wake()`, whichever comes first.
+    private func sleep(until deadline: NIODeadline) async {
+        guard deadline > .now(), !sender.isDone else { return }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(max((deadline - .now()).nanoseconds, 0)))
+            guard !Task.isCancelled else { return }
+            await self?.wake()
+        }
+        await withCheckedContinuation { wakeUp = $0 }
+        timer.cancel()
+    }
+
+    private func wake() {
+        wakeUp?.resume()
+        wakeUp = nil
+    }
     /// The transfer's figures now.
     private func currentProgress(since start: NIODeadline) -> Progress {
         let acknowledged = min(sender.acknowledged.count * UInt64(Self.chunkSize), UInt64(contents.count))
-        return Progress(bytesAcknowledged: acknowledged, size: UInt64(contents.count), bytesSent: bytesSent, elapsed: .now() - start)
+        return Progress(
+            bytesAcknowledged: acknowledged, size: UInt64(contents.count), bytesSent: bytesSent, elapsed: .now() - start,
+            retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
+            largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
         sender.acknowledgement(ack, now: .now())
+        wake()
     }
 
     private func announcement() -> SIMPMessage {
@@ -116,7 +175,7 @@ public actor FileSend {
         message.fileKey = key
         message.fileSize = UInt64(contents.count)
         message.fileChunkSize = UInt32(Self.chunkSize)
-        message.fileDigest = FileDigest.of(contents)
+        message.fileDigest = digest
         return message
     }
 

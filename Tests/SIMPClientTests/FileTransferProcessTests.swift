@@ -1,67 +1,89 @@
 import Foundation
 import SIMPClient
 import SIMPCore
+import SIMPLocalServers
 import SIMPTestSupport
 import XCTest
 
 /// `simp send --file` to `simp listen --downloads` as real processes through a relay on
-/// loopback (docs/PROTOCOL.md §5.6).
+/// loopback (docs/PROTOCOL.md §5.6), whole and with a receiver, a sender or the relay killed
+/// halfway. Every transfer must send at most 10 % more than the file plus one window (the
+/// sender's summary line says what it sent and its largest window).
 final class FileTransferProcessTests: StoryProcessTestCase {
     func testTwentyMegabytesArriveWholeWithTheirDigest() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
         let listen = try await listenForFiles(bob, into: downloads)
-        let contents = try twentyMegabytes(seed: 38, into: "big.bin")
+        let contents = try randomFile(megabytes: 20, seed: 38, into: "big.bin")
         let send = try await sendFile("big.bin", from: alice, to: bob)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         print("file transfer through the relay: \(send.standardOutput)") // "file big.bin delivered to bob in N s"
-        let saved = await Eventually.holds(within: .seconds(10)) { listen.standardOutput.contains("file: big.bin (20000000 bytes") }
-        XCTAssertTrue(saved, listen.standardOutput + listen.standardError)
-        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent("big.bin").path).map { Array($0) }
-        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
+        try await assertSaved("big.bin", contents, by: [listen], into: downloads)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: downloads.appendingPathComponent(".partial").path), [])
+        assertSentAtMostTheBound(for: contents.count, by: [send])
     }
 
     func testAReceiverKilledHalfwayResumesWhereItSaved() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
         let first = try await listenForFiles(bob, into: downloads)
-        let contents = try twentyMegabytes(seed: 39, into: "half.bin")
+        let contents = try randomFile(megabytes: 20, seed: 39, into: "half.bin")
         let send = try await sendFile("half.bin", from: alice, to: bob)
-        let halfway = await Eventually.holds(within: .seconds(120)) {
-            send.standardError.split(separator: "\n").last.map {
-                $0.hasPrefix("1") && $0.contains(".") && $0.contains(" MB of 20.0 MB") && Double($0.prefix { $0 != " " }) ?? 0 >= 10
-            } ?? false
-        }
-        XCTAssertTrue(halfway, send.standardError)
-        first.signal(SIGKILL)
-        _ = await first.exitStatus(timeout: 5)
+        try await kill(first, once: send, reached: 10)
         let second = try await listenForFiles(bob, into: downloads)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
-        // Generous: the receiver fsyncs and hashes 20 MB before it says so (slow under load).
         // The sender's progress counts acknowledged bytes, which lag behind what arrived: the
         // first receiver may have had every chunk and saved the file before the kill.
-        let saved = await Eventually.holds { (first.standardOutput + second.standardOutput).contains("file: half.bin (20000000 bytes") }
-        let left = (try? FileManager.default.subpathsOfDirectory(atPath: downloads.path)) ?? []
-        XCTAssertTrue(saved, second.standardOutput + second.standardError + "\ndownloads: \(left)\nsender: " + send.standardError.suffix(400))
-        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent("half.bin").path).map { Array($0) }
-        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
-        // "(sent N MB)" on the last progress line. Starting again from chunk 0 would send the
-        // 10 MB sent before the kill plus the whole file again (30 MB and more); resuming sends
-        // less. (Losses on a busy loopback cost retransmissions of their own, about 15 % in a
-        // debug build without any kill, so the bound is not tighter.)
-        let last = send.standardError.split(separator: "\n").last { $0.contains("(sent ") } ?? ""
-        let sent = Double(last.split(separator: "(sent ").last?.prefix { $0 != " " } ?? "") ?? .infinity
-        print("resumed transfer: \(last)")
-        XCTAssertLessThan(sent, 30, String(last))
+        try await assertSaved("half.bin", contents, by: [first, second], into: downloads)
+        assertSentAtMostTheBound(for: contents.count, by: [send])
     }
 
-    /// `simp listen` of `user`'s device "phone", saving files into `downloads`, once it listens.
-    private func listenForFiles(_ user: String, into downloads: URL) async throws -> ChildProcess {
+    func testASenderKilledHalfwayResumesWhenTheSameFileIsSentAgain() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let listen = try await listenForFiles(bob, into: downloads)
+        let contents = try randomFile(megabytes: 8, seed: 40, into: "again.bin")
+        let first = try await sendFile("again.bin", from: alice, to: bob)
+        try await kill(first, once: first, reached: 4)
+        let second = try await sendFile("again.bin", from: alice, to: bob)
+        let status = await second.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, second.standardError)
+        XCTAssertTrue(second.standardError.contains("resuming the transfer"), second.standardError)
+        try await assertSaved("again.bin", contents, by: [listen], into: downloads)
+        // Both runs together: the first one's last progress line, the second one's summary.
+        assertSentAtMostTheBound(for: contents.count, by: [first, second])
+    }
+
+    func testARelayKilledHalfwayAndStartedAgainStillDeliversTheFile() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let port = try FreePort.tcp(), udpPort = try FreePort.udp()
+        let relayId = "files-\(UInt32.random(in: .min ... .max))"
+        let arguments = ["--port", String(port), "--udp-port", String(udpPort), "--redis", relay.redis.url.description, "--relay-id", relayId]
+        let server = "127.0.0.1:\(port)"
+        let relayProcess = try await startServer(arguments)
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let listen = try await listenForFiles(bob, into: downloads, server: server)
+        let contents = try randomFile(megabytes: 6, seed: 41, into: "outage.bin")
+        let send = try await sendFile("outage.bin", from: alice, to: bob, server: server)
+        try await kill(relayProcess, once: send, reached: 3)
+        try await Task.sleep(nanoseconds: 1_000_000_000) // the relay is gone for 1 s
+        let restarted = try await startServer(arguments)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError + "\nlistener: " + listen.standardError.suffix(1000))
+        try await assertSaved("outage.bin", contents, by: [listen], into: downloads)
+        assertSentAtMostTheBound(for: contents.count, by: [send])
+        restarted.signal(SIGTERM)
+        _ = await restarted.exitStatus()
+    }
+
+    /// `simp listen` of `user`'s device "phone" on `server` (default: the test's relay), saving
+    /// files into `downloads`, once it listens.
+    private func listenForFiles(_ user: String, into downloads: URL, server: String? = nil) async throws -> ChildProcess {
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            "simp",
+            ["listen", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
@@ -69,21 +91,67 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         return listen
     }
 
-    /// 20 MB of seeded random bytes written to `name` under the test's home; returns them.
-    private func twentyMegabytes(seed: UInt64, into name: String) throws -> [UInt8] {
+    /// `megabytes` MB of seeded random bytes written to `name` under the test's home; returns them.
+    private func randomFile(megabytes: Int, seed: UInt64, into name: String) throws -> [UInt8] {
         var random = SplitMix64(seed: seed)
-        let contents = (0..<20_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
         XCTAssertTrue(FileManager.default.createFile(atPath: home.appendingPathComponent(name).path, contents: Data(contents)))
         return contents
     }
 
-    /// `simp send --file` of `name` (under the test's home) from `sender` to `receiver`.
-    private func sendFile(_ name: String, from sender: String, to receiver: String) async throws -> ChildProcess {
+    /// `simp send --file` of `name` (under the test's home) from `sender` to `receiver` through
+    /// `server` (default: the test's relay).
+    private func sendFile(_ name: String, from sender: String, to receiver: String, server: String? = nil) async throws -> ChildProcess {
         let send = try ChildProcess(
             "simp",
-            ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", home.appendingPathComponent(name).path],
+            [
+                "send", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file",
+                home.appendingPathComponent(name).path,
+            ],
             environment: try await environment(sender))
         children.append(send)
         return send
+    }
+
+    /// Kills `victim` with SIGKILL once `send`'s progress says the receiver acknowledged `megabytes` MB.
+    private func kill(_ victim: ChildProcess, once send: ChildProcess, reached megabytes: Double) async throws {
+        let reached = await Eventually.holds(within: .seconds(120)) {
+            send.standardError.split(separator: "\n").last { $0.contains(" MB of ") }.map { Double($0.prefix { $0 != " " }) ?? 0 >= megabytes }
+                ?? false
+        }
+        XCTAssertTrue(reached, send.standardError)
+        victim.signal(SIGKILL)
+        _ = await victim.exitStatus(timeout: 5)
+    }
+
+    /// Waits until one of `runs` said it saved `name`, then checks the saved file's digest.
+    private func assertSaved(_ name: String, _ contents: [UInt8], by runs: [ChildProcess], into downloads: URL) async throws {
+        // Generous: the receiver fsyncs and hashes the file before it says so (slow under load).
+        let saved = await Eventually.holds { runs.contains { $0.standardOutput.contains("file: \(name) (\(contents.count) bytes") } }
+        let left = (try? FileManager.default.subpathsOfDirectory(atPath: downloads.path)) ?? []
+        XCTAssertTrue(saved, runs.map { $0.standardOutput + $0.standardError }.joined(separator: "\n---\n") + "\ndownloads: \(left)")
+        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent(name).path).map { Array($0) }
+        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
+    }
+
+    /// What `runs` of `simp send --file` sent for a file of `size` bytes is at most 1.10 × size
+    /// plus the largest window: the last run's summary (`sent N bytes for S …, largest window
+    /// W bytes`), and for a killed earlier run its last progress line's `(sent X MB)`.
+    private func assertSentAtMostTheBound(for size: Int, by runs: [ChildProcess], file: StaticString = #filePath, line: UInt = #line) {
+        guard let last = runs.last, let summary = last.standardError.split(separator: "\n").last(where: { $0.hasPrefix("sent ") }) else {
+            return XCTFail("no summary line: \(runs.last?.standardError.suffix(500) ?? "")", file: file, line: line)
+        }
+        let words = summary.split(separator: " ")
+        let sent = Double(words[1]) ?? .infinity
+        let window = words.firstIndex(of: "window").flatMap { Double(words[$0 + 1]) } ?? 0
+        let earlier = runs.dropLast().map { run -> Double in
+            let progress = run.standardError.split(separator: "\n").last { $0.contains("(sent ") } ?? ""
+            return (Double(progress.split(separator: "(sent ").last?.prefix { $0 != " " } ?? "") ?? 0) * 1e6
+        }
+        let total = sent + earlier.reduce(0, +)
+        let bound = 1.10 * Double(size) + window
+        print(
+            "file transfer bytes: \(Int(total)) sent for \(size) (\(String(format: "%.3f", total / Double(size)))×), bound \(Int(bound)): \(summary)")
+        XCTAssertLessThanOrEqual(total, bound, String(summary), file: file, line: line)
     }
 }

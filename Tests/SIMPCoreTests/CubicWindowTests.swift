@@ -78,4 +78,51 @@ final class CubicWindowTests: XCTestCase {
         let window = CubicWindow(initialWindow: 10)
         XCTAssertEqual(window.pacingInterval(rtt: .milliseconds(100)), .milliseconds(5))
     }
+
+    func testRisingRoundTripsEndSlowStartBeforeALoss() {
+        var window = CubicWindow(initialWindow: 32)
+        var number: UInt64 = 0
+        var now = start
+        // Round 1: 8 round trips of 10 ms; round 2: 8 of 15 ms (a queue builds: +5 ms > 10/8 and 4 ms).
+        for (round, sample) in [(0, 10), (1, 15)] as [(Int, Int64)] {
+            let end = number + 32
+            for _ in 0..<8 {
+                number += 4
+                now = now + .milliseconds(1)
+                window.roundTripMeasured(.milliseconds(sample), newest: number, newestSent: end + UInt64(round) * 32, now: now)
+            }
+            number = end
+            XCTAssertEqual(window.state, round == 0 ? .slowStart : .congestionAvoidance, "round \(round)")
+        }
+        XCTAssertEqual(window.slowStartThreshold, window.window)
+        XCTAssertEqual(window.minimumRTT, .milliseconds(10))
+    }
+
+    func testSteadyRoundTripsKeepSlowStart() {
+        var window = CubicWindow(initialWindow: 32)
+        for number in 1...64 as ClosedRange<UInt64> {
+            window.roundTripMeasured(.milliseconds(10 + Int64(number % 3)), newest: number, newestSent: (number / 16 + 1) * 16, now: start)
+        }
+        XCTAssertEqual(window.state, .slowStart)
+    }
+
+    func testAStandingQueueInAvoidanceShrinksTheWindowOncePerRound() {
+        var window = CubicWindow(initialWindow: 100)
+        window.lost(number: 1, newestSent: 1, now: start)
+        window.acknowledged(count: 1, newest: 2, rtt: rtt, now: start) // recovery over
+        XCTAssertEqual(window.state, .congestionAvoidance)
+        let before = window.window
+        window.roundTripMeasured(.milliseconds(10), newest: 2, newestSent: 10, now: start)
+        // The next round: every round trip above 2 × 10 ms + 5 ms.
+        for number in 11...30 as ClosedRange<UInt64> {
+            window.roundTripMeasured(.milliseconds(40), newest: number, newestSent: 60, now: start + .milliseconds(50))
+        }
+        XCTAssertEqual(window.window, before * CubicWindow.delayBeta, accuracy: 1e-9, "once in the round")
+        XCTAssertEqual(window.delayReductions, 1)
+        // Round trips near the path's own: no reduction.
+        for number in 61...90 as ClosedRange<UInt64> {
+            window.roundTripMeasured(.milliseconds(14), newest: number, newestSent: 120, now: start + .milliseconds(100))
+        }
+        XCTAssertEqual(window.delayReductions, 1)
+    }
 }

@@ -4,7 +4,8 @@ import SIMPCore
 /// One direction of a simulated path for file-transfer tests: a bottleneck of `rate` datagrams
 /// a second with a drop-tail queue of `queueLimit`, then `delay`; each datagram is lost with
 /// probability `loss`, duplicated with `duplicate`, and delayed by up to three times `delay`
-/// more (so it arrives out of order) with `reorder`.
+/// more (so it arrives out of order) with `reorder`. During `outage` (a relay down) nothing
+/// gets through.
 struct VirtualLink {
     var delay: TimeAmount = .milliseconds(10)
     var loss = 0.0
@@ -12,12 +13,14 @@ struct VirtualLink {
     var reorder = 0.0
     var rate: Int64? = nil
     var queueLimit: Int64 = 200
+    var outage: Range<NIODeadline>? = nil
     var busyUntil = NIODeadline.uptimeNanoseconds(0)
     /// Datagrams the queue dropped (congestion, not random loss).
     var queueDrops = 0
 
     /// When the copies of a datagram sent at `now` arrive (none if it was lost).
     mutating func transmit(now: NIODeadline, random: inout SplitMix64) -> [NIODeadline] {
+        if let outage, outage.contains(now) { return [] }
         var leaves = now
         if let rate {
             let service = TimeAmount.nanoseconds(1_000_000_000 / rate)
@@ -57,8 +60,7 @@ struct VirtualTransfer {
     var written: [UInt8]
     /// Plaintext bytes the sender put on the wire (retransmissions included).
     var bytesSent: UInt64 = 0
-    private var events: [(at: NIODeadline, order: Int, message: SIMPMessage)] = []
-    private var order = 0
+    private var events = EventQueue()
     private let cipher: FileChunkCipher
 
     init(size: Int, chunkSize: Int = 1100, forward: VirtualLink, backward: VirtualLink = VirtualLink(), seed: UInt64) {
@@ -83,7 +85,7 @@ struct VirtualTransfer {
         while !sender.isDone, now < end, !stop(self) {
             for transmission in sender.poll(now: now) { sendChunk(transmission) }
             if let ack = receiver.pollAck(from: "bob", now: now) { sendAck(ack) }
-            let next = [events.map(\.at).min(), sender.nextDeadline, receiver.nextDeadline].compactMap { $0 }.min()
+            let next = [events.earliest, sender.nextDeadline, receiver.nextDeadline].compactMap { $0 }.min()
             guard let next else { return false }
             now = max(now, next)
             deliverDue()
@@ -94,6 +96,13 @@ struct VirtualTransfer {
     /// The receiver is killed and restarted as a new instance holding only `kept` of its chunks.
     mutating func restartReceiver(keeping kept: ChunkRanges, instance: UInt64) {
         receiver = FileReceiver(offer: offer, device: "phone", instance: instance, received: kept)
+    }
+
+    /// The sender is killed and started again (resuming, as `simp send` does from its record)
+    /// and announces the file again; what is on the links stays there.
+    mutating func restartSender() {
+        sender = FileSender(fileId: 42, chunkCount: offer.chunkCount, resuming: true, now: now)
+        receiver.announcedAgain()
     }
 
     private mutating func sendChunk(_ transmission: FileSender.Transmission) {
@@ -111,15 +120,11 @@ struct VirtualTransfer {
     }
 
     private mutating func schedule(_ message: SIMPMessage, at time: NIODeadline) {
-        order += 1
-        events.append((time, order, message))
+        events.push(message, at: time)
     }
 
     private mutating func deliverDue() {
-        events.sort { ($0.at, $0.order) < ($1.at, $1.order) }
-        while let first = events.first, first.at <= now {
-            events.removeFirst()
-            let message = first.message
+        while let message = events.pop(dueBy: now) {
             if message.kind == .fileAck {
                 sender.acknowledgement(message, now: now)
                 continue
@@ -130,5 +135,45 @@ struct VirtualTransfer {
             written.replaceSubrange(Int(offset)..<(Int(offset) + plaintext.count), with: plaintext)
             if receiver.isComplete, FileDigest.of(written) == offer.digest { sendAck(receiver.done(from: "bob")) }
         }
+    }
+}
+
+/// Messages on the links, by arrival time (ties in the order sent): a binary heap, so that a
+/// transfer of thousands of chunks in flight stays quick in a debug build.
+private struct EventQueue {
+    private var heap: [(at: NIODeadline, order: Int)] = []
+    private var messages: [Int: SIMPMessage] = [:]
+    private var order = 0
+
+    var earliest: NIODeadline? { heap.first?.at }
+
+    mutating func push(_ message: SIMPMessage, at time: NIODeadline) {
+        order += 1
+        messages[order] = message
+        heap.append((time, order))
+        var child = heap.count - 1
+        while child > 0, Self.before(heap[child], heap[(child - 1) / 2]) {
+            heap.swapAt(child, (child - 1) / 2)
+            child = (child - 1) / 2
+        }
+    }
+
+    mutating func pop(dueBy now: NIODeadline) -> SIMPMessage? {
+        guard let first = heap.first, first.at <= now else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        heap.removeLast()
+        var parent = 0
+        while true {
+            var smallest = parent
+            for child in [2 * parent + 1, 2 * parent + 2] where child < heap.count && Self.before(heap[child], heap[smallest]) { smallest = child }
+            if smallest == parent { break }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return messages.removeValue(forKey: first.order)
+    }
+
+    private static func before(_ a: (at: NIODeadline, order: Int), _ b: (at: NIODeadline, order: Int)) -> Bool {
+        (a.at, a.order) < (b.at, b.order)
     }
 }

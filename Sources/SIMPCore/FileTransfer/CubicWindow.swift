@@ -16,6 +16,12 @@ import NIOCore
 ///   below `wMax`, flat near it, probing faster beyond; never slower than Reno would grow.
 /// - **Persistent congestion** (a retransmission timeout: nothing acknowledged for an RTO): the
 ///   window falls to its minimum and slow start begins again, up to half the old window.
+/// - **Delay** (`roundTripMeasured`): slow start also ends, before any loss, when the smallest
+///   round trip of a round grows by an eighth of the last round's (4 to 16 ms), as in HyStart++
+///   (RFC 9406): a queue is building, and doubling once more would overflow it. In avoidance, a
+///   round whose smallest round trip is more than twice the smallest ever seen plus 5 ms holds
+///   a standing queue: the window shrinks by `delayBeta` (once per round, no retransmission),
+///   so a deep buffer (a socket's, a slow receiver's) is not filled until it drops a window.
 public struct CubicWindow: Equatable, Sendable {
     /// Where the controller is.
     public enum State: Equatable, Sendable {
@@ -30,6 +36,10 @@ public struct CubicWindow: Equatable, Sendable {
     public static let beta = 0.7
     /// CUBIC's scaling constant (chunks per second cubed).
     public static let c = 0.4
+    /// The decrease when a round shows a standing queue (gentler than a loss's).
+    public static let delayBeta = 0.85
+    /// Round trips measured per round before slow start compares it with the last.
+    static let samplesPerRound = 8
 
     /// The window: how many chunks may be in flight.
     public private(set) var window: Double
@@ -42,9 +52,26 @@ public struct CubicWindow: Equatable, Sendable {
     public let minimumWindow: Double
     /// The largest window.
     public let maximumWindow: Double
+    /// The largest the window has been (a transfer's "one window" when counting what it sent twice).
+    public private(set) var largestWindow: Double
+    /// The smallest round trip measured so far (the path without a queue).
+    public private(set) var minimumRTT: TimeAmount?
+    /// Reductions because a round's round trips showed a standing queue.
+    public private(set) var delayReductions = 0
+    private var round = Round()
     private var epoch: Epoch?
     /// Losses of transmissions numbered up to this are of an event already reacted to.
     private var lossesHandledThrough: UInt64 = 0
+
+    /// One round trip of measurements: it ends when a transmission sent after it began
+    /// (numbered above `end`) is acknowledged.
+    private struct Round: Equatable, Sendable {
+        var end: UInt64 = 0
+        var samples = 0
+        var minimum: TimeAmount?
+        var lastMinimum: TimeAmount?
+        var reduced = false
+    }
 
     private struct Epoch: Equatable, Sendable {
         var start: NIODeadline
@@ -56,6 +83,7 @@ public struct CubicWindow: Equatable, Sendable {
     /// A controller starting in slow start with `initialWindow` chunks.
     public init(initialWindow: Double = 10, minimumWindow: Double = 2, maximumWindow: Double = 20_000) {
         self.window = initialWindow
+        self.largestWindow = initialWindow
         self.minimumWindow = minimumWindow
         self.maximumWindow = maximumWindow
     }
@@ -77,6 +105,40 @@ public struct CubicWindow: Equatable, Sendable {
             if window >= slowStartThreshold { state = .congestionAvoidance }
         case .congestionAvoidance:
             avoid(count: count, rtt: rtt, now: now)
+        case .recovery:
+            break
+        }
+        largestWindow = max(largestWindow, window)
+    }
+
+    /// A round trip `sample` was measured when transmission `newest` was acknowledged;
+    /// `newestSent` is the highest number sent so far. Ends slow start, or shrinks the window in
+    /// avoidance, when the round trips show a queue building (see the type's description).
+    public mutating func roundTripMeasured(_ sample: TimeAmount, newest: UInt64, newestSent: UInt64, now: NIODeadline) {
+        minimumRTT = min(minimumRTT ?? sample, sample)
+        if newest > round.end {
+            round = Round(end: newestSent, lastMinimum: round.minimum ?? round.lastMinimum)
+        }
+        round.samples += 1
+        round.minimum = min(round.minimum ?? sample, sample)
+        guard round.samples >= Self.samplesPerRound, let current = round.minimum else { return }
+        switch state {
+        case .slowStart:
+            guard window >= 16, let last = round.lastMinimum else { return }
+            let threshold = min(max(last.nanoseconds / 8, 4_000_000), 16_000_000)
+            if current.nanoseconds >= last.nanoseconds + threshold {
+                slowStartThreshold = window
+                state = .congestionAvoidance
+                epoch = nil
+            }
+        case .congestionAvoidance:
+            guard !round.reduced, let base = minimumRTT, current.nanoseconds > 2 * base.nanoseconds + 5_000_000 else { return }
+            round.reduced = true
+            delayReductions += 1
+            wMax = window
+            window = max(window * Self.delayBeta, minimumWindow)
+            slowStartThreshold = window
+            epoch = nil
         case .recovery:
             break
         }

@@ -131,6 +131,13 @@ public struct FileReceiver: Sendable {
         return .write(offset: offset, plaintext: plaintext)
     }
 
+    /// The sender announced the file again (it was started again and asks what is held): the
+    /// next `pollAck` answers at once.
+    public mutating func announcedAgain() { ackNow = true }
+
+    /// Whether an acknowledgement is due now (`pollAck` returns one).
+    public func ackDue(now: NIODeadline) -> Bool { ackNow || (nextDeadline.map { $0 <= now } ?? false) }
+
     /// When `pollAck` should be called next (nil: when a chunk arrives).
     public var nextDeadline: NIODeadline? {
         firstUnacknowledgedAt.map { $0 + configuration.ackDelay }
@@ -138,8 +145,7 @@ public struct FileReceiver: Sendable {
 
     /// The FILE_ACK to send now, if one is due. `from` is this user, the sender its `toUser`.
     public mutating func pollAck(from user: String, now: NIODeadline) -> SIMPMessage? {
-        let due = ackNow || (nextDeadline.map { $0 <= now } ?? false)
-        guard due else { return nil }
+        guard ackDue(now: now) else { return nil }
         let held = newestArrivedAt.map { now - $0 } ?? .zero
         ackNow = false
         unacknowledged = 0

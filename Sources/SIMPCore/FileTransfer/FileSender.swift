@@ -5,8 +5,15 @@ import NIOCore
 /// out when. Chunks are paced by a `CubicWindow`; the receiver's FILE_ACKs (selective ranges of
 /// chunk indices) retire them; a chunk is declared lost when three later transmissions were
 /// acknowledged, or one later transmission was and 9/8 of a round trip has passed (RFC 9002's
-/// thresholds), and then sent again. Nothing acknowledged for a retransmission timeout makes
-/// everything in flight lost (persistent congestion) and backs the timer off.
+/// thresholds), and then sent again. Nothing acknowledged for a retransmission timeout sends one
+/// probe (the oldest chunk in flight again) and backs the timer off, as QUIC's probe timeout
+/// does: what else is in flight is declared lost only once an acknowledgement of a later
+/// transmission says so, so a late acknowledgement never costs a window sent twice. A second
+/// timeout in a row is persistent congestion.
+///
+/// A sender started again after its own restart (`resuming`) sends nothing until the receiver
+/// said what it holds (its FILE_ACK answering the announcement sent again), or one probe per
+/// timeout meanwhile; the receiver's numbers from the earlier run are stepped over.
 ///
 /// Each transmission has its own number (`fileSeq`, from 1), which the receiver echoes as the
 /// highest it has seen: round trips are measured without ambiguity, retransmissions included.
@@ -54,6 +61,10 @@ public struct FileSender: Sendable {
     public private(set) var transmissions: UInt64 = 0
     /// Transmissions of chunks sent before.
     public private(set) var retransmissions: UInt64 = 0
+    /// Chunks declared lost by later acknowledgements.
+    public private(set) var lossesDetected: UInt64 = 0
+    /// Retransmission timeouts (each sent one probe).
+    public private(set) var timeouts: UInt64 = 0
     private var inFlight: Deque<Sent> = []
     private var toResend = ChunkRanges()
     private var nextNew: UInt64 = 0
@@ -63,9 +74,17 @@ public struct FileSender: Sendable {
     private var nextSend: NIODeadline
     private var lastTransmission: NIODeadline
     private var receiver: (device: String, instance: UInt64)?
+    /// When the last timeout fired (the next one is measured from it), nil after progress.
+    private var lastTimeout: NIODeadline?
+    /// A resumed sender waits for the receiver's first acknowledgement before sending a window.
+    private var waitingForReceiver: Bool
 
-    /// A sender of `chunkCount` chunks of file `fileId`, starting at `now`.
-    public init(fileId: UInt64, chunkCount: UInt64, configuration: Configuration = Configuration(), now: NIODeadline) {
+    /// A sender of `chunkCount` chunks of file `fileId`, starting at `now`; `resuming` when the
+    /// receiver may hold some of them already (this sender was started again).
+    public init(
+        fileId: UInt64, chunkCount: UInt64, configuration: Configuration = Configuration(), resuming: Bool = false, now: NIODeadline
+    ) {
+        self.waitingForReceiver = resuming
         self.fileId = fileId
         self.chunkCount = chunkCount
         self.configuration = configuration
@@ -95,14 +114,14 @@ public struct FileSender: Sendable {
     public mutating func poll(now: NIODeadline) -> [Transmission] {
         guard !isDone, refusal == nil else { return [] }
         detectLosses(now: now)
-        if let oldest = inFlight.first, now >= oldest.sentAt + timeout { timedOut(now: now) }
         var out: [Transmission] = []
+        if let deadline = timeoutDeadline, now >= deadline, let probe = timedOut(now: now) { out.append(probe) }
         let interval = congestion.pacingInterval(rtt: smoothedRTT)
         let burst = max(10, congestion.chunks / 4)
         // Unused pacing credit is kept for at most `burst` chunks.
         let earliest = now - .nanoseconds(interval.nanoseconds * Int64(burst))
         if nextSend < earliest { nextSend = earliest }
-        while inFlight.count < congestion.chunks, nextSend <= now, let chunk = nextChunk() {
+        while !waitingForReceiver, inFlight.count < congestion.chunks, nextSend <= now, let chunk = nextChunk() {
             transmissions += 1
             inFlight.append(Sent(number: transmissions, chunk: chunk, sentAt: now))
             out.append(Transmission(chunk: chunk, number: transmissions))
@@ -128,8 +147,8 @@ public struct FileSender: Sendable {
     /// When `poll` should be called next (nil: only when an acknowledgement arrives).
     public var nextDeadline: NIODeadline? {
         guard !isDone, refusal == nil else { return nil }
-        var deadline = inFlight.first.map { $0.sentAt + timeout }
-        if inFlight.count < congestion.chunks, hasChunkToSend { deadline = min(deadline ?? nextSend, nextSend) }
+        var deadline = timeoutDeadline
+        if !waitingForReceiver, inFlight.count < congestion.chunks, hasChunkToSend { deadline = min(deadline ?? nextSend, nextSend) }
         if inFlight.isEmpty, hasEverything, chunkCount > 0 { deadline = lastTransmission + timeout }
         return deadline
     }
@@ -143,6 +162,14 @@ public struct FileSender: Sendable {
         _ ranges: ChunkRanges, newestNumber: UInt64, delay: TimeAmount, device: String, instance: UInt64, done: Bool, now: NIODeadline
     ) {
         if let receiver, receiver.device != device { return } // one device takes a transfer
+        var newestNumber = newestNumber
+        if newestNumber > transmissions {
+            // Numbers this sender never used: the receiver saw them from this sender's earlier
+            // run. Number from above them, and take nothing from this one for timing or loss.
+            transmissions = newestNumber
+            newestNumber = 0
+        }
+        waitingForReceiver = false
         if let receiver, receiver.instance != instance {
             acknowledged = ranges // a restarted receiver: resend whatever it lacks
             toResend = ChunkRanges(acknowledged.missing(below: nextNew))
@@ -161,12 +188,15 @@ public struct FileSender: Sendable {
             return true
         }
         if let newest, newestNumber > newestAcknowledged {
-            rtt.addSample(max(now - newest.sentAt - delay, .microseconds(50)))
+            let sample = max(now - newest.sentAt - delay, .microseconds(50))
+            rtt.addSample(sample)
+            congestion.roundTripMeasured(sample, newest: newestNumber, newestSent: transmissions, now: now)
         }
         newestAcknowledged = max(newestAcknowledged, newestNumber)
         if acknowledged.count > before || done {
             lastProgress = now
             timeoutsInARow = 0
+            lastTimeout = nil
         }
         congestion.acknowledged(count: newlyAcknowledged, newest: newestNumber, rtt: smoothedRTT, now: now)
         detectLosses(now: now)
@@ -181,6 +211,14 @@ public struct FileSender: Sendable {
     /// The retransmission timeout, doubled for each timeout in a row, with the receiver's
     /// acknowledgement delay on top.
     private var timeout: TimeAmount { rtt.timeout(forAttempt: timeoutsInARow + 1) + configuration.maxAckDelay }
+
+    /// When the retransmission timer fires: a timeout after the oldest transmission in flight
+    /// (or the last timeout), or, for a resumed sender still waiting, after its start.
+    private var timeoutDeadline: NIODeadline? {
+        if let oldest = inFlight.first { return max(oldest.sentAt, lastTimeout ?? oldest.sentAt) + timeout }
+        if waitingForReceiver { return (lastTimeout ?? lastProgress) + timeout }
+        return nil
+    }
 
     private var hasChunkToSend: Bool { !toResend.isEmpty || nextNew < chunkCount }
 
@@ -205,20 +243,32 @@ public struct FileSender: Sendable {
             let byCount = oldest.number + configuration.reorderThreshold <= newestAcknowledged
             guard byCount || now - oldest.sentAt >= lossDelay else { break }
             inFlight.removeFirst()
+            guard !acknowledged.contains(oldest.chunk) else { continue }
             toResend.insert(oldest.chunk)
+            lossesDetected += 1
             congestion.lost(number: oldest.number, newestSent: transmissions, now: now)
         }
     }
 
-    private mutating func timedOut(now: NIODeadline) {
-        for sent in inFlight where !acknowledged.contains(sent.chunk) { toResend.insert(sent.chunk) }
-        inFlight.removeAll()
-        // One timeout is a loss; a second in a row is persistent congestion.
-        if timeoutsInARow == 0 {
-            congestion.lost(number: transmissions, newestSent: transmissions, now: now)
-        } else {
-            congestion.persistentCongestion(newestSent: transmissions)
+    /// Nothing acknowledged for a timeout: one probe goes (the oldest chunk in flight again, or
+    /// the first the receiver lacks when nothing is), the rest stays in flight until a later
+    /// acknowledgement declares it lost.
+    private mutating func timedOut(now: NIODeadline) -> Transmission? {
+        inFlight.removeAll { acknowledged.contains($0.chunk) } // its acknowledgement was lost: nothing to resend
+        // One timeout is a loss; a second in a row is persistent congestion (not while a resumed
+        // sender waits for the receiver: nothing was sent).
+        switch (waitingForReceiver, timeoutsInARow) {
+        case (true, _): break
+        case (false, 0): congestion.lost(number: transmissions, newestSent: transmissions, now: now)
+        default: congestion.persistentCongestion(newestSent: transmissions)
         }
         timeoutsInARow += 1
+        timeouts += 1
+        lastTimeout = now
+        guard let chunk = inFlight.first?.chunk ?? acknowledged.missing(below: chunkCount).first?.lowerBound else { return nil }
+        transmissions += 1
+        retransmissions += 1
+        inFlight.append(Sent(number: transmissions, chunk: chunk, sentAt: now))
+        return Transmission(chunk: chunk, number: transmissions)
     }
 }

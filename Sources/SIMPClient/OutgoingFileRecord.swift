@@ -1,0 +1,53 @@
+import Foundation
+import SIMPCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What `simp send --file` keeps of a transfer under way, so that the same file sent again to
+/// the same user after the sender was killed resumes it (same file id, same key: the chunks
+/// the receiver holds stay valid) instead of starting another. One small file under
+/// `$SIMP_HOME/outgoing-files/`, named by the digest of the sender, the receiver and the file's
+/// SHA-256; written (fsynced) before the announcement and removed once the receiver has the
+/// file.
+struct OutgoingFileRecord: Codable, Equatable {
+    var fileId: UInt64
+    var key: [UInt8]
+    var size: UInt64
+    var chunkSize: Int
+
+    /// Where the record of `digest` sent by `user` to `peer` lives under `home`.
+    static func path(home: URL, user: String, peer: String, digest: [UInt8]) -> URL {
+        let name = FileDigest.of(Array("\(user)\u{0}\(peer)\u{0}".utf8) + digest).prefix(16).map { String(format: "%02x", $0) }.joined()
+        return home.appendingPathComponent("outgoing-files").appendingPathComponent(name + ".json")
+    }
+
+    /// The record at `path`, if there is a readable one.
+    static func read(_ path: URL) -> OutgoingFileRecord? {
+        FileManager.default.contents(atPath: path.path).flatMap { try? JSONDecoder().decode(OutgoingFileRecord.self, from: $0) }
+    }
+
+    /// Writes the record at `path` durably (see `DurableFile.replace`).
+    func write(to path: URL) throws {
+        try SIMPHome.makeDirectory(path.deletingLastPathComponent())
+        try DurableFile.replace(path, with: JSONEncoder().encode(self))
+    }
+}
+
+/// Small records written so that a crash leaves the old version or the new one, never a mix.
+enum DurableFile {
+    /// Writes `data` to a temporary file beside `path`, fsyncs it and renames it over `path`.
+    static func replace(_ path: URL, with data: Data) throws {
+        let temporary = path.appendingPathExtension("tmp")
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data) else {
+            throw DeviceError("cannot write \(temporary.path)")
+        }
+        let handle = try FileHandle(forWritingTo: temporary)
+        try? handle.synchronize()
+        try? handle.close()
+        guard rename(temporary.path, path.path) == 0 else { throw DeviceError("cannot rename \(temporary.path) to \(path.path)") }
+    }
+}
