@@ -122,6 +122,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         if tls || ca != nil { configuration.tls = ClientTLS(caFile: ca) }
         configuration.endToEnd = EndToEndSettings(home: home, allowUnencrypted: noE2E)
+        configuration.endToEnd?.makesUserKey = true // the first device makes the user key (docs/E2E.md §3.4)
         configure(&configuration)
         configuration.accessToken = accessToken
         if configuration.accessToken == nil {

@@ -21,7 +21,7 @@ struct SIMPCommand: AsyncParsableCommand {
             [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,
         version: SIMPVersion.current,
-        subcommands: [Chat.self, Send.self, Listen.self, Keys.self])
+        subcommands: [Chat.self, Send.self, Listen.self, Keys.self, Devices.self])
 }
 
 struct Send: AsyncParsableCommand {

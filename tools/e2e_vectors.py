@@ -148,6 +148,12 @@ def vectors():
     signed = b"SIMP-E2E v1 room signature" + u16(len(room)) + room + body
     v["room_post"] = body + Ed25519PrivateKey.from_private_bytes(signing).sign(signed)
 
+    # §3.4 bob's device list: user key seed key(0xc0), counter 1, his device "phone" (IK_B).
+    user_key = key(0xC0)
+    listed = b"\x01" + ed_public(user_key) + u16(3) + b"bob" + struct.pack(">Q", 1) + u16(1) + u16(5) + b"phone" + bob_identity
+    v["user_key"] = ed_public(user_key)
+    v["device_list"] = listed + Ed25519PrivateKey.from_private_bytes(user_key).sign(b"SIMP-E2E v1 device list" + listed)
+
     # §10 safety number of alice and bob.
     halves = []
     for user, identity in ((b"alice", alice_identity), (b"bob", bob_identity)):

@@ -258,7 +258,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[63] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[64] =
 {
   {
     "version",
@@ -1016,6 +1016,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[63] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "deviceList",
+    120,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, devicelist),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -1030,6 +1042,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   49,   /* field[49] = datagram */
   32,   /* field[32] = deliveredCount */
   36,   /* field[36] = device */
+  63,   /* field[63] = deviceList */
   62,   /* field[62] = devicesLeftOut */
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
@@ -1082,7 +1095,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[7 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[8 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1091,7 +1104,8 @@ static const ProtobufCIntRange simp__message__number_ranges[7 + 1] =
   { 69, 48 },
   { 75, 50 },
   { 80, 52 },
-  { 0, 63 }
+  { 120, 63 },
+  { 0, 64 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1101,10 +1115,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  63,
+  64,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  7,  simp__message__number_ranges,
+  8,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

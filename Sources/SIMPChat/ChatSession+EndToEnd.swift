@@ -136,7 +136,7 @@ extension ChatSession {
         case .roomAdmitted(let user, let room, let by):
             return ("\(user) was admitted to #\(room) by \(by); \(user) reads the posts from the next one", .dim)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys,
-            .resendRefused:
+            .resendRefused, .unapprovedDevice, .userKeyChanged, .deviceListWithdrawn, .ownDeviceNotApproved:
             return (news.description, .warning)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)

@@ -23,7 +23,8 @@ extension EndToEnd {
 
     /// Fetches this user's devices and tells the user of each one not seen before, unless
     /// none were seen before (the first run of this device: they are not news). Also makes
-    /// this device one the relay tells of the user's new bundles.
+    /// this device one the relay tells of the user's new bundles, and keeps the user's device
+    /// list (`reconcileOwnDeviceList`: made on the first device, published again when missing).
     func checkOwnDevices(via engine: ClientEngine, loginAddress: String = "") -> EventLoopFuture<Void> {
         let known: [String]?
         do { known = try store.load(Self.ownDevicesName).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } } catch {
@@ -38,7 +39,8 @@ extension EndToEnd {
                 onNotice(.ownNewDevice(device: new, loginAddress: loginAddress))
             }
             try store.save(Self.ownDevicesName, SecretBytes(Array(others.joined(separator: "\n").utf8)))
-        }
+            return answer
+        }.flatMap { [self] answer in reconcileOwnDeviceList(answer, via: engine) }
     }
 
     /// The file that keeps the names of this user's other devices.

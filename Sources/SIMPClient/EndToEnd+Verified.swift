@@ -22,9 +22,10 @@ extension EndToEnd {
     /// Marks `peer` verified with the devices this device knows now; returns how many (0:
     /// none known, nothing marked).
     func markVerified(_ peer: String) throws -> Int {
-        let devices = try messenger.devices(of: peer)
+        let devices = try messenger.recipients(of: peer)
         guard !devices.isEmpty else { return 0 }
-        try keepVerified(peer, VerifiedIdentities(devices.map { ($0.device, $0.identity) }))
+        let userKey = try messenger.pinnedDeviceList(of: peer)?.userKey
+        try keepVerified(peer, VerifiedIdentities(devices.map { ($0.device, $0.identity) }, userKey: userKey))
         return devices.count
     }
 
@@ -46,7 +47,9 @@ extension EndToEnd {
     /// How `peer`'s devices known now compare with what the user verified (nil: not verified).
     func verificationCheck(for peer: String) throws -> VerificationCheck? {
         guard let verified = try verifiedIdentities(of: peer) else { return nil }
-        return verified.check(try messenger.devices(of: peer).map { ($0.device, $0.identity) })
+        // Devices a pinned user key does not approve get nothing, so they do not count.
+        let userKey = try messenger.pinnedDeviceList(of: peer)?.userKey
+        return verified.check(try messenger.recipients(of: peer).map { ($0.device, $0.identity) }, userKey: userKey)
     }
 
     /// Whether `peer` was verified and one of its devices is new or has another key since.
@@ -57,11 +60,14 @@ extension EndToEnd {
     /// Throws `SIMPClientError.notEncryptable` naming the changed devices and how to accept
     /// them when `peer` was verified and a key changed since (`what`: the message or post).
     func refuseUnlessVerificationHolds(_ peer: String, what: String) throws {
-        guard case .changed(let devices)? = try verificationCheck(for: peer) else { return }
+        guard case .changed(let changed)? = try verificationCheck(for: peer) else { return }
         checkVerification(of: peer)
+        let devices = changed.filter { $0 != "user key" }
+        var change =
+            devices.isEmpty ? "" : "the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since (or the device is new)"
+        if changed.contains("user key") { change += (change.isEmpty ? "" : ", and ") + "\(peer)'s user key changed since" }
         throw SIMPClientError.notEncryptable(
-            "\(what): \(peer) is verified, and the identity key of \(peer)'s device \(devices.joined(separator: ", ")) changed since "
-                + "(or the device is new); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
+            "\(what): \(peer) is verified, and \(change); compare the safety numbers (simp keys --with \(peer)), then accept the new key with "
                 + "`simp keys --with \(peer) --accept` (or /verify \(peer) --accept in simp chat), or --confirm after comparing")
     }
 

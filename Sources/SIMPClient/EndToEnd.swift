@@ -19,6 +19,11 @@ public struct EndToEndSettings: Sendable {
     /// Use this device's keys as they are (`simp keys`): never make keys (a device without any
     /// fails to open: `SIMPClientError.notEncryptable`), never publish a bundle.
     public var existingKeysOnly = false
+    /// Make this user's signing key when this device is the user's first (no other device and no
+    /// device list at the relay), and sign the list of approved devices with it (docs/E2E.md
+    /// §3.4). Peers then encrypt only to the devices a device holding the key approved. The
+    /// `simp` command sets it; without it a user stays with devices trusted one by one.
+    public var makesUserKey = false
 
     public init(home: URL, allowUnencrypted: Bool = false) {
         self.home = home
@@ -72,6 +77,19 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// `user` was admitted to `room` by `by` (this user, or a member whose admit arrived end to
     /// end): it gets this device's next sender key and reads the posts from then on.
     case roomAdmitted(user: String, room: String, by: String)
+    /// `user` has a user key this device pinned, and `user`'s `device` is not in the device list
+    /// it signed: nothing is encrypted to that device (said once per device and process).
+    case unapprovedDevice(user: String, device: String)
+    /// A device list signed by another user key than the one pinned for `user` (every device
+    /// of `user` was replaced, or someone published keys as `user`): the new key is pinned, and
+    /// a verified `user` is blocked until the user accepts (docs/E2E.md §3.4, §10).
+    case userKeyChanged(user: String)
+    /// The relay served no device list for `user`, or one that is not valid (`reason`), though a
+    /// user key is pinned: only the devices the pinned list approves get messages.
+    case deviceListWithdrawn(user: String, reason: String)
+    /// This user's `device` is not in the user's signed device list: peers who know the user key
+    /// send it nothing until a device holding the key approves it (`simp devices approve`).
+    case ownDeviceNotApproved(device: String)
 
     public var description: String {
         switch self {
@@ -100,6 +118,16 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "\(user)'s device \(device) asked for your message \(id) again, but it was not sent to that device: refused (a new device gets no earlier messages)"
         case .noUsableKeys(let user, let room):
             "\(user) in #\(room) has no usable end-to-end keys: posts to #\(room) are encrypted for the other members, and \(user) cannot read them"
+        case .unapprovedDevice(let user, let device):
+            "\(user) has a device that \(user)'s other devices have not approved (\(device)): not sending to it"
+        case .userKeyChanged(let user):
+            "safety number changed: \(user)'s user key changed (all of \(user)'s devices were replaced, or someone published keys as "
+                + "\(user)); compare the safety numbers (simp keys --with \(user))"
+        case .deviceListWithdrawn(let user, let reason):
+            "the relay serves no valid device list for \(user) (\(reason)): only the devices \(user) approved before get messages"
+        case .ownDeviceNotApproved(let device):
+            "your device \(device) is not approved by your other devices: peers send it nothing; if it is yours, run "
+                + "`simp devices approve \(device)` on the device that holds your user key"
         case .unusableKeys(let user, let device, let reason):
             "\(user)'s device \(device) published unusable end-to-end keys (\(reason)): nothing is encrypted to that device"
         case .roomJoinNotAdmitted(let user, let room):
@@ -216,6 +244,7 @@ final class EndToEnd: @unchecked Sendable {
                 return engine.eventLoop.makeSucceededFuture(message) // the user's own choice (--no-e2e)
             case .keyWait(.seal):
                 do { try refuseUnlessVerificationHolds(peer, what: "not sent to \(peer)") } catch { return engine.eventLoop.makeFailedFuture(error) }
+                tellUnapproved(of: peer)
                 return restartCopiedSessions(with: peer, via: engine).flatMapThrowing { [self] in
                     message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
                 }
@@ -298,6 +327,11 @@ final class EndToEnd: @unchecked Sendable {
             return nil
         } catch E2EError.duplicate {
             return nil
+        } catch E2EError.noSession where toldUnusable.contains(user + "/" + device + " own unapproved") {
+            // Senders who know this user's key leave out a device it did not approve.
+            let reason = "it was not encrypted for this device, which your user key has not approved (simp devices approve \(device))"
+            onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: reason))
+            return nil
         } catch {
             logger.warning("cannot decrypt a message", metadata: ["from": "\(message.fromUser)", "id": "\(message.messageId)", "error": "\(error)"])
             onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: "\(error)"))
@@ -323,6 +357,8 @@ final class EndToEnd: @unchecked Sendable {
             $0.members = known
         }.flatMapThrowing { [self] answer in
             let bundles = verifiedBundles(in: answer, of: peer)
+            try takeDeviceList(answer.deviceList, of: peer)
+            defer { tellUnapproved(of: peer) }
             // None at all, for a peer this device has sessions with: the relay lost its bundles
             // (it asks the peer to publish again). The known devices are kept, and the list is
             // asked for again with the next message.

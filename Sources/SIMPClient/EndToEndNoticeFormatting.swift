@@ -32,6 +32,10 @@ extension EndToEndNotice {
         case .resendRefused: "resendRefused"
         case .roomJoinNotAdmitted: "roomJoinNotAdmitted"
         case .roomAdmitted: "roomAdmitted"
+        case .unapprovedDevice: "unapprovedDevice"
+        case .userKeyChanged: "userKeyChanged"
+        case .deviceListWithdrawn: "deviceListWithdrawn"
+        case .ownDeviceNotApproved: "ownDeviceNotApproved"
         }
     }
 
@@ -45,7 +49,10 @@ extension EndToEndNotice {
         case .safetyNumberChanged(let user, let device, let number): (object["user"], object["device"], object["number"]) = (user, device, number)
         case .undecryptable(let user, let id, _): (object["user"], object["id"]) = (user, id)
         case .ownNewDevice(let device, let address): (object["device"], object["address"]) = (device, address)
-        case .verifiedKeyChanged(let user), .waitingForFirstLogin(let user): object["user"] = user
+        case .verifiedKeyChanged(let user), .waitingForFirstLogin(let user), .userKeyChanged(let user), .deviceListWithdrawn(let user, _):
+            object["user"] = user
+        case .unapprovedDevice(let user, let device): (object["user"], object["device"]) = (user, device)
+        case .ownDeviceNotApproved(let device): object["device"] = device
         case .askedAgain(let user, let device, let id), .resent(let user, let device, let id, _), .resendRefused(let user, let device, let id):
             (object["user"], object["device"], object["id"]) = (user, device, id)
         case .restoredSessionReplaced(let user, let device), .unusableKeys(let user, let device, _):

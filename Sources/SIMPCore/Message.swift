@@ -195,6 +195,10 @@ public struct SIMPMessage: Equatable, Sendable {
     /// KEYS_FETCH answer: how many devices were left out because their bundles did not fit in
     /// the answer's frame (docs/PROTOCOL.md §4.8).
     public var devicesLeftOut: UInt32 = 0
+    /// KEYS_PUBLISH: the user's device list signed by the user's key (docs/E2E.md §3.4), kept
+    /// by the relay in place of the earlier one; KEYS_FETCH answer: the list kept for `toUser`
+    /// (empty: none). The relay checks only its shape.
+    public var deviceList: [UInt8] = []
 
     /// FILE_CHUNK, FILE_ACK and a file's announcement: the transfer's random id.
     public var fileId: UInt64 = 0

@@ -120,6 +120,7 @@ public enum MessageCodec {
         message.oneTimePrekeys = c.n_onetimeprekeys == 0 ? [] : (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
         message.prekeysLeft = c.prekeysleft
         message.devicesLeftOut = c.devicesleftout
+        message.deviceList = byteArray(c.devicelist)
         // Bitwise or, not `||` (whose autoclosures would each copy `c`): any file field set.
         let fileNumbers = c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
         if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 {
@@ -227,6 +228,7 @@ public enum MessageCodec {
             scratch.bytes(message.sessionSecret, into: &c.sessionsecret)
             scratch.bytes(message.datagram, into: &c.datagram)
             scratch.bytes(message.e2ePayload, into: &c.e2epayload)
+            scratch.bytes(message.deviceList, into: &c.devicelist)
             if !message.receiptIds.isEmpty {
                 var previous: UInt64 = 0
                 c.receiptids = scratch.words(message.receiptIds.count) { index in
@@ -307,7 +309,7 @@ private struct CMessageScratch {
         for member in message.members { bytes += member.utf8.count + 1 }
         bytes += message.nonce.count + message.salt.count + message.proof.count + message.sessionSecret.count
         bytes += message.datagram.count + message.e2ePayload.count + message.chunk.count + message.fileKey.count
-        bytes += message.fileDigest.count
+        bytes += message.fileDigest.count + message.deviceList.count
         for element in message.keyBundles { bytes += element.count }
         for element in message.oneTimePrekeys { bytes += element.count }
         return (arrays, bytes)

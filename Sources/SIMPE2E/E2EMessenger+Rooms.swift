@@ -13,14 +13,14 @@ public struct SealedRoomPost: Sendable {
 /// envelopes; posts are decrypted with the key their author's device handed out.
 extension E2EMessenger {
     /// Seals `plaintext` for `room`, whose other members are `members` (users; their devices
-    /// are the ones this device knows, `devices(of:)`). A changed set of member devices first
+    /// are the ones this device knows and may encrypt to, `recipients(of:)`). A changed set of member devices first
     /// makes a new sender key, so a device that left cannot read this post.
     public mutating func sealRoomPost(
         _ plaintext: [UInt8], room: String, members: [String], using random: inout some RandomNumberGenerator
     ) throws -> SealedRoomPost {
         var memberDevices: Set<String> = []
         for member in members {
-            for device in try devices(of: member) { memberDevices.insert(Self.sessionName(member, device.device)) }
+            for device in try recipients(of: member) { memberDevices.insert(Self.sessionName(member, device.device)) }
         }
         var keys: RoomSenderKeys
         var distribution: SenderKeyDistribution?
@@ -33,7 +33,7 @@ extension E2EMessenger {
         }
         var distributions: [(user: String, envelope: [UInt8])] = []
         if let distribution {
-            for member in members where try !devices(of: member).isEmpty {
+            for member in members where try !recipients(of: member).isEmpty {
                 distributions.append((member, try seal(distribution.encoded.bytes, to: member)))
             }
         }

@@ -81,10 +81,12 @@ public struct E2EMessenger: RedactedReflection {
         return notices
     }
 
-    /// Encrypts `plaintext` once for every known device of `peer` (throws `noSession` when none).
+    /// Encrypts `plaintext` once for every device of `peer` it may go to (`recipients(of:)`:
+    /// with a user key pinned for `peer`, only the devices its list approves); throws
+    /// `noSession` when there is none.
     public mutating func seal(_ plaintext: [UInt8], to peer: String) throws -> [UInt8] {
-        let devices = try devices(of: peer)
-        guard !devices.isEmpty else { throw E2EError.noSession("\(peer) has no device with a key bundle") }
+        let devices = try recipients(of: peer)
+        guard !devices.isEmpty else { throw E2EError.noSession("\(peer) has no approved device with a key bundle") }
         let copies = try devices.map { ($0.device, try local.encrypt(plaintext, to: Self.sessionName(peer, $0.device))) }
         return E2EEnvelope(senderDevice: device, copies: copies).encoded
     }

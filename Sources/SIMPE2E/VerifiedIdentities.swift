@@ -4,10 +4,16 @@
 public struct VerifiedIdentities: Equatable, Sendable {
     /// Device name → identity key (64 bytes: agreement ‖ signing) when verified.
     public private(set) var identities: [String: [UInt8]]
+    /// The peer's user key pinned when verified (docs/E2E.md §3.4; nil: none was pinned).
+    public private(set) var userKey: [UInt8]?
 
-    /// The devices `devices` (name, identity) as verified now.
-    public init(_ devices: [(device: String, identity: IdentityKey)]) {
+    /// The line name the user key is kept under (no device name starts with `@`).
+    static let userKeyLine = "@user-key"
+
+    /// The devices `devices` (name, identity) as verified now, with the user key pinned then.
+    public init(_ devices: [(device: String, identity: IdentityKey)], userKey: [UInt8]? = nil) {
         identities = Dictionary(devices.map { ($0.device, $0.identity.encoded) }) { $1 }
+        self.userKey = userKey
     }
 
     /// Decodes the kept form: one line per device, `NAME HEX` (the identity in lowercase hex),
@@ -19,11 +25,14 @@ public struct VerifiedIdentities: Equatable, Sendable {
             guard parts.count == 2, let key = Self.bytes(hex: parts[1]) else { continue }
             identities[String(parts[0])] = key
         }
+        userKey = identities.removeValue(forKey: Self.userKeyLine)
         self.identities = identities
     }
 
     /// The kept form (see `init(encoded:)`).
     public var encoded: [UInt8] {
+        var identities = identities
+        if let userKey { identities[Self.userKeyLine] = userKey }
         let lines = identities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.map { String(format2: $0) }.joined())" }
         return Array(lines.joined(separator: "\n").utf8)
     }
@@ -31,9 +40,12 @@ public struct VerifiedIdentities: Equatable, Sendable {
     /// Whether `device` was verified with `identity`.
     public func isVerified(device: String, identity: IdentityKey) -> Bool { identities[device] == identity.encoded }
 
-    /// How the peer's devices known now compare with what was verified.
-    public func check(_ devices: [(device: String, identity: IdentityKey)]) -> VerificationCheck {
-        let changed = devices.filter { !isVerified(device: $0.device, identity: $0.identity) }.map(\.device).sorted()
+    /// How the peer's devices known now (`devices`: those messages go to) and its user key
+    /// pinned now (`userKey`) compare with what was verified: a user key pinned at verification
+    /// that is another now, or gone, is a change (named "user key").
+    public func check(_ devices: [(device: String, identity: IdentityKey)], userKey: [UInt8]? = nil) -> VerificationCheck {
+        var changed = devices.filter { !isVerified(device: $0.device, identity: $0.identity) }.map(\.device).sorted()
+        if let verifiedKey = self.userKey, verifiedKey != userKey { changed.insert("user key", at: 0) }
         return changed.isEmpty ? .verified : .changed(devices: changed)
     }
 

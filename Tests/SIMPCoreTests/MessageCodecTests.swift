@@ -153,6 +153,7 @@ final class MessageCodecTests: XCTestCase {
         message.fileKey = Array(repeating: 0x4B, count: 32)
         message.fileSize = 30
         message.fileDigest = Array(repeating: 0xD1, count: 32)
+        message.deviceList = Array(repeating: 0xDE, count: 40)
         return message
     }
 

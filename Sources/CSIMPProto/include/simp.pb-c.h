@@ -128,10 +128,11 @@ typedef enum _Simp__Message__Type {
    * End-to-end key bundles (types 22-23; docs/PROTOCOL.md §4.8, docs/E2E.md).
    */
   /*
-   * client -> relay, TCP: this device's `keyBundles` (one) and new `oneTimePrekeys`;
+   * client -> relay, TCP: this device's `keyBundles` (one) and new `oneTimePrekeys`
    */
   SIMP__MESSAGE__TYPE__KEYS_PUBLISH = 22,
   /*
+   * (and, from a device holding the user's key, the signed `deviceList`);
    * relay -> client: the answer, `prekeysLeft`, messageId echoed; with messageId 0 a
    * notice: `fromUser`'s device `device` published a new bundle (docs/PROTOCOL.md §4.8)
    */
@@ -582,6 +583,13 @@ struct  Simp__Message
    */
   uint32_t devicesleftout;
   /*
+   * Cross-signing (fields 120-129; docs/PROTOCOL.md §4.8, docs/E2E.md §3.4).
+   */
+  /*
+   * KEYS_PUBLISH: the user's device list signed by the user's key (optional; replaces
+   */
+  ProtobufCBinaryData devicelist;
+  /*
    * Files (fields 80-89; docs/PROTOCOL.md §5.6, docs/E2E.md §17).
    */
   /*
@@ -631,7 +639,7 @@ struct  Simp__Message
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL} }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL} }
 
 
 /* Simp__Message methods */

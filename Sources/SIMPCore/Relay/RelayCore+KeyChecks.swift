@@ -23,6 +23,20 @@ extension RelayCore {
         }
     }
 
+    /// Why `deviceList`, published by `user`, is refused (nil: it is kept): it must be a device
+    /// list of `user` that decodes and whose signature verifies with the key it carries
+    /// (docs/E2E.md §3.4). The relay trusts nothing in it; it only keeps out what no client
+    /// could use.
+    public static func deviceListProblem(_ deviceList: [UInt8], of user: String) -> String? {
+        guard !deviceList.isEmpty else { return nil }
+        do {
+            let list = try SignedDeviceList(encoded: deviceList)
+            return list.user == user ? nil : "a device list of \(list.user), not of \(user)"
+        } catch {
+            return "device list: \(error)"
+        }
+    }
+
     /// Refuses a KEYS_PUBLISH whose keys fail `keyBundleProblem`: counted, logged, answered.
     func refuseBundle(
         _ message: SIMPMessage, from user: String, device: String, on connection: ConnectionID, _ problem: String, into output: inout [RelayAction]
@@ -41,9 +55,10 @@ extension RelayCore {
     public static let maxKeysAnswerBytes = Framing.defaultMaxFrameSize - 4096
 
     /// The devices of a KEYS_FETCH answer that fit in `maxKeysAnswerBytes`, in order, and how
-    /// many were left out (each device costs its name, bundle and prekey plus 8 bytes of tags).
-    static func fittingKeysAnswer(_ devices: [DeviceKeys]) -> (kept: [DeviceKeys], leftOut: Int) {
-        var used = 0
+    /// many were left out (each device costs its name, bundle and prekey plus 8 bytes of tags;
+    /// the user's device list, which is always sent, comes first).
+    static func fittingKeysAnswer(_ devices: [DeviceKeys], deviceList: [UInt8] = []) -> (kept: [DeviceKeys], leftOut: Int) {
+        var used = deviceList.count
         var kept: [DeviceKeys] = []
         for device in devices {
             used += device.device.utf8.count + device.bundle.count + (device.oneTimePrekey?.count ?? 0) + 8

@@ -37,12 +37,14 @@ extension RelayCore {
                     + "1,419 with a KEM prekey, count 0) and at most "
                     + "\(Self.maxOneTimePrekeysPerPublish) one-time prekeys of \(Self.oneTimePrekeySize) bytes", into: &output)
         }
-        if let problem = Self.keyBundleProblem(bundle, oneTimePrekeys: message.oneTimePrekeys) {
+        if let problem = Self.keyBundleProblem(bundle, oneTimePrekeys: message.oneTimePrekeys) ?? Self.deviceListProblem(message.deviceList, of: user)
+        {
             return refuseBundle(message, from: user, device: registration.device, on: connection, problem, into: &output)
         }
-        let request = KeysPublish(
+        var request = KeysPublish(
             user: user, device: registration.device, bundle: bundle, oneTimePrekeys: message.oneTimePrekeys, connection: connection,
             messageId: message.messageId)
+        request.deviceList = message.deviceList
         output.append(.store(.publishKeys(request)))
     }
 
@@ -69,7 +71,9 @@ extension RelayCore {
     }
 
     /// The store answered a `.fetchKeys`.
-    func keysFetched(_ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, into output: inout [RelayAction]) {
+    func keysFetched(
+        _ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, deviceList: [UInt8] = [], into output: inout [RelayAction]
+    ) {
         guard case .success(let (devices, known)) = result else {
             return output.append(.send(request.connection, .error(.internal, "key bundles unavailable, try again", messageId: request.messageId)))
         }
@@ -77,7 +81,8 @@ extension RelayCore {
             return output.append(.send(request.connection, .error(.unknownRecipient, "no such user: \(request.user)", messageId: request.messageId)))
         }
         var reply = SIMPMessage(kind: .keysFetch, messageId: request.messageId, toUser: request.user)
-        let (fitting, leftOut) = Self.fittingKeysAnswer(devices)
+        let (fitting, leftOut) = Self.fittingKeysAnswer(devices, deviceList: deviceList)
+        reply.deviceList = deviceList
         reply.devicesLeftOut = UInt32(clamping: leftOut)
         reply.members = fitting.map(\.device)
         reply.keyBundles = fitting.map(\.bundle)
@@ -106,6 +111,9 @@ public struct KeysPublish: Sendable, Equatable {
     public var oneTimePrekeys: [[UInt8]]
     public var connection: ConnectionID
     public var messageId: UInt64
+    /// The user's signed device list (docs/E2E.md §3.4), kept in place of the user's earlier
+    /// one; empty: the kept one stays.
+    public var deviceList: [UInt8] = []
 
     /// How a published bundle compares with what the store held for the device.
     public enum Change: Sendable, Equatable {

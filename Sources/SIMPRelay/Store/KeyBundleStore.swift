@@ -10,6 +10,8 @@ import SIMPRedis
 /// - `simp:keys:{<user>}`: hash device → base64 of the device's bundle (without one-time prekeys).
 /// - `simp:keys:{<user>}:otk:<device>`: set of base64 one-time prekeys not handed out yet. A fetch
 ///   takes one with `SPOP`, which is atomic: no two senders get the same prekey.
+/// - `simp:keys:{<user>}:device-list`: base64 of the user's signed device list (docs/E2E.md §3.4),
+///   as the last KEYS_PUBLISH that carried one published it.
 /// - `simp:keys:{<user>}:watchers`: sorted set of the users who fetched the bundles, scored by
 ///   the time of their latest fetch (ms); told when a bundle is new or changes.
 public struct KeyBundleStore: Sendable {
@@ -25,6 +27,7 @@ public struct KeyBundleStore: Sendable {
     public static func bundlesKey(_ user: String) -> String { "simp:keys:" + KeyTag.user(user) }
     public static func prekeysKey(_ user: String, device: String) -> String { bundlesKey(user) + ":otk:" + device }
     public static func watchersKey(_ user: String) -> String { bundlesKey(user) + ":watchers" }
+    public static func deviceListKey(_ user: String) -> String { bundlesKey(user) + ":device-list" }
 
     /// Keeps the bundle (replacing the device's earlier one) and adds the one-time prekeys;
     /// returns how many the device has in the store now, how the bundle compares with the
@@ -35,10 +38,13 @@ public struct KeyBundleStore: Sendable {
     ) -> EventLoopFuture<(left: Int, change: KeysPublish.Change, watchers: [String])?> {
         let since = Self.milliseconds() - Int64(RelayCore.keyWatchPeriod.nanoseconds / 1_000_000)
         let call = RedisScript.Call(
-            keys: [Self.bundlesKey(keys.user), Self.prekeysKey(keys.user, device: keys.device), Registry.devicesKey(keys.user)],
+            keys: [
+                Self.bundlesKey(keys.user), Self.prekeysKey(keys.user, device: keys.device), Registry.devicesKey(keys.user),
+                Self.deviceListKey(keys.user),
+            ],
             arguments: [
                 keys.device, Data(keys.bundle).base64EncodedString(), String(maxDevices), Self.prekeysKey(keys.user, device: ""),
-                String(RelayCore.maxOneTimePrekeysPerDevice),
+                String(RelayCore.maxOneTimePrekeysPerDevice), Data(keys.deviceList).base64EncodedString(),
             ] + keys.oneTimePrekeys.map { Data($0).base64EncodedString() })
         let watchers = ["ZRANGEBYSCORE", Self.watchersKey(keys.user), String(since), "+inf"]
         return Self.publishScript.run([call], after: [watchers], on: redis, eventLoop: eventLoop).flatMapThrowing { replies in
@@ -51,8 +57,9 @@ public struct KeyBundleStore: Sendable {
     }
 
     // KEYS: the user's bundles, the device's one-time prekeys, the user's known receiving devices
-    // (Registry). ARGV: device, bundle, devices the user may have, the prekeys keys' prefix,
-    // prekeys a device may have, then the one-time prekeys to add.
+    // (Registry), the user's device list. ARGV: device, bundle, devices the user may have, the
+    // prekeys keys' prefix, prekeys a device may have, the device list (empty: keep the one
+    // kept), then the one-time prekeys to add.
     // A bundle of a new device when the user has `maxDevices` bundles first drops the bundles
     // (and prekeys) of devices the registry no longer knows (forgotten, or send-only ones);
     // if that leaves no room, nothing is written: {-1}. Else {prekeys the device has, 0 the
@@ -70,8 +77,9 @@ public struct KeyBundleStore: Sendable {
           if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return {-1} end
         end
         redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        if ARGV[6] ~= '' then redis.call('SET', KEYS[4], ARGV[6]) end
         local room = tonumber(ARGV[5]) - redis.call('SCARD', KEYS[2])
-        for i = 6, #ARGV do
+        for i = 7, #ARGV do
           if room <= 0 then break end
           room = room - redis.call('SADD', KEYS[2], ARGV[i])
         end
@@ -85,9 +93,10 @@ public struct KeyBundleStore: Sendable {
     /// Every device's bundle, sorted by device, each with a one-time prekey taken from the store
     /// unless the device is in `skipClaimFor` (two round trips: the bundles, then one `SPOP` and
     /// one `SCARD` per device: how many it has left), and whether the user exists (credentials, registered lately, or bundles).
-    public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool)> {
+    public func fetch(_ fetch: KeysFetch, on eventLoop: EventLoop) -> EventLoopFuture<(devices: [DeviceKeys], known: Bool, deviceList: [UInt8])> {
         var commands = [
             ["HGETALL", Self.bundlesKey(fetch.user)], ["EXISTS", Registry.seenKey(fetch.user)], ["EXISTS", CredentialStore.key(fetch.user)],
+            ["GET", Self.deviceListKey(fetch.user)],
         ]
         if !fetch.asker.isEmpty {
             let now = Self.milliseconds(), period = Int64(RelayCore.keyWatchPeriod.nanoseconds / 1_000_000)
@@ -97,17 +106,18 @@ public struct KeyBundleStore: Sendable {
                 ["PEXPIRE", Self.watchersKey(fetch.user), String(period)],
             ]
         }
-        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies -> ([(String, [UInt8])], Bool) in
+        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies -> ([(String, [UInt8])], Bool, [UInt8]) in
             try Registry.check(replies)
             let fields = (replies[0].array ?? []).compactMap(\.string)
             let bundles = stride(from: 0, to: fields.count - 1, by: 2).compactMap { index in
                 Data(base64Encoded: fields[index + 1]).map { (fields[index], Array($0)) }
             }.sorted { $0.0 < $1.0 }
-            return (bundles, !bundles.isEmpty || replies[1].integer == 1 || replies[2].integer == 1)
-        }.flatMap { [redis] bundles, known in
+            let deviceList = replies[3].string.flatMap { Data(base64Encoded: $0) }.map { Array($0) } ?? []
+            return (bundles, !bundles.isEmpty || replies[1].integer == 1 || replies[2].integer == 1, deviceList)
+        }.flatMap { [redis] bundles, known, deviceList in
             let claims = bundles.map(\.0).filter { !fetch.skipClaimFor.contains($0) }
             guard !claims.isEmpty else {
-                return eventLoop.makeSucceededFuture((bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: nil) }, known))
+                return eventLoop.makeSucceededFuture((bundles.map { DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: nil) }, known, deviceList))
             }
             // Each SPOP is followed by an SCARD: how many the device has left after the claim.
             let commands = claims.flatMap {
@@ -124,7 +134,7 @@ public struct KeyBundleStore: Sendable {
                 return (
                     bundles.map {
                         DeviceKeys(device: $0.0, bundle: $0.1, oneTimePrekey: claimed[$0.0]?.prekey, prekeysLeft: claimed[$0.0]?.left)
-                    }, known
+                    }, known, deviceList
                 )
             }
         }

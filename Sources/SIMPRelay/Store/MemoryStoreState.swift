@@ -28,6 +28,8 @@ struct MemoryStoreState: Sendable {
     var relayRecords: Set<String> = []
     /// user → device → its published key bundle (docs/PROTOCOL.md §4.8).
     var keyBundles: [String: [String: [UInt8]]] = [:]
+    /// Each user's signed device list, as published (docs/E2E.md §3.4).
+    var deviceLists: [String: [UInt8]] = [:]
     /// user → device → its one-time prekeys not handed out yet.
     var oneTimePrekeys: [String: [String: [[UInt8]]]] = [:]
     /// user → who fetched its bundles → when (ms since the epoch).
@@ -123,6 +125,7 @@ struct MemoryStoreState: Sendable {
             let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
             let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period }.keys.sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
+            if !keys.deviceList.isEmpty { deviceLists[keys.user] = keys.deviceList }
             // In the order published (not a Set's, which differs between runs): which prekey a
             // fetch claims replays with the simulator's seed.
             var left = oneTimePrekeys[keys.user]?[keys.device] ?? []
@@ -138,7 +141,8 @@ struct MemoryStoreState: Sendable {
                 let left = claimed == nil ? nil : oneTimePrekeys[fetch.user]?[device]?.count
                 return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed, prekeysLeft: left)
             }
-            return .fetchKeys(fetch, devices, known: !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil)
+            let exists = !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil
+            return .fetchKeys(fetch, devices, known: exists, deviceList: deviceLists[fetch.user] ?? [])
         }
     }
 

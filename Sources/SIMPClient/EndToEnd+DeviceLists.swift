@@ -1,0 +1,165 @@
+import Foundation
+import NIOCore
+import SIMPCore
+import SIMPE2E
+
+/// Cross-signing (docs/E2E.md §3.4): a user's first device makes the user's signing key and
+/// signs the list of the user's approved devices; peers pin that key on first use and encrypt
+/// only to the devices its list approves (`E2EMessenger.recipients`, `DeviceListPin`). This is
+/// the shell: it carries the lists between the relay (KEYS_PUBLISH, KEYS_FETCH field
+/// `deviceList`) and the messenger, and tells the user what changed.
+extension EndToEnd {
+    /// The file holding this user's signing key, on the device that made it.
+    static let userKeyName = "user-key"
+    /// The file holding the last device list this device signed with the user key.
+    static let ownDeviceListName = "own-device-list"
+
+    /// Takes the device list the relay served for `peer` and tells the user what it changed.
+    func takeDeviceList(_ served: [UInt8], of peer: String) throws {
+        switch try messenger.takeDeviceList(served, of: peer) {
+        case .userKeyChanged:
+            verifiedPeers.changedSinceLastMessage.insert(peer)
+            onNotice(.userKeyChanged(user: peer))
+            try renewRoomKeys(with: peer)
+        case .updated:
+            try renewRoomKeys(with: peer) // a device approved or removed: the next post re-keys
+        case .withdrawn(let reason):
+            if toldUnusable.insert(peer + " withdrawn").inserted { onNotice(.deviceListWithdrawn(user: peer, reason: reason)) }
+        case .invalid(let reason):
+            logger.warning("ignoring a device list", metadata: ["user": "\(peer)", "error": "\(reason)"])
+        case .noUserKey, .pinned, .unchanged: break
+        }
+    }
+
+    /// Tells the user, once per device and process, of each device of `peer` left out because
+    /// `peer`'s pinned device list does not approve it.
+    func tellUnapproved(of peer: String) {
+        guard let unapproved = try? messenger.unapprovedDevices(of: peer) else { return }
+        for device in unapproved where toldUnusable.insert(peer + "/" + device.device + " unapproved").inserted {
+            onNotice(.unapprovedDevice(user: peer, device: device.device))
+        }
+    }
+
+    /// This device's bundle as published (without one-time prekeys).
+    var publishedBundle: [UInt8] { messenger.local.prekeys.bundle(identity: messenger.local.identity, oneTimePrekeys: []).encoded }
+
+    /// The user's signing key, when this device holds it (the device that made it).
+    func userKey() throws -> UserSigningKey? { try store.load(Self.userKeyName).map(UserSigningKey.init(secretBytes:)) }
+
+    /// The last device list this device signed (nil: it holds no user key).
+    func ownDeviceList() throws -> SignedDeviceList? { try store.load(Self.ownDeviceListName).map(SignedDeviceList.init(encoded:)) }
+
+    /// What this user's own KEYS_FETCH answer says about the user's device list: the device
+    /// holding the user key publishes its list again when the relay lacks it (or serves another);
+    /// the user's only device, when no list approves it (the first device, or one reinstalled
+    /// after every device was lost; `settings.makesUserKey`), makes the user key and a list of
+    /// itself; a device the list does not approve is told to the user once.
+    func reconcileOwnDeviceList(_ answer: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<Void> {
+        do {
+            let others = answer.members.filter { $0 != device }
+            if let own = try ownDeviceList() {
+                for other in others where !own.devices.contains(where: { $0.device == other }) {
+                    if toldUnusable.insert(user + "/" + other + " own unapproved").inserted { onNotice(.ownDeviceNotApproved(device: other)) }
+                }
+                guard answer.deviceList != own.encoded else { return engine.eventLoop.makeSucceededVoidFuture() }
+                // A list signed by another key under this user's name: someone published keys as
+                // this user (or another device made a key at the same moment). Told loudly, once,
+                // and not published over (two devices with keys would take turns forever):
+                // `simp devices reset` on the device that should hold the key settles it.
+                let served = try? SignedDeviceList(encoded: answer.deviceList)
+                if let served, served.userKey != own.userKey {
+                    if toldUnusable.insert(user + " own key replaced").inserted { onNotice(.userKeyChanged(user: user)) }
+                    return engine.eventLoop.makeSucceededVoidFuture()
+                }
+                return publishDeviceList(own, via: engine) // the relay lacks it, or serves an older one
+            }
+            let served = answer.deviceList.isEmpty ? nil : try? SignedDeviceList(encoded: answer.deviceList)
+            let approved = served?.approves(device: device, identity: identity) == true
+            // The user's only device, not approved by any list (none yet, or the list of a key
+            // lost with every device): it makes the user key (a new one is a safety number change).
+            if !approved, others.isEmpty, settings.makesUserKey, !settings.existingKeysOnly { return makeUserKey(via: engine).map { _ in } }
+            if !approved, served != nil, toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
+                onNotice(.ownDeviceNotApproved(device: device))
+            }
+            return engine.eventLoop.makeSucceededVoidFuture()
+        } catch {
+            return engine.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// Makes a new user key on this device and publishes a list of this device alone (the
+    /// user's first device, or `simp devices reset` after the device holding the old key was
+    /// lost): every peer that pinned another key sees a user key change.
+    func makeUserKey(via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
+        do {
+            let key = UserSigningKey(using: &random)
+            let list = try SignedDeviceList.signed(user: user, counter: 1, devices: [ApprovedDevice(device: device, identity: identity)], by: key)
+            try store.save(Self.userKeyName, key.secretBytes)
+            try store.save(Self.ownDeviceListName, SecretBytes(list.encoded))
+            try store.commit()
+            return publishDeviceList(list, via: engine).map { list }
+        } catch {
+            return engine.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// Approves this user's device `name` (as the relay lists it now, with the identity its
+    /// bundle has): signs a new list with it, counter + 1, and publishes it. Only the device
+    /// holding the user key can.
+    func approveDevice(_ name: String, via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
+        let signer: (key: UserSigningKey, list: SignedDeviceList)
+        do {
+            guard let key = try userKey(), let list = try ownDeviceList() else {
+                throw SIMPClientError.notEncryptable(
+                    "this device (\(device)) does not hold \(user)'s user key: approve \(name) on the device that does "
+                        + "(the first device of \(user), which made it)")
+            }
+            signer = (key, list)
+        } catch {
+            return engine.eventLoop.makeFailedFuture(error)
+        }
+        return engine.keysRequest(.keysFetch) { [self] in
+            $0.toUser = user
+            $0.members = [name, device] // no one-time prekey is claimed for these
+        }.flatMapThrowing { [self] answer -> SignedDeviceList in
+            guard let index = answer.members.firstIndex(of: name), index < answer.keyBundles.count else {
+                throw SIMPClientError.notEncryptable("\(user) has no device \"\(name)\" with keys at the relay (it must have logged in once)")
+            }
+            let bundle = try KeyBundle.checked(answer.keyBundles[index])
+            let list = try signer.list.adding(ApprovedDevice(device: name, identity: bundle.identity), by: signer.key)
+            try store.save(Self.ownDeviceListName, SecretBytes(list.encoded))
+            try store.commit()
+            return list
+        }.flatMap { [self] list in publishDeviceList(list, via: engine).map { list } }
+    }
+
+    /// Removes this user's device `name` from the device list (a device lost, or approved by
+    /// mistake): signs a new list without it, counter + 1, and publishes it; peers stop
+    /// encrypting to `name` at their next fetch. Only the device holding the user key can.
+    func removeDevice(_ name: String, via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
+        do {
+            guard let key = try userKey(), let own = try ownDeviceList() else {
+                throw SIMPClientError.notEncryptable(
+                    "this device (\(device)) does not hold \(user)'s user key: remove \(name) on the device that does")
+            }
+            guard name != device else {
+                throw SIMPClientError.notEncryptable("\(name) holds the user key; `simp devices reset` on another device replaces it")
+            }
+            let list = try own.removing(name, by: key)
+            try store.save(Self.ownDeviceListName, SecretBytes(list.encoded))
+            try store.commit()
+            return publishDeviceList(list, via: engine).map { list }
+        } catch {
+            return engine.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// Publishes `list` with this device's bundle (KEYS_PUBLISH; no one-time prekeys).
+    private func publishDeviceList(_ list: SignedDeviceList, via engine: ClientEngine) -> EventLoopFuture<Void> {
+        let bundle = publishedBundle
+        return engine.keysRequest(.keysPublish) {
+            $0.keyBundles = [bundle]
+            $0.deviceList = list.encoded
+        }.map { _ in }
+    }
+}
