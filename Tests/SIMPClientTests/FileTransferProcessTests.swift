@@ -56,6 +56,31 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         assertSentAtMostTheBound(for: contents.count, by: [first, second])
     }
 
+    func testAFileReceivedBeforeAndSentAgainIsAnsweredDoneWithoutGoingOverAgain() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let first = try await listenForFiles(bob, into: downloads)
+        let contents = try randomFile(megabytes: 2, seed: 42, into: "twice.bin")
+        let send = try await sendFile("twice.bin", from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 120)
+        XCTAssertEqual(status, 0, send.standardError)
+        try await assertSaved("twice.bin", contents, by: [first], into: downloads)
+        // bob's listener started again (it forgot the transfer); alice sends the same file again.
+        first.signal(SIGKILL)
+        _ = await first.exitStatus(timeout: 5)
+        let second = try await listenForFiles(bob, into: downloads)
+        let again = try await sendFile("twice.bin", from: alice, to: bob)
+        let againStatus = await again.exitStatus(timeout: 120)
+        XCTAssertEqual(againStatus, 0, again.standardError)
+        let answered = await Eventually.holds(within: .seconds(15)) { second.standardOutput.contains("sent again: already saved at") }
+        XCTAssertTrue(answered, second.standardOutput + second.standardError)
+        let summary = again.standardError.split(separator: "\n").last { $0.hasPrefix("sent ") } ?? ""
+        let sent = Double(summary.split(separator: " ").dropFirst().first ?? "") ?? .infinity
+        XCTAssertLessThan(sent, 0.05 * Double(contents.count), "at most the first window goes before done: \(summary)")
+        let saved = try FileManager.default.contentsOfDirectory(atPath: downloads.path).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(saved, ["twice.bin"], "no second copy")
+    }
+
     func testARelayKilledHalfwayAndStartedAgainStillDeliversTheFile() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let port = try FreePort.tcp(), udpPort = try FreePort.udp()
