@@ -53,7 +53,8 @@ public enum AbuseBench {
     private static func measure(_ attack: AbuseAttack, relay: LocalRelay, options: Options, openFiles: Int) async throws -> AbuseReport.Row {
         let tag = attack.rawValue.split(separator: " ").first.map(String.init) ?? "attack"
         let redisBefore = await RedisStats.read(relay.redisEndpoint)?.usedMemoryBytes ?? 0
-        let rssBefore = ProcessStats.read(pid: relay.pid)?.rssBytes ?? 0
+        let before = ProcessStats.read(pid: relay.pid)
+        let rssBefore = before?.rssBytes ?? 0
         let peak = RSSPeak(pid: relay.pid)
         let sampler = Task { await peak.sample(every: .milliseconds(250)) }
         var row = AbuseReport.Row(attack: attack)
@@ -65,6 +66,7 @@ public enum AbuseBench {
             let idle = min(options.idle, headroom), half = min(options.halfFrame, max(10, headroom / 10))
             let opened = ContinuousClock.now
             let sockets = try AbuseAttack.openIdle(idle, halfFrame: half, port: port)
+            row.openedInSeconds = AbuseProbe.seconds(ContinuousClock.now - opened)
             row.offered = sockets.count
             while ContinuousClock.now - opened < .seconds(40), !sockets.allSatisfy(\.isClosedByPeer) {
                 try await Task.sleep(for: .milliseconds(250))
@@ -77,6 +79,7 @@ public enum AbuseBench {
                 victim: "warm-up-dave", for: options.duration)
         }
         row.probe = try await probe.value
+        row.relayCPUSeconds = (ProcessStats.read(pid: relay.pid)?.cpuSeconds ?? 0) - (before?.cpuSeconds ?? 0)
         let redisAfter = await RedisStats.read(relay.redisEndpoint)?.usedMemoryBytes ?? 0
         row.rssDuringMB = Double(await peak.highest) / 1e6
         try await Task.sleep(for: options.settle)

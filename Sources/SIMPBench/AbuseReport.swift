@@ -20,6 +20,11 @@ public struct AbuseReport: Codable, Sendable {
         public var redisGrowthMB = 0.0
         /// Idle attack: when the relay had closed every connection (nil: not within 40 s).
         public var allClosedAfterSeconds: Double?
+        /// Idle attack: how long the bench took to open its connections (all of them are in the
+        /// relay's accept queue by then; the relay, not the bench, is what they wait for).
+        public var openedInSeconds: Double?
+        /// The relay's CPU seconds while the attack lasted (the probe's logins and sends included).
+        public var relayCPUSeconds = 0.0
         public var probe = AbuseProbe.Figures()
 
         init(attack: AbuseAttack) { self.attack = attack }
@@ -45,6 +50,12 @@ public struct AbuseReport: Codable, Sendable {
                     row.attack.rawValue, String(row.offered), rss, String(format: "%.1f", row.redisGrowthMB), logins, sends,
                     String(row.probe.failures.count), row.meetsBars ? "met" : "MISSED",
                 ]))
+            if let opened = row.openedInSeconds {
+                lines.append("  relay CPU during the attack: \(String(format: "%.2f", row.relayCPUSeconds)) s")
+                lines.append(
+                    "  \(row.offered) connections opened in \(String(format: "%.2f", opened)) s; the third user's first login took \(String(format: "%.2f", row.probe.logins.first ?? 0)) s"
+                )
+            }
             if let closed = row.allClosedAfterSeconds { lines.append("  every connection closed \(String(format: "%.1f", closed)) s after opening") }
             for failure in row.probe.failures.prefix(3) { lines.append("  failure: \(failure)") }
         }

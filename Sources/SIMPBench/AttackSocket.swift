@@ -55,14 +55,20 @@ public final class AttackSocket: @unchecked Sendable {
     }
 
     /// Whether the peer closed the connection (what it sent before is read and dropped).
-    public var isClosedByPeer: Bool {
-        guard fd >= 0 else { return true }
-        var scratch = [UInt8](repeating: 0, count: 4096)
+    public var isClosedByPeer: Bool { drain().closed }
+
+    /// Reads and drops what the peer sent so far: how many bytes, and whether it closed the
+    /// connection.
+    public func drain() -> (bytes: Int, closed: Bool) {
+        guard fd >= 0 else { return (0, true) }
+        var scratch = [UInt8](repeating: 0, count: 4096), bytes = 0
         while true {
             let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if count > 0 { continue }
-            if count == 0 { return true }
-            return errno != EAGAIN && errno != EWOULDBLOCK
+            if count > 0 {
+                bytes += count
+                continue
+            }
+            return (bytes, count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
         }
     }
 

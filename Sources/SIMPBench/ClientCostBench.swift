@@ -35,6 +35,9 @@ public enum ClientCostBench {
         /// Characters of text per message.
         public var textLength = 100
         public var pattern = Pattern.oneWay
+        /// Clients keep an outbox, as `simp`'s do (docs/E2E.md §15: a message leaves once it is
+        /// durable there, one `fdatasync` per burst of submissions), in both modes.
+        public var outbox = false
         public init() {}
     }
 
@@ -78,9 +81,12 @@ public enum ClientCostBench {
     /// One round of one mode: two fresh users, warm-up, then the measured window.
     static func measure(endToEnd: Bool, round: Int, relay: RelayUnderTest, home: URL, options: Options) async throws -> ClientCostReport.Row {
         let suffix = "\(endToEnd ? "e2e" : "plain")-\(round)-\(UInt32.random(in: 0...UInt32.max))"
-        let alice = try await connect("alice-\(suffix)", relay: relay, endToEndHome: endToEnd ? home : nil)
+        let outboxHome = options.outbox ? home : nil
+        let alice = try await connect("alice-\(suffix)", relay: relay, endToEndHome: endToEnd ? home : nil, outboxHome: outboxHome)
         let bob: SIMPClient
-        do { bob = try await connect("bob-\(suffix)", relay: relay, endToEndHome: endToEnd ? home : nil) } catch {
+        do {
+            bob = try await connect("bob-\(suffix)", relay: relay, endToEndHome: endToEnd ? home : nil, outboxHome: outboxHome)
+        } catch {
             await alice.close()
             throw error
         }
@@ -132,9 +138,10 @@ public enum ClientCostBench {
         return ClientCostReport.Row(endToEnd: endToEnd, messages: options.messages, seconds: seconds, before: before, after: after)
     }
 
-    static func connect(_ user: String, relay: RelayUnderTest, endToEndHome: URL?) async throws -> SIMPClient {
+    static func connect(_ user: String, relay: RelayUnderTest, endToEndHome: URL?, outboxHome: URL? = nil) async throws -> SIMPClient {
         var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: relay.port, user: user)
         configuration.endToEnd = endToEndHome.map { EndToEndSettings(home: $0) }
+        configuration.outbox = try outboxHome.map { try Outbox(home: $0, user: user, device: "bench") }
         let client = SIMPClient(configuration: configuration)
         try await client.connect()
         return client

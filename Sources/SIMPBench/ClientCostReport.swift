@@ -49,6 +49,8 @@ public struct ClientCostReport: Codable, Sendable {
     public var rate: Double
     public var textLength: Int
     public var pattern: ClientCostBench.Pattern
+    /// Whether the clients kept an outbox (`simp`'s do), in both modes.
+    public var outbox: Bool
     public var machine: MachineInfo
     /// The 1-minute load average before and after the run.
     public var loadAverage: [Double]
@@ -56,7 +58,7 @@ public struct ClientCostReport: Codable, Sendable {
     public var rows: [Row]
 
     enum CodingKeys: String, CodingKey {
-        case messages, rounds, rate, textLength = "text_length", pattern, machine, loadAverage = "load_average", rows
+        case messages, rounds, rate, textLength = "text_length", pattern, outbox, machine, loadAverage = "load_average", rows
     }
 
     init(options: ClientCostBench.Options, machine: MachineInfo, loadAverage: [Double], rows: [Row]) {
@@ -65,6 +67,7 @@ public struct ClientCostReport: Codable, Sendable {
         rate = options.rate
         textLength = options.textLength
         pattern = options.pattern
+        outbox = options.outbox
         self.machine = machine
         self.loadAverage = loadAverage
         self.rows = rows
@@ -99,7 +102,7 @@ public struct ClientCostReport: Codable, Sendable {
         return
             ([
                 "CPU per message in the reference client (SIMPClient), \(pattern.rawValue): \(messages) messages of \(textLength) characters "
-                    + "at \(Int(rate))/s, median of \(rounds) rounds",
+                    + "at \(Int(rate))/s, median of \(rounds) rounds" + (outbox ? ", clients with an outbox" : ""),
                 "machine: \(machine.nproc) × \(machine.cpuModel), load average \(loadAverage.map(format).joined(separator: " → "))",
             ] + ColumnTable.lines(header: header, rows: cells)).joined(separator: "\n")
     }

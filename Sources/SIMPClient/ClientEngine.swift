@@ -285,7 +285,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// `SIMPClientError.closed`, and the timer stops.
     func closed() {
         closedByUser = true
-        do { try endToEnd?.commit() } catch { logger.warning("cannot write this device's end-to-end state", metadata: ["error": "\(error)"]) }
+        do { try endToEnd?.commitAtClose() } catch { logger.warning("cannot write this device's end-to-end state", metadata: ["error": "\(error)"]) }
         armTimer(at: nil)
         handshake?.promise.fail(SIMPClientError.closed)
         failWaiters()

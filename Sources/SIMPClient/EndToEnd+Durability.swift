@@ -67,4 +67,11 @@ extension EndToEnd {
     func commit() throws {
         try store.commit()
     }
+
+    /// The client closes: the sending keys reserved ahead and not used are given back (the
+    /// sessions written as they are, docs/E2E.md §15), and everything is written.
+    func commitAtClose() throws {
+        try messenger.releaseReservedKeys()
+        try store.commit()
+    }
 }

@@ -39,6 +39,9 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     private var journaled: Set<String> = []
     /// Names read from a journal that is a copy (restored from a backup) and not saved since.
     private var copied: Set<String> = []
+    /// The inode of each file this store wrote as its own: while the file there has it, it is
+    /// no copy, and `isCopy` need not read it (a sender may not save for many messages, §15).
+    private var ownInodes: [String: UInt64] = [:]
     private var journal: Int32 = -1
     /// The journal's valid length (a record cut off by a crash is cut away at the next commit).
     private var journalLength = 0
@@ -71,10 +74,12 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     public func isCopy(_ name: String) throws -> Bool {
         readJournal()
         if pending[name] != nil || journaled.contains(name) { return copied.contains(name) }
+        let path = file(name).path
+        var status = stat()
+        if let own = ownInodes[name], stat(path, &status) == 0, UInt64(status.st_ino) == own { return false }
         guard let bytes = try read(name), bytes.count >= 9, bytes[0] == Self.inodeMark else { return false }
         let recorded = bytes[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        var status = stat()
-        return stat(file(name).path, &status) != 0 || recorded != UInt64(status.st_ino)
+        return stat(path, &status) != 0 || recorded != UInt64(status.st_ino)
     }
 
     /// The file's bytes (nil when there is none).
@@ -239,6 +244,7 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
             unlink(temporary)
             throw DeviceError("cannot write \(url.path): \(reason)")
         }
+        ownInodes[name] = asCopy ? nil : inode
     }
 
     /// Fsyncs the directory, so that the renames in it survive a power loss.

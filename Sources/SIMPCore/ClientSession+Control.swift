@@ -34,6 +34,7 @@ extension ClientSession {
             $0.holdingHeartbeat.heard(at: now)
         }
         var output = Output()
+        output.replies = takeAlsoRefused(message, now: now)
         if let reply = takeReply(message, now: now) {
             output.replies.append(reply)
             return output

@@ -65,18 +65,32 @@ extension ClientSession {
     /// `message` taken as the reply to its request, if it is one. A RATE_LIMITED that leaves
     /// time before the request's deadline is no reply: the request waits to be sent again.
     mutating func takeReply(_ message: SIMPMessage, now: NIODeadline) -> RequestReply? {
-        guard isReply(message), var pending = requestsAwaitingReply[message.messageId] else { return nil }
+        guard isReply(message) else { return nil }
+        return settle(message.messageId, by: message, now: now)
+    }
+
+    /// The requests besides `messageId` that a RATE_LIMITED refused with it (its `receiptIds`:
+    /// the relay tells everything it refused during one pause in one ERROR, docs/PROTOCOL.md
+    /// §2.6): each waits to be sent again, or fails if that would be past its deadline.
+    mutating func takeAlsoRefused(_ message: SIMPMessage, now: NIODeadline) -> [RequestReply] {
+        guard message.kind == .error, message.errorCode == .rateLimited else { return [] }
+        return message.receiptIds.compactMap { requestsAwaitingReply[$0] == nil ? nil : settle($0, by: message, now: now) }
+    }
+
+    /// Request `id` answered by `message` (or refused by it for now, then nil).
+    private mutating func settle(_ id: UInt64, by message: SIMPMessage, now: NIODeadline) -> RequestReply? {
+        guard var pending = requestsAwaitingReply[id] else { return nil }
         if message.kind == .error, message.errorCode == .rateLimited {
             let retryAt = now + .milliseconds(Int64(max(1, message.retryAfterMillis)))
             if retryAt < pending.deadline {
                 pending.retryAt = retryAt
-                requestsAwaitingReply[message.messageId] = pending
+                requestsAwaitingReply[id] = pending
                 return nil
             }
         }
-        requestsAwaitingReply[message.messageId] = nil
+        requestsAwaitingReply[id] = nil
         let refused = RequestReply.Failure.refused(code: message.errorCode, text: message.errorText)
-        return RequestReply(requestId: message.messageId, result: message.kind == .error ? .failure(refused) : .success(message.members))
+        return RequestReply(requestId: id, result: message.kind == .error ? .failure(refused) : .success(message.members))
     }
 
     /// When a request is next due to be sent again or to time out.

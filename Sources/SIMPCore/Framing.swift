@@ -10,34 +10,45 @@ public enum Framing {
 
     /// Appends `message` as one frame to `buffer`.
     public static func writeFrame(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
-        let lengthIndex = buffer.writerIndex
-        buffer.writeInteger(UInt32(0))
-        MessageCodec.encode(message, into: &buffer)
-        buffer.setInteger(UInt32(buffer.writerIndex - lengthIndex - headerSize), at: lengthIndex)
+        MessageCodec.encode(message, into: &buffer, lengthPrefix: true)
     }
 
     /// Appends `payload` (an already encoded `SIMPMessage`) as one frame to `buffer`.
     public static func writeFrame(payload: ByteBuffer, into buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt32(payload.readableBytes))
-        buffer.writeImmutableBuffer(payload)
+        payload.withUnsafeReadableBytes { bytes in
+            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + bytes.count) { out in
+                out.storeBytes(of: UInt32(bytes.count).bigEndian, as: UInt32.self)
+                if !bytes.isEmpty { UnsafeMutableRawBufferPointer(rebasing: out[headerSize...]).copyMemory(from: bytes) }
+                return headerSize + bytes.count
+            }
+        }
     }
 
     /// Appends a DATAGRAM frame carrying `sealed` (docs/PROTOCOL.md §5.5) to `buffer`, encoded
     /// by hand: the same bytes `writeFrame(SIMPMessage.carrying(sealed))` writes (version 1,
     /// type 25, field 70), without building the message.
     public static func writeDatagramFrame(carrying sealed: ByteBuffer, into buffer: inout ByteBuffer) {
-        let length = sealed.readableBytes
-        var lengthVarint: [UInt8] = []
-        var rest = UInt64(length)
-        repeat {
-            lengthVarint.append(UInt8(rest & 0x7F) | (rest > 0x7F ? 0x80 : 0))
-            rest >>= 7
-        } while rest > 0
-        let fixed: [UInt8] = [0x08, 0x01, 0x40, UInt8(SIMPMessage.Kind.datagram.rawValue), 0xB2, 0x04] // version, type, field 70 bytes
-        buffer.writeInteger(UInt32(fixed.count + lengthVarint.count + length))
-        buffer.writeBytes(fixed)
-        buffer.writeBytes(lengthVarint)
-        buffer.writeImmutableBuffer(sealed)
+        // version 1, type DATAGRAM, then field 70's key (bytes); its length follows as a varint.
+        let fixed: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0x08, 0x01, 0x40, UInt8(SIMPMessage.Kind.datagram.rawValue), 0xB2, 0x04)
+        sealed.withUnsafeReadableBytes { bytes in
+            var varintCount = 1
+            while bytes.count >> (7 * varintCount) > 0 { varintCount += 1 }
+            let payloadCount = MemoryLayout.size(ofValue: fixed) + varintCount + bytes.count
+            _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + payloadCount) { out in
+                out.storeBytes(of: UInt32(payloadCount).bigEndian, as: UInt32.self)
+                var offset = headerSize
+                withUnsafeBytes(of: fixed) { UnsafeMutableRawBufferPointer(rebasing: out[offset...]).copyMemory(from: $0) }
+                offset += MemoryLayout.size(ofValue: fixed)
+                var rest = UInt64(bytes.count)
+                repeat {
+                    out[offset] = UInt8(rest & 0x7F) | (rest > 0x7F ? 0x80 : 0)
+                    offset += 1
+                    rest >>= 7
+                } while rest > 0
+                UnsafeMutableRawBufferPointer(rebasing: out[offset...]).copyMemory(from: bytes)
+                return headerSize + payloadCount
+            }
+        }
     }
 
     /// Takes the next whole frame's payload off the front of `buffer`, whatever way TCP cut or

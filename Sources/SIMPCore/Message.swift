@@ -153,7 +153,8 @@ public struct SIMPMessage: Equatable, Sendable {
     /// RECEIPT (DELIVERED) only: further ids of `toUser`'s messages this receipt covers besides
     /// `messageId`, strictly ascending, at most `maxReceiptIds` (docs/PROTOCOL.md §6.1). On the
     /// wire each is the difference to the previous one; `attempt` and `holdMicros` still describe
-    /// `messageId` alone.
+    /// `messageId` alone. ERROR RATE_LIMITED about control requests: the other requests refused
+    /// with `messageId` during the same pause (docs/PROTOCOL.md §2.6).
     public var receiptIds: [UInt64] = []
     /// CONNECTED: the relay routes batch receipts (`receiptIds`); a client batches only then,
     /// since a relay without them would drop the ids when it re-encodes a receipt.

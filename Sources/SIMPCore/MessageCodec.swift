@@ -28,10 +28,18 @@ public enum MessageCodec {
 
     /// Appends the protobuf encoding of `message` to `buffer`.
     public static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer) {
+        encode(message, into: &buffer, lengthPrefix: false)
+    }
+
+    /// Appends the protobuf encoding of `message` to `buffer`, after its length as 4 bytes
+    /// big-endian when `lengthPrefix` (a control frame, `Framing.writeFrame`): one write either way.
+    static func encode(_ message: SIMPMessage, into buffer: inout ByteBuffer, lengthPrefix: Bool) {
         withCMessage(message) { cMessage in
             let size = Int(simp__message__get_packed_size(cMessage))
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
-                Int(simp__message__pack(cMessage, out.baseAddress!.assumingMemoryBound(to: UInt8.self)))
+            let prefix = lengthPrefix ? Framing.headerSize : 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: prefix + size) { out in
+                if lengthPrefix { out.storeBytes(of: UInt32(size).bigEndian, as: UInt32.self) }
+                return prefix + Int(simp__message__pack(cMessage, (out.baseAddress! + prefix).assumingMemoryBound(to: UInt8.self)))
             }
         }
     }
@@ -88,7 +96,7 @@ public enum MessageCodec {
         message.maxDatagramSize = c.maxdatagramsize
         message.status = status
         message.room = string(c.room)
-        message.members = (0..<c.n_members).map { string(c.members[$0]) }
+        message.members = c.n_members == 0 ? [] : (0..<c.n_members).map { string(c.members[$0]) }
         message.author = string(c.author)
         message.authorMessageId = c.authormessageid
         message.memberCount = c.membercount
@@ -108,22 +116,31 @@ public enum MessageCodec {
         message.token = string(c.token)
         message.tokenExpires = c.tokenexpires
         message.e2ePayload = byteArray(c.e2epayload)
-        message.keyBundles = (0..<c.n_keybundles).map { byteArray(c.keybundles[$0]) }
-        message.oneTimePrekeys = (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
+        message.keyBundles = c.n_keybundles == 0 ? [] : (0..<c.n_keybundles).map { byteArray(c.keybundles[$0]) }
+        message.oneTimePrekeys = c.n_onetimeprekeys == 0 ? [] : (0..<c.n_onetimeprekeys).map { byteArray(c.onetimeprekeys[$0]) }
         message.prekeysLeft = c.prekeysleft
         message.devicesLeftOut = c.devicesleftout
+        // Bitwise or, not `||` (whose autoclosures would each copy `c`): any file field set.
+        let fileNumbers = c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
+        if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 {
+            decodeFileFields(of: c, into: &message)
+        }
+        message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
+        return message
+    }
+
+    /// The fields of a file transfer (FILE_CHUNK, FILE_ACK, a file's announcement).
+    private static func decodeFileFields(of c: Simp__Message, into message: inout SIMPMessage) {
         message.fileId = c.fileid
         message.chunkIndex = c.chunkindex
         message.chunk = byteArray(c.chunk)
-        message.fileRanges = Array(UnsafeBufferPointer(start: c.fileranges, count: c.n_fileranges))
+        message.fileRanges = c.n_fileranges == 0 ? [] : Array(UnsafeBufferPointer(start: c.fileranges, count: c.n_fileranges))
         message.fileSeq = c.fileseq
         message.fileChunkSize = c.filechunksize
         message.fileDone = c.filedone != 0
         message.fileKey = byteArray(c.filekey)
         message.fileSize = c.filesize
         message.fileDigest = byteArray(c.filedigest)
-        message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
-        return message
     }
 
     /// The absolute ids of a batch written as differences (docs/PROTOCOL.md §6.1); O(count),
@@ -151,135 +168,206 @@ public enum MessageCodec {
         return Array(UnsafeBufferPointer(start: pointer, count: data.len))
     }
 
-    /// Builds the C struct for `message`, with every string in one NUL-separated scratch buffer
-    /// and every bytes field in another (a handful of allocations per call, not one per field).
+    /// Builds the C struct for `message`. Every string, bytes field and repeated field it points
+    /// to is copied into one scratch allocation; fields at their default (empty strings and bytes,
+    /// repeated fields without elements) keep what `simp__message__init` set and cost nothing, so
+    /// a plain text pays nothing for the fields of files, keys or rooms.
     private static func withCMessage<R>(_ message: SIMPMessage, _ body: (UnsafePointer<Simp__Message>) -> R) -> R {
-        var strings = CStringScratch(capacity: estimatedSize(of: message))
-        let content = strings.add(message.content), imageURL = strings.add(message.imageURL)
-        let fromUser = strings.add(message.fromUser), toUser = strings.add(message.toUser)
-        let errorText = strings.add(message.errorText), relayId = strings.add(message.relayId)
-        let room = strings.add(message.room), author = strings.add(message.author), device = strings.add(message.device)
-        let loginAddress = strings.add(message.loginAddress), token = strings.add(message.token)
-        let memberOffsets = message.members.map { strings.add($0) }
-        // Bytes fields: one contiguous copy; empty fields are skipped by protobuf-c.
-        var binary = message.nonce + message.salt + message.proof + message.sessionSecret + message.datagram + message.e2ePayload
-        binary += message.chunk + message.fileKey + message.fileDigest
-        for bytes in message.keyBundles + message.oneTimePrekeys { binary += bytes }
-        return strings.bytes.withUnsafeMutableBufferPointer { stringBytes in
-            binary.withUnsafeMutableBufferPointer { binaryBytes in
-                let base = UnsafeMutableRawPointer(stringBytes.baseAddress!).assumingMemoryBound(to: CChar.self)
-                // Called in the order the fields were concatenated into `binary`.
-                var binaryOffset = 0
-                func binaryField(_ length: Int) -> ProtobufCBinaryData {
-                    defer { binaryOffset += length }
-                    return ProtobufCBinaryData(len: length, data: length == 0 ? nil : binaryBytes.baseAddress! + binaryOffset)
-                }
-                var c = Simp__Message()
-                simp__message__init(&c)
-                c.version = message.version
-                c.messageid = message.messageId
-                c.time = message.time
-                c.content = base + content
-                c.imageurl = base + imageURL
-                c.fromuser = base + fromUser
-                c.touser = base + toUser
-                c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
-                c.imagescale = message.imageScale
-                c.attempt = message.attempt
-                c.holdmicros = message.holdMicros
-                c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
-                c.errortext = base + errorText
-                c.udpport = message.udpPort
-                c.relayid = base + relayId
-                c.stream = message.stream
-                c.seq = message.seq
-                c.floor = message.floor
-                c.custodyfloor = message.custodyFloor
-                c.nonce = binaryField(message.nonce.count)
-                c.salt = binaryField(message.salt.count)
-                c.iterations = message.iterations
-                c.proof = binaryField(message.proof.count)
-                c.sessionid = message.sessionId
-                c.sessionsecret = binaryField(message.sessionSecret.count)
-                c.datagram = binaryField(message.datagram.count)
-                c.retryaftermillis = message.retryAfterMillis
-                c.maxdatagramsize = message.maxDatagramSize
-                c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
-                c.room = base + room
-                c.author = base + author
-                c.authormessageid = message.authorMessageId
-                c.membercount = message.memberCount
-                c.deliveredcount = message.deliveredCount
-                c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
-                c.lastseen = message.lastSeen
-                c.device = base + device
-                c.loginaddress = base + loginAddress
-                c.token = base + token
-                c.tokenexpires = message.tokenExpires
-                c.sendonly = message.sendOnly ? 1 : 0
-                c.batchreceipts = message.batchReceipts ? 1 : 0
-                c.held = message.held ? 1 : 0
-                c.messageratelimit = message.messageRateLimit
-                c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
-                c.receiveronline = message.receiverOnline ? 1 : 0
-                c.e2epayload = binaryField(message.e2ePayload.count)
-                c.chunk = binaryField(message.chunk.count)
-                c.filekey = binaryField(message.fileKey.count)
-                c.filedigest = binaryField(message.fileDigest.count)
-                c.fileid = message.fileId
-                c.chunkindex = message.chunkIndex
-                c.fileseq = message.fileSeq
-                c.filechunksize = message.fileChunkSize
-                c.filedone = message.fileDone ? 1 : 0
-                c.filesize = message.fileSize
-                var keyBundles = message.keyBundles.map { binaryField($0.count) }
-                var oneTimePrekeys = message.oneTimePrekeys.map { binaryField($0.count) }
-                c.prekeysleft = message.prekeysLeft
-                c.devicesleftout = message.devicesLeftOut
-                var members: [UnsafeMutablePointer<CChar>?] = memberOffsets.map { base + $0 }
+        let size = CMessageScratch.size(of: message)
+        return withUnsafeTemporaryAllocation(byteCount: size.arrays + size.bytes, alignment: 8) { raw in
+            var scratch = CMessageScratch(raw.baseAddress!, arrays: size.arrays)
+            var c = Simp__Message()
+            simp__message__init(&c)
+            c.version = message.version
+            c.messageid = message.messageId
+            c.time = message.time
+            c.type = Simp__Message__Type(rawValue: UInt32(bitPattern: message.kind.rawValue))
+            c.imagescale = message.imageScale
+            c.attempt = message.attempt
+            c.holdmicros = message.holdMicros
+            c.errorcode = Simp__Message__ErrorCode(rawValue: UInt32(bitPattern: message.errorCode.rawValue))
+            c.udpport = message.udpPort
+            c.stream = message.stream
+            c.seq = message.seq
+            c.floor = message.floor
+            c.custodyfloor = message.custodyFloor
+            c.iterations = message.iterations
+            c.sessionid = message.sessionId
+            c.retryaftermillis = message.retryAfterMillis
+            c.maxdatagramsize = message.maxDatagramSize
+            c.status = Simp__Message__DeliveryStatus(rawValue: UInt32(bitPattern: message.status.rawValue))
+            c.authormessageid = message.authorMessageId
+            c.membercount = message.memberCount
+            c.deliveredcount = message.deliveredCount
+            c.presence = Simp__Message__Presence(rawValue: message.online ? 1 : 0)
+            c.lastseen = message.lastSeen
+            c.tokenexpires = message.tokenExpires
+            c.sendonly = message.sendOnly ? 1 : 0
+            c.batchreceipts = message.batchReceipts ? 1 : 0
+            c.held = message.held ? 1 : 0
+            c.messageratelimit = message.messageRateLimit
+            c.acceptsbatchreceipts = message.acceptsBatchReceipts ? 1 : 0
+            c.receiveronline = message.receiverOnline ? 1 : 0
+            c.prekeysleft = message.prekeysLeft
+            c.devicesleftout = message.devicesLeftOut
+            scratch.string(message.content, into: &c.content)
+            scratch.string(message.imageURL, into: &c.imageurl)
+            scratch.string(message.fromUser, into: &c.fromuser)
+            scratch.string(message.toUser, into: &c.touser)
+            scratch.string(message.errorText, into: &c.errortext)
+            scratch.string(message.relayId, into: &c.relayid)
+            scratch.string(message.room, into: &c.room)
+            scratch.string(message.author, into: &c.author)
+            scratch.string(message.device, into: &c.device)
+            scratch.string(message.loginAddress, into: &c.loginaddress)
+            scratch.string(message.token, into: &c.token)
+            scratch.bytes(message.nonce, into: &c.nonce)
+            scratch.bytes(message.salt, into: &c.salt)
+            scratch.bytes(message.proof, into: &c.proof)
+            scratch.bytes(message.sessionSecret, into: &c.sessionsecret)
+            scratch.bytes(message.datagram, into: &c.datagram)
+            scratch.bytes(message.e2ePayload, into: &c.e2epayload)
+            if !message.receiptIds.isEmpty {
                 var previous: UInt64 = 0
-                var deltas = message.receiptIds.map { id in
-                    defer { previous = id }; return id &- previous
+                c.receiptids = scratch.words(message.receiptIds.count) { index in
+                    defer { previous = message.receiptIds[index] }
+                    return message.receiptIds[index] &- previous
                 }
-                var fileRanges = message.fileRanges
-                return fileRanges.withUnsafeMutableBufferPointer { ranges in
-                    c.n_fileranges = ranges.count
-                    c.fileranges = ranges.baseAddress
-                    return members.withUnsafeMutableBufferPointer { pointers in
-                        c.n_members = pointers.count
-                        c.members = pointers.baseAddress
-                        return deltas.withUnsafeMutableBufferPointer { ids in
-                            c.n_receiptids = ids.count
-                            c.receiptids = ids.baseAddress
-                            return keyBundles.withUnsafeMutableBufferPointer { bundles in
-                                c.n_keybundles = bundles.count
-                                c.keybundles = bundles.baseAddress
-                                return oneTimePrekeys.withUnsafeMutableBufferPointer { prekeys in
-                                    c.n_onetimeprekeys = prekeys.count
-                                    c.onetimeprekeys = prekeys.baseAddress
-                                    return withUnsafePointer(to: &c) { body($0) }
-                                }
-                            }
-                        }
-                    }
-                }
+                c.n_receiptids = message.receiptIds.count
             }
+            if !message.members.isEmpty {
+                c.members = scratch.members(message.members)
+                c.n_members = message.members.count
+            }
+            if !message.keyBundles.isEmpty {
+                c.keybundles = scratch.bytesList(message.keyBundles)
+                c.n_keybundles = message.keyBundles.count
+            }
+            if !message.oneTimePrekeys.isEmpty {
+                c.onetimeprekeys = scratch.bytesList(message.oneTimePrekeys)
+                c.n_onetimeprekeys = message.oneTimePrekeys.count
+            }
+            if message.hasFileFields { setFileFields(of: message, in: &c, scratch: &scratch) }
+            return withUnsafePointer(to: &c) { body($0) }
+        }
+    }
+
+    /// The fields of a file transfer (FILE_CHUNK, FILE_ACK, a file's announcement).
+    private static func setFileFields(of message: SIMPMessage, in c: inout Simp__Message, scratch: inout CMessageScratch) {
+        c.fileid = message.fileId
+        c.chunkindex = message.chunkIndex
+        c.fileseq = message.fileSeq
+        c.filechunksize = message.fileChunkSize
+        c.filedone = message.fileDone ? 1 : 0
+        c.filesize = message.fileSize
+        scratch.bytes(message.chunk, into: &c.chunk)
+        scratch.bytes(message.fileKey, into: &c.filekey)
+        scratch.bytes(message.fileDigest, into: &c.filedigest)
+        if !message.fileRanges.isEmpty {
+            c.fileranges = scratch.words(message.fileRanges.count) { message.fileRanges[$0] }
+            c.n_fileranges = message.fileRanges.count
         }
     }
 }
 
-/// NUL-terminated UTF-8 copies of a message's strings, back to back in one buffer.
-private struct CStringScratch {
-    var bytes: [UInt8] = []
+extension SIMPMessage {
+    /// Whether any field of a file transfer is set (the codec skips them all when none is).
+    var hasFileFields: Bool {
+        // Bitwise or, not `||`: its autoclosures would each copy the whole message in debug builds.
+        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0)
+        let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count
+        return numbers | UInt64(counts) != 0
+    }
+}
 
-    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+/// The memory a C message points to, in one allocation: first the 8-byte aligned arrays
+/// (repeated integers, string pointers, bytes descriptors), then the bytes of bytes fields and
+/// NUL-terminated strings. Each region is bound to one type.
+private struct CMessageScratch {
+    private let base: UnsafeMutableRawPointer
+    /// Where the next array goes (from 0) and where the next bytes go (after the arrays).
+    private var arrays = 0, bytes: Int
 
-    /// Appends `string` and its terminating NUL; returns the offset it starts at.
-    mutating func add(_ string: String) -> Int {
-        let start = bytes.count
-        bytes.append(contentsOf: string.utf8)
-        bytes.append(0)
-        return start
+    init(_ base: UnsafeMutableRawPointer, arrays: Int) {
+        self.base = base
+        self.bytes = arrays
+    }
+
+    /// The bytes `message`'s C struct needs: arrays (a multiple of 8) and bytes (at least 1).
+    static func size(of message: SIMPMessage) -> (arrays: Int, bytes: Int) {
+        let pointer = MemoryLayout<UnsafeMutablePointer<CChar>?>.stride, binary = MemoryLayout<ProtobufCBinaryData>.stride
+        let arrays =
+            8 * (message.receiptIds.count + message.fileRanges.count) + pointer * message.members.count
+            + binary * (message.keyBundles.count + message.oneTimePrekeys.count)
+        // Each string with its NUL (empty ones are not copied; the 1 keeps the size above 0).
+        var bytes = 12 + message.content.utf8.count + message.imageURL.utf8.count + message.fromUser.utf8.count
+        bytes += message.toUser.utf8.count + message.errorText.utf8.count + message.relayId.utf8.count
+        bytes += message.room.utf8.count + message.author.utf8.count + message.device.utf8.count
+        bytes += message.loginAddress.utf8.count + message.token.utf8.count
+        for member in message.members { bytes += member.utf8.count + 1 }
+        bytes += message.nonce.count + message.salt.count + message.proof.count + message.sessionSecret.count
+        bytes += message.datagram.count + message.e2ePayload.count + message.chunk.count + message.fileKey.count
+        bytes += message.fileDigest.count
+        for element in message.keyBundles { bytes += element.count }
+        for element in message.oneTimePrekeys { bytes += element.count }
+        return (arrays, bytes)
+    }
+
+    /// Points `field` at a NUL-terminated copy of `string`; leaves it alone when `string` is empty.
+    mutating func string(_ string: String, into field: inout UnsafeMutablePointer<CChar>?) {
+        guard !string.isEmpty else { return }
+        field = copy(string)
+    }
+
+    /// Points `field` at a copy of `value`; leaves it alone (length 0) when `value` is empty.
+    mutating func bytes(_ value: [UInt8], into field: inout ProtobufCBinaryData) {
+        guard !value.isEmpty else { return }
+        field = copy(value)
+    }
+
+    /// An array of `count` integers, element `index` being `value(index)`.
+    mutating func words(_ count: Int, _ value: (Int) -> UInt64) -> UnsafeMutablePointer<UInt64> {
+        let words = array(of: UInt64.self, count: count)
+        for index in 0..<count { (words + index).initialize(to: value(index)) }
+        return words
+    }
+
+    /// An array of pointers to NUL-terminated copies of `strings` (empty ones included).
+    mutating func members(_ strings: [String]) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> {
+        let pointers = array(of: UnsafeMutablePointer<CChar>?.self, count: strings.count)
+        for (index, string) in strings.enumerated() { (pointers + index).initialize(to: copy(string)) }
+        return pointers
+    }
+
+    /// An array of descriptors of copies of `list`'s elements.
+    mutating func bytesList(_ list: [[UInt8]]) -> UnsafeMutablePointer<ProtobufCBinaryData> {
+        let descriptors = array(of: ProtobufCBinaryData.self, count: list.count)
+        for (index, element) in list.enumerated() { (descriptors + index).initialize(to: copy(element)) }
+        return descriptors
+    }
+
+    private mutating func array<T>(of type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
+        defer { arrays += count * MemoryLayout<T>.stride }
+        return (base + arrays).bindMemory(to: T.self, capacity: count)
+    }
+
+    private mutating func copy(_ string: String) -> UnsafeMutablePointer<CChar> {
+        var string = string
+        return string.withUTF8 { utf8 in
+            let start = (base + bytes).bindMemory(to: CChar.self, capacity: utf8.count + 1)
+            if let source = utf8.baseAddress { UnsafeMutableRawPointer(start).copyMemory(from: source, byteCount: utf8.count) }
+            start[utf8.count] = 0
+            bytes += utf8.count + 1
+            return start
+        }
+    }
+
+    private mutating func copy(_ value: [UInt8]) -> ProtobufCBinaryData {
+        guard !value.isEmpty else { return ProtobufCBinaryData(len: 0, data: nil) }
+        let start = (base + bytes).bindMemory(to: UInt8.self, capacity: value.count)
+        value.withUnsafeBufferPointer { start.initialize(from: $0.baseAddress!, count: $0.count) }
+        bytes += value.count
+        return ProtobufCBinaryData(len: value.count, data: start)
     }
 }
 

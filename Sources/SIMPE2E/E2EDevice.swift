@@ -100,9 +100,24 @@ public struct E2EDevice: RedactedReflection {
         guard try !store.isCopy("peer/" + peer) else {
             throw E2EError.noSession("the session with \(peer) was restored from a copy of this device's state: start a new one")
         }
-        let payload = try record.current.encrypt(plaintext)
-        try save(record, for: peer)
+        let cached = decoded.sessions[peer]
+        let payload = try record.current.encrypt(plaintext, nextChainKey: cached?.reservation?.chainKey(after: record.current))
+        if let cached, let reservation = cached.reservation, reservation.covers(record.current) {
+            decoded.sessions[peer] = (cached.bytes, record, reservation) // stored ahead of this key: nothing to write
+        } else {
+            try save(record, for: peer, keys: .more)
+        }
         return payload
+    }
+
+    /// Writes each session whose stored copy is ahead of the keys it used (reserved, §15) as
+    /// it is, so that the next process of this device goes on from the next key unused (the
+    /// client does this when it closes; a process that ends without it skips the rest).
+    public func releaseReservedKeys() throws {
+        for (peer, cached) in decoded.sessions where cached.reservation?.covers(cached.record.current) == true {
+            guard try store.load("peer/" + peer) == cached.bytes else { continue } // not what this device holds now
+            try save(cached.record, for: peer, keys: .released)
+        }
     }
 
     /// Decrypts a pairwise payload from `peer`: a prekey message of a known session, or one
@@ -169,19 +184,38 @@ public struct E2EDevice: RedactedReflection {
         guard let bytes = try store.load("peer/" + peer) else { return nil }
         if let cached = decoded.sessions[peer], cached.bytes == bytes { return cached.record } // same buffer: no comparing
         let record = try PeerSessions(secretBytes: bytes)
-        decoded.sessions[peer] = (bytes, record)
+        decoded.sessions[peer] = (bytes, record, nil)
         return record
     }
 
-    private func save(_ record: PeerSessions, for peer: String) throws {
-        let bytes = record.secretBytes
+    /// What a save does with the sending keys reserved (`SendingReservation`, docs/E2E.md §15).
+    private enum ReservedKeys {
+        /// The current session's sending chain is stored as far as the keys reserved on it.
+        case kept
+        /// More keys are reserved first (it just sent with the last key covered).
+        case more
+        /// The session is stored as it is: the next process goes on from the next key unused.
+        case released
+    }
+
+    /// Saves `record`, its current session's sending chain as `keys` says.
+    private func save(_ record: PeerSessions, for peer: String, keys: ReservedKeys = .kept) throws {
+        var reservation = decoded.sessions[peer]?.reservation
+        switch keys {
+        case .kept: break
+        case .more: reservation = record.current.reserveSendingKeys(after: reservation)
+        case .released: reservation = nil
+        }
+        let bytes = record.secretBytes(reserving: reservation)
         try store.save("peer/" + peer, bytes)
-        decoded.sessions[peer] = (bytes.bytes, record)
+        decoded.sessions[peer] = (bytes.bytes, record, reservation)
     }
 }
 
 /// The sessions an `E2EDevice` decoded or saved last, with the bytes they came from or went to
-/// (shared by the device's copies: a value is only used while the store still holds its bytes).
+/// (shared by the device's copies: a value is only used while the store still holds its bytes),
+/// and the sending keys reserved in those bytes: `record` may be ahead of `bytes` by keys the
+/// reservation covers.
 final class DecodedSessions: @unchecked Sendable { // used with its device only
-    var sessions: [String: (bytes: [UInt8], record: PeerSessions)] = [:]
+    var sessions: [String: (bytes: [UInt8], record: PeerSessions, reservation: SendingReservation?)] = [:]
 }

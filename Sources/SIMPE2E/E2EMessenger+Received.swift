@@ -24,11 +24,12 @@ extension E2EMessenger {
     public mutating func receive(
         _ envelope: [UInt8], messageId: UInt64, from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
     ) throws -> Received {
-        let sender = try E2EEnvelope(encoded: envelope).senderDevice
+        let decoded = try E2EEnvelope(encoded: envelope)
+        let sender = decoded.senderDevice
         if let kept = try keptPlaintext(of: messageId, from: peer, device: sender) {
             return Received(plaintext: kept, notices: [], openedBefore: true)
         }
-        let opened = try open(envelope, from: peer, now: now, using: &random)
+        let opened = try open(decoded, from: peer, now: now, using: &random)
         try noteDecrypted(messageId, from: peer, device: sender, plaintext: opened.plaintext)
         return Received(plaintext: opened.plaintext, notices: opened.notices, openedBefore: false)
     }

@@ -18,6 +18,7 @@ public struct E2EMessenger: RedactedReflection {
     public let device: String
     public internal(set) var local: E2EDevice
     let store: E2EStateStore
+    private let decodedDevices = DecodedDeviceLists()
 
     /// Loads (or, on first run, makes and saves) this device's identity and prekeys.
     public init(device: String, store: E2EStateStore, using random: inout some RandomNumberGenerator) throws {
@@ -37,10 +38,20 @@ public struct E2EMessenger: RedactedReflection {
         try local.rotateSignedPrekey(using: &random)
     }
 
-    /// The devices of `peer` messages are encrypted for, with their identities.
+    /// The devices of `peer` messages are encrypted for, with their identities (decoded once
+    /// while the store holds the same bytes).
     public func devices(of peer: String) throws -> [PeerDevice] {
         guard let bytes = try store.load("devices/" + peer) else { return [] }
-        return try PeerDevice.decodeList(bytes)
+        if let cached = decodedDevices.lists[peer], cached.bytes == bytes { return cached.devices } // same buffer: no comparing
+        let devices = try PeerDevice.decodeList(bytes)
+        decodedDevices.lists[peer] = (bytes, devices)
+        return devices
+    }
+
+    /// When the client closes: the sending keys reserved ahead and not used are given back
+    /// (docs/E2E.md §15), so that the next process goes on from the next key unused.
+    public func releaseReservedKeys() throws {
+        try local.releaseReservedKeys()
     }
 
     /// Takes the bundles the relay handed out for `peer`'s devices: a session starts with each
@@ -85,7 +96,13 @@ public struct E2EMessenger: RedactedReflection {
     public mutating func open(
         _ envelope: [UInt8], from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
     ) throws -> (plaintext: [UInt8], notices: [E2ENotice]) {
-        let decoded = try E2EEnvelope(encoded: envelope)
+        try open(try E2EEnvelope(encoded: envelope), from: peer, now: now, using: &random)
+    }
+
+    /// `open` of an envelope decoded already.
+    mutating func open(
+        _ decoded: E2EEnvelope, from peer: String, now: UInt64, using random: inout some RandomNumberGenerator
+    ) throws -> (plaintext: [UInt8], notices: [E2ENotice]) {
         guard let copy = decoded.copies.first(where: { $0.device == device })?.payload else {
             throw E2EError.noSession("the message was not encrypted for this device (\(device)); the sender did not know it yet")
         }
@@ -121,6 +138,11 @@ public struct E2EMessenger: RedactedReflection {
     }
 
     public var description: String { "E2EMessenger(\(device), keys redacted)" }
+}
+
+/// The device lists an `E2EMessenger` decoded last, with the bytes they came from.
+final class DecodedDeviceLists: @unchecked Sendable { // used with its messenger only
+    var lists: [String: (bytes: [UInt8], devices: [PeerDevice])] = [:]
 }
 
 /// A peer's device as this device knows it.

@@ -47,6 +47,16 @@ enum E2EKDF {
         let nextChainKey = Array(HMAC<SHA256>.authenticationCode(for: [0x02], using: key))
         return (nextChainKey, messageKey)
     }
+
+    /// §5: the message key alone (KDF_CK's first output).
+    static func messageKey(_ chainKey: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: [0x01], using: SymmetricKey(data: chainKey)))
+    }
+
+    /// §5: the next chain key alone (KDF_CK's second output), to move a chain ahead.
+    static func nextChainKey(_ chainKey: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: [0x02], using: SymmetricKey(data: chainKey)))
+    }
 }
 
 /// §6: the AEAD, AES-256-GCM with key and nonce expanded from a single-use message key.

@@ -29,12 +29,16 @@ struct PeerSessions: Sendable {
     }
 
     /// Version 1: u8 count, then each session as u32 length ‖ session state.
-    var secretBytes: SecretBytes {
+    var secretBytes: SecretBytes { secretBytes(reserving: nil) }
+
+    /// The stored form: the current session's sending chain at `reservation`, when it covers
+    /// it (`SendingReservation`).
+    func secretBytes(reserving reservation: SendingReservation?) -> SecretBytes {
         var writer = ByteWriter()
         writer.u8(1)
         writer.u8(UInt8(all.count))
-        for session in all {
-            let bytes = session.secretBytes.bytes
+        for (index, session) in all.enumerated() {
+            let bytes = (index == 0 ? session.stored(under: reservation) : session).secretBytes.bytes
             writer.u32(UInt32(bytes.count))
             writer.raw(bytes)
         }

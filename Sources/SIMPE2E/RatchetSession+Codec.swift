@@ -69,3 +69,71 @@ extension RatchetSession {
         try reader.expectEnd()
     }
 }
+
+/// Message keys reserved ahead on the sending chain (docs/E2E.md §15): the stored copy of a
+/// session holds its sending chain `count` steps along (`chain`), so the keys before that may
+/// be used without writing the session again, and a device that restarts from the stored copy
+/// starts after them: it never seals again with a key it used. The receiver keeps the keys a
+/// restart skipped (§5.3).
+struct SendingReservation: Sendable {
+    /// The sending ratchet key of the chain reserved on (a DH ratchet step starts another).
+    let ratchetKey: [UInt8]
+    /// The sending count the stored copy is at: keys below it may be used.
+    let count: UInt32
+    /// The sending chain key at `count`.
+    let chain: SecretBytes
+    /// How many keys this reservation covers, the one just used included (the next one on the
+    /// chain covers twice as many).
+    let size: UInt32
+    /// The chain keys after the one in use when it was made (`count - size + 1` on), up to
+    /// `chain`: computed to reserve, used again to encrypt (`chainKey(after:)`).
+    let chainKeys: [SecretBytes]
+
+    /// The chain key that follows `session`'s current one, when this reservation computed it.
+    func chainKey(after session: RatchetSession) -> [UInt8]? {
+        guard ratchetKey == session.sendingRatchetKey.publicKey, session.sendingCount < count else { return nil }
+        let index = Int(session.sendingCount) - (Int(count) - chainKeys.count)
+        return chainKeys.indices.contains(index) ? chainKeys[index].bytes : nil
+    }
+
+    /// Whether this reservation is of `session`'s sending chain and covers the key it uses next.
+    func covers(_ session: RatchetSession) -> Bool {
+        session.sendingChain != nil && ratchetKey == session.sendingRatchetKey.publicKey && count > session.sendingCount
+    }
+}
+
+extension RatchetSession {
+    /// The most message keys one reservation covers: once a chain has sent this many, the
+    /// session is written once per this many messages; a crash skips fewer than this many keys.
+    static let keysReservedAhead: UInt32 = 64
+
+    /// A reservation of the sending chain's next `size - 1` message keys (nil without a
+    /// sending chain), made when a message was just encrypted with the last key covered: `size`
+    /// is 1 on a chain not reserved on before, so a chain that sends once or twice (a
+    /// conversation taking turns, one `simp send`) is stored as it is, exactly as without
+    /// reservations; then twice the `previous` reservation's on the same chain, up to
+    /// `keysReservedAhead`.
+    func reserveSendingKeys(after previous: SendingReservation?) -> SendingReservation? {
+        guard var chain = sendingChain?.bytes else { return nil }
+        let sameChain = previous?.ratchetKey == sendingRatchetKey.publicKey
+        let size = sameChain ? min(2 * (previous?.size ?? 1), Self.keysReservedAhead) : 1
+        var chainKeys: [SecretBytes] = []
+        for _ in 1..<size {
+            chain = E2EKDF.nextChainKey(chain)
+            chainKeys.append(SecretBytes(chain))
+        }
+        return SendingReservation(
+            ratchetKey: sendingRatchetKey.publicKey, count: sendingCount + size - 1, chain: SecretBytes(chain), size: size,
+            chainKeys: chainKeys)
+    }
+
+    /// This session as it is stored under `reservation` (when it covers it): its sending chain
+    /// at the reservation's count.
+    func stored(under reservation: SendingReservation?) -> RatchetSession {
+        guard let reservation, reservation.covers(self) else { return self }
+        var stored = self
+        stored.sendingChain = reservation.chain
+        stored.sendingCount = reservation.count
+        return stored
+    }
+}

@@ -38,8 +38,14 @@ public struct RatchetSession: Sendable, RedactedReflection {
     /// Encrypts `plaintext` as the next message; the result is the payload to send (and to resend
     /// unchanged on retransmission).
     public mutating func encrypt(_ plaintext: [UInt8]) throws -> [UInt8] {
+        try encrypt(plaintext, nextChainKey: nil)
+    }
+
+    /// `encrypt`, with the chain key that follows the current one when it is known already
+    /// (reserving keys computed it, `SendingReservation`): one KDF step less.
+    mutating func encrypt(_ plaintext: [UInt8], nextChainKey: [UInt8]?) throws -> [UInt8] {
         guard let chain = sendingChain else { throw E2EError.noSession("the responder cannot send before it has received") }
-        let step = E2EKDF.chainStep(chain.bytes)
+        let step = nextChainKey.map { (chainKey: $0, messageKey: E2EKDF.messageKey(chain.bytes)) } ?? E2EKDF.chainStep(chain.bytes)
         let header = RatchetHeader(
             ratchetKey: sendingRatchetKey.publicKey,
             previousChainLength: previousSendingCount, number: sendingCount)

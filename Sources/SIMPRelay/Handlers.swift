@@ -11,10 +11,11 @@ package final class ControlChannelHandler: ChannelInboundHandler {
     package init(engine: RelayEngine) { self.engine = engine }
 
     package func channelActive(context: ChannelHandlerContext) {
-        peer = context.remoteAddress
+        let peer = context.remoteAddress
+        self.peer = peer
         let id = engine.add(context.channel)
         self.id = id
-        engine.connectionOpened(id, peer: context.remoteAddress)
+        engine.connectionOpened(id, peer: peer)
         context.fireChannelActive()
     }
 
@@ -46,6 +47,22 @@ package final class ControlChannelHandler: ChannelInboundHandler {
         } else {
             context.close(promise: nil)
         }
+    }
+}
+
+/// The control listener's gate, before NIO's acceptor: a connection whose address already holds
+/// its cap (the core's `refusesAccepted`) is closed as it is accepted, before its pipeline,
+/// options and registration are set up.
+final class AcceptGate: ChannelInboundHandler {
+    typealias InboundIn = Channel
+    private let engine: RelayEngine
+
+    init(engine: RelayEngine) { self.engine = engine }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let accepted = unwrapInboundIn(data)
+        guard engine.refusesAccepted(from: accepted.remoteAddress) else { return context.fireChannelRead(data) }
+        accepted.close(promise: nil)
     }
 }
 

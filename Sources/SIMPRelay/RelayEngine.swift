@@ -157,6 +157,15 @@ package final class RelayEngine {
         return id
     }
 
+    /// Whether a control connection accepted from `peer` is to be closed before it is set up
+    /// (the core decides, and counts it).
+    func refusesAccepted(from peer: SocketAddress?) -> Bool {
+        guard let host = peer?.ipAddress else { return false }
+        var refused = false
+        handle(rearm: false) { core, output in refused = core.refusesAccepted(from: host, into: &output) }
+        return refused
+    }
+
     func connectionOpened(_ id: ConnectionID, peer: SocketAddress?) {
         handle { $0.connectionOpened(id, peer: peer, now: now(), into: &$1) }
     }

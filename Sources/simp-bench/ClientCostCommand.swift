@@ -37,6 +37,13 @@ struct ClientCostCommand: AsyncParsableCommand {
     @Option(help: "one-way (alice to bob) or alternating (alice and bob take turns).")
     var pattern = ClientCostBench.Pattern.oneWay
 
+    @Flag(
+        help: """
+            Clients keep an outbox under a temporary home, as simp's do: each message is made durable \
+            there (one fdatasync per burst of submissions) before it leaves, in both modes.
+            """)
+    var outbox = false
+
     @Flag(help: "Print the report as one JSON object instead of a table.")
     var json = false
 
@@ -56,6 +63,7 @@ struct ClientCostCommand: AsyncParsableCommand {
         options.rate = sendRate
         options.textLength = textLength
         options.pattern = pattern
+        options.outbox = outbox
         let binary = bench.relayBinary.map { URL(fileURLWithPath: $0) } ?? LocalRelay.siblingBinary()
         let report = try await ClientCostBench.run(options: options, relayBinary: binary)
         print(json || bench.json ? report.json() : report.table())

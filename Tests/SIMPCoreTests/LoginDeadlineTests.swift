@@ -80,6 +80,21 @@ final class LoginDeadlineTests: XCTestCase {
         XCTAssertEqual(relay.open(ConnectionID(6), peer: attacker), [], "alice's session does not count, c1 left")
     }
 
+    func testAnAddressAtItsCapHasItsNextConnectionRefusedBeforeItIsSetUp() throws {
+        var relay = relay { $0.maxUnauthenticatedPerHost = 2 }
+        let attacker = Self.from("127.0.0.9")
+        var counted: [RelayAction] = []
+        XCTAssertFalse(relay.core.refusesAccepted(from: "127.0.0.9", into: &counted))
+        XCTAssertEqual(relay.open(ConnectionID(1), peer: attacker), [])
+        XCTAssertEqual(relay.open(ConnectionID(2), peer: attacker), [])
+        XCTAssertTrue(relay.core.refusesAccepted(from: "127.0.0.9", into: &counted))
+        XCTAssertEqual(counted, [.reject(.unauthenticatedLimit, detail: "a connection from 127.0.0.9 closed as accepted: 2 not logged in")])
+        XCTAssertFalse(relay.core.refusesAccepted(from: "127.0.0.1", into: &counted), "another address is not affected")
+        _ = relay.closed(ConnectionID(1))
+        XCTAssertFalse(relay.core.refusesAccepted(from: "127.0.0.9", into: &counted), "below its cap again")
+        XCTAssertEqual(counted.count, 1)
+    }
+
     func testAtTheRelaysCapTheOldestConnectionNotLoggedInIsClosed() throws {
         var relay = relay { $0.maxUnauthenticated = 3 }
         try relay.connect("alice", on: ConnectionID(4), port: 50_000)

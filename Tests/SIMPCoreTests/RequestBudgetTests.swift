@@ -44,18 +44,19 @@ final class RequestBudgetTests: XCTestCase {
         }
         XCTAssertEqual(
             relay.control(fetch("u4", id: 4), on: alice),
-            [
-                .reject(.requestRateLimited, detail: "keysFetch from alice on c1: this connection over the key-fetch budget"),
-                .send(
-                    alice,
-                    .rateLimited("too many key-fetch requests (this connection), retry in 1 s", retryAfter: .seconds(1), messageId: 4, to: "alice")),
-                .pauseReading(alice),
-            ])
+            [.reject(.requestRateLimited, detail: "keysFetch from alice on c1: this connection over the key-fetch budget"), .pauseReading(alice)])
         XCTAssertEqual(
-            relay.control(fetch("u4", id: 5), on: alice), [.reject(.requestRateLimited, detail: "c1, paused")],
-            "what was read before the pause is refused quietly")
+            relay.control(fetch("u4", id: 5), on: alice),
+            [.reject(.requestRateLimited, detail: "keysFetch 5 on c1, paused: told when the pause ends")],
+            "what was read with it is refused too")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(49)), [])
-        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [.resumeReading(alice)], "read again 50 ms later")
+        var told = SIMPMessage.rateLimited(
+            "too many key-fetch requests (this connection), retry in 1 s; 2 requests refused", retryAfter: .milliseconds(950), messageId: 4,
+            to: "alice")
+        told.receiptIds = [5]
+        XCTAssertEqual(
+            relay.tick(now: t0 + .milliseconds(50)), [.send(alice, told), .resumeReading(alice)],
+            "50 ms later: one ERROR names both refused requests and when to send them again, and the connection is read again")
         XCTAssertEqual(
             relay.control(fetch("u5", id: 5), on: ConnectionID(2)), [fetchRequest("u5", by: "bob", on: ConnectionID(2), id: 5)], "bob is not affected"
         )
@@ -73,14 +74,41 @@ final class RequestBudgetTests: XCTestCase {
         for round in 1...3 {
             XCTAssertEqual(relay.control(who(UInt64(round + 1)), on: alice, now: now).last, .pauseReading(alice), "round \(round)")
             XCTAssertEqual(relay.tick(now: now + pause - .nanoseconds(1)), [], "round \(round)")
-            XCTAssertEqual(relay.tick(now: now + pause), [.resumeReading(alice)], "round \(round): paused \(pause)")
+            let ended = relay.tick(now: now + pause)
+            XCTAssertEqual(ended.last, .resumeReading(alice), "round \(round): paused \(pause)")
+            guard ended.count == 2, case .send(alice, let error) = ended[0] else { return XCTFail("round \(round): \(ended)") }
+            XCTAssertEqual([error.messageId] + error.receiptIds, [UInt64(round + 1)], "one ERROR per pause, for its one request")
             now = now + pause + .milliseconds(10)
             pause = pause * 2
         }
         // Ten seconds without a refusal: the next pause is the first one again.
         now = now + .seconds(11)
         XCTAssertEqual(relay.control(who(9), on: alice, now: now).last, .pauseReading(alice))
-        XCTAssertEqual(relay.tick(now: now + .milliseconds(50)), [.resumeReading(alice)])
+        XCTAssertEqual(relay.tick(now: now + .milliseconds(50)).last, .resumeReading(alice))
+    }
+
+    /// However many frames a flood had in the read that was refused, its client gets one ERROR
+    /// for the pause (its ids listed up to `maxIdsPerRefusal`), not one per frame.
+    func testAFloodGetsOneErrorPerPauseListingWhatWasRefused() throws {
+        var relay = relay { $0.budgets[.roomJoin] = RateLimit(perSecond: 1, burst: 1) }
+        try relay.connect("alice", on: ConnectionID(1), port: 50_000)
+        let alice = ConnectionID(1)
+        var sent: [RelayAction] = []
+        for id in 1...400 as ClosedRange<UInt64> {
+            var join = SIMPMessage(kind: .roomJoin, messageId: id)
+            join.room = "r\(id)"
+            sent += relay.control(join, on: alice)
+        }
+        XCTAssertEqual(sent.filter { if case .send = $0 { true } else { false } }, [], "nothing told while the pause lasts")
+        XCTAssertEqual(sent.filter { $0 == .pauseReading(alice) }.count, 1)
+        XCTAssertEqual(sent.filter { if case .reject(.requestRateLimited, _) = $0 { true } else { false } }.count, 399, "each refusal counted")
+        let ended = relay.tick(now: t0 + .milliseconds(50))
+        XCTAssertEqual(ended.count, 2)
+        guard case .send(alice, let error) = ended.first else { return XCTFail("\(ended)") }
+        XCTAssertEqual(error.messageId, 2)
+        XCTAssertEqual(error.receiptIds, Array(3...257), "ids listed up to the bound")
+        XCTAssertEqual(error.errorText, "too many room-join requests (this connection), retry in 1 s; 399 requests refused")
+        XCTAssertEqual(relay.tick(now: t0 + .seconds(5)), [], "told once")
     }
 
     func testAUsersBudgetCoversAllItsConnections() throws {
@@ -95,10 +123,12 @@ final class RequestBudgetTests: XCTestCase {
         let refused = relay.control(who(9), on: ConnectionID(3))
         XCTAssertEqual(refused.first, .reject(.requestRateLimited, detail: "who from alice on c3: alice over the who budget"))
         XCTAssertEqual(refused.last, .pauseReading(ConnectionID(3)))
-        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
+        let ended = relay.tick(now: t0 + .milliseconds(50))
+        guard ended.count == 2, case .send(ConnectionID(3), let error) = ended[0] else { return XCTFail("\(ended)") }
         XCTAssertEqual(error.errorCode, .rateLimited)
         XCTAssertEqual(error.messageId, 9)
         XCTAssertEqual(error.errorText, "too many who requests (alice), retry in 1 s")
+        XCTAssertEqual(error.retryAfterMillis, 450, "a token every 500 ms for alice, 50 ms of it gone")
     }
 
     func testOneRequesterCannotDrainAnothersOneTimePrekeys() throws {
@@ -112,9 +142,11 @@ final class RequestBudgetTests: XCTestCase {
         XCTAssertEqual(
             refused.first, .reject(.requestRateLimited, detail: "keysFetch from alice on c1: alice's fetches of bob's keys over the key-fetch budget")
         )
-        guard refused.count == 3, case .send(_, let error) = refused[1] else { return XCTFail("\(refused)") }
+        XCTAssertEqual(refused.count, 2)
+        let ended = relay.tick(now: t0 + .milliseconds(50))
+        guard ended.count == 2, case .send(alice, let error) = ended[0] else { return XCTFail("\(ended)") }
         XCTAssertEqual(error.errorText, "too many key-fetch requests (alice's fetches of bob's keys), retry in 10 s")
-        XCTAssertEqual(error.retryAfterMillis, 10_000)
+        XCTAssertEqual(error.retryAfterMillis, 9_950)
         XCTAssertEqual(relay.control(fetch("carol", id: 4), on: alice), [fetchRequest("carol", by: "alice", on: alice, id: 4)], "another target")
         XCTAssertEqual(
             relay.control(fetch("bob", id: 5), on: ConnectionID(2)), [fetchRequest("bob", by: "dave", on: ConnectionID(2), id: 5)],
@@ -135,13 +167,16 @@ final class RequestBudgetTests: XCTestCase {
         XCTAssertEqual(
             relay.control(who(5), on: alice),
             [
-                .reject(.requestRateLimited, detail: "who from alice on c1: 4 requests waiting over the who budget"),
+                .reject(.requestRateLimited, detail: "who from alice on c1: 4 requests waiting over the who budget")
+            ], "frames read before the shell stopped reading: beyond twice the bound, refused (reading had stopped already)")
+        XCTAssertEqual(
+            relay.tick(now: t0 + .milliseconds(50)),
+            [
                 .send(
                     alice,
                     .rateLimited(
-                        "too many who requests (4 requests waiting), retry in 1 s", retryAfter: .milliseconds(100), messageId: 5, to: "alice")),
-            ], "frames read before the shell stopped reading: beyond twice the bound, refused (reading had stopped already)")
-        XCTAssertEqual(relay.tick(now: t0 + .milliseconds(50)), [], "the refusal's pause ends; the connection still has its bound waiting")
+                        "too many who requests (4 requests waiting), retry in 1 s", retryAfter: .milliseconds(50), messageId: 5, to: "alice"))
+            ], "the refusal's pause ends: the client is told; the connection still has its bound waiting, so it is not read")
         for (index, request) in requests.enumerated() {
             guard case .who(let who) = request else { return XCTFail("\(request)") }
             let actions = index == 1 ? relay.fail(request, StoreFailure("down")) : relay.answer(.who(who, []))

@@ -37,6 +37,20 @@ final class RequestRetryTests: XCTestCase {
         XCTAssertEqual(answered.replies, [RequestReply(requestId: join.messageId, result: .success(["alice"]))])
     }
 
+    /// The relay tells every request it refused during one pause in one ERROR (`messageId` and
+    /// `receiptIds`): each is sent again after `retryAfterMillis`.
+    func testEveryRequestOneRateLimitedNamesIsSentAgain() {
+        var client = registered()
+        let joins = ["a", "b", "c"].map { client.request(.roomJoin, room: $0, now: t0) }
+        var refused = SIMPMessage.rateLimited("too many room-join requests", retryAfter: .milliseconds(300), messageId: joins[1].messageId)
+        refused.receiptIds = [joins[2].messageId]
+        XCTAssertEqual(client.controlReceived(refused, now: t0 + .milliseconds(60)).replies, [], "neither failed")
+        XCTAssertEqual(client.poll(now: t0 + .milliseconds(359)).controlFrames.filter { $0.kind == .roomJoin }, [])
+        XCTAssertEqual(
+            client.poll(now: t0 + .milliseconds(360)).controlFrames.filter { $0.kind == .roomJoin }, [joins[1], joins[2]],
+            "both refused joins again, the first one (answered meanwhile or not) not")
+    }
+
     func testARetryAfterBeyondTheDeadlineFailsTheRequestAtOnce() {
         var client = registered()
         let who = client.request(.who, users: ["bob"], now: t0, timeout: .seconds(2))

@@ -74,4 +74,16 @@ final class FramingTests: XCTestCase {
         let payloads = try feed([out])
         XCTAssertEqual(try payloads.map(MessageCodec.decode), [message])
     }
+
+    func testAnEncodedPayloadMakesTheFrameOfItsMessage() throws {
+        let messages = [SIMPMessage(), SIMPMessage(kind: .receipt, messageId: 7, fromUser: "bob", toUser: "alice")]
+        var byPayload = ByteBuffer(bytes: [0xEE]), byMessage = ByteBuffer(bytes: [0xEE]) // appended after what is there
+        for message in messages {
+            Framing.writeFrame(payload: MessageCodec.encode(message), into: &byPayload)
+            Framing.writeFrame(message, into: &byMessage)
+        }
+        XCTAssertEqual(byPayload, byMessage)
+        byPayload.moveReaderIndex(forwardBy: 1)
+        XCTAssertEqual(try feed([byPayload]).map(MessageCodec.decode), messages)
+    }
 }

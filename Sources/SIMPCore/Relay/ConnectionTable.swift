@@ -105,6 +105,16 @@ public struct ConnectionTable: Sendable {
         return Admission(evict: oldestUnauthenticated(except: id))
     }
 
+    /// Why a connection from `host` would be refused now for what `host` already holds (its cap
+    /// of connections, or of connections not logged in), or nil. Asked as a connection is
+    /// accepted, before it is set up; `open` checks the same caps (and the rate) again.
+    public func refusal(for host: String) -> (reason: RejectReason, detail: String)? {
+        let open = connectionsPerHost[host, default: 0], waiting = unauthenticatedPerHost[host, default: 0]
+        if open >= maxConnectionsPerHost { return (.connectionRateLimited, "\(open) open") }
+        if waiting >= limits.maxUnauthenticatedPerHost { return (.unauthenticatedLimit, "\(waiting) not logged in") }
+        return nil
+    }
+
     /// Forgets a connection; returns the phase it was in (nil if it was not open).
     public mutating func close(_ id: ConnectionID) -> Phase? {
         guard let closed = connections.removeValue(forKey: id) else { return nil }

@@ -4,8 +4,8 @@ import NIOCore
 /// charged to its connection and its user; a connection with many requests waiting for the
 /// store is no longer read (the shell stops reading it: TCP backpressure) until answers come
 /// back, so one client cannot fill the relay's Redis pipeline. Over a budget the client is
-/// told ERROR RATE_LIMITED with the request's `messageId` and when to try again; nobody else is
-/// affected.
+/// told ERROR RATE_LIMITED with the refused requests' ids and when to try again (one ERROR per
+/// pause, `refuseRequest`); nobody else is affected.
 extension RelayCore {
     /// Charges control request `message` of connected `user` on `connection`; false (with the
     /// refusal appended to `output`) when it is over a budget and must not be carried out.
@@ -40,27 +40,42 @@ extension RelayCore {
         return false
     }
 
-    /// Refuses a request over a budget: the client is told (ERROR RATE_LIMITED) and its
-    /// connection is not read for 50 ms, twice as long each time it is refused again soon after
-    /// (up to 2 s), so a flood costs the relay one read per pause; what it had sent before the
-    /// pause is refused quietly.
+    /// Refuses a request over a budget: its connection is not read for 50 ms, twice as long
+    /// each time it is refused again soon after (up to 2 s), so a flood costs the relay one read
+    /// per pause. The client is told when the pause ends, in one ERROR RATE_LIMITED for every
+    /// request refused during it (those read with the first included): `messageId` and
+    /// `receiptIds` name them, `retryAfterMillis` says when all may be sent again. So a client
+    /// that sent several requests at once has each of them back, and a flood gets one small
+    /// answer per pause, not one per frame.
     private mutating func refuseRequest(
         _ message: SIMPMessage, kind: ControlRequestKind, user: String, on connection: ConnectionID, _ refusal: RequestBudgets.Refusal,
         now: NIODeadline, into output: inout [RelayAction]
     ) {
-        let (tell, stopReading) = budgets.refused(on: connection, now: now)
-        guard tell else { return output.append(.reject(.requestRateLimited, detail: "\(connection), paused")) }
-        let text = "too many \(kind.rawValue) requests (\(refusal.whose)), retry in \(RetryDelay.text(refusal.retryAfter))"
-        output += [
-            .reject(.requestRateLimited, detail: "\(message.kind) from \(user) on \(connection): \(refusal.whose) over the \(kind.rawValue) budget"),
-            .send(connection, .rateLimited(text, retryAfter: refusal.retryAfter, messageId: message.messageId, to: user)),
-        ]
+        let (startsPause, stopReading) = budgets.refused(message.messageId, kind: kind, user: user, refusal, on: connection, now: now)
+        let detail =
+            startsPause
+            ? "\(message.kind) from \(user) on \(connection): \(refusal.whose) over the \(kind.rawValue) budget"
+            : "\(message.kind) \(message.messageId) on \(connection), paused: told when the pause ends"
+        output.append(.reject(.requestRateLimited, detail: detail))
         if stopReading { output.append(.pauseReading(connection)) }
     }
 
-    /// Connections whose pause after a refusal is over are read again.
+    /// Connections whose pause after a refusal is over are told what it refused, and read again.
     mutating func endPauses(now: NIODeadline, into output: inout [RelayAction]) {
-        for connection in budgets.pausesEnded(now: now) { output.append(.resumeReading(connection)) }
+        for ended in budgets.pausesEnded(now: now) {
+            if let owed = ended.owed { output.append(.send(ended.connection, Self.refusalError(owed, now: now))) }
+            if ended.resume { output.append(.resumeReading(ended.connection)) }
+        }
+    }
+
+    /// The ERROR RATE_LIMITED telling `owed`'s requests, sent at `now`.
+    static func refusalError(_ owed: RequestBudgets.OwedRefusal, now: NIODeadline) -> SIMPMessage {
+        let retryAfter = max(owed.retryAt - now, .milliseconds(1))
+        var text = "too many \(owed.kind.rawValue) requests (\(owed.whose)), retry in \(RetryDelay.text(retryAfter))"
+        if owed.count > 1 { text += "; \(owed.count) requests refused" }
+        var error = SIMPMessage.rateLimited(text, retryAfter: retryAfter, messageId: owed.ids[0], to: owed.user)
+        error.receiptIds = Array(owed.ids.dropFirst())
+        return error
     }
 
     /// Counts the store requests that `output` gained from `start` on for `connection` (those

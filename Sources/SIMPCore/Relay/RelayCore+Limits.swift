@@ -31,3 +31,18 @@ extension RelayCore {
             + "(a device unused for the inbox TTL is forgotten; an operator can raise --max-devices-per-user)"
     }
 }
+
+/// Caps on connections per address, judged as a connection is accepted.
+extension RelayCore {
+    /// A control connection from `host` was accepted and is not set up yet: true (the refusal
+    /// counted in `output`) when it is to be closed at once, without a word, because `host`
+    /// already holds its cap of connections or of connections not logged in. A flood of
+    /// connections from one address then costs the relay an accept and a close each, not a
+    /// connection's setup, an ERROR and a close (`connectionOpened` refuses the same way, with
+    /// an ERROR, what gets past this).
+    public func refusesAccepted(from host: String, into output: inout [RelayAction]) -> Bool {
+        guard let refusal = connections.refusal(for: host) else { return false }
+        output.append(.reject(refusal.reason, detail: "a connection from \(host) closed as accepted: \(refusal.detail)"))
+        return true
+    }
+}

@@ -13,16 +13,38 @@ public struct RequestBudgets: Sendable {
     private var inFlight: [ConnectionID: Int] = [:]
     /// Connections with the bound of requests waiting.
     private var full: Set<ConnectionID> = []
-    /// Connections refused lately: not read until `until` (their frames read before that are
-    /// refused without a word), for twice as long each time they are refused again within
-    /// `forgivenAfter` of the last pause.
+    /// Connections refused lately: not read until `until`, for twice as long each time they
+    /// are refused again within `forgivenAfter` of the last pause. The requests refused during
+    /// a pause (the one that started it, and those read with it) are told in one ERROR when
+    /// the pause ends (`owed`).
     private var penalties: [ConnectionID: Penalty] = [:]
 
     struct Penalty: Sendable {
         var until: NIODeadline
         var strikes: Int
         var reading: Bool
+        var owed: OwedRefusal?
     }
+
+    /// The one ERROR RATE_LIMITED a pause owes its connection's client: every request refused
+    /// while it lasted, and when the latest of them may be tried again.
+    public struct OwedRefusal: Sendable, Equatable {
+        /// The user whose requests were refused.
+        public var user: String
+        /// The first refused request's kind and what refused it.
+        public var kind: ControlRequestKind
+        public var whose: String
+        /// When every refused request may be tried again.
+        public var retryAt: NIODeadline
+        /// The refused requests' ids, ascending (at most `maxIdsPerRefusal`).
+        public var ids: [UInt64]
+        /// How many requests were refused (listed or not).
+        public var count = 1
+    }
+
+    /// Request ids one ERROR lists at most (a client that sent more in one read than this was
+    /// not waiting for answers).
+    public static let maxIdsPerRefusal = 256
 
     /// A connection refused nothing for this long starts again from the first pause.
     static let forgivenAfter: TimeAmount = .seconds(10)
@@ -63,18 +85,26 @@ public struct RequestBudgets: Sendable {
         return Refusal(retryAfter: wait, whose: "\(asker)'s fetches of \(target)'s keys")
     }
 
-    /// A request of `connection` was refused at `now`: whether to tell its client (false while
-    /// the connection is paused for an earlier refusal: what it sent meanwhile is dropped
-    /// quietly), and whether reading the connection stops now.
-    public mutating func refused(on connection: ConnectionID, now: NIODeadline) -> (tell: Bool, stopReading: Bool) {
+    /// Request `id` of `user` on `connection` was refused at `now` (`refusal`): it is owed to
+    /// the client in the pause's one ERROR. Returns whether this refusal starts a pause, and
+    /// whether reading the connection stops now.
+    public mutating func refused(
+        _ id: UInt64, kind: ControlRequestKind, user: String, _ refusal: Refusal, on connection: ConnectionID, now: NIODeadline
+    ) -> (startsPause: Bool, stopReading: Bool) {
         var penalty = penalties[connection] ?? Penalty(until: now, strikes: 0, reading: true)
-        guard penalty.reading else { return (false, false) }
+        let retryAt = now + refusal.retryAfter
+        guard penalty.reading else {
+            penalty.owed?.add(id, retryAt: retryAt)
+            penalties[connection] = penalty
+            return (false, false)
+        }
         let wasStopped = isStopped(connection)
         if now - penalty.until > Self.forgivenAfter { penalty.strikes = 0 }
         penalty.strikes += 1
         let pause = min(Self.firstPause.nanoseconds << Int64(min(penalty.strikes - 1, 20)), Self.longestPause.nanoseconds)
         penalty.until = now + .nanoseconds(pause)
         penalty.reading = false
+        penalty.owed = OwedRefusal(user: user, kind: kind, whose: refusal.whose, retryAt: retryAt, ids: [id])
         penalties[connection] = penalty
         return (true, !wasStopped)
     }
@@ -82,14 +112,16 @@ public struct RequestBudgets: Sendable {
     /// When the next paused connection may be read again.
     public var nextPauseEnd: NIODeadline? { penalties.values.lazy.filter { !$0.reading }.map(\.until).min() }
 
-    /// The connections whose pause ended by `now` and that may be read again.
-    public mutating func pausesEnded(now: NIODeadline) -> [ConnectionID] {
-        var resumed: [ConnectionID] = []
+    /// The connections whose pause ended by `now`, in id order: the refusal each owes its
+    /// client, and whether it may be read again.
+    public mutating func pausesEnded(now: NIODeadline) -> [(connection: ConnectionID, owed: OwedRefusal?, resume: Bool)] {
+        var ended: [(connection: ConnectionID, owed: OwedRefusal?, resume: Bool)] = []
         for (connection, penalty) in penalties where !penalty.reading && penalty.until <= now {
             penalties[connection]?.reading = true
-            if !isStopped(connection) { resumed.append(connection) }
+            penalties[connection]?.owed = nil
+            ended.append((connection, penalty.owed, !isStopped(connection)))
         }
-        return resumed.sorted { $0.rawValue < $1.rawValue }
+        return ended.sorted { $0.connection.rawValue < $1.connection.rawValue }
     }
 
     private func isStopped(_ connection: ConnectionID) -> Bool {
@@ -131,5 +163,16 @@ public struct RequestBudgets: Sendable {
         inFlight[connection] = nil
         full.remove(connection)
         penalties[connection] = nil
+    }
+}
+
+extension RequestBudgets.OwedRefusal {
+    /// Another request refused during the same pause.
+    mutating func add(_ id: UInt64, retryAt: NIODeadline) {
+        self.retryAt = max(self.retryAt, retryAt)
+        count += 1
+        guard ids.count < RequestBudgets.maxIdsPerRefusal else { return }
+        let index = ids.firstIndex { $0 >= id } ?? ids.endIndex
+        if index == ids.endIndex || ids[index] != id { ids.insert(id, at: index) }
     }
 }

@@ -56,8 +56,25 @@ public enum SealedDatagram {
 
     /// The session id of a sealed datagram, read without checking anything else.
     public static func sessionId(of bytes: ByteBuffer) -> UInt64? {
-        guard bytes.readableBytes >= overhead, bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) == marker else { return nil }
-        return bytes.getInteger(at: bytes.readerIndex + 1, as: UInt64.self)
+        bytes.withUnsafeReadableBytes { sessionId(of: $0) }
+    }
+
+    /// The session id of the sealed datagram `bytes`, read without checking anything else.
+    static func sessionId(of bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard bytes.count >= overhead, bytes[0] == marker else { return nil }
+        return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+    }
+
+    /// The counter of the sealed datagram `bytes` (which has a session id, see `sessionId(of:)`).
+    static func counter(of bytes: UnsafeRawBufferPointer) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 9, as: UInt64.self))
+    }
+
+    /// Writes the header (`headerSize` bytes) at `out`.
+    static func writeHeader(sessionId: UInt64, counter: UInt64, to out: UnsafeMutableRawPointer) {
+        out.storeBytes(of: marker, as: UInt8.self)
+        out.storeBytes(of: sessionId.bigEndian, toByteOffset: 1, as: UInt64.self)
+        out.storeBytes(of: counter.bigEndian, toByteOffset: 9, as: UInt64.self)
     }
 
     /// The AEAD nonce for `counter` as three big-endian words: four zero bytes, then the counter's
@@ -81,46 +98,50 @@ public struct DatagramSealer: Sendable {
         self.key = LazyAEADKey(keys.key(direction))
     }
 
-    /// Seals encoded message bytes (all readable bytes of `payload`).
+    /// Seals encoded message bytes (all readable bytes of `payload`): the header, the
+    /// ciphertext and the tag are written into the new buffer in one pass.
     public mutating func seal(payload: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var out = allocator.buffer(capacity: payload.readableBytes + SealedDatagram.overhead)
-        writeHeader(into: &out)
-        var payload = payload
-        out.writeBuffer(&payload)
-        encryptInPlace(&out)
+        let size = payload.readableBytes + SealedDatagram.overhead
+        var out = allocator.buffer(capacity: size)
+        let counter = takeCounter(), key = key.key(), sessionId = sessionId
+        payload.withUnsafeReadableBytes { plaintext in
+            _ = out.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+                Self.seal(plaintext, at: raw.baseAddress!, sessionId: sessionId, counter: counter, key: key)
+                return size
+            }
+        }
         return out
     }
 
-    /// Encodes and seals `message`.
+    /// Encodes and seals `message`: encoded after room for the header, then encrypted in place.
     public mutating func seal(_ message: SIMPMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var out = allocator.buffer(capacity: MessageCodec.estimatedSize(of: message) + SealedDatagram.overhead)
-        writeHeader(into: &out)
+        out.moveWriterIndex(forwardBy: SealedDatagram.headerSize) // the header, written below
         MessageCodec.encode(message, into: &out)
-        encryptInPlace(&out)
+        let plaintextCount = out.readableBytes - SealedDatagram.headerSize
+        _ = out.writeWithUnsafeMutableBytes(minimumWritableBytes: SealedDatagram.tagSize) { _ in SealedDatagram.tagSize }
+        let counter = takeCounter(), key = key.key(), sessionId = sessionId
+        out.withUnsafeMutableReadableBytes { raw in
+            let text = UnsafeRawBufferPointer(start: raw.baseAddress! + SealedDatagram.headerSize, count: plaintextCount)
+            Self.seal(text, at: raw.baseAddress!, sessionId: sessionId, counter: counter, key: key)
+        }
         return out
     }
 
-    private func writeHeader(into out: inout ByteBuffer) {
-        out.writeInteger(SealedDatagram.marker)
-        out.writeInteger(sessionId)
-        out.writeInteger(nextCounter)
+    /// The counter of the datagram being sealed; advances it.
+    private mutating func takeCounter() -> UInt64 {
+        defer { nextCounter += 1 }
+        return nextCounter
     }
 
-    /// `out` holds the header and the plaintext: encrypts the plaintext where it is and appends
-    /// the tag, then advances the counter.
-    private mutating func encryptInPlace(_ out: inout ByteBuffer) {
-        let counter = nextCounter
-        nextCounter += 1
-        let plaintextCount = out.readableBytes - SealedDatagram.headerSize
-        let key = key.key()
-        out.writeRepeatingByte(0, count: SealedDatagram.tagSize) // room for the tag
-        out.withUnsafeMutableReadableBytes { raw in
-            let text = raw.baseAddress! + SealedDatagram.headerSize
-            withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
-                key.seal(
-                    UnsafeRawBufferPointer(start: text, count: plaintextCount), into: text, nonce: nonce,
-                    associated: UnsafeRawBufferPointer(rebasing: raw.prefix(SealedDatagram.headerSize)))
-            }
+    /// Writes the header at `out` and the ciphertext of `plaintext` and its tag after it;
+    /// `plaintext` is either right after the header (in place) or elsewhere.
+    private static func seal(_ plaintext: UnsafeRawBufferPointer, at out: UnsafeMutableRawPointer, sessionId: UInt64, counter: UInt64, key: AEADKey) {
+        SealedDatagram.writeHeader(sessionId: sessionId, counter: counter, to: out)
+        withUnsafeBytes(of: SealedDatagram.nonceWords(counter)) { nonce in
+            key.seal(
+                plaintext, into: out + SealedDatagram.headerSize, nonce: nonce,
+                associated: UnsafeRawBufferPointer(start: out, count: SealedDatagram.headerSize))
         }
     }
 }
@@ -166,20 +187,26 @@ public struct DatagramOpener: Sendable {
 
     /// Authenticates and decrypts `bytes` into a new buffer, and records its counter.
     public mutating func open(_ bytes: ByteBuffer) throws(OpenFailure) -> Opened {
-        let counter = try checkedCounter(of: bytes)
-        // At least one byte, so that even an empty payload has an address to decrypt to.
-        let capacity = max(1, bytes.readableBytes - SealedDatagram.overhead)
-        var plaintext = ByteBufferAllocator().buffer(capacity: capacity)
-        var authentic = false
-        let key = key.key()
-        _ = bytes.withUnsafeReadableBytes { sealed in
+        let key = key.key(), sessionId = sessionId
+        // One pass over the sealed bytes: header checks, then decryption into a new buffer.
+        let opened = bytes.withUnsafeReadableBytes { sealed -> Result<(ByteBuffer, UInt64), OpenFailure> in
+            let counter: UInt64
+            switch Self.checkedCounter(of: sealed, sessionId: sessionId) {
+            case .success(let value): counter = value
+            case .failure(let failure): return .failure(failure)
+            }
+            // At least one byte, so that even an empty payload has an address to decrypt to.
+            let capacity = max(1, sealed.count - SealedDatagram.overhead)
+            var plaintext = ByteBufferAllocator().buffer(capacity: capacity)
+            var authentic = false
             plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { out in
                 guard let written = Self.decrypt(sealed, into: out.baseAddress!, counter: counter, key: key) else { return 0 }
                 authentic = true
                 return written
             }
+            return authentic ? .success((plaintext, counter)) : .failure(.badMAC)
         }
-        guard authentic else { throw .badMAC }
+        let (plaintext, counter) = try opened.get()
         return try accept(plaintext, counter: counter)
     }
 
@@ -187,7 +214,7 @@ public struct DatagramOpener: Sendable {
     /// holds that storage (otherwise `ByteBuffer` copies it first). The payload is a slice of
     /// `bytes`. When the datagram is refused for its tag, `bytes` holds unspecified data.
     public mutating func open(inPlace bytes: inout ByteBuffer) throws(OpenFailure) -> Opened {
-        let counter = try checkedCounter(of: bytes)
+        let counter = try bytes.withUnsafeReadableBytes { Self.checkedCounter(of: $0, sessionId: sessionId) }.get()
         let key = key.key()
         let written = bytes.withUnsafeMutableReadableBytes { raw in
             Self.decrypt(UnsafeRawBufferPointer(raw), into: raw.baseAddress! + SealedDatagram.headerSize, counter: counter, key: key)
@@ -196,13 +223,13 @@ public struct DatagramOpener: Sendable {
         return try accept(bytes.getSlice(at: bytes.readerIndex + SealedDatagram.headerSize, length: written)!, counter: counter)
     }
 
-    /// The counter of a datagram sealed for this session (before its tag is checked).
-    private func checkedCounter(of bytes: ByteBuffer) throws(OpenFailure) -> UInt64 {
-        guard let session = SealedDatagram.sessionId(of: bytes) else { throw .notSealed }
-        guard session == sessionId else { throw .wrongSession }
-        let counter = bytes.getInteger(at: bytes.readerIndex + 9, as: UInt64.self)!
-        guard counter > 0 else { throw .replayed }
-        return counter
+    /// The counter of `bytes` if it is a datagram sealed for session `sessionId` (before its tag
+    /// is checked).
+    private static func checkedCounter(of bytes: UnsafeRawBufferPointer, sessionId: UInt64) -> Result<UInt64, OpenFailure> {
+        guard let session = SealedDatagram.sessionId(of: bytes) else { return .failure(.notSealed) }
+        guard session == sessionId else { return .failure(.wrongSession) }
+        let counter = SealedDatagram.counter(of: bytes)
+        return counter > 0 ? .success(counter) : .failure(.replayed)
     }
 
     /// Checks the tag of the whole datagram `sealed` and decrypts its ciphertext to `out`;

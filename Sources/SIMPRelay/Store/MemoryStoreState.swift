@@ -80,9 +80,9 @@ struct MemoryStoreState: Sendable {
             return .checkSession(user: user, session: session, current: registrations[user]?[session] != nil ? session : newestSession[user])
         case .storeInInbox(let user, let message):
             let entry = InboxEntry(message: message, storedAt: now)
-            var log = logs[user] ?? MemoryUserLog()
-            let stored = log.store(entry, cap: limits.inboxMaxMessages, cutoff: cutoff(now), known: knownDevices(of: user))
-            logs[user] = log
+            let oldest = cutoff(now), known = knownDevices(of: user)
+            // In place: a copy of the log would copy every entry in it for each one stored.
+            let stored = logs[user, default: MemoryUserLog()].store(entry, cap: limits.inboxMaxMessages, cutoff: oldest, known: known)
             return .storeInInbox(user: user, message: message, entry, stored)
         case .loadInbox(let user, let device):
             guard var log = logs[user] else { return .loadInbox(user: user, device: device, [], wallNow: now) }
