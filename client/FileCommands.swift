@@ -25,10 +25,16 @@ extension Listen {
                 let line: String
                 if json {
                     let object: [String: Any] = [
-                        "from": file.from, "file": ["name": file.name, "size": file.size, "sha256": file.sha256, "path": file.path],
+                        "from": file.from,
+                        "file": [
+                            "name": file.name, "size": file.size, "sha256": file.sha256, "path": file.path, "receivedBefore": file.receivedBefore,
+                        ],
                     ]
                     let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
                     line = String(decoding: data, as: UTF8.self)
+                } else if file.receivedBefore {
+                    line =
+                        "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(file.from) sent again: already saved at \(file.path)"
                 } else {
                     line = "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(file.from) saved to \(file.path)"
                 }

@@ -6,7 +6,9 @@ import SIMPCore
 /// §5.6): one `FileReceiver` per file, chunks written into `.partial/ID.part`, the chunks held
 /// saved beside it (`ID.json`, fsynced after the part file) every 256 chunks, so a receiver
 /// killed and started again resumes from what it saved. A file is renamed into the folder,
-/// under its sanitised name and never over another file, only once its SHA-256 matched.
+/// under its sanitised name and never over another file, only once its SHA-256 matched; a
+/// record of it (`.received/`, `ReceivedFile`) lets the same file from the same sender,
+/// announced again later, be answered done at once while the saved copy is still there.
 public actor FileDownloads {
     /// A file received whole and verified.
     public struct Saved: Sendable, Equatable {
@@ -16,6 +18,8 @@ public actor FileDownloads {
         public var sha256: String
         public var path: String
         public var from: String
+        /// Whether the file was here already (announced again by its sender, not received again).
+        public var receivedBefore = false
     }
 
     /// What is kept of a transfer under way.
@@ -38,6 +42,8 @@ public actor FileDownloads {
     private let device: String
     private let directory: URL
     private let partial: URL
+    /// The records of files received whole (`ReceivedFile`), one per sender and content.
+    private let received: URL
     private let saved: @Sendable (Saved) -> Void
     private let failed: @Sendable (String) -> Void
     private var transfers: [UInt64: Transfer] = [:]
@@ -59,10 +65,12 @@ public actor FileDownloads {
         self.device = client.configuration.device
         self.directory = URL(fileURLWithPath: directory)
         self.partial = self.directory.appendingPathComponent(".partial")
+        self.received = self.directory.appendingPathComponent(".received")
         self.maxSize = maxSize
         self.saved = saved
         self.failed = failed
         try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: received, withIntermediateDirectories: true)
     }
 
     /// Resumes the transfers an earlier run left, then takes file datagrams until the client closes.
@@ -93,6 +101,16 @@ public actor FileDownloads {
             await sendDueAcks()
             return true
         }
+        if let earlier = receivedBefore(offer) {
+            let receiver = FileReceiver.holdingEverything(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
+            completed[offer.fileId] = receiver
+            await client.sendFileDatagrams([receiver.done(from: user)])
+            saved(
+                Saved(
+                    name: URL(fileURLWithPath: earlier.path).lastPathComponent, size: offer.size, sha256: Self.hex(offer.digest),
+                    path: earlier.path, from: offer.sender, receivedBefore: true))
+            return true
+        }
         let receiver = FileReceiver(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
         guard offer.size <= maxSize else {
             await client.sendFileDatagrams([receiver.refusal("the file is larger than this device accepts (\(maxSize) bytes)", from: user)])
@@ -102,6 +120,16 @@ public actor FileDownloads {
         start(receiver)
         await sendDueAcks()
         return true
+    }
+
+    /// The record of `offer`'s file if this device received it from the same sender before and
+    /// the saved copy still has its SHA-256 (it may have been removed or changed since).
+    private func receivedBefore(_ offer: FileReceiver.Offer) -> ReceivedFile? {
+        let path = received.appendingPathComponent(ReceivedFile.recordName(sender: offer.sender, digest: offer.digest) + ".json")
+        guard let data = FileManager.default.contents(atPath: path.path), let record = try? JSONDecoder().decode(ReceivedFile.self, from: data),
+            record.isAnnounced(by: offer), FileDownloads.digest(of: URL(fileURLWithPath: record.path)) == offer.digest
+        else { return nil }
+        return record
     }
 
     private func start(_ receiver: FileReceiver) {
@@ -202,11 +230,15 @@ public actor FileDownloads {
         do {
             let destination = try FileDownloads.moveUnique(part, into: directory, name: FileDownloads.sanitised(offer.name))
             try? FileManager.default.removeItem(at: partial.appendingPathComponent("\(id).json"))
+            if let record = try? JSONEncoder().encode(ReceivedFile(offer: offer, path: destination.path)) {
+                let name = ReceivedFile.recordName(sender: offer.sender, digest: offer.digest)
+                try? DurableFile.replace(received.appendingPathComponent(name + ".json"), with: record)
+            }
             completed[id] = transfer.receiver
             await client.sendFileDatagrams([transfer.receiver.done(from: user)])
             saved(
                 Saved(
-                    name: destination.lastPathComponent, size: offer.size, sha256: digest.map { String(format: "%02x", $0) }.joined(),
+                    name: destination.lastPathComponent, size: offer.size, sha256: Self.hex(digest),
                     path: destination.path, from: offer.sender))
         } catch {
             failed("cannot save \(offer.name) into \(directory.path): \(error.localizedDescription)")
@@ -226,6 +258,8 @@ public actor FileDownloads {
         try? FileManager.default.removeItem(at: partPath(id))
         try? FileManager.default.removeItem(at: partial.appendingPathComponent("\(id).json"))
     }
+
+    private static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     private func partPath(_ id: UInt64) -> URL { partial.appendingPathComponent("\(id).part") }
 }

@@ -14,12 +14,8 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
         let listen = try await listenForFiles(bob, into: downloads)
-        let contents = try randomFile(megabytes: 20, seed: 38, into: "big.bin")
-        let send = try await sendFile("big.bin", from: alice, to: bob)
-        let status = await send.exitStatus(timeout: 300)
-        XCTAssertEqual(status, 0, send.standardError)
+        let (contents, send) = try await sendWhole("big.bin", megabytes: 20, seed: 38, from: alice, to: bob, saved: listen, into: downloads)
         print("file transfer through the relay: \(send.standardOutput)") // "file big.bin delivered to bob in N s"
-        try await assertSaved("big.bin", contents, by: [listen], into: downloads)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: downloads.appendingPathComponent(".partial").path), [])
         assertSentAtMostTheBound(for: contents.count, by: [send])
     }
@@ -54,6 +50,28 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         try await assertSaved("again.bin", contents, by: [listen], into: downloads)
         // Both runs together: the first one's last progress line, the second one's summary.
         assertSentAtMostTheBound(for: contents.count, by: [first, second])
+    }
+
+    func testAFileReceivedBeforeAndSentAgainIsAnsweredDoneWithoutGoingOverAgain() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let first = try await listenForFiles(bob, into: downloads)
+        let (contents, _) = try await sendWhole("twice.bin", megabytes: 2, seed: 42, from: alice, to: bob, saved: first, into: downloads)
+        // bob's listener started again (it forgot the transfer); alice sends the same file again.
+        first.signal(SIGKILL)
+        _ = await first.exitStatus(timeout: 5)
+        let second = try await listenForFiles(bob, into: downloads)
+        let again = try await sendFile("twice.bin", from: alice, to: bob)
+        let againStatus = await again.exitStatus(timeout: 120)
+        XCTAssertEqual(againStatus, 0, again.standardError)
+        let answered = await Eventually.holds(within: .seconds(15)) { second.standardOutput.contains("sent again: already saved at") }
+        XCTAssertTrue(answered, second.standardOutput + second.standardError)
+        let summary = again.standardError.split(separator: "\n").last { $0.hasPrefix("sent ") } ?? ""
+        let sent = Double(summary.split(separator: " ").dropFirst().first ?? "") ?? .infinity
+        print("the same file sent again: \(summary)")
+        XCTAssertLessThan(sent, 0.05 * Double(contents.count), "at most the first window goes before done: \(summary)")
+        let saved = try FileManager.default.contentsOfDirectory(atPath: downloads.path).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(saved, ["twice.bin"], "no second copy")
     }
 
     func testARelayKilledHalfwayAndStartedAgainStillDeliversTheFile() async throws {
@@ -111,6 +129,19 @@ final class FileTransferProcessTests: StoryProcessTestCase {
             environment: try await environment(sender))
         children.append(send)
         return send
+    }
+
+    /// `megabytes` MB of seeded random bytes as `name`, sent from `sender` to `receiver`: the
+    /// send exits 0 and `listen` saves the file whole into `downloads`.
+    private func sendWhole(
+        _ name: String, megabytes: Int, seed: UInt64, from sender: String, to receiver: String, saved listen: ChildProcess, into downloads: URL
+    ) async throws -> (contents: [UInt8], send: ChildProcess) {
+        let contents = try randomFile(megabytes: megabytes, seed: seed, into: name)
+        let send = try await sendFile(name, from: sender, to: receiver)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        try await assertSaved(name, contents, by: [listen], into: downloads)
+        return (contents, send)
     }
 
     /// Kills `victim` with SIGKILL once `send`'s progress says the receiver acknowledged `megabytes` MB.

@@ -276,6 +276,28 @@ final class RelayCoreDevicesTests: XCTestCase {
             "each relay holding an online device, nothing stored")
     }
 
+    func testAFileAcknowledgementReachesASendOnlySenderOnAnotherRelay() throws {
+        // bob's device receives here; alice's `simp send --file` is a send-only session on r2.
+        var relay = DevRelay()
+        try relay.connect("bob", on: ConnectionID(9), port: 5009)
+        var ack = SIMPMessage(kind: .fileAck, fromUser: "bob", toUser: "alice")
+        ack.fileId = 99
+        ack.fileRanges = [0, 5]
+        XCTAssertEqual(relay.send(ack), [.store(.lookup(user: "alice"))])
+        let sendOnly = UserRoutes(receivers: [], relays: ["r2"], knownDevices: 1, known: true)
+        let delivery = RelayDelivery(user: "alice", payload: .datagram(MessageCodec.encode(ack)))
+        XCTAssertEqual(relay.answer(.lookup(user: "alice", sendOnly)), [.store(.publish(relay: "r2", delivery))])
+
+        // On r2, the send-only session gets it (a chunk would not: it only goes to receivers).
+        var other = DevRelay()
+        var (oneShot, _) = try connect("alice", device: "laptop", sendOnly: true, on: ConnectionID(2), into: &other)
+        let handedOver = other.relayDelivery(delivery)
+        guard case .deliver("alice", let bytes, oneShot.registration.route.address)? = handedOver.first, handedOver.count == 1 else {
+            return XCTFail("\(handedOver)")
+        }
+        XCTAssertEqual(try MessageCodec.decode(oneShot.opener.open(bytes).payload).fileRanges, [0, 5])
+    }
+
     func testUnknownRecipientIsToldOnlyToTheSessionThatSent() throws {
         var relay = DevRelay()
         var (chat, _) = try connect("alice", device: "laptop", on: ConnectionID(1), into: &relay)
