@@ -1,3 +1,4 @@
+import SIMPCore
 import SIMPE2E
 
 /// The end-to-end decoders (docs/E2E.md): what a client decodes from bytes another client or
@@ -15,6 +16,11 @@ extension FuzzEntry {
         case pairwise
         /// A resend request (the plaintext of a pairwise message, E2E.md §7.5).
         case resendRequest
+        /// A user's signed device list (KEYS_PUBLISH field 120, served back by KEYS_FETCH,
+        /// E2E.md §3.4): its signature check, the relay's check and the sender's pin decision.
+        case deviceList
+        /// A room admit (the plaintext of a pairwise message, E2E.md §8.4).
+        case roomAdmit
     }
 
     /// Untrusted end-to-end bytes: decoding throws or succeeds, never crashes; what decodes
@@ -40,7 +46,38 @@ extension FuzzEntry {
         case .resendRequest:
             guard let request = try? ResendRequest(encoded: input) else { return }
             try roundTrips(request.encoded, input, "resend request")
+        case .deviceList:
+            try deviceList(input)
+        case .roomAdmit:
+            guard let admit = try? RoomAdmit(encoded: input) else { return }
+            try roundTrips(admit.encoded, input, "room admit")
+            guard RoomAdmit.isAdmit(input) else { throw FuzzViolation("room admit \(input) is not recognised as an admit") }
         }
+    }
+
+    /// A served device list: the relay keeps (`deviceListProblem` nil) exactly what decodes for
+    /// its user; what decodes is pinned on first sight and changes nothing when served again;
+    /// what does not decode is never pinned.
+    private static func deviceList(_ input: [UInt8]) throws {
+        guard let list = try? SignedDeviceList(encoded: input) else {
+            guard input.isEmpty || RelayCore.deviceListProblem(input, of: "alice") != nil else {
+                throw FuzzViolation("the relay keeps a device list that does not decode: \(input)")
+            }
+            if case .pinned = DeviceListPin.evaluate(served: input, for: "alice", pinned: nil) {
+                throw FuzzViolation("a device list that does not decode was pinned: \(input)")
+            }
+            return
+        }
+        try roundTrips(list.encoded, input, "device list")
+        guard list.devices.count <= SignedDeviceList.maxDevices,
+            zip(list.devices, list.devices.dropFirst()).allSatisfy({ Array($0.device.utf8).lexicographicallyPrecedes(Array($1.device.utf8)) })
+        else { throw FuzzViolation("device list \(input) decoded with devices unsorted, repeated or too many") }
+        if let problem = RelayCore.deviceListProblem(input, of: list.user) {
+            throw FuzzViolation("the relay refuses a device list that decodes: \(problem)")
+        }
+        guard DeviceListPin.evaluate(served: input, for: list.user, pinned: nil) == .pinned(list),
+            DeviceListPin.evaluate(served: input, for: list.user, pinned: list) == .unchanged
+        else { throw FuzzViolation("device list \(input) is not pinned once, then unchanged") }
     }
 
     private static func roundTrips(_ encoded: [UInt8], _ input: [UInt8], _ what: String) throws {

@@ -1,5 +1,6 @@
 import NIOCore
 import SIMPCore
+import SIMPE2E
 
 /// The seed inputs committed under `fuzz/corpus/`: valid messages of every kind and edge
 /// cases, named by file. `SeedCorpusTests` checks the committed files are these bytes
@@ -30,6 +31,10 @@ public enum SeedCorpus {
             + [UInt8](repeating: 0, count: 64) + [0, 1] + prekey
         let ratchet = [1, 2] + [UInt8](repeating: 3, count: 32) + [0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 4, count: 21)
         let envelope = [1, 5, 0, 4] + Array("desk".utf8) + [1, 0, 5] + Array("phone".utf8) + [0, 0, 0, UInt8(ratchet.count)] + ratchet
+        let deviceList = signedDeviceList(identity: [UInt8](repeating: 5, count: 32) + signing)
+        var forged = deviceList
+        forged[forged.count - 1] ^= 1
+        let admit = [1, 0x28, 0, 5] + Array("lobby".utf8) + [0, 5] + Array("carol".utf8)
         return [
             "envelope": [Decoder.envelope.rawValue] + envelope,
             "envelope-empty": [Decoder.envelope.rawValue, 1, 5, 0, 0, 0],
@@ -38,8 +43,20 @@ public enum SeedCorpus {
             "one-time-prekey": [Decoder.oneTimePrekey.rawValue] + prekey,
             "pairwise-ratchet": [Decoder.pairwise.rawValue] + ratchet,
             "resend-request": [Decoder.resendRequest.rawValue, 1, 6, 0, 0, 0, 0, 0, 0, 0x10, 0x92],
+            "device-list": [Decoder.deviceList.rawValue] + deviceList,
+            "device-list-forged": [Decoder.deviceList.rawValue] + forged,
+            "room-admit": [Decoder.roomAdmit.rawValue] + admit,
             "empty": [],
         ]
+    }
+
+    /// A device list of alice (two devices with identity `identity`, counter 3) signed by a
+    /// fixed user key: Ed25519 signatures are deterministic, so the seed's bytes are too.
+    private static func signedDeviceList(identity: [UInt8]) -> [UInt8] {
+        let key = try! UserSigningKey(secretBytes: [1] + [UInt8](repeating: 0x42, count: 32))
+        let identity = try! IdentityKey(agreement: Array(identity.prefix(32)), signing: Array(identity.suffix(32)))
+        let devices = ["desk", "phone"].map { ApprovedDevice(device: $0, identity: identity) }
+        return try! SignedDeviceList.signed(user: "alice", counter: 3, devices: devices, by: key).encoded
     }
 
     /// Control target inputs: a read-cutting byte, then a stream of frames.

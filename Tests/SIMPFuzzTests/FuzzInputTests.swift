@@ -66,6 +66,10 @@ final class FuzzInputTests: XCTestCase {
         XCTAssertThrowsError(try KeyBundle(encoded: Array(seeds["key-bundle-truncated"]!.dropFirst())))
         XCTAssertNoThrow(try OneTimePrekey(encoded: Array(seeds["one-time-prekey"]!.dropFirst())))
         XCTAssertNoThrow(try PairwiseMessage(encoded: Array(seeds["pairwise-ratchet"]!.dropFirst())))
+        let list = try SignedDeviceList(encoded: Array(seeds["device-list"]!.dropFirst()))
+        XCTAssertEqual(list.devices.map(\.device), ["desk", "phone"])
+        XCTAssertThrowsError(try SignedDeviceList(encoded: Array(seeds["device-list-forged"]!.dropFirst())), "a bad signature")
+        XCTAssertEqual(try RoomAdmit(encoded: Array(seeds["room-admit"]!.dropFirst())), RoomAdmit(roomID: "lobby", user: "carol"))
     }
 
     /// The regular files of `folder` by name (none if it does not exist).
