@@ -11,10 +11,10 @@ import SIMPNIO
 /// deadline. It lives on `eventLoop`; every method must be called there.
 package final class RelayEngine {
     package let eventLoop: EventLoop
-    private var core: RelayCore
+    private(set) var core: RelayCore
     private let store: any RelayStore
-    private let logger: Logger
-    private let metrics: RelayMetrics
+    let logger: Logger
+    let metrics: RelayMetrics
     /// Each control channel, by its frame encoder's context: its `channel` takes messages, and
     /// bytes that are already frames (`.forward`, `.carry`) are written at the context, past the
     /// encoder. Looked up once per connection; one table of 16-byte entries per connection (a
@@ -27,7 +27,7 @@ package final class RelayEngine {
     /// The datagram handler's context, where forwards are written (set by the handler).
     var datagramWriter: ChannelHandlerContext?
     /// Counts kept as things happen; `statistics` adds what the core knows.
-    private var counts = RelayStatistics()
+    var counts = RelayStatistics()
     /// Action buffers reused between calls into the core (a call may nest: a close reports
     /// the connection's end at once).
     private var spareBuffers: [[RelayAction]] = []
@@ -359,48 +359,6 @@ package final class RelayEngine {
         return answer.map { _ in }
     }
 
-    /// Counts and logs what an operator wants to see of a request.
-    private func noteRequest(_ request: StoreRequest) {
-        switch request {
-        case .unregister(let user, _, let device):
-            logger.info("user disconnected", metadata: ["user": "\(user)", "device": "\(device)"])
-            metrics.sessions.record(core.connectedUsers)
-        case .moveRoute(let registration):
-            logger.info(
-                "user's datagram route moved",
-                metadata: [
-                    "user": "\(registration.user)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
-                    "path": "\(registration.overControl ? "tcp" : "udp")",
-                ])
-        case .removeFromInbox:
-            counts.inboxRemoved += 1
-        default:
-            break
-        }
-    }
-
-    /// Counts and logs what an operator wants to see of an answer (failures are logged by `ask`).
-    private func noteAnswer(_ request: StoreRequest, _ answer: StoreAnswer) {
-        switch (request, answer) {
-        case (.register(let registration, _), .register): // not a login refused over a limit
-            logger.info(
-                "user connected",
-                metadata: [
-                    "user": "\(registration.user)", "device": "\(registration.device)",
-                    "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
-                ])
-        case (_, .storeInInbox(_, _, _, let stored)) where !stored.duplicate:
-            counts.inboxStored += 1
-        case (_, .loadInbox(let user, let device, let entries, _, _)) where !entries.isEmpty:
-            logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
-        case (_, .publish(_, _, let heard)) where heard > 0:
-            counts.deliveriesPublished += 1
-            metrics.deliveriesPublished.increment()
-        default:
-            break
-        }
-    }
-
     private func writeDatagram(_ bytes: ByteBuffer, to address: SocketAddress) {
         let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
         if let datagramWriter {
@@ -437,35 +395,6 @@ package final class RelayEngine {
             core.anchorWallClock(WallClock.millisecondsSinceEpoch(), at: now()) // access tokens' times are wall-clock times
             handle { $0.tick(now: now(), into: &$1) }
             flushOutsideReads()
-        }
-    }
-}
-
-extension StoreRequest {
-    /// The request's kind, for logs.
-    var name: String {
-        switch self {
-        case .fetchVerifier: "fetchVerifier"
-        case .recordLogin: "recordLogin"
-        case .register: "register"
-        case .unregister: "unregister"
-        case .moveRoute: "moveRoute"
-        case .refresh: "refresh"
-        case .withdraw: "withdraw"
-        case .lookup: "lookup"
-        case .publish: "publish"
-        case .announceMove: "announceMove"
-        case .checkSession: "checkSession"
-        case .storeInInbox: "storeInInbox"
-        case .loadInbox: "loadInbox"
-        case .removeFromInbox: "removeFromInbox"
-        case .room: "room"
-        case .postToRoom: "postToRoom"
-        case .countRoomDelivery: "countRoomDelivery"
-        case .recordPresence: "recordPresence"
-        case .who: "who"
-        case .publishKeys: "publishKeys"
-        case .fetchKeys: "fetchKeys"
         }
     }
 }
