@@ -48,7 +48,7 @@ final class RelayCoreDeviceListTests: XCTestCase {
         ]
         for (list, problem) in cases {
             let actions = relay.control(publish(list), on: alice)
-            let text = "key bundle refused: \(problem) (docs/E2E.md §3.3)"
+            let text = "key bundle refused: \(problem) (docs/E2E.md §3.4)"
             XCTAssertTrue(actions.contains(.send(alice, .error(.badKeyBundle, text, messageId: 4))), "\(actions)")
             XCTAssertFalse(actions.contains { if case .store = $0 { true } else { false } }, "\(actions)")
         }

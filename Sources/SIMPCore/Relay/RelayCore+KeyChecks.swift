@@ -37,11 +37,14 @@ extension RelayCore {
         }
     }
 
-    /// Refuses a KEYS_PUBLISH whose keys fail `keyBundleProblem`: counted, logged, answered.
+    /// Refuses a KEYS_PUBLISH whose keys fail `keyBundleProblem` or `deviceListProblem`:
+    /// counted, logged, answered with the section of docs/E2E.md that says what is checked
+    /// (`section`: "3.3" for a bundle, "3.4" for a device list).
     func refuseBundle(
-        _ message: SIMPMessage, from user: String, device: String, on connection: ConnectionID, _ problem: String, into output: inout [RelayAction]
+        _ message: SIMPMessage, from user: String, device: String, on connection: ConnectionID, _ problem: String, section: String,
+        into output: inout [RelayAction]
     ) {
-        let text = "key bundle refused: \(problem) (docs/E2E.md §3.3)"
+        let text = "key bundle refused: \(problem) (docs/E2E.md §\(section))"
         output += [
             .reject(.badKeyBundle, detail: "KEYS_PUBLISH from \(user)/\(device): \(problem)"),
             .send(connection, .error(.badKeyBundle, text, messageId: message.messageId)),

@@ -37,9 +37,11 @@ extension RelayCore {
                     + "1,419 with a KEM prekey, count 0) and at most "
                     + "\(Self.maxOneTimePrekeysPerPublish) one-time prekeys of \(Self.oneTimePrekeySize) bytes", into: &output)
         }
-        if let problem = Self.keyBundleProblem(bundle, oneTimePrekeys: message.oneTimePrekeys) ?? Self.deviceListProblem(message.deviceList, of: user)
-        {
-            return refuseBundle(message, from: user, device: registration.device, on: connection, problem, into: &output)
+        if let problem = Self.keyBundleProblem(bundle, oneTimePrekeys: message.oneTimePrekeys) {
+            return refuseBundle(message, from: user, device: registration.device, on: connection, problem, section: "3.3", into: &output)
+        }
+        if let problem = Self.deviceListProblem(message.deviceList, of: user) {
+            return refuseBundle(message, from: user, device: registration.device, on: connection, problem, section: "3.4", into: &output)
         }
         var request = KeysPublish(
             user: user, device: registration.device, bundle: bundle, oneTimePrekeys: message.oneTimePrekeys, connection: connection,
