@@ -30,6 +30,18 @@ final class HeldForKeys {
 
     /// Whether `error` from `EndToEnd.seal` means the message waits (rather than fails).
     fileprivate static func waits(_ error: Error) -> Bool { error is DevicesNotYetKnown || error is AwaitingFirstKeys }
+
+    /// Why a held message that can never be sealed failed: the relay's refusal when it refused
+    /// (asked for the receiver's keys), else refused here (`notSent`), saying why and what to do
+    /// (a verified contact's changed key names how to accept it).
+    static func failure(_ error: Error) -> DeliveryFailure {
+        switch error as? SIMPClientError {
+        case .rejected(let code, let text)?: .rejected(code, text)
+        case .notEncryptable(let reason)?: .notSent(reason)
+        case let error?: .notSent(error.description)
+        case nil: .notSent("\(error)")
+        }
+    }
 }
 
 /// The relay could not be asked for the peer's devices, and this device never learned them:
@@ -126,8 +138,7 @@ extension ClientEngine {
             case .failure(let error) where HeldForKeys.waits(error):
                 return keepWaiting(for: peer, because: error)
             case .failure(let error):
-                let reason = (error as? SIMPClientError)?.description ?? "\(error)"
-                release(id)?.succeed(.failed(messageId: id, .rejected(.badRequest, reason)))
+                release(id)?.succeed(.failed(messageId: id, HeldForKeys.failure(error)))
             case .success(let sealed):
                 if let promise = release(id, settle: false) { sendSealed(entry.message, sealed).1.cascade(to: promise) }
             }

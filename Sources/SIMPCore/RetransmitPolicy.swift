@@ -59,6 +59,9 @@ public enum DeliveryFailure: Error, Equatable, Sendable {
     case rejected(SIMPMessage.ErrorCode, String)
     /// Refused before sending: sealed, it would take `size` bytes, over the relay's `limit`.
     case tooLarge(size: Int, limit: Int)
+    /// Refused on this device before it was sent, for the reason given (say, a verified
+    /// contact's key changed since and the user has not accepted the change).
+    case notSent(String)
 }
 
 extension DeliveryFailure: CustomStringConvertible {
@@ -67,7 +70,7 @@ extension DeliveryFailure: CustomStringConvertible {
         case .expired(let after, let attempts):
             return "no receipt within \(Self.describe(after)) (\(attempts) transmissions)"
         case .timedOut(let attempts): return "no receipt after \(attempts) transmissions"
-        case .rejected(_, let reason): return reason
+        case .rejected(_, let reason), .notSent(let reason): return reason
         case .tooLarge(let size, let limit):
             return "message too large: it would be a \(size)-byte datagram and the relay accepts at most \(limit) bytes "
                 + "(shorten it by \(size - limit) bytes or more)"
