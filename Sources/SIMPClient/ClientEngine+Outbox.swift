@@ -59,7 +59,7 @@ extension ClientEngine {
     }
 
     /// `value` once this turn's messages are in the outbox: what a submission answers.
-    func whenKept<Value>(_ value: Value) -> EventLoopFuture<Value> {
+    func whenKept<Value: Sendable>(_ value: Value) -> EventLoopFuture<Value> {
         guard let done = outboxBurst.done else { return eventLoop.makeSucceededFuture(value) }
         return done.futureResult.map { value }
     }

@@ -10,25 +10,9 @@ import XCTest
 /// user key; a device of bob's that it did not approve, such as one the relay's operator adds
 /// under bob's name, gets no plaintext of alice's messages, new or old, and alice is told; bob's
 /// second device gets them once his first device approved it.
-final class CrossSigningTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-xsign-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
+final class CrossSigningTests: EndToEndRelayTestCase {
     private func connect(_ user: String, device: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-            configuration.endToEnd?.makesUserKey = true
-        }
+        try await connectEndToEnd(user, device: device) { $0.endToEnd?.makesUserKey = true }
     }
 
     func testADeviceTheOperatorAddsGetsNoPlaintextWhileAnApprovedOneDoes() async throws {

@@ -9,25 +9,9 @@ import XCTest
 /// End-to-end encryption with a real relay and Redis where devices come and go: a
 /// first message typed while the relay is unreachable, a peer's device added after the sender
 /// learned its devices, and a copy this device cannot decrypt.
-final class EndToEndDevicesTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-devices-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
+final class EndToEndDevicesTests: EndToEndRelayTestCase {
     private func connect(_ user: String, device: String, outbox: Outbox? = nil) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-            configuration.outbox = outbox
-        }
+        try await connectEndToEnd(user, device: device) { $0.outbox = outbox }
     }
 
     /// alice never wrote to bob, so she does not know his devices, and the relay is down when

@@ -9,26 +9,8 @@ import XCTest
 /// Redis (docs/E2E.md §7.5): what it sends reuses message keys, and what its peer sends
 /// it no longer decrypts. The receiver asks for the message again on a new session; it arrives
 /// once, and both users are told.
-final class EndToEndRestoreTests: RelayTestCase {
-    private var home: URL!
+final class EndToEndRestoreTests: EndToEndRelayTestCase {
     private let (alice, bob) = (TestRelay.uniqueUser("alice"), TestRelay.uniqueUser("bob"))
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-restore-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    private func connect(_ user: String, device: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-        }
-    }
 
     private func send(_ text: String, from client: SIMPClient, to peer: String, arrivingIn inbox: MessageInbox) async throws {
         let before = await inbox.messages.count
@@ -45,9 +27,9 @@ final class EndToEndRestoreTests: RelayTestCase {
     /// talk on, and the device is restored from the copy. Returns alice's restored client and
     /// bob's, with their inboxes.
     private func restoreAliceFromABackup(_ restore: Restore = .asASnapshot) async throws -> (SIMPClient, MessageInbox, SIMPClient, MessageInbox) {
-        let bobClient = try await connect(bob, device: "phone")
+        let bobClient = try await connectEndToEnd(bob, device: "phone")
         let bobInbox = MessageInbox(bobClient)
-        var aliceClient = try await connect(alice, device: "desk")
+        var aliceClient = try await connectEndToEnd(alice, device: "desk")
         var aliceInbox = MessageInbox(aliceClient)
         try await send("one", from: aliceClient, to: bob, arrivingIn: bobInbox)
         try await send("reply one", from: bobClient, to: alice, arrivingIn: aliceInbox)
@@ -78,7 +60,7 @@ final class EndToEndRestoreTests: RelayTestCase {
                 try handle.close()
             }
         }
-        aliceClient = try await connect(alice, device: "desk")
+        aliceClient = try await connectEndToEnd(alice, device: "desk")
         aliceInbox = MessageInbox(aliceClient)
         return (aliceClient, aliceInbox, bobClient, bobInbox)
     }

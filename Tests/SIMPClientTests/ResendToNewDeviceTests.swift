@@ -9,34 +9,15 @@ import XCTest
 /// A resend request (docs/E2E.md §7.5) is honoured only for a device that had a copy of the
 /// message when it was sent: a device added since (by its user, or made up by the relay's
 /// operator) that asks for an old message gets nothing, and the sender's user is told.
-final class ResendToNewDeviceTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-ghost-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    private func connect(_ user: String, device: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-        }
-    }
-
+final class ResendToNewDeviceTests: EndToEndRelayTestCase {
     func testANewDeviceAskingForAnOldMessageGetsNothingAndTheSenderIsTold() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let phone = try await connect(bob, device: "phone")
-        let aliceClient = try await connect(alice, device: "desk")
+        let phone = try await connectEndToEnd(bob, device: "phone")
+        let aliceClient = try await connectEndToEnd(alice, device: "desk")
         let aliceNotices = EndToEndNoticeLog(aliceClient)
         guard case .delivered(let id, _, _) = try await aliceClient.send(text: "before the ghost", to: bob) else { return XCTFail("not delivered") }
 
-        let ghost = try await connect(bob, device: "ghost")
+        let ghost = try await connectEndToEnd(bob, device: "ghost")
         let ghostInbox = MessageInbox(ghost)
         let old = SIMPMessage(kind: .text, messageId: id, fromUser: alice, toUser: bob)
         try await ghost.onEngine(now: { engine in engine.endToEnd?.askAgain(for: old, device: "desk", via: engine) })

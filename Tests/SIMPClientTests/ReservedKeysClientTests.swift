@@ -7,30 +7,11 @@ import XCTest
 
 /// A client that closes normally gives back the sending keys it reserved ahead (docs/E2E.md
 /// §15): the next process of its device seals with the next key unused, so its peer skips none.
-final class ReservedKeysClientTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-reserved-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    private func connect(_ user: String, device: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-        }
-    }
-
+final class ReservedKeysClientTests: EndToEndRelayTestCase {
     func testAClosedClientGivesBackTheKeysItReservedAndTheNextProcessGoesOnFromThem() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let bobClient = try await connect(bob, device: "phone")
-        let aliceClient = try await connect(alice, device: "desk")
+        let bobClient = try await connectEndToEnd(bob, device: "phone")
+        let aliceClient = try await connectEndToEnd(alice, device: "desk")
         for index in 0..<10 {
             guard case .delivered = try await aliceClient.send(text: "m\(index)", to: bob) else { return XCTFail("m\(index) not delivered") }
         }

@@ -9,24 +9,9 @@ import XCTest
 /// alice and bob use, by its name alone; she cannot read the next post, alice is told of her
 /// attempt, and once alice admits her she reads alice's next post and, since the admit reached
 /// bob end to end, bob's too. alice's mark for the post carol could not read counts bob only.
-final class RoomAdmissionRelayTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-room-admission-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
+final class RoomAdmissionRelayTests: EndToEndRelayTestCase {
     private func connect(_ user: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = "desk"
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-        }
+        try await connectEndToEnd(user, device: "desk")
     }
 
     @discardableResult

@@ -9,26 +9,7 @@ import XCTest
 /// its keys while offline, carol posts twice, bob comes back with new keys. He cannot read
 /// those two (they are never sent again to a new key), and once his device gives them up,
 /// carol is told that bob's device could not read them. Real relay and Redis.
-final class RoomPostDuringResetTests: RelayTestCase {
-    private var home: URL!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-room-reset-\(UUID().uuidString)")
-    }
-
-    override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
-    private func connect(_ user: String, device: String) async throws -> SIMPClient {
-        try await relay.connectClient(user: user) { configuration in
-            configuration.device = device
-            configuration.endToEnd = EndToEndSettings(home: self.home)
-        }
-    }
-
+final class RoomPostDuringResetTests: EndToEndRelayTestCase {
     private func post(_ text: String, by client: SIMPClient, to room: String) async throws -> UInt64 {
         guard case .stored(let id, _) = try await client.send(text: text, toRoom: room) else {
             XCTFail("\(text) not posted")
@@ -40,9 +21,9 @@ final class RoomPostDuringResetTests: RelayTestCase {
     func testTheAuthorIsToldWhoCouldNotReadPostsMadeDuringAKeyReset() async throws {
         let (carol, bob) = (TestRelay.uniqueUser("carol"), TestRelay.uniqueUser("bob"))
         let room = TestRelay.uniqueUser("ops")
-        let author = try await connect(carol, device: "desk")
+        let author = try await connectEndToEnd(carol, device: "desk")
         let told = EndToEndNoticeLog(author)
-        var reader = try await connect(bob, device: "phone")
+        var reader = try await connectEndToEnd(bob, device: "phone")
         var inbox = MessageInbox(reader)
         _ = try await author.joinRoom(room)
         _ = try await reader.joinRoom(room)
@@ -53,7 +34,7 @@ final class RoomPostDuringResetTests: RelayTestCase {
         await reader.close()
         try FileManager.default.removeItem(at: home.appendingPathComponent("e2e").appendingPathComponent(bob))
         let during = [try await post("during 1", by: author, to: room), try await post("during 2", by: author, to: room)]
-        reader = try await connect(bob, device: "phone") // new keys, published
+        reader = try await connectEndToEnd(bob, device: "phone") // new keys, published
         inbox = MessageInbox(reader)
         // bob's device holds the two copies for their key (60 s), then gives them up at the next
         // room post and asks carol's device about them.
