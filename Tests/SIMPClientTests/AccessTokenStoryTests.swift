@@ -11,6 +11,9 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
     var keys: URL!
     var port = 0
     var server: ChildProcess!
+    /// Names of their own: the test relay's Redis is shared, and an earlier test's alice may have
+    /// left a device list signed by a user key these processes do not hold (docs/E2E.md §3.4).
+    let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
 
     override func setUp() async throws {
         try await super.setUp()
@@ -56,26 +59,26 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
 
     func testAValidTokenLogsBobInAndEachBadOneIsRefusedWithItsOwnMessageAndNeverLogged() async throws {
         try await startTokenRelay()
-        let alice = try await startListening("alice", server: "127.0.0.1:\(port)")
-        let valid = try await token("bob")
-        let (status, said) = try await send(as: "bob", to: "alice", "hello with a token", environment: ["SIMP_TOKEN": valid])
+        let aliceListen = try await startListening(alice, server: "127.0.0.1:\(port)")
+        let valid = try await token(bob)
+        let (status, said) = try await send(as: bob, to: alice, "hello with a token", environment: ["SIMP_TOKEN": valid])
         XCTAssertEqual(status, 0, said)
         let arrived = await Eventually.holds(within: .seconds(10)) {
-            alice.standardOutput.contains("bob (") && alice.standardOutput.contains("): hello with a token")
+            aliceListen.standardOutput.contains("\(self.bob) (") && aliceListen.standardOutput.contains("): hello with a token")
         }
-        XCTAssertTrue(arrived, alice.standardOutput + alice.standardError)
+        XCTAssertTrue(arrived, aliceListen.standardOutput + aliceListen.standardError)
 
         _ = try await tool(["token", "keygen", "--out", keys.appendingPathComponent("other").path, "--kid", "k1"])
         let strangerKey = keys.appendingPathComponent("other/k1.private.jwk").path
         let refused: [(String, String, String)] = [
-            ("expired", try await token("bob", ttl: "1h", ["--backdate", "2h"]), "access token expired 60 min ago: get a new one"),
-            ("wrong key", try await tool(["token", "issue", "bob", "--key", strangerKey]), "access token refused: its signature is wrong"),
-            ("wrong audience", try await token("bob", ttl: "1h", ["--audience", "billing"]), "wrong audience"),
-            ("bob's token as alice", valid, "access token refused: it is for another user than alice"),
+            ("expired", try await token(bob, ttl: "1h", ["--backdate", "2h"]), "access token expired 60 min ago: get a new one"),
+            ("wrong key", try await tool(["token", "issue", bob, "--key", strangerKey]), "access token refused: its signature is wrong"),
+            ("wrong audience", try await token(bob, ttl: "1h", ["--audience", "billing"]), "wrong audience"),
+            ("bob's token as alice", valid, "access token refused: it is for another user than \(alice)"),
         ]
         var seen: Set<String> = []
         for (what, token, expected) in refused {
-            let user = what == "bob's token as alice" ? "alice" : "bob"
+            let user = what == "bob's token as alice" ? alice : bob
             let (status, said) = try await send(as: user, to: "carol", "never sent", environment: ["SIMP_TOKEN": token])
             XCTAssertEqual(status, 1, "\(what): \(said)")
             XCTAssertTrue(said.contains(expected), "\(what): \(said)")
@@ -100,27 +103,27 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
     func testARefreshThroughTokenCommandKeepsTheConnectionAndTheUDPRegistration() async throws {
         try await startTokenRelay()
         let issuer = try ChildProcess.locate("simp-server").path
-        let command = "\(issuer) token issue bob --key \(keys.appendingPathComponent("k1.private.jwk").path) --ttl 6s"
+        let command = "\(issuer) token issue \(bob) --key \(keys.appendingPathComponent("k1.private.jwk").path) --ttl 6s"
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", "127.0.0.1:\(port)", "--user", "bob", "--device", "phone", "--log-level", "info", "--token-command", command],
+            ["listen", "--server", "127.0.0.1:\(port)", "--user", bob, "--device", "phone", "--log-level", "info", "--token-command", command],
             environment: ["SIMP_HOME": home.path])
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
-        let before = try await registration(of: "bob")
+        let before = try await registration(of: bob)
         // The first token runs out within 6 s: two renewals come before the wait is over.
         try await Task.sleep(for: .seconds(13))
-        let after = try await registration(of: "bob")
+        let after = try await registration(of: bob)
         XCTAssertTrue(before.contains("d:phone") && before.contains { $0.hasPrefix("s:") }, "\(before)")
         XCTAssertEqual(after, before, "the same session token (relay/connection number), UDP address and since")
         XCTAssertGreaterThanOrEqual(
             listen.standardError.components(separatedBy: "access token renewed on the same connection").count - 1, 2, listen.standardError)
         XCTAssertFalse(listen.standardError.contains("reconnecting"), listen.standardError)
-        XCTAssertEqual(server.standardError.components(separatedBy: "user=bob [SIMPRelay] user connected").count - 1, 1, server.standardError)
+        XCTAssertEqual(server.standardError.components(separatedBy: "user=\(bob) [SIMPRelay] user connected").count - 1, 1, server.standardError)
         XCTAssertFalse(server.standardError.contains("token_session_expired"), server.standardError)
-        let valid = try await token("alice")
-        let (status, said) = try await send(as: "alice", to: "bob", "after the first token's exp", environment: ["SIMP_TOKEN": valid])
+        let valid = try await token(alice)
+        let (status, said) = try await send(as: alice, to: bob, "after the first token's exp", environment: ["SIMP_TOKEN": valid])
         XCTAssertEqual(status, 0, said)
         let arrived = await Eventually.holds(within: .seconds(10)) { listen.standardOutput.contains("): after the first token's exp") }
         XCTAssertTrue(arrived, listen.standardOutput + listen.standardError)
@@ -128,9 +131,9 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
 
     func testWithoutARefreshTheSessionEndsAtExpWithAClearReason() async throws {
         try await startTokenRelay()
-        let short = try await token("bob", ttl: "4s")
+        let short = try await token(bob, ttl: "4s")
         let listen = try ChildProcess(
-            "simp", ["listen", "--server", "127.0.0.1:\(port)", "--user", "bob", "--device", "phone"],
+            "simp", ["listen", "--server", "127.0.0.1:\(port)", "--user", bob, "--device", "phone"],
             environment: ["SIMP_HOME": home.path, "SIMP_TOKEN": short])
         children.append(listen)
         let status = await listen.exitStatus(timeout: 20)
@@ -146,29 +149,29 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
 
     func testDenyTokensRevokesTokensIssuedBeforeItsTime() async throws {
         try await startTokenRelay()
-        _ = try await startListening("alice", server: "127.0.0.1:\(port)")
-        let old = try await token("bob")
+        _ = try await startListening(alice, server: "127.0.0.1:\(port)")
+        let old = try await token(bob)
         try await Task.sleep(for: .seconds(1.1)) // tokens carry whole seconds
-        let run = try ChildProcess("simp-server", ["user", "deny-tokens", "bob", "--before", "now", "--redis", relay.redis.url.description])
+        let run = try ChildProcess("simp-server", ["user", "deny-tokens", bob, "--before", "now", "--redis", relay.redis.url.description])
         _ = await run.exitStatus()
-        XCTAssertTrue(run.standardOutput.contains("access tokens of bob issued before"), run.standardOutput + run.standardError)
-        let (refused, said) = try await send(as: "bob", to: "alice", "revoked", environment: ["SIMP_TOKEN": old])
+        XCTAssertTrue(run.standardOutput.contains("access tokens of \(bob) issued before"), run.standardOutput + run.standardError)
+        let (refused, said) = try await send(as: bob, to: alice, "revoked", environment: ["SIMP_TOKEN": old])
         XCTAssertEqual(refused, 1, said)
         XCTAssertTrue(said.contains("the relay's operator revoked tokens issued before it; get a new one"), said)
         try await Task.sleep(for: .seconds(1.1)) // a token of the deny's own second counts as before it
-        let (accepted, saidAgain) = try await send(as: "bob", to: "alice", "new token", environment: ["SIMP_TOKEN": try await token("bob")])
+        let (accepted, saidAgain) = try await send(as: bob, to: alice, "new token", environment: ["SIMP_TOKEN": try await token(bob)])
         XCTAssertEqual(accepted, 0, saidAgain)
     }
 
     func testRotatingTheKeySetTakesEffectWithoutARestart() async throws {
         try await startTokenRelay()
-        _ = try await startListening("alice", server: "127.0.0.1:\(port)")
+        _ = try await startListening(alice, server: "127.0.0.1:\(port)")
         let jwks = keys.appendingPathComponent("jwks.json")
         let oldSet = try Data(contentsOf: jwks)
         _ = try await tool(["token", "keygen", "--out", keys.path, "--kid", "k2", "--algorithm", "ES256"]) // k1 and k2
         let reloaded = await Eventually.holds(within: .seconds(10)) { self.server.standardError.contains("keys=k1,k2") }
         XCTAssertTrue(reloaded, server.standardError)
-        let (newKey, said) = try await send(as: "bob", to: "alice", "k2", environment: ["SIMP_TOKEN": try await token("bob", kid: "k2")])
+        let (newKey, said) = try await send(as: bob, to: alice, "k2", environment: ["SIMP_TOKEN": try await token(bob, kid: "k2")])
         XCTAssertEqual(newKey, 0, said)
 
         let both = try JSONSerialization.jsonObject(with: try Data(contentsOf: jwks)) as! [String: [[String: String]]]
@@ -176,7 +179,7 @@ final class AccessTokenStoryTests: StoryProcessTestCase {
         try onlyNew.write(to: jwks, options: .atomic)
         let removed = await Eventually.holds(within: .seconds(10)) { self.server.standardError.contains("keys=k2 why") }
         XCTAssertTrue(removed, server.standardError)
-        let (oldKey, refusal) = try await send(as: "bob", to: "alice", "k1", environment: ["SIMP_TOKEN": try await token("bob", kid: "k1")])
+        let (oldKey, refusal) = try await send(as: bob, to: alice, "k1", environment: ["SIMP_TOKEN": try await token(bob, kid: "k1")])
         XCTAssertEqual(oldKey, 1, refusal)
         XCTAssertTrue(refusal.contains("access token refused: signed with a key this relay does not know"), refusal)
         XCTAssertNotEqual(oldSet, onlyNew)

@@ -34,16 +34,26 @@ final class UnknownOptionTests: XCTestCase {
         XCTAssertFalse(afterTerminator.err.contains("unknown option"), afterTerminator.err)
     }
 
-    /// Every subcommand of `simp` (as the parser describes them) gets the check.
+    /// Every subcommand of `simp` (as the parser describes them, down to the ones that run:
+    /// `simp devices approve`, not `simp devices`) gets the check.
     func testEverySubcommandOfSimpNamesAnUnknownOption() async throws {
         let child = try ChildProcess("simp", ["--experimental-dump-help"])
         _ = await child.exitStatus()
         let tool = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(child.standardOutput.utf8)) as? [String: Any])
-        let subcommands = ((tool["command"] as? [String: Any])?["subcommands"] as? [[String: Any]] ?? []).compactMap { $0["commandName"] as? String }
-        XCTAssertTrue(Set(subcommands).isSuperset(of: ["chat", "send", "listen", "keys"]), "\(subcommands)")
-        for subcommand in subcommands where subcommand != "help" {
-            let result = try await run("simp", [subcommand, "--user", "alice", "--serverr", "x"])
-            XCTAssertEqual(result.err, "simp \(subcommand): unknown option --serverr; did you mean --server?\n", subcommand)
+        func leaves(of command: [String: Any], path: [String]) -> [[String]] {
+            let children = command["subcommands"] as? [[String: Any]] ?? []
+            guard !children.isEmpty else { return [path] }
+            return children.flatMap { child -> [[String]] in
+                guard let name = child["commandName"] as? String, name != "help" else { return [] }
+                return leaves(of: child, path: path + [name])
+            }
+        }
+        let subcommands = leaves(of: try XCTUnwrap(tool["command"] as? [String: Any]), path: [])
+        XCTAssertTrue(Set(subcommands.map { $0[0] }).isSuperset(of: ["chat", "send", "listen", "keys", "devices"]), "\(subcommands)")
+        for subcommand in subcommands {
+            let result = try await run("simp", subcommand + ["--user", "alice", "--serverr", "x"])
+            let name = subcommand.joined(separator: " ")
+            XCTAssertEqual(result.err, "simp \(name): unknown option --serverr; did you mean --server?\n", name)
         }
     }
 
