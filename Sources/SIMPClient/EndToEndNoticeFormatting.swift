@@ -8,7 +8,9 @@ extension EndToEndNotice {
     public var errorLine: String? {
         switch self {
         case .peer(.sessionRestarted), .askedAgain, .resent(_, _, _, true), .restoredSessionReplaced, .stateWritableAgain: nil
-        case .ownNewDevice: "simp: WARNING: \(description); if it was not you, someone else can read what is sent to you from now on"
+        case .ownNewDevice:
+            "simp: WARNING: \(description); if it was not you, do not approve it and change your password: people who know "
+                + "your user key send it nothing until you approve it, anyone else may"
         default: "simp: \(description)"
         }
     }
