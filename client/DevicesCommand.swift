@@ -26,17 +26,9 @@ struct Devices: AsyncParsableCommand {
         var name: String
 
         func run() async throws {
-            var connection = self.connection
-            let device = try connection.device ?? DeviceName.standard(home: SIMPHome.directory())
-            connection.device = device
-            let client = try await connection.connect(sendOnly: true, configure: { $0.endToEnd?.existingKeysOnly = true })
-            do {
+            try await Devices.change(as: connection, failing: "remove \(name)") { client, user, _ in
                 let approved = try await client.removeDevice(name)
-                await client.close()
-                print("\(name) is removed; \(connection.user)'s devices now: \(approved.joined(separator: ", "))")
-            } catch {
-                await client.close()
-                fail("simp: cannot remove \(name): \(error)")
+                return "\(name) is removed; \(user)'s devices now: \(approved.joined(separator: ", "))"
             }
         }
     }
@@ -53,17 +45,9 @@ struct Devices: AsyncParsableCommand {
         @OptionGroup var connection: ConnectionOptions
 
         func run() async throws {
-            var connection = self.connection
-            let device = try connection.device ?? DeviceName.standard(home: SIMPHome.directory())
-            connection.device = device
-            let client = try await connection.connect(sendOnly: true, configure: { $0.endToEnd?.existingKeysOnly = true })
-            do {
+            try await Devices.change(as: connection, failing: "make a new user key") { client, user, device in
                 try await client.resetUserKey()
-                await client.close()
-                print("\(connection.user) has a new user key, held by \(device), which approves \(device) alone")
-            } catch {
-                await client.close()
-                fail("simp: cannot make a new user key: \(error)")
+                return "\(user) has a new user key, held by \(device), which approves \(device) alone"
             }
         }
     }
@@ -82,22 +66,34 @@ struct Devices: AsyncParsableCommand {
         var name: String
 
         func run() async throws {
-            let home = SIMPHome.directory()
-            var connection = self.connection
-            let device = try connection.device ?? DeviceName.standard(home: home)
-            connection.device = device
-            if let pid = DeviceLock.holder(home: home, user: connection.user, device: device) {
-                fail("simp: device \"\(device)\" of \(connection.user) is in use by a running simp (process \(pid)): run this after it exits")
-            }
-            let client = try await connection.connect(sendOnly: true, configure: { $0.endToEnd?.existingKeysOnly = true })
-            do {
+            try await Devices.change(as: connection, failing: "approve \(name)") { client, user, _ in
                 let approved = try await client.approveDevice(name)
-                await client.close()
-                print("\(name) is approved; \(connection.user)'s devices now: \(approved.joined(separator: ", "))")
-            } catch {
-                await client.close()
-                fail("simp: cannot approve \(name): \(error)")
+                return "\(name) is approved; \(user)'s devices now: \(approved.joined(separator: ", "))"
             }
+        }
+    }
+
+    /// Connects as this device (its own keys only, never new ones), runs `change` with the user
+    /// and device names, closes, and prints the line `change` returns; exits 1 with "simp: cannot
+    /// WHAT: …" when it throws, and before connecting when a running `simp` holds the device.
+    static func change(
+        as options: ConnectionOptions, failing what: String, _ change: (SIMPClient, String, String) async throws -> String
+    ) async throws {
+        let home = SIMPHome.directory()
+        var connection = options
+        let device = try connection.device ?? DeviceName.standard(home: home)
+        connection.device = device
+        if let pid = DeviceLock.holder(home: home, user: connection.user, device: device) {
+            fail("simp: device \"\(device)\" of \(connection.user) is in use by a running simp (process \(pid)): run this after it exits")
+        }
+        let client = try await connection.connect(sendOnly: true, configure: { $0.endToEnd?.existingKeysOnly = true })
+        do {
+            let line = try await change(client, connection.user, device)
+            await client.close()
+            print(line)
+        } catch {
+            await client.close()
+            fail("simp: cannot \(what): \(error)")
         }
     }
 }
