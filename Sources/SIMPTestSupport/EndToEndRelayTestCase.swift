@@ -1,24 +1,9 @@
 import Foundation
 import SIMPClient
 
-/// A `RelayTestCase` whose clients encrypt end to end and keep their state in one temporary
-/// home per test (`home`), removed after the test.
-open class EndToEndRelayTestCase: RelayTestCase {
-    /// Where this test's clients keep their end-to-end state (their `$SIMP_HOME`).
-    public private(set) var home: URL!
-
-    /// Starts the relay (`RelayTestCase.setUp`) and picks a fresh home.
-    open override func setUp() async throws {
-        try await super.setUp()
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-\(UUID().uuidString)")
-    }
-
-    /// Removes the home, then stops the relay.
-    open override func tearDown() async throws {
-        try? FileManager.default.removeItem(at: home)
-        try await super.tearDown()
-    }
-
+/// A `ClientHomeTestCase` whose library clients encrypt end to end, keeping their state in the
+/// test's `home` (removed after the test).
+open class EndToEndRelayTestCase: ClientHomeTestCase {
     /// Connects `user`'s `device` to the test's relay with end to end on and its state under
     /// `home`; `configure` changes anything else (an outbox, user keys, retransmission).
     public func connectEndToEnd(
