@@ -91,7 +91,8 @@ extension ChatEndToEndTests {
         // Too early: still locked, refused again; what was typed is still kept for later.
         daveTerminal.type("/reconnect\r")
         let refusedAgain = await daveTerminal.waitForScreen {
-            $0.transcript.filter { $0.hasPrefix("-- offline: login refused: your account is locked") }.count == 2
+            // The refusal's own line, twice; /status's line starts the same way and is not one.
+            $0.transcript.filter { $0 == "-- offline: login refused: your account is locked by the relay's operator; not reconnecting" }.count == 2
         }
         XCTAssertTrue(refusedAgain, daveTerminal.screen.transcript.joined(separator: "\n"))
 
