@@ -206,10 +206,18 @@ public struct DevRelay {
         return connected
     }
 
+    /// The registration of connected `user`'s session (its default device, receiving), as the
+    /// relay wrote it: from the user's current address.
+    public func registration(of user: String) -> Registration {
+        let relayId = core.configuration.relayId
+        return Registration(
+            user: user, route: Route(address: clients[user]!.address, relayId: relayId), session: "\(relayId)/\(clients[user]!.connection.rawValue)")
+    }
+
     /// What a development relay does once the store has `user`'s registration.
     public func registeredActions(_ user: String) -> [RelayAction] {
         [
-            .send(clients[user]!.connection, connected(user)),
+            .send(clients[user]!.connection, connected(user)), .event(.userConnected(registration(of: user))),
             .store(.announceMove(UserMove(user: user, relayId: core.configuration.relayId))),
             .store(.recordPresence(user: user, online: true)),
         ]

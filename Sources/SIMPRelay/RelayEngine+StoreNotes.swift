@@ -3,14 +3,12 @@ import Logging
 import SIMPCore
 
 /// What an operator sees of the relay's store traffic: the logs and counts kept as requests go
-/// out and answers come back (`ask` calls these).
+/// out and answers come back (`ask` calls these). Sessions connecting and ending and messages
+/// stored are not read from here: the core reports them (`report`).
 extension RelayEngine {
     /// Counts and logs what an operator wants to see of a request.
     func noteRequest(_ request: StoreRequest) {
         switch request {
-        case .unregister(let user, _, let device):
-            logger.info("user disconnected", metadata: ["user": "\(user)", "device": "\(device)"])
-            metrics.sessions.record(core.connectedUsers)
         case .moveRoute(let registration):
             logger.info(
                 "user's datagram route moved",
@@ -26,24 +24,38 @@ extension RelayEngine {
     }
 
     /// Counts and logs what an operator wants to see of an answer (failures are logged by `ask`).
-    func noteAnswer(_ request: StoreRequest, _ answer: StoreAnswer) {
-        switch (request, answer) {
-        case (.register(let registration, _), .register): // not a login refused over a limit
+    func noteAnswer(_ answer: StoreAnswer) {
+        switch answer {
+        case .loadInbox(let user, let device, let entries, _, _) where !entries.isEmpty:
+            logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
+        case .publish(_, _, let heard) where heard > 0:
+            counts.deliveriesPublished += 1
+            metrics.deliveriesPublished.increment()
+        default:
+            break
+        }
+    }
+
+    /// Logs and counts what the core reports happened (`RelayAction.event`).
+    func report(_ event: RelayEvent) {
+        switch event {
+        case .userConnected(let registration):
+            metrics.sessions.record(core.connectedUsers)
             logger.info(
                 "user connected",
                 metadata: [
                     "user": "\(registration.user)", "device": "\(registration.device)",
                     "sendOnly": "\(!registration.receives)", "udp": "\(AddressText.format(registration.route.address) ?? "?")",
                 ])
-        case (_, .storeInInbox(_, _, _, let stored)) where !stored.duplicate:
+        case .userDisconnected(let registration, let reason):
+            metrics.sessions.record(core.connectedUsers)
+            // A stopping relay ends every session at once: one line says so (RelayService).
+            let level: Logger.Level = reason == .relayStopped ? .debug : .info
+            logger.log(
+                level: level, "user disconnected",
+                metadata: ["user": "\(registration.user)", "device": "\(registration.device)", "reason": "\(reason.rawValue)"])
+        case .inboxStored:
             counts.inboxStored += 1
-        case (_, .loadInbox(let user, let device, let entries, _, _)) where !entries.isEmpty:
-            logger.info("delivering inbox", metadata: ["user": "\(user)", "device": "\(device)", "entries": "\(entries.count)"])
-        case (_, .publish(_, _, let heard)) where heard > 0:
-            counts.deliveriesPublished += 1
-            metrics.deliveriesPublished.increment()
-        default:
-            break
         }
     }
 }

@@ -112,14 +112,14 @@ package final class RelayEngine {
 
     /// The access-token key set was reloaded: tokens are checked with `verifier` from now on.
     package func replaceTokenVerifier(_ verifier: any AccessTokenVerifier) {
-        core.replaceTokenVerifier(verifier)
+        handle { core, _ in core.replaceTokenVerifier(verifier) }
     }
 
     /// Starts the graceful drain; the future completes when the core says it is over.
     package func drain() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: Void.self)
         drained = promise
-        handle { core, _ in core.beginDrain(now: now()) }
+        handle { $0.beginDrain(now: now(), into: &$1) }
         return promise.futureResult
     }
 
@@ -128,7 +128,7 @@ package final class RelayEngine {
     /// answered the withdrawal. Nothing the store answers afterwards reaches the core.
     package func shutDown() -> EventLoopFuture<Void> {
         withdrawal = nil
-        handle(rearm: false) { $0.shutDown(into: &$1) }
+        handle(rearm: false) { $0.shutDown(now: now(), into: &$1) }
         stopped = true
         timer?.cancel()
         return withdrawal ?? eventLoop.makeSucceededVoidFuture()
@@ -174,7 +174,6 @@ package final class RelayEngine {
         frameWriters[id] = nil
         readingPaused.remove(id)
         handle { $0.connectionClosed(id, into: &$1) }
-        metrics.sessions.record(core.connectedUsers)
         if memoryTrim.connectionClosed() {
             eventLoop.assumeIsolated().scheduleTask(in: .seconds(MemoryTrim.delaySeconds)) { [self] in memoryTrim.trim() }
         }
@@ -241,9 +240,9 @@ package final class RelayEngine {
         case .move(let move):
             handle { $0.userMoved(move, into: &$1) }
         case .malformed(let what):
-            perform(.reject(.badRelayDelivery, detail: "malformed \(what)"))
+            handle { $0.relayChannelMalformed(what, into: &$1) }
         case .subscribed:
-            core.deliveryChannelSubscribed()
+            handle { core, _ in core.deliveryChannelSubscribed() }
         }
         flushOutsideReads()
     }
@@ -326,6 +325,8 @@ package final class RelayEngine {
         case .drained:
             drained?.succeed()
             drained = nil
+        case .event(let event):
+            report(event)
         }
     }
 
@@ -346,14 +347,13 @@ package final class RelayEngine {
             guard !stopped else { return }
             switch result.mapError({ $0 as? StoreFailure ?? StoreFailure("\($0)") }) {
             case .success(let answer):
-                noteAnswer(request, answer)
+                noteAnswer(answer)
                 handle { $0.storeAnswered(answer, now: now(), into: &$1) }
             case .failure(let failure):
                 metrics.redisErrors.increment()
                 logger.warning("store request failed", metadata: ["request": "\(request.name)", "error": "\(failure)"])
                 handle { $0.storeFailed(request, failure, now: now(), into: &$1) }
             }
-            metrics.sessions.record(core.connectedUsers)
             flushOutsideReads()
         }
         return answer.map { _ in }

@@ -121,6 +121,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(
             hello(&receiving, into: &relay).first, .store(.loadInbox(user: "dave", device: "laptop")), "a receiving session reads its inbox")
         var (oneShot, actions) = try connect("dave", device: "laptop", sendOnly: true, on: ConnectionID(2), into: &relay)
+        XCTAssertTrue(actions.contains(.event(.userConnected(oneShot.registration))), "a send-only session is a connected user too")
         XCTAssertFalse(
             actions.contains {
                 if case .close = $0 { return true }; return false
@@ -130,19 +131,24 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(helloActions.count, 1, "only the HELLO answer, no inbox read: \(helloActions)")
         XCTAssertEqual(relay.core.sessions(of: "dave").map(\.receives), [true, false])
         XCTAssertEqual(
-            relay.closed(ConnectionID(2)), [.store(.unregister(user: "dave", session: "r1/2", device: "laptop"))],
+            relay.closed(ConnectionID(2)),
+            [
+                .event(.userDisconnected(oneShot.registration, .connectionClosed)),
+                .store(.unregister(user: "dave", session: "r1/2", device: "laptop")),
+            ],
             "its end changes nothing for the receiving session (no presence change)")
     }
 
     func testANewerSessionOfADeviceReplacesOnlyThatDevice() throws {
         var relay = DevRelay()
-        _ = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
+        let (phone, _) = try connect("bob", device: "phone", on: ConnectionID(1), into: &relay)
         let (_, second) = try connect("bob", device: "laptop", on: ConnectionID(2), knownDevices: 2, into: &relay)
         XCTAssertFalse(second.contains(.close(ConnectionID(1))), "another device leaves the phone alone")
         let (_, third) = try connect("bob", device: "phone", on: ConnectionID(3), knownDevices: 2, into: &relay)
         XCTAssertEqual(
-            Array(third.prefix(2)),
+            Array(third.prefix(3)),
             [
+                .event(.userDisconnected(phone.registration, .replaced)),
                 .send(ConnectionID(1), .error(.alreadyConnected, "a newer session of bob's device \"phone\" took over")),
                 .close(ConnectionID(1)),
             ])
@@ -330,6 +336,7 @@ final class RelayCoreDevicesTests: XCTestCase {
         XCTAssertEqual(
             relay.answer(.storeInInbox(user: "bob", message: message, entry, InboxStoreResult(duplicate: false))),
             [
+                .event(.inboxStored(InboxStored(user: "bob", from: "alice", messageId: 5, kind: .text))),
                 .send(ConnectionID(9), onlineStoredReceipt(5, from: "bob", to: "alice")),
                 .store(.publish(relay: "r2", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),
                 .store(.publish(relay: "r3", RelayDelivery(user: "bob", payload: .inboxEntry(entry)))),

@@ -34,8 +34,11 @@ final class RelayCoreInboxTests: XCTestCase {
 
         XCTAssertEqual(
             relay.answer(.storeInInbox(user: "bob", message: entry.message, entry, InboxStoreResult(duplicate: false))),
-            [.send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob"))],
-            "alice hears it is stored; bob's relay, if any, is asked to hand it over")
+            [
+                .event(.inboxStored(InboxStored(user: "bob", from: "alice", messageId: 77, kind: .text))),
+                .send(alice, statusReceipt(77, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob")),
+            ],
+            "stored, then alice hears it; bob's relay, if any, is asked to hand it over")
 
         XCTAssertEqual(try relay.connect("bob", on: bob, port: 5002), relay.registeredActions("bob"), "bob's inbox is read on connect")
         let (delivery, opened) = try load([entry], into: &relay)
@@ -79,6 +82,7 @@ final class RelayCoreInboxTests: XCTestCase {
                     InboxStoreResult(duplicate: false, discarded: [DiscardedEntry(entry: old, reason: .expired)]))),
             [
                 .reject(.inboxExpired, detail: "\(SIMPMessage.Kind.text) 1 from alice to bob"), .send(alice, expired),
+                .event(.inboxStored(InboxStored(user: "bob", from: "alice", messageId: 2, kind: .text))),
                 .send(alice, statusReceipt(2, from: "bob", to: "alice", .stored)), .store(.lookup(user: "bob")),
             ])
         XCTAssertEqual(

@@ -116,7 +116,10 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(relay.answer(.checkSession(user: "bob", session: "r1/1", current: "r1/1")), [], "the store still names this session")
         XCTAssertEqual(
             relay.answer(.checkSession(user: "bob", session: "r1/1", current: "other")),
-            [.send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1)])
+            [
+                .event(.userDisconnected(relay.registration(of: "bob"), .replacedElsewhere)),
+                .send(c1, .error(.alreadyConnected, "bob connected again on another relay")), .close(c1),
+            ])
         XCTAssertFalse(relay.core.isConnected("bob"))
         XCTAssertEqual(relay.closed(c1), [], "the store already names the new session")
         XCTAssertEqual(relay.answer(.checkSession(user: "bob", session: "r1/1", current: "other")), [])
@@ -129,7 +132,10 @@ final class RelayCoreRelaysTests: XCTestCase {
         XCTAssertEqual(moved.first, .store(check), "the session is checked first")
         XCTAssertEqual(
             relay.answer(.checkSession(user: "bob", session: "r1/1", current: RelayCore.sessionEndedByOperator)),
-            [.send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1)])
+            [
+                .event(.userDisconnected(relay.registration(of: "bob"), .endedByOperator)),
+                .send(c1, .error(.sessionEnded, "the relay's operator ended bob's session")), .close(c1),
+            ])
     }
 
     func testRouteLeftBehindByThisRelayMeansOffline() throws {

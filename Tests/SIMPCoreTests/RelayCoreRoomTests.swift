@@ -136,7 +136,12 @@ final class RelayCorePresenceTests: XCTestCase {
         try relay.connect("alice", on: alice, port: 5001)
         try relay.connect("carol", on: carol, port: 5002)
         try relay.connect("bob", on: bob, port: 5003)
-        XCTAssertEqual(relay.closed(bob), [.store(.unregister(user: "bob", session: "r1/3")), .store(.recordPresence(user: "bob", online: false))])
+        XCTAssertEqual(
+            relay.closed(bob),
+            [
+                .event(.userDisconnected(relay.registration(of: "bob"), .connectionClosed)), .store(.unregister(user: "bob", session: "r1/3")),
+                .store(.recordPresence(user: "bob", online: false)),
+            ])
 
         var who = SIMPMessage(kind: .who, messageId: 9, toUser: "alice")
         who.members = ["bob offline 5"]

@@ -49,8 +49,10 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(
             actions,
             [
-                .send(c1, connected), .store(.announceMove(UserMove(user: "alice", relayId: "r1"))),
-                .store(.recordPresence(user: "alice", online: true)),
+                .send(c1, connected),
+                .event(
+                    .userConnected(Registration(user: "alice", route: Route(address: address("127.0.0.1", 5555), relayId: "r1"), session: "r1/1"))),
+                .store(.announceMove(UserMove(user: "alice", relayId: "r1"))), .store(.recordPresence(user: "alice", online: true)),
             ])
         XCTAssertTrue(relay.core.isConnected("alice"))
     }
@@ -100,7 +102,11 @@ final class RelayCoreTests: XCTestCase {
     func testConnectionClosedUnregistersSession() throws {
         var relay = try relay()
         XCTAssertEqual(
-            relay.closed(c1), [.store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false))])
+            relay.closed(c1),
+            [
+                .event(.userDisconnected(relay.registration(of: "alice"), .connectionClosed)), .store(.unregister(user: "alice", session: "r1/1")),
+                .store(.recordPresence(user: "alice", online: false)),
+            ])
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertEqual(relay.closed(c1), [])
     }
@@ -114,6 +120,7 @@ final class RelayCoreTests: XCTestCase {
         XCTAssertEqual(
             actions,
             [
+                .event(.userDisconnected(relay.registration(of: "alice"), .replaced)),
                 .send(c1, .error(.alreadyConnected, "alice connected again elsewhere (a newer session of this device took over)")), .close(c1),
                 .store(register),
             ])
@@ -128,7 +135,11 @@ final class RelayCoreTests: XCTestCase {
         guard case .deliver(_, _, let to)? = forward.first else { return XCTFail("\(forward)") }
         XCTAssertEqual(to, address("127.0.0.1", 5556), "to the new session's address")
         XCTAssertEqual(
-            relay.closed(c2), [.store(.unregister(user: "alice", session: "r1/2")), .store(.recordPresence(user: "alice", online: false))])
+            relay.closed(c2),
+            [
+                .event(.userDisconnected(relay.registration(of: "alice"), .connectionClosed)), .store(.unregister(user: "alice", session: "r1/2")),
+                .store(.recordPresence(user: "alice", online: false)),
+            ])
     }
 
     func testAConnectionClosedWhileRegisteringUnregistersAndTheLateAnswerIsIgnored() {

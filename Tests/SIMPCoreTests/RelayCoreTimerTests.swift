@@ -35,6 +35,7 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(
             relay.tick(now: t0 + .seconds(3)),
             [
+                .event(.userDisconnected(relay.registration(of: "alice"), .silent)),
                 .store(.unregister(user: "alice", session: "r1/1")), .store(.recordPresence(user: "alice", online: false)),
                 .reject(.heartbeatTimeout, detail: "c1 silent for \(heartbeat.deadAfter)"), .close(c1),
             ],
@@ -154,7 +155,7 @@ final class RelayCoreTimerTests: XCTestCase {
         var relay = DevRelay()
         try relay.connect("alice", on: c1, port: 5001)
         try relay.connect("bob", on: c2, port: 5002)
-        relay.core.beginDrain(now: t0)
+        XCTAssertEqual(relay.run { $0.beginDrain(now: t0, into: &$1) }, [])
         XCTAssertTrue(relay.core.isDraining)
         let bytes = relay.sealed(textMessage(1, from: "alice", to: "bob"))
         XCTAssertEqual(
@@ -173,7 +174,7 @@ final class RelayCoreTimerTests: XCTestCase {
     func testReceiptsFromOtherRelaysAndStoredReceiptsKeepTheDrainOpen() throws {
         var relay = DevRelay()
         try relay.connect("alice", on: c1, port: 5001)
-        relay.core.beginDrain(now: t0)
+        XCTAssertEqual(relay.run { $0.beginDrain(now: t0, into: &$1) }, [])
         let quiet = relay.core.configuration.drainQuietPeriod
         let receipt = SIMPMessage(kind: .receipt, messageId: 3, fromUser: "dave", toUser: "alice")
         XCTAssertEqual(
@@ -183,22 +184,25 @@ final class RelayCoreTimerTests: XCTestCase {
         XCTAssertEqual(
             relay.answer(
                 .storeInInbox(user: "erin", message: entry.message, entry, InboxStoreResult(duplicate: false)), now: t0 + .milliseconds(800)),
-            [.send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin"))])
+            [
+                .event(.inboxStored(InboxStored(user: "erin", from: "alice", messageId: 4, kind: .text))),
+                .send(c1, statusReceipt(4, from: "erin", to: "alice", .stored)), .store(.lookup(user: "erin")),
+            ])
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet - .nanoseconds(1)), [], "a STORED receipt was routed")
         XCTAssertEqual(relay.tick(now: t0 + .milliseconds(800) + quiet), [.drained])
     }
 
     func testTheDrainEndsAtOnceWithoutConnectionsAndAtItsTimeoutOtherwise() throws {
         var empty = DevRelay()
-        empty.core.beginDrain(now: t0)
-        XCTAssertEqual(empty.tick(now: t0), [.drained])
+        XCTAssertEqual(empty.run { $0.beginDrain(now: t0, into: &$1) }, [.drained], "at once: no tick needed")
+        XCTAssertEqual(empty.tick(now: t0), [], "drained once")
 
         var busy = DevRelay {
             $0.drainTimeout = .seconds(2)
             $0.drainQuietPeriod = .seconds(60)
         }
         try busy.connect("alice", on: c1, port: 5001)
-        busy.core.beginDrain(now: t0)
+        XCTAssertEqual(busy.run { $0.beginDrain(now: t0, into: &$1) }, [])
         XCTAssertEqual(busy.core.nextDeadline, t0 + .seconds(1), "the next heartbeat check comes first")
         XCTAssertEqual(busy.tick(now: t0 + .seconds(1)), [])
         XCTAssertEqual(busy.core.nextDeadline, t0 + .seconds(2))
@@ -215,8 +219,12 @@ final class RelayCoreTimerTests: XCTestCase {
         let registrations = [relay.registration("alice", on: c1, port: 5001), relay.registration("bob", on: c2, port: 5002)]
 
         XCTAssertEqual(
-            relay.run { $0.shutDown(into: &$1) },
-            [.close(c1), .close(c2), .close(c3), .store(.withdraw(relayId: "r1", registrations))])
+            relay.run { $0.shutDown(now: t0, into: &$1) },
+            [
+                .event(.userDisconnected(registrations[0], .relayStopped)), .close(c1),
+                .event(.userDisconnected(registrations[1], .relayStopped)), .close(c2), .close(c3),
+                .store(.withdraw(relayId: "r1", registrations)),
+            ])
         XCTAssertEqual(relay.core.connectedUsers, 0)
         for connection in [c1, c2, c3] {
             XCTAssertEqual(relay.closed(connection), [], "no unregister per session: the withdraw covers them")

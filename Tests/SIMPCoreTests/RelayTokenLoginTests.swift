@@ -64,6 +64,7 @@ final class RelayTokenLoginTests: XCTestCase {
         XCTAssertFalse(relay.tick(now: DevRelay.t0 + .seconds(59)).contains { if case .close = $0 { true } else { false } })
         let ended = relay.tick(now: DevRelay.t0 + .seconds(60))
         XCTAssertTrue(ended.contains(.close(c1)))
+        XCTAssertEqual(ended.first, .event(.userDisconnected(relay.registration(of: "bob"), .tokenExpired)), "reported with its reason")
         let error = ended.compactMap { if case .send(c1, let message) = $0 { message } else { nil } }.first
         XCTAssertEqual(error?.errorCode, .tokenSessionExpired)
         XCTAssertEqual(error?.errorText, "your access token expired 0 s ago and no new one came: the session ended; log in again with a new token")

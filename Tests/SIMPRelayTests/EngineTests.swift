@@ -39,6 +39,10 @@ final class EngineTests: XCTestCase {
         let stored = try unwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .receipt)
         XCTAssertEqual(stored.status, .stored)
         XCTAssertEqual(relay.store.inbox(of: "bob").map(\.message), [message])
+        XCTAssertEqual(relay.engine.statistics.inboxStored, 1)
+        try relay.sendDatagram(message) // alice retransmits: STORED again, but stored once
+        XCTAssertEqual(try unwrapFrame(relay.read(from: relay.control(of: "alice")), kind: .receipt).status, .stored)
+        XCTAssertEqual(relay.engine.statistics.inboxStored, 1, "counted from the core's report, once per message")
         try relay.connect("bob", port: 41_000)
         relay.loop.run()
         XCTAssertEqual(try relay.readDatagram()?.message.content, "later")
@@ -89,6 +93,15 @@ final class EngineTests: XCTestCase {
         relay.loop.run()
         XCTAssertNil(relay.store.registration(of: "alice"))
         XCTAssertFalse(relay.control(of: "alice").isActive)
+    }
+
+    /// The drain goes through the engine's one path for the core's input and actions: with no
+    /// client it ends at once, without waiting for a timer.
+    func testADrainWithoutClientsEndsAtOnce() throws {
+        let relay = try EmbeddedRelay()
+        var drained = false
+        relay.engine.drain().assumeIsolated().whenSuccess { drained = true }
+        XCTAssertTrue(drained, "nothing to wait for")
     }
 }
 

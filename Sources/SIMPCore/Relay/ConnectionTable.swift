@@ -3,23 +3,80 @@ import NIOCore
 
 /// The relay's control connections: where each comes from, how far its login got, and whether
 /// its peer is alive. Admission (connections per address) is decided here too.
+///
+/// It is the one owner of a connection's phase (`Phase`): every change goes through `change`,
+/// whose transitions are `Phase.after(_:)`'s. The other parts keep what they need and ask here:
+/// `SessionTable` keeps sessions by id and by user, and finds a connection's session through
+/// its phase; `RelayLogin` keeps the steps of a login under way on a connection awaiting one.
 public struct ConnectionTable: Sendable {
-    /// Where a connection stands: no session yet (a login may be under way in `RelayLogin`),
-    /// a session waiting for the store to register it, or a session. `registering` is kept
-    /// boxed: inline, its CONNECTED message (hundreds of bytes) would size every connection's
-    /// entry in the table, idle sessions' too.
+    /// Where a connection stands:
+    ///
+    ///     awaitingLogin ──sessionStarted──▶ registering ──registered──▶ connected
+    ///          ▲                                 │                          │
+    ///          └───────registrationFailed────────┘                          │
+    ///     awaitingLogin, registering, connected ──closing──▶ closing ◀───────┘
+    ///
+    /// and out of the table (`close`) from any phase. `registering` is kept boxed: inline, its
+    /// CONNECTED message (hundreds of bytes) would size every connection's entry in the table,
+    /// idle sessions' too.
     public enum Phase: Sendable, Equatable {
+        /// Open, not logged in: a login may be under way (its steps are `RelayLogin`'s); closed
+        /// at its login deadline. The only phase counted as not logged in.
         case awaitingLogin
-        indirect case registering(user: String, connected: SIMPMessage)
-        case connected(user: String)
+        /// A login was accepted and session `session` of `user` started; the store is writing
+        /// its registration, and `connected` goes out when it has.
+        indirect case registering(user: String, session: UInt64, connected: SIMPMessage)
+        /// Session `session` of `user` is connected: CONNECTED went out.
+        case connected(user: String, session: UInt64)
+        /// Its session ended (or it was refused) and the shell is closing it: nothing it sends
+        /// is read any more, and it can log in no more.
+        case closing
 
-        /// The user a session was started for (registering or connected).
-        public var sessionUser: String? {
+        /// The connection's session (registering or connected).
+        public var session: UInt64? {
             switch self {
-            case .registering(let user, _), .connected(let user): return user
-            case .awaitingLogin: return nil
+            case .registering(_, let session, _), .connected(_, let session): return session
+            case .awaitingLogin, .closing: return nil
             }
         }
+
+        /// Whether its session is connected (CONNECTED went out).
+        public var isConnected: Bool {
+            if case .connected = self { return true }
+            return false
+        }
+
+        /// The phase `change` leads to from this one; nil when it is not a transition of this
+        /// phase (a registration answered for a connection that is not registering, a login
+        /// accepted on one that is closing…), and then nothing changes.
+        public func after(_ change: Change) -> Phase? {
+            switch (self, change) {
+            case (.awaitingLogin, .sessionStarted(let user, let session, let connected)):
+                return .registering(user: user, session: session, connected: connected)
+            case (.registering(let user, let session, _), .registered):
+                return .connected(user: user, session: session)
+            case (.registering, .registrationFailed):
+                return .awaitingLogin
+            case (.awaitingLogin, .closing), (.registering, .closing), (.connected, .closing):
+                return .closing
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// What moves a connection from one phase to another (`Phase.after`).
+    public enum Change: Sendable, Equatable {
+        /// A login was accepted: session `session` of `user` starts, and its registration is
+        /// written; `connected` is the CONNECTED to send once it is.
+        indirect case sessionStarted(user: String, session: UInt64, connected: SIMPMessage)
+        /// The store wrote the registration.
+        case registered
+        /// The store could not write it: the connection may log in again (a new login deadline).
+        case registrationFailed
+        /// The session ended (replaced, ended elsewhere, refused, the relay stopping): the
+        /// connection is being closed.
+        case closing
     }
 
     struct Connection: Sendable {
@@ -120,7 +177,7 @@ public struct ConnectionTable: Sendable {
         guard let closed = connections.removeValue(forKey: id) else { return nil }
         connectionsPerHost[closed.host, default: 1] -= 1
         if connectionsPerHost[closed.host] == 0 { connectionsPerHost[closed.host] = nil }
-        if closed.phase.sessionUser == nil { countUnauthenticated(closed.host, by: -1) }
+        if closed.phase == .awaitingLogin { countUnauthenticated(closed.host, by: -1) }
         return closed.phase
     }
 
@@ -133,7 +190,7 @@ public struct ConnectionTable: Sendable {
     /// Whether `id`'s entry in `loginsDue` is live: it has not logged in, and the entry is its own.
     private func awaitsLogin(_ due: HeartbeatDue) -> Bool {
         guard let connection = connections[due.id] else { return false }
-        return connection.phase.sessionUser == nil && connection.loginDeadline == due.deadline
+        return connection.phase == .awaitingLogin && connection.loginDeadline == due.deadline
     }
 
     /// The oldest connection not logged in other than `id` (its entry is dropped).
@@ -167,20 +224,26 @@ public struct ConnectionTable: Sendable {
     public func phase(of id: ConnectionID) -> Phase? { connections[id]?.phase }
     public func host(of id: ConnectionID) -> String? { connections[id]?.host }
 
-    /// Moves `id` to `phase`. A connection that goes back to awaiting a login (its
-    /// registration failed) gets a new login deadline from `now`.
-    public mutating func setPhase(_ phase: Phase, of id: ConnectionID, now: NIODeadline? = nil) {
-        guard let index = connections.index(forKey: id) else { return }
-        let wasAuthenticated = connections.values[index].phase.sessionUser != nil
-        connections.values[index].phase = phase
-        let isAuthenticated = phase.sessionUser != nil
-        guard wasAuthenticated != isAuthenticated else { return }
-        countUnauthenticated(connections.values[index].host, by: isAuthenticated ? -1 : 1)
-        if !isAuthenticated, let now {
+    /// The session on connection `id` (registering or connected).
+    public func session(on id: ConnectionID) -> UInt64? { connections[id]?.phase.session }
+
+    /// Moves connection `id` on by `change`, the one way its phase changes; returns its new
+    /// phase, or nil (nothing changed) when `id` is not open or `change` is not a transition of
+    /// its phase. A connection that goes back to awaiting a login (its registration failed)
+    /// gets a new login deadline from `now`.
+    @discardableResult
+    public mutating func change(_ id: ConnectionID, _ change: Change, now: NIODeadline) -> Phase? {
+        guard let index = connections.index(forKey: id), let next = connections.values[index].phase.after(change) else { return nil }
+        let wasWaiting = connections.values[index].phase == .awaitingLogin, isWaiting = next == .awaitingLogin
+        connections.values[index].phase = next
+        guard wasWaiting != isWaiting else { return next }
+        countUnauthenticated(connections.values[index].host, by: isWaiting ? 1 : -1)
+        if isWaiting {
             let deadline = heartbeat.slotted(now + limits.loginTimeout)
             connections.values[index].loginDeadline = deadline
             loginsDue.insert(HeartbeatDue(deadline: deadline, id: id))
         }
+        return next
     }
 
     /// A frame arrived on `id`: its peer is alive.

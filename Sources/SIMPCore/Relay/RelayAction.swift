@@ -75,6 +75,9 @@ public enum RelayAction: Equatable, Sendable {
     indirect case store(StoreRequest)
     /// A graceful shutdown's drain is over: the shell may call `RelayCore.shutDown`.
     case drained
+    /// Report what happened (a session connected or ended, a message stored): the shell logs
+    /// and counts it; nothing else depends on it.
+    indirect case event(RelayEvent)
 }
 
 /// Why the relay dropped or refused input; each reason has its own counter.

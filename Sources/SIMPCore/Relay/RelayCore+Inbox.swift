@@ -12,7 +12,8 @@ extension RelayCore {
         output.append(.store(.storeInInbox(user: message.toUser, message: message)))
     }
 
-    /// The store answered a `.storeInInbox` for `user`: the sender of a stored message learns it
+    /// The store answered a `.storeInInbox` for `user`: the message is reported stored
+    /// (`RelayEvent.inboxStored`, the first time), then the sender of a stored message learns it
     /// is stored, the sender of a message the full log refused that it may try again later; the
     /// senders of expired entries learn they were discarded. A content entry
     /// for a user connected here (a room copy, or a store that crossed the user's connect)
@@ -26,6 +27,10 @@ extension RelayCore {
         }
         for discarded in stored.discarded { discard(user: user, discarded.entry, discarded.reason, into: &output) }
         guard !stored.refused else { return refuseFull(user: user, message, into: &output) }
+        if !stored.duplicate {
+            // Durable now: said before anything tells its sender so (the STORED receipt below).
+            output.append(.event(.inboxStored(InboxStored(user: user, from: message.fromUser, messageId: message.messageId, kind: message.kind))))
+        }
         if !stored.duplicate, message.kind.isContent {
             for device in sessions.receivers(of: user) { handOver(entry, to: device, now: now, into: &output) }
         }

@@ -31,7 +31,7 @@ extension RelayCore {
 
     /// The IP address the session on `connection` registered from ("" if unknown).
     private func loginAddress(of connection: ConnectionID) -> String {
-        guard let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session) else { return "" }
+        guard let session = connections.session(on: connection), let registration = sessions.registration(ofSession: session) else { return "" }
         return registration.route.address.ipAddress ?? ""
     }
 

@@ -29,7 +29,7 @@ extension RelayCore {
         guard message.keyBundles.count == 1, let bundle = message.keyBundles.first, Self.isPublishableKeyBundle(bundle),
             message.oneTimePrekeys.count <= Self.maxOneTimePrekeysPerPublish,
             message.oneTimePrekeys.allSatisfy({ $0.count == Self.oneTimePrekeySize }),
-            let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
+            let session = connections.session(on: connection), let registration = sessions.registration(ofSession: session)
         else {
             return refuseKeys(
                 message, from: user, on: connection,

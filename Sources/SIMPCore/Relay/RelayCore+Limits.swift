@@ -9,11 +9,8 @@ extension RelayCore {
         switch request {
         case .register(let registration, let connection):
             output.append(.reject(.limitReached, detail: "login of \(registration.user) device \(registration.device): \(reason)"))
-            guard case .registering = connections.phase(of: connection), let session = sessions.session(on: connection) else {
-                return // closed meanwhile
-            }
-            connections.setPhase(.awaitingLogin, of: connection, now: now)
-            endSession(session, withdraw: false, into: &output) // nothing was written
+            guard case .registering = connections.phase(of: connection) else { return } // closed meanwhile
+            endSession(on: connection, .connectionClosed, now: now, into: &output) // never connected; nothing was written
             output += [.send(connection, .error(.limitReached, reason)), .close(connection)]
         case .publishKeys(let keys):
             output += [

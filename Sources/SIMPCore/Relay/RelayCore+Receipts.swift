@@ -16,11 +16,11 @@ extension RelayCore {
     {
         guard inbox.isIdle, let header = DatagramHeader.parse(payload), header.kind == .receipt,
             header.version == SIMPMessage.currentVersion, !header.toUser.isEmpty,
-            case .connected(let user)? = connections.phase(of: connection), header.fromUser == user,
+            case .connected(let user, _)? = connections.phase(of: connection), header.fromUser == user,
             !sessions.isElsewhere(header.toUser)
         else { return false }
         let local = sessions.connections(of: header.toUser)
-        guard !local.isEmpty, !header.isBatch || local.allSatisfy({ sessions.readsBatchReceipts(on: $0) }) else { return false }
+        guard !local.isEmpty, !header.isBatch || sessions.allReadBatchReceipts(of: header.toUser) else { return false }
         connections.heard(connection, now: now)
         timers.receiptRouted(now: now)
         for sender in local { output.append(.forward(sender, payload)) }
@@ -37,7 +37,7 @@ extension RelayCore {
         var receipt = receipt
         receipt.fromUser = user // the relay vouches for who sent the receipt
         timers.receiptRouted(now: now)
-        if !inbox.isIdle, let recipient = sessions.session(on: connection).flatMap({ sessions.recipient(ofSession: $0) }) {
+        if !inbox.isIdle, let recipient = connections.session(on: connection).flatMap({ sessions.recipient(ofSession: $0) }) {
             guard let rest = claimStoredReceipts(receipt, from: recipient, now: now, into: &output) else { return }
             receipt = rest
         }
@@ -94,12 +94,17 @@ extension RelayCore {
         sessions.sealForEverySession(MessageCodec.encode(rest), to: receipt.toUser, into: &output)
     }
 
+    /// Whether the client of the session on `connection` reads batch receipts (said so in CONNECT).
+    private func readsBatchReceipts(on connection: ConnectionID) -> Bool {
+        connections.session(on: connection).map { sessions.readsBatchReceipts(ofSession: $0) } ?? false
+    }
+
     /// `message` as the frames the client on `connection` reads: a batch receipt goes to a
     /// client whose CONNECT did not say it reads batches (`acceptsBatchReceipts`) as the single
     /// receipts it stands for, its `messageId` first (with its `attempt` and `holdMicros`), each
     /// other id without an attempt (docs/PROTOCOL.md §6.1); anything else goes as it is.
     func sendControl(_ message: SIMPMessage, to connection: ConnectionID, into output: inout [RelayAction]) {
-        guard !message.receiptIds.isEmpty, !sessions.readsBatchReceipts(on: connection) else {
+        guard !message.receiptIds.isEmpty, !readsBatchReceipts(on: connection) else {
             return output.append(.send(connection, message))
         }
         var single = message

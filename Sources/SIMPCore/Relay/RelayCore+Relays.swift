@@ -155,6 +155,12 @@ extension RelayCore {
         }
     }
 
+    /// Something arrived on this relay's channels that is not a valid announcement (`what`
+    /// says what): rejected and counted.
+    public func relayChannelMalformed(_ what: String, into output: inout [RelayAction]) {
+        output.append(.reject(.badRelayDelivery, detail: "malformed \(what)"))
+    }
+
     /// The delivery subscription was (re)established: moves announced while it was down were
     /// missed, so every cached route is dropped.
     public mutating func deliveryChannelSubscribed() {
@@ -182,13 +188,11 @@ extension RelayCore {
     /// The store answered `.checkSession`: when it no longer names `session`, the user connected
     /// again on another relay (or an operator ended the session), so this relay's session is
     /// told and closed.
-    mutating func sessionChecked(user: String, session: String, current: String?, into output: inout [RelayAction]) {
-        guard current != session,
-            let id = sessions.session(of: user, token: session), let registration = sessions.registration(ofSession: id),
-            let connection = sessions.connection(ofSession: id)
+    mutating func sessionChecked(user: String, session: String, current: String?, now: NIODeadline, into output: inout [RelayAction]) {
+        guard current != session, let id = sessions.session(of: user, token: session), let connection = sessions.connection(ofSession: id)
         else { return }
-        endSession(id, withdraw: false, into: &output)
-        connections.setPhase(.awaitingLogin, of: connection)
+        let reason: SessionEndReason = current == Self.sessionEndedByOperator ? .endedByOperator : .replacedElsewhere
+        guard let registration = endSession(on: connection, reason, now: now, into: &output) else { return }
         // Ended by an operator: SESSION_ENDED, and the client may log in again; replaced by a
         // newer session: ALREADY_CONNECTED, and the client stops (docs/PROTOCOL.md §2.6, §4.7).
         let error: SIMPMessage =

@@ -24,7 +24,7 @@ extension RelayCore {
         case .publish(let relay, let delivery, let listeners):
             published(to: relay, delivery, .success(listeners), into: &output)
         case .checkSession(let user, let session, let current):
-            sessionChecked(user: user, session: session, current: current, into: &output)
+            sessionChecked(user: user, session: session, current: current, now: now, into: &output)
         case .storeInInbox(let user, let message, let entry, let stored):
             inboxStored(user: user, message: message, .success((entry, stored)), now: now, into: &output)
         case .loadInbox(let user, let device, let entries, let wallNow, let earlier):

@@ -78,7 +78,7 @@ extension RelayCore {
     ) {
         output.append(.store(.recordLogin(login.tokenSuccess(user, from: connections.host(of: connection) ?? "unknown"))))
         loginStep(.accepted(user: user, secret: secret, connected: connected), on: connection, peer: peer, connect: connect, now: now, into: &output)
-        if sessions.session(on: connection) != nil { tokens.expires(connection, at: expires, now: now) }
+        if connections.session(on: connection) != nil { tokens.expires(connection, at: expires, now: now) }
     }
 
     /// TOKEN_REFRESH on `user`'s connected session: a right token for the same user is checked
@@ -112,7 +112,7 @@ extension RelayCore {
         _ refresh: TokenSessions.PendingRefresh, on connection: ConnectionID, locked: Bool, deniedBefore: Int64?, now: NIODeadline,
         into output: inout [RelayAction]
     ) {
-        guard let policy = tokens.policy, sessions.session(on: connection) != nil else { return }
+        guard let policy = tokens.policy, connections.session(on: connection) != nil else { return }
         let wall = tokens.wallMillis(at: now)
         var refusal = policy.check(refresh.claims, for: refresh.user, nowMillis: wall, deniedBefore: deniedBefore)
         if refusal == nil, locked {
@@ -135,9 +135,9 @@ extension RelayCore {
     /// Ends the sessions whose token ran out (with the leeway) and was not renewed.
     mutating func endExpiredTokenSessions(now: NIODeadline, into output: inout [RelayAction]) {
         for (connection, expires) in tokens.poll(now: now) {
-            guard case .connected(let user) = connections.phase(of: connection) else { continue }
+            guard case .connected(let user, _) = connections.phase(of: connection) else { continue }
             let ago = AccessTokenPolicy.ago(tokens.wallMillis(at: now) - expires)
-            connectionClosed(connection, into: &output)
+            forgetConnection(connection, .tokenExpired, into: &output)
             output += [
                 .reject(.tokenSessionExpired, detail: "\(connection): \(user)'s access token expired \(ago) ago without a new one"),
                 .send(

@@ -3,12 +3,14 @@ import NIOCore
 /// The relay's decisions, without I/O: who may log in, which connection holds which session,
 /// where a datagram or receipt goes, what is stored, and when timers fire.
 ///
-/// It composes parts that each own their state: `ConnectionTable` (control connections,
-/// liveness), `RelayLogin` (logins under way), `SessionTable` (sessions by id, keys,
-/// addresses), `RouteTable` (routes to users elsewhere), `InboxCore` (stored messages on their
+/// It composes parts that each own their state: `ConnectionTable` (control connections, each
+/// one's phase, liveness), `RelayLogin` (logins under way), `SessionTable` (sessions by id and
+/// user, keys, addresses), `RouteTable` (routes to users elsewhere), `InboxCore` (stored messages on their
 /// way), `PresenceCore` (presence followers). The shell feeds it input with the time, carries
 /// out the `RelayAction`s it appends to `output`, answers its `.store` requests through
-/// `storeAnswered`, and calls `tick` at `nextDeadline`. The simulator drives the same type.
+/// `storeAnswered`, and calls `tick` at `nextDeadline`. What happened that the shell only
+/// reports (sessions connected and ended, messages stored) comes as `.event` actions. The
+/// simulator drives the same type.
 public struct RelayCore: Sendable {
     /// Settings that shape the relay's behaviour.
     public struct Configuration: Sendable {
@@ -194,12 +196,7 @@ public struct RelayCore: Sendable {
 
     /// A control connection closed: its login is forgotten and its session ends.
     public mutating func connectionClosed(_ connection: ConnectionID, into output: inout [RelayAction]) {
-        login.forget(connection)
-        tokens.forget(connection)
-        budgets.forget(connection)
-        _ = connections.close(connection)
-        guard let session = sessions.session(on: connection) else { return }
-        endSession(session, into: &output)
+        forgetConnection(connection, .connectionClosed, into: &output)
     }
 
     /// A decoded control frame arrived; `peer` is the connection's remote address.
@@ -219,12 +216,15 @@ public struct RelayCore: Sendable {
         }
         let start = output.count
         var budgeted = false
-        if case .connected(let user) = phase, ControlRequestKind(message.kind) != nil {
+        if case .connected(let user, _) = phase, ControlRequestKind(message.kind) != nil {
             guard admitRequest(message, from: user, on: connection, now: now, into: &output) else { return }
             budgeted = true
         }
         defer { if budgeted { countWaiting(on: connection, in: &output, from: start) } }
         switch (message.kind, phase) {
+        case (_, .closing):
+            // Told to go (replaced, refused, the relay stopping) and about to close.
+            output.append(.reject(.notConnected, detail: "\(message.kind) on \(connection), which is closing"))
         case (.ping, _):
             var pong = SIMPMessage(kind: .pong, messageId: message.messageId)
             pong.time = message.time
@@ -254,26 +254,26 @@ public struct RelayCore: Sendable {
                 .reject(.notConnected, detail: "\(message.kind) on \(connection)"),
                 .send(connection, .error(.notConnected, "log in first (AUTH, then CONNECT)", messageId: message.messageId)),
             ]
-        case (.receipt, .connected(let user)):
+        case (.receipt, .connected(let user, _)):
             routeReceipt(message, from: user, on: connection, now: now, into: &output)
-        case (.roomJoin, .connected(let user)), (.roomLeave, .connected(let user)), (.roomMembers, .connected(let user)):
+        case (.roomJoin, .connected(let user, _)), (.roomLeave, .connected(let user, _)), (.roomMembers, .connected(let user, _)):
             roomControl(message, from: user, on: connection, into: &output)
-        case (.tokenRefresh, .connected(let user)):
+        case (.tokenRefresh, .connected(let user, _)):
             tokenRefresh(message, from: user, on: connection, now: now, into: &output)
-        case (.read, .connected(let user)):
+        case (.read, .connected(let user, _)):
             routeRead(message, from: user, into: &output)
         case (.datagram, .connected) where message.datagram.count > configuration.maxDatagramSize:
             output.append(.reject(.datagramTooLarge, detail: "carried datagram of \(message.datagram.count) bytes on \(connection)"))
         case (.datagram, .connected):
             datagramCarried(ByteBuffer(bytes: message.datagram), on: connection, now: now, into: &output)
-        case (.who, .connected(let user)):
+        case (.who, .connected(let user, _)):
             who(message, from: user, on: connection, into: &output)
-        case (.keysPublish, .connected(let user)):
+        case (.keysPublish, .connected(let user, _)):
             publishKeys(message, from: user, on: connection, into: &output)
-        case (.keysFetch, .connected(let user)):
+        case (.keysFetch, .connected(let user, _)):
             fetchKeys(message, from: user, on: connection, into: &output)
         case (.disconnect, .connected):
-            connectionClosed(connection, into: &output)
+            forgetConnection(connection, .disconnected, into: &output)
             output.append(.close(connection))
         case (_, .connected):
             output += [
@@ -336,86 +336,8 @@ public struct RelayCore: Sendable {
             connected.batchReceipts = true
             // The per-user content rate, which clients pace under (docs/PROTOCOL.md §6.2).
             connected.messageRateLimit = UInt32(max(1, min(configuration.messageLimit.perSecond, Double(UInt32.max))).rounded(.down))
-            beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, into: &output)
+            beginSession(user, keys: keys, connected: connected, on: connection, peer: peer, connect: connect, now: now, into: &output)
         }
-    }
-
-    /// Starts `user`'s session on `connection` for the CONNECT's device (send-only if it says
-    /// so); the CONNECTED goes out once the store has the registration. A receiving session of
-    /// the same device is told and closed (the newest wins); other devices' sessions stay.
-    private mutating func beginSession(
-        _ user: String, keys: SessionKeys, connected: SIMPMessage, on connection: ConnectionID, peer: SocketAddress, connect: SIMPMessage?,
-        into output: inout [RelayAction]
-    ) {
-        var address = peer
-        address.port = Int(connect?.udpPort ?? 0)
-        let device = connect?.device ?? "", receives = !(connect?.sendOnly ?? false)
-        let registration = Registration(
-            user: user, route: Route(address: address, relayId: configuration.relayId), session: "\(configuration.relayId)/\(connection.rawValue)",
-            device: device, receives: receives)
-        if receives, let previous = sessions.receivingSession(of: user, device: device), let old = sessions.connection(ofSession: previous) {
-            connections.setPhase(.awaitingLogin, of: old)
-            endSession(previous, withdraw: false, into: &output)
-            output += [.send(old, .error(.alreadyConnected, Self.replacedText(user: user, device: device))), .close(old)]
-        }
-        sessions.start(registration, keys: keys, on: connection, readsBatchReceipts: connect?.acceptsBatchReceipts ?? false)
-        // From now on what is stored for the device waits for its backlog (a message stored
-        // while the registration is written would otherwise go out first, with a floor that
-        // lets the device's receiver start the stream past the backlog).
-        if receives { inbox.deviceConnected(Recipient(user: user, device: device)) }
-        routes.forget(user)
-        connections.setPhase(.registering(user: user, connected: connected), of: connection)
-        output.append(.store(.register(registration, connection: connection)))
-    }
-
-    /// The ERROR ALREADY_CONNECTED text of a session replaced by a newer one of its device.
-    static func replacedText(user: String, device: String) -> String {
-        device.isEmpty
-            ? "\(user) connected again elsewhere (a newer session of this device took over)"
-            : "a newer session of \(user)'s device \"\(device)\" took over"
-    }
-
-    /// Ends session `session` here: its registration is withdrawn (unless another session of
-    /// the same device takes over at once, `withdraw: false`), and the user's presence is
-    /// recorded offline when its last receiving session here ends.
-    mutating func endSession(_ session: UInt64, withdraw: Bool = true, into output: inout [RelayAction]) {
-        guard let registration = sessions.end(session) else { return }
-        if registration.receives { inbox.userLeft(Recipient(user: registration.user, device: registration.device)) }
-        guard withdraw else { return }
-        output.append(.store(.unregister(user: registration.user, session: registration.session, device: registration.device)))
-        if registration.receives, !sessions.hasReceiver(registration.user) {
-            output.append(.store(.recordPresence(user: registration.user, online: false)))
-        }
-    }
-
-    /// The store answered `.register`: CONNECTED goes out. A receiving session's stored
-    /// messages are sent once its first authentic datagram (the client's HELLO) shows that the
-    /// client has its keys and its UDP path works — sent earlier, they could reach the client
-    /// before CONNECTED and be lost until retransmitted — or after `inboxStartDelay` at the
-    /// latest. A send-only session gets none.
-    mutating func registered(
-        on connection: ConnectionID, _ result: Result<(knownDevices: Int, elsewhere: Bool), StoreFailure>, now: NIODeadline,
-        into output: inout [RelayAction]
-    ) {
-        guard case .registering(let user, let connected) = connections.phase(of: connection),
-            let session = sessions.session(on: connection), let registration = sessions.registration(ofSession: session)
-        else {
-            return // closed meanwhile; connectionClosed already unregistered it
-        }
-        switch result {
-        case .success(let devices):
-            sessions.learned(user, knownDevices: devices.knownDevices, elsewhere: devices.elsewhere)
-        case .failure:
-            connections.setPhase(.awaitingLogin, of: connection, now: now)
-            endSession(session, withdraw: false, into: &output)
-            output.append(.send(connection, .error(.internal, "registry unavailable, try again")))
-            return
-        }
-        connections.setPhase(.connected(user: user), of: connection)
-        output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId)))]
-        guard registration.receives else { return }
-        timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay, connectedAt: now)
-        output.append(.store(.recordPresence(user: user, online: true)))
     }
 
     /// A control message for `user`'s sessions wherever they are: those here get it at once;

@@ -216,7 +216,7 @@ extension RelayCore {
         for connection in due.dead {
             let silence = connections.lastHeard(connection).map { now - $0 } ?? connections.heartbeat.deadAfter
             // Forget it now, so it is counted once however long the close takes.
-            connectionClosed(connection, into: &output)
+            forgetConnection(connection, .silent, into: &output)
             output += [.reject(.heartbeatTimeout, detail: "\(connection) silent for \(silence)"), .close(connection)]
         }
     }
@@ -253,20 +253,25 @@ extension RelayCore {
     // MARK: Shutdown
 
     /// A graceful shutdown begins: datagrams arriving from now on are dropped (their senders
-    /// retransmit elsewhere), receipts for those already forwarded are still routed. `tick`
-    /// says `.drained` when no client is left, no receipt came for the quiet period, or the
-    /// drain timeout passed.
-    public mutating func beginDrain(now: NIODeadline) {
+    /// retransmit elsewhere), receipts for those already forwarded are still routed. `.drained`
+    /// comes when no client is left (at once if none is), no receipt came for the quiet period,
+    /// or the drain timeout passed (from `tick`).
+    public mutating func beginDrain(now: NIODeadline, into output: inout [RelayAction]) {
         timers.beginDrain(until: now + configuration.drainTimeout, now: now)
+        if timers.finishDrain(now: now, connectionsLeft: connections.count) { output.append(.drained) }
     }
 
-    /// The relay stops: every session ends without a word to the store one by one; their
-    /// registrations are withdrawn in one request, and every connection closes.
-    public mutating func shutDown(into output: inout [RelayAction]) {
-        let registrations = sessions.endAll()
+    /// The relay stops: every session ends without a word to the store one by one (each
+    /// connected one reported ended); their registrations are withdrawn in one request, and
+    /// every connection closes.
+    public mutating func shutDown(now: NIODeadline, into output: inout [RelayAction]) {
         timers.stopRefreshing()
+        let registrations = sessions.registrations // every session is on a connection: each ends below
         for connection in connections.ids.sorted(by: { $0.rawValue < $1.rawValue }) {
-            connections.setPhase(.awaitingLogin, of: connection)
+            let phase = connections.phase(of: connection)
+            if connections.change(connection, .closing, now: now) != nil, let phase, let session = phase.session {
+                endSession(session, wasConnected: phase.isConnected, .relayStopped, withdraw: false, into: &output)
+            }
             output.append(.close(connection))
         }
         output.append(.store(.withdraw(relayId: configuration.relayId, registrations)))

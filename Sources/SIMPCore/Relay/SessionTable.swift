@@ -3,7 +3,8 @@ import NIOCore
 /// The relay's logged-in sessions, keyed by session id: whose each one is, which device it
 /// speaks for, whether it receives, its control connection, its UDP route and its datagram
 /// keys. A user may have several sessions here: at most one receiving session per device, and
-/// any number of send-only ones (docs/PROTOCOL.md §4.7).
+/// any number of send-only ones (docs/PROTOCOL.md §4.7). Which session a connection holds is
+/// the connection's phase (`ConnectionTable`, its one owner): asked there, not kept here.
 public struct SessionTable: Sendable {
     struct Session: Sendable {
         var user: String
@@ -62,7 +63,6 @@ public struct SessionTable: Sendable {
 
     private var sessions: [UInt64: Session] = [:]
     private var users: [String: UserSessions] = [:]
-    private var byConnection: [ConnectionID: UInt64] = [:]
     /// Sessions whose datagrams go over their control connection.
     public private(set) var countOverControl = 0
 
@@ -80,11 +80,11 @@ public struct SessionTable: Sendable {
     public func connections(of user: String) -> [ConnectionID] {
         users[user]?.ids.compactMap { sessions[$0]?.connection } ?? []
     }
-    /// The session on `connection`.
-    public func session(on connection: ConnectionID) -> UInt64? { byConnection[connection] }
-    /// Whether the client on `connection` reads batch receipts (said so in CONNECT).
-    public func readsBatchReceipts(on connection: ConnectionID) -> Bool {
-        byConnection[connection].flatMap { sessions[$0]?.readsBatchReceipts } ?? false
+    /// Whether session `id`'s client reads batch receipts (said so in CONNECT).
+    public func readsBatchReceipts(ofSession id: UInt64) -> Bool { sessions[id]?.readsBatchReceipts ?? false }
+    /// Whether the clients of all `user`'s sessions here read batch receipts.
+    public func allReadBatchReceipts(of user: String) -> Bool {
+        users[user]?.ids.allSatisfy { sessions[$0]?.readsBatchReceipts ?? false } ?? true
     }
     /// The control connection of session `id`.
     public func connection(ofSession id: UInt64) -> ConnectionID? { sessions[id]?.connection }
@@ -163,14 +163,12 @@ public struct SessionTable: Sendable {
             readsBatchReceipts: readsBatchReceipts)
         users[registration.user, default: UserSessions()].ids.append(keys.sessionId)
         if registration.receives { users[registration.user]!.receiving += 1 }
-        byConnection[connection] = keys.sessionId
     }
 
     /// Ends session `id`; returns its registration (nil if there is no such session).
     @discardableResult
     public mutating func end(_ id: UInt64) -> Registration? {
         guard let session = sessions.removeValue(forKey: id) else { return nil }
-        byConnection[session.connection] = nil
         if session.overControl { countOverControl -= 1 }
         if var entry = users[session.user] {
             entry.ids.removeAll { $0 == id }
@@ -178,12 +176,6 @@ public struct SessionTable: Sendable {
             users[session.user] = entry.ids.isEmpty ? nil : entry
         }
         return session.registration
-    }
-
-    /// Ends every session; returns their registrations.
-    public mutating func endAll() -> [Registration] {
-        defer { sessions.removeAll(); users.removeAll(); byConnection.removeAll(); countOverControl = 0 }
-        return registrations
     }
 
     /// Opens a sealed datagram with its session's keys (MAC, replay window); the newest
