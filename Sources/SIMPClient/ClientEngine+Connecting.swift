@@ -3,48 +3,53 @@ import SIMPCommandLine
 import SIMPCore
 import SIMPNIO
 
-/// Connecting to a relay: each configured relay in turn, the login, failover and reconnecting.
+/// Connecting to a relay: each configured relay in turn, the login, failover and reconnecting,
+/// as the session's `ConnectionLifecycle` decides (`ClientSession+Lifecycle`); here they are
+/// carried out.
 extension ClientEngine {
     /// Tries each configured relay once, in turn, until one accepts; says which failed and
-    /// why before trying the next. When none could be reached (refused, timed out) the error
-    /// names each with its reason; any other failure (a refused login) is the last one's.
+    /// why before trying the next (`ConnectionLifecycle.firstConnectFailed` decides).
     func connectAnyRelay() -> EventLoopFuture<Void> {
-        var unreachable: [String] = []
-        func attempt(_ remaining: Int) -> EventLoopFuture<Void> {
+        session.lifecycle.firstConnectStarted()
+        func attempt() -> EventLoopFuture<Void> {
             let tried = server
             return connectControl().assumeIsolated().flatMapError { [self] error in
-                let failure = Self.unreachable(tried, error)
-                if let failure { unreachable.append(failure) }
-                guard remaining > 1, !closedByUser else {
-                    guard failure != nil, unreachable.count > 1 else { return eventLoop.makeFailedFuture(error) }
+                switch session.lifecycle.firstConnectFailed(Self.lifecycleFailure(error)) {
+                case .tryNext(_, let unreachable):
+                    logNextServer(after: error)
+                    logger.warning("cannot reach relay \(unreachable ?? "\(tried) (\(error))"); trying \(server)")
+                    return attempt()
+                case .fail(let unreachable?):
                     return eventLoop.makeFailedFuture(SIMPClientError.cannotConnect(unreachable.joined(separator: " nor ")))
+                case .fail(nil):
+                    return eventLoop.makeFailedFuture(error)
                 }
-                nextServer(after: error)
-                logger.warning("cannot reach relay \(failure ?? "\(tried) (\(error))"); trying \(server)")
-                return attempt(remaining - 1)
-            }.nonisolated()
+            }.map { [self] in session.lifecycle.firstConnectEnded() }.nonisolated()
         }
-        return attempt(configuration.servers.count)
+        return attempt()
     }
 
-    /// `HOST:PORT (why)` for a relay that could not be reached (the connection failed, or the
-    /// login got no answer in time); nil for any other failure.
-    static func unreachable(_ relay: RelayEndpoint, _ error: Error) -> String? {
+    /// What `error` of a connect attempt is to the lifecycle: a relay that could not be
+    /// reached, a login that got no answer in time, or anything else.
+    static func lifecycleFailure(_ error: Error) -> ConnectionLifecycle.Failure {
         switch error as? SIMPClientError {
-        case .cannotConnect(let relayAndReason): return relayAndReason
-        case .timedOut(let what): return "\(relay) (timed out \(what))"
-        default: return nil
+        case .cannotConnect(let relayAndReason): .cannotConnect(relayAndReason: relayAndReason)
+        case .timedOut(let what): .timedOut(what: what)
+        default: .other
         }
     }
 
-    /// Moves on to the next configured relay (failover).
-    func nextServer(after error: Error?) {
+    /// The relay to connect to next.
+    var server: RelayEndpoint { configuration.servers[session.lifecycle.current] }
+
+    /// Says that the lifecycle moved on to the next configured relay (failover), if it did.
+    func logNextServer(after error: Error?, from previous: Int? = nil) {
         guard configuration.servers.count > 1 else { return }
-        let previous = server
-        serverIndex = (serverIndex + 1) % configuration.servers.count
+        let servers = configuration.servers
+        let previous = previous ?? (session.lifecycle.current + servers.count - 1) % servers.count
         logger.info(
             "trying the next relay",
-            metadata: ["failed": "\(previous)", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
+            metadata: ["failed": "\(servers[previous])", "next": "\(server)", "error": "\(error.map { "\($0)" } ?? "connection lost")"])
     }
 
     /// Opens a control connection to the current relay, logs in and registers; on CONNECTED,
@@ -77,12 +82,14 @@ extension ClientEngine {
                     case .failure(let error): promise.fail(SIMPClientError.rejected(.tokenRefused, "\(error)"))
                     }
                 }
-                schedule(in: configuration.connectTimeout) {
+                schedule(at: session.lifecycle.loginStarted(now: now)) { [self] in
+                    guard session.lifecycle.loginTimedOut(now: now) else { return }
                     promise.fail(SIMPClientError.timedOut("waiting for the relay to accept the login"))
                 }
             }
         }
         return promise.futureResult.flatMapErrorThrowing { [self] error in
+            session.lifecycle.loginEnded()
             handshake?.channel?.close(promise: nil)
             handshake = nil
             throw error
@@ -91,6 +98,7 @@ extension ClientEngine {
 
     func adopt(_ accepted: SIMPMessage, _ output: ClientSession.Output) {
         guard let channel = handshake?.channel else { return }
+        session.lifecycle.loginEnded()
         handshake = nil
         control = channel
         relayId = accepted.relayId
@@ -109,30 +117,43 @@ extension ClientEngine {
     package func reconnect(attempt: Int, after delay: TimeAmount) {
         onStateChange(.reconnecting(attempt: attempt, delay: delay))
         schedule(in: delay) { [self] in
-            guard !closedByUser else { return }
+            guard session.mayConnect else { return }
             connectOrRetry(attempt: attempt)
         }
     }
 
     /// Connects to the current relay; a failed attempt goes to the session, which plans the
-    /// next one (`ClientSession.connectAttemptFailed`) unless the login was refused.
+    /// next one and the relay it goes to, or stops (`ClientSession.connectFailed`).
     package func connectOrRetry(attempt: Int = 0) {
         connectControl().whenFailure { [self] error in
             logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-            guard !closedByUser else { return }
-            carryOut(session.connectAttemptFailed(random: environment.random()))
-            if case .loginRefused(let reason)? = session.stopped {
-                let why = reason.hasPrefix("login failed: ") ? String(reason.dropFirst("login failed: ".count)) : reason
-                return stop(because: "login refused: \(why); not reconnecting")
-            }
-            nextServer(after: error)
+            guard session.mayConnect else { return }
+            let (output, step) = session.connectFailed(random: environment.random())
+            carryOut(output)
+            follow(step, after: error)
+        }
+    }
+
+    /// Carries out what the session decided about the connection (`ClientSession.ConnectionStep`).
+    func follow(_ step: ClientSession.ConnectionStep, after error: Error? = nil) {
+        switch step {
+        case .nothing: break
+        case .reconnect(let failover?): logNextServer(after: error, from: failover.from)
+        case .reconnect(nil): break
+        case .stop(.loginRefused(let reason)): stop(because: ConnectionLifecycle.refusalText(reason))
+        case .stop(.takenOver): stop(because: SIMPClientError.takenOver(device: configuration.device).description)
+        case .stop(.tokenExpired(let reason)): stop(because: Self.tokenExpiredAdvice(reason, source: configuration.accessToken))
+        case .offline:
+            onStateChange(.offline(reason: "connection to the relay was lost"))
+            failWaiters()
+        case .closedByUser: failWaiters()
         }
     }
 
     /// The user asks to connect again after the session stopped for good (the core decides:
-    /// `ClientSession.resumeAfterStop`); returns false when it had not stopped.
+    /// `ClientSession.connectAgainRequested`); returns false when it had not stopped.
     func connectAgain() -> Bool {
-        guard !closedByUser, session.resumeAfterStop() else { return false }
+        guard session.connectAgainRequested() else { return false }
         onStateChange(.connecting)
         connectOrRetry()
         return true

@@ -36,9 +36,6 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// The access token's renewal on the registered connection (docs/PROTOCOL.md §4.9).
     var tokenRenewal = TokenRenewalState()
     var relayDatagramAddress: SocketAddress?
-    /// Index in `configuration.servers` of the relay to connect to next.
-    var serverIndex = 0
-    var server: RelayEndpoint { configuration.servers[serverIndex] }
     package var datagrams: Channel?
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
@@ -68,8 +65,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     var onPathChange: (DatagramPath) -> Void = { _ in }
     /// Called on every connection state change.
     package var onStateChange: (ConnectionState) -> Void = { _ in }
-    /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing.
-    var closedByUser = false
+    /// Set by `SIMPClient.close()`: the coming connection loss is the user's own doing
+    /// (`ConnectionLifecycle.closedByUser`).
+    var closedByUser: Bool { session.lifecycle.closedByUser }
     /// Whether the session stopped for good (taken over, or its login refused): the core
     /// decides (`ClientSession.stopped`), and then nothing is reconnected.
     var stopped: ClientSession.Stop? { session.stopped }
@@ -100,6 +98,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         core.deliveryLimit = configuration.deliveryLimit
         core.device = configuration.device
         core.sendOnly = configuration.sendOnly
+        core.relays = configuration.servers.map(\.description)
+        core.loginTimeout = configuration.connectTimeout
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }
@@ -186,7 +186,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
 
     /// The user closes the client (`ClientSession.finishTakingMessages`).
     package func finishTakingMessages() {
-        closedByUser = true
+        session.userClosed()
         carryOut(session.finishTakingMessages(now: now))
     }
 
@@ -245,35 +245,27 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         handshake?.promise.fail(tls.failure(error, server: server))
     }
 
-    /// A control channel closed: a handshake fails; a registered session is suspended and,
-    /// with a reconnect policy, retried; otherwise waiting callers learn it was lost.
+    /// A control channel closed: a handshake fails; a registered session is suspended and
+    /// reconnected, stopped or offline as the session decides (`ClientSession.connectionLost`).
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
             // A relay that runs TLS closes a plain-TCP client's connection without a word.
-            handshake?.promise.fail(
-                configuration.tls != nil
-                    ? SIMPClientError.connectionLost
-                    : SIMPClientError.cannotConnect(
-                        "\(server) closed the connection during the login (a relay that runs TLS does this to a client without --tls)"))
+            switch session.lifecycle.closedDuringLogin(usesTLS: configuration.tls != nil) {
+            case .cannotConnect(let relayAndReason): handshake?.promise.fail(SIMPClientError.cannotConnect(relayAndReason))
+            case .timedOut, .other: handshake?.promise.fail(SIMPClientError.connectionLost)
+            }
             return
         }
         guard channel === control else { return }
         control = nil
         tokenRenewal.cancel()
-        if case .tokenExpired(let reason)? = session.stopped {
-            carryOut(session.controlLost(mayReconnect: false, random: environment.random()))
-            return stop(because: Self.tokenExpiredAdvice(reason, source: configuration.accessToken))
-        }
-        let mayReconnect = configuration.reconnect != nil && !closedByUser && !takenOver
-        if mayReconnect {
+        let (output, step) = session.connectionLost(random: environment.random())
+        if case .reconnect(let failover) = step {
             logger.info("lost the relay; reconnecting")
-            nextServer(after: nil)
+            if let failover { logNextServer(after: nil, from: failover.from) }
         }
-        carryOut(session.controlLost(mayReconnect: mayReconnect, random: environment.random()))
-        guard !mayReconnect else { return }
-        if takenOver { return stop(because: SIMPClientError.takenOver(device: configuration.device).description) }
-        if !closedByUser { onStateChange(.offline(reason: "connection to the relay was lost")) }
-        failWaiters()
+        carryOut(output)
+        follow(step)
     }
 
     /// The session stopped for good (`ClientSession.stopped`): says why, and callers waiting
@@ -289,7 +281,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// are `.connectionLost` (they stay in the outbox), requests and a login under way fail with
     /// `SIMPClientError.closed`, and the timer stops.
     func closed() {
-        closedByUser = true
+        session.userClosed()
         do { try endToEnd?.commitAtClose() } catch { logger.warning("cannot write this device's end-to-end state", metadata: ["error": "\(error)"]) }
         armTimer(at: nil)
         handshake?.promise.fail(SIMPClientError.closed)
@@ -301,7 +293,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         keyAnswers.removeAll()
     }
 
-    private func failWaiters() {
+    func failWaiters() {
         for (id, promise) in waiters { promise.succeed(.connectionLost(messageId: id)) }
         givenUp.formUnion(waiters.keys)
         waiters.removeAll()

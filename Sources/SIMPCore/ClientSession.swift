@@ -84,6 +84,11 @@ public struct ClientSession: Sendable {
         /// to the same sender if that went at most this long ago (`ReceiptRepeater`). Zero: a
         /// copy carries its own ids only.
         public var receiptRepeatWindow: TimeAmount = ReceiptRepeater.defaultWindow
+        /// The relays to connect to, by name (`HOST:PORT`), the first one first; after a lost
+        /// connection the next one is tried (`ConnectionLifecycle`).
+        public var relays = ["relay"]
+        /// How long a relay has to accept a login once the control connection is open.
+        public var loginTimeout: TimeAmount = .seconds(5)
 
         public init(user: String, firstMessageId: UInt64, password: String? = nil) {
             self.user = user
@@ -105,6 +110,11 @@ public struct ClientSession: Sendable {
     /// each with what only that phase has. Whether it stopped for good is `stopped`.
     public internal(set) var phase: Phase = .disconnected
     var backoff: Backoff?
+    /// Which relay is next, the login's deadline, whether the user closed the client
+    /// (`ClientSession+Lifecycle`); the shell calls its entry points for the first connect and the login.
+    public var lifecycle: ConnectionLifecycle
+    /// Messages that wait for their receiver's keys before they can be sealed.
+    public var heldForKeys: HeldForKeysQueue
     var nextPingId: UInt64 = 1
     var login: LoginClient
     /// The keys of the last session the relay accepted (kept between connections: datagrams of
@@ -175,6 +185,8 @@ public struct ClientSession: Sendable {
         self.receiver = ReceiverCore(holdLimit: configuration.orderingHoldLimit, receiptsWhenReleased: configuration.receiptsWhenReleased)
         self.sender = ReliableSender(firstMessageId: configuration.firstMessageId, policy: configuration.retransmit, pacing: configuration.pacing)
         self.backoff = configuration.reconnect.map(Backoff.init)
+        self.lifecycle = ConnectionLifecycle(relays: configuration.relays, loginTimeout: configuration.loginTimeout)
+        self.heldForKeys = HeldForKeysQueue(giveUpAfter: configuration.retransmit.giveUpAfter)
         self.batcher = ReceiptBatcher(delay: configuration.receiptBatchDelay)
         self.repeater = ReceiptRepeater(window: configuration.receiptRepeatWindow)
         self.paths = configuration.datagramPaths.map(DatagramPathSelector.init)
