@@ -6,11 +6,30 @@ import SIMPCore
 import Synchronization
 
 /// Where `simp listen`'s message handler finds the downloads (made once the client exists).
+/// Announcements that arrive before (stored ones come as soon as the client connects: a file
+/// the relay held while this device was offline) wait here and are handed over then.
 final class DownloadsBox: Sendable {
-    private let box = Mutex<FileDownloads?>(nil)
+    private let box = Mutex<(downloads: FileDownloads?, waiting: [SIMPMessage])>((nil, []))
     var downloads: FileDownloads? {
-        get { box.withLock { $0 } }
-        set { box.withLock { $0 = newValue } }
+        get { box.withLock { $0.downloads } }
+        set {
+            let waiting = box.withLock { box in
+                box.downloads = newValue
+                defer { box.waiting = [] }
+                return box.waiting
+            }
+            guard let newValue, !waiting.isEmpty else { return }
+            Task { for message in waiting { await newValue.offered(message) } }
+        }
+    }
+
+    /// Hands a file's announcement to the downloads, or keeps it until they exist.
+    func offer(_ message: SIMPMessage) {
+        let downloads = box.withLock { box in
+            if box.downloads == nil { box.waiting.append(message) }
+            return box.downloads
+        }
+        if let downloads { Task { await downloads.offered(message) } }
     }
 }
 
@@ -69,10 +88,14 @@ extension Send {
             await client.close()
             fail("simp: \(path): \(error)")
         }
-        let seconds = Date().timeIntervalSince(started)
+        let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
         await client.close()
-        FileHandle.standardOutput.write(
-            Data(("file \(URL(fileURLWithPath: path).lastPathComponent) delivered to \(peer) in \(String(format: "%.2f", seconds)) s\n").utf8))
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        let line =
+            last.withLock({ $0 })?.heldByRelay == true
+            ? "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
+            : "file \(name) delivered to \(peer) in \(seconds) s"
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     /// `sent 21012300 bytes for 20000000 (+5.1 %), 920 chunks again (900 lost, 2 timeouts), largest window 1100000 bytes`.

@@ -89,8 +89,8 @@ struct Listen: AsyncParsableCommand {
             configuration.originHandler = { message, origin in
                 // A file's announcement (end to end only: its key travels in it) is the
                 // downloads' to take; the file is printed once saved.
-                if message.fileId != 0, origin.endToEnd, let downloads = announcements.downloads {
-                    Task { await downloads.offered(message) }
+                if message.fileId != 0, origin.endToEnd {
+                    announcements.offer(message)
                     return true
                 }
                 return printing.print(message, origin: origin)

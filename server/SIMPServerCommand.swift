@@ -228,6 +228,25 @@ struct Serve: AsyncParsableCommand {
     var inboxTTL = 7 * 24 * 3600
 
     @Option(
+        name: .customLong("file-store-max-file-bytes"),
+        help:
+            "The largest file (bytes) the relay holds for a receiver who is offline, so its sender may go; larger ones are refused (the sender told). 0: hold none. Default: 100 MiB."
+    )
+    var fileStoreMaxFileBytes = RelayCore.Configuration.defaultMaxHeldFileBytes
+
+    @Option(
+        name: .customLong("file-store-max-bytes-per-user"),
+        help: "Bytes of files one sender may have held for offline receivers at once; a file past it is refused. Default: 1 GiB.")
+    var fileStoreMaxBytesPerUser = RedisRelayStore.Limits.defaultHeldFilesMaxBytesPerUser
+
+    @Option(
+        name: .customLong("file-store-retention"),
+        help:
+            "Seconds a held file is kept after its last chunk arrived; it is deleted earlier once every device of its receiver has it. Default: 7 days."
+    )
+    var fileStoreRetention = 7 * 24 * 3600
+
+    @Option(
         help:
             "Event loops (threads) serving clients: one relay core per loop, all on the same ports (SO_REUSEPORT; datagrams are steered to the loop holding their session). Each loop registers as relay ID-tK."
     )
@@ -271,6 +290,7 @@ struct Serve: AsyncParsableCommand {
         guard pingMisses >= 1 else { throw ValidationError("--ping-misses must be at least 1") }
         guard inboxMaxMessages >= 1 else { throw ValidationError("--inbox-max-messages must be at least 1") }
         guard inboxTTL >= 1 else { throw ValidationError("--inbox-ttl must be at least 1 second") }
+        guard fileStoreRetention >= 1 else { throw ValidationError("--file-store-retention must be at least 1 second") }
         if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 0-65535") }
         guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -292,6 +312,9 @@ struct Serve: AsyncParsableCommand {
         configuration.registrationTTLSeconds = registrationTTL
         configuration.inboxMaxMessages = inboxMaxMessages
         configuration.inboxTTLSeconds = inboxTTL
+        configuration.heldFileMaxBytes = fileStoreMaxFileBytes
+        configuration.heldFilesMaxBytesPerUser = fileStoreMaxBytesPerUser
+        configuration.heldFileRetentionSeconds = fileStoreRetention
         configuration.maxFrameSize = maxFrameSize
         configuration.maxDatagramSize = maxDatagramSize
         configuration.heartbeat.interval = .milliseconds(Int64(pingInterval * 1000))

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[26] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[28] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -80,11 +80,13 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[26] =
   { "TOKEN_REFRESH", "SIMP__MESSAGE__TYPE__TOKEN_REFRESH", 26 },
   { "FILE_CHUNK", "SIMP__MESSAGE__TYPE__FILE_CHUNK", 28 },
   { "FILE_ACK", "SIMP__MESSAGE__TYPE__FILE_ACK", 29 },
+  { "FILE_FETCH", "SIMP__MESSAGE__TYPE__FILE_FETCH", 54 },
+  { "FILE_UPLOAD", "SIMP__MESSAGE__TYPE__FILE_UPLOAD", 55 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 22},{28, 24},{0, 26}
+{0, 0},{15, 13},{25, 22},{28, 24},{54, 26},{0, 28}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[26] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[28] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -96,6 +98,8 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[26
   { "ERROR", 6 },
   { "FILE_ACK", 25 },
   { "FILE_CHUNK", 24 },
+  { "FILE_FETCH", 26 },
+  { "FILE_UPLOAD", 27 },
   { "HELLO", 12 },
   { "IMAGE", 1 },
   { "KEYS_FETCH", 21 },
@@ -120,15 +124,15 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  26,
+  28,
   simp__message__type__enum_values_by_number,
-  26,
+  28,
   simp__message__type__enum_values_by_name,
-  4,
+  5,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[23] =
+static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number[25] =
 {
   { "NONE", "SIMP__MESSAGE__ERROR_CODE__NONE", 0 },
   { "UNKNOWN_RECIPIENT", "SIMP__MESSAGE__ERROR_CODE__UNKNOWN_RECIPIENT", 1 },
@@ -153,17 +157,21 @@ static const ProtobufCEnumValue simp__message__error_code__enum_values_by_number
   { "TOKEN_SESSION_EXPIRED", "SIMP__MESSAGE__ERROR_CODE__TOKEN_SESSION_EXPIRED", 23 },
   { "FILE_REFUSED", "SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED", 24 },
   { "BAD_KEY_BUNDLE", "SIMP__MESSAGE__ERROR_CODE__BAD_KEY_BUNDLE", 28 },
+  { "FILE_QUOTA_EXCEEDED", "SIMP__MESSAGE__ERROR_CODE__FILE_QUOTA_EXCEEDED", 44 },
+  { "FILE_NOT_HELD", "SIMP__MESSAGE__ERROR_CODE__FILE_NOT_HELD", 45 },
 };
 static const ProtobufCIntRange simp__message__error_code__value_ranges[] = {
-{0, 0},{16, 13},{28, 22},{0, 23}
+{0, 0},{16, 13},{28, 22},{44, 23},{0, 25}
 };
-static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[23] =
+static const ProtobufCEnumValueIndex simp__message__error_code__enum_values_by_name[25] =
 {
   { "ALREADY_CONNECTED", 7 },
   { "AUTH_FAILED", 8 },
   { "AUTH_REQUIRED", 9 },
   { "BAD_KEY_BUNDLE", 22 },
   { "BAD_REQUEST", 2 },
+  { "FILE_NOT_HELD", 24 },
+  { "FILE_QUOTA_EXCEEDED", 23 },
   { "FILE_REFUSED", 21 },
   { "FRAME_TOO_LARGE", 4 },
   { "INBOX_EXPIRED", 14 },
@@ -190,11 +198,11 @@ const ProtobufCEnumDescriptor simp__message__error_code__descriptor =
   "ErrorCode",
   "Simp__Message__ErrorCode",
   "simp",
-  23,
+  25,
   simp__message__error_code__enum_values_by_number,
-  23,
+  25,
   simp__message__error_code__enum_values_by_name,
-  3,
+  4,
   simp__message__error_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
@@ -258,7 +266,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[64] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[65] =
 {
   {
     "version",
@@ -1028,6 +1036,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[64] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fileHeld",
+    160,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileheld),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -1050,6 +1070,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   57,   /* field[57] = fileChunkSize */
   61,   /* field[61] = fileDigest */
   58,   /* field[58] = fileDone */
+  64,   /* field[64] = fileHeld */
   52,   /* field[52] = fileId */
   59,   /* field[59] = fileKey */
   55,   /* field[55] = fileRanges */
@@ -1095,7 +1116,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[8 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1105,7 +1126,8 @@ static const ProtobufCIntRange simp__message__number_ranges[8 + 1] =
   { 75, 50 },
   { 80, 52 },
   { 120, 63 },
-  { 0, 64 }
+  { 160, 64 },
+  { 0, 65 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1115,10 +1137,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  64,
+  65,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  8,  simp__message__number_ranges,
+  9,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -9,6 +9,11 @@ import SIMPCore
 /// under its sanitised name and never over another file, only once its SHA-256 matched; a
 /// record of it (`.received/`, `ReceivedFile`) lets the same file from the same sender,
 /// announced again later, be answered done at once while the saved copy is still there.
+///
+/// A file may be held by the relay for this device (its sender went while this device was
+/// offline, docs/PROTOCOL.md §5.7): each transfer asks the relay for its chunks
+/// (`HeldFileFetcher`) until the relay says it holds no such file, and tells the relay when
+/// the file is whole, so it can delete its copy.
 public actor FileDownloads {
     /// A file received whole and verified.
     public struct Saved: Sendable, Equatable {
@@ -35,6 +40,8 @@ public actor FileDownloads {
         var receiver: FileReceiver
         var handle: FileHandle
         var unsaved = 0
+        /// Asks the relay for the chunks, in case it holds the file.
+        var fetcher: HeldFileFetcher
     }
 
     private let client: SIMPClient
@@ -78,8 +85,12 @@ public actor FileDownloads {
         resumeSaved()
         await sendDueAcks() // a resumed transfer tells its sender where to go on
         defer { ackTimer?.cancel() }
-        for await message in client.fileDatagrams where message.kind == .fileChunk {
-            await chunkArrived(message)
+        for await message in client.fileDatagrams {
+            switch message.kind {
+            case .fileChunk: await chunkArrived(message)
+            case .fileAck: transfers[message.fileId]?.fetcher.answered(message) // the relay holds no such file
+            default: break
+            }
         }
     }
 
@@ -138,7 +149,7 @@ public actor FileDownloads {
         guard let handle = try? FileHandle(forUpdating: part) else {
             return failed("cannot write \(part.path): \(receiver.offer.name) from \(receiver.offer.sender) not received")
         }
-        transfers[receiver.offer.fileId] = Transfer(receiver: receiver, handle: handle)
+        transfers[receiver.offer.fileId] = Transfer(receiver: receiver, handle: handle, fetcher: HeldFileFetcher(offer: receiver.offer))
         save(receiver.offer.fileId)
     }
 
@@ -173,20 +184,29 @@ public actor FileDownloads {
         if transfer.receiver.isComplete { return await finish(message.fileId) }
         if transfer.unsaved >= 256 { save(message.fileId) }
         if let ack = transfers[message.fileId]?.receiver.pollAck(from: user, now: .now()) { await client.sendFileDatagrams([ack]) }
+        if let fetch = pollFetch(message.fileId) { await client.sendFileDatagrams([fetch]) }
         armAckTimer()
+    }
+
+    /// The FILE_FETCH transfer `id` should send now, if any.
+    private func pollFetch(_ id: UInt64) -> SIMPMessage? {
+        guard let received = transfers[id]?.receiver.received else { return nil }
+        return transfers[id]?.fetcher.poll(received: received, now: .now())
     }
 
     private func sendDueAcks() async {
         var acks: [SIMPMessage] = []
         for id in transfers.keys {
             if let ack = transfers[id]?.receiver.pollAck(from: user, now: .now()) { acks.append(ack) }
+            if let fetch = pollFetch(id) { acks.append(fetch) }
         }
         if !acks.isEmpty { await client.sendFileDatagrams(acks) }
         armAckTimer()
     }
 
     private func armAckTimer() {
-        guard ackTimer == nil, let due = transfers.values.compactMap(\.receiver.nextDeadline).min() else { return }
+        let deadlines = transfers.values.flatMap { [$0.receiver.nextDeadline, $0.fetcher.nextDeadline] }
+        guard ackTimer == nil, let due = deadlines.compactMap({ $0 }).min() else { return }
         ackTimer = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(max((due - .now()).nanoseconds, 0)))
             guard !Task.isCancelled else { return }
@@ -235,7 +255,9 @@ public actor FileDownloads {
                 try? DurableFile.replace(received.appendingPathComponent(name + ".json"), with: record)
             }
             completed[id] = transfer.receiver
-            await client.sendFileDatagrams([transfer.receiver.done(from: user)])
+            // The relay's copy, if it served one, may go once every device of this user has it.
+            let release = transfer.fetcher.servedByRelay ? [transfer.fetcher.release()] : []
+            await client.sendFileDatagrams([transfer.receiver.done(from: user)] + release)
             saved(
                 Saved(
                     name: destination.lastPathComponent, size: offer.size, sha256: Self.hex(digest),

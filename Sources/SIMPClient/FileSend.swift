@@ -28,6 +28,9 @@ public actor FileSend {
         public var largestWindowBytes: UInt64 = 0
         /// Whether this run resumed a transfer an earlier run started.
         public var resumed = false
+        /// Whether the relay holds the whole file for the receiver, who is offline (docs/PROTOCOL.md
+        /// §5.7): the receiver gets it when it connects.
+        public var heldByRelay = false
     }
 
     /// Why a transfer did not complete.
@@ -65,6 +68,8 @@ public actor FileSend {
     public nonisolated let resumes: Bool
     private var sender: FileSender
     private var bytesSent: UInt64 = 0
+    /// The receiver is offline: the chunks go to the relay to hold (FILE_UPLOAD).
+    private var toRelay = false
     /// The run loop's sleep, ended early by an acknowledgement.
     private var wakeUp: CheckedContinuation<Void, Never>?
 
@@ -113,7 +118,7 @@ public actor FileSend {
         let result = try await client.send(announcement())
         switch result {
         case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
-        case .stored: throw Failure.announcementNotDelivered("\(peer) is offline (the relay stored it); files need the receiver online")
+        case .stored: toRelay = true // the receiver is offline: the relay holds the file for it
         default: throw Failure.announcementNotDelivered("\(result)")
         }
         let start = NIODeadline.now()
@@ -161,7 +166,8 @@ public actor FileSend {
         return Progress(
             bytesAcknowledged: acknowledged, size: UInt64(contents.count), bytesSent: bytesSent, elapsed: .now() - start,
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
-            largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes)
+            largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
+            heldByRelay: sender.heldByRelay)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
@@ -183,8 +189,9 @@ public actor FileSend {
         let start = Int(transmission.chunk) * Self.chunkSize
         let plaintext = Array(contents[start..<min(start + Self.chunkSize, contents.count)])
         bytesSent += UInt64(plaintext.count)
-        return .fileChunk(
+        let chunk = SIMPMessage.fileChunk(
             cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
             from: "", to: peer)
+        return toRelay ? .fileUpload(chunk, fileSize: UInt64(contents.count), chunkSize: Self.chunkSize) : chunk
     }
 }

@@ -121,6 +121,8 @@ public enum MessageFormatting {
         case .tokenRefresh: return "TOKEN_REFRESH"
         case .fileChunk: return "FILE_CHUNK"
         case .fileAck: return "FILE_ACK"
+        case .fileFetch: return "FILE_FETCH"
+        case .fileUpload: return "FILE_UPLOAD"
         }
     }
 

@@ -22,6 +22,9 @@ public struct SIMPMessage: Equatable, Sendable {
         /// Files (docs/PROTOCOL.md §5.6): a chunk sealed end to end, and the receiver's
         /// selective acknowledgement of the chunks it holds.
         case fileChunk = 28, fileAck = 29
+        /// Files the relay holds for an offline receiver (docs/PROTOCOL.md §5.7): a receiver's
+        /// request for held chunks, and a chunk for the relay to hold.
+        case fileFetch = 54, fileUpload = 55
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }
@@ -84,6 +87,11 @@ public struct SIMPMessage: Equatable, Sendable {
         /// FILE_ACK: the receiver will not take the file (too large, disk full, digest
         /// mismatch); `errorText` says why.
         case fileRefused = 24
+        /// FILE_ACK from the relay: it will not hold the file (over the per-file or per-user
+        /// quota, or it holds no files; docs/PROTOCOL.md §5.7); `errorText` says which.
+        case fileQuotaExceeded = 44
+        /// FILE_ACK from the relay answering FILE_FETCH: it holds no such file for this user.
+        case fileNotHeld = 45
     }
 
     /// RECEIPT only: what the receipt reports; raw values are the wire values of `simp.Message.DeliveryStatus`.
@@ -240,6 +248,9 @@ public struct SIMPMessage: Equatable, Sendable {
     public var fileSize: UInt64 = 0
     /// A file's announcement: SHA-256 of the file's plaintext.
     public var fileDigest: [UInt8] = []
+    /// FILE_ACK: the relay's acknowledgement, for the chunks it holds for an offline receiver
+    /// (with `fileDone`: the whole file; docs/PROTOCOL.md §5.7).
+    public var fileHeld: Bool = false
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -122,7 +122,9 @@ public enum MessageCodec {
         message.devicesLeftOut = c.devicesleftout
         message.deviceList = byteArray(c.devicelist)
         // Bitwise or, not `||` (whose autoclosures would each copy `c`): any file field set.
-        let fileNumbers = c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
+        let fileNumbers =
+            c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
+            | UInt64(UInt32(bitPattern: c.fileheld))
         if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 {
             decodeFileFields(of: c, into: &message)
         }
@@ -142,6 +144,7 @@ public enum MessageCodec {
         message.fileKey = byteArray(c.filekey)
         message.fileSize = c.filesize
         message.fileDigest = byteArray(c.filedigest)
+        message.fileHeld = c.fileheld != 0
     }
 
     /// The absolute ids of a batch written as differences (docs/PROTOCOL.md §6.1); O(count),
@@ -262,6 +265,7 @@ public enum MessageCodec {
         c.filechunksize = message.fileChunkSize
         c.filedone = message.fileDone ? 1 : 0
         c.filesize = message.fileSize
+        c.fileheld = message.fileHeld ? 1 : 0
         scratch.bytes(message.chunk, into: &c.chunk)
         scratch.bytes(message.fileKey, into: &c.filekey)
         scratch.bytes(message.fileDigest, into: &c.filedigest)
@@ -276,7 +280,7 @@ extension SIMPMessage {
     /// Whether any field of a file transfer is set (the codec skips them all when none is).
     var hasFileFields: Bool {
         // Bitwise or, not `||`: its autoclosures would each copy the whole message in debug builds.
-        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0)
+        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0) | (fileHeld ? 1 : 0)
         let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count
         return numbers | UInt64(counts) != 0
     }

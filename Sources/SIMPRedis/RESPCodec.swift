@@ -77,7 +77,9 @@ final class RESPReader {
     static func value(of reply: redisReply) -> RedisValue {
         func text() -> String { String(decoding: bytes(reply), as: UTF8.self) }
         switch reply.type {
-        case REDIS_REPLY_STRING: return .string(text())
+        case REDIS_REPLY_STRING:
+            let raw = bytes(reply)
+            return String(validating: raw, as: UTF8.self).map(RedisValue.string) ?? .bytes(raw)
         case REDIS_REPLY_STATUS: return .status(text())
         case REDIS_REPLY_ERROR: return .error(text())
         case REDIS_REPLY_INTEGER: return .integer(reply.integer)

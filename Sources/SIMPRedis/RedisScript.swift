@@ -28,13 +28,16 @@ public struct RedisScript: Sendable, Hashable {
     public struct Call: Sendable {
         public var keys: [String]
         public var arguments: [String]
-        public init(keys: [String], arguments: [String] = []) {
+        /// Binary arguments, after `arguments` (sent as they are, e.g. a sealed file chunk).
+        public var binaryArguments: [[UInt8]]
+        public init(keys: [String], arguments: [String] = [], binaryArguments: [[UInt8]] = []) {
             self.keys = keys
             self.arguments = arguments
+            self.binaryArguments = binaryArguments
         }
     }
 
-    /// The `EVALSHA` command for `call`.
+    /// The `EVALSHA` command for `call` (without its `binaryArguments`).
     public func command(_ call: Call) -> [String] {
         ["EVALSHA", sha1, String(call.keys.count)] + call.keys + call.arguments
     }
@@ -42,6 +45,11 @@ public struct RedisScript: Sendable, Hashable {
     /// The `EVAL` command for `call` (sends the source; used after `NOSCRIPT`).
     public func evalCommand(_ call: Call) -> [String] {
         ["EVAL", source, String(call.keys.count)] + call.keys + call.arguments
+    }
+
+    /// A command's text arguments as bytes, with `call`'s binary arguments after them.
+    private static func bytes(_ command: [String], _ call: Call) -> [[UInt8]] {
+        command.map { Array($0.utf8) } + call.binaryArguments
     }
 
     /// Runs the script once.
@@ -56,10 +64,11 @@ public struct RedisScript: Sendable, Hashable {
         _ calls: [Call], after commands: [[String]] = [], on redis: any RedisCommands,
         eventLoop: EventLoop
     ) -> EventLoopFuture<[RedisValue]> {
-        redis.pipeline(commands + calls.map(command), on: eventLoop).flatMap { replies in
+        let text = commands.map { $0.map { Array($0.utf8) } }
+        return redis.pipeline(bytes: text + calls.map { Self.bytes(command($0), $0) }, on: eventLoop).flatMap { replies in
             let missing = calls.indices.filter { replies[commands.count + $0].errorMessage?.hasPrefix("NOSCRIPT") == true }
             guard !missing.isEmpty else { return eventLoop.makeSucceededFuture(replies) }
-            return redis.pipeline(missing.map { evalCommand(calls[$0]) }, on: eventLoop).map { again in
+            return redis.pipeline(bytes: missing.map { Self.bytes(evalCommand(calls[$0]), calls[$0]) }, on: eventLoop).map { again in
                 var replies = replies
                 for (index, reply) in zip(missing, again) { replies[commands.count + index] = reply }
                 return replies

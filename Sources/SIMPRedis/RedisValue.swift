@@ -17,6 +17,8 @@ public struct RedisError: Error, Equatable, Sendable, CustomStringConvertible {
 public indirect enum RedisValue: Equatable, Sendable {
     case null
     case string(String)
+    /// A bulk string that is not valid UTF-8 (binary data such as a sealed file chunk), as its bytes.
+    case bytes([UInt8])
     case integer(Int64)
     case status(String)
     case error(String)
@@ -26,6 +28,16 @@ public indirect enum RedisValue: Equatable, Sendable {
     public var string: String? {
         switch self {
         case .string(let s), .status(let s): return s
+        case .bytes(let bytes): return String(decoding: bytes, as: UTF8.self)
+        default: return nil
+        }
+    }
+
+    /// The reply's exact bytes, for bulk string replies (binary-safe).
+    public var bytes: [UInt8]? {
+        switch self {
+        case .string(let s): return Array(s.utf8)
+        case .bytes(let bytes): return bytes
         default: return nil
         }
     }

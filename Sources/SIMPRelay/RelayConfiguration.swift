@@ -64,6 +64,14 @@ public struct RelayConfiguration: Sendable {
     public var inboxMaxMessages: Int = 1000
     /// Seconds a message may wait in an offline inbox before it is discarded (its sender told).
     public var inboxTTLSeconds: Int = 7 * 24 * 3600
+    /// The largest file held for a receiver who is offline, in bytes; 0: none is held
+    /// (docs/PROTOCOL.md §5.7).
+    public var heldFileMaxBytes = RelayCore.Configuration.defaultMaxHeldFileBytes
+    /// Bytes of files one sender may have held at once.
+    public var heldFilesMaxBytesPerUser = RedisRelayStore.Limits.defaultHeldFilesMaxBytesPerUser
+    /// Seconds a held file is kept after its last chunk arrived (deleted earlier once every
+    /// device of its receiver has it).
+    public var heldFileRetentionSeconds: Int = 7 * 24 * 3600
     /// Whether users must log in with a password (docs/PROTOCOL.md §3). Turning it off is for
     /// development only: anyone can then claim any user, and the relay says so loudly.
     public var requireLogin = true
@@ -110,6 +118,7 @@ public struct RelayConfiguration: Sendable {
         core.limits = limits
         core.routeCacheTTL = routeCacheTTL
         core.inboxTTLMillis = Int64(inboxTTLSeconds) * 1000
+        core.maxHeldFileBytes = heldFileMaxBytes
         core.heartbeat = heartbeat
         core.refreshInterval = .milliseconds(Int64(registrationTTLSeconds) * 1000 / 3)
         core.drainTimeout = drainTimeout
@@ -125,6 +134,8 @@ public struct RelayConfiguration: Sendable {
         limits.registrationTTLSeconds = registrationTTLSeconds
         limits.inboxMaxMessages = inboxMaxMessages
         limits.inboxTTLSeconds = inboxTTLSeconds
+        limits.heldFilesMaxBytesPerUser = heldFilesMaxBytesPerUser
+        limits.heldFileRetentionSeconds = heldFileRetentionSeconds
         limits.maxDevicesPerUser = self.limits.maxDevicesPerUser
         return limits
     }

@@ -85,6 +85,9 @@ extension StoreRequest {
         case .who: "who"
         case .publishKeys: "publishKeys"
         case .fetchKeys: "fetchKeys"
+        case .holdFileChunk: "holdFileChunk"
+        case .fetchHeldChunks: "fetchHeldChunks"
+        case .releaseHeldFile: "releaseHeldFile"
         }
     }
 }

@@ -154,6 +154,7 @@ final class MessageCodecTests: XCTestCase {
         message.fileSize = 30
         message.fileDigest = Array(repeating: 0xD1, count: 32)
         message.deviceList = Array(repeating: 0xDE, count: 40)
+        message.fileHeld = true
         return message
     }
 
@@ -179,5 +180,8 @@ final class MessageCodecTests: XCTestCase {
         var announcement = SIMPMessage(kind: .text, messageId: 3, fromUser: "a", toUser: "b")
         announcement.fileDigest = [1]
         XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(announcement)), announcement)
+        var held = SIMPMessage(kind: .fileAck, messageId: 4, fromUser: "a", toUser: "b")
+        held.fileHeld = true
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(held)), held)
     }
 }

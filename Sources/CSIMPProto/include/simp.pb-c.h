@@ -171,7 +171,25 @@ typedef enum _Simp__Message__Type {
   /*
    * receiver -> relay -> sender, UDP: the chunks of `fileId` the receiver holds (`fileRanges`),
    */
-  SIMP__MESSAGE__TYPE__FILE_ACK = 29
+  SIMP__MESSAGE__TYPE__FILE_ACK = 29,
+  /*
+   * the highest `fileSeq` seen, `holdMicros` it waited; `fileDone` when the file is complete
+   * and its digest matched; errorCode FILE_REFUSED when it will not take the file;
+   * from the relay (`fileHeld`): the chunks it holds for an offline receiver
+   * Files held by the relay for an offline receiver (types 54-56; docs/PROTOCOL.md §5.7).
+   */
+  /*
+   * receiver -> relay, UDP: send me chunks `fileRanges` of `fileId` from `toUser` that you hold
+   */
+  SIMP__MESSAGE__TYPE__FILE_FETCH = 54,
+  /*
+   * (answered with FILE_CHUNKs, or FILE_ACK FILE_NOT_HELD); `fileDone`: this device has the
+   * whole file, the relay may delete its copy once every device of the receiver has it
+   */
+  /*
+   * sender -> relay, UDP: a FILE_CHUNK for the relay to hold for `toUser` (offline), with the
+   */
+  SIMP__MESSAGE__TYPE__FILE_UPLOAD = 55
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {
@@ -275,7 +293,21 @@ typedef enum _Simp__Message__ErrorCode {
   /*
    * FILE_ACK: the receiver will not take the file (too large, disk full, digest mismatch); errorText says why
    */
-  SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED = 24
+  SIMP__MESSAGE__ERROR_CODE__FILE_REFUSED = 24,
+  /*
+   * Files held by the relay (44-45).
+   */
+  /*
+   * FILE_ACK from the relay: it will not hold the file (over the per-file or per-user quota,
+   */
+  SIMP__MESSAGE__ERROR_CODE__FILE_QUOTA_EXCEEDED = 44,
+  /*
+   * or it holds no files); errorText says which
+   */
+  /*
+   * FILE_ACK from the relay answering FILE_FETCH: it holds no such file for this user
+   */
+  SIMP__MESSAGE__ERROR_CODE__FILE_NOT_HELD = 45
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__ERROR_CODE)
 } Simp__Message__ErrorCode;
 /*
@@ -636,10 +668,17 @@ struct  Simp__Message
    * announcement (end to end only): SHA-256 of the file's plaintext
    */
   ProtobufCBinaryData filedigest;
+  /*
+   * Files held by the relay (fields 160-164; docs/PROTOCOL.md §5.7).
+   */
+  /*
+   * FILE_ACK: the acknowledgement is the relay's, which holds these chunks for the offline
+   */
+  protobuf_c_boolean fileheld;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL} }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, 0 }
 
 
 /* Simp__Message methods */

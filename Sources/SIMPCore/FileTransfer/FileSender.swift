@@ -55,6 +55,9 @@ public struct FileSender: Sendable {
     public private(set) var rtt: RTTEstimator
     /// Whether the receiver said it has the whole file and its digest matched.
     public private(set) var isDone = false
+    /// Whether the whole file is held by the relay for an offline receiver (its FILE_ACK said
+    /// `fileHeld` and `fileDone`), rather than received by the receiver.
+    public internal(set) var heldByRelay = false
     /// The receiver's refusal (FILE_REFUSED), if any: the transfer is over.
     public private(set) var refusal: String?
     /// Transmissions so far, first sends and retransmissions.

@@ -16,6 +16,26 @@ extension SIMPMessage {
     /// Whether this is a datagram of a file transfer (FILE_CHUNK or FILE_ACK).
     public var isFileTransfer: Bool { kind == .fileChunk || kind == .fileAck }
 
+    /// A FILE_UPLOAD: `chunk` for the relay to hold for `peer`, who is offline (docs/PROTOCOL.md
+    /// §5.7), with the file's size and chunk size, which the relay needs.
+    public static func fileUpload(_ chunk: SIMPMessage, fileSize: UInt64, chunkSize: Int) -> SIMPMessage {
+        var upload = chunk
+        upload.kind = .fileUpload
+        upload.fileSize = fileSize
+        upload.fileChunkSize = UInt32(chunkSize)
+        return upload
+    }
+
+    /// A FILE_FETCH asking the relay for chunks `ranges` of file `fileId` from `sender`; with
+    /// `done`, saying this device has the whole file.
+    public static func fileFetch(_ fileId: UInt64, ranges: ChunkRanges = ChunkRanges(), done: Bool = false, from sender: String) -> SIMPMessage {
+        var fetch = SIMPMessage(kind: .fileFetch, toUser: sender)
+        fetch.fileId = fileId
+        fetch.fileRanges = ranges.wireForm
+        fetch.fileDone = done
+        return fetch
+    }
+
 }
 
 extension FileSender {
@@ -24,10 +44,11 @@ extension FileSender {
     @discardableResult
     public mutating func acknowledgement(_ ack: SIMPMessage, now: NIODeadline) -> Bool {
         guard ack.kind == .fileAck, ack.fileId == fileId, let ranges = ChunkRanges(wireForm: ack.fileRanges) else { return false }
-        if ack.errorCode == .fileRefused {
+        if ack.errorCode == .fileRefused || ack.errorCode == .fileQuotaExceeded {
             refused(ack.errorText.isEmpty ? "the receiver refused the file" : ack.errorText)
             return true
         }
+        if ack.fileHeld && ack.fileDone { heldByRelay = true }
         acknowledgement(
             ranges, newestNumber: ack.fileSeq, delay: .microseconds(Int64(ack.holdMicros)), device: ack.device,
             instance: ack.stream, done: ack.fileDone, now: now)

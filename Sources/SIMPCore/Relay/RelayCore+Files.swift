@@ -3,7 +3,8 @@ import NIOCore
 /// File datagrams (docs/PROTOCOL.md §5.6): FILE_CHUNK and FILE_ACK are forwarded like TYPING,
 /// at most once and never stored, to every receiving session of the recipient (here, or on its
 /// relay), and their payload is never read beyond the routing header: the chunks are sealed end
-/// to end with a key the relay never sees.
+/// to end with a key the relay never sees. FILE_UPLOAD and FILE_FETCH, for a receiver that is
+/// offline, are the relay's own (`RelayCore+HeldFiles`).
 extension RelayCore {
     /// Checks an authentic file datagram of `user`'s session `session` and forwards it. Its
     /// user's file budget (`Configuration.fileLimit`) is its own, apart from the message rate,
@@ -23,6 +24,11 @@ extension RelayCore {
         }
         if fileRates.admit(user, now: now) != nil {
             return output.append(.reject(.fileRateLimited, detail: "\(user)"))
+        }
+        switch header.kind {
+        case .fileUpload: return holdUpload(payload, from: user, session: session, into: &output)
+        case .fileFetch: return fetchHeld(payload, from: user, session: session, into: &output)
+        default: break
         }
         // Chunks go to receiving sessions; acknowledgements to every session, since a file's
         // sender may be a send-only session (`simp send --file`).

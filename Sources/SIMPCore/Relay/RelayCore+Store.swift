@@ -50,6 +50,10 @@ extension RelayCore {
             askToPublish(after: request, devices, known: known, now: now, into: &output)
         case .limitReached(let request, let reason):
             limitReached(request, reason, now: now, into: &output)
+        case .holdFileChunk(let chunk, let result):
+            heldChunkStored(chunk, result, now: now, into: &output)
+        case .fetchHeldChunks(let fetch, let chunks):
+            heldChunksFetched(fetch, chunks, into: &output)
         case .written:
             break
         }
@@ -84,6 +88,8 @@ extension RelayCore {
             keysFetched(request, .failure(failure), into: &output)
         case .checkSession, .countRoomDelivery, .recordPresence:
             break // nothing to tell: the session stays, the progress or presence frame is not sent
+        case .holdFileChunk, .fetchHeldChunks, .releaseHeldFile:
+            break // not acknowledged, not answered: the sender's or receiver's timeout asks again
         case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox, .recordLogin:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }

@@ -41,6 +41,10 @@ public struct RelayCore: Sendable {
         /// File datagrams (FILE_CHUNK, FILE_ACK) per user: a budget of their own, so a file
         /// transfer never uses up the user's chat messages (docs/PROTOCOL.md §5.6).
         public var fileLimit = Self.defaultFileLimit
+        /// The largest file the relay holds for an offline receiver (FILE_UPLOAD, docs/PROTOCOL.md
+        /// §5.7), in bytes; 0: the relay holds no files. The per-user total and the retention are
+        /// the store's (`--file-store-max-bytes-per-user`, `--file-store-retention`).
+        public var maxHeldFileBytes = Self.defaultMaxHeldFileBytes
         /// New control connections per IP address.
         public var connectionLimit = Self.defaultConnectionLimit
         /// Login attempts (AUTH, or CONNECT without login) per IP address.
@@ -79,6 +83,8 @@ public struct RelayCore: Sendable {
         public static let defaultConnectionLimit = RateLimit(perSecond: 100, burst: 1000)
         /// About 55 MB/s of 1,100-byte chunks, bursts of a fifth of a second.
         public static let defaultFileLimit = RateLimit(perSecond: 50_000, burst: 10_000)
+        /// 100 MiB: the largest file held for an offline receiver unless the operator says otherwise.
+        public static let defaultMaxHeldFileBytes: UInt64 = 100 << 20
         public static let defaultLoginLimit = RateLimit(perSecond: 5, burst: 50)
         public static let defaultMaxConnectionsPerHost = 2000
         /// How long a message may wait in an offline inbox, in milliseconds.
@@ -114,6 +120,7 @@ public struct RelayCore: Sendable {
     var presence = PresenceCore()
     var messageRates: MessageRateLimiter<String>
     var fileRates: RateLimiter<String>
+    var heldUploads: HeldUploads
     var budgets: RequestBudgets
     var timers: RelayTimers
     var tokens: TokenSessions
@@ -136,6 +143,7 @@ public struct RelayCore: Sendable {
         self.inbox = InboxCore(retransmit: configuration.inboxRetransmit, ttlMillis: configuration.inboxTTLMillis)
         self.messageRates = MessageRateLimiter(configuration.messageLimit)
         self.fileRates = RateLimiter(configuration.fileLimit)
+        self.heldUploads = HeldUploads(instance: entropy.next())
         self.budgets = RequestBudgets(configuration.limits)
         self.timers = RelayTimers(configuration: configuration, now: now)
         self.tokens = TokenSessions(policy: configuration.tokens, now: now)

@@ -270,6 +270,12 @@ public struct SessionTable: Sendable {
         return Self.deliver(payload, from: &sessions.values[index])
     }
 
+    /// Encodes and seals `message` for session `id` (receiving or not), sent the session's way.
+    public mutating func seal(_ message: SIMPMessage, forSession id: UInt64) -> RelayAction? {
+        guard let index = sessions.index(forKey: id) else { return nil }
+        return Self.deliver(sealed: sessions.values[index].sealer.seal(message), from: sessions.values[index])
+    }
+
     /// The relay's own sealed datagram for session `id` (a HELLO answer), without its route.
     public mutating func sealReply(_ message: SIMPMessage, forSession id: UInt64) -> ByteBuffer? {
         guard let index = sessions.index(forKey: id) else { return nil }

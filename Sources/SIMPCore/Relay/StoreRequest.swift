@@ -67,6 +67,15 @@ public enum StoreRequest: Equatable, Sendable {
     case publishKeys(KeysPublish)
     /// Hand out a user's key bundles, claiming one-time prekeys; answered `.keys`.
     case fetchKeys(KeysFetch)
+
+    // MARK: Files held for offline receivers (docs/PROTOCOL.md §5.7)
+    /// Keep a sealed chunk of a file for its offline receiver, within the sender's quota.
+    case holdFileChunk(HeldChunk)
+    /// Read held chunks for the file's receiver (nil answer: no such file for that user).
+    case fetchHeldChunks(HeldFileFetch)
+    /// The receiver's `device` has the whole file: once every receiving device of `recipient`
+    /// has it, the file is deleted. Answered `.written`.
+    case releaseHeldFile(owner: String, fileId: UInt64, recipient: String, device: String)
 }
 
 /// What the store answered, when it could carry a request out (a failure comes back as a
@@ -121,6 +130,11 @@ public enum StoreAnswer: Equatable, Sendable {
     /// `.publishKeys` of a new device's bundle): it would take the user past the devices it
     /// may have (`RelayLimits.maxDevicesPerUser`). `reason` tells the user which limit.
     indirect case limitReached(StoreRequest, reason: String)
+    /// What became of a chunk to hold.
+    case holdFileChunk(HeldChunk, HeldChunkResult)
+    /// The held chunks asked for, by index (those not uploaded yet are missing); nil: the store
+    /// holds no such file for the asker.
+    case fetchHeldChunks(HeldFileFetch, [UInt64: [UInt8]]?)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

@@ -34,6 +34,8 @@ struct MemoryStoreState: Sendable {
     var oneTimePrekeys: [String: [String: [[UInt8]]]] = [:]
     /// user → who fetched its bundles → when (ms since the epoch).
     var keyWatchers: [String: [String: Int64]] = [:]
+    /// Files held for offline receivers (docs/PROTOCOL.md §5.7).
+    var heldFiles = MemoryHeldFiles()
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -143,6 +145,15 @@ struct MemoryStoreState: Sendable {
             }
             let exists = !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil
             return .fetchKeys(fetch, devices, known: exists, deviceList: deviceLists[fetch.user] ?? [])
+        case .holdFileChunk(let chunk):
+            let retention = Int64(limits.heldFileRetentionSeconds) * 1000
+            return .holdFileChunk(
+                chunk, heldFiles.hold(chunk, maxBytesPerUser: limits.heldFilesMaxBytesPerUser, retentionMillis: retention, now: now))
+        case .fetchHeldChunks(let fetch):
+            return .fetchHeldChunks(fetch, heldFiles.fetch(fetch, now: now))
+        case .releaseHeldFile(let owner, let fileId, let recipient, let device):
+            heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, devices: knownDevices(of: recipient))
+            return .written
         }
     }
 

@@ -7,7 +7,7 @@ import SIMPRedis
 
 /// The relay's store in Redis or Redis Cluster (keys in docs/PROTOCOL.md §7): each request is
 /// carried out by the part of the schema it concerns (`Registry`, `CredentialStore`,
-/// `InboxStore`, `RoomStore`, `PresenceStore`, `RelayBus`). Publishes made in one event-loop
+/// `InboxStore`, `RoomStore`, `PresenceStore`, `RelayBus`, `HeldFileStore`). Publishes made in one event-loop
 /// turn go out in one pipeline (on a cluster, split per master).
 ///
 /// Every part holds the same `redis: any RedisCommands` (a `RedisClient` or a
@@ -24,6 +24,7 @@ public final class RedisRelayStore: RelayStore {
     let presence: PresenceStore
     let bus: RelayBus
     let keyBundles: KeyBundleStore
+    let heldFiles: HeldFileStore
     private let endpoint: RedisEndpoint
     public var inboxRedis: RedisEndpoint? { endpoint }
     private let logger: Logger
@@ -44,6 +45,13 @@ public final class RedisRelayStore: RelayStore {
         public var inboxTTLSeconds = 7 * 24 * 3600
         /// Devices a user may have (receiving devices, devices with a key bundle).
         public var maxDevicesPerUser = RelayLimits().maxDevicesPerUser
+        /// Bytes of files one sender may have held for offline receivers at once
+        /// (`--file-store-max-bytes-per-user`; docs/PROTOCOL.md §5.7).
+        public var heldFilesMaxBytesPerUser: UInt64 = Self.defaultHeldFilesMaxBytesPerUser
+        /// Seconds a held file is kept after its last chunk arrived (`--file-store-retention`).
+        public var heldFileRetentionSeconds = 7 * 24 * 3600
+        /// 1 GiB.
+        public static let defaultHeldFilesMaxBytesPerUser: UInt64 = 1 << 30
         public init() {}
     }
 
@@ -71,6 +79,8 @@ public final class RedisRelayStore: RelayStore {
         self.presence = PresenceStore(redis: redis)
         self.bus = RelayBus(redis: redis)
         self.keyBundles = KeyBundleStore(redis: redis, maxDevices: limits.maxDevicesPerUser)
+        self.heldFiles = HeldFileStore(
+            redis: redis, maxBytesPerUser: limits.heldFilesMaxBytesPerUser, retentionSeconds: limits.heldFileRetentionSeconds)
     }
 
     public var roundTrips: Int { redis.roundTrips }
@@ -162,6 +172,12 @@ public final class RedisRelayStore: RelayStore {
             }
         case .fetchKeys(let fetch):
             return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList) }
+        case .holdFileChunk(let chunk):
+            return heldFiles.hold(chunk, on: eventLoop).map { .holdFileChunk(chunk, $0) }
+        case .fetchHeldChunks(let fetch):
+            return heldFiles.fetch(fetch, on: eventLoop).map { .fetchHeldChunks(fetch, $0) }
+        case .releaseHeldFile(let owner, let fileId, let recipient, let device):
+            return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map { .written }
         }
     }
 

@@ -1,0 +1,128 @@
+import NIOCore
+
+/// Files the relay holds for a receiver that is offline (docs/PROTOCOL.md §5.7). The sender
+/// uploads the file's sealed chunks (FILE_UPLOAD) and the relay acts as the receiver: it keeps
+/// each chunk in the store and acknowledges the chunks stored with FILE_ACKs of its own
+/// (`fileHeld`), `fileDone` once the store holds the whole file, so the sender may go. The
+/// receiver, told of the file end to end by its stored announcement, asks for the chunks
+/// (FILE_FETCH) and gets them as FILE_CHUNKs; when it has the file whole it says so
+/// (`fileDone`), and the store deletes the file once every device of the receiver has it.
+/// Nothing the relay keeps can be read without the file's key.
+extension RelayCore {
+    /// The device name in the relay's FILE_ACKs (a sender takes acknowledgements from one device).
+    public static let heldFileDevice = "(relay)"
+    /// The most chunks one FILE_FETCH is answered with.
+    public static let maxChunksPerFetch = 256
+
+    /// A FILE_UPLOAD of `user`'s session `session` (its version, sender and rate already checked).
+    mutating func holdUpload(_ payload: ByteBuffer, from user: String, session: UInt64, into output: inout [RelayAction]) {
+        guard let upload = try? MessageCodec.decode(payload) else {
+            return output.append(.reject(.malformed, detail: "FILE_UPLOAD of \(payload.readableBytes) bytes from \(user)"))
+        }
+        let chunkSize = UInt64(upload.fileChunkSize)
+        guard upload.fileId != 0, upload.fileSize > 0, (1...65_536).contains(chunkSize),
+            upload.chunkIndex < FileSender.chunkCount(size: upload.fileSize, chunkSize: Int(chunkSize))
+        else {
+            return output.append(.reject(.missingField, detail: "FILE_UPLOAD from \(user) without a file id, size, chunk size or a chunk in range"))
+        }
+        let plaintext = min(chunkSize, upload.fileSize - upload.chunkIndex * chunkSize)
+        guard UInt64(upload.chunk.count) == plaintext + UInt64(FileChunkCipher.overhead) else {
+            return output.append(.reject(.malformed, detail: "FILE_UPLOAD chunk \(upload.chunkIndex) from \(user) has \(upload.chunk.count) bytes"))
+        }
+        let chunk = HeldChunk(
+            owner: user, recipient: upload.toUser, fileId: upload.fileId, index: upload.chunkIndex, number: upload.fileSeq,
+            fileSize: upload.fileSize, chunkSize: upload.fileChunkSize, sealed: upload.chunk)
+        let limit = configuration.maxHeldFileBytes
+        guard limit > 0, upload.fileSize <= limit else {
+            let reason =
+                limit == 0
+                ? "this relay holds no files for receivers who are offline"
+                : "this relay holds files of at most \(limit) bytes for receivers who are offline; this one has \(upload.fileSize)"
+            output.append(.reject(.limitReached, detail: "FILE_UPLOAD of \(user): \(reason)"))
+            if let refusal = sessions.seal(Self.heldFileRefusal(chunk, reason), forSession: session) { output.append(refusal) }
+            return
+        }
+        output.append(.store(.holdFileChunk(chunk)))
+    }
+
+    /// The store kept `chunk` (or refused it): the sender's sessions get the relay's FILE_ACK.
+    mutating func heldChunkStored(_ chunk: HeldChunk, _ result: HeldChunkResult, now: NIODeadline, into output: inout [RelayAction]) {
+        var ack: SIMPMessage
+        switch result {
+        case .refused(let reason):
+            output.append(.reject(.limitReached, detail: "FILE_UPLOAD of \(chunk.owner): \(reason)"))
+            ack = Self.heldFileRefusal(chunk, reason)
+        case .held(let complete):
+            let (stored, newest) = heldUploads.stored(chunk, now: now)
+            ack = Self.heldFileAck(chunk, instance: heldUploads.instance)
+            ack.fileSeq = newest
+            ack.fileRanges = ChunkRanges(stored.reported(limit: 64)).wireForm
+            if complete {
+                heldUploads.finished(owner: chunk.owner, fileId: chunk.fileId)
+                ack.fileRanges = ChunkRanges([0..<chunk.chunkCount]).wireForm
+                ack.fileDone = true
+            }
+        }
+        sessions.sealForEverySession(MessageCodec.encode(ack), to: chunk.owner, into: &output)
+    }
+
+    /// A FILE_FETCH of `user`'s session `session`: the chunks asked for are read from the
+    /// store, or (`fileDone`) the device has the file and the store may let it go.
+    mutating func fetchHeld(_ payload: ByteBuffer, from user: String, session: UInt64, into output: inout [RelayAction]) {
+        guard let fetch = try? MessageCodec.decode(payload), fetch.fileId != 0, let wanted = ChunkRanges(wireForm: fetch.fileRanges) else {
+            return output.append(.reject(.malformed, detail: "FILE_FETCH of \(payload.readableBytes) bytes from \(user)"))
+        }
+        if fetch.fileDone {
+            let device = sessions.recipient(ofSession: session)?.device ?? ""
+            return output.append(.store(.releaseHeldFile(owner: fetch.toUser, fileId: fetch.fileId, recipient: user, device: device)))
+        }
+        var indices: [UInt64] = []
+        for range in wanted.ranges {
+            for index in range {
+                guard indices.count < Self.maxChunksPerFetch else { break }
+                indices.append(index)
+            }
+        }
+        guard !indices.isEmpty else { return }
+        output.append(
+            .store(.fetchHeldChunks(HeldFileFetch(owner: fetch.toUser, recipient: user, fileId: fetch.fileId, session: session, indices: indices))))
+    }
+
+    /// The store read the chunks of `fetch` (nil: it holds no such file for the asker): they go
+    /// to the asking session as FILE_CHUNKs, or a FILE_ACK FILE_NOT_HELD says there is none.
+    mutating func heldChunksFetched(_ fetch: HeldFileFetch, _ chunks: [UInt64: [UInt8]]?, into output: inout [RelayAction]) {
+        guard let chunks else {
+            var answer = SIMPMessage(kind: .fileAck, fromUser: fetch.owner, toUser: fetch.recipient)
+            answer.fileId = fetch.fileId
+            answer.fileHeld = true
+            answer.device = Self.heldFileDevice
+            answer.errorCode = .fileNotHeld
+            answer.errorText = "the relay holds no file \(fetch.fileId) from \(fetch.owner) for \(fetch.recipient)"
+            if let action = sessions.seal(answer, forSession: fetch.session) { output.append(action) }
+            return
+        }
+        for index in fetch.indices {
+            guard let sealed = chunks[index] else { continue } // not uploaded yet: asked for again later
+            let chunk = SIMPMessage.fileChunk(sealed, index: index, number: 0, fileId: fetch.fileId, from: fetch.owner, to: fetch.recipient)
+            if let action = sessions.seal(chunk, forSession: fetch.session) { output.append(action) }
+        }
+    }
+
+    /// The relay's FILE_ACK to the sender of `chunk`.
+    private static func heldFileAck(_ chunk: HeldChunk, instance: UInt64) -> SIMPMessage {
+        var ack = SIMPMessage(kind: .fileAck, fromUser: chunk.recipient, toUser: chunk.owner)
+        ack.fileId = chunk.fileId
+        ack.fileHeld = true
+        ack.device = heldFileDevice
+        ack.stream = instance
+        return ack
+    }
+
+    /// The relay's FILE_ACK refusing to hold `chunk`'s file.
+    private static func heldFileRefusal(_ chunk: HeldChunk, _ reason: String) -> SIMPMessage {
+        var ack = heldFileAck(chunk, instance: 0)
+        ack.errorCode = .fileQuotaExceeded
+        ack.errorText = reason
+        return ack
+    }
+}

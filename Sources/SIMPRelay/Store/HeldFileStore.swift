@@ -1,0 +1,141 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// Files the relay holds for receivers who are offline, in Redis (docs/PROTOCOL.md §5.7 and
+/// §7.11). The chunks are kept as the sender sealed them (binary, never decoded): without the
+/// file's key, which travels only end to end, nothing here can be read.
+///
+/// Keys (all of the sender's tag, so one script touches one cluster slot):
+/// - `simp:file:{<sender>}:<fileId>`: hash `to` (the receiver), `size`, `chunks` (how many), and
+///   `done:<device>` for each device of the receiver that has the whole file.
+/// - `simp:file:{<sender>}:<fileId>:chunks`: hash chunk index → sealed chunk.
+/// - `simp:files:{<sender>}`: hash fileId → size of the files the sender has held (the quota).
+///
+/// Both keys of a file expire `retentionSeconds` after its last chunk was written; a file is
+/// deleted earlier once every receiving device of its receiver has it.
+public struct HeldFileStore: Sendable {
+    public let redis: any RedisCommands
+    /// The most bytes of files one sender may have held at once.
+    public let maxBytesPerUser: UInt64
+    /// How long a held file is kept after its last chunk was written.
+    public let retentionSeconds: Int
+
+    public init(redis: any RedisCommands, maxBytesPerUser: UInt64, retentionSeconds: Int) {
+        self.redis = redis
+        self.maxBytesPerUser = maxBytesPerUser
+        self.retentionSeconds = retentionSeconds
+    }
+
+    public static func fileKey(owner: String, fileId: UInt64) -> String { filePrefix(owner) + String(fileId) }
+    public static func chunksKey(owner: String, fileId: UInt64) -> String { fileKey(owner: owner, fileId: fileId) + ":chunks" }
+    public static func filesKey(_ owner: String) -> String { "simp:files:" + KeyTag.user(owner) }
+    private static func filePrefix(_ owner: String) -> String { "simp:file:" + KeyTag.user(owner) + ":" }
+
+    /// The refusal of a file of `size` bytes to a sender holding `used` bytes already, over `limit`.
+    public static func quotaText(used: UInt64, size: UInt64, limit: UInt64) -> String {
+        "this relay holds at most \(limit) bytes of files per sender for receivers who are offline; "
+            + "\(used) bytes of yours are held, this file has \(size)"
+    }
+
+    /// Keeps `chunk`, unless its file is new and would take its sender past the quota.
+    public func hold(_ chunk: HeldChunk, on eventLoop: EventLoop) -> EventLoopFuture<HeldChunkResult> {
+        let call = RedisScript.Call(
+            keys: [
+                Self.fileKey(owner: chunk.owner, fileId: chunk.fileId), Self.chunksKey(owner: chunk.owner, fileId: chunk.fileId),
+                Self.filesKey(chunk.owner),
+            ],
+            arguments: [
+                String(chunk.fileId), chunk.recipient, String(chunk.fileSize), String(chunk.chunkCount), String(maxBytesPerUser),
+                String(retentionSeconds * 1000), Self.filePrefix(chunk.owner), String(chunk.index),
+            ], binaryArguments: [chunk.sealed])
+        return Self.holdScript.run(call, on: redis, eventLoop: eventLoop).flatMapThrowing { [maxBytesPerUser] reply in
+            guard let items = reply.array, items.count == 2, let held = items[0].integer, let second = items[1].integer else {
+                throw RedisError("unexpected reply to holding a file chunk: \(reply)")
+            }
+            switch held {
+            case -1: return .refused(Self.quotaText(used: UInt64(max(second, 0)), size: chunk.fileSize, limit: maxBytesPerUser))
+            case -2: return .refused("file id \(chunk.fileId) is held for another receiver")
+            default: return .held(complete: second == 1)
+            }
+        }
+    }
+
+    // KEYS: the file, its chunks, the sender's files. ARGV: file id, receiver, size, chunks,
+    // quota (bytes), retention (ms), the files' key prefix, chunk index, the sealed chunk.
+    // Returns {-1, bytes held} over the quota, {-2, 0} for a file id held for someone else,
+    // else {chunks held, 1 if that is all of them}. Files of the sender that expired are
+    // dropped from its quota first.
+    static let holdScript = RedisScript(
+        """
+        local to = redis.call('HGET', KEYS[1], 'to')
+        if not to then
+          local used = 0
+          local files = redis.call('HGETALL', KEYS[3])
+          for i = 1, #files, 2 do
+            if redis.call('EXISTS', ARGV[7] .. files[i]) == 1 then
+              used = used + tonumber(files[i + 1])
+            else
+              redis.call('HDEL', KEYS[3], files[i])
+            end
+          end
+          if used + tonumber(ARGV[3]) > tonumber(ARGV[5]) then return {-1, used} end
+          redis.call('HSET', KEYS[1], 'to', ARGV[2], 'size', ARGV[3], 'chunks', ARGV[4])
+          redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+        elseif to ~= ARGV[2] then
+          return {-2, 0}
+        end
+        redis.call('HSET', KEYS[2], ARGV[8], ARGV[9])
+        redis.call('PEXPIRE', KEYS[1], ARGV[6])
+        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+        redis.call('PEXPIRE', KEYS[3], ARGV[6])
+        local held = redis.call('HLEN', KEYS[2])
+        if held >= tonumber(ARGV[4]) then return {held, 1} end
+        return {held, 0}
+        """)
+
+    /// The chunks `fetch` asks for that are held (nil: no such file for its recipient).
+    public func fetch(_ fetch: HeldFileFetch, on eventLoop: EventLoop) -> EventLoopFuture<[UInt64: [UInt8]]?> {
+        let commands = [
+            ["HGET", Self.fileKey(owner: fetch.owner, fileId: fetch.fileId), "to"],
+            ["HMGET", Self.chunksKey(owner: fetch.owner, fileId: fetch.fileId)] + fetch.indices.map(String.init),
+        ]
+        return redis.pipeline(commands, on: eventLoop).flatMapThrowing { replies in
+            try Registry.check(replies)
+            guard replies[0].string == fetch.recipient else { return nil }
+            var chunks: [UInt64: [UInt8]] = [:]
+            for (index, reply) in zip(fetch.indices, replies[1].array ?? []) {
+                if let sealed = reply.bytes { chunks[index] = sealed }
+            }
+            return chunks
+        }
+    }
+
+    /// `recipient`'s `device` has the whole file: once each of the recipient's known receiving
+    /// devices has said so, the file is deleted.
+    public func release(owner: String, fileId: UInt64, recipient: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        redis.command(["HKEYS", Registry.devicesKey(recipient)], on: eventLoop).flatMap { [redis] devices in
+            let call = RedisScript.Call(
+                keys: [Self.fileKey(owner: owner, fileId: fileId), Self.chunksKey(owner: owner, fileId: fileId), Self.filesKey(owner)],
+                arguments: [recipient, device, String(fileId)] + (devices.array ?? []).compactMap(\.string))
+            return Self.releaseScript.run(call, on: redis, eventLoop: eventLoop).flatMapThrowing { reply in
+                if let error = reply.errorMessage { throw RedisError(error) }
+            }
+        }
+    }
+
+    // KEYS: the file, its chunks, the sender's files. ARGV: receiver, device, file id, then the
+    // receiver's known receiving devices. Returns 0 (no such file for the receiver), 1 (kept:
+    // a device has not said it has it), 2 (deleted).
+    static let releaseScript = RedisScript(
+        """
+        if redis.call('HGET', KEYS[1], 'to') ~= ARGV[1] then return 0 end
+        redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], '1')
+        for i = 4, #ARGV do
+          if redis.call('HEXISTS', KEYS[1], 'done:' .. ARGV[i]) == 0 then return 1 end
+        end
+        redis.call('DEL', KEYS[1], KEYS[2])
+        redis.call('HDEL', KEYS[3], ARGV[3])
+        return 2
+        """)
+}

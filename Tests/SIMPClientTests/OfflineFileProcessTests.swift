@@ -1,0 +1,66 @@
+import Foundation
+import SIMPClient
+import SIMPCore
+import SIMPLocalServers
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+/// A file for a receiver who is offline (docs/PROTOCOL.md §5.7), with real `simp` processes, a
+/// real relay and Redis: alice's `simp send --file` uploads it to the relay and exits; bob's
+/// `simp listen` started later fetches it, checks its digest and saves it; the relay then
+/// deletes its copy.
+final class OfflineFileProcessTests: StoryProcessTestCase {
+    func testAFileSentWhileTheReceiverIsOfflineReachesItWhenItConnectsAndLeavesRedis() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        // bob's device once, so alice can encrypt to it; then bob goes offline.
+        let first = try await listen(bob, into: downloads)
+        first.signal(SIGTERM)
+        _ = await first.exitStatus(timeout: 10)
+
+        var random = SplitMix64(seed: 54)
+        let contents = (0..<3_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        let path = home.appendingPathComponent("offline.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path.path, contents: Data(contents)))
+        let send = try ChildProcess(
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", bob, "--file", path.path],
+            environment: try await environment(alice))
+        children.append(send)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("stored on the relay"), send.standardOutput + send.standardError)
+        print("offline file upload: \(send.standardOutput)")
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held.count, 2, "the file and its chunks are held: \(held)")
+
+        let second = try await listen(bob, into: downloads)
+        let saved = await Eventually.holds { second.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(saved, second.standardOutput + second.standardError)
+        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent("offline.bin").path).map { Array($0) }
+        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
+        var left: [String] = held
+        let deleted = await Eventually.holds(within: .seconds(10)) {
+            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
+            return left.isEmpty
+        }
+        XCTAssertTrue(deleted, "still held after bob's only device has it: \(left)")
+    }
+
+    /// `simp listen` of `user`'s device "phone" saving files into `downloads`, once it listens.
+    private func listen(_ user: String, into downloads: URL) async throws -> ChildProcess {
+        let listen = try ChildProcess(
+            "simp",
+            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            environment: try await environment(user))
+        children.append(listen)
+        let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
+        XCTAssertTrue(listening, listen.standardError)
+        return listen
+    }
+
+    /// The Redis keys of the files `owner` has held for offline receivers.
+    private func heldFileKeys(of owner: String) async throws -> [String] {
+        try await relay.inspector.scanKeys(matching: "simp:file:\(KeyTag.user(owner)):*").sorted()
+    }
+}

@@ -1,0 +1,123 @@
+import NIOCore
+import SIMPCore
+import SIMPCoreTestKit
+import XCTest
+
+/// The relay holds a file for a receiver who is offline (docs/PROTOCOL.md §5.7): it stores the
+/// uploaded chunks, acknowledges them as the receiver would (its own FILE_ACKs, `fileHeld`),
+/// refuses a file over its limit with a reason, and serves the chunks to the receiver later.
+final class RelayCoreHeldFileTests: XCTestCase {
+    private let c1 = ConnectionID(1), c2 = ConnectionID(2)
+
+    /// A 2,500-byte file in 1,000-byte chunks: 3 chunks, the last of 500 bytes.
+    private func upload(_ index: UInt64, number: UInt64 = 1, size: UInt64 = 2500) -> SIMPMessage {
+        let plaintext = size > index * 1000 ? min(1000, size - index * 1000) : 1000 // beyond the file: a full chunk
+        let sealed = [UInt8](repeating: UInt8(index), count: Int(plaintext) + FileChunkCipher.overhead)
+        let chunk = SIMPMessage.fileChunk(sealed, index: index, number: number, fileId: 99, from: "alice", to: "bob")
+        return .fileUpload(chunk, fileSize: size, chunkSize: 1000)
+    }
+
+    private func held(_ index: UInt64, number: UInt64 = 1, size: UInt64 = 2500) -> HeldChunk {
+        let message = upload(index, number: number, size: size)
+        return HeldChunk(
+            owner: "alice", recipient: "bob", fileId: 99, index: index, number: number, fileSize: size, chunkSize: 1000, sealed: message.chunk)
+    }
+
+    func testTheRelayStoresAnUploadAndAcknowledgesItUntilItHoldsTheWholeFile() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555) // bob is offline
+        XCTAssertEqual(relay.send(upload(0)), [.store(.holdFileChunk(held(0)))])
+        let first = try relay.delivered(to: "alice", in: relay.answer(.holdFileChunk(held(0), .held(complete: false))))
+        XCTAssertEqual(first.count, 1)
+        XCTAssertEqual(first.map(\.fileHeld), [true])
+        XCTAssertEqual(first.map(\.fileDone), [false])
+        XCTAssertEqual(first.map(\.device), [RelayCore.heldFileDevice])
+        XCTAssertEqual(first.map(\.fromUser), ["bob"], "the acknowledgement stands for bob's")
+        XCTAssertEqual(first.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<1]))
+        _ = relay.send(upload(2, number: 2))
+        let second = try relay.delivered(to: "alice", in: relay.answer(.holdFileChunk(held(2, number: 2), .held(complete: false))))
+        XCTAssertEqual(second.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<1, 2..<3]))
+        XCTAssertEqual(second.map(\.fileSeq), [2])
+        // The store says the file is whole: the sender is told it may go.
+        let done = try relay.delivered(to: "alice", in: relay.answer(.holdFileChunk(held(1, number: 3), .held(complete: true))))
+        XCTAssertEqual(done.map(\.fileDone), [true])
+        XCTAssertEqual(done.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<3]))
+        var sender = FileSender(fileId: 99, chunkCount: 3, now: DevRelay.t0)
+        for ack in first + second + done { sender.acknowledgement(ack, now: DevRelay.t0) }
+        XCTAssertTrue(sender.isDone)
+        XCTAssertTrue(sender.heldByRelay, "held by the relay, not received by bob")
+    }
+
+    func testAFileOverTheRelaysLimitIsRefusedWithTheReasonAndNothingIsStored() throws {
+        var relay = DevRelay { $0.maxHeldFileBytes = 2000 }
+        try relay.connect("alice", on: c1, port: 5555)
+        let actions = relay.send(upload(0))
+        let reason = "this relay holds files of at most 2000 bytes for receivers who are offline; this one has 2500"
+        XCTAssertEqual(actions.first, .reject(.limitReached, detail: "FILE_UPLOAD of alice: \(reason)"))
+        XCTAssertFalse(actions.contains { if case .store = $0 { true } else { false } }, "\(actions)")
+        let refusal = try relay.delivered(to: "alice", in: actions)
+        XCTAssertEqual(refusal.map(\.errorCode), [.fileQuotaExceeded])
+        var sender = FileSender(fileId: 99, chunkCount: 3, now: DevRelay.t0)
+        sender.acknowledgement(refusal[0], now: DevRelay.t0)
+        XCTAssertEqual(sender.refusal, reason)
+        XCTAssertFalse(sender.isDone)
+    }
+
+    func testTheStoresQuotaRefusalReachesTheSender() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        let actions = relay.answer(.holdFileChunk(held(0), .refused("over alice's quota")))
+        XCTAssertEqual(actions.first, .reject(.limitReached, detail: "FILE_UPLOAD of alice: over alice's quota"))
+        let refusal = try relay.delivered(to: "alice", in: actions)
+        XCTAssertEqual(refusal.map(\.errorCode), [.fileQuotaExceeded])
+        XCTAssertEqual(refusal.map(\.errorText), ["over alice's quota"])
+    }
+
+    func testABadUploadIsRejectedWithoutAskingTheStore() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        var wrongLength = upload(0)
+        wrongLength.chunk.removeLast()
+        XCTAssertEqual(relay.send(wrongLength), [.reject(.malformed, detail: "FILE_UPLOAD chunk 0 from alice has 1015 bytes")])
+        XCTAssertEqual(
+            relay.send(upload(3)),
+            [.reject(.missingField, detail: "FILE_UPLOAD from alice without a file id, size, chunk size or a chunk in range")])
+    }
+
+    func testTheReceiverGetsTheHeldChunksAndIsToldWhenNoneAreHeld() throws {
+        var relay = DevRelay()
+        try relay.connect("bob", on: c2, port: 6666)
+        let session = relay.clients["bob"]!.keys.sessionId
+        var fetch = SIMPMessage.fileFetch(99, ranges: ChunkRanges([0..<3]), from: "alice")
+        fetch.fromUser = "bob"
+        let request = HeldFileFetch(owner: "alice", recipient: "bob", fileId: 99, session: session, indices: [0, 1, 2])
+        XCTAssertEqual(relay.send(fetch), [.store(.fetchHeldChunks(request))])
+        // Chunk 1 is not uploaded yet: the others go, as FILE_CHUNKs from alice.
+        let chunks = try relay.delivered(to: "bob", in: relay.answer(.fetchHeldChunks(request, [0: held(0).sealed, 2: held(2).sealed])))
+        XCTAssertEqual(chunks.map(\.kind), [.fileChunk, .fileChunk])
+        XCTAssertEqual(chunks.map(\.chunkIndex), [0, 2])
+        XCTAssertEqual(chunks.map(\.fromUser), ["alice", "alice"])
+        XCTAssertEqual(chunks.map(\.chunk), [held(0).sealed, held(2).sealed])
+        // None held: bob's fetcher stops asking.
+        let none = try relay.delivered(to: "bob", in: relay.answer(.fetchHeldChunks(request, nil)))
+        XCTAssertEqual(none.map(\.errorCode), [.fileNotHeld])
+        let offer = FileReceiver.Offer(
+            fileId: 99, sender: "alice", name: "f", size: 2500, chunkSize: 1000, key: Array(repeating: 1, count: 32), digest: [])
+        var fetcher = HeldFileFetcher(offer: offer)
+        XCTAssertNotNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0))
+        XCTAssertTrue(fetcher.answered(none[0]))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0 + .seconds(1)))
+        XCTAssertFalse(fetcher.servedByRelay)
+    }
+
+    func testAReceiverWithTheWholeFileReleasesItForItsDevice() throws {
+        var relay = DevRelay()
+        try relay.connect("bob", on: c2, port: 6666)
+        let offer = FileReceiver.Offer(
+            fileId: 99, sender: "alice", name: "f", size: 2500, chunkSize: 1000, key: Array(repeating: 1, count: 32), digest: [])
+        var release = HeldFileFetcher(offer: offer).release()
+        release.fromUser = "bob"
+        let device = relay.registration("bob", on: c2, port: 6666).device
+        XCTAssertEqual(relay.send(release), [.store(.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: device))])
+    }
+}
