@@ -62,7 +62,7 @@ extension Send {
         do {
             try await transfer.run { progress in
                 last.withLock { $0 = progress }
-                FileHandle.standardError.write(Data((Self.progressLine(progress) + "\n").utf8))
+                FileHandle.standardError.write(Data((progress.line + "\n").utf8))
             }
             if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final) + "\n").utf8)) }
         } catch {
@@ -81,16 +81,5 @@ extension Send {
         return "sent \(progress.bytesSent) bytes for \(progress.size) (" + String(format: "%+.1f %%", extra)
             + "), \(progress.retransmissions) chunks again (\(progress.losses) lost, \(progress.timeouts) timeouts), "
             + "largest window \(progress.largestWindowBytes) bytes"
-    }
-
-    /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
-    static func progressLine(_ progress: FileSend.Progress) -> String {
-        let seconds = max(Double(progress.elapsed.nanoseconds) / 1e9, 1e-3)
-        let rate = Double(progress.bytesAcknowledged) / seconds
-        let left = Double(progress.size - progress.bytesAcknowledged)
-        let eta = rate > 0 ? String(format: "%.1f s", left / rate) : "unknown"
-        func megabytes(_ bytes: UInt64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
-        return "\(megabytes(progress.bytesAcknowledged)) of \(megabytes(progress.size)), "
-            + String(format: "%.1f MB/s", rate / 1e6) + ", ETA \(eta) (sent \(megabytes(progress.bytesSent)))"
     }
 }
