@@ -75,6 +75,40 @@ extension Send {
             Data(("file \(URL(fileURLWithPath: path).lastPathComponent) delivered to \(peer) in \(String(format: "%.2f", seconds)) s\n").utf8))
     }
 
+    /// `simp send --room ROOM --file PATH`: to each member who reads the room, one transfer
+    /// each; progress on standard error; exit 0 once every one has the file, 1 naming those who
+    /// could not get it.
+    func sendFile(_ path: String, toRoom room: String, join: Bool) async throws {
+        let client = try await connection.connect(sendOnly: true)
+        if join {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
+        let started = Date()
+        let last = Mutex<RoomFileSend.Progress?>(nil)
+        let failures: [(member: String, reason: String)]
+        do {
+            failures = try await RoomFileSend(client: client, path: path, room: room).run { progress in
+                last.withLock { $0 = progress }
+                let line = "\(progress.total.line), \(progress.membersDone) of \(progress.members) members have it"
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+        } catch {
+            await client.close()
+            fail("simp: \(path): \(error)")
+        }
+        await client.close()
+        let members = last.withLock { $0?.members ?? 0 }
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        for failure in failures { FileHandle.standardError.write(Data("simp: \(name) not sent to \(failure.member): \(failure.reason)\n".utf8)) }
+        let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
+        FileHandle.standardOutput.write(
+            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\n".utf8))
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+
     /// `sent 21012300 bytes for 20000000 (+5.1 %), 920 chunks again (900 lost, 2 timeouts), largest window 1100000 bytes`.
     static func summaryLine(_ progress: FileSend.Progress) -> String {
         let extra = progress.size > 0 ? (Double(progress.bytesSent) / Double(progress.size) - 1) * 100 : 0

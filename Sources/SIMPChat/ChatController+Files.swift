@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPClient
 import SIMPCore
@@ -31,8 +32,10 @@ extension ChatController {
         }
     }
 
-    /// Sends `file` to `peer`, posting its progress and its outcome for message line `ref`.
+    /// Sends `file` to `peer` (a person or `#room`), posting its progress and its outcome for
+    /// message line `ref`.
     func startFileSend(ref: Int, _ file: ChatFile, to peer: String) {
+        if RelayCore.isRoomAddress(peer) { return startRoomFileSend(ref: ref, file, to: String(peer.dropFirst())) }
         Task { [client, post, fileRouter] in
             let started = NIODeadline.now()
             do {
@@ -40,6 +43,26 @@ extension ChatController {
                 try await transfer.run(datagrams: fileRouter?.acknowledgements()) { post.yield(.fileProgress(ref: ref, $0.line)) }
                 let millis = Double((NIODeadline.now() - started).nanoseconds) / 1e6
                 post.yield(.resolved(ref: ref, .delivered(latencyMillis: millis)))
+            } catch {
+                post.yield(.resolved(ref: ref, .failed("\(error)")))
+            }
+        }
+    }
+
+    /// Sends `file` to each member of `room` who reads its posts (`RoomFileSend`): the mark is
+    /// the summed progress, then the members who have the whole file (✓ 1/2, ✓✓ 2/2); a member
+    /// who could not get it is named with the reason.
+    func startRoomFileSend(ref: Int, _ file: ChatFile, to room: String) {
+        Task { [client, post, fileRouter] in
+            let last = NIOLockedValueBox<RoomFileSend.Progress?>(nil)
+            do {
+                let failures = try await RoomFileSend(client: client, path: file.path, room: room, router: fileRouter).run { progress in
+                    last.withLockedValue { $0 = progress }
+                    post.yield(.fileProgress(ref: ref, progress.total.line))
+                }
+                for failure in failures { post.yield(.log("\(file.name) not sent to \(failure.member) in #\(room): \(failure.reason)")) }
+                let members = last.withLockedValue { $0?.members ?? 0 }
+                post.yield(.resolved(ref: ref, members == 0 ? .noOtherMembers : .roomDelivered(members - failures.count, of: members)))
             } catch {
                 post.yield(.resolved(ref: ref, .failed("\(error)")))
             }

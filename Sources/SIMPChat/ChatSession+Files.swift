@@ -25,16 +25,13 @@ public struct ChatFile: Equatable, Sendable {
 /// `/file PATH` and `/image PATH` (docs/USAGE.md): the controller checks the file
 /// (`ChatEffect.checkFile`), the session shows a line for it whose mark is the transfer's
 /// progress in place, then ✓✓ once the receiver has the whole file, or ✗ and why; files
-/// received are announced, then shown once saved.
+/// received are announced, then shown once saved. In a room the mark counts the members who
+/// have the whole file (✓✓ 2/2), as for a post.
 extension ChatSession {
     /// `/file PATH` or `/image PATH` was typed: the controller looks at the file first.
     mutating func fileAsked(path: String, image: Bool) -> [ChatEffect] {
         guard let peer else {
             notice("no one to send to: type /to NAME first, then /\(image ? "image" : "file") PATH", .failure)
-            return []
-        }
-        guard !RelayCore.isRoomAddress(peer) else {
-            notice("files are sent to people, not yet to rooms: /to NAME, then /\(image ? "image" : "file") PATH", .failure)
             return []
         }
         return [.checkFile(path: path, to: peer, image: image)]

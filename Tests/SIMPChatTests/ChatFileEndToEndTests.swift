@@ -117,4 +117,40 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
         aliceTerminal.type("/quit\r")
         _ = await aliceTerminal.child.exitStatus()
     }
+
+    /// `/file` in a room: each member's chat saves the file (one transfer per member), and the
+    /// sender's mark counts the members who have it whole.
+    func testAFileInARoomReachesEveryMemberAndTheMarkCountsThem() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "files\(UInt32.random(in: 0...UInt32.max))"
+        var random = SystemRandomNumberGenerator()
+        let contents = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let payload = folder.appendingPathComponent("notes.bin")
+        try Data(contents).write(to: payload)
+        let bobTerminal = try await chat(bob, to: alice)
+        let carolTerminal = try await chat(carol, to: alice)
+        for terminal in [bobTerminal, carolTerminal] {
+            await assertScreen(terminal, shows: "-- connected as ")
+            terminal.type("/join \(room)\r")
+            await assertScreen(terminal, shows: "joined #\(room)")
+        }
+        let aliceTerminal = try await chat(alice, to: bob)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        aliceTerminal.type("/join \(room)\r")
+        await assertScreen(aliceTerminal, shows: "joined #\(room)")
+
+        aliceTerminal.type("/file \(payload.path)\r")
+        for (user, terminal) in [(bob, bobTerminal), (carol, carolTerminal)] {
+            await assertScreen(terminal, shows: "\(alice): [file] notes.bin (300.0 kB) saved to \(downloads(of: user).path)/notes.bin")
+            let saved = try Data(contentsOf: downloads(of: user).appendingPathComponent("notes.bin"))
+            XCTAssertEqual(FileDigest.of(Array(saved)), FileDigest.of(contents), user)
+        }
+        await assertScreen(aliceTerminal, shows: "you → #\(room): [file] notes.bin (300.0 kB) ✓✓ 2/2")
+
+        for terminal in [aliceTerminal, bobTerminal, carolTerminal] {
+            terminal.type("/quit\r")
+            let status = await terminal.child.exitStatus()
+            XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
+    }
 }

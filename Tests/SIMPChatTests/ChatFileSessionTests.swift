@@ -48,13 +48,20 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(terminal.transcript.suffix(2), ["-- no such file: /p/dog.png", "bob>"])
     }
 
-    func testFilesGoToPeopleNotRoomsAndNeedSomeone() {
+    func testFilesNeedSomeoneAndInARoomCountTheMembersWhoHaveThem() {
         startSession(peer: nil)
         XCTAssertEqual(type("/file /tmp/a\r"), [])
         XCTAssertEqual(terminal.transcript.suffix(2).first, "-- no one to send to: type /to NAME first, then /file PATH")
         type("/to #lobby\r")
-        XCTAssertEqual(type("/image /tmp/a.png\r"), [])
-        XCTAssertEqual(terminal.transcript.suffix(2).first, "-- files are sent to people, not yet to rooms: /to NAME, then /image PATH")
+        XCTAssertEqual(type("/file /tmp/a.bin\r"), [.checkFile(path: "/tmp/a.bin", to: "#lobby", image: false)])
+        let file = ChatFile(path: "/tmp/a.bin", name: "a.bin", size: 2_000)
+        XCTAssertEqual(session.fileChecked(to: "#lobby", .success(file)), [.sendFile(ref: 0, file, to: "#lobby")])
+        _ = session.resolved(ref: 0, .roomDelivered(1, of: 2))
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓ 1/2")
+        _ = session.resolved(ref: 0, .roomDelivered(2, of: 2))
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓✓ 2/2")
     }
 
     func testAReceivedFileIsAnnouncedThenShownSaved() {
