@@ -9,7 +9,10 @@ struct Chat: AsyncParsableCommand {
         abstract: "Chat interactively: an input line at the bottom, messages above it, delivery ticks.",
         discussion: """
             Type `@NAME TEXT` to send TEXT to NAME (who then stays the current peer, shown in the \
-            prompt), or `/to NAME` and then plain lines. `/image URL [SCALE]` sends an image link, \
+            prompt), or `/to NAME` and then plain lines. `/file PATH` sends a file (end to end encrypted, \
+            a progress line in place, then ✓✓ once the receiver has it whole and its SHA-256 matched; \
+            a path with spaces can be quoted or pasted as it is), `/image PATH` a PNG, JPEG or GIF \
+            image file (shown with its width×height), `/image URL [SCALE]` an image link, \
             `/audio URL` an audio link, \
             `/retry` resends failed messages, `/history [N]` shows older messages, `/help` lists \
             everything, `/quit` (or Ctrl-D on an empty line, or Ctrl-C) leaves. irssi's `/msg NAME TEXT`, \
@@ -72,6 +75,9 @@ struct Chat: AsyncParsableCommand {
     @Option(name: .customLong("history-dir"), help: "Directory for the history files (default $SIMP_HOME/history or ~/.simp/history).")
     var historyDir: String?
 
+    @Option(help: "Save files sent to you here (default $SIMP_HOME/downloads); names are sanitised and never overwrite a file.")
+    var downloads: String?
+
     func validate() throws {
         if let to, to.isEmpty { throw ValidationError("--to must not be empty") }
         if let colors { do { _ = try Palette(changing: colors) } catch { throw ValidationError("--colors: \(error)") } }
@@ -97,6 +103,7 @@ struct Chat: AsyncParsableCommand {
         options.bell = !noBell
         if let colors { options.palette = try Palette(changing: colors) }
         options.log = log
+        options.downloads = downloads
         let status = await ChatController(client: client, history: history, options: options).run()
         if status != 0 { throw ExitCode(status) }
     }

@@ -81,7 +81,7 @@ extension Send {
         do {
             try await transfer.run { progress in
                 last.withLock { $0 = progress }
-                FileHandle.standardError.write(Data((Self.progressLine(progress) + "\n").utf8))
+                FileHandle.standardError.write(Data((progress.line + "\n").utf8))
             }
             if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final) + "\n").utf8)) }
         } catch {
@@ -98,22 +98,45 @@ extension Send {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
+    /// `simp send --room ROOM --file PATH`: to each member who reads the room, one transfer
+    /// each; progress on standard error; exit 0 once every one has the file, 1 naming those who
+    /// could not get it.
+    func sendFile(_ path: String, toRoom room: String, join: Bool) async throws {
+        let client = try await connection.connect(sendOnly: true)
+        if join {
+            do { _ = try await client.joinRoom(room) } catch {
+                await client.close()
+                fail("simp: cannot join #\(room): \(error)")
+            }
+        }
+        let started = Date()
+        let last = Mutex<RoomFileSend.Progress?>(nil)
+        let failures: [(member: String, reason: String)]
+        do {
+            failures = try await RoomFileSend(client: client, path: path, room: room).run { progress in
+                last.withLock { $0 = progress }
+                let line = "\(progress.total.line), \(progress.membersDone) of \(progress.members) members have it"
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+        } catch {
+            await client.close()
+            fail("simp: \(path): \(error)")
+        }
+        await client.close()
+        let members = last.withLock { $0?.members ?? 0 }
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        for failure in failures { FileHandle.standardError.write(Data("simp: \(name) not sent to \(failure.member): \(failure.reason)\n".utf8)) }
+        let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
+        FileHandle.standardOutput.write(
+            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\n".utf8))
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+
     /// `sent 21012300 bytes for 20000000 (+5.1 %), 920 chunks again (900 lost, 2 timeouts), largest window 1100000 bytes`.
     static func summaryLine(_ progress: FileSend.Progress) -> String {
         let extra = progress.size > 0 ? (Double(progress.bytesSent) / Double(progress.size) - 1) * 100 : 0
         return "sent \(progress.bytesSent) bytes for \(progress.size) (" + String(format: "%+.1f %%", extra)
             + "), \(progress.retransmissions) chunks again (\(progress.losses) lost, \(progress.timeouts) timeouts), "
             + "largest window \(progress.largestWindowBytes) bytes"
-    }
-
-    /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
-    static func progressLine(_ progress: FileSend.Progress) -> String {
-        let seconds = max(Double(progress.elapsed.nanoseconds) / 1e9, 1e-3)
-        let rate = Double(progress.bytesAcknowledged) / seconds
-        let left = Double(progress.size - progress.bytesAcknowledged)
-        let eta = rate > 0 ? String(format: "%.1f s", left / rate) : "unknown"
-        func megabytes(_ bytes: UInt64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
-        return "\(megabytes(progress.bytesAcknowledged)) of \(megabytes(progress.size)), "
-            + String(format: "%.1f MB/s", rate / 1e6) + ", ETA \(eta) (sent \(megabytes(progress.bytesSent)))"
     }
 }

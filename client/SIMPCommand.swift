@@ -71,7 +71,7 @@ struct Send: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Send this file, end to end encrypted, in chunks over the datagram path (progress on standard error). Exits 0 once the receiver's device has the whole file and its SHA-256 matched; the receiver must be online (simp listen saves it).",
+            "Send this file, end to end encrypted, in chunks over the datagram path (progress on standard error). Exits 0 once the receiver's device has the whole file and its SHA-256 matched; the receiver must be online (simp listen saves it). With --room, to each member who reads the room's posts; exits 0 once every one has it.",
             valueName: "path"))
     var file: String?
 
@@ -80,9 +80,10 @@ struct Send: AsyncParsableCommand {
 
     func validate() throws {
         if file != nil {
-            guard to != nil, room == nil, image == nil, audio == nil, !lines, text.isEmpty else {
-                throw ValidationError("--file goes with --to USER only (no room, text, --image, --audio or --lines)")
+            guard (to == nil) != (room == nil), image == nil, audio == nil, !lines, text.isEmpty else {
+                throw ValidationError("--file goes with --to USER or --room ROOM only (no text, --image, --audio or --lines)")
             }
+            guard !join || room != nil else { throw ValidationError("--join needs --room") }
             return
         }
         guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
@@ -136,6 +137,7 @@ struct Send: AsyncParsableCommand {
 
     func run() async throws {
         if let file, let to { return try await sendFile(file, to: to) }
+        if let file, let room { return try await sendFile(file, toRoom: room, join: join) }
         let client = try await connection.connect(sendOnly: true)
         let signals = Self.reportLostOnSignals(client)
         defer { for signal in signals { signal.cancel() } }

@@ -6,6 +6,9 @@ public enum ChatCommand: Equatable, Sendable {
     case switchPeer(String)
     /// `/image URL [scale]`: send an IMAGE message to the current peer.
     case image(url: String, scale: Float)
+    /// `/file PATH`, `/image PATH`: send the file at PATH to the current peer (end to end
+    /// encrypted, chunked; an image is checked to be a PNG, JPEG or GIF and shown with its size).
+    case file(path: String, image: Bool)
     /// `/audio URL`: send an AUDIO message (a link to the recording) to the current peer.
     case audio(url: String)
     /// `/retry`: resend the messages that failed.
@@ -52,6 +55,8 @@ public enum ChatCommand: Equatable, Sendable {
         "/to NAME         talk to NAME from now on (also /query NAME)",
         "/msg NAME TEXT   send TEXT to NAME (same as @NAME TEXT)",
         "/me ACTION       send an action: * you ACTION",
+        "/file PATH       send the file at PATH (spaces fine; or quote it)",
+        "/image PATH      send a PNG, JPEG or GIF image file (shown with its size)",
         "/image URL [S]   send an image link, optionally with display scale S",
         "/audio URL       send an audio link",
         "/retry           resend the messages that failed (✗), in earlier sessions too",
@@ -78,7 +83,7 @@ public enum ChatCommand: Equatable, Sendable {
 
     /// The commands, for Tab completion.
     public static let names = [
-        "/to", "/msg", "/me", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/admit", "/who", "/status",
+        "/to", "/msg", "/me", "/file", "/image", "/audio", "/retry", "/history", "/join", "/leave", "/members", "/admit", "/who", "/status",
         "/reconnect", "/clear", "/verify", "/help", "/quit",
     ]
 
@@ -106,7 +111,14 @@ public enum ChatCommand: Equatable, Sendable {
             return .clear
         case "/reconnect":
             return .reconnect
+        case "/file":
+            return filePath(trimmed.dropFirst(words[0].count)).map { .file(path: $0, image: false) } ?? .invalid("usage: /file PATH")
         case "/image", "/img":
+            // A link (with an optional scale) or a path (the rest of the line).
+            let link = arguments.first?.contains("://") == true || (arguments.count == 2 && Float(arguments[1]) != nil)
+            if !link, let path = filePath(trimmed.dropFirst(words[0].count)) {
+                return .file(path: path, image: true)
+            }
             return parseImage(arguments)
         case "/audio":
             guard arguments.count == 1 else { return .invalid("usage: /audio URL") }
@@ -146,6 +158,28 @@ public enum ChatCommand: Equatable, Sendable {
         default:
             return .invalid("unknown command \(words[0]); /help lists the commands (start with // to send a line beginning with /)")
         }
+    }
+
+    /// The path in the rest of a `/file` line: inside quotes (`"My File.pdf"`, `'…'`), or the
+    /// whole rest of the line with a shell's backslash escapes undone (`My\ File.pdf`, as a
+    /// terminal pastes a dropped file). Nil when empty.
+    static func filePath(_ rest: Substring) -> String? {
+        let text = rest.trimmingWhitespace()
+        if let quote = text.first, quote == "\"" || quote == "'", text.count >= 2, text.last == quote {
+            let inside = String(text.dropFirst().dropLast())
+            return inside.isEmpty ? nil : inside
+        }
+        var path = ""
+        var escaped = false
+        for character in text {
+            if escaped || character != "\\" {
+                path.append(character)
+                escaped = false
+            } else {
+                escaped = true
+            }
+        }
+        return path.isEmpty ? nil : path
     }
 
     /// `#lobby` and `lobby` both name the room `lobby`.

@@ -29,6 +29,8 @@ public final class ChatController: @unchecked Sendable {
         /// earlier session left, resent at start. Nil: the outbox is read at start, and then
         /// also holds what this session's client sent while connecting (its own frames).
         public var outboxAtStart: (messages: [SIMPMessage], unreadable: [String])?
+        /// Where files sent to this user are saved (nil: `$SIMP_HOME/downloads`).
+        public var downloads: String?
 
         public init(peer: String? = nil) {
             self.peer = peer
@@ -36,7 +38,7 @@ public final class ChatController: @unchecked Sendable {
     }
 
     /// Everything the session reacts to, in the order it happened.
-    private enum Event: Sendable {
+    enum Event: Sendable {
         case keys([Key]), line(String), endOfInput
         case incoming(SIMPMessage), connection(ConnectionState), notice(DeliveryNotice)
         case roomAnswered(ChatRoomRequest, Result<[String], ChatRoomError>)
@@ -50,13 +52,23 @@ public final class ChatController: @unchecked Sendable {
         case accepted(peer: String, Result<Bool, ChatRoomError>)
         /// The client's datagrams moved to another path.
         case path(DatagramPath)
+        /// Files: a file to send looked at; a transfer's progress; a file received and saved,
+        /// or not received.
+        case fileChecked(to: String, Result<ChatFile, ChatRoomError>)
+        case fileProgress(ref: Int, String)
+        case fileSaved(from: String, ChatFile, receivedBefore: Bool)
+        case fileNotReceived(String)
     }
 
-    private let client: SIMPClient
+    let client: SIMPClient
     private let history: ChatHistory
-    private let options: Options
+    let options: Options
     private let events: AsyncStream<Event>
-    private let post: AsyncStream<Event>.Continuation
+    let post: AsyncStream<Event>.Continuation
+    /// Files: the client's file datagrams shared between the transfers, and the downloads
+    /// (nil without end to end encryption, or when the downloads folder cannot be used).
+    var fileRouter: FileDatagramRouter?
+    var downloads: FileDownloads?
     private let input = TerminalInput()
     private var signalSources: [DispatchSourceSignal] = []
 
@@ -98,6 +110,7 @@ public final class ChatController: @unchecked Sendable {
                 return 1
             }
         }
+        if let problem = startFiles() { session.inform(problem) }
         startSources(interactive: interactive)
         let sender = startSender()
         let left = options.outboxAtStart ?? client.configuration.outbox?.load()
@@ -137,6 +150,9 @@ public final class ChatController: @unchecked Sendable {
                             post.yield(.accepted(peer: peer, .failure(ChatRoomError("\(error)"))))
                         }
                     }
+                case .checkFile(let path, let peer, let image):
+                    Task { [client, post] in post.yield(.fileChecked(to: peer, Self.look(at: path, image: image, client: client))) }
+                case .sendFile(let ref, let file, let peer): startFileSend(ref: ref, file, to: peer)
                 case .reconnect:
                     Task { [client, post] in
                         if await !client.reconnect() { post.yield(.log("the client is not stopped: it reconnects by itself")) }
@@ -149,6 +165,7 @@ public final class ChatController: @unchecked Sendable {
         }
         options.log?.detach()
         input.stop()
+        fileRouter?.stop()
         sender.finish()
         for source in signalSources { source.cancel() }
         Terminal.restore()
@@ -239,6 +256,16 @@ public final class ChatController: @unchecked Sendable {
         case .accepted(let peer, let answer):
             session.keyChangeAccepted(peer, answer)
             return []
+        case .fileChecked(let peer, let result): return session.fileChecked(to: peer, result)
+        case .fileProgress(let ref, let progress):
+            session.fileProgress(ref: ref, progress)
+            return []
+        case .fileSaved(let from, let file, let receivedBefore):
+            session.fileSaved(from: from, file, receivedBefore: receivedBefore)
+            return []
+        case .fileNotReceived(let reason):
+            session.fileNotReceived(reason)
+            return []
         }
     }
 
@@ -251,8 +278,12 @@ public final class ChatController: @unchecked Sendable {
         } else {
             input.startLines({ post.yield(.line($0)) }, onEnd: { post.yield(.endOfInput) })
         }
-        Task { [client] in
-            for await message in client.messages { post.yield(.incoming(message)) }
+        Task { [client, downloads] in
+            for await message in client.messages {
+                post.yield(.incoming(message))
+                // A file's announcement (end to end only: its key travels in it) starts its download.
+                if message.fileId != 0, message.isEndToEnd, let downloads { Task { await downloads.offered(message) } }
+            }
         }
         Task { [client] in
             for await state in client.connectionStates { post.yield(.connection(state)) }

@@ -69,7 +69,7 @@ extension ChatSession {
         switch status {
         case nil:
             return line + StyledText(entry.status.map { " " + historyMark($0) } ?? "", .dim)
-        case .pending?, .sent?, .stored?, .sentToDevices?, .noOtherMembers?: return line + StyledText(" " + status!.mark, .dim)
+        case .pending?, .sent?, .stored?, .sentToDevices?, .noOtherMembers?, .transferring?: return line + StyledText(" " + status!.mark, .dim)
         case .roomDelivered(let delivered, let total)?:
             return line + StyledText(" " + status!.mark, delivered == total ? .success : .dim)
         case .delivered?: return line + StyledText(" ✓✓", .success)
@@ -120,7 +120,7 @@ extension ChatSession {
             return StyledText("✓ sent to \(message.toUser)'s devices: \(quoted)", .dim)
         case .noOtherMembers:
             return StyledText("✓ posted to \(message.toUser), where no one else is: \(quoted)", .dim)
-        case .pending, .sent, .roomDelivered:
+        case .pending, .sent, .roomDelivered, .transferring:
             return StyledText("\(tracked.status.mark) \(message.toUser): \(quoted)", .dim)
         }
     }

@@ -8,6 +8,7 @@ extension ChatSession {
     /// marker goes back) if the view shows the newest lines; otherwise when the user returns
     /// to them (PageDown to the end, or sending), or, from anyone else, switches to its sender.
     public mutating func receive(_ message: SIMPMessage) -> [ChatEffect] {
+        if message.fileId != 0, message.isEndToEnd { return fileAnnounced(message) }
         var entry = HistoryEntry(received: message)
         if keyChangedPeers.contains(message.fromUser) { entry.keyChanged = true }
         history.append(entry)

@@ -61,7 +61,12 @@ extension ChatSession {
     mutating func retryFailures() -> [ChatEffect] {
         var effects: [ChatEffect] = []
         var messages: [SIMPMessage] = []
+        var files: [ChatEffect] = []
         for failed in outgoing.takeFailures() {
+            if let file = failed.file {
+                files.append(.checkFile(path: file.path, to: failed.message.toUser, image: file.image != nil))
+                continue
+            }
             messages.append(failed.message)
             if let id = failed.messageId { effects += markRetried(id) }
         }
@@ -73,8 +78,8 @@ extension ChatSession {
             messages.append(history[index].message)
             effects += markRetried(history[index].id)
         }
-        if messages.isEmpty { notice("nothing to retry: no message failed", .dim) }
-        return effects + messages.flatMap { send($0) }
+        if messages.isEmpty, files.isEmpty { notice("nothing to retry: no message failed", .dim) }
+        return effects + messages.flatMap { send($0) } + files
     }
 
     private mutating func markRetried(_ id: UInt64) -> [ChatEffect] {

@@ -25,6 +25,11 @@ public enum ChatEffect: Equatable, Sendable {
     case confirmVerified(String)
     /// Accept `peer`'s changed key (no longer verified) and report back with `keyChangeAccepted`.
     case acceptKeyChange(String)
+    /// Look at the file at `path` (exists, readable, its size; with `image`, a PNG, JPEG or GIF
+    /// and its dimensions) and report back with `fileChecked`.
+    case checkFile(path: String, to: String, image: Bool)
+    /// Send `file` to `to` (a `FileSend`), reporting with `fileProgress` and `resolved(ref:)`.
+    case sendFile(ref: Int, ChatFile, to: String)
     /// Call `clockTicked()` after this many milliseconds (a typing indicator expires then).
     case wake(afterMillis: Int64)
     /// Connect again after the client stopped (`/reconnect`).
@@ -194,6 +199,8 @@ public struct ChatSession: Sendable {
                 effects = peerChosen()
             }
             return sendToPeer(SIMPMessage(kind: .text, content: text), orType: "@NAME TEXT") + effects
+        case .file(let path, let image):
+            return fileAsked(path: path, image: image)
         case .image(let url, let scale):
             var message = SIMPMessage(kind: .image)
             message.imageURL = url

@@ -23,6 +23,8 @@ public enum DeliveryStatus: Equatable, Sendable {
     case roomDelivered(Int, of: Int)
     /// Given up; the reason is for the user.
     case failed(String)
+    /// A file on its way: how far it is, shown as the mark (`3.1 MB of 10.0 MB, …`).
+    case transferring(String)
 
     /// The mark shown after the message: … ✓ ✓✓ ✗.
     public var mark: String {
@@ -36,6 +38,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .read: return "✓✓ read"
         case .roomDelivered(let delivered, let total): return (delivered == total ? "✓✓ " : "✓ ") + "\(delivered)/\(total)"
         case .failed: return "✗"
+        case .transferring(let progress): return progress
         }
     }
 
@@ -43,7 +46,7 @@ public enum DeliveryStatus: Equatable, Sendable {
     public var isFinal: Bool {
         switch self {
         case .delivered, .failed, .stored, .sentToDevices, .noOtherMembers, .read, .roomDelivered: return true
-        case .pending, .sent: return false
+        case .pending, .sent, .transferring: return false
         }
     }
 
@@ -59,6 +62,7 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .read: return "read"
         case .roomDelivered(let delivered, let total): return "delivered \(delivered)/\(total)"
         case .failed: return "failed"
+        case .transferring: return "sending"
         }
     }
 
@@ -93,6 +97,8 @@ public struct OutgoingMessage: Sendable {
     public var line: StyledText?
     /// Whether `/retry` already resent it.
     public var retried = false
+    /// The file it stands for (`/file`, `/image`), sent by the controller, not as a message.
+    public var file: ChatFile?
 }
 
 /// The messages sent in this session, by `ref`, in the order they were sent.

@@ -78,14 +78,16 @@ public actor FileDownloads {
         self.failed = failed
         try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: received, withIntermediateDirectories: true)
+        ReceivedRecords.prune(received)
     }
 
-    /// Resumes the transfers an earlier run left, then takes file datagrams until the client closes.
-    public func run() async {
+    /// Resumes the transfers an earlier run left, then takes file datagrams until the client
+    /// closes: from `datagrams` when given (a `FileDatagramRouter`'s `chunks`), else the client's.
+    public func run(datagrams: AsyncStream<SIMPMessage>? = nil) async {
         resumeSaved()
         await sendDueAcks() // a resumed transfer tells its sender where to go on
         defer { ackTimer?.cancel() }
-        for await message in client.fileDatagrams {
+        for await message in datagrams ?? client.fileDatagrams {
             switch message.kind {
             case .fileChunk: await chunkArrived(message)
             case .fileAck: transfers[message.fileId]?.fetcher.answered(message) // the relay holds no such file
@@ -112,7 +114,7 @@ public actor FileDownloads {
             await sendDueAcks()
             return true
         }
-        if let earlier = receivedBefore(offer) {
+        if let earlier = await receivedBefore(offer) {
             let receiver = FileReceiver.holdingEverything(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
             completed[offer.fileId] = receiver
             await client.sendFileDatagrams([receiver.done(from: user)])
@@ -128,29 +130,39 @@ public actor FileDownloads {
             failed("\(offer.sender)'s file \(offer.name) (\(offer.size) bytes) is larger than \(maxSize) bytes: refused")
             return true
         }
-        start(receiver)
+        guard start(receiver) else { // its sender is told at once rather than left to stall
+            await client.sendFileDatagrams([receiver.refusal("cannot write the file into its downloads folder", from: user)])
+            return true
+        }
         await sendDueAcks()
         return true
     }
 
     /// The record of `offer`'s file if this device received it from the same sender before and
-    /// the saved copy still has its SHA-256 (it may have been removed or changed since).
-    private func receivedBefore(_ offer: FileReceiver.Offer) -> ReceivedFile? {
+    /// the saved copy still has its SHA-256 (it may have been removed or changed since). The
+    /// copy is hashed off the actor (seconds for a large file): chunks of other transfers go on.
+    private func receivedBefore(_ offer: FileReceiver.Offer) async -> ReceivedFile? {
         let path = received.appendingPathComponent(ReceivedFile.recordName(sender: offer.sender, digest: offer.digest) + ".json")
         guard let data = FileManager.default.contents(atPath: path.path), let record = try? JSONDecoder().decode(ReceivedFile.self, from: data),
-            record.isAnnounced(by: offer), FileDownloads.digest(of: URL(fileURLWithPath: record.path)) == offer.digest
+            record.isAnnounced(by: offer)
         else { return nil }
+        let copy = URL(fileURLWithPath: record.path)
+        guard await Task.detached(operation: { FileDownloads.digest(of: copy) }).value == offer.digest else { return nil }
         return record
     }
 
-    private func start(_ receiver: FileReceiver) {
+    /// Starts receiving into the part file; false (and the user told) if it cannot be written.
+    @discardableResult
+    private func start(_ receiver: FileReceiver) -> Bool {
         let part = partPath(receiver.offer.fileId)
         if !FileManager.default.fileExists(atPath: part.path) { _ = FileManager.default.createFile(atPath: part.path, contents: nil) }
         guard let handle = try? FileHandle(forUpdating: part) else {
-            return failed("cannot write \(part.path): \(receiver.offer.name) from \(receiver.offer.sender) not received")
+            failed("cannot write \(part.path): \(receiver.offer.name) from \(receiver.offer.sender) not received")
+            return false
         }
         transfers[receiver.offer.fileId] = Transfer(receiver: receiver, handle: handle, fetcher: HeldFileFetcher(offer: receiver.offer))
         save(receiver.offer.fileId)
+        return true
     }
 
     private func resumeSaved() {

@@ -4,7 +4,9 @@ import SIMPCore
 
 /// Sends one file to a user (docs/PROTOCOL.md §5.6): announces it end to end, then drives a
 /// `FileSender` in real time, reading and sealing the chunks it asks for, until the receiver
-/// says it has the whole file and the digest matched. It sleeps until the sender's
+/// says it has the whole file and the digest matched. The file is read from disk as the chunks
+/// are asked for, one `readWindow` at a time (its SHA-256 first, the same way), so a file of any
+/// size takes about one window of memory. It sleeps until the sender's
 /// `nextDeadline` and wakes early when an acknowledgement arrives.
 ///
 /// The transfer is kept in an `OutgoingFileRecord` under `$SIMP_HOME` until it completes: the
@@ -31,6 +33,17 @@ public actor FileSend {
         /// Whether the relay holds the whole file for the receiver, who is offline (docs/PROTOCOL.md
         /// §5.7): the receiver gets it when it connects.
         public var heldByRelay = false
+
+        /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
+        public var line: String {
+            let seconds = max(Double(elapsed.nanoseconds) / 1e9, 1e-3)
+            let rate = Double(bytesAcknowledged) / seconds
+            let left = Double(size - min(bytesAcknowledged, size))
+            let eta = rate > 0 ? String(format: "%.1f s", left / rate) : "unknown"
+            func megabytes(_ bytes: UInt64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+            return "\(megabytes(bytesAcknowledged)) of \(megabytes(size)), " + String(format: "%.1f MB/s", rate / 1e6)
+                + ", ETA \(eta) (sent \(megabytes(bytesSent)))"
+        }
     }
 
     /// Why a transfer did not complete.
@@ -40,6 +53,8 @@ public actor FileSend {
         case announcementNotDelivered(String)
         case refused(String)
         case stalled(seconds: Int)
+        /// The file could not be read while sending (removed, truncated, an I/O error).
+        case readFailed(String)
 
         public var description: String {
             switch self {
@@ -48,17 +63,24 @@ public actor FileSend {
             case .announcementNotDelivered(let why): "the file's announcement was not delivered: \(why)"
             case .refused(let why): "the receiver refused the file: \(why)"
             case .stalled(let seconds): "nothing was acknowledged for \(seconds) s: the receiver is gone; sending stopped"
+            case .readFailed(let why): "reading the file failed while sending it: \(why)"
             }
         }
     }
 
     /// Plaintext bytes per chunk: a FILE_CHUNK datagram stays near 1,200 bytes.
     public static let chunkSize = 1100
+    /// Bytes of the file read at once and kept while its chunks are sent: 1,024 chunks (1.1 MB).
+    public static let readWindow = 1024 * chunkSize
 
     private let client: SIMPClient
     private let peer: String
     private let name: String
-    private let contents: [UInt8]
+    private let file: FileHandle
+    private let size: UInt64
+    /// The part of the file read last: `readWindow` bytes from `windowStart`.
+    private var window: [UInt8] = []
+    private var windowStart: UInt64 = 0
     private let digest: [UInt8]
     private let fileId: UInt64
     private let cipher: FileChunkCipher
@@ -67,27 +89,44 @@ public actor FileSend {
     /// Whether an earlier run left this transfer's record (this one resumes it).
     public nonisolated let resumes: Bool
     private var sender: FileSender
-    private var bytesSent: UInt64 = 0
     /// The receiver is offline: the chunks go to the relay to hold (FILE_UPLOAD).
     private var toRelay = false
+    private var bytesSent: UInt64 = 0
+    /// Acknowledgements (a quick refusal) that came before the announcement's receipt, when the
+    /// sender is made anew: given to it then.
+    private var early: [SIMPMessage]? = []
     /// The run loop's sleep, ended early by an acknowledgement.
     private var wakeUp: CheckedContinuation<Void, Never>?
 
     /// A transfer of the file at `path` to `peer` through `client` (connected); the record of a
     /// transfer under way lives under `home`.
+    /// The file is opened and its SHA-256 computed here (reading it once, a window at a time).
     public init(client: SIMPClient, path: String, to peer: String, home: URL = SIMPHome.directory()) throws {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw Failure.unreadable("\(path) does not exist or is not readable")
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw Failure.unreadable("\(path) does not exist") }
+        guard !isDirectory.boolValue else { throw Failure.unreadable("\(path) is a directory") }
+        guard let file = FileHandle(forReadingAtPath: path) else { throw Failure.unreadable("\(path) is not readable") }
+        var digest = FileDigest()
+        var size: UInt64 = 0
+        do {
+            while let data = try file.read(upToCount: Self.readWindow), !data.isEmpty {
+                digest.update(Array(data))
+                size += UInt64(data.count)
+            }
+        } catch {
+            try? file.close()
+            throw Failure.unreadable("\(path): \(error.localizedDescription)")
         }
         self.client = client
         self.peer = peer
         self.name = URL(fileURLWithPath: path).lastPathComponent
-        self.contents = Array(data)
-        self.digest = FileDigest.of(contents)
-        self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: digest)
+        self.file = file
+        self.size = size
+        self.digest = digest.finalize()
+        self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: self.digest)
         var record = OutgoingFileRecord.read(recordPath)
         if let earlier = record,
-            earlier.size != UInt64(data.count) || earlier.chunkSize != Self.chunkSize || earlier.key.count != FileChunkCipher.keySize
+            earlier.size != size || earlier.chunkSize != Self.chunkSize || earlier.key.count != FileChunkCipher.keySize
         {
             record = nil
         }
@@ -97,21 +136,28 @@ public actor FileSend {
         self.key = record?.key ?? FileChunkCipher.newKey(using: &random)
         self.cipher = FileChunkCipher(key: key, fileId: fileId)
         self.sender = FileSender(
-            fileId: fileId, chunkCount: FileSender.chunkCount(size: UInt64(data.count), chunkSize: Self.chunkSize), now: .now())
+            fileId: fileId, chunkCount: FileSender.chunkCount(size: size, chunkSize: Self.chunkSize), now: .now())
     }
 
+    deinit { try? file.close() }
+
+    /// The file's size in bytes.
+    public var fileSize: UInt64 { size }
+
     /// Announces the file and sends it; returns once the receiver has it whole and verified.
-    /// `progress` is called about four times a second.
-    public func run(progress: @escaping @Sendable (Progress) -> Void) async throws {
+    /// `progress` is called about four times a second. The acknowledgements come from
+    /// `datagrams` (default: the client's `fileDatagrams`, which has one consumer: a client that
+    /// also receives files, or sends several at once, shares it with a `FileDatagramRouter`).
+    public func run(datagrams: AsyncStream<SIMPMessage>? = nil, progress: @escaping @Sendable (Progress) -> Void) async throws {
         guard client.configuration.endToEnd != nil else { throw Failure.notEndToEnd }
-        let acks = Task { [client, fileId] in
-            for await message in client.fileDatagrams where message.kind == .fileAck && message.fileId == fileId {
+        let acks = Task { [fileId, datagrams = datagrams ?? client.fileDatagrams] in
+            for await message in datagrams where message.kind == .fileAck && message.fileId == fileId {
                 self.acknowledged(message)
             }
         }
         defer { acks.cancel() }
         do {
-            try OutgoingFileRecord(fileId: fileId, key: key, size: UInt64(contents.count), chunkSize: Self.chunkSize).write(to: recordPath)
+            try OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: recordPath)
         } catch {
             throw Failure.unreadable("cannot keep the transfer's record (needed to resume it): \(error)")
         }
@@ -124,6 +170,8 @@ public actor FileSend {
         let start = NIODeadline.now()
         var reported = start
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
+        for ack in early ?? [] { sender.acknowledgement(ack, now: start) }
+        early = nil
         while !sender.isDone {
             let now = NIODeadline.now()
             if let refusal = sender.refusal {
@@ -131,7 +179,7 @@ public actor FileSend {
                 throw Failure.refused(refusal)
             }
             if sender.stalled(now: now) { throw Failure.stalled(seconds: Int(sender.configuration.stallAfter.nanoseconds / 1_000_000_000)) }
-            let chunks = sender.poll(now: now).map(chunkMessage)
+            let chunks = try sender.poll(now: now).map(chunkMessage)
             if !chunks.isEmpty { await client.sendFileDatagrams(chunks) }
             if now - reported >= .milliseconds(250) {
                 reported = now
@@ -162,15 +210,16 @@ public actor FileSend {
     }
     /// The transfer's figures now.
     private func currentProgress(since start: NIODeadline) -> Progress {
-        let acknowledged = min(sender.acknowledged.count * UInt64(Self.chunkSize), UInt64(contents.count))
+        let acknowledged = min(sender.acknowledged.count * UInt64(Self.chunkSize), size)
         return Progress(
-            bytesAcknowledged: acknowledged, size: UInt64(contents.count), bytesSent: bytesSent, elapsed: .now() - start,
+            bytesAcknowledged: acknowledged, size: size, bytesSent: bytesSent, elapsed: .now() - start,
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
             heldByRelay: sender.heldByRelay)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
+        guard early == nil else { return early!.append(ack) }
         sender.acknowledgement(ack, now: .now())
         wake()
     }
@@ -179,19 +228,38 @@ public actor FileSend {
         var message = SIMPMessage(kind: .text, toUser: peer, content: name)
         message.fileId = fileId
         message.fileKey = key
-        message.fileSize = UInt64(contents.count)
+        message.fileSize = size
         message.fileChunkSize = UInt32(Self.chunkSize)
         message.fileDigest = digest
         return message
     }
 
-    private func chunkMessage(_ transmission: FileSender.Transmission) -> SIMPMessage {
-        let start = Int(transmission.chunk) * Self.chunkSize
-        let plaintext = Array(contents[start..<min(start + Self.chunkSize, contents.count)])
+    private func chunkMessage(_ transmission: FileSender.Transmission) throws -> SIMPMessage {
+        let plaintext = try chunk(transmission.chunk)
         bytesSent += UInt64(plaintext.count)
-        let chunk = SIMPMessage.fileChunk(
+        let sealed = SIMPMessage.fileChunk(
             cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
             from: "", to: peer)
-        return toRelay ? .fileUpload(chunk, fileSize: UInt64(contents.count), chunkSize: Self.chunkSize) : chunk
+        return toRelay ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
+    }
+
+    /// Chunk `index`'s plaintext, from the window read last or from a new window read around it.
+    private func chunk(_ index: UInt64) throws -> [UInt8] {
+        let start = index * UInt64(Self.chunkSize)
+        let length = Int(min(UInt64(Self.chunkSize), size - min(start, size)))
+        if start < windowStart || start + UInt64(length) > windowStart + UInt64(window.count) {
+            windowStart = start - start % UInt64(Self.readWindow)
+            do {
+                try file.seek(toOffset: windowStart)
+                window = Array(try file.read(upToCount: Self.readWindow) ?? Data())
+            } catch {
+                throw Failure.readFailed(error.localizedDescription)
+            }
+            guard start + UInt64(length) <= windowStart + UInt64(window.count) else {
+                throw Failure.readFailed("the file is shorter than when the transfer started (\(size) bytes)")
+            }
+        }
+        let offset = Int(start - windowStart)
+        return Array(window[offset..<offset + length])
     }
 }

@@ -31,3 +31,24 @@ final class ChatCommandTests: XCTestCase {
         XCTAssertEqual(ChatCommand.parse("@ hi"), .invalid("usage: @NAME TEXT"))
     }
 }
+
+/// `/file PATH` and `/image PATH`: the path is the rest of the line, quoted or with a shell's
+/// backslash escapes; `/image URL` stays a link.
+final class ChatFileCommandTests: XCTestCase {
+    func testFilePathsWithSpacesQuotedEscapedOrAsTheRestOfTheLine() {
+        XCTAssertEqual(ChatCommand.parse("/file /tmp/report.pdf"), .file(path: "/tmp/report.pdf", image: false))
+        XCTAssertEqual(ChatCommand.parse("/file /tmp/my report.pdf"), .file(path: "/tmp/my report.pdf", image: false))
+        XCTAssertEqual(ChatCommand.parse("/file \"/tmp/my  report.pdf\""), .file(path: "/tmp/my  report.pdf", image: false))
+        XCTAssertEqual(ChatCommand.parse("/file '/tmp/it is.pdf'  "), .file(path: "/tmp/it is.pdf", image: false))
+        XCTAssertEqual(ChatCommand.parse("/file /tmp/my\\ report\\ \\(1\\).pdf"), .file(path: "/tmp/my report (1).pdf", image: false))
+        XCTAssertEqual(ChatCommand.parse("/file"), .invalid("usage: /file PATH"))
+        XCTAssertEqual(ChatCommand.parse("/file \"\""), .invalid("usage: /file PATH"))
+    }
+
+    func testImageTakesAPathOrALink() {
+        XCTAssertEqual(ChatCommand.parse("/image ~/Pictures/cat 1.png"), .file(path: "~/Pictures/cat 1.png", image: true))
+        XCTAssertEqual(ChatCommand.parse("/img cat.png"), .file(path: "cat.png", image: true))
+        XCTAssertEqual(ChatCommand.parse("/image https://example.com/cat.png 0.5"), .image(url: "https://example.com/cat.png", scale: 0.5))
+        XCTAssertEqual(ChatCommand.parse("/image"), .invalid("usage: /image URL [SCALE]"))
+    }
+}

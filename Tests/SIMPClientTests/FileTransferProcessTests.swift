@@ -20,6 +20,31 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         assertSentAtMostTheBound(for: contents.count, by: [send])
     }
 
+    /// `simp send --room --file`: one transfer per member who reads the room, each member's
+    /// `simp listen` saves the file whole, and the sender says how many have it.
+    func testAFileSentToARoomReachesEachMember() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "files\(UInt32.random(in: 0...UInt32.max))"
+        var listens: [(ChildProcess, URL)] = []
+        for member in [bob, carol] {
+            let downloads = home.appendingPathComponent("downloads-\(member)")
+            listens.append((try await listenForFiles(member, into: downloads, extra: ["--room", room]), downloads))
+        }
+        let contents = try randomFile(megabytes: 3, seed: 41, into: "room.bin")
+        let send = try ChildProcess(
+            "simp",
+            [
+                "send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--room", room, "--join", "--file",
+                home.appendingPathComponent("room.bin").path,
+            ],
+            environment: try await environment(alice))
+        children.append(send)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.hasPrefix("file room.bin delivered to 2 of 2 members of #\(room) in "), send.standardOutput)
+        for (listen, downloads) in listens { try await assertSaved("room.bin", contents, by: [listen], into: downloads) }
+    }
+
     func testAReceiverKilledHalfwayResumesWhereItSaved() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
@@ -98,10 +123,11 @@ final class FileTransferProcessTests: StoryProcessTestCase {
 
     /// `simp listen` of `user`'s device "phone" on `server` (default: the test's relay), saving
     /// files into `downloads`, once it listens.
-    private func listenForFiles(_ user: String, into downloads: URL, server: String? = nil) async throws -> ChildProcess {
+    private func listenForFiles(_ user: String, into downloads: URL, server: String? = nil, extra: [String] = []) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            ["listen", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path]
+                + extra,
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }

@@ -1,0 +1,90 @@
+import SIMPClient
+import SIMPCore
+
+/// A file the user asked to send, as the controller found it on disk.
+public struct ChatFile: Equatable, Sendable {
+    public var path: String
+    public var name: String
+    public var size: UInt64
+    /// Its width and height when sent with `/image` (nil: `/file`).
+    public var image: ImageDimensions?
+
+    public init(path: String, name: String, size: UInt64, image: ImageDimensions? = nil) {
+        self.path = path
+        self.name = name
+        self.size = size
+        self.image = image
+    }
+
+    /// `[file] report.pdf (1.2 MB)`, `[image] cat.png 640×480 (52.1 kB)`.
+    public var label: String {
+        (image.map { "[image] \(name) \($0) " } ?? "[file] \(name) ") + "(\(ByteCount.text(size)))"
+    }
+}
+
+/// `/file PATH` and `/image PATH` (docs/USAGE.md): the controller checks the file
+/// (`ChatEffect.checkFile`), the session shows a line for it whose mark is the transfer's
+/// progress in place, then ✓✓ once the receiver has the whole file, or ✗ and why; files
+/// received are announced, then shown once saved. In a room the mark counts the members who
+/// have the whole file (✓✓ 2/2), as for a post.
+extension ChatSession {
+    /// `/file PATH` or `/image PATH` was typed: the controller looks at the file first.
+    mutating func fileAsked(path: String, image: Bool) -> [ChatEffect] {
+        guard let peer else {
+            notice("no one to send to: type /to NAME first, then /\(image ? "image" : "file") PATH", .failure)
+            return []
+        }
+        return [.checkFile(path: path, to: peer, image: image)]
+    }
+
+    /// The controller's look at a file to send: a line for it and the transfer, or why not.
+    public mutating func fileChecked(to peer: String, _ result: Result<ChatFile, ChatRoomError>) -> [ChatEffect] {
+        switch result {
+        case .failure(let error):
+            notice(error.reason, .failure)
+            return []
+        case .success(let file):
+            var message = SIMPMessage(kind: .text, toUser: peer, content: file.label)
+            message.fromUser = user
+            message.time = clock.now()
+            unreadCounts[peer] = nil
+            let ref = outgoing.add(message)
+            outgoing[ref].file = file
+            if screen.interactive { showStatus(of: ref) }
+            return [.sendFile(ref: ref, file, to: peer)]
+        }
+    }
+
+    /// How far file `ref` is: its mark, rewritten in place (`3.1 MB of 10.0 MB, 4.2 MB/s, ETA 1.6 s`).
+    public mutating func fileProgress(ref: Int, _ progress: String) {
+        guard !outgoing[ref].status.isFinal else { return }
+        outgoing.resolve(ref: ref, .transferring(progress))
+        showStatus(of: ref, quietly: true)
+    }
+
+    /// A file's announcement arrived from `message.fromUser`: its chunks follow.
+    mutating func fileAnnounced(_ message: SIMPMessage) -> [ChatEffect] {
+        history.append(HistoryEntry(received: message))
+        learnNames(message.fromUser)
+        notice("\(message.fromUser) is sending \(message.content) (\(ByteCount.text(message.fileSize)))", .dim)
+        return []
+    }
+
+    /// A file from `from` was received whole, its SHA-256 checked, and saved at `path`
+    /// (`receivedBefore`: sent again, the copy saved earlier is still there):
+    /// `alice: [file] NAME (SIZE) saved to PATH`.
+    public mutating func fileSaved(from: String, _ file: ChatFile, receivedBefore: Bool = false) {
+        var message = SIMPMessage(
+            kind: .text, content: file.label + (receivedBefore ? " sent again: already saved at " : " saved to ") + file.path)
+        message.fromUser = from
+        message.toUser = user
+        message.time = clock.now()
+        printLine(Self.messageLine(HistoryEntry(message), user: user, clock: clock))
+    }
+
+    /// A file sent to this user could not be received (refused as too large, the disk full,
+    /// its digest wrong): the reason, as a notice.
+    public mutating func fileNotReceived(_ reason: String) {
+        notice("file not received: \(reason)", .failure)
+    }
+}

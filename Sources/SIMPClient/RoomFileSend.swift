@@ -1,0 +1,90 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPCore
+
+/// Sends one file to a room (docs/PROTOCOL.md §5.6, "Files in rooms"): to each member this
+/// device would seal a room post for (those admitted, `RoomAdmission`; not this user), one
+/// `FileSend` each, all at once. Each member's devices get the file as a direct file: its own
+/// announcement, key and chunk stream; the relay fans nothing out. A member who is offline or
+/// refuses is reported and does not stop the others.
+public struct RoomFileSend: Sendable {
+    /// How far the whole send is: the members' progress summed, and who has the whole file.
+    public struct Progress: Sendable {
+        /// The members' transfers summed (`size` is the file's size times the members).
+        public var total: FileSend.Progress
+        public var membersDone: Int
+        public var members: Int
+    }
+
+    public let client: SIMPClient
+    public let path: String
+    public let room: String
+    /// Where the transfers' acknowledgements come from (nil: a router made for this send).
+    public let router: FileDatagramRouter?
+
+    public init(client: SIMPClient, path: String, room: String, router: FileDatagramRouter? = nil) {
+        self.client = client
+        self.path = path
+        self.room = room
+        self.router = router
+    }
+
+    /// Sends the file to every reader of the room; returns who could not get it and why
+    /// (empty: everyone has it). `progress` hears of each step, from any task.
+    public func run(progress: @escaping @Sendable (Progress) -> Void) async throws -> [(member: String, reason: String)] {
+        let members = try await client.fileReaders(ofRoom: room)
+        let router = self.router ?? FileDatagramRouter(client: client)
+        defer { if self.router == nil { router.stop() } }
+        let state = NIOLockedValueBox<(each: [String: FileSend.Progress], done: Int)>(([:], 0))
+        let path = self.path, client = self.client
+        @Sendable func report() {
+            let (each, done) = state.withLockedValue { ($0.each, $0.done) }
+            var total = FileSend.Progress(bytesAcknowledged: 0, size: 0, bytesSent: 0, elapsed: .zero)
+            for one in each.values {
+                total.bytesAcknowledged += one.bytesAcknowledged
+                total.size += one.size
+                total.bytesSent += one.bytesSent
+                total.elapsed = max(total.elapsed, one.elapsed)
+            }
+            progress(Progress(total: total, membersDone: done, members: members.count))
+        }
+        report()
+        return await withTaskGroup(of: (String, String?).self) { group in
+            for member in members {
+                group.addTask {
+                    do {
+                        let transfer = try FileSend(client: client, path: path, to: member)
+                        try await transfer.run(datagrams: router.acknowledgements()) { one in
+                            state.withLockedValue { $0.each[member] = one }
+                            report()
+                        }
+                        state.withLockedValue { $0.done += 1 }
+                        report()
+                        return (member, nil)
+                    } catch {
+                        return (member, "\(error)")
+                    }
+                }
+            }
+            var failures: [(member: String, reason: String)] = []
+            for await (member, failure) in group {
+                if let failure { failures.append((member, failure)) }
+            }
+            return failures.sorted { $0.member < $1.member }
+        }
+    }
+}
+
+extension SIMPClient {
+    /// The members of `room` a file sent there goes to: those this device seals room posts
+    /// for (admitted by a member; all of them the first time this device uses the room), not
+    /// this user. Throws without end to end (a file's key travels end to end only).
+    public func fileReaders(ofRoom room: String) async throws -> [String] {
+        let members = try await roomMembers(room)
+        return try await onEngine(now: { engine in
+            guard let endToEnd = engine.endToEnd else { throw FileSend.Failure.notEndToEnd }
+            return endToEnd.usedRoom(room, members: members).readers(among: members)
+        })
+    }
+}
