@@ -100,6 +100,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         core.deliveryLimit = configuration.deliveryLimit
         core.device = configuration.device
         core.sendOnly = configuration.sendOnly
+        core.hidePresence = configuration.hidePresence
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }

@@ -362,7 +362,10 @@ public struct RelayCore: Sendable {
         // From now on what is stored for the device waits for its backlog (a message stored
         // while the registration is written would otherwise go out first, with a floor that
         // lets the device's receiver start the stream past the backlog).
-        if receives { inbox.deviceConnected(Recipient(user: user, device: device)) }
+        if receives {
+            inbox.deviceConnected(Recipient(user: user, device: device))
+            presence.loggedIn(user, hidden: connect?.hidePresence ?? false)
+        }
         routes.forget(user)
         connections.setPhase(.registering(user: user, connected: connected), of: connection)
         output.append(.store(.register(registration, connection: connection)))
@@ -384,7 +387,8 @@ public struct RelayCore: Sendable {
         guard withdraw else { return }
         output.append(.store(.unregister(user: registration.user, session: registration.session, device: registration.device)))
         if registration.receives, !sessions.hasReceiver(registration.user) {
-            output.append(.store(.recordPresence(user: registration.user, online: false)))
+            output.append(.store(.recordPresence(user: registration.user, online: false, hidden: presence.isHidden(registration.user))))
+            presence.left(registration.user)
         }
     }
 
@@ -415,7 +419,7 @@ public struct RelayCore: Sendable {
         output += [.send(connection, connected), .store(.announceMove(UserMove(user: user, relayId: configuration.relayId)))]
         guard registration.receives else { return }
         timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay, connectedAt: now)
-        output.append(.store(.recordPresence(user: user, online: true)))
+        output.append(.store(.recordPresence(user: user, online: true, hidden: presence.isHidden(user))))
     }
 
     /// A control message for `user`'s sessions wherever they are: those here get it at once;
