@@ -73,6 +73,14 @@ struct ConnectionOptions: ParsableArguments {
         ))
     var noE2E = false
 
+    @Option(
+        help: ArgumentHelp(
+            "on or off: whether users you share a conversation or room with see when you are online and when you were last seen.",
+            discussion:
+                "With on (the default) the relay shows your presence (online, or last seen to the minute) only to users you sent a direct message to and members of your rooms. With off it shows it to nobody: their /who says there is no presence information for you, exactly as for a user who does not exist. Each login of a device that receives (chat, listen) sets it again.",
+            valueName: "on|off"))
+    var presence = "on"
+
     @Option(name: .customLong("udp-port"), help: "Local UDP port to receive on (0 picks a free one).")
     var udpPort = 0
 
@@ -85,6 +93,7 @@ struct ConnectionOptions: ParsableArguments {
         if tokenFile != nil, tokenCommand != nil { throw ValidationError("--token-file and --token-command: give one of them") }
         if let device, let problem = DeviceName.problem(with: device) { throw ValidationError("--device: \(problem)") }
         guard (0...65535).contains(udpPort) else { throw ValidationError("--udp-port must be 0-65535") }
+        guard ["on", "off"].contains(presence) else { throw ValidationError("--presence must be on or off, not \"\(presence)\"") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
@@ -105,6 +114,7 @@ struct ConnectionOptions: ParsableArguments {
         var configuration = ClientConfiguration(servers: try MessageFormatting.parseServers(server), user: user)
         configuration.localUDPPort = udpPort
         configuration.sendOnly = sendOnly
+        configuration.hidePresence = presence == "off"
         let home = SIMPHome.directory()
         do {
             let lock = try DeviceLock.acquire(home: home, user: user, device: device)

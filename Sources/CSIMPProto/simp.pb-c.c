@@ -266,7 +266,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[65] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[66] =
 {
   {
     "version",
@@ -1048,6 +1048,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[65] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "hidePresence",
+    180,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, hidepresence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -1079,6 +1091,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
   40,   /* field[40] = held */
+  65,   /* field[65] = hidePresence */
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
@@ -1116,7 +1129,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[9 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1127,7 +1140,8 @@ static const ProtobufCIntRange simp__message__number_ranges[9 + 1] =
   { 80, 52 },
   { 120, 63 },
   { 160, 64 },
-  { 0, 65 }
+  { 180, 65 },
+  { 0, 66 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1137,10 +1151,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  65,
+  66,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  9,  simp__message__number_ranges,
+  10,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

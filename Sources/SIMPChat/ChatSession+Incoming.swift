@@ -81,8 +81,10 @@ extension ChatSession {
         case .failure(let error): notice("/who: \(error.reason)", .failure)
         case .success(let entries):
             for entry in entries {
-                guard entry.lastSeen >= 0 else { // the relay's answer for a user that does not exist
-                    notice("\(entry.user): no such user", .failure)
+                // The relay's answer for a user it does not show: no conversation or room shared,
+                // presence off, or no such user (the same answer for each).
+                guard entry.lastSeen >= 0 else {
+                    notice("no presence information for \(entry.user)", .dim)
                     continue
                 }
                 learnNames(entry.user)

@@ -27,6 +27,9 @@ public struct ClientConfiguration: Sendable {
     /// A session that only sends: it never receives content or stored messages, and never
     /// replaces the device's receiving session (`simp send`).
     public var sendOnly = false
+    /// Presence off: the relay shows this user's presence and last-seen to nobody, contacts
+    /// and room members included (docs/PROTOCOL.md §4.8). A receiving session's login decides.
+    public var hidePresence = false
     /// Where messages wait until their outcome is known, across restarts (nil: memory only).
     public var outbox: Outbox?
     /// Local address for the UDP socket; port 0 picks a free one.

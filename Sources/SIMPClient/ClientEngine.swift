@@ -100,6 +100,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
         core.sendOnly = configuration.sendOnly
         core.relays = configuration.servers.map(\.description)
         core.loginTimeout = configuration.connectTimeout
+        core.hidePresence = configuration.hidePresence
         self.session = ClientSession(configuration: core)
         self.metrics = ClientMetrics(factory: configuration.metricsFactory)
     }

@@ -41,11 +41,14 @@ extension ClientSession {
     }
 
     /// `frame` (AUTH or CONNECT) naming the configured device; CONNECT also says whether the
-    /// session only sends.
+    /// session only sends, and whether the user turned presence off.
     private func namingDevice(_ frame: SIMPMessage) -> SIMPMessage {
         var frame = frame
         frame.device = configuration.device
-        if frame.kind == .connect { frame.sendOnly = configuration.sendOnly }
+        if frame.kind == .connect {
+            frame.sendOnly = configuration.sendOnly
+            frame.hidePresence = configuration.hidePresence
+        }
         return frame
     }
 

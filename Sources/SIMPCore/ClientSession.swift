@@ -54,6 +54,9 @@ public struct ClientSession: Sendable {
         /// A send-only session (CONNECT says so): never a route for content, never given stored
         /// messages.
         public var sendOnly = false
+        /// CONNECT asks the relay to show this user's presence and last-seen to nobody
+        /// (docs/PROTOCOL.md §4.8).
+        public var hidePresence = false
         /// HELLO is repeated this often until the relay answers, at most `helloAttempts` times.
         public var helloInterval: TimeAmount = .milliseconds(250)
         public var helloAttempts = 20

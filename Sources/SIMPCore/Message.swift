@@ -178,6 +178,8 @@ public struct SIMPMessage: Equatable, Sendable {
     public var device: String = ""
     /// CONNECT: the session only sends; the relay never gives it content or stored messages.
     public var sendOnly: Bool = false
+    /// CONNECT: nobody is shown this user's presence or last-seen (docs/PROTOCOL.md §4.8).
+    public var hidePresence: Bool = false
     /// RECEIPT (DELIVERED) only: further ids of `toUser`'s messages this receipt covers besides
     /// `messageId`, strictly ascending, at most `maxReceiptIds` (docs/PROTOCOL.md §6.1). On the
     /// wire each is the difference to the previous one; `attempt` and `holdMicros` still describe

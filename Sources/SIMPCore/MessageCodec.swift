@@ -107,6 +107,7 @@ public enum MessageCodec {
         message.device = string(c.device)
         message.loginAddress = string(c.loginaddress)
         message.sendOnly = c.sendonly != 0
+        message.hidePresence = c.hidepresence != 0
         message.batchReceipts = c.batchreceipts != 0
         message.held = c.held != 0
         message.messageRateLimit = c.messageratelimit
@@ -207,6 +208,7 @@ public enum MessageCodec {
             c.lastseen = message.lastSeen
             c.tokenexpires = message.tokenExpires
             c.sendonly = message.sendOnly ? 1 : 0
+            c.hidepresence = message.hidePresence ? 1 : 0
             c.batchreceipts = message.batchReceipts ? 1 : 0
             c.held = message.held ? 1 : 0
             c.messageratelimit = message.messageRateLimit

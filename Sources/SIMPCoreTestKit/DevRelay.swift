@@ -44,6 +44,11 @@ public struct DevRelay {
     public var core: RelayCore
     /// The users connected through `connect` (or `complete`), by name.
     public private(set) var clients: [String: Client] = [:]
+    /// Whether `run` keeps the core's notes of who sent content to whom
+    /// (`StoreRequest.noteContact`) in what it returns. Off by default: the first message of
+    /// each pair adds one, which the data path's tests are not about; the tests of who shares
+    /// a conversation turn it on.
+    public var keepsContactNotes = false
 
     /// A development relay `relayId` announcing UDP port `udpPort`, its entropy seeded with
     /// `seed`, started at `now`; `configure` changes its configuration first.
@@ -59,10 +64,12 @@ public struct DevRelay {
 
     // MARK: Driving the core
 
-    /// Runs one core entry point and returns what it appended.
+    /// Runs one core entry point and returns what it appended (without contact notes, unless
+    /// `keepsContactNotes`).
     public mutating func run(_ body: (inout RelayCore, inout [RelayAction]) -> Void) -> [RelayAction] {
         var actions: [RelayAction] = []
         body(&core, &actions)
+        if !keepsContactNotes { actions.removeAll(where: \.isContactNote) }
         return actions
     }
 
@@ -310,5 +317,13 @@ extension StoreRequest {
     public var registration: Registration? {
         if case .register(let registration, _) = self { return registration }
         return nil
+    }
+}
+
+extension RelayAction {
+    /// Whether this is the store's note that one user sent content to another.
+    var isContactNote: Bool {
+        if case .store(.noteContact) = self { return true }
+        return false
     }
 }

@@ -82,6 +82,7 @@ extension StoreRequest {
         case .postToRoom: "postToRoom"
         case .countRoomDelivery: "countRoomDelivery"
         case .recordPresence: "recordPresence"
+        case .noteContact: "noteContact"
         case .who: "who"
         case .publishKeys: "publishKeys"
         case .fetchKeys: "fetchKeys"

@@ -25,12 +25,14 @@ extension ChatEndToEndTests {
         XCTAssertTrue(allRead, aliceTerminal.screen.lines.joined(separator: "\n"))
         XCTAssertFalse(aliceTerminal.rawOutput.contains("read by"), "read receipts never reprint messages as lines")
 
-        // Tab completes the command; the relay tells a user who does not exist from one offline.
+        // Tab completes the command; a user who does not exist (as one who shares no conversation
+        // with alice) has no presence information.
         aliceTerminal.type("/wh\t")
         let completed = await aliceTerminal.waitForScreen { $0.cursorLine.hasSuffix("> /who") }
         XCTAssertTrue(completed, aliceTerminal.screen.cursorLine)
-        aliceTerminal.type("nobody-\(UInt32.random(in: 0 ... .max))\r")
-        await assertScreen(aliceTerminal, shows: ": no such user")
+        let nobody = "nobody-\(UInt32.random(in: 0 ... .max))"
+        aliceTerminal.type("\(nobody)\r")
+        await assertScreen(aliceTerminal, shows: "no presence information for \(nobody)")
 
         // Audio is sent with /audio and shown like an image link.
         bobTerminal.type("/audio https://example.com/voice.ogg\r")

@@ -141,11 +141,11 @@ extension ChatSessionTests {
         XCTAssertTrue(terminal.transcript.contains("12:00 bob: [audio] https://x.org/a.mp3"), "\(terminal.transcript)")
     }
 
-    func testWhoSaysNoSuchUserAndHelpFitsEightyColumns() {
+    func testWhoSaysNoPresenceInformationAndHelpFitsEightyColumns() {
         start(peer: "bob")
         session.whoAnswered(.success([PresenceEntry(user: "nobody", online: false, lastSeen: -1)]), show: true)
         refresh()
-        XCTAssertEqual(terminal.transcript.suffix(2).first, "-- nobody: no such user")
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "-- no presence information for nobody")
         for line in ChatCommand.helpLines { XCTAssertLessThanOrEqual(DisplayWidth.of(line), 80, line) }
     }
 

@@ -129,6 +129,7 @@ final class MessageCodecTests: XCTestCase {
         message.lastSeen = 21
         message.device = "phone"
         message.sendOnly = true
+        message.hidePresence = true
         message.receiptIds = [3, 9, 10, 1_000_000]
         message.batchReceipts = true
         message.held = true

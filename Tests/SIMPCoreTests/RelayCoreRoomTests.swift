@@ -129,39 +129,8 @@ final class RelayCoreRoomTests: XCTestCase {
     }
 }
 
-final class RelayCorePresenceTests: XCTestCase {
-    func testPresenceGoesToFollowersAndRoomPeersConnectedHere() throws {
-        var relay = DevRelay()
-        let alice = ConnectionID(1), carol = ConnectionID(2), bob = ConnectionID(3)
-        try relay.connect("alice", on: alice, port: 5001)
-        try relay.connect("carol", on: carol, port: 5002)
-        try relay.connect("bob", on: bob, port: 5003)
-        XCTAssertEqual(
-            relay.closed(bob),
-            [
-                .event(.userDisconnected(relay.registration(of: "bob"), .connectionClosed)), .store(.unregister(user: "bob", session: "r1/3")),
-                .store(.recordPresence(user: "bob", online: false)),
-            ])
-
-        var who = SIMPMessage(kind: .who, messageId: 9, toUser: "alice")
-        who.members = ["bob offline 5"]
-        XCTAssertEqual(
-            relay.answer(
-                .who(
-                    WhoRequest(user: "alice", connection: alice, messageId: 9, users: ["bob"], room: nil),
-                    [PresenceEntry(user: "bob", online: false, lastSeen: 5)])), [.send(alice, who)])
-        func presence(to user: String) -> SIMPMessage {
-            var frame = SIMPMessage(kind: .presence, fromUser: "bob", toUser: user)
-            frame.online = true
-            frame.lastSeen = 77
-            return frame
-        }
-        XCTAssertEqual(
-            relay.answer(.recordPresence(user: "bob", online: true, lastSeen: 77, roomPeers: ["bob", "carol", "dave"])),
-            [.send(alice, presence(to: "alice")), .send(carol, presence(to: "carol")), .store(.lookup(user: "dave"))],
-            "follower alice and room peer carol here; dave's relay, if any, hears it through the store")
-    }
-
+/// READ markers and typing in the relay core.
+final class RelayCoreReadMarkerTests: XCTestCase {
     func testReadMarkerForAnOfflineSenderIsStoredAndTypingForAnOfflineUserIsDropped() throws {
         var relay = DevRelay()
         let bob = ConnectionID(1)
@@ -175,11 +144,5 @@ final class RelayCorePresenceTests: XCTestCase {
         XCTAssertEqual(relay.send(SIMPMessage(kind: .typing, messageId: 1, fromUser: "bob", toUser: "alice")), [.store(.lookup(user: "alice"))])
         XCTAssertEqual(relay.answer(.lookup(user: "alice", .single(nil, known: true))), [], "not stored, not refused")
         XCTAssertEqual(relay.send(SIMPMessage(kind: .typing, messageId: 2, fromUser: "bob", toUser: "#room")), [])
-    }
-
-    func testPresenceEntryTextRoundTripsUserIdsWithSpaces() {
-        let entry = PresenceEntry(user: "ann marie", online: true, lastSeen: 123)
-        XCTAssertEqual(PresenceEntry(text: entry.text), entry)
-        XCTAssertNil(PresenceEntry(text: "bob maybe 1"))
     }
 }

@@ -156,7 +156,10 @@ final class DevicesTests: XCTestCase {
         XCTAssertEqual(got.map(\.messageId), [id], "the phone gets it now")
 
         await phone.close()
-        let bobGone = try await Eventually.holds { try await aliceClient.who([bob]).first?.online == false }
+        // (Read in Redis: bob never wrote to alice, so her WHO would show her nothing of him.)
+        let bobGone = try await Eventually.holds {
+            try await self.relay.inspector.command(["HGET", PresenceStore.presenceKey(bob), "state"]).string == "offline"
+        }
         XCTAssertTrue(bobGone, "the relay saw the phone leave")
         let whileOffline = try await aliceClient.send(text: "later then", to: bob)
         guard case .stored(_, let nowOnline) = whileOffline else { return XCTFail("stored expected, got \(whileOffline)") }

@@ -30,18 +30,26 @@ final class PresenceTests: RelayTestCase {
     }
 
     func testPresenceChangesReachFollowersAndRoomMembers() async throws {
-        let alice = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
+        let aliceName = TestRelay.uniqueUser("alice")
+        let alice = try await relay.connectClient(user: aliceName)
         let aliceEvents = PeerEventLog(alice)
         let bobName = TestRelay.uniqueUser("bob")
         let never = TestRelay.uniqueUser("never"), nobody = TestRelay.uniqueUser("nobody")
         try await relay.addUser(never)
         var bob = try await relay.connectClient(user: bobName)
 
-        let answer = try await alice.who([bobName, never, nobody])
-        XCTAssertEqual(answer.map(\.user), [bobName, never, nobody])
-        XCTAssertEqual(answer.map(\.online), [true, false, false])
-        XCTAssertEqual(answer[1].lastSeen, 0, "a user who exists but was never seen")
-        XCTAssertEqual(answer[2].lastSeen, -1, "no such user: no credentials, never seen")
+        // A stranger is told nothing: bob online, a user never seen and no user look alike.
+        let strangers = try await alice.who([bobName, never, nobody])
+        XCTAssertEqual(strangers, [bobName, never, nobody].map { PresenceEntry(user: $0, online: false, lastSeen: -1) })
+
+        // bob writes to alice: she shares a conversation with him now, and sees him.
+        _ = try await bob.send(text: "hi", to: aliceName)
+        let shown = try await Eventually.holds { try await alice.who([bobName]).first?.online == true }
+        XCTAssertTrue(shown, "bob wrote to alice: she sees him online")
+        let noted = try await relay.inspector.command(["ZSCORE", ContactStore.key(bobName), aliceName]).string
+        XCTAssertNotNil(noted, "the relay noted that bob wrote to alice")
+        let reverse = try await relay.inspector.command(["ZSCORE", ContactStore.key(aliceName), bobName]).string
+        XCTAssertNil(reverse, "alice never wrote to bob")
         let key = try await relay.inspector.command(["HGET", "simp:presence:{\(bobName)}", "state"]).string
         XCTAssertEqual(key, "online")
         let ttl = try await relay.inspector.command(["TTL", "simp:presence:{\(bobName)}"]).integer ?? -2
@@ -53,6 +61,7 @@ final class PresenceTests: RelayTestCase {
         let later = try await alice.who([bobName])
         XCTAssertEqual(later.first?.online, false)
         XCTAssertGreaterThan(later.first?.lastSeen ?? 0, 0, "last seen")
+        XCTAssertEqual((later.first?.lastSeen ?? 1) % RelayCore.lastSeenGranularity, 0, "to the minute")
 
         bob = try await relay.connectClient(user: bobName)
         let cameBack = await aliceEvents.waitFor { Self.presence($0, bobName, online: true) }
@@ -75,6 +84,52 @@ final class PresenceTests: RelayTestCase {
         } catch SIMPClientError.rejected(let code, _) {
             XCTAssertEqual(code, .notAMember)
         }
+    }
+
+    func testPresenceOffHidesAUserFromItsContactsAndRoomPeersToo() async throws {
+        let aliceName = TestRelay.uniqueUser("alice"), carolName = TestRelay.uniqueUser("carol")
+        let alice = try await relay.connectClient(user: aliceName)
+        var carol = try await relay.connectClient(user: carolName) { $0.hidePresence = true }
+        let room = "room-\(UInt32.random(in: .min ... .max))"
+        _ = try await carol.joinRoom(room)
+        _ = try await alice.joinRoom(room)
+        _ = try await carol.send(text: "hi", to: aliceName)
+        let off = try await relay.inspector.command(["EXISTS", PresenceStore.offKey(carolName)]).integer
+        XCTAssertEqual(off, 1)
+
+        let direct = try await alice.who([carolName])
+        XCTAssertEqual(direct, [PresenceEntry(user: carolName, online: false, lastSeen: -1)], "a contact sees nothing")
+        let roomPresence = try await alice.who(room: room)
+        XCTAssertEqual(roomPresence.first { $0.user == carolName }, PresenceEntry(user: carolName, online: false, lastSeen: -1))
+        XCTAssertEqual(roomPresence.first { $0.user == aliceName }?.online, true, "the other members are shown")
+
+        // Her next login with presence on shows her again.
+        await carol.close()
+        carol = try await relay.connectClient(user: carolName)
+        let shown = try await Eventually.holds { try await alice.who([carolName]).first?.online == true }
+        XCTAssertTrue(shown)
+        await carol.close()
+    }
+
+    func testARoomsMembersAreRefusedToANonMemberAlikeWhetherTheRoomExistsOrNot() async throws {
+        let alice = try await relay.connectClient(user: TestRelay.uniqueUser("alice"))
+        let bob = try await relay.connectClient(user: TestRelay.uniqueUser("bob"))
+        let room = "room-\(UInt32.random(in: .min ... .max))", missing = "room-\(UInt32.random(in: .min ... .max))"
+        _ = try await bob.joinRoom(room)
+        var refusals: [String] = []
+        for name in [room, missing] {
+            do {
+                _ = try await alice.roomMembers(name)
+                XCTFail("a non-member listed #\(name)")
+            } catch SIMPClientError.rejected(let code, let text) {
+                XCTAssertEqual(code, .notAMember)
+                refusals.append(text.replacingOccurrences(of: name, with: "ROOM"))
+            }
+        }
+        XCTAssertEqual(refusals.count, 2)
+        XCTAssertEqual(refusals.first, refusals.last, "no room-existence oracle")
+        let members = try await bob.roomMembers(room)
+        XCTAssertEqual(members, [bob.configuration.user])
     }
 
     func testReadMarkersReachTheSenderEvenAfterItWasOffline() async throws {

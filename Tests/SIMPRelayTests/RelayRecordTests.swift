@@ -69,16 +69,19 @@ final class RelayRecordTests: XCTestCase {
     }
 
     /// Two relays: carol (who does not reconnect) on relay 0, dave on relay 1 giving up a message
-    /// after three quick transmissions.
+    /// after three quick transmissions; carol wrote to dave, so he is shown her presence.
     private func carolOnRelay0AndDaveOnRelay1(registrationTTL: Int) async throws -> (TestRelayCluster, String, SIMPClient) {
         let cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.registrationTTLSeconds = registrationTTL }
         self.cluster = cluster
         let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
-        _ = try await cluster.connectClient(user: carol, relay: 0) { $0.reconnect = nil }
+        let carolClient = try await cluster.connectClient(user: carol, relay: 0) { $0.reconnect = nil }
         let daveClient = try await cluster.connectClient(user: dave, relay: 1) {
             $0.retransmit.maxAttempts = 3
             $0.retransmit.initialRTO = .milliseconds(60)
         }
+        _ = try await carolClient.send(text: "hello", to: dave)
+        let shown = try await Eventually.holds { try await daveClient.who([carol]).first?.online == true }
+        XCTAssertTrue(shown, "carol wrote to dave: he sees her online")
         return (cluster, carol, daveClient)
     }
 
@@ -132,7 +135,7 @@ final class RedisFlushTests: XCTestCase {
         let relay = try await TestRelay.start(redis: redis) { $0.registrationTTLSeconds = 3 }
         defer { Task { await relay.stop() } }
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        _ = try await relay.connectClient(user: bob)
+        let bobClient = try await relay.connectClient(user: bob)
         let aliceClient = try await relay.connectClient(user: alice)
         let relayKey = Registry.relayKey(relay.server.configuration.relayId)
         let before = try await relay.inspector.command(["GET", relayKey]).string
@@ -148,6 +151,7 @@ final class RedisFlushTests: XCTestCase {
         let entry = try await relay.inspector.command(["HGETALL", Registry.userKey(bob)]).array?.compactMap(\.string) ?? []
         let incarnation = after?.split(separator: " ").first { $0.hasPrefix("incarnation=") }?.dropFirst("incarnation=".count)
         XCTAssertTrue(entry.contains { $0.hasPrefix("\(incarnation ?? "?") r ") }, "bob's entry carries it: \(entry)")
+        _ = try await bobClient.send(text: "after the flush too", to: alice) // alice is shown the presence of who wrote to her
         let presence = try await aliceClient.who([bob])
         XCTAssertEqual(presence.map(\.online), [true], "\(presence)")
         let result = try await aliceClient.send(text: "after the flush", to: bob)

@@ -518,6 +518,13 @@ struct  Simp__Message
    */
   protobuf_c_boolean sendonly;
   /*
+   * Less metadata for other users (fields 180-184; docs/PROTOCOL.md §4.8, "What the relay still learns").
+   */
+  /*
+   * CONNECT: nobody is shown this user's presence or last-seen (WHO answers it as unknown,
+   */
+  protobuf_c_boolean hidepresence;
+  /*
    * Batched receipts (fields 50-59; docs/PROTOCOL.md §6.1).
    * RECEIPT (DELIVERED): further ids of `toUser`'s messages this receipt covers besides `messageId`,
    * ascending, each written as the difference to the previous one (the first as the id itself);
@@ -678,7 +685,7 @@ struct  Simp__Message
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, 0 }
 
 
 /* Simp__Message methods */

@@ -3,12 +3,35 @@ import NIOCore
 /// Presence, read markers and WHO.
 ///
 /// Presence changes (a session registered, a session ended) are recorded in the store and
-/// pushed as PRESENCE frames to the local users who asked WHO about the user (its conversation
-/// peers, in `simp chat`) and to the members of its rooms. READ markers are routed to the
-/// original sender like receipts, and stored in its inbox if it is offline.
+/// pushed as PRESENCE frames to the local users whose WHO was answered with the user's presence
+/// (its conversation peers, in `simp chat`) and to the members of its rooms. A user's presence
+/// is shown only to users it shares a conversation or a room with, to nobody if it turned
+/// presence off, and last-seen only to the minute (docs/PROTOCOL.md §4.8, "What the relay
+/// still learns"). READ markers are routed to the original sender like receipts, and stored in
+/// its inbox if it is offline.
 extension RelayCore {
     /// Users one WHO may ask about (and subscribe to).
     public static let maxWhoUsers = 256
+    /// Last-seen times leave the relay rounded down to this many milliseconds (a minute).
+    public static let lastSeenGranularity: Int64 = 60_000
+
+    /// What a WHO shows of `entry`, as the store found it: a user who does not share a
+    /// conversation or room with the asker, or turned presence off, or does not exist, is
+    /// answered the same (unknown, last seen -1); a shown last-seen is rounded to the minute.
+    public static func shownPresence(_ entry: PresenceEntry) -> PresenceEntry {
+        guard entry.sharesConversation, !entry.hidden, entry.lastSeen >= 0 else { return .unknown(entry.user) }
+        return PresenceEntry(user: entry.user, online: entry.online, lastSeen: coarseLastSeen(entry.lastSeen))
+    }
+
+    /// `lastSeen` (ms since the epoch) rounded down to `lastSeenGranularity`.
+    public static func coarseLastSeen(_ lastSeen: Int64) -> Int64 { lastSeen - lastSeen % lastSeenGranularity }
+
+    /// `user` sent content to `peer` (not a room): the store notes the conversation, at most
+    /// once per `PresenceCore.contactRenewal` per pair on this relay.
+    mutating func noteContact(from user: String, to peer: String, now: NIODeadline, into output: inout [RelayAction]) {
+        guard user != peer, !Self.isRoomAddress(peer), presence.notesContact(from: user, to: peer, now: now) else { return }
+        output.append(.store(.noteContact(user: user, peer: peer)))
+    }
 
     /// A READ from `user`: "I have seen `toUser`'s messages up to `messageId`".
     func routeRead(_ read: SIMPMessage, from user: String, into output: inout [RelayAction]) {
@@ -39,7 +62,8 @@ extension RelayCore {
         output.append(.store(.who(WhoRequest(user: user, connection: connection, messageId: message.messageId, users: message.members, room: room))))
     }
 
-    /// The store answered a `.who`: the answer goes back and the asker follows these users.
+    /// The store answered a `.who`: what the asker may see goes back (`shownPresence`), and the
+    /// asker follows the users it was shown.
     mutating func whoAnswered(_ request: WhoRequest, _ result: Result<[PresenceEntry]?, StoreFailure>, into output: inout [RelayAction]) {
         guard case .success(let entries) = result else {
             return output.append(.send(request.connection, .error(.internal, "presence unavailable, try again", messageId: request.messageId)))
@@ -48,24 +72,27 @@ extension RelayCore {
             return output.append(
                 .send(request.connection, .error(.notAMember, "you are not a member of #\(request.room ?? "")", messageId: request.messageId)))
         }
-        presence.follow(entries.map(\.user), by: request.user)
+        let shown = entries.map(Self.shownPresence)
+        presence.follow(shown.filter { $0.lastSeen >= 0 }.map(\.user), by: request.user)
         var reply = SIMPMessage(kind: .who, messageId: request.messageId, toUser: request.user)
         reply.room = request.room ?? ""
-        reply.members = entries.map(\.text)
+        reply.members = shown.map(\.text)
         output.append(.send(request.connection, reply))
     }
 
     /// The store recorded `user`'s presence: local users who follow it or share a room with it
-    /// get a PRESENCE frame; room peers connected to other relays get it through them.
+    /// get a PRESENCE frame; room peers connected to other relays get it through them. Nobody
+    /// does when the user turned presence off (`hidden`).
     mutating func presenceRecorded(
-        user: String, online: Bool, lastSeen: Int64, roomPeers: [String], now: NIODeadline, into output: inout [RelayAction]
+        user: String, online: Bool, lastSeen: Int64, roomPeers: [String], hidden: Bool, now: NIODeadline, into output: inout [RelayAction]
     ) {
+        guard !hidden else { return }
         let peers = Set(roomPeers)
         var audience = peers.union(presence.followers(of: user))
         audience.remove(user)
         var frame = SIMPMessage(kind: .presence, fromUser: user)
         frame.online = online
-        frame.lastSeen = lastSeen
+        frame.lastSeen = Self.coarseLastSeen(lastSeen)
         for peer in audience.sorted() {
             frame.toUser = peer
             let connections = sessions.connections(of: peer)

@@ -38,7 +38,10 @@ extension RelayCore {
         // From now on what is stored for the device waits for its backlog (a message stored
         // while the registration is written would otherwise go out first, with a floor that
         // lets the device's receiver start the stream past the backlog).
-        if receives { inbox.deviceConnected(Recipient(user: user, device: device)) }
+        if receives {
+            inbox.deviceConnected(Recipient(user: user, device: device))
+            presence.loggedIn(user, hidden: connect?.hidePresence ?? false)
+        }
         routes.forget(user)
         connections.change(connection, .sessionStarted(user: user, session: keys.sessionId, connected: connected), now: now)
         output.append(.store(.register(registration, connection: connection)))
@@ -80,7 +83,8 @@ extension RelayCore {
         guard withdraw else { return registration }
         output.append(.store(.unregister(user: registration.user, session: registration.session, device: registration.device)))
         if registration.receives, !sessions.hasReceiver(registration.user) {
-            output.append(.store(.recordPresence(user: registration.user, online: false)))
+            output.append(.store(.recordPresence(user: registration.user, online: false, hidden: presence.isHidden(registration.user))))
+            presence.left(registration.user)
         }
         return registration
     }
@@ -114,6 +118,6 @@ extension RelayCore {
         ]
         guard registration.receives else { return }
         timers.loadInbox(of: Recipient(user: user, device: registration.device), at: now + configuration.inboxStartDelay, connectedAt: now)
-        output.append(.store(.recordPresence(user: user, online: true)))
+        output.append(.store(.recordPresence(user: user, online: true, hidden: presence.isHidden(user))))
     }
 }

@@ -35,8 +35,8 @@ extension RelayCore {
             roomPosted(room: room, message: message, .success(posted), into: &output)
         case .countRoomDelivery(let copy, let delivered):
             roomDeliveryCounted(copy: copy, delivered: delivered, now: now, into: &output)
-        case .recordPresence(let user, let online, let lastSeen, let roomPeers):
-            presenceRecorded(user: user, online: online, lastSeen: lastSeen, roomPeers: roomPeers, now: now, into: &output)
+        case .recordPresence(let user, let online, let lastSeen, let roomPeers, let hidden):
+            presenceRecorded(user: user, online: online, lastSeen: lastSeen, roomPeers: roomPeers, hidden: hidden, now: now, into: &output)
         case .who(let request, let entries):
             whoAnswered(request, .success(entries), into: &output)
         case .refresh(let relayRecordWasMissing):
@@ -90,7 +90,7 @@ extension RelayCore {
             break // nothing to tell: the session stays, the progress or presence frame is not sent
         case .holdFileChunk, .fetchHeldChunks, .releaseHeldFile:
             break // not acknowledged, not answered: the sender's or receiver's timeout asks again
-        case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox, .recordLogin:
+        case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox, .recordLogin, .noteContact:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them
         }
     }

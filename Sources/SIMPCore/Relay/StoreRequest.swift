@@ -57,8 +57,12 @@ public enum StoreRequest: Equatable, Sendable {
     case postToRoom(room: String, message: SIMPMessage)
     /// A member receipted room copy `copy`: count the member once per post.
     case countRoomDelivery(copy: SIMPMessage)
-    /// Record `user`'s presence and read the members of its rooms.
-    case recordPresence(user: String, online: Bool)
+    /// Record `user`'s presence (`hidden`: the user turned presence off, so WHO answers it as
+    /// unknown until a login turns it on again) and read the members of its rooms.
+    case recordPresence(user: String, online: Bool, hidden: Bool = false)
+    /// `user` sent content to `peer`: `peer` joins the users `user` shares a conversation with
+    /// (who may see `user`'s presence and hear of its new devices; docs/PROTOCOL.md §4.8).
+    case noteContact(user: String, peer: String)
     /// The presence of the request's users (or room members).
     case who(WhoRequest)
 
@@ -109,19 +113,23 @@ public enum StoreAnswer: Equatable, Sendable {
     case postToRoom(room: String, message: SIMPMessage, RoomPostResult)
     /// How many members have the room post of `copy` now.
     case countRoomDelivery(copy: SIMPMessage, delivered: Int)
-    /// Presence written at `lastSeen` (ms since the epoch); `roomPeers` share a room with the user.
-    case recordPresence(user: String, online: Bool, lastSeen: Int64, roomPeers: [String])
-    /// Presence entries; nil when the asker is not a member of the room asked about.
+    /// Presence written at `lastSeen` (ms since the epoch); `roomPeers` share a room with the user;
+    /// `hidden`: the user turned presence off (nobody is told).
+    case recordPresence(user: String, online: Bool, lastSeen: Int64, roomPeers: [String], hidden: Bool = false)
+    /// Presence entries with what the core needs to decide what the asker is shown
+    /// (`PresenceEntry.sharesConversation`, `hidden`); nil when the asker is not a member of
+    /// the room asked about.
     case who(WhoRequest, [PresenceEntry]?)
     /// The relay's liveness record was renewed; `relayRecordWasMissing`: the store had lost it,
     /// so a new incarnation began and every registration of the relay must be written again.
     case refresh(relayRecordWasMissing: Bool)
     /// A write with nothing to report was done (`.unregister`, `.moveRoute`, `.withdraw`,
-    /// `.announceMove`, `.removeFromInbox`).
+    /// `.announceMove`, `.removeFromInbox`, `.noteContact`).
     case written
     /// A device's bundle was kept; it has `prekeysLeft` one-time prekeys in the store now.
     /// `change`: whether the bundle is new or differs from the device's earlier one; `watchers`:
-    /// the users who fetched this user's bundles lately (told of a new or changed bundle).
+    /// the users who fetched this user's bundles lately and wrote to the user, or were written
+    /// to by it, or share a room with it (told of a new or changed bundle; docs/PROTOCOL.md §4.8).
     case publishKeys(KeysPublish, prekeysLeft: Int, change: KeysPublish.Change = .unchanged, watchers: [String] = [])
     /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
     /// `deviceList`: the user's signed device list kept (empty: none).
@@ -251,17 +259,30 @@ public struct WhoRequest: Sendable, Equatable {
     }
 }
 
-/// One user's presence as the store knows it.
+/// One user's presence as the store knows it (and, in a store's WHO answer, what decides
+/// whether the asker may see it: `RelayCore.shownPresence`).
 public struct PresenceEntry: Sendable, Equatable {
     public var user: String
     public var online: Bool
-    /// ms since the epoch when the user was last connected; 0 if never seen.
+    /// ms since the epoch when the user was last connected; 0 if never seen; -1: unknown (no
+    /// such user, or the asker may not see it).
     public var lastSeen: Int64
-    public init(user: String, online: Bool, lastSeen: Int64) {
+    /// WHO answers of the store only: the user shares a conversation or a room with the asker
+    /// (the user sent the asker content lately, or both are members of one room).
+    public var sharesConversation: Bool
+    /// WHO answers of the store only: the user turned presence off.
+    public var hidden: Bool
+
+    public init(user: String, online: Bool, lastSeen: Int64, sharesConversation: Bool = false, hidden: Bool = false) {
         self.user = user
         self.online = online
         self.lastSeen = lastSeen
+        self.sharesConversation = sharesConversation
+        self.hidden = hidden
     }
+
+    /// What WHO says of a user the asker may not see, and of one that does not exist: the same.
+    public static func unknown(_ user: String) -> PresenceEntry { PresenceEntry(user: user, online: false, lastSeen: -1) }
 
     /// The WHO answer's text form: `<user> <online|offline> <lastSeen>`.
     public var text: String { "\(user) \(online ? "online" : "offline") \(lastSeen)" }

@@ -24,6 +24,11 @@ struct MemoryStoreState: Sendable {
     /// `room/author/messageId` → members who have the post.
     var roomDelivered: [String: Set<String>] = [:]
     var presence: [String: PresenceEntry] = [:]
+    /// The users whose latest receiving login turned presence off.
+    var presenceOff: Set<String> = []
+    /// user → the users it sent content to → when that was noted (ms since the epoch), at most
+    /// `ContactStore.defaultMaxContacts` per user.
+    var contacts: [String: [String: Int64]] = [:]
     /// The relays whose liveness record exists (renewed, not withdrawn since the last reset).
     var relayRecords: Set<String> = []
     /// user → device → its published key bundle (docs/PROTOCOL.md §4.8).
@@ -38,6 +43,18 @@ struct MemoryStoreState: Sendable {
     var heldFiles = MemoryHeldFiles()
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
+
+    /// The members of `user`'s rooms (the user among them).
+    func roomPeers(of user: String) -> Set<String> {
+        roomMembers.values.filter { $0.contains(user) }.reduce(into: Set<String>()) { $0.formUnion($1) }
+    }
+
+    /// Whether `user` shares a conversation with `peer` (`ContactStore.share`): it sent `peer`
+    /// content (or, `eitherWay`, one sent the other content), or both are members of one room.
+    func shares(_ user: String, with peer: String, eitherWay: Bool = false) -> Bool {
+        contacts[user]?[peer] != nil || (eitherWay && contacts[peer]?[user] != nil)
+            || roomMembers.values.contains { $0.contains(user) && $0.contains(peer) }
+    }
 
     /// Carries out everything but publishing (which needs the subscribers).
     mutating func answer(_ request: StoreRequest, now: Int64) -> StoreAnswer {
@@ -105,10 +122,16 @@ struct MemoryStoreState: Sendable {
             let key = "\(copy.room)/\(copy.author)/\(copy.authorMessageId)"
             roomDelivered[key, default: []].insert(copy.toUser)
             return .countRoomDelivery(copy: copy, delivered: roomDelivered[key]!.count)
-        case .recordPresence(let user, let online):
+        case .recordPresence(let user, let online, let hidden):
             presence[user] = PresenceEntry(user: user, online: online, lastSeen: now)
-            let peers = roomMembers.values.filter { $0.contains(user) }.reduce(into: Set<String>()) { $0.formUnion($1) }
-            return .recordPresence(user: user, online: online, lastSeen: now, roomPeers: peers.sorted())
+            if hidden { presenceOff.insert(user) } else { presenceOff.remove(user) }
+            return .recordPresence(user: user, online: online, lastSeen: now, roomPeers: roomPeers(of: user).sorted(), hidden: hidden)
+        case .noteContact(let user, let peer):
+            contacts[user, default: [:]][peer] = now
+            if let oldest = contacts[user]?.min(by: { $0.value < $1.value }), contacts[user]!.count > ContactStore.defaultMaxContacts {
+                contacts[user]?[oldest.key] = nil
+            }
+            return .written
         case .who(let who):
             let users: [String]
             if let room = who.room {
@@ -117,7 +140,14 @@ struct MemoryStoreState: Sendable {
             } else {
                 users = who.users
             }
-            return .who(who, users.map { presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0) })
+            return .who(
+                who,
+                users.map {
+                    var entry = presence[$0] ?? PresenceEntry(user: $0, online: false, lastSeen: 0)
+                    entry.sharesConversation = who.room != nil || shares($0, with: who.user)
+                    entry.hidden = presenceOff.contains($0)
+                    return entry
+                })
         case .publishKeys(let keys):
             guard makeRoomForBundle(of: keys) else {
                 return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: keys.device, limit: limits.maxDevicesPerUser))
@@ -125,7 +155,8 @@ struct MemoryStoreState: Sendable {
             let earlier = keyBundles[keys.user]?[keys.device]
             let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == keys.bundle ? .unchanged : .changed
             let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
-            let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period }.keys.sorted()
+            let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period && shares(keys.user, with: $0.key, eitherWay: true) }.keys
+                .sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
             if !keys.deviceList.isEmpty { deviceLists[keys.user] = keys.deviceList }
             // In the order published (not a Set's, which differs between runs): which prekey a

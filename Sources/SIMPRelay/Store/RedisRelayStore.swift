@@ -22,6 +22,7 @@ public final class RedisRelayStore: RelayStore {
     let inboxes: InboxStore
     let rooms: RoomStore
     let presence: PresenceStore
+    let contacts: ContactStore
     let bus: RelayBus
     let keyBundles: KeyBundleStore
     let heldFiles: HeldFileStore
@@ -77,6 +78,7 @@ public final class RedisRelayStore: RelayStore {
         self.inboxes = InboxStore(redis: redis, maxMessages: limits.inboxMaxMessages, ttlSeconds: limits.inboxTTLSeconds)
         self.rooms = RoomStore(redis: redis, postTTLSeconds: limits.inboxTTLSeconds)
         self.presence = PresenceStore(redis: redis)
+        self.contacts = ContactStore(redis: redis)
         self.bus = RelayBus(redis: redis)
         self.keyBundles = KeyBundleStore(redis: redis, maxDevices: limits.maxDevicesPerUser)
         self.heldFiles = HeldFileStore(
@@ -157,18 +159,26 @@ public final class RedisRelayStore: RelayStore {
             return rooms.post(message, to: room, on: eventLoop).map { .postToRoom(room: room, message: message, $0) }
         case .countRoomDelivery(let copy):
             return rooms.countDelivery(of: copy, to: copy.toUser, on: eventLoop).map { .countRoomDelivery(copy: copy, delivered: $0) }
-        case .recordPresence(let user, let online):
-            return presence.record(user: user, online: online, now: now, on: eventLoop).map {
-                .recordPresence(user: user, online: online, lastSeen: now, roomPeers: $0)
+        case .recordPresence(let user, let online, let hidden):
+            return presence.record(user: user, online: online, hidden: hidden, now: now, on: eventLoop).map {
+                .recordPresence(user: user, online: online, lastSeen: now, roomPeers: $0, hidden: hidden)
             }
+        case .noteContact(let user, let peer):
+            return contacts.note(user: user, peer: peer, now: now, on: eventLoop).map { .written }
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
         case .publishKeys(let keys):
-            return keyBundles.publish(keys, on: eventLoop).map { [keyBundles] kept in
+            return keyBundles.publish(keys, on: eventLoop).flatMap { [keyBundles, contacts] kept in
                 guard let kept else {
-                    return .limitReached(request, reason: RelayCore.tooManyDevicesText(device: keys.device, limit: keyBundles.maxDevices))
+                    let reason = RelayCore.tooManyDevicesText(device: keys.device, limit: keyBundles.maxDevices)
+                    return eventLoop.makeSucceededFuture(.limitReached(request, reason: reason))
                 }
-                return .publishKeys(keys, prekeysLeft: kept.left, change: kept.change, watchers: kept.watchers)
+                // Only watchers who wrote to the user, or whom it wrote to, or who share a room
+                // with it hear of its devices (fetching its keys is not enough).
+                return contacts.share(kept.watchers.map { (user: keys.user, peer: $0) }, eitherWay: true, on: eventLoop).map { shared in
+                    let watchers = zip(kept.watchers, shared).filter(\.1).map(\.0)
+                    return .publishKeys(keys, prekeysLeft: kept.left, change: kept.change, watchers: watchers)
+                }
             }
         case .fetchKeys(let fetch):
             return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList) }
@@ -181,19 +191,25 @@ public final class RedisRelayStore: RelayStore {
         }
     }
 
-    /// The presence of the asked users, or of the room's members (nil: the asker is not one).
+    /// The presence of the asked users, or of the room's members (nil: the asker is not one),
+    /// with whether each shares a conversation or a room with the asker (a room's members do).
     private func whoAnswer(_ request: WhoRequest, on eventLoop: EventLoop) -> EventLoopFuture<[PresenceEntry]?> {
         let users: EventLoopFuture<[String]?> =
             request.room.map { rooms.members(of: $0, askedBy: request.user, on: eventLoop) }
             ?? eventLoop.makeSucceededFuture(request.users)
-        return users.flatMap { [presence, registry] users in
+        return users.flatMap { [presence, registry, contacts] users in
             guard let users else { return eventLoop.makeSucceededFuture(nil) }
+            let shared =
+                request.room != nil
+                ? eventLoop.makeSucceededFuture(users.map { _ in true })
+                : contacts.share(users.map { (user: $0, peer: request.user) }, on: eventLoop)
             // Online: a relay vouches for a receiving session of the user (the record's state
             // may say online for a user whose relay died).
-            return presence.lookup(users, on: eventLoop).and(registry.online(users, on: eventLoop)).map { entries, online in
-                entries.map { entry in
+            return presence.lookup(users, on: eventLoop).and(registry.online(users, on: eventLoop)).and(shared).map { found, shared in
+                zip(found.0, shared).map { entry, shares in
                     var entry = entry
-                    entry.online = online.contains(entry.user)
+                    entry.online = found.1.contains(entry.user)
+                    entry.sharesConversation = shares
                     return entry
                 }
             }
