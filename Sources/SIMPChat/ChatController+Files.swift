@@ -40,9 +40,14 @@ extension ChatController {
             let started = NIODeadline.now()
             do {
                 let transfer = try FileSend(client: client, path: file.path, to: peer)
-                try await transfer.run(datagrams: fileRouter?.acknowledgements()) { post.yield(.fileProgress(ref: ref, $0.line)) }
+                let heldByRelay = NIOLockedValueBox(false)
+                try await transfer.run(datagrams: fileRouter?.acknowledgements()) { progress in
+                    heldByRelay.withLockedValue { $0 = progress.heldByRelay }
+                    post.yield(.fileProgress(ref: ref, progress.line))
+                }
                 let millis = Double((NIODeadline.now() - started).nanoseconds) / 1e6
-                post.yield(.resolved(ref: ref, .delivered(latencyMillis: millis)))
+                // A receiver who is offline gets the file from the relay later: stored, not delivered.
+                post.yield(.resolved(ref: ref, heldByRelay.withLockedValue { $0 } ? .stored : .delivered(latencyMillis: millis)))
             } catch {
                 post.yield(.resolved(ref: ref, .failed("\(error)")))
             }
