@@ -31,7 +31,12 @@ final class RelayCorePresenceTests: XCTestCase {
         try relay.connect("alice", on: alice, port: 5001)
         try relay.connect("carol", on: carol, port: 5002)
         try relay.connect("bob", on: bob, port: 5003)
-        XCTAssertEqual(relay.closed(bob), [.store(.unregister(user: "bob", session: "r1/3")), .store(.recordPresence(user: "bob", online: false))])
+        XCTAssertEqual(
+            relay.closed(bob),
+            [
+                .event(.userDisconnected(relay.registration(of: "bob"), .connectionClosed)), .store(.unregister(user: "bob", session: "r1/3")),
+                .store(.recordPresence(user: "bob", online: false)),
+            ])
 
         let seen: Int64 = 1_700_000_039_999 // one millisecond before a minute ends
         let bobShares = PresenceEntry(user: "bob", online: false, lastSeen: seen, sharesConversation: true)
@@ -77,7 +82,10 @@ final class RelayCorePresenceTests: XCTestCase {
             "not even a room peer is told")
         XCTAssertEqual(
             relay.closed(carol),
-            [.store(.unregister(user: "carol", session: "r1/2")), .store(.recordPresence(user: "carol", online: false, hidden: true))])
+            [
+                .event(.userDisconnected(relay.registration(of: "carol"), .connectionClosed)),
+                .store(.unregister(user: "carol", session: "r1/2")), .store(.recordPresence(user: "carol", online: false, hidden: true)),
+            ])
 
         // Her next login without it shows her again.
         try relay.connect("carol", on: ConnectionID(4), port: 5004)
