@@ -74,7 +74,7 @@ public enum ChatCommand: Equatable, Sendable {
         "  ... --accept   accept NAME's changed key unseen (NAME is then not verified)",
         "/help            this help",
         "/quit            leave (also Ctrl-D on an empty line, or Ctrl-C)",
-        "Keys: Tab completes names, rooms and /commands; PageUp/PageDown scroll back",
+        "Keys: Tab completes names, rooms, /commands, paths; PageUp/PageDown scroll back",
         "Marks: … pending  ✓ sent  ✓ (stored) receiver offline, delivered later",
         "       ✓ (no other members) a room post no one else is in the room to get",
         "       ✓ (to devices) one of the receiver's devices is online, delivered later",

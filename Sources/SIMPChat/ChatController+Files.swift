@@ -74,6 +74,18 @@ extension ChatController {
         }
     }
 
+    /// The entries of the directory `typed` (`""`: the current one; `~/` is the home),
+    /// directories with `/` after their name, for Tab after `/file `.
+    static func directoryEntries(_ typed: String) -> [String]? {
+        let path = typed.isEmpty ? "." : typed.hasPrefix("~/") || typed == "~" ? NSString(string: typed).expandingTildeInPath : typed
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return nil }
+        return names.map { name in
+            var isDirectory: ObjCBool = false
+            FileManager.default.fileExists(atPath: (path as NSString).appendingPathComponent(name), isDirectory: &isDirectory)
+            return isDirectory.boolValue ? name + "/" : name
+        }
+    }
+
     /// The file at `typed` (`~/` is the home directory) as it can be sent, or why it cannot:
     /// missing, a directory, unreadable, empty, not an image for `/image`, or no end to end
     /// encryption to carry its key.

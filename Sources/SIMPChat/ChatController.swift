@@ -103,6 +103,7 @@ public final class ChatController: @unchecked Sendable {
         session.sendsReadMarkers = options.readReceipts
         if !client.configuration.device.isEmpty { session.device = client.configuration.device }
         session.rings = options.bell
+        session.listDirectory = { Self.directoryEntries($0) }
         if interactive {
             do { try Terminal.enableRawMode() } catch {
                 FileHandle.standardError.write(Data("simp: \(error)\n".utf8))

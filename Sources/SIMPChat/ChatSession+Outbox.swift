@@ -47,6 +47,14 @@ extension ChatSession {
         let waiting = outgoing.unresolvedCount
         guard screen.interactive, waiting > 0, !quitWarned else { return quit(status: 0) }
         quitWarned = true
+        let files = outgoing.messages.filter { $0.file != nil && !$0.status.isFinal }.count
+        if files > 0 { // files are not in the outbox
+            let many = files > 1
+            notice(
+                "\(files) file\(many ? "s" : "") still being sent; /quit again to stop \(many ? "them" : "it") "
+                    + "(the same /file to the same person later goes on where it stopped)", .warning)
+            return []
+        }
         let many = waiting > 1
         let after =
             undeliveredAreLostAtExit

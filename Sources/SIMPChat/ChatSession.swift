@@ -95,6 +95,9 @@ public struct ChatSession: Sendable {
     /// Ring the terminal bell when a direct message arrives from someone other than the current
     /// peer (`--no-bell` turns it off).
     public var rings = true
+    /// A directory's entries (directories ending in `/`), for Tab after `/file ` and `/image `
+    /// (`PathCompletion`); nil: paths are not completed. The controller reads the disk.
+    public var listDirectory: (@Sendable (String) -> [String]?)?
     /// Names and rooms seen in this session, for Tab completion.
     public internal(set) var knownNames: Set<String> = []
     /// Whether the "— new —" line still has to go before the first message received after the

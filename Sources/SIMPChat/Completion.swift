@@ -48,8 +48,9 @@ extension ChatSession {
     /// Tab: completes the word before the cursor from the names and rooms seen in this session
     /// and the commands; lists the matches when they cannot be told apart yet.
     mutating func complete() {
-        let outcome = Completion.complete(
-            text: editor.text, cursor: editor.cursor, names: Array(knownNames), commands: ChatCommand.names)
+        let outcome =
+            listDirectory.flatMap { PathCompletion.complete(text: editor.text, cursor: editor.cursor, list: $0) }
+            ?? Completion.complete(text: editor.text, cursor: editor.cursor, names: Array(knownNames), commands: ChatCommand.names)
         if !outcome.listed.isEmpty { notice(outcome.listed.joined(separator: "  "), .dim, prefix: "") }
         editor.setText(outcome.text, cursor: outcome.cursor)
         output += screen.draw(inputLine)
@@ -58,5 +59,36 @@ extension ChatSession {
     /// Remembers user and room names for completion (not this user's own).
     mutating func learnNames(_ names: String...) {
         for name in names where !name.isEmpty && name != user { knownNames.insert(name) }
+    }
+}
+
+/// Tab after `/file ` or `/image `: the path typed so far (the rest of the line up to the
+/// cursor, spaces included, as `/file` reads it) is completed from its directory's entries,
+/// as a shell does: one match completes (a directory with `/` after it), several complete as
+/// far as they agree or are listed. Hidden entries only when the name typed starts with `.`.
+public enum PathCompletion {
+    /// The outcome, or nil when the line is not a `/file` or `/image` path (names are completed
+    /// then). `list` gives a directory's entries (as typed: `""` is the current directory, `~/`
+    /// the home), directories ending in `/`; nil when it cannot be read.
+    public static func complete(text: String, cursor: Int, list: (String) -> [String]?) -> Completion.Outcome? {
+        let characters = Array(text)
+        guard let space = characters.firstIndex(where: \.isWhitespace), cursor > space,
+            ["/file", "/image", "/img"].contains(String(characters[..<space]).lowercased())
+        else { return nil }
+        var start = space
+        while start < cursor, characters[start].isWhitespace { start += 1 }
+        let typed = String(characters[start..<cursor])
+        guard !typed.contains("://") else { return nil } // an image link
+        let directory = typed.lastIndex(of: "/").map { String(typed[...$0]) } ?? ""
+        let partial = String(typed.dropFirst(directory.count))
+        let matches = (list(directory) ?? []).filter { $0.hasPrefix(partial) && (partial.hasPrefix(".") || !$0.hasPrefix(".")) }.sorted()
+        let unchanged = Completion.Outcome(text: text, cursor: cursor, listed: [])
+        guard let first = matches.first else { return unchanged }
+        let common = matches.dropFirst().reduce(first) { String($0.commonPrefix(with: $1)) }
+        guard common.count > partial.count else {
+            return matches.count > 1 ? Completion.Outcome(text: text, cursor: cursor, listed: matches) : unchanged
+        }
+        let before = String(characters[..<start]) + directory + common
+        return Completion.Outcome(text: before + String(characters[cursor...]), cursor: before.count, listed: [])
     }
 }

@@ -32,6 +32,16 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 you → bob: [file] my report.pdf (2.5 MB) ✓✓", "bob>"], "the same line, rewritten")
     }
 
+    func testQuittingDuringATransferSaysTheFileStops() {
+        startSession()
+        _ = session.fileChecked(to: "bob", .success(ChatFile(path: "/tmp/a.bin", name: "a.bin", size: 5_000)))
+        XCTAssertEqual(type("/quit\r"), [])
+        XCTAssertEqual(
+            terminal.transcript.suffix(2).first,
+            "-- 1 file still being sent; /quit again to stop it (the same /file to the same person later goes on where it stopped)")
+        XCTAssertEqual(type("/quit\r"), [.quit(status: 0)])
+    }
+
     func testAFailedFileSaysWhyAndRetryChecksItAgain() {
         startSession()
         let image = ChatFile(path: "/p/cat.png", name: "cat.png", size: 52_100, image: ImageDimensions(format: "PNG", width: 640, height: 480))
@@ -82,5 +92,31 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
                 "-- bob is sending cat.png (52.1 kB)", "12:00 bob: [image] cat.png 640×480 (52.1 kB) saved to /d/cat.png",
                 "-- file not received: big.iso from bob (5000000000 bytes) is larger than 4294967296 bytes: refused", "bob>",
             ])
+    }
+}
+
+/// Tab after `/file ` completes the path from the directory's entries, spaces and all.
+final class PathCompletionTests: XCTestCase {
+    let entries: [String: [String]] = ["/tmp/": ["My Files/", "My Fonts/", "notes.txt", ".hidden"], "/tmp/My Files/": ["a b.pdf"], "": ["x.png"]]
+
+    func complete(_ text: String) -> Completion.Outcome? {
+        PathCompletion.complete(text: text, cursor: text.count, list: { self.entries[$0] })
+    }
+
+    func testPathsWithSpacesCompleteAsFarAsTheyAgreeThenList() {
+        XCTAssertEqual(complete("/file /tmp/My"), Completion.Outcome(text: "/file /tmp/My F", cursor: 15, listed: []))
+        XCTAssertEqual(complete("/file /tmp/My F"), Completion.Outcome(text: "/file /tmp/My F", cursor: 15, listed: ["My Files/", "My Fonts/"]))
+        XCTAssertEqual(complete("/file /tmp/My Fi"), Completion.Outcome(text: "/file /tmp/My Files/", cursor: 20, listed: []))
+        XCTAssertEqual(complete("/file /tmp/My Files/a"), Completion.Outcome(text: "/file /tmp/My Files/a b.pdf", cursor: 27, listed: []))
+        XCTAssertEqual(complete("/image x"), Completion.Outcome(text: "/image x.png", cursor: 12, listed: []))
+        XCTAssertEqual(complete("/file /tmp/.h")?.text, "/file /tmp/.hidden")
+        XCTAssertEqual(complete("/file /tmp/")?.listed, ["My Files/", "My Fonts/", "notes.txt"], "hidden entries only for a name starting with .")
+    }
+
+    func testOtherLinesAreLeftToNameCompletion() {
+        XCTAssertNil(complete("/to bo"))
+        XCTAssertNil(complete("/file"))
+        XCTAssertNil(complete("/image https://exa"))
+        XCTAssertEqual(complete("/file /nowhere/x"), Completion.Outcome(text: "/file /nowhere/x", cursor: 16, listed: []))
     }
 }
