@@ -112,6 +112,9 @@ final class ConnectionPhaseTests: XCTestCase {
         XCTAssertEqual(
             relay.control(SIMPMessage(kind: .who, messageId: 3), on: c1),
             [.reject(.notConnected, detail: "\(SIMPMessage.Kind.who) on c1, which is closing")])
+        XCTAssertEqual(
+            relay.run { $0.malformedControl(ByteBuffer(bytes: [0xFF]), on: c1, detail: "bad", now: t0, into: &$1) },
+            [.reject(.malformed, detail: "c1, which is closing: bad")], "not answered either")
         XCTAssertFalse(relay.core.isConnected("alice"))
         XCTAssertEqual(relay.closed(c1), [], "its session was already ended")
         XCTAssertEqual(relay.core.openConnections, 0)

@@ -71,6 +71,19 @@ final class RelayTokenLoginTests: XCTestCase {
         XCTAssertFalse(relay.core.isConnected("bob"))
     }
 
+    /// The store's answer to a token login comes after its connection closed: no session starts.
+    func testATokenLoginAnsweredAfterTheConnectionClosedStartsNoSession() async throws {
+        var relay = relay()
+        let valid = try await token("bob")
+        _ = relay.open(c1)
+        XCTAssertEqual(
+            relay.control(connect("bob", token: valid), on: c1), [.store(.fetchVerifier(user: "bob", connection: c1, host: "127.0.0.1"))])
+        XCTAssertEqual(relay.closed(c1), [])
+        XCTAssertEqual(relay.answer(.fetchVerifier(connection: c1, nil)), [], "nothing for a closed connection: no register, no CONNECTED")
+        XCTAssertFalse(relay.core.isConnected("bob"))
+        XCTAssertEqual(relay.core.openConnections, 0)
+    }
+
     func testARefreshOnTheSameConnectionMovesTheExpiry() async throws {
         var relay = relay()
         let valid = try await token("bob")

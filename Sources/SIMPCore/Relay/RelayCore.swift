@@ -297,6 +297,9 @@ public struct RelayCore: Sendable {
         _ payload: ByteBuffer, on connection: ConnectionID, detail: String, now: NIODeadline, into output: inout [RelayAction]
     ) {
         connections.heard(connection, now: now)
+        guard connections.phase(of: connection) != .closing else {
+            return output.append(.reject(.malformed, detail: "\(connection), which is closing: \(detail)")) // not answered
+        }
         if let lineage = LineageFrame.detect(payload) {
             output += [.reject(.unsupportedVersion, detail: "\(connection): \(lineage)"), .send(connection, lineage.answer)]
             return
