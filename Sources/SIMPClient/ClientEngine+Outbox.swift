@@ -11,42 +11,29 @@ struct OutboxBurst {
     /// Completed once this burst's messages are durable (or kept in memory): what submitted
     /// them waits for it.
     var done: EventLoopPromise<Void>?
-    /// Why the outbox could not be written at its last save or sync (nil: it could).
-    var failure: String?
-    /// The next attempt to write the messages kept in memory to the outbox.
-    var retry: Scheduled<Void>?
 }
 
 /// The outbox's group commit: the messages submitted in one turn of the event loop are saved
 /// one by one (`Outbox.save`, no waiting for the disk), made durable with one sync at the end of
 /// the turn, and only then transmitted and reported as submitted. What the outbox cannot take
 /// (a full disk) is kept in memory, still sent and resent, and written to the outbox when it
-/// can (tried again every `outboxRetryInterval`); the user is told once when writing fails and
-/// once when it works again.
+/// can, as the session's `OutboxKeeping` decides (when to try again, when to tell the user).
 extension ClientEngine {
-    /// How often messages kept in memory are tried again into an outbox that could not be written.
-    static let outboxRetryInterval: TimeAmount = .seconds(2)
-
     /// Keeps `message` (as `id`) in the outbox until its outcome is known (durable at the end of
     /// this turn); without an outbox, or when it cannot be written, in memory (`keptInMemoryOnly`).
     func saveInOutbox(_ message: SIMPMessage, id: UInt64) {
         var message = message
         message.messageId = id
         message.fromUser = configuration.user
-        guard let outbox = configuration.outbox else {
-            keptInMemoryOnly[id] = message
-            return
-        }
-        guard outboxBurst.failure == nil else { // written with the others when the outbox works again
-            keptInMemoryOnly[id] = message
-            return
+        guard let outbox = configuration.outbox, session.outboxKeeping.writesToOutbox else {
+            return session.outboxKeeping.keepInMemory(message) // with a failed outbox: written with the others when it works again
         }
         do {
             try outbox.save(message)
             outboxBurst.unsynced[id] = message
             startBurst()
         } catch {
-            keptInMemoryOnly[id] = message
+            session.outboxKeeping.keepInMemory(message)
             outboxFailed(error)
         }
     }
@@ -67,7 +54,7 @@ extension ClientEngine {
     /// The outcome of message `id` is known: it leaves the outbox (or memory).
     func settled(_ id: UInt64) {
         configuration.outbox?.remove(id)
-        keptInMemoryOnly.removeValue(forKey: id)
+        session.outboxKeeping.settled(id)
         outboxBurst.unsynced.removeValue(forKey: id)
     }
 
@@ -92,41 +79,36 @@ extension ClientEngine {
             try outbox.sync()
             outboxBurst.unsynced.removeAll()
         } catch {
-            keptInMemoryOnly.merge(outboxBurst.unsynced) { $1 }
+            for message in outboxBurst.unsynced.values { session.outboxKeeping.keepInMemory(message) }
             outboxBurst.unsynced.removeAll()
             outboxFailed(error)
         }
     }
 
-    /// Says once that the outbox cannot be written, and tries again later.
+    /// Says once that the outbox cannot be written, and tries again later (`OutboxKeeping.writeFailed`).
     private func outboxFailed(_ error: Error) {
-        if outboxBurst.failure == nil {
+        let failed = session.outboxKeeping.writeFailed("\(error)", now: now)
+        if failed.tellUser {
             logger.warning(
                 """
                 the outbox cannot be written: messages are kept in memory (still sent and resent while simp runs) \
                 and written to the outbox when it can be; those not delivered if simp exits before are lost, and simp says which
                 """, metadata: ["error": "\(error)"])
         }
-        outboxBurst.failure = "\(error)"
-        guard outboxBurst.retry == nil else { return }
-        outboxBurst.retry = schedule(at: now + Self.outboxRetryInterval) { [self] in
-            outboxBurst.retry = nil
-            writeKeptInMemory()
-        }
+        guard let retryAt = failed.retryAt else { return }
+        schedule(at: retryAt) { [self] in writeKeptInMemory() }
     }
 
     /// Writes the messages kept in memory since the outbox failed into it (one sync).
     private func writeKeptInMemory() {
-        guard let outbox = configuration.outbox, outboxBurst.failure != nil else { return }
-        let kept = keptInMemoryOnly.values.sorted { $0.messageId < $1.messageId }
+        guard let outbox = configuration.outbox, let kept = session.outboxKeeping.retryDue() else { return }
         do {
             for message in kept { try outbox.save(message) }
             try outbox.sync()
         } catch {
             return outboxFailed(error)
         }
-        for message in kept { keptInMemoryOnly.removeValue(forKey: message.messageId) }
-        outboxBurst.failure = nil
+        session.outboxKeeping.rewritten(kept)
         logger.warning("the outbox can be written again: \(kept.count) message(s) kept in memory are in it now")
     }
 }

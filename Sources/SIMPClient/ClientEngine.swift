@@ -41,9 +41,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     var tlsContext: NIOSSLContext?
     var warnedWithoutTLS = false
     /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
-    /// or it could not be written): kept here only, so lost when the process ends
-    /// (ClientEngine+Outbox writes them to the outbox once it can).
-    var keptInMemoryOnly: [UInt64: SIMPMessage] = [:]
+    /// or it could not be written): kept in memory only, so lost when the process ends
+    /// (ClientEngine+Outbox writes them to the outbox once it can, as `OutboxKeeping` decides).
+    var keptInMemoryOnly: [UInt64: SIMPMessage] { session.outboxKeeping.inMemory }
     /// The outbox's group commit (ClientEngine+Outbox).
     var outboxBurst = OutboxBurst()
     var relayId: String?

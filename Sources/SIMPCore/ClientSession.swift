@@ -118,6 +118,8 @@ public struct ClientSession: Sendable {
     public var lifecycle: ConnectionLifecycle
     /// Messages that wait for their receiver's keys before they can be sealed.
     public var heldForKeys: HeldForKeysQueue
+    /// Messages kept in memory while the outbox cannot be written, and when it is tried again.
+    public var outboxKeeping = OutboxKeeping()
     var nextPingId: UInt64 = 1
     var login: LoginClient
     /// The keys of the last session the relay accepted (kept between connections: datagrams of
