@@ -26,6 +26,10 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         print("offline file upload: \(send.standardOutput)")
         let held = try await heldFileKeys(of: alice)
         XCTAssertEqual(held.count, 2, "the file and its chunks are held: \(held)")
+        // What Redis holds is the sealed chunk (ciphertext ‖ tag), not the file's bytes.
+        let first = try await relay.inspector.command(["HGET", held.first { $0.hasSuffix(":chunks") } ?? "", "0"]).bytes ?? []
+        XCTAssertEqual(first.count, FileSend.chunkSize + FileChunkCipher.overhead)
+        XCTAssertNotEqual(Array(first.prefix(FileSend.chunkSize)), Array(contents.prefix(FileSend.chunkSize)))
 
         let second = try await listen(bob, into: downloads)
         let saved = await Eventually.holds { second.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
