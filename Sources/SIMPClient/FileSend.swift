@@ -61,7 +61,7 @@ public actor FileSend {
             case .notEndToEnd: "files need end-to-end encryption (without it the file's key would travel in clear): drop --no-e2e"
             case .unreadable(let why): "cannot read the file: \(why)"
             case .announcementNotDelivered(let why): "the file's announcement was not delivered: \(why)"
-            case .refused(let why): "the receiver refused the file: \(why)"
+            case .refused(let why): why // it says who refused: the receiver, or the relay that would hold the file
             case .stalled(let seconds): "nothing was acknowledged for \(seconds) s: the receiver is gone; sending stopped"
             case .readFailed(let why): "reading the file failed while sending it: \(why)"
             }

@@ -11,28 +11,25 @@ import XCTest
 /// `simp listen` started later fetches it, checks its digest and saves it; the relay then
 /// deletes its copy.
 final class OfflineFileProcessTests: StoryProcessTestCase {
+    override func configureRelay(_ configuration: inout RelayConfiguration) {
+        if name.contains("OverTheRelaysLimit") { configuration.heldFileMaxBytes = 1_000_000 }
+    }
+
     func testAFileSentWhileTheReceiverIsOfflineReachesItWhenItConnectsAndLeavesRedis() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
-        // bob's device once, so alice can encrypt to it; then bob goes offline.
-        let first = try await listen(bob, into: downloads)
-        first.signal(SIGTERM)
-        _ = await first.exitStatus(timeout: 10)
-
-        var random = SplitMix64(seed: 54)
-        let contents = (0..<3_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
-        let path = home.appendingPathComponent("offline.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: path.path, contents: Data(contents)))
-        let send = try ChildProcess(
-            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--to", bob, "--file", path.path],
-            environment: try await environment(alice))
-        children.append(send)
+        try await registerThenGoOffline(bob, into: downloads)
+        let (contents, send) = try await sendFile(megabytes: 3, from: alice, to: bob)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(send.standardOutput.contains("stored on the relay"), send.standardOutput + send.standardError)
         print("offline file upload: \(send.standardOutput)")
         let held = try await heldFileKeys(of: alice)
         XCTAssertEqual(held.count, 2, "the file and its chunks are held: \(held)")
+        // What Redis holds is the sealed chunk (ciphertext ‖ tag), not the file's bytes.
+        let first = try await relay.inspector.command(["HGET", held.first { $0.hasSuffix(":chunks") } ?? "", "0"]).bytes ?? []
+        XCTAssertEqual(first.count, FileSend.chunkSize + FileChunkCipher.overhead)
+        XCTAssertNotEqual(Array(first.prefix(FileSend.chunkSize)), Array(contents.prefix(FileSend.chunkSize)))
 
         let second = try await listen(bob, into: downloads)
         let saved = await Eventually.holds { second.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
@@ -45,6 +42,41 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
             return left.isEmpty
         }
         XCTAssertTrue(deleted, "still held after bob's only device has it: \(left)")
+    }
+
+    func testAFileOverTheRelaysLimitIsRefusedWithTheReasonAndNothingIsKept() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        try await registerThenGoOffline(bob, into: home.appendingPathComponent("downloads-\(bob)"))
+        let (_, send) = try await sendFile(megabytes: 2, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 1, send.standardOutput + send.standardError)
+        XCTAssertTrue(
+            send.standardError.contains(
+                "the relay will not hold the file: this relay holds files of at most 1000000 bytes for receivers who are offline; this one has 2000000"
+            ),
+            send.standardError)
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held, [])
+    }
+
+    /// bob's device once (so a sender can encrypt to it), then bob goes offline.
+    private func registerThenGoOffline(_ user: String, into downloads: URL) async throws {
+        let first = try await listen(user, into: downloads)
+        first.signal(SIGTERM)
+        _ = await first.exitStatus(timeout: 10)
+    }
+
+    /// `simp send --file` of `megabytes` MB of seeded random bytes (`offline.bin`) from `sender` to `receiver`.
+    private func sendFile(megabytes: Int, from sender: String, to receiver: String) async throws -> (contents: [UInt8], send: ChildProcess) {
+        var random = SplitMix64(seed: 54)
+        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        let path = home.appendingPathComponent("offline.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path.path, contents: Data(contents)))
+        let send = try ChildProcess(
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path],
+            environment: try await environment(sender))
+        children.append(send)
+        return (contents, send)
     }
 
     /// `simp listen` of `user`'s device "phone" saving files into `downloads`, once it listens.

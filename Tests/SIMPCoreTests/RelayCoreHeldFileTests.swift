@@ -59,7 +59,7 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(refusal.map(\.errorCode), [.fileQuotaExceeded])
         var sender = FileSender(fileId: 99, chunkCount: 3, now: DevRelay.t0)
         sender.acknowledgement(refusal[0], now: DevRelay.t0)
-        XCTAssertEqual(sender.refusal, reason)
+        XCTAssertEqual(sender.refusal, "the relay will not hold the file: \(reason)")
         XCTAssertFalse(sender.isDone)
     }
 

@@ -45,7 +45,8 @@ extension FileSender {
     public mutating func acknowledgement(_ ack: SIMPMessage, now: NIODeadline) -> Bool {
         guard ack.kind == .fileAck, ack.fileId == fileId, let ranges = ChunkRanges(wireForm: ack.fileRanges) else { return false }
         if ack.errorCode == .fileRefused || ack.errorCode == .fileQuotaExceeded {
-            refused(ack.errorText.isEmpty ? "the receiver refused the file" : ack.errorText)
+            let who = ack.errorCode == .fileRefused ? "the receiver refused the file" : "the relay will not hold the file"
+            refused(ack.errorText.isEmpty ? who : "\(who): \(ack.errorText)")
             return true
         }
         if ack.fileHeld && ack.fileDone { heldByRelay = true }
