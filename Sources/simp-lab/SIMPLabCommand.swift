@@ -14,7 +14,7 @@ struct SIMPLabCommand: AsyncParsableCommand {
             impairment proxies. Exit status: 0 if every bar passed, 1 if one failed, 2 on errors.
             """,
         version: SIMPVersion.current,
-        subcommands: [Replay.self, List.self])
+        subcommands: [Replay.self, List.self, Files.self])
 }
 
 struct SuiteOptions: ParsableArguments {

@@ -2,7 +2,9 @@ import NIOCore
 import SIMPCore
 import XCTest
 
-/// The file transfer's congestion controller, its state machine in virtual time.
+/// The file transfer's congestion controller, its state machine in virtual time. CUBIC's own
+/// mechanics are shown with TCP's loss rule (`.everyLoss`); the file transfer's own rules
+/// (`.congestionOnly`: random loss tolerated, a standing queue reacted to) at the end.
 final class CubicWindowTests: XCTestCase {
     let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
     let rtt = TimeAmount.milliseconds(100)
@@ -20,7 +22,7 @@ final class CubicWindowTests: XCTestCase {
     }
 
     func testALossShrinksTheWindowOnceAndRecoveryEndsWithANewerAcknowledgement() {
-        var window = CubicWindow(initialWindow: 100)
+        var window = CubicWindow(initialWindow: 100, lossResponse: .everyLoss)
         window.lost(number: 50, newestSent: 120, now: start)
         XCTAssertEqual(window.window, 70, accuracy: 1e-9)
         XCTAssertEqual(window.wMax, 100)
@@ -43,7 +45,7 @@ final class CubicWindowTests: XCTestCase {
     }
 
     func testAvoidanceClimbsBackToTheOldWindowInKSecondsThenProbesBeyond() {
-        var window = CubicWindow(initialWindow: 1000)
+        var window = CubicWindow(initialWindow: 1000, lossResponse: .everyLoss)
         window.lost(number: 1, newestSent: 1, now: start)
         var number: UInt64 = 2
         // K = cbrt(1000 · 0.3 / 0.4) ≈ 9.1 s: feed a window of acknowledgements every round trip.
@@ -80,7 +82,7 @@ final class CubicWindowTests: XCTestCase {
     }
 
     func testRisingRoundTripsEndSlowStartBeforeALoss() {
-        var window = CubicWindow(initialWindow: 32)
+        var window = CubicWindow(initialWindow: 32, lossResponse: .everyLoss)
         var number: UInt64 = 0
         var now = start
         // Round 1: 8 round trips of 10 ms; round 2: 8 of 15 ms (a queue builds: +5 ms > 10/8 and 4 ms).
@@ -107,7 +109,7 @@ final class CubicWindowTests: XCTestCase {
     }
 
     func testAStandingQueueInAvoidanceShrinksTheWindowOncePerRound() {
-        var window = CubicWindow(initialWindow: 100)
+        var window = CubicWindow(initialWindow: 100, lossResponse: .everyLoss)
         window.lost(number: 1, newestSent: 1, now: start)
         window.acknowledged(count: 1, newest: 2, rtt: rtt, now: start) // recovery over
         XCTAssertEqual(window.state, .congestionAvoidance)
@@ -124,5 +126,63 @@ final class CubicWindowTests: XCTestCase {
             window.roundTripMeasured(.milliseconds(14), newest: number, newestSent: 120, now: start + .milliseconds(100))
         }
         XCTAssertEqual(window.delayReductions, 1)
+    }
+
+    /// Feeds `count` round trips of `sample` (one per transmission number from `first`).
+    private func measure(_ window: inout CubicWindow, _ sample: TimeAmount, count: Int, from first: UInt64, at now: NIODeadline) -> UInt64 {
+        var number = first
+        for _ in 0..<count {
+            number += 1
+            window.roundTripMeasured(sample, newest: number, newestSent: number + 8, now: now)
+        }
+        return number
+    }
+
+    func testRandomLossWithoutAQueueLeavesTheWindowAndSlowStart() {
+        var window = CubicWindow(initialWindow: 100)
+        let number = measure(&window, .milliseconds(60), count: 40, from: 0, at: start)
+        window.acknowledged(count: 100, newest: number, rtt: .milliseconds(60), now: start)
+        window.lost(number: number - 5, newestSent: number + 8, now: start)
+        XCTAssertEqual(window.window, 200, "not shrunk")
+        XCTAssertEqual(window.state, .slowStart)
+        XCTAssertEqual(window.lossesTolerated, 1)
+        // TCP's rule shrinks it for the same loss.
+        var tcp = CubicWindow(initialWindow: 100, lossResponse: .everyLoss)
+        _ = measure(&tcp, .milliseconds(60), count: 40, from: 0, at: start)
+        tcp.lost(number: number - 5, newestSent: number + 8, now: start)
+        XCTAssertEqual(tcp.window, 70, accuracy: 1e-9)
+    }
+
+    func testALossWithAStandingQueueShrinksTheWindow() {
+        var window = CubicWindow(initialWindow: 100)
+        var number = measure(&window, .milliseconds(60), count: 40, from: 0, at: start)
+        // 32 round trips 20 ms above the path's 60 (more than a quarter): a queue stands, and slow start ends.
+        number = measure(&window, .milliseconds(80), count: 32, from: number, at: start + .milliseconds(100))
+        XCTAssertEqual(window.state, .congestionAvoidance)
+        let before = window.window
+        window.lost(number: number, newestSent: number + 8, now: start + .milliseconds(200))
+        XCTAssertEqual(window.window, before * CubicWindow.beta, accuracy: 1e-9)
+        XCTAssertEqual(window.lossesTolerated, 0)
+    }
+
+    func testJitterAlonePassesForNoQueue() {
+        // Round trips spread over 60-120 ms (KCP's test link): the smallest of any 32 stays near 60.
+        var window = CubicWindow(initialWindow: 100)
+        var random = SplitMix64(seed: 3)
+        for number in 1...400 as ClosedRange<UInt64> {
+            let sample = TimeAmount.milliseconds(60 + Int64.random(in: 0...31, using: &random) + Int64.random(in: 0...31, using: &random))
+            window.roundTripMeasured(sample, newest: number, newestSent: number + 8, now: start)
+        }
+        XCTAssertEqual(window.state, .slowStart, "no queue: slow start goes on")
+        window.lost(number: 390, newestSent: 408, now: start)
+        XCTAssertEqual(window.window, 100)
+    }
+
+    func testAHeavyShareOfARoundLostIsCongestionEvenWithoutAQueue() {
+        var window = CubicWindow(initialWindow: 40)
+        let number = measure(&window, .milliseconds(60), count: 40, from: 0, at: start)
+        window.acknowledged(count: 20, newest: number, rtt: .milliseconds(60), now: start)
+        for lost in 0..<8 as Range<UInt64> { window.lost(number: number - lost, newestSent: number + 8, now: start) }
+        XCTAssertLessThan(window.window, 60, "8 of 28 lost: shrunk")
     }
 }

@@ -6,7 +6,9 @@ import NIOCore
 ///
 /// - **Slow start**: the window grows by one chunk per chunk acknowledged (doubling each round
 ///   trip) until the first loss or `slowStartThreshold`.
-/// - **Loss**: the window shrinks to `beta` (0.7) of itself, remembers the size it had (`wMax`;
+/// - **Loss**: with `LossResponse.everyLoss` (TCP's rule) every loss event, and with
+///   `.congestionOnly` (the default, a file transfer's) only a loss that congestion explains (see
+///   below), shrinks the window to `beta` (0.7) of itself, remembers the size it had (`wMax`;
 ///   with fast convergence, less when it had not regained the last one), and enters
 ///   **recovery**: further losses of chunks sent before the reduction are the same congestion
 ///   event and do not shrink it again. Recovery ends when a chunk sent after the reduction is
@@ -22,6 +24,13 @@ import NIOCore
 ///   round whose smallest round trip is more than twice the smallest ever seen plus 5 ms holds
 ///   a standing queue: the window shrinks by `delayBeta` (once per round, no retransmission),
 ///   so a deep buffer (a socket's, a slow receiver's) is not filled until it drops a window.
+/// - **Random loss** (`.congestionOnly`): a loss while no queue stands (the smallest of the
+///   last 32 round trips within a quarter, at least 5 ms, of the path's minimum, and this
+///   round's smallest within a half; fewer than 32 measured says nothing yet) is the link's, not congestion's: the chunk is sent again and
+///   the window stays. A loss with a standing queue, or when a quarter of a round's chunks (at
+///   least 8) were lost, is congestion. Slow start, too, ends on a standing queue rather than
+///   on HyStart's round-to-round rise, which a jittery path trips at random. A lossy link (radio, KCP's test link) then
+///   costs retransmissions, not throughput, while an overflowing queue still shrinks the window.
 public struct CubicWindow: Equatable, Sendable {
     /// Where the controller is.
     public enum State: Equatable, Sendable {
@@ -41,6 +50,21 @@ public struct CubicWindow: Equatable, Sendable {
     /// Round trips measured per round before slow start compares it with the last.
     static let samplesPerRound = 8
 
+    /// Which losses shrink the window.
+    public enum LossResponse: Equatable, Sendable {
+        /// Every loss event (one per round trip), as TCP does.
+        case everyLoss
+        /// Only a loss that comes with a queue (or a heavy one): random loss is resent without shrinking.
+        case congestionOnly
+    }
+
+    /// Which losses shrink the window.
+    public let lossResponse: LossResponse
+    /// Whether a round showing a standing queue shrinks the window in congestion avoidance.
+    public let reducesOnDelay: Bool
+    /// Losses that left the window as it was (taken for the link's, not a queue's).
+    public private(set) var lossesTolerated = 0
+
     /// The window: how many chunks may be in flight.
     public private(set) var window: Double
     /// Slow start ends when the window reaches this.
@@ -59,6 +83,9 @@ public struct CubicWindow: Equatable, Sendable {
     /// Reductions because a round's round trips showed a standing queue.
     public private(set) var delayReductions = 0
     private var round = Round()
+    /// The last `recentSamples` round trips, oldest first: their smallest says whether a queue stands now.
+    private var recentRTTs: [TimeAmount] = []
+    static let recentSamples = 32
     private var epoch: Epoch?
     /// Losses of transmissions numbered up to this are of an event already reacted to.
     private var lossesHandledThrough: UInt64 = 0
@@ -71,6 +98,8 @@ public struct CubicWindow: Equatable, Sendable {
         var minimum: TimeAmount?
         var lastMinimum: TimeAmount?
         var reduced = false
+        var acknowledged = 0
+        var losses = 0
     }
 
     private struct Epoch: Equatable, Sendable {
@@ -81,7 +110,14 @@ public struct CubicWindow: Equatable, Sendable {
     }
 
     /// A controller starting in slow start with `initialWindow` chunks.
-    public init(initialWindow: Double = 10, minimumWindow: Double = 2, maximumWindow: Double = 20_000) {
+    /// `lossResponse` and `reducesOnDelay` choose the file transfer's rules (the defaults) or TCP's
+    /// (`.everyLoss`, `false`: what the lab's TCP model runs).
+    public init(
+        initialWindow: Double = 10, minimumWindow: Double = 2, maximumWindow: Double = 20_000, lossResponse: LossResponse = .congestionOnly,
+        reducesOnDelay: Bool = true
+    ) {
+        self.lossResponse = lossResponse
+        self.reducesOnDelay = reducesOnDelay
         self.window = initialWindow
         self.largestWindow = initialWindow
         self.minimumWindow = minimumWindow
@@ -95,6 +131,7 @@ public struct CubicWindow: Equatable, Sendable {
     /// acknowledgement covers, `rtt` the smoothed round trip.
     public mutating func acknowledged(count: Int, newest: UInt64, rtt: TimeAmount, now: NIODeadline) {
         guard count > 0 else { return }
+        round.acknowledged += count
         if case .recovery(let until) = state {
             guard newest > until else { return } // no growth while recovering
             state = .congestionAvoidance
@@ -116,6 +153,8 @@ public struct CubicWindow: Equatable, Sendable {
     /// avoidance, when the round trips show a queue building (see the type's description).
     public mutating func roundTripMeasured(_ sample: TimeAmount, newest: UInt64, newestSent: UInt64, now: NIODeadline) {
         minimumRTT = min(minimumRTT ?? sample, sample)
+        if recentRTTs.count == Self.recentSamples { recentRTTs.removeFirst() }
+        recentRTTs.append(sample)
         if newest > round.end {
             round = Round(end: newestSent, lastMinimum: round.minimum ?? round.lastMinimum)
         }
@@ -126,13 +165,18 @@ public struct CubicWindow: Equatable, Sendable {
         case .slowStart:
             guard window >= 16, let last = round.lastMinimum else { return }
             let threshold = min(max(last.nanoseconds / 8, 4_000_000), 16_000_000)
-            if current.nanoseconds >= last.nanoseconds + threshold {
+            // A jittery path moves a round's smallest round trip by more than HyStart's
+            // threshold: the file transfer's rules wait for a queue that stands.
+            let rising = lossResponse == .congestionOnly ? queueStands : current.nanoseconds >= last.nanoseconds + threshold
+            if rising {
                 slowStartThreshold = window
                 state = .congestionAvoidance
                 epoch = nil
             }
         case .congestionAvoidance:
-            guard !round.reduced, let base = minimumRTT, current.nanoseconds > 2 * base.nanoseconds + 5_000_000 else { return }
+            guard reducesOnDelay, !round.reduced, let base = minimumRTT else { return }
+            // TCP-like rules allow a queue of a round trip; the file transfer's, a quarter of one.
+            guard lossResponse == .congestionOnly ? queueStands : current.nanoseconds > 2 * base.nanoseconds + 5_000_000 else { return }
             round.reduced = true
             delayReductions += 1
             wMax = window
@@ -147,13 +191,39 @@ public struct CubicWindow: Equatable, Sendable {
     /// Transmission `number` was lost; `newestSent` is the highest transmission number sent so
     /// far. A loss of a transmission sent before the last reduction is ignored.
     public mutating func lost(number: UInt64, newestSent: UInt64, now: NIODeadline) {
+        round.losses += 1
         guard number > lossesHandledThrough else { return }
+        if lossResponse == .congestionOnly, !congestionExplains() {
+            lossesTolerated += 1
+            return
+        }
         wMax = window < wMax ? window * (1 + Self.beta) / 2 : window // fast convergence
         window = max(window * Self.beta, minimumWindow)
         slowStartThreshold = window
         state = .recovery(until: newestSent)
         lossesHandledThrough = newestSent
         epoch = nil
+    }
+
+    /// Whether a loss now is congestion's: a queue shows in the round trips, a heavy share of
+    /// this round was lost, or nothing is known of the path yet.
+    private func congestionExplains() -> Bool {
+        if round.losses >= 8, round.losses * 4 >= round.acknowledged + round.losses { return true }
+        return queueStands
+    }
+
+    /// Whether the smallest of the last `recentSamples` round trips is more than a quarter (at
+    /// least 5 ms) above the path's minimum: a queue stands in front of the path.
+    /// Or, sooner, whether this round's smallest (of at least 8) is more than half (at least 5 ms) above it.
+    private var queueStands: Bool {
+        guard let base = minimumRTT else { return false }
+        if round.samples >= Self.samplesPerRound, let current = round.minimum,
+            current.nanoseconds > base.nanoseconds + max(base.nanoseconds / 2, 5_000_000)
+        {
+            return true
+        }
+        guard recentRTTs.count == Self.recentSamples, let recent = recentRTTs.min() else { return false }
+        return recent.nanoseconds > base.nanoseconds + max(base.nanoseconds / 4, 5_000_000)
     }
 
     /// Nothing was acknowledged for a retransmission timeout: everything in flight is taken as

@@ -3,9 +3,12 @@ import NIOCore
 
 /// The sending side of one file transfer, sans-I/O (docs/PROTOCOL.md §5.6): which chunk goes
 /// out when. Chunks are paced by a `CubicWindow`; the receiver's FILE_ACKs (selective ranges of
-/// chunk indices) retire them; a chunk is declared lost when three later transmissions were
-/// acknowledged, or one later transmission was and 9/8 of a round trip has passed (RFC 9002's
-/// thresholds), and then sent again. Nothing acknowledged for a retransmission timeout sends one
+/// chunk indices) retire them; a chunk is declared lost once a later transmission was
+/// acknowledged and a round trip plus four times its variation (at least 9/8 of a round trip)
+/// has passed since it was sent, as TCP's RACK does, and then sent again. Time, not a count of
+/// later acknowledgements: a jittery link (radio, KCP's test link) reorders chunks all the
+/// time, and counting would send a large share of them twice. Nothing acknowledged for a
+/// retransmission timeout sends one
 /// probe (the oldest chunk in flight again) and backs the timer off, as QUIC's probe timeout
 /// does: what else is in flight is declared lost only once an acknowledgement of a later
 /// transmission says so, so a late acknowledgement never costs a window sent twice. A second
@@ -28,8 +31,6 @@ public struct FileSender: Sendable {
 
     /// Tunables of the sender.
     public struct Configuration: Sendable {
-        /// Losses are declared when this many later transmissions were acknowledged.
-        public var reorderThreshold: UInt64 = 3
         /// The round trip assumed before the first measurement.
         public var initialRTT: TimeAmount = .milliseconds(50)
         /// The longest the receiver holds an acknowledgement back (its `ackDelay`), added to timeouts.
@@ -153,6 +154,9 @@ public struct FileSender: Sendable {
         var deadline = timeoutDeadline
         if !waitingForReceiver, inFlight.count < congestion.chunks, hasChunkToSend { deadline = min(deadline ?? nextSend, nextSend) }
         if inFlight.isEmpty, hasEverything, chunkCount > 0 { deadline = lastTransmission + timeout }
+        if let oldest = inFlight.first, oldest.number < newestAcknowledged {
+            deadline = min(deadline ?? oldest.sentAt + lossDelay, oldest.sentAt + lossDelay) // when it will be declared lost
+        }
         return deadline
     }
 
@@ -238,13 +242,18 @@ public struct FileSender: Sendable {
         return nil
     }
 
-    /// Declares lost what three later acknowledged transmissions, or one and 9/8 of a round
-    /// trip, say is lost.
+    /// How long after its transmission a chunk that a later transmission overtook is lost: a
+    /// round trip and four times its variation, at least 9/8 of a round trip.
+    private var lossDelay: TimeAmount {
+        let variation = max(4 * rtt.rttVariance.nanoseconds, smoothedRTT.nanoseconds / 8)
+        return max(smoothedRTT + .nanoseconds(variation), .microseconds(500))
+    }
+
+    /// Declares lost what a later acknowledged transmission and `lossDelay` say is lost.
     private mutating func detectLosses(now: NIODeadline) {
-        let lossDelay = max(TimeAmount.nanoseconds(smoothedRTT.nanoseconds * 9 / 8), .microseconds(500))
+        let lossDelay = lossDelay
         while let oldest = inFlight.first, oldest.number < newestAcknowledged {
-            let byCount = oldest.number + configuration.reorderThreshold <= newestAcknowledged
-            guard byCount || now - oldest.sentAt >= lossDelay else { break }
+            guard now - oldest.sentAt >= lossDelay else { break }
             inFlight.removeFirst()
             guard !acknowledged.contains(oldest.chunk) else { continue }
             toResend.insert(oldest.chunk)
