@@ -69,7 +69,8 @@ final class RelayRecordTests: XCTestCase {
     }
 
     /// Two relays: carol (who does not reconnect) on relay 0, dave on relay 1 giving up a message
-    /// after three quick transmissions; carol wrote to dave, so he is shown her presence.
+    /// after three quick transmissions; both are members of one room, so he is shown her presence
+    /// (a room rather than a message from her: that would leave relay 1 a cached route to her).
     private func carolOnRelay0AndDaveOnRelay1(registrationTTL: Int) async throws -> (TestRelayCluster, String, SIMPClient) {
         let cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.registrationTTLSeconds = registrationTTL }
         self.cluster = cluster
@@ -79,9 +80,11 @@ final class RelayRecordTests: XCTestCase {
             $0.retransmit.maxAttempts = 3
             $0.retransmit.initialRTO = .milliseconds(60)
         }
-        _ = try await carolClient.send(text: "hello", to: dave)
+        let room = "room-\(UInt32.random(in: .min ... .max))"
+        _ = try await carolClient.joinRoom(room)
+        _ = try await daveClient.joinRoom(room)
         let shown = try await Eventually.holds { try await daveClient.who([carol]).first?.online == true }
-        XCTAssertTrue(shown, "carol wrote to dave: he sees her online")
+        XCTAssertTrue(shown, "a room peer sees carol online")
         return (cluster, carol, daveClient)
     }
 
@@ -151,7 +154,10 @@ final class RedisFlushTests: XCTestCase {
         let entry = try await relay.inspector.command(["HGETALL", Registry.userKey(bob)]).array?.compactMap(\.string) ?? []
         let incarnation = after?.split(separator: " ").first { $0.hasPrefix("incarnation=") }?.dropFirst("incarnation=".count)
         XCTAssertTrue(entry.contains { $0.hasPrefix("\(incarnation ?? "?") r ") }, "bob's entry carries it: \(entry)")
-        _ = try await bobClient.send(text: "after the flush too", to: alice) // alice is shown the presence of who wrote to her
+        // alice is shown the presence of a room peer (the flush took every earlier conversation).
+        let room = "room-\(UInt32.random(in: .min ... .max))"
+        _ = try await bobClient.joinRoom(room)
+        _ = try await aliceClient.joinRoom(room)
         let presence = try await aliceClient.who([bob])
         XCTAssertEqual(presence.map(\.online), [true], "\(presence)")
         let result = try await aliceClient.send(text: "after the flush", to: bob)

@@ -209,6 +209,7 @@ public final class RedisRelayStore: RelayStore {
                 zip(found.0, shared).map { entry, shares in
                     var entry = entry
                     entry.online = found.1.contains(entry.user)
+                    if entry.online { entry.lastSeen = max(entry.lastSeen, 0) } // a user a relay vouches for exists
                     entry.sharesConversation = shares
                     return entry
                 }
