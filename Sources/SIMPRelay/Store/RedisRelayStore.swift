@@ -161,7 +161,9 @@ public final class RedisRelayStore: RelayStore {
                 return .publishKeys(keys, prekeysLeft: kept.left, change: kept.change, watchers: kept.watchers)
             }
         case .fetchKeys(let fetch):
-            return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList) }
+            return keyBundles.fetch(fetch, on: eventLoop).map {
+                .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList, log: $0.log)
+            }
         }
     }
 
