@@ -29,6 +29,26 @@ public struct SIMPMessage: Equatable, Sendable {
         /// Whether the relay forwards this kind at most once and never stores it: TYPING, and
         /// the datagrams of a file transfer, whose sender recovers losses itself.
         public var isNeverStored: Bool { self == .typing || self == .fileChunk || self == .fileAck }
+
+        /// Which of a user's sessions a datagram of this kind goes to on other relays: TYPING
+        /// to every receiving session, FILE_ACK to every session (a file's sender may be a
+        /// send-only `simp send --file`); `nil` for the rest, which follow the route of the
+        /// user's one receiving device (or go to the inboxes).
+        public var fanOut: FanOut? {
+            switch self {
+            case .typing: return .receivers
+            case .fileAck: return .everySession
+            default: return nil
+            }
+        }
+    }
+
+    /// The sessions of a user a datagram is copied to (`Kind.fanOut`).
+    public enum FanOut: Sendable {
+        /// Every session that receives messages.
+        case receivers
+        /// Every session, send-only ones included.
+        case everySession
     }
 
     /// Why the relay refused something; raw values are the wire values of `simp.Message.ErrorCode`.

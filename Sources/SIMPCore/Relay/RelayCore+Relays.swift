@@ -59,18 +59,15 @@ extension RelayCore {
     /// a datagram to the relay of the user's one device (or, for a user with several devices or
     /// none online, to the devices' inboxes), a control message to every relay holding a
     /// session of the user, an inbox entry to every relay holding a receiving session. A
-    /// TYPING datagram goes to every relay holding a receiving session, a FILE_ACK to every
-    /// relay holding any session (neither is ever stored).
+    /// datagram with a `fanOut` (TYPING, FILE_ACK) goes to every relay holding such a session.
     private func dispatch(_ waiting: RouteTable.Waiting, to user: String, via cached: RouteTable.CachedRoute, into output: inout [RelayAction]) {
         let payload = waiting.payload
         switch payload {
         case .datagram(let bytes):
-            switch (try? Self.header(of: bytes))?.kind {
-            case .typing: return publish(payload, to: user, relays: cached.routes.receivers.map(\.relayId), into: &output)
-            // A file's sender may be a send-only session (`simp send --file`): every relay
-            // holding a session of the user gets the acknowledgement.
-            case .fileAck: return publish(payload, to: user, relays: cached.routes.relays, into: &output)
-            default: break
+            switch (try? Self.header(of: bytes))?.kind.fanOut {
+            case .receivers: return publish(payload, to: user, relays: cached.routes.receivers.map(\.relayId), into: &output)
+            case .everySession: return publish(payload, to: user, relays: cached.routes.relays, into: &output)
+            case nil: break
             }
             guard let route = cached.route, route.relayId != configuration.relayId else {
                 // Several devices, none online, or a route left behind by this relay's previous
@@ -137,8 +134,8 @@ extension RelayCore {
             return output.append(.reject(.recipientNotHere, detail: "delivery for \(delivery.user), who has no session on \(configuration.relayId)"))
         }
         switch delivery.payload {
-        case .datagram(let payload) where (try? Self.header(of: payload))?.kind == .fileAck:
-            sessions.sealForEverySession(payload, to: delivery.user, receiversOnly: false, into: &output) // send-only sessions too
+        case .datagram(let payload) where (try? Self.header(of: payload))?.kind.fanOut == .everySession:
+            sessions.sealForEverySession(payload, to: delivery.user, receiversOnly: false, into: &output)
         case .datagram(let payload): deliver(payload, to: delivery.user, now: now, into: &output)
         case .control(let message):
             if message.kind == .receipt { timers.receiptRouted(now: now) } // a drain waits for these too
