@@ -261,7 +261,7 @@ let package = Package(
         .testTarget(
             name: "SIMPCoreTests",
             dependencies: [
-                "SIMPCore", "SIMPCoreTestKit", "SIMPTokens", .product(name: "NIOCore", package: "swift-nio"),
+                "SIMPCore", "SIMPCoreTestKit", "SIMPTokens", "SIMPE2E", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system"),
             ]),
         .testTarget(name: "SIMPE2ETests", dependencies: ["SIMPE2E", "SIMPCore", .product(name: "Crypto", package: "swift-crypto")]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/E2E.md §16 test vectors (the key directory log), computed from the spec's text alone.
+"""docs/E2E.md §18 test vectors (the key directory log), computed from the spec's text alone.
 
 Merkle tree hashing as RFC 9162 §2.1 (leaf SHA-256(0x00 ‖ data), node SHA-256(0x01 ‖ l ‖ r),
 split at the largest power of two below n), audit paths and consistency proofs by the RFC's

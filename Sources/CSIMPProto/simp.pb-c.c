@@ -266,7 +266,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[66] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[75] =
 {
   {
     "version",
@@ -1037,6 +1037,114 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[66] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "treeHead",
+    150,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, treehead),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "treeKey",
+    151,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, treekey),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "logIndex",
+    152,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, logindex),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "inclusionProof",
+    153,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, inclusionproof),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "knownTreeSize",
+    154,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, knowntreesize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "consistencyProof",
+    155,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, consistencyproof),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directoryCheckpoint",
+    156,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, directorycheckpoint),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "peerTreeSize",
+    157,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, peertreesize),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "peerConsistencyProof",
+    158,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, peerconsistencyproof),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "fileHeld",
     160,
     PROTOBUF_C_LABEL_NONE,
@@ -1069,6 +1177,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   39,   /* field[39] = batchReceipts */
   54,   /* field[54] = chunk */
   53,   /* field[53] = chunkIndex */
+  69,   /* field[69] = consistencyProof */
   3,   /* field[3] = content */
   25,   /* field[25] = custodyFloor */
   49,   /* field[49] = datagram */
@@ -1076,13 +1185,14 @@ static const unsigned simp__message__field_indices_by_name[] = {
   36,   /* field[36] = device */
   63,   /* field[63] = deviceList */
   62,   /* field[62] = devicesLeftOut */
+  70,   /* field[70] = directoryCheckpoint */
   44,   /* field[44] = e2ePayload */
   11,   /* field[11] = errorCode */
   12,   /* field[12] = errorText */
   57,   /* field[57] = fileChunkSize */
   61,   /* field[61] = fileDigest */
   58,   /* field[58] = fileDone */
-  64,   /* field[64] = fileHeld */
+  73,   /* field[73] = fileHeld */
   52,   /* field[52] = fileId */
   59,   /* field[59] = fileKey */
   55,   /* field[55] = fileRanges */
@@ -1091,13 +1201,16 @@ static const unsigned simp__message__field_indices_by_name[] = {
   17,   /* field[17] = floor */
   5,   /* field[5] = fromUser */
   40,   /* field[40] = held */
-  65,   /* field[65] = hidePresence */
+  74,   /* field[74] = hidePresence */
   10,   /* field[10] = holdMicros */
   8,   /* field[8] = imageScale */
   4,   /* field[4] = imageURL */
+  67,   /* field[67] = inclusionProof */
   20,   /* field[20] = iterations */
   45,   /* field[45] = keyBundles */
+  68,   /* field[68] = knownTreeSize */
   34,   /* field[34] = lastSeen */
+  66,   /* field[66] = logIndex */
   48,   /* field[48] = loginAddress */
   35,   /* field[35] = maxDatagramSize */
   31,   /* field[31] = memberCount */
@@ -1106,6 +1219,8 @@ static const unsigned simp__message__field_indices_by_name[] = {
   41,   /* field[41] = messageRateLimit */
   18,   /* field[18] = nonce */
   46,   /* field[46] = oneTimePrekeys */
+  72,   /* field[72] = peerConsistencyProof */
+  71,   /* field[71] = peerTreeSize */
   47,   /* field[47] = prekeysLeft */
   33,   /* field[33] = presence */
   21,   /* field[21] = proof */
@@ -1125,11 +1240,13 @@ static const unsigned simp__message__field_indices_by_name[] = {
   6,   /* field[6] = toUser */
   50,   /* field[50] = token */
   51,   /* field[51] = tokenExpires */
+  64,   /* field[64] = treeHead */
+  65,   /* field[65] = treeKey */
   7,   /* field[7] = type */
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[10 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[11 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1139,9 +1256,10 @@ static const ProtobufCIntRange simp__message__number_ranges[10 + 1] =
   { 75, 50 },
   { 80, 52 },
   { 120, 63 },
-  { 160, 64 },
-  { 180, 65 },
-  { 0, 66 }
+  { 150, 64 },
+  { 160, 73 },
+  { 180, 74 },
+  { 0, 75 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1151,10 +1269,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  66,
+  75,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  10,  simp__message__number_ranges,
+  11,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -136,8 +136,10 @@ extension ChatSession {
         case .roomAdmitted(let user, let room, let by):
             return ("\(user) was admitted to #\(room) by \(by); \(user) reads the posts from the next one", .dim)
         case .ownNewDevice, .verifiedKeyChanged, .resent(_, _, _, false), .stateWritableAgain, .safetyNumberChanged, .unusableKeys, .noUsableKeys,
-            .resendRefused, .unapprovedDevice, .userKeyChanged, .deviceListWithdrawn, .ownDeviceNotApproved:
+            .resendRefused, .unapprovedDevice, .userKeyChanged, .deviceListWithdrawn, .ownDeviceNotApproved, .keyDirectoryRefused:
             return (news.description, .warning)
+        case .keyDirectoryForked:
+            return (news.description, .failure)
         case .askedAgain, .resent, .restoredSessionReplaced, .waitingForFirstLogin:
             return (news.description, .dim)
         }

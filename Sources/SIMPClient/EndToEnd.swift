@@ -90,6 +90,13 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     /// This user's `device` is not in the user's signed device list: peers who know the user key
     /// send it nothing until a device holding the key approves it (`simp devices approve`).
     case ownDeviceNotApproved(device: String)
+    /// A checkpoint of the key directory `user` sent end to end is not on the log the relay
+    /// shows this device (same size, another root; or no proof joins them): the relay shows
+    /// the two users different key directories (docs/E2E.md §18.5).
+    case keyDirectoryForked(user: String)
+    /// The relay's key directory proof for `user`'s device list does not check out (`reason`):
+    /// the list was not taken (docs/E2E.md §18.4).
+    case keyDirectoryRefused(user: String, reason: String)
 
     public var description: String {
         switch self {
@@ -134,6 +141,11 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
             "\(user) joined #\(room) by name and cannot read it: no member admitted \(user) (simp chat: /admit \(user) #\(room))"
         case .roomAdmitted(let user, let room, let by):
             "\(user) was admitted to #\(room) by \(by) and reads its posts from the next one"
+        case .keyDirectoryForked(let user):
+            "WARNING: the relay is showing different key directories to you and \(user): it may be giving one of you keys that are "
+                + "not the other's; compare safety numbers with \(user) in person (simp keys --with \(user))"
+        case .keyDirectoryRefused(let user, let reason):
+            "WARNING: the relay's key directory does not prove \(user)'s device list (\(reason)): the list was not taken"
         }
     }
 }
@@ -176,6 +188,11 @@ final class EndToEnd: @unchecked Sendable {
     var durability = DurabilityGate()
     /// Peer devices ("user/device") whose unusable keys the user was told of in this process.
     var toldUnusable: Set<String> = []
+    /// What this device verified of the relay's key directory log (EndToEnd+KeyDirectory;
+    /// loaded from the store at first use).
+    var keyDirectoryCache: KeyDirectoryView?
+    /// Forks of the key directory seen in this process (each told as `keyDirectoryForked`).
+    var keyDirectoryForks = 0
 
     /// Where this device's keys, sessions and what it knows of its peers are kept; the held
     /// room posts are kept there too.
@@ -246,7 +263,7 @@ final class EndToEnd: @unchecked Sendable {
                 do { try refuseUnlessVerificationHolds(peer, what: "not sent to \(peer)") } catch { return engine.eventLoop.makeFailedFuture(error) }
                 tellUnapproved(of: peer)
                 return restartCopiedSessions(with: peer, via: engine).flatMapThrowing { [self] in
-                    message.sealedEndToEnd(try messenger.seal(message.endToEndPlaintext, to: peer))
+                    message.sealedEndToEnd(try messenger.seal(withDirectoryCheckpoint(message).endToEndPlaintext, to: peer))
                 }
             case .keyWait(.sealForNobody):
                 let empty = E2EEnvelope(senderDevice: messenger.device, copies: []).encoded
@@ -313,7 +330,9 @@ final class EndToEnd: @unchecked Sendable {
             checkVerification(of: message.fromUser)
             if E2EMessenger.isSenderKeyDistribution(opened.plaintext) { return takeSenderKey(opened.plaintext, message) }
             if RoomAdmit.isAdmit(opened.plaintext) { return takeAdmit(opened.plaintext, from: message.fromUser) }
-            return try message.openedEndToEnd(opened.plaintext)
+            let content = try message.openedEndToEnd(opened.plaintext)
+            checkGossip(content.directoryProof.directoryCheckpoint, from: message.fromUser, via: engine)
+            return content
         } catch E2EError.duplicate where (try? messenger.hasDecrypted(message.messageId, from: message.fromUser, device: sender)) != false {
             return nil // decrypted before this device restarted, delivered again (its receipt was lost)
         } catch  where engine != nil && E2EMessenger.isRecoverable(error) && envelope?.copies.contains(where: { $0.device == device }) == true {
@@ -355,9 +374,10 @@ final class EndToEnd: @unchecked Sendable {
         return engine.keysRequest(.keysFetch) {
             $0.toUser = peer
             $0.members = known
+            $0.directoryProof.knownTreeSize = keyDirectory.latest?.size ?? 0
         }.flatMapThrowing { [self] answer in
             let bundles = verifiedBundles(in: answer, of: peer)
-            try takeDeviceList(answer.deviceList, of: peer)
+            if checkDirectoryProof(answer, of: peer) { try takeDeviceList(answer.deviceList, of: peer) }
             defer { tellUnapproved(of: peer) }
             // None at all, for a peer this device has sessions with: the relay lost its bundles
             // (it asks the peer to publish again). The known devices are kept, and the list is

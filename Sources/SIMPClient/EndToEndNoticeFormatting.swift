@@ -38,6 +38,8 @@ extension EndToEndNotice {
         case .userKeyChanged: "userKeyChanged"
         case .deviceListWithdrawn: "deviceListWithdrawn"
         case .ownDeviceNotApproved: "ownDeviceNotApproved"
+        case .keyDirectoryForked: "keyDirectoryForked"
+        case .keyDirectoryRefused: "keyDirectoryRefused"
         }
     }
 
@@ -51,7 +53,8 @@ extension EndToEndNotice {
         case .safetyNumberChanged(let user, let device, let number): (object["user"], object["device"], object["number"]) = (user, device, number)
         case .undecryptable(let user, let id, _): (object["user"], object["id"]) = (user, id)
         case .ownNewDevice(let device, let address): (object["device"], object["address"]) = (device, address)
-        case .verifiedKeyChanged(let user), .waitingForFirstLogin(let user), .userKeyChanged(let user), .deviceListWithdrawn(let user, _):
+        case .verifiedKeyChanged(let user), .waitingForFirstLogin(let user), .userKeyChanged(let user), .deviceListWithdrawn(let user, _),
+            .keyDirectoryForked(let user), .keyDirectoryRefused(let user, _):
             object["user"] = user
         case .unapprovedDevice(let user, let device): (object["user"], object["device"]) = (user, device)
         case .ownDeviceNotApproved(let device): object["device"] = device

@@ -16,6 +16,7 @@ extension SIMPMessage {
         inner.fileSize = fileSize
         inner.fileChunkSize = fileChunkSize
         inner.fileDigest = fileDigest
+        inner.directoryProof.directoryCheckpoint = directoryProof.directoryCheckpoint
         return Array(MessageCodec.encode(inner).readableBytesView)
     }
 
@@ -30,6 +31,7 @@ extension SIMPMessage {
         sealed.fileSize = 0
         sealed.fileChunkSize = 0
         sealed.fileDigest = []
+        sealed.directoryProof.directoryCheckpoint = []
         sealed.e2ePayload = envelope
         return sealed
     }
@@ -47,6 +49,7 @@ extension SIMPMessage {
         opened.fileSize = inner.fileSize
         opened.fileChunkSize = inner.fileChunkSize
         opened.fileDigest = inner.fileDigest
+        opened.directoryProof.directoryCheckpoint = inner.directoryProof.directoryCheckpoint
         return opened
     }
 

@@ -229,6 +229,9 @@ public struct SIMPMessage: Equatable, Sendable {
     /// by the relay in place of the earlier one; KEYS_FETCH answer: the list kept for `toUser`
     /// (empty: none). The relay checks only its shape.
     public var deviceList: [UInt8] = []
+    /// The key directory log (docs/E2E.md §18): KEYS_FETCH answer fields, all empty or zero
+    /// when the answer carries no device list.
+    public var directoryProof = DirectoryProof()
 
     /// FILE_CHUNK, FILE_ACK and a file's announcement: the transfer's random id.
     public var fileId: UInt64 = 0

@@ -122,6 +122,15 @@ public enum MessageCodec {
         message.prekeysLeft = c.prekeysleft
         message.devicesLeftOut = c.devicesleftout
         message.deviceList = byteArray(c.devicelist)
+        let directoryBytes = c.treehead.len | c.treekey.len | c.inclusionproof.len | c.consistencyproof.len
+        if directoryBytes | c.directorycheckpoint.len | c.peerconsistencyproof.len != 0 || c.logindex | c.knowntreesize | c.peertreesize != 0 {
+            message.directoryProof = DirectoryProof(
+                treeHead: byteArray(c.treehead), treeKey: byteArray(c.treekey), logIndex: c.logindex,
+                inclusionProof: byteArray(c.inclusionproof), knownTreeSize: c.knowntreesize, consistencyProof: byteArray(c.consistencyproof))
+            message.directoryProof.directoryCheckpoint = byteArray(c.directorycheckpoint)
+            message.directoryProof.peerTreeSize = c.peertreesize
+            message.directoryProof.peerConsistencyProof = byteArray(c.peerconsistencyproof)
+        }
         // Bitwise or, not `||` (whose autoclosures would each copy `c`): any file field set.
         let fileNumbers =
             c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
@@ -234,6 +243,18 @@ public enum MessageCodec {
             scratch.bytes(message.datagram, into: &c.datagram)
             scratch.bytes(message.e2ePayload, into: &c.e2epayload)
             scratch.bytes(message.deviceList, into: &c.devicelist)
+            if message.directoryProof != DirectoryProof() {
+                let proof = message.directoryProof
+                scratch.bytes(proof.treeHead, into: &c.treehead)
+                scratch.bytes(proof.treeKey, into: &c.treekey)
+                scratch.bytes(proof.inclusionProof, into: &c.inclusionproof)
+                scratch.bytes(proof.consistencyProof, into: &c.consistencyproof)
+                scratch.bytes(proof.directoryCheckpoint, into: &c.directorycheckpoint)
+                scratch.bytes(proof.peerConsistencyProof, into: &c.peerconsistencyproof)
+                c.logindex = proof.logIndex
+                c.knowntreesize = proof.knownTreeSize
+                c.peertreesize = proof.peerTreeSize
+            }
             if !message.receiptIds.isEmpty {
                 var previous: UInt64 = 0
                 c.receiptids = scratch.words(message.receiptIds.count) { index in
@@ -316,6 +337,7 @@ private struct CMessageScratch {
         bytes += message.nonce.count + message.salt.count + message.proof.count + message.sessionSecret.count
         bytes += message.datagram.count + message.e2ePayload.count + message.chunk.count + message.fileKey.count
         bytes += message.fileDigest.count + message.deviceList.count
+        bytes += message.directoryProof.byteCount
         for element in message.keyBundles { bytes += element.count }
         for element in message.oneTimePrekeys { bytes += element.count }
         return (arrays, bytes)

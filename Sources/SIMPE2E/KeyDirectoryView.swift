@@ -1,5 +1,5 @@
 /// What a client has seen of its relay's key directory log and the checks it runs on what the
-/// relay hands it (docs/E2E.md §16.4–16.5): the largest tree head it verified, under the relay's
+/// relay hands it (docs/E2E.md §18.4–16.5): the largest tree head it verified, under the relay's
 /// tree key. A fetched device list is trusted only when its inclusion proof verifies against a
 /// signed head that extends the last one; a checkpoint gossiped by a peer inside an end-to-end
 /// message must lie on the same log. No I/O: the client stores `encoded` and asks the relay for
@@ -33,8 +33,11 @@ public struct KeyDirectoryView: Equatable, Sendable {
 
     /// What a peer's gossiped checkpoint means.
     public enum GossipCheck: Equatable, Sendable {
-        /// The same head, or this client has verified nothing to compare with.
+        /// The same head.
         case agrees
+        /// This client verified no head yet: fetch one, asking the relay to prove the peer's
+        /// checkpoint against it (then `checkGossipProof`).
+        case noHeadYet
         /// The same size with another root: the relay shows different directories.
         case forked
         /// Different sizes: ask the relay for a consistency proof from `older` to `newer` and
@@ -76,7 +79,7 @@ public struct KeyDirectoryView: Equatable, Sendable {
 
     /// Compares a checkpoint a peer gossiped with this client's latest head.
     public func compare(peer: DirectoryCheckpoint) -> GossipCheck {
-        guard let mine = latest?.checkpoint else { return .agrees }
+        guard let mine = latest?.checkpoint else { return .noHeadYet }
         if peer.size == mine.size { return peer.root == mine.root ? .agrees : .forked }
         return peer.size < mine.size ? .needsProof(older: peer, newer: mine) : .needsProof(older: mine, newer: peer)
     }

@@ -1,6 +1,6 @@
 import Crypto
 
-/// The key directory's append-only log as a Merkle tree (docs/E2E.md §16), hashed as RFC 9162
+/// The key directory's append-only log as a Merkle tree (docs/E2E.md §18), hashed as RFC 9162
 /// §2.1 does: SHA-256, a leaf hash `SHA-256(0x00 ‖ leaf data)` and a node hash
 /// `SHA-256(0x01 ‖ left ‖ right)`, the tree over n leaves split at the largest power of two
 /// below n. The relay builds proofs from the leaf hashes it keeps; a client checks them with

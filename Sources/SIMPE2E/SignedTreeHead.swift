@@ -1,6 +1,6 @@
 import Crypto
 
-/// The relay's key for signing its key directory's tree heads (docs/E2E.md §16.3): Ed25519.
+/// The relay's key for signing its key directory's tree heads (docs/E2E.md §18.3): Ed25519.
 /// Relays sharing one store share it (they serve one log). Persist `secretBytes`; its
 /// description is redacted.
 public struct TreeHeadSigningKey: Sendable, RedactedReflection {
@@ -29,7 +29,7 @@ public struct TreeHeadSigningKey: Sendable, RedactedReflection {
 }
 
 /// A point of the directory log: its size and root hash. In an end-to-end message it is the
-/// 40-byte gossip field `u64 size ‖ root (32)` (docs/E2E.md §16.5).
+/// 40-byte gossip field `u64 size ‖ root (32)` (docs/E2E.md §18.5).
 public struct DirectoryCheckpoint: Equatable, Hashable, Sendable {
     /// The encoded size of a checkpoint.
     public static let encodedSize = 40
@@ -60,7 +60,7 @@ public struct DirectoryCheckpoint: Equatable, Hashable, Sendable {
     }
 }
 
-/// The relay's signed statement of its directory log (docs/E2E.md §16.3):
+/// The relay's signed statement of its directory log (docs/E2E.md §18.3):
 /// `0x01 ‖ u64 size ‖ root (32) ‖ u64 time (ms since 1970) ‖ signature (64)`, 113 bytes, the
 /// signature `Sign(relay tree key, "SIMP-E2E v1 tree head" ‖ the 49 bytes before it)`.
 public struct SignedTreeHead: Equatable, Sendable {

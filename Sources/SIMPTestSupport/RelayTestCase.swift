@@ -9,9 +9,12 @@ open class RelayTestCase: XCTestCase {
     /// Adjusts the relay's settings before each test's relay starts.
     open func configureRelay(_ configuration: inout RelayConfiguration) {}
 
+    /// The store of each test's relay (nil, the default: Redis's).
+    open func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? { nil }
+
     /// Starts the test's relay (with `configureRelay`'s settings) and its Redis.
     open override func setUp() async throws {
-        relay = try await TestRelay.start { self.configureRelay(&$0) }
+        relay = try await TestRelay.start(configure: { self.configureRelay(&$0) }, makeStore: { self.makeRelayStore($0) })
     }
 
     /// Stops the test's relay (and its Redis, unless the Redis is a shared one).

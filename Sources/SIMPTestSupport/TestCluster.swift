@@ -24,8 +24,11 @@ public final class TestRelay: @unchecked Sendable { // `server` is replaced only
 
     /// Starts a relay on ephemeral ports next to `redis` (by default: a new private Redis, or
     /// the one `SIMP_TEST_REDIS_URL` names).
+    /// `makeStore` gives the relay a store of the test's own (such as one that wraps Redis's);
+    /// nil: Redis's.
     public static func start(
-        redis: RedisServerProcess? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }
+        redis: RedisServerProcess? = nil, configure: (inout RelayConfiguration) -> Void = { _ in },
+        makeStore: ((RelayConfiguration) -> (any RelayStore)?)? = nil
     ) async throws -> TestRelay {
         let redis = try await {
             if let redis { return redis }; return try await RedisServerProcess.start()
@@ -37,7 +40,7 @@ public final class TestRelay: @unchecked Sendable { // `server` is replaced only
         configuration.logger = Logger(label: "test.relay")
         configure(&configuration)
         do {
-            return TestRelay(redis: redis, server: try await BackgroundRelay.start(configuration: configuration))
+            return TestRelay(redis: redis, server: try await BackgroundRelay.start(configuration: configuration, store: makeStore?(configuration)))
         } catch {
             await redis.stop()
             throw error

@@ -156,6 +156,12 @@ final class MessageCodecTests: XCTestCase {
         message.fileDigest = Array(repeating: 0xD1, count: 32)
         message.deviceList = Array(repeating: 0xDE, count: 40)
         message.fileHeld = true
+        message.directoryProof = DirectoryProof(
+            treeHead: Array(repeating: 0xA1, count: 113), treeKey: Array(repeating: 0xA2, count: 32), logIndex: 150,
+            inclusionProof: Array(repeating: 0xA3, count: 64), knownTreeSize: 154, consistencyProof: Array(repeating: 0xA5, count: 96))
+        message.directoryProof.directoryCheckpoint = Array(repeating: 0xA6, count: 40)
+        message.directoryProof.peerTreeSize = 157
+        message.directoryProof.peerConsistencyProof = Array(repeating: 0xA8, count: 32)
         return message
     }
 

@@ -2,7 +2,7 @@ import XCTest
 
 @testable import SIMPE2E
 
-/// The key directory log's Merkle tree (docs/E2E.md §16): hashes, audit paths and consistency
+/// The key directory log's Merkle tree (docs/E2E.md §18): hashes, audit paths and consistency
 /// proofs against the vectors of tools/kt_vectors.py (RFC 9162's recursive definitions, written
 /// apart from this code), every proof of small trees round-tripping, and altered proofs failing.
 final class MerkleTreeTests: XCTestCase {

@@ -629,6 +629,47 @@ struct  Simp__Message
    */
   ProtobufCBinaryData devicelist;
   /*
+   * the one kept); KEYS_FETCH answer: the list kept for `toUser` (empty: none). Opaque
+   * to the relay, which checks only its shape and size
+   * Key directory log (fields 150-159; docs/PROTOCOL.md §4.8, docs/E2E.md §18).
+   */
+  /*
+   * KEYS_FETCH answer: the relay's signed head of its key directory log (113 bytes)
+   */
+  ProtobufCBinaryData treehead;
+  /*
+   * KEYS_FETCH answer: the Ed25519 key (32 bytes) that signed `treeHead`
+   */
+  ProtobufCBinaryData treekey;
+  /*
+   * KEYS_FETCH answer: the leaf of `deviceList` in the log
+   */
+  uint64_t logindex;
+  /*
+   * KEYS_FETCH answer: the audit path of that leaf under `treeHead` (32 bytes a hash)
+   */
+  ProtobufCBinaryData inclusionproof;
+  /*
+   * KEYS_FETCH: the size of the largest head the client verified (0: none)
+   */
+  uint64_t knowntreesize;
+  /*
+   * KEYS_FETCH answer: the proof from `knownTreeSize` to `treeHead`'s size (32 bytes a hash)
+   */
+  ProtobufCBinaryData consistencyproof;
+  /*
+   * end-to-end plaintext only: the sender's last verified head, u64 size ‖ root (40 bytes)
+   */
+  ProtobufCBinaryData directorycheckpoint;
+  /*
+   * KEYS_FETCH: the size of a head a peer gossiped (0: none)
+   */
+  uint64_t peertreesize;
+  /*
+   * KEYS_FETCH answer: the proof from `peerTreeSize` to `treeHead`'s size
+   */
+  ProtobufCBinaryData peerconsistencyproof;
+  /*
    * Files (fields 80-89; docs/PROTOCOL.md §5.6, docs/E2E.md §17).
    */
   /*
@@ -685,7 +726,7 @@ struct  Simp__Message
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, 0 }
 
 
 /* Simp__Message methods */

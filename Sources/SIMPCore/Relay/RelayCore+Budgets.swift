@@ -116,7 +116,7 @@ extension StoreAnswer {
     var controlConnection: ConnectionID? {
         switch self {
         case .publishKeys(let request, _, _, _): return request.connection
-        case .fetchKeys(let request, _, _, _): return request.connection
+        case .fetchKeys(let request, _, _, _, _): return request.connection
         case .room(let request, _): return request.connection
         case .who(let request, _): return request.connection
         case .limitReached(let request, _): return request.controlConnection

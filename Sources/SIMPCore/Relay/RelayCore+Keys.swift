@@ -55,11 +55,10 @@ extension RelayCore {
         guard !message.toUser.isEmpty, !Self.isRoomAddress(message.toUser), message.members.count <= Self.maxWhoUsers else {
             return refuseKeys(message, from: user, on: connection, "KEYS_FETCH needs toUser (a user, not a room)", into: &output)
         }
-        output.append(
-            .store(
-                .fetchKeys(
-                    KeysFetch(user: message.toUser, skipClaimFor: message.members, connection: connection, messageId: message.messageId, asker: user))
-            ))
+        var fetch = KeysFetch(user: message.toUser, skipClaimFor: message.members, connection: connection, messageId: message.messageId, asker: user)
+        fetch.knownTreeSize = message.directoryProof.knownTreeSize
+        fetch.peerTreeSize = message.directoryProof.peerTreeSize
+        output.append(.store(.fetchKeys(fetch)))
     }
 
     /// The store answered a `.publishKeys`.
@@ -74,7 +73,8 @@ extension RelayCore {
 
     /// The store answered a `.fetchKeys`.
     func keysFetched(
-        _ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, deviceList: [UInt8] = [], into output: inout [RelayAction]
+        _ request: KeysFetch, _ result: Result<([DeviceKeys], Bool), StoreFailure>, deviceList: [UInt8] = [], log: KeyLogSnapshot? = nil,
+        into output: inout [RelayAction]
     ) {
         guard case .success(let (devices, known)) = result else {
             return output.append(.send(request.connection, .error(.internal, "key bundles unavailable, try again", messageId: request.messageId)))
@@ -85,6 +85,8 @@ extension RelayCore {
         var reply = SIMPMessage(kind: .keysFetch, messageId: request.messageId, toUser: request.user)
         let (fitting, leftOut) = Self.fittingKeysAnswer(devices, deviceList: deviceList)
         reply.deviceList = deviceList
+        reply.directoryProof = Self.directoryProof(
+            for: deviceList, in: log, knownTreeSize: request.knownTreeSize, peerTreeSize: request.peerTreeSize)
         reply.devicesLeftOut = UInt32(clamping: leftOut)
         reply.members = fitting.map(\.device)
         reply.keyBundles = fitting.map(\.bundle)
@@ -148,6 +150,10 @@ public struct KeysFetch: Sendable, Equatable {
     public var messageId: UInt64
     /// Who asks: recorded as a watcher of `user`'s bundles for `RelayCore.keyWatchPeriod`.
     public var asker: String
+    /// The size of the largest key directory head the asker verified (docs/E2E.md §18.4).
+    public var knownTreeSize: UInt64 = 0
+    /// The size of a head a peer gossiped, to prove the head against (0: none).
+    public var peerTreeSize: UInt64 = 0
 
     public init(user: String, skipClaimFor: [String], connection: ConnectionID, messageId: UInt64, asker: String = "") {
         self.user = user

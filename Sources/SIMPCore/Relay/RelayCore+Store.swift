@@ -45,8 +45,8 @@ extension RelayCore {
             keysPublished(request, .success(left), into: &output)
             // A new device list (docs/E2E.md §3.4) is news too: the watchers fetch again.
             if change != .unchanged || !request.deviceList.isEmpty { tellOfNewKeys(request, change, watchers: watchers, now: now, into: &output) }
-        case .fetchKeys(let request, let devices, let known, let deviceList):
-            keysFetched(request, .success((devices, known)), deviceList: deviceList, into: &output)
+        case .fetchKeys(let request, let devices, let known, let deviceList, let log):
+            keysFetched(request, .success((devices, known)), deviceList: deviceList, log: log, into: &output)
             askToPublish(after: request, devices, known: known, now: now, into: &output)
         case .limitReached(let request, let reason):
             limitReached(request, reason, now: now, into: &output)

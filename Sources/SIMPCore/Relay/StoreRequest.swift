@@ -132,8 +132,9 @@ public enum StoreAnswer: Equatable, Sendable {
     /// to by it, or share a room with it (told of a new or changed bundle; docs/PROTOCOL.md §4.8).
     case publishKeys(KeysPublish, prekeysLeft: Int, change: KeysPublish.Change = .unchanged, watchers: [String] = [])
     /// A user's devices' keys, sorted by device name; `known`: whether the user exists.
-    /// `deviceList`: the user's signed device list kept (empty: none).
-    case fetchKeys(KeysFetch, [DeviceKeys], known: Bool, deviceList: [UInt8] = [])
+    /// `deviceList`: the user's signed device list kept (empty: none); `log`: the key directory
+    /// log to prove it in (nil: the store keeps none).
+    case fetchKeys(KeysFetch, [DeviceKeys], known: Bool, deviceList: [UInt8] = [], log: KeyLogSnapshot? = nil)
     /// The store did not carry out `request` (a `.register` of a new receiving device, a
     /// `.publishKeys` of a new device's bundle): it would take the user past the devices it
     /// may have (`RelayLimits.maxDevicesPerUser`). `reason` tells the user which limit.

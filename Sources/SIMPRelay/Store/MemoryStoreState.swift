@@ -41,6 +41,12 @@ struct MemoryStoreState: Sendable {
     var keyWatchers: [String: [String: Int64]] = [:]
     /// Files held for offline receivers (docs/PROTOCOL.md §5.7).
     var heldFiles = MemoryHeldFiles()
+    /// The key directory log's leaf hashes (docs/E2E.md §18), oldest first.
+    var keyLog: [[UInt8]] = []
+    /// user → the leaf of its current device list.
+    var deviceListLeaf: [String: Int] = [:]
+    /// The relay's tree key, made on first use.
+    var treeKey: TreeKeySecret?
 
     init(limits: RedisRelayStore.Limits) { self.limits = limits }
 
@@ -158,7 +164,11 @@ struct MemoryStoreState: Sendable {
             let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period && shares(keys.user, with: $0.key, eitherWay: true) }.keys
                 .sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
-            if !keys.deviceList.isEmpty { deviceLists[keys.user] = keys.deviceList }
+            if !keys.deviceList.isEmpty, deviceLists[keys.user] != keys.deviceList {
+                deviceLists[keys.user] = keys.deviceList
+                keyLog.append(KeyLogSnapshot.leafHash(of: keys.deviceList))
+                deviceListLeaf[keys.user] = keyLog.count - 1
+            }
             // In the order published (not a Set's, which differs between runs): which prekey a
             // fetch claims replays with the simulator's seed.
             var left = oneTimePrekeys[keys.user]?[keys.device] ?? []
@@ -175,7 +185,14 @@ struct MemoryStoreState: Sendable {
                 return DeviceKeys(device: device, bundle: bundle, oneTimePrekey: claimed, prekeysLeft: left)
             }
             let exists = !devices.isEmpty || known.contains(fetch.user) || credentials[fetch.user] != nil
-            return .fetchKeys(fetch, devices, known: exists, deviceList: deviceLists[fetch.user] ?? [])
+            if treeKey == nil {
+                var random = SystemRandomNumberGenerator()
+                treeKey = KeyLogSnapshot.newTreeKeySecret(using: &random)
+            }
+            let log = treeKey.map {
+                KeyLogSnapshot(leafHashes: keyLog, listIndex: deviceListLeaf[fetch.user], treeKeySecret: $0, timestampMillis: UInt64(max(0, now)))
+            }
+            return .fetchKeys(fetch, devices, known: exists, deviceList: deviceLists[fetch.user] ?? [], log: log)
         case .holdFileChunk(let chunk):
             let retention = Int64(limits.heldFileRetentionSeconds) * 1000
             return .holdFileChunk(

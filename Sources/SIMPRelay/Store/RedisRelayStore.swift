@@ -181,7 +181,9 @@ public final class RedisRelayStore: RelayStore {
                 }
             }
         case .fetchKeys(let fetch):
-            return keyBundles.fetch(fetch, on: eventLoop).map { .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList) }
+            return keyBundles.fetch(fetch, on: eventLoop).map {
+                .fetchKeys(fetch, $0.devices, known: $0.known, deviceList: $0.deviceList, log: $0.log)
+            }
         case .holdFileChunk(let chunk):
             return heldFiles.hold(chunk, on: eventLoop).map { .holdFileChunk(chunk, $0) }
         case .fetchHeldChunks(let fetch):

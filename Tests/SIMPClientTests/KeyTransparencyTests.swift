@@ -1,0 +1,143 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import SIMPCore
+import SIMPRelay
+import SIMPTestSupport
+import XCTest
+
+@testable import SIMPClient
+
+/// Key transparency with a real relay and Redis (docs/E2E.md §18): the relay's store is wrapped
+/// so that it shows bob a forked key directory log (every leaf but bob's own lists altered, as a
+/// relay that substitutes others' device lists for bob must); alice and bob each detect it within
+/// one message exchange, from the checkpoint the other sent end to end.
+final class KeyTransparencyTests: EndToEndRelayTestCase {
+    /// The user shown a forked log (set by the test before anyone connects).
+    private let forkedUser = NIOLockedValueBox("")
+
+    override func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? {
+        ForkingStore(wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), forkFor: forkedUser)
+    }
+
+    private func connect(_ user: String, device: String) async throws -> SIMPClient {
+        try await connectEndToEnd(user, device: device) { $0.endToEnd?.makesUserKey = true }
+    }
+
+    func testARelayShowingTwoUsersDifferentDirectoriesIsCaughtByBothInOneExchange() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        forkedUser.withLockedValue { $0 = bob }
+        let bobClient = try await connect(bob, device: "phone")
+        let bobInbox = MessageInbox(bobClient)
+        let bobNotices = EndToEndNoticeLog(bobClient)
+        let aliceClient = try await connect(alice, device: "desk")
+        let aliceInbox = MessageInbox(aliceClient)
+        let aliceNotices = EndToEndNoticeLog(aliceClient)
+
+        _ = try await aliceClient.send(text: "hello bob", to: bob)
+        let arrived = await bobInbox.waitFor(1)
+        XCTAssertTrue(arrived)
+        let bobCaught = await bobNotices.waitFor { $0 == .keyDirectoryForked(user: alice) }
+        let bobSaid = await bobNotices.notices
+        XCTAssertTrue(bobCaught, "bob: \(bobSaid)")
+
+        _ = try await bobClient.send(text: "hello alice", to: alice)
+        let answered = await aliceInbox.waitFor(1)
+        XCTAssertTrue(answered)
+        let aliceCaught = await aliceNotices.waitFor { $0 == .keyDirectoryForked(user: bob) }
+        let aliceSaid = await aliceNotices.notices
+        XCTAssertTrue(aliceCaught, "alice: \(aliceSaid)")
+        XCTAssertEqual(EndToEndNotice.keyDirectoryForked(user: alice).eventName, "keyDirectoryForked")
+        XCTAssertTrue(
+            EndToEndNotice.keyDirectoryForked(user: alice).errorLine?.contains("the relay is showing different key directories to you and \(alice)")
+                == true)
+        await aliceClient.close()
+        await bobClient.close()
+    }
+
+    /// The honest path: the same relay (no fork), restarted between messages, and a second relay
+    /// on the same Redis: no alarm, and each side verified a head.
+    func testAnHonestRelayRestartedAndASecondOneOnTheSameRedisRaiseNoAlarm() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let second = try await TestRelay.start(redis: relay.redis)
+        let home = self.home!
+        let bobClient = try await second.connectClient(user: bob) {
+            $0.device = "phone"
+            $0.endToEnd = EndToEndSettings(home: home)
+            $0.endToEnd?.makesUserKey = true
+        }
+        let bobInbox = MessageInbox(bobClient)
+        let bobNotices = EndToEndNoticeLog(bobClient)
+        let aliceClient = try await connect(alice, device: "desk")
+        let aliceInbox = MessageInbox(aliceClient)
+        let aliceNotices = EndToEndNoticeLog(aliceClient)
+
+        for round in 1...2 {
+            _ = try await aliceClient.send(text: "to bob \(round)", to: bob)
+            let arrived = await bobInbox.waitFor(round)
+            XCTAssertTrue(arrived)
+            _ = try await bobClient.send(text: "to alice \(round)", to: alice)
+            let answered = await aliceInbox.waitFor(round)
+            XCTAssertTrue(answered)
+            if round == 1 { try await relay.restart() }
+        }
+        try await Task.sleep(nanoseconds: 500_000_000) // room for a gossip check's fetch, if any went wrong
+        let said = await aliceNotices.notices + bobNotices.notices
+        XCTAssertFalse(
+            said.contains {
+                switch $0 {
+                case .keyDirectoryForked, .keyDirectoryRefused: true
+                default: false
+                }
+            }, "\(said)")
+        let heads = try await [aliceClient, bobClient].asyncMap { client in
+            try await client.onEngine(now: { $0.endToEnd?.keyDirectory.latest?.size ?? 0 })
+        }
+        XCTAssertTrue(heads.allSatisfy { $0 >= 2 }, "both verified a head of both lists: \(heads)")
+        await bobClient.close()
+        await second.stopKeepingRedis()
+    }
+}
+
+extension Array {
+    fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
+
+/// Redis's store, except that key fetches by one user get a forked log: every leaf that is not
+/// one of that user's own published device lists is altered, so the user's own list still
+/// proves, and the log grows as the real one does, but its roots differ from everyone else's.
+private final class ForkingStore: RelayStore, @unchecked Sendable {
+    private let inner: RedisRelayStore
+    private let forkFor: NIOLockedValueBox<String>
+    private let ownLeaves = NIOLockedValueBox<Set<[UInt8]>>([])
+
+    init(wrapping inner: RedisRelayStore, forkFor: NIOLockedValueBox<String>) {
+        self.inner = inner
+        self.forkFor = forkFor
+    }
+
+    func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        let victim = forkFor.withLockedValue { $0 }
+        if case .publishKeys(let keys) = request, keys.user == victim, !keys.deviceList.isEmpty {
+            ownLeaves.withLockedValue { _ = $0.insert(KeyLogSnapshot.leafHash(of: keys.deviceList)) }
+        }
+        return inner.perform(request, on: eventLoop).map { [ownLeaves] answer in
+            guard case .fetchKeys(let fetch, let devices, let known, let list, var log?) = answer, fetch.asker == victim else { return answer }
+            let own = ownLeaves.withLockedValue { $0 }
+            log.leafHashes = log.leafHashes.map { own.contains($0) ? $0 : KeyLogSnapshot.leafHash(of: $0) }
+            return .fetchKeys(fetch, devices, known: known, deviceList: list, log: log)
+        }
+    }
+
+    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+        inner.subscribe(relayId: relayId, on: eventLoop, handler)
+    }
+    var roundTrips: Int { inner.roundTrips }
+    func ping() async throws { try await inner.ping() }
+    func decoySecret() async throws -> [UInt8] { try await inner.decoySecret() }
+    func shutdown() async { await inner.shutdown() }
+}
