@@ -165,6 +165,7 @@ public enum SeedCorpus {
             "connect": connect("mallory"), "receipt": receipt, "receipt-batch": batch, "receipt-held": held(receipt),
             "ping": ping(), "pong": pong,
             "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
+            "file-upload": fileUpload(), "file-fetch": fileFetch(),
         ]
         // End to end: a sealed text (the envelope is opaque to the relay), key frames and answers.
         var sealed = text
@@ -194,6 +195,21 @@ public enum SeedCorpus {
             seeds["error-\(code)"] = .error(code, "error \(code.rawValue)", messageId: 9, to: "alice")
         }
         return seeds
+    }
+
+    /// A chunk for the relay to hold for bob (docs/PROTOCOL.md §5.7): the last, 100-byte chunk
+    /// of a 2,300-byte file.
+    private static func fileUpload() -> SIMPMessage {
+        var chunk = SIMPMessage.fileChunk(Array(repeating: 0xA5, count: 116), index: 2, number: 3, fileId: 9, from: "alice", to: "bob")
+        chunk.messageId = 0
+        return .fileUpload(chunk, fileSize: 2300, chunkSize: 1100)
+    }
+
+    /// alice asks the relay for chunks of a file bob left for her.
+    private static func fileFetch() -> SIMPMessage {
+        var fetch = SIMPMessage.fileFetch(9, ranges: ChunkRanges([0..<4, 9..<12]), from: "bob")
+        fetch.fromUser = "alice"
+        return fetch
     }
 
     private static func connect(_ user: String) -> SIMPMessage {

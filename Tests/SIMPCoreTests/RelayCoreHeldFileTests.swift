@@ -82,6 +82,10 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(
             relay.send(upload(3)),
             [.reject(.missingField, detail: "FILE_UPLOAD from alice without a file id, size, chunk size or a chunk in range")])
+        var huge = upload(0)
+        huge.fileSize = .max // counting its chunks would overflow
+        XCTAssertEqual(
+            relay.send(huge), [.reject(.missingField, detail: "FILE_UPLOAD from alice without a file id, size, chunk size or a chunk in range")])
     }
 
     func testTheReceiverGetsTheHeldChunksAndIsToldWhenNoneAreHeld() throws {

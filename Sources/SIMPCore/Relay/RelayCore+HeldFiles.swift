@@ -20,7 +20,8 @@ extension RelayCore {
             return output.append(.reject(.malformed, detail: "FILE_UPLOAD of \(payload.readableBytes) bytes from \(user)"))
         }
         let chunkSize = UInt64(upload.fileChunkSize)
-        guard upload.fileId != 0, upload.fileSize > 0, (1...65_536).contains(chunkSize),
+        // A size near 2^64 would overflow counting its chunks: no file is that large.
+        guard upload.fileId != 0, (1...(UInt64.max >> 2)).contains(upload.fileSize), (1...65_536).contains(chunkSize),
             upload.chunkIndex < FileSender.chunkCount(size: upload.fileSize, chunkSize: Int(chunkSize))
         else {
             return output.append(.reject(.missingField, detail: "FILE_UPLOAD from \(user) without a file id, size, chunk size or a chunk in range"))
