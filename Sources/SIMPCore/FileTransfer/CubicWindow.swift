@@ -25,11 +25,13 @@ import NIOCore
 ///   a standing queue: the window shrinks by `delayBeta` (once per round, no retransmission),
 ///   so a deep buffer (a socket's, a slow receiver's) is not filled until it drops a window.
 /// - **Random loss** (`.congestionOnly`): a loss while no queue stands (the smallest of the
-///   last 32 round trips within a quarter, at least 5 ms, of the path's minimum, and this
-///   round's smallest within a half; fewer than 32 measured says nothing yet) is the link's, not congestion's: the chunk is sent again and
+///   last 32 round trips within a quarter, at least 5 ms, of the path's minimum, and the
+///   smallest of the last 10 within a half; fewer measured says nothing yet) is the link's, not congestion's: the chunk is sent again and
 ///   the window stays. A loss with a standing queue, or when a quarter of a round's chunks (at
 ///   least 8) were lost, is congestion. Slow start, too, ends on a standing queue rather than
-///   on HyStart's round-to-round rise, which a jittery path trips at random. A lossy link (radio, KCP's test link) then
+///   on HyStart's round-to-round rise, which a jittery path trips at random, and then shrinks
+///   the window by the path's minimum round trip over the queued one (at most by half), so the
+///   queue slow start built drains instead of standing. A lossy link (radio, KCP's test link) then
 ///   costs retransmissions, not throughput, while an overflowing queue still shrinks the window.
 public struct CubicWindow: Equatable, Sendable {
     /// Where the controller is.
@@ -169,6 +171,11 @@ public struct CubicWindow: Equatable, Sendable {
             // threshold: the file transfer's rules wait for a queue that stands.
             let rising = lossResponse == .congestionOnly ? queueStands : current.nanoseconds >= last.nanoseconds + threshold
             if rising {
+                if lossResponse == .congestionOnly, let base = minimumRTT {
+                    // Drain the queue slow start built: the window the path held without it.
+                    let queued = max(current, recentRTTs.suffix(10).min() ?? current)
+                    window = max(window * max(Double(base.nanoseconds) / Double(queued.nanoseconds), 0.5), minimumWindow)
+                }
                 slowStartThreshold = window
                 state = .congestionAvoidance
                 epoch = nil
@@ -214,12 +221,10 @@ public struct CubicWindow: Equatable, Sendable {
 
     /// Whether the smallest of the last `recentSamples` round trips is more than a quarter (at
     /// least 5 ms) above the path's minimum: a queue stands in front of the path.
-    /// Or, sooner, whether this round's smallest (of at least 8) is more than half (at least 5 ms) above it.
+    /// Or, sooner, whether the smallest of the last 10 is more than half (at least 5 ms) above it.
     private var queueStands: Bool {
-        guard let base = minimumRTT else { return false }
-        if round.samples >= Self.samplesPerRound, let current = round.minimum,
-            current.nanoseconds > base.nanoseconds + max(base.nanoseconds / 2, 5_000_000)
-        {
+        guard let base = minimumRTT, recentRTTs.count >= 10 else { return false }
+        if let latest = recentRTTs.suffix(10).min(), latest.nanoseconds > base.nanoseconds + max(base.nanoseconds / 2, 5_000_000) {
             return true
         }
         guard recentRTTs.count == Self.recentSamples, let recent = recentRTTs.min() else { return false }

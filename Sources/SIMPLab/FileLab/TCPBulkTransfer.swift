@@ -3,7 +3,9 @@ import SIMPCore
 
 /// The same file sent over one TCP connection through the same path, in virtual time: the lab's
 /// TCP model (SACK, RACK, the retransmission timeout with Linux's 200 ms floor, as
-/// `SimTCPStream`) with what a bulk transfer needs on top: a congestion window, CUBIC as Linux
+/// `SimTCPStream`, plus a tail loss probe: with data outstanding and no ACK for two round
+/// trips, the newest segment goes again, once, so that a lost tail is found by RACK rather
+/// than the timeout) with what a bulk transfer needs on top: a congestion window, CUBIC as Linux
 /// runs it by default (`CubicWindow` with `.everyLoss`: every loss event shrinks it; HyStart ends
 /// slow start on rising round trips; no delay-based reduction) and no pacing.
 ///
@@ -45,6 +47,8 @@ final class TCPBulkTransfer {
     private var backoffs = 0
     private var timerGeneration = 0
     private var recheckAt: TimeAmount?
+    private var probeGeneration = 0
+    private var probeSent = false
     private(set) var retransmissions = 0
     private(set) var timeouts = 0
     // Receiver.
@@ -114,6 +118,7 @@ final class TCPBulkTransfer {
 
     private func armTimer() {
         timerGeneration += 1
+        armProbe()
         guard !outstanding.isEmpty else { return }
         let generation = timerGeneration
         queue.schedule(after: rto) { [self] in
@@ -128,6 +133,31 @@ final class TCPBulkTransfer {
             sendOrderStart = 0
             transmit()
             armTimer()
+        }
+    }
+
+    /// The tail loss probe (RFC 8985 §7): two round trips without an ACK send the newest
+    /// outstanding segment again, once until an ACK acknowledges something.
+    private func armProbe() {
+        probeGeneration += 1
+        guard !outstanding.isEmpty, !probeSent, let srtt = rtt.smoothedRTT else { return }
+        let generation = probeGeneration
+        let timeout = max(TimeAmount.nanoseconds(2 * srtt.nanoseconds), TimeAmount.milliseconds(10))
+        guard timeout < rto else { return }
+        queue.schedule(after: timeout) { [self] in
+            guard generation == probeGeneration, completedAt == nil,
+                let newest = outstanding.max(by: { $0.value.number < $1.value.number })
+            else { return }
+            probeSent = true
+            let segment = newest.key
+            retransmissions += 1
+            transmissions += 1
+            outstanding[segment] = (transmissions, queue.now)
+            sendOrder.append((segment, transmissions))
+            let number = transmissions
+            let sentAt = queue.now
+            let size = min(Self.segmentBytes, fileBytes - segment * Self.segmentBytes)
+            forward.send(size: size + Self.headerBytes, segment: true) { [self] in segmentArrived(segment, sentAt: sentAt, number: number) }
         }
     }
 
@@ -167,6 +197,7 @@ final class TCPBulkTransfer {
         while let first = firstUndelivered, first < ack.cumulative { deliver(first) }
         guard count > 0 else { return }
         backoffs = 0
+        probeSent = false
         let sample = queue.now - ack.echo
         rtt.addSample(sample)
         minimumRTT = min(minimumRTT ?? sample, sample)
