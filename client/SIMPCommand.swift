@@ -14,7 +14,7 @@ struct SIMPCommand: AsyncParsableCommand {
             `simp chat --user bob --to alice` in another (or `simp listen` and `simp send`).
 
             Settings can live in $SIMP_HOME/config.toml or ~/.config/simp/config.toml: top-level \
-            keys named like the shared flags (server, user, password-file, token-file, token-command, tls, ca, device, no-e2e, udp-port, \
+            keys named like the shared flags (server, user, password-file, token-file, token-command, tls, ca, device, no-e2e, presence, udp-port, \
             log-level; a flag as `tls = true`) and a \
             [chat] table (to, history-dir, color, colors, read-receipts, bell). Flags override the file.
             """,

@@ -71,8 +71,12 @@ final class ContactStoreTests: XCTestCase {
             let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
             let fetch = KeysFetch(user: bob, skipClaimFor: [], connection: ConnectionID(1), messageId: 1, asker: alice)
             _ = try await store.perform(.fetchKeys(fetch), on: loop).get()
-            let stranger = try await newDeviceWatchers(store, of: bob, device: "phone")
-            XCTAssertEqual(stranger, [], "\(store): fetching bob's keys alone is not enough")
+            let first = try await newDeviceWatchers(store, of: bob, device: "phone")
+            XCTAssertEqual(first, [alice], "\(store): bob's first keys, which alice's first message waits for")
+
+            _ = try await store.perform(.fetchKeys(fetch), on: loop).get()
+            let stranger = try await newDeviceWatchers(store, of: bob, device: "tablet")
+            XCTAssertEqual(stranger, [], "\(store): of a second device, fetching bob's keys alone is not enough")
 
             _ = try await store.perform(.noteContact(user: alice, peer: bob), on: loop).get()
             let contact = try await newDeviceWatchers(store, of: bob, device: "laptop")

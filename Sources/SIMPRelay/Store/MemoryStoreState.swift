@@ -161,8 +161,10 @@ struct MemoryStoreState: Sendable {
             let earlier = keyBundles[keys.user]?[keys.device]
             let change: KeysPublish.Change = earlier == nil ? .newDevice : earlier == keys.bundle ? .unchanged : .changed
             let period = RelayCore.keyWatchPeriod.nanoseconds / 1_000_000
-            let watchers = (keyWatchers[keys.user] ?? [:]).filter { now - $0.value < period && shares(keys.user, with: $0.key, eitherWay: true) }.keys
-                .sorted()
+            let onlyDevice = (keyBundles[keys.user] ?? [:]).keys.allSatisfy { $0 == keys.device } // its first keys: every watcher hears
+            let watchers = (keyWatchers[keys.user] ?? [:]).filter {
+                now - $0.value < period && (onlyDevice || shares(keys.user, with: $0.key, eitherWay: true))
+            }.keys.sorted()
             keyBundles[keys.user, default: [:]][keys.device] = keys.bundle
             if !keys.deviceList.isEmpty, deviceLists[keys.user] != keys.deviceList {
                 deviceLists[keys.user] = keys.deviceList

@@ -168,15 +168,19 @@ public final class RedisRelayStore: RelayStore {
         case .who(let who):
             return whoAnswer(who, on: eventLoop).map { .who(who, $0) }
         case .publishKeys(let keys):
-            return keyBundles.publish(keys, on: eventLoop).flatMap { [keyBundles, contacts] kept in
+            return keyBundles.publish(keys, on: eventLoop).flatMap { [keyBundles, contacts, redis] kept in
                 guard let kept else {
                     let reason = RelayCore.tooManyDevicesText(device: keys.device, limit: keyBundles.maxDevices)
                     return eventLoop.makeSucceededFuture(.limitReached(request, reason: reason))
                 }
                 // Only watchers who wrote to the user, or whom it wrote to, or who share a room
-                // with it hear of its devices (fetching its keys is not enough).
-                return contacts.share(kept.watchers.map { (user: keys.user, peer: $0) }, eitherWay: true, on: eventLoop).map { shared in
-                    let watchers = zip(kept.watchers, shared).filter(\.1).map(\.0)
+                // with it hear of its devices (fetching its keys is not enough); all do of its
+                // only device (the first keys, which a waiting first message needs).
+                let shared = contacts.share(kept.watchers.map { (user: keys.user, peer: $0) }, eitherWay: true, on: eventLoop)
+                let devices = redis.pipeline([["HLEN", KeyBundleStore.bundlesKey(keys.user)]], on: eventLoop)
+                return shared.and(devices).map { shared, devices in
+                    let onlyDevice = devices.first?.integer == 1
+                    let watchers = zip(kept.watchers, shared).filter { onlyDevice || $0.1 }.map(\.0)
                     return .publishKeys(keys, prekeysLeft: kept.left, change: kept.change, watchers: watchers)
                 }
             }
