@@ -91,16 +91,21 @@ final class TCPBulkTransfer {
     private func transmit() {
         var sentAny = false
         while inFlight < max(congestion.chunks, 1), let segment = nextSegment() {
-            transmissions += 1
-            outstanding[segment] = (transmissions, queue.now)
-            sendOrder.append((segment, transmissions))
-            let number = transmissions
-            let sentAt = queue.now
-            let size = min(Self.segmentBytes, fileBytes - segment * Self.segmentBytes)
-            forward.send(size: size + Self.headerBytes, segment: true) { [self] in segmentArrived(segment, sentAt: sentAt, number: number) }
+            send(segment)
             sentAny = true
         }
         if sentAny, inFlight == 1 || timerGeneration == 0 { armTimer() }
+    }
+
+    /// Sends `segment` as a new transmission.
+    private func send(_ segment: Int) {
+        transmissions += 1
+        outstanding[segment] = (transmissions, queue.now)
+        sendOrder.append((segment, transmissions))
+        let number = transmissions
+        let sentAt = queue.now
+        let size = min(Self.segmentBytes, fileBytes - segment * Self.segmentBytes)
+        forward.send(size: size + Self.headerBytes, segment: true) { [self] in segmentArrived(segment, sentAt: sentAt, number: number) }
     }
 
     private func nextSegment() -> Int? {
@@ -149,15 +154,8 @@ final class TCPBulkTransfer {
                 let newest = outstanding.max(by: { $0.value.number < $1.value.number })
             else { return }
             probeSent = true
-            let segment = newest.key
             retransmissions += 1
-            transmissions += 1
-            outstanding[segment] = (transmissions, queue.now)
-            sendOrder.append((segment, transmissions))
-            let number = transmissions
-            let sentAt = queue.now
-            let size = min(Self.segmentBytes, fileBytes - segment * Self.segmentBytes)
-            forward.send(size: size + Self.headerBytes, segment: true) { [self] in segmentArrived(segment, sentAt: sentAt, number: number) }
+            send(newest.key)
         }
     }
 
