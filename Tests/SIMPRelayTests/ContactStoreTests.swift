@@ -8,23 +8,7 @@ import XCTest
 
 /// Who shares a conversation with whom, as the Redis store (and the in-memory one) keep it: what
 /// a WHO answer says of the asked users, and which key watchers hear of a user's new devices.
-final class ContactStoreTests: XCTestCase {
-    private let loop = MultiThreadedEventLoopGroup.singleton.next()
-    private var redis: RedisServerProcess?
-    private var stores: [any RelayStore] = []
-
-    override func tearDown() async throws {
-        for store in stores { await store.shutdown() }
-        await redis?.stop()
-    }
-
-    private func bothStores() async throws -> [any RelayStore] {
-        let redis = try await RedisServerProcess.start()
-        self.redis = redis
-        let made: [any RelayStore] = [RedisRelayStore(url: redis.url, logger: Logger(label: "test")), InMemoryRelayStore()]
-        stores += made
-        return made
-    }
+final class ContactStoreTests: StoreTestCase {
 
     private func shares(_ store: any RelayStore, _ user: String, withAsker asker: String) async throws -> Bool? {
         let request = WhoRequest(user: asker, connection: ConnectionID(1), messageId: 1, users: [user], room: nil)

@@ -12,35 +12,9 @@ import XCTest
 /// in-memory store where the answers must be the same: chunks come back byte for byte, a
 /// sender's quota refuses a file with the reason, a file expires after the retention, and it is
 /// deleted once every device of its receiver has it.
-final class HeldFileStoreTests: XCTestCase {
-    private let loop = MultiThreadedEventLoopGroup.singleton.next()
-    private var redis: RedisServerProcess?
-    private var stores: [any RelayStore] = []
+final class HeldFileStoreTests: StoreTestCase {
     /// Names of this test's own (the tests may share one Redis).
     private let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-
-    override func tearDown() async throws {
-        for store in stores { await store.shutdown() }
-        await redis?.stop()
-    }
-
-    private func redisStore(_ configure: (inout RedisRelayStore.Limits) -> Void = { _ in }) async throws -> RedisRelayStore {
-        var limits = RedisRelayStore.Limits()
-        configure(&limits)
-        let redis = try await RedisServerProcess.start()
-        self.redis = redis
-        let store = RedisRelayStore(url: redis.url, limits: limits, logger: Logger(label: "test"))
-        stores.append(store)
-        return store
-    }
-
-    private func bothStores(_ configure: (inout RedisRelayStore.Limits) -> Void = { _ in }) async throws -> [any RelayStore] {
-        var limits = RedisRelayStore.Limits()
-        configure(&limits)
-        let memory = InMemoryRelayStore(limits: limits)
-        stores.append(memory)
-        return [try await redisStore(configure), memory]
-    }
 
     /// Chunk `index` of file `fileId` (`size` bytes in 1,000-byte chunks) from alice to bob:
     /// bytes that are not UTF-8, as sealed chunks are.

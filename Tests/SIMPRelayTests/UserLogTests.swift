@@ -11,29 +11,7 @@ import XCTest
 /// The durable per-user log and the devices' cursors (docs/PROTOCOL.md §6.6, §7.8): each story
 /// runs on real Redis and on the in-memory store (which must behave the same), through the
 /// requests the relay makes.
-final class UserLogTests: XCTestCase {
-    private let loop = MultiThreadedEventLoopGroup.singleton.next()
-    private var redis: RedisServerProcess?
-    private var stores: [any RelayStore] = []
-
-    override func tearDown() async throws {
-        for store in stores { await store.shutdown() }
-        await redis?.stop()
-    }
-
-    /// A Redis store and an in-memory store with `limits`.
-    private func bothStores(_ configure: (inout RedisRelayStore.Limits) -> Void = { _ in }) async throws -> [any RelayStore] {
-        var limits = RedisRelayStore.Limits()
-        configure(&limits)
-        let redis = try await RedisServerProcess.start()
-        self.redis = redis
-        let made: [any RelayStore] = [
-            RedisRelayStore(url: redis.url, limits: limits, logger: Logger(label: "test")),
-            InMemoryRelayStore(limits: limits),
-        ]
-        stores += made
-        return made
-    }
+final class UserLogTests: StoreTestCase {
 
     // MARK: The stories
 
@@ -201,7 +179,7 @@ final class UserLogTests: XCTestCase {
         let relays = try await ClusterRelays.start(on: cluster, relays: 0)
         addTeardownBlock { await relays.stop() }
         let store = RedisRelayStore(endpoint: .cluster(seeds: cluster.seeds), logger: Logger(label: "test"), eventLoop: loop)
-        stores.append(store)
+        keep(store)
         for user in try await relays.usersOnDistinctMasters("logged", count: 3) {
             let log = UserLog(store, user: user, loop: loop)
             try await log.store(1)
