@@ -10,8 +10,9 @@ struct Devices: AsyncParsableCommand {
             it. People who know your user key encrypt only to the devices on that list: a device \
             the relay's operator adds under your name gets nothing. A new device of yours gets \
             nothing either until you approve it, on the device that holds your user key: \
-            `simp devices approve NAME` (NAME as `-- a new device "NAME" logged in as you` said). \
-            Approve only a device you just logged in yourself.
+            `simp devices approve NAME` (NAME as `-- a new device "NAME" logged in as you` said), \
+            after checking that the device code it shows is the one NAME shows. Approve only a \
+            device you just logged in yourself.
             """,
         subcommands: [Approve.self, Remove.self, Reset.self])
 
@@ -65,11 +66,36 @@ struct Devices: AsyncParsableCommand {
         @Argument(help: ArgumentHelp("The device to approve.", valueName: "name"))
         var name: String
 
+        @Option(
+            help: ArgumentHelp(
+                "The device code NAME shows (`this device (NAME) is not approved …; its device code is …`): approve only keys with it. "
+                    + "Without it, the code of the keys the relay serves is shown and, on a terminal, asked about.",
+                valueName: "digits"))
+        var code: String?
+
         func run() async throws {
             try await Devices.change(as: connection, failing: "approve \(name)") { client, user, _ in
-                let approved = try await client.approveDevice(name)
-                return "\(name) is approved; \(user)'s devices now: \(approved.joined(separator: ", "))"
+                var code = self.code ?? ""
+                if self.code == nil { code = try await confirmedCode(client) }
+                let approved = try await client.approveDevice(name, code: code)
+                return "\(name) (device code \(code)) is approved; \(user)'s devices now: \(approved.joined(separator: ", "))"
             }
+        }
+
+        /// The code of the keys the relay serves as NAME, once the user said NAME shows it
+        /// (asked on a terminal; elsewhere the command stops and says how to give `--code`).
+        private func confirmedCode(_ client: SIMPClient) async throws -> String {
+            let served = try await client.deviceCode(of: name)
+            let check = "check that \(name) shows the device code \(served) (its simp listen or simp chat says it)"
+            guard isatty(STDIN_FILENO) == 1 else {
+                throw ValidationError("\(check), then run: simp devices approve \(name) --code '\(served)'")
+            }
+            print("The keys the relay serves as \(name) have the device code \(served).")
+            print("Does \(name) show the same code? [y/N] ", terminator: "")
+            guard let answer = readLine(), answer.lowercased().hasPrefix("y") else {
+                throw ValidationError("not approved: \(name) does not show \(served), so these may not be its keys")
+            }
+            return served
         }
     }
 

@@ -59,7 +59,9 @@ extension EndToEnd {
             let others = answer.members.filter { $0 != device }
             if let own = try ownDeviceList() {
                 for other in others where !own.devices.contains(where: { $0.device == other }) {
-                    if toldUnusable.insert(user + "/" + other + " own unapproved").inserted { onNotice(.ownDeviceNotApproved(device: other)) }
+                    if toldUnusable.insert(user + "/" + other + " own unapproved").inserted {
+                        onNotice(.ownDeviceNotApproved(device: other, code: nil))
+                    }
                 }
                 guard answer.deviceList != own.encoded else { return engine.eventLoop.makeSucceededVoidFuture() }
                 // A list signed by another key under this user's name: someone published keys as
@@ -79,7 +81,7 @@ extension EndToEnd {
             // lost with every device): it makes the user key (a new one is a safety number change).
             if !approved, others.isEmpty, settings.makesUserKey, !settings.existingKeysOnly { return makeUserKey(via: engine).map { _ in } }
             if !approved, served != nil, toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
-                onNotice(.ownDeviceNotApproved(device: device))
+                onNotice(.ownDeviceNotApproved(device: device, code: SafetyNumber.deviceCode(user: user, identity: identity)))
             }
             return engine.eventLoop.makeSucceededVoidFuture()
         } catch {
@@ -103,10 +105,24 @@ extension EndToEnd {
         }
     }
 
+    /// The identity key the relay serves for this user's device `name` (its bundle's).
+    func ownDeviceIdentity(_ name: String, via engine: ClientEngine) -> EventLoopFuture<IdentityKey> {
+        engine.keysRequest(.keysFetch) { [self] in
+            $0.toUser = user
+            $0.members = [name, device] // no one-time prekey is claimed for these
+        }.flatMapThrowing { [self] answer in
+            guard let index = answer.members.firstIndex(of: name), index < answer.keyBundles.count else {
+                throw SIMPClientError.notEncryptable("\(user) has no device \"\(name)\" with keys at the relay (it must have logged in once)")
+            }
+            return try KeyBundle.checked(answer.keyBundles[index]).identity
+        }
+    }
+
     /// Approves this user's device `name` (as the relay lists it now, with the identity its
     /// bundle has): signs a new list with it, counter + 1, and publishes it. Only the device
-    /// holding the user key can.
-    func approveDevice(_ name: String, via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
+    /// holding the user key can. With `code`, only if the served identity has that device code
+    /// (`SafetyNumber.deviceCode`, the code the device itself shows).
+    func approveDevice(_ name: String, code: String?, via engine: ClientEngine) -> EventLoopFuture<SignedDeviceList> {
         let signer: (key: UserSigningKey, list: SignedDeviceList)
         do {
             guard let key = try userKey(), let list = try ownDeviceList() else {
@@ -118,15 +134,14 @@ extension EndToEnd {
         } catch {
             return engine.eventLoop.makeFailedFuture(error)
         }
-        return engine.keysRequest(.keysFetch) { [self] in
-            $0.toUser = user
-            $0.members = [name, device] // no one-time prekey is claimed for these
-        }.flatMapThrowing { [self] answer -> SignedDeviceList in
-            guard let index = answer.members.firstIndex(of: name), index < answer.keyBundles.count else {
-                throw SIMPClientError.notEncryptable("\(user) has no device \"\(name)\" with keys at the relay (it must have logged in once)")
+        return ownDeviceIdentity(name, via: engine).flatMapThrowing { [self] identity -> SignedDeviceList in
+            let served = SafetyNumber.deviceCode(user: user, identity: identity)
+            if let code, !SafetyNumber.deviceCode(served, matches: code) {
+                throw SIMPClientError.notEncryptable(
+                    "the keys the relay serves as \(name) have the device code \(served), not \(code): they are not the device "
+                        + "that showed \(code) (mistyped, or replaced at the relay); not approved")
             }
-            let bundle = try KeyBundle.checked(answer.keyBundles[index])
-            let list = try signer.list.adding(ApprovedDevice(device: name, identity: bundle.identity), by: signer.key)
+            let list = try signer.list.adding(ApprovedDevice(device: name, identity: identity), by: signer.key)
             try store.save(Self.ownDeviceListName, SecretBytes(list.encoded))
             try store.commit()
             return list

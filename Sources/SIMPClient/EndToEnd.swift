@@ -89,7 +89,7 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
     case deviceListWithdrawn(user: String, reason: String)
     /// This user's `device` is not in the user's signed device list: peers who know the user key
     /// send it nothing until a device holding the key approves it (`simp devices approve`).
-    case ownDeviceNotApproved(device: String)
+    case ownDeviceNotApproved(device: String, code: String?)
     /// A checkpoint of the key directory `user` sent end to end is not on the log the relay
     /// shows this device (same size, another root; or no proof joins them): the relay shows
     /// the two users different key directories (docs/E2E.md §18.5).
@@ -132,9 +132,12 @@ public enum EndToEndNotice: Equatable, Sendable, CustomStringConvertible {
                 + "\(user)); compare the safety numbers (simp keys --with \(user))"
         case .deviceListWithdrawn(let user, let reason):
             "the relay serves no valid device list for \(user) (\(reason)): only the devices \(user) approved before get messages"
-        case .ownDeviceNotApproved(let device):
+        case .ownDeviceNotApproved(let device, nil):
             "your device \(device) is not approved by your other devices: peers send it nothing; if it is yours, run "
                 + "`simp devices approve \(device)` on the device that holds your user key"
+        case .ownDeviceNotApproved(let device, let code?):
+            "this device (\(device)) is not approved by your other devices: peers send it nothing; its device code is \(code): "
+                + "run `simp devices approve \(device)` on the device that holds your user key and check that it shows the same code"
         case .unusableKeys(let user, let device, let reason):
             "\(user)'s device \(device) published unusable end-to-end keys (\(reason)): nothing is encrypted to that device"
         case .roomJoinNotAdmitted(let user, let room):

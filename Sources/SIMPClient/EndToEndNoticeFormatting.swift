@@ -57,7 +57,9 @@ extension EndToEndNotice {
             .keyDirectoryForked(let user), .keyDirectoryRefused(let user, _):
             object["user"] = user
         case .unapprovedDevice(let user, let device): (object["user"], object["device"]) = (user, device)
-        case .ownDeviceNotApproved(let device): object["device"] = device
+        case .ownDeviceNotApproved(let device, let code):
+            object["device"] = device
+            if let code { object["code"] = code }
         case .askedAgain(let user, let device, let id), .resent(let user, let device, let id, _), .resendRefused(let user, let device, let id):
             (object["user"], object["device"], object["id"]) = (user, device, id)
         case .restoredSessionReplaced(let user, let device), .unusableKeys(let user, let device, _):

@@ -7,12 +7,23 @@ extension SIMPClient {
     /// device list that includes `name` with the identity its bundle at the relay has, and
     /// publishes it. Peers who pinned the user key then encrypt to `name` too. Returns the
     /// devices the new list approves.
+    /// With `code`, only if the keys the relay serves as `name` have that device code (the one
+    /// the device shows, `SafetyNumber.deviceCode`).
     /// - Throws: `SIMPClientError.notEncryptable` when this device does not hold the user key,
-    ///   or `name` has no keys at the relay.
-    public func approveDevice(_ name: String) async throws -> [String] {
+    ///   `name` has no keys at the relay, or they do not have `code`.
+    public func approveDevice(_ name: String, code: String? = nil) async throws -> [String] {
         try await onEngine { engine -> EventLoopFuture<[String]> in
             guard let endToEnd = engine.endToEnd else { throw SIMPClientError.notEncryptable("end-to-end encryption is off") }
-            return endToEnd.approveDevice(name, via: engine).map { $0.devices.map(\.device) }
+            return endToEnd.approveDevice(name, code: code, via: engine).map { $0.devices.map(\.device) }
+        }
+    }
+
+    /// The device code (`SafetyNumber.deviceCode`) of the keys the relay serves as this user's
+    /// device `name`: what that device should show, if they are its keys.
+    public func deviceCode(of name: String) async throws -> String {
+        try await onEngine { engine -> EventLoopFuture<String> in
+            guard let endToEnd = engine.endToEnd else { throw SIMPClientError.notEncryptable("end-to-end encryption is off") }
+            return endToEnd.ownDeviceIdentity(name, via: engine).map { SafetyNumber.deviceCode(user: endToEnd.user, identity: $0) }
         }
     }
 

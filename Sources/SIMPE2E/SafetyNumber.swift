@@ -17,6 +17,21 @@ public enum SafetyNumber {
         return stride(from: 0, to: digits.count, by: 5).map { String(digits[$0..<$0 + 5]) }.joined(separator: " ")
     }
 
+    /// A device's code (docs/E2E.md §3.4): the first three groups of its fingerprint, e.g.
+    /// `04217 93381 20654`. A new device shows it; the device approving it computes it from the
+    /// keys the relay serves under its name, and the user compares the two, so a relay that
+    /// serves other keys under that name is caught before they are approved.
+    public static func deviceCode(user: String, identity: IdentityKey) -> String {
+        let digits = Array(fingerprint(user: user, identity: identity).prefix(15))
+        return stride(from: 0, to: digits.count, by: 5).map { String(digits[$0..<$0 + 5]) }.joined(separator: " ")
+    }
+
+    /// Whether `typed` is the device code `code`, whatever spaces or dashes separate its digits.
+    public static func deviceCode(_ code: String, matches typed: String) -> Bool {
+        let digits = typed.filter { $0 != " " && $0 != "-" }
+        return !digits.isEmpty && digits == code.filter { $0 != " " }
+    }
+
     /// 30 digits for one side: SHA-512("SIMP-E2E v1 safety number" ‖ u16 length ‖ user ‖
     /// identity (64)); each of the first six 5-byte groups, big-endian, modulo 100,000.
     public static func fingerprint(user: String, identity: IdentityKey) -> String {

@@ -27,9 +27,24 @@ final class CrossSigningProcessTests: StoryProcessTestCase {
         XCTAssertEqual(before.status, 0, before.standardError)
         XCTAssertTrue(before.standardError.contains("have not approved (laptop): not sending to it"), before.standardError)
 
-        let approve = try await simp(bob, ["devices", "approve", "laptop", "--device", "phone"])
+        // The laptop shows its device code; approving without it shows the code of the keys the
+        // relay serves as laptop, and stops (no terminal to ask on); a wrong code approves nothing.
+        let shown = await Eventually.holds(within: .seconds(15)) { laptop.standardError.contains("its device code is ") }
+        XCTAssertTrue(shown, laptop.standardError)
+        let laptopCode = String(laptop.standardError.components(separatedBy: "its device code is ").last?.prefix(17) ?? "")
+        XCTAssertEqual(laptopCode.filter(\.isNumber).count, 15, laptop.standardError)
+        let unchecked = try await simp(bob, ["devices", "approve", "laptop", "--device", "phone"])
+        XCTAssertEqual(unchecked.status, 1, unchecked.standardOutput)
+        XCTAssertTrue(
+            unchecked.standardError.contains("--code '\(laptopCode)'"), "the relay serves the laptop's own keys: " + unchecked.standardError)
+        let wrong = try await simp(bob, ["devices", "approve", "laptop", "--device", "phone", "--code", "11111 22222 33333"])
+        XCTAssertEqual(wrong.status, 1, wrong.standardOutput)
+        XCTAssertTrue(wrong.standardError.contains("not approved"), wrong.standardError)
+
+        let typed = laptopCode.replacingOccurrences(of: " ", with: "-") // as a user may type it
+        let approve = try await simp(bob, ["devices", "approve", "laptop", "--device", "phone", "--code", typed])
         XCTAssertEqual(approve.status, 0, approve.standardError)
-        XCTAssertTrue(approve.standardOutput.contains("laptop is approved"), approve.standardOutput)
+        XCTAssertTrue(approve.standardOutput.contains("laptop (device code \(typed)) is approved"), approve.standardOutput)
 
         let after = try await simp(alice, ["send", "--device", "desk", "--to", bob, "after approval"])
         XCTAssertEqual(after.status, 0, after.standardError)

@@ -20,4 +20,19 @@ final class SafetyNumberTests: XCTestCase {
             SafetyNumber.compute(localUser: "alice", localIdentity: alice, remoteUser: "bobby", remoteIdentity: bob),
             seenByAlice)
     }
+
+    func testADeviceCodeIsTheFirstFifteenDigitsOfItsFingerprintAndIsMatchedWhateverTheSeparators() throws {
+        var random = SeededRandom(seed: 9)
+        let laptop = DeviceIdentity(using: &random).publicKey, ghost = DeviceIdentity(using: &random).publicKey
+        let code = SafetyNumber.deviceCode(user: "bob", identity: laptop)
+        let fingerprint = SafetyNumber.fingerprint(user: "bob", identity: laptop)
+        XCTAssertEqual(code.filter(\.isNumber), String(fingerprint.prefix(15)))
+        XCTAssertEqual(code.split(separator: " ").map(\.count), [5, 5, 5])
+        XCTAssertTrue(SafetyNumber.deviceCode(code, matches: code.replacingOccurrences(of: " ", with: "-")))
+        XCTAssertTrue(SafetyNumber.deviceCode(code, matches: code.filter(\.isNumber)))
+        XCTAssertFalse(SafetyNumber.deviceCode(code, matches: ""))
+        XCTAssertFalse(SafetyNumber.deviceCode(code, matches: String(code.dropLast())))
+        XCTAssertNotEqual(SafetyNumber.deviceCode(user: "bob", identity: ghost), code, "other keys under the same name")
+        XCTAssertNotEqual(SafetyNumber.deviceCode(user: "bobby", identity: laptop), code)
+    }
 }
