@@ -62,7 +62,7 @@ struct FuzzRelay {
         var actions: [RelayAction] = []
         core.datagramReceived(datagram, from: Self.peer, now: Self.now, into: &actions)
         for case .deliver(let user, _, let address) in actions {
-            guard case .success(let message) = decoded, message.kind.isContent || message.kind == .receipt || message.kind == .typing else {
+            guard case .success(let message) = decoded, message.kind.isContent || message.kind == .receipt || message.kind.isNeverStored else {
                 throw FuzzViolation("delivered to \(user) at \(address) a datagram it cannot use: \(decoded)")
             }
         }
