@@ -78,10 +78,14 @@ extension ChatSession {
         showStatus(of: ref, quietly: true)
     }
 
-    /// A file's announcement arrived from `message.fromUser`: its chunks follow.
+    /// A file's announcement arrived from `message.fromUser`: its chunks follow. From someone
+    /// other than the current peer it is counted in the prompt and rings, as a message does.
     mutating func fileAnnounced(_ message: SIMPMessage) -> [ChatEffect] {
         history.append(HistoryEntry(received: message))
         learnNames(message.fromUser)
+        typingSince[message.fromUser] = nil
+        showNewMarker()
+        countUnread(from: message.fromUser, ringing: true)
         notice("\(message.fromUser) is sending \(message.content) (\(ByteCount.text(message.fileSize)))", .dim)
         return []
     }

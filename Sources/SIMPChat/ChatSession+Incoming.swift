@@ -14,19 +14,13 @@ extension ChatSession {
         history.append(entry)
         typingSince[message.fromUser] = nil
         learnNames(message.fromUser)
-        if newMarkerPending {
-            newMarkerPending = false
-            printLine(StyledText("— new —", .warning))
-        }
+        showNewMarker()
         let asking = roomPostArriving(message)
         // With no one to talk to, a direct message makes its sender the one replies go to.
         let isDirect = message.author.isEmpty && !RelayCore.isRoomAddress(message.fromUser)
         let adopted = peer == nil && isDirect
         if adopted { peer = message.fromUser }
-        if message.fromUser != peer {
-            unreadCounts[message.fromUser, default: 0] += 1
-            if rings, screen.interactive, message.author.isEmpty { output += "\u{7}" } // the bell: a message to you elsewhere
-        }
+        countUnread(from: message.fromUser, ringing: message.author.isEmpty)
         printLine(Self.messageLine(entry, user: user, clock: clock))
         var effects = asking
         if adopted {
@@ -41,6 +35,22 @@ extension ChatSession {
             }
         }
         return effects
+    }
+
+    /// The "— new —" line, before the first message (or file) that arrives after the history
+    /// shown at start.
+    mutating func showNewMarker() {
+        guard newMarkerPending else { return }
+        newMarkerPending = false
+        printLine(StyledText("— new —", .warning))
+    }
+
+    /// Something arrived from `sender`: counted in the prompt unless it is the current peer,
+    /// and, `ringing` (sent to this user, not a room post), the terminal bell rung.
+    mutating func countUnread(from sender: String, ringing: Bool) {
+        guard sender != peer else { return }
+        unreadCounts[sender, default: 0] += 1
+        if rings, screen.interactive, ringing { output += "\u{7}" } // the bell: a message to you elsewhere
     }
 
     /// News about a peer: typing (shown in the prompt for `typingWindow`: the `.wake` effect

@@ -97,6 +97,15 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
                 "-- bob is sending cat.png (52.1 kB)", "12:00 bob: [image] cat.png 640×480 (52.1 kB) saved to /d/cat.png",
                 "-- file not received: big.iso from bob (5000000000 bytes) is larger than 4294967296 bytes: refused", "bob>",
             ])
+
+        // From someone else than the current peer: counted in the prompt, and the bell rings.
+        announcement.fromUser = "carol"
+        announcement.fileId = 8
+        _ = session.receive(announcement)
+        let output = session.takeOutput()
+        terminal.feed(output)
+        XCTAssertTrue(output.contains("\u{7}"), "the bell rings for a file from someone else")
+        XCTAssertEqual(terminal.transcript.suffix(2), ["-- carol is sending cat.png (52.1 kB)", "[carol 1] bob>"])
     }
 }
 
