@@ -52,7 +52,7 @@ extension ChatSession {
             let many = files > 1
             notice(
                 "\(files) file\(many ? "s" : "") still being sent; /quit again to stop \(many ? "them" : "it") "
-                    + "(the same /file to the same person later goes on where it stopped)", .warning)
+                    + "(/retry in a later chat, or the same /file to the same person, goes on where it stopped)", .warning)
             return []
         }
         let many = waiting > 1
