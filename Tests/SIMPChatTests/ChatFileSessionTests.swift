@@ -38,7 +38,8 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(type("/quit\r"), [])
         XCTAssertEqual(
             terminal.transcript.suffix(2).first,
-            "-- 1 file still being sent; /quit again to stop it (/retry in a later chat, or the same /file to the same person, goes on where it stopped)")
+            "-- 1 file still being sent; /quit again to stop it (/retry in a later chat, or the same /file to the same person, goes on where it stopped)"
+        )
         XCTAssertEqual(type("/quit\r"), [.quit(status: 0)])
     }
 
