@@ -78,16 +78,19 @@ extension ChatSession {
         showStatus(of: ref, quietly: true)
     }
 
-    /// A file's announcement arrived from `message.fromUser`: its chunks follow. From someone
-    /// other than the current peer it is counted in the prompt and rings, as a message does.
+    /// A file's announcement arrived from `message.fromUser`: its chunks follow. As a direct
+    /// message does, it makes its sender the one replies go to when the chat has no one to talk
+    /// to, and from someone other than the current peer it is counted in the prompt and rings.
     mutating func fileAnnounced(_ message: SIMPMessage) -> [ChatEffect] {
         history.append(HistoryEntry(received: message))
         learnNames(message.fromUser)
         typingSince[message.fromUser] = nil
         showNewMarker()
+        let adopted = peer == nil
+        if adopted { peer = message.fromUser }
         countUnread(from: message.fromUser, ringing: true)
         notice("\(message.fromUser) is sending \(message.content) (\(ByteCount.text(message.fileSize)))", .dim)
-        return []
+        return adopted ? repliesGo(to: message.fromUser) : []
     }
 
     /// A file from `from` was received whole, its SHA-256 checked, and saved at `path`

@@ -23,10 +23,7 @@ extension ChatSession {
         countUnread(from: message.fromUser, ringing: message.author.isEmpty)
         printLine(Self.messageLine(entry, user: user, clock: clock))
         var effects = asking
-        if adopted {
-            notice("replies go to \(message.fromUser) (/to NAME to talk to someone else)", .dim)
-            effects += peerChosen()
-        }
+        if adopted { effects += repliesGo(to: message.fromUser) }
         if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
             if message.fromUser == peer, screen.scrolledBack == 0 {
                 effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
@@ -51,6 +48,13 @@ extension ChatSession {
         guard sender != peer else { return }
         unreadCounts[sender, default: 0] += 1
         if rings, screen.interactive, ringing { output += "\u{7}" } // the bell: a message to you elsewhere
+    }
+
+    /// `sender` became the one replies go to (the chat had no one to talk to): says so and
+    /// follows them.
+    mutating func repliesGo(to sender: String) -> [ChatEffect] {
+        notice("replies go to \(sender) (/to NAME to talk to someone else)", .dim)
+        return peerChosen()
     }
 
     /// News about a peer: typing (shown in the prompt for `typingWindow`: the `.wake` effect

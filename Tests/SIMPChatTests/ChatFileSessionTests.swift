@@ -107,6 +107,15 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         terminal.feed(output)
         XCTAssertTrue(output.contains("\u{7}"), "the bell rings for a file from someone else")
         XCTAssertEqual(terminal.transcript.suffix(2), ["-- carol is sending cat.png (52.1 kB)", "[carol 1] bob>"])
+
+        // With no one to talk to, its sender is the one replies go to.
+        terminal = VirtualTerminal(width: 140, height: 8)
+        startSession(peer: nil)
+        XCTAssertEqual(session.receive(announcement), [.who(users: ["carol"], room: nil, show: false)])
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(3),
+            ["-- carol is sending cat.png (52.1 kB)", "-- replies go to carol (/to NAME to talk to someone else)", "carol>"])
     }
 }
 
