@@ -196,7 +196,7 @@ public enum ChatCommand: Equatable, Sendable {
     }
 
     private static func parseImage(_ arguments: [String]) -> ChatCommand {
-        guard (1...2).contains(arguments.count) else { return .invalid("usage: /image URL [SCALE]") }
+        guard (1...2).contains(arguments.count) else { return .invalid("usage: /image PATH (a PNG, JPEG or GIF file) or /image URL [SCALE]") }
         var scale: Float = 1
         if arguments.count == 2 {
             guard let parsed = Float(arguments[1]), parsed > 0, parsed.isFinite else {

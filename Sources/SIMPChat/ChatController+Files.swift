@@ -20,7 +20,8 @@ extension ChatController {
             let downloads = try FileDownloads(
                 client: client, directory: directory,
                 saved: { saved in
-                    let file = ChatFile(path: saved.path, name: saved.name, size: saved.size, image: ImageDimensions(path: saved.path))
+                    let file = ChatFile(
+                        path: saved.path, name: saved.name, size: saved.size, image: ImageDimensions(path: saved.path), sha256: saved.sha256)
                     post.yield(.fileSaved(from: saved.from, file, receivedBefore: saved.receivedBefore))
                 },
                 failed: { post.yield(.fileNotReceived($0)) })

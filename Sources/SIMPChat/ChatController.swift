@@ -137,6 +137,7 @@ public final class ChatController: @unchecked Sendable {
                 case .resubmit(let message): sender.yield((Self.unreported, message))
                 case .record(let entry): keepInHistory { try store?.append(entry) }
                 case .recordStatus(let id, let name): keepInHistory { try store?.update(id: id, status: name) }
+                case .recordFile(let id, let from, let file): keepInHistory { try store?.update(id: id, from: from, file: file) }
                 case .startDrainTimer: startDrainTimer()
                 case .wake(let millis): wake(afterMillis: millis)
                 case .room(let request): startRoomRequest(request)
@@ -262,8 +263,7 @@ public final class ChatController: @unchecked Sendable {
             session.fileProgress(ref: ref, progress)
             return []
         case .fileSaved(let from, let file, let receivedBefore):
-            session.fileSaved(from: from, file, receivedBefore: receivedBefore)
-            return []
+            return session.fileSaved(from: from, file, receivedBefore: receivedBefore)
         case .fileNotReceived(let reason):
             session.fileNotReceived(reason)
             return []

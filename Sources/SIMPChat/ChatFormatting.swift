@@ -17,6 +17,7 @@ extension HistoryEntry {
     /// What the message says, images as `[image] URL`, audio as `[audio] URL`.
     var body: StyledText {
         if kind == "audio" { return StyledText("[audio] ") + StyledText(text, .link) }
+        if kind == "file", let file { return StyledText(file.label) }
         guard kind == "image", let imageURL else { return StyledText(text) }
         let scale = imageScale.map { $0 == 1 || $0 == 0 ? "" : " (scale \(Self.short($0)))" } ?? ""
         return StyledText("[image] ") + StyledText(imageURL, .link) + StyledText(scale)
@@ -31,6 +32,13 @@ extension HistoryEntry {
     /// What the message says, an action as `* ACTOR waves`.
     func body(actor: String) -> StyledText {
         action.map { StyledText("* \(actor) \($0)", .bold) } ?? body
+    }
+
+    /// After a received file's label: ` saved to PATH`, or ` (not received)` while the history
+    /// knows of no saved copy (its transfer did not finish, or failed).
+    var receivedFileOutcome: StyledText {
+        guard kind == "file", let file else { return StyledText() }
+        return file.path.map { StyledText(" saved to \($0)") } ?? StyledText(" (not received)", .warning)
     }
 
     private static func short(_ value: Float) -> String {
@@ -61,7 +69,7 @@ extension ChatSession {
             } else {
                 said = StyledText(from, .peer) + StyledText(": ") + entry.body
             }
-            return time + said + unencrypted + keyChanged
+            return time + said + entry.receivedFileOutcome + unencrypted + keyChanged
         }
         let line =
             time + StyledText("you", .me) + StyledText(" → ") + StyledText(entry.to, .peer)
@@ -85,6 +93,7 @@ extension ChatSession {
         case "read": return "✓✓ read"
         case "failed": return "✗"
         case "retried": return "✗ (resent)"
+        case DeliveryStatus.sendingFileName: return "✗ (stopped before the end; /retry goes on)"
         case "stored": return DeliveryStatus.stored.mark
         case "sent to devices": return DeliveryStatus.sentToDevices.mark
         case "no other members": return DeliveryStatus.noOtherMembers.mark

@@ -122,7 +122,7 @@ extension ChatSession {
         outgoing.resolve(ref: ref, status)
         let shown = showStatus(of: ref, quietly: quietly)
         var effects: [ChatEffect] = []
-        if let id = outgoing[ref].messageId {
+        if let id = outgoing[ref].messageId ?? outgoing[ref].historyId {
             if let index = history.lastIndex(where: { $0.id == id }) { history[index].status = status.historyName }
             effects.append(.recordStatus(messageId: id, status: status.historyName))
         }

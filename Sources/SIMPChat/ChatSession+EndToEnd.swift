@@ -151,12 +151,3 @@ struct RecoveryLine: Sendable {
     var row: Screen.Row
     var count: Int
 }
-
-extension HistoryEntry {
-    /// The entry for a message this user received; a direct message or room post that did not
-    /// come end to end encrypted (`--no-e2e`, or a peer or member without keys) is marked so.
-    public init(received message: SIMPMessage) {
-        self.init(message)
-        if !message.isEndToEnd { unencrypted = true }
-    }
-}

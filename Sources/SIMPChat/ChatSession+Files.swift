@@ -8,17 +8,33 @@ public struct ChatFile: Equatable, Sendable {
     public var size: UInt64
     /// Its width and height when sent with `/image` (nil: `/file`).
     public var image: ImageDimensions?
+    /// A file received: its SHA-256 (hex), as announced and checked.
+    public var sha256: String?
 
-    public init(path: String, name: String, size: UInt64, image: ImageDimensions? = nil) {
+    public init(path: String, name: String, size: UInt64, image: ImageDimensions? = nil, sha256: String? = nil) {
         self.path = path
         self.name = name
         self.size = size
         self.image = image
+        self.sha256 = sha256
     }
 
     /// `[file] report.pdf (1.2 MB)`, `[image] cat.png 640×480 (52.1 kB)`.
-    public var label: String {
-        (image.map { "[image] \(name) \($0) " } ?? "[file] \(name) ") + "(\(ByteCount.text(size)))"
+    public var label: String { HistoryFile(self).label }
+}
+
+extension HistoryFile {
+    /// The history's record of `file`.
+    init(_ file: ChatFile) {
+        self.init(
+            name: file.name, size: file.size, width: file.image?.width, height: file.image?.height, path: file.path,
+            sha256: file.sha256)
+    }
+
+    /// `[file] report.pdf (1.2 MB)`, `[image] cat.png 640×480 (52.1 kB)`.
+    var label: String {
+        let dimensions = width.flatMap { width in height.map { "\(width)×\($0)" } }
+        return (dimensions.map { "[image] \(name) \($0) " } ?? "[file] \(name) ") + "(\(ByteCount.text(size)))"
     }
 }
 
@@ -26,7 +42,7 @@ public struct ChatFile: Equatable, Sendable {
 /// (`ChatEffect.checkFile`), the session shows a line for it whose mark is the transfer's
 /// progress in place, then ✓✓ once the receiver has the whole file, or ✗ and why; files
 /// received are announced, then shown once saved. In a room the mark counts the members who
-/// have the whole file (✓✓ 2/2), as for a post.
+/// have the whole file (✓✓ 2/2), as for a post. Both are in the history (`ChatSession+History`).
 extension ChatSession {
     /// `/file PATH` or `/image PATH` was typed: the controller looks at the file first.
     mutating func fileAsked(path: String, image: Bool) -> [ChatEffect] {
@@ -51,7 +67,7 @@ extension ChatSession {
             let ref = outgoing.add(message)
             outgoing[ref].file = file
             if screen.interactive { showStatus(of: ref) }
-            return [.sendFile(ref: ref, file, to: peer)]
+            return recordFileSent(ref: ref) + [.sendFile(ref: ref, file, to: peer)]
         }
     }
 
@@ -62,24 +78,30 @@ extension ChatSession {
         showStatus(of: ref, quietly: true)
     }
 
-    /// A file's announcement arrived from `message.fromUser`: its chunks follow.
+    /// A file's announcement arrived from `message.fromUser`: its chunks follow. As a direct
+    /// message does, it makes its sender the one replies go to when the chat has no one to talk
+    /// to, and from someone other than the current peer it is counted in the prompt and rings.
     mutating func fileAnnounced(_ message: SIMPMessage) -> [ChatEffect] {
         history.append(HistoryEntry(received: message))
         learnNames(message.fromUser)
+        typingSince[message.fromUser] = nil
+        showNewMarker()
+        let adopted = peer == nil
+        if adopted { peer = message.fromUser }
+        countUnread(from: message.fromUser, ringing: true)
         notice("\(message.fromUser) is sending \(message.content) (\(ByteCount.text(message.fileSize)))", .dim)
-        return []
+        return adopted ? repliesGo(to: message.fromUser) : []
     }
 
     /// A file from `from` was received whole, its SHA-256 checked, and saved at `path`
     /// (`receivedBefore`: sent again, the copy saved earlier is still there):
-    /// `alice: [file] NAME (SIZE) saved to PATH`.
-    public mutating func fileSaved(from: String, _ file: ChatFile, receivedBefore: Bool = false) {
-        var message = SIMPMessage(
-            kind: .text, content: file.label + (receivedBefore ? " sent again: already saved at " : " saved to ") + file.path)
-        message.fromUser = from
-        message.toUser = user
-        message.time = clock.now()
-        printLine(Self.messageLine(HistoryEntry(message), user: user, clock: clock))
+    /// `alice: [file] NAME (SIZE) saved to PATH`; its announcement's history entry says where.
+    public mutating func fileSaved(from: String, _ file: ChatFile, receivedBefore: Bool = false) -> [ChatEffect] {
+        var entry = HistoryEntry(
+            id: 0, time: clock.now(), from: from, to: user, kind: "text", text: file.label + " sent again: already saved at " + file.path)
+        if !receivedBefore { (entry.kind, entry.file) = ("file", HistoryFile(file)) } // `… saved to PATH`
+        printLine(Self.messageLine(entry, user: user, clock: clock))
+        return recordFileSaved(from: from, file)
     }
 
     /// A file sent to this user could not be received (refused as too large, the disk full,

@@ -14,25 +14,16 @@ extension ChatSession {
         history.append(entry)
         typingSince[message.fromUser] = nil
         learnNames(message.fromUser)
-        if newMarkerPending {
-            newMarkerPending = false
-            printLine(StyledText("— new —", .warning))
-        }
+        showNewMarker()
         let asking = roomPostArriving(message)
         // With no one to talk to, a direct message makes its sender the one replies go to.
         let isDirect = message.author.isEmpty && !RelayCore.isRoomAddress(message.fromUser)
         let adopted = peer == nil && isDirect
         if adopted { peer = message.fromUser }
-        if message.fromUser != peer {
-            unreadCounts[message.fromUser, default: 0] += 1
-            if rings, screen.interactive, message.author.isEmpty { output += "\u{7}" } // the bell: a message to you elsewhere
-        }
+        countUnread(from: message.fromUser, ringing: message.author.isEmpty)
         printLine(Self.messageLine(entry, user: user, clock: clock))
         var effects = asking
-        if adopted {
-            notice("replies go to \(message.fromUser) (/to NAME to talk to someone else)", .dim)
-            effects += peerChosen()
-        }
+        if adopted { effects += repliesGo(to: message.fromUser) }
         if sendsReadMarkers, message.author.isEmpty, !RelayCore.isRoomAddress(message.fromUser) {
             if message.fromUser == peer, screen.scrolledBack == 0 {
                 effects.append(.markRead(from: message.fromUser, upTo: message.messageId))
@@ -41,6 +32,29 @@ extension ChatSession {
             }
         }
         return effects
+    }
+
+    /// The "— new —" line, before the first message (or file) that arrives after the history
+    /// shown at start.
+    mutating func showNewMarker() {
+        guard newMarkerPending else { return }
+        newMarkerPending = false
+        printLine(StyledText("— new —", .warning))
+    }
+
+    /// Something arrived from `sender`: counted in the prompt unless it is the current peer,
+    /// and, `ringing` (sent to this user, not a room post), the terminal bell rung.
+    mutating func countUnread(from sender: String, ringing: Bool) {
+        guard sender != peer else { return }
+        unreadCounts[sender, default: 0] += 1
+        if rings, screen.interactive, ringing { output += "\u{7}" } // the bell: a message to you elsewhere
+    }
+
+    /// `sender` became the one replies go to (the chat had no one to talk to): says so and
+    /// follows them.
+    mutating func repliesGo(to sender: String) -> [ChatEffect] {
+        notice("replies go to \(sender) (/to NAME to talk to someone else)", .dim)
+        return peerChosen()
     }
 
     /// News about a peer: typing (shown in the prompt for `typingWindow`: the `.wake` effect

@@ -52,7 +52,7 @@ extension ChatSession {
             let many = files > 1
             notice(
                 "\(files) file\(many ? "s" : "") still being sent; /quit again to stop \(many ? "them" : "it") "
-                    + "(the same /file to the same person later goes on where it stopped)", .warning)
+                    + "(/retry in a later chat, or the same /file to the same person, goes on where it stopped)", .warning)
             return []
         }
         let many = waiting > 1
@@ -64,8 +64,8 @@ extension ChatSession {
     }
 
     /// `/retry`: resends (as new messages) what failed in this session and, from the history,
-    /// what failed in earlier ones; the failed entries are recorded as `retried` so they are
-    /// offered once.
+    /// what failed in earlier ones, files too (and files an earlier session stopped before the
+    /// end); the failed entries are recorded as `retried` so they are offered once.
     mutating func retryFailures() -> [ChatEffect] {
         var effects: [ChatEffect] = []
         var messages: [SIMPMessage] = []
@@ -73,17 +73,21 @@ extension ChatSession {
         for failed in outgoing.takeFailures() {
             if let file = failed.file {
                 files.append(.checkFile(path: file.path, to: failed.message.toUser, image: file.image != nil))
+                if let id = failed.historyId { effects += markRetried(id) }
                 continue
             }
             messages.append(failed.message)
             if let id = failed.messageId { effects += markRetried(id) }
         }
-        let current = Set(outgoing.messages.compactMap(\.messageId))
-        for index in history.indices
-        where history[index].from == user && history[index].status == "failed"
-            && !current.contains(history[index].id)
-        {
-            messages.append(history[index].message)
+        let current = Set(outgoing.messages.compactMap { $0.messageId ?? $0.historyId })
+        for index in history.indices where history[index].from == user && !current.contains(history[index].id) {
+            if let file = history[index].fileToRetry {
+                files.append(file)
+            } else if history[index].kind != "file", history[index].status == "failed" {
+                messages.append(history[index].message)
+            } else {
+                continue
+            }
             effects += markRetried(history[index].id)
         }
         if messages.isEmpty, files.isEmpty { notice("nothing to retry: no message failed", .dim) }

@@ -11,6 +11,8 @@ public enum ChatEffect: Equatable, Sendable {
     /// Append to the history file (a message this user sent; `ChatHistory` records received ones).
     case record(HistoryEntry)
     case recordStatus(messageId: UInt64, status: String)
+    /// Record in the history what became of the file received in entry `messageId` from `from`.
+    case recordFile(messageId: UInt64, from: String, HistoryFile)
     /// Carry out a room request with the client and report back with `roomAnswered`.
     case room(ChatRoomRequest)
     /// Tell `sender` its messages up to `upTo` were seen (a read marker).
@@ -235,14 +237,7 @@ public struct ChatSession: Sendable {
         case .retry:
             return retryFailures()
         case .history(let count):
-            if historyShownFrom == 0 {
-                notice("no older messages", .dim)
-                return []
-            }
-            let from = max(0, historyShownFrom - (count ?? 20))
-            let lines = history[from..<historyShownFrom].map(historyLine)
-            historyShownFrom = from
-            output += screen.insertAbove(lines, input: inputLine)
+            showOlderHistory(count: count ?? 20)
             return []
         case .join(let room):
             return [.room(.join(room))]
@@ -417,18 +412,6 @@ public struct ChatSession: Sendable {
             printLine(Self.followUpLine(tracked, clock: clock))
         }
         return true
-    }
-
-    /// Shows the last `count` history entries not shown yet (at start).
-    mutating func showHistory(count: Int, except hidden: Set<UInt64> = []) {
-        let from = max(0, historyShownFrom - count)
-        for entry in history[from..<historyShownFrom] where !hidden.contains(entry.id) { printLine(historyLine(entry)) }
-        historyShownFrom = from
-    }
-
-    /// A history entry as shown from the history file: dimmed.
-    func historyLine(_ entry: HistoryEntry) -> StyledText {
-        StyledText(Self.messageLine(entry, user: user, clock: clock).plain, .dim)
     }
 
     /// Prints a notice line (`-- text`) above the input line.

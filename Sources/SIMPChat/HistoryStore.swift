@@ -9,7 +9,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var time: Int64
     public var from: String
     public var to: String
-    /// `text` or `image`.
+    /// `text`, `image`, `audio`, or `file` (a file sent with `/file` or `/image`, or received:
+    /// `file` says which).
     public var kind: String
     public var text: String
     public var imageURL: String?
@@ -23,6 +24,8 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     public var unencrypted: Bool?
     /// Received from a peer marked verified whose key changed since: true (else absent).
     public var keyChanged: Bool?
+    /// A file sent or received (`kind` is `file`).
+    public var file: HistoryFile?
 
     public init(
         id: UInt64, time: Int64, from: String, to: String, kind: String, text: String,
@@ -40,9 +43,35 @@ public struct HistoryEntry: Codable, Equatable, Sendable {
     }
 }
 
+/// A file in the history: one the user sent (`/file`, `/image`; its outcome is the entry's
+/// `status`), or one sent to the user (recorded when it is announced; `path` once it is saved).
+public struct HistoryFile: Codable, Equatable, Sendable {
+    /// The file's name (a received file's: the name it was saved under, once saved).
+    public var name: String
+    public var size: UInt64
+    /// An image's width and height (`/image`, or a received file that is a PNG, JPEG or GIF).
+    public var width: Int?
+    public var height: Int?
+    /// Sent: the file as the user named it (what `/retry` sends again). Received: where it was
+    /// saved; nil while it is not.
+    public var path: String?
+    /// Received: the SHA-256 (hex) its sender announced, which tells the saved file's entry.
+    public var sha256: String?
+
+    public init(name: String, size: UInt64, width: Int? = nil, height: Int? = nil, path: String? = nil, sha256: String? = nil) {
+        self.name = name
+        self.size = size
+        self.width = width
+        self.height = height
+        self.path = path
+        self.sha256 = sha256
+    }
+}
+
 /// A user's history on disk: `<directory>/<user>.jsonl`, one JSON object per line, appended
 /// to. An outgoing message's later status is appended as `{"id":…,"status":…}` and folded
-/// into the message when loading. The file is compacted to `keep` entries when it grows
+/// into the message when loading; a received file saved later, as `{"file":…,"from":…,"id":…}`
+/// (a received entry's id is its sender's, so the sender names it too). The file is compacted to `keep` entries when it grows
 /// past twice that. Appends may come from several threads (the chat, and the client's event
 /// loop recording incoming messages); each line is written whole.
 public final class HistoryStore: Sendable {
@@ -59,6 +88,12 @@ public final class HistoryStore: Sendable {
     private struct StatusUpdate: Codable {
         var id: UInt64
         var status: String
+    }
+
+    private struct FileUpdate: Codable {
+        var id: UInt64
+        var from: String
+        var file: HistoryFile
     }
 
     /// The store for `user` in `directory` (created, private to the user, if missing).
@@ -94,6 +129,10 @@ public final class HistoryStore: Sendable {
                 let position = positions[update.id]
             {
                 entries[position].status = update.status
+            } else if let update = try? decoder.decode(FileUpdate.self, from: line),
+                let position = entries.lastIndex(where: { $0.id == update.id && $0.from == update.from && $0.file != nil })
+            {
+                entries[position].file = update.file
             }
         }
         if entries.count > 2 * keep {
@@ -123,6 +162,11 @@ public final class HistoryStore: Sendable {
     /// Records a new status for the message `id`.
     public func update(id: UInt64, status: String) throws {
         try appendLine(JSONEncoder.compact.encode(StatusUpdate(id: id, status: status)))
+    }
+
+    /// Records what became of the file in the entry `id` from `from` (a received file, saved).
+    public func update(id: UInt64, from: String, file: HistoryFile) throws {
+        try appendLine(JSONEncoder.compact.encode(FileUpdate(id: id, from: from, file: file)))
     }
 
     /// How many lines wait in memory to be written (the disk was full): written with the

@@ -62,9 +62,12 @@ public enum DeliveryStatus: Equatable, Sendable {
         case .read: return "read"
         case .roomDelivered(let delivered, let total): return "delivered \(delivered)/\(total)"
         case .failed: return "failed"
-        case .transferring: return "sending"
+        case .transferring: return Self.sendingFileName
         }
     }
+
+    /// The history's status of a file being sent: left so when the chat stopped before the end.
+    static let sendingFileName = "sending"
 
     /// The status a client's `SendResult` means.
     public init(_ result: SendResult) {
@@ -99,6 +102,8 @@ public struct OutgoingMessage: Sendable {
     public var retried = false
     /// The file it stands for (`/file`, `/image`), sent by the controller, not as a message.
     public var file: ChatFile?
+    /// A file's history entry (`ChatSession.recordFileSent`; a message's is its `messageId`).
+    public var historyId: UInt64?
 }
 
 /// The messages sent in this session, by `ref`, in the order they were sent.

@@ -54,9 +54,10 @@ public struct Screen: Sendable {
     }
 
     /// Replaces the line printed at `row` with `line` in the scrollback, and returns the bytes
-    /// that rewrite it on screen, or nil when that cannot be done in place (plain output,
-    /// scrolled off, or the new version takes a different number of rows): the caller may
-    /// print a follow-up.
+    /// that rewrite it on screen, or nil when that cannot be done (plain output, or scrolled
+    /// off): the caller may print a follow-up. A line on screen whose new version takes another
+    /// number of rows (a file's progress mark growing, then ✓✓) moves the lines above it: the
+    /// screen is drawn again, so it never disagrees with the scrollback about where lines are.
     public mutating func rewrite(row: Row, with line: StyledText, input: InputLine?) -> String? {
         let index = row - firstRow
         guard scrollback.indices.contains(index) else { return nil }
@@ -64,9 +65,11 @@ public struct Screen: Sendable {
         scrollback[index] = line
         guard interactive else { return nil }
         if scrolledBack > 0 { return view.contains(index) ? redraw(input) : nil }
-        let up = rows(of: scrollback[index...], upTo: height)
+        let below = rows(of: scrollback[(index + 1)...], upTo: height)
         let wrapped = line.wrapped(width: width)
-        guard up <= height - 1, rows(of: old) == wrapped.count else { return nil }
+        guard rows(of: old) == wrapped.count else { return below < height - 1 ? redraw(input) : nil }
+        let up = below + wrapped.count
+        guard up <= height - 1 else { return nil }
         let down = up - wrapped.count + 1 // from the line's last row to the input line
         return "\r\u{1B}[\(up)A" + wrapped.map { "\u{1B}[2K" + paint($0) }.joined(separator: "\r\n")
             + "\r\u{1B}[\(down)B" + draw(input)

@@ -25,7 +25,7 @@ final class ChatCommandTests: XCTestCase {
         guard case .invalid(let unknown) = ChatCommand.parse("/frobnicate now") else { return XCTFail() }
         XCTAssertTrue(unknown.contains("unknown command /frobnicate") && unknown.contains("/help"), unknown)
         XCTAssertEqual(ChatCommand.parse("/to"), .invalid("usage: /to NAME"))
-        XCTAssertEqual(ChatCommand.parse("/image"), .invalid("usage: /image URL [SCALE]"))
+        XCTAssertEqual(ChatCommand.parse("/image"), .invalid("usage: /image PATH (a PNG, JPEG or GIF file) or /image URL [SCALE]"))
         XCTAssertEqual(ChatCommand.parse("/image u -2"), .invalid("the image scale must be a positive number, got \"-2\""))
         XCTAssertEqual(ChatCommand.parse("/history x"), .invalid("/history takes a positive number, got \"x\""))
         XCTAssertEqual(ChatCommand.parse("@ hi"), .invalid("usage: @NAME TEXT"))
@@ -49,6 +49,6 @@ final class ChatFileCommandTests: XCTestCase {
         XCTAssertEqual(ChatCommand.parse("/image ~/Pictures/cat 1.png"), .file(path: "~/Pictures/cat 1.png", image: true))
         XCTAssertEqual(ChatCommand.parse("/img cat.png"), .file(path: "cat.png", image: true))
         XCTAssertEqual(ChatCommand.parse("/image https://example.com/cat.png 0.5"), .image(url: "https://example.com/cat.png", scale: 0.5))
-        XCTAssertEqual(ChatCommand.parse("/image"), .invalid("usage: /image URL [SCALE]"))
+        XCTAssertEqual(ChatCommand.parse("/image"), .invalid("usage: /image PATH (a PNG, JPEG or GIF file) or /image URL [SCALE]"))
     }
 }

@@ -8,7 +8,8 @@ import XCTest
 
 /// `/file` and `/image` in two real `simp chat` processes on pseudo-terminals, against a real
 /// relay and Redis: the sender's line shows the progress and then ✓✓, the receiver's chat
-/// shows the file saved, and the saved copy has the sent file's SHA-256.
+/// shows the file saved, and the saved copy has the sent file's SHA-256; both chats started
+/// again show the files in the conversation.
 final class ChatFileEndToEndTests: ClientHomeTestCase {
     var folder: URL!
 
@@ -86,10 +87,26 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
             let status = await terminal.child.exitStatus()
             XCTAssertEqual(status, 0, terminal.rawOutput)
         }
+
+        // Both chats started again: the files are in the conversation, with their outcome and
+        // where they were saved.
+        let aliceAgain = try await chat(alice, to: bob)
+        let bobAgain = try await chat(bob, to: alice)
+        await assertScreen(aliceAgain, shows: "you → \(bob): [file] payload.bin (\(size)) ✓✓")
+        await assertScreen(aliceAgain, shows: "you → \(bob): [image] my dot.png 3×2 (\(png.count) bytes) ✓✓")
+        await assertScreen(bobAgain, shows: "\(alice): [file] payload.bin (\(size)) saved to \(downloads(of: bob).path)/payload.bin")
+        await assertScreen(
+            bobAgain, shows: "\(alice): [image] my dot.png 3×2 (\(png.count) bytes) saved to \(downloads(of: bob).path)/my dot.png")
+        for terminal in [aliceAgain, bobAgain] {
+            terminal.type("/quit\r")
+            let status = await terminal.child.exitStatus()
+            XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
     }
 
     /// The receiver's downloads folder cannot take the file: the sender's line says the
     /// receiver refused it and why, the receiver's chat says it was not received, no crash.
+    /// Both chats started again show it so, and the sender's `/retry` sends it.
     func testAFileTheReceiverCannotWriteFailsWithTheReasonOnBothSides() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let payload = folder.appendingPathComponent("big.bin")
@@ -116,6 +133,24 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
         XCTAssertEqual(status, 0, bobTerminal.rawOutput)
         aliceTerminal.type("/quit\r")
         _ = await aliceTerminal.child.exitStatus()
+
+        // Bob mends his downloads folder; alice's next chat shows the failed file, and /retry sends it.
+        try FileManager.default.removeItem(at: partial)
+        let bobAgain = try await chat(bob, to: alice)
+        await assertScreen(bobAgain, shows: "\(alice): [file] big.bin (300.0 kB) (not received)")
+        await assertScreen(bobAgain, shows: "-- connected as \(bob)")
+        let aliceAgain = try await chat(alice, to: bob)
+        await assertScreen(aliceAgain, shows: "you → \(bob): [file] big.bin (300.0 kB) ✗")
+        await assertScreen(aliceAgain, shows: "-- connected as \(alice)")
+        aliceAgain.type("/retry\r")
+        await assertScreen(bobAgain, shows: "\(alice): [file] big.bin (300.0 kB) saved to \(downloads(of: bob).path)/big.bin")
+        await assertScreen(aliceAgain, shows: "you → \(bob): [file] big.bin (300.0 kB) ✓✓")
+        XCTAssertEqual(try Data(contentsOf: downloads(of: bob).appendingPathComponent("big.bin")), try Data(contentsOf: payload))
+        for terminal in [aliceAgain, bobAgain] {
+            terminal.type("/quit\r")
+            let status = await terminal.child.exitStatus()
+            XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
     }
 
     /// `/file` in a room: each member's chat saves the file (one transfer per member), and the

@@ -18,7 +18,7 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         let file = ChatFile(path: "/tmp/my report.pdf", name: "my report.pdf", size: 2_500_000)
         let started = session.fileChecked(to: "bob", .success(file))
         refresh()
-        XCTAssertEqual(started, [.sendFile(ref: 0, file, to: "bob")])
+        XCTAssertEqual(started.last, .sendFile(ref: 0, file, to: "bob"), "after its history record (ChatFileHistoryTests)")
         XCTAssertEqual(terminal.transcript.suffix(2), ["12:00 you → bob: [file] my report.pdf (2.5 MB) …", "bob>"])
 
         session.fileProgress(ref: 0, "1.0 MB of 2.5 MB, 2.0 MB/s, ETA 0.8 s (sent 1.1 MB)")
@@ -38,7 +38,8 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(type("/quit\r"), [])
         XCTAssertEqual(
             terminal.transcript.suffix(2).first,
-            "-- 1 file still being sent; /quit again to stop it (the same /file to the same person later goes on where it stopped)")
+            "-- 1 file still being sent; /quit again to stop it (/retry in a later chat, or the same /file to the same person, goes on where it stopped)"
+        )
         XCTAssertEqual(type("/quit\r"), [.quit(status: 0)])
     }
 
@@ -51,7 +52,12 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(
             terminal.transcript.suffix(2),
             ["12:00 you → bob: [image] cat.png 640×480 (52.1 kB) ✗ the receiver refused the file: too large (/retry resends)", "bob>"])
-        XCTAssertEqual(type("/retry\r"), [.checkFile(path: "/p/cat.png", to: "bob", image: true)])
+        XCTAssertEqual(
+            type("/retry\r"),
+            [
+                .recordStatus(messageId: ChatSession.fileEntryId(time: 1_000, ref: 0), status: "retried"),
+                .checkFile(path: "/p/cat.png", to: "bob", image: true),
+            ])
 
         _ = session.fileChecked(to: "bob", .failure(ChatRoomError("no such file: /p/dog.png")))
         refresh()
@@ -65,7 +71,7 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         type("/to #lobby\r")
         XCTAssertEqual(type("/file /tmp/a.bin\r"), [.checkFile(path: "/tmp/a.bin", to: "#lobby", image: false)])
         let file = ChatFile(path: "/tmp/a.bin", name: "a.bin", size: 2_000)
-        XCTAssertEqual(session.fileChecked(to: "#lobby", .success(file)), [.sendFile(ref: 0, file, to: "#lobby")])
+        XCTAssertEqual(session.fileChecked(to: "#lobby", .success(file)).last, .sendFile(ref: 0, file, to: "#lobby"))
         _ = session.resolved(ref: 0, .roomDelivered(1, of: 2))
         refresh()
         XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓ 1/2")
@@ -82,7 +88,7 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         announcement.fileSize = 52_100
         announcement.e2ePayload = [1] // came end to end encrypted
         _ = session.receive(announcement)
-        session.fileSaved(
+        _ = session.fileSaved(
             from: "bob", ChatFile(path: "/d/cat.png", name: "cat.png", size: 52_100, image: ImageDimensions(format: "PNG", width: 640, height: 480)))
         session.fileNotReceived("big.iso from bob (5000000000 bytes) is larger than 4294967296 bytes: refused")
         refresh()
@@ -92,6 +98,127 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
                 "-- bob is sending cat.png (52.1 kB)", "12:00 bob: [image] cat.png 640×480 (52.1 kB) saved to /d/cat.png",
                 "-- file not received: big.iso from bob (5000000000 bytes) is larger than 4294967296 bytes: refused", "bob>",
             ])
+
+        // From someone else than the current peer: counted in the prompt, and the bell rings.
+        announcement.fromUser = "carol"
+        announcement.fileId = 8
+        _ = session.receive(announcement)
+        let output = session.takeOutput()
+        terminal.feed(output)
+        XCTAssertTrue(output.contains("\u{7}"), "the bell rings for a file from someone else")
+        XCTAssertEqual(terminal.transcript.suffix(2), ["-- carol is sending cat.png (52.1 kB)", "[carol 1] bob>"])
+
+        // With no one to talk to, its sender is the one replies go to.
+        terminal = VirtualTerminal(width: 140, height: 8)
+        startSession(peer: nil)
+        XCTAssertEqual(session.receive(announcement), [.who(users: ["carol"], room: nil, show: false)])
+        refresh()
+        XCTAssertEqual(
+            terminal.transcript.suffix(3),
+            ["-- carol is sending cat.png (52.1 kB)", "-- replies go to carol (/to NAME to talk to someone else)", "carol>"])
+    }
+}
+
+/// Files in the history: a file sent is recorded with its outcome, a file received with where
+/// it was saved; both are shown when the chat starts again, and `/retry` offers a file that
+/// failed or was stopped before the end.
+final class ChatFileHistoryTests: XCTestCase, ChatSessionDriving {
+    var session: ChatSession!
+    var terminal = VirtualTerminal(width: 140, height: 12)
+    var decoder = KeyDecoder()
+
+    func testASentFileIsRecordedWithItsOutcomeAndShownWhenTheChatStartsAgain() throws {
+        startSession()
+        type("/image /p/cat.png\r")
+        let image = ChatFile(path: "/p/cat.png", name: "cat.png", size: 52_100, image: ImageDimensions(format: "PNG", width: 640, height: 480))
+        let started = session.fileChecked(to: "bob", .success(image))
+        guard case .record(var entry)? = started.first else { return XCTFail("\(started)") }
+        XCTAssertEqual(started.dropFirst(), [.sendFile(ref: 0, image, to: "bob")])
+        XCTAssertEqual(entry.kind, "file")
+        XCTAssertEqual(entry.status, "sending", "until its outcome")
+        XCTAssertEqual(entry.file, HistoryFile(name: "cat.png", size: 52_100, width: 640, height: 480, path: "/p/cat.png"))
+        XCTAssertEqual([entry.from, entry.to], ["alice", "bob"])
+        XCTAssertGreaterThanOrEqual(entry.id, 1 << 63, "no message id of the client's can take it")
+
+        session.fileProgress(ref: 0, "0.1 MB of 0.1 MB")
+        XCTAssertEqual(session.resolved(ref: 0, .delivered(latencyMillis: 80)), [.recordStatus(messageId: entry.id, status: "delivered")])
+        entry.status = "delivered"
+        var room = HistoryEntry(id: 9, time: 1, from: "alice", to: "#lobby", kind: "file", text: "", status: "delivered 2/2")
+        room.file = HistoryFile(name: "notes.txt", size: 2_000, path: "/p/notes.txt")
+
+        terminal = VirtualTerminal(width: 140, height: 12) // the chat started again
+        startSession(history: [entry, room])
+        XCTAssertEqual(
+            Array(terminal.transcript.prefix(3)),
+            [
+                "-- last 2 of 2 messages; /history shows older ones", "12:00 you → bob: [image] cat.png 640×480 (52.1 kB) ✓✓",
+                "12:00 you → #lobby: [file] notes.txt (2.0 kB) ✓✓ 2/2",
+            ])
+        XCTAssertEqual(type("/retry\r"), [], "nothing failed")
+    }
+
+    func testAReceivedFileIsRecordedWhereItWasSavedAndShownWhenTheChatStartsAgain() throws {
+        startSession()
+        var announcement = SIMPMessage(kind: .text, toUser: "alice", content: "cat.png")
+        announcement.fromUser = "bob"
+        announcement.messageId = 41
+        announcement.fileId = 7
+        announcement.fileSize = 52_100
+        announcement.fileDigest = [0xAB, 0x01]
+        announcement.fileKey = Array(repeating: 0x5A, count: 32)
+        announcement.e2ePayload = [1] // came end to end encrypted
+        var recorded = HistoryEntry(received: announcement)
+        XCTAssertEqual(recorded.kind, "file")
+        XCTAssertEqual(recorded.file, HistoryFile(name: "cat.png", size: 52_100, sha256: "ab01"), "its name, size and digest; never its key")
+        var other = announcement // the same name, other contents: not this file's entry
+        (other.messageId, other.fileDigest) = (42, [0xCD])
+        XCTAssertEqual(session.receive(announcement), [])
+        _ = session.receive(other)
+
+        let saved = ChatFile(
+            path: "/d/cat (1).png", name: "cat (1).png", size: 52_100, image: ImageDimensions(format: "PNG", width: 640, height: 480),
+            sha256: "ab01")
+        let effects = session.fileSaved(from: "bob", saved)
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 bob: [image] cat (1).png 640×480 (52.1 kB) saved to /d/cat (1).png")
+        let savedFile = HistoryFile(name: "cat (1).png", size: 52_100, width: 640, height: 480, path: "/d/cat (1).png", sha256: "ab01")
+        XCTAssertEqual(effects, [.recordFile(messageId: 41, from: "bob", savedFile)])
+        XCTAssertEqual(session.fileSaved(from: "bob", saved), [], "recorded once")
+
+        recorded.file = savedFile
+        terminal = VirtualTerminal(width: 140, height: 12) // the chat started again
+        startSession(history: [recorded, HistoryEntry(received: other)])
+        XCTAssertEqual(
+            Array(terminal.transcript.prefix(3)),
+            [
+                "-- last 2 of 2 messages; /history shows older ones", "12:00 bob: [image] cat (1).png 640×480 (52.1 kB) saved to /d/cat (1).png",
+                "12:00 bob: [file] cat.png (52.1 kB) (not received)",
+            ])
+    }
+
+    func testRetryOffersFilesThatFailedOrStoppedInAnEarlierSessionOnce() {
+        func sent(_ id: UInt64, _ name: String, status: String, image: Bool = false) -> HistoryEntry {
+            var entry = HistoryEntry(id: id, time: 1, from: "alice", to: "bob", kind: "file", text: "", status: status)
+            entry.file = HistoryFile(name: name, size: 1_000, width: image ? 2 : nil, height: image ? 1 : nil, path: "/p/" + name)
+            return entry
+        }
+        startSession(history: [
+            sent(1, "a.bin", status: "failed"), sent(2, "b.png", status: "sending", image: true), sent(3, "c.bin", status: "delivered"),
+        ])
+        XCTAssertEqual(
+            Array(terminal.transcript.prefix(4)),
+            [
+                "-- last 3 of 3 messages; /history shows older ones", "12:00 you → bob: [file] a.bin (1.0 kB) ✗",
+                "12:00 you → bob: [image] b.png 2×1 (1.0 kB) ✗ (stopped before the end; /retry goes on)", "12:00 you → bob: [file] c.bin (1.0 kB) ✓✓",
+            ])
+        XCTAssertEqual(
+            type("/retry\r"),
+            [
+                .recordStatus(messageId: 1, status: "retried"), .recordStatus(messageId: 2, status: "retried"),
+                .checkFile(path: "/p/a.bin", to: "bob", image: false), .checkFile(path: "/p/b.png", to: "bob", image: true),
+            ])
+        XCTAssertEqual(type("/retry\r"), [])
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "-- nothing to retry: no message failed")
     }
 }
 

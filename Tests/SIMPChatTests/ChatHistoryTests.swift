@@ -49,6 +49,23 @@ final class ChatHistoryTests: XCTestCase {
         XCTAssertFalse(restarted.recordIncoming(message(7, from: "alice", to: "alice")))
     }
 
+    /// A file's announcement is recorded as a file (name, size, digest), never with its key.
+    func testAFileAnnouncementIsRecordedAsAFileWithoutItsKey() throws {
+        var announcement = message(3)
+        announcement.content = "a.bin"
+        (announcement.fileId, announcement.fileSize, announcement.fileDigest) = (9, 2_000, [0x0F, 0xA0])
+        announcement.fileKey = Array(repeating: 0x77, count: 32)
+        announcement.e2ePayload = [1]
+        let history = ChatHistory(directory: directory, user: "alice")
+        XCTAssertTrue(history.recordIncoming(announcement))
+        let entries = ChatHistory(directory: directory, user: "alice").entries
+        XCTAssertEqual(entries.map(\.kind), ["file"])
+        XCTAssertEqual(entries.first?.file, HistoryFile(name: "a.bin", size: 2_000, sha256: "0fa0"))
+        let written = try String(contentsOf: try XCTUnwrap(history.store).url, encoding: .utf8)
+        XCTAssertFalse(written.contains(Data(announcement.fileKey).base64EncodedString()), written)
+        XCTAssertFalse(written.contains(String(repeating: "77", count: 32)), written)
+    }
+
     func testWithoutAUsableDirectoryEveryMessageIsNewAndHistoryIsOff() throws {
         let file = directory.appendingPathComponent("not-a-directory")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

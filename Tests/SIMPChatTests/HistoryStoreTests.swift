@@ -31,6 +31,25 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(permissions, 0o600)
     }
 
+    /// A received file's entry learns later where the file was saved: the update names the
+    /// sender, whose ids are not this user's.
+    func testAReceivedFileSavedLaterIsFoldedIntoItsOwnEntry() throws {
+        let store = try HistoryStore(directory: directory, user: "alice")
+        func announced(_ id: UInt64, from sender: String) -> HistoryEntry {
+            var entry = HistoryEntry(id: id, time: 1, from: sender, to: "alice", kind: "file", text: "[file] a.bin (2 bytes)")
+            entry.file = HistoryFile(name: "a.bin", size: 2, sha256: "ab")
+            return entry
+        }
+        try store.append(announced(5, from: "bob"))
+        try store.append(announced(5, from: "carol"))
+        try store.append(entry(5, status: "sent"))
+        let saved = HistoryFile(name: "a (1).bin", size: 2, path: "/d/a (1).bin", sha256: "ab")
+        try store.update(id: 5, from: "bob", file: saved)
+        var bobs = announced(5, from: "bob")
+        bobs.file = saved
+        XCTAssertEqual(try store.load(), [bobs, announced(5, from: "carol"), entry(5, status: "sent")])
+    }
+
     func testDamagedLinesAreSkipped() throws {
         let store = try HistoryStore(directory: directory, user: "alice")
         try store.append(entry(1))

@@ -34,6 +34,26 @@ final class ScreenTests: XCTestCase {
         XCTAssertEqual(screen.scrollback.first, "me: hi ✗", "the scrollback has the new version")
     }
 
+    /// A line on screen rewritten with another number of rows (a file's progress growing past
+    /// the width, then ✓✓): the screen is drawn again, and the lines above it stay intact.
+    func testALineThatChangesItsNumberOfRowsIsDrawnAgainWithTheLinesAboveIntact() {
+        var screen = Screen(width: 20, height: 6, interactive: true, colors: false)
+        var terminal = VirtualTerminal(width: 20, height: 6)
+        terminal.feed(screen.print("older line", input: input).output)
+        let (output, row) = screen.print("me: a.bin …", input: input)
+        terminal.feed(output)
+        for progress in ["1.0 MB of 2.0 MB, 5.0 MB/s", "1.5 MB of 2.0 MB, 5.1 MB/s", "✓✓"] {
+            let rewrite = screen.rewrite(row: row, with: StyledText("me: a.bin " + progress), input: input)
+            XCTAssertNotNil(rewrite, progress)
+            terminal.feed(rewrite ?? "")
+        }
+        XCTAssertEqual(terminal.lines.suffix(3), ["older line", "me: a.bin ✓✓", "bob> half typed"])
+        XCTAssertEqual(terminal.transcript.filter { $0 == "older line" }.count, 1, terminal.transcript.joined(separator: "\n"))
+
+        for _ in 1...6 { terminal.feed(screen.print("more", input: input).output) }
+        XCTAssertNil(screen.rewrite(row: row, with: "me: a.bin ✗ the receiver refused the file", input: input), "off screen")
+    }
+
     func testLongInputScrollsHorizontallyToKeepTheCursorVisibleAndMarksHiddenText() {
         let screen = Screen(width: 20, height: 5, interactive: true, colors: false)
         var terminal = VirtualTerminal(width: 20, height: 5)
