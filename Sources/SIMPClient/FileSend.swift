@@ -13,6 +13,10 @@ import SIMPCore
 /// same file sent to the same user again (after this process was killed) resumes it with the
 /// same file id and key, and the receiver's answer to the repeated announcement says which
 /// chunks it still lacks.
+///
+/// An announcement the relay stored (the receiver is offline, or has several devices) sends
+/// the chunks to the relay to hold instead (`FileDestination`): the transfer is done once the
+/// relay holds the whole file, and each device of the receiver gets it from there.
 public actor FileSend {
     /// How far a transfer is.
     public struct Progress: Sendable {
@@ -33,6 +37,12 @@ public actor FileSend {
         /// Whether the relay holds the whole file for the receiver, who is offline (docs/PROTOCOL.md
         /// §5.7): the receiver gets it when it connects.
         public var heldByRelay = false
+        /// With `heldByRelay`: some device of the receiver was online (it gets the file as the
+        /// relay stores it; the receiver's other devices when they connect).
+        public var receiverOnline = false
+        /// Why the relay would not hold the file, when it went live to the receiver's devices
+        /// online instead (those offline do not get it).
+        public var notHeldBecause: String?
 
         /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
         public var line: String {
@@ -89,8 +99,9 @@ public actor FileSend {
     /// Whether an earlier run left this transfer's record (this one resumes it).
     public nonisolated let resumes: Bool
     private var sender: FileSender
-    /// The receiver is offline: the chunks go to the relay to hold (FILE_UPLOAD).
-    private var toRelay = false
+    /// Live to the receiver, or to the relay to hold (FILE_UPLOAD): the announcement's outcome decides.
+    private var destination = FileDestination.receiver
+    private var notHeldBecause: String?
     private var bytesSent: UInt64 = 0
     /// Acknowledgements (a quick refusal) that came before the announcement's receipt, when the
     /// sender is made anew: given to it then.
@@ -163,14 +174,15 @@ public actor FileSend {
         }
         let result = try await client.send(announcement())
         switch result {
-        case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
-        case .stored: toRelay = true // the receiver is offline: the relay holds the file for it
+        case .delivered: destination = .receiver
+        // Offline, or several devices: the relay holds the file for every one of them.
+        case .stored(_, let receiverOnline): destination = FileDestination(announcementStored: true, receiverOnline: receiverOnline)
         default: throw Failure.announcementNotDelivered("\(result)")
         }
         let start = NIODeadline.now()
         var reported = start
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
-        for ack in early ?? [] { sender.acknowledgement(ack, now: start) }
+        for ack in early ?? [] { take(ack, now: start) }
         early = nil
         while !sender.isDone {
             let now = NIODeadline.now()
@@ -215,13 +227,26 @@ public actor FileSend {
             bytesAcknowledged: acknowledged, size: size, bytesSent: bytesSent, elapsed: .now() - start,
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
-            heldByRelay: sender.heldByRelay)
+            heldByRelay: sender.heldByRelay, receiverOnline: destination == .relay(receiverOnline: true), notHeldBecause: notHeldBecause)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
         guard early == nil else { return early!.append(ack) }
-        sender.acknowledgement(ack, now: .now())
+        take(ack, now: .now())
         wake()
+    }
+
+    /// An acknowledgement of the path the chunks take goes to the sender; the relay's refusal
+    /// to hold the file sends it live to the receiver's devices online, if any (a new sender).
+    private func take(_ ack: SIMPMessage, now: NIODeadline) {
+        guard destination.follows(ack) else { return }
+        if ack.errorCode == .fileQuotaExceeded, let live = destination.afterRelayRefused {
+            destination = live
+            notHeldBecause = ack.errorText
+            sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: now)
+            return
+        }
+        sender.acknowledgement(ack, now: now)
     }
 
     private func announcement() -> SIMPMessage {
@@ -240,7 +265,7 @@ public actor FileSend {
         let sealed = SIMPMessage.fileChunk(
             cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
             from: "", to: peer)
-        return toRelay ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
+        return destination.uploads ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
     }
 
     /// Chunk `index`'s plaintext, from the window read last or from a new window read around it.

@@ -9,7 +9,7 @@ import XCTest
 /// A file for a receiver who is offline (docs/PROTOCOL.md §5.7), with real `simp` processes, a
 /// real relay and Redis: alice's `simp send --file` uploads it to the relay and exits; bob's
 /// `simp listen` started later fetches it, checks its digest and saves it; the relay then
-/// deletes its copy.
+/// deletes its copy. The same for a receiver with one device online and one offline.
 final class OfflineFileProcessTests: StoryProcessTestCase {
     override func configureRelay(_ configuration: inout RelayConfiguration) {
         if name.contains("OverTheRelaysLimit") { configuration.heldFileMaxBytes = 1_000_000 }
@@ -59,6 +59,55 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         XCTAssertEqual(held, [])
     }
 
+    /// bob has two devices: his phone listens, his laptop is offline. alice's upload reaches the
+    /// phone as the relay stores it; the laptop's next `simp listen` gets the whole file; the
+    /// relay keeps its copy until both said they have it.
+    func testAFileReachesTheDeviceOnlineAtOnceAndTheOneOfflineWhenItConnects() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phoneDownloads = home.appendingPathComponent("downloads-phone"), laptopDownloads = home.appendingPathComponent("downloads-laptop")
+        try await registerThenGoOffline(bob, into: phoneDownloads) // the phone holds bob's user key
+        let laptop = try await listen(bob, device: "laptop", into: laptopDownloads)
+        let shown = await Eventually.holds(within: .seconds(15)) { laptop.standardError.contains("its device code is ") }
+        XCTAssertTrue(shown, laptop.standardError)
+        let code = String(laptop.standardError.components(separatedBy: "its device code is ").last?.prefix(17) ?? "")
+        let approve = try ChildProcess(
+            "simp", ["devices", "approve", "laptop", "--device", "phone", "--code", code, "--server", "127.0.0.1:\(relay.port)", "--user", bob],
+            environment: try await environment(bob))
+        children.append(approve)
+        let approved = await approve.exitStatus()
+        XCTAssertEqual(approved, 0, approve.standardError)
+        laptop.signal(SIGTERM)
+        _ = await laptop.exitStatus(timeout: 10)
+        let phone = try await listen(bob, device: "phone", into: phoneDownloads)
+
+        let (contents, send) = try await sendFile(megabytes: 3, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("for \(bob)'s devices: those online get it now"), send.standardOutput + send.standardError)
+        print("file to a device online and one offline: \(send.standardOutput)")
+        let onPhone = await Eventually.holds(within: .seconds(30)) { phone.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(onPhone, phone.standardOutput + phone.standardError)
+        XCTAssertEqual(saved("offline.bin", in: phoneDownloads).map(FileDigest.of), FileDigest.of(contents))
+        try await Task.sleep(nanoseconds: 500_000_000) // the phone's release reaches the store
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held.count, 2, "kept for the laptop after the phone has it: \(held)")
+
+        let laptopAgain = try await listen(bob, device: "laptop", into: laptopDownloads)
+        let onLaptop = await Eventually.holds { laptopAgain.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(onLaptop, laptopAgain.standardOutput + laptopAgain.standardError)
+        XCTAssertEqual(saved("offline.bin", in: laptopDownloads).map(FileDigest.of), FileDigest.of(contents))
+        var left: [String] = held
+        let deleted = await Eventually.holds(within: .seconds(10)) {
+            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
+            return left.isEmpty
+        }
+        XCTAssertTrue(deleted, "still held after both of bob's devices have it: \(left)")
+    }
+
+    private func saved(_ name: String, in downloads: URL) -> [UInt8]? {
+        FileManager.default.contents(atPath: downloads.appendingPathComponent(name).path).map { Array($0) }
+    }
+
     /// bob's device once (so a sender can encrypt to it), then bob goes offline.
     private func registerThenGoOffline(_ user: String, into downloads: URL) async throws {
         let first = try await listen(user, into: downloads)
@@ -79,11 +128,11 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         return (contents, send)
     }
 
-    /// `simp listen` of `user`'s device "phone" saving files into `downloads`, once it listens.
-    private func listen(_ user: String, into downloads: URL) async throws -> ChildProcess {
+    /// `simp listen` of `user`'s `device` saving files into `downloads`, once it listens.
+    private func listen(_ user: String, device: String = "phone", into downloads: URL) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path],
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }

@@ -23,6 +23,29 @@ final class RelayCoreHeldFileTests: XCTestCase {
             owner: "alice", recipient: "bob", fileId: 99, index: index, number: number, fileSize: size, chunkSize: 1000, sealed: message.chunk)
     }
 
+    /// bob has a device online and another offline: the sender uploads, and each chunk the store
+    /// kept goes on at once to bob's receiving sessions here, as a FILE_CHUNK from alice with
+    /// `fileSeq` 0; the relay still acknowledges for bob. A refused chunk goes nowhere.
+    func testAStoredChunkGoesOnAtOnceToTheReceiversDevicesOnline() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("bob", on: c2, port: 6666)
+        XCTAssertEqual(relay.send(upload(1, number: 4)), [.store(.holdFileChunk(held(1, number: 4)))])
+        let actions = relay.answer(.holdFileChunk(held(1, number: 4), .held(complete: false)))
+        let passedOn = try relay.delivered(to: "bob", in: actions)
+        XCTAssertEqual(passedOn.map(\.kind), [.fileChunk])
+        XCTAssertEqual(passedOn.map(\.fromUser), ["alice"])
+        XCTAssertEqual(passedOn.map(\.toUser), ["bob"])
+        XCTAssertEqual(passedOn.map(\.fileId), [99])
+        XCTAssertEqual(passedOn.map(\.chunkIndex), [1])
+        XCTAssertEqual(passedOn.map(\.fileSeq), [0], "a chunk from the relay, as fetched ones")
+        XCTAssertEqual(passedOn.map(\.chunk), [held(1).sealed])
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.fileHeld), [true])
+        XCTAssertEqual(actions.count, 2, "one to bob, the acknowledgement to alice: \(actions)")
+        let refused = relay.answer(.holdFileChunk(held(2), .refused("over alice's quota")))
+        XCTAssertEqual(try relay.delivered(to: "bob", in: refused), [])
+    }
+
     func testTheRelayStoresAnUploadAndAcknowledgesItUntilItHoldsTheWholeFile() throws {
         var relay = DevRelay()
         try relay.connect("alice", on: c1, port: 5555) // bob is offline
@@ -102,7 +125,7 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(chunks.map(\.chunkIndex), [0, 2])
         XCTAssertEqual(chunks.map(\.fromUser), ["alice", "alice"])
         XCTAssertEqual(chunks.map(\.chunk), [held(0).sealed, held(2).sealed])
-        // None held: bob's fetcher stops asking.
+        // None held: bob's fetcher waits before asking again.
         let none = try relay.delivered(to: "bob", in: relay.answer(.fetchHeldChunks(request, nil)))
         XCTAssertEqual(none.map(\.errorCode), [.fileNotHeld])
         let offer = FileReceiver.Offer(
@@ -110,7 +133,7 @@ final class RelayCoreHeldFileTests: XCTestCase {
         var fetcher = HeldFileFetcher(offer: offer)
         XCTAssertNotNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0))
         XCTAssertTrue(fetcher.answered(none[0]))
-        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0 + .seconds(1)))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0 + .milliseconds(500)))
         XCTAssertFalse(fetcher.servedByRelay)
     }
 

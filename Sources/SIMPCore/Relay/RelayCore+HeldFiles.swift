@@ -63,8 +63,20 @@ extension RelayCore {
                 ack.fileRanges = ChunkRanges([0..<chunk.chunkCount]).wireForm
                 ack.fileDone = true
             }
+            passOn(chunk, into: &output)
         }
         sessions.sealForEverySession(MessageCodec.encode(ack), to: chunk.owner, into: &output)
+    }
+
+    /// A chunk just stored goes on at once to the recipient's receiving sessions on this relay,
+    /// as a FILE_CHUNK from the sender (`fileSeq` 0, as fetched chunks): a user with one device
+    /// online and others offline gets the file live on the one while the relay keeps it for the
+    /// others. Chunks lost on the way, and devices on other relays, are served by FILE_FETCH.
+    private mutating func passOn(_ chunk: HeldChunk, into output: inout [RelayAction]) {
+        guard sessions.hasReceiver(chunk.recipient) else { return }
+        let message = SIMPMessage.fileChunk(
+            chunk.sealed, index: chunk.index, number: 0, fileId: chunk.fileId, from: chunk.owner, to: chunk.recipient)
+        sessions.sealForEverySession(MessageCodec.encode(message), to: chunk.recipient, receiversOnly: true, into: &output)
     }
 
     /// A FILE_FETCH of `user`'s session `session`: the chunks asked for are read from the
