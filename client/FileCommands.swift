@@ -97,11 +97,13 @@ extension Send {
                 Data("simp: the relay will not hold \(name) for \(peer)'s devices offline (\(reason)): sent to those online only\n".utf8))
         }
         let line =
-            final?.heldByRelay != true
-            ? "file \(name) delivered to \(peer) in \(seconds) s"
-            : final?.receiverOnline == true
-                ? "file \(name) stored on the relay in \(seconds) s for \(peer)'s devices: those online get it now, the others when they connect"
-                : "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
+            final?.forwarded == true
+            ? "file \(name) forwarded from the relay's copy in \(seconds) s; \(peer)'s devices get it from the relay"
+            : final?.heldByRelay != true
+                ? "file \(name) delivered to \(peer) in \(seconds) s"
+                : final?.receiverOnline == true
+                    ? "file \(name) stored on the relay in \(seconds) s for \(peer)'s devices: those online get it now, the others when they connect"
+                    : "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 

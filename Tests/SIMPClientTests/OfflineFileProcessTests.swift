@@ -104,6 +104,43 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         XCTAssertTrue(deleted, "still held after both of bob's devices have it: \(left)")
     }
 
+    /// alice sends a file to bob, who is offline, then the same file to carol: the second time
+    /// it is forwarded from the relay's copy (granted, announced, nothing uploaded); carol's
+    /// `simp listen` gets it, then bob's; the copy goes once both have it.
+    func testTheSameFileToASecondPersonIsForwardedFromTheRelaysCopy() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let bobDownloads = home.appendingPathComponent("downloads-bob"), carolDownloads = home.appendingPathComponent("downloads-carol")
+        try await registerThenGoOffline(bob, into: bobDownloads)
+        try await registerThenGoOffline(carol, into: carolDownloads)
+        let (contents, first) = try await sendFile(megabytes: 2, from: alice, to: bob)
+        let uploaded = await first.exitStatus(timeout: 300)
+        XCTAssertEqual(uploaded, 0, first.standardError)
+        let (_, second) = try await sendFile(megabytes: 2, from: alice, to: carol)
+        let forwarded = await second.exitStatus(timeout: 60)
+        XCTAssertEqual(forwarded, 0, second.standardError)
+        XCTAssertTrue(second.standardOutput.contains("forwarded from the relay's copy"), second.standardOutput + second.standardError)
+        XCTAssertTrue(second.standardError.contains("sent 0 bytes for \(contents.count)"), "nothing uploaded again: " + second.standardError)
+        print("forwarded: \(second.standardOutput)")
+
+        let carolListen = try await listen(carol, into: carolDownloads)
+        let onCarols = await Eventually.holds { carolListen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(onCarols, carolListen.standardOutput + carolListen.standardError)
+        XCTAssertEqual(saved("offline.bin", in: carolDownloads).map(FileDigest.of), FileDigest.of(contents))
+        try await Task.sleep(nanoseconds: 500_000_000) // carol's release reaches the store
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held.count, 2, "kept for bob: \(held)")
+        let bobListen = try await listen(bob, into: bobDownloads)
+        let onBobs = await Eventually.holds { bobListen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(onBobs, bobListen.standardOutput + bobListen.standardError)
+        XCTAssertEqual(saved("offline.bin", in: bobDownloads).map(FileDigest.of), FileDigest.of(contents))
+        var left: [String] = held
+        let deleted = await Eventually.holds(within: .seconds(10)) {
+            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
+            return left.isEmpty
+        }
+        XCTAssertTrue(deleted, "still held after bob and carol have it: \(left)")
+    }
+
     private func saved(_ name: String, in downloads: URL) -> [UInt8]? {
         FileManager.default.contents(atPath: downloads.appendingPathComponent(name).path).map { Array($0) }
     }

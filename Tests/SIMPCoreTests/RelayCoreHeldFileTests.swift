@@ -147,4 +147,45 @@ final class RelayCoreHeldFileTests: XCTestCase {
         let device = relay.registration("bob", on: c2, port: 6666).device
         XCTAssertEqual(relay.send(release), [.store(.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: device))])
     }
+
+    /// alice forwards a file the relay holds whole from her upload to bob: her FILE_GRANT asks
+    /// the store under her own name (nobody can grant another user's file), and the relay's
+    /// FILE_ACK for carol says the whole file (her sender is done), or why not, refused and counted.
+    func testAGrantIsAskedUnderTheSendersNameAndAnsweredWithTheWholeFileOrWhyNot() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        let grant = HeldFileGrant(owner: "alice", recipient: "carol", fileId: 99, session: relay.clients["alice"]!.keys.sessionId)
+        XCTAssertEqual(relay.send(.fileGrant(99, to: "carol", from: "alice")), [.store(.grantHeldFile(grant))])
+        let granted = try relay.delivered(to: "alice", in: relay.answer(.grantHeldFile(grant, .granted(chunks: 3))))
+        XCTAssertEqual(granted.map(\.kind), [.fileAck])
+        XCTAssertEqual(granted.map(\.fromUser), ["carol"])
+        XCTAssertEqual(granted.map(\.fileHeld), [true])
+        XCTAssertEqual(granted.map(\.fileDone), [true])
+        XCTAssertEqual(granted.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<3]))
+        var sender = FileSender(fileId: 99, chunkCount: 3, now: DevRelay.t0)
+        sender.acknowledgement(granted[0], now: DevRelay.t0)
+        XCTAssertTrue(sender.isDone)
+        XCTAssertTrue(sender.heldByRelay)
+
+        let notHeld = relay.answer(.grantHeldFile(grant, .notHeld))
+        XCTAssertEqual(notHeld.first, .reject(.fileNotHeld, detail: "FILE_GRANT of alice's file 99 to carol"))
+        XCTAssertEqual(try relay.delivered(to: "alice", in: notHeld).map(\.errorCode), [.fileNotHeld])
+        let refused = relay.answer(.grantHeldFile(grant, .refused("over alice's quota")))
+        XCTAssertEqual(refused.first, .reject(.limitReached, detail: "FILE_GRANT of alice: over alice's quota"))
+        XCTAssertEqual(try relay.delivered(to: "alice", in: refused).map(\.errorCode), [.fileQuotaExceeded])
+
+        let noFile = SIMPMessage.fileGrant(0, to: "carol", from: "alice")
+        XCTAssertEqual(
+            relay.send(noFile), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(noFile).readableBytes) bytes from alice")])
+        XCTAssertEqual(
+            relay.send(.fileGrant(99, to: "#room", from: "alice")), [.reject(.missingField, detail: "fileGrant from alice without a user to go to")])
+    }
+
+    func testARelayHoldingNoFilesRefusesAGrantWithoutAskingTheStore() throws {
+        var relay = DevRelay { $0.maxHeldFileBytes = 0 }
+        try relay.connect("alice", on: c1, port: 5555)
+        let actions = relay.send(.fileGrant(99, to: "carol", from: "alice"))
+        XCTAssertFalse(actions.contains { if case .store = $0 { true } else { false } }, "\(actions)")
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.errorCode), [.fileQuotaExceeded])
+    }
 }
