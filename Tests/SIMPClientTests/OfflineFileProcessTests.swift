@@ -31,17 +31,9 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         XCTAssertEqual(first.count, FileSend.chunkSize + FileChunkCipher.overhead)
         XCTAssertNotEqual(Array(first.prefix(FileSend.chunkSize)), Array(contents.prefix(FileSend.chunkSize)))
 
-        let second = try await listen(bob, into: downloads)
-        let saved = await Eventually.holds { second.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(saved, second.standardOutput + second.standardError)
-        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent("offline.bin").path).map { Array($0) }
-        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
-        var left: [String] = held
-        let deleted = await Eventually.holds(within: .seconds(10)) {
-            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
-            return left.isEmpty
-        }
-        XCTAssertTrue(deleted, "still held after bob's only device has it: \(left)")
+        let listening = try await listen(bob, into: downloads)
+        await assertSaves(listening, contents, into: downloads)
+        await assertHeldFilesGo(of: alice, "still held after bob's only device has it")
     }
 
     func testAFileOverTheRelaysLimitIsRefusedWithTheReasonAndNothingIsKept() async throws {
@@ -64,44 +56,61 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     /// relay keeps its copy until both said they have it.
     func testAFileReachesTheDeviceOnlineAtOnceAndTheOneOfflineWhenItConnects() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
-        let phoneDownloads = home.appendingPathComponent("downloads-phone"), laptopDownloads = home.appendingPathComponent("downloads-laptop")
-        try await registerThenGoOffline(bob, into: phoneDownloads) // the phone holds bob's user key
-        let laptop = try await listen(bob, device: "laptop", into: laptopDownloads)
-        let shown = await Eventually.holds(within: .seconds(15)) { laptop.standardError.contains("its device code is ") }
-        XCTAssertTrue(shown, laptop.standardError)
-        let code = String(laptop.standardError.components(separatedBy: "its device code is ").last?.prefix(17) ?? "")
-        let approve = try ChildProcess(
-            "simp", ["devices", "approve", "laptop", "--device", "phone", "--code", code, "--server", "127.0.0.1:\(relay.port)", "--user", bob],
-            environment: try await environment(bob))
-        children.append(approve)
-        let approved = await approve.exitStatus()
-        XCTAssertEqual(approved, 0, approve.standardError)
-        laptop.signal(SIGTERM)
-        _ = await laptop.exitStatus(timeout: 10)
-        let phone = try await listen(bob, device: "phone", into: phoneDownloads)
+        let phone = try await phoneOnlineLaptopOffline(bob)
 
         let (contents, send) = try await sendFile(megabytes: 3, from: alice, to: bob)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(send.standardOutput.contains("for \(bob)'s devices: those online get it now"), send.standardOutput + send.standardError)
         print("file to a device online and one offline: \(send.standardOutput)")
-        let onPhone = await Eventually.holds(within: .seconds(30)) { phone.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(onPhone, phone.standardOutput + phone.standardError)
-        XCTAssertEqual(saved("offline.bin", in: phoneDownloads).map(FileDigest.of), FileDigest.of(contents))
+        await assertSaves(phone, contents, into: phoneDownloads)
         try await Task.sleep(nanoseconds: 500_000_000) // the phone's release reaches the store
         let held = try await heldFileKeys(of: alice)
         XCTAssertEqual(held.count, 2, "kept for the laptop after the phone has it: \(held)")
 
-        let laptopAgain = try await listen(bob, device: "laptop", into: laptopDownloads)
-        let onLaptop = await Eventually.holds { laptopAgain.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(onLaptop, laptopAgain.standardOutput + laptopAgain.standardError)
-        XCTAssertEqual(saved("offline.bin", in: laptopDownloads).map(FileDigest.of), FileDigest.of(contents))
-        var left: [String] = held
-        let deleted = await Eventually.holds(within: .seconds(10)) {
-            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
-            return left.isEmpty
-        }
-        XCTAssertTrue(deleted, "still held after both of bob's devices have it: \(left)")
+        let listening = try await listen(bob, device: "laptop", into: laptopDownloads)
+        await assertSaves(listening, contents, into: laptopDownloads)
+        await assertHeldFilesGo(of: alice, "still held after both of bob's devices have it")
+    }
+
+    /// The relay will not hold the file (over its limit) while bob's phone is online and his
+    /// laptop offline: it goes live to the phone, and alice is told the laptop will not get it.
+    func testAFileOverTheRelaysLimitGoesLiveToTheDeviceOnlineOnly() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await phoneOnlineLaptopOffline(bob)
+        let (contents, send) = try await sendFile(megabytes: 2, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(
+            send.standardError.contains(
+                "the relay will not hold offline.bin for \(bob)'s devices offline (this relay holds files of at most 1000000 bytes"),
+            send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("delivered to \(bob)"), send.standardOutput)
+        await assertSaves(phone, contents, into: phoneDownloads)
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held, [])
+    }
+
+    private var phoneDownloads: URL { home.appendingPathComponent("downloads-phone") }
+    private var laptopDownloads: URL { home.appendingPathComponent("downloads-laptop") }
+
+    /// `user`'s phone (which makes the user key) approves the laptop, which then goes offline;
+    /// the phone listens again: returns it.
+    private func phoneOnlineLaptopOffline(_ user: String) async throws -> ChildProcess {
+        try await registerThenGoOffline(user, into: phoneDownloads)
+        let laptop = try await listen(user, device: "laptop", into: laptopDownloads)
+        let shown = await Eventually.holds(within: .seconds(15)) { laptop.standardError.contains("its device code is ") }
+        XCTAssertTrue(shown, laptop.standardError)
+        let code = String(laptop.standardError.components(separatedBy: "its device code is ").last?.prefix(17) ?? "")
+        let approve = try ChildProcess(
+            "simp", ["devices", "approve", "laptop", "--device", "phone", "--code", code, "--server", "127.0.0.1:\(relay.port)", "--user", user],
+            environment: try await environment(user))
+        children.append(approve)
+        let approved = await approve.exitStatus()
+        XCTAssertEqual(approved, 0, approve.standardError)
+        laptop.signal(SIGTERM)
+        _ = await laptop.exitStatus(timeout: 10)
+        return try await listen(user, device: "phone", into: phoneDownloads)
     }
 
     /// alice sends a file to bob, who is offline, then the same file to carol: the second time
@@ -122,27 +131,32 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         XCTAssertTrue(second.standardError.contains("sent 0 bytes for \(contents.count)"), "nothing uploaded again: " + second.standardError)
         print("forwarded: \(second.standardOutput)")
 
-        let carolListen = try await listen(carol, into: carolDownloads)
-        let onCarols = await Eventually.holds { carolListen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(onCarols, carolListen.standardOutput + carolListen.standardError)
-        XCTAssertEqual(saved("offline.bin", in: carolDownloads).map(FileDigest.of), FileDigest.of(contents))
+        let carols = try await listen(carol, into: carolDownloads)
+        await assertSaves(carols, contents, into: carolDownloads)
         try await Task.sleep(nanoseconds: 500_000_000) // carol's release reaches the store
         let held = try await heldFileKeys(of: alice)
         XCTAssertEqual(held.count, 2, "kept for bob: \(held)")
-        let bobListen = try await listen(bob, into: bobDownloads)
-        let onBobs = await Eventually.holds { bobListen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(onBobs, bobListen.standardOutput + bobListen.standardError)
-        XCTAssertEqual(saved("offline.bin", in: bobDownloads).map(FileDigest.of), FileDigest.of(contents))
-        var left: [String] = held
-        let deleted = await Eventually.holds(within: .seconds(10)) {
-            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
-            return left.isEmpty
-        }
-        XCTAssertTrue(deleted, "still held after bob and carol have it: \(left)")
+        let bobs = try await listen(bob, into: bobDownloads)
+        await assertSaves(bobs, contents, into: bobDownloads)
+        await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
     }
 
-    private func saved(_ name: String, in downloads: URL) -> [UInt8]? {
-        FileManager.default.contents(atPath: downloads.appendingPathComponent(name).path).map { Array($0) }
+    /// `listen` saves `offline.bin` into `downloads`, with the SHA-256 of `contents`.
+    private func assertSaves(_ listen: ChildProcess, _ contents: [UInt8], into downloads: URL, line: UInt = #line) async {
+        let saved = await Eventually.holds(within: .seconds(30)) { listen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(saved, listen.standardOutput + listen.standardError, line: line)
+        let bytes = FileManager.default.contents(atPath: downloads.appendingPathComponent("offline.bin").path).map { Array($0) }
+        XCTAssertEqual(bytes.map(FileDigest.of), FileDigest.of(contents), line: line)
+    }
+
+    /// Redis soon holds no file of `owner`'s.
+    private func assertHeldFilesGo(of owner: String, _ why: String, line: UInt = #line) async {
+        var left = ["?"]
+        let deleted = await Eventually.holds(within: .seconds(10)) {
+            left = (try? await self.heldFileKeys(of: owner)) ?? ["?"]
+            return left.isEmpty
+        }
+        XCTAssertTrue(deleted, "\(why): \(left)", line: line)
     }
 
     /// bob's device once (so a sender can encrypt to it), then bob goes offline.
