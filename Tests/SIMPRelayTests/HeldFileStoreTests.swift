@@ -8,7 +8,7 @@ import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
-/// Files held for offline receivers (docs/PROTOCOL.md §5.7, §7.11) on real Redis, and on the
+/// Files held for offline receivers (docs/PROTOCOL.md §5.7, §7.12) on real Redis, and on the
 /// in-memory store where the answers must be the same: chunks come back byte for byte, a
 /// sender's quota refuses a file with the reason, a file expires after the retention, and it is
 /// deleted once every device of its receiver has it.
@@ -129,6 +129,16 @@ final class HeldFileStoreTests: StoreTestCase {
             XCTAssertEqual(over, .refused(HeldFileStore.quotaText(used: 5000, size: 2500, limit: 6000)), "counted once per receiver: \(store)")
             let other = try await grant(6, to: dave, in: store)
             XCTAssertEqual(other, .notHeld, "no such file of alice's: \(store)")
+        }
+    }
+
+    func testAHeldFileIsGrantedToAtMost64FurtherReceivers() async throws {
+        for store in try await bothStores() {
+            for index: UInt64 in 0..<3 { _ = try await hold(chunk(index), in: store) }
+            var results: [HeldFileGrantResult] = []
+            for receiver in 0...HeldFileGrant.maxPerFile { results.append(try await grant(to: "r\(receiver)", in: store)) }
+            XCTAssertEqual(results.prefix(HeldFileGrant.maxPerFile), ArraySlice(repeating: .granted(chunks: 3), count: HeldFileGrant.maxPerFile))
+            XCTAssertEqual(results.last, .refused(HeldFileGrant.tooManyText), "\(store)")
         }
     }
 

@@ -76,6 +76,14 @@ public struct HeldFileGrant: Equatable, Sendable {
     }
 }
 
+extension HeldFileGrant {
+    /// The most receivers a held file may be granted to (besides its first): with the quota
+    /// counting each grant's bytes, this bounds what a sender of a tiny file can make the store keep.
+    public static let maxPerFile = 64
+    /// The refusal of a grant past `maxPerFile`.
+    public static let tooManyText = "a file the relay holds may be granted to at most \(maxPerFile) further receivers"
+}
+
 /// What the store did with a `HeldFileGrant`.
 public enum HeldFileGrantResult: Equatable, Sendable {
     /// The recipient may fetch the file (granted now or before, or it is the file's receiver): its chunk count.

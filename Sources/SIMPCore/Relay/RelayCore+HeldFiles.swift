@@ -128,7 +128,8 @@ extension RelayCore {
     /// grant: the file is looked up under the granting user's name, so a grant of another
     /// user's file id finds nothing.
     mutating func grantHeld(_ payload: ByteBuffer, from user: String, session: UInt64, into output: inout [RelayAction]) {
-        guard let message = try? MessageCodec.decode(payload), message.fileId != 0 else {
+        guard let message = try? MessageCodec.decode(payload), message.fileId != 0, message.toUser.utf8.count <= RelayDelivery.maxUserLength
+        else {
             return output.append(.reject(.malformed, detail: "FILE_GRANT of \(payload.readableBytes) bytes from \(user)"))
         }
         let grant = HeldFileGrant(owner: user, recipient: message.toUser, fileId: message.fileId, session: session)

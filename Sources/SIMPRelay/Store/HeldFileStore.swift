@@ -3,7 +3,7 @@ import SIMPCore
 import SIMPRedis
 
 /// Files the relay holds for receivers who are offline, in Redis (docs/PROTOCOL.md §5.7 and
-/// §7.11). The chunks are kept as the sender sealed them (binary, never decoded): without the
+/// §7.12). The chunks are kept as the sender sealed them (binary, never decoded): without the
 /// file's key, which travels only end to end, nothing here can be read.
 ///
 /// Keys (all of the sender's tag, so one script touches one cluster slot):
@@ -175,13 +175,16 @@ public struct HeldFileStore: Sendable {
                 Self.fileKey(owner: grant.owner, fileId: grant.fileId), Self.chunksKey(owner: grant.owner, fileId: grant.fileId),
                 Self.filesKey(grant.owner),
             ],
-            arguments: [String(grant.fileId), grant.recipient, String(maxBytesPerUser), Self.filePrefix(grant.owner)])
+            arguments: [
+                String(grant.fileId), grant.recipient, String(maxBytesPerUser), Self.filePrefix(grant.owner), String(HeldFileGrant.maxPerFile),
+            ])
         return Self.grantScript.run(call, on: redis, eventLoop: eventLoop).flatMapThrowing { [maxBytesPerUser] reply in
             guard let items = reply.array, items.count == 3, let first = items[0].integer, let used = items[1].integer,
                 let size = items[2].integer
             else { throw RedisError("unexpected reply to granting a held file: \(reply)") }
             switch first {
             case -3: return .notHeld
+            case -4: return .refused(HeldFileGrant.tooManyText)
             case -1: return .refused(Self.quotaText(used: UInt64(max(used, 0)), size: UInt64(max(size, 0)), limit: maxBytesPerUser))
             default: return .granted(chunks: UInt64(max(first, 0)))
             }
@@ -189,8 +192,9 @@ public struct HeldFileStore: Sendable {
     }
 
     // KEYS: the file, its chunks, the sender's files. ARGV: file id, receiver, quota (bytes),
-    // the files' key prefix. Returns {-3, 0, 0} when the file is not held whole, {-1, bytes
-    // held, size} over the quota, else {chunks, 0, size} (granted now or before).
+    // the files' key prefix, the most grants per file. Returns {-3, 0, 0} when the file is not
+    // held whole, {-4, 0, 0} past the grants per file, {-1, bytes held, size} over the quota,
+    // else {chunks, 0, size} (granted now or before).
     static let grantScript = RedisScript(
         """
         local to = redis.call('HGET', KEYS[1], 'to')
@@ -199,6 +203,11 @@ public struct HeldFileStore: Sendable {
         local size = tonumber(redis.call('HGET', KEYS[1], 'size'))
         if redis.call('HLEN', KEYS[2]) < chunks then return {-3, 0, 0} end
         if to == ARGV[2] or redis.call('HEXISTS', KEYS[1], 'to:' .. ARGV[2]) == 1 then return {chunks, 0, size} end
+        local grants = 0
+        for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+          if string.sub(field, 1, 3) == 'to:' then grants = grants + 1 end
+        end
+        if grants >= tonumber(ARGV[5]) then return {-4, 0, 0} end
         local prefix = ARGV[4]
         \(usedBytes)
         if used + size > tonumber(ARGV[3]) then return {-1, used, size} end

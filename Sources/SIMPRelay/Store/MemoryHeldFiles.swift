@@ -67,6 +67,7 @@ struct MemoryHeldFiles: Sendable {
         expire(grant.owner, now: now)
         guard let file = files[grant.owner]?[grant.fileId], UInt64(file.chunks.count) >= file.chunkCount else { return .notHeld }
         if file.receives(grant.recipient) { return .granted(chunks: file.chunkCount) }
+        guard file.grantees.count < HeldFileGrant.maxPerFile else { return .refused(HeldFileGrant.tooManyText) }
         let used = usedBytes(grant.owner)
         guard used + file.size <= maxBytesPerUser else {
             return .refused(HeldFileStore.quotaText(used: used, size: file.size, limit: maxBytesPerUser))
