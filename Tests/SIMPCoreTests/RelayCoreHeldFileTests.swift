@@ -177,6 +177,9 @@ final class RelayCoreHeldFileTests: XCTestCase {
         let noFile = SIMPMessage.fileGrant(0, to: "carol", from: "alice")
         XCTAssertEqual(
             relay.send(noFile), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(noFile).readableBytes) bytes from alice")])
+        let longName = SIMPMessage.fileGrant(99, to: String(repeating: "c", count: RelayDelivery.maxUserLength + 1), from: "alice")
+        XCTAssertEqual(
+            relay.send(longName), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(longName).readableBytes) bytes from alice")])
         XCTAssertEqual(
             relay.send(.fileGrant(99, to: "#room", from: "alice")), [.reject(.missingField, detail: "fileGrant from alice without a user to go to")])
     }
