@@ -91,10 +91,19 @@ extension Send {
         let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
         await client.close()
         let name = URL(fileURLWithPath: path).lastPathComponent
+        let final = last.withLock({ $0 })
+        if let reason = final?.notHeldBecause {
+            FileHandle.standardError.write(
+                Data("simp: the relay will not hold \(name) for \(peer)'s devices offline (\(reason)): sent to those online only\n".utf8))
+        }
         let line =
-            last.withLock({ $0 })?.heldByRelay == true
-            ? "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
-            : "file \(name) delivered to \(peer) in \(seconds) s"
+            final?.forwarded == true
+            ? "file \(name) forwarded from the relay's copy in \(seconds) s; \(peer)'s devices get it from the relay"
+            : final?.heldByRelay != true
+                ? "file \(name) delivered to \(peer) in \(seconds) s"
+                : final?.receiverOnline == true
+                    ? "file \(name) stored on the relay in \(seconds) s for \(peer)'s devices: those online get it now, the others when they connect"
+                    : "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 

@@ -52,7 +52,7 @@ void   simp__message__free_unpacked
   assert(message->base.descriptor == &simp__message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCEnumValue simp__message__type__enum_values_by_number[28] =
+static const ProtobufCEnumValue simp__message__type__enum_values_by_number[29] =
 {
   { "TEXT", "SIMP__MESSAGE__TYPE__TEXT", 0 },
   { "IMAGE", "SIMP__MESSAGE__TYPE__IMAGE", 1 },
@@ -82,11 +82,12 @@ static const ProtobufCEnumValue simp__message__type__enum_values_by_number[28] =
   { "FILE_ACK", "SIMP__MESSAGE__TYPE__FILE_ACK", 29 },
   { "FILE_FETCH", "SIMP__MESSAGE__TYPE__FILE_FETCH", 54 },
   { "FILE_UPLOAD", "SIMP__MESSAGE__TYPE__FILE_UPLOAD", 55 },
+  { "FILE_GRANT", "SIMP__MESSAGE__TYPE__FILE_GRANT", 58 },
 };
 static const ProtobufCIntRange simp__message__type__value_ranges[] = {
-{0, 0},{15, 13},{25, 22},{28, 24},{54, 26},{0, 28}
+{0, 0},{15, 13},{25, 22},{28, 24},{54, 26},{58, 28},{0, 29}
 };
-static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[28] =
+static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[29] =
 {
   { "AUDIO", 2 },
   { "AUTH", 10 },
@@ -99,6 +100,7 @@ static const ProtobufCEnumValueIndex simp__message__type__enum_values_by_name[28
   { "FILE_ACK", 25 },
   { "FILE_CHUNK", 24 },
   { "FILE_FETCH", 26 },
+  { "FILE_GRANT", 28 },
   { "FILE_UPLOAD", 27 },
   { "HELLO", 12 },
   { "IMAGE", 1 },
@@ -124,11 +126,11 @@ const ProtobufCEnumDescriptor simp__message__type__descriptor =
   "Type",
   "Simp__Message__Type",
   "simp",
-  28,
+  29,
   simp__message__type__enum_values_by_number,
-  28,
+  29,
   simp__message__type__enum_values_by_name,
-  5,
+  6,
   simp__message__type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -11,9 +11,10 @@ import SIMPCore
 /// announced again later, be answered done at once while the saved copy is still there.
 ///
 /// A file may be held by the relay for this device (its sender went while this device was
-/// offline, docs/PROTOCOL.md §5.7): each transfer asks the relay for its chunks
-/// (`HeldFileFetcher`) until the relay says it holds no such file, and tells the relay when
-/// the file is whole, so it can delete its copy.
+/// offline, or this user has another device offline, docs/PROTOCOL.md §5.7): each transfer asks
+/// the relay for its chunks (`HeldFileFetcher`), less and less often while the relay says it
+/// holds no such file, and tells the relay when the file is whole if a chunk came from it, so
+/// it can delete its copy once every device of this user has the file.
 public actor FileDownloads {
     /// A file received whole and verified.
     public struct Saved: Sendable, Equatable {
@@ -117,7 +118,8 @@ public actor FileDownloads {
         if let earlier = await receivedBefore(offer) {
             let receiver = FileReceiver.holdingEverything(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
             completed[offer.fileId] = receiver
-            await client.sendFileDatagrams([receiver.done(from: user)])
+            // The relay may hold a copy for this user's devices: this one needs none.
+            await client.sendFileDatagrams([receiver.done(from: user), HeldFileFetcher(offer: offer).release()])
             saved(
                 Saved(
                     name: URL(fileURLWithPath: earlier.path).lastPathComponent, size: offer.size, sha256: Self.hex(offer.digest),
@@ -182,6 +184,7 @@ public actor FileDownloads {
             return
         }
         guard var transfer = transfers[message.fileId] else { return }
+        transfer.fetcher.chunkArrived(message)
         let arrival = transfer.receiver.chunkArrived(message, now: .now())
         if case .write(let offset, let plaintext) = arrival {
             do {

@@ -13,6 +13,14 @@ import SIMPCore
 /// same file sent to the same user again (after this process was killed) resumes it with the
 /// same file id and key, and the receiver's answer to the repeated announcement says which
 /// chunks it still lacks.
+///
+/// An announcement the relay stored (the receiver is offline, or has several devices) sends
+/// the chunks to the relay to hold instead (`FileDestination`): the transfer is done once the
+/// relay holds the whole file, and each device of the receiver gets it from there.
+///
+/// The id and key of a file the relay held whole are kept (`$SIMP_HOME/held-files/`, by the
+/// file's SHA-256): the same file sent to someone else is first granted to them from the
+/// relay's copy (FILE_GRANT) and only announced, not uploaded again, when the relay still has it.
 public actor FileSend {
     /// How far a transfer is.
     public struct Progress: Sendable {
@@ -33,6 +41,15 @@ public actor FileSend {
         /// Whether the relay holds the whole file for the receiver, who is offline (docs/PROTOCOL.md
         /// §5.7): the receiver gets it when it connects.
         public var heldByRelay = false
+        /// With `heldByRelay`: some device of the receiver was online (it gets the file as the
+        /// relay stores it; the receiver's other devices when they connect).
+        public var receiverOnline = false
+        /// Why the relay would not hold the file, when it went live to the receiver's devices
+        /// online instead (those offline do not get it).
+        public var notHeldBecause: String?
+        /// Forwarded from the relay's copy of an earlier upload of the same file (nothing sent
+        /// but the announcement): the receiver's devices get it from the relay.
+        public var forwarded = false
 
         /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
         public var line: String {
@@ -82,15 +99,24 @@ public actor FileSend {
     private var window: [UInt8] = []
     private var windowStart: UInt64 = 0
     private let digest: [UInt8]
-    private let fileId: UInt64
-    private let cipher: FileChunkCipher
-    private let key: [UInt8]
+    private var fileId: UInt64
+    private var cipher: FileChunkCipher
+    private var key: [UInt8]
     private let recordPath: URL
+    /// The record of this file's id and key once the relay held it whole (for forwarding).
+    private let heldPath: URL
+    /// Such a record, when this run may forward the relay's copy instead of uploading.
+    private var forwardable: OutgoingFileRecord?
+    private var forwarded = false
+    /// Waiting for the relay's answer to a FILE_GRANT, and that answer.
+    private var granting = false
+    private var grantAnswer: SIMPMessage?
     /// Whether an earlier run left this transfer's record (this one resumes it).
     public nonisolated let resumes: Bool
     private var sender: FileSender
-    /// The receiver is offline: the chunks go to the relay to hold (FILE_UPLOAD).
-    private var toRelay = false
+    /// Live to the receiver, or to the relay to hold (FILE_UPLOAD): the announcement's outcome decides.
+    private var destination = FileDestination.receiver
+    private var notHeldBecause: String?
     private var bytesSent: UInt64 = 0
     /// Acknowledgements (a quick refusal) that came before the announcement's receipt, when the
     /// sender is made anew: given to it then.
@@ -124,16 +150,14 @@ public actor FileSend {
         self.size = size
         self.digest = digest.finalize()
         self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: self.digest)
-        var record = OutgoingFileRecord.read(recordPath)
-        if let earlier = record,
-            earlier.size != size || earlier.chunkSize != Self.chunkSize || earlier.key.count != FileChunkCipher.keySize
-        {
-            record = nil
-        }
+        let record = OutgoingFileRecord.read(recordPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) }
+        self.heldPath = OutgoingFileRecord.heldPath(home: home, user: client.configuration.user, digest: self.digest)
+        let held = record == nil ? OutgoingFileRecord.read(heldPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) } : nil
+        self.forwardable = held
         var random = SystemRandomNumberGenerator()
         self.resumes = record != nil
-        self.fileId = record?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
-        self.key = record?.key ?? FileChunkCipher.newKey(using: &random)
+        self.fileId = record?.fileId ?? held?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
+        self.key = record?.key ?? held?.key ?? FileChunkCipher.newKey(using: &random)
         self.cipher = FileChunkCipher(key: key, fileId: fileId)
         self.sender = FileSender(
             fileId: fileId, chunkCount: FileSender.chunkCount(size: size, chunkSize: Self.chunkSize), now: .now())
@@ -150,12 +174,14 @@ public actor FileSend {
     /// also receives files, or sends several at once, shares it with a `FileDatagramRouter`).
     public func run(datagrams: AsyncStream<SIMPMessage>? = nil, progress: @escaping @Sendable (Progress) -> Void) async throws {
         guard client.configuration.endToEnd != nil else { throw Failure.notEndToEnd }
-        let acks = Task { [fileId, datagrams = datagrams ?? client.fileDatagrams] in
-            for await message in datagrams where message.kind == .fileAck && message.fileId == fileId {
-                self.acknowledged(message)
-            }
+        let acks = Task { [datagrams = datagrams ?? client.fileDatagrams] in
+            for await message in datagrams where message.kind == .fileAck { self.acknowledged(message) }
         }
         defer { acks.cancel() }
+        if forwardable != nil {
+            if try await forwardFromTheRelaysCopy() { return progress(currentProgress(since: .now())) }
+            newIdAndKey()
+        }
         do {
             try OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: recordPath)
         } catch {
@@ -163,14 +189,15 @@ public actor FileSend {
         }
         let result = try await client.send(announcement())
         switch result {
-        case .delivered, .stored(_, receiverOnline: true): break // several devices: the relay is delivering it now
-        case .stored: toRelay = true // the receiver is offline: the relay holds the file for it
+        case .delivered: destination = .receiver
+        // Offline, or several devices: the relay holds the file for every one of them.
+        case .stored(_, let receiverOnline): destination = FileDestination(announcementStored: true, receiverOnline: receiverOnline)
         default: throw Failure.announcementNotDelivered("\(result)")
         }
         let start = NIODeadline.now()
         var reported = start
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
-        for ack in early ?? [] { sender.acknowledgement(ack, now: start) }
+        for ack in early ?? [] { take(ack, now: start) }
         early = nil
         while !sender.isDone {
             let now = NIODeadline.now()
@@ -189,12 +216,45 @@ public actor FileSend {
             await sleep(until: min(sender.nextDeadline ?? reported + .milliseconds(250), reported + .milliseconds(250)))
         }
         try? FileManager.default.removeItem(at: recordPath)
+        if sender.heldByRelay { try? OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: heldPath) }
         progress(currentProgress(since: start))
+    }
+
+    /// Grants the peer the relay's copy of this file (held whole from an earlier upload to
+    /// someone else) and announces it: true once done. False when the relay does not hold it
+    /// any more or will not grant it (the record is forgotten; the file goes as usual).
+    private func forwardFromTheRelaysCopy() async throws -> Bool {
+        granting = true
+        defer { granting = false }
+        for _ in 0..<4 where grantAnswer == nil {
+            await client.sendFileDatagrams([.fileGrant(fileId, to: peer, from: "")])
+            await sleep(until: .now() + .milliseconds(500))
+        }
+        guard let answer = grantAnswer, answer.fileDone, answer.errorCode == .none else {
+            try? FileManager.default.removeItem(at: heldPath)
+            return false
+        }
+        let result = try await client.send(announcement())
+        switch result {
+        case .delivered, .stored: break
+        default: throw Failure.announcementNotDelivered("\(result)")
+        }
+        forwarded = true
+        return true
+    }
+
+    /// A new file id and key (the relay's copy could not be forwarded: it is held under the old id).
+    private func newIdAndKey() {
+        var random = SystemRandomNumberGenerator()
+        fileId = UInt64.random(in: 1...UInt64.max, using: &random)
+        key = FileChunkCipher.newKey(using: &random)
+        cipher = FileChunkCipher(key: key, fileId: fileId)
+        sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, now: .now())
     }
 
     /// Sleeps until `deadline` or until `wake()`, whichever comes first.
     private func sleep(until deadline: NIODeadline) async {
-        guard deadline > .now(), !sender.isDone else { return }
+        guard deadline > .now(), !sender.isDone, !(granting && grantAnswer != nil) else { return }
         let timer = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(max((deadline - .now()).nanoseconds, 0)))
             guard !Task.isCancelled else { return }
@@ -215,13 +275,33 @@ public actor FileSend {
             bytesAcknowledged: acknowledged, size: size, bytesSent: bytesSent, elapsed: .now() - start,
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
-            heldByRelay: sender.heldByRelay)
+            heldByRelay: sender.heldByRelay || forwarded, receiverOnline: destination == .relay(receiverOnline: true),
+            notHeldBecause: notHeldBecause, forwarded: forwarded)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
+        guard ack.fileId == fileId else { return }
+        if granting {
+            guard ack.fileHeld, ack.fromUser == peer else { return }
+            grantAnswer = ack
+            return wake()
+        }
         guard early == nil else { return early!.append(ack) }
-        sender.acknowledgement(ack, now: .now())
+        take(ack, now: .now())
         wake()
+    }
+
+    /// An acknowledgement of the path the chunks take goes to the sender; the relay's refusal
+    /// to hold the file sends it live to the receiver's devices online, if any (a new sender).
+    private func take(_ ack: SIMPMessage, now: NIODeadline) {
+        guard destination.follows(ack) else { return }
+        if ack.errorCode == .fileQuotaExceeded, let live = destination.afterRelayRefused {
+            destination = live
+            notHeldBecause = ack.errorText
+            sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: now)
+            return
+        }
+        sender.acknowledgement(ack, now: now)
     }
 
     private func announcement() -> SIMPMessage {
@@ -240,7 +320,7 @@ public actor FileSend {
         let sealed = SIMPMessage.fileChunk(
             cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
             from: "", to: peer)
-        return toRelay ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
+        return destination.uploads ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
     }
 
     /// Chunk `index`'s plaintext, from the window read last or from a new window read around it.

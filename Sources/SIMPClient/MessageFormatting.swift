@@ -123,6 +123,7 @@ public enum MessageFormatting {
         case .fileAck: return "FILE_ACK"
         case .fileFetch: return "FILE_FETCH"
         case .fileUpload: return "FILE_UPLOAD"
+        case .fileGrant: return "FILE_GRANT"
         }
     }
 

@@ -25,6 +25,18 @@ struct OutgoingFileRecord: Codable, Equatable {
         return home.appendingPathComponent("outgoing-files").appendingPathComponent(name + ".json")
     }
 
+    /// Where the record of `digest` sent by `user` and held whole by the relay lives under
+    /// `home` (`$SIMP_HOME/held-files/`): what forwarding the relay's copy needs.
+    static func heldPath(home: URL, user: String, digest: [UInt8]) -> URL {
+        let name = FileDigest.of(Array("\(user)\u{0}".utf8) + digest).prefix(16).map { String(format: "%02x", $0) }.joined()
+        return home.appendingPathComponent("held-files").appendingPathComponent(name + ".json")
+    }
+
+    /// This record, if it is of a file of `size` bytes in chunks of `chunkSize` with a key of the right length.
+    func fits(size: UInt64, chunkSize: Int) -> OutgoingFileRecord? {
+        self.size == size && self.chunkSize == chunkSize && key.count == FileChunkCipher.keySize ? self : nil
+    }
+
     /// The record at `path`, if there is a readable one.
     static func read(_ path: URL) -> OutgoingFileRecord? {
         FileManager.default.contents(atPath: path.path).flatMap { try? JSONDecoder().decode(OutgoingFileRecord.self, from: $0) }

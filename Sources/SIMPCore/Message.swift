@@ -25,6 +25,8 @@ public struct SIMPMessage: Equatable, Sendable {
         /// Files the relay holds for an offline receiver (docs/PROTOCOL.md §5.7): a receiver's
         /// request for held chunks, and a chunk for the relay to hold.
         case fileFetch = 54, fileUpload = 55
+        /// A sender's grant of a file the relay holds whole to a second receiver (docs/PROTOCOL.md §5.7).
+        case fileGrant = 58
 
         /// Whether this kind is user content carried over UDP and receipted (TEXT, IMAGE, AUDIO).
         public var isContent: Bool { self == .text || self == .image || self == .audio }

@@ -165,7 +165,7 @@ public enum SeedCorpus {
             "connect": connect("mallory"), "receipt": receipt, "receipt-batch": batch, "receipt-held": held(receipt),
             "ping": ping(), "pong": pong,
             "connected": connected, "disconnect": SIMPMessage(kind: .disconnect),
-            "file-upload": fileUpload(), "file-fetch": fileFetch(),
+            "file-upload": fileUpload(), "file-fetch": fileFetch(), "file-grant": .fileGrant(9, to: "carol", from: "alice"),
         ]
         // End to end: a sealed text (the envelope is opaque to the relay), key frames and answers.
         var sealed = text

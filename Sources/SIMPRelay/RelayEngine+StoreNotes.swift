@@ -66,6 +66,7 @@ extension StoreRequest {
         case .holdFileChunk: "holdFileChunk"
         case .fetchHeldChunks: "fetchHeldChunks"
         case .releaseHeldFile: "releaseHeldFile"
+        case .grantHeldFile: "grantHeldFile"
         }
     }
 }

@@ -9,7 +9,7 @@ import XCTest
 /// A file for a receiver who is offline (docs/PROTOCOL.md §5.7), with real `simp` processes, a
 /// real relay and Redis: alice's `simp send --file` uploads it to the relay and exits; bob's
 /// `simp listen` started later fetches it, checks its digest and saves it; the relay then
-/// deletes its copy.
+/// deletes its copy. The same for a receiver with one device online and one offline.
 final class OfflineFileProcessTests: StoryProcessTestCase {
     override func configureRelay(_ configuration: inout RelayConfiguration) {
         if name.contains("OverTheRelaysLimit") { configuration.heldFileMaxBytes = 1_000_000 }
@@ -31,17 +31,9 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         XCTAssertEqual(first.count, FileSend.chunkSize + FileChunkCipher.overhead)
         XCTAssertNotEqual(Array(first.prefix(FileSend.chunkSize)), Array(contents.prefix(FileSend.chunkSize)))
 
-        let second = try await listen(bob, into: downloads)
-        let saved = await Eventually.holds { second.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
-        XCTAssertTrue(saved, second.standardOutput + second.standardError)
-        let received = FileManager.default.contents(atPath: downloads.appendingPathComponent("offline.bin").path).map { Array($0) }
-        XCTAssertEqual(received.map(FileDigest.of), FileDigest.of(contents))
-        var left: [String] = held
-        let deleted = await Eventually.holds(within: .seconds(10)) {
-            left = (try? await self.heldFileKeys(of: alice)) ?? ["?"]
-            return left.isEmpty
-        }
-        XCTAssertTrue(deleted, "still held after bob's only device has it: \(left)")
+        let listening = try await listen(bob, into: downloads)
+        await assertSaves(listening, contents, into: downloads)
+        await assertHeldFilesGo(of: alice, "still held after bob's only device has it")
     }
 
     func testAFileOverTheRelaysLimitIsRefusedWithTheReasonAndNothingIsKept() async throws {
@@ -57,6 +49,114 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
             send.standardError)
         let held = try await heldFileKeys(of: alice)
         XCTAssertEqual(held, [])
+    }
+
+    /// bob has two devices: his phone listens, his laptop is offline. alice's upload reaches the
+    /// phone as the relay stores it; the laptop's next `simp listen` gets the whole file; the
+    /// relay keeps its copy until both said they have it.
+    func testAFileReachesTheDeviceOnlineAtOnceAndTheOneOfflineWhenItConnects() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await phoneOnlineLaptopOffline(bob)
+
+        let (contents, send) = try await sendFile(megabytes: 3, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("for \(bob)'s devices: those online get it now"), send.standardOutput + send.standardError)
+        print("file to a device online and one offline: \(send.standardOutput)")
+        await assertSaves(phone, contents, into: phoneDownloads)
+        try await Task.sleep(nanoseconds: 500_000_000) // the phone's release reaches the store
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held.count, 2, "kept for the laptop after the phone has it: \(held)")
+
+        let listening = try await listen(bob, device: "laptop", into: laptopDownloads)
+        await assertSaves(listening, contents, into: laptopDownloads)
+        await assertHeldFilesGo(of: alice, "still held after both of bob's devices have it")
+    }
+
+    /// The relay will not hold the file (over its limit) while bob's phone is online and his
+    /// laptop offline: it goes live to the phone, and alice is told the laptop will not get it.
+    func testAFileOverTheRelaysLimitGoesLiveToTheDeviceOnlineOnly() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let phone = try await phoneOnlineLaptopOffline(bob)
+        let (contents, send) = try await sendFile(megabytes: 2, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(
+            send.standardError.contains(
+                "the relay will not hold offline.bin for \(bob)'s devices offline (this relay holds files of at most 1000000 bytes"),
+            send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("delivered to \(bob)"), send.standardOutput)
+        await assertSaves(phone, contents, into: phoneDownloads)
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held, [])
+    }
+
+    private var phoneDownloads: URL { home.appendingPathComponent("downloads-phone") }
+    private var laptopDownloads: URL { home.appendingPathComponent("downloads-laptop") }
+
+    /// `user`'s phone (which makes the user key) approves the laptop, which then goes offline;
+    /// the phone listens again: returns it.
+    private func phoneOnlineLaptopOffline(_ user: String) async throws -> ChildProcess {
+        try await registerThenGoOffline(user, into: phoneDownloads)
+        let laptop = try await listen(user, device: "laptop", into: laptopDownloads)
+        let shown = await Eventually.holds(within: .seconds(15)) { laptop.standardError.contains("its device code is ") }
+        XCTAssertTrue(shown, laptop.standardError)
+        let code = String(laptop.standardError.components(separatedBy: "its device code is ").last?.prefix(17) ?? "")
+        let approve = try ChildProcess(
+            "simp", ["devices", "approve", "laptop", "--device", "phone", "--code", code, "--server", "127.0.0.1:\(relay.port)", "--user", user],
+            environment: try await environment(user))
+        children.append(approve)
+        let approved = await approve.exitStatus()
+        XCTAssertEqual(approved, 0, approve.standardError)
+        laptop.signal(SIGTERM)
+        _ = await laptop.exitStatus(timeout: 10)
+        return try await listen(user, device: "phone", into: phoneDownloads)
+    }
+
+    /// alice sends a file to bob, who is offline, then the same file to carol: the second time
+    /// it is forwarded from the relay's copy (granted, announced, nothing uploaded); carol's
+    /// `simp listen` gets it, then bob's; the copy goes once both have it.
+    func testTheSameFileToASecondPersonIsForwardedFromTheRelaysCopy() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let bobDownloads = home.appendingPathComponent("downloads-bob"), carolDownloads = home.appendingPathComponent("downloads-carol")
+        try await registerThenGoOffline(bob, into: bobDownloads)
+        try await registerThenGoOffline(carol, into: carolDownloads)
+        let (contents, first) = try await sendFile(megabytes: 2, from: alice, to: bob)
+        let uploaded = await first.exitStatus(timeout: 300)
+        XCTAssertEqual(uploaded, 0, first.standardError)
+        let (_, second) = try await sendFile(megabytes: 2, from: alice, to: carol)
+        let forwarded = await second.exitStatus(timeout: 60)
+        XCTAssertEqual(forwarded, 0, second.standardError)
+        XCTAssertTrue(second.standardOutput.contains("forwarded from the relay's copy"), second.standardOutput + second.standardError)
+        XCTAssertTrue(second.standardError.contains("sent 0 bytes for \(contents.count)"), "nothing uploaded again: " + second.standardError)
+        print("forwarded: \(second.standardOutput)")
+
+        let carols = try await listen(carol, into: carolDownloads)
+        await assertSaves(carols, contents, into: carolDownloads)
+        try await Task.sleep(nanoseconds: 500_000_000) // carol's release reaches the store
+        let held = try await heldFileKeys(of: alice)
+        XCTAssertEqual(held.count, 2, "kept for bob: \(held)")
+        let bobs = try await listen(bob, into: bobDownloads)
+        await assertSaves(bobs, contents, into: bobDownloads)
+        await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
+    }
+
+    /// `listen` saves `offline.bin` into `downloads`, with the SHA-256 of `contents`.
+    private func assertSaves(_ listen: ChildProcess, _ contents: [UInt8], into downloads: URL, line: UInt = #line) async {
+        let saved = await Eventually.holds(within: .seconds(30)) { listen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
+        XCTAssertTrue(saved, listen.standardOutput + listen.standardError, line: line)
+        let bytes = FileManager.default.contents(atPath: downloads.appendingPathComponent("offline.bin").path).map { Array($0) }
+        XCTAssertEqual(bytes.map(FileDigest.of), FileDigest.of(contents), line: line)
+    }
+
+    /// Redis soon holds no file of `owner`'s.
+    private func assertHeldFilesGo(of owner: String, _ why: String, line: UInt = #line) async {
+        var left = ["?"]
+        let deleted = await Eventually.holds(within: .seconds(10)) {
+            left = (try? await self.heldFileKeys(of: owner)) ?? ["?"]
+            return left.isEmpty
+        }
+        XCTAssertTrue(deleted, "\(why): \(left)", line: line)
     }
 
     /// bob's device once (so a sender can encrypt to it), then bob goes offline.
@@ -79,11 +179,11 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         return (contents, send)
     }
 
-    /// `simp listen` of `user`'s device "phone" saving files into `downloads`, once it listens.
-    private func listen(_ user: String, into downloads: URL) async throws -> ChildProcess {
+    /// `simp listen` of `user`'s `device` saving files into `downloads`, once it listens.
+    private func listen(_ user: String, device: String = "phone", into downloads: URL) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path],
+            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path],
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }

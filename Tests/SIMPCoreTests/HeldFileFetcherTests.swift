@@ -36,10 +36,42 @@ final class HeldFileFetcherTests: XCTestCase {
         XCTAssertNil(fetcher.poll(received: received, now: t0 + .milliseconds(299)))
         XCTAssertEqual(asked(fetcher.poll(received: received, now: t0 + .milliseconds(300))), ChunkRanges([6..<7, 8..<10]))
         XCTAssertEqual(fetcher.requests, 3)
+        XCTAssertFalse(fetcher.servedByRelay, "no chunk came from the relay yet")
+        fetcher.chunkArrived(SIMPMessage.fileChunk([1], index: 6, number: 0, fileId: 7, from: "alice", to: "bob"))
         XCTAssertTrue(fetcher.servedByRelay)
         XCTAssertNil(fetcher.poll(received: ChunkRanges([0..<10]), now: t0 + .seconds(1)), "the file is whole")
         let release = fetcher.release()
         XCTAssertEqual(release.kind, .fileFetch)
         XCTAssertTrue(release.fileDone)
+    }
+
+    /// The relay did not hold the file when asked (its sender had not begun to upload it, or
+    /// sends it live): asked again after 600 ms, then 1.2 s, …; a chunk from the relay brings
+    /// the usual pace back, and a live chunk (`fileSeq` above 0) does not.
+    func testNotHeldWaitsLongerEachTimeUntilAChunkComesFromTheRelay() {
+        var fetcher = fetcher()
+        let notHeld: SIMPMessage = {
+            var ack = SIMPMessage(kind: .fileAck, fromUser: "alice", toUser: "bob")
+            ack.fileId = 7
+            ack.fileHeld = true
+            ack.errorCode = .fileNotHeld
+            return ack
+        }()
+        XCTAssertNotNil(fetcher.poll(received: ChunkRanges(), now: t0))
+        XCTAssertTrue(fetcher.answered(notHeld))
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(600))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: t0 + .milliseconds(599)))
+        XCTAssertEqual(asked(fetcher.poll(received: ChunkRanges(), now: t0 + .milliseconds(600))), ChunkRanges([0..<4]))
+        XCTAssertTrue(fetcher.answered(notHeld))
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(1800))
+        fetcher.chunkArrived(SIMPMessage.fileChunk([1], index: 0, number: 3, fileId: 7, from: "alice", to: "bob"))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges([0..<1]), now: t0 + .milliseconds(1000)), "a live chunk: still waiting")
+        XCTAssertFalse(fetcher.servedByRelay)
+        fetcher.chunkArrived(SIMPMessage.fileChunk([1], index: 1, number: 0, fileId: 7, from: "alice", to: "bob"))
+        XCTAssertTrue(fetcher.servedByRelay)
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(900), "the usual 300 ms from the last request")
+        XCTAssertEqual(asked(fetcher.poll(received: ChunkRanges([0..<2]), now: t0 + .milliseconds(1000))), ChunkRanges([2..<6]))
+        for _ in 0..<10 { fetcher.answered(notHeld) }
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(1000) + .seconds(30), "at most 30 s")
     }
 }

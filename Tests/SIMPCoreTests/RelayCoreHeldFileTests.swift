@@ -23,6 +23,29 @@ final class RelayCoreHeldFileTests: XCTestCase {
             owner: "alice", recipient: "bob", fileId: 99, index: index, number: number, fileSize: size, chunkSize: 1000, sealed: message.chunk)
     }
 
+    /// bob has a device online and another offline: the sender uploads, and each chunk the store
+    /// kept goes on at once to bob's receiving sessions here, as a FILE_CHUNK from alice with
+    /// `fileSeq` 0; the relay still acknowledges for bob. A refused chunk goes nowhere.
+    func testAStoredChunkGoesOnAtOnceToTheReceiversDevicesOnline() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("bob", on: c2, port: 6666)
+        XCTAssertEqual(relay.send(upload(1, number: 4)), [.store(.holdFileChunk(held(1, number: 4)))])
+        let actions = relay.answer(.holdFileChunk(held(1, number: 4), .held(complete: false)))
+        let passedOn = try relay.delivered(to: "bob", in: actions)
+        XCTAssertEqual(passedOn.map(\.kind), [.fileChunk])
+        XCTAssertEqual(passedOn.map(\.fromUser), ["alice"])
+        XCTAssertEqual(passedOn.map(\.toUser), ["bob"])
+        XCTAssertEqual(passedOn.map(\.fileId), [99])
+        XCTAssertEqual(passedOn.map(\.chunkIndex), [1])
+        XCTAssertEqual(passedOn.map(\.fileSeq), [0], "a chunk from the relay, as fetched ones")
+        XCTAssertEqual(passedOn.map(\.chunk), [held(1).sealed])
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.fileHeld), [true])
+        XCTAssertEqual(actions.count, 2, "one to bob, the acknowledgement to alice: \(actions)")
+        let refused = relay.answer(.holdFileChunk(held(2), .refused("over alice's quota")))
+        XCTAssertEqual(try relay.delivered(to: "bob", in: refused), [])
+    }
+
     func testTheRelayStoresAnUploadAndAcknowledgesItUntilItHoldsTheWholeFile() throws {
         var relay = DevRelay()
         try relay.connect("alice", on: c1, port: 5555) // bob is offline
@@ -102,7 +125,7 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(chunks.map(\.chunkIndex), [0, 2])
         XCTAssertEqual(chunks.map(\.fromUser), ["alice", "alice"])
         XCTAssertEqual(chunks.map(\.chunk), [held(0).sealed, held(2).sealed])
-        // None held: bob's fetcher stops asking.
+        // None held: bob's fetcher waits before asking again.
         let none = try relay.delivered(to: "bob", in: relay.answer(.fetchHeldChunks(request, nil)))
         XCTAssertEqual(none.map(\.errorCode), [.fileNotHeld])
         let offer = FileReceiver.Offer(
@@ -110,7 +133,7 @@ final class RelayCoreHeldFileTests: XCTestCase {
         var fetcher = HeldFileFetcher(offer: offer)
         XCTAssertNotNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0))
         XCTAssertTrue(fetcher.answered(none[0]))
-        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0 + .seconds(1)))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: DevRelay.t0 + .milliseconds(500)))
         XCTAssertFalse(fetcher.servedByRelay)
     }
 
@@ -123,5 +146,49 @@ final class RelayCoreHeldFileTests: XCTestCase {
         release.fromUser = "bob"
         let device = relay.registration("bob", on: c2, port: 6666).device
         XCTAssertEqual(relay.send(release), [.store(.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: device))])
+    }
+
+    /// alice forwards a file the relay holds whole from her upload to bob: her FILE_GRANT asks
+    /// the store under her own name (nobody can grant another user's file), and the relay's
+    /// FILE_ACK for carol says the whole file (her sender is done), or why not, refused and counted.
+    func testAGrantIsAskedUnderTheSendersNameAndAnsweredWithTheWholeFileOrWhyNot() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        let grant = HeldFileGrant(owner: "alice", recipient: "carol", fileId: 99, session: relay.clients["alice"]!.keys.sessionId)
+        XCTAssertEqual(relay.send(.fileGrant(99, to: "carol", from: "alice")), [.store(.grantHeldFile(grant))])
+        let granted = try relay.delivered(to: "alice", in: relay.answer(.grantHeldFile(grant, .granted(chunks: 3))))
+        XCTAssertEqual(granted.map(\.kind), [.fileAck])
+        XCTAssertEqual(granted.map(\.fromUser), ["carol"])
+        XCTAssertEqual(granted.map(\.fileHeld), [true])
+        XCTAssertEqual(granted.map(\.fileDone), [true])
+        XCTAssertEqual(granted.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<3]))
+        var sender = FileSender(fileId: 99, chunkCount: 3, now: DevRelay.t0)
+        sender.acknowledgement(granted[0], now: DevRelay.t0)
+        XCTAssertTrue(sender.isDone)
+        XCTAssertTrue(sender.heldByRelay)
+
+        let notHeld = relay.answer(.grantHeldFile(grant, .notHeld))
+        XCTAssertEqual(notHeld.first, .reject(.fileNotHeld, detail: "FILE_GRANT of alice's file 99 to carol"))
+        XCTAssertEqual(try relay.delivered(to: "alice", in: notHeld).map(\.errorCode), [.fileNotHeld])
+        let refused = relay.answer(.grantHeldFile(grant, .refused("over alice's quota")))
+        XCTAssertEqual(refused.first, .reject(.limitReached, detail: "FILE_GRANT of alice: over alice's quota"))
+        XCTAssertEqual(try relay.delivered(to: "alice", in: refused).map(\.errorCode), [.fileQuotaExceeded])
+
+        let noFile = SIMPMessage.fileGrant(0, to: "carol", from: "alice")
+        XCTAssertEqual(
+            relay.send(noFile), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(noFile).readableBytes) bytes from alice")])
+        let longName = SIMPMessage.fileGrant(99, to: String(repeating: "c", count: RelayDelivery.maxUserLength + 1), from: "alice")
+        XCTAssertEqual(
+            relay.send(longName), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(longName).readableBytes) bytes from alice")])
+        XCTAssertEqual(
+            relay.send(.fileGrant(99, to: "#room", from: "alice")), [.reject(.missingField, detail: "fileGrant from alice without a user to go to")])
+    }
+
+    func testARelayHoldingNoFilesRefusesAGrantWithoutAskingTheStore() throws {
+        var relay = DevRelay { $0.maxHeldFileBytes = 0 }
+        try relay.connect("alice", on: c1, port: 5555)
+        let actions = relay.send(.fileGrant(99, to: "carol", from: "alice"))
+        XCTAssertFalse(actions.contains { if case .store = $0 { true } else { false } }, "\(actions)")
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.errorCode), [.fileQuotaExceeded])
     }
 }

@@ -8,7 +8,7 @@ import SIMPRelay
 import SIMPTestSupport
 import XCTest
 
-/// Files held for offline receivers (docs/PROTOCOL.md §5.7, §7.11) on real Redis, and on the
+/// Files held for offline receivers (docs/PROTOCOL.md §5.7, §7.12) on real Redis, and on the
 /// in-memory store where the answers must be the same: chunks come back byte for byte, a
 /// sender's quota refuses a file with the reason, a file expires after the retention, and it is
 /// deleted once every device of its receiver has it.
@@ -102,6 +102,62 @@ final class HeldFileStoreTests: StoreTestCase {
             ["HEXISTS", HeldFileStore.filesKey(alice), "5"],
         ])
         XCTAssertEqual(keys, [.integer(0), .integer(0)])
+    }
+
+    private func grant(_ fileId: UInt64 = 5, to user: String, in store: any RelayStore) async throws -> HeldFileGrantResult {
+        let request = HeldFileGrant(owner: alice, recipient: user, fileId: fileId, session: 1)
+        guard case .grantHeldFile(_, let result) = try await store.perform(.grantHeldFile(request), on: loop).get() else {
+            throw StoreFailure("not a grantHeldFile answer")
+        }
+        return result
+    }
+
+    /// A file forwarded from the relay's copy: granted only once held whole, counted against
+    /// the sender's quota once more per receiver, fetched by the new receiver.
+    func testAGrantLetsASecondReceiverFetchTheWholeFileWithinTheQuota() async throws {
+        for store in try await bothStores({ $0.heldFilesMaxBytesPerUser = 6000 }) {
+            let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
+            _ = try await hold(chunk(0), in: store)
+            let early = try await grant(to: carol, in: store)
+            XCTAssertEqual(early, .notHeld, "still uploading: \(store)")
+            for index: UInt64 in 1..<3 { _ = try await hold(chunk(index), in: store) }
+            let granted = [try await grant(to: carol, in: store), try await grant(to: carol, in: store), try await grant(to: bob, in: store)]
+            XCTAssertEqual(granted, Array(repeating: .granted(chunks: 3), count: 3), "\(store)")
+            let fetched = try await fetch([0, 1, 2], by: carol, in: store)
+            XCTAssertEqual(fetched?.count, 3, "\(store)")
+            let over = try await grant(to: dave, in: store)
+            XCTAssertEqual(over, .refused(HeldFileStore.quotaText(used: 5000, size: 2500, limit: 6000)), "counted once per receiver: \(store)")
+            let other = try await grant(6, to: dave, in: store)
+            XCTAssertEqual(other, .notHeld, "no such file of alice's: \(store)")
+        }
+    }
+
+    func testAHeldFileIsGrantedToAtMost64FurtherReceivers() async throws {
+        for store in try await bothStores() {
+            for index: UInt64 in 0..<3 { _ = try await hold(chunk(index), in: store) }
+            var results: [HeldFileGrantResult] = []
+            for receiver in 0...HeldFileGrant.maxPerFile { results.append(try await grant(to: "r\(receiver)", in: store)) }
+            XCTAssertEqual(results.prefix(HeldFileGrant.maxPerFile), ArraySlice(repeating: .granted(chunks: 3), count: HeldFileGrant.maxPerFile))
+            XCTAssertEqual(results.last, .refused(HeldFileGrant.tooManyText), "\(store)")
+        }
+    }
+
+    func testAGrantedFileIsDeletedOnceEveryDeviceOfEachReceiverHasIt() async throws {
+        let store = try await redisStore()
+        let carol = TestRelay.uniqueUser("carol")
+        _ = try await store.redis.command(["HSET", Registry.devicesKey(bob), "phone", "1"])
+        _ = try await store.redis.command(["HSET", Registry.devicesKey(carol), "phone", "1"])
+        for index: UInt64 in 0..<3 { _ = try await hold(chunk(index), in: store) }
+        _ = try await grant(to: carol, in: store)
+        _ = try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "phone"), on: loop).get()
+        let kept = try await fetch([0], by: carol, in: store)
+        XCTAssertEqual(kept?.count, 1, "carol's phone has not got it yet (bob's phone of the same name has)")
+        _ = try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: carol, device: "phone"), on: loop).get()
+        let keys = try await store.redis.pipeline([
+            ["EXISTS", HeldFileStore.fileKey(owner: alice, fileId: 5), HeldFileStore.chunksKey(owner: alice, fileId: 5)],
+            ["HLEN", HeldFileStore.filesKey(alice)],
+        ])
+        XCTAssertEqual(keys, [.integer(0), .integer(0)], "the file, its chunks and both quota entries are gone")
     }
 
     /// Redis's memory per MB of sealed chunks held (printed; docs/PERFORMANCE.md).

@@ -189,7 +189,14 @@ typedef enum _Simp__Message__Type {
   /*
    * sender -> relay, UDP: a FILE_CHUNK for the relay to hold for `toUser` (offline), with the
    */
-  SIMP__MESSAGE__TYPE__FILE_UPLOAD = 55
+  SIMP__MESSAGE__TYPE__FILE_UPLOAD = 55,
+  /*
+   * file's `fileSize` and `fileChunkSize`; answered by the relay's FILE_ACK (`fileHeld`)
+   */
+  /*
+   * sender -> relay, UDP: let `toUser` fetch the file `fileId` the relay holds whole from this
+   */
+  SIMP__MESSAGE__TYPE__FILE_GRANT = 58
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SIMP__MESSAGE__TYPE)
 } Simp__Message__Type;
 typedef enum _Simp__Message__ErrorCode {

@@ -13,6 +13,14 @@ extension SIMPMessage {
         return message
     }
 
+    /// A FILE_GRANT from `user`: let `peer` fetch file `fileId`, which the relay holds whole from
+    /// `user`'s upload to someone else (docs/PROTOCOL.md §5.7).
+    public static func fileGrant(_ fileId: UInt64, to peer: String, from user: String) -> SIMPMessage {
+        var grant = SIMPMessage(kind: .fileGrant, fromUser: user, toUser: peer)
+        grant.fileId = fileId
+        return grant
+    }
+
     /// Whether this is a datagram of a file transfer (FILE_CHUNK or FILE_ACK).
     public var isFileTransfer: Bool { kind == .fileChunk || kind == .fileAck }
 

@@ -3,8 +3,11 @@ import NIOCore
 /// The receiving side's requests for a file the relay may hold (docs/PROTOCOL.md §5.7),
 /// sans-I/O: a device told of a file asks the relay for the first `window` chunks it lacks
 /// (FILE_FETCH), and asks for the next ones once those arrived, or again after `timeout`. The
-/// relay's FILE_ACK FILE_NOT_HELD ends it (the file comes from its sender, live). The chunks
-/// themselves go to the transfer's `FileReceiver`, as from a sender.
+/// relay's FILE_ACK FILE_NOT_HELD quiets it: the file comes from its sender, live, or its
+/// sender has not begun to upload it (a receiver with another device offline reads the
+/// announcement before the first chunk is stored), so it asks again after a wait that doubles
+/// with each such answer (up to `longestWait`), and as usual again once a chunk came from the
+/// relay. The chunks themselves go to the transfer's `FileReceiver`, as from a sender.
 public struct HeldFileFetcher: Sendable {
     /// Tunables.
     public struct Configuration: Sendable {
@@ -12,6 +15,8 @@ public struct HeldFileFetcher: Sendable {
         public var window: UInt64 = 128
         /// Chunks asked for that have not all arrived after this are asked for again.
         public var timeout: TimeAmount = .milliseconds(300)
+        /// The longest wait after FILE_NOT_HELD before asking again.
+        public var longestWait: TimeAmount = .seconds(30)
         public init() {}
     }
 
@@ -20,10 +25,15 @@ public struct HeldFileFetcher: Sendable {
     public let sender: String
     public let chunkCount: UInt64
     public let configuration: Configuration
-    /// The relay said it holds no such file: nothing more is asked.
+    /// The relay said it holds no such file (its last answer): asked again only after a wait.
     public private(set) var notHeld = false
+    /// FILE_NOT_HELD answers since a chunk last came from the relay (each doubles the wait).
+    public private(set) var notHeldAnswers = 0
     /// FILE_FETCH requests made.
     public private(set) var requests = 0
+    /// Whether a chunk came from the relay (`fileSeq` 0): it holds the file, and is told when
+    /// this device has it whole.
+    public private(set) var servedByRelay = false
     private var asked = ChunkRanges()
     private var askedAt: NIODeadline?
 
@@ -36,11 +46,11 @@ public struct HeldFileFetcher: Sendable {
     }
 
     /// The FILE_FETCH to send now, given the chunks `received` so far: none while the chunks
-    /// asked for are still coming (within the timeout), when the file is whole, or when the
-    /// relay does not hold it.
+    /// asked for are still coming (within the timeout), when the file is whole, or during the
+    /// wait after the relay said it does not hold the file.
     public mutating func poll(received: ChunkRanges, now: NIODeadline) -> SIMPMessage? {
-        guard !notHeld, !received.covers(chunkCount) else { return nil }
-        if let askedAt, now < askedAt + configuration.timeout, !Self.holds(received, every: asked) { return nil }
+        guard !received.covers(chunkCount) else { return nil }
+        if let deadline = nextDeadline, now < deadline, notHeld || !Self.holds(received, every: asked) { return nil }
         var wanted: [Range<UInt64>] = []
         var count: UInt64 = 0
         for gap in received.missing(below: chunkCount) where count < configuration.window {
@@ -54,20 +64,35 @@ public struct HeldFileFetcher: Sendable {
         return .fileFetch(fileId, ranges: asked, from: sender)
     }
 
-    /// When `poll` should be called again if no chunk arrives (nil: never).
-    public var nextDeadline: NIODeadline? { notHeld ? nil : askedAt.map { $0 + configuration.timeout } }
+    /// When `poll` should be called again if no chunk arrives (nil: nothing asked yet).
+    public var nextDeadline: NIODeadline? { askedAt.map { $0 + wait } }
 
-    /// A FILE_ACK from the relay arrived for this file: FILE_NOT_HELD ends the requests.
-    /// Returns whether it was the relay's answer to them.
+    /// How long after a request the next one may go: the timeout, or after FILE_NOT_HELD the
+    /// timeout doubled per such answer, at most `longestWait`.
+    private var wait: TimeAmount {
+        guard notHeld else { return configuration.timeout }
+        let doubled = configuration.timeout.nanoseconds << Int64(min(notHeldAnswers, 16))
+        return .nanoseconds(min(doubled, configuration.longestWait.nanoseconds))
+    }
+
+    /// A FILE_ACK from the relay arrived for this file: FILE_NOT_HELD makes the next request
+    /// wait. Returns whether it was the relay's answer to them.
     @discardableResult
     public mutating func answered(_ ack: SIMPMessage) -> Bool {
         guard ack.kind == .fileAck, ack.fileId == fileId, ack.fileHeld, ack.errorCode == .fileNotHeld else { return false }
         notHeld = true
+        notHeldAnswers += 1
         return true
     }
 
-    /// Whether the relay served this file (it held it): when the file is whole, `release()` tells it so.
-    public var servedByRelay: Bool { requests > 0 && !notHeld }
+    /// A chunk of this file arrived: one from the relay (`fileSeq` 0, fetched or passed on as
+    /// it was stored) says the relay holds the file, and requests go on at the usual pace.
+    public mutating func chunkArrived(_ chunk: SIMPMessage) {
+        guard chunk.kind == .fileChunk, chunk.fileId == fileId, chunk.fileSeq == 0 else { return }
+        servedByRelay = true
+        notHeld = false
+        notHeldAnswers = 0
+    }
 
     /// The FILE_FETCH saying this device has the whole file (the relay may delete its copy).
     public func release() -> SIMPMessage { .fileFetch(fileId, done: true, from: sender) }

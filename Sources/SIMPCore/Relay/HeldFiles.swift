@@ -60,6 +60,40 @@ public struct HeldFileFetch: Equatable, Sendable {
     }
 }
 
+/// A sender's FILE_GRANT: file `fileId` of `owner`, held whole for another receiver, may be
+/// fetched by `recipient` too; answered to `owner`'s session `session`.
+public struct HeldFileGrant: Equatable, Sendable {
+    public var owner: String
+    public var recipient: String
+    public var fileId: UInt64
+    public var session: UInt64
+
+    public init(owner: String, recipient: String, fileId: UInt64, session: UInt64) {
+        self.owner = owner
+        self.recipient = recipient
+        self.fileId = fileId
+        self.session = session
+    }
+}
+
+extension HeldFileGrant {
+    /// The most receivers a held file may be granted to (besides its first): with the quota
+    /// counting each grant's bytes, this bounds what a sender of a tiny file can make the store keep.
+    public static let maxPerFile = 64
+    /// The refusal of a grant past `maxPerFile`.
+    public static let tooManyText = "a file the relay holds may be granted to at most \(maxPerFile) further receivers"
+}
+
+/// What the store did with a `HeldFileGrant`.
+public enum HeldFileGrantResult: Equatable, Sendable {
+    /// The recipient may fetch the file (granted now or before, or it is the file's receiver): its chunk count.
+    case granted(chunks: UInt64)
+    /// The owner has no such file held whole (never uploaded, expired, released, or still uploading).
+    case notHeld
+    /// Not granted: it would take the owner past the relay's quota (the text says which).
+    case refused(String)
+}
+
 /// The uploads the relay is taking for offline receivers: which chunks of each it has stored,
 /// so its FILE_ACKs tell the sender what to send again (the store decides when a file is
 /// complete; this is only for the acknowledgements). Bounded: the least recently heard upload

@@ -102,6 +102,9 @@ public enum RejectReason: String, Sendable, CaseIterable {
     /// A file datagram (FILE_CHUNK, FILE_ACK) over its user's file budget (its sender's
     /// congestion control sees it as a loss).
     case fileRateLimited = "file_rate_limited"
+    /// A FILE_GRANT for a file its sender has not left whole on the relay (never uploaded,
+    /// another user's id, expired, released, still uploading).
+    case fileNotHeld = "file_not_held"
     /// Datagrams: not sealed, sealed for no live session, MAC wrong, counter replayed.
     case unsealed, unknownSession = "unknown_session", badMAC = "bad_mac", replayed
     /// A datagram whose `fromUser` is not its session's user.

@@ -78,7 +78,7 @@ extension RelayCore {
             routeReceiptDatagram(opened.payload, header, from: user, session: opened.sessionId, into: &output)
         case let kind where kind.isContent || kind == .typing:
             routeContent(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
-        case .fileChunk, .fileAck, .fileUpload, .fileFetch:
+        case .fileChunk, .fileAck, .fileUpload, .fileFetch, .fileGrant:
             routeFileDatagram(opened.payload, header, from: user, session: opened.sessionId, now: now, into: &output)
         default:
             output.append(.reject(.unexpectedKind, detail: "\(header.kind) datagram from \(user)"))

@@ -7,7 +7,9 @@ import NIOCore
 /// receiver, told of the file end to end by its stored announcement, asks for the chunks
 /// (FILE_FETCH) and gets them as FILE_CHUNKs; when it has the file whole it says so
 /// (`fileDone`), and the store deletes the file once every device of the receiver has it.
-/// Nothing the relay keeps can be read without the file's key.
+/// A sender may grant a file it uploaded to a further receiver (FILE_GRANT), who then fetches
+/// it the same way: forwarding without uploading again. Nothing the relay keeps can be read
+/// without the file's key.
 extension RelayCore {
     /// The device name in the relay's FILE_ACKs (a sender takes acknowledgements from one device).
     public static let heldFileDevice = "(relay)"
@@ -63,8 +65,20 @@ extension RelayCore {
                 ack.fileRanges = ChunkRanges([0..<chunk.chunkCount]).wireForm
                 ack.fileDone = true
             }
+            passOn(chunk, into: &output)
         }
         sessions.sealForEverySession(MessageCodec.encode(ack), to: chunk.owner, into: &output)
+    }
+
+    /// A chunk just stored goes on at once to the recipient's receiving sessions on this relay,
+    /// as a FILE_CHUNK from the sender (`fileSeq` 0, as fetched chunks): a user with one device
+    /// online and others offline gets the file live on the one while the relay keeps it for the
+    /// others. Chunks lost on the way, and devices on other relays, are served by FILE_FETCH.
+    private mutating func passOn(_ chunk: HeldChunk, into output: inout [RelayAction]) {
+        guard sessions.hasReceiver(chunk.recipient) else { return }
+        let message = SIMPMessage.fileChunk(
+            chunk.sealed, index: chunk.index, number: 0, fileId: chunk.fileId, from: chunk.owner, to: chunk.recipient)
+        sessions.sealForEverySession(MessageCodec.encode(message), to: chunk.recipient, receiversOnly: true, into: &output)
     }
 
     /// A FILE_FETCH of `user`'s session `session`: the chunks asked for are read from the
@@ -107,6 +121,46 @@ extension RelayCore {
             let chunk = SIMPMessage.fileChunk(sealed, index: index, number: 0, fileId: fetch.fileId, from: fetch.owner, to: fetch.recipient)
             if let action = sessions.seal(chunk, forSession: fetch.session) { output.append(action) }
         }
+    }
+
+    /// A FILE_GRANT of `user`'s session `session`: `toUser` may fetch the file `fileId` that
+    /// `user` uploaded (for someone else) and the store holds whole. Only the uploader can
+    /// grant: the file is looked up under the granting user's name, so a grant of another
+    /// user's file id finds nothing.
+    mutating func grantHeld(_ payload: ByteBuffer, from user: String, session: UInt64, into output: inout [RelayAction]) {
+        guard let message = try? MessageCodec.decode(payload), message.fileId != 0, message.toUser.utf8.count <= RelayDelivery.maxUserLength
+        else {
+            return output.append(.reject(.malformed, detail: "FILE_GRANT of \(payload.readableBytes) bytes from \(user)"))
+        }
+        let grant = HeldFileGrant(owner: user, recipient: message.toUser, fileId: message.fileId, session: session)
+        guard configuration.maxHeldFileBytes > 0 else {
+            return heldFileGranted(grant, .refused("this relay holds no files for receivers who are offline"), into: &output)
+        }
+        output.append(.store(.grantHeldFile(grant)))
+    }
+
+    /// The store answered `grant`: the granting session hears the relay's FILE_ACK for the new
+    /// receiver (the whole file, `fileDone`), or why not (FILE_NOT_HELD, FILE_QUOTA_EXCEEDED).
+    mutating func heldFileGranted(_ grant: HeldFileGrant, _ result: HeldFileGrantResult, into output: inout [RelayAction]) {
+        var ack = SIMPMessage(kind: .fileAck, fromUser: grant.recipient, toUser: grant.owner)
+        ack.fileId = grant.fileId
+        ack.fileHeld = true
+        ack.device = Self.heldFileDevice
+        ack.stream = heldUploads.instance
+        switch result {
+        case .granted(let chunks):
+            ack.fileRanges = ChunkRanges([0..<chunks]).wireForm
+            ack.fileDone = true
+        case .notHeld:
+            output.append(.reject(.fileNotHeld, detail: "FILE_GRANT of \(grant.owner)'s file \(grant.fileId) to \(grant.recipient)"))
+            ack.errorCode = .fileNotHeld
+            ack.errorText = "the relay holds no whole file \(grant.fileId) uploaded by \(grant.owner)"
+        case .refused(let reason):
+            output.append(.reject(.limitReached, detail: "FILE_GRANT of \(grant.owner): \(reason)"))
+            ack.errorCode = .fileQuotaExceeded
+            ack.errorText = reason
+        }
+        if let action = sessions.seal(ack, forSession: grant.session) { output.append(action) }
     }
 
     /// The relay's FILE_ACK to the sender of `chunk`.

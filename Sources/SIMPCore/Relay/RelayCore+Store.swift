@@ -54,6 +54,8 @@ extension RelayCore {
             heldChunkStored(chunk, result, now: now, into: &output)
         case .fetchHeldChunks(let fetch, let chunks):
             heldChunksFetched(fetch, chunks, into: &output)
+        case .grantHeldFile(let grant, let result):
+            heldFileGranted(grant, result, into: &output)
         case .written:
             break
         }
@@ -88,7 +90,7 @@ extension RelayCore {
             keysFetched(request, .failure(failure), into: &output)
         case .checkSession, .countRoomDelivery, .recordPresence:
             break // nothing to tell: the session stays, the progress or presence frame is not sent
-        case .holdFileChunk, .fetchHeldChunks, .releaseHeldFile:
+        case .holdFileChunk, .fetchHeldChunks, .releaseHeldFile, .grantHeldFile:
             break // not acknowledged, not answered: the sender's or receiver's timeout asks again
         case .unregister, .moveRoute, .refresh, .withdraw, .announceMove, .removeFromInbox, .recordLogin, .noteContact:
             break // writes whose failure leaves nothing to tell anyone: expiry cleans up after them

@@ -80,6 +80,9 @@ public enum StoreRequest: Equatable, Sendable {
     /// The receiver's `device` has the whole file: once every receiving device of `recipient`
     /// has it, the file is deleted. Answered `.written`.
     case releaseHeldFile(owner: String, fileId: UInt64, recipient: String, device: String)
+    /// Let a second receiver fetch a file its owner's upload left whole in the store, within
+    /// the owner's quota; answered `.grantHeldFile`.
+    case grantHeldFile(HeldFileGrant)
 }
 
 /// What the store answered, when it could carry a request out (a failure comes back as a
@@ -144,6 +147,8 @@ public enum StoreAnswer: Equatable, Sendable {
     /// The held chunks asked for, by index (those not uploaded yet are missing); nil: the store
     /// holds no such file for the asker.
     case fetchHeldChunks(HeldFileFetch, [UInt64: [UInt8]]?)
+    /// What became of a grant.
+    case grantHeldFile(HeldFileGrant, HeldFileGrantResult)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

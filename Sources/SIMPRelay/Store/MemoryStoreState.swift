@@ -204,6 +204,8 @@ struct MemoryStoreState: Sendable {
         case .releaseHeldFile(let owner, let fileId, let recipient, let device):
             heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, devices: knownDevices(of: recipient))
             return .written
+        case .grantHeldFile(let grant):
+            return .grantHeldFile(grant, heldFiles.grant(grant, maxBytesPerUser: limits.heldFilesMaxBytesPerUser, now: now))
         }
     }
 

@@ -194,6 +194,8 @@ public final class RedisRelayStore: RelayStore {
             return heldFiles.fetch(fetch, on: eventLoop).map { .fetchHeldChunks(fetch, $0) }
         case .releaseHeldFile(let owner, let fileId, let recipient, let device):
             return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map { .written }
+        case .grantHeldFile(let grant):
+            return heldFiles.grant(grant, on: eventLoop).map { .grantHeldFile(grant, $0) }
         }
     }
 
