@@ -192,7 +192,7 @@ public actor FileSend {
         case .delivered: destination = .receiver
         // Offline, or several devices: the relay holds the file for every one of them.
         case .stored(_, let receiverOnline): destination = FileDestination(announcementStored: true, receiverOnline: receiverOnline)
-        default: throw Failure.announcementNotDelivered("\(result)")
+        default: throw Failure.announcementNotDelivered(Self.whyNotDelivered(result))
         }
         let start = NIODeadline.now()
         var reported = start
@@ -220,6 +220,13 @@ public actor FileSend {
         progress(currentProgress(since: start))
     }
 
+    /// Why an announcement's outcome ends the transfer, as the user reads it ("no user \"bob\" is
+    /// registered", "connection lost before the receipt; …"), not the outcome's Swift form.
+    private static func whyNotDelivered(_ result: SendResult) -> String {
+        if case .failed(_, let failure) = result { return "\(failure)" }
+        return MessageFormatting.outcomeText(result)
+    }
+
     /// Grants the peer the relay's copy of this file (held whole from an earlier upload to
     /// someone else) and announces it: true once done. False when the relay does not hold it
     /// any more or will not grant it (the record is forgotten; the file goes as usual).
@@ -237,7 +244,7 @@ public actor FileSend {
         let result = try await client.send(announcement())
         switch result {
         case .delivered, .stored: break
-        default: throw Failure.announcementNotDelivered("\(result)")
+        default: throw Failure.announcementNotDelivered(Self.whyNotDelivered(result))
         }
         forwarded = true
         return true

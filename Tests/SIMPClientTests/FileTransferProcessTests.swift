@@ -45,6 +45,18 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         for (listen, downloads) in listens { try await assertSaved("room.bin", contents, by: [listen], into: downloads) }
     }
 
+    /// A file to a user the relay does not know fails at once with the relay's reason in words,
+    /// not the send outcome's Swift form.
+    func testAFileToAnUnknownUserFailsWithTheReasonInWords() async throws {
+        let alice = TestRelay.uniqueUser("alice"), nobody = TestRelay.uniqueUser("nobody")
+        _ = try randomFile(megabytes: 1, seed: 42, into: "lost.bin")
+        let send = try await sendFile("lost.bin", from: alice, to: nobody)
+        let status = await send.exitStatus(timeout: 120)
+        XCTAssertNotEqual(status, 0, send.standardOutput)
+        XCTAssertTrue(send.standardError.contains("no user \"\(nobody)\""), send.standardError)
+        XCTAssertFalse(send.standardError.contains("messageId:"), send.standardError)
+    }
+
     func testAReceiverKilledHalfwayResumesWhereItSaved() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
         let downloads = home.appendingPathComponent("downloads-\(bob)")
