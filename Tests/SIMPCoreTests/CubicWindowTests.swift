@@ -10,7 +10,7 @@ final class CubicWindowTests: XCTestCase {
     let rtt = TimeAmount.milliseconds(100)
 
     func testSlowStartDoublesTheWindowEachRoundTrip() {
-        var window = CubicWindow(initialWindow: 10)
+        var window = CubicWindow(initialWindow: 10, lossResponse: .everyLoss)
         var sent: UInt64 = 0
         for round in 0..<3 {
             let count = window.chunks
@@ -72,7 +72,7 @@ final class CubicWindowTests: XCTestCase {
         XCTAssertEqual(window.slowStartThreshold, 64 * 0.7, accuracy: 1e-9)
         window.lost(number: 400, newestSent: 510, now: start) // sent before the timeout: already counted
         XCTAssertEqual(window.window, 2)
-        window.acknowledged(count: 50, newest: 520, rtt: rtt, now: start + rtt)
+        window.acknowledged(count: 100, newest: 520, rtt: rtt, now: start + rtt)
         XCTAssertEqual(window.state, .congestionAvoidance, "slow start ends at the threshold")
     }
 
@@ -142,8 +142,9 @@ final class CubicWindowTests: XCTestCase {
         var window = CubicWindow(initialWindow: 100)
         let number = measure(&window, .milliseconds(60), count: 40, from: 0, at: start)
         window.acknowledged(count: 100, newest: number, rtt: .milliseconds(60), now: start)
+        let before = window.window
         window.lost(number: number - 5, newestSent: number + 8, now: start)
-        XCTAssertEqual(window.window, 200, "not shrunk")
+        XCTAssertEqual(window.window, before, "not shrunk")
         XCTAssertEqual(window.state, .slowStart)
         XCTAssertEqual(window.lossesTolerated, 1)
         // TCP's rule shrinks it for the same loss.
@@ -184,5 +185,76 @@ final class CubicWindowTests: XCTestCase {
         window.acknowledged(count: 20, newest: number, rtt: .milliseconds(60), now: start)
         for lost in 0..<8 as Range<UInt64> { window.lost(number: number - lost, newestSent: number + 8, now: start) }
         XCTAssertLessThan(window.window, 60, "8 of 28 lost: shrunk")
+    }
+
+    // MARK: Slow start that does not overfill the bottleneck
+
+    func testTheFileTransfersSlowStartGrowsByHalfEachRoundTrip() {
+        var window = CubicWindow(initialWindow: 16)
+        var sent: UInt64 = 0
+        for round in 0..<2 {
+            let count = window.chunks
+            sent += UInt64(count)
+            window.acknowledged(count: count, newest: sent, rtt: rtt, now: start + rtt * Int64(round + 1))
+        }
+        XCTAssertEqual(window.window, 36, accuracy: 1e-9, "16 → 24 → 36")
+        XCTAssertEqual(window.state, .slowStart)
+    }
+
+    /// Slow start through a 2,000 chunk/s bottleneck on a 40 ms path (0-4 ms of jitter), fed
+    /// every 5 ms: a window's worth acknowledged per round trip up to the bottleneck's 10 per
+    /// 5 ms; the window beyond the 80 the path holds waits in the queue (2 chunks a ms).
+    private func slowStartIntoAQueue(_ window: inout CubicWindow) -> (queueAtExit: Double, number: UInt64) {
+        var number: UInt64 = 0
+        var now = start
+        for step in 0..<400 {
+            now = now + .milliseconds(5)
+            let count = min(10, max(1, window.chunks / 8))
+            number += UInt64(count)
+            window.acknowledged(count: count, newest: number, rtt: .milliseconds(40), now: now)
+            let queue = max(0, window.window - 80) / 2
+            let sample = TimeAmount.milliseconds(40 + Int64(step % 5) + Int64(queue))
+            window.roundTripMeasured(sample, newest: number, newestSent: number + UInt64(window.chunks), now: now)
+            if window.state != .slowStart { return (queue, number) }
+        }
+        return (-1, number)
+    }
+
+    func testAQueueOfAFewMillisecondsEndsSlowStartAndTheWindowFallsToWhatThePathDelivers() {
+        var window = CubicWindow(initialWindow: 16)
+        let (queueAtExit, number) = slowStartIntoAQueue(&window)
+        XCTAssertEqual(window.state, .congestionAvoidance)
+        // The margin: 5 ms (40/8) plus twice the jitter (~2 ms), over the last 8 samples.
+        XCTAssertGreaterThan(queueAtExit, 5, "jitter alone did not end it")
+        // A queue above the margin in each of 8 samples (40 ms of growth by half a ms per ms).
+        XCTAssertLessThan(queueAtExit, 30, "a queue of less than the round trip did")
+        // What the path delivered over its round trip without a queue (40 ms and the jitter's
+        // share, at 2 chunks a ms, counted in 5 ms steps).
+        XCTAssertEqual(window.window, 90, accuracy: 10)
+        XCTAssertEqual(window.slowStartThreshold, window.window)
+        XCTAssertEqual(window.wMax, window.window, "avoidance probes on from the drained window")
+        // The flight sent before leaving shows the queue and loses chunks to it: one event.
+        let after = window.window
+        window.roundTripMeasured(.milliseconds(70), newest: number, newestSent: number + 100, now: start + .seconds(3))
+        window.lost(number: number - 10, newestSent: number + 100, now: start + .seconds(3))
+        XCTAssertEqual(window.window, after)
+        XCTAssertEqual(window.delayReductions, 0)
+    }
+
+    func testTCPsSlowStartKeepsDoublingWhereTheFileTransfersLeavesIt() {
+        var tcp = CubicWindow(initialWindow: 200, lossResponse: .everyLoss, reducesOnDelay: false)
+        var window = CubicWindow(initialWindow: 200)
+        let tcpQueue = slowStartIntoAQueue(&tcp).queueAtExit
+        let queue = slowStartIntoAQueue(&window).queueAtExit
+        XCTAssertTrue(tcpQueue == -1 || tcpQueue > 2 * queue, "HyStart's round-to-round rule is TCP's: \(tcpQueue) ms against \(queue)")
+    }
+
+    func testJitterIsTheMeanDifferenceBetweenConsecutiveRoundTrips() {
+        var window = CubicWindow(initialWindow: 100)
+        for number in 1...200 as ClosedRange<UInt64> {
+            window.roundTripMeasured(.milliseconds(number % 2 == 0 ? 60 : 70), newest: number, newestSent: number + 8, now: start)
+        }
+        XCTAssertEqual(Double(window.jitter.nanoseconds) / 1e6, 10, accuracy: 0.1)
+        XCTAssertEqual(window.state, .slowStart, "a spread of 10 ms is jitter, not a queue")
     }
 }

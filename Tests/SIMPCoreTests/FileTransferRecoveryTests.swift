@@ -92,4 +92,40 @@ final class FileTransferRecoveryTests: XCTestCase {
         XCTAssertGreaterThan(next.first?.number ?? 0, 700, "numbered above the earlier run's")
         XCTAssertEqual(sender.lossesDetected, 0)
     }
+
+    func testAChunkSentAgainForNothingWidensHowLateAChunkMayArriveBeforeItIsLost() {
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var sender = FileSender(fileId: 1, chunkCount: 100, now: start)
+        let first = sender.poll(now: start) + sender.poll(now: start + .milliseconds(30))
+        XCTAssertEqual(first.count, 10)
+        // Chunk 1 (paced out at 30 ms) overtakes chunk 0 (sent at 0): a 10 ms round trip, and
+        // chunk 0, 40 ms old, is declared lost.
+        var now = start + .milliseconds(40)
+        sender.acknowledgement(ChunkRanges([1..<2]), newestNumber: first[1].number, delay: .zero, device: "d", instance: 1, done: false, now: now)
+        now = now + .milliseconds(60)
+        let resent = sender.poll(now: now).filter { $0.chunk == 0 }
+        XCTAssertEqual(resent.count, 1, "declared lost and sent again")
+        XCTAssertEqual(sender.spuriousRetransmissions, 0)
+        XCTAssertEqual(sender.reorderingAllowance, .zero)
+        // The first copy arrives after all: the acknowledgement holding chunk 0 echoes a number
+        // below the copy sent again.
+        sender.acknowledgement(
+            ChunkRanges([0..<10]), newestNumber: first[9].number, delay: .zero, device: "d", instance: 1, done: false, now: now + .milliseconds(1))
+        XCTAssertEqual(sender.spuriousRetransmissions, 1)
+        XCTAssertEqual(sender.reorderingAllowance, .milliseconds(5), "grown, up to its bound: half the 10 ms round trip")
+    }
+
+    func testACopySentAgainThatIsTheOneReceivedIsNotSpurious() {
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var sender = FileSender(fileId: 1, chunkCount: 100, now: start)
+        let first = sender.poll(now: start) + sender.poll(now: start + .milliseconds(30))
+        var now = start + .milliseconds(40)
+        sender.acknowledgement(ChunkRanges([1..<2]), newestNumber: first[1].number, delay: .zero, device: "d", instance: 1, done: false, now: now)
+        now = now + .milliseconds(60)
+        let resent = try! XCTUnwrap(sender.poll(now: now).first { $0.chunk == 0 })
+        sender.acknowledgement(
+            ChunkRanges([0..<2]), newestNumber: resent.number, delay: .zero, device: "d", instance: 1, done: false, now: now + .milliseconds(40))
+        XCTAssertEqual(sender.spuriousRetransmissions, 0)
+        XCTAssertEqual(sender.reorderingAllowance, .zero)
+    }
 }

@@ -5,7 +5,8 @@ import NIOCore
 /// driven only by the calls below, with the time passed in.
 ///
 /// - **Slow start**: the window grows by one chunk per chunk acknowledged (doubling each round
-///   trip) until the first loss or `slowStartThreshold`.
+///   trip) with `.everyLoss` (TCP's), by half a chunk (half again each round trip) with
+///   `.congestionOnly`, until the first loss, `slowStartThreshold`, or a queue (below).
 /// - **Loss**: with `LossResponse.everyLoss` (TCP's rule) every loss event, and with
 ///   `.congestionOnly` (the default, a file transfer's) only a loss that congestion explains (see
 ///   below), shrinks the window to `beta` (0.7) of itself, remembers the size it had (`wMax`;
@@ -18,21 +19,29 @@ import NIOCore
 ///   below `wMax`, flat near it, probing faster beyond; never slower than Reno would grow.
 /// - **Persistent congestion** (a retransmission timeout: nothing acknowledged for an RTO): the
 ///   window falls to its minimum and slow start begins again, up to half the old window.
-/// - **Delay** (`roundTripMeasured`): slow start also ends, before any loss, when the smallest
+/// - **Delay** (`roundTripMeasured`): with `.everyLoss`, slow start also ends when the smallest
 ///   round trip of a round grows by an eighth of the last round's (4 to 16 ms), as in HyStart++
-///   (RFC 9406): a queue is building, and doubling once more would overflow it. In avoidance, a
-///   round whose smallest round trip is more than twice the smallest ever seen plus 5 ms holds
-///   a standing queue: the window shrinks by `delayBeta` (once per round, no retransmission),
-///   so a deep buffer (a socket's, a slow receiver's) is not filled until it drops a window.
-/// - **Random loss** (`.congestionOnly`): a loss while no queue stands (the smallest of the
-///   last 32 round trips within a quarter, at least 5 ms, of the path's minimum, and the
-///   smallest of the last 10 within a half; fewer measured says nothing yet) is the link's, not congestion's: the chunk is sent again and
-///   the window stays. A loss with a standing queue, or when a quarter of a round's chunks (at
-///   least 8) were lost, is congestion. Slow start, too, ends on a standing queue rather than
-///   on HyStart's round-to-round rise, which a jittery path trips at random, and then shrinks
-///   the window by the path's minimum round trip over the queued one (at most by half), so the
-///   queue slow start built drains instead of standing. A lossy link (radio, KCP's test link) then
-///   costs retransmissions, not throughput, while an overflowing queue still shrinks the window.
+///   (RFC 9406), and a round in avoidance whose smallest round trip is more than twice the
+///   path's smallest plus 5 ms shrinks the window by `delayBeta` (once per round, no
+///   retransmission). With `.congestionOnly` a queue stands when each of the last 8 round trips
+///   is above the path's minimum by an eighth of it (at least 4 ms) plus twice the `jitter`
+///   (the mean difference of consecutive round trips, which a slowly growing queue hardly
+///   moves): a steady path notices a few ms of queue, a path whose round trips merely spread
+///   (KCP's test link, 60–120 ms) does not take its spread for one. Slow start then ends at
+///   once, and the window becomes what the path delivered over its round trip without a queue
+///   (its minimum plus twice the jitter), at most halving it: the queue slow start built
+///   drains. The signal comes a round trip late, which is why slow start only grows by half
+///   each round trip: the queue built before the sender hears of it stays near half a round
+///   trip, instead of the whole round trip (or the buffer) doubling would fill. What was sent
+///   before that reaction is one event: its losses and its round trips do not shrink the window
+///   again. In avoidance a standing queue shrinks the window by `delayBeta`, once per round
+///   and not for round trips of chunks sent before the last reaction.
+/// - **Random loss** (`.congestionOnly`): a loss while no queue stands (as above; fewer than
+///   10 round trips measured says nothing yet) is the link's, not congestion's: the chunk is
+///   sent again and the window stays. A loss with a standing queue, or when a quarter of a
+///   round's chunks (at least 8) were lost, is congestion. A lossy link (radio, KCP's test
+///   link) then costs retransmissions, not throughput, while an overflowing queue still shrinks
+///   the window.
 public struct CubicWindow: Equatable, Sendable {
     /// Where the controller is.
     public enum State: Equatable, Sendable {
@@ -51,6 +60,12 @@ public struct CubicWindow: Equatable, Sendable {
     public static let delayBeta = 0.85
     /// Round trips measured per round before slow start compares it with the last.
     static let samplesPerRound = 8
+    /// The window's growth per chunk acknowledged in slow start under `.congestionOnly`: a
+    /// half, so the window grows by half each round trip rather than doubling (see the type's
+    /// description).
+    public static let gentleSlowStartGrowth = 0.5
+    /// Consecutive round trips that must all stand above the path's minimum for a queue to stand.
+    static let standingSamples = 8
 
     /// Which losses shrink the window.
     public enum LossResponse: Equatable, Sendable {
@@ -88,9 +103,23 @@ public struct CubicWindow: Equatable, Sendable {
     /// The last `recentSamples` round trips, oldest first: their smallest says whether a queue stands now.
     private var recentRTTs: [TimeAmount] = []
     static let recentSamples = 32
+    /// The mean difference between consecutive round trips (smoothed by 1/8): the path's jitter,
+    /// which a queue (changing slowly) hardly moves.
+    public private(set) var jitter: TimeAmount = .zero
+    /// Chunks acknowledged so far, and when: what the path delivered over the last round trip.
+    private var delivered = 0
+    private var deliveries: [Delivery] = []
+
+    /// `total` chunks had been acknowledged by `at`.
+    private struct Delivery: Equatable, Sendable {
+        var at: NIODeadline
+        var total: Int
+    }
     private var epoch: Epoch?
     /// Losses of transmissions numbered up to this are of an event already reacted to.
     private var lossesHandledThrough: UInt64 = 0
+    /// Round trips of transmissions numbered up to this were sent before the last reaction to a queue.
+    private var queueHandledThrough: UInt64 = 0
 
     /// One round trip of measurements: it ends when a transmission sent after it began
     /// (numbered above `end`) is acknowledged.
@@ -134,13 +163,15 @@ public struct CubicWindow: Equatable, Sendable {
     public mutating func acknowledged(count: Int, newest: UInt64, rtt: TimeAmount, now: NIODeadline) {
         guard count > 0 else { return }
         round.acknowledged += count
+        noteDelivered(count, now: now)
         if case .recovery(let until) = state {
             guard newest > until else { return } // no growth while recovering
             state = .congestionAvoidance
         }
         switch state {
         case .slowStart:
-            window = min(window + Double(count), maximumWindow)
+            let growth = lossResponse == .congestionOnly ? Self.gentleSlowStartGrowth : 1
+            window = min(window + Double(count) * growth, maximumWindow)
             if window >= slowStartThreshold { state = .congestionAvoidance }
         case .congestionAvoidance:
             avoid(count: count, rtt: rtt, now: now)
@@ -155,6 +186,10 @@ public struct CubicWindow: Equatable, Sendable {
     /// avoidance, when the round trips show a queue building (see the type's description).
     public mutating func roundTripMeasured(_ sample: TimeAmount, newest: UInt64, newestSent: UInt64, now: NIODeadline) {
         minimumRTT = min(minimumRTT ?? sample, sample)
+        if let last = recentRTTs.last {
+            let difference = abs(sample.nanoseconds - last.nanoseconds)
+            jitter = .nanoseconds(jitter.nanoseconds + (difference - jitter.nanoseconds) / 8)
+        }
         if recentRTTs.count == Self.recentSamples { recentRTTs.removeFirst() }
         recentRTTs.append(sample)
         if newest > round.end {
@@ -162,29 +197,27 @@ public struct CubicWindow: Equatable, Sendable {
         }
         round.samples += 1
         round.minimum = min(round.minimum ?? sample, sample)
+        if lossResponse == .congestionOnly, state == .slowStart {
+            if window >= 16, queueStands { leaveSlowStartDraining(newestSent: newestSent, now: now) }
+            return
+        }
         guard round.samples >= Self.samplesPerRound, let current = round.minimum else { return }
         switch state {
         case .slowStart:
             guard window >= 16, let last = round.lastMinimum else { return }
             let threshold = min(max(last.nanoseconds / 8, 4_000_000), 16_000_000)
-            // A jittery path moves a round's smallest round trip by more than HyStart's
-            // threshold: the file transfer's rules wait for a queue that stands.
-            let rising = lossResponse == .congestionOnly ? queueStands : current.nanoseconds >= last.nanoseconds + threshold
-            if rising {
-                if lossResponse == .congestionOnly, let base = minimumRTT {
-                    // Drain the queue slow start built: the window the path held without it.
-                    let queued = max(current, recentRTTs.suffix(10).min() ?? current)
-                    window = max(window * max(Double(base.nanoseconds) / Double(queued.nanoseconds), 0.5), minimumWindow)
-                }
+            if current.nanoseconds >= last.nanoseconds + threshold {
                 slowStartThreshold = window
                 state = .congestionAvoidance
                 epoch = nil
             }
         case .congestionAvoidance:
-            guard reducesOnDelay, !round.reduced, let base = minimumRTT else { return }
+            // Round trips of chunks sent before the last reaction still show the queue it drains.
+            guard reducesOnDelay, !round.reduced, newest > queueHandledThrough, let base = minimumRTT else { return }
             // TCP-like rules allow a queue of a round trip; the file transfer's, a quarter of one.
             guard lossResponse == .congestionOnly ? queueStands : current.nanoseconds > 2 * base.nanoseconds + 5_000_000 else { return }
             round.reduced = true
+            queueHandledThrough = newestSent
             delayReductions += 1
             wMax = window
             window = max(window * Self.delayBeta, minimumWindow)
@@ -219,16 +252,48 @@ public struct CubicWindow: Equatable, Sendable {
         return queueStands
     }
 
-    /// Whether the smallest of the last `recentSamples` round trips is more than a quarter (at
-    /// least 5 ms) above the path's minimum: a queue stands in front of the path.
-    /// Or, sooner, whether the smallest of the last 10 is more than half (at least 5 ms) above it.
+    /// Whether each of the last `standingSamples` round trips is above the path's minimum by
+    /// more than an eighth of it (at least 4 ms) plus twice the jitter: a queue stands in front
+    /// of the path. The jitter's share keeps a path whose round trips merely spread (KCP's test
+    /// link: 60–120 ms) from looking queued, while a steady path notices a few ms of queue.
     private var queueStands: Bool {
-        guard let base = minimumRTT, recentRTTs.count >= 10 else { return false }
-        if let latest = recentRTTs.suffix(10).min(), latest.nanoseconds > base.nanoseconds + max(base.nanoseconds / 2, 5_000_000) {
-            return true
+        guard let base = minimumRTT, recentRTTs.count >= 10, let latest = recentRTTs.suffix(Self.standingSamples).min() else { return false }
+        let margin = max(base.nanoseconds / 8, 4_000_000) + 2 * jitter.nanoseconds
+        return latest.nanoseconds > base.nanoseconds + margin
+    }
+
+    /// Slow start found a queue: the window becomes what the path delivered over a round trip
+    /// without a queue (its minimum plus twice the jitter: the bottleneck's rate times the
+    /// round trip, once the queue shows the bottleneck is full), so the queue slow start built
+    /// drains, and avoidance probes on from there. What was sent before now is of the same
+    /// event: its losses and its round trips (which show the queue being drained) do not shrink
+    /// the window again.
+    private mutating func leaveSlowStartDraining(newestSent: UInt64, now: NIODeadline) {
+        if let base = minimumRTT, let path = deliveredWithin(base + jitter * 2, now: now), Double(path) < window {
+            window = max(Double(path), window / 2, minimumWindow)
         }
-        guard recentRTTs.count == Self.recentSamples, let recent = recentRTTs.min() else { return false }
-        return recent.nanoseconds > base.nanoseconds + max(base.nanoseconds / 4, 5_000_000)
+        lossesHandledThrough = max(lossesHandledThrough, newestSent)
+        queueHandledThrough = newestSent
+        wMax = window
+        slowStartThreshold = window
+        state = .congestionAvoidance
+        epoch = nil
+    }
+
+    /// Records `count` chunks acknowledged at `now`, keeping what the last two minimum round trips need.
+    private mutating func noteDelivered(_ count: Int, now: NIODeadline) {
+        delivered += count
+        deliveries.append(Delivery(at: now, total: delivered))
+        let keep = 2 * (minimumRTT ?? .seconds(1)).nanoseconds
+        if let first = deliveries.first, now - first.at > .nanoseconds(2 * keep) {
+            deliveries.removeAll { now - $0.at > .nanoseconds(keep) }
+        }
+    }
+
+    /// Chunks acknowledged within `span` before `now` (nil: not measured for that long yet).
+    private func deliveredWithin(_ span: TimeAmount, now: NIODeadline) -> Int? {
+        guard let before = deliveries.last(where: { now - $0.at >= span }) else { return nil }
+        return delivered - before.total
     }
 
     /// Nothing was acknowledged for a retransmission timeout: everything in flight is taken as

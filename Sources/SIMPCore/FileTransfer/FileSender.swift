@@ -44,6 +44,8 @@ public struct FileSender: Sendable {
         var number: UInt64
         var chunk: UInt64
         var sentAt: NIODeadline
+        /// Sent again after it was declared lost (not the first copy, not a timeout's probe).
+        var resent = false
     }
 
     public let fileId: UInt64
@@ -69,6 +71,15 @@ public struct FileSender: Sendable {
     public private(set) var lossesDetected: UInt64 = 0
     /// Retransmission timeouts (each sent one probe).
     public private(set) var timeouts: UInt64 = 0
+    /// Chunks declared lost and sent again whose first copy reached the receiver after all
+    /// (the acknowledgement covering them echoed a number below the copy sent again).
+    public private(set) var spuriousRetransmissions: UInt64 = 0
+    /// How much later than a round trip a chunk may arrive before it is declared lost, grown by
+    /// each spurious retransmission (at most once a round trip, up to a round trip), as RACK's
+    /// reordering window grows on a D-SACK: a link that reorders more than its round-trip
+    /// variation shows is learnt, instead of sending a share of the file twice.
+    public private(set) var reorderingAllowance: TimeAmount = .zero
+    private var allowanceGrownAt: NIODeadline?
     private var inFlight: Deque<Sent> = []
     private var toResend = ChunkRanges()
     private var nextNew: UInt64 = 0
@@ -125,9 +136,9 @@ public struct FileSender: Sendable {
         // Unused pacing credit is kept for at most `burst` chunks.
         let earliest = now - .nanoseconds(interval.nanoseconds * Int64(burst))
         if nextSend < earliest { nextSend = earliest }
-        while !waitingForReceiver, inFlight.count < congestion.chunks, nextSend <= now, let chunk = nextChunk() {
+        while !waitingForReceiver, inFlight.count < congestion.chunks, nextSend <= now, let (chunk, resent) = nextChunk() {
             transmissions += 1
-            inFlight.append(Sent(number: transmissions, chunk: chunk, sentAt: now))
+            inFlight.append(Sent(number: transmissions, chunk: chunk, sentAt: now, resent: resent))
             out.append(Transmission(chunk: chunk, number: transmissions))
             nextSend = nextSend + interval
         }
@@ -188,12 +199,16 @@ public struct FileSender: Sendable {
         for range in ranges.ranges { acknowledged.insert(range) }
         var newlyAcknowledged = 0
         var newest: Sent?
+        var spurious = false
         inFlight.removeAll { sent in
             guard acknowledged.contains(sent.chunk) else { return false }
             newlyAcknowledged += 1
             if sent.number == newestNumber { newest = sent }
+            // The receiver had not seen this copy yet it holds the chunk: the first copy arrived.
+            if sent.resent, newestNumber > 0, sent.number > newestNumber { spurious = true }
             return true
         }
+        if spurious { retransmittedSpuriously(now: now) }
         if let newest, newestNumber > newestAcknowledged {
             let sample = max(now - newest.sentAt - delay, .microseconds(50))
             rtt.addSample(sample)
@@ -216,8 +231,13 @@ public struct FileSender: Sendable {
     private var smoothedRTT: TimeAmount { rtt.smoothedRTT ?? configuration.initialRTT }
 
     /// The retransmission timeout, doubled for each timeout in a row, with the receiver's
-    /// acknowledgement delay on top.
-    private var timeout: TimeAmount { rtt.timeout(forAttempt: timeoutsInARow + 1) + configuration.maxAckDelay }
+    /// acknowledgement delay on top; never before a chunk overtaken would be declared lost
+    /// (`lossDelay`), so a reordering allowance learnt does not turn losses into timeouts.
+    private var timeout: TimeAmount {
+        let attempt = timeoutsInARow + 1
+        let afterLossDelay = lossDelay.nanoseconds << min(timeoutsInARow, 20)
+        return max(rtt.timeout(forAttempt: attempt), .nanoseconds(min(afterLossDelay, rtt.maximumRTO.nanoseconds))) + configuration.maxAckDelay
+    }
 
     /// When the retransmission timer fires: a timeout after the oldest transmission in flight
     /// (or the last timeout), or, for a resumed sender still waiting, after its start.
@@ -229,24 +249,37 @@ public struct FileSender: Sendable {
 
     private var hasChunkToSend: Bool { !toResend.isEmpty || nextNew < chunkCount }
 
-    private mutating func nextChunk() -> UInt64? {
+    /// The next chunk to send, and whether it is sent again after a loss.
+    private mutating func nextChunk() -> (UInt64, Bool)? {
         while let chunk = toResend.popFirst() {
             guard !acknowledged.contains(chunk) else { continue }
             retransmissions += 1
-            return chunk
+            return (chunk, true)
         }
         while nextNew < chunkCount {
             defer { nextNew += 1 }
-            if !acknowledged.contains(nextNew) { return nextNew }
+            if !acknowledged.contains(nextNew) { return (nextNew, false) }
         }
         return nil
     }
 
     /// How long after its transmission a chunk that a later transmission overtook is lost: a
-    /// round trip and four times its variation, at least 9/8 of a round trip.
+    /// round trip and four times its variation, at least 9/8 of a round trip, or the reordering
+    /// allowance learnt when larger.
     private var lossDelay: TimeAmount {
-        let variation = max(4 * rtt.rttVariance.nanoseconds, smoothedRTT.nanoseconds / 8)
+        let variation = max(4 * rtt.rttVariance.nanoseconds, smoothedRTT.nanoseconds / 8, reorderingAllowance.nanoseconds)
         return max(smoothedRTT + .nanoseconds(variation), .microseconds(500))
+    }
+
+    /// A chunk was sent again for nothing: the next loss waits an eighth of a round trip longer
+    /// (once per round trip, so one late flight counts once; at most half a round trip in all:
+    /// a chunk not yet declared lost holds its place in the window).
+    private mutating func retransmittedSpuriously(now: NIODeadline) {
+        spuriousRetransmissions += 1
+        if let allowanceGrownAt, now - allowanceGrownAt < smoothedRTT { return }
+        allowanceGrownAt = now
+        let current = max(4 * rtt.rttVariance.nanoseconds, smoothedRTT.nanoseconds / 8, reorderingAllowance.nanoseconds)
+        reorderingAllowance = .nanoseconds(min(current + smoothedRTT.nanoseconds / 8, smoothedRTT.nanoseconds / 2))
     }
 
     /// Declares lost what a later acknowledged transmission and `lossDelay` say is lost.
