@@ -172,4 +172,9 @@ public struct ClientStatistics: Sendable, Equatable {
     public var inFlight: Int
     /// Times the datagrams moved to the control connection or back to UDP (docs/PROTOCOL.md §5.5).
     public var pathSwitches = 0
+    /// The pace first transmissions and retransmissions keep to: the configured one, or 90 %
+    /// of the rate the relay announced in CONNECTED (nil: unpaced).
+    public var pacing: RateLimit?
+    /// RATE_LIMITED notices the relay sent for this user's rate (each slowed the pace).
+    public var rateLimitRefusals = 0
 }

@@ -112,7 +112,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             extraCopies: session.sender.extraCopiesSent,
             duplicatesSuppressed: session.receiver.suppressed, smoothedRTT: session.sender.estimator.smoothedRTT,
             rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount,
-            pathSwitches: session.pathSwitches.toControl + session.pathSwitches.toUDP)
+            pathSwitches: session.pathSwitches.toControl + session.pathSwitches.toUDP,
+            pacing: session.sender.pacer?.limit, rateLimitRefusals: session.sender.pacer?.refusals ?? 0)
     }
 
     /// The time on the engine's clock.
