@@ -39,7 +39,6 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var datagrams: Channel?
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
-    var warnedWithoutTLS = false
     /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
     /// or it could not be written): kept in memory only, so lost when the process ends
     /// (ClientEngine+Outbox writes them to the outbox once it can, as `OutboxKeeping` decides).
@@ -243,8 +242,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// An error on a control channel: during the login, a TLS failure fails the connect with
     /// its reason (the channel closes next).
     func controlFailed(_ channel: Channel, _ error: Error) {
-        guard channel === handshake?.channel, let tls = configuration.tls, ClientTLS.isHandshakeFailure(error) else { return }
-        handshake?.promise.fail(tls.failure(error, server: server))
+        guard channel === handshake?.channel, let tls = configuration.tls, let failure = ClientTLS.failure(error) else { return }
+        handshake?.promise.fail(Self.connectError(session.lifecycle.tlsFailed(failure, host: server.host, trustedCA: tls.caFile)))
     }
 
     /// A control channel closed: a handshake fails; a registered session is suspended and
@@ -252,10 +251,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
             // A relay that runs TLS closes a plain-TCP client's connection without a word.
-            switch session.lifecycle.closedDuringLogin(usesTLS: configuration.tls != nil) {
-            case .cannotConnect(let relayAndReason): handshake?.promise.fail(SIMPClientError.cannotConnect(relayAndReason))
-            case .timedOut, .other: handshake?.promise.fail(SIMPClientError.connectionLost)
-            }
+            handshake?.promise.fail(Self.connectError(session.lifecycle.closedDuringLogin(usesTLS: configuration.tls != nil)))
             return
         }
         guard channel === control else { return }
