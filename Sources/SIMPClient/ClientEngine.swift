@@ -150,7 +150,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// relay's answer frame, or fails with `SIMPClientError`.
     func keysRequest(_ kind: SIMPMessage.Kind, fill: (inout SIMPMessage) -> Void) -> EventLoopFuture<SIMPMessage> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) } // keys it publishes are stored first
+        if kind == .keysPublish { // keys it publishes are stored first (a fetch reveals nothing: it waits for no write)
+            do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) }
+        }
         let request = session.request(kind, now: now, fill: fill)
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise

@@ -152,6 +152,8 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
 
     /// Whether saves wait for a commit.
     public var hasUncommittedChanges: Bool { !pending.isEmpty || !pendingOutbox.isEmpty }
+    /// Whether end-to-end state (not only the outbox's records) waits for a commit.
+    var hasUncommittedState: Bool { !pending.isEmpty }
 
     /// Writes everything saved since the last commit as one journal record, fsynced. On a
     /// failure (a full disk) nothing of it is on disk, and it stays to be committed again.
@@ -267,8 +269,18 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         return hash
     }
 
+    /// Opens the journal for appending (once). A journal that is no longer at its path (the
+    /// directory was moved or replaced) is not written: what it holds is not where the next
+    /// process looks, so nothing may be taken as durable (the commit fails, and is tried again).
     private func openJournalForWriting() throws {
-        guard journal < 0 else { return }
+        if journal >= 0 {
+            let path = directory.appendingPathComponent(Self.journalName).path
+            var atPath = stat(), open = stat()
+            guard stat(path, &atPath) == 0, fstat(journal, &open) == 0, atPath.st_ino == open.st_ino, atPath.st_dev == open.st_dev else {
+                throw DeviceError("cannot write \(path): the journal was moved or replaced while in use")
+            }
+            return
+        }
         readJournal()
         try SIMPHome.makeDirectory(directory)
         let path = directory.appendingPathComponent(Self.journalName).path

@@ -186,4 +186,19 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(EndToEndFileStore.outboxRecords(inJournalIn: store.directory).isEmpty, "folded at its first commit")
         XCTAssertEqual(try Outbox(home: home, user: "alice", device: "desk").load().messages, [first], "into the outbox's log")
     }
+
+    /// The device's directory moved away while its journal is open: a commit there would be
+    /// where no later process looks, so it fails (and the changes wait) instead.
+    func testAJournalMovedWhileInUseIsNotWritten() throws {
+        let home = temporaryHome()
+        defer { try? FileManager.default.removeItem(at: home) }
+        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
+        store.groupsCommits = true
+        try store.save("peer/alice/desk", SecretBytes([1]))
+        try store.commit()
+        try FileManager.default.moveItem(at: store.directory, to: store.directory.appendingPathExtension("aside"))
+        try store.save("peer/alice/desk", SecretBytes([2]))
+        XCTAssertThrowsError(try store.commit())
+        XCTAssertTrue(store.hasUncommittedChanges, "kept to be written again")
+    }
 }
