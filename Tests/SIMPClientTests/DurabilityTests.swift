@@ -47,6 +47,13 @@ final class DurabilityTests: XCTestCase {
         XCTAssertNil(gate.committed(nil, output: &recovered))
     }
 
+    /// A store of `user`'s `device` under `home` that groups its saves into commits.
+    private func groupingStore(_ home: URL, user: String, device: String) -> EndToEndFileStore {
+        let store = EndToEndFileStore(home: home, user: user, device: device)
+        store.groupsCommits = true
+        return store
+    }
+
     private func temporaryHome() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("simp-e2e-journal-\(UUID().uuidString)")
     }
@@ -54,8 +61,7 @@ final class DurabilityTests: XCTestCase {
     func testGroupedSavesReachTheDiskTogetherAtTheCommit() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "bob", device: "phone")
         try store.save("peer/alice/desk", SecretBytes([1]))
         try store.save("decrypted/alice/desk", SecretBytes([2]))
         XCTAssertTrue(store.hasUncommittedChanges)
@@ -76,8 +82,7 @@ final class DurabilityTests: XCTestCase {
     func testARecordCutOffByACrashIsIgnored() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "bob", device: "phone")
         try store.save("peer/alice/desk", SecretBytes([1]))
         try store.commit()
         try store.save("peer/alice/desk", SecretBytes([2]))
@@ -87,8 +92,7 @@ final class DurabilityTests: XCTestCase {
         bytes.removeLast(3)
         try bytes.write(to: journal)
 
-        let restarted = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        restarted.groupsCommits = true
+        let restarted = groupingStore(home, user: "bob", device: "phone")
         XCTAssertEqual(try restarted.load("peer/alice/desk"), [1], "the last record is cut off: the one before holds")
         try restarted.save("peer/alice/desk", SecretBytes([3]))
         try restarted.commit()
@@ -100,8 +104,7 @@ final class DurabilityTests: XCTestCase {
     func testACommitThatFailsIsWrittenLater() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "bob", device: "phone")
         try SIMPHome.makeDirectory(store.directory.appendingPathComponent("journal")) // in the journal's way
         try store.save("peer/alice/desk", SecretBytes([1]))
         XCTAssertThrowsError(try store.commit())
@@ -120,12 +123,10 @@ final class DurabilityTests: XCTestCase {
     func testTheJournalIsFoldedIntoTheFiles() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "bob", device: "phone")
         try store.save("peer/alice/desk", SecretBytes([1]))
         try store.commit()
-        let next = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        next.groupsCommits = true
+        let next = groupingStore(home, user: "bob", device: "phone")
         next.checkpointBytes = 20
         try next.save("identity", SecretBytes([9]))
         try next.commit()
@@ -146,8 +147,7 @@ final class DurabilityTests: XCTestCase {
     func testTheOutboxAndTheStateAreMadeDurableByOneJournalCommit() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "alice", device: "desk")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "alice", device: "desk")
         let outbox = try Outbox(home: home, user: "alice", device: "desk")
         outbox.usingJournal(store)
         let first = SIMPMessage(kind: .text, messageId: 7, fromUser: "alice", toUser: "bob").sealedEndToEnd([1, 5])
@@ -192,8 +192,7 @@ final class DurabilityTests: XCTestCase {
     func testAJournalMovedWhileInUseIsNotWritten() throws {
         let home = temporaryHome()
         defer { try? FileManager.default.removeItem(at: home) }
-        let store = EndToEndFileStore(home: home, user: "bob", device: "phone")
-        store.groupsCommits = true
+        let store = groupingStore(home, user: "bob", device: "phone")
         try store.save("peer/alice/desk", SecretBytes([1]))
         try store.commit()
         try FileManager.default.moveItem(at: store.directory, to: store.directory.appendingPathExtension("aside"))
