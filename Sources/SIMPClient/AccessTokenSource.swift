@@ -1,4 +1,5 @@
 import Foundation
+import SIMPCore
 
 /// Where a client gets its access token (docs/PROTOCOL.md §4.9): given once (`SIMP_TOKEN`), a
 /// file read again at each renewal (`--token-file`), or a command run again at each renewal,
@@ -7,6 +8,15 @@ public enum AccessTokenSource: Sendable, Equatable {
     case fixed(String)
     case file(String)
     case command(String)
+
+    /// How it renews, for what the user is told when a token ran out.
+    public var renewal: ClientSession.Stop.TokenRenewal {
+        switch self {
+        case .fixed: .none
+        case .file: .file
+        case .command: .command
+        }
+    }
 
     /// Whether asking again can give a newer token (a fixed one cannot be renewed).
     public var renews: Bool {

@@ -149,9 +149,8 @@ public enum SIMPClientError: Error, Equatable, CustomStringConvertible {
         case .cannotConnect(let reason): return "cannot reach relay \(reason)"
         case .rejected(let code, let text): return "relay refused: \(text) (\(code))"
         case .timedOut(let what): return "timed out \(what)"
-        case .connectionLost: return "connection to the relay was lost"
-        case .takenOver(let device):
-            return "another session of device \(device.isEmpty ? "(default)" : device) took over; not reconnecting"
+        case .connectionLost: return ClientSession.Stop.connectionLostText
+        case .takenOver(let device): return ClientSession.Stop.takenOverText(device: device)
         case .notEncryptable(let reason): return "not sent: \(reason)"
         case .closed: return "the client is closed (close() was called): it sends nothing and does not reconnect; make a new client"
         }

@@ -39,6 +39,15 @@ extension ClientEngine {
         }
     }
 
+    /// The error a connect attempt fails with, for what the lifecycle decided of it.
+    static func connectError(_ failure: ConnectionLifecycle.Failure) -> SIMPClientError {
+        switch failure {
+        case .cannotConnect(let relayAndReason): .cannotConnect(relayAndReason)
+        case .timedOut(let what): .timedOut(what)
+        case .other: .connectionLost
+        }
+    }
+
     /// The relay to connect to next.
     var server: RelayEndpoint { configuration.servers[session.lifecycle.current] }
 
@@ -57,12 +66,7 @@ extension ClientEngine {
     func connectControl() -> EventLoopFuture<Void> {
         let promise = eventLoop.makePromise(of: (SIMPMessage, ClientSession.Output).self)
         handshake = (nil, promise)
-        if tlsContext == nil, !warnedWithoutTLS, !ClientTLS.isLoopback(server.host) {
-            warnedWithoutTLS = true
-            logger.warning(
-                "connecting to \(server) without TLS: the login and control frames cross the network in clear (use --tls, with --ca if the relay's certificate is not from a public CA)"
-            )
-        }
+        if let warning = session.lifecycle.connecting(host: server.host, usesTLS: tlsContext != nil) { logger.warning("\(warning)") }
         environment.connect(server, eventLoop) { [self, server] channel in
             channel.eventLoop.makeCompletedFuture {
                 if let tlsContext { try channel.pipeline.syncOperations.addHandler(ClientTLS.handler(tlsContext, host: server.host)) }
@@ -140,11 +144,9 @@ extension ClientEngine {
         case .nothing: break
         case .reconnect(let failover?): logNextServer(after: error, from: failover.from)
         case .reconnect(nil): break
-        case .stop(.loginRefused(let reason)): stop(because: ConnectionLifecycle.refusalText(reason))
-        case .stop(.takenOver): stop(because: SIMPClientError.takenOver(device: configuration.device).description)
-        case .stop(.tokenExpired(let reason)): stop(because: Self.tokenExpiredAdvice(reason, source: configuration.accessToken))
+        case .stop(let why): stop(because: why.explanation(device: configuration.device, tokens: configuration.accessToken?.renewal ?? .none))
         case .offline:
-            onStateChange(.offline(reason: "connection to the relay was lost"))
+            onStateChange(.offline(reason: ClientSession.Stop.connectionLostText))
             failWaiters()
         case .closedByUser: failWaiters()
         }
@@ -172,4 +174,9 @@ public struct ClientStatistics: Sendable, Equatable {
     public var inFlight: Int
     /// Times the datagrams moved to the control connection or back to UDP (docs/PROTOCOL.md §5.5).
     public var pathSwitches = 0
+    /// The pace first transmissions and retransmissions keep to: the configured one, or 90 %
+    /// of the rate the relay announced in CONNECTED (nil: unpaced).
+    public var pacing: RateLimit?
+    /// RATE_LIMITED notices the relay sent for this user's rate (each slowed the pace).
+    public var rateLimitRefusals = 0
 }

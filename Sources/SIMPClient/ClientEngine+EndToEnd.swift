@@ -26,6 +26,8 @@ extension ClientEngine {
         endToEnd.rooms.deliverLate = { [weak self] in self?.takeLate($0) }
         endToEnd.rooms.mayDeliverLate = { [weak self] in self?.mayTakeLate() ?? false }
         self.endToEnd = endToEnd
+        // The outbox's records and the ratchet steps go into one journal: one fsync per burst.
+        if let store = endToEnd.store as? EndToEndFileStore { configuration.outbox?.usingJournal(store) }
         resumeHeldPosts()
     }
 

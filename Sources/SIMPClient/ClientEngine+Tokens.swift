@@ -95,16 +95,5 @@ extension ClientEngine {
         return true
     }
 
-    /// What the user reads when the relay ended the session because its token ran out.
-    static func tokenExpiredAdvice(_ reason: String, source: AccessTokenSource?) -> String {
-        let fix =
-            switch source {
-            case .command?: "check that --token-command still prints a valid token, then start simp again"
-            case .file?: "put a valid token in the --token-file, then start simp again"
-            default: "get a new token (SIMP_TOKEN, or --token-command so simp renews it itself), then start simp again"
-            }
-        return "the relay ended the session: \(reason). Not reconnecting: \(fix)"
-    }
-
     private static func seconds(_ millis: Int64) -> String { "\(max(0, millis) / 1000) s" }
 }

@@ -39,7 +39,6 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     package var datagrams: Channel?
     /// TLS for the control channel, built once from `configuration.tls`.
     var tlsContext: NIOSSLContext?
-    var warnedWithoutTLS = false
     /// Sent messages whose outcome is not known and that are not in the outbox (there is none,
     /// or it could not be written): kept in memory only, so lost when the process ends
     /// (ClientEngine+Outbox writes them to the outbox once it can, as `OutboxKeeping` decides).
@@ -112,7 +111,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
             extraCopies: session.sender.extraCopiesSent,
             duplicatesSuppressed: session.receiver.suppressed, smoothedRTT: session.sender.estimator.smoothedRTT,
             rto: session.sender.estimator.rto, inFlight: session.sender.inFlightCount,
-            pathSwitches: session.pathSwitches.toControl + session.pathSwitches.toUDP)
+            pathSwitches: session.pathSwitches.toControl + session.pathSwitches.toUDP,
+            pacing: session.sender.pacer?.limit, rateLimitRefusals: session.sender.pacer?.refusals ?? 0)
     }
 
     /// The time on the engine's clock.
@@ -150,7 +150,9 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// relay's answer frame, or fails with `SIMPClientError`.
     func keysRequest(_ kind: SIMPMessage.Kind, fill: (inout SIMPMessage) -> Void) -> EventLoopFuture<SIMPMessage> {
         guard let control else { return eventLoop.makeFailedFuture(SIMPClientError.connectionLost) }
-        do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) } // keys it publishes are stored first
+        if kind == .keysPublish { // keys it publishes are stored first (a fetch reveals nothing: it waits for no write)
+            do { try endToEnd?.commit() } catch { return eventLoop.makeFailedFuture(error) }
+        }
         let request = session.request(kind, now: now, fill: fill)
         let promise = eventLoop.makePromise(of: SIMPMessage.self)
         keyWaiters[request.messageId] = promise
@@ -242,8 +244,8 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     /// An error on a control channel: during the login, a TLS failure fails the connect with
     /// its reason (the channel closes next).
     func controlFailed(_ channel: Channel, _ error: Error) {
-        guard channel === handshake?.channel, let tls = configuration.tls, ClientTLS.isHandshakeFailure(error) else { return }
-        handshake?.promise.fail(tls.failure(error, server: server))
+        guard channel === handshake?.channel, let tls = configuration.tls, let failure = ClientTLS.failure(error) else { return }
+        handshake?.promise.fail(Self.connectError(session.lifecycle.tlsFailed(failure, host: server.host, trustedCA: tls.caFile)))
     }
 
     /// A control channel closed: a handshake fails; a registered session is suspended and
@@ -251,10 +253,7 @@ package final class ClientEngine: ClientShell, @unchecked Sendable { // confined
     func controlClosed(_ channel: Channel) {
         if channel === handshake?.channel {
             // A relay that runs TLS closes a plain-TCP client's connection without a word.
-            switch session.lifecycle.closedDuringLogin(usesTLS: configuration.tls != nil) {
-            case .cannotConnect(let relayAndReason): handshake?.promise.fail(SIMPClientError.cannotConnect(relayAndReason))
-            case .timedOut, .other: handshake?.promise.fail(SIMPClientError.connectionLost)
-            }
+            handshake?.promise.fail(Self.connectError(session.lifecycle.closedDuringLogin(usesTLS: configuration.tls != nil)))
             return
         }
         guard channel === control else { return }

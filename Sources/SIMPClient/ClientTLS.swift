@@ -1,5 +1,6 @@
 import NIOCore
 import NIOSSL
+import SIMPCore
 
 /// TLS on the control channel to the relay (docs/PROTOCOL.md §3.5). The relay's certificate is
 /// checked against `caFile`, or the system's trust store, and must name the host the client
@@ -49,23 +50,13 @@ public struct ClientTLS: Sendable, Equatable {
             })
     }
 
-    /// Whether `error` is the TLS handshake failing (the chain, the name, or the protocol).
-    static func isHandshakeFailure(_ error: Error) -> Bool {
-        error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError || error is CertificateName.Mismatch
-    }
-
-    /// Why a TLS connection to `server` failed, for the user.
-    func failure(_ error: Error, server: RelayEndpoint) -> SIMPClientError {
-        if let mismatch = error as? CertificateName.Mismatch { return .cannotConnect("TLS with \(server) failed: \(mismatch)") }
-        let trusted = caFile.map { "the CA in \($0)" } ?? "the system's trusted CAs"
-        return .cannotConnect(
-            "TLS with \(server) failed: the relay's certificate is not valid for \(server.host) or not signed by \(trusted), "
-                + "or the relay does not speak TLS (\(error))")
-    }
-
-    /// Whether `host` names this machine: there a relay without TLS is development, elsewhere a risk.
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    /// What `error` says of the TLS handshake, for the core to classify and word
+    /// (`ConnectionLifecycle.tlsFailed`); nil when it is not the handshake failing (the chain,
+    /// the name, or the protocol).
+    static func failure(_ error: Error) -> ConnectionLifecycle.TLSFailure? {
+        if let mismatch = error as? CertificateName.Mismatch { return .nameMismatch(detail: "\(mismatch)") }
+        guard error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError else { return nil }
+        return .handshake(error: "\(error)")
     }
 
     static func isIPAddress(_ host: String) -> Bool {

@@ -50,7 +50,7 @@ extension EndToEnd {
     /// messages received, with the receipts batched at its end, one write); on a failure what
     /// must wait is taken out of `output` (`DurabilityGate`).
     func commitBeforeWriting(_ output: inout ClientSession.Output) {
-        guard store.hasUncommittedChanges, DurabilityGate.needsCommit(output) else { return }
+        guard stateWaits, DurabilityGate.needsCommit(output) else { return }
         var failure: Error?
         do { try store.commit() } catch { failure = error }
         guard let notice = durability.committed(failure, output: &output) else { return }
@@ -63,10 +63,16 @@ extension EndToEnd {
     }
 
     /// Writes what the store holds unwritten now (before publishing one-time prekeys whose
-    /// private halves it holds, and when the client closes).
+    /// private halves it holds). Only the outbox's records waiting (their commit failed: the
+    /// outbox keeps those messages in memory meanwhile) hold nothing up.
     func commit() throws {
+        guard stateWaits else { return }
         try store.commit()
     }
+
+    /// Whether end-to-end state waits to be written: what receipts, sealed messages and
+    /// key requests wait for (the outbox's records in the same journal do not).
+    private var stateWaits: Bool { (store as? EndToEndFileStore)?.hasUncommittedState ?? store.hasUncommittedChanges }
 
     /// The client closes: the sending keys reserved ahead and not used are given back (the
     /// sessions written as they are, docs/E2E.md §15), and everything is written.

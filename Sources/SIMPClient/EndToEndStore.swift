@@ -24,6 +24,11 @@ import Darwin
 /// appended to the device's `journal` file and fsynced: a crash keeps all of them or none.
 /// The journal is folded into the files (`checkpoint`) when it has grown past
 /// `checkpointBytes`, and by the first commit of a process that found one.
+///
+/// The device's outbox writes its records into the same journal (`appendOutboxRecord`, under
+/// the name `outboxEntryName`), so that a burst of messages sealed and kept in the outbox is
+/// made durable by **one** write and one fsync (docs/E2E.md §15); a checkpoint folds them into
+/// the outbox's log (`Outbox.fold`) before the journal is emptied.
 public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // used on the client's event loop only
     public let directory: URL
     /// Whether saves wait for `commit` (one journal record and one fsync for all of them).
@@ -46,10 +51,25 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     /// The journal's valid length (a record cut off by a crash is cut away at the next commit).
     private var journalLength = 0
     private var journalRead = false
+    /// Outbox records appended since the last commit, in order.
+    private var pendingOutbox: [[UInt8]] = []
+    /// Outbox records the journal holds (written by this process or an earlier one), in order:
+    /// folded into the outbox's log at the next checkpoint.
+    private var journaledOutbox: [[UInt8]] = []
+    /// Folds outbox records into the outbox's log, durably (`Outbox.fold`): the outbox using
+    /// this journal sets it; without one, the outbox of this store's user and device.
+    var foldOutbox: (([[UInt8]]) throws -> Void)?
+    private let outboxOwner: (home: URL, user: String, device: String)
 
     /// The state directory of `user`'s `device` under `home` (created on first save).
     public init(home: URL, user: String, device: String) {
-        directory = home.appendingPathComponent("e2e").appendingPathComponent(SIMPHome.safeComponent(user))
+        directory = Self.directory(home: home, user: user, device: device)
+        outboxOwner = (home, user, device)
+    }
+
+    /// Where `user`'s `device` under `home` keeps its state (and its journal).
+    static func directory(home: URL, user: String, device: String) -> URL {
+        home.appendingPathComponent("e2e").appendingPathComponent(SIMPHome.safeComponent(user))
             .appendingPathComponent(SIMPHome.safeComponent(device.isEmpty ? "default" : device))
     }
 
@@ -60,6 +80,33 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     /// The first byte of the journal, followed by its inode number.
     static let journalMark: UInt8 = 0xF2
     static let journalName = "journal"
+    /// The journal entry that carries one outbox record (docs/E2E.md §15); never a state name.
+    static let outboxEntryName = ":outbox"
+
+    /// Appends an outbox record (`Outbox`'s log body) to the next commit; with
+    /// `waitsForCommit` false (a message whose outcome is known) it is written at once, not
+    /// synced (the next commit's fsync covers it), unless records wait before it.
+    func appendOutboxRecord(_ body: [UInt8], waitsForCommit: Bool = true) {
+        readJournal()
+        guard !waitsForCommit, pendingOutbox.isEmpty, (try? appendRecord([(Self.outboxEntryName, body)], sync: false)) != nil else {
+            return pendingOutbox.append(body)
+        }
+        journaledOutbox.append(body)
+    }
+
+    /// The outbox records in the journal in `directory` (committed, in order): read by an outbox
+    /// after its own log.
+    static func outboxRecords(inJournalIn directory: URL) -> [[UInt8]] {
+        guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(journalName).path),
+            data.count >= journalHeaderCount, data[data.startIndex] == journalMark
+        else { return [] }
+        var reader = ByteReader(Array(data.dropFirst(journalHeaderCount)), reading: "journal")
+        var records: [[UInt8]] = []
+        while let entries = try? record(&reader) {
+            records += entries.filter { $0.0 == outboxEntryName }.map(\.1)
+        }
+        return records
+    }
 
     public func load(_ name: String) throws -> [UInt8]? {
         readJournal()
@@ -104,49 +151,70 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
     }
 
     /// Whether saves wait for a commit.
-    public var hasUncommittedChanges: Bool { !pending.isEmpty }
+    public var hasUncommittedChanges: Bool { !pending.isEmpty || !pendingOutbox.isEmpty }
+    /// Whether end-to-end state (not only the outbox's records) waits for a commit.
+    var hasUncommittedState: Bool { !pending.isEmpty }
 
     /// Writes everything saved since the last commit as one journal record, fsynced. On a
     /// failure (a full disk) nothing of it is on disk, and it stays to be committed again.
     public func commit() throws {
-        guard !pending.isEmpty else { return }
+        guard hasUncommittedChanges else { return }
+        try appendRecord(pending.sorted(by: { $0.key < $1.key }) + pendingOutbox.map { (Self.outboxEntryName, $0) }, sync: true)
+        journaled.formUnion(pending.keys)
+        pending.removeAll(keepingCapacity: true)
+        journaledOutbox += pendingOutbox
+        pendingOutbox.removeAll(keepingCapacity: true)
+        if journalLength > checkpointBytes { try? checkpoint() } // the journal holds it all: a failure only delays this
+    }
+
+    /// Appends one record holding `entries` to the journal (then `fdatasync` with `sync`); on
+    /// a failure nothing of it is in the journal.
+    private func appendRecord(_ entries: [(String, [UInt8])], sync: Bool) throws {
         try openJournalForWriting()
-        var record = ByteWriter()
-        record.u16(UInt16(min(pending.count, Int(UInt16.max))))
-        for (name, bytes) in pending.sorted(by: { $0.key < $1.key }) {
-            record.lengthPrefixed(Array(name.utf8))
-            record.u32(UInt32(bytes.count))
-            record.raw(bytes)
-        }
         var framed = ByteWriter()
-        framed.u32(UInt32(record.bytes.count))
-        framed.u64(Self.checksum(record.bytes))
-        framed.raw(record.bytes)
+        for start in stride(from: 0, to: entries.count, by: Int(UInt16.max)) { // one record unless it has more than 65,535 entries
+            let chunk = entries[start..<min(start + Int(UInt16.max), entries.count)]
+            var record = ByteWriter()
+            record.u16(UInt16(chunk.count))
+            for (name, bytes) in chunk {
+                record.lengthPrefixed(Array(name.utf8))
+                record.u32(UInt32(bytes.count))
+                record.raw(bytes)
+            }
+            framed.u32(UInt32(record.bytes.count))
+            framed.u64(Self.checksum(record.bytes))
+            framed.raw(record.bytes)
+        }
         let written = framed.bytes.withUnsafeBytes { pwrite(journal, $0.baseAddress, $0.count, off_t(journalLength)) }
-        guard written == framed.bytes.count, fdatasync(journal) == 0 else {
-            let reason = String(cString: strerror(errno))
+        guard written == framed.bytes.count, !sync || fdatasync(journal) == 0 else {
+            let reason = written < 0 || sync ? String(cString: strerror(errno)) : "No space left on device"
             _ = ftruncate(journal, off_t(journalLength))
             throw DeviceError("cannot write \(directory.appendingPathComponent(Self.journalName).path): \(reason)")
         }
         journalLength += framed.bytes.count
-        journaled.formUnion(pending.keys)
-        pending.removeAll(keepingCapacity: true)
-        if journalLength > checkpointBytes { try? checkpoint() } // the journal holds it all: a failure only delays this
     }
 
-    /// Writes each name the journal holds into its own file (fsynced, the directory too), then
-    /// empties the journal.
+    /// Writes each name the journal holds into its own file (fsynced, the directory too) and
+    /// its outbox records into the outbox's log (fsynced), then empties the journal.
     func checkpoint() throws {
         for name in journaled.sorted() {
             guard let bytes = cache[name] ?? nil else { continue }
             try writeFile(name, bytes, asCopy: copied.contains(name))
         }
         try syncDirectory()
+        if !journaledOutbox.isEmpty {
+            if let foldOutbox {
+                try foldOutbox(journaledOutbox)
+            } else {
+                try Outbox(home: outboxOwner.home, user: outboxOwner.user, device: outboxOwner.device).fold(journaledOutbox)
+            }
+        }
         guard ftruncate(journal, off_t(Self.journalHeaderCount)) == 0, fdatasync(journal) == 0 else {
             throw DeviceError("cannot empty \(Self.journalName): \(String(cString: strerror(errno)))")
         }
         journalLength = Self.journalHeaderCount
         journaled.removeAll()
+        journaledOutbox.removeAll()
     }
 
     private static let journalHeaderCount = 9
@@ -167,6 +235,10 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         var valid = Self.journalHeaderCount
         while let entries = try? Self.record(&reader) {
             for (name, value) in entries {
+                if name == Self.outboxEntryName {
+                    journaledOutbox.append(value)
+                    continue
+                }
                 cache[name] = .some(value)
                 journaled.insert(name)
                 if isCopy { copied.insert(name) } else { copied.remove(name) }
@@ -197,8 +269,18 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
         return hash
     }
 
+    /// Opens the journal for appending (once). A journal that is no longer at its path (the
+    /// directory was moved or replaced) is not written: what it holds is not where the next
+    /// process looks, so nothing may be taken as durable (the commit fails, and is tried again).
     private func openJournalForWriting() throws {
-        guard journal < 0 else { return }
+        if journal >= 0 {
+            let path = directory.appendingPathComponent(Self.journalName).path
+            var atPath = stat(), open = stat()
+            guard stat(path, &atPath) == 0, fstat(journal, &open) == 0, atPath.st_ino == open.st_ino, atPath.st_dev == open.st_dev else {
+                throw DeviceError("cannot write \(path): the journal was moved or replaced while in use")
+            }
+            return
+        }
         readJournal()
         try SIMPHome.makeDirectory(directory)
         let path = directory.appendingPathComponent(Self.journalName).path
@@ -219,7 +301,7 @@ public final class EndToEndFileStore: E2EStateStore, @unchecked Sendable { // us
             }
             journalLength = header.bytes.count
             try syncDirectory()
-        } else if !journaled.isEmpty {
+        } else if !journaled.isEmpty || !journaledOutbox.isEmpty {
             try checkpoint() // what an earlier process left: into the files, so this journal starts empty
         }
     }

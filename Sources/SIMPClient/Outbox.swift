@@ -24,6 +24,12 @@ import Darwin
 /// past `compactBytes`. One file per message, `<messageId>.simp` (what earlier versions wrote),
 /// is still read and removed.
 ///
+/// With end to end, the outbox uses the device's end-to-end journal (`usingJournal`): its
+/// records go into the journal's next commit instead of the log, so that the burst's messages
+/// and the ratchet steps that sealed them are made durable by **one** write and one fsync
+/// (docs/E2E.md §15); the journal folds them into the log when it is checkpointed (`fold`).
+/// `load` reads the log, then the records still in the journal (newer).
+///
 /// Whatever is kept when the process ends (quit, crash, `kill -9`) is resent, with the same ids
 /// so receivers drop copies they already have, by the next client of that user on that device
 /// (`SIMPClient.resendOutbox`). A `DeviceLock` makes that client the only one using the directory.
@@ -47,6 +53,10 @@ public final class Outbox: Sendable {
     }
 
     private let log = NIOLockedValueBox(Log())
+    /// The end-to-end journal the records go into (`usingJournal`), if any.
+    private let journal = NIOLockedValueBox<EndToEndFileStore?>(nil)
+    /// Where the device's end-to-end journal is (read by `load`).
+    private let journalDirectory: URL
 
     /// The outbox of `user` on `device` under `home` (created, private to the user, if
     /// missing); `lock` (the device's) is kept as long as the outbox.
@@ -55,6 +65,7 @@ public final class Outbox: Sendable {
         self.compactBytes = compactBytes
         directory = home.appendingPathComponent("outbox").appendingPathComponent(SIMPHome.safeComponent(user))
             .appendingPathComponent(device + ".outbox")
+        journalDirectory = EndToEndFileStore.directory(home: home, user: user, device: device)
         do { try SIMPHome.makeDirectory(directory) } catch {
             throw DeviceError("cannot create the outbox \(directory.path): \(error.localizedDescription)")
         }
@@ -65,6 +76,14 @@ public final class Outbox: Sendable {
     static let logName = "outbox.log"
     private var logPath: String { directory.appendingPathComponent(Self.logName).path }
 
+    /// From now on the records go into `store`'s journal (which groups its commits), made
+    /// durable by its commits; the journal folds them into this outbox's log.
+    func usingJournal(_ store: EndToEndFileStore) {
+        guard store.groupsCommits else { return }
+        journal.withLockedValue { $0 = store }
+        store.foldOutbox = { [self] in try fold($0) }
+    }
+
     /// Keeps `message` (its `messageId` set): appended to the log, durable at the next `sync`.
     /// On a failure (a full disk) nothing of it is in the log.
     public func save(_ message: SIMPMessage) throws {
@@ -72,8 +91,14 @@ public final class Outbox: Sendable {
     }
 
     /// Makes every message saved since the last call durable (one `fdatasync`; the directory
-    /// too when the log is new). On a failure they are not: save them again later.
+    /// too when the log is new). On a failure they are not: save them again later. With a
+    /// journal, its commit (which holds the end-to-end state saved since, too).
     public func sync() throws {
+        if let store = journal.withLockedValue({ $0 }) { return try store.commit() }
+        try syncLog()
+    }
+
+    private func syncLog() throws {
         try log.withLockedValue { log in
             guard log.unsynced || log.created else { return }
             guard fdatasync(log.descriptor) == 0 else { throw DeviceError("cannot write \(logPath): \(String(cString: strerror(errno)))") }
@@ -84,7 +109,13 @@ public final class Outbox: Sendable {
     }
 
     /// Whether messages were saved since the last `sync`.
-    public var hasUnsyncedSaves: Bool { log.withLockedValue { $0.unsynced } }
+    public var hasUnsyncedSaves: Bool { journal.withLockedValue { $0?.hasUncommittedChanges } ?? log.withLockedValue { $0.unsynced } }
+
+    /// Appends `records` (taken from the journal, in order) to the log and makes them durable.
+    func fold(_ records: [[UInt8]]) throws {
+        for body in records { try appendToLog(body) }
+        try syncLog()
+    }
 
     /// Forgets message `messageId` (its outcome is known). Not synced: should a crash lose it,
     /// the message is sent again with its id, and its receiver drops the copy.
@@ -92,7 +123,7 @@ public final class Outbox: Sendable {
         var record = ByteWriter()
         record.u8(0x02)
         record.u64(messageId)
-        try? append(record.bytes)
+        try? append(record.bytes, waitsForSync: false)
         unlink(directory.appendingPathComponent("\(messageId).simp").path)
     }
 
@@ -100,6 +131,7 @@ public final class Outbox: Sendable {
     /// message are set aside as `<name>.bad` and reported in `unreadable`.
     public func load() -> (messages: [SIMPMessage], unreadable: [String]) {
         var kept = Self.replay(Array(FileManager.default.contents(atPath: logPath) ?? Data())).kept
+        for body in EndToEndFileStore.outboxRecords(inJournalIn: journalDirectory) { Self.apply(body, to: &kept) }
         var unreadable: [String] = []
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names {
@@ -134,13 +166,18 @@ public final class Outbox: Sendable {
         var valid = 0
         while let body = try? record(&reader) {
             valid = reader.offset
-            if body.first == 0x01, let message = decode(Array(body.dropFirst())) {
-                kept[message.messageId] = message
-            } else if body.first == 0x02, body.count == 9 {
-                kept[body[1...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }] = nil
-            }
+            apply(body, to: &kept)
         }
         return (kept, valid)
+    }
+
+    /// Replays one record body: a message kept, or one whose outcome is known.
+    private static func apply(_ body: [UInt8], to kept: inout [UInt64: SIMPMessage]) {
+        if body.first == 0x01, let message = decode(Array(body.dropFirst())) {
+            kept[message.messageId] = message
+        } else if body.first == 0x02, body.count == 9 {
+            kept[body[1...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }] = nil
+        }
     }
 
     private static func record(_ reader: inout ByteReader) throws -> [UInt8] {
@@ -158,7 +195,13 @@ public final class Outbox: Sendable {
         return writer.bytes
     }
 
-    private func append(_ body: [UInt8]) throws {
+    /// Appends a record: to the journal's next commit when there is one, else to the log.
+    private func append(_ body: [UInt8], waitsForSync: Bool = true) throws {
+        if let store = journal.withLockedValue({ $0 }) { return store.appendOutboxRecord(body, waitsForCommit: waitsForSync) }
+        try appendToLog(body)
+    }
+
+    private func appendToLog(_ body: [UInt8]) throws {
         try log.withLockedValue { log in
             try open(&log)
             let bytes = Self.framed(body)

@@ -39,6 +39,9 @@ public struct ConnectionLifecycle: Sendable, Equatable {
     /// Set when the user closed the client: nothing is connected again, and the coming
     /// connection loss is the user's own doing.
     public private(set) var closedByUser = false
+    /// Whether the user was warned that the control channel has no TLS (once per client:
+    /// `connecting(host:usesTLS:)`).
+    public internal(set) var warnedWithoutTLS = false
     /// When the login under way times out; nil when none is under way.
     public private(set) var loginDeadline: NIODeadline?
     /// During the first connect: how many relays are left to try (counting the one being

@@ -36,7 +36,8 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         return send.standardError
     }
 
-    /// The outbox directory is replaced by a file after the first message was saved: the next
+    /// The outbox directory is replaced by a file after the first message was saved (and the
+    /// device's end-to-end journal, which takes the outbox's records, by a directory): the next
     /// two cannot be saved. One notice says so; at Ctrl-C both are listed as lost, the first
     /// (in the outbox) is not.
     func testAnOutboxThatCannotBeWrittenIsSaidOnceAndWhatIsLostIsListedAtExit() async throws {
@@ -54,6 +55,10 @@ final class OutboxUnwritableTests: StoryProcessTestCase {
         let outbox = home.appendingPathComponent("outbox").appendingPathComponent(alice).appendingPathComponent("desk.outbox")
         try FileManager.default.moveItem(at: outbox, to: outbox.appendingPathExtension("aside"))
         try Data().write(to: outbox)
+        let journal = home.appendingPathComponent("e2e").appendingPathComponent(alice).appendingPathComponent("desk")
+            .appendingPathComponent("journal")
+        try FileManager.default.moveItem(at: journal, to: journal.appendingPathExtension("aside"))
+        try FileManager.default.createDirectory(at: journal, withIntermediateDirectories: false)
         input.fileHandleForWriting.write(Data("third\nfourth\n".utf8))
         let allSubmitted = await Eventually.holds {
             send.standardOutput.components(separatedBy: "message ").count == 4
