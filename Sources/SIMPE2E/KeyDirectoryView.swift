@@ -71,7 +71,7 @@ public struct KeyDirectoryView: Equatable, Sendable {
     /// device list) at `index` with inclusion `proof` under `head` (signed by `relayKey`), and
     /// `consistency`, the relay's proof from `askedAt` (the size this client said it had when it
     /// asked, `knownTreeSize`) to `head`. On `.proved` the view moves to `head`; on `.stale` or a
-    /// problem it is unchanged (docs/E2E.md §18.5 says which answers are which).
+    /// problem it is unchanged (docs/E2E.md §18.4 says which answers are which).
     public mutating func checkEntry(
         leafData: [UInt8], index: UInt64, proof: [[UInt8]], head encodedHead: [UInt8], relayKey: [UInt8],
         consistency: [[UInt8]], askedAt: UInt64

@@ -83,13 +83,7 @@ final class KeyTransparencyTests: EndToEndRelayTestCase {
         }
         try await Task.sleep(nanoseconds: 500_000_000) // room for a gossip check's fetch, if any went wrong
         let said = await aliceNotices.notices + bobNotices.notices
-        XCTAssertFalse(
-            said.contains {
-                switch $0 {
-                case .keyDirectoryForked, .keyDirectoryRefused: true
-                default: false
-                }
-            }, "\(said)")
+        XCTAssertFalse(said.contains(where: Self.isDirectoryAlarm), "\(said)")
         let heads = try await [aliceClient, bobClient].asyncMap { client in
             try await client.onEngine(now: { $0.endToEnd?.keyDirectory.latest?.size ?? 0 })
         }
@@ -135,16 +129,20 @@ final class KeyTransparencyTests: EndToEndRelayTestCase {
         try await Task.sleep(nanoseconds: 500_000_000) // room for a re-asked fetch or a gossip check
         var said: [EndToEndNotice] = []
         for log in logs { said += await log.notices }
-        XCTAssertFalse(
-            said.contains {
-                switch $0 {
-                case .keyDirectoryForked, .keyDirectoryRefused: true
-                default: false
-                }
-            }, "\(said)")
+        XCTAssertFalse(said.contains(where: Self.isDirectoryAlarm), "\(said)")
         let heads = try await clients.asyncMap { client in try await client.onEngine(now: { $0.endToEnd?.keyDirectory.latest?.size ?? 0 }) }
         XCTAssertTrue(heads.allSatisfy { $0 >= UInt64(users.count) }, "each verified a head holding every list: \(heads)")
         for client in clients { await client.close() }
+    }
+}
+
+extension KeyTransparencyTests {
+    /// Whether `notice` says the relay's key directory was refused or forked.
+    fileprivate static func isDirectoryAlarm(_ notice: EndToEndNotice) -> Bool {
+        switch notice {
+        case .keyDirectoryForked, .keyDirectoryRefused: true
+        default: false
+        }
     }
 }
 
