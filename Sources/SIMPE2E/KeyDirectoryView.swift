@@ -1,5 +1,5 @@
 /// What a client has seen of its relay's key directory log and the checks it runs on what the
-/// relay hands it (docs/E2E.md §18.4–16.5): the largest tree head it verified, under the relay's
+/// relay hands it (docs/E2E.md §18.4–18.5): the largest tree head it verified, under the relay's
 /// tree key. A fetched device list is trusted only when its inclusion proof verifies against a
 /// signed head that extends the last one; a checkpoint gossiped by a peer inside an end-to-end
 /// message must lie on the same log. No I/O: the client stores `encoded` and asks the relay for
@@ -56,25 +56,41 @@ public struct KeyDirectoryView: Equatable, Sendable {
     /// The checkpoint to gossip in end-to-end messages (nil before the first verified head).
     public var checkpoint: DirectoryCheckpoint? { latest?.checkpoint }
 
+    /// What an answer came to when it raised no alarm.
+    public enum Verdict: Equatable, Sendable {
+        /// The answer is proved: its entry may be taken, and the view holds its head (or a
+        /// larger one it already had).
+        case proved
+        /// The answer was made for a view this client has left since it asked (another answer
+        /// moved the view meanwhile): it proves nothing either way. Take nothing from it and ask
+        /// again with the view's current size.
+        case stale
+    }
+
     /// Checks a key fetch answer: `leafData` (the entry the relay hands out, such as a signed
-    /// device list) at `index` with inclusion `proof` under `head` (signed by `relayKey`), and,
-    /// when this client had a smaller head, `consistency` from it to `head`. On success the view
-    /// moves to `head`; on failure it is unchanged.
+    /// device list) at `index` with inclusion `proof` under `head` (signed by `relayKey`), and
+    /// `consistency`, the relay's proof from `askedAt` (the size this client said it had when it
+    /// asked, `knownTreeSize`) to `head`. On `.proved` the view moves to `head`; on `.stale` or a
+    /// problem it is unchanged (docs/E2E.md §18.4 says which answers are which).
     public mutating func checkEntry(
         leafData: [UInt8], index: UInt64, proof: [[UInt8]], head encodedHead: [UInt8], relayKey: [UInt8],
-        consistency: [[UInt8]]
-    ) throws(Problem) {
-        let head = try acceptableHead(encodedHead, relayKey: relayKey, consistency: consistency)
+        consistency: [[UInt8]], askedAt: UInt64
+    ) throws(Problem) -> Verdict {
+        guard let head = try acceptableHead(encodedHead, relayKey: relayKey, consistency: consistency, askedAt: askedAt) else { return .stale }
         guard index < head.size,
             MerkleTree.verifyInclusion(
                 leafHash: MerkleTree.leafHash(leafData), index: Int(index), size: Int(head.size), proof: proof, root: head.root)
         else { throw .badInclusionProof }
         adopt(head, relayKey: relayKey)
+        return .proved
     }
 
-    /// Checks a newer head without an entry (the answer to a consistency request).
-    public mutating func checkHead(_ encodedHead: [UInt8], relayKey: [UInt8], consistency: [[UInt8]]) throws(Problem) {
-        adopt(try acceptableHead(encodedHead, relayKey: relayKey, consistency: consistency), relayKey: relayKey)
+    /// Checks a newer head without an entry (the answer to a consistency request asked at
+    /// `askedAt`), as `checkEntry` does.
+    public mutating func checkHead(_ encodedHead: [UInt8], relayKey: [UInt8], consistency: [[UInt8]], askedAt: UInt64) throws(Problem) -> Verdict {
+        guard let head = try acceptableHead(encodedHead, relayKey: relayKey, consistency: consistency, askedAt: askedAt) else { return .stale }
+        adopt(head, relayKey: relayKey)
+        return .proved
     }
 
     /// Compares a checkpoint a peer gossiped with this client's latest head.
@@ -92,7 +108,14 @@ public struct KeyDirectoryView: Equatable, Sendable {
             oldSize: Int(older.size), oldRoot: older.root, newSize: Int(newer.size), newRoot: newer.root, proof: proof)
     }
 
-    private func acceptableHead(_ encoded: [UInt8], relayKey: [UInt8], consistency: [[UInt8]]) throws(Problem) -> SignedTreeHead {
+    /// The answer's head when it may be adopted, nil when the answer is stale (asked from a
+    /// size the view has left since). Only an answer that contradicts what this client held
+    /// when it asked is an alarm: a head of the view's size is judged by its root alone, a
+    /// smaller one only when it is smaller than `askedAt`, and a larger one's consistency proof
+    /// only when it starts at the view's size.
+    private func acceptableHead(_ encoded: [UInt8], relayKey: [UInt8], consistency: [[UInt8]], askedAt: UInt64) throws(Problem)
+        -> SignedTreeHead?
+    {
         if let pinned = self.relayKey, pinned != relayKey { throw .relayKeyChanged }
         let head: SignedTreeHead
         do { head = try SignedTreeHead(encoded: encoded, verifyingWith: relayKey) } catch {
@@ -100,7 +123,17 @@ public struct KeyDirectoryView: Equatable, Sendable {
         }
         guard head.size <= UInt64(Int.max) else { throw .badTreeHead("size \(head.size)") }
         guard let mine = latest else { return head }
-        if head.size < mine.size { throw .rolledBack(from: mine.size, to: head.size) }
+        if head.size == mine.size {
+            guard head.root == mine.root else { throw .forked(mine.checkpoint, head.checkpoint) }
+            return head
+        }
+        if head.size < mine.size {
+            // Below what this client said it had: the log went back. Between that and the view:
+            // made before a larger head was adopted.
+            guard head.size >= askedAt else { throw .rolledBack(from: mine.size, to: head.size) }
+            return nil
+        }
+        guard askedAt == mine.size else { return nil } // its proof starts at a head this client has left
         guard Self.checkGossipProof(older: mine.checkpoint, newer: head.checkpoint, proof: consistency) else {
             throw .forked(mine.checkpoint, head.checkpoint)
         }

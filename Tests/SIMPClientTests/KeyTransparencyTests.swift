@@ -83,19 +83,66 @@ final class KeyTransparencyTests: EndToEndRelayTestCase {
         }
         try await Task.sleep(nanoseconds: 500_000_000) // room for a gossip check's fetch, if any went wrong
         let said = await aliceNotices.notices + bobNotices.notices
-        XCTAssertFalse(
-            said.contains {
-                switch $0 {
-                case .keyDirectoryForked, .keyDirectoryRefused: true
-                default: false
-                }
-            }, "\(said)")
+        XCTAssertFalse(said.contains(where: Self.isDirectoryAlarm), "\(said)")
         let heads = try await [aliceClient, bobClient].asyncMap { client in
             try await client.onEngine(now: { $0.endToEnd?.keyDirectory.latest?.size ?? 0 })
         }
         XCTAssertTrue(heads.allSatisfy { $0 >= 2 }, "both verified a head of both lists: \(heads)")
         await bobClient.close()
         await second.stopKeepingRedis()
+    }
+
+    /// alice and bob talk, carol and dave arrive, then all four join one room at once, greet one
+    /// another, admit one another and post: alice and bob fetch the newcomers' device lists with
+    /// several answers in flight from the size they knew before the log grew. No answer that
+    /// crossed another is taken for a fork or refused (docs/E2E.md §18.4).
+    func testMembersJoiningOneRoomAtOnceRaiseNoAlarm() async throws {
+        let users = ["alice", "bob", "carol", "dave"].map { TestRelay.uniqueUser($0) }
+        let room = TestRelay.uniqueUser("ops")
+        var clients: [SIMPClient] = []
+        for user in users.prefix(2) { clients.append(try await connect(user, device: "desk")) }
+        let bobInbox = MessageInbox(clients[1])
+        _ = try await clients[0].send(text: "hello bob", to: users[1]) // alice and bob verify a head of 2 entries
+        let arrived = await bobInbox.waitFor(1)
+        XCTAssertTrue(arrived)
+        for user in users.dropFirst(2) { clients.append(try await connect(user, device: "desk")) } // the log grows to 4
+        let logs = clients.map { EndToEndNoticeLog($0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in clients { group.addTask { _ = try await client.joinRoom(room) } }
+            try await group.waitForAll()
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, client) in clients.enumerated() {
+                group.addTask {
+                    await withTaskGroup(of: Void.self) { greetings in // each greets the others at once
+                        for other in users where other != users[index] {
+                            greetings.addTask { _ = try? await client.send(text: "hi \(other)", to: other) }
+                        }
+                    }
+                    await withTaskGroup(of: Void.self) { admits in
+                        for other in users where other != users[index] { admits.addTask { try? await client.admit(other, toRoom: room) } }
+                    }
+                    _ = try? await client.send(text: "hello from \(users[index])", toRoom: room)
+                }
+            }
+        }
+        try await Task.sleep(nanoseconds: 500_000_000) // room for a re-asked fetch or a gossip check
+        var said: [EndToEndNotice] = []
+        for log in logs { said += await log.notices }
+        XCTAssertFalse(said.contains(where: Self.isDirectoryAlarm), "\(said)")
+        let heads = try await clients.asyncMap { client in try await client.onEngine(now: { $0.endToEnd?.keyDirectory.latest?.size ?? 0 }) }
+        XCTAssertTrue(heads.allSatisfy { $0 >= UInt64(users.count) }, "each verified a head holding every list: \(heads)")
+        for client in clients { await client.close() }
+    }
+}
+
+extension KeyTransparencyTests {
+    /// Whether `notice` says the relay's key directory was refused or forked.
+    fileprivate static func isDirectoryAlarm(_ notice: EndToEndNotice) -> Bool {
+        switch notice {
+        case .keyDirectoryForked, .keyDirectoryRefused: true
+        default: false
+        }
     }
 }
 

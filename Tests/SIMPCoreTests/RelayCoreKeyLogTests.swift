@@ -40,10 +40,12 @@ final class RelayCoreKeyLogTests: XCTestCase {
         return answer.directoryProof
     }
 
+    /// Has `view` check `proof`, fetched with the view's size as the known one.
     private func check(_ proof: DirectoryProof, into view: inout KeyDirectoryView) throws(KeyDirectoryView.Problem) {
-        try view.checkEntry(
+        let verdict = try view.checkEntry(
             leafData: bobList, index: proof.logIndex, proof: DirectoryProof.hashes(proof.inclusionProof) ?? [], head: proof.treeHead,
-            relayKey: proof.treeKey, consistency: DirectoryProof.hashes(proof.consistencyProof) ?? [])
+            relayKey: proof.treeKey, consistency: DirectoryProof.hashes(proof.consistencyProof) ?? [], askedAt: view.latest?.size ?? 0)
+        XCTAssertEqual(verdict, .proved)
     }
 
     func testAFetchedListIsProvedInTheSignedLogAndTheLogProvedToGrow() throws {

@@ -2,7 +2,7 @@ import XCTest
 
 @testable import SIMPE2E
 
-/// A client's checks of its relay's key directory (docs/E2E.md §18.4–16.5): an entry is trusted
+/// A client's checks of its relay's key directory (docs/E2E.md §18.4–18.5): an entry is trusted
 /// only with an inclusion proof under a signed head that extends the last one, and a peer's
 /// gossiped checkpoint exposes a relay that shows two users different logs.
 final class KeyDirectoryViewTests: XCTestCase {
@@ -31,13 +31,39 @@ final class KeyDirectoryViewTests: XCTestCase {
         try SignedTreeHead.signed(size: UInt64(log.tree.size), root: log.tree.root, timestampMillis: 1_000, by: key ?? relayKey).encoded
     }
 
-    /// Has `view` check entry `index` of `log`, with a consistency proof from the view's head.
-    private func fetch(_ index: Int, of log: Log, into view: inout KeyDirectoryView, proof: [[UInt8]]? = nil) throws(KeyDirectoryView.Problem) {
-        let known = Int(view.latest?.size ?? 0)
+    /// A key fetch answer for entry `index` of `log`, made for a client that said it knew
+    /// `known` entries (the consistency proof starts there).
+    private struct Answer {
+        var entry: [UInt8]
+        var index: Int
+        var inclusion: [[UInt8]]
+        var head: [UInt8]
+        var consistency: [[UInt8]]
+        var known: UInt64
+    }
+
+    private func answer(_ index: Int, of log: Log, known: Int) throws -> Answer {
+        Answer(
+            entry: log.entries[index], index: index, inclusion: log.tree.inclusionProof(index: index, size: log.tree.size)!, head: try head(log),
+            consistency: log.tree.consistencyProof(oldSize: min(known, log.tree.size), newSize: log.tree.size) ?? [], known: UInt64(known))
+    }
+
+    /// Has `view` check `answer`, asked when the view said it knew `answer.known` entries.
+    @discardableResult
+    private func take(_ answer: Answer, into view: inout KeyDirectoryView) throws(KeyDirectoryView.Problem) -> KeyDirectoryView.Verdict {
         try view.checkEntry(
-            leafData: log.entries[index], index: UInt64(index), proof: proof ?? log.tree.inclusionProof(index: index, size: log.tree.size)!,
-            head: try! head(log), relayKey: relayKey.publicKey,
-            consistency: log.tree.consistencyProof(oldSize: min(known, log.tree.size), newSize: log.tree.size) ?? [])
+            leafData: answer.entry, index: UInt64(answer.index), proof: answer.inclusion, head: answer.head, relayKey: relayKey.publicKey,
+            consistency: answer.consistency, askedAt: answer.known)
+    }
+
+    /// Has `view` check entry `index` of `log`, with a consistency proof from the view's head.
+    @discardableResult
+    private func fetch(_ index: Int, of log: Log, into view: inout KeyDirectoryView, proof: [[UInt8]]? = nil) throws(KeyDirectoryView.Problem)
+        -> KeyDirectoryView.Verdict
+    {
+        var answer = try! answer(index, of: log, known: Int(view.latest?.size ?? 0))
+        if let proof { answer.inclusion = proof }
+        return try take(answer, into: &view)
     }
 
     func testAnEntryInTheSignedLogIsTrustedAndTheViewFollowsTheGrowingLog() throws {
@@ -68,7 +94,7 @@ final class KeyDirectoryViewTests: XCTestCase {
         XCTAssertThrowsError(
             try view.checkEntry(
                 leafData: relay.entries[0], index: 0, proof: relay.tree.inclusionProof(index: 0, size: 6)!, head: try head(relay, key: otherKey),
-                relayKey: otherKey.publicKey, consistency: [])
+                relayKey: otherKey.publicKey, consistency: [], askedAt: 6)
         ) { XCTAssertEqual($0 as? KeyDirectoryView.Problem, .relayKeyChanged) }
         XCTAssertThrowsError(try fetch(0, of: log(4), into: &view)) {
             XCTAssertEqual($0 as? KeyDirectoryView.Problem, .rolledBack(from: 6, to: 4))
@@ -76,7 +102,7 @@ final class KeyDirectoryViewTests: XCTestCase {
         var forgedHead = try head(relay)
         forgedHead[20] ^= 1
         XCTAssertThrowsError(
-            try view.checkHead(forgedHead, relayKey: relayKey.publicKey, consistency: [])
+            try view.checkHead(forgedHead, relayKey: relayKey.publicKey, consistency: [], askedAt: 6)
         ) { XCTAssertEqual($0 as? KeyDirectoryView.Problem, .badTreeHead("authentication failed (wrong key or altered message)")) }
         XCTAssertEqual(view, before)
     }

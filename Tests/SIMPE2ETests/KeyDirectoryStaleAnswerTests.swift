@@ -1,0 +1,99 @@
+import XCTest
+
+@testable import SIMPE2E
+
+/// Answers that cross in flight (docs/E2E.md §18.4): a client asks the relay twice from one
+/// known size and the first answer moves its view before the second arrives. Such a stale
+/// answer is neither taken nor an alarm (the client asks again), while a relay that really
+/// forks or rolls back its log is still caught, whatever size the client asked from.
+final class KeyDirectoryStaleAnswerTests: XCTestCase {
+    private let relayKey: TreeHeadSigningKey = {
+        var random = SeededRandom(seed: 53)
+        return TreeHeadSigningKey(using: &random)
+    }()
+
+    private func log(_ texts: [String]) -> (tree: MerkleTree, entries: [[UInt8]]) {
+        var tree = MerkleTree()
+        for text in texts { tree.append(leafData: Array(text.utf8)) }
+        return (tree, texts.map { Array($0.utf8) })
+    }
+
+    private func lists(_ count: Int) -> [String] { (0..<count).map { "list \($0)" } }
+
+    /// The relay's answer for the last entry of `texts`, made for a client that said it knew
+    /// `known` entries, checked by `view` as asked at `askedAt` (`known` unless said).
+    @discardableResult
+    private func answer(_ texts: [String], known: Int, into view: inout KeyDirectoryView, askedAt: Int? = nil) throws(KeyDirectoryView.Problem)
+        -> KeyDirectoryView.Verdict
+    {
+        let (tree, entries) = log(texts)
+        let index = entries.count - 1
+        let head = try! SignedTreeHead.signed(size: UInt64(tree.size), root: tree.root, timestampMillis: 1_000, by: relayKey)
+        return try view.checkEntry(
+            leafData: entries[index], index: UInt64(index), proof: tree.inclusionProof(index: index, size: tree.size)!, head: head.encoded,
+            relayKey: relayKey.publicKey, consistency: tree.consistencyProof(oldSize: known, newSize: tree.size) ?? [],
+            askedAt: UInt64(askedAt ?? known))
+    }
+
+    /// A view that verified the first `size` entries of the honest log.
+    private func view(at size: Int) throws -> KeyDirectoryView {
+        var view = KeyDirectoryView()
+        try answer(lists(size), known: 0, into: &view)
+        XCTAssertEqual(view.latest?.size, UInt64(size))
+        return view
+    }
+
+    func testTwoAnswersAskedFromOneKnownSizeRaiseNoAlarm() throws {
+        var view = try view(at: 2)
+        XCTAssertEqual(try answer(lists(3), known: 2, into: &view), .proved)
+        XCTAssertEqual(try answer(lists(3), known: 2, into: &view), .proved, "the same head again, its proof from 2 notwithstanding")
+        XCTAssertEqual(view.latest?.size, 3)
+    }
+
+    func testABiggerHeadProvedFromASizeTheViewLeftIsStaleAndProvedWhenAskedAgain() throws {
+        var view = try view(at: 2)
+        XCTAssertEqual(try answer(lists(3), known: 2, into: &view), .proved)
+        let before = view
+        XCTAssertEqual(try answer(lists(4), known: 2, into: &view), .stale)
+        XCTAssertEqual(view, before, "nothing taken from a stale answer")
+        XCTAssertEqual(try answer(lists(4), known: 3, into: &view), .proved, "asked again from the view's size")
+        XCTAssertEqual(view.latest?.size, 4)
+    }
+
+    func testASmallerHeadThanOneAdoptedSinceTheRequestIsStale() throws {
+        var view = try view(at: 2)
+        XCTAssertEqual(try answer(lists(4), known: 2, into: &view), .proved)
+        XCTAssertEqual(try answer(lists(3), known: 2, into: &view), .stale, "made before the head of 4 was adopted")
+        XCTAssertEqual(view.latest?.size, 4)
+    }
+
+    func testAnotherRootAtTheViewsSizeIsAForkWhateverSizeItWasAskedFrom() throws {
+        let forked = ["list 0", "list 1", "a list the operator wrote"]
+        for known in [2, 3] {
+            var view = try view(at: 3)
+            XCTAssertThrowsError(try answer(forked, known: known, into: &view)) {
+                guard case .forked = $0 as? KeyDirectoryView.Problem else { return XCTFail("\($0)") }
+            }
+        }
+    }
+
+    func testABiggerForkedHeadWithAProofFromTheViewsSizeIsAFork() throws {
+        var view = try view(at: 3)
+        let forked = ["list 0", "list 1", "a list the operator wrote", "list 3", "list 4"]
+        XCTAssertThrowsError(try answer(forked, known: 3, into: &view)) {
+            guard case .forked = $0 as? KeyDirectoryView.Problem else { return XCTFail("\($0)") }
+        }
+        XCTAssertEqual(view.latest?.size, 3)
+    }
+
+    func testASmallerHeadAskedFromTheViewsSizeIsARollback() throws {
+        var view = try view(at: 4)
+        XCTAssertThrowsError(try answer(lists(3), known: 3, into: &view, askedAt: 4)) {
+            XCTAssertEqual($0 as? KeyDirectoryView.Problem, .rolledBack(from: 4, to: 3))
+        }
+        // Smaller than the size asked from, though the view moved since: still a rollback.
+        XCTAssertThrowsError(try answer(lists(2), known: 2, into: &view, askedAt: 3)) {
+            XCTAssertEqual($0 as? KeyDirectoryView.Problem, .rolledBack(from: 4, to: 2))
+        }
+    }
+}
