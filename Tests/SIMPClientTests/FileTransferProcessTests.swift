@@ -49,6 +49,7 @@ final class FileTransferProcessTests: StoryProcessTestCase {
     /// not the send outcome's Swift form.
     func testAFileToAnUnknownUserFailsWithTheReasonInWords() async throws {
         let alice = TestRelay.uniqueUser("alice"), nobody = TestRelay.uniqueUser("nobody")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         _ = try randomFile(megabytes: 1, seed: 42, into: "lost.bin")
         let send = try await sendFile("lost.bin", from: alice, to: nobody)
         let status = await send.exitStatus(timeout: 120)
