@@ -45,6 +45,21 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         for (listen, downloads) in listens { try await assertSaved("room.bin", contents, by: [listen], into: downloads) }
     }
 
+    /// Where the network blocks UDP on both sides (the LD_PRELOAD shim), the chunks and their
+    /// acknowledgements go over the control connections (PROTOCOL §5.5) and the file arrives whole.
+    func testAFileArrivesWholeWhenBothSidesUDPIsBlocked() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let blocked = try await UDPBlockShim.environment()
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let listen = try await listenForFiles(bob, into: downloads, adding: blocked)
+        let contents = try randomFile(megabytes: 2, seed: 43, into: "no-udp.bin")
+        let send = try await sendFile("no-udp.bin", from: alice, to: bob, adding: blocked)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        try await assertSaved("no-udp.bin", contents, by: [listen], into: downloads)
+        assertSentAtMostTheBound(for: contents.count, by: [send])
+    }
+
     /// A file to a user the relay does not know fails at once with the relay's reason in words,
     /// not the send outcome's Swift form.
     func testAFileToAnUnknownUserFailsWithTheReasonInWords() async throws {
@@ -136,12 +151,14 @@ final class FileTransferProcessTests: StoryProcessTestCase {
 
     /// `simp listen` of `user`'s device "phone" on `server` (default: the test's relay), saving
     /// files into `downloads`, once it listens.
-    private func listenForFiles(_ user: String, into downloads: URL, server: String? = nil, extra: [String] = []) async throws -> ChildProcess {
+    private func listenForFiles(
+        _ user: String, into downloads: URL, server: String? = nil, extra: [String] = [], adding: [String: String] = [:]
+    ) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
             ["listen", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", user, "--device", "phone", "--downloads", downloads.path]
                 + extra,
-            environment: try await environment(user))
+            environment: try await environment(user).merging(adding) { $1 })
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
         XCTAssertTrue(listening, listen.standardError)
@@ -158,14 +175,16 @@ final class FileTransferProcessTests: StoryProcessTestCase {
 
     /// `simp send --file` of `name` (under the test's home) from `sender` to `receiver` through
     /// `server` (default: the test's relay).
-    private func sendFile(_ name: String, from sender: String, to receiver: String, server: String? = nil) async throws -> ChildProcess {
+    private func sendFile(
+        _ name: String, from sender: String, to receiver: String, server: String? = nil, adding: [String: String] = [:]
+    ) async throws -> ChildProcess {
         let send = try ChildProcess(
             "simp",
             [
                 "send", "--server", server ?? "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file",
                 home.appendingPathComponent(name).path,
             ],
-            environment: try await environment(sender))
+            environment: try await environment(sender).merging(adding) { $1 })
         children.append(send)
         return send
     }
