@@ -43,19 +43,19 @@ extension Listen {
             saved: { file in
                 let line: String
                 if json {
-                    let object: [String: Any] = [
+                    var object: [String: Any] = [
                         "from": file.from,
                         "file": [
                             "name": file.name, "size": file.size, "sha256": file.sha256, "path": file.path, "receivedBefore": file.receivedBefore,
                         ],
                     ]
+                    if !file.room.isEmpty { object["room"] = file.room } // sent to that room, both members
                     let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
                     line = String(decoding: data, as: UTF8.self)
-                } else if file.receivedBefore {
-                    line =
-                        "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(file.from) sent again: already saved at \(file.path)"
                 } else {
-                    line = "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(file.from) saved to \(file.path)"
+                    let from = file.room.isEmpty ? file.from : "\(file.from) in #\(file.room)"
+                    let outcome = file.receivedBefore ? "sent again: already saved at" : "saved to"
+                    line = "file: \(file.name) (\(file.size) bytes, sha256 \(file.sha256)) from \(from) \(outcome) \(file.path)"
                 }
                 FileHandle.standardOutput.write(Data((line + "\n").utf8))
             },

@@ -268,7 +268,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[75] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[76] =
 {
   {
     "version",
@@ -1170,6 +1170,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[75] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fileRoom",
+    193,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, fileroom),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -1198,6 +1210,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   52,   /* field[52] = fileId */
   59,   /* field[59] = fileKey */
   55,   /* field[55] = fileRanges */
+  75,   /* field[75] = fileRoom */
   56,   /* field[56] = fileSeq */
   60,   /* field[60] = fileSize */
   17,   /* field[17] = floor */
@@ -1248,7 +1261,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[11 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[12 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1261,7 +1274,8 @@ static const ProtobufCIntRange simp__message__number_ranges[11 + 1] =
   { 150, 64 },
   { 160, 73 },
   { 180, 74 },
-  { 0, 75 }
+  { 193, 75 },
+  { 0, 76 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1271,10 +1285,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  75,
+  76,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  11,  simp__message__number_ranges,
+  12,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

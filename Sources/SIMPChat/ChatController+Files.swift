@@ -21,7 +21,8 @@ extension ChatController {
                 client: client, directory: directory,
                 saved: { saved in
                     let file = ChatFile(
-                        path: saved.path, name: saved.name, size: saved.size, image: ImageDimensions(path: saved.path), sha256: saved.sha256)
+                        path: saved.path, name: saved.name, size: saved.size, image: ImageDimensions(path: saved.path), sha256: saved.sha256,
+                        room: saved.room.isEmpty ? nil : saved.room)
                     post.yield(.fileSaved(from: saved.from, file, receivedBefore: saved.receivedBefore))
                 },
                 failed: { post.yield(.fileNotReceived($0)) })

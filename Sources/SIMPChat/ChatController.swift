@@ -281,9 +281,15 @@ public final class ChatController: @unchecked Sendable {
         }
         Task { [client, downloads] in
             for await message in client.messages {
-                post.yield(.incoming(message))
-                // A file's announcement (end to end only: its key travels in it) starts its download.
-                if message.fileId != 0, message.isEndToEnd, let downloads { Task { await downloads.offered(message) } }
+                // A file's announcement (end to end only: its key travels in it) starts its
+                // download; the room it names is kept only if the relay lists both as members.
+                guard message.fileId != 0, message.isEndToEnd else {
+                    post.yield(.incoming(message))
+                    continue
+                }
+                let checked = await client.checkingFileRoom(message)
+                post.yield(.incoming(checked))
+                if let downloads { Task { await downloads.offered(checked, roomChecked: true) } }
             }
         }
         Task { [client] in

@@ -59,7 +59,8 @@ extension ChatSession {
     ) -> StyledText {
         let time = StyledText(clock.format(entry.time) + " ", .dim)
         guard entry.from == user else {
-            let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.from
+            // A room post, a file sent in a room (`#team alice`), or a direct message.
+            let from = entry.author.map { "\(entry.from) \($0)" } ?? entry.file?.room.map { "#\($0) \(entry.from)" } ?? entry.from
             let unencrypted = StyledText(entry.unencrypted == true ? " (not encrypted)" : "", .warning)
             let keyChanged = StyledText(entry.keyChanged == true ? " (key changed, not verified)" : "", .warning)
             let said: StyledText

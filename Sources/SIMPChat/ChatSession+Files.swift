@@ -10,8 +10,11 @@ public struct ChatFile: Equatable, Sendable {
     public var image: ImageDimensions?
     /// A file received: its SHA-256 (hex), as announced and checked.
     public var sha256: String?
+    /// A file received in a room both are members of: the room (no `#`).
+    public var room: String?
 
-    public init(path: String, name: String, size: UInt64, image: ImageDimensions? = nil, sha256: String? = nil) {
+    public init(path: String, name: String, size: UInt64, image: ImageDimensions? = nil, sha256: String? = nil, room: String? = nil) {
+        self.room = room
         self.path = path
         self.name = name
         self.size = size
@@ -28,7 +31,7 @@ extension HistoryFile {
     init(_ file: ChatFile) {
         self.init(
             name: file.name, size: file.size, width: file.image?.width, height: file.image?.height, path: file.path,
-            sha256: file.sha256)
+            sha256: file.sha256, room: file.room)
     }
 
     /// `[file] report.pdf (1.2 MB)`, `[image] cat.png 640×480 (52.1 kB)`.
@@ -81,15 +84,27 @@ extension ChatSession {
     /// A file's announcement arrived from `message.fromUser`: its chunks follow. As a direct
     /// message does, it makes its sender the one replies go to when the chat has no one to talk
     /// to, and from someone other than the current peer it is counted in the prompt and rings.
+    /// Sent to a room (`fileRoom`, already checked: both are members) it is a room line, as a
+    /// post is: `#team alice is sending …`, counted for `#team`, no bell, nobody adopted; the
+    /// history entry, recorded before the check without the room, is told the room.
     mutating func fileAnnounced(_ message: SIMPMessage) -> [ChatEffect] {
-        history.append(HistoryEntry(received: message))
+        var entry = HistoryEntry(received: message)
+        let room = message.fileRoom.isEmpty ? nil : message.fileRoom
+        entry.file?.room = room
+        history.append(entry)
         learnNames(message.fromUser)
         typingSince[message.fromUser] = nil
         showNewMarker()
+        let size = ByteCount.text(message.fileSize)
+        if let room, let file = entry.file {
+            countUnread(from: "#" + room, ringing: false)
+            notice("#\(room) \(message.fromUser) is sending \(message.content) (\(size))", .dim)
+            return [.recordFile(messageId: entry.id, from: entry.from, file)]
+        }
         let adopted = peer == nil
         if adopted { peer = message.fromUser }
         countUnread(from: message.fromUser, ringing: true)
-        notice("\(message.fromUser) is sending \(message.content) (\(ByteCount.text(message.fileSize)))", .dim)
+        notice("\(message.fromUser) is sending \(message.content) (\(size))", .dim)
         return adopted ? repliesGo(to: message.fromUser) : []
     }
 

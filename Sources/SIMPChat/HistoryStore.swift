@@ -57,8 +57,14 @@ public struct HistoryFile: Codable, Equatable, Sendable {
     public var path: String?
     /// Received: the SHA-256 (hex) its sender announced, which tells the saved file's entry.
     public var sha256: String?
+    /// Received: the room it was sent to (no `#`), when this user and the sender are members
+    /// of it (docs/E2E.md §17); shown as `#room alice: [file] …`. Nil: a direct file.
+    public var room: String?
 
-    public init(name: String, size: UInt64, width: Int? = nil, height: Int? = nil, path: String? = nil, sha256: String? = nil) {
+    public init(
+        name: String, size: UInt64, width: Int? = nil, height: Int? = nil, path: String? = nil, sha256: String? = nil, room: String? = nil
+    ) {
+        self.room = room
         self.name = name
         self.size = size
         self.width = width

@@ -24,6 +24,9 @@ public actor FileDownloads {
         public var sha256: String
         public var path: String
         public var from: String
+        /// The room it was sent to (no `#`), checked: the relay lists this user and the sender
+        /// as its members (docs/E2E.md §17); empty: a direct file.
+        public var room = ""
         /// Whether the file was here already (announced again by its sender, not received again).
         public var receivedBefore = false
     }
@@ -57,6 +60,8 @@ public actor FileDownloads {
     private var transfers: [UInt64: Transfer] = [:]
     /// Files completed in this run: a chunk of one arriving again is answered `fileDone` again.
     private var completed: [UInt64: FileReceiver] = [:]
+    /// The checked room of each file announced in a room during this run, by file id.
+    private var rooms: [UInt64: String] = [:]
     private let maxSize: UInt64
     /// Sends the acknowledgements a receiver delays (`FileReceiver.nextDeadline`): armed for the
     /// earliest one, none while no acknowledgement waits, so an idle listener never wakes.
@@ -98,10 +103,13 @@ public actor FileDownloads {
     }
 
     /// A delivered message: if it announces a file, the transfer starts (its first FILE_ACK
-    /// tells the sender where to begin). Returns whether it was an announcement.
+    /// tells the sender where to begin). Returns whether it was an announcement. The room it
+    /// names is checked first (`SIMPClient.checkingFileRoom`) unless `roomChecked`.
     @discardableResult
-    public func offered(_ message: SIMPMessage) async -> Bool {
+    public func offered(_ message: SIMPMessage, roomChecked: Bool = false) async -> Bool {
         guard message.fileId != 0 else { return false }
+        let message = roomChecked ? message : await client.checkingFileRoom(message)
+        if !message.fileRoom.isEmpty { rooms[message.fileId] = message.fileRoom }
         guard let offer = FileReceiver.Offer(message) else {
             failed("a file from \(message.fromUser) was announced without a valid key, digest or chunk size: ignored")
             return true
@@ -123,7 +131,7 @@ public actor FileDownloads {
             saved(
                 Saved(
                     name: URL(fileURLWithPath: earlier.path).lastPathComponent, size: offer.size, sha256: Self.hex(offer.digest),
-                    path: earlier.path, from: offer.sender, receivedBefore: true))
+                    path: earlier.path, from: offer.sender, room: rooms[offer.fileId] ?? "", receivedBefore: true))
             return true
         }
         let receiver = FileReceiver(offer: offer, device: device, instance: UInt64.random(in: 1...UInt64.max))
@@ -276,7 +284,7 @@ public actor FileDownloads {
             saved(
                 Saved(
                     name: destination.lastPathComponent, size: offer.size, sha256: Self.hex(digest),
-                    path: destination.path, from: offer.sender))
+                    path: destination.path, from: offer.sender, room: rooms[offer.fileId] ?? ""))
         } catch {
             failed("cannot save \(offer.name) into \(directory.path): \(error.localizedDescription)")
         }

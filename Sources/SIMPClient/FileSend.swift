@@ -92,6 +92,8 @@ public actor FileSend {
 
     private let client: SIMPClient
     private let peer: String
+    /// The room the file was sent to (`RoomFileSend`), said inside the announcement; empty: to `peer` alone.
+    private let room: String
     private let name: String
     private let file: FileHandle
     private let size: UInt64
@@ -125,9 +127,10 @@ public actor FileSend {
     private var wakeUp: CheckedContinuation<Void, Never>?
 
     /// A transfer of the file at `path` to `peer` through `client` (connected); the record of a
-    /// transfer under way lives under `home`.
+    /// transfer under way lives under `home`. With `room` (its name, no `#`), the announcement
+    /// says, end to end, that the file was sent to that room (docs/E2E.md §17).
     /// The file is opened and its SHA-256 computed here (reading it once, a window at a time).
-    public init(client: SIMPClient, path: String, to peer: String, home: URL = SIMPHome.directory()) throws {
+    public init(client: SIMPClient, path: String, to peer: String, room: String = "", home: URL = SIMPHome.directory()) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw Failure.unreadable("\(path) does not exist") }
         guard !isDirectory.boolValue else { throw Failure.unreadable("\(path) is a directory") }
@@ -145,6 +148,7 @@ public actor FileSend {
         }
         self.client = client
         self.peer = peer
+        self.room = room
         self.name = URL(fileURLWithPath: path).lastPathComponent
         self.file = file
         self.size = size
@@ -318,6 +322,7 @@ public actor FileSend {
         message.fileSize = size
         message.fileChunkSize = UInt32(Self.chunkSize)
         message.fileDigest = digest
+        message.fileRoom = room
         return message
     }
 

@@ -5,8 +5,10 @@ import SIMPCore
 
 /// Sends one file to a room (docs/PROTOCOL.md §5.6, "Files in rooms"): to each member this
 /// device would seal a room post for (those admitted, `RoomAdmission`; not this user), one
-/// `FileSend` each, all at once. Each member's devices get the file as a direct file: its own
-/// announcement, key and chunk stream; the relay fans nothing out. A member who is offline or
+/// `FileSend` each, all at once. Each member's devices get the file over its own
+/// announcement, key and chunk stream; the relay fans nothing out. The announcement names the
+/// room inside its end-to-end plaintext (`fileRoom`), so members show it as a room file and the
+/// relay does not learn the room (docs/E2E.md §17). A member who is offline or
 /// refuses is reported and does not stop the others.
 public struct RoomFileSend: Sendable {
     /// How far the whole send is: the members' progress summed, and who has the whole file.
@@ -37,7 +39,7 @@ public struct RoomFileSend: Sendable {
         let router = self.router ?? FileDatagramRouter(client: client)
         defer { if self.router == nil { router.stop() } }
         let state = NIOLockedValueBox<(each: [String: FileSend.Progress], done: Int)>(([:], 0))
-        let path = self.path, client = self.client
+        let path = self.path, client = self.client, room = self.room
         @Sendable func report() {
             let (each, done) = state.withLockedValue { ($0.each, $0.done) }
             var total = FileSend.Progress(bytesAcknowledged: 0, size: 0, bytesSent: 0, elapsed: .zero)
@@ -54,7 +56,7 @@ public struct RoomFileSend: Sendable {
             for member in members {
                 group.addTask {
                     do {
-                        let transfer = try FileSend(client: client, path: path, to: member)
+                        let transfer = try FileSend(client: client, path: path, to: member, room: room)
                         try await transfer.run(datagrams: router.acknowledgements()) { one in
                             state.withLockedValue { $0.each[member] = one }
                             report()
@@ -77,6 +79,15 @@ public struct RoomFileSend: Sendable {
 }
 
 extension SIMPClient {
+    /// `message` (a file's announcement) with its room kept only when the relay lists both this
+    /// user and its sender as members of that room; otherwise (a forged or stale room name, or
+    /// the relay cannot be asked) the room is dropped and the file shows as a direct file.
+    public func checkingFileRoom(_ message: SIMPMessage) async -> SIMPMessage {
+        guard !message.fileRoom.isEmpty else { return message }
+        let members = try? await roomMembers(message.fileRoom)
+        return message.withFileRoomChecked(members: members, user: configuration.user)
+    }
+
     /// The members of `room` a file sent there goes to: those this device seals room posts
     /// for (admitted by a member; all of them the first time this device uses the room), not
     /// this user. Throws without end to end (a file's key travels end to end only).

@@ -3,7 +3,7 @@ import NIOCore
 /// What of a content message travels end to end (docs/E2E.md §13): everything a person wrote
 /// or linked. The plaintext is the protobuf encoding of a `Message` holding only `content`,
 /// `imageURL` and `imageScale`, so a field added later travels the same way: a file's
-/// announcement adds its id, key, size, chunk size and digest (docs/E2E.md §17).
+/// announcement adds its id, key, size, chunk size and digest, and the room it was sent to (docs/E2E.md §17).
 extension SIMPMessage {
     /// The plaintext to encrypt: this message's content fields alone.
     public var endToEndPlaintext: [UInt8] {
@@ -16,6 +16,7 @@ extension SIMPMessage {
         inner.fileSize = fileSize
         inner.fileChunkSize = fileChunkSize
         inner.fileDigest = fileDigest
+        inner.fileRoom = fileRoom
         inner.directoryProof.directoryCheckpoint = directoryProof.directoryCheckpoint
         return Array(MessageCodec.encode(inner).readableBytesView)
     }
@@ -31,6 +32,7 @@ extension SIMPMessage {
         sealed.fileSize = 0
         sealed.fileChunkSize = 0
         sealed.fileDigest = []
+        sealed.fileRoom = ""
         sealed.directoryProof.directoryCheckpoint = []
         sealed.e2ePayload = envelope
         return sealed
@@ -49,6 +51,7 @@ extension SIMPMessage {
         opened.fileSize = inner.fileSize
         opened.fileChunkSize = inner.fileChunkSize
         opened.fileDigest = inner.fileDigest
+        opened.fileRoom = inner.fileRoom
         opened.directoryProof.directoryCheckpoint = inner.directoryProof.directoryCheckpoint
         return opened
     }

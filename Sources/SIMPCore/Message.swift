@@ -255,6 +255,10 @@ public struct SIMPMessage: Equatable, Sendable {
     public var fileSize: UInt64 = 0
     /// A file's announcement: SHA-256 of the file's plaintext.
     public var fileDigest: [UInt8] = []
+    /// A file's announcement (end to end only): the room the file was sent to, without `#`
+    /// (empty: sent to this user alone). The receiver shows it as a room file only if it and
+    /// the sender are members of that room (docs/E2E.md §17).
+    public var fileRoom: String = ""
     /// FILE_ACK: the relay's acknowledgement, for the chunks it holds for an offline receiver
     /// (with `fileDone`: the whole file; docs/PROTOCOL.md §5.7).
     public var fileHeld: Bool = false

@@ -135,7 +135,8 @@ public enum MessageCodec {
         let fileNumbers =
             c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
             | UInt64(UInt32(bitPattern: c.fileheld))
-        if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 {
+        let hasFileRoom = c.fileroom.map { $0.pointee != 0 } ?? false // protobuf-c's empty string is a pointer to a NUL
+        if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 || hasFileRoom {
             decodeFileFields(of: c, into: &message)
         }
         message.receiptIds = try receiptIds(deltas: UnsafeBufferPointer(start: c.receiptids, count: c.n_receiptids))
@@ -154,6 +155,7 @@ public enum MessageCodec {
         message.fileKey = byteArray(c.filekey)
         message.fileSize = c.filesize
         message.fileDigest = byteArray(c.filedigest)
+        message.fileRoom = string(c.fileroom)
         message.fileHeld = c.fileheld != 0
     }
 
@@ -292,6 +294,7 @@ public enum MessageCodec {
         scratch.bytes(message.chunk, into: &c.chunk)
         scratch.bytes(message.fileKey, into: &c.filekey)
         scratch.bytes(message.fileDigest, into: &c.filedigest)
+        scratch.string(message.fileRoom, into: &c.fileroom)
         if !message.fileRanges.isEmpty {
             c.fileranges = scratch.words(message.fileRanges.count) { message.fileRanges[$0] }
             c.n_fileranges = message.fileRanges.count
@@ -304,7 +307,7 @@ extension SIMPMessage {
     var hasFileFields: Bool {
         // Bitwise or, not `||`: its autoclosures would each copy the whole message in debug builds.
         let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0) | (fileHeld ? 1 : 0)
-        let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count
+        let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count | fileRoom.utf8.count
         return numbers | UInt64(counts) != 0
     }
 }
@@ -336,7 +339,7 @@ private struct CMessageScratch {
         for member in message.members { bytes += member.utf8.count + 1 }
         bytes += message.nonce.count + message.salt.count + message.proof.count + message.sessionSecret.count
         bytes += message.datagram.count + message.e2ePayload.count + message.chunk.count + message.fileKey.count
-        bytes += message.fileDigest.count + message.deviceList.count
+        bytes += message.fileDigest.count + message.deviceList.count + message.fileRoom.utf8.count
         bytes += message.directoryProof.byteCount
         for element in message.keyBundles { bytes += element.count }
         for element in message.oneTimePrekeys { bytes += element.count }

@@ -153,8 +153,9 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
         }
     }
 
-    /// `/file` in a room: each member's chat saves the file (one transfer per member), and the
-    /// sender's mark counts the members who have it whole.
+    /// `/file` in a room: each member's chat saves the file (one transfer per member) and shows
+    /// it as a room line (`#room alice: [file] …`, the room said inside the end-to-end
+    /// announcement), also in its history; the sender's mark counts the members who have it whole.
     func testAFileInARoomReachesEveryMemberAndTheMarkCountsThem() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
         let room = "files\(UInt32.random(in: 0...UInt32.max))"
@@ -176,7 +177,9 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
 
         aliceTerminal.type("/file \(payload.path)\r")
         for (user, terminal) in [(bob, bobTerminal), (carol, carolTerminal)] {
-            await assertScreen(terminal, shows: "\(alice): [file] notes.bin (300.0 kB) saved to \(downloads(of: user).path)/notes.bin")
+            await assertScreen(terminal, shows: "#\(room) \(alice) is sending notes.bin (300.0 kB)")
+            await assertScreen(
+                terminal, shows: "#\(room) \(alice): [file] notes.bin (300.0 kB) saved to \(downloads(of: user).path)/notes.bin")
             let saved = try Data(contentsOf: downloads(of: user).appendingPathComponent("notes.bin"))
             XCTAssertEqual(FileDigest.of(Array(saved)), FileDigest.of(contents), user)
         }
@@ -186,6 +189,13 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
             terminal.type("/quit\r")
             let status = await terminal.child.exitStatus()
             XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
+        // The history keeps the room: the chat opened again shows the same room line.
+        let history = home.appendingPathComponent("history")
+        for user in [bob, carol] {
+            let files = try HistoryStore(directory: history, user: user).load().compactMap(\.file)
+            XCTAssertEqual(files.map(\.room), [room], user)
+            XCTAssertEqual(files.map(\.path), ["\(downloads(of: user).path)/notes.bin"], user)
         }
     }
 }

@@ -21,7 +21,8 @@ final class FileTransferProcessTests: StoryProcessTestCase {
     }
 
     /// `simp send --room --file`: one transfer per member who reads the room, each member's
-    /// `simp listen` saves the file whole, and the sender says how many have it.
+    /// `simp listen` saves the file whole and says it was sent in the room, and the sender
+    /// says how many have it.
     func testAFileSentToARoomReachesEachMember() async throws {
         let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
         let room = "files\(UInt32.random(in: 0...UInt32.max))"
@@ -42,7 +43,67 @@ final class FileTransferProcessTests: StoryProcessTestCase {
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(send.standardOutput.hasPrefix("file room.bin delivered to 2 of 2 members of #\(room) in "), send.standardOutput)
-        for (listen, downloads) in listens { try await assertSaved("room.bin", contents, by: [listen], into: downloads) }
+        for (listen, downloads) in listens {
+            try await assertSaved("room.bin", contents, by: [listen], into: downloads)
+            XCTAssertTrue(listen.standardOutput.contains("from \(alice) in #\(room) saved to \(downloads.path)/room.bin"), listen.standardOutput)
+        }
+    }
+
+    /// A file's announcement names its room inside the end-to-end payload; `simp listen --json`
+    /// says `room` only when the relay lists both the receiver and the sender as members. A room
+    /// the receiver is not in, or one its sender is not in (a forged name), shows as a direct file.
+    func testAFileShowsItsRoomOnlyWhenBothAreMembers() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let tag = UInt32.random(in: 0...UInt32.max)
+        let shared = "shared\(tag)", alicesOnly = "alices\(tag)", bobsOnly = "bobs\(tag)"
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let listen = try ChildProcess(
+            "simp",
+            [
+                "listen", "--server", "127.0.0.1:\(relay.port)", "--user", bob, "--device", "phone", "--downloads", downloads.path,
+                "--json", "--room", shared, "--room", bobsOnly,
+            ],
+            environment: try await environment(bob))
+        children.append(listen)
+        let client = try await relay.connectClient(user: alice) {
+            $0.device = "laptop"; $0.endToEnd = EndToEndSettings(home: self.home)
+        }
+        _ = try await client.joinRoom(shared)
+        _ = try await client.joinRoom(alicesOnly)
+        let joined = await Eventually.holds(within: .seconds(30)) {
+            if (try? await client.roomMembers(shared))?.contains(bob) == true { return true }
+            try? await Task.sleep(nanoseconds: 200_000_000) // not too many requests while bob's listen starts
+            return false
+        }
+        XCTAssertTrue(joined, listen.standardError)
+        let router = FileDatagramRouter(client: client)
+        for (index, room) in [shared, alicesOnly, bobsOnly].enumerated() {
+            _ = try randomFile(megabytes: 1, seed: 50 + UInt64(index), into: "\(room).bin")
+            let transfer = try FileSend(client: client, path: home.appendingPathComponent("\(room).bin").path, to: bob, room: room, home: home)
+            try await transfer.run(datagrams: router.acknowledgements()) { _ in }
+        }
+        router.stop()
+        await client.close()
+        let saved = await Eventually.holds { self.savedFiles(by: listen).count == 3 }
+        XCTAssertTrue(saved, listen.standardOutput + listen.standardError)
+        let files = savedFiles(by: listen)
+        XCTAssertEqual(files["\(shared).bin"]?["room"] as? String, shared, listen.standardOutput)
+        for name in ["\(alicesOnly).bin", "\(bobsOnly).bin"] {
+            XCTAssertEqual(files[name]?["from"] as? String, alice, listen.standardOutput)
+            XCTAssertNil(files[name]?["room"], "\(name) shown in a room: \(listen.standardOutput)")
+        }
+    }
+
+    /// The files `simp listen --json` said it saved: each line's object by the file's name.
+    private func savedFiles(by listen: ChildProcess) -> [String: [String: Any]] {
+        var files: [String: [String: Any]] = [:]
+        for line in listen.standardOutput.split(separator: "\n") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let name = (object["file"] as? [String: Any])?["name"] as? String
+            else { continue }
+            files[name] = object
+        }
+        return files
     }
 
     /// Where the network blocks UDP on both sides (the LD_PRELOAD shim), the chunks and their

@@ -72,4 +72,22 @@ final class ChunkRangesTests: XCTestCase {
         XCTAssertEqual(FileReceiver.Offer(opened)?.name, "report.pdf")
         XCTAssertEqual(FileReceiver.Offer(opened)?.chunkCount, 18_182)
     }
+
+    /// A file sent in a room names it inside the end-to-end plaintext only, and a receiver
+    /// keeps that room only when the relay lists both it and the sender as members.
+    func testAFilesRoomTravelsOnlyInsideTheEnvelopeAndNeedsBothMembers() throws {
+        var announcement = SIMPMessage(kind: .text, messageId: 1, fromUser: "alice", toUser: "bob", content: "notes.bin")
+        announcement.fileId = 88
+        announcement.fileRoom = "team"
+        let sealed = announcement.sealedEndToEnd([0xEE])
+        XCTAssertEqual(sealed.fileRoom, "", "the room travels only inside the envelope")
+        XCTAssertFalse(Array(MessageCodec.encode(sealed).readableBytesView).contains(Array("team".utf8)))
+        let opened = try sealed.openedEndToEnd(announcement.endToEndPlaintext)
+        XCTAssertEqual(opened.fileRoom, "team")
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(opened)).fileRoom, "team")
+        XCTAssertEqual(opened.withFileRoomChecked(members: ["alice", "bob", "carol"], user: "bob").fileRoom, "team")
+        XCTAssertEqual(opened.withFileRoomChecked(members: ["bob", "carol"], user: "bob").fileRoom, "", "the sender is no member")
+        XCTAssertEqual(opened.withFileRoomChecked(members: ["alice", "carol"], user: "bob").fileRoom, "", "the receiver is no member")
+        XCTAssertEqual(opened.withFileRoomChecked(members: nil, user: "bob").fileRoom, "", "the relay would not list them")
+    }
 }

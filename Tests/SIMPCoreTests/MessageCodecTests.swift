@@ -154,6 +154,7 @@ final class MessageCodecTests: XCTestCase {
         message.fileKey = Array(repeating: 0x4B, count: 32)
         message.fileSize = 30
         message.fileDigest = Array(repeating: 0xD1, count: 32)
+        message.fileRoom = "team"
         message.deviceList = Array(repeating: 0xDE, count: 40)
         message.fileHeld = true
         message.directoryProof = DirectoryProof(
@@ -187,6 +188,9 @@ final class MessageCodecTests: XCTestCase {
         var announcement = SIMPMessage(kind: .text, messageId: 3, fromUser: "a", toUser: "b")
         announcement.fileDigest = [1]
         XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(announcement)), announcement)
+        var inRoom = SIMPMessage(kind: .text, messageId: 5, fromUser: "a", toUser: "b")
+        inRoom.fileRoom = "team"
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(inRoom)), inRoom)
         var held = SIMPMessage(kind: .fileAck, messageId: 4, fromUser: "a", toUser: "b")
         held.fileHeld = true
         XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(held)), held)

@@ -21,6 +21,18 @@ extension SIMPMessage {
         return grant
     }
 
+    /// This file announcement with its room (`fileRoom`) kept only when `members`, the room's
+    /// members as the relay lists them to this `user` (nil: it would not list them), hold both
+    /// `user` and the sender; else the room is dropped and the file is a direct file from its
+    /// sender (a sender cannot make a file look posted to a room the two do not share).
+    public func withFileRoomChecked(members: [String]?, user: String) -> SIMPMessage {
+        guard !fileRoom.isEmpty else { return self }
+        var checked = self
+        if let members, members.contains(user), members.contains(fromUser) { return checked }
+        checked.fileRoom = ""
+        return checked
+    }
+
     /// Whether this is a datagram of a file transfer (FILE_CHUNK or FILE_ACK).
     public var isFileTransfer: Bool { kind == .fileChunk || kind == .fileAck }
 
