@@ -50,11 +50,15 @@ public actor FileSend {
         /// Forwarded from the relay's copy of an earlier upload of the same file (nothing sent
         /// but the announcement): the receiver's devices get it from the relay.
         public var forwarded = false
+        /// Of `bytesAcknowledged`, what the receiver held from an earlier run when this one
+        /// resumed: left out of the rate, which is this run's.
+        public var bytesHeldBefore: UInt64 = 0
 
-        /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`.
+        /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`: the rate is this run's
+        /// (bytes acknowledged since it started over its time), also after a resume.
         public var line: String {
             let seconds = max(Double(elapsed.nanoseconds) / 1e9, 1e-3)
-            let rate = Double(bytesAcknowledged) / seconds
+            let rate = Double(bytesAcknowledged - min(bytesHeldBefore, bytesAcknowledged)) / seconds
             let left = Double(size - min(bytesAcknowledged, size))
             let eta = rate > 0 ? String(format: "%.1f s", left / rate) : "unknown"
             func megabytes(_ bytes: UInt64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
@@ -287,7 +291,8 @@ public actor FileSend {
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
             heldByRelay: sender.heldByRelay || forwarded, receiverOnline: destination == .relay(receiverOnline: true),
-            notHeldBecause: notHeldBecause, forwarded: forwarded)
+            notHeldBecause: notHeldBecause, forwarded: forwarded,
+            bytesHeldBefore: min(sender.chunksHeldBefore * UInt64(Self.chunkSize), size))
     }
 
     private func acknowledged(_ ack: SIMPMessage) {

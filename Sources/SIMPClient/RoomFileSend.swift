@@ -47,6 +47,7 @@ public struct RoomFileSend: Sendable {
                 total.bytesAcknowledged += one.bytesAcknowledged
                 total.size += one.size
                 total.bytesSent += one.bytesSent
+                total.bytesHeldBefore += one.bytesHeldBefore
                 total.elapsed = max(total.elapsed, one.elapsed)
             }
             progress(Progress(total: total, membersDone: done, members: members.count))

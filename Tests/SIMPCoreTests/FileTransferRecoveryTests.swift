@@ -91,6 +91,13 @@ final class FileTransferRecoveryTests: XCTestCase {
         XCTAssertEqual(next.first?.chunk, 60, "starts at the first chunk it lacks")
         XCTAssertGreaterThan(next.first?.number ?? 0, 700, "numbered above the earlier run's")
         XCTAssertEqual(sender.lossesDetected, 0)
+        XCTAssertEqual(sender.chunksHeldBefore, 60, "the earlier run's chunks, from the receiver's first answer")
+        // This run's chunks acknowledged later are this run's work, not the earlier run's.
+        sender.acknowledgement(
+            ChunkRanges([0..<60, 60..<(60 + UInt64(next.count))]), newestNumber: next.last?.number ?? 0, delay: .zero, device: "d",
+            instance: 1, done: false, now: later + .milliseconds(5))
+        XCTAssertEqual(sender.chunksHeldBefore, 60)
+        XCTAssertEqual(FileSender(fileId: 2, chunkCount: 10, now: start).chunksHeldBefore, 0)
     }
 
     func testAChunkSentAgainForNothingWidensHowLateAChunkMayArriveBeforeItIsLost() {

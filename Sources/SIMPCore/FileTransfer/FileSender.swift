@@ -54,6 +54,9 @@ public struct FileSender: Sendable {
     public let configuration: Configuration
     /// The chunks the receiver has said it holds.
     public private(set) var acknowledged = ChunkRanges()
+    /// A sender started again (`resuming`): how many chunks the receiver held from the earlier
+    /// run, as its first answer said. Not this run's work: a rate counts only what is above it.
+    public private(set) var chunksHeldBefore: UInt64 = 0
     public private(set) var congestion: CubicWindow
     public private(set) var rtt: RTTEstimator
     /// Whether the receiver said it has the whole file and its digest matched.
@@ -187,6 +190,7 @@ public struct FileSender: Sendable {
             transmissions = newestNumber
             newestNumber = 0
         }
+        let firstAnswerToAResume = waitingForReceiver
         waitingForReceiver = false
         if let receiver, receiver.instance != instance {
             acknowledged = ranges // a restarted receiver: resend whatever it lacks
@@ -197,6 +201,7 @@ public struct FileSender: Sendable {
         receiver = (device, instance)
         let before = acknowledged.count
         for range in ranges.ranges { acknowledged.insert(range) }
+        if firstAnswerToAResume { chunksHeldBefore = acknowledged.count }
         var newlyAcknowledged = 0
         var newest: Sent?
         var spurious = false
