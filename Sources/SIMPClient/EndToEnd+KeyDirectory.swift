@@ -20,28 +20,73 @@ extension EndToEnd {
         return view
     }
 
-    /// Checks the proof of the device list a KEYS_FETCH answer for `owner` carries, asked with
-    /// `askedAt` as the size this device knew: `.proved` (the list may be taken), `.stale` (the
-    /// view moved since the request: ask again), or nil (refused, and told). An answer without
-    /// a list or without a proof (a relay that keeps no log) is taken as before.
-    func checkDirectoryProof(_ answer: SIMPMessage, of owner: String, askedAt: UInt64) -> KeyDirectoryView.Verdict? {
-        let proof = answer.directoryProof
-        guard !answer.deviceList.isEmpty, !proof.treeHead.isEmpty else { return .proved }
-        var view = keyDirectory
-        let verdict: KeyDirectoryView.Verdict
-        do {
-            verdict = try view.checkEntry(
-                leafData: answer.deviceList, index: proof.logIndex, proof: DirectoryProof.hashes(proof.inclusionProof) ?? [],
-                head: proof.treeHead, relayKey: proof.treeKey, consistency: DirectoryProof.hashes(proof.consistencyProof) ?? [],
-                askedAt: askedAt)
-        } catch {
-            if case .forked = error { keyDirectoryForks += 1 }
-            if toldUnusable.insert(owner + " directory " + error.description).inserted {
-                onNotice(.keyDirectoryRefused(user: owner, reason: error.description))
-            }
-            return nil
+    /// A KEYS_FETCH of `owner`'s keys naming `members` (no one-time prekey is claimed for them),
+    /// with `peerTreeSize` when a peer's checkpoint is to be proved (0: none), whose answers are
+    /// judged as `KeyDirectoryFetch` says: `first` is the first answer (its bundles carry the
+    /// one-time prekeys handed out), `proved` the answer whose device list may be taken (the
+    /// first, or one asked again after stale answers; nil when none may be). A failed first
+    /// request fails the future.
+    func fetchKeys(of owner: String, members: [String], peerTreeSize: UInt64 = 0, via engine: ClientEngine)
+        -> EventLoopFuture<(first: SIMPMessage, proved: SIMPMessage?)>
+    {
+        let fetch = KeyDirectoryFetch(from: keyDirectory)
+        return engine.keysRequest(.keysFetch) {
+            $0.toUser = owner
+            $0.members = members
+            $0.directoryProof.knownTreeSize = fetch.askedAt
+            $0.directoryProof.peerTreeSize = peerTreeSize
+        }.flatMap { [self] first in
+            proved(first, of: owner, peerTreeSize: peerTreeSize, fetch: fetch, via: engine).map { (first, $0) }
         }
-        guard view != keyDirectoryCache else { return verdict }
+    }
+
+    /// Carries out `fetch`'s step for `answer`: takes it, refuses it (told), gives up (logged),
+    /// or asks again naming every device the stale answer listed.
+    private func proved(_ answer: SIMPMessage, of owner: String, peerTreeSize: UInt64, fetch: KeyDirectoryFetch, via engine: ClientEngine)
+        -> EventLoopFuture<SIMPMessage?>
+    {
+        var fetch = fetch
+        switch fetch.answered(judgeDirectoryProof(answer, askedAt: fetch.askedAt), view: keyDirectory) {
+        case .take: return engine.eventLoop.makeSucceededFuture(answer)
+        case .refuse(let problem):
+            tellRefused(problem, of: owner)
+            return engine.eventLoop.makeSucceededFuture(nil)
+        case .giveUp:
+            logger.info("the key directory moved under every answer; the device list waits for the next fetch", metadata: ["user": "\(owner)"])
+            return engine.eventLoop.makeSucceededFuture(nil)
+        case .askAgain(let known):
+            return engine.keysRequest(.keysFetch) {
+                $0.toUser = owner
+                $0.members = answer.members
+                $0.directoryProof.knownTreeSize = known
+                $0.directoryProof.peerTreeSize = peerTreeSize
+            }.flatMap { [self] fresh in
+                proved(fresh, of: owner, peerTreeSize: peerTreeSize, fetch: fetch, via: engine)
+            }.recover { [logger] error in
+                logger.info("cannot fetch a device list again", metadata: ["user": "\(owner)", "error": "\(error)"])
+                return nil
+            }
+        }
+    }
+
+    /// The view's judgement of the proof `answer` carries for its device list, asked with
+    /// `askedAt` as the size this device knew (nil: the answer has no list or no proof, as from
+    /// a relay that keeps no log). A head the view adopts is kept in the store.
+    private func judgeDirectoryProof(_ answer: SIMPMessage, askedAt: UInt64) -> Result<KeyDirectoryView.Verdict, KeyDirectoryView.Problem>? {
+        let proof = answer.directoryProof
+        guard !answer.deviceList.isEmpty, !proof.treeHead.isEmpty else { return nil }
+        var view = keyDirectory
+        let judged: Result<KeyDirectoryView.Verdict, KeyDirectoryView.Problem>
+        do {
+            judged = .success(
+                try view.checkEntry(
+                    leafData: answer.deviceList, index: proof.logIndex, proof: DirectoryProof.hashes(proof.inclusionProof) ?? [],
+                    head: proof.treeHead, relayKey: proof.treeKey, consistency: DirectoryProof.hashes(proof.consistencyProof) ?? [],
+                    askedAt: askedAt))
+        } catch {
+            judged = .failure(error)
+        }
+        guard view != keyDirectoryCache else { return judged }
         keyDirectoryCache = view
         do {
             try store.save(Self.keyDirectoryName, SecretBytes(view.encoded))
@@ -49,39 +94,14 @@ extension EndToEnd {
         } catch {
             logger.warning("cannot keep the key directory head", metadata: ["error": "\(error)"])
         }
-        return verdict
+        return judged
     }
 
-    /// The size to tell the relay this device knows (`knownTreeSize`), kept by the caller to
-    /// judge the answer with.
-    var knownTreeSize: UInt64 { keyDirectory.latest?.size ?? 0 }
-
-    /// The device list of `owner` that a KEYS_FETCH `answer` (asked at `askedAt`) proves, or nil
-    /// when none may be taken. A stale answer (docs/E2E.md §18.4) is asked again for the list
-    /// alone, at most `retries` times, naming every device the answer listed as known so that no
-    /// one-time prekey is claimed again; the list is taken from the fresh answer.
-    func provedDeviceList(in answer: SIMPMessage, of owner: String, askedAt: UInt64, via engine: ClientEngine, retries: Int = 2)
-        -> EventLoopFuture<[UInt8]?>
-    {
-        switch checkDirectoryProof(answer, of: owner, askedAt: askedAt) {
-        case .proved: return engine.eventLoop.makeSucceededFuture(answer.deviceList)
-        case nil: return engine.eventLoop.makeSucceededFuture(nil)
-        case .stale:
-            guard retries > 0 else {
-                logger.info("the key directory moved under every answer; the device list waits for the next fetch", metadata: ["user": "\(owner)"])
-                return engine.eventLoop.makeSucceededFuture(nil)
-            }
-            let known = knownTreeSize
-            return engine.keysRequest(.keysFetch) {
-                $0.toUser = owner
-                $0.members = answer.members
-                $0.directoryProof.knownTreeSize = known
-            }.flatMap { [self] fresh in
-                provedDeviceList(in: fresh, of: owner, askedAt: known, via: engine, retries: retries - 1)
-            }.recover { [logger] error in
-                logger.info("cannot fetch a device list again", metadata: ["user": "\(owner)", "error": "\(error)"])
-                return nil
-            }
+    /// Tells the user, once per problem, that the relay's answer for `owner` was refused.
+    private func tellRefused(_ problem: KeyDirectoryView.Problem, of owner: String) {
+        if case .forked = problem { keyDirectoryForks += 1 }
+        if toldUnusable.insert(owner + " directory " + problem.description).inserted {
+            onNotice(.keyDirectoryRefused(user: owner, reason: problem.description))
         }
     }
 
@@ -108,32 +128,20 @@ extension EndToEnd {
     }
 
     /// Fetches this user's own keys with `checkpoint`'s size as the peer's: the answer proves
-    /// this device's head and the peer's are on one log, or the relay is showing two.
-    private func proveGossip(_ checkpoint: DirectoryCheckpoint, of peer: String, via engine: ClientEngine, retries: Int = 2) {
+    /// this device's head and the peer's are on one log, or the relay is showing two (the peer's
+    /// must be a prefix of the proved head: a larger one, or a proof that fails, is a fork).
+    private func proveGossip(_ checkpoint: DirectoryCheckpoint, of peer: String, via engine: ClientEngine) {
         let known = (try? store.load(Self.ownDevicesName)).flatMap { $0 }.map {
             String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
         }
-        let askedAt = knownTreeSize
-        engine.keysRequest(.keysFetch) { [self] in
-            $0.toUser = user
-            $0.members = (known ?? []) + [device] // no one-time prekey is claimed for these
-            $0.directoryProof.knownTreeSize = askedAt
-            $0.directoryProof.peerTreeSize = checkpoint.size
-        }.whenComplete { [self] result in
-            guard case .success(let answer) = result, !answer.directoryProof.treeHead.isEmpty else {
+        fetchKeys(of: user, members: (known ?? []) + [device], peerTreeSize: checkpoint.size, via: engine).whenComplete { [self] result in
+            guard case .success(let answers) = result, let answer = answers.proved, !answer.directoryProof.treeHead.isEmpty,
+                let head = try? SignedTreeHead(encoded: answer.directoryProof.treeHead, verifyingWith: answer.directoryProof.treeKey)
+            else {
                 return logger.info("cannot check a peer's key directory head now", metadata: ["peer": "\(peer)"])
             }
-            let verdict = checkDirectoryProof(answer, of: user, askedAt: askedAt)
-            if verdict == .stale, retries > 0 { return proveGossip(checkpoint, of: peer, via: engine, retries: retries - 1) }
-            guard verdict == .proved,
-                let head = try? SignedTreeHead(encoded: answer.directoryProof.treeHead, verifyingWith: answer.directoryProof.treeKey)
-            else { return }
             let proof = DirectoryProof.hashes(answer.directoryProof.peerConsistencyProof) ?? []
-            let agrees =
-                checkpoint.size <= head.size
-                ? KeyDirectoryView.checkGossipProof(older: checkpoint, newer: head.checkpoint, proof: proof)
-                : KeyDirectoryView.checkGossipProof(older: head.checkpoint, newer: checkpoint, proof: proof)
-            if !agrees { tellFork(with: peer) }
+            if !KeyDirectoryView.checkGossipProof(older: checkpoint, newer: head.checkpoint, proof: proof) { tellFork(with: peer) }
         }
     }
 

@@ -30,13 +30,9 @@ extension EndToEnd {
         do { known = try store.load(Self.ownDevicesName).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } } catch {
             return engine.eventLoop.makeFailedFuture(error)
         }
-        let askedAt = knownTreeSize
-        return engine.keysRequest(.keysFetch) { [self] in
-            $0.toUser = user
-            $0.members = (known ?? []) + [device] // no one-time prekey is claimed for these
-            $0.directoryProof.knownTreeSize = askedAt
-        }.flatMapThrowing { [self] answer in
-            _ = checkDirectoryProof(answer, of: user, askedAt: askedAt) // its own list in the log (monitoring: a list it did not sign is told below)
+        // No one-time prekey is claimed for the devices named. The proof of its own list is
+        // checked (monitoring); a list it did not sign is told below whatever the proof.
+        return fetchKeys(of: user, members: (known ?? []) + [device], via: engine).flatMapThrowing { [self] answer, _ in
             let others = answer.members.filter { $0 != device }
             for new in others where known.map({ !$0.contains(new) }) ?? false {
                 onNotice(.ownNewDevice(device: new, loginAddress: loginAddress))

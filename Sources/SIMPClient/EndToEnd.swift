@@ -374,16 +374,9 @@ final class EndToEnd: @unchecked Sendable {
     func fetchDevices(of peer: String, via engine: ClientEngine) -> EventLoopFuture<Void> {
         let known: [String]
         do { known = try messenger.devices(of: peer).map(\.device) } catch { return engine.eventLoop.makeFailedFuture(error) }
-        let askedAt = knownTreeSize
-        return engine.keysRequest(.keysFetch) {
-            $0.toUser = peer
-            $0.members = known
-            $0.directoryProof.knownTreeSize = askedAt
-        }.flatMap { [self] answer in
-            provedDeviceList(in: answer, of: peer, askedAt: askedAt, via: engine).map { (answer, $0) }
-        }.flatMapThrowing { [self] answer, list in
+        return fetchKeys(of: peer, members: known, via: engine).flatMapThrowing { [self] answer, proved in
             let bundles = verifiedBundles(in: answer, of: peer)
-            if let list { try takeDeviceList(list, of: peer) }
+            if let proved { try takeDeviceList(proved.deviceList, of: peer) }
             defer { tellUnapproved(of: peer) }
             // None at all, for a peer this device has sessions with: the relay lost its bundles
             // (it asks the peer to publish again). The known devices are kept, and the list is

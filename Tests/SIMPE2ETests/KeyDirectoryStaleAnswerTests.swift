@@ -96,4 +96,86 @@ final class KeyDirectoryStaleAnswerTests: XCTestCase {
             XCTAssertEqual($0 as? KeyDirectoryView.Problem, .rolledBack(from: 4, to: 2))
         }
     }
+
+    // MARK: What the client does with each answer (KeyDirectoryFetch)
+
+    /// The view's judgement of the relay's answer for the last entry of `texts`, made for a
+    /// client that said it knew `known` entries, asked from `fetch.askedAt`.
+    private func judged(_ texts: [String], known: Int, fetch: KeyDirectoryFetch, into view: inout KeyDirectoryView)
+        -> Result<KeyDirectoryView.Verdict, KeyDirectoryView.Problem>
+    {
+        do { return .success(try answer(texts, known: known, into: &view, askedAt: Int(fetch.askedAt))) } catch { return .failure(error) }
+    }
+
+    func testAnAnswerProvedTheFirstTimeIsTaken() throws {
+        var view = try view(at: 2)
+        var fetch = KeyDirectoryFetch(from: view)
+        XCTAssertEqual(fetch.askedAt, 2)
+        let first = judged(lists(3), known: 2, fetch: fetch, into: &view)
+        XCTAssertEqual(fetch.answered(first, view: view), .take)
+        XCTAssertEqual(fetch.staleAnswers, 0)
+        XCTAssertEqual(view.latest?.size, 3)
+    }
+
+    func testAnAnswerWithoutAProofIsTakenAsBefore() throws {
+        let view = try view(at: 2)
+        var fetch = KeyDirectoryFetch(from: view)
+        XCTAssertEqual(fetch.answered(nil, view: view), .take, "a relay that keeps no log")
+        XCTAssertEqual(KeyDirectoryFetch(from: KeyDirectoryView()).askedAt, 0, "a view that saw nothing asks from 0")
+    }
+
+    func testAStaleAnswerIsAskedAgainFromTheViewsNewSizeAndTheFreshAnswerTaken() throws {
+        var view = try view(at: 2)
+        var fetch = KeyDirectoryFetch(from: view)
+        try answer(lists(3), known: 2, into: &view) // another fetch's answer arrives first
+        let before = view
+        let stale = judged(lists(4), known: 2, fetch: fetch, into: &view)
+        XCTAssertEqual(stale, .success(.stale))
+        XCTAssertEqual(fetch.answered(stale, view: view), .askAgain(knownTreeSize: 3))
+        XCTAssertEqual(view, before, "nothing taken from the stale answer")
+        XCTAssertEqual(fetch.askedAt, 3)
+        let fresh = judged(lists(4), known: 3, fetch: fetch, into: &view)
+        XCTAssertEqual(fetch.answered(fresh, view: view), .take)
+        XCTAssertEqual(fetch.staleAnswers, 1)
+        XCTAssertEqual(view.latest?.size, 4)
+    }
+
+    func testThreeStaleAnswersGiveUpForNowWithoutAnAlarm() throws {
+        var view = try view(at: 2)
+        var fetch = KeyDirectoryFetch(from: view)
+        var steps: [KeyDirectoryFetch.Step] = []
+        for size in 3...5 {
+            try answer(lists(size), known: size - 1, into: &view) // the view moves under each request
+            let stale = judged(lists(size + 1), known: Int(fetch.askedAt), fetch: fetch, into: &view)
+            XCTAssertEqual(stale, .success(.stale))
+            steps.append(fetch.answered(stale, view: view))
+        }
+        XCTAssertEqual(steps, [.askAgain(knownTreeSize: 3), .askAgain(knownTreeSize: 4), .giveUp])
+        XCTAssertEqual(fetch.staleAnswers, 3)
+        XCTAssertEqual(view.latest?.size, 5, "no stale answer's head was adopted")
+        var once = KeyDirectoryFetch(from: view, repeats: 0)
+        XCTAssertEqual(once.answered(.success(.stale), view: view), .giveUp, "no repeats: the first stale answer gives up")
+    }
+
+    func testAForkedAnswerIsRefusedAtOnceOrAfterAStaleOne() throws {
+        let forked = ["list 0", "list 1", "a list the operator wrote", "list 3", "list 4"]
+        var view = try view(at: 3)
+        var fetch = KeyDirectoryFetch(from: view)
+        let step = fetch.answered(judged(forked, known: 3, fetch: fetch, into: &view), view: view)
+        guard case .refuse(.forked) = step else { return XCTFail("\(step)") }
+        XCTAssertEqual(view.latest?.size, 3)
+
+        fetch = KeyDirectoryFetch(from: view)
+        try answer(lists(4), known: 3, into: &view)
+        XCTAssertEqual(fetch.answered(judged(lists(5), known: 3, fetch: fetch, into: &view), view: view), .askAgain(knownTreeSize: 4))
+        let again = fetch.answered(judged(forked, known: 4, fetch: fetch, into: &view), view: view)
+        guard case .refuse(.forked) = again else { return XCTFail("the fresh answer is judged from the new head: \(again)") }
+        XCTAssertEqual(view.latest?.size, 4)
+    }
+
+    func testARolledBackAnswerIsRefused() throws {
+        var view = try view(at: 4)
+        var fetch = KeyDirectoryFetch(from: view)
+        XCTAssertEqual(fetch.answered(judged(lists(3), known: 3, fetch: fetch, into: &view), view: view), .refuse(.rolledBack(from: 4, to: 3)))
+    }
 }
