@@ -85,7 +85,7 @@ extension EndToEnd {
     ) throws -> (SIMPMessage, [EventLoopFuture<SendResult>]) {
         for member in members { try refuseUnlessVerificationHolds(member, what: "not posted to #\(room)") }
         let keyless = try members.filter { try messenger.recipients(of: $0).isEmpty }
-        if !keyless.isEmpty, settings.allowUnencrypted { return (message, []) } // the user's own choice (--no-e2e)
+        if policy.postsUnencrypted(keylessMembers: keyless.count) { return (message, []) } // the user's own choice (--no-e2e)
         // A member without usable keys cannot read the post; the others are not held up by it.
         for member in keyless where toldUnusable.insert(member + " #" + room).inserted { onNotice(.noUsableKeys(user: member, room: room)) }
         let readers = members.filter { !keyless.contains($0) }

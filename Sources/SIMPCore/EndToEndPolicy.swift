@@ -2,8 +2,8 @@ import NIOCore
 
 /// A sender's end-to-end decisions (docs/PROTOCOL.md §4.8, "Sending"; docs/E2E.md §7.5),
 /// sans-I/O: whether a receiver's device list must be fetched before a message is sealed,
-/// what to do with the message once the relay answered (`KeyWait`), when a message goes
-/// unencrypted (only by the user's choice, `--no-e2e`), and how often a new session may be
+/// what to do with the message once the relay answered (`KeyWait`), when a message or a room
+/// post goes unencrypted (only by the user's choice, `--no-e2e`), and how often a new session may be
 /// started with a peer device to ask for a message again. The shell (`SIMPClient`'s
 /// `EndToEnd`) reports what happened, with the time, and carries out the answers; the state
 /// lives here, in memory.
@@ -105,6 +105,13 @@ public struct EndToEndPolicy: Sendable {
     /// (`encryptionFailed`); anything else (the relay unreachable) fails or waits.
     public func sendsUnencrypted(encryptionFailed: Bool) -> Bool {
         settings.allowUnencrypted && (!relaySupportsKeys || encryptionFailed)
+    }
+
+    /// Whether a room post goes unencrypted to every member: only when the user allowed it and
+    /// `keylessMembers` members have no usable keys. Otherwise it is sealed for the members
+    /// that have keys, and the user is told who cannot read it.
+    public func postsUnencrypted(keylessMembers: Int) -> Bool {
+        settings.allowUnencrypted && keylessMembers > 0
     }
 
     // MARK: Recovery

@@ -72,6 +72,10 @@ final class EndToEndPolicyTests: XCTestCase {
         XCTAssertFalse(allowing.sendsUnencrypted(encryptionFailed: false), "the relay keeps keys: the failure is not about encryption")
         allowing.relayKeepsNoKeys()
         XCTAssertTrue(allowing.sendsUnencrypted(encryptionFailed: false))
+
+        XCTAssertFalse(strict.postsUnencrypted(keylessMembers: 2), "a room member without keys is left out, the post sealed")
+        XCTAssertFalse(allowing.postsUnencrypted(keylessMembers: 0), "every member has keys: sealed whatever the user allowed")
+        XCTAssertTrue(allowing.postsUnencrypted(keylessMembers: 1))
     }
 
     func testAtMostOneRecoverySessionPerDeviceAMinuteUnlessTheSessionIsACopy() {
