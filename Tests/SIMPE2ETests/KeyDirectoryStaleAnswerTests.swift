@@ -107,21 +107,15 @@ final class KeyDirectoryStaleAnswerTests: XCTestCase {
         do { return .success(try answer(texts, known: known, into: &view, askedAt: Int(fetch.askedAt))) } catch { return .failure(error) }
     }
 
-    func testAnAnswerProvedTheFirstTimeIsTaken() throws {
+    func testAnAnswerProvedTheFirstTimeOrCarryingNoProofIsTaken() throws {
+        XCTAssertEqual(KeyDirectoryFetch(from: KeyDirectoryView()).askedAt, 0, "a view that saw nothing asks from 0")
         var view = try view(at: 2)
         var fetch = KeyDirectoryFetch(from: view)
         XCTAssertEqual(fetch.askedAt, 2)
-        let first = judged(lists(3), known: 2, fetch: fetch, into: &view)
-        XCTAssertEqual(fetch.answered(first, view: view), .take)
-        XCTAssertEqual(fetch.staleAnswers, 0)
+        XCTAssertEqual(fetch.answered(judged(lists(3), known: 2, fetch: fetch, into: &view), view: view), .take)
         XCTAssertEqual(view.latest?.size, 3)
-    }
-
-    func testAnAnswerWithoutAProofIsTakenAsBefore() throws {
-        let view = try view(at: 2)
-        var fetch = KeyDirectoryFetch(from: view)
-        XCTAssertEqual(fetch.answered(nil, view: view), .take, "a relay that keeps no log")
-        XCTAssertEqual(KeyDirectoryFetch(from: KeyDirectoryView()).askedAt, 0, "a view that saw nothing asks from 0")
+        XCTAssertEqual(fetch.answered(nil, view: view), .take, "a relay that keeps no log: taken as before")
+        XCTAssertEqual(fetch.staleAnswers, 0)
     }
 
     func testAStaleAnswerIsAskedAgainFromTheViewsNewSizeAndTheFreshAnswerTaken() throws {
