@@ -68,23 +68,39 @@ final class AcceptGate: ChannelInboundHandler {
 
 /// The relay's UDP socket: every datagram goes to `RelayEngine`; forwards written during a
 /// read burst are flushed together when the burst ends.
+///
+/// With a read hold, the channel is not read automatically (`autoRead` off): after a burst the
+/// handler asks for the next read only once the hold has passed, so datagrams that arrive
+/// meanwhile wait in the socket and are read, forwarded and flushed in one wake-up.
 package final class DatagramHandler: ChannelInboundHandler {
     package typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let engine: RelayEngine
     private let maxDatagramSize: Int
+    private let readHold: TimeAmount
     /// When the current read burst began (for the forwarding-latency histogram).
     private var burstStart: NIODeadline?
+    /// Whether a read is already scheduled for the end of the current hold.
+    private var readScheduled = false
 
-    package init(engine: RelayEngine, maxDatagramSize: Int) {
+    package init(engine: RelayEngine, maxDatagramSize: Int, readHold: TimeAmount = .zero) {
         self.engine = engine
         self.maxDatagramSize = maxDatagramSize
+        self.readHold = readHold
     }
 
     /// The engine writes its datagrams through this handler's context: past the pipeline's
     /// tail, with the envelope's type known (a write on the channel goes through NIO's generic
     /// entry point, which casts the envelope at run time).
-    package func handlerAdded(context: ChannelHandlerContext) { engine.datagramWriter = context }
+    package func handlerAdded(context: ChannelHandlerContext) {
+        engine.datagramWriter = context
+        if readHold > .zero, context.channel.isActive { context.read() }
+    }
     package func handlerRemoved(context: ChannelHandlerContext) { engine.datagramWriter = nil }
+
+    package func channelActive(context: ChannelHandlerContext) {
+        if readHold > .zero { context.read() }
+        context.fireChannelActive()
+    }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let now = burstStart ?? engine.now()
@@ -101,6 +117,16 @@ package final class DatagramHandler: ChannelInboundHandler {
         context.flush()
         if let burstStart { engine.datagramBurstCompleted(startedAt: burstStart) }
         burstStart = nil
+        if readHold > .zero { readAfterHold(context: context) }
+    }
+
+    private func readAfterHold(context: ChannelHandlerContext) {
+        guard !readScheduled else { return }
+        readScheduled = true
+        context.eventLoop.assumeIsolated().scheduleTask(in: readHold) {
+            self.readScheduled = false
+            if context.channel.isActive { context.read() }
+        }
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -46,6 +46,11 @@ public struct RelayConfiguration: Sendable {
     public var heartbeat = HeartbeatPolicy.relay
     /// Datagrams read per system call (recvmmsg).
     public var datagramVectorReadCount: Int = 32
+    /// After each read burst, how long the UDP socket is left unread so that datagrams arriving
+    /// meanwhile share one wake-up (`--datagram-read-hold`). Zero (the default) reads each
+    /// datagram as it arrives; a hold trades up to its length in added latency for fewer
+    /// wake-ups and system calls per message at moderate rates (docs/OPERATIONS.md §1).
+    public var datagramReadHold: TimeAmount = .zero
     public var logger: Logger = Logger(label: "simp.relay")
     /// Port of the Prometheus endpoint (`GET /metrics` on `host`); nil serves none, 0 picks a free one.
     public var metricsPort: Int?

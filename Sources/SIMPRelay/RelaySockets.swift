@@ -33,6 +33,8 @@ struct RelaySockets: Sendable {
                 // empty: a second call per burst that finds nothing). Datagrams left behind wake
                 // the loop again at once (level-triggered epoll).
                 .channelOption(.maxMessagesPerRead, value: 1)
+                // With a read hold the handler asks for each read itself (`DatagramHandler`).
+                .channelOption(.autoRead, value: configuration.datagramReadHold <= .zero)
                 .channelOption(
                     .recvAllocator,
                     value: FixedSizeRecvByteBufferAllocator(
@@ -42,7 +44,9 @@ struct RelaySockets: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         engine.value.datagramChannel = channel
                         try channel.pipeline.syncOperations.addHandler(
-                            DatagramHandler(engine: engine.value, maxDatagramSize: configuration.maxDatagramSize))
+                            DatagramHandler(
+                                engine: engine.value, maxDatagramSize: configuration.maxDatagramSize,
+                                readHold: configuration.datagramReadHold))
                     }
                 }
                 .bind(host: configuration.host, port: configuration.effectiveUDPPort).get()
