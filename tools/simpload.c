@@ -22,10 +22,21 @@
 // offered, delivered and receipted rates are within 2 % of it, with p99 <= 10 ms and nothing
 // unresolved, each step with fresh connections. Prints one JSON object in simp-bench's shape.
 //
+// Two relays (--receiver-port): every pair's sender logs in to the relay on --port and its
+// receiver to the one on --receiver-port, relays sharing one Redis, so every message and every
+// receipt crosses between them through Redis pub/sub (docs/OPERATIONS.md §1). --receiver-relay-pid
+// and --redis-pid add those processes' CPU to the report.
+// One relay on several loops (--relay-threads N, simp-server --threads N): a session's loop is
+// its id's low 32 bits modulo N (SessionIdClass); --placement same|cross logs a receiver in again
+// (a new connection, which the kernel may hash to another loop) until it is on its sender's loop,
+// or on another, so the relay's cost with and without a cross-loop hand-off can be told apart.
+// The report gives the relay's per-thread CPU (/proc/PID/task) and how many pairs crossed loops.
+//
 // Build: cc -O2 -pthread -I Sources/CSIMPProto/include -o simpload tools/simpload.c
 //        Sources/CSIMPProto/simp.pb-c.c -lprotobuf-c -lcrypto
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -54,11 +65,15 @@
 #define MAX_BATCH_IDS 255
 #define MAX_WORKERS 16
 
+enum placement { PLACE_ANY, PLACE_SAME, PLACE_CROSS };
+
 static struct {
     const char *host;
     int port, pairs, size, window, workers, relay_pid, find_max;
     double rate, seconds, warmup, receipt_delay, max_p99_ms;
-} options = {"127.0.0.1", 0, 10, 200, 1024, 2, 0, 0, 10000, 5, 1, 0.010, 10};
+    int receiver_port, receiver_relay_pid, redis_pid, relay_threads;
+    enum placement placement;
+} options = {"127.0.0.1", 0, 10, 200, 1024, 2, 0, 0, 10000, 5, 1, 0.010, 10, 0, 0, 0, 1, PLACE_ANY};
 
 static void fail(const char *what) {
     fprintf(stderr, "simpload: %s\n", what);
@@ -180,9 +195,10 @@ static Simp__Message *read_frame(struct session *session, int blocking) {
     }
 }
 
-/// Logs `user` in (development relay: CONNECT without proof) with `udp_port` as its datagram port.
-static void login(struct session *session, const char *user, int udp_port, struct sockaddr_in *relay_udp, int *batches) {
-    struct sockaddr_in relay = {.sin_family = AF_INET, .sin_port = htons((uint16_t)options.port)};
+/// Logs `user` in to the relay on control port `port` (development relay: CONNECT without proof)
+/// with `udp_port` as its datagram port; `relay_udp` becomes that relay's datagram address.
+static void login(struct session *session, const char *user, int port, int udp_port, struct sockaddr_in *relay_udp, int *batches) {
+    struct sockaddr_in relay = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, options.host, &relay.sin_addr) != 1) fail("--host must be an IPv4 address");
     session->control = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -265,8 +281,8 @@ struct pair {
 struct worker {
     struct pair *pairs;
     int count;
-    int sender_udp, receiver_udp, epoll;
-    struct sockaddr_in relay_udp;
+    int sender_udp, receiver_udp, epoll, cross_loop_pairs;
+    struct sockaddr_in relay_udp, receiver_relay_udp; // the senders' relay, the receivers'
     double rate;
     // Counts inside the window (latency: messages sent inside it).
     long offered, skipped, delivered, receipted, duplicates, unresolved;
@@ -303,6 +319,33 @@ static void watch(struct worker *worker, int fd, uint64_t tag) {
 // Event tags: the two UDP sockets, then 2 per pair (sender's and receiver's control connection).
 enum { TAG_SENDER_UDP = 0, TAG_RECEIVER_UDP = 1, TAG_CONTROL = 2 };
 
+/// The loop of a relay started with --threads N that holds session `id` (SessionIdClass).
+static int loop_of(uint64_t id) { return (int)((uint32_t)id % (uint32_t)options.relay_threads); }
+
+static void end_session(struct session *session) {
+    close(session->control);
+    EVP_CIPHER_CTX_free(session->seal);
+    EVP_CIPHER_CTX_free(session->open);
+}
+
+/// Logs pair's receiver in (as `user`, then `user-rK` on retries) until --placement is met.
+static void place_receiver(struct worker *worker, struct pair *pair, const char *user, int *batches) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", user);
+    for (int attempt = 1;; attempt++) {
+        pair->receiver.input_length = 0;
+        login(&pair->receiver, name, options.receiver_port, port_of(worker->receiver_udp), &worker->receiver_relay_udp, batches);
+        int cross = loop_of(pair->receiver.id) != loop_of(pair->sender.id);
+        if (options.placement == PLACE_ANY || cross == (options.placement == PLACE_CROSS)) {
+            worker->cross_loop_pairs += cross;
+            return;
+        }
+        if (attempt == 200) fail("--placement: 200 connections all landed on the wrong loop (is --relay-threads the relay's --threads?)");
+        end_session(&pair->receiver);
+        snprintf(name, sizeof name, "%s-r%d", user, attempt);
+    }
+}
+
 static void connect_worker(struct worker *worker, int first_pair, unsigned prefix) {
     worker->sender_udp = udp_socket();
     worker->receiver_udp = udp_socket();
@@ -315,8 +358,8 @@ static void connect_worker(struct worker *worker, int first_pair, unsigned prefi
         snprintf(from, sizeof from, "load-%08x-%d-a", prefix, first_pair + i);
         snprintf(to, sizeof to, "load-%08x-%d-b", prefix, first_pair + i);
         int batches_a, batches_b;
-        login(&pair->sender, from, port_of(worker->sender_udp), &worker->relay_udp, &batches_a);
-        login(&pair->receiver, to, port_of(worker->receiver_udp), &worker->relay_udp, &batches_b);
+        login(&pair->sender, from, options.port, port_of(worker->sender_udp), &worker->relay_udp, &batches_a);
+        place_receiver(worker, pair, to, &batches_b);
         if (!batches_b) fail("the relay does not route batch receipts (docs/PROTOCOL.md §6.1)");
         watch(worker, pair->sender.control, TAG_CONTROL + 2 * (uint64_t)i);
         watch(worker, pair->receiver.control, TAG_CONTROL + 2 * (uint64_t)i + 1);
@@ -345,12 +388,8 @@ static void connect_worker(struct worker *worker, int first_pair, unsigned prefi
 static void close_worker(struct worker *worker) {
     for (int i = 0; i < worker->count; i++) {
         struct pair *pair = &worker->pairs[i];
-        struct session *sides[2] = {&pair->sender, &pair->receiver};
-        for (int s = 0; s < 2; s++) {
-            close(sides[s]->control);
-            EVP_CIPHER_CTX_free(sides[s]->seal);
-            EVP_CIPHER_CTX_free(sides[s]->open);
-        }
+        end_session(&pair->sender);
+        end_session(&pair->receiver);
         free(pair->receipted.words);
         free(pair->delivered.words);
     }
@@ -402,7 +441,7 @@ static void send_receipts(struct worker *worker, struct pair *pair, double at) {
     write_frame(pair->receiver.control, &receipt);
     uint8_t datagram[SLOT];
     size_t length = seal(&pair->receiver, &receipt, datagram);
-    sendto(worker->receiver_udp, datagram, length, 0, (struct sockaddr *)&worker->relay_udp, sizeof worker->relay_udp);
+    sendto(worker->receiver_udp, datagram, length, 0, (struct sockaddr *)&worker->receiver_relay_udp, sizeof worker->receiver_relay_udp);
     pair->batch_count = 0;
 }
 
@@ -561,8 +600,57 @@ static void *run_worker(void *argument) {
 
 // MARK: Steps, find-max, report
 
+#define MAX_THREADS 64
+
+/// One thread's CPU (utime + stime) of a process.
+struct thread_cpu {
+    int tid;
+    char name[32];
+    double seconds;
+};
+
+/// Reads the CPU of each thread of `pid` (/proc/PID/task/TID/stat) into `out`; returns how many.
+static int threads_cpu(int pid, struct thread_cpu out[MAX_THREADS]) {
+    char directory[64];
+    snprintf(directory, sizeof directory, "/proc/%d/task", pid);
+    DIR *tasks = opendir(directory);
+    if (!tasks) return 0;
+    int count = 0;
+    for (struct dirent *entry; count < MAX_THREADS && (entry = readdir(tasks));) {
+        if (entry->d_name[0] == '.') continue;
+        char path[320], line[1024];
+        snprintf(path, sizeof path, "%s/%s/stat", directory, entry->d_name);
+        FILE *file = fopen(path, "r");
+        if (!file) continue;
+        size_t length = fread(line, 1, sizeof line - 1, file);
+        fclose(file);
+        line[length] = 0;
+        char *open = strchr(line, '('), *close = strrchr(line, ')');
+        unsigned long user = 0, system = 0;
+        if (!open || !close || sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &user, &system) != 2) continue;
+        struct thread_cpu *thread = &out[count++];
+        thread->tid = atoi(entry->d_name);
+        size_t name_length = (size_t)(close - open - 1) < sizeof thread->name - 1 ? (size_t)(close - open - 1) : sizeof thread->name - 1;
+        memcpy(thread->name, open + 1, name_length);
+        thread->name[name_length] = 0;
+        thread->seconds = (double)(user + system) / sysconf(_SC_CLK_TCK);
+    }
+    closedir(tasks);
+    return count;
+}
+
+/// `after`'s threads with what each used since `before` (threads started since count from 0).
+static int threads_used(struct thread_cpu *after, int count, const struct thread_cpu *before, int before_count) {
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < before_count; j++)
+            if (before[j].tid == after[i].tid) after[i].seconds -= before[j].seconds;
+    return count;
+}
+
 struct step {
-    double target, offered_rate, delivered_rate, receipt_rate, relay_cpu, own_cpu;
+    double target, offered_rate, delivered_rate, receipt_rate, relay_cpu, own_cpu, receiver_relay_cpu, redis_cpu;
+    struct thread_cpu relay_threads[MAX_THREADS];
+    int relay_thread_count, cross_loop_pairs;
     long offered, skipped, delivered, receipted, duplicates, unresolved, lag_us;
     long latency_count;
     double p50, p95, p99, p999, max;
@@ -596,17 +684,30 @@ static struct step measure(double rate) {
     window_end = window_start + options.seconds;
     drain_end = window_end + 1;
     for (int w = 0; w < workers; w++) pthread_create(&worker[w].thread, NULL, run_worker, &worker[w]);
+    // Big (64 threads' names): static, as measure runs on the main thread only.
+    static struct step step;
+    static struct thread_cpu threads0[MAX_THREADS];
+    step = (struct step){.target = rate};
     sleep_until(window_start);
     double relay0 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own0 = own_cpu_seconds();
+    double receiver0 = options.receiver_relay_pid ? process_cpu_seconds(options.receiver_relay_pid) : -1;
+    double redis0 = options.redis_pid ? process_cpu_seconds(options.redis_pid) : -1;
+    int thread_count0 = options.relay_pid ? threads_cpu(options.relay_pid, threads0) : 0;
     sleep_until(window_end);
     double relay1 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own1 = own_cpu_seconds();
-    struct step step = {.target = rate};
+    double receiver1 = options.receiver_relay_pid ? process_cpu_seconds(options.receiver_relay_pid) : -1;
+    double redis1 = options.redis_pid ? process_cpu_seconds(options.redis_pid) : -1;
+    if (options.relay_pid)
+        step.relay_thread_count = threads_used(step.relay_threads, threads_cpu(options.relay_pid, step.relay_threads), threads0, thread_count0);
+    step.receiver_relay_cpu = receiver0 >= 0 && receiver1 >= 0 ? receiver1 - receiver0 : -1;
+    step.redis_cpu = redis0 >= 0 && redis1 >= 0 ? redis1 - redis0 : -1;
     float *latencies = NULL;
     for (int w = 0; w < workers; w++) {
         pthread_join(worker[w].thread, NULL);
         step.offered += worker[w].offered, step.skipped += worker[w].skipped, step.delivered += worker[w].delivered;
         step.receipted += worker[w].receipted, step.duplicates += worker[w].duplicates, step.unresolved += worker[w].unresolved;
         if (worker[w].lag_us > step.lag_us) step.lag_us = worker[w].lag_us;
+        step.cross_loop_pairs += worker[w].cross_loop_pairs;
         latencies = realloc(latencies, (size_t)(step.latency_count + worker[w].latency_count + 1) * sizeof(float));
         memcpy(latencies + step.latency_count, worker[w].latencies, (size_t)worker[w].latency_count * sizeof(float));
         step.latency_count += worker[w].latency_count;
@@ -636,9 +737,19 @@ static void usage(FILE *to) {
     fprintf(to,
             "usage: simpload --port P [--host IP] [--pairs N] [--size B] [--rate R] [--seconds S] [--warmup W]\n"
             "                [--window N (1024)] [--workers N (2)] [--receipt-delay-us U] [--relay-pid PID] [--find-max] [--max-p99-ms M]\n"
+            "                [--receiver-port P] [--receiver-relay-pid PID] [--redis-pid PID] [--relay-threads N] [--placement any|same|cross]\n"
             "SIMP load generator in C against a relay started with --no-login: PAIRS sender -> receiver pairs,\n"
             "R msg/s offered in total (with --find-max, the first rate tried), batch receipts with datagram\n"
-            "copies; prints one JSON object (simp-bench's shape: rates, latency_us, relay and own CPU).\n");
+            "copies; prints one JSON object (simp-bench's shape: rates, latency_us, relay and own CPU, the\n"
+            "relay's CPU per thread).\n"
+            "  --receiver-port P   receivers log in to the relay on control port P (same --host), senders to\n"
+            "                      --port: with two relays on one Redis every message and receipt crosses\n"
+            "                      between them through Redis pub/sub\n"
+            "  --receiver-relay-pid PID, --redis-pid PID   also report those processes' CPU in the window\n"
+            "  --relay-threads N   the relay runs --threads N: report how many pairs have their two users on\n"
+            "                      different loops (a session's loop: its id's low 32 bits modulo N)\n"
+            "  --placement same|cross   log each receiver in again until it is on its sender's loop (same)\n"
+            "                      or on another (cross); default any: where the kernel put it\n");
 }
 
 static void parse(int argc, char **argv) {
@@ -646,7 +757,8 @@ static void parse(int argc, char **argv) {
         {"host", 1, 0, 'h'}, {"port", 1, 0, 'p'}, {"pairs", 1, 0, 'n'}, {"size", 1, 0, 'b'}, {"rate", 1, 0, 'r'},
         {"seconds", 1, 0, 's'}, {"warmup", 1, 0, 'w'}, {"window", 1, 0, 'W'}, {"workers", 1, 0, 'k'},
         {"receipt-delay-us", 1, 0, 'd'}, {"relay-pid", 1, 0, 'P'}, {"find-max", 0, 0, 'f'}, {"max-p99-ms", 1, 0, 'm'},
-        {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
+        {"receiver-port", 1, 0, 'R'}, {"receiver-relay-pid", 1, 0, 'Q'}, {"redis-pid", 1, 0, 'D'}, {"relay-threads", 1, 0, 'T'},
+        {"placement", 1, 0, 'L'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", long_options, NULL)) != -1;) {
         switch (c) {
         case 'h': options.host = optarg; break;
@@ -662,17 +774,31 @@ static void parse(int argc, char **argv) {
         case 'P': options.relay_pid = atoi(optarg); break;
         case 'f': options.find_max = 1; break;
         case 'm': options.max_p99_ms = atof(optarg); break;
+        case 'R': options.receiver_port = atoi(optarg); break;
+        case 'Q': options.receiver_relay_pid = atoi(optarg); break;
+        case 'D': options.redis_pid = atoi(optarg); break;
+        case 'T': options.relay_threads = atoi(optarg); break;
+        case 'L':
+            options.placement = !strcmp(optarg, "same") ? PLACE_SAME : !strcmp(optarg, "cross") ? PLACE_CROSS : !strcmp(optarg, "any") ? PLACE_ANY : -1;
+            break;
         case 'H': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
     if (options.port < 1 || options.port > 65535 || options.pairs < 1 || options.size < 80 || options.size > 1200 ||
         options.rate <= 0 || options.seconds <= 0 || options.warmup < 0 || options.workers < 1 || options.workers > MAX_WORKERS ||
-        options.window < 0 || options.receipt_delay < 0) {
+        options.window < 0 || options.receipt_delay < 0 || options.receiver_port < 0 || options.receiver_port > 65535 ||
+        options.relay_threads < 1 || (int)options.placement < 0) {
         fprintf(stderr, "simpload: --port 1-65535 is required; --pairs >= 1, --size 80-1200, --rate > 0, --seconds > 0,\n"
-                        "--workers 1-%d, --window >= 0, --receipt-delay-us >= 0\n", MAX_WORKERS);
+                        "--workers 1-%d, --window >= 0, --receipt-delay-us >= 0, --receiver-port 1-65535, --relay-threads >= 1,\n"
+                        "--placement any, same or cross\n", MAX_WORKERS);
         exit(2);
     }
+    if (options.placement != PLACE_ANY && options.relay_threads < 2) {
+        fprintf(stderr, "simpload: --placement needs --relay-threads N >= 2 (the relay's --threads)\n");
+        exit(2);
+    }
+    if (options.receiver_port == 0) options.receiver_port = options.port;
 }
 
 static void print_step(const struct step *step) {
@@ -706,12 +832,31 @@ int main(int argc, char **argv) {
            "\"bench_cpu_seconds\":%.3f,\"relay\":",
            report.offered_rate, report.delivered_rate, report.receipt_rate, report.skipped, report.duplicates, report.unresolved,
            report.lag_us, report.latency_count, report.p50, report.p95, report.p99, report.p999, report.max, report.own_cpu);
-    if (report.relay_cpu >= 0) printf("{\"cpu_seconds\":%.3f}", report.relay_cpu);
+    if (report.relay_cpu >= 0) {
+        printf("{\"cpu_seconds\":%.3f,\"threads\":[", report.relay_cpu);
+        for (int i = 0, shown = 0; i < report.relay_thread_count; i++) {
+            if (report.relay_threads[i].seconds < 0.005) continue; // idle threads (NIO's spare loops, timers)
+            printf("%s{\"tid\":%d,\"name\":\"%s\",\"cpu_seconds\":%.3f}", shown++ ? "," : "", report.relay_threads[i].tid,
+                   report.relay_threads[i].name, report.relay_threads[i].seconds);
+        }
+        printf("]}");
+    } else {
+        printf("null");
+    }
+    printf(",\"receiver_relay\":");
+    if (report.receiver_relay_cpu >= 0) printf("{\"cpu_seconds\":%.3f}", report.receiver_relay_cpu);
     else printf("null");
+    printf(",\"redis\":");
+    if (report.redis_cpu >= 0) printf("{\"cpu_seconds\":%.3f}", report.redis_cpu);
+    else printf("null");
+    if (options.relay_threads > 1) printf(",\"cross_loop_pairs\":%d", report.cross_loop_pairs);
+    static const char *placements[] = {"any", "same", "cross"};
     printf(",\"parameters\":{\"mode\":\"%s\",\"pairs\":%d,\"size\":%d,\"rate\":%.0f,\"duration_s\":%g,\"warmup_s\":%g,"
-           "\"loops\":%d,\"window\":%d,\"receipt_delay_us\":%.0f,\"receipt_datagrams\":true,\"datagram_bytes\":%zu}",
+           "\"loops\":%d,\"window\":%d,\"receipt_delay_us\":%.0f,\"receipt_datagrams\":true,\"datagram_bytes\":%zu,"
+           "\"relays\":%d,\"port\":%d,\"receiver_port\":%d,\"relay_threads\":%d,\"placement\":\"%s\"}",
            options.find_max ? "find-max" : "rate", options.pairs, options.size, report.target, options.seconds, options.warmup,
-           options.workers, options.window, options.receipt_delay * 1e6, datagram_bytes);
+           options.workers, options.window, options.receipt_delay * 1e6, datagram_bytes, options.receiver_port == options.port ? 1 : 2,
+           options.port, options.receiver_port, options.relay_threads, placements[options.placement]);
     if (options.find_max) {
         printf(",\"max_sustained_rate\":%.0f,\"steps\":[", found ? low : 0);
         for (int i = 0; i < count; i++) {

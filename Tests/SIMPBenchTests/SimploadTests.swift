@@ -37,6 +37,84 @@ final class SimploadTests: RelayTestCase {
         XCTAssertTrue(stats.rejected.isEmpty, "nothing rejected: \(stats.rejected)")
     }
 
+    /// Each pair's sender on one relay and its receiver on another (`--receiver-port`), the
+    /// relays sharing a real Redis: every message and every receipt crosses between them through
+    /// Redis pub/sub, and each message is delivered once and receipted.
+    func testTwoRelaysDeliverEveryMessageOnceThroughRedisPubSub() async throws {
+        let simpload = try await build()
+        let cluster = try await TestRelayCluster.start(relays: 2) { _, configuration in configuration.requireLogin = false }
+        let result: (status: Int32?, output: String, errors: String)
+        let sending: RelayStatistics, receiving: RelayStatistics
+        do {
+            result = try await run(
+                simpload,
+                [
+                    "--port", String(cluster.relays[0].port), "--receiver-port", String(cluster.relays[1].port), "--pairs", "3",
+                    "--rate", "600", "--seconds", "1", "--warmup", "0.3", "--workers", "2",
+                    "--redis-pid", String(getpid()), // the CPU of any process: the test's own
+                ])
+            (sending, receiving) = (try await cluster.relays[0].server.statistics(), try await cluster.relays[1].server.statistics())
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+        XCTAssertEqual(result.status, 0, result.errors)
+        let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+        XCTAssertEqual((report["parameters"] as? [String: Any])?["relays"] as? Int, 2)
+        let offered = try XCTUnwrap(report["offered_rate"] as? Double)
+        XCTAssertEqual(offered, 600, accuracy: 30)
+        XCTAssertEqual(report["delivered_rate"] as? Double, offered, "every message sent in the window arrived")
+        XCTAssertEqual(report["unresolved"] as? Int, 0, "every message was receipted")
+        XCTAssertEqual(report["duplicates"] as? Int, 0)
+        XCTAssertNotNil((report["redis"] as? [String: Any])?["cpu_seconds"] as? Double, "Redis's CPU is reported")
+        XCTAssertGreaterThanOrEqual(sending.deliveriesPublished, Int(offered), "the senders' relay published every message to the other")
+        XCTAssertGreaterThanOrEqual(receiving.datagramsForwarded, Int(offered), "the receivers' relay delivered them")
+        XCTAssertGreaterThan(receiving.deliveriesPublished, 0, "receipts went back through Redis")
+        XCTAssertEqual(sending.receiptsRouted + receiving.receiptsRouted > 0, true, "receipt frames reached the senders")
+        XCTAssertTrue(sending.rejected.isEmpty && receiving.rejected.isEmpty, "nothing rejected: \(sending.rejected) \(receiving.rejected)")
+    }
+
+    /// On a relay with two event loops, `--placement same` keeps every receiver on its sender's
+    /// loop (nothing handed across) and `--placement cross` puts every one on the other loop.
+    func testPlacementPutsReceiversOnTheirSendersLoopOrOnTheOther() async throws {
+        let simpload = try await build()
+        let threaded = try await TestRelay.start {
+            $0.requireLogin = false
+            $0.threads = 2
+        }
+        do {
+            for (placement, crossing) in [("same", 0), ("cross", 4)] {
+                let before = try await handedOver(threaded)
+                let result = try await run(
+                    simpload,
+                    [
+                        "--port", String(threaded.port), "--pairs", "4", "--rate", "400", "--seconds", "0.5", "--warmup", "0.2",
+                        "--relay-threads", "2", "--placement", placement, "--relay-pid", String(getpid()),
+                    ])
+                XCTAssertEqual(result.status, 0, result.errors)
+                let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+                XCTAssertEqual(report["cross_loop_pairs"] as? Int, crossing, placement)
+                XCTAssertEqual(report["delivered_rate"] as? Double, report["offered_rate"] as? Double, placement)
+                XCTAssertEqual(report["unresolved"] as? Int, 0, placement)
+                let threads = try XCTUnwrap((report["relay"] as? [String: Any])?["threads"] as? [[String: Any]])
+                XCTAssertFalse(threads.isEmpty, "the relay's busy threads, each with its CPU")
+                let handedAcross = try await handedOver(threaded) - before
+                if crossing == 0 {
+                    XCTAssertEqual(handedAcross, 0, "nothing crossed between the loops")
+                } else {
+                    XCTAssertGreaterThan(handedAcross, 0, "messages and receipts crossed between the loops")
+                }
+            }
+            let wrong = try await run(simpload, ["--port", String(threaded.port), "--placement", "cross"])
+            XCTAssertEqual(wrong.status, 2, "--placement without --relay-threads")
+        } catch {
+            await threaded.stop()
+            throw error
+        }
+        await threaded.stop()
+    }
+
     func testItExplainsItselfAndRefusesBadArguments() async throws {
         let simpload = try await build()
         let help = try await run(simpload, ["--help"])
@@ -50,6 +128,13 @@ final class SimploadTests: RelayTestCase {
         let refused = try await run(simpload, ["--port", "1", "--seconds", "1"])
         XCTAssertEqual(refused.status, 1)
         XCTAssertTrue(refused.errors.contains("cannot connect"), refused.errors)
+    }
+
+    /// Deliveries the loops of `relay` handed to one another (published to a sibling).
+    private func handedOver(_ relay: TestRelay) async throws -> Int {
+        var total = 0
+        for loop in relay.server.shards.relays { total += try await loop.statistics().deliveriesPublished }
+        return total
     }
 
     /// Runs `executable` to its end (at most 60 s): exit status, standard output and error.
