@@ -32,6 +32,17 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(noVariant.status, 2, "no variant")
     }
 
+    func testBenchReadHoldExplainsItselfAndRefusesUnknownFlags() async throws {
+        let script = root.appendingPathComponent("scripts/bench-read-hold").path
+        let help = try await run(script, ["--help"])
+        XCTAssertEqual(help.status, 0)
+        for word in ["--datagram-read-hold", "--holds", "mosquitto", "simpload", "wake-ups"] {
+            XCTAssertTrue(help.output.contains(word), word)
+        }
+        let wrong = try await run(script, ["--frobnicate"])
+        XCTAssertEqual(wrong.status, 2)
+    }
+
     func testTheToolsBuildAndUDPLimitReportsOneJSONObject() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-compare-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
