@@ -151,7 +151,7 @@ extension RelayCore {
             guard sessions.admitThrottleNotice(forSession: session, now: now) else { return }
             return tell(session: session, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
         }
-        if message.kind != .typing { noteContact(from: user, to: message.toUser, now: now, into: &output) }
+        if message.kind != .typing { noteContact(from: user, to: message.toUser, session: session, now: now, into: &output) }
         if !inbox.isIdle, message.kind != .typing, sessions.isSoleReceiver(message.toUser),
             let device = sessions.receivers(of: message.toUser).first,
             inbox.holdIfDelivering(payload, messageId: message.messageId, to: device, from: message.fromUser)
