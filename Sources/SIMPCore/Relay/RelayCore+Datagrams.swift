@@ -114,8 +114,11 @@ extension RelayCore {
         guard receipt.messageId != 0 else {
             return output.append(.reject(.missingField, detail: "receipt datagram without messageId from \(user)"))
         }
-        guard sessions.contains(receipt.toUser) else { return }
-        if !inbox.isIdle, let device = sessions.recipient(ofSession: session), inbox.isDelivering(to: device, from: receipt.toUser) {
+        // A sender with no session here gets nothing (`sealForEverySession` finds none): its
+        // name is hashed once, there, unless stored messages are on their way to this device.
+        if !inbox.isIdle, sessions.contains(receipt.toUser), let device = sessions.recipient(ofSession: session),
+            inbox.isDelivering(to: device, from: receipt.toUser)
+        {
             return routeReceiptCopy(payload, from: user, device: device, into: &output)
         }
         sessions.sealForEverySession(payload, to: receipt.toUser, into: &output)
