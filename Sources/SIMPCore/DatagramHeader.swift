@@ -47,7 +47,9 @@ public struct DatagramHeader: Equatable, Sendable {
     /// Reads the header of a complete protobuf-encoded message, or nil if the full decoder must decide.
     public static func parse(_ bytes: UnsafeRawBufferPointer) -> DatagramHeader? {
         var reader = Reader(bytes: bytes)
-        var header = DatagramHeader()
+        // Plain locals, the header built once at the end: a `DatagramHeader` (two strings)
+        // changed field by field and returned as an optional was copied twice per datagram.
+        var version: UInt32 = 0, messageId: UInt64 = 0, kind = SIMPMessage.Kind.text, isBatch = false
         var from: Range<Int>?, to: Range<Int>?
         var receiptIds = ReceiptIdDeltas()
         while !reader.atEnd {
@@ -58,16 +60,16 @@ public struct DatagramHeader: Equatable, Sendable {
             let field = key >> 3, wireType = key & 7
             switch (field, wireType) {
             case (1, 0):
-                guard let value = reader.varint(), let version = UInt32(exactly: value) else { return nil }
-                header.version = version
+                guard let value = reader.varint(), let value32 = UInt32(exactly: value) else { return nil }
+                version = value32
             case (2, 0):
                 guard let value = reader.varint() else { return nil }
-                header.messageId = value
+                messageId = value
             case (8, 0):
                 guard let value = reader.varint(), let raw = Int32(exactly: value),
-                    let kind = SIMPMessage.Kind(rawValue: raw)
+                    let value = SIMPMessage.Kind(rawValue: raw)
                 else { return nil }
-                header.kind = kind
+                kind = value
             case (6, 2):
                 guard let range = reader.lengthDelimited() else { return nil }
                 from = range
@@ -76,13 +78,13 @@ public struct DatagramHeader: Equatable, Sendable {
                 to = range
             case (ReceiptIdDeltas.field, 0): // one difference, unpacked
                 guard let delta = reader.varint(), receiptIds.add(delta) != nil else { return nil }
-                header.isBatch = true
+                isBatch = true
             case (ReceiptIdDeltas.field, 2): // a packed run of differences
                 guard let range = reader.lengthDelimited() else { return nil }
                 var run = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[range]))
                 while !run.atEnd {
                     guard let delta = run.varint(), receiptIds.add(delta) != nil else { return nil }
-                    header.isBatch = true
+                    isBatch = true
                 }
             default:
                 // Any other field the proto declares must have its plain wire type; the full
@@ -96,8 +98,8 @@ public struct DatagramHeader: Equatable, Sendable {
         guard let fromUser = from.map({ reader.string($0) }) ?? "", let toUser = to.map({ reader.string($0) }) ?? "" else {
             return nil
         }
-        header.fromUser = fromUser
-        header.toUser = toUser
+        var header = DatagramHeader(version: version, messageId: messageId, kind: kind, fromUser: fromUser, toUser: toUser)
+        header.isBatch = isBatch
         return header
     }
 

@@ -141,8 +141,12 @@ public struct MessageRateLimiter<Key: Hashable & Sendable>: Sendable {
     /// Admits message `messageId` of `key`, or says how long until a new one would be admitted.
     public mutating func admit(_ key: Key, messageId: UInt64, now: NIODeadline) -> TimeAmount? {
         sweep(now: now)
-        let (limit, window) = (self.limit, self.window)
-        return Self.admit(messageId, now: now, &entries[key, default: Self.newEntry(limit, window, now: now)])
+        // A known key's entry is changed in place through its index; the `default:` subscript
+        // would allocate a closure context for the new entry on every call.
+        if let index = entries.index(forKey: key) { return Self.admit(messageId, now: now, &entries.values[index]) }
+        var entry = Self.newEntry(limit, window, now: now)
+        defer { entries[key] = entry }
+        return Self.admit(messageId, now: now, &entry)
     }
 
     /// A key's first entry: a full bucket, nothing charged.

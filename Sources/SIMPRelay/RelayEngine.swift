@@ -50,6 +50,8 @@ package final class RelayEngine {
     private var datagramFlushScheduled = false
     /// Set while a read burst of datagrams is handled: the datagram handler flushes at its end.
     private var inDatagramBurst = false
+    /// Which read bursts the forwarding-latency histogram observes (one per millisecond at most).
+    private var latencySampling = LatencySampling()
 
     /// The engine's clock (the event loop's time for an `EmbeddedEventLoop` in tests).
     package let now: () -> NIODeadline
@@ -225,7 +227,7 @@ package final class RelayEngine {
     func datagramBurstCompleted(startedAt start: NIODeadline) {
         inDatagramBurst = false
         if !unflushedControl.isEmpty { flushControl() } // DATAGRAM frames for sessions on the control path
-        metrics.forwardLatency.recordNanoseconds((now() - start).nanoseconds)
+        if latencySampling.observes(burstAt: start) { metrics.forwardLatency.recordNanoseconds((now() - start).nanoseconds) }
         reportDatagramCounts()
     }
 

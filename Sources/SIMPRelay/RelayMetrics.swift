@@ -73,7 +73,8 @@ struct RelayMetrics {
         "simp_datagrams_over_tcp_total":
             "Sealed datagrams carried in DATAGRAM control frames, from clients (direction=in) and to them (direction=out).",
         "simp_datagrams_awaiting_lookup": "Datagrams held while their recipient's route is looked up in Redis.",
-        forwardLatencyLabel: "Per burst of datagrams read together, from reading the first to having flushed every forward.",
+        forwardLatencyLabel:
+            "Per burst of datagrams read together, from reading the first to having flushed every forward; sampled: at most one burst per millisecond.",
         "simp_rejected_total": "Input dropped or refused, by reason (docs/OPERATIONS.md section 9).",
     ]
 }

@@ -114,6 +114,11 @@ final class RelayCorePresenceTests: XCTestCase {
         XCTAssertEqual(
             notes(relay.send(SIMPMessage(kind: .text, messageId: 6, fromUser: "bob", toUser: "alice", content: "yo"))),
             [.store(.noteContact(user: "bob", peer: "alice"))], "each direction on its own")
+        XCTAssertEqual(
+            notes(relay.send(text(7, to: "carol"), now: DevRelay.t0 + .minutes(62))), [.store(.noteContact(user: "alice", peer: "carol"))],
+            "another peer of the same session")
+        XCTAssertEqual(notes(relay.send(text(8), now: DevRelay.t0 + .minutes(63))), [], "bob again: noted at minute 61, within the hour")
+        XCTAssertEqual(notes(relay.send(text(9), now: DevRelay.t0 + .minutes(122))), [note], "and again after it")
     }
 
     func testPresenceEntryTextRoundTripsUserIdsWithSpaces() {

@@ -7,6 +7,15 @@ public struct PresenceCore: Sendable {
     private var watchers: [String: Set<String>] = [:]
     private var hiddenUsers: Set<String> = []
     private var notedContacts: [Contact: NIODeadline] = [:]
+    /// The peer each sending session's content was last noted for, and when: a session writing
+    /// to the same peer again is answered here by its id, without hashing both names (the
+    /// data path asks for every content datagram). Forgotten with `notedContacts`.
+    private var lastNotedBySession: [UInt64: NotedPeer] = [:]
+
+    private struct NotedPeer: Sendable {
+        var peer: String
+        var noted: NIODeadline
+    }
 
     /// A sender and the user it sent content to.
     private struct Contact: Hashable, Sendable {
@@ -49,13 +58,28 @@ public struct PresenceCore: Sendable {
     /// `user`'s last receiving session here ended.
     public mutating func left(_ user: String) { hiddenUsers.remove(user) }
 
-    /// Whether `user`'s content to `peer` is to be noted in the store now: not when it was
-    /// within `contactRenewal`.
-    public mutating func notesContact(from user: String, to peer: String, now: NIODeadline) -> Bool {
+    /// Whether `user`'s content to `peer`, sent by `user`'s session `session`, is to be noted in
+    /// the store now: not when it was within `contactRenewal`.
+    public mutating func notesContact(from user: String, to peer: String, session: UInt64, now: NIODeadline) -> Bool {
+        if let last = lastNotedBySession[session], last.peer == peer, now < last.noted + Self.contactRenewal { return false }
         let contact = Contact(user: user, peer: peer)
-        if let noted = notedContacts[contact], now < noted + Self.contactRenewal { return false }
-        if notedContacts.count >= Self.maxNotedContacts { notedContacts.removeAll(keepingCapacity: true) }
+        if let noted = notedContacts[contact], now < noted + Self.contactRenewal {
+            remember(peer, noted: noted, by: session)
+            return false
+        }
+        if notedContacts.count >= Self.maxNotedContacts {
+            notedContacts.removeAll(keepingCapacity: true)
+            lastNotedBySession.removeAll(keepingCapacity: true)
+        }
         notedContacts[contact] = now
+        remember(peer, noted: now, by: session)
         return true
+    }
+
+    private mutating func remember(_ peer: String, noted: NIODeadline, by session: UInt64) {
+        if lastNotedBySession.count >= Self.maxNotedContacts, lastNotedBySession[session] == nil {
+            lastNotedBySession.removeAll(keepingCapacity: true)
+        }
+        lastNotedBySession[session] = NotedPeer(peer: peer, noted: noted)
     }
 }

@@ -114,8 +114,11 @@ extension RelayCore {
         guard receipt.messageId != 0 else {
             return output.append(.reject(.missingField, detail: "receipt datagram without messageId from \(user)"))
         }
-        guard sessions.contains(receipt.toUser) else { return }
-        if !inbox.isIdle, let device = sessions.recipient(ofSession: session), inbox.isDelivering(to: device, from: receipt.toUser) {
+        // A sender with no session here gets nothing (`sealForEverySession` finds none): its
+        // name is hashed once, there, unless stored messages are on their way to this device.
+        if !inbox.isIdle, sessions.contains(receipt.toUser), let device = sessions.recipient(ofSession: session),
+            inbox.isDelivering(to: device, from: receipt.toUser)
+        {
             return routeReceiptCopy(payload, from: user, device: device, into: &output)
         }
         sessions.sealForEverySession(payload, to: receipt.toUser, into: &output)
@@ -151,7 +154,7 @@ extension RelayCore {
             guard sessions.admitThrottleNotice(forSession: session, now: now) else { return }
             return tell(session: session, .rateLimited("\(user) sends too fast", retryAfter: wait, messageId: message.messageId), into: &output)
         }
-        if message.kind != .typing { noteContact(from: user, to: message.toUser, now: now, into: &output) }
+        if message.kind != .typing { noteContact(from: user, to: message.toUser, session: session, now: now, into: &output) }
         if !inbox.isIdle, message.kind != .typing, sessions.isSoleReceiver(message.toUser),
             let device = sessions.receivers(of: message.toUser).first,
             inbox.holdIfDelivering(payload, messageId: message.messageId, to: device, from: message.fromUser)

@@ -26,10 +26,10 @@ extension RelayCore {
     /// `lastSeen` (ms since the epoch) rounded down to `lastSeenGranularity`.
     public static func coarseLastSeen(_ lastSeen: Int64) -> Int64 { lastSeen - lastSeen % lastSeenGranularity }
 
-    /// `user` sent content to `peer` (not a room): the store notes the conversation, at most
-    /// once per `PresenceCore.contactRenewal` per pair on this relay.
-    mutating func noteContact(from user: String, to peer: String, now: NIODeadline, into output: inout [RelayAction]) {
-        guard user != peer, !Self.isRoomAddress(peer), presence.notesContact(from: user, to: peer, now: now) else { return }
+    /// `user`'s session `session` sent content to `peer` (not a room): the store notes the
+    /// conversation, at most once per `PresenceCore.contactRenewal` per pair on this relay.
+    mutating func noteContact(from user: String, to peer: String, session: UInt64, now: NIODeadline, into output: inout [RelayAction]) {
+        guard user != peer, !Self.isRoomAddress(peer), presence.notesContact(from: user, to: peer, session: session, now: now) else { return }
         output.append(.store(.noteContact(user: user, peer: peer)))
     }
 
