@@ -36,6 +36,7 @@ final class RealFileLabTests: XCTestCase {
         XCTAssertNotNil(report.tcp.completedAfter, "TCP finished: \(FileLabReport.table([report]))", file: file, line: line)
         XCTAssertGreaterThanOrEqual(report.tcp.payloadBytesSent, 1_000_000, file: file, line: line)
         XCTAssertEqual(report.tcp.progress.last?.bytes, 1_000_000, file: file, line: line)
+        XCTAssertTrue(LabPlot.transfer(report).contains("data-name=\"TCP (kernel)\""), file: file, line: line)
     }
 
     func testOnACleanLinkTheFileArrivesWholeAndTheReportHasBothRows() async throws {
