@@ -43,6 +43,9 @@ struct Files: AsyncParsableCommand {
     @Option(name: .long, help: "Real mode: wall-clock seconds allowed for each transfer.")
     var maxSeconds: Double = 180
 
+    @Option(name: .long, help: "Real mode: the kernel TCP sender's congestion control (cubic, as the TCP model; bbr, reno).")
+    var tcpCongestion = "cubic"
+
     @Option(name: .long, help: "Chat messages sent without a file, for their usual latency (default 1000 in sim mode, 250 in real mode).")
     var chatAlone: Int?
 
@@ -66,6 +69,7 @@ struct Files: AsyncParsableCommand {
             fileBytes: Int(sizeMb * 1e6), bottleneck: Bottleneck(megabitsPerSecond: megabits, bufferMs: bufferMs),
             chatIntervalMs: chatIntervalMs, chatBaselineMessages: chatAlone ?? (mode == .real ? 250 : 1000))
         if mode == .real { setup.limit = .nanoseconds(Int64(maxSeconds * 1e9)) }
+        setup.tcpCongestionControl = tcpCongestion
         var reports: [FileLabReport] = []
         for name in scenarios {
             let scenario: Scenario
@@ -83,6 +87,9 @@ struct Files: AsyncParsableCommand {
                     throw ExitCode(2)
                 }
                 if let skipped = reports.last?.tcpSkipped { FileHandle.standardError.write(Data("simp-lab: \(skipped)\n".utf8)) }
+                if let failure = reports.last?.simpFailure {
+                    FileHandle.standardError.write(Data("simp-lab: \(name) seed \(seed): SIMP's file did not arrive: \(failure)\n".utf8))
+                }
             }
         }
         if json {

@@ -18,6 +18,7 @@ final class RealFileLabTests: XCTestCase {
         let table = FileLabReport.table([report])
         XCTAssertEqual(report.mode, .real, file: file, line: line)
         XCTAssertNotNil(report.simp.completedAfter, "SIMP's file arrived: \(table)", file: file, line: line)
+        XCTAssertNil(report.simpFailure, file: file, line: line)
         XCTAssertEqual(report.fileIntact, true, "the saved file has the sent bytes", file: file, line: line)
         XCTAssertGreaterThanOrEqual(report.simp.payloadBytesSent, 1_000_000, "every byte was sent at least once", file: file, line: line)
         XCTAssertEqual(report.simp.progress.last?.bytes, 1_000_000, file: file, line: line)

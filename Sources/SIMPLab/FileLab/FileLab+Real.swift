@@ -28,6 +28,8 @@ extension FileLab {
         report.mode = .real
         report.tcpSkipped = skipped
         report.fileIntact = simp.intact
+        report.simpFailure = simp.failure
+        report.tcpCongestionControl = setup.tcpCongestionControl
         return report
     }
 
@@ -36,7 +38,9 @@ extension FileLab {
     /// cannot make them.
     public static func runRealTCP(_ scenario: Scenario, seed: UInt64, setup: Setup) async throws -> TransferResult {
         let path = FilePathSetup(sender: scenario.senderAccess, receiver: scenario.receiverAccess, bottleneck: setup.bottleneck)
-        return try await RealTCPTransfer.run(file: labFile(bytes: setup.fileBytes, seed: seed), path: path, seed: seed, limit: setup.limit)
+        return try await RealTCPTransfer.run(
+            file: labFile(bytes: setup.fileBytes, seed: seed), path: path, seed: seed, limit: setup.limit,
+            congestionControl: setup.tcpCongestionControl)
     }
 
     /// The file both transfers send: `bytes` seeded random bytes.

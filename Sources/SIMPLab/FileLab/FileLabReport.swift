@@ -22,6 +22,10 @@ public struct FileLabReport: Codable, Sendable {
     public var tcpSkipped: String?
     /// Real mode: whether the file the receiver saved has the sent file's bytes.
     public var fileIntact: Bool?
+    /// Real mode: the kernel TCP sender's congestion control.
+    public var tcpCongestionControl: String?
+    /// Real mode: why SIMP's transfer ended without the file (the sender's or receiver's error, or the time limit).
+    public var simpFailure: String?
 
     init(
         scenario: String, seed: UInt64, fileBytes: Int, bottleneck: Bottleneck, lossy: Bool, roundTrip: TimeAmount, simp: TransferResult,

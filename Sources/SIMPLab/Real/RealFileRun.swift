@@ -21,6 +21,8 @@ final class RealFileRun: Sendable {
         var chatAlone: [TimeAmount]
         /// The file the receiver saved has the sent file's bytes (its SHA-256 compared here).
         var intact: Bool
+        /// Why the transfer stopped without the file, as the sender or the receiver said it.
+        var failure: String?
     }
 
     private let seed: UInt64
@@ -115,13 +117,20 @@ final class RealFileRun: Sendable {
         let transfer = try FileSend(client: sender, path: path.path, to: receiverName, home: directory.appendingPathComponent("sender-home"))
         let progress = NIOLockedValueBox([FileSend.Progress]())
         let transferStart = NIODeadline.now()
-        let sending = Task { try await transfer.run { update in progress.withLockedValue { $0.append(update) } } }
+        let sendFailure = NIOLockedValueBox<String?>(nil)
+        let sending = Task {
+            do { try await transfer.run { update in progress.withLockedValue { $0.append(update) } } } catch {
+                sendFailure.withLockedValue { $0 = "the sender stopped: \(error)" }
+            }
+        }
         let chatting = Task { [saved] in
             try await chat("during", from: sender, to: receiverName, count: nil, until: transferStart + limit) {
                 saved.withLockedValue { $0 == nil } // until the file is saved
             }
         }
-        while saved.withLockedValue({ $0 == nil }), failures.withLockedValue({ $0.isEmpty }), NIODeadline.now() < transferStart + limit {
+        while saved.withLockedValue({ $0 == nil }), failures.withLockedValue({ $0.isEmpty }), sendFailure.withLockedValue({ $0 == nil }),
+            NIODeadline.now() < transferStart + limit
+        {
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         let during = try await chatting.value
@@ -141,7 +150,12 @@ final class RealFileRun: Sendable {
             timeouts: Int(final?.timeouts ?? 0), largestWindow: Int((final?.largestWindowBytes ?? 0) / UInt64(FileSend.chunkSize)),
             lossesTolerated: 0, progress: points, chatLatencies: latencies(during))
         let intact = received.map { (try? Data(contentsOf: URL(fileURLWithPath: $0.0.path))) == Data(file) } ?? false
-        return Outcome(transfer: result, chatAlone: latencies(alone), intact: intact)
+        let failure =
+            received != nil
+            ? nil
+            : sendFailure.withLockedValue { $0 } ?? failures.withLockedValue { $0.first.map { "the receiver: \($0)" } }
+                ?? "not saved within \(limit.nanoseconds / 1_000_000_000) s"
+        return Outcome(transfer: result, chatAlone: latencies(alone), intact: intact, failure: failure)
     }
 
     /// Sends a chat message every `chatInterval` (`count` of them, or while `going` says so) until

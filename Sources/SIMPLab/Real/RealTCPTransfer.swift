@@ -5,13 +5,24 @@ import NIOCore
 
 /// The file lab's TCP row in real mode: the kernel's own TCP (its congestion control, CUBIC by
 /// default on Linux, SACK, RACK, timestamps) sends the file from one `TunnelPair` namespace to
-/// the other, every packet through the `TunnelForwarder`'s bottleneck and impaired links. The
+/// the other, every packet through the `TunnelForwarder`'s bottleneck and impaired links, with
+/// the congestion control asked for (CUBIC in the file lab, as the lab's TCP model). The
 /// time counts from the connection's first SYN to the receiver's read of the last byte.
 enum RealTCPTransfer {
     /// Sends `file` through a new tunnel pair shaped as `path`; throws `TunnelPair.Unavailable`
     /// where the machine does not allow it. Gives up (the transfer unfinished) after `limit`.
-    static func run(file: [UInt8], path: FilePathSetup, seed: UInt64, limit: TimeAmount) async throws -> TransferResult {
+    /// `congestionControl` names the sender's algorithm (`cubic`, Linux's default, unless the
+    /// host chose another: this machine's default is BBR).
+    static func run(file: [UInt8], path: FilePathSetup, seed: UInt64, limit: TimeAmount, congestionControl: String) async throws -> TransferResult {
         let tunnel = try TunnelPair.make()
+        let chosen = congestionControl.withCString { name in
+            setsockopt(tunnel.senderSocket, Int32(IPPROTO_TCP), TCP_CONGESTION, name, socklen_t(strlen(name)))
+        }
+        guard chosen == 0 else {
+            let why = String(cString: strerror(errno))
+            tunnel.close()
+            throw RealTCPUnavailable(reason: "the kernel has no congestion control \"\(congestionControl)\" (\(why))")
+        }
         return await withCheckedContinuation { continuation in
             Thread {
                 let result = transfer(file, through: tunnel, path: path, seed: seed, limit: limit)
