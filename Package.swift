@@ -148,6 +148,8 @@ let package = Package(
             ]),
         // wcwidth(3) asked in a UTF-8 locale of its own (the process's may be C), for `simp chat`'s columns.
         .target(name: "CTerminalColumns"),
+        // Network namespaces and TUN devices for the lab's real TCP transfer (unshare, setns, ioctl).
+        .target(name: "CNetworkNamespace"),
         // `simp chat`: line editor, key decoder, renderer, commands, history (pure state machines)
         // and the terminal shell that ties them to a SIMPClient.
         .target(
@@ -190,7 +192,7 @@ let package = Package(
         .target(
             name: "SIMPLab",
             dependencies: [
-                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E",
+                "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E", "CNetworkNamespace",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

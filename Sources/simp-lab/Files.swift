@@ -4,7 +4,7 @@ import SIMPLab
 
 struct Files: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sends a file over each scenario's links in virtual time, SIMP beside the TCP model, and prints the comparison.",
+        abstract: "Sends a file over each scenario's links, SIMP beside TCP, in virtual time or for real, and prints the comparison.",
         discussion: """
             The scenario's sender link and receiver link, with a bottleneck (--megabits, --buffer-ms) in front of them \
             towards the receiver. SIMP's transfer runs the real file sender and receiver with chat messages beside it \
@@ -13,6 +13,8 @@ struct Files: AsyncParsableCommand {
             one), completion time, file bytes sent per byte delivered, the chat messages' p99 send → arrival latency \
             during the transfer, without it, and its bar (that p99 plus one round trip). Exit status: 0 if every bar \
             passed, 1 if one failed, 2 on errors. docs/SCENARIOS.md ("File transfers") describes the model.
+
+            --mode real runs the same path with real processes and sockets: a relay and Redis on loopback, two `simp`             clients (end to end) whose datagrams cross impairment proxies (the scenario's links, the bottleneck in front             of the sender's), and the kernel's own TCP between two network namespaces of its own, every packet through             the same bottleneck and links (needs root and /dev/net/tun; else the TCP row says why it was skipped).             --max-seconds bounds each transfer in wall-clock time; --chat-alone sets the chat messages sent without a file.
             """)
 
     @Argument(help: "Scenarios whose links to use: files, or names as `simp-lab list` shows them (found in --dir).")
@@ -35,6 +37,18 @@ struct Files: AsyncParsableCommand {
     @Option(name: .long, help: "One chat message every this many ms during SIMP's transfer.")
     var chatIntervalMs: Double = 20
 
+    @Option(name: .long, help: "sim: virtual time, the TCP model; real: real relay, clients and kernel TCP (root).")
+    var mode: LabMode = .sim
+
+    @Option(name: .long, help: "Real mode: wall-clock seconds allowed for each transfer.")
+    var maxSeconds: Double = 180
+
+    @Option(name: .long, help: "Real mode: the kernel TCP sender's congestion control (cubic, as the TCP model; bbr, reno).")
+    var tcpCongestion = "cubic"
+
+    @Option(name: .long, help: "Chat messages sent without a file, for their usual latency (default 1000 in sim mode, 250 in real mode).")
+    var chatAlone: Int?
+
     @Flag(name: .long, help: "Print the reports as a JSON array.")
     var json = false
 
@@ -46,12 +60,16 @@ struct Files: AsyncParsableCommand {
         if !(megabits > 0) { throw ValidationError("--megabits must be positive") }
         if !(bufferMs >= 0) { throw ValidationError("--buffer-ms must not be negative") }
         if !(chatIntervalMs > 0) { throw ValidationError("--chat-interval-ms must be positive") }
+        if !(maxSeconds > 0) { throw ValidationError("--max-seconds must be positive") }
+        if let chatAlone, chatAlone < 1 { throw ValidationError("--chat-alone must be at least 1") }
     }
 
     func run() async throws {
-        let setup = FileLab.Setup(
+        var setup = FileLab.Setup(
             fileBytes: Int(sizeMb * 1e6), bottleneck: Bottleneck(megabitsPerSecond: megabits, bufferMs: bufferMs),
-            chatIntervalMs: chatIntervalMs)
+            chatIntervalMs: chatIntervalMs, chatBaselineMessages: chatAlone ?? (mode == .real ? 250 : 1000))
+        if mode == .real { setup.limit = .nanoseconds(Int64(maxSeconds * 1e9)) }
+        setup.tcpCongestionControl = tcpCongestion
         var reports: [FileLabReport] = []
         for name in scenarios {
             let scenario: Scenario
@@ -59,7 +77,20 @@ struct Files: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("simp-lab: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            for seed in seed.seeds { reports.append(FileLab.run(scenario, seed: seed, setup: setup)) }
+            for seed in seed.seeds {
+                if mode == .sim {
+                    reports.append(FileLab.run(scenario, seed: seed, setup: setup))
+                    continue
+                }
+                do { reports.append(try await FileLab.runReal(scenario, seed: seed, setup: setup)) } catch {
+                    FileHandle.standardError.write(Data("simp-lab: \(name) seed \(seed), real mode: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+                if let skipped = reports.last?.tcpSkipped { FileHandle.standardError.write(Data("simp-lab: \(skipped)\n".utf8)) }
+                if let failure = reports.last?.simpFailure {
+                    FileHandle.standardError.write(Data("simp-lab: \(name) seed \(seed): SIMP's file did not arrive: \(failure)\n".utf8))
+                }
+            }
         }
         if json {
             let encoder = JSONEncoder()

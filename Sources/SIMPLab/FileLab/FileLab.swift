@@ -132,8 +132,11 @@ public enum FileLab {
         public var chatInterval: TimeAmount
         /// Chat messages in the run without a file.
         public var chatBaselineMessages: Int
-        /// Virtual time allowed for each transfer.
+        /// Virtual time allowed for each transfer (wall-clock time in real mode).
         public var limit: TimeAmount
+        /// Real mode: the kernel TCP sender's congestion control (`cubic`, as the TCP model and
+        /// Linux's default; `bbr`, `reno`: what the kernel offers).
+        public var tcpCongestionControl = "cubic"
 
         public init(
             fileBytes: Int, bottleneck: Bottleneck = Bottleneck(megabitsPerSecond: 20, bufferMs: 100), chatIntervalMs: Double = 20,

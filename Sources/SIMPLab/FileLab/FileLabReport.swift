@@ -16,6 +16,16 @@ public struct FileLabReport: Codable, Sendable {
     public var tcp: TransferResult
     /// The chat messages' send → arrival latencies without a file, in ms.
     public var chatAloneMs: [Double]
+    /// Virtual time (`sim`, also when absent) or real processes and sockets (`real`).
+    public var mode: LabMode?
+    /// Real mode: why the TCP transfer did not run (the machine does not allow it), if so.
+    public var tcpSkipped: String?
+    /// Real mode: whether the file the receiver saved has the sent file's bytes.
+    public var fileIntact: Bool?
+    /// Real mode: the kernel TCP sender's congestion control.
+    public var tcpCongestionControl: String?
+    /// Real mode: why SIMP's transfer ended without the file (the sender's or receiver's error, or the time limit).
+    public var simpFailure: String?
 
     init(
         scenario: String, seed: UInt64, fileBytes: Int, bottleneck: Bottleneck, lossy: Bool, roundTrip: TimeAmount, simp: TransferResult,
@@ -30,6 +40,7 @@ public struct FileLabReport: Codable, Sendable {
         self.simp = simp
         self.tcp = tcp
         self.chatAloneMs = chatAlone.map { Double($0.nanoseconds) / 1e6 }
+        self.mode = .sim
     }
 
     /// SIMP's goodput over the TCP model's (infinite when TCP did not finish and SIMP did).
@@ -48,7 +59,11 @@ public struct FileLabReport: Codable, Sendable {
     /// The chat bar: the usual p99 plus one round trip.
     public var chatLimitMs: Double? { chatAloneP99.map { $0 + roundTripMs } }
 
-    public var goodputPassed: Bool { simp.completedAfter != nil && goodputRatio >= requiredRatio }
+    /// SIMP's file arrived (whole, in real mode) and beat the bar; without a TCP row (skipped),
+    /// only the arrival counts.
+    public var goodputPassed: Bool {
+        simp.completedAfter != nil && fileIntact != false && (tcpSkipped != nil || goodputRatio >= requiredRatio)
+    }
     public var chatPassed: Bool {
         guard let during = chatDuringP99, let limit = chatLimitMs else { return simp.chatLatencies.isEmpty && simp.completedAfter != nil }
         return during <= limit
@@ -69,13 +84,17 @@ public struct FileLabReport: Codable, Sendable {
         ]
         let rows = reports.map { report -> [String] in
             func rate(_ result: TransferResult) -> String { result.completedAfter == nil ? "-" : String(format: "%.2f", result.goodput / 1e6) }
+            let skipped = report.tcpSkipped != nil
             func time(_ result: TransferResult) -> String { result.seconds.map { String(format: "%.1f", $0) } ?? "unfinished" }
             func ms(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "-" }
-            let result = report.passed ? "PASS" : "FAIL" + (report.goodputPassed ? "" : " goodput") + (report.chatPassed ? "" : " chat")
+            let result =
+                (report.passed ? "PASS" : "FAIL" + (report.goodputPassed ? "" : " goodput") + (report.chatPassed ? "" : " chat"))
+                + (report.fileIntact == false ? " (file damaged)" : "")
             return [
-                report.scenario, "\(report.seed)", String(format: "%.0f", Double(report.fileBytes) / 1e6), rate(report.simp), rate(report.tcp),
-                String(format: "%.2f", report.goodputRatio), String(format: "≥%.1f", report.requiredRatio), time(report.simp), time(report.tcp),
-                String(format: "%.3f", report.simp.bytesSentPerByte), String(format: "%.3f", report.tcp.bytesSentPerByte),
+                report.scenario + (report.mode == .real ? " (real)" : ""), "\(report.seed)", String(format: "%.0f", Double(report.fileBytes) / 1e6),
+                rate(report.simp), skipped ? "skipped" : rate(report.tcp), skipped ? "-" : String(format: "%.2f", report.goodputRatio),
+                String(format: "≥%.1f", report.requiredRatio), time(report.simp), skipped ? "skipped" : time(report.tcp),
+                String(format: "%.3f", report.simp.bytesSentPerByte), skipped ? "-" : String(format: "%.3f", report.tcp.bytesSentPerByte),
                 ms(report.chatDuringP99), ms(report.chatAloneP99), ms(report.chatLimitMs), result,
             ]
         }

@@ -26,6 +26,32 @@ public struct Bottleneck: Codable, Equatable, Sendable {
     }
 }
 
+/// A bottleneck's drop-tail FIFO without I/O, shared by the virtual-time path and the real
+/// mode's proxies: a packet waits for those ahead of it, is served at `bytesPerSecond`, and is
+/// dropped when it would wait longer than the buffer. Times are any one clock's.
+struct BottleneckQueue {
+    let bottleneck: Bottleneck
+    private var busyUntil: TimeAmount = .zero
+    /// Packets dropped because the queue was full (congestion, not the links' loss).
+    private(set) var drops = 0
+
+    init(_ bottleneck: Bottleneck) { self.bottleneck = bottleneck }
+
+    /// A packet of `size` bytes arrives at `now`: when it has been served, or nil if it is dropped.
+    mutating func admit(size: Int, at now: TimeAmount) -> TimeAmount? {
+        let start = max(busyUntil, now)
+        guard start - now <= bottleneck.bufferTime else {
+            drops += 1
+            return nil
+        }
+        busyUntil = start + .nanoseconds(Int64(Double(size) / bottleneck.bytesPerSecond * 1e9))
+        return busyUntil
+    }
+
+    /// How long a packet arriving at `now` would wait.
+    func delay(at now: TimeAmount) -> TimeAmount { max(busyUntil - now, .zero) }
+}
+
 /// One direction of the file lab's path, in virtual time: an optional bottleneck (a FIFO that
 /// serves `bytesPerSecond` and drops what would wait longer than its buffer), then the first
 /// access link (the sending client's), then the second (the receiving client's), each the
@@ -33,40 +59,34 @@ public struct Bottleneck: Codable, Equatable, Sendable {
 /// reordered by the links; TCP segments are only lost and delayed, as in the lab's TCP model.
 final class FilePathDirection {
     private let queue: EventQueue
-    private let bottleneck: Bottleneck?
+    private var bottleneck: BottleneckQueue?
     private var hops: [SimLink] = []
-    private var busyUntil: TimeAmount = .zero
     private var packets: [UInt64: (hop: Int, arrive: () -> Void)] = [:]
     private var nextPacket: UInt64 = 0
     /// Packets the bottleneck's queue dropped (congestion, not the links' loss).
-    private(set) var queueDrops = 0
+    var queueDrops: Int { bottleneck?.drops ?? 0 }
     /// Bytes offered to the path.
     private(set) var bytesOffered = 0
 
     init(first: LinkConditions, second: LinkConditions, bottleneck: Bottleneck?, seed: UInt64, stream: UInt64, queue: EventQueue) {
         self.queue = queue
-        self.bottleneck = bottleneck
+        self.bottleneck = bottleneck.map(BottleneckQueue.init)
         hops = [first, second].enumerated().map { index, conditions in
             SimLink(conditions: conditions, random: SeededRandom(seed: seed, stream: stream * 2 + UInt64(index)), queue: queue) { .zero }
         }
     }
 
     /// How long the bottleneck's queue holds a packet arriving now.
-    var queueDelay: TimeAmount { max(busyUntil - queue.now, .zero) }
+    var queueDelay: TimeAmount { bottleneck?.delay(at: queue.now) ?? .zero }
 
     /// Sends a packet of `size` bytes; `arrive` runs for each copy that reaches the far end.
     /// `segment`: a TCP segment (no duplication or reordering).
     func send(size: Int, segment: Bool = false, arrive: @escaping () -> Void) {
         bytesOffered += size
         var leaves = queue.now
-        if let bottleneck {
-            let start = max(busyUntil, queue.now)
-            guard start - queue.now <= bottleneck.bufferTime else {
-                queueDrops += 1
-                return
-            }
-            busyUntil = start + .nanoseconds(Int64(Double(size) / bottleneck.bytesPerSecond * 1e9))
-            leaves = busyUntil
+        if bottleneck != nil {
+            guard let served = bottleneck?.admit(size: size, at: queue.now) else { return }
+            leaves = served
         }
         queue.schedule(at: leaves) { [self] in enter(hop: 0, segment: segment, arrive: arrive) }
     }

@@ -13,6 +13,8 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
     private let loop: EventLoop
     private var up: ImpairedLink<ByteBuffer>
     private var down: ImpairedLink<ByteBuffer>
+    /// In front of `up`, sized with each datagram's UDP and IP headers.
+    private var bottleneck: BottleneckQueue?
     private let relay: SocketAddress
     private var clientSide: Channel!
     private var publicSide: Channel!
@@ -26,12 +28,13 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
     /// Binds both sides on 127.0.0.1 and starts forwarding.
     public static func start(
         up: LinkConditions, down: LinkConditions, seed: UInt64, stream: UInt64,
-        relay: SocketAddress, group: EventLoopGroup
+        relay: SocketAddress, group: EventLoopGroup, bottleneck: Bottleneck? = nil
     ) async throws -> LinkProxy {
         let proxy = LinkProxy(
             up: ImpairedLink(conditions: up, random: SeededRandom(seed: seed, stream: stream)),
             down: ImpairedLink(conditions: down, random: SeededRandom(seed: seed, stream: stream + 1)),
             relay: relay, loop: group.next())
+        proxy.bottleneck = bottleneck.map(BottleneckQueue.init)
         proxy.clientSide = try await proxy.bind { proxy.fromClient($0) }
         proxy.clientSideAddress = proxy.clientSide.localAddress
         proxy.publicSide = try await proxy.bind { proxy.fromRelay($0) }
@@ -70,6 +73,13 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
         try await loop.submit { (self.up.statistics, self.down.statistics) }.get()
     }
 
+    /// The client's datagrams the bottleneck dropped, and every byte it offered (headers included).
+    func upTraffic() async throws -> (queueDrops: Int, bytesOffered: Int) {
+        try await loop.submit { (self.bottleneck?.drops ?? 0, self.bytesOfferedUp) }.get()
+    }
+
+    private var bytesOfferedUp = 0
+
     public func stop() async {
         let channels = try? await loop.submit { () -> [Channel] in
             [self.clientSide, self.publicSide]
@@ -77,13 +87,25 @@ public final class LinkProxy: @unchecked Sendable { // state confined to `loop`
         for channel in channels ?? [] { try? await channel.close() }
     }
 
+    /// IPv4 and UDP headers, counted in the bottleneck's sizes.
+    static let udpIPHeaderBytes = 28
+
     private var elapsed: TimeAmount {
         guard let start else { return .hours(-1_000) }
         return .now() - start
     }
 
     private func fromClient(_ bytes: ByteBuffer) {
-        let deliveries = up.send(bytes, at: elapsed)
+        let now = elapsed
+        let size = bytes.readableBytes + Self.udpIPHeaderBytes
+        bytesOfferedUp += size
+        var entersLink = now
+        if bottleneck != nil {
+            guard let served = bottleneck?.admit(size: size, at: now) else { return }
+            entersLink = served
+        }
+        let wait = entersLink - now
+        let deliveries = up.send(bytes, at: entersLink).map { ImpairedLink<ByteBuffer>.Delivery(packet: $0.packet, after: $0.after + wait) }
         carry(deliveries, to: relay, via: { self.publicSide })
         scheduleRelease(\.up, to: relay, via: { self.publicSide })
     }

@@ -110,16 +110,7 @@ final class RealWorld: @unchecked Sendable {
 
     static func start(_ scenario: Scenario, seed: UInt64, options: LabOptions) async throws -> RealWorld {
         let redis = try await LocalRedisServer.start()
-        var configuration = RelayConfiguration()
-        configuration.port = 0
-        configuration.udpPort = 0
-        configuration.redis = redis.url
-        configuration.relayId = "lab-relay"
-        // Development mode: the lab's Redis is restarted empty in some scenarios, which would
-        // lose credentials. Datagrams are sealed and checked exactly as with login.
-        configuration.requireLogin = false
-        configuration.logger = quietLogger("lab.relay")
-        configuration.allowLoad(ofClients: scenario.members.count)
+        var configuration = RelayConfiguration.lab(redis: redis, clients: scenario.members.count)
         let relay: BackgroundRelay
         let relayGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do { relay = try await BackgroundRelay.start(configuration: configuration, group: relayGroup) } catch {
@@ -140,7 +131,7 @@ final class RealWorld: @unchecked Sendable {
         return world
     }
 
-    private static func quietLogger(_ label: String) -> Logger {
+    static func quietLogger(_ label: String) -> Logger {
         var logger = Logger(label: label)
         logger.logLevel = .critical
         return logger
@@ -165,15 +156,11 @@ final class RealWorld: @unchecked Sendable {
     /// Starts a new client process for `participant` behind its proxies and waits until it is
     /// registered; what its application receives is recorded.
     func startProcess(of participant: Participant) async throws {
-        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: participant.control.port, user: participant.name)
-        configuration.localHost = "127.0.0.1"
-        configuration.datagramTarget = participant.path.clientSideAddress
-        configuration.advertisedUDPPort = participant.path.publicPort
+        var configuration = ClientConfiguration.lab(
+            user: participant.name, controlPort: participant.control.port, behind: participant.path, endToEndHome: endToEndHome)
         configuration.retransmit = scenario.policy
-        configuration.logger = Self.quietLogger("lab.client")
         configuration.device = participant.member.device
         configuration.sendOnly = participant.member.sendOnly
-        configuration.endToEnd = EndToEndSettings(home: endToEndHome)
         let client = SIMPClient(configuration: configuration)
         participant.client = client
         let inbox = collect(client, as: participant.name, device: participant.member.device)
@@ -399,7 +386,36 @@ final class RealWorld: @unchecked Sendable {
     }
 }
 
+extension ClientConfiguration {
+    /// A lab client: its datagrams through `path` both ways, end to end with its keys under
+    /// `endToEndHome`, its control connection to `controlPort` on loopback, quiet.
+    static func lab(user: String, controlPort: Int, behind path: LinkProxy, endToEndHome: URL) -> ClientConfiguration {
+        var configuration = ClientConfiguration(serverHost: "127.0.0.1", serverPort: controlPort, user: user)
+        configuration.localHost = "127.0.0.1"
+        configuration.datagramTarget = path.clientSideAddress
+        configuration.advertisedUDPPort = path.publicPort
+        configuration.logger = RealWorld.quietLogger("lab.client")
+        configuration.endToEnd = EndToEndSettings(home: endToEndHome)
+        return configuration
+    }
+}
+
 extension RelayConfiguration {
+    /// The lab's relay: free ports, `redis`, loaded for `clients` clients on loopback, quiet.
+    static func lab(redis: LocalRedisServer, clients: Int) -> RelayConfiguration {
+        var configuration = RelayConfiguration()
+        configuration.port = 0
+        configuration.udpPort = 0
+        configuration.redis = redis.url
+        configuration.relayId = "lab-relay"
+        // Development mode: the lab's Redis is restarted empty in some scenarios, which would
+        // lose credentials. Datagrams are sealed and checked exactly as with login.
+        configuration.requireLogin = false
+        configuration.logger = RealWorld.quietLogger("lab.relay")
+        configuration.allowLoad(ofClients: clients)
+        return configuration
+    }
+
     /// Raises the per-address limits so that `clients` clients on one address (loopback) can
     /// all log in at once, and again after a fault, without tripping the relay's abuse limits.
     mutating func allowLoad(ofClients clients: Int) {
