@@ -241,6 +241,30 @@ final class CubicWindowTests: XCTestCase {
         XCTAssertEqual(window.delayReductions, 0)
     }
 
+    /// Leaving slow start on a queue that has only just formed: over the round trip counted, the
+    /// path delivered a chunk a ms while the window kept growing (the queue showed late), so the
+    /// count alone (~42) is far below the window; the window keeps `beta` of itself, as after a loss.
+    func testLeavingSlowStartTakesOffNoMoreThanALossWouldWhenTheDeliveryCountLagsTheWindow() {
+        var window = CubicWindow(initialWindow: 100)
+        var number: UInt64 = 0
+        var now = start
+        var before = window.window
+        // 60 ms of a steady 40 ms path, then round trips 20 ms above it (a queue): one ack a ms.
+        for step in 0..<100 where window.state == .slowStart {
+            before = window.window
+            now = now + .milliseconds(1)
+            number += 1
+            window.roundTripMeasured(.milliseconds(step < 60 ? 40 : 60), newest: number, newestSent: number + 100, now: now)
+            window.acknowledged(count: 1, newest: number, rtt: .milliseconds(40), now: now)
+        }
+        XCTAssertEqual(window.state, .congestionAvoidance, "the queue ended slow start")
+        XCTAssertGreaterThan(number, 60 + 7, "after 8 round trips above the margin")
+        XCTAssertEqual(window.wMax, before * CubicWindow.beta, accuracy: 1e-9, "not the ~42 delivered in 42 ms")
+        XCTAssertEqual(window.slowStartThreshold, window.wMax)
+        XCTAssertGreaterThan(window.wMax, 90)
+        XCTAssertEqual(window.window, window.wMax, accuracy: 0.1, "avoidance goes on from there (its first ack)")
+    }
+
     func testTCPsSlowStartKeepsDoublingWhereTheFileTransfersLeavesIt() {
         var tcp = CubicWindow(initialWindow: 200, lossResponse: .everyLoss, reducesOnDelay: false)
         var window = CubicWindow(initialWindow: 200)

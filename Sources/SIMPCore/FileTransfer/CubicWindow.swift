@@ -29,8 +29,9 @@ import NIOCore
 ///   moves): a steady path notices a few ms of queue, a path whose round trips merely spread
 ///   (KCP's test link, 60–120 ms) does not take its spread for one. Slow start then ends at
 ///   once, and the window becomes what the path delivered over its round trip without a queue
-///   (its minimum plus twice the jitter), at most halving it: the queue slow start built
-///   drains. The signal comes a round trip late, which is why slow start only grows by half
+///   (its minimum plus twice the jitter), but no less than `beta` of itself (what a loss
+///   leaves): the queue slow start built drains, and a delivery count still climbing with the
+///   window (the queue has only just formed) does not leave the window below the path. The signal comes a round trip late, which is why slow start only grows by half
 ///   each round trip: the queue built before the sender hears of it stays near half a round
 ///   trip, instead of the whole round trip (or the buffer) doubling would fill. What was sent
 ///   before that reaction is one event: its losses and its round trips do not shrink the window
@@ -265,12 +266,17 @@ public struct CubicWindow: Equatable, Sendable {
     /// Slow start found a queue: the window becomes what the path delivered over a round trip
     /// without a queue (its minimum plus twice the jitter: the bottleneck's rate times the
     /// round trip, once the queue shows the bottleneck is full), so the queue slow start built
-    /// drains, and avoidance probes on from there. What was sent before now is of the same
-    /// event: its losses and its round trips (which show the queue being drained) do not shrink
-    /// the window again.
+    /// drains, and avoidance probes on from there. Never below `beta` of the window (a loss's
+    /// decrease): the queue shows a few ms after it formed, so most of the round trip counted
+    /// was delivered while the window was still growing towards the path, and that count alone
+    /// left the window a fifth below the path (a clean 20 Mbit/s path: 76 chunks of ~100),
+    /// where avoidance climbs back by about a chunk per two round trips. What the floor leaves
+    /// of the queue, avoidance's own delay rule takes (× `delayBeta` per round while it stands).
+    /// What was sent before now is of the same event: its losses and its round trips (which
+    /// show the queue being drained) do not shrink the window again.
     private mutating func leaveSlowStartDraining(newestSent: UInt64, now: NIODeadline) {
         if let base = minimumRTT, let path = deliveredWithin(base + jitter * 2, now: now), Double(path) < window {
-            window = max(Double(path), window / 2, minimumWindow)
+            window = max(Double(path), window * Self.beta, minimumWindow)
         }
         lossesHandledThrough = max(lossesHandledThrough, newestSent)
         queueHandledThrough = newestSent

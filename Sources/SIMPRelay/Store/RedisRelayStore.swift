@@ -139,7 +139,7 @@ public final class RedisRelayStore: RelayStore {
         case .lookup(let user):
             return registry.lookup(user: user, on: eventLoop).map { .lookup(user: user, $0) }
         case .publish(let relay, let delivery):
-            return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop).map { .publish(relay: relay, delivery, listeners: $0) }
+            return publishes.publish(relay: relay, delivery, via: bus, on: eventLoop)
         case .announceMove(let move):
             return bus.announce(move, on: eventLoop).map { _ in .written }
         case .checkSession(let user, let session):
@@ -258,16 +258,18 @@ public final class RedisRelayStore: RelayStore {
 }
 
 /// Collects the publishes asked for in one event-loop turn and sends them in one pipeline.
+/// Each publish's future holds its answer as it is (no `map` per publish: a read burst's
+/// replies complete one promise each, not a promise and a mapped future).
 private final class PublishBatcher: Sendable {
     private struct Pending {
         var deliveries: [(relay: String, delivery: RelayDelivery)] = []
-        var promises: [EventLoopPromise<Int>] = []
+        var promises: [EventLoopPromise<StoreAnswer>] = []
     }
 
     private let pending = NIOLockedValueBox(Pending())
 
-    func publish(relay: String, _ delivery: RelayDelivery, via bus: RelayBus, on eventLoop: EventLoop) -> EventLoopFuture<Int> {
-        let promise = eventLoop.makePromise(of: Int.self)
+    func publish(relay: String, _ delivery: RelayDelivery, via bus: RelayBus, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        let promise = eventLoop.makePromise(of: StoreAnswer.self)
         let first = pending.withLockedValue { pending in
             pending.deliveries.append((relay, delivery))
             pending.promises.append(promise)
@@ -286,7 +288,10 @@ private final class PublishBatcher: Sendable {
         bus.publish(batch.deliveries, on: eventLoop).whenComplete { result in
             switch result {
             case .success(let listeners):
-                for (promise, count) in zip(batch.promises, listeners) { promise.succeed(count) }
+                for (index, promise) in batch.promises.enumerated() {
+                    let (relay, delivery) = batch.deliveries[index]
+                    promise.succeed(.publish(relay: relay, delivery, listeners: index < listeners.count ? listeners[index] : 0))
+                }
             case .failure(let error):
                 for promise in batch.promises { promise.fail(error) }
             }
