@@ -193,7 +193,9 @@ public final class RedisRelayStore: RelayStore {
         case .fetchHeldChunks(let fetch):
             return heldFiles.fetch(fetch, on: eventLoop).map { .fetchHeldChunks(fetch, $0) }
         case .releaseHeldFile(let owner, let fileId, let recipient, let device):
-            return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map { .written }
+            return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map {
+                .releaseHeldFile(owner: owner, fileId: fileId, recipient: recipient, device: device, firstTime: $0)
+            }
         case .grantHeldFile(let grant):
             return heldFiles.grant(grant, on: eventLoop).map { .grantHeldFile(grant, $0) }
         }
