@@ -162,6 +162,7 @@ public actor FileSend {
         self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: self.digest)
         let record = OutgoingFileRecord.read(recordPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) }
         self.heldPath = OutgoingFileRecord.heldPath(home: home, user: client.configuration.user, digest: self.digest)
+        OutgoingFileRecord.pruneHeld(home: home) // a record older than the relay's retention names a file it deleted
         let held = record == nil ? OutgoingFileRecord.read(heldPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) } : nil
         self.forwardable = held
         var random = SystemRandomNumberGenerator()

@@ -50,7 +50,7 @@ public final class RedisRelayStore: RelayStore {
         /// (`--file-store-max-bytes-per-user`; docs/PROTOCOL.md §5.7).
         public var heldFilesMaxBytesPerUser: UInt64 = Self.defaultHeldFilesMaxBytesPerUser
         /// Seconds a held file is kept after its last chunk arrived (`--file-store-retention`).
-        public var heldFileRetentionSeconds = 7 * 24 * 3600
+        public var heldFileRetentionSeconds = HeldFileRetention.defaultSeconds
         /// 1 GiB.
         public static let defaultHeldFilesMaxBytesPerUser: UInt64 = 1 << 30
         public init() {}
