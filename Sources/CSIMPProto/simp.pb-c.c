@@ -268,7 +268,7 @@ const ProtobufCEnumDescriptor simp__message__presence__descriptor =
   simp__message__presence__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor simp__message__field_descriptors[76] =
+static const ProtobufCFieldDescriptor simp__message__field_descriptors[77] =
 {
   {
     "version",
@@ -1182,6 +1182,18 @@ static const ProtobufCFieldDescriptor simp__message__field_descriptors[76] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fileReceived",
+    196,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Simp__Message, filereceived),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned simp__message__field_indices_by_name[] = {
   42,   /* field[42] = acceptsBatchReceipts */
@@ -1210,6 +1222,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   52,   /* field[52] = fileId */
   59,   /* field[59] = fileKey */
   55,   /* field[55] = fileRanges */
+  76,   /* field[76] = fileReceived */
   75,   /* field[75] = fileRoom */
   56,   /* field[56] = fileSeq */
   60,   /* field[60] = fileSize */
@@ -1261,7 +1274,7 @@ static const unsigned simp__message__field_indices_by_name[] = {
   13,   /* field[13] = udpPort */
   0,   /* field[0] = version */
 };
-static const ProtobufCIntRange simp__message__number_ranges[12 + 1] =
+static const ProtobufCIntRange simp__message__number_ranges[13 + 1] =
 {
   { 1, 0 },
   { 30, 26 },
@@ -1275,7 +1288,8 @@ static const ProtobufCIntRange simp__message__number_ranges[12 + 1] =
   { 160, 73 },
   { 180, 74 },
   { 193, 75 },
-  { 0, 76 }
+  { 196, 76 },
+  { 0, 77 }
 };
 const ProtobufCMessageDescriptor simp__message__descriptor =
 {
@@ -1285,10 +1299,10 @@ const ProtobufCMessageDescriptor simp__message__descriptor =
   "Simp__Message",
   "simp",
   sizeof(Simp__Message),
-  76,
+  77,
   simp__message__field_descriptors,
   simp__message__field_indices_by_name,
-  12,  simp__message__number_ranges,
+  13,  simp__message__number_ranges,
   (ProtobufCMessageInit) simp__message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

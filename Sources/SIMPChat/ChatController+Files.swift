@@ -42,14 +42,19 @@ extension ChatController {
             let started = NIODeadline.now()
             do {
                 let transfer = try FileSend(client: client, path: file.path, to: peer)
-                let heldByRelay = NIOLockedValueBox(false)
+                let heldAs = NIOLockedValueBox<UInt64?>(nil)
                 try await transfer.run(datagrams: fileRouter?.acknowledgements()) { progress in
-                    heldByRelay.withLockedValue { $0 = progress.heldByRelay }
+                    heldAs.withLockedValue { $0 = progress.heldByRelay ? progress.fileId : nil }
                     post.yield(.fileProgress(ref: ref, progress.line))
                 }
                 let millis = Double((NIODeadline.now() - started).nanoseconds) / 1e6
-                // A receiver who is offline gets the file from the relay later: stored, not delivered.
-                post.yield(.resolved(ref: ref, heldByRelay.withLockedValue { $0 } ? .stored : .delivered(latencyMillis: millis)))
+                // A receiver who is offline gets the file from the relay later: stored, not
+                // delivered, until the relay says a device of the receiver has it.
+                if let fileId = heldAs.withLockedValue({ $0 }) {
+                    post.yield(.fileStored(ref: ref, fileId: fileId))
+                } else {
+                    post.yield(.resolved(ref: ref, .delivered(latencyMillis: millis)))
+                }
             } catch {
                 post.yield(.resolved(ref: ref, .failed("\(error)")))
             }

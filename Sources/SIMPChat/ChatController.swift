@@ -56,6 +56,8 @@ public final class ChatController: @unchecked Sendable {
         /// or not received.
         case fileChecked(to: String, Result<ChatFile, ChatRoomError>)
         case fileProgress(ref: Int, String)
+        /// The relay holds a sent file whole (as `fileId`) for its receiver's devices.
+        case fileStored(ref: Int, fileId: UInt64)
         case fileSaved(from: String, ChatFile, receivedBefore: Bool)
         case fileNotReceived(String)
     }
@@ -262,6 +264,8 @@ public final class ChatController: @unchecked Sendable {
         case .fileProgress(let ref, let progress):
             session.fileProgress(ref: ref, progress)
             return []
+        case .fileStored(let ref, let fileId):
+            return session.fileStored(ref: ref, fileId: fileId)
         case .fileSaved(let from, let file, let receivedBefore):
             return session.fileSaved(from: from, file, receivedBefore: receivedBefore)
         case .fileNotReceived(let reason):

@@ -42,6 +42,8 @@ extension ChatSession {
             return update(ref: ref, .roomDelivered(delivered, of: total), quietly: delivered < total).effects
         case .read(let upTo, let reader):
             return markedRead(upTo: upTo, by: reader)
+        case .fileReceived(let fileId, let receiver, _):
+            return fileReceived(fileId: fileId, by: receiver)
         case .delivered(let id, _):
             guard let ref = outgoing.messages.last(where: { $0.messageId == id })?.ref else { return [] }
             let waited = Double(max(0, clock.now() - outgoing[ref].message.time))

@@ -119,6 +119,42 @@ extension ChatSession {
         return recordFileSaved(from: from, file)
     }
 
+    /// The relay holds sent file `ref` whole as `fileId` for its receiver's devices (✓ (stored)):
+    /// its history entry keeps the id, so that the relay's news that the receiver got the file
+    /// turns the mark ✓✓, in this session or a later one (docs/PROTOCOL.md §5.7).
+    public mutating func fileStored(ref: Int, fileId: UInt64) -> [ChatEffect] {
+        var effects: [ChatEffect] = []
+        if let id = outgoing[ref].historyId, let index = history.lastIndex(where: { $0.id == id }), var file = history[index].file {
+            file.fileId = fileId
+            history[index].file = file
+            effects.append(.recordFile(messageId: id, from: user, file))
+        }
+        guard filesReceivedEarly.remove(fileId) == nil else {
+            return effects + resolved(ref: ref, .delivered(latencyMillis: Double(max(0, clock.now() - outgoing[ref].message.time))))
+        }
+        return effects + resolved(ref: ref, .stored)
+    }
+
+    /// `receiver` has file `fileId` this user sent through the relay, whole and verified: its
+    /// mark turns ✓✓ in place, or, for a file sent in an earlier session, its line is shown
+    /// again with ✓✓; the history keeps it.
+    mutating func fileReceived(fileId: UInt64, by receiver: String) -> [ChatEffect] {
+        guard let index = history.lastIndex(where: { $0.from == user && $0.to == receiver && $0.file?.fileId == fileId }) else {
+            if filesReceivedEarly.count >= 256 { filesReceivedEarly = [] } // never claimed: not a file of this chat's
+            filesReceivedEarly.insert(fileId)
+            return []
+        }
+        let delivered = DeliveryStatus.delivered(latencyMillis: 0).historyName
+        if let ref = outgoing.messages.last(where: { $0.historyId == history[index].id })?.ref {
+            guard !outgoing[ref].status.isDelivered else { return [] }
+            return resolved(ref: ref, .delivered(latencyMillis: Double(max(0, clock.now() - outgoing[ref].message.time))))
+        }
+        guard history[index].status != delivered else { return [] }
+        history[index].status = delivered
+        printLine(Self.messageLine(history[index], user: user, clock: clock))
+        return [.recordStatus(messageId: history[index].id, status: delivered)]
+    }
+
     /// A file sent to this user could not be received (refused as too large, the disk full,
     /// its digest wrong): the reason, as a notice.
     public mutating func fileNotReceived(_ reason: String) {

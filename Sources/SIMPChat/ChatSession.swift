@@ -114,6 +114,8 @@ public struct ChatSession: Sendable {
     var roomMembers: [String: Set<String>] = [:]
     /// Room progress that came before the client said which message it is for (`submitted`).
     var earlyRoomProgress: [UInt64: DeliveryStatus] = [:]
+    /// Files whose receiver had them before the chat learned the relay held them (`fileStored`).
+    var filesReceivedEarly: Set<UInt64> = []
     /// Lines counting messages asked for or sent again, per peer device (`endToEndNoticed`).
     var recoveryLines: [String: RecoveryLine] = [:]
     /// How long a typing indicator is shown, and how often one is sent, in ms.

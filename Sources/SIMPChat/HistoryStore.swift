@@ -60,6 +60,9 @@ public struct HistoryFile: Codable, Equatable, Sendable {
     /// Received: the room it was sent to (no `#`), when this user and the sender are members
     /// of it (docs/E2E.md §17); shown as `#room alice: [file] …`. Nil: a direct file.
     public var room: String?
+    /// Sent: the file's id once the relay held it for the receiver (✓ (stored)), so the news
+    /// that the receiver got it turns its mark ✓✓, also in a later session.
+    public var fileId: UInt64?
 
     public init(
         name: String, size: UInt64, width: Int? = nil, height: Int? = nil, path: String? = nil, sha256: String? = nil, room: String? = nil

@@ -192,7 +192,7 @@ public actor FileDownloads {
             return
         }
         guard var transfer = transfers[message.fileId] else { return }
-        transfer.fetcher.chunkArrived(message)
+        transfer.fetcher.chunkArrived(message, now: .now())
         let arrival = transfer.receiver.chunkArrived(message, now: .now())
         if case .write(let offset, let plaintext) = arrival {
             do {

@@ -53,6 +53,8 @@ public actor FileSend {
         /// Of `bytesAcknowledged`, what the receiver held from an earlier run when this one
         /// resumed: left out of the rate, which is this run's.
         public var bytesHeldBefore: UInt64 = 0
+        /// The file's id (what the relay's news that the receiver got a held file names, §5.7).
+        public var fileId: UInt64 = 0
 
         /// `12.1 MB of 20.0 MB, 45.3 MB/s, ETA 0.2 s (sent 12.3 MB)`: the rate is this run's
         /// (bytes acknowledged since it started over its time), also after a resume.
@@ -160,6 +162,7 @@ public actor FileSend {
         self.recordPath = OutgoingFileRecord.path(home: home, user: client.configuration.user, peer: peer, digest: self.digest)
         let record = OutgoingFileRecord.read(recordPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) }
         self.heldPath = OutgoingFileRecord.heldPath(home: home, user: client.configuration.user, digest: self.digest)
+        OutgoingFileRecord.pruneHeld(home: home) // a record older than the relay's retention names a file it deleted
         let held = record == nil ? OutgoingFileRecord.read(heldPath).flatMap { $0.fits(size: size, chunkSize: Self.chunkSize) } : nil
         self.forwardable = held
         var random = SystemRandomNumberGenerator()
@@ -292,7 +295,7 @@ public actor FileSend {
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
             heldByRelay: sender.heldByRelay || forwarded, receiverOnline: destination == .relay(receiverOnline: true),
             notHeldBecause: notHeldBecause, forwarded: forwarded,
-            bytesHeldBefore: min(sender.chunksHeldBefore * UInt64(Self.chunkSize), size))
+            bytesHeldBefore: min(sender.chunksHeldBefore * UInt64(Self.chunkSize), size), fileId: fileId)
     }
 
     private func acknowledged(_ ack: SIMPMessage) {

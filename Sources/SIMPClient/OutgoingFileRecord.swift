@@ -32,6 +32,23 @@ struct OutgoingFileRecord: Codable, Equatable {
         return home.appendingPathComponent("held-files").appendingPathComponent(name + ".json")
     }
 
+    /// The bound on the `held-files/` records: one is worth keeping only while the relay may
+    /// still hold its file, which it deletes `--file-store-retention` (by default 7 days) after
+    /// its last chunk was written, about when the record was written; and at most `maxHeldCount`,
+    /// the newest. Dropping a record costs at most uploading its file again (a grant the relay
+    /// refuses falls back to that anyway).
+    static let maxHeldAge = TimeInterval(HeldFileRetention.defaultSeconds)
+    /// At most this many `held-files/` records are kept: 1,000.
+    static let maxHeldCount = 1000
+
+    /// Removes the `held-files/` records under `home` older than `maxHeldAge` and the oldest
+    /// beyond `maxHeldCount` (the same bound as the downloads' `.received/` records, with these
+    /// limits); returns how many.
+    @discardableResult
+    static func pruneHeld(home: URL, now: Date = Date(), maxAge: TimeInterval = maxHeldAge, maxCount: Int = maxHeldCount) -> Int {
+        ReceivedRecords.prune(home.appendingPathComponent("held-files"), now: now, maxAge: maxAge, maxCount: maxCount)
+    }
+
     /// This record, if it is of a file of `size` bytes in chunks of `chunkSize` with a key of the right length.
     func fits(size: UInt64, chunkSize: Int) -> OutgoingFileRecord? {
         self.size == size && self.chunkSize == chunkSize && key.count == FileChunkCipher.keySize ? self : nil

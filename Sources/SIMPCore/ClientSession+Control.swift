@@ -101,6 +101,9 @@ extension ClientSession {
             output.absorb(
                 sender.handleRejection(
                     messageId: message.messageId, code: message.errorCode, reason: message.errorText, now: now))
+        case .fileAck where message.fileReceived:
+            // The relay says a device of the receiver has a file it held, whole and verified (§5.7).
+            output.notices.append(.fileReceived(fileId: message.fileId, by: message.fromUser, device: message.device))
         case .pong:
             receipts.pongArrived(message.messageId)
         case .ping:

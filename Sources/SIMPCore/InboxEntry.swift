@@ -24,7 +24,9 @@ public struct InboxEntry: Equatable, Sendable {
     public init(message: SIMPMessage, storedAt: Int64) {
         self.message = message
         self.storedAt = storedAt
-        self.dedupeKey = Self.dedupeKey(kind: message.kind, messageId: message.messageId, fromUser: message.fromUser)
+        // A file's "received" news has no message id: it is named by its file.
+        let id = message.kind == .fileAck ? message.fileId : message.messageId
+        self.dedupeKey = Self.dedupeKey(kind: message.kind, messageId: id, fromUser: message.fromUser)
         let bytes = MessageCodec.encode(message)
         let base64 = Data(bytes.readableBytesView).base64EncodedString()
         self.text = "\(storedAt) \(base64) \(dedupeKey)"
@@ -41,10 +43,15 @@ public struct InboxEntry: Equatable, Sendable {
         self.text = text
     }
 
-    /// The dedupe key of a message: receipts and content messages never share one.
+    /// The dedupe key of a message: receipts, read markers, a file's "received" news (its
+    /// `messageId` is the file's id) and content messages never share one.
     public static func dedupeKey(kind: SIMPMessage.Kind, messageId: UInt64, fromUser: String) -> String {
-        "\(kind == .receipt ? "r" : kind == .read ? "d" : "m")/\(messageId)/\(fromUser)"
+        "\(kind == .receipt ? "r" : kind == .read ? "d" : kind == .fileAck ? "f" : "m")/\(messageId)/\(fromUser)"
     }
+
+    /// Whether the entry is handed to a device on its control connection and removed (a stored
+    /// receipt, read marker or file's "received" news), rather than delivered as a datagram.
+    public var isHandedOver: Bool { message.kind == .receipt || message.kind == .read || message.kind == .fileAck }
 }
 
 /// Why a stored message left an inbox without being delivered.
@@ -71,6 +78,9 @@ public enum DeliveryNotice: Equatable, Sendable {
     /// A message still has no receipt after `waitedMillis`: it is being retransmitted (not failed;
     /// the sender gives up only at its time limit, docs/PROTOCOL.md §6.2).
     case delayed(messageId: UInt64, to: String, waitedMillis: Int64)
+    /// `device` of `by` has the whole file `fileId` this user sent through the relay (held for
+    /// it: docs/PROTOCOL.md §5.7), its digest matched: the file is delivered.
+    case fileReceived(fileId: UInt64, by: String, device: String)
 }
 
 /// News about other users that is not about a message of this user's.

@@ -262,6 +262,9 @@ public struct SIMPMessage: Equatable, Sendable {
     /// FILE_ACK: the relay's acknowledgement, for the chunks it holds for an offline receiver
     /// (with `fileDone`: the whole file; docs/PROTOCOL.md §5.7).
     public var fileHeld: Bool = false
+    /// FILE_ACK on the control channel, from the relay to the uploader of a file it held: the
+    /// receiver's `device` has the whole file, its digest matched (docs/PROTOCOL.md §5.7).
+    public var fileReceived: Bool = false
 
     /// The most `receiptIds` one receipt may carry; a frame with more does not decode.
     public static let maxReceiptIds = 1024

@@ -134,7 +134,7 @@ public enum MessageCodec {
         // Bitwise or, not `||` (whose autoclosures would each copy `c`): any file field set.
         let fileNumbers =
             c.fileid | c.chunkindex | c.fileseq | c.filesize | UInt64(c.filechunksize) | UInt64(UInt32(bitPattern: c.filedone))
-            | UInt64(UInt32(bitPattern: c.fileheld))
+            | UInt64(UInt32(bitPattern: c.fileheld)) | UInt64(UInt32(bitPattern: c.filereceived))
         let hasFileRoom = c.fileroom.map { $0.pointee != 0 } ?? false // protobuf-c's empty string is a pointer to a NUL
         if fileNumbers | UInt64(c.chunk.len | c.filekey.len | c.filedigest.len | c.n_fileranges) != 0 || hasFileRoom {
             decodeFileFields(of: c, into: &message)
@@ -157,6 +157,7 @@ public enum MessageCodec {
         message.fileDigest = byteArray(c.filedigest)
         message.fileRoom = string(c.fileroom)
         message.fileHeld = c.fileheld != 0
+        message.fileReceived = c.filereceived != 0
     }
 
     /// The absolute ids of a batch written as differences (docs/PROTOCOL.md §6.1); O(count),
@@ -291,6 +292,7 @@ public enum MessageCodec {
         c.filedone = message.fileDone ? 1 : 0
         c.filesize = message.fileSize
         c.fileheld = message.fileHeld ? 1 : 0
+        c.filereceived = message.fileReceived ? 1 : 0
         scratch.bytes(message.chunk, into: &c.chunk)
         scratch.bytes(message.fileKey, into: &c.filekey)
         scratch.bytes(message.fileDigest, into: &c.filedigest)
@@ -306,7 +308,9 @@ extension SIMPMessage {
     /// Whether any field of a file transfer is set (the codec skips them all when none is).
     var hasFileFields: Bool {
         // Bitwise or, not `||`: its autoclosures would each copy the whole message in debug builds.
-        let numbers = fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0) | (fileHeld ? 1 : 0)
+        let numbers =
+            fileId | chunkIndex | fileSeq | fileSize | UInt64(fileChunkSize) | (fileDone ? 1 : 0) | (fileHeld ? 1 : 0)
+            | (fileReceived ? 1 : 0)
         let counts = chunk.count | fileKey.count | fileDigest.count | fileRanges.count | fileRoom.utf8.count
         return numbers | UInt64(counts) != 0
     }

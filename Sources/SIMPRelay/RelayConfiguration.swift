@@ -76,7 +76,7 @@ public struct RelayConfiguration: Sendable {
     public var heldFilesMaxBytesPerUser = RedisRelayStore.Limits.defaultHeldFilesMaxBytesPerUser
     /// Seconds a held file is kept after its last chunk arrived (deleted earlier once every
     /// device of its receiver has it).
-    public var heldFileRetentionSeconds: Int = 7 * 24 * 3600
+    public var heldFileRetentionSeconds: Int = HeldFileRetention.defaultSeconds
     /// Whether users must log in with a password (docs/PROTOCOL.md §3). Turning it off is for
     /// development only: anyone can then claim any user, and the relay says so loudly.
     public var requireLogin = true

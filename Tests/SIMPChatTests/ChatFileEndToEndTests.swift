@@ -104,6 +104,54 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
         }
     }
 
+    /// bob is offline: alice's file is held by the relay (✓ (stored)); when bob's chat comes
+    /// back and saves it, alice's line turns ✓✓ (the relay tells her, §5.7), and her next chat
+    /// shows it so. A second file bob saves while alice's chat is closed: the relay keeps the
+    /// news for her, and her next chat shows that file ✓✓ too.
+    func testAStoredFileTurnsDeliveredWhenTheOfflineReceiverSavesItAlsoAfterARestart() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let one = folder.appendingPathComponent("one.bin"), two = folder.appendingPathComponent("two.bin")
+        try Data(repeating: 1, count: 150_000).write(to: one)
+        try Data(repeating: 2, count: 90_000).write(to: two)
+        let oneLabel = ChatFile(path: one.path, name: "one.bin", size: 150_000).label
+        let twoLabel = ChatFile(path: two.path, name: "two.bin", size: 90_000).label
+        let aliceTerminal = try await chat(alice, to: bob)
+        let bobTerminal = try await chat(bob, to: alice)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        await assertScreen(bobTerminal, shows: "-- connected as \(bob)")
+        aliceTerminal.type("hello bob\r") // the end-to-end session exists before the files
+        await assertScreen(aliceTerminal, shows: "you → \(bob): hello bob ✓✓")
+        bobTerminal.type("/quit\r")
+        let bobStatus = await bobTerminal.child.exitStatus()
+        XCTAssertEqual(bobStatus, 0, bobTerminal.rawOutput)
+
+        aliceTerminal.type("/file \(one.path)\r")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): \(oneLabel) ✓ (stored)")
+        let bobBack = try await chat(bob, to: alice)
+        await assertScreen(bobBack, shows: "\(alice): \(oneLabel) saved to \(downloads(of: bob).path)/one.bin")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): \(oneLabel) ✓✓")
+        bobBack.type("/quit\r")
+        _ = await bobBack.child.exitStatus()
+
+        aliceTerminal.type("/file \(two.path)\r")
+        await assertScreen(aliceTerminal, shows: "you → \(bob): \(twoLabel) ✓ (stored)")
+        aliceTerminal.type("/quit\r")
+        let aliceStatus = await aliceTerminal.child.exitStatus()
+        XCTAssertEqual(aliceStatus, 0, aliceTerminal.rawOutput)
+        let bobAgain = try await chat(bob, to: alice)
+        await assertScreen(bobAgain, shows: "\(alice): \(twoLabel) saved to \(downloads(of: bob).path)/two.bin")
+        XCTAssertEqual(try Data(contentsOf: downloads(of: bob).appendingPathComponent("two.bin")), try Data(contentsOf: two))
+
+        let aliceAgain = try await chat(alice, to: bob)
+        await assertScreen(aliceAgain, shows: "you → \(bob): \(oneLabel) ✓✓")
+        await assertScreen(aliceAgain, shows: "you → \(bob): \(twoLabel) ✓✓")
+        for terminal in [aliceAgain, bobAgain] {
+            terminal.type("/quit\r")
+            let status = await terminal.child.exitStatus()
+            XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
+    }
+
     /// The receiver's downloads folder cannot take the file: the sender's line says the
     /// receiver refused it and why, the receiver's chat says it was not received, no crash.
     /// Both chats started again show it so, and the sender's `/retry` sends it.

@@ -157,6 +157,46 @@ final class ChatFileHistoryTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(type("/retry\r"), [], "nothing failed")
     }
 
+    /// A file the relay held for bob (✓ (stored)) keeps its id in the history; the relay's news
+    /// that bob got it turns the line ✓✓ in place, and in a chat started again (the news came
+    /// while it was closed) shows the line again with ✓✓ and records it once. News about a file
+    /// the chat does not know yet (it came before the transfer's end) is kept for it.
+    func testAStoredFileTurnsDeliveredWhenTheReceiverGotItAlsoInALaterChat() throws {
+        startSession()
+        let file = ChatFile(path: "/p/a.bin", name: "a.bin", size: 2_000)
+        guard case .record(var entry)? = session.fileChecked(to: "bob", .success(file)).first else { return XCTFail() }
+        var held = HistoryFile(name: "a.bin", size: 2_000, path: "/p/a.bin")
+        held.fileId = 77
+        XCTAssertEqual(
+            session.fileStored(ref: 0, fileId: 77),
+            [.recordFile(messageId: entry.id, from: "alice", held), .recordStatus(messageId: entry.id, status: "stored")])
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → bob: [file] a.bin (2.0 kB) ✓ (stored)")
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 77, by: "carol", device: "phone")), [], "not carol's file")
+        XCTAssertEqual(
+            session.noticed(.fileReceived(fileId: 77, by: "bob", device: "phone")), [.recordStatus(messageId: entry.id, status: "delivered")])
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → bob: [file] a.bin (2.0 kB) ✓✓")
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 77, by: "bob", device: "laptop")), [], "a second device changes nothing")
+
+        // The news arrives while the chat is closed: the next chat shows it.
+        (entry.file, entry.status) = (held, "stored")
+        terminal = VirtualTerminal(width: 140, height: 12)
+        startSession(history: [entry])
+        XCTAssertEqual(terminal.transcript.dropFirst().first, "12:00 you → bob: [file] a.bin (2.0 kB) ✓ (stored)")
+        XCTAssertEqual(
+            session.noticed(.fileReceived(fileId: 77, by: "bob", device: "phone")), [.recordStatus(messageId: entry.id, status: "delivered")])
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → bob: [file] a.bin (2.0 kB) ✓✓")
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 77, by: "bob", device: "phone")), [], "recorded once")
+
+        // The receiver had the file before the sender's transfer ended.
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 78, by: "bob", device: "phone")), [])
+        _ = session.fileChecked(to: "bob", .success(ChatFile(path: "/p/b.bin", name: "b.bin", size: 3_000)))
+        let id = ChatSession.fileEntryId(time: 1_000, ref: 0)
+        XCTAssertEqual(session.fileStored(ref: 0, fileId: 78).last, .recordStatus(messageId: id, status: "delivered"))
+    }
+
     func testAReceivedFileIsRecordedWhereItWasSavedAndShownWhenTheChatStartsAgain() throws {
         startSession()
         var announcement = SIMPMessage(kind: .text, toUser: "alice", content: "cat.png")

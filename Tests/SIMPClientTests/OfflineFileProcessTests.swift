@@ -1,4 +1,6 @@
 import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
 import SIMPClient
 import SIMPCore
 import SIMPLocalServers
@@ -11,6 +13,13 @@ import XCTest
 /// `simp listen` started later fetches it, checks its digest and saves it; the relay then
 /// deletes its copy. The same for a receiver with one device online and one offline.
 final class OfflineFileProcessTests: StoryProcessTestCase {
+    /// FILE_FETCH requests for chunks that reached the relay's store, by the file's sender.
+    private let fetches = NIOLockedValueBox<[String: Int]>([:])
+
+    override func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? {
+        FetchCountingStore(wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches)
+    }
+
     override func configureRelay(_ configuration: inout RelayConfiguration) {
         if name.contains("OverTheRelaysLimit") { configuration.heldFileMaxBytes = 1_000_000 }
     }
@@ -34,6 +43,26 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         let listening = try await listen(bob, into: downloads)
         await assertSaves(listening, contents, into: downloads)
         await assertHeldFilesGo(of: alice, "still held after bob's only device has it")
+        XCTAssertGreaterThan(fetches.withLockedValue { $0[alice] ?? 0 }, 0, "bob's device asked the relay for the chunks")
+    }
+
+    /// bob's one device is online: the file goes live from alice, and bob's device asks the
+    /// relay for a held copy at most once, on the announcement (answered FILE_NOT_HELD), not
+    /// again and again while alice's chunks flow (before: 0.6 s later, then 1.8 s, 4.2 s, …).
+    func testALiveTransferToTheOneDeviceOnlineAsksTheRelayAtMostOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        let listening = try await listen(bob, into: downloads)
+        let started = NIODeadline.now()
+        let (contents, send) = try await sendFile(megabytes: 8, from: alice, to: bob)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertFalse(send.standardOutput.contains("stored on the relay"), "live, not held: \(send.standardOutput)")
+        await assertSaves(listening, contents, into: downloads)
+        let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+        let asked = fetches.withLockedValue { $0[alice] ?? 0 }
+        print("live transfer of 8 MB in \(String(format: "%.1f", seconds)) s: \(asked) FILE_FETCH to the relay")
+        XCTAssertLessThanOrEqual(asked, 1)
     }
 
     func testAFileOverTheRelaysLimitIsRefusedWithTheReasonAndNothingIsKept() async throws {
@@ -195,4 +224,28 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     private func heldFileKeys(of owner: String) async throws -> [String] {
         try await relay.inspector.scanKeys(matching: "simp:file:\(KeyTag.user(owner)):*").sorted()
     }
+}
+
+/// Redis's store, counting the FILE_FETCH requests for chunks it is asked (by the file's sender).
+private final class FetchCountingStore: RelayStore, @unchecked Sendable {
+    private let inner: RedisRelayStore
+    private let fetches: NIOLockedValueBox<[String: Int]>
+
+    init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>) {
+        self.inner = inner
+        self.fetches = fetches
+    }
+
+    func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        if case .fetchHeldChunks(let fetch) = request { fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 } }
+        return inner.perform(request, on: eventLoop)
+    }
+
+    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
+        inner.subscribe(relayId: relayId, on: eventLoop, handler)
+    }
+    var roundTrips: Int { inner.roundTrips }
+    func ping() async throws { try await inner.ping() }
+    func decoySecret() async throws -> [UInt8] { try await inner.decoySecret() }
+    func shutdown() async { await inner.shutdown() }
 }

@@ -1,6 +1,8 @@
 import Foundation
-import SIMPClient
+import SIMPCore
 import XCTest
+
+@testable import SIMPClient
 
 /// The `.received/` records of files received are bounded: older than the age limit or beyond
 /// the count limit (oldest first) they are removed; other files are left alone.
@@ -22,5 +24,27 @@ final class ReceivedRecordsTests: XCTestCase {
         let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
         XCTAssertEqual(left, ["a.json", "b.json", "c.json", "notes.txt"])
         XCTAssertEqual(ReceivedRecords.prune(directory, now: now), 0, "within the defaults")
+    }
+
+    /// The `held-files/` records (a file the relay held whole, forwarded with FILE_GRANT) go
+    /// once the relay's retention has surely passed (7 days, its default) or beyond 1,000, the
+    /// oldest first; `FileSend` prunes them before it looks for one.
+    func testHeldFileRecordsGoAfterTheRelaysRetentionOrBeyondTheCount() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-held-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let now = Date()
+        var paths: [URL] = []
+        for (index, days) in [0.0, 1, 6.9, 7.1, 30].enumerated() {
+            let path = OutgoingFileRecord.heldPath(home: home, user: "alice", digest: [UInt8(index)])
+            try OutgoingFileRecord(fileId: UInt64(index + 1), key: Array(repeating: 1, count: 32), size: 10, chunkSize: 1100).write(to: path)
+            try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-days * 86_400)], ofItemAtPath: path.path)
+            paths.append(path)
+        }
+        XCTAssertEqual(OutgoingFileRecord.maxHeldAge, TimeInterval(HeldFileRetention.defaultSeconds))
+        XCTAssertEqual(OutgoingFileRecord.pruneHeld(home: home, now: now), 2, "older than 7 days")
+        XCTAssertEqual(paths.map { FileManager.default.fileExists(atPath: $0.path) }, [true, true, true, false, false])
+        XCTAssertEqual(OutgoingFileRecord.pruneHeld(home: home, now: now, maxCount: 2), 1, "the oldest beyond the count")
+        XCTAssertNotNil(OutgoingFileRecord.read(paths[0]))
+        XCTAssertNil(OutgoingFileRecord.read(paths[2]))
     }
 }

@@ -157,6 +157,7 @@ final class MessageCodecTests: XCTestCase {
         message.fileRoom = "team"
         message.deviceList = Array(repeating: 0xDE, count: 40)
         message.fileHeld = true
+        message.fileReceived = true
         message.directoryProof = DirectoryProof(
             treeHead: Array(repeating: 0xA1, count: 113), treeKey: Array(repeating: 0xA2, count: 32), logIndex: 150,
             inclusionProof: Array(repeating: 0xA3, count: 64), knownTreeSize: 154, consistencyProof: Array(repeating: 0xA5, count: 96))

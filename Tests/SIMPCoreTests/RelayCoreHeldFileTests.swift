@@ -148,6 +148,30 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(relay.send(release), [.store(.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: device))])
     }
 
+    /// bob's device says it has alice's held file: the store's answer that this is new tells
+    /// alice, the uploader, on her control connection (a FILE_ACK with `fileReceived` from bob's
+    /// device), and, while she has no receiving device here, keeps it in her log for her next
+    /// connect (named by the file, so bob's other devices store it once). A device saying so
+    /// again, or a file the store does not hold for bob, tells nobody anything.
+    func testTheUploaderHearsThatTheReceiverGotItsHeldFileAndOfflineItIsStored() throws {
+        var relay = DevRelay()
+        var news = SIMPMessage(kind: .fileAck, fromUser: "bob", toUser: "alice")
+        news.fileId = 99
+        news.fileDone = true
+        news.fileReceived = true
+        news.device = "phone"
+        let received = StoreAnswer.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: "phone", firstTime: true)
+        XCTAssertEqual(relay.answer(received), [.store(.storeInInbox(user: "alice", message: news))])
+        XCTAssertEqual(InboxEntry(message: news, storedAt: 1).dedupeKey, "f/99/bob")
+        XCTAssertTrue(InboxEntry(message: news, storedAt: 1).isHandedOver)
+
+        try relay.connect("alice", on: c1, port: 5555)
+        XCTAssertEqual(relay.answer(received), [.send(c1, news)])
+        XCTAssertEqual(try MessageCodec.decode(MessageCodec.encode(news)).fileReceived, true)
+        let again = StoreAnswer.releaseHeldFile(owner: "alice", fileId: 99, recipient: "bob", device: "phone", firstTime: false)
+        XCTAssertEqual(relay.answer(again), [])
+    }
+
     /// alice forwards a file the relay holds whole from her upload to bob: her FILE_GRANT asks
     /// the store under her own name (nobody can grant another user's file), and the relay's
     /// FILE_ACK for carol says the whole file (her sender is done), or why not, refused and counted.

@@ -90,11 +90,20 @@ final class HeldFileStoreTests: StoreTestCase {
         let store = try await redisStore()
         _ = try await store.redis.command(["HSET", Registry.devicesKey(bob), "phone", "1", "laptop", "1"])
         for index: UInt64 in 0..<3 { _ = try await hold(chunk(index), in: store) }
-        _ = try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "phone"), on: loop).get()
+        // Each answer says whether the device said so for the first time (its uploader hears it).
+        func release(_ recipient: String, _ device: String) async throws -> StoreAnswer {
+            try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: recipient, device: device), on: loop).get()
+        }
+        let phone = try await release(bob, "phone")
+        XCTAssertEqual(phone, .releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "phone", firstTime: true))
+        let phoneAgain = try await release(bob, "phone")
+        XCTAssertEqual(phoneAgain, .releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "phone", firstTime: false))
         let kept = try await fetch([0], in: store)
         XCTAssertEqual(kept?.count, 1, "the laptop has not got it yet")
-        _ = try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: "carol", device: "x"), on: loop).get()
-        _ = try await store.perform(.releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "laptop"), on: loop).get()
+        let carol = try await release("carol", "x")
+        XCTAssertEqual(carol, .releaseHeldFile(owner: alice, fileId: 5, recipient: "carol", device: "x", firstTime: false), "not hers")
+        let laptop = try await release(bob, "laptop")
+        XCTAssertEqual(laptop, .releaseHeldFile(owner: alice, fileId: 5, recipient: bob, device: "laptop", firstTime: true))
         let gone = try await fetch([0], in: store)
         XCTAssertNil(gone)
         let keys = try await store.redis.pipeline([

@@ -735,10 +735,17 @@ struct  Simp__Message
    * FILE_ACK: the acknowledgement is the relay's, which holds these chunks for the offline
    */
   protobuf_c_boolean fileheld;
+  /*
+   * receiver; with `fileDone`, it holds the whole file (the sender may go)
+   */
+  /*
+   * FILE_ACK on the control channel, from the relay to the uploader of a held file:
+   */
+  protobuf_c_boolean filereceived;
 };
 #define SIMP__MESSAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&simp__message__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, SIMP__MESSAGE__TYPE__TEXT, 0, 0, 0, SIMP__MESSAGE__ERROR_CODE__NONE, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, 0, 0, SIMP__MESSAGE__DELIVERY_STATUS__DELIVERED, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, SIMP__MESSAGE__PRESENCE__OFFLINE, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, {0,NULL}, 0,NULL, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, {0,NULL}, {0,NULL}, 0, {0,NULL}, 0, 0, {0,NULL}, 0,NULL, 0, 0, 0, {0,NULL}, 0, {0,NULL}, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /* Simp__Message methods */

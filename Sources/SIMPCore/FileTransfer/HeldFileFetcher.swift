@@ -7,7 +7,11 @@ import NIOCore
 /// sender has not begun to upload it (a receiver with another device offline reads the
 /// announcement before the first chunk is stored), so it asks again after a wait that doubles
 /// with each such answer (up to `longestWait`), and as usual again once a chunk came from the
-/// relay. The chunks themselves go to the transfer's `FileReceiver`, as from a sender.
+/// relay. While chunks come from the sender itself (`fileSeq` above 0: the transfer is live,
+/// to this device alone) and none from the relay, nothing is asked of the relay, which holds
+/// nothing then: a live transfer costs at most the one request made on the announcement. Once
+/// the sender's chunks stop for `liveSilence`, requests go on as before. The chunks themselves
+/// go to the transfer's `FileReceiver`, as from a sender.
 public struct HeldFileFetcher: Sendable {
     /// Tunables.
     public struct Configuration: Sendable {
@@ -17,6 +21,9 @@ public struct HeldFileFetcher: Sendable {
         public var timeout: TimeAmount = .milliseconds(300)
         /// The longest wait after FILE_NOT_HELD before asking again.
         public var longestWait: TimeAmount = .seconds(30)
+        /// A chunk from the sender itself within this long means the transfer is live: the
+        /// relay is not asked.
+        public var liveSilence: TimeAmount = .seconds(1)
         public init() {}
     }
 
@@ -36,6 +43,8 @@ public struct HeldFileFetcher: Sendable {
     public private(set) var servedByRelay = false
     private var asked = ChunkRanges()
     private var askedAt: NIODeadline?
+    /// When the last chunk came from the sender itself (`fileSeq` above 0).
+    private var lastLiveChunk: NIODeadline?
 
     /// Requests for the file `offer` announces.
     public init(offer: FileReceiver.Offer, configuration: Configuration = Configuration()) {
@@ -47,9 +56,9 @@ public struct HeldFileFetcher: Sendable {
 
     /// The FILE_FETCH to send now, given the chunks `received` so far: none while the chunks
     /// asked for are still coming (within the timeout), when the file is whole, or during the
-    /// wait after the relay said it does not hold the file.
+    /// wait after the relay said it does not hold the file, or while the file comes live.
     public mutating func poll(received: ChunkRanges, now: NIODeadline) -> SIMPMessage? {
-        guard !received.covers(chunkCount) else { return nil }
+        guard !received.covers(chunkCount), !isLive(now: now) else { return nil }
         if let deadline = nextDeadline, now < deadline, notHeld || !Self.holds(received, every: asked) { return nil }
         var wanted: [Range<UInt64>] = []
         var count: UInt64 = 0
@@ -64,8 +73,20 @@ public struct HeldFileFetcher: Sendable {
         return .fileFetch(fileId, ranges: asked, from: sender)
     }
 
-    /// When `poll` should be called again if no chunk arrives (nil: nothing asked yet).
-    public var nextDeadline: NIODeadline? { askedAt.map { $0 + wait } }
+    /// When `poll` should be called again if no chunk arrives (nil: nothing asked yet, and
+    /// nothing came live): while the file comes live, not before the sender's chunks could
+    /// have stopped for `liveSilence`.
+    public var nextDeadline: NIODeadline? {
+        let asking = askedAt.map { $0 + wait }
+        guard !servedByRelay, let last = lastLiveChunk else { return asking }
+        return max(asking ?? .uptimeNanoseconds(0), last + configuration.liveSilence)
+    }
+
+    /// Whether chunks come from the sender itself (within `liveSilence`) and none from the relay.
+    public func isLive(now: NIODeadline) -> Bool {
+        guard !servedByRelay, let last = lastLiveChunk else { return false }
+        return now < last + configuration.liveSilence
+    }
 
     /// How long after a request the next one may go: the timeout, or after FILE_NOT_HELD the
     /// timeout doubled per such answer, at most `longestWait`.
@@ -85,10 +106,15 @@ public struct HeldFileFetcher: Sendable {
         return true
     }
 
-    /// A chunk of this file arrived: one from the relay (`fileSeq` 0, fetched or passed on as
-    /// it was stored) says the relay holds the file, and requests go on at the usual pace.
-    public mutating func chunkArrived(_ chunk: SIMPMessage) {
-        guard chunk.kind == .fileChunk, chunk.fileId == fileId, chunk.fileSeq == 0 else { return }
+    /// A chunk of this file arrived at `now`: one from the relay (`fileSeq` 0, fetched or passed
+    /// on as it was stored) says the relay holds the file, and requests go on at the usual pace;
+    /// one from the sender itself says the transfer is live (no requests while it goes on).
+    public mutating func chunkArrived(_ chunk: SIMPMessage, now: NIODeadline) {
+        guard chunk.kind == .fileChunk, chunk.fileId == fileId else { return }
+        guard chunk.fileSeq == 0 else {
+            lastLiveChunk = now
+            return
+        }
         servedByRelay = true
         notHeld = false
         notHeldAnswers = 0

@@ -60,6 +60,14 @@ public struct HeldFileFetch: Equatable, Sendable {
     }
 }
 
+/// How long a relay keeps a held file after its last chunk was written, unless its operator
+/// says otherwise (`--file-store-retention`; docs/PROTOCOL.md §5.7). A client keeping the ids
+/// of files the relay held (to forward them with FILE_GRANT) forgets them after it.
+public enum HeldFileRetention {
+    /// 7 days.
+    public static let defaultSeconds = 7 * 24 * 3600
+}
+
 /// A sender's FILE_GRANT: file `fileId` of `owner`, held whole for another receiver, may be
 /// fetched by `recipient` too; answered to `owner`'s session `session`.
 public struct HeldFileGrant: Equatable, Sendable {

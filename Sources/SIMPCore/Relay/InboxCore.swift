@@ -136,7 +136,7 @@ public struct InboxCore: Sendable {
         for entry in entries {
             if entry.storedAt + ttlMillis < wallNow {
                 output.expired.append((user, entry))
-            } else if entry.message.kind == .receipt || entry.message.kind == .read {
+            } else if entry.isHandedOver {
                 output.receipts.append((user, entry))
             } else if entry.message.kind.isContent {
                 output.datagrams += submit(entry, to: user, floorAtLeast: raised[Self.streamKey(entry.message)], now: now)
@@ -177,7 +177,7 @@ public struct InboxCore: Sendable {
             if !waiting.contains(where: { $0.dedupeKey == entry.dedupeKey }) { awaitingBacklog[user]!.append(entry) }
             return output
         }
-        if entry.message.kind == .receipt || entry.message.kind == .read {
+        if entry.isHandedOver {
             output.receipts.append((user, entry))
         } else if entry.message.kind.isContent {
             output.datagrams = submit(entry, to: user, now: now)

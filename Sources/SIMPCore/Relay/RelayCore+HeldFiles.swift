@@ -103,6 +103,22 @@ extension RelayCore {
             .store(.fetchHeldChunks(HeldFileFetch(owner: fetch.toUser, recipient: user, fileId: fetch.fileId, session: session, indices: indices))))
     }
 
+    /// `device` of `recipient` said for the first time that it has `owner`'s held file whole and
+    /// verified: the owner hears it (a FILE_ACK with `fileReceived` on the control channel), so
+    /// its "stored" mark turns delivered. Stored in the owner's log, as a stored receipt is,
+    /// when no receiving device of the owner is here (or some are on other relays); handed over
+    /// at its next connect. Only what the store confirmed (a held file of that recipient, a
+    /// device new to it) is told: nobody can plant such news in another user's log.
+    mutating func heldFileReceived(owner: String, fileId: UInt64, by recipient: String, device: String, into output: inout [RelayAction]) {
+        var news = SIMPMessage(kind: .fileAck, fromUser: recipient, toUser: owner)
+        news.fileId = fileId
+        news.fileDone = true
+        news.fileReceived = true
+        news.device = device
+        for connection in sessions.connections(of: owner) { output.append(.send(connection, news)) }
+        if !sessions.hasReceiver(owner) || sessions.isElsewhere(owner) { output.append(.store(.storeInInbox(user: owner, message: news))) }
+    }
+
     /// The store read the chunks of `fetch` (nil: it holds no such file for the asker): they go
     /// to the asking session as FILE_CHUNKs, or a FILE_ACK FILE_NOT_HELD says there is none.
     mutating func heldChunksFetched(_ fetch: HeldFileFetch, _ chunks: [UInt64: [UInt8]]?, into output: inout [RelayAction]) {

@@ -56,6 +56,8 @@ extension RelayCore {
             heldChunksFetched(fetch, chunks, into: &output)
         case .grantHeldFile(let grant, let result):
             heldFileGranted(grant, result, into: &output)
+        case .releaseHeldFile(let owner, let fileId, let recipient, let device, let firstTime):
+            if firstTime { heldFileReceived(owner: owner, fileId: fileId, by: recipient, device: device, into: &output) }
         case .written:
             break
         }

@@ -78,7 +78,7 @@ public enum StoreRequest: Equatable, Sendable {
     /// Read held chunks for the file's receiver (nil answer: no such file for that user).
     case fetchHeldChunks(HeldFileFetch)
     /// The receiver's `device` has the whole file: once every receiving device of `recipient`
-    /// has it, the file is deleted. Answered `.written`.
+    /// has it, the file is deleted. Answered `.releaseHeldFile`.
     case releaseHeldFile(owner: String, fileId: UInt64, recipient: String, device: String)
     /// Let a second receiver fetch a file its owner's upload left whole in the store, within
     /// the owner's quota; answered `.grantHeldFile`.
@@ -149,6 +149,9 @@ public enum StoreAnswer: Equatable, Sendable {
     case fetchHeldChunks(HeldFileFetch, [UInt64: [UInt8]]?)
     /// What became of a grant.
     case grantHeldFile(HeldFileGrant, HeldFileGrantResult)
+    /// The store recorded that `device` of `recipient` has the whole file: `firstTime` when it
+    /// had not said so before (false too when the store holds no such file for `recipient`).
+    case releaseHeldFile(owner: String, fileId: UInt64, recipient: String, device: String, firstTime: Bool)
 }
 
 /// What the store knows about a user's sessions and devices (docs/PROTOCOL.md §7.1).

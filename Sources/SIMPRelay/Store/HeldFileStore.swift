@@ -125,32 +125,35 @@ public struct HeldFileStore: Sendable {
 
     /// `recipient`'s `device` has the whole file: once each of the recipient's known receiving
     /// devices has said so, the file is deleted.
-    public func release(owner: String, fileId: UInt64, recipient: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+    /// Returns whether `device` said so for the first time (false: said before, or no such file).
+    public func release(owner: String, fileId: UInt64, recipient: String, device: String, on eventLoop: EventLoop) -> EventLoopFuture<Bool> {
         redis.command(["HKEYS", Registry.devicesKey(recipient)], on: eventLoop).flatMap { [redis] devices in
             let call = RedisScript.Call(
                 keys: [Self.fileKey(owner: owner, fileId: fileId), Self.chunksKey(owner: owner, fileId: fileId), Self.filesKey(owner)],
                 arguments: [recipient, device, String(fileId)] + (devices.array ?? []).compactMap(\.string))
             return Self.releaseScript.run(call, on: redis, eventLoop: eventLoop).flatMapThrowing { reply in
                 if let error = reply.errorMessage { throw RedisError(error) }
+                return reply.array?.last?.integer == 1
             }
         }
     }
 
     // KEYS: the file, its chunks, the sender's files. ARGV: receiver, device, file id, then the
-    // receiver's known receiving devices. Returns 0 (no such file for the receiver), 1 (kept:
-    // a device of a receiver has not said it has it), 2 (deleted).
+    // receiver's known receiving devices. Returns {0, 0} (no such file for the receiver), or
+    // {1 (kept: a device of a receiver has not said it has it) or 2 (deleted), 1 if this device
+    // said so for the first time, else 0}.
     static let releaseScript = RedisScript(
         """
         local to = redis.call('HGET', KEYS[1], 'to')
-        if not to then return 0 end
+        if not to then return {0, 0} end
         local done = 'done:'
         if to ~= ARGV[1] then
-          if redis.call('HEXISTS', KEYS[1], 'to:' .. ARGV[1]) == 0 then return 0 end
+          if redis.call('HEXISTS', KEYS[1], 'to:' .. ARGV[1]) == 0 then return {0, 0} end
           done = 'gdone:' .. ARGV[1] .. ':'
         end
-        redis.call('HSET', KEYS[1], done .. ARGV[2], '1')
+        local added = redis.call('HSET', KEYS[1], done .. ARGV[2], '1')
         for i = 4, #ARGV do
-          if redis.call('HEXISTS', KEYS[1], done .. ARGV[i]) == 0 then return 1 end
+          if redis.call('HEXISTS', KEYS[1], done .. ARGV[i]) == 0 then return {1, added} end
         end
         redis.call('HSET', KEYS[1], 'finished:' .. ARGV[1], '1')
         local fields = redis.call('HKEYS', KEYS[1])
@@ -159,12 +162,12 @@ public struct HeldFileStore: Sendable {
           if string.sub(field, 1, 3) == 'to:' then table.insert(receivers, string.sub(field, 4)) end
         end
         for _, user in ipairs(receivers) do
-          if redis.call('HEXISTS', KEYS[1], 'finished:' .. user) == 0 then return 1 end
+          if redis.call('HEXISTS', KEYS[1], 'finished:' .. user) == 0 then return {1, added} end
         end
         redis.call('DEL', KEYS[1], KEYS[2])
         redis.call('HDEL', KEYS[3], ARGV[3])
         for i = 2, #receivers do redis.call('HDEL', KEYS[3], ARGV[3] .. '/' .. receivers[i]) end
-        return 2
+        return {2, added}
         """)
 
     /// Lets `grant.recipient` fetch the owner's file too, if the store holds it whole, within

@@ -54,12 +54,14 @@ struct MemoryHeldFiles: Sendable {
 
     /// `device` of one of the file's receivers has it; deleted once every one of that
     /// receiver's `devices` has, and every other receiver finished too.
-    mutating func release(owner: String, fileId: UInt64, recipient: String, device: String, devices: [String]) {
-        guard var file = files[owner]?[fileId], file.receives(recipient) else { return }
-        file.done.insert([recipient, device])
+    /// Returns whether `device` said so for the first time.
+    mutating func release(owner: String, fileId: UInt64, recipient: String, device: String, devices: [String]) -> Bool {
+        guard var file = files[owner]?[fileId], file.receives(recipient) else { return false }
+        let firstTime = file.done.insert([recipient, device]).inserted
         if devices.allSatisfy({ file.done.contains([recipient, $0]) }) { file.finished.insert(recipient) }
         let everyone = file.grantees.union([file.recipient])
         files[owner]?[fileId] = everyone.isSubset(of: file.finished) ? nil : file
+        return firstTime
     }
 
     /// Lets `grant.recipient` fetch the file too, if it is held whole, within the quota.

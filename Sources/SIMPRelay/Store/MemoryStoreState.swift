@@ -202,8 +202,9 @@ struct MemoryStoreState: Sendable {
         case .fetchHeldChunks(let fetch):
             return .fetchHeldChunks(fetch, heldFiles.fetch(fetch, now: now))
         case .releaseHeldFile(let owner, let fileId, let recipient, let device):
-            heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, devices: knownDevices(of: recipient))
-            return .written
+            let firstTime = heldFiles.release(
+                owner: owner, fileId: fileId, recipient: recipient, device: device, devices: knownDevices(of: recipient))
+            return .releaseHeldFile(owner: owner, fileId: fileId, recipient: recipient, device: device, firstTime: firstTime)
         case .grantHeldFile(let grant):
             return .grantHeldFile(grant, heldFiles.grant(grant, maxBytesPerUser: limits.heldFilesMaxBytesPerUser, now: now))
         }

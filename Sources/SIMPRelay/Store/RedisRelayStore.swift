@@ -50,7 +50,7 @@ public final class RedisRelayStore: RelayStore {
         /// (`--file-store-max-bytes-per-user`; docs/PROTOCOL.md §5.7).
         public var heldFilesMaxBytesPerUser: UInt64 = Self.defaultHeldFilesMaxBytesPerUser
         /// Seconds a held file is kept after its last chunk arrived (`--file-store-retention`).
-        public var heldFileRetentionSeconds = 7 * 24 * 3600
+        public var heldFileRetentionSeconds = HeldFileRetention.defaultSeconds
         /// 1 GiB.
         public static let defaultHeldFilesMaxBytesPerUser: UInt64 = 1 << 30
         public init() {}
@@ -193,7 +193,9 @@ public final class RedisRelayStore: RelayStore {
         case .fetchHeldChunks(let fetch):
             return heldFiles.fetch(fetch, on: eventLoop).map { .fetchHeldChunks(fetch, $0) }
         case .releaseHeldFile(let owner, let fileId, let recipient, let device):
-            return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map { .written }
+            return heldFiles.release(owner: owner, fileId: fileId, recipient: recipient, device: device, on: eventLoop).map {
+                .releaseHeldFile(owner: owner, fileId: fileId, recipient: recipient, device: device, firstTime: $0)
+            }
         case .grantHeldFile(let grant):
             return heldFiles.grant(grant, on: eventLoop).map { .grantHeldFile(grant, $0) }
         }
