@@ -157,8 +157,8 @@ extension Array {
 /// Redis's store, except that key fetches by one user get a forked log: every leaf that is not
 /// one of that user's own published device lists is altered, so the user's own list still
 /// proves, and the log grows as the real one does, but its roots differ from everyone else's.
-private final class ForkingStore: RelayStore, @unchecked Sendable {
-    private let inner: RedisRelayStore
+private final class ForkingStore: WrappingRelayStore, @unchecked Sendable {
+    let inner: RedisRelayStore
     private let forkFor: NIOLockedValueBox<String>
     private let ownLeaves = NIOLockedValueBox<Set<[UInt8]>>([])
 
@@ -180,11 +180,4 @@ private final class ForkingStore: RelayStore, @unchecked Sendable {
         }
     }
 
-    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
-        inner.subscribe(relayId: relayId, on: eventLoop, handler)
-    }
-    var roundTrips: Int { inner.roundTrips }
-    func ping() async throws { try await inner.ping() }
-    func decoySecret() async throws -> [UInt8] { try await inner.decoySecret() }
-    func shutdown() async { await inner.shutdown() }
 }

@@ -227,8 +227,8 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
 }
 
 /// Redis's store, counting the FILE_FETCH requests for chunks it is asked (by the file's sender).
-private final class FetchCountingStore: RelayStore, @unchecked Sendable {
-    private let inner: RedisRelayStore
+private final class FetchCountingStore: WrappingRelayStore, @unchecked Sendable {
+    let inner: RedisRelayStore
     private let fetches: NIOLockedValueBox<[String: Int]>
 
     init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>) {
@@ -241,11 +241,4 @@ private final class FetchCountingStore: RelayStore, @unchecked Sendable {
         return inner.perform(request, on: eventLoop)
     }
 
-    func subscribe(relayId: String, on eventLoop: EventLoop, _ handler: @escaping @Sendable (RelayStoreEvent) -> Void) -> EventLoopFuture<Void> {
-        inner.subscribe(relayId: relayId, on: eventLoop, handler)
-    }
-    var roundTrips: Int { inner.roundTrips }
-    func ping() async throws { try await inner.ping() }
-    func decoySecret() async throws -> [UInt8] { try await inner.decoySecret() }
-    func shutdown() async { await inner.shutdown() }
 }
