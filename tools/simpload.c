@@ -815,6 +815,12 @@ int main(int argc, char **argv) {
         while (count < 20) {
             fprintf(stderr, "simpload: find-max: offering %.0f msg/s\n", rate);
             steps[count] = measure(rate);
+            // One transient (a burst lost in a socket buffer, a late wake-up) must not halve the
+            // search: a step that fails is measured once more, and fails only if both runs do.
+            if (!steps[count].sustained && count + 1 < 20) {
+                fprintf(stderr, "simpload: find-max: %.0f msg/s not sustained; measuring it again\n", rate);
+                steps[++count] = measure(rate);
+            }
             if (steps[count].sustained) low = rate, best = steps[count], found = 1;
             else high = rate;
             count++;
