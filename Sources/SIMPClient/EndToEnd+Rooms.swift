@@ -4,13 +4,11 @@ import SIMPE2E
 
 /// Room posts that wait for their author's sender key, and the members each room had.
 struct RoomPosts {
-    /// Most posts waiting at once; beyond it the oldest is given up and the user told.
-    static let maxHeld = 256
-    /// How long a post waits for its author's sender key before the user is told it cannot be
-    /// read (checked when the next end-to-end room post or sender key arrives).
-    static let maxWaitMilliseconds: UInt64 = 60_000
-
-    var held: [(message: SIMPMessage, since: UInt64)] = []
+    /// The posts waiting for their author's sender key, and those given up (`HeldRoomPosts`
+    /// decides; the shell decrypts, stores and tells).
+    var waiting = HeldRoomPosts()
+    /// The posts waiting, oldest first.
+    var held: [HeldRoomPosts.Post] { waiting.posts }
     /// Each room's members as the relay last listed them (used while it cannot be asked).
     var members: [String: [String]] = [:]
     /// Who each room's members admitted, as far as this device knows (EndToEnd+Admission).
@@ -21,8 +19,6 @@ struct RoomPosts {
     var sealedFor: [[UInt8]: Set<String>] = [:]
     /// Who can read each post submitted lately, for its delivery mark.
     var postReaders = RoomPostReaders()
-    /// Posts given up (their key never came) whose authors are not told yet (`tellAuthorsOfUnreadPosts`).
-    var unread: [SIMPMessage] = []
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
     /// Whether the application takes a post now (false: `simp listen --count` has its
@@ -141,8 +137,7 @@ extension EndToEnd {
         } catch E2EError.duplicate {
             return nil
         } catch E2EError.noSession {
-            rooms.held.append((message, arrivedAt ?? now))
-            if rooms.held.count > RoomPosts.maxHeld { giveUp(rooms.held.removeFirst().message, reason: "too many posts wait for sender keys") }
+            if let givenUp = rooms.waiting.hold(message, since: arrivedAt ?? now) { tellGivenUp(givenUp) }
             saveHeldPosts()
             return nil
         } catch {
@@ -159,9 +154,7 @@ extension EndToEnd {
         do {
             let device = try E2EEnvelope(encoded: message.e2ePayload).senderDevice
             let room = try messenger.acceptSenderKey(plaintext, from: message.fromUser, device: device, using: &random)
-            let isWaiting = { (post: SIMPMessage) in post.fromUser == "#" + room && post.author == message.fromUser }
-            let waiting = rooms.held.filter { isWaiting($0.message) }.sorted { $0.message.seq < $1.message.seq }
-            rooms.held.removeAll { isWaiting($0.message) }
+            let waiting = rooms.waiting.release(room: room, author: message.fromUser)
             // Out of the store once handed over: a process that ends before finds them there
             // again, with their key (`resumeHeldPosts`).
             for post in waiting { handOverHeld(post) }
@@ -173,11 +166,9 @@ extension EndToEnd {
     }
 
     private func giveUpWaitingPosts(now: UInt64) {
-        let isExpired = { (since: UInt64) in now >= since && now - since > RoomPosts.maxWaitMilliseconds }
-        let expired = rooms.held.filter { isExpired($0.since) }
+        let expired = rooms.waiting.expire(now: now)
         guard !expired.isEmpty else { return }
-        rooms.held.removeAll { isExpired($0.since) }
-        for post in expired { giveUp(post.message, reason: "its author's sender key did not arrive") }
+        for post in expired { tellGivenUp(post) }
         saveHeldPosts()
     }
 
@@ -186,13 +177,13 @@ extension EndToEnd {
     /// and the user is told of those that waited longer. Call once `onNotice` and
     /// `rooms.deliverLate` are set.
     func resumeHeldPosts() {
-        let saved: [(message: SIMPMessage, since: UInt64)]
+        let saved: [HeldRoomPosts.Post]
         do {
             saved = try store.load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
         } catch {
             return logger.error("cannot read the room posts held by an earlier run; they are lost", metadata: ["error": "\(error)"])
         }
-        rooms.held = []
+        _ = rooms.waiting.releaseAll()
         for post in saved { handOverHeld(post) }
         giveUpWaitingPosts(now: UInt64(wallClockMillis()))
         saveHeldPosts() // those handed over are out
@@ -200,8 +191,8 @@ extension EndToEnd {
 
     /// A held post decrypted and handed over when the application takes it now (else held
     /// again, as it is), or held again when its key is still missing.
-    private func handOverHeld(_ post: (message: SIMPMessage, since: UInt64)) {
-        guard rooms.mayDeliverLate() else { return rooms.held.append(post) }
+    private func handOverHeld(_ post: HeldRoomPosts.Post) {
+        guard rooms.mayDeliverLate() else { return rooms.waiting.keep(post) }
         openPost(post.message, arrivedAt: post.since).map(rooms.deliverLate)
     }
 
@@ -214,10 +205,13 @@ extension EndToEnd {
         }
     }
 
-    private func giveUp(_ post: SIMPMessage, reason: String) {
-        logger.warning("cannot decrypt a room post", metadata: ["room": "\(post.fromUser)", "author": "\(post.author)", "error": "\(reason)"])
-        onNotice(.undecryptable(user: post.author, messageId: post.messageId, reason: reason))
-        if rooms.unread.count < RoomPosts.maxHeld { rooms.unread.append(post) }
+    /// Tells the user that a post given up cannot be read (its author is asked for it by
+    /// `tellAuthorsOfUnreadPosts`).
+    private func tellGivenUp(_ givenUp: HeldRoomPosts.GivenUp) {
+        let post = givenUp.message
+        logger.warning(
+            "cannot decrypt a room post", metadata: ["room": "\(post.fromUser)", "author": "\(post.author)", "error": "\(givenUp.reason)"])
+        onNotice(.undecryptable(user: post.author, messageId: post.messageId, reason: givenUp.reason.description))
     }
 
     /// Tells the authors of the posts given up that this device could not read them: a resend
@@ -225,18 +219,14 @@ extension EndToEnd {
     /// devices. A post is never sent again (this device's keys were reset after it was sealed,
     /// or it was never given one): the author's client tells its user who could not read it.
     func tellAuthorsOfUnreadPosts(via engine: ClientEngine) {
-        let posts = rooms.unread
-        rooms.unread = []
-        for post in posts where post.authorMessageId != 0 && !post.author.isEmpty {
-            let author = post.author
+        for asked in rooms.waiting.takeRequestsToAuthors() {
+            let author = asked.fromUser
             let known = ((try? messenger.devices(of: author)) ?? []).map(\.device)
             let devices =
                 known.isEmpty
                 ? fetchDevices(of: author, via: engine).map { [self] in ((try? messenger.devices(of: author)) ?? []).map(\.device) }
                 : engine.eventLoop.makeSucceededFuture(known)
             devices.whenSuccess { [self] devices in
-                var asked = post
-                (asked.messageId, asked.fromUser) = (post.authorMessageId, author)
                 for device in devices { askAgain(for: asked, device: device, via: engine) }
             }
         }

@@ -302,7 +302,7 @@ final class EndToEnd: @unchecked Sendable {
     func open(_ message: SIMPMessage, via engine: ClientEngine? = nil) -> SIMPMessage? {
         guard message.isEndToEnd else { return message }
         defer { // room posts given up while opening this one: their authors are told (after it is handed over)
-            if let engine, !rooms.unread.isEmpty { engine.eventLoop.execute { self.tellAuthorsOfUnreadPosts(via: engine) } }
+            if let engine, !rooms.waiting.unread.isEmpty { engine.eventLoop.execute { self.tellAuthorsOfUnreadPosts(via: engine) } }
         }
         if RelayCore.isRoomAddress(message.fromUser) {
             if let engine { watchMembers(after: message, via: engine) }

@@ -372,26 +372,26 @@ extension RoomPosts {
     /// The name of the entry in the device's store.
     static let storeName = "held"
 
-    static func encoded(_ held: [(message: SIMPMessage, since: UInt64)]) -> [UInt8] {
+    static func encoded(_ held: [HeldRoomPosts.Post]) -> [UInt8] {
         var writer = ByteWriter()
         writer.u8(1)
         writer.u16(UInt16(held.count))
-        for (message, since) in held {
-            let post = Array(buffer: MessageCodec.encode(message))
-            writer.u64(since)
+        for held in held {
+            let post = Array(buffer: MessageCodec.encode(held.message))
+            writer.u64(held.since)
             writer.u32(UInt32(post.count))
             writer.raw(post)
         }
         return writer.bytes
     }
 
-    static func decoded(_ bytes: [UInt8]) throws -> [(message: SIMPMessage, since: UInt64)] {
+    static func decoded(_ bytes: [UInt8]) throws -> [HeldRoomPosts.Post] {
         var reader = ByteReader(bytes, reading: "held posts")
         try reader.expectVersion(1)
         let posts = try (0..<reader.u16()).map { _ in
             let since = try reader.u64()
             let post = try reader.raw(Int(reader.u32()))
-            return (message: try post.withUnsafeBytes { try MessageCodec.decode($0) }, since: since)
+            return HeldRoomPosts.Post(message: try post.withUnsafeBytes { try MessageCodec.decode($0) }, since: since)
         }
         try reader.expectEnd()
         return posts

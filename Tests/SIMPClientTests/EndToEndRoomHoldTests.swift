@@ -75,7 +75,11 @@ final class EndToEndRoomHoldTests: XCTestCase {
         (waiting.author, waiting.room, waiting.seq) = ("alice", "ops", 1)
         var expired = waiting
         (expired.messageId, expired.seq) = (2, 2)
-        try store.save(RoomPosts.storeName, SecretBytes(RoomPosts.encoded([(expired, now - RoomPosts.maxWaitMilliseconds - 1_000), (waiting, now)])))
+        let saved = [
+            HeldRoomPosts.Post(message: expired, since: now - HeldRoomPosts.maxWaitMilliseconds - 1_000),
+            HeldRoomPosts.Post(message: waiting, since: now),
+        ]
+        try store.save(RoomPosts.storeName, SecretBytes(RoomPosts.encoded(saved)))
 
         let bob = try EndToEnd(settings: EndToEndSettings(home: home), user: "bob", device: "laptop", logger: logger)
         var notices: [EndToEndNotice] = []
@@ -96,7 +100,7 @@ final class EndToEndRoomHoldTests: XCTestCase {
     func testTheHeldEntryRoundTripsAndADamagedOneIsRefused() throws {
         var post = SIMPMessage(kind: .text, messageId: 9, fromUser: "#ops", toUser: "bob").sealedEndToEnd([1, 3, 7])
         (post.author, post.room, post.seq) = ("alice", "ops", 4)
-        let bytes = RoomPosts.encoded([(post, 1_700_000_000_000)])
+        let bytes = RoomPosts.encoded([.init(message: post, since: 1_700_000_000_000)])
         XCTAssertEqual(Array(bytes.prefix(11)), [1, 0, 1, 0, 0, 0x01, 0x8B, 0xCF, 0xE5, 0x68, 0x00])
         let decoded = try RoomPosts.decoded(bytes)
         XCTAssertEqual(decoded.map(\.message), [post])

@@ -95,7 +95,7 @@ final class HeldRoomPostRestartTests: StoryProcessTestCase {
     }
 
     /// The posts bob's device keeps in its store waiting for their keys.
-    private func heldPosts(of bob: String) throws -> [(message: SIMPMessage, since: UInt64)] {
+    private func heldPosts(of bob: String) throws -> [HeldRoomPosts.Post] {
         try EndToEndFileStore(home: home, user: bob, device: "phone").load(RoomPosts.storeName).map(RoomPosts.decoded) ?? []
     }
 }
