@@ -2,48 +2,6 @@ import NIOCore
 import SIMPCore
 import SIMPE2E
 
-/// The direct messages this device sealed lately, by id, so that one a peer device could not
-/// decrypt can be sent again (docs/E2E.md §7.5). In memory only: the plaintexts are on the
-/// user's disk already (history, outbox) and are not written anywhere new.
-struct SentLog {
-    /// Most messages kept; the oldest goes first.
-    static let maxKept = 512
-    /// How long a message is kept (a request comes a round trip after the message arrives).
-    static let lifetime: TimeAmount = .minutes(15)
-
-    struct Entry {
-        /// The message as typed (content in the clear, its receiver in `toUser`), or nil for a
-        /// frame of this layer that is not sent again (a resend request, a sender key).
-        var message: SIMPMessage?
-        let sentAt: NIODeadline
-        /// Sent again once already: never twice (no loop between two devices).
-        var resent = false
-        /// The devices that had a copy, with their identities then: only they may ask for it.
-        var recipients: ResendRecipients? = nil
-    }
-
-    private(set) var entries: [UInt64: Entry] = [:]
-    private var order: [UInt64] = []
-
-    mutating func record(_ id: UInt64, _ message: SIMPMessage?, recipients: ResendRecipients? = nil, now: NIODeadline) {
-        entries[id] = Entry(message: message, sentAt: now, recipients: recipients)
-        order.append(id)
-        while order.count > Self.maxKept || order.first.map({ now - (entries[$0]?.sentAt ?? now) > Self.lifetime }) == true {
-            entries[order.removeFirst()] = nil
-        }
-    }
-
-    /// The entry of `id` sent to `peer`, marked resent; nil when there is none (or it was).
-    mutating func takeForResend(_ id: UInt64, to peer: String) -> Entry? {
-        guard var entry = entries[id], !entry.resent, entry.message.map({ $0.toUser == peer }) ?? true else { return nil }
-        entry.resent = true
-        entries[id] = entry
-        return entry
-    }
-
-    func contains(_ id: UInt64) -> Bool { entries[id] != nil }
-}
-
 /// Asking a peer device for a message this device cannot decrypt, and answering such a request
 /// (docs/E2E.md §7.5).
 extension EndToEnd {
@@ -90,23 +48,19 @@ extension EndToEnd {
     func resend(asked request: [UInt8], by peer: String, device: String, via engine: ClientEngine) {
         guard let id = try? ResendRequest(encoded: request).messageId else { return }
         let identity = try? messenger.devices(of: peer).first { $0.device == device }?.identity
-        if let recipients = sentLog.entries[id]?.recipients, !recipients.allows(device: device, identity: identity) {
-            // A device that had no copy then (new, or with another key) gets nothing old.
-            return onNotice(.resendRefused(user: peer, device: device, messageId: id))
+        let original: SIMPMessage
+        switch sentLog.answer(id, askedBy: peer, device: device, identity: identity) {
+        case .sendAgain(let message): original = message
+        case .refused: return onNotice(.resendRefused(user: peer, device: device, messageId: id)) // no copy then: nothing old
+        case .notKept: return onNotice(.resent(user: peer, device: device, messageId: id, again: false))
+        case .ignored: return // a request for a request or a sender key, or asked twice: nothing to say
         }
-        guard let entry = sentLog.takeForResend(id, to: peer) else {
-            // A request for a request or a sender key (not sent again), or asked twice: nothing to say.
-            if sentLog.contains(id) { return }
-            return onNotice(.resent(user: peer, device: device, messageId: id, again: false))
-        }
-        guard let original = entry.message else { return }
         do {
             var again = original
             again.messageId = 0
             again = again.sealedEndToEnd(try messenger.seal(original.endToEndPlaintext, to: peer, device: device))
             let (newId, _) = engine.send(again)
-            sentLog.record(newId, original, now: engine.now)
-            _ = sentLog.takeForResend(newId, to: peer) // a resend is never sent again
+            sentLog.recordResent(newId, original, now: engine.now) // a resend is never sent again
             onNotice(.resent(user: peer, device: device, messageId: id, again: true))
         } catch {
             logger.warning("cannot send a message again", metadata: ["to": "\(peer)/\(device)", "id": "\(id)", "error": "\(error)"])
