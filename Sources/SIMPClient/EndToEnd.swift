@@ -253,8 +253,8 @@ final class EndToEnd: @unchecked Sendable {
         return devices.flatMapThrowing { [self] () -> KeyWait.Fetch? in
             fetches ? .devices(count: try messenger.devices(of: peer).count) : nil
         }.flatMapErrorThrowing { error -> KeyWait.Fetch? in
-            guard Self.isUnavailable(error) else { throw error }
-            return .unavailable
+            guard let fetch = KeyWait.fetch(after: Self.keyFetchFailure(error)) else { throw error }
+            return fetch
         }.flatMapThrowing { [self] fetch in
             let known = try messenger.devices(of: peer).count
             return policy.seal(to: peer, after: fetch, knownDevices: known, connected: engine.control != nil, now: engine.now)
@@ -285,13 +285,19 @@ final class EndToEnd: @unchecked Sendable {
     /// How a sender waits for keys: the decisions of `seal` and of held messages.
     var keyWait: KeyWait { policy.keyWait }
 
-    /// Whether a KEYS_FETCH failed only for now: the connection is down, the relay's store
-    /// failed (ERROR INTERNAL "key bundles unavailable, try again"), the relay throttles this
-    /// client, or no answer came in time. Asked again later instead of failing the message.
+    /// Whether a KEYS_FETCH failed only for now, as `KeyWait.fetch(after:)` decides: asked
+    /// again later instead of failing the message.
     static func isUnavailable(_ error: Error) -> Bool {
+        KeyWait.fetch(after: keyFetchFailure(error)) == .unavailable
+    }
+
+    /// `error` (a KEYS_FETCH's) as the core's `KeyWait.Failure`.
+    static func keyFetchFailure(_ error: Error) -> KeyWait.Failure {
         switch error as? SIMPClientError {
-        case .connectionLost?, .timedOut?, .rejected(.internal, _)?, .rejected(.rateLimited, _)?: true
-        default: false
+        case .connectionLost?: .connectionLost
+        case .timedOut?: .timedOut
+        case .rejected(let code, _)?: .refused(code)
+        default: .other
         }
     }
 

@@ -17,6 +17,18 @@ public struct KeyWait: Sendable, Equatable {
         case unavailable
     }
 
+    /// Why a KEYS_FETCH brought no answer, as the shell saw it.
+    public enum Failure: Sendable, Equatable {
+        /// The control connection was down, or was lost before the answer came.
+        case connectionLost
+        /// No answer came in time.
+        case timedOut
+        /// The relay answered with this error.
+        case refused(SIMPMessage.ErrorCode)
+        /// Anything else (an answer that could not be used, a local error).
+        case other
+    }
+
     /// What to do with the message.
     public enum Decision: Sendable, Equatable {
         /// Seal it for the devices the sender knows now, and send it.
@@ -41,6 +53,17 @@ public struct KeyWait: Sendable, Equatable {
     public var recheckAfter: TimeAmount = .minutes(4)
 
     public init() {}
+
+    /// How a fetch that failed with `failure` counts: `.unavailable` (only for now: the message
+    /// waits and the relay is asked again) when the connection is down, no answer came in time,
+    /// the relay's store failed (INTERNAL, "key bundles unavailable, try again") or the relay
+    /// throttles this client (RATE_LIMITED); nil for anything else, which fails the message.
+    public static func fetch(after failure: Failure) -> Fetch? {
+        switch failure {
+        case .connectionLost, .timedOut, .refused(.internal), .refused(.rateLimited): .unavailable
+        case .refused, .other: nil
+        }
+    }
 
     /// The decision for a message to a receiver after `fetch`; `knownDevices` is how many of the
     /// receiver's devices the sender knew before (an earlier fetch, or devices that wrote to it),

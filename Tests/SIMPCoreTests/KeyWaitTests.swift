@@ -24,6 +24,16 @@ final class KeyWaitTests: XCTestCase {
         XCTAssertTrue(wait.givesUp(heldAt: now, now: now + .minutes(5), giveUpAfter: .minutes(5)))
     }
 
+    func testOnlyAFetchThatFailedForNowMakesTheMessageWaitForTheRelay() {
+        for failure: KeyWait.Failure in [.connectionLost, .timedOut, .refused(.internal), .refused(.rateLimited)] {
+            XCTAssertEqual(KeyWait.fetch(after: failure), .unavailable, "\(failure)")
+        }
+        for code in SIMPMessage.ErrorCode.allCases where code != .internal && code != .rateLimited {
+            XCTAssertNil(KeyWait.fetch(after: .refused(code)), "\(code) fails the message")
+        }
+        XCTAssertNil(KeyWait.fetch(after: .other))
+    }
+
     func testAReceiverWithoutKeysIsWaitedForAndAskedAgainWithinTheRelaysWatchPeriod() {
         let wait = KeyWait()
         XCTAssertEqual(
