@@ -85,8 +85,8 @@ extension EndToEnd {
                 try messenger.startRecoverySession(with: peer, device: device, bundle: bundle, using: &random)
                 onNotice(.restoredSessionReplaced(user: peer, device: device))
             }
-        }.flatMapErrorThrowing { error in
-            if EndToEnd.isUnavailable(error) { throw DevicesNotYetKnown(retry: engine.control == nil ? nil : engine.now + KeyWait().retryAfter) }
+        }.flatMapErrorThrowing { [self] error in
+            if EndToEnd.isUnavailable(error) { throw DevicesNotYetKnown(retry: keyWait.retry(connected: engine.control != nil, now: engine.now)) }
             throw error
         }
     }

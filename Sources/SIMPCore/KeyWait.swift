@@ -83,8 +83,16 @@ public struct KeyWait: Sendable, Equatable {
             // fetched again with the next message.
             return .seal
         case .unavailable:
-            return .holdForRelay(retry: connected ? now + retryAfter : nil)
+            return .holdForRelay(retry: retry(connected: connected, now: now))
         }
+    }
+
+    /// When to ask the relay again after a fetch that failed only for now (`Fetch.unavailable`)
+    /// at `now`: after `retryAfter` while connected, nil (at the next login) otherwise. The same
+    /// for a message's receiver's devices and for the devices whose session here must be
+    /// restarted first (a session restored from a copy).
+    public func retry(connected: Bool, now: NIODeadline) -> NIODeadline? {
+        connected ? now + retryAfter : nil
     }
 
     /// Whether a message held for the relay since `heldAt` is given up at `now` (its give-up

@@ -20,6 +20,11 @@ final class KeyWaitTests: XCTestCase {
         let wait = KeyWait()
         XCTAssertEqual(wait.decide(after: .unavailable, knownDevices: 0, connected: true, now: now), .holdForRelay(retry: now + wait.retryAfter))
         XCTAssertEqual(wait.decide(after: .unavailable, knownDevices: 0, connected: false, now: now), .holdForRelay(retry: nil))
+        var slower = KeyWait()
+        slower.retryAfter = .seconds(7)
+        XCTAssertEqual(slower.retry(connected: true, now: now), now + .seconds(7), "a restarted session's fetch asks again as a message's")
+        XCTAssertNil(slower.retry(connected: false, now: now))
+        XCTAssertEqual(slower.decide(after: .unavailable, knownDevices: 0, connected: true, now: now), .holdForRelay(retry: now + .seconds(7)))
         XCTAssertFalse(wait.givesUp(heldAt: now, now: now + .seconds(299), giveUpAfter: .minutes(5)))
         XCTAssertTrue(wait.givesUp(heldAt: now, now: now + .minutes(5), giveUpAfter: .minutes(5)))
     }
