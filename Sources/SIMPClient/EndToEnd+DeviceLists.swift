@@ -49,43 +49,38 @@ extension EndToEnd {
     /// The last device list this device signed (nil: it holds no user key).
     func ownDeviceList() throws -> SignedDeviceList? { try store.load(Self.ownDeviceListName).map(SignedDeviceList.init(encoded:)) }
 
-    /// What this user's own KEYS_FETCH answer says about the user's device list: the device
-    /// holding the user key publishes its list again when the relay lacks it (or serves another);
-    /// the user's only device, when no list approves it (the first device, or one reinstalled
-    /// after every device was lost; `settings.makesUserKey`), makes the user key and a list of
-    /// itself; a device the list does not approve is told to the user once.
+    /// Carries out what this user's own KEYS_FETCH answer says about the user's device list, as
+    /// `OwnDeviceListCheck` decides: the device holding the user key publishes its list again
+    /// when the relay lacks it (never over another key's); the user's only device, when no list
+    /// approves it (`settings.makesUserKey`), makes the user key and a list of itself; a device
+    /// the list does not approve is told to the user once.
     func reconcileOwnDeviceList(_ answer: SIMPMessage, via engine: ClientEngine) -> EventLoopFuture<Void> {
         do {
-            let others = answer.members.filter { $0 != device }
-            if let own = try ownDeviceList() {
-                for other in others where !own.devices.contains(where: { $0.device == other }) {
-                    if toldUnusable.insert(user + "/" + other + " own unapproved").inserted {
-                        onNotice(.ownDeviceNotApproved(device: other, code: nil))
-                    }
-                }
-                guard answer.deviceList != own.encoded else { return engine.eventLoop.makeSucceededVoidFuture() }
-                // A list signed by another key under this user's name: someone published keys as
-                // this user (or another device made a key at the same moment). Told loudly, once,
-                // and not published over (two devices with keys would take turns forever):
-                // `simp devices reset` on the device that should hold the key settles it.
-                let served = try? SignedDeviceList(encoded: answer.deviceList)
-                if let served, served.userKey != own.userKey {
-                    if toldUnusable.insert(user + " own key replaced").inserted { onNotice(.userKeyChanged(user: user)) }
-                    return engine.eventLoop.makeSucceededVoidFuture()
-                }
-                return publishDeviceList(own, via: engine) // the relay lacks it, or serves an older one
+            let check = OwnDeviceListCheck.check(
+                served: answer.deviceList, listedDevices: answer.members, own: try ownDeviceList(), device: device, identity: identity,
+                makesUserKey: settings.makesUserKey && !settings.existingKeysOnly)
+            for finding in check.findings { tellOwnList(finding) }
+            switch check.step {
+            case .none: return engine.eventLoop.makeSucceededVoidFuture()
+            case .republish(let own): return publishDeviceList(own, via: engine) // the relay lacks it, or serves an older one
+            case .makeUserKey: return makeUserKey(via: engine).map { _ in } // a new user key is a safety number change
             }
-            let served = answer.deviceList.isEmpty ? nil : try? SignedDeviceList(encoded: answer.deviceList)
-            let approved = served?.approves(device: device, identity: identity) == true
-            // The user's only device, not approved by any list (none yet, or the list of a key
-            // lost with every device): it makes the user key (a new one is a safety number change).
-            if !approved, others.isEmpty, settings.makesUserKey, !settings.existingKeysOnly { return makeUserKey(via: engine).map { _ in } }
-            if !approved, served != nil, toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
-                onNotice(.ownDeviceNotApproved(device: device, code: SafetyNumber.deviceCode(user: user, identity: identity)))
-            }
-            return engine.eventLoop.makeSucceededVoidFuture()
         } catch {
             return engine.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// Tells the user `finding` of this user's own device list, once per process.
+    private func tellOwnList(_ finding: OwnDeviceListCheck.Finding) {
+        switch finding {
+        case .otherDeviceNotApproved(let other):
+            if toldUnusable.insert(user + "/" + other + " own unapproved").inserted { onNotice(.ownDeviceNotApproved(device: other, code: nil)) }
+        case .userKeyReplaced:
+            if toldUnusable.insert(user + " own key replaced").inserted { onNotice(.userKeyChanged(user: user)) }
+        case .thisDeviceNotApproved:
+            if toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
+                onNotice(.ownDeviceNotApproved(device: device, code: SafetyNumber.deviceCode(user: user, identity: identity)))
+            }
         }
     }
 
