@@ -24,7 +24,7 @@ extension EndToEnd {
         case .updated:
             try renewRoomKeys(with: peer) // a device approved or removed: the next post re-keys
         case .withdrawn(let reason):
-            if toldUnusable.insert(peer + " withdrawn").inserted { onNotice(.deviceListWithdrawn(user: peer, reason: reason)) }
+            if toldOnce.shouldTell(.deviceListWithdrawn(user: peer)) { onNotice(.deviceListWithdrawn(user: peer, reason: reason)) }
         case .invalid(let reason):
             logger.warning("ignoring a device list", metadata: ["user": "\(peer)", "error": "\(reason)"])
         case .noUserKey, .pinned, .unchanged: break
@@ -35,7 +35,7 @@ extension EndToEnd {
     /// `peer`'s pinned device list does not approve it.
     func tellUnapproved(of peer: String) {
         guard let unapproved = try? messenger.unapprovedDevices(of: peer) else { return }
-        for device in unapproved where toldUnusable.insert(peer + "/" + device.device + " unapproved").inserted {
+        for device in unapproved where toldOnce.shouldTell(.unapprovedDevice(user: peer, device: device.device)) {
             onNotice(.unapprovedDevice(user: peer, device: device.device))
         }
     }
@@ -74,11 +74,11 @@ extension EndToEnd {
     private func tellOwnList(_ finding: OwnDeviceListCheck.Finding) {
         switch finding {
         case .otherDeviceNotApproved(let other):
-            if toldUnusable.insert(user + "/" + other + " own unapproved").inserted { onNotice(.ownDeviceNotApproved(device: other, code: nil)) }
+            if toldOnce.shouldTell(.ownDeviceNotApproved(device: other)) { onNotice(.ownDeviceNotApproved(device: other, code: nil)) }
         case .userKeyReplaced:
-            if toldUnusable.insert(user + " own key replaced").inserted { onNotice(.userKeyChanged(user: user)) }
+            if toldOnce.shouldTell(.ownUserKeyReplaced) { onNotice(.userKeyChanged(user: user)) }
         case .thisDeviceNotApproved:
-            if toldUnusable.insert(user + "/" + device + " own unapproved").inserted {
+            if toldOnce.shouldTell(.ownDeviceNotApproved(device: device)) {
                 onNotice(.ownDeviceNotApproved(device: device, code: SafetyNumber.deviceCode(user: user, identity: identity)))
             }
         }

@@ -100,7 +100,7 @@ extension EndToEnd {
     /// Tells the user, once per problem, that the relay's answer for `owner` was refused.
     private func tellRefused(_ problem: KeyDirectoryView.Problem, of owner: String) {
         if case .forked = problem { keyDirectoryForks += 1 }
-        if toldUnusable.insert(owner + " directory " + problem.description).inserted {
+        if toldOnce.shouldTell(.directoryRefused(user: owner, problem: problem.description)) {
             onNotice(.keyDirectoryRefused(user: owner, reason: problem.description))
         }
     }
@@ -148,6 +148,6 @@ extension EndToEnd {
     private func tellFork(with peer: String) {
         keyDirectoryForks += 1
         logger.error("the relay shows different key directories to this user and another", metadata: ["peer": "\(peer)"])
-        if toldUnusable.insert(peer + " directory fork").inserted { onNotice(.keyDirectoryForked(user: peer)) }
+        if toldOnce.shouldTell(.directoryForked(user: peer)) { onNotice(.keyDirectoryForked(user: peer)) }
     }
 }

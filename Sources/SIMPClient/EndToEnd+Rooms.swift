@@ -83,7 +83,7 @@ extension EndToEnd {
         let keyless = try members.filter { try messenger.recipients(of: $0).isEmpty }
         if policy.postsUnencrypted(keylessMembers: keyless.count) { return (message, []) } // the user's own choice (--no-e2e)
         // A member without usable keys cannot read the post; the others are not held up by it.
-        for member in keyless where toldUnusable.insert(member + " #" + room).inserted { onNotice(.noUsableKeys(user: member, room: room)) }
+        for member in keyless where toldOnce.shouldTell(.noUsableKeys(user: member, room: room)) { onNotice(.noUsableKeys(user: member, room: room)) }
         let readers = members.filter { !keyless.contains($0) }
         let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
         if rooms.sealedFor.count >= 256 { rooms.sealedFor = [:] } // sealed and never submitted (a failure): forgotten

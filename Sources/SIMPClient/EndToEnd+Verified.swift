@@ -11,8 +11,6 @@ import SIMPE2E
 final class VerifiedPeers {
     /// peer → what was verified; nil when not verified. Loaded on first use.
     fileprivate var identities: [String: VerifiedIdentities?] = [:]
-    /// Peers whose lapse the user was told of in this process.
-    fileprivate var told: Set<String> = []
     /// Peers whose safety number changed since their last message here (unverified peers
     /// included): that message is marked (`MessageOrigin.keyChanged`).
     var changedSinceLastMessage: Set<String> = []
@@ -41,7 +39,7 @@ extension EndToEnd {
         try store.save(Self.verifiedName(peer), SecretBytes(verified.encoded))
         try store.commit()
         verifiedPeers.identities[peer] = .some(verified.identities.isEmpty ? nil : verified)
-        verifiedPeers.told.remove(peer)
+        toldOnce.forget(.verificationLapsed(user: peer))
     }
 
     /// How `peer`'s devices known now compare with what the user verified (nil: not verified).
@@ -81,8 +79,8 @@ extension EndToEnd {
 
     /// Tells the user, once per process, that verified `peer` has a device or key not verified.
     func checkVerification(of peer: String) {
-        guard !verifiedPeers.told.contains(peer), (try? verificationLapsed(for: peer)) == true else { return }
-        verifiedPeers.told.insert(peer)
+        guard !toldOnce.wasTold(.verificationLapsed(user: peer)), (try? verificationLapsed(for: peer)) == true else { return }
+        _ = toldOnce.shouldTell(.verificationLapsed(user: peer))
         onNotice(.verifiedKeyChanged(user: peer))
     }
 

@@ -189,8 +189,9 @@ final class EndToEnd: @unchecked Sendable {
     var publishing = false
     /// Whether the store could be written at the last commit (EndToEnd+Durability).
     var durability = DurabilityGate()
-    /// Peer devices ("user/device") whose unusable keys the user was told of in this process.
-    var toldUnusable: Set<String> = []
+    /// What the user was told once in this process (unusable keys, unapproved devices, device
+    /// lists and key directory problems, lapsed verifications).
+    var toldOnce = ToldOnce()
     /// What this device verified of the relay's key directory log (EndToEnd+KeyDirectory;
     /// loaded from the store at first use).
     var keyDirectoryCache: KeyDirectoryView?
@@ -355,7 +356,7 @@ final class EndToEnd: @unchecked Sendable {
             return nil
         } catch E2EError.duplicate {
             return nil
-        } catch E2EError.noSession where toldUnusable.contains(user + "/" + device + " own unapproved") {
+        } catch E2EError.noSession where toldOnce.wasTold(.ownDeviceNotApproved(device: device)) {
             // Senders who know this user's key leave out a device it did not approve.
             let reason = "it was not encrypted for this device, which your user key has not approved (simp devices approve \(device))"
             onNotice(.undecryptable(user: message.fromUser, messageId: message.messageId, reason: reason))
@@ -406,7 +407,7 @@ final class EndToEnd: @unchecked Sendable {
     /// with the one-time prekey the relay handed out for it (others are logged and left out).
     func verifiedBundles(in answer: SIMPMessage, of peer: String) -> [(device: String, bundle: KeyBundle)] {
         var bundles: [(device: String, bundle: KeyBundle)] = []
-        if answer.devicesLeftOut > 0, toldUnusable.insert(peer + "/").inserted {
+        if answer.devicesLeftOut > 0, toldOnce.shouldTell(.devicesLeftOut(user: peer)) {
             let reason = "the relay's answer had no room for their keys"
             onNotice(.unusableKeys(user: peer, device: "(\(answer.devicesLeftOut) more)", reason: reason))
         }
@@ -419,7 +420,9 @@ final class EndToEnd: @unchecked Sendable {
                 bundles.append((device, handedOut))
             } catch {
                 logger.warning("ignoring a key bundle", metadata: ["user": "\(peer)", "device": "\(device)", "error": "\(error)"])
-                if toldUnusable.insert(peer + "/" + device).inserted { onNotice(.unusableKeys(user: peer, device: device, reason: "\(error)")) }
+                if toldOnce.shouldTell(.unusableKeys(user: peer, device: device)) {
+                    onNotice(.unusableKeys(user: peer, device: device, reason: "\(error)"))
+                }
             }
         }
         return bundles
