@@ -8,15 +8,9 @@ import XCTest
 final class DeviceListTests: XCTestCase {
     private var random = SeededRandom(seed: 35)
 
-    private func identity(_ seed: UInt64) -> IdentityKey {
-        var random = SplitMix64(seed: seed)
-        return DeviceIdentity(using: &random).publicKey
-    }
+    private func identity(_ seed: UInt64) -> IdentityKey { SeededKeys.identity(seed) }
 
-    private func key(_ seed: UInt64) -> UserSigningKey {
-        var random = SplitMix64(seed: seed)
-        return UserSigningKey(using: &random)
-    }
+    private func key(_ seed: UInt64) -> UserSigningKey { SeededKeys.userKey(seed) }
 
     func testASignedListRoundTripsSortedAndItsBytesAreAsDocumented() throws {
         let (phone, laptop) = (identity(1), identity(2))

@@ -6,15 +6,9 @@ import XCTest
 /// §3.4): publish its list again when the relay lacks it, never over another key's list, make the
 /// user key only as the user's only device, and what the user is told.
 final class OwnDeviceListCheckTests: XCTestCase {
-    private func identity(_ seed: UInt64) -> IdentityKey {
-        var random = SplitMix64(seed: seed)
-        return DeviceIdentity(using: &random).publicKey
-    }
+    private func identity(_ seed: UInt64) -> IdentityKey { SeededKeys.identity(seed) }
 
-    private func key(_ seed: UInt64) -> UserSigningKey {
-        var random = SplitMix64(seed: seed)
-        return UserSigningKey(using: &random)
-    }
+    private func key(_ seed: UInt64) -> UserSigningKey { SeededKeys.userKey(seed) }
 
     private func list(_ devices: [String: UInt64], by signer: UInt64, counter: UInt64 = 1) throws -> SignedDeviceList {
         let approved = devices.map { ApprovedDevice(device: $0.key, identity: identity($0.value)) }
