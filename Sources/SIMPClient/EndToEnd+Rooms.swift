@@ -15,9 +15,7 @@ struct RoomPosts {
     var admission: [String: RoomAdmission] = [:]
     /// The member count of the last copy of a post seen in each room (a change asks for the list).
     var memberCounts: [String: UInt32] = [:]
-    /// The members each post sealed and not yet submitted was sealed for, by its `e2ePayload`.
-    var sealedFor: [[UInt8]: Set<String>] = [:]
-    /// Who can read each post submitted lately, for its delivery mark.
+    /// Who can read each post sealed or submitted lately, for its delivery mark.
     var postReaders = RoomPostReaders()
     /// Hands the application a post decrypted after its sender key arrived.
     var deliverLate: (SIMPMessage) -> Void = { _ in }
@@ -86,8 +84,7 @@ extension EndToEnd {
         for member in keyless where toldOnce.shouldTell(.noUsableKeys(user: member, room: room)) { onNotice(.noUsableKeys(user: member, room: room)) }
         let readers = members.filter { !keyless.contains($0) }
         let sealed = try messenger.sealRoomPost(message.endToEndPlaintext, room: room, members: readers, using: &random)
-        if rooms.sealedFor.count >= 256 { rooms.sealedFor = [:] } // sealed and never submitted (a failure): forgotten
-        rooms.sealedFor[sealed.post] = Set(readers)
+        rooms.postReaders.sealing(sealed.post, readers: Set(readers))
         // Before the post, on the same reliable path (retransmitted, kept in the outbox,
         // stored for offline members).
         let distributions = sealed.distributions.map { member, envelope in
@@ -100,8 +97,7 @@ extension EndToEnd {
 
     /// Post `sealed` was submitted as `id`: its delivery mark counts the members it was sealed for.
     func postSent(_ sealed: SIMPMessage, id: UInt64) {
-        guard let readers = rooms.sealedFor.removeValue(forKey: sealed.e2ePayload) else { return }
-        rooms.postReaders.sealed(id, readers: readers)
+        rooms.postReaders.submitted(sealed.e2ePayload, as: id)
     }
 
     /// `receipt` with its ROOM_DELIVERED count (`deliveredCount` of `memberCount`) made the

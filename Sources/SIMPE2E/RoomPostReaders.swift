@@ -5,12 +5,31 @@
 public struct RoomPostReaders: Sendable {
     /// Posts remembered at most; the oldest is forgotten first (its mark then shows the relay's count).
     public static let maxPosts = 1_024
+    /// Posts sealed and not submitted yet, at most; beyond it they are all forgotten (a post
+    /// sealed and never submitted: its sending failed).
+    public static let maxUnsubmitted = 256
 
     private var readers: [UInt64: Set<String>] = [:]
     private var have: [UInt64: Set<String>] = [:]
     private var order: [UInt64] = []
+    /// The readers of each post sealed and not submitted yet, by its sealed bytes.
+    private var unsubmitted: [[UInt8]: Set<String>] = [:]
 
     public init() {}
+
+    /// The post whose sealed bytes are `post` was sealed for `members`; it gets its id when
+    /// submitted (`submitted`).
+    public mutating func sealing(_ post: [UInt8], readers members: Set<String>) {
+        if unsubmitted.count >= Self.maxUnsubmitted { unsubmitted = [:] }
+        unsubmitted[post] = members
+    }
+
+    /// The post whose sealed bytes are `post` was submitted as `messageId`: its readers are
+    /// those it was sealed for (`sealing`); nothing for a post not sealed here.
+    public mutating func submitted(_ post: [UInt8], as messageId: UInt64) {
+        guard let members = unsubmitted.removeValue(forKey: post) else { return }
+        sealed(messageId, readers: members)
+    }
 
     /// Post `messageId` was sealed for `members` (the users that got its sender key).
     public mutating func sealed(_ messageId: UInt64, readers members: Set<String>) {

@@ -109,6 +109,27 @@ final class RoomPostReadersTests: XCTestCase {
         XCTAssertNil(posts.counted(7, member: nil), "a relay that does not say whose receipt")
     }
 
+    func testAPostSealedHereCountsItsReadersOnceSubmittedAndUnsubmittedOnesAreBounded() {
+        var posts = RoomPostReaders()
+        posts.sealing([1, 2, 3], readers: ["bob"])
+        posts.submitted([9, 9], as: 5) // not sealed here
+        XCTAssertNil(posts.counted(5, member: "bob"))
+        posts.submitted([1, 2, 3], as: 6)
+        XCTAssertEqual(posts.counted(6, member: "bob").map { [$0.delivered, $0.of] }, [1, 1])
+        posts.submitted([1, 2, 3], as: 7)
+        XCTAssertNil(posts.counted(7, member: "bob"), "submitted once")
+
+        for byte in 0...UInt8(RoomPostReaders.maxUnsubmitted - 1) { posts.sealing([0, byte], readers: ["bob"]) }
+        posts.submitted([0, 0], as: 8)
+        XCTAssertNotNil(posts.counted(8, member: "bob"), "up to the bound, each is kept")
+        posts.sealing([1, 0], readers: ["bob"]) // the bound again
+        posts.sealing([1, 1], readers: ["bob"]) // beyond it: those not submitted are forgotten
+        posts.submitted([0, 1], as: 9)
+        XCTAssertNil(posts.counted(9, member: "bob"), "forgotten: the relay's count stands")
+        posts.submitted([1, 1], as: 10)
+        XCTAssertNotNil(posts.counted(10, member: "bob"))
+    }
+
     func testTheOldestPostsAreForgotten() {
         var posts = RoomPostReaders()
         for id in 1...UInt64(RoomPostReaders.maxPosts + 1) { posts.sealed(id, readers: ["bob"]) }
