@@ -108,8 +108,9 @@ extension Send {
     }
 
     /// `simp send --room ROOM --file PATH`: to each member who reads the room, one transfer
-    /// each; progress on standard error; exit 0 once every one has the file, 1 naming those who
-    /// could not get it.
+    /// each (the members offline share one upload); progress and what was sent on standard
+    /// error; exit 0 once every one has the file or the relay holds it for them, 1 naming those
+    /// who could not get it.
     func sendFile(_ path: String, toRoom room: String, join: Bool) async throws {
         let client = try await connection.connect(sendOnly: true)
         if join {
@@ -132,6 +133,7 @@ extension Send {
             fail("simp: \(path): \(error)")
         }
         await client.close()
+        if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final.total) + "\n").utf8)) }
         let members = last.withLock { $0?.members ?? 0 }
         let name = URL(fileURLWithPath: path).lastPathComponent
         for failure in failures { FileHandle.standardError.write(Data("simp: \(name) not sent to \(failure.member): \(failure.reason)\n".utf8)) }

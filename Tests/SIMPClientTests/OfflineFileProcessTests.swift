@@ -15,9 +15,12 @@ import XCTest
 final class OfflineFileProcessTests: StoryProcessTestCase {
     /// FILE_FETCH requests for chunks that reached the relay's store, by the file's sender.
     private let fetches = NIOLockedValueBox<[String: Int]>([:])
+    /// Uploaded chunks the relay asked its store to keep, by the file's sender.
+    private let uploads = NIOLockedValueBox<[String: Int]>([:])
 
     override func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? {
-        FetchCountingStore(wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches)
+        FetchCountingStore(
+            wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches, uploads: uploads)
     }
 
     override func configureRelay(_ configuration: inout RelayConfiguration) {
@@ -170,6 +173,46 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
     }
 
+    /// alice sends a file to a room whose two other members are offline: it is uploaded once
+    /// (the chunks the relay stored and the bytes alice sent are about the file's, not twice
+    /// them: before, each member's transfer uploaded its own copy) and granted to the second
+    /// member; each member's `simp listen` gets it whole, as a room file, when it connects; the
+    /// relay's copy goes once both have it.
+    func testARoomFileForTwoMembersOfflineIsUploadedOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "once\(UInt32.random(in: 0...UInt32.max))"
+        let bobDownloads = home.appendingPathComponent("downloads-bob"), carolDownloads = home.appendingPathComponent("downloads-carol")
+        try await registerThenGoOffline(bob, into: bobDownloads, extra: ["--room", room])
+        try await registerThenGoOffline(carol, into: carolDownloads, extra: ["--room", room])
+        let contents = try writeFile(megabytes: 2)
+        let send = try ChildProcess(
+            "simp",
+            [
+                "send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--room", room, "--join", "--file",
+                home.appendingPathComponent("offline.bin").path,
+            ],
+            environment: try await environment(alice))
+        children.append(send)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("to 2 of 2 members of #\(room)"), send.standardOutput + send.standardError)
+        print("room file for two members offline: \(send.standardOutput)")
+        let chunks = (contents.count + FileSend.chunkSize - 1) / FileSend.chunkSize
+        let stored = uploads.withLockedValue { $0[alice] ?? 0 }
+        XCTAssertGreaterThanOrEqual(stored, chunks)
+        XCTAssertLessThan(stored, chunks * 3 / 2, "chunks uploaded: once for both members, not once each")
+        let sent = send.standardError.components(separatedBy: "sent ").last?.prefix { $0.isNumber }
+        XCTAssertLessThan(Int(sent ?? "") ?? .max, contents.count * 3 / 2, "bytes alice sent: " + send.standardError)
+        print("room file for two members offline: \(stored) chunks stored for a file of \(chunks), \(sent ?? "?") bytes sent for \(contents.count)")
+
+        for (member, downloads) in [(bob, bobDownloads), (carol, carolDownloads)] {
+            let listening = try await listen(member, into: downloads)
+            await assertSaves(listening, contents, into: downloads)
+            XCTAssertTrue(listening.standardOutput.contains("from \(alice) in #\(room) saved to"), listening.standardOutput)
+        }
+        await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
+    }
+
     /// `listen` saves `offline.bin` into `downloads`, with the SHA-256 of `contents`.
     private func assertSaves(_ listen: ChildProcess, _ contents: [UInt8], into downloads: URL, line: UInt = #line) async {
         let saved = await Eventually.holds(within: .seconds(30)) { listen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
@@ -189,18 +232,16 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     }
 
     /// bob's device once (so a sender can encrypt to it), then bob goes offline.
-    private func registerThenGoOffline(_ user: String, into downloads: URL) async throws {
-        let first = try await listen(user, into: downloads)
+    private func registerThenGoOffline(_ user: String, into downloads: URL, extra: [String] = []) async throws {
+        let first = try await listen(user, into: downloads, extra: extra)
         first.signal(SIGTERM)
         _ = await first.exitStatus(timeout: 10)
     }
 
     /// `simp send --file` of `megabytes` MB of seeded random bytes (`offline.bin`) from `sender` to `receiver`.
     private func sendFile(megabytes: Int, from sender: String, to receiver: String) async throws -> (contents: [UInt8], send: ChildProcess) {
-        var random = SplitMix64(seed: 54)
-        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        let contents = try writeFile(megabytes: megabytes)
         let path = home.appendingPathComponent("offline.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: path.path, contents: Data(contents)))
         let send = try ChildProcess(
             "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path],
             environment: try await environment(sender))
@@ -208,11 +249,19 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         return (contents, send)
     }
 
+    /// `megabytes` MB of seeded random bytes written to `offline.bin` under the test's home.
+    private func writeFile(megabytes: Int) throws -> [UInt8] {
+        var random = SplitMix64(seed: 54)
+        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        XCTAssertTrue(FileManager.default.createFile(atPath: home.appendingPathComponent("offline.bin").path, contents: Data(contents)))
+        return contents
+    }
+
     /// `simp listen` of `user`'s `device` saving files into `downloads`, once it listens.
-    private func listen(_ user: String, device: String = "phone", into downloads: URL) async throws -> ChildProcess {
+    private func listen(_ user: String, device: String = "phone", into downloads: URL, extra: [String] = []) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path],
+            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path] + extra,
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
@@ -226,18 +275,25 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     }
 }
 
-/// Redis's store, counting the FILE_FETCH requests for chunks it is asked (by the file's sender).
+/// Redis's store, counting the FILE_FETCH requests for chunks it is asked and the uploaded
+/// chunks it is asked to keep (by the file's sender).
 private final class FetchCountingStore: WrappingRelayStore, @unchecked Sendable {
     let inner: RedisRelayStore
     private let fetches: NIOLockedValueBox<[String: Int]>
+    private let uploads: NIOLockedValueBox<[String: Int]>
 
-    init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>) {
+    init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>, uploads: NIOLockedValueBox<[String: Int]>) {
         self.inner = inner
         self.fetches = fetches
+        self.uploads = uploads
     }
 
     func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
-        if case .fetchHeldChunks(let fetch) = request { fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 } }
+        switch request {
+        case .fetchHeldChunks(let fetch): fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 }
+        case .holdFileChunk(let chunk): uploads.withLockedValue { $0[chunk.owner, default: 0] += 1 }
+        default: break
+        }
         return inner.perform(request, on: eventLoop)
     }
 
