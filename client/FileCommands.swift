@@ -89,7 +89,6 @@ extension Send {
             fail("simp: \(path): \(error)")
         }
         let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
-        await client.close()
         let name = URL(fileURLWithPath: path).lastPathComponent
         let final = last.withLock({ $0 })
         if let reason = final?.notHeldBecause {
@@ -105,6 +104,27 @@ extension Send {
                     ? "file \(name) stored on the relay in \(seconds) s for \(peer)'s devices: those online get it now, the others when they connect"
                     : "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        if final?.heldByRelay == true { await tellHeld(name, for: peer, final: final, client: client) }
+        await client.close()
+    }
+
+    /// The file is on the relay for `peer`'s devices, not yet on one: says so on standard
+    /// error (the ✓✓ comes later, to simp chat or simp listen); with `--wait-received`, waits
+    /// for the relay's news that a device of `peer` has it and prints it.
+    private func tellHeld(_ name: String, for peer: String, final: FileSend.Progress?, client: SIMPClient) async {
+        guard waitReceived, let fileId = final?.fileId else {
+            return FileHandle.standardError.write(
+                Data(
+                    ("simp: \(name) is held by the relay for \(peer); ✓✓ shows in simp chat or simp listen when a device of \(peer)'s "
+                        + "has it (or wait for it with --wait-received)\n").utf8))
+        }
+        FileHandle.standardError.write(
+            Data("simp: \(name) is held by the relay for \(peer); waiting until a device of \(peer)'s has it (Ctrl-C stops waiting)\n".utf8))
+        for await notice in client.notices {
+            guard var news = FileReceivedNews(notice), news.fileId == fileId else { continue }
+            news.name = name
+            return FileHandle.standardOutput.write(Data((news.line + "\n").utf8))
+        }
     }
 
     /// `simp send --room ROOM --file PATH`: to each member who reads the room, one transfer

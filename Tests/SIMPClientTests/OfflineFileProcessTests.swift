@@ -173,6 +173,39 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
     }
 
+    /// bob is offline: `simp send --file --wait-received` says on standard error that the relay
+    /// holds the file and waits; once bob's `simp listen` saved it, alice's send prints the ✓✓
+    /// line and exits 0. The relay kept the news for alice too: her `simp listen --json` prints
+    /// it as a `fileReceived` event naming the file (before: nothing but `simp chat` showed it).
+    func testTheSenderHearsWhenTheReceiverGotAHeldFile() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        try await registerThenGoOffline(bob, into: downloads)
+        let (contents, send) = try await sendFile(megabytes: 1, from: alice, to: bob, extra: ["--wait-received"])
+        let waits = await Eventually.holds(within: .seconds(120)) { send.standardError.contains("is held by the relay for \(bob); waiting") }
+        XCTAssertTrue(waits, send.standardOutput + send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("stored on the relay"), send.standardOutput)
+        let listening = try await listen(bob, into: downloads)
+        await assertSaves(listening, contents, into: downloads)
+        let status = await send.exitStatus(timeout: 30)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("✓✓ file offline.bin (id "), send.standardOutput)
+        XCTAssertTrue(send.standardOutput.contains("reached \(bob)'s device phone"), send.standardOutput)
+
+        let alices = try ChildProcess(
+            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--json"], environment: try await environment(alice))
+        children.append(alices)
+        let told = await Eventually.holds(within: .seconds(15)) { alices.standardOutput.contains("fileReceived") }
+        XCTAssertTrue(told, alices.standardOutput + alices.standardError)
+        let event = alices.standardOutput.split(separator: "\n").first { $0.contains("fileReceived") }.flatMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        XCTAssertEqual(event?["event"] as? String, "fileReceived")
+        XCTAssertEqual(event?["name"] as? String, "offline.bin")
+        XCTAssertEqual(event?["user"] as? String, bob)
+        XCTAssertEqual(event?["device"] as? String, "phone")
+    }
+
     /// alice sends a file to a room whose two other members are offline: it is uploaded once
     /// (the chunks the relay stored and the bytes alice sent are about the file's, not twice
     /// them: before, each member's transfer uploaded its own copy) and granted to the second
@@ -239,11 +272,13 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     }
 
     /// `simp send --file` of `megabytes` MB of seeded random bytes (`offline.bin`) from `sender` to `receiver`.
-    private func sendFile(megabytes: Int, from sender: String, to receiver: String) async throws -> (contents: [UInt8], send: ChildProcess) {
+    private func sendFile(
+        megabytes: Int, from sender: String, to receiver: String, extra: [String] = []
+    ) async throws -> (contents: [UInt8], send: ChildProcess) {
         let contents = try writeFile(megabytes: megabytes)
         let path = home.appendingPathComponent("offline.bin")
         let send = try ChildProcess(
-            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path],
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path] + extra,
             environment: try await environment(sender))
         children.append(send)
         return (contents, send)
