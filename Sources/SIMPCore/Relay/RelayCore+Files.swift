@@ -1,8 +1,8 @@
 import NIOCore
 
 /// File datagrams (docs/PROTOCOL.md §5.6): FILE_CHUNK and FILE_ACK are forwarded like TYPING,
-/// at most once and never stored, to every receiving session of the recipient (here, or on its
-/// relay), and their payload is never read beyond the routing header: the chunks are sealed end
+/// at most once and never stored, to every receiving session of the recipient (here, on its
+/// relay, or here and on the other relays it is known to have sessions on), and their payload is never read beyond the routing header: the chunks are sealed end
 /// to end with a key the relay never sees. FILE_UPLOAD and FILE_FETCH, for a receiver that is
 /// offline, are the relay's own (`RelayCore+HeldFiles`).
 extension RelayCore {
@@ -35,7 +35,10 @@ extension RelayCore {
         // sender may be a send-only session (`simp send --file`).
         let chunk = header.kind == .fileChunk
         if chunk ? sessions.hasReceiver(header.toUser) : sessions.contains(header.toUser) {
-            return sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
+            sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
+            // A receiver with devices on other relays too gets the chunks there as well.
+            if chunk, sessions.isElsewhere(header.toUser) { sendToReceiversElsewhere(payload, to: header.toUser, now: now, into: &output) }
+            return
         }
         routeRemote(.datagram(payload), to: header.toUser, sender: session, now: now, into: &output)
     }

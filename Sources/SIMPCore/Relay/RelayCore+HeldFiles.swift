@@ -65,20 +65,25 @@ extension RelayCore {
                 ack.fileRanges = ChunkRanges([0..<chunk.chunkCount]).wireForm
                 ack.fileDone = true
             }
-            passOn(chunk, into: &output)
+            passOn(chunk, now: now, into: &output)
         }
         sessions.sealForEverySession(MessageCodec.encode(ack), to: chunk.owner, into: &output)
     }
 
-    /// A chunk just stored goes on at once to the recipient's receiving sessions on this relay,
-    /// as a FILE_CHUNK from the sender (`fileSeq` 0, as fetched chunks): a user with one device
-    /// online and others offline gets the file live on the one while the relay keeps it for the
-    /// others. Chunks lost on the way, and devices on other relays, are served by FILE_FETCH.
-    private mutating func passOn(_ chunk: HeldChunk, into output: inout [RelayAction]) {
-        guard sessions.hasReceiver(chunk.recipient) else { return }
+    /// A chunk just stored goes on at once to the recipient's receiving sessions, on this relay
+    /// and on the others the route cache knows of (`sendToReceiversElsewhere`), as a FILE_CHUNK
+    /// from the sender (`fileSeq` 0, as fetched chunks): a user with devices online (here or on
+    /// other relays) and others offline gets the file live on those online while the relay
+    /// keeps it for the others. Chunks lost on the way, and those stored before a lookup of the
+    /// recipient answered, are served by FILE_FETCH.
+    private mutating func passOn(_ chunk: HeldChunk, now: NIODeadline, into output: inout [RelayAction]) {
         let message = SIMPMessage.fileChunk(
             chunk.sealed, index: chunk.index, number: 0, fileId: chunk.fileId, from: chunk.owner, to: chunk.recipient)
-        sessions.sealForEverySession(MessageCodec.encode(message), to: chunk.recipient, receiversOnly: true, into: &output)
+        let payload = MessageCodec.encode(message)
+        if sessions.hasReceiver(chunk.recipient) {
+            sessions.sealForEverySession(payload, to: chunk.recipient, receiversOnly: true, into: &output)
+        }
+        sendToReceiversElsewhere(payload, to: chunk.recipient, now: now, into: &output)
     }
 
     /// A FILE_FETCH of `user`'s session `session`: the chunks asked for are read from the
