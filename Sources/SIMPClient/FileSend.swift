@@ -272,7 +272,9 @@ public actor FileSend {
             await sleep(until: min(sender.nextDeadline ?? reported + .milliseconds(250), reported + .milliseconds(250)))
         }
         try? FileManager.default.removeItem(at: recordPath)
-        if sender.heldByRelay { try? OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize, name: name).write(to: heldPath) }
+        if sender.heldByRelay {
+            try? OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize, name: name).write(to: heldPath)
+        }
         progress(currentProgress(since: start))
     }
 
