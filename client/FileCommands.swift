@@ -154,12 +154,13 @@ extension Send {
         }
         await client.close()
         if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final.total) + "\n").utf8)) }
-        let members = last.withLock { $0?.members ?? 0 }
+        let (members, held) = last.withLock { ($0?.members ?? 0, $0?.membersHeld ?? 0) }
         let name = URL(fileURLWithPath: path).lastPathComponent
         for failure in failures { FileHandle.standardError.write(Data("simp: \(name) not sent to \(failure.member): \(failure.reason)\n".utf8)) }
         let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
+        let onRelay = held == 0 ? "" : "; the relay holds it for \(held) of them (uploaded once), whose devices get it when they connect"
         FileHandle.standardOutput.write(
-            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\n".utf8))
+            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\(onRelay)\n".utf8))
         if !failures.isEmpty { throw ExitCode(1) }
     }
 

@@ -20,6 +20,9 @@ public struct RoomFileSend: Sendable {
         public var total: FileSend.Progress
         public var membersDone: Int
         public var members: Int
+        /// Of `membersDone`, those for whom the relay holds the file (offline, or with several
+        /// devices): their devices get it from the relay.
+        public var membersHeld = 0
     }
 
     public let client: SIMPClient
@@ -44,8 +47,10 @@ public struct RoomFileSend: Sendable {
         let state = NIOLockedValueBox<(each: [String: FileSend.Progress], done: Int)>(([:], 0))
         let path = self.path, client = self.client, room = self.room
         let shared = SharedFileUpload()
+        let finished = NIOLockedValueBox<Set<String>>([])
         @Sendable func report() {
             let (each, done) = state.withLockedValue { ($0.each, $0.done) }
+            var held = 0
             var total = FileSend.Progress(bytesAcknowledged: 0, size: 0, bytesSent: 0, elapsed: .zero)
             for one in each.values {
                 total.bytesAcknowledged += one.forwarded ? one.size : one.bytesAcknowledged
@@ -54,7 +59,8 @@ public struct RoomFileSend: Sendable {
                 total.bytesHeldBefore += one.bytesHeldBefore
                 total.elapsed = max(total.elapsed, one.elapsed)
             }
-            progress(Progress(total: total, membersDone: done, members: members.count))
+            for (member, one) in each where one.heldByRelay && finished.withLockedValue({ $0.contains(member) }) { held += 1 }
+            progress(Progress(total: total, membersDone: done, members: members.count, membersHeld: held))
         }
         report()
         return await withTaskGroup(of: (String, String?).self) { group in
@@ -66,6 +72,7 @@ public struct RoomFileSend: Sendable {
                             state.withLockedValue { $0.each[member] = one }
                             report()
                         }
+                        finished.withLockedValue { _ = $0.insert(member) }
                         state.withLockedValue { $0.done += 1 }
                         report()
                         return (member, nil)

@@ -228,7 +228,10 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         children.append(send)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
-        XCTAssertTrue(send.standardOutput.contains("to 2 of 2 members of #\(room)"), send.standardOutput + send.standardError)
+        XCTAssertTrue(
+            send.standardOutput.contains("to 2 of 2 members of #\(room) in ")
+                && send.standardOutput.contains("the relay holds it for 2 of them (uploaded once)"),
+            send.standardOutput + send.standardError)
         print("room file for two members offline: \(send.standardOutput)")
         let chunks = (contents.count + FileSend.chunkSize - 1) / FileSend.chunkSize
         let stored = uploads.withLockedValue { $0[alice] ?? 0 }
