@@ -18,9 +18,13 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     /// Uploaded chunks the relay asked its store to keep, by the file's sender.
     private let uploads = NIOLockedValueBox<[String: Int]>([:])
 
+    /// When the store first granted a held file to a further receiver.
+    private let granted = NIOLockedValueBox<NIODeadline?>(nil)
+
     override func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? {
         FetchCountingStore(
-            wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches, uploads: uploads)
+            wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches, uploads: uploads,
+            granted: granted, lastChunkDelay: name.contains("Promptly") ? .seconds(12) : nil)
     }
 
     override func configureRelay(_ configuration: inout RelayConfiguration) {
@@ -249,6 +253,47 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
     }
 
+    /// A room file for bob and carol, both offline when alice sends it; both connect while it is
+    /// uploaded (the store keeps its last chunk only 12 s after it came, so they surely do): one
+    /// gets the upload, the other waits for the grant, its device told FILE_NOT_HELD meanwhile.
+    /// Both have the file within 3 s of the relay granting it (the relay tells the waiting
+    /// device of the grant; before, its next FILE_FETCH came up to 30 s later: here ~8 s).
+    func testAWaitingRoomMembersDeviceOnlineGetsTheFilePromptlyOnceGranted() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "prompt\(UInt32.random(in: 0...UInt32.max))"
+        let downloads = [bob: home.appendingPathComponent("downloads-bob"), carol: home.appendingPathComponent("downloads-carol")]
+        for member in [bob, carol] { try await registerThenGoOffline(member, into: downloads[member]!, extra: ["--room", room]) }
+        let contents = try writeFile(megabytes: 1)
+        let send = try ChildProcess(
+            "simp",
+            [
+                "send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--room", room, "--join", "--file",
+                home.appendingPathComponent("offline.bin").path,
+            ],
+            environment: try await environment(alice))
+        children.append(send)
+        let uploading = await Eventually.holds(within: .seconds(60)) { self.uploads.withLockedValue { ($0[alice] ?? 0) > 0 } }
+        XCTAssertTrue(uploading, send.standardError)
+        var listens: [String: ChildProcess] = [:]
+        for member in [bob, carol] { listens[member] = try await listen(member, into: downloads[member]!) }
+        XCTAssertNil(granted.withLockedValue { $0 }, "both members connected before the grant")
+        var savedAt: [String: NIODeadline] = [:]
+        let bothSaved = await Eventually.holds(within: .seconds(90)) {
+            for (member, listening) in listens where savedAt[member] == nil && listening.standardOutput.contains("file: offline.bin (") {
+                savedAt[member] = .now()
+            }
+            return savedAt.count == 2
+        }
+        XCTAssertTrue(bothSaved, listens.values.map { $0.standardOutput + $0.standardError }.joined(separator: "\n"))
+        for member in [bob, carol] { await assertSaves(listens[member]!, contents, into: downloads[member]!) }
+        let status = await send.exitStatus(timeout: 60)
+        XCTAssertEqual(status, 0, send.standardError)
+        let grantedAt = try XCTUnwrap(granted.withLockedValue { $0 }, "the file was granted to the second member")
+        let lag = Double((savedAt.values.max()! - grantedAt).nanoseconds) / 1e9
+        print("room file: the waiting member's device had it \(lag) s after the grant")
+        XCTAssertLessThan(lag, 3, "the waiting member's device fetched the file soon after the grant")
+    }
+
     /// `listen` saves `offline.bin` into `downloads`, with the SHA-256 of `contents`.
     private func assertSaves(_ listen: ChildProcess, _ contents: [UInt8], into downloads: URL, line: UInt = #line) async {
         let saved = await Eventually.holds(within: .seconds(30)) { listen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
@@ -319,17 +364,34 @@ private final class FetchCountingStore: WrappingRelayStore, @unchecked Sendable 
     let inner: RedisRelayStore
     private let fetches: NIOLockedValueBox<[String: Int]>
     private let uploads: NIOLockedValueBox<[String: Int]>
+    private let granted: NIOLockedValueBox<NIODeadline?>
+    /// How long a file's last chunk waits before it is stored (nil: not at all).
+    private let lastChunkDelay: TimeAmount?
 
-    init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>, uploads: NIOLockedValueBox<[String: Int]>) {
+    init(
+        wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>, uploads: NIOLockedValueBox<[String: Int]>,
+        granted: NIOLockedValueBox<NIODeadline?>, lastChunkDelay: TimeAmount?
+    ) {
         self.inner = inner
         self.fetches = fetches
         self.uploads = uploads
+        self.granted = granted
+        self.lastChunkDelay = lastChunkDelay
     }
 
     func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
         switch request {
         case .fetchHeldChunks(let fetch): fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 }
-        case .holdFileChunk(let chunk): uploads.withLockedValue { $0[chunk.owner, default: 0] += 1 }
+        case .holdFileChunk(let chunk):
+            uploads.withLockedValue { $0[chunk.owner, default: 0] += 1 }
+            if let delay = lastChunkDelay, chunk.index == chunk.chunkCount - 1 {
+                return eventLoop.flatScheduleTask(in: delay) { self.inner.perform(request, on: eventLoop) }.futureResult
+            }
+        case .grantHeldFile:
+            return inner.perform(request, on: eventLoop).map { [granted] answer in
+                if case .grantHeldFile(_, .granted) = answer { granted.withLockedValue { $0 = $0 ?? .now() } }
+                return answer
+            }
         default: break
         }
         return inner.perform(request, on: eventLoop)

@@ -238,6 +238,47 @@ final class RelayCoreHeldFileTests: XCTestCase {
             relay.send(.fileGrant(99, to: "#room", from: "alice")), [.reject(.missingField, detail: "fileGrant from alice without a user to go to")])
     }
 
+    /// A grant made, carol's devices online hear it: a FILE_ACK from alice (`fileHeld`,
+    /// `fileDone`, the whole file) to her receiving session here and, published, on the other
+    /// relay where she has one, so a device told FILE_NOT_HELD fetches at once. carol
+    /// connected nowhere here: the notice waits for a lookup of her relays. Refused: no notice.
+    func testAGrantIsToldToTheReceiversDevicesOnline() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("carol", on: c2, port: 6666)
+        let grant = HeldFileGrant(owner: "alice", recipient: "carol", fileId: 99, session: relay.clients["alice"]!.keys.sessionId)
+        let here = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 6666), relayId: "r1")
+        let there = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 7777), relayId: "r2")
+        _ = relay.answer(.lookup(user: "carol", UserRoutes(receivers: [here, there], relays: ["r1", "r2"], knownDevices: 2, known: true)))
+        let actions = relay.answer(.grantHeldFile(grant, .granted(chunks: 3)))
+        let told = try relay.delivered(to: "carol", in: actions)
+        XCTAssertEqual(told.map(\.kind), [.fileAck])
+        XCTAssertEqual(told.map(\.fromUser), ["alice"])
+        XCTAssertEqual(told.map(\.fileId), [99])
+        XCTAssertEqual(told.map(\.fileHeld), [true])
+        XCTAssertEqual(told.map(\.fileDone), [true])
+        XCTAssertEqual(told.map(\.errorCode), [.none])
+        XCTAssertEqual(told.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<3]))
+        var fetcher = HeldFileFetcher(
+            offer: FileReceiver.Offer(fileId: 99, sender: "alice", name: "f", size: 2500, chunkSize: 1000, key: [], digest: []))
+        var notHeld = told[0]
+        notHeld.fileDone = false
+        notHeld.errorCode = .fileNotHeld
+        fetcher.answered(notHeld)
+        XCTAssertTrue(fetcher.answered(told[0]), "carol's device takes it as the end of its wait")
+        let published = actions.compactMap { action -> SIMPMessage? in
+            guard case .store(.publish("r2", let delivery)) = action, delivery.user == "carol", case .datagram(let payload) = delivery.payload
+            else { return nil }
+            return try? MessageCodec.decode(payload)
+        }
+        XCTAssertEqual(published, told, "to carol's laptop's relay: \(actions)")
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.fileDone), [true], "and alice's answer as before")
+
+        let away = HeldFileGrant(owner: "alice", recipient: "dave", fileId: 99, session: grant.session)
+        XCTAssertTrue(relay.answer(.grantHeldFile(away, .granted(chunks: 3))).contains(.store(.lookup(user: "dave"))))
+        XCTAssertEqual(try relay.delivered(to: "carol", in: relay.answer(.grantHeldFile(grant, .notHeld))), [])
+    }
+
     func testARelayHoldingNoFilesRefusesAGrantWithoutAskingTheStore() throws {
         var relay = DevRelay { $0.maxHeldFileBytes = 0 }
         try relay.connect("alice", on: c1, port: 5555)

@@ -28,7 +28,7 @@ extension RelayCore {
         switch header.kind {
         case .fileUpload: return holdUpload(payload, from: user, session: session, into: &output)
         case .fileFetch: return fetchHeld(payload, from: user, session: session, into: &output)
-        case .fileGrant: return grantHeld(payload, from: user, session: session, into: &output)
+        case .fileGrant: return grantHeld(payload, from: user, session: session, now: now, into: &output)
         default: break
         }
         // Chunks go to receiving sessions; acknowledgements to every session, since a file's
