@@ -222,14 +222,7 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         try await registerThenGoOffline(bob, into: bobDownloads, extra: ["--room", room])
         try await registerThenGoOffline(carol, into: carolDownloads, extra: ["--room", room])
         let contents = try writeFile(megabytes: 2)
-        let send = try ChildProcess(
-            "simp",
-            [
-                "send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--room", room, "--join", "--file",
-                home.appendingPathComponent("offline.bin").path,
-            ],
-            environment: try await environment(alice))
-        children.append(send)
+        let send = try await sendToRoom(room, from: alice)
         let status = await send.exitStatus(timeout: 300)
         XCTAssertEqual(status, 0, send.standardError)
         XCTAssertTrue(
@@ -264,14 +257,7 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         let downloads = [bob: home.appendingPathComponent("downloads-bob"), carol: home.appendingPathComponent("downloads-carol")]
         for member in [bob, carol] { try await registerThenGoOffline(member, into: downloads[member]!, extra: ["--room", room]) }
         let contents = try writeFile(megabytes: 1)
-        let send = try ChildProcess(
-            "simp",
-            [
-                "send", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--room", room, "--join", "--file",
-                home.appendingPathComponent("offline.bin").path,
-            ],
-            environment: try await environment(alice))
-        children.append(send)
+        let send = try await sendToRoom(room, from: alice)
         let uploading = await Eventually.holds(within: .seconds(60)) { self.uploads.withLockedValue { ($0[alice] ?? 0) > 0 } }
         XCTAssertTrue(uploading, send.standardError)
         var listens: [String: ChildProcess] = [:]
@@ -330,6 +316,19 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
             environment: try await environment(sender))
         children.append(send)
         return (contents, send)
+    }
+
+    /// `simp send --room ROOM --join --file offline.bin` of `sender`.
+    private func sendToRoom(_ room: String, from sender: String) async throws -> ChildProcess {
+        let send = try ChildProcess(
+            "simp",
+            [
+                "send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--room", room, "--join", "--file",
+                home.appendingPathComponent("offline.bin").path,
+            ],
+            environment: try await environment(sender))
+        children.append(send)
+        return send
     }
 
     /// `megabytes` MB of seeded random bytes written to `offline.bin` under the test's home.
