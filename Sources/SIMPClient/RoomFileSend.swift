@@ -21,8 +21,11 @@ public struct RoomFileSend: Sendable {
         public var membersDone: Int
         public var members: Int
         /// Of `membersDone`, those for whom the relay holds the file (offline, or with several
-        /// devices): their devices get it from the relay.
-        public var membersHeld = 0
+        /// devices), with the file's id there: their devices get it from the relay, which tells
+        /// the sender when each device has it (`fileReceived`, naming that id, docs/PROTOCOL.md §5.7).
+        public var heldFor: [String: UInt64] = [:]
+        /// How many members the relay holds the file for.
+        public var membersHeld: Int { heldFor.count }
     }
 
     public let client: SIMPClient
@@ -50,7 +53,7 @@ public struct RoomFileSend: Sendable {
         let finished = NIOLockedValueBox<Set<String>>([])
         @Sendable func report() {
             let (each, done) = state.withLockedValue { ($0.each, $0.done) }
-            var held = 0
+            var held: [String: UInt64] = [:]
             var total = FileSend.Progress(bytesAcknowledged: 0, size: 0, bytesSent: 0, elapsed: .zero)
             for one in each.values {
                 total.bytesAcknowledged += one.forwarded ? one.size : one.bytesAcknowledged
@@ -59,8 +62,8 @@ public struct RoomFileSend: Sendable {
                 total.bytesHeldBefore += one.bytesHeldBefore
                 total.elapsed = max(total.elapsed, one.elapsed)
             }
-            for (member, one) in each where one.heldByRelay && finished.withLockedValue({ $0.contains(member) }) { held += 1 }
-            progress(Progress(total: total, membersDone: done, members: members.count, membersHeld: held))
+            for (member, one) in each where one.heldByRelay && finished.withLockedValue({ $0.contains(member) }) { held[member] = one.fileId }
+            progress(Progress(total: total, membersDone: done, members: members.count, heldFor: held))
         }
         report()
         return await withTaskGroup(of: (String, String?).self) { group in
