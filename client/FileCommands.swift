@@ -89,7 +89,6 @@ extension Send {
             fail("simp: \(path): \(error)")
         }
         let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
-        await client.close()
         let name = URL(fileURLWithPath: path).lastPathComponent
         let final = last.withLock({ $0 })
         if let reason = final?.notHeldBecause {
@@ -105,11 +104,33 @@ extension Send {
                     ? "file \(name) stored on the relay in \(seconds) s for \(peer)'s devices: those online get it now, the others when they connect"
                     : "file \(name) stored on the relay in \(seconds) s; \(peer) is offline and will get it when \(peer) connects"
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        if final?.heldByRelay == true { await tellHeld(name, for: peer, final: final, client: client) }
+        await client.close()
+    }
+
+    /// The file is on the relay for `peer`'s devices, not yet on one: says so on standard
+    /// error (the ✓✓ comes later, to simp chat or simp listen); with `--wait-received`, waits
+    /// for the relay's news that a device of `peer` has it and prints it.
+    private func tellHeld(_ name: String, for peer: String, final: FileSend.Progress?, client: SIMPClient) async {
+        guard waitReceived, let fileId = final?.fileId else {
+            return FileHandle.standardError.write(
+                Data(
+                    ("simp: \(name) is held by the relay for \(peer); ✓✓ shows in simp chat or simp listen when a device of \(peer)'s "
+                        + "has it (or wait for it with --wait-received)\n").utf8))
+        }
+        FileHandle.standardError.write(
+            Data("simp: \(name) is held by the relay for \(peer); waiting until a device of \(peer)'s has it (Ctrl-C stops waiting)\n".utf8))
+        for await notice in client.notices {
+            guard var news = FileReceivedNews(notice), news.fileId == fileId else { continue }
+            news.name = name
+            return FileHandle.standardOutput.write(Data((news.line + "\n").utf8))
+        }
     }
 
     /// `simp send --room ROOM --file PATH`: to each member who reads the room, one transfer
-    /// each; progress on standard error; exit 0 once every one has the file, 1 naming those who
-    /// could not get it.
+    /// each (the members offline share one upload); progress and what was sent on standard
+    /// error; exit 0 once every one has the file or the relay holds it for them, 1 naming those
+    /// who could not get it.
     func sendFile(_ path: String, toRoom room: String, join: Bool) async throws {
         let client = try await connection.connect(sendOnly: true)
         if join {
@@ -132,12 +153,14 @@ extension Send {
             fail("simp: \(path): \(error)")
         }
         await client.close()
-        let members = last.withLock { $0?.members ?? 0 }
+        if let final = last.withLock({ $0 }) { FileHandle.standardError.write(Data((Self.summaryLine(final.total) + "\n").utf8)) }
+        let (members, held) = last.withLock { ($0?.members ?? 0, $0?.membersHeld ?? 0) }
         let name = URL(fileURLWithPath: path).lastPathComponent
         for failure in failures { FileHandle.standardError.write(Data("simp: \(name) not sent to \(failure.member): \(failure.reason)\n".utf8)) }
         let seconds = String(format: "%.2f", Date().timeIntervalSince(started))
+        let onRelay = held == 0 ? "" : "; the relay holds it for \(held) of them (uploaded once), whose devices get it when they connect"
         FileHandle.standardOutput.write(
-            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\n".utf8))
+            Data("file \(name) delivered to \(members - failures.count) of \(members) members of #\(room) in \(seconds) s\(onRelay)\n".utf8))
         if !failures.isEmpty { throw ExitCode(1) }
     }
 

@@ -16,7 +16,11 @@ struct Listen: AsyncParsableCommand {
             crash is not printed twice; only a crash right between printing a line and recording \
             it prints that line once more. A lost relay is reconnected; simp listen exits 3 when a \
             newer session of its device took over, and 1 when the relay refuses a login again \
-            (password changed, or the user locked: `login refused: ...`).
+            (password changed, or the user locked: `login refused: ...`). \
+            A file you sent through the relay (to someone offline) that reached a device of its \
+            receiver is printed as `✓✓ file NAME (id N) reached bob's device phone: ...` (with \
+            --json, {"event": "fileReceived", "fileId", "name", "user", "device", "text"}); the news \
+            waits on the relay while no simp of yours listens.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -105,6 +109,12 @@ struct Listen: AsyncParsableCommand {
                 } else if let line = notice.errorLine {
                     FileHandle.standardError.write(Data((line + "\n").utf8))
                 }
+            }
+        }
+        Task { [json] in // the relay's news that a file this user sent through it reached its receiver (✓✓)
+            for await notice in client.notices {
+                guard let news = FileReceivedNews(notice) else { continue }
+                FileHandle.standardOutput.write(Data(((json ? news.jsonLine : news.line) + "\n").utf8))
             }
         }
         for room in room {

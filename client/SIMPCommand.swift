@@ -71,9 +71,15 @@ struct Send: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Send this file, end to end encrypted, in chunks over the datagram path (progress on standard error). Exits 0 once the receiver's device has the whole file and its SHA-256 matched; the receiver must be online (simp listen saves it). With --room, to each member who reads the room's posts; exits 0 once every one has it.",
+            "Send this file, end to end encrypted, in chunks over the datagram path (progress on standard error). Exits 0 once the receiver's device has the whole file and its SHA-256 matched (simp listen saves it). If the receiver is offline (or has several devices), the file is uploaded to the relay, which holds it for the receiver's devices: simp send then exits 0 once the relay holds it whole and says so on standard error; the ✓✓ (a device of the receiver has it) shows later in simp chat or simp listen, or add --wait-received. With --room, to each member who reads the room's posts (the members offline share one upload); exits 0 once every one has it or the relay holds it for them.",
             valueName: "path"))
     var file: String?
+
+    @Flag(
+        help:
+            "With --to USER --file: when the relay holds the file for a receiver who is offline, wait until a device of the receiver has it whole (✓✓) and print that, instead of exiting once the relay holds it. Ctrl-C stops waiting; the news then waits on the relay for simp listen or simp chat."
+    )
+    var waitReceived = false
 
     @Argument(help: "The message text; - reads it from standard input.")
     var text: String = ""
@@ -84,8 +90,10 @@ struct Send: AsyncParsableCommand {
                 throw ValidationError("--file goes with --to USER or --room ROOM only (no text, --image, --audio or --lines)")
             }
             guard !join || room != nil else { throw ValidationError("--join needs --room") }
+            guard !waitReceived || to != nil else { throw ValidationError("--wait-received goes with --to USER --file") }
             return
         }
+        guard !waitReceived else { throw ValidationError("--wait-received goes with --to USER --file") }
         guard (to == nil) != (room == nil) else { throw ValidationError("give either --to USER or --room ROOM") }
         guard to?.isEmpty != true, room?.isEmpty != true else { throw ValidationError("--to and --room must not be empty") }
         guard !join || room != nil else { throw ValidationError("--join needs --room") }

@@ -62,7 +62,8 @@ extension ChatController {
     }
 
     /// Sends `file` to each member of `room` who reads its posts (`RoomFileSend`): the mark is
-    /// the summed progress, then the members who have the whole file (✓ 1/2, ✓✓ 2/2); a member
+    /// the summed progress, then the members who have the whole file (✓ 1/2, ✓✓ 2/2), a member
+    /// the relay holds it for counted once a device of that member fetched it; a member
     /// who could not get it is named with the reason.
     func startRoomFileSend(ref: Int, _ file: ChatFile, to room: String) {
         Task { [client, post, fileRouter] in
@@ -73,8 +74,13 @@ extension ChatController {
                     post.yield(.fileProgress(ref: ref, progress.total.line))
                 }
                 for failure in failures { post.yield(.log("\(file.name) not sent to \(failure.member) in #\(room): \(failure.reason)")) }
-                let members = last.withLockedValue { $0?.members ?? 0 }
-                post.yield(.resolved(ref: ref, members == 0 ? .noOtherMembers : .roomDelivered(members - failures.count, of: members)))
+                let (members, held) = last.withLockedValue { ($0?.members ?? 0, $0?.heldFor ?? [:]) }
+                if members == 0 {
+                    post.yield(.resolved(ref: ref, .noOtherMembers))
+                } else {
+                    // Members the relay holds it for count once their devices have it.
+                    post.yield(.roomFileHeld(ref: ref, heldFor: held, delivered: members - failures.count - held.count, of: members))
+                }
             } catch {
                 post.yield(.resolved(ref: ref, .failed("\(error)")))
             }

@@ -58,6 +58,9 @@ public final class ChatController: @unchecked Sendable {
         case fileProgress(ref: Int, String)
         /// The relay holds a sent file whole (as `fileId`) for its receiver's devices.
         case fileStored(ref: Int, fileId: UInt64)
+        /// A room file was sent: `delivered` of `of` members have it, and the relay holds it
+        /// for the members of `heldFor` (by file id) until their devices fetch it.
+        case roomFileHeld(ref: Int, heldFor: [String: UInt64], delivered: Int, of: Int)
         case fileSaved(from: String, ChatFile, receivedBefore: Bool)
         case fileNotReceived(String)
     }
@@ -266,6 +269,8 @@ public final class ChatController: @unchecked Sendable {
             return []
         case .fileStored(let ref, let fileId):
             return session.fileStored(ref: ref, fileId: fileId)
+        case .roomFileHeld(let ref, let heldFor, let delivered, let members):
+            return session.roomFileHeld(ref: ref, heldFor: heldFor, delivered: delivered, of: members)
         case .fileSaved(let from, let file, let receivedBefore):
             return session.fileSaved(from: from, file, receivedBefore: receivedBefore)
         case .fileNotReceived(let reason):

@@ -139,9 +139,11 @@ extension ChatSession {
     /// mark turns ✓✓ in place, or, for a file sent in an earlier session, its line is shown
     /// again with ✓✓; the history keeps it.
     mutating func fileReceived(fileId: UInt64, by receiver: String) -> [ChatEffect] {
+        if let effects = roomFileReceived(fileId: fileId, by: receiver) { return effects }
         guard let index = history.lastIndex(where: { $0.from == user && $0.to == receiver && $0.file?.fileId == fileId }) else {
             if filesReceivedEarly.count >= 256 { filesReceivedEarly = [] } // never claimed: not a file of this chat's
             filesReceivedEarly.insert(fileId)
+            keepRoomFileNews(fileId: fileId, by: receiver)
             return []
         }
         let delivered = DeliveryStatus.delivered(latencyMillis: 0).historyName

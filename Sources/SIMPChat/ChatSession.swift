@@ -116,6 +116,10 @@ public struct ChatSession: Sendable {
     var earlyRoomProgress: [UInt64: DeliveryStatus] = [:]
     /// Files whose receiver had them before the chat learned the relay held them (`fileStored`).
     var filesReceivedEarly: Set<UInt64> = []
+    /// Room files the relay holds for some members, by file id (`roomFileHeld`).
+    var roomFilesWaiting: [UInt64: RoomFileWaiting] = [:]
+    /// Members whose news that they have a file came before its line knew the id, by file id.
+    var roomFileNewsEarly: [UInt64: Set<String>] = [:]
     /// Lines counting messages asked for or sent again, per peer device (`endToEndNoticed`).
     var recoveryLines: [String: RecoveryLine] = [:]
     /// How long a typing indicator is shown, and how often one is sent, in ms.

@@ -96,7 +96,7 @@ public actor FileDownloads {
         for await message in datagrams ?? client.fileDatagrams {
             switch message.kind {
             case .fileChunk: await chunkArrived(message)
-            case .fileAck: transfers[message.fileId]?.fetcher.answered(message) // the relay holds no such file
+            case .fileAck: await relayAnswered(message)
             default: break
             }
         }
@@ -208,6 +208,16 @@ public actor FileDownloads {
         if transfer.unsaved >= 256 { save(message.fileId) }
         if let ack = transfers[message.fileId]?.receiver.pollAck(from: user, now: .now()) { await client.sendFileDatagrams([ack]) }
         if let fetch = pollFetch(message.fileId) { await client.sendFileDatagrams([fetch]) }
+        armAckTimer()
+    }
+
+    /// The relay's FILE_ACK about a file it holds for this user: FILE_NOT_HELD (asked again
+    /// later), or its news that it now holds the file whole (asked at once, the timer re-armed).
+    private func relayAnswered(_ ack: SIMPMessage) async {
+        guard transfers[ack.fileId]?.fetcher.answered(ack) == true, let fetch = pollFetch(ack.fileId) else { return }
+        await client.sendFileDatagrams([fetch])
+        ackTimer?.cancel()
+        ackTimer = nil
         armAckTimer()
     }
 

@@ -21,6 +21,7 @@ import SIMPCore
 /// The id and key of a file the relay held whole are kept (`$SIMP_HOME/held-files/`, by the
 /// file's SHA-256): the same file sent to someone else is first granted to them from the
 /// relay's copy (FILE_GRANT) and only announced, not uploaded again, when the relay still has it.
+/// The transfers of one room send share one id, key and upload (`SharedFileUpload`).
 public actor FileSend {
     /// How far a transfer is.
     public struct Progress: Sendable {
@@ -116,6 +117,8 @@ public actor FileSend {
     /// Such a record, when this run may forward the relay's copy instead of uploading.
     private var forwardable: OutgoingFileRecord?
     private var forwarded = false
+    /// The room send's one upload this transfer takes part in (nil: its own id, key and upload).
+    private let shared: SharedFileUpload?
     /// Waiting for the relay's answer to a FILE_GRANT, and that answer.
     private var granting = false
     private var grantAnswer: SIMPMessage?
@@ -136,7 +139,12 @@ public actor FileSend {
     /// transfer under way lives under `home`. With `room` (its name, no `#`), the announcement
     /// says, end to end, that the file was sent to that room (docs/E2E.md §17).
     /// The file is opened and its SHA-256 computed here (reading it once, a window at a time).
-    public init(client: SIMPClient, path: String, to peer: String, room: String = "", home: URL = SIMPHome.directory()) throws {
+    /// With `shared`, a new transfer (not one resumed or forwarded) takes its id and key and
+    /// uploads through it.
+    public init(
+        client: SIMPClient, path: String, to peer: String, room: String = "", shared: SharedFileUpload? = nil,
+        home: URL = SIMPHome.directory()
+    ) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw Failure.unreadable("\(path) does not exist") }
         guard !isDirectory.boolValue else { throw Failure.unreadable("\(path) is a directory") }
@@ -167,8 +175,10 @@ public actor FileSend {
         self.forwardable = held
         var random = SystemRandomNumberGenerator()
         self.resumes = record != nil
-        self.fileId = record?.fileId ?? held?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
-        self.key = record?.key ?? held?.key ?? FileChunkCipher.newKey(using: &random)
+        let shared = record == nil && held == nil ? shared : nil
+        self.shared = shared
+        self.fileId = record?.fileId ?? held?.fileId ?? shared?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
+        self.key = record?.key ?? held?.key ?? shared?.key ?? FileChunkCipher.newKey(using: &random)
         self.cipher = FileChunkCipher(key: key, fileId: fileId)
         self.sender = FileSender(
             fileId: fileId, chunkCount: FileSender.chunkCount(size: size, chunkSize: Self.chunkSize), now: .now())
@@ -193,11 +203,7 @@ public actor FileSend {
             if try await forwardFromTheRelaysCopy() { return progress(currentProgress(since: .now())) }
             newIdAndKey()
         }
-        do {
-            try OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: recordPath)
-        } catch {
-            throw Failure.unreadable("cannot keep the transfer's record (needed to resume it): \(error)")
-        }
+        if shared == nil { try keepRecord() }
         let result = try await client.send(announcement())
         switch result {
         case .delivered: destination = .receiver
@@ -205,6 +211,45 @@ public actor FileSend {
         case .stored(_, let receiverOnline): destination = FileDestination(announcementStored: true, receiverOnline: receiverOnline)
         default: throw Failure.announcementNotDelivered(Self.whyNotDelivered(result))
         }
+        if let shared {
+            // Only the one upload of a room send is resumed; a member granted it has nothing to resume.
+            let uploads = destination.uploads ? await shared.claimUpload() : false
+            if destination.uploads, !uploads { return try await grantSharedUpload(shared, progress: progress) }
+            try keepRecord()
+            do { try await sendChunks(progress: progress) } catch {
+                if uploads { await shared.uploadEnded(failure: "\(error)") }
+                throw error
+            }
+            if uploads {
+                await shared.uploadEnded(failure: sender.heldByRelay ? nil : notHeldBecause ?? "the relay does not hold it")
+            }
+            return
+        }
+        try await sendChunks(progress: progress)
+    }
+
+    /// Keeps the record that lets a later run resume this transfer.
+    private func keepRecord() throws {
+        do {
+            try OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: recordPath)
+        } catch {
+            throw Failure.unreadable("cannot keep the transfer's record (needed to resume it): \(error)")
+        }
+    }
+
+    /// This member's announcement was stored and another transfer of the room send uploads
+    /// the file: once the relay holds it whole, it is granted to this member (FILE_GRANT).
+    private func grantSharedUpload(_ shared: SharedFileUpload, progress: @escaping @Sendable (Progress) -> Void) async throws {
+        if let failure = await shared.heldWhole() { throw Failure.refused("the relay did not keep the room's one upload of the file: \(failure)") }
+        guard let answer = await grant(), answer.fileDone, answer.errorCode == .none else {
+            throw Failure.refused("the relay would not let \(peer) fetch its copy: \(grantAnswer?.errorText ?? "no answer")")
+        }
+        forwarded = true
+        progress(currentProgress(since: .now()))
+    }
+
+    /// Sends the chunks the announcement's outcome calls for until the transfer is done.
+    private func sendChunks(progress: @escaping @Sendable (Progress) -> Void) async throws {
         let start = NIODeadline.now()
         var reported = start
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
@@ -227,7 +272,9 @@ public actor FileSend {
             await sleep(until: min(sender.nextDeadline ?? reported + .milliseconds(250), reported + .milliseconds(250)))
         }
         try? FileManager.default.removeItem(at: recordPath)
-        if sender.heldByRelay { try? OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize).write(to: heldPath) }
+        if sender.heldByRelay {
+            try? OutgoingFileRecord(fileId: fileId, key: key, size: size, chunkSize: Self.chunkSize, name: name).write(to: heldPath)
+        }
         progress(currentProgress(since: start))
     }
 
@@ -242,13 +289,7 @@ public actor FileSend {
     /// someone else) and announces it: true once done. False when the relay does not hold it
     /// any more or will not grant it (the record is forgotten; the file goes as usual).
     private func forwardFromTheRelaysCopy() async throws -> Bool {
-        granting = true
-        defer { granting = false }
-        for _ in 0..<4 where grantAnswer == nil {
-            await client.sendFileDatagrams([.fileGrant(fileId, to: peer, from: "")])
-            await sleep(until: .now() + .milliseconds(500))
-        }
-        guard let answer = grantAnswer, answer.fileDone, answer.errorCode == .none else {
+        guard let answer = await grant(), answer.fileDone, answer.errorCode == .none else {
             try? FileManager.default.removeItem(at: heldPath)
             return false
         }
@@ -259,6 +300,18 @@ public actor FileSend {
         }
         forwarded = true
         return true
+    }
+
+    /// Asks the relay to let the peer fetch its copy of this file (FILE_GRANT, up to 4 times,
+    /// 500 ms apart): its answer, nil without one.
+    private func grant() async -> SIMPMessage? {
+        granting = true
+        defer { granting = false }
+        for _ in 0..<4 where grantAnswer == nil {
+            await client.sendFileDatagrams([.fileGrant(fileId, to: peer, from: "")])
+            await sleep(until: .now() + .milliseconds(500))
+        }
+        return grantAnswer
     }
 
     /// A new file id and key (the relay's copy could not be forwarded: it is held under the old id).
@@ -299,7 +352,8 @@ public actor FileSend {
     }
 
     private func acknowledged(_ ack: SIMPMessage) {
-        guard ack.fileId == fileId else { return }
+        // The transfers of a room send share the file's id: each follows its own member's.
+        guard ack.fileId == fileId, ack.fromUser == peer else { return }
         if granting {
             guard ack.fileHeld, ack.fromUser == peer else { return }
             grantAnswer = ack

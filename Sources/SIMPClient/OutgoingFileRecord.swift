@@ -18,6 +18,9 @@ struct OutgoingFileRecord: Codable, Equatable {
     var key: [UInt8]
     var size: UInt64
     var chunkSize: Int
+    /// The file's name, kept in `held-files/` records so the relay's news that a receiver got
+    /// the file can name it (nil in records written before).
+    var name: String? = nil
 
     /// Where the record of `digest` sent by `user` to `peer` lives under `home`.
     static func path(home: URL, user: String, peer: String, digest: [UInt8]) -> URL {
@@ -52,6 +55,17 @@ struct OutgoingFileRecord: Codable, Equatable {
     /// This record, if it is of a file of `size` bytes in chunks of `chunkSize` with a key of the right length.
     func fits(size: UInt64, chunkSize: Int) -> OutgoingFileRecord? {
         self.size == size && self.chunkSize == chunkSize && key.count == FileChunkCipher.keySize ? self : nil
+    }
+
+    /// The name of the file `fileId` in the `held-files/` records under `home` (nil: no
+    /// such record, or one without a name).
+    static func heldName(home: URL, fileId: UInt64) -> String? {
+        let directory = home.appendingPathComponent("held-files")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasSuffix(".json") {
+            if let record = read(directory.appendingPathComponent(name)), record.fileId == fileId { return record.name }
+        }
+        return nil
     }
 
     /// The record at `path`, if there is a readable one.

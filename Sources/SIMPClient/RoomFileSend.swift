@@ -5,18 +5,27 @@ import SIMPCore
 
 /// Sends one file to a room (docs/PROTOCOL.md §5.6, "Files in rooms"): to each member this
 /// device would seal a room post for (those admitted, `RoomAdmission`; not this user), one
-/// `FileSend` each, all at once. Each member's devices get the file over its own
-/// announcement, key and chunk stream; the relay fans nothing out. The announcement names the
+/// `FileSend` each, all at once, under one file id and key (`SharedFileUpload`). Each member
+/// gets its own announcement; a member online gets its own live chunk stream; for the members
+/// whose announcements the relay stored (offline, or several devices) the file is uploaded
+/// once and granted to the others. The announcement names the
 /// room inside its end-to-end plaintext (`fileRoom`), so members show it as a room file and the
 /// relay does not learn the room (docs/E2E.md §17). A member who is offline or
 /// refuses is reported and does not stop the others.
 public struct RoomFileSend: Sendable {
     /// How far the whole send is: the members' progress summed, and who has the whole file.
     public struct Progress: Sendable {
-        /// The members' transfers summed (`size` is the file's size times the members).
+        /// The members' transfers summed (`size` is the file's size times the members; a
+        /// member granted the room's one upload counts as acknowledged whole, having cost nothing).
         public var total: FileSend.Progress
         public var membersDone: Int
         public var members: Int
+        /// Of `membersDone`, those for whom the relay holds the file (offline, or with several
+        /// devices), with the file's id there: their devices get it from the relay, which tells
+        /// the sender when each device has it (`fileReceived`, naming that id, docs/PROTOCOL.md §5.7).
+        public var heldFor: [String: UInt64] = [:]
+        /// How many members the relay holds the file for.
+        public var membersHeld: Int { heldFor.count }
     }
 
     public let client: SIMPClient
@@ -40,28 +49,33 @@ public struct RoomFileSend: Sendable {
         defer { if self.router == nil { router.stop() } }
         let state = NIOLockedValueBox<(each: [String: FileSend.Progress], done: Int)>(([:], 0))
         let path = self.path, client = self.client, room = self.room
+        let shared = SharedFileUpload()
+        let finished = NIOLockedValueBox<Set<String>>([])
         @Sendable func report() {
             let (each, done) = state.withLockedValue { ($0.each, $0.done) }
+            var held: [String: UInt64] = [:]
             var total = FileSend.Progress(bytesAcknowledged: 0, size: 0, bytesSent: 0, elapsed: .zero)
             for one in each.values {
-                total.bytesAcknowledged += one.bytesAcknowledged
+                total.bytesAcknowledged += one.forwarded ? one.size : one.bytesAcknowledged
                 total.size += one.size
                 total.bytesSent += one.bytesSent
                 total.bytesHeldBefore += one.bytesHeldBefore
                 total.elapsed = max(total.elapsed, one.elapsed)
             }
-            progress(Progress(total: total, membersDone: done, members: members.count))
+            for (member, one) in each where one.heldByRelay && finished.withLockedValue({ $0.contains(member) }) { held[member] = one.fileId }
+            progress(Progress(total: total, membersDone: done, members: members.count, heldFor: held))
         }
         report()
         return await withTaskGroup(of: (String, String?).self) { group in
             for member in members {
                 group.addTask {
                     do {
-                        let transfer = try FileSend(client: client, path: path, to: member, room: room)
+                        let transfer = try FileSend(client: client, path: path, to: member, room: room, shared: shared)
                         try await transfer.run(datagrams: router.acknowledgements()) { one in
                             state.withLockedValue { $0.each[member] = one }
                             report()
                         }
+                        finished.withLockedValue { _ = $0.insert(member) }
                         state.withLockedValue { $0.done += 1 }
                         report()
                         return (member, nil)

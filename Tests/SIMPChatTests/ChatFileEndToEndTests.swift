@@ -246,4 +246,47 @@ final class ChatFileEndToEndTests: ClientHomeTestCase {
             XCTAssertEqual(files.map(\.path), ["\(downloads(of: user).path)/notes.bin"], user)
         }
     }
+
+    /// `/file` in a room whose members carol and dave are offline (bob is online): the relay
+    /// holds the file for them, and alice's mark counts bob only (`✓ 1/3`; before, `✓✓ 3/3`
+    /// at once), then each of them as their chat comes back and fetches it (`✓ 2/3`, `✓✓ 3/3`).
+    func testARoomFilesMarkCountsEachOfflineMemberOnceTheirChatHasIt() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let carol = TestRelay.uniqueUser("carol"), dave = TestRelay.uniqueUser("dave")
+        let room = "held\(UInt32.random(in: 0...UInt32.max))"
+        let payload = folder.appendingPathComponent("notes.bin")
+        try Data(repeating: 7, count: 200_000).write(to: payload)
+        let label = ChatFile(path: payload.path, name: "notes.bin", size: 200_000).label
+        var terminals: [String: PseudoTerminalProcess] = [:]
+        for member in [bob, carol, dave] {
+            let terminal = try await chat(member, to: alice)
+            await assertScreen(terminal, shows: "-- connected as ")
+            terminal.type("/join \(room)\r")
+            await assertScreen(terminal, shows: "joined #\(room)")
+            terminals[member] = terminal
+        }
+        for member in [carol, dave] {
+            terminals[member]!.type("/quit\r")
+            let status = await terminals[member]!.child.exitStatus()
+            XCTAssertEqual(status, 0, terminals[member]!.rawOutput)
+        }
+        let aliceTerminal = try await chat(alice, to: bob)
+        await assertScreen(aliceTerminal, shows: "-- connected as \(alice)")
+        aliceTerminal.type("/join \(room)\r")
+        await assertScreen(aliceTerminal, shows: "joined #\(room)")
+        aliceTerminal.type("/file \(payload.path)\r")
+        await assertScreen(terminals[bob]!, shows: "#\(room) \(alice): \(label) saved to")
+        await assertScreen(aliceTerminal, shows: "you → #\(room): \(label) ✓ 1/3")
+        for (member, mark) in [(carol, "✓ 2/3"), (dave, "✓✓ 3/3")] {
+            let back = try await chat(member, to: alice)
+            await assertScreen(back, shows: "#\(room) \(alice): \(label) saved to \(downloads(of: member).path)/notes.bin")
+            await assertScreen(aliceTerminal, shows: "you → #\(room): \(label) \(mark)")
+            terminals[member] = back
+        }
+        for terminal in [aliceTerminal] + terminals.values {
+            terminal.type("/quit\r")
+            let status = await terminal.child.exitStatus()
+            XCTAssertEqual(status, 0, terminal.rawOutput)
+        }
+    }
 }

@@ -80,6 +80,41 @@ final class ChatFileSessionTests: XCTestCase, ChatSessionDriving {
         XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓✓ 2/2")
     }
 
+    /// A room file for three members: carol had it live; the relay holds it for bob and dave.
+    /// The mark counts only carol (✓ 1/3, before: ✓✓ 3/3 as soon as the relay held it), then
+    /// each member whose device the relay says has it, once (a second device changes nothing):
+    /// ✓ 2/3, ✓✓ 3/3. News that came before the send ended is counted when it ends.
+    func testARoomFileCountsTheMembersTheRelayHoldsItForOnceTheirDevicesHaveIt() {
+        startSession(peer: "#lobby")
+        let file = ChatFile(path: "/tmp/a.bin", name: "a.bin", size: 2_000)
+        _ = session.fileChecked(to: "#lobby", .success(file))
+        let held: [String: UInt64] = ["bob": 41, "dave": 41]
+        XCTAssertEqual(recordedStatus(session.roomFileHeld(ref: 0, heldFor: held, delivered: 1, of: 3)), "delivered 1/3")
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓ 1/3")
+        XCTAssertEqual(recordedStatus(session.noticed(.fileReceived(fileId: 41, by: "bob", device: "phone"))), "delivered 2/3")
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 41, by: "bob", device: "laptop")), [], "bob counted once")
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 41, by: "mallory", device: "phone")), [], "not a member it was held for")
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓ 2/3")
+        XCTAssertEqual(recordedStatus(session.noticed(.fileReceived(fileId: 41, by: "dave", device: "phone"))), "delivered 3/3")
+        refresh()
+        XCTAssertEqual(terminal.transcript.suffix(2).first, "12:00 you → #lobby: [file] a.bin (2.0 kB) ✓✓ 3/3")
+
+        // bob's device had the second file before the send ended.
+        _ = session.fileChecked(to: "#lobby", .success(ChatFile(path: "/tmp/b.bin", name: "b.bin", size: 3_000)))
+        XCTAssertEqual(session.noticed(.fileReceived(fileId: 42, by: "bob", device: "phone")), [])
+        XCTAssertEqual(recordedStatus(session.roomFileHeld(ref: 1, heldFor: ["bob": 42, "dave": 42], delivered: 1, of: 3)), "delivered 2/3")
+    }
+
+    /// The status the last `.recordStatus` among `effects` records.
+    private func recordedStatus(_ effects: [ChatEffect]) -> String? {
+        effects.compactMap { effect -> String? in
+            guard case .recordStatus(_, let status) = effect else { return nil }
+            return status
+        }.last
+    }
+
     func testAReceivedFileIsAnnouncedThenShownSaved() {
         startSession()
         var announcement = SIMPMessage(kind: .text, toUser: "alice", content: "cat.png")

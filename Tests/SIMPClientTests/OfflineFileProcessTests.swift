@@ -15,9 +15,16 @@ import XCTest
 final class OfflineFileProcessTests: StoryProcessTestCase {
     /// FILE_FETCH requests for chunks that reached the relay's store, by the file's sender.
     private let fetches = NIOLockedValueBox<[String: Int]>([:])
+    /// Uploaded chunks the relay asked its store to keep, by the file's sender.
+    private let uploads = NIOLockedValueBox<[String: Int]>([:])
+
+    /// When the store first granted a held file to a further receiver.
+    private let granted = NIOLockedValueBox<NIODeadline?>(nil)
 
     override func makeRelayStore(_ configuration: RelayConfiguration) -> (any RelayStore)? {
-        FetchCountingStore(wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches)
+        FetchCountingStore(
+            wrapping: RedisRelayStore(endpoint: configuration.redisEndpoint, logger: configuration.logger), fetches: fetches, uploads: uploads,
+            granted: granted, lastChunkDelay: name.contains("Promptly") ? .seconds(12) : nil)
     }
 
     override func configureRelay(_ configuration: inout RelayConfiguration) {
@@ -170,6 +177,109 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
         await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
     }
 
+    /// bob is offline: `simp send --file --wait-received` says on standard error that the relay
+    /// holds the file and waits; once bob's `simp listen` saved it, alice's send prints the ✓✓
+    /// line and exits 0. The relay kept the news for alice too: her `simp listen --json` prints
+    /// it as a `fileReceived` event naming the file (before: nothing but `simp chat` showed it).
+    func testTheSenderHearsWhenTheReceiverGotAHeldFile() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob")
+        let downloads = home.appendingPathComponent("downloads-\(bob)")
+        try await registerThenGoOffline(bob, into: downloads)
+        let (contents, send) = try await sendFile(megabytes: 1, from: alice, to: bob, extra: ["--wait-received"])
+        let waits = await Eventually.holds(within: .seconds(120)) { send.standardError.contains("is held by the relay for \(bob); waiting") }
+        XCTAssertTrue(waits, send.standardOutput + send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("stored on the relay"), send.standardOutput)
+        let listening = try await listen(bob, into: downloads)
+        await assertSaves(listening, contents, into: downloads)
+        let status = await send.exitStatus(timeout: 30)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(send.standardOutput.contains("✓✓ file offline.bin (id "), send.standardOutput)
+        XCTAssertTrue(send.standardOutput.contains("reached \(bob)'s device phone"), send.standardOutput)
+
+        let alices = try ChildProcess(
+            "simp", ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", alice, "--json"], environment: try await environment(alice))
+        children.append(alices)
+        let told = await Eventually.holds(within: .seconds(15)) { alices.standardOutput.contains("fileReceived") }
+        XCTAssertTrue(told, alices.standardOutput + alices.standardError)
+        let event = alices.standardOutput.split(separator: "\n").first { $0.contains("fileReceived") }.flatMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        XCTAssertEqual(event?["event"] as? String, "fileReceived")
+        XCTAssertEqual(event?["name"] as? String, "offline.bin")
+        XCTAssertEqual(event?["user"] as? String, bob)
+        XCTAssertEqual(event?["device"] as? String, "phone")
+    }
+
+    /// alice sends a file to a room whose two other members are offline: it is uploaded once
+    /// (the chunks the relay stored and the bytes alice sent are about the file's, not twice
+    /// them: before, each member's transfer uploaded its own copy) and granted to the second
+    /// member; each member's `simp listen` gets it whole, as a room file, when it connects; the
+    /// relay's copy goes once both have it.
+    func testARoomFileForTwoMembersOfflineIsUploadedOnce() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "once\(UInt32.random(in: 0...UInt32.max))"
+        let bobDownloads = home.appendingPathComponent("downloads-bob"), carolDownloads = home.appendingPathComponent("downloads-carol")
+        try await registerThenGoOffline(bob, into: bobDownloads, extra: ["--room", room])
+        try await registerThenGoOffline(carol, into: carolDownloads, extra: ["--room", room])
+        let contents = try writeFile(megabytes: 2)
+        let send = try await sendToRoom(room, from: alice)
+        let status = await send.exitStatus(timeout: 300)
+        XCTAssertEqual(status, 0, send.standardError)
+        XCTAssertTrue(
+            send.standardOutput.contains("to 2 of 2 members of #\(room) in ")
+                && send.standardOutput.contains("the relay holds it for 2 of them (uploaded once)"),
+            send.standardOutput + send.standardError)
+        print("room file for two members offline: \(send.standardOutput)")
+        let chunks = (contents.count + FileSend.chunkSize - 1) / FileSend.chunkSize
+        let stored = uploads.withLockedValue { $0[alice] ?? 0 }
+        XCTAssertGreaterThanOrEqual(stored, chunks)
+        XCTAssertLessThan(stored, chunks * 3 / 2, "chunks uploaded: once for both members, not once each")
+        let sent = send.standardError.components(separatedBy: "sent ").last?.prefix { $0.isNumber }
+        XCTAssertLessThan(Int(sent ?? "") ?? .max, contents.count * 3 / 2, "bytes alice sent: " + send.standardError)
+        print("room file for two members offline: \(stored) chunks stored for a file of \(chunks), \(sent ?? "?") bytes sent for \(contents.count)")
+
+        for (member, downloads) in [(bob, bobDownloads), (carol, carolDownloads)] {
+            let listening = try await listen(member, into: downloads)
+            await assertSaves(listening, contents, into: downloads)
+            XCTAssertTrue(listening.standardOutput.contains("from \(alice) in #\(room) saved to"), listening.standardOutput)
+        }
+        await assertHeldFilesGo(of: alice, "still held after bob and carol have it")
+    }
+
+    /// A room file for bob and carol, both offline when alice sends it; both connect while it is
+    /// uploaded (the store keeps its last chunk only 12 s after it came, so they surely do): one
+    /// gets the upload, the other waits for the grant, its device told FILE_NOT_HELD meanwhile.
+    /// Both have the file within 3 s of the relay granting it (the relay tells the waiting
+    /// device of the grant; before, its next FILE_FETCH came up to 30 s later: here ~8 s).
+    func testAWaitingRoomMembersDeviceOnlineGetsTheFilePromptlyOnceGranted() async throws {
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let room = "prompt\(UInt32.random(in: 0...UInt32.max))"
+        let downloads = [bob: home.appendingPathComponent("downloads-bob"), carol: home.appendingPathComponent("downloads-carol")]
+        for member in [bob, carol] { try await registerThenGoOffline(member, into: downloads[member]!, extra: ["--room", room]) }
+        let contents = try writeFile(megabytes: 1)
+        let send = try await sendToRoom(room, from: alice)
+        let uploading = await Eventually.holds(within: .seconds(60)) { self.uploads.withLockedValue { ($0[alice] ?? 0) > 0 } }
+        XCTAssertTrue(uploading, send.standardError)
+        var listens: [String: ChildProcess] = [:]
+        for member in [bob, carol] { listens[member] = try await listen(member, into: downloads[member]!) }
+        XCTAssertNil(granted.withLockedValue { $0 }, "both members connected before the grant")
+        var savedAt: [String: NIODeadline] = [:]
+        let bothSaved = await Eventually.holds(within: .seconds(90)) {
+            for (member, listening) in listens where savedAt[member] == nil && listening.standardOutput.contains("file: offline.bin (") {
+                savedAt[member] = .now()
+            }
+            return savedAt.count == 2
+        }
+        XCTAssertTrue(bothSaved, listens.values.map { $0.standardOutput + $0.standardError }.joined(separator: "\n"))
+        for member in [bob, carol] { await assertSaves(listens[member]!, contents, into: downloads[member]!) }
+        let status = await send.exitStatus(timeout: 60)
+        XCTAssertEqual(status, 0, send.standardError)
+        let grantedAt = try XCTUnwrap(granted.withLockedValue { $0 }, "the file was granted to the second member")
+        let lag = Double((savedAt.values.max()! - grantedAt).nanoseconds) / 1e9
+        print("room file: the waiting member's device had it \(lag) s after the grant")
+        XCTAssertLessThan(lag, 3, "the waiting member's device fetched the file soon after the grant")
+    }
+
     /// `listen` saves `offline.bin` into `downloads`, with the SHA-256 of `contents`.
     private func assertSaves(_ listen: ChildProcess, _ contents: [UInt8], into downloads: URL, line: UInt = #line) async {
         let saved = await Eventually.holds(within: .seconds(30)) { listen.standardOutput.contains("file: offline.bin (\(contents.count) bytes") }
@@ -189,30 +299,51 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     }
 
     /// bob's device once (so a sender can encrypt to it), then bob goes offline.
-    private func registerThenGoOffline(_ user: String, into downloads: URL) async throws {
-        let first = try await listen(user, into: downloads)
+    private func registerThenGoOffline(_ user: String, into downloads: URL, extra: [String] = []) async throws {
+        let first = try await listen(user, into: downloads, extra: extra)
         first.signal(SIGTERM)
         _ = await first.exitStatus(timeout: 10)
     }
 
     /// `simp send --file` of `megabytes` MB of seeded random bytes (`offline.bin`) from `sender` to `receiver`.
-    private func sendFile(megabytes: Int, from sender: String, to receiver: String) async throws -> (contents: [UInt8], send: ChildProcess) {
-        var random = SplitMix64(seed: 54)
-        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+    private func sendFile(
+        megabytes: Int, from sender: String, to receiver: String, extra: [String] = []
+    ) async throws -> (contents: [UInt8], send: ChildProcess) {
+        let contents = try writeFile(megabytes: megabytes)
         let path = home.appendingPathComponent("offline.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: path.path, contents: Data(contents)))
         let send = try ChildProcess(
-            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path],
+            "simp", ["send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--to", receiver, "--file", path.path] + extra,
             environment: try await environment(sender))
         children.append(send)
         return (contents, send)
     }
 
+    /// `simp send --room ROOM --join --file offline.bin` of `sender`.
+    private func sendToRoom(_ room: String, from sender: String) async throws -> ChildProcess {
+        let send = try ChildProcess(
+            "simp",
+            [
+                "send", "--server", "127.0.0.1:\(relay.port)", "--user", sender, "--room", room, "--join", "--file",
+                home.appendingPathComponent("offline.bin").path,
+            ],
+            environment: try await environment(sender))
+        children.append(send)
+        return send
+    }
+
+    /// `megabytes` MB of seeded random bytes written to `offline.bin` under the test's home.
+    private func writeFile(megabytes: Int) throws -> [UInt8] {
+        var random = SplitMix64(seed: 54)
+        let contents = (0..<megabytes * 1_000_000 / 8).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        XCTAssertTrue(FileManager.default.createFile(atPath: home.appendingPathComponent("offline.bin").path, contents: Data(contents)))
+        return contents
+    }
+
     /// `simp listen` of `user`'s `device` saving files into `downloads`, once it listens.
-    private func listen(_ user: String, device: String = "phone", into downloads: URL) async throws -> ChildProcess {
+    private func listen(_ user: String, device: String = "phone", into downloads: URL, extra: [String] = []) async throws -> ChildProcess {
         let listen = try ChildProcess(
             "simp",
-            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path],
+            ["listen", "--server", "127.0.0.1:\(relay.port)", "--user", user, "--device", device, "--downloads", downloads.path] + extra,
             environment: try await environment(user))
         children.append(listen)
         let listening = await Eventually.holds(within: .seconds(15)) { listen.standardError.contains("listening as") }
@@ -226,18 +357,42 @@ final class OfflineFileProcessTests: StoryProcessTestCase {
     }
 }
 
-/// Redis's store, counting the FILE_FETCH requests for chunks it is asked (by the file's sender).
+/// Redis's store, counting the FILE_FETCH requests for chunks it is asked and the uploaded
+/// chunks it is asked to keep (by the file's sender).
 private final class FetchCountingStore: WrappingRelayStore, @unchecked Sendable {
     let inner: RedisRelayStore
     private let fetches: NIOLockedValueBox<[String: Int]>
+    private let uploads: NIOLockedValueBox<[String: Int]>
+    private let granted: NIOLockedValueBox<NIODeadline?>
+    /// How long a file's last chunk waits before it is stored (nil: not at all).
+    private let lastChunkDelay: TimeAmount?
 
-    init(wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>) {
+    init(
+        wrapping inner: RedisRelayStore, fetches: NIOLockedValueBox<[String: Int]>, uploads: NIOLockedValueBox<[String: Int]>,
+        granted: NIOLockedValueBox<NIODeadline?>, lastChunkDelay: TimeAmount?
+    ) {
         self.inner = inner
         self.fetches = fetches
+        self.uploads = uploads
+        self.granted = granted
+        self.lastChunkDelay = lastChunkDelay
     }
 
     func perform(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
-        if case .fetchHeldChunks(let fetch) = request { fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 } }
+        switch request {
+        case .fetchHeldChunks(let fetch): fetches.withLockedValue { $0[fetch.owner, default: 0] += 1 }
+        case .holdFileChunk(let chunk):
+            uploads.withLockedValue { $0[chunk.owner, default: 0] += 1 }
+            if let delay = lastChunkDelay, chunk.index == chunk.chunkCount - 1 {
+                return eventLoop.flatScheduleTask(in: delay) { self.inner.perform(request, on: eventLoop) }.futureResult
+            }
+        case .grantHeldFile:
+            return inner.perform(request, on: eventLoop).map { [granted] answer in
+                if case .grantHeldFile(_, .granted) = answer { granted.withLockedValue { $0 = $0 ?? .now() } }
+                return answer
+            }
+        default: break
+        }
         return inner.perform(request, on: eventLoop)
     }
 

@@ -75,6 +75,35 @@ final class HeldFileFetcherTests: XCTestCase {
         XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(1000) + .seconds(30), "at most 30 s")
     }
 
+    /// The relay said it holds no such file (it was still being uploaded for another member of
+    /// a room), then that it now holds it whole for this user (its sender granted it): the next
+    /// poll asks at once, not after the wait (before, up to 30 s later). The news while no wait
+    /// is on, or from someone else, changes nothing.
+    func testTheRelaysNewsThatItHoldsTheFileEndsTheWaitAtOnce() {
+        var fetcher = fetcher()
+        var notHeld = SIMPMessage(kind: .fileAck, fromUser: "alice", toUser: "bob")
+        notHeld.fileId = 7
+        notHeld.fileHeld = true
+        notHeld.errorCode = .fileNotHeld
+        var heldWhole = SIMPMessage(kind: .fileAck, fromUser: "alice", toUser: "bob")
+        heldWhole.fileId = 7
+        heldWhole.fileHeld = true
+        heldWhole.fileDone = true
+        XCTAssertFalse(fetcher.answered(heldWhole), "no wait is on")
+        XCTAssertNotNil(fetcher.poll(received: ChunkRanges(), now: t0))
+        for _ in 0..<6 { fetcher.answered(notHeld) }
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .milliseconds(19_200))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: t0 + .seconds(5)))
+        var fromSomeoneElse = heldWhole
+        fromSomeoneElse.fromUser = "mallory"
+        XCTAssertFalse(fetcher.answered(fromSomeoneElse))
+        XCTAssertNil(fetcher.poll(received: ChunkRanges(), now: t0 + .seconds(5)))
+        XCTAssertTrue(fetcher.answered(heldWhole))
+        XCTAssertFalse(fetcher.notHeld)
+        XCTAssertEqual(asked(fetcher.poll(received: ChunkRanges(), now: t0 + .seconds(5))), ChunkRanges([0..<4]), "asked at once")
+        XCTAssertEqual(fetcher.nextDeadline, t0 + .seconds(5) + .milliseconds(300), "then the usual pace")
+    }
+
     /// A live transfer to this device alone: the one request made on the announcement is
     /// answered FILE_NOT_HELD, then chunks come from the sender every 10 ms for a minute and
     /// the relay is asked nothing more (before, it was asked again 0.6 s, 1.8 s, 4.2 s, … after,

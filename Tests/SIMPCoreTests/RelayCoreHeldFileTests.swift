@@ -41,9 +41,39 @@ final class RelayCoreHeldFileTests: XCTestCase {
         XCTAssertEqual(passedOn.map(\.fileSeq), [0], "a chunk from the relay, as fetched ones")
         XCTAssertEqual(passedOn.map(\.chunk), [held(1).sealed])
         XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.fileHeld), [true])
-        XCTAssertEqual(actions.count, 2, "one to bob, the acknowledgement to alice: \(actions)")
+        XCTAssertEqual(actions.count, 3, "one to bob, the acknowledgement to alice, a lookup of bob's other relays: \(actions)")
+        XCTAssertTrue(actions.contains(.store(.lookup(user: "bob"))), "\(actions)")
         let refused = relay.answer(.holdFileChunk(held(2), .refused("over alice's quota")))
         XCTAssertEqual(try relay.delivered(to: "bob", in: refused), [])
+    }
+
+    /// bob's laptop is on another relay (the lookup a stored chunk started says so): the next
+    /// chunks stored go there too, published to that relay as FILE_CHUNKs from alice, besides
+    /// bob's phone here; the lookup is not repeated while its answer is fresh.
+    func testAStoredChunkAlsoGoesToTheReceiversDevicesOnOtherRelays() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("bob", on: c2, port: 6666)
+        _ = relay.send(upload(0))
+        XCTAssertTrue(relay.answer(.holdFileChunk(held(0), .held(complete: false))).contains(.store(.lookup(user: "bob"))))
+        let here = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 6666), relayId: "r1")
+        let there = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 7777), relayId: "r2")
+        _ = relay.answer(.lookup(user: "bob", UserRoutes(receivers: [here, there], relays: ["r1", "r2"], knownDevices: 2, known: true)))
+        _ = relay.send(upload(1))
+        let actions = relay.answer(.holdFileChunk(held(1), .held(complete: false)))
+        XCTAssertEqual(try relay.delivered(to: "bob", in: actions).map(\.chunkIndex), [1], "bob's phone here")
+        let published = actions.compactMap { action -> SIMPMessage? in
+            guard case .store(.publish(let relayId, let delivery)) = action, relayId == "r2", delivery.user == "bob",
+                case .datagram(let payload) = delivery.payload
+            else { return nil }
+            return try? MessageCodec.decode(payload)
+        }
+        XCTAssertEqual(published.map(\.kind), [.fileChunk], "to bob's laptop's relay: \(actions)")
+        XCTAssertEqual(published.map(\.chunkIndex), [1])
+        XCTAssertEqual(published.map(\.fromUser), ["alice"])
+        XCTAssertEqual(published.map(\.chunk), [held(1).sealed])
+        XCTAssertFalse(actions.contains(.store(.lookup(user: "bob"))), "the answer is fresh: \(actions)")
+        XCTAssertFalse(actions.contains { if case .store(.publish(relay: "r1", _)) = $0 { true } else { false } }, "not to this relay")
     }
 
     func testTheRelayStoresAnUploadAndAcknowledgesItUntilItHoldsTheWholeFile() throws {
@@ -206,6 +236,47 @@ final class RelayCoreHeldFileTests: XCTestCase {
             relay.send(longName), [.reject(.malformed, detail: "FILE_GRANT of \(MessageCodec.encode(longName).readableBytes) bytes from alice")])
         XCTAssertEqual(
             relay.send(.fileGrant(99, to: "#room", from: "alice")), [.reject(.missingField, detail: "fileGrant from alice without a user to go to")])
+    }
+
+    /// A grant made, carol's devices online hear it: a FILE_ACK from alice (`fileHeld`,
+    /// `fileDone`, the whole file) to her receiving session here and, published, on the other
+    /// relay where she has one, so a device told FILE_NOT_HELD fetches at once. carol
+    /// connected nowhere here: the notice waits for a lookup of her relays. Refused: no notice.
+    func testAGrantIsToldToTheReceiversDevicesOnline() throws {
+        var relay = DevRelay()
+        try relay.connect("alice", on: c1, port: 5555)
+        try relay.connect("carol", on: c2, port: 6666)
+        let grant = HeldFileGrant(owner: "alice", recipient: "carol", fileId: 99, session: relay.clients["alice"]!.keys.sessionId)
+        let here = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 6666), relayId: "r1")
+        let there = Route(address: try SocketAddress(ipAddress: "127.0.0.1", port: 7777), relayId: "r2")
+        _ = relay.answer(.lookup(user: "carol", UserRoutes(receivers: [here, there], relays: ["r1", "r2"], knownDevices: 2, known: true)))
+        let actions = relay.answer(.grantHeldFile(grant, .granted(chunks: 3)))
+        let told = try relay.delivered(to: "carol", in: actions)
+        XCTAssertEqual(told.map(\.kind), [.fileAck])
+        XCTAssertEqual(told.map(\.fromUser), ["alice"])
+        XCTAssertEqual(told.map(\.fileId), [99])
+        XCTAssertEqual(told.map(\.fileHeld), [true])
+        XCTAssertEqual(told.map(\.fileDone), [true])
+        XCTAssertEqual(told.map(\.errorCode), [.none])
+        XCTAssertEqual(told.first.flatMap { ChunkRanges(wireForm: $0.fileRanges) }, ChunkRanges([0..<3]))
+        var fetcher = HeldFileFetcher(
+            offer: FileReceiver.Offer(fileId: 99, sender: "alice", name: "f", size: 2500, chunkSize: 1000, key: [], digest: []))
+        var notHeld = told[0]
+        notHeld.fileDone = false
+        notHeld.errorCode = .fileNotHeld
+        fetcher.answered(notHeld)
+        XCTAssertTrue(fetcher.answered(told[0]), "carol's device takes it as the end of its wait")
+        let published = actions.compactMap { action -> SIMPMessage? in
+            guard case .store(.publish("r2", let delivery)) = action, delivery.user == "carol", case .datagram(let payload) = delivery.payload
+            else { return nil }
+            return try? MessageCodec.decode(payload)
+        }
+        XCTAssertEqual(published, told, "to carol's laptop's relay: \(actions)")
+        XCTAssertEqual(try relay.delivered(to: "alice", in: actions).map(\.fileDone), [true], "and alice's answer as before")
+
+        let away = HeldFileGrant(owner: "alice", recipient: "dave", fileId: 99, session: grant.session)
+        XCTAssertTrue(relay.answer(.grantHeldFile(away, .granted(chunks: 3))).contains(.store(.lookup(user: "dave"))))
+        XCTAssertEqual(try relay.delivered(to: "carol", in: relay.answer(.grantHeldFile(grant, .notHeld))), [])
     }
 
     func testARelayHoldingNoFilesRefusesAGrantWithoutAskingTheStore() throws {

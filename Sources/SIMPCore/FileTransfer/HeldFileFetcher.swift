@@ -7,7 +7,8 @@ import NIOCore
 /// sender has not begun to upload it (a receiver with another device offline reads the
 /// announcement before the first chunk is stored), so it asks again after a wait that doubles
 /// with each such answer (up to `longestWait`), and as usual again once a chunk came from the
-/// relay. While chunks come from the sender itself (`fileSeq` above 0: the transfer is live,
+/// relay, or at once when the relay says it now holds the file whole for this user (its sender
+/// granted it after uploading it for another receiver). While chunks come from the sender itself (`fileSeq` above 0: the transfer is live,
 /// to this device alone) and none from the relay, nothing is asked of the relay, which holds
 /// nothing then: a live transfer costs at most the one request made on the announcement. Once
 /// the sender's chunks stop for `liveSilence`, requests go on as before. The chunks themselves
@@ -97,10 +98,20 @@ public struct HeldFileFetcher: Sendable {
     }
 
     /// A FILE_ACK from the relay arrived for this file: FILE_NOT_HELD makes the next request
-    /// wait. Returns whether it was the relay's answer to them.
+    /// wait; the relay's news that it now holds the file whole for this user (`fileDone`, no
+    /// error: its sender granted it, docs/PROTOCOL.md §5.7) ends that wait, so the next `poll`
+    /// asks at once. Returns whether it was one of those (news while no wait is on changes nothing).
     @discardableResult
     public mutating func answered(_ ack: SIMPMessage) -> Bool {
-        guard ack.kind == .fileAck, ack.fileId == fileId, ack.fileHeld, ack.errorCode == .fileNotHeld else { return false }
+        guard ack.kind == .fileAck, ack.fileId == fileId, ack.fileHeld else { return false }
+        if ack.errorCode == .none, ack.fileDone, ack.fromUser == sender {
+            guard notHeld else { return false }
+            notHeld = false
+            notHeldAnswers = 0
+            askedAt = nil
+            return true
+        }
+        guard ack.errorCode == .fileNotHeld else { return false }
         notHeld = true
         notHeldAnswers += 1
         return true

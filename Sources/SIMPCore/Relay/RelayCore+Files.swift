@@ -1,8 +1,8 @@
 import NIOCore
 
 /// File datagrams (docs/PROTOCOL.md §5.6): FILE_CHUNK and FILE_ACK are forwarded like TYPING,
-/// at most once and never stored, to every receiving session of the recipient (here, or on its
-/// relay), and their payload is never read beyond the routing header: the chunks are sealed end
+/// at most once and never stored, to every receiving session of the recipient (here, on its
+/// relay, or here and on the other relays it is known to have sessions on), and their payload is never read beyond the routing header: the chunks are sealed end
 /// to end with a key the relay never sees. FILE_UPLOAD and FILE_FETCH, for a receiver that is
 /// offline, are the relay's own (`RelayCore+HeldFiles`).
 extension RelayCore {
@@ -28,14 +28,17 @@ extension RelayCore {
         switch header.kind {
         case .fileUpload: return holdUpload(payload, from: user, session: session, into: &output)
         case .fileFetch: return fetchHeld(payload, from: user, session: session, into: &output)
-        case .fileGrant: return grantHeld(payload, from: user, session: session, into: &output)
+        case .fileGrant: return grantHeld(payload, from: user, session: session, now: now, into: &output)
         default: break
         }
         // Chunks go to receiving sessions; acknowledgements to every session, since a file's
         // sender may be a send-only session (`simp send --file`).
         let chunk = header.kind == .fileChunk
         if chunk ? sessions.hasReceiver(header.toUser) : sessions.contains(header.toUser) {
-            return sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
+            sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
+            // A receiver with devices on other relays too gets the chunks there as well.
+            if chunk, sessions.isElsewhere(header.toUser) { sendToReceiversElsewhere(payload, to: header.toUser, now: now, into: &output) }
+            return
         }
         routeRemote(.datagram(payload), to: header.toUser, sender: session, now: now, into: &output)
     }

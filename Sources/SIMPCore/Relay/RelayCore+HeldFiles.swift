@@ -65,20 +65,25 @@ extension RelayCore {
                 ack.fileRanges = ChunkRanges([0..<chunk.chunkCount]).wireForm
                 ack.fileDone = true
             }
-            passOn(chunk, into: &output)
+            passOn(chunk, now: now, into: &output)
         }
         sessions.sealForEverySession(MessageCodec.encode(ack), to: chunk.owner, into: &output)
     }
 
-    /// A chunk just stored goes on at once to the recipient's receiving sessions on this relay,
-    /// as a FILE_CHUNK from the sender (`fileSeq` 0, as fetched chunks): a user with one device
-    /// online and others offline gets the file live on the one while the relay keeps it for the
-    /// others. Chunks lost on the way, and devices on other relays, are served by FILE_FETCH.
-    private mutating func passOn(_ chunk: HeldChunk, into output: inout [RelayAction]) {
-        guard sessions.hasReceiver(chunk.recipient) else { return }
+    /// A chunk just stored goes on at once to the recipient's receiving sessions, on this relay
+    /// and on the others the route cache knows of (`sendToReceiversElsewhere`), as a FILE_CHUNK
+    /// from the sender (`fileSeq` 0, as fetched chunks): a user with devices online (here or on
+    /// other relays) and others offline gets the file live on those online while the relay
+    /// keeps it for the others. Chunks lost on the way, and those stored before a lookup of the
+    /// recipient answered, are served by FILE_FETCH.
+    private mutating func passOn(_ chunk: HeldChunk, now: NIODeadline, into output: inout [RelayAction]) {
         let message = SIMPMessage.fileChunk(
             chunk.sealed, index: chunk.index, number: 0, fileId: chunk.fileId, from: chunk.owner, to: chunk.recipient)
-        sessions.sealForEverySession(MessageCodec.encode(message), to: chunk.recipient, receiversOnly: true, into: &output)
+        let payload = MessageCodec.encode(message)
+        if sessions.hasReceiver(chunk.recipient) {
+            sessions.sealForEverySession(payload, to: chunk.recipient, receiversOnly: true, into: &output)
+        }
+        sendToReceiversElsewhere(payload, to: chunk.recipient, now: now, into: &output)
     }
 
     /// A FILE_FETCH of `user`'s session `session`: the chunks asked for are read from the
@@ -143,21 +148,22 @@ extension RelayCore {
     /// `user` uploaded (for someone else) and the store holds whole. Only the uploader can
     /// grant: the file is looked up under the granting user's name, so a grant of another
     /// user's file id finds nothing.
-    mutating func grantHeld(_ payload: ByteBuffer, from user: String, session: UInt64, into output: inout [RelayAction]) {
+    mutating func grantHeld(_ payload: ByteBuffer, from user: String, session: UInt64, now: NIODeadline, into output: inout [RelayAction]) {
         guard let message = try? MessageCodec.decode(payload), message.fileId != 0, message.toUser.utf8.count <= RelayDelivery.maxUserLength
         else {
             return output.append(.reject(.malformed, detail: "FILE_GRANT of \(payload.readableBytes) bytes from \(user)"))
         }
         let grant = HeldFileGrant(owner: user, recipient: message.toUser, fileId: message.fileId, session: session)
         guard configuration.maxHeldFileBytes > 0 else {
-            return heldFileGranted(grant, .refused("this relay holds no files for receivers who are offline"), into: &output)
+            return heldFileGranted(grant, .refused("this relay holds no files for receivers who are offline"), now: now, into: &output)
         }
         output.append(.store(.grantHeldFile(grant)))
     }
 
     /// The store answered `grant`: the granting session hears the relay's FILE_ACK for the new
-    /// receiver (the whole file, `fileDone`), or why not (FILE_NOT_HELD, FILE_QUOTA_EXCEEDED).
-    mutating func heldFileGranted(_ grant: HeldFileGrant, _ result: HeldFileGrantResult, into output: inout [RelayAction]) {
+    /// receiver (the whole file, `fileDone`), or why not (FILE_NOT_HELD, FILE_QUOTA_EXCEEDED);
+    /// granted, the new receiver's devices online are told too (`tellGranted`).
+    mutating func heldFileGranted(_ grant: HeldFileGrant, _ result: HeldFileGrantResult, now: NIODeadline, into output: inout [RelayAction]) {
         var ack = SIMPMessage(kind: .fileAck, fromUser: grant.recipient, toUser: grant.owner)
         ack.fileId = grant.fileId
         ack.fileHeld = true
@@ -167,6 +173,7 @@ extension RelayCore {
         case .granted(let chunks):
             ack.fileRanges = ChunkRanges([0..<chunks]).wireForm
             ack.fileDone = true
+            tellGranted(grant, chunks: chunks, now: now, into: &output)
         case .notHeld:
             output.append(.reject(.fileNotHeld, detail: "FILE_GRANT of \(grant.owner)'s file \(grant.fileId) to \(grant.recipient)"))
             ack.errorCode = .fileNotHeld
@@ -177,6 +184,27 @@ extension RelayCore {
             ack.errorText = reason
         }
         if let action = sessions.seal(ack, forSession: grant.session) { output.append(action) }
+    }
+
+    /// The receiver of a grant hears that the relay now holds the file whole for it: a FILE_ACK
+    /// from the file's sender (`fileHeld`, `fileDone`, the whole file's `fileRanges`, `device`
+    /// `(relay)`) to its receiving sessions here and on the other relays where it has some.
+    /// A device already told of the file, whose FILE_FETCH was answered FILE_NOT_HELD while the
+    /// sender was still uploading for another receiver, fetches at once instead of after its
+    /// wait (up to 30 s). It says nothing the relay did not know: who sent which file id to whom.
+    private mutating func tellGranted(_ grant: HeldFileGrant, chunks: UInt64, now: NIODeadline, into output: inout [RelayAction]) {
+        var notice = SIMPMessage(kind: .fileAck, fromUser: grant.owner, toUser: grant.recipient)
+        notice.fileId = grant.fileId
+        notice.fileHeld = true
+        notice.fileDone = true
+        notice.fileRanges = ChunkRanges([0..<chunks]).wireForm
+        notice.device = Self.heldFileDevice
+        let payload = MessageCodec.encode(notice)
+        guard sessions.contains(grant.recipient) else {
+            return routeRemote(.datagram(payload), to: grant.recipient, now: now, into: &output)
+        }
+        sessions.sealForEverySession(payload, to: grant.recipient, receiversOnly: true, into: &output)
+        if sessions.isElsewhere(grant.recipient) { sendToReceiversElsewhere(payload, to: grant.recipient, now: now, into: &output) }
     }
 
     /// The relay's FILE_ACK to the sender of `chunk`.

@@ -85,6 +85,19 @@ extension RelayCore {
         }
     }
 
+    /// A FILE_CHUNK for `user` that went to its receiving sessions here also goes to each
+    /// other relay where the user has a receiving session, as the route cache says: a user
+    /// with devices on several relays gets a file live on each (docs/PROTOCOL.md §5.6, §5.7).
+    /// When the cache says nothing (it lives 2 s), the store is asked and this chunk goes no
+    /// further: the devices elsewhere fetch what they lack (FILE_FETCH).
+    mutating func sendToReceiversElsewhere(_ payload: ByteBuffer, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
+        guard let cached = routes.cachedRoutes(of: user, now: now) else {
+            if routes.beginLookup(of: user) { output.append(.store(.lookup(user: user))) }
+            return
+        }
+        publish(.datagram(payload), to: user, relays: cached.receivers.map(\.relayId), into: &output)
+    }
+
     /// Publishes `payload` for `user` to each of `relays` but this one, once.
     private func publish(_ payload: RelayDelivery.Payload, to user: String, relays: [String], into output: inout [RelayAction]) {
         var done: Set<String> = [configuration.relayId]

@@ -55,7 +55,7 @@ extension RelayCore {
         case .fetchHeldChunks(let fetch, let chunks):
             heldChunksFetched(fetch, chunks, into: &output)
         case .grantHeldFile(let grant, let result):
-            heldFileGranted(grant, result, into: &output)
+            heldFileGranted(grant, result, now: now, into: &output)
         case .releaseHeldFile(let owner, let fileId, let recipient, let device, let firstTime):
             if firstTime { heldFileReceived(owner: owner, fileId: fileId, by: recipient, device: device, into: &output) }
         case .written:

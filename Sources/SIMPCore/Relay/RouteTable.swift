@@ -78,6 +78,20 @@ public struct RouteTable: Sendable {
         return !cached.routes.receivers.isEmpty
     }
 
+    /// What the store said of `user`'s sessions, if within the cache's life.
+    public func cachedRoutes(of user: String, now: NIODeadline) -> UserRoutes? {
+        guard let cached = cache[user], cached.expires > now else { return nil }
+        return cached.routes
+    }
+
+    /// Starts a lookup of `user` that no payload waits for, unless one is under way: whether
+    /// to ask the store (its answer fills the cache, `lookedUp`).
+    public mutating func beginLookup(of user: String) -> Bool {
+        guard awaitingLookup[user] == nil else { return false }
+        awaitingLookup[user] = []
+        return true
+    }
+
     /// Payloads held while their recipients' routes are looked up.
     public var awaitingCount: Int { awaitingLookup.values.reduce(0) { $0 + $1.count } }
 
