@@ -195,10 +195,7 @@ public actor FileDownloads {
         transfer.fetcher.chunkArrived(message, now: .now())
         let arrival = transfer.receiver.chunkArrived(message, now: .now())
         if case .write(let offset, let plaintext) = arrival {
-            do {
-                try transfer.handle.seek(toOffset: offset)
-                try transfer.handle.write(contentsOf: plaintext)
-            } catch {
+            do { try PartFile.write(plaintext, at: offset, to: transfer.handle) } catch {
                 return await fail(transfer, "cannot write \(transfer.receiver.offer.name): \(error.localizedDescription) (is the disk full?)")
             }
             transfer.unsaved += 1
