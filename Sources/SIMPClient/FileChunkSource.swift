@@ -34,16 +34,19 @@ public struct FileChunkSource {
     /// The FILE_CHUNK of `transmission`, sealed with the file's key (the relay fills in the
     /// sender); a FILE_UPLOAD around it if `upload` (the relay holds the file, §5.7).
     public mutating func message(for transmission: FileSender.Transmission, upload: Bool) throws -> SIMPMessage {
-        let plaintext = try chunk(transmission.chunk)
-        bytesSent += UInt64(plaintext.count)
-        let sealed = SIMPMessage.fileChunk(
-            cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
-            from: "", to: peer)
-        return upload ? .fileUpload(sealed, fileSize: size, chunkSize: FileSend.chunkSize) : sealed
+        let (offset, length) = try chunk(transmission.chunk)
+        bytesSent += UInt64(length)
+        // Sealed straight from the window: the plaintext is never copied out of it.
+        let sealed = window.withUnsafeBytes { [cipher] in
+            cipher.seal(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length]), index: transmission.chunk)
+        }
+        let chunk = SIMPMessage.fileChunk(sealed, index: transmission.chunk, number: transmission.number, fileId: fileId, from: "", to: peer)
+        return upload ? .fileUpload(chunk, fileSize: size, chunkSize: FileSend.chunkSize) : chunk
     }
 
-    /// Chunk `index`'s plaintext, from the window read last or from a new window read around it.
-    private mutating func chunk(_ index: UInt64) throws -> [UInt8] {
+    /// Where chunk `index`'s plaintext lies in the window (its offset and length), reading a
+    /// new window around it first unless the one read last holds it.
+    private mutating func chunk(_ index: UInt64) throws -> (offset: Int, length: Int) {
         let start = index * UInt64(FileSend.chunkSize)
         let length = Int(min(UInt64(FileSend.chunkSize), size - min(start, size)))
         if start < windowStart || start + UInt64(length) > windowStart + UInt64(window.count) {
@@ -58,7 +61,6 @@ public struct FileChunkSource {
                 throw FileSend.Failure.readFailed("the file is shorter than when the transfer started (\(size) bytes)")
             }
         }
-        let offset = Int(start - windowStart)
-        return Array(window[offset..<offset + length])
+        return (Int(start - windowStart), length)
     }
 }
