@@ -193,6 +193,7 @@ let package = Package(
             name: "SIMPLab",
             dependencies: [
                 "SIMPCore", "SIMPRelay", "SIMPClient", "SIMPRedis", "SIMPLocalServers", "SIMPTestKit", "SIMPE2E", "CNetworkNamespace",
+                "SIMPBench", // LocalRelay: real mode's relay as a process of its own
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -303,7 +304,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "SIMPFuzzTests", dependencies: ["SIMPFuzz", "SIMPCore", "SIMPE2E"]),
-        .testTarget(name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(
+            name: "SIMPLabTests", dependencies: ["SIMPLab", "SIMPCore", "SIMPTestSupport", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "SIMPBenchTests",
             dependencies: [

@@ -12,6 +12,8 @@ public final class LocalRelay: Sendable {
     /// Its control address.
     public var address: HostPort { HostPort(host: "127.0.0.1", port: controlPort) }
     public let controlPort: Int
+    /// Where it takes datagrams (on 127.0.0.1).
+    public let udpPort: Int
     public let metricsPort: Int
     /// The Redis (or Redis Cluster) the relay uses.
     public let redisEndpoint: RedisEndpoint
@@ -47,7 +49,7 @@ public final class LocalRelay: Sendable {
                 ] + extraArguments
             let relay = try launch(binary.path, arguments, log: log)
             let started = LocalRelay(
-                controlPort: control, metricsPort: metrics, redisEndpoint: redisEndpoint,
+                controlPort: control, udpPort: udp, metricsPort: metrics, redisEndpoint: redisEndpoint,
                 relay: relay, executable: binary.path, arguments: arguments, redis: privateRedis, logFile: log)
             try await started.waitUntilServing()
             return started
@@ -58,10 +60,12 @@ public final class LocalRelay: Sendable {
     }
 
     private init(
-        controlPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: LaunchedProcess, executable: String, arguments: [String],
+        controlPort: Int, udpPort: Int, metricsPort: Int, redisEndpoint: RedisEndpoint, relay: LaunchedProcess, executable: String,
+        arguments: [String],
         redis: LocalRedisServer?, logFile: URL
     ) {
         self.controlPort = controlPort
+        self.udpPort = udpPort
         self.metricsPort = metricsPort
         self.redisEndpoint = redisEndpoint
         self.process = NIOLockedValueBox(relay)

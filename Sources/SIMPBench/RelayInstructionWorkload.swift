@@ -15,7 +15,9 @@ import SIMPTestKit
 ///   sealed for bob and written;
 /// - `relay.receipt-datagram`: bob's receipt's datagram copy, forwarded to alice the same way;
 /// - `relay.receipt-frame`: bob's RECEIPT frame on his control connection, forwarded to alice's;
-/// - `relay.store`: a TEXT from alice to carol, who is offline: stored in carol's inbox.
+/// - `relay.store`: a TEXT from alice to carol, who is offline: stored in carol's inbox;
+/// - `relay.file-chunk`: a FILE_CHUNK from alice to bob (a sealed 1,100-byte chunk, as `FileSend`
+///   sends): opened, its routing header read, sealed for bob's receiving session and written.
 public enum RelayInstructionWorkload {
     /// The size of each TEXT datagram on the wire, as `scripts/bench-compare` sends.
     public static let datagramSize = 200
@@ -28,6 +30,7 @@ public enum RelayInstructionWorkload {
             try run.phase("relay.receipt-datagram", messages: messages, warmup: warmup) { try $0.receiptDatagram(counted: $1) },
             try run.phase("relay.receipt-frame", messages: messages, warmup: warmup) { try $0.receiptFrame(counted: $1) },
             try run.phase("relay.store", messages: messages, warmup: warmup) { try $0.datagramToOfflineUser(counted: $1) },
+            try run.phase("relay.file-chunk", messages: messages, warmup: warmup) { try $0.fileChunk(counted: $1) },
         ]
     }
 
@@ -121,6 +124,20 @@ public enum RelayInstructionWorkload {
             let forwarded = try relay.read(from: alice.control)
             guard forwarded?.kind == .receipt, forwarded?.messageId == id else {
                 throw WorkloadError("expected receipt \(id) on alice's connection, got \(String(describing: forwarded))")
+            }
+        }
+
+        mutating func fileChunk(counted: Bool) throws {
+            let index = takeId()
+            // A chunk's sealed bytes as the file's key leaves them: the relay never reads them.
+            let sealed = (0..<(1100 + FileChunkCipher.overhead)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(index)) }
+            let chunk = SIMPMessage.fileChunk(sealed, index: index, number: index, fileId: 7, from: "alice", to: "bob")
+            try receive(alice.sealer.seal(chunk), from: alice, counted: counted)
+            guard let envelope = try relay.datagrams.readOutbound(as: AddressedEnvelope<ByteBuffer>.self), envelope.remoteAddress == bob.address
+            else { throw WorkloadError("FILE_CHUNK \(index) was not forwarded to bob") }
+            let forwarded = try MessageCodec.decode(try bob.opener.open(envelope.data).payload)
+            guard forwarded.kind == .fileChunk, forwarded.chunkIndex == index, forwarded.chunk == sealed else {
+                throw WorkloadError("expected FILE_CHUNK \(index), got \(forwarded)")
             }
         }
 

@@ -187,27 +187,26 @@ public actor FileDownloads {
     }
 
     private func chunkArrived(_ message: SIMPMessage) async {
-        if var done = completed[message.fileId] {
-            if case .duplicate = done.chunkArrived(message, now: .now()) { await client.sendFileDatagrams([done.done(from: user)]) }
+        let id = message.fileId, now = NIODeadline.now()
+        if var done = completed[id] {
+            if case .duplicate = done.chunkArrived(message, now: now) { await client.sendFileDatagrams([done.done(from: user)]) }
             return
         }
-        guard var transfer = transfers[message.fileId] else { return }
-        transfer.fetcher.chunkArrived(message, now: .now())
-        let arrival = transfer.receiver.chunkArrived(message, now: .now())
-        if case .write(let offset, let plaintext) = arrival {
-            do {
-                try transfer.handle.seek(toOffset: offset)
-                try transfer.handle.write(contentsOf: plaintext)
-            } catch {
+        guard transfers[id] != nil else { return }
+        // Changed in place in the table: a copy taken out and put back would copy the set of
+        // chunks held (shared with the table's copy) at every chunk.
+        transfers[id]!.fetcher.chunkArrived(message, now: now)
+        if case .write(let offset, let plaintext) = transfers[id]!.receiver.chunkArrived(message, now: now) {
+            do { try PartFile.write(plaintext, at: offset, to: transfers[id]!.handle) } catch {
+                let transfer = transfers[id]!
                 return await fail(transfer, "cannot write \(transfer.receiver.offer.name): \(error.localizedDescription) (is the disk full?)")
             }
-            transfer.unsaved += 1
+            transfers[id]!.unsaved += 1
         }
-        transfers[message.fileId] = transfer
-        if transfer.receiver.isComplete { return await finish(message.fileId) }
-        if transfer.unsaved >= 256 { save(message.fileId) }
-        if let ack = transfers[message.fileId]?.receiver.pollAck(from: user, now: .now()) { await client.sendFileDatagrams([ack]) }
-        if let fetch = pollFetch(message.fileId) { await client.sendFileDatagrams([fetch]) }
+        if transfers[id]!.receiver.isComplete { return await finish(id) }
+        if transfers[id]!.unsaved >= 256 { save(id) }
+        if let ack = transfers[id]?.receiver.pollAck(from: user, now: now) { await client.sendFileDatagrams([ack]) }
+        if let fetch = pollFetch(id) { await client.sendFileDatagrams([fetch]) }
         armAckTimer()
     }
 
@@ -238,8 +237,9 @@ public actor FileDownloads {
     }
 
     private func armAckTimer() {
+        guard ackTimer == nil else { return } // armed already (at every chunk, mostly)
         let deadlines = transfers.values.flatMap { [$0.receiver.nextDeadline, $0.fetcher.nextDeadline] }
-        guard ackTimer == nil, let due = deadlines.compactMap({ $0 }).min() else { return }
+        guard let due = deadlines.compactMap({ $0 }).min() else { return }
         ackTimer = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(max((due - .now()).nanoseconds, 0)))
             guard !Task.isCancelled else { return }

@@ -104,13 +104,11 @@ public actor FileSend {
     private let name: String
     private let file: FileHandle
     private let size: UInt64
-    /// The part of the file read last: `readWindow` bytes from `windowStart`.
-    private var window: [UInt8] = []
-    private var windowStart: UInt64 = 0
     private let digest: [UInt8]
     private var fileId: UInt64
-    private var cipher: FileChunkCipher
     private var key: [UInt8]
+    /// The chunks, read a window at a time and sealed with the file's key.
+    private var chunks: FileChunkSource
     private let recordPath: URL
     /// The record of this file's id and key once the relay held it whole (for forwarding).
     private let heldPath: URL
@@ -128,7 +126,6 @@ public actor FileSend {
     /// Live to the receiver, or to the relay to hold (FILE_UPLOAD): the announcement's outcome decides.
     private var destination = FileDestination.receiver
     private var notHeldBecause: String?
-    private var bytesSent: UInt64 = 0
     /// Acknowledgements (a quick refusal) that came before the announcement's receipt, when the
     /// sender is made anew: given to it then.
     private var early: [SIMPMessage]? = []
@@ -179,7 +176,7 @@ public actor FileSend {
         self.shared = shared
         self.fileId = record?.fileId ?? held?.fileId ?? shared?.fileId ?? UInt64.random(in: 1...UInt64.max, using: &random)
         self.key = record?.key ?? held?.key ?? shared?.key ?? FileChunkCipher.newKey(using: &random)
-        self.cipher = FileChunkCipher(key: key, fileId: fileId)
+        self.chunks = FileChunkSource(file: file, size: size, fileId: fileId, cipher: FileChunkCipher(key: key, fileId: fileId), peer: peer)
         self.sender = FileSender(
             fileId: fileId, chunkCount: FileSender.chunkCount(size: size, chunkSize: Self.chunkSize), now: .now())
     }
@@ -262,8 +259,8 @@ public actor FileSend {
                 throw Failure.refused(refusal)
             }
             if sender.stalled(now: now) { throw Failure.stalled(seconds: Int(sender.configuration.stallAfter.nanoseconds / 1_000_000_000)) }
-            let chunks = try sender.poll(now: now).map(chunkMessage)
-            if !chunks.isEmpty { await client.sendFileDatagrams(chunks) }
+            let messages = try sender.poll(now: now).map { try chunks.message(for: $0, upload: destination.uploads) }
+            if !messages.isEmpty { await client.sendFileDatagrams(messages) }
             if now - reported >= .milliseconds(250) {
                 reported = now
                 progress(currentProgress(since: start))
@@ -319,7 +316,8 @@ public actor FileSend {
         var random = SystemRandomNumberGenerator()
         fileId = UInt64.random(in: 1...UInt64.max, using: &random)
         key = FileChunkCipher.newKey(using: &random)
-        cipher = FileChunkCipher(key: key, fileId: fileId)
+        chunks.fileId = fileId
+        chunks.cipher = FileChunkCipher(key: key, fileId: fileId)
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, now: .now())
     }
 
@@ -343,7 +341,7 @@ public actor FileSend {
     private func currentProgress(since start: NIODeadline) -> Progress {
         let acknowledged = min(sender.acknowledged.count * UInt64(Self.chunkSize), size)
         return Progress(
-            bytesAcknowledged: acknowledged, size: size, bytesSent: bytesSent, elapsed: .now() - start,
+            bytesAcknowledged: acknowledged, size: size, bytesSent: chunks.bytesSent, elapsed: .now() - start,
             retransmissions: sender.retransmissions, losses: sender.lossesDetected, timeouts: sender.timeouts,
             largestWindowBytes: UInt64(sender.congestion.largestWindow) * UInt64(Self.chunkSize), resumed: resumes,
             heldByRelay: sender.heldByRelay || forwarded, receiverOnline: destination == .relay(receiverOnline: true),
@@ -386,34 +384,5 @@ public actor FileSend {
         message.fileDigest = digest
         message.fileRoom = room
         return message
-    }
-
-    private func chunkMessage(_ transmission: FileSender.Transmission) throws -> SIMPMessage {
-        let plaintext = try chunk(transmission.chunk)
-        bytesSent += UInt64(plaintext.count)
-        let sealed = SIMPMessage.fileChunk(
-            cipher.seal(plaintext, index: transmission.chunk), index: transmission.chunk, number: transmission.number, fileId: fileId,
-            from: "", to: peer)
-        return destination.uploads ? .fileUpload(sealed, fileSize: size, chunkSize: Self.chunkSize) : sealed
-    }
-
-    /// Chunk `index`'s plaintext, from the window read last or from a new window read around it.
-    private func chunk(_ index: UInt64) throws -> [UInt8] {
-        let start = index * UInt64(Self.chunkSize)
-        let length = Int(min(UInt64(Self.chunkSize), size - min(start, size)))
-        if start < windowStart || start + UInt64(length) > windowStart + UInt64(window.count) {
-            windowStart = start - start % UInt64(Self.readWindow)
-            do {
-                try file.seek(toOffset: windowStart)
-                window = Array(try file.read(upToCount: Self.readWindow) ?? Data())
-            } catch {
-                throw Failure.readFailed(error.localizedDescription)
-            }
-            guard start + UInt64(length) <= windowStart + UInt64(window.count) else {
-                throw Failure.readFailed("the file is shorter than when the transfer started (\(size) bytes)")
-            }
-        }
-        let offset = Int(start - windowStart)
-        return Array(window[offset..<offset + length])
     }
 }

@@ -30,7 +30,7 @@ struct RunWorkloads: ParsableCommand {
             message count.
             """)
 
-    @Option(help: "Messages counted per relay phase (after a warm-up).")
+    @Option(help: "Messages counted per relay phase, and chunks per file-chunk phase (after a warm-up).")
     var relayMessages = 200
 
     @Option(help: "Messages counted per client phase (after a warm-up); each costs the relay's many times over.")
@@ -60,6 +60,8 @@ struct RunWorkloads: ParsableCommand {
         if only != "client" { phases += try RelayInstructionWorkload.run(messages: relayMessages, marks: marks) }
         if only != "relay" {
             phases += try ClientInstructionWorkload.run(messages: clientMessages, directory: URL(fileURLWithPath: directory), marks: marks)
+            // A chunk costs a fraction of an end-to-end message: as many as a relay phase's messages.
+            phases += try FileChunkInstructionWorkload.run(chunks: relayMessages, directory: URL(fileURLWithPath: directory), marks: marks)
         }
         for phase in phases { print("\(phase.name) \(phase.messages) messages") }
     }

@@ -14,7 +14,8 @@ struct Files: AsyncParsableCommand {
             during the transfer, without it, and its bar (that p99 plus one round trip). Exit status: 0 if every bar \
             passed, 1 if one failed, 2 on errors. docs/SCENARIOS.md ("File transfers") describes the model.
 
-            --mode real runs the same path with real processes and sockets: a relay and Redis on loopback, two `simp`             clients (end to end) whose datagrams cross impairment proxies (the scenario's links, the bottleneck in front             of the sender's), and the kernel's own TCP between two network namespaces of its own, every packet through             the same bottleneck and links (needs root and /dev/net/tun; else the TCP row says why it was skipped).             --max-seconds bounds each transfer in wall-clock time; --chat-alone sets the chat messages sent without a file.
+            --mode real runs the same path with real processes and sockets: a relay and Redis on loopback, two `simp`             clients (end to end) whose datagrams cross impairment proxies (the scenario's links, the bottleneck in front             of the sender's), and the kernel's own TCP between two network namespaces of its own, every packet through             the same bottleneck and links (needs root and /dev/net/tun; else the TCP row says why it was skipped).             --max-seconds bounds each transfer in wall-clock time; --chat-alone sets the chat messages sent without a file; \
+            --relay-process runs the relay as a simp-server process of its own instead of on the lab's threads.
             """)
 
     @Argument(help: "Scenarios whose links to use: files, or names as `simp-lab list` shows them (found in --dir).")
@@ -46,6 +47,15 @@ struct Files: AsyncParsableCommand {
     @Option(name: .long, help: "Real mode: the kernel TCP sender's congestion control (cubic, as the TCP model; bbr, reno).")
     var tcpCongestion = "cubic"
 
+    @Flag(
+        name: .long,
+        help: """
+            Real mode: run the relay as a process of its own (the simp-server built beside simp-lab), \
+            not on threads of this one beside the clients and proxies.
+            """
+    )
+    var relayProcess = false
+
     @Option(name: .long, help: "Chat messages sent without a file, for their usual latency (default 1000 in sim mode, 250 in real mode).")
     var chatAlone: Int?
 
@@ -62,6 +72,10 @@ struct Files: AsyncParsableCommand {
         if !(chatIntervalMs > 0) { throw ValidationError("--chat-interval-ms must be positive") }
         if !(maxSeconds > 0) { throw ValidationError("--max-seconds must be positive") }
         if let chatAlone, chatAlone < 1 { throw ValidationError("--chat-alone must be at least 1") }
+        if relayProcess, mode != .real { throw ValidationError("--relay-process is for --mode real (sim mode has no processes)") }
+        if relayProcess, FileLab.relayBesideThisProgram() == nil {
+            throw ValidationError("--relay-process needs simp-server beside simp-lab (swift build --product simp-server, with the same -c)")
+        }
     }
 
     func run() async throws {
@@ -70,6 +84,7 @@ struct Files: AsyncParsableCommand {
             chatIntervalMs: chatIntervalMs, chatBaselineMessages: chatAlone ?? (mode == .real ? 250 : 1000))
         if mode == .real { setup.limit = .nanoseconds(Int64(maxSeconds * 1e9)) }
         setup.tcpCongestionControl = tcpCongestion
+        if relayProcess { setup.relayBinary = FileLab.relayBesideThisProgram() }
         var reports: [FileLabReport] = []
         for name in scenarios {
             let scenario: Scenario

@@ -24,7 +24,7 @@ final class BenchGuardTests: XCTestCase {
         let again = try await guardScript(short + ["--baseline", second, "--update"])
         XCTAssertEqual(again.status, 0, again.output)
         let counts = try InstructionGuard.parseBaseline(String(contentsOfFile: first, encoding: .utf8))
-        XCTAssertEqual(counts.keys.sorted(), ["relay.datagram", "relay.receipt-datagram", "relay.receipt-frame", "relay.store"])
+        XCTAssertEqual(counts.keys.sorted(), ["relay.datagram", "relay.file-chunk", "relay.receipt-datagram", "relay.receipt-frame", "relay.store"])
         XCTAssertEqual(
             try InstructionGuard.parseBaseline(String(contentsOfFile: second, encoding: .utf8)), counts, "the same binary, the same counts")
 
@@ -33,7 +33,8 @@ final class BenchGuardTests: XCTestCase {
         let slowed = try await guardScript(short + ["--baseline", first, "--extra-work", "\(rounds)"])
         XCTAssertEqual(slowed.status, 1, slowed.output)
         XCTAssertTrue(
-            slowed.output.contains("FAIL: relay.datagram, relay.receipt-datagram, relay.receipt-frame, relay.store grew by more than 10 %"),
+            slowed.output.contains(
+                "FAIL: relay.datagram, relay.file-chunk, relay.receipt-datagram, relay.receipt-frame, relay.store grew by more than 10 %"),
             slowed.output)
     }
 

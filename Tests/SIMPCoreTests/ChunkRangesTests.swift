@@ -17,6 +17,25 @@ final class ChunkRangesTests: XCTestCase {
         XCTAssertFalse(set.insert(7))
     }
 
+    /// Ranges in order (extended in place), beyond the last (appended) and anywhere else: always
+    /// the set of indices inserted, as sorted ranges that neither touch nor overlap.
+    func testInsertAgreesWithASetOfTheIndices() {
+        var random = SplitMix64(seed: 3)
+        var set = ChunkRanges()
+        var model = Set<UInt64>()
+        for step in 0..<3000 {
+            let low = step < 1000 ? UInt64(step / 2 * 3) : UInt64.random(in: 0..<4000, using: &random)
+            let range = low..<(low + UInt64.random(in: 1...5, using: &random))
+            set.insert(range)
+            model.formUnion(range)
+            XCTAssertEqual(set.count, UInt64(model.count), "step \(step)")
+            for (earlier, later) in zip(set.ranges, set.ranges.dropFirst()) {
+                XCTAssertLessThan(earlier.upperBound, later.lowerBound, "step \(step): \(set)")
+            }
+        }
+        XCTAssertEqual(Set(set.ranges.flatMap { Array($0) }), model)
+    }
+
     func testMissingReportedAndPopFirst() {
         var set = ChunkRanges([0..<3, 5..<6, 8..<9, 11..<12])
         XCTAssertEqual(set.missing(below: 10), [3..<5, 6..<8, 9..<10])

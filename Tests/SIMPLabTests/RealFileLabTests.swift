@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import SIMPLab
+import SIMPTestSupport
 import XCTest
 
 /// The file lab in real mode (`simp-lab files --mode real`): a real relay and Redis, two real
@@ -45,6 +46,22 @@ final class RealFileLabTests: XCTestCase {
         assertSIMPRow(report)
         assertTCPRow(report)
         XCTAssertFalse(report.lossy)
+    }
+
+    /// `--relay-process`: the relay is the `simp-server` executable, a process of its own; the
+    /// file arrives whole through it. A program that is no relay stops the run with an error, so
+    /// the executable is what the run used.
+    func testWithTheRelayInAProcessOfItsOwnTheFileArrivesWhole() async throws {
+        var separate = setup
+        separate.relayBinary = try ChildProcess.locate("simp-server")
+        assertSIMPRow(try await FileLab.runReal(try Suite.scenario("clean"), seed: 2, setup: separate))
+        separate.relayBinary = URL(fileURLWithPath: "/bin/false")
+        do {
+            _ = try await FileLab.runReal(try Suite.scenario("clean"), seed: 2, setup: separate)
+            XCTFail("a relay that exits at once must stop the run")
+        } catch {
+            XCTAssertTrue("\(error)".contains("exited at start"), "\(error)")
+        }
     }
 
     func testOnKCPsLossyLinkTheFileArrivesWholeAndLossesWereResent() async throws {

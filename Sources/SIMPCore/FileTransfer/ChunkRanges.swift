@@ -47,6 +47,14 @@ public struct ChunkRanges: Equatable, Sendable, CustomStringConvertible {
     /// Adds every index of `range`.
     public mutating func insert(_ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
+        // The usual case, chunks in order: `range` starts in or right after the last range (it
+        // is extended in place), or beyond it (appended). Ranges before the last end before
+        // its start with a gap, so `range` touches none of them.
+        if let last = ranges.last, range.lowerBound >= last.lowerBound {
+            if range.lowerBound > last.upperBound { return ranges.append(range) }
+            if range.upperBound > last.upperBound { ranges[ranges.count - 1] = last.lowerBound..<range.upperBound }
+            return
+        }
         var low = range.lowerBound
         var high = range.upperBound
         // The ranges that touch or overlap `range` are contiguous in `ranges`: merge them.
@@ -59,7 +67,8 @@ public struct ChunkRanges: Equatable, Sendable, CustomStringConvertible {
             high = max(high, existing.upperBound)
         }
         if last >= first {
-            ranges.replaceSubrange(first...last, with: [low..<high])
+            ranges[first] = low..<high
+            if last > first { ranges.removeSubrange((first + 1)...last) }
         } else {
             let position = ranges.firstIndex { $0.lowerBound > high } ?? ranges.count
             ranges.insert(low..<high, at: position)

@@ -5,6 +5,10 @@ import Crypto
 /// that announces the file. The nonce is the chunk's index, so no nonce repeats under a key (a
 /// chunk sent again is sealed to the same bytes); the associated data binds the file id, so a
 /// chunk cannot be moved to another transfer or another position.
+///
+/// The key schedule is built once per file (`AEADKey`), and each chunk is sealed or opened
+/// straight into its result, with the nonce and associated data on the stack: no `Data`,
+/// sealed box or temporary array per chunk.
 public struct FileChunkCipher: Sendable {
     /// Why a chunk did not open.
     public enum OpenError: Error, Equatable, Sendable {
@@ -16,14 +20,19 @@ public struct FileChunkCipher: Sendable {
     public static let overhead = 16
     /// The key's length in bytes.
     public static let keySize = 32
+    /// What the associated data starts with.
+    private static let label = Array("simp file v1".utf8)
+    /// Bytes of the nonce (12) and of the associated data (label, file id, index: 28), laid
+    /// out one after the other.
+    private static let nonceAndAssociatedSize = AEADKey.nonceSize + 12 + 16
 
-    private let key: SymmetricKey
+    private let key: AEADKey
     private let fileId: UInt64
 
     /// A cipher for file `fileId` under `key` (32 bytes).
     public init(key: [UInt8], fileId: UInt64) {
         precondition(key.count == Self.keySize, "a file key is \(Self.keySize) bytes")
-        self.key = SymmetricKey(data: key)
+        self.key = AEADKey(SymmetricKey(data: key))
         self.fileId = fileId
     }
 
@@ -34,38 +43,56 @@ public struct FileChunkCipher: Sendable {
 
     /// Chunk `index`'s plaintext sealed: ciphertext ‖ tag.
     public func seal(_ plaintext: [UInt8], index: UInt64) -> [UInt8] {
-        // A 12-byte nonce from an index cannot fail; the precondition documents it.
-        guard let box = try? AES.GCM.seal(plaintext, using: key, nonce: Self.nonce(index), authenticating: associatedData(index)) else {
-            preconditionFailure("AES-GCM refused a 12-byte nonce")
+        plaintext.withUnsafeBytes { seal($0, index: index) }
+    }
+
+    /// Chunk `index`'s plaintext, read where it lies (a slice of the sender's read window),
+    /// sealed: ciphertext ‖ tag.
+    public func seal(_ plaintext: UnsafeRawBufferPointer, index: UInt64) -> [UInt8] {
+        let count = plaintext.count + Self.overhead
+        return [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            let out = UnsafeMutableRawPointer(out.baseAddress!)
+            // An empty plaintext is read from `out` itself (sealing in place is allowed).
+            let plaintext = plaintext.baseAddress == nil ? UnsafeRawBufferPointer(start: out, count: 0) : plaintext
+            withNonceAndAssociatedData(index) { nonce, associated in key.seal(plaintext, into: out, nonce: nonce, associated: associated) }
+            initialized = count
         }
-        return Array(box.ciphertext) + Array(box.tag)
     }
 
     /// Chunk `index`'s plaintext from its sealed form.
     public func open(_ sealed: [UInt8], index: UInt64) throws -> [UInt8] {
         guard sealed.count >= Self.overhead else { throw OpenError.notAuthentic }
-        do {
-            let box = try AES.GCM.SealedBox(
-                nonce: Self.nonce(index), ciphertext: sealed.dropLast(Self.overhead), tag: sealed.suffix(Self.overhead))
-            return Array(try AES.GCM.open(box, using: key, authenticating: associatedData(index)))
-        } catch {
-            throw OpenError.notAuthentic
+        var authentic = false
+        // At least one byte, so that an empty chunk's plaintext has an address to go to.
+        let plaintext = [UInt8](unsafeUninitializedCapacity: max(1, sealed.count - Self.overhead)) { out, initialized in
+            let opened = sealed.withUnsafeBytes { sealed in
+                withNonceAndAssociatedData(index) { nonce, associated in
+                    key.open(sealed, into: UnsafeMutableRawPointer(out.baseAddress!), nonce: nonce, associated: associated)
+                }
+            }
+            authentic = opened != nil
+            initialized = opened ?? 0
         }
+        guard authentic else { throw OpenError.notAuthentic }
+        return plaintext
     }
 
-    /// `00 00 00 00 ‖ index` (8 bytes, big-endian).
-    static func nonce(_ index: UInt64) -> AES.GCM.Nonce {
-        // A 12-byte nonce is always valid.
-        try! AES.GCM.Nonce(data: [0, 0, 0, 0] + bigEndian(index))
-    }
-
-    /// `"simp file v1" ‖ fileId ‖ index` (each 8 bytes, big-endian).
-    private func associatedData(_ index: UInt64) -> [UInt8] {
-        Array("simp file v1".utf8) + Self.bigEndian(fileId) + Self.bigEndian(index)
-    }
-
-    private static func bigEndian(_ value: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+    /// Calls `body` with chunk `index`'s nonce, `00 00 00 00 ‖ index`, and its associated data,
+    /// `"simp file v1" ‖ fileId ‖ index` (numbers 8 bytes, big-endian), built on the stack.
+    private func withNonceAndAssociatedData<Result>(
+        _ index: UInt64, _ body: (_ nonce: UnsafeRawBufferPointer, _ associated: UnsafeRawBufferPointer) -> Result
+    ) -> Result {
+        withUnsafeTemporaryAllocation(byteCount: Self.nonceAndAssociatedSize, alignment: 8) { raw in
+            raw.storeBytes(of: 0 as UInt32, toByteOffset: 0, as: UInt32.self)
+            raw.storeBytes(of: index.bigEndian, toByteOffset: 4, as: UInt64.self)
+            let associated = AEADKey.nonceSize
+            Self.label.withUnsafeBytes { raw.baseAddress!.advanced(by: associated).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            raw.storeBytes(of: fileId.bigEndian, toByteOffset: associated + 12, as: UInt64.self)
+            raw.storeBytes(of: index.bigEndian, toByteOffset: associated + 20, as: UInt64.self)
+            return body(
+                UnsafeRawBufferPointer(start: raw.baseAddress!, count: associated),
+                UnsafeRawBufferPointer(start: raw.baseAddress! + associated, count: Self.nonceAndAssociatedSize - associated))
+        }
     }
 }
 

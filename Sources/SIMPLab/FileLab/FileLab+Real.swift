@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import SIMPBench
 
 extension FileLab {
     /// Runs `scenario`'s links with real processes and sockets (`simp-lab files --mode real`,
@@ -14,7 +15,7 @@ extension FileLab {
         let file = labFile(bytes: setup.fileBytes, seed: seed)
         let simp = try await RealFileRun.run(
             file: file, path: path, chatInterval: setup.chatInterval, chatAloneCount: setup.chatBaselineMessages, seed: seed,
-            limit: setup.limit)
+            limit: setup.limit, relayBinary: setup.relayBinary)
         var tcp = TransferResult(
             fileBytes: file.count, completedAfter: nil, payloadBytesSent: 0, wireBytesSent: 0, queueDrops: 0, retransmissions: 0, timeouts: 0,
             largestWindow: 0, lossesTolerated: 0, progress: [], chatLatencies: [])
@@ -41,6 +42,13 @@ extension FileLab {
         return try await RealTCPTransfer.run(
             file: labFile(bytes: setup.fileBytes, seed: seed), path: path, seed: seed, limit: setup.limit,
             congestionControl: setup.tcpCongestionControl)
+    }
+
+    /// The `simp-server` built beside the running program (`swift build` puts both products in
+    /// one directory), for `Setup.relayBinary`; nil if there is none.
+    public static func relayBesideThisProgram() -> URL? {
+        let binary = LocalRelay.siblingBinary()
+        return FileManager.default.isExecutableFile(atPath: binary.path) ? binary : nil
     }
 
     /// The file both transfers send: `bytes` seeded random bytes.

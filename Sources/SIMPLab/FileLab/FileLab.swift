@@ -137,6 +137,10 @@ public enum FileLab {
         /// Real mode: the kernel TCP sender's congestion control (`cubic`, as the TCP model and
         /// Linux's default; `bbr`, `reno`: what the kernel offers).
         public var tcpCongestionControl = "cubic"
+        /// Real mode: the relay as a process of its own, this `simp-server` executable
+        /// (`FileLab.relayBesideThisProgram`); nil: in the lab's process, beside the clients and
+        /// proxies.
+        public var relayBinary: URL?
 
         public init(
             fileBytes: Int, bottleneck: Bottleneck = Bottleneck(megabitsPerSecond: 20, bufferMs: 100), chatIntervalMs: Double = 20,

@@ -2,13 +2,14 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SIMPBench
 import SIMPClient
 import SIMPCore
 import SIMPLocalServers
 import SIMPRelay
 
-/// The file lab's SIMP row in real mode: a `BackgroundRelay` beside a private `redis-server`,
-/// and two `SIMPClient`s (end to end, as `simp` runs) each behind a `LinkProxy` with the
+/// The file lab's SIMP row in real mode: a `BackgroundRelay` beside a private `redis-server`
+/// (or, with `relayBinary`, that `simp-server` as a process of its own: `LocalRelay`), and two `SIMPClient`s (end to end, as `simp` runs) each behind a `LinkProxy` with the
 /// scenario's links, the sender's with the file lab's bottleneck in front of its up link. First
 /// chat messages alone (their usual latency), then the file with `FileSend` and `FileDownloads`,
 /// the `simp` client's own, with chat messages beside it. The time counts from the start of
@@ -38,9 +39,11 @@ final class RealFileRun: Sendable {
     }
 
     /// Sends `file` over `path` after `chatAloneCount` chat messages alone; gives up after `limit`.
-    static func run(file: [UInt8], path: FilePathSetup, chatInterval: TimeAmount, chatAloneCount: Int, seed: UInt64, limit: TimeAmount)
-        async throws -> Outcome
-    {
+    /// The relay runs in this process unless `relayBinary` names a `simp-server` to start.
+    static func run(
+        file: [UInt8], path: FilePathSetup, chatInterval: TimeAmount, chatAloneCount: Int, seed: UInt64, limit: TimeAmount,
+        relayBinary: URL? = nil
+    ) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-lab-files-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -50,27 +53,38 @@ final class RealFileRun: Sendable {
         var proxies: [LinkProxy] = []
         var clients: [SIMPClient] = []
         var relay: BackgroundRelay?
+        var relayProcess: LocalRelay?
         func stopAll() async {
             for client in clients { await client.close() }
             for proxy in proxies { await proxy.stop() }
             await relay?.shutdown()
+            await relayProcess?.stop()
             await redis.stop()
             try? await group.shutdownGracefully()
             try? await relayGroup.shutdownGracefully()
         }
         do {
-            let started = try await BackgroundRelay.start(configuration: .lab(redis: redis, clients: 2), group: relayGroup)
-            relay = started
+            let controlPort: Int
+            let datagramAddress: SocketAddress
+            if let relayBinary {
+                let started = try await LocalRelay.start(binary: relayBinary, redis: .single(redis.url))
+                relayProcess = started
+                (controlPort, datagramAddress) = (started.controlPort, try SocketAddress(ipAddress: "127.0.0.1", port: started.udpPort))
+            } else {
+                let started = try await BackgroundRelay.start(configuration: .lab(redis: redis, clients: 2), group: relayGroup)
+                relay = started
+                (controlPort, datagramAddress) = (started.controlAddress!.port!, started.datagramAddress!)
+            }
             let sides: [(AccessLink, Bottleneck?)] = [(path.sender, path.bottleneck), (path.receiver, nil)]
             for (index, (link, bottleneck)) in sides.enumerated() {
                 let proxy = try await LinkProxy.start(
-                    up: link.up, down: link.down, seed: seed, stream: UInt64(2 * index + 1), relay: started.datagramAddress!, group: group,
+                    up: link.up, down: link.down, seed: seed, stream: UInt64(2 * index + 1), relay: datagramAddress, group: group,
                     bottleneck: bottleneck)
                 proxies.append(proxy)
                 let user = (index == 0 ? "alice-" : "bob-") + "\(seed)"
                 let client = SIMPClient(
                     configuration: .lab(
-                        user: user, controlPort: started.controlAddress!.port!, behind: proxy,
+                        user: user, controlPort: controlPort, behind: proxy,
                         endToEndHome: directory.appendingPathComponent("e2e")))
                 clients.append(client)
                 try await client.connect()
