@@ -150,6 +150,7 @@ static size_t seal(struct session *session, const Simp__Message *message, uint8_
 /// anything larger than what is left falls back to malloc.
 struct arena {
     size_t used;
+    int spilled; // something of the current message came from malloc
     _Alignas(16) uint8_t bytes[1 << 16];
 };
 static __thread struct arena decode_arena;
@@ -157,7 +158,10 @@ static __thread struct arena decode_arena;
 static void *arena_alloc(void *data, size_t size) {
     struct arena *arena = data;
     size = (size + 15) & ~(size_t)15;
-    if (size > sizeof arena->bytes - arena->used) return malloc(size);
+    if (size > sizeof arena->bytes - arena->used) {
+        arena->spilled = 1;
+        return malloc(size);
+    }
     void *at = arena->bytes + arena->used;
     arena->used += size;
     return at;
@@ -184,12 +188,15 @@ static Simp__Message *open_datagram(struct session *session, uint8_t *bytes, siz
         !EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, TAG, bytes + length - TAG) ||
         EVP_DecryptFinal_ex(context, plain + written, &written) <= 0)
         return NULL;
-    decode_arena.used = 0;
+    decode_arena.used = 0, decode_arena.spilled = 0;
     arena_allocator.allocator_data = &decode_arena;
     return simp__message__unpack(&arena_allocator, payload, plain);
 }
 
-static void free_datagram(Simp__Message *message) { simp__message__free_unpacked(message, &arena_allocator); }
+/// Frees a decoded datagram: nothing to do unless part of it spilled out of the arena.
+static void free_datagram(Simp__Message *message) {
+    if (decode_arena.spilled) simp__message__free_unpacked(message, &arena_allocator);
+}
 
 // MARK: Control connections (docs/PROTOCOL.md §3, §4.2)
 
@@ -535,7 +542,10 @@ static int read_datagrams(struct worker *worker, int receivers) {
             if (!mark(&pair->delivered, message->messageid, pair->next_id)) {
                 if (at >= window_start && at < window_end) worker->duplicates++;
             } else {
-                double sent = (double)strtoull(message->content, NULL, 16) / 1e6;
+                uint64_t stamp = 0; // 16 hex digits (offer)
+                for (int digit = 0; digit < 16 && message->content[digit]; digit++)
+                    stamp = stamp << 4 | (uint64_t)(message->content[digit] <= '9' ? message->content[digit] - '0' : message->content[digit] - 'a' + 10);
+                double sent = (double)stamp / 1e6;
                 if (sent >= window_start && sent < window_end) {
                     worker->delivered++;
                     if (worker->latency_count == worker->latency_capacity) {
