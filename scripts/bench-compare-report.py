@@ -2,8 +2,9 @@
 """The table (or JSON object) of scripts/bench-compare, from the JSON each run left in DIR.
 
 DIR holds udp.json and udp-rate.json (udplimit as fast as it goes and at the fixed rate), mqtt-max.json and mqtt-rate.json (mqttbench), simp-max.json and
-simp-rate.json (simp-bench --json), simpload-max.json and simpload-rate.json, and simp-tcp-max.json and simp-tcp-rate.json
-(simp-bench --tcp-path; optional); the run's parameters come from BENCH_* environment variables.
+simp-rate.json (simp-bench --json), simpload-max.json and simpload-rate.json, simp-tcp-max.json and simp-tcp-rate.json
+(simp-bench --tcp-path; optional), and simpload-max-nowake.json (simpload --find-max --no-wake-on-arrival; optional); the
+run's parameters come from BENCH_* environment variables.
 """
 import json
 import os
@@ -64,26 +65,37 @@ def main(directory):
     rows = [
         {"system": "raw UDP forwarding (udplimit, C, recvmmsg/sendmmsg)", "max_rate": udp["delivered_rate"],
          "best_rate": udp["delivered_rate"],
-         "max_p99_us": None,
+         "max_p99_us": None, "max_server_cpu_us_per_message": udp["forwarder_cpu_us_per_datagram"],
+         "max_bench_cpu_us_per_message": None,
          "at_rate": {"delivered_rate": udp_rate["delivered_rate"], "server_cpu_us_per_message": udp_rate["forwarder_cpu_us_per_datagram"],
                      "bench_cpu_us_per_message": None, "p50_us": None, "p99_us": None},
          "limit_cpu_us_per_datagram": udp["forwarder_cpu_us_per_datagram"],
          "note": "CPU: forwarder thread, datagrams evenly spaced at the fixed rate"},
         {"system": "mosquitto QoS 1 (mqttbench, libmosquitto, inflight 100)", "max_rate": mqtt_max["delivered_rate"],
-         "best_rate": mqtt_max["delivered_rate"], "max_p99_us": mqtt_max["p99_us"], "at_rate": mqtt_rate, "note": "CPU: broker process"},
+         "best_rate": mqtt_max["delivered_rate"], "max_p99_us": mqtt_max["p99_us"], **at_max(mqtt_max), "at_rate": mqtt_rate,
+         "note": "CPU: broker process"},
         {"system": f"SIMP relay (simp-bench, receipted; {simp_setup(simp_max_report)})", "max_rate": simp_max["delivered_rate"],
-         "best_rate": simp_best, "max_p99_us": simp_max["p99_us"], "at_rate": simp_rate, "note": "CPU: relay process"},
+         "best_rate": simp_best, "max_p99_us": simp_max["p99_us"], **at_max(simp_max), "at_rate": simp_rate, "note": "CPU: relay process"},
         {"system": f"SIMP relay (simpload, C client, receipted; {simp_setup(load_max_report, 'thread')})",
-         "max_rate": load_max["delivered_rate"], "best_rate": load_best, "max_p99_us": load_max["p99_us"], "at_rate": load_rate,
-         "note": "CPU: relay process"},
+         "max_rate": load_max["delivered_rate"], "best_rate": load_best, "max_p99_us": load_max["p99_us"], **at_max(load_max),
+         "at_rate": load_rate, "note": "CPU: relay process"},
     ]
+    nowake = None
+    if os.path.exists(os.path.join(directory, "simpload-max-nowake.json")):
+        nowake_report = load(directory, "simpload-max-nowake.json")
+        nowake, _ = find_max_row(nowake_report, load_rate)
+        rows.append({"system": f"SIMP relay (simpload --no-wake-on-arrival; {simp_setup(nowake_report, 'thread')})",
+                     "max_rate": nowake["delivered_rate"], "best_rate": max(step["delivered_rate"] for step in nowake_report.get("steps") or [nowake]),
+                     "max_p99_us": nowake["p99_us"], **at_max(nowake), "at_rate": None,
+                     "note": "CPU: relay process; receivers read once a tick, so the relay's sends wake no one"})
     tcp = None
     if os.path.exists(os.path.join(directory, "simp-tcp-max.json")):
         tcp_max_report, tcp_rate = load(directory, "simp-tcp-max.json"), simp_row(load(directory, "simp-tcp-rate.json"))
         tcp_max, tcp_best = find_max_row(tcp_max_report, tcp_rate)
         tcp = {"max": tcp_max, "rate": tcp_rate}
         rows.append({"system": f"SIMP relay, TCP path (simp-bench --tcp-path, receipted; {simp_setup(tcp_max_report)})",
-                     "max_rate": tcp_max["delivered_rate"], "best_rate": tcp_best, "max_p99_us": tcp_max["p99_us"], "at_rate": tcp_rate,
+                     "max_rate": tcp_max["delivered_rate"], "best_rate": tcp_best, "max_p99_us": tcp_max["p99_us"], **at_max(tcp_max),
+                     "at_rate": tcp_rate,
                      "note": "CPU: relay process; datagrams in DATAGRAM frames on the control connections"})
     ratios = [
         {"name": "relay CPU/msg ÷ mosquitto broker CPU/msg (light generators: simpload, mqttbench)",
@@ -105,6 +117,13 @@ def main(directory):
         {"name": f"SIMP p50 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p50_us"], "bar": "<= 150"},
         {"name": f"SIMP p99 latency at {rate:,.0f} msg/s (µs)", "value": simp_rate["p99_us"], "bar": "<= 1000"},
     ]
+    if nowake:
+        ratios += [
+            {"name": "SIMP max rate (simpload --no-wake-on-arrival) ÷ mosquitto delivered rate",
+             "value": ratio(nowake["delivered_rate"], mqtt_max["delivered_rate"]), "bar": None},
+            {"name": "SIMP max rate (simpload --no-wake-on-arrival) ÷ raw-UDP forwarding limit",
+             "value": ratio(nowake["delivered_rate"], udp["delivered_rate"]), "bar": None},
+        ]
     if tcp:
         ratios += [
             {"name": "TCP path ÷ UDP: max rate (simp-bench find-max)", "value": ratio(tcp["max"]["delivered_rate"], simp_max["delivered_rate"]),
@@ -150,6 +169,11 @@ def find_max_row(max_report, rate_row):
     return row, best
 
 
+def at_max(row):
+    """The server's and the load generator's CPU per message at a row's max rate (µs)."""
+    return {"max_server_cpu_us_per_message": row["server_cpu_us_per_message"], "max_bench_cpu_us_per_message": row["bench_cpu_us_per_message"]}
+
+
 def simp_setup(report, unit="event loop"):
     """How simp-bench (or simpload) ran: its event loops (threads) and how its receivers sent receipts."""
     parameters = report["parameters"]
@@ -171,16 +195,20 @@ def print_table(machine, parameters, rows, ratios):
           f"load average {machine['load_average_before']} before, {machine['load_average_after']} after")
     print(f"parameters: {parameters['pairs']} pairs, {parameters['size']} B messages, loopback, "
           f"{parameters['seconds']:g} s windows, fixed rate {rate:,.0f} msg/s")
-    header = ["", "max msg/s", "p99 µs at max", "best msg/s, any p99", f"msg/s at {rate:,.0f}", "server CPU µs/msg", "bench CPU µs/msg",
-              "p50 µs", "p99 µs"]
-    cells = [[row["system"], number(row["max_rate"]), number(row["max_p99_us"]), number(row["best_rate"]), number(row["at_rate"]["delivered_rate"]),
-              number(row["at_rate"]["server_cpu_us_per_message"], 1), number(row["at_rate"]["bench_cpu_us_per_message"], 1),
-              number(row["at_rate"]["p50_us"]), number(row["at_rate"]["p99_us"])] for row in rows]
+    header = ["", "max msg/s", "p99 µs at max", "server CPU µs/msg at max", "generator CPU µs/msg at max", "best msg/s, any p99",
+              f"msg/s at {rate:,.0f}", "server CPU µs/msg", "bench CPU µs/msg", "p50 µs", "p99 µs"]
+    cells = [[row["system"], number(row["max_rate"]), number(row["max_p99_us"]), number(row["max_server_cpu_us_per_message"], 1),
+              number(row["max_bench_cpu_us_per_message"], 1), number(row["best_rate"])] +
+             [number((row["at_rate"] or {}).get(key), digits) for key, digits in
+              [("delivered_rate", 0), ("server_cpu_us_per_message", 1), ("bench_cpu_us_per_message", 1), ("p50_us", 0), ("p99_us", 0)]]
+             for row in rows]
     widths = [max(len(line[column]) for line in [header] + cells) for column in range(len(header))]
     for line in [header] + cells:
         print("  ".join(cell.ljust(width) if column == 0 else cell.rjust(width)
                         for column, (cell, width) in enumerate(zip(line, widths))))
     print("max: SIMP with p99 <= 10 ms (find-max), mosquitto as fast as inflight 100 allows, raw UDP as fast as it goes;")
+    print("CPU at max: per delivered message in the highest sustained step (raw UDP: the forwarder thread at its limit, no generator")
+    print("figure), server and load generator sharing the cores; a generator heavier than the server starves it;")
     print("SIMP's max-rate and CPU bars use simpload (light generators on both sides), its latency bars simp-bench's fixed-rate run;")
     print("server CPU at the fixed rate: raw UDP the forwarder thread (each datagram passed on as it arrives; "
           f"{number(rows[0]['limit_cpu_us_per_datagram'], 1)} µs at its limit),")

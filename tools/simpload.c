@@ -17,10 +17,16 @@
 // own PINGs (it answers the relay's), reconnecting.
 //
 // After --warmup seconds it measures for --seconds: offered, delivered and receipted rates,
-// send -> delivered latency percentiles, the relay's CPU (/proc/PID/stat of --relay-pid) and its
-// own. With --find-max it searches, like simp-bench --find-max, for the highest rate whose
-// offered, delivered and receipted rates are within 2 % of it, with p99 <= 10 ms and nothing
-// unresolved, each step with fresh connections. Prints one JSON object in simp-bench's shape.
+// send -> delivered latency percentiles (delivered: the kernel queued the relay's datagram on the
+// receiver's socket, SO_TIMESTAMPNS, so the generator's own lateness in reading is not counted),
+// the relay's CPU (/proc/PID/stat of --relay-pid) and its own (user and kernel, and its wake-ups),
+// each per delivered message. With --find-max it searches, like simp-bench --find-max, for the
+// highest rate whose offered, delivered and receipted rates are within 2 % of it, with p99 <= 10
+// ms and nothing unresolved, each step with fresh connections, and prints each step's rates and
+// both CPUs on standard error. Prints one JSON object in simp-bench's shape.
+// What a message costs the generator: one clock read, a pack and a seal into a sendmmsg batch;
+// at the receiver an open and a decode into a per-thread arena (no malloc), a bit set; receipts
+// in batches. Its wake-ups (kernel time) cost it more than all of that: see --no-wake-on-arrival.
 //
 // Two relays (--receiver-port): every pair's sender logs in to the relay on --port and its
 // receiver to the one on --receiver-port, relays sharing one Redis, so every message and every
@@ -73,7 +79,8 @@ static struct {
     double rate, seconds, warmup, receipt_delay, max_p99_ms;
     int receiver_port, receiver_relay_pid, redis_pid, relay_threads;
     enum placement placement;
-} options = {"127.0.0.1", 0, 10, 200, 1024, 2, 0, 0, 10000, 5, 1, 0.010, 10, 0, 0, 0, 1, PLACE_ANY};
+    int wake_on_arrival;
+} options = {"127.0.0.1", 0, 10, 200, 1024, 2, 0, 0, 10000, 5, 1, 0.010, 10, 0, 0, 0, 1, PLACE_ANY, 1};
 
 static void fail(const char *what) {
     fprintf(stderr, "simpload: %s\n", what);
@@ -138,7 +145,37 @@ static size_t seal(struct session *session, const Simp__Message *message, uint8_
     return HEADER + length + TAG;
 }
 
-/// Opens a datagram sealed for `session`; returns the decoded message or NULL.
+/// Where a worker thread decodes datagrams: protobuf-c allocates a decoded message's parts from
+/// it, one message at a time (reset before each decode), so a delivered message costs no malloc;
+/// anything larger than what is left falls back to malloc.
+struct arena {
+    size_t used;
+    int spilled; // something of the current message came from malloc
+    _Alignas(16) uint8_t bytes[1 << 16];
+};
+static __thread struct arena decode_arena;
+
+static void *arena_alloc(void *data, size_t size) {
+    struct arena *arena = data;
+    size = (size + 15) & ~(size_t)15;
+    if (size > sizeof arena->bytes - arena->used) {
+        arena->spilled = 1;
+        return malloc(size);
+    }
+    void *at = arena->bytes + arena->used;
+    arena->used += size;
+    return at;
+}
+
+static void arena_free(void *data, void *pointer) {
+    struct arena *arena = data;
+    if ((uint8_t *)pointer < arena->bytes || (uint8_t *)pointer >= arena->bytes + sizeof arena->bytes) free(pointer);
+}
+
+static __thread ProtobufCAllocator arena_allocator = {arena_alloc, arena_free, NULL};
+
+/// Opens a datagram sealed for `session`; returns the decoded message (free it with
+/// free_datagram before opening the next) or NULL.
 static Simp__Message *open_datagram(struct session *session, uint8_t *bytes, size_t length) {
     if (length < HEADER + TAG || bytes[0] != 0xA2) return NULL;
     uint8_t nonce[12] = {0}, plain[SLOT];
@@ -151,7 +188,14 @@ static Simp__Message *open_datagram(struct session *session, uint8_t *bytes, siz
         !EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, TAG, bytes + length - TAG) ||
         EVP_DecryptFinal_ex(context, plain + written, &written) <= 0)
         return NULL;
-    return simp__message__unpack(NULL, payload, plain);
+    decode_arena.used = 0, decode_arena.spilled = 0;
+    arena_allocator.allocator_data = &decode_arena;
+    return simp__message__unpack(&arena_allocator, payload, plain);
+}
+
+/// Frees a decoded datagram: nothing to do unless part of it spilled out of the arena.
+static void free_datagram(Simp__Message *message) {
+    if (decode_arena.spilled) simp__message__free_unpacked(message, &arena_allocator);
 }
 
 // MARK: Control connections (docs/PROTOCOL.md §3, §4.2)
@@ -293,12 +337,15 @@ struct worker {
 };
 
 static double window_start, window_end, run_start, drain_end;
+static double wall_minus_monotonic; // CLOCK_REALTIME - now(), set before each step
 static size_t datagram_bytes; // a first transmission's sealed size
 
 static int udp_socket(void) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     int bytes = 4 << 20;
     setsockopt(s, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+    int one = 1; // the kernel stamps each datagram as it queues it (read_datagrams)
+    if (setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one)) fail("SO_TIMESTAMPNS unavailable");
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(s, (struct sockaddr *)&a, sizeof a)) fail("cannot bind a UDP socket");
     return s;
@@ -453,18 +500,33 @@ static struct pair *pair_by_session(struct worker *worker, uint64_t id, int rece
     return NULL;
 }
 
-/// Reads one burst of datagrams from a worker's UDP socket: messages for its receivers, or
-/// receipt copies for its senders.
-static void read_datagrams(struct worker *worker, int receivers) {
+/// When the kernel queued a received datagram (SO_TIMESTAMPNS, wall clock) on the monotonic
+/// clock of now(); `otherwise` if the datagram carries no timestamp.
+static double arrival_time(struct msghdr *header, double otherwise) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(header); c; c = CMSG_NXTHDR(header, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec wall;
+            memcpy(&wall, CMSG_DATA(c), sizeof wall);
+            return wall.tv_sec + wall.tv_nsec / 1e9 - wall_minus_monotonic;
+        }
+    return otherwise;
+}
+
+/// Reads one burst of datagrams (at most BATCH) from a worker's UDP socket: messages for its
+/// receivers, or receipt copies for its senders; returns how many it read. A message's arrival
+/// is the kernel's timestamp, so reading it a tick later does not make its latency longer.
+static int read_datagrams(struct worker *worker, int receivers) {
     static __thread uint8_t buffers[BATCH][SLOT];
+    static __thread uint8_t controls[BATCH][CMSG_SPACE(sizeof(struct timespec))];
     struct mmsghdr messages[BATCH];
     struct iovec vectors[BATCH];
     for (int i = 0; i < BATCH; i++) {
         vectors[i] = (struct iovec){buffers[i], SLOT};
-        messages[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &vectors[i], .msg_iovlen = 1}};
+        messages[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &vectors[i], .msg_iovlen = 1, .msg_control = controls[i],
+                                                   .msg_controllen = sizeof controls[i]}};
     }
     int n = recvmmsg(receivers ? worker->receiver_udp : worker->sender_udp, messages, BATCH, MSG_DONTWAIT, NULL);
-    double at = now();
+    double read_at = now(), at = read_at;
     for (int i = 0; i < n; i++) {
         uint8_t *bytes = buffers[i];
         size_t length = messages[i].msg_len;
@@ -473,13 +535,17 @@ static void read_datagrams(struct worker *worker, int receivers) {
         if (!pair) continue;
         Simp__Message *message = open_datagram(receivers ? &pair->receiver : &pair->sender, bytes, length);
         if (!message) continue;
+        at = arrival_time(&messages[i].msg_hdr, read_at);
         if (!receivers) {
             if (message->type == SIMP__MESSAGE__TYPE__RECEIPT) receipt_arrived(worker, pair, message);
         } else if (message->type == SIMP__MESSAGE__TYPE__TEXT) {
             if (!mark(&pair->delivered, message->messageid, pair->next_id)) {
                 if (at >= window_start && at < window_end) worker->duplicates++;
             } else {
-                double sent = (double)strtoull(message->content, NULL, 16) / 1e6;
+                uint64_t stamp = 0; // 16 hex digits (offer)
+                for (int digit = 0; digit < 16 && message->content[digit]; digit++)
+                    stamp = stamp << 4 | (uint64_t)(message->content[digit] <= '9' ? message->content[digit] - '0' : message->content[digit] - 'a' + 10);
+                double sent = (double)stamp / 1e6;
                 if (sent >= window_start && sent < window_end) {
                     worker->delivered++;
                     if (worker->latency_count == worker->latency_capacity) {
@@ -499,10 +565,11 @@ static void read_datagrams(struct worker *worker, int receivers) {
             pair->last_arrival = at;
             if (pair->batch_count == MAX_BATCH_IDS) send_receipts(worker, pair, at);
         }
-        simp__message__free_unpacked(message, NULL);
+        free_datagram(message);
     }
     if (receivers && options.receipt_delay <= 0)
-        for (int i = 0; i < worker->count; i++) send_receipts(worker, &worker->pairs[i], at);
+        for (int i = 0; i < worker->count; i++) send_receipts(worker, &worker->pairs[i], read_at);
+    return n;
 }
 
 /// Handles what a control connection has: PING (answered), RECEIPT frames (for senders).
@@ -536,13 +603,14 @@ static void offer(struct worker *worker, int count, int *next_pair, int counted)
             if (counted) worker->skipped++;
             continue;
         }
-        struct timespec wall;
-        clock_gettime(CLOCK_REALTIME, &wall);
-        int stamp = snprintf(content, sizeof content, "%016llx", (unsigned long long)(now() * 1e6));
-        memset(content + stamp, 'x', pair->content_length - (size_t)stamp);
+        // One clock read a message: its send time (monotonic µs, 16 hex digits), and its wall time.
+        double sent = now();
+        uint64_t stamp = (uint64_t)(sent * 1e6);
+        for (int digit = 15; digit >= 0; digit--, stamp >>= 4) content[digit] = "0123456789abcdef"[stamp & 15];
+        memset(content + 16, 'x', pair->content_length - 16);
         content[pair->content_length] = 0;
         Simp__Message message = SIMP__MESSAGE__INIT;
-        message.version = 1, message.messageid = pair->next_id, message.time = wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+        message.version = 1, message.messageid = pair->next_id, message.time = (int64_t)((sent + wall_minus_monotonic) * 1000);
         message.attempt = 1, message.fromuser = pair->sender.user, message.touser = pair->receiver.user, message.content = content;
         vectors[ready] = (struct iovec){buffers[ready], seal(&pair->sender, &message, buffers[ready])};
         messages[ready] = (struct mmsghdr){.msg_hdr = {.msg_name = &worker->relay_udp, .msg_namelen = sizeof worker->relay_udp,
@@ -557,13 +625,44 @@ static void offer(struct worker *worker, int count, int *next_pair, int counted)
     if (ready) sendmmsg(worker->sender_udp, messages, ready, 0);
 }
 
+/// Sleeps until `when` (now()'s clock).
+static void sleep_until(double when) {
+    struct timespec t = {(time_t)when, (long)((when - (time_t)when) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {}
+}
+
+/// Waits until `wake`, then handles what the worker's sockets hold: datagrams (every burst
+/// queued), receipt frames and PINGs on the control connections. With --wake-on-arrival (the
+/// default) it waits on the sockets, so whatever arrives ends the wait early: the relay's sends
+/// wake a waiting client, as a client waiting for its messages is woken. With
+/// --no-wake-on-arrival it sleeps to `wake` and reads what arrived meanwhile: no wake-up per
+/// datagram for the generator, and none for the relay's sends to pay.
+static void wait_and_read(struct worker *worker, double wake) {
+    struct epoll_event events[64];
+    double wait = 0;
+    if (options.wake_on_arrival) wait = wake - now();
+    else sleep_until(wake);
+    struct timespec timeout = {(time_t)(wait > 0 ? wait : 0), (long)((wait > 0 ? wait - (time_t)wait : 0) * 1e9)};
+    int n = epoll_pwait2(worker->epoll, events, 64, &timeout, NULL);
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = events[i].data.u64;
+        if (tag == TAG_SENDER_UDP || tag == TAG_RECEIVER_UDP) while (read_datagrams(worker, tag == TAG_RECEIVER_UDP) == BATCH) {}
+        else read_control(worker, &worker->pairs[(tag - TAG_CONTROL) / 2], (int)((tag - TAG_CONTROL) % 2));
+    }
+}
+
+/// A worker wakes once a tick (1 / its rate, at least 50 µs; 1 ms once the window is over), and
+/// with --wake-on-arrival when something arrives: reads what arrived, offers what is due, sends
+/// receipt batches whose hold is over. An arrival's time is the kernel's, so a datagram read a
+/// tick late has the same latency.
 static void *run_worker(void *argument) {
     struct worker *worker = argument;
     double tick = 1 / worker->rate < 50e-6 ? 50e-6 : 1 / worker->rate;
     long offered = 0;
     int next_pair = 0;
-    struct epoll_event events[64];
+    double wake = run_start;
     for (;;) {
+        wait_and_read(worker, wake);
         double t = now();
         if (t >= drain_end) break;
         if (t < window_end) {
@@ -575,23 +674,14 @@ static void *run_worker(void *argument) {
             if (due > offered) offer(worker, (int)(due - offered), &next_pair, t >= window_start);
             offered = due > offered ? due : offered;
         }
-        double wake = t < window_end ? t + tick : drain_end;
+        wake = t < window_end ? t + tick : t + 1e-3;
+        if (wake > drain_end) wake = drain_end;
         for (int i = 0; i < worker->count; i++) {
             struct pair *pair = &worker->pairs[i];
             if (pair->batch_count == 0) continue;
             double deadline = pair->oldest_arrival + options.receipt_delay;
             if (deadline <= t || t >= window_end) send_receipts(worker, pair, t);
             else if (deadline < wake) wake = deadline;
-        }
-        double wait = wake - now();
-        struct timespec timeout = {0, wait > 0 ? (long)(wait * 1e9) : 0};
-        if (timeout.tv_nsec >= 1000000000L) timeout = (struct timespec){(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-        int n = epoll_pwait2(worker->epoll, events, 64, &timeout, NULL);
-        for (int i = 0; i < n; i++) {
-            uint64_t tag = events[i].data.u64;
-            if (tag == TAG_SENDER_UDP) read_datagrams(worker, 0);
-            else if (tag == TAG_RECEIVER_UDP) read_datagrams(worker, 1);
-            else read_control(worker, &worker->pairs[(tag - TAG_CONTROL) / 2], (int)((tag - TAG_CONTROL) % 2));
         }
     }
     for (int i = 0; i < worker->count; i++) worker->unresolved += worker->pairs[i].unresolved;
@@ -648,20 +738,34 @@ static int threads_used(struct thread_cpu *after, int count, const struct thread
 }
 
 struct step {
-    double target, offered_rate, delivered_rate, receipt_rate, relay_cpu, own_cpu, receiver_relay_cpu, redis_cpu;
+    double target, offered_rate, delivered_rate, receipt_rate, relay_cpu, own_cpu, own_system_cpu, receiver_relay_cpu, redis_cpu;
     struct thread_cpu relay_threads[MAX_THREADS];
     int relay_thread_count, cross_loop_pairs;
-    long offered, skipped, delivered, receipted, duplicates, unresolved, lag_us;
+    long offered, skipped, delivered, receipted, duplicates, unresolved, lag_us, own_wakeups;
     long latency_count;
     double p50, p95, p99, p999, max;
     int sustained;
 };
 
-static void sleep_until(double when) {
-    double wait = when - now();
-    if (wait <= 0) return;
-    struct timespec t = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-    nanosleep(&t, NULL);
+
+/// System (kernel) CPU time of this process, seconds: on loopback a sender's system time also
+/// holds the kernel's work of delivering its datagrams to the relay's socket.
+static double own_system_seconds(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+}
+
+/// How often this process's threads slept and were woken (voluntary context switches).
+static long own_wakeups(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_nvcsw;
+}
+
+/// CPU seconds per delivered message of a step, in µs (-1: not measured or nothing delivered).
+static double per_message_us(const struct step *step, double cpu) {
+    return cpu >= 0 && step->delivered > 0 ? cpu * 1e6 / step->delivered : -1;
 }
 
 /// One measurement at `rate` msg/s with fresh connections.
@@ -679,6 +783,9 @@ static struct step measure(double rate) {
         connect_worker(&worker[w], first, prefix);
         first += worker[w].count;
     }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    wall_minus_monotonic = wall.tv_sec + wall.tv_nsec / 1e9 - now();
     run_start = now() + 0.02;
     window_start = run_start + options.warmup;
     window_end = window_start + options.seconds;
@@ -689,12 +796,14 @@ static struct step measure(double rate) {
     static struct thread_cpu threads0[MAX_THREADS];
     step = (struct step){.target = rate};
     sleep_until(window_start);
-    double relay0 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own0 = own_cpu_seconds();
+    double relay0 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own0 = own_cpu_seconds(), system0 = own_system_seconds();
+    long wakeups0 = own_wakeups();
     double receiver0 = options.receiver_relay_pid ? process_cpu_seconds(options.receiver_relay_pid) : -1;
     double redis0 = options.redis_pid ? process_cpu_seconds(options.redis_pid) : -1;
     int thread_count0 = options.relay_pid ? threads_cpu(options.relay_pid, threads0) : 0;
     sleep_until(window_end);
-    double relay1 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own1 = own_cpu_seconds();
+    double relay1 = options.relay_pid ? process_cpu_seconds(options.relay_pid) : -1, own1 = own_cpu_seconds(), system1 = own_system_seconds();
+    long wakeups1 = own_wakeups();
     double receiver1 = options.receiver_relay_pid ? process_cpu_seconds(options.receiver_relay_pid) : -1;
     double redis1 = options.redis_pid ? process_cpu_seconds(options.redis_pid) : -1;
     if (options.relay_pid)
@@ -727,6 +836,8 @@ static struct step measure(double rate) {
     step.receipt_rate = step.receipted / options.seconds;
     step.relay_cpu = relay0 >= 0 && relay1 >= 0 ? relay1 - relay0 : -1;
     step.own_cpu = own1 - own0;
+    step.own_system_cpu = system1 - system0;
+    step.own_wakeups = wakeups1 - wakeups0;
     double keep_up = 0.98 * rate;
     step.sustained = step.offered_rate >= keep_up && step.delivered_rate >= keep_up &&
                      step.receipt_rate >= keep_up && step.unresolved == 0 && step.p99 <= options.max_p99_ms * 1000;
@@ -738,6 +849,7 @@ static void usage(FILE *to) {
             "usage: simpload --port P [--host IP] [--pairs N] [--size B] [--rate R] [--seconds S] [--warmup W]\n"
             "                [--window N (1024)] [--workers N (2)] [--receipt-delay-us U] [--relay-pid PID] [--find-max] [--max-p99-ms M]\n"
             "                [--receiver-port P] [--receiver-relay-pid PID] [--redis-pid PID] [--relay-threads N] [--placement any|same|cross]\n"
+            "                [--no-wake-on-arrival]\n"
             "SIMP load generator in C against a relay started with --no-login: PAIRS sender -> receiver pairs,\n"
             "R msg/s offered in total (with --find-max, the first rate tried), batch receipts with datagram\n"
             "copies; prints one JSON object (simp-bench's shape: rates, latency_us, relay and own CPU, the\n"
@@ -749,7 +861,12 @@ static void usage(FILE *to) {
             "  --relay-threads N   the relay runs --threads N: report how many pairs have their two users on\n"
             "                      different loops (a session's loop: its id's low 32 bits modulo N)\n"
             "  --placement same|cross   log each receiver in again until it is on its sender's loop (same)\n"
-            "                      or on another (cross); default any: where the kernel put it\n");
+            "                      or on another (cross); default any: where the kernel put it\n"
+            "  --no-wake-on-arrival   each worker thread wakes only once a tick (1 / its rate, at least 50 us)\n"
+            "                      and reads what arrived meanwhile; by default arrivals wake it too, so the\n"
+            "                      relay's sends wake a waiting client as they would any receiver's. Latency\n"
+            "                      is the same either way: send -> the kernel queued the datagram at the receiver\n"
+            "find-max prints each step on standard error with the relay's and simpload's CPU per message.\n");
 }
 
 static void parse(int argc, char **argv) {
@@ -758,7 +875,8 @@ static void parse(int argc, char **argv) {
         {"seconds", 1, 0, 's'}, {"warmup", 1, 0, 'w'}, {"window", 1, 0, 'W'}, {"workers", 1, 0, 'k'},
         {"receipt-delay-us", 1, 0, 'd'}, {"relay-pid", 1, 0, 'P'}, {"find-max", 0, 0, 'f'}, {"max-p99-ms", 1, 0, 'm'},
         {"receiver-port", 1, 0, 'R'}, {"receiver-relay-pid", 1, 0, 'Q'}, {"redis-pid", 1, 0, 'D'}, {"relay-threads", 1, 0, 'T'},
-        {"placement", 1, 0, 'L'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
+        {"placement", 1, 0, 'L'}, {"wake-on-arrival", 0, 0, 'A'}, {"no-wake-on-arrival", 0, 0, 'N'}, {"help", 0, 0, 'H'},
+        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", long_options, NULL)) != -1;) {
         switch (c) {
         case 'h': options.host = optarg; break;
@@ -781,6 +899,8 @@ static void parse(int argc, char **argv) {
         case 'L':
             options.placement = !strcmp(optarg, "same") ? PLACE_SAME : !strcmp(optarg, "cross") ? PLACE_CROSS : !strcmp(optarg, "any") ? PLACE_ANY : -1;
             break;
+        case 'A': options.wake_on_arrival = 1; break;
+        case 'N': options.wake_on_arrival = 0; break;
         case 'H': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -802,8 +922,19 @@ static void parse(int argc, char **argv) {
 }
 
 static void print_step(const struct step *step) {
-    printf("{\"offered_rate\":%.1f,\"delivered_rate\":%.1f,\"receipt_rate\":%.1f,\"latency_p99_us\":%.0f,\"sustained\":%s}",
-           step->offered_rate, step->delivered_rate, step->receipt_rate, step->p99, step->sustained ? "true" : "false");
+    printf("{\"offered_rate\":%.1f,\"delivered_rate\":%.1f,\"receipt_rate\":%.1f,\"latency_p99_us\":%.0f,\"sustained\":%s,"
+           "\"relay_cpu_us_per_message\":%.2f,\"generator_cpu_us_per_message\":%.2f,\"generator_system_cpu_us_per_message\":%.2f}",
+           step->offered_rate, step->delivered_rate, step->receipt_rate, step->p99, step->sustained ? "true" : "false",
+           per_message_us(step, step->relay_cpu), per_message_us(step, step->own_cpu), per_message_us(step, step->own_system_cpu));
+}
+
+/// One line on standard error for a find-max step: what it delivered and who used the CPU.
+static void say_step(const struct step *step) {
+    fprintf(stderr,
+            "simpload: find-max: %.0f msg/s: delivered %.0f, receipted %.0f, p99 %.0f µs, %s; CPU µs/msg: relay %.1f, "
+            "simpload %.1f (kernel %.1f)\n",
+            step->target, step->delivered_rate, step->receipt_rate, step->p99, step->sustained ? "sustained" : "NOT sustained",
+            per_message_us(step, step->relay_cpu), per_message_us(step, step->own_cpu), per_message_us(step, step->own_system_cpu));
 }
 
 int main(int argc, char **argv) {
@@ -815,11 +946,13 @@ int main(int argc, char **argv) {
         while (count < 20) {
             fprintf(stderr, "simpload: find-max: offering %.0f msg/s\n", rate);
             steps[count] = measure(rate);
+            say_step(&steps[count]);
             // One transient (a burst lost in a socket buffer, a late wake-up) must not halve the
             // search: a step that fails is measured once more, and fails only if both runs do.
             if (!steps[count].sustained && count + 1 < 20) {
                 fprintf(stderr, "simpload: find-max: %.0f msg/s not sustained; measuring it again\n", rate);
                 steps[++count] = measure(rate);
+                say_step(&steps[count]);
             }
             if (steps[count].sustained) low = rate, best = steps[count], found = 1;
             else high = rate;
@@ -835,9 +968,12 @@ int main(int argc, char **argv) {
     printf("{\"tool\":\"simpload\",\"offered_rate\":%.1f,\"delivered_rate\":%.1f,\"receipt_rate\":%.1f,"
            "\"skipped\":%ld,\"duplicates\":%ld,\"unresolved\":%ld,\"failed\":0,\"generator_max_lag_us\":%ld,"
            "\"latency_us\":{\"count\":%ld,\"p50\":%.0f,\"p95\":%.0f,\"p99\":%.0f,\"p999\":%.0f,\"max\":%.0f},"
-           "\"bench_cpu_seconds\":%.3f,\"relay\":",
+           "\"bench_cpu_seconds\":%.3f,\"bench_system_cpu_seconds\":%.3f,\"relay_cpu_us_per_message\":%.2f,"
+           "\"generator_cpu_us_per_message\":%.2f,\"generator_wakeups_per_message\":%.3f,\"relay\":",
            report.offered_rate, report.delivered_rate, report.receipt_rate, report.skipped, report.duplicates, report.unresolved,
-           report.lag_us, report.latency_count, report.p50, report.p95, report.p99, report.p999, report.max, report.own_cpu);
+           report.lag_us, report.latency_count, report.p50, report.p95, report.p99, report.p999, report.max, report.own_cpu,
+           report.own_system_cpu, per_message_us(&report, report.relay_cpu), per_message_us(&report, report.own_cpu),
+           report.delivered > 0 ? (double)report.own_wakeups / report.delivered : -1.0);
     if (report.relay_cpu >= 0) {
         printf("{\"cpu_seconds\":%.3f,\"threads\":[", report.relay_cpu);
         for (int i = 0, shown = 0; i < report.relay_thread_count; i++) {
@@ -859,10 +995,11 @@ int main(int argc, char **argv) {
     static const char *placements[] = {"any", "same", "cross"};
     printf(",\"parameters\":{\"mode\":\"%s\",\"pairs\":%d,\"size\":%d,\"rate\":%.0f,\"duration_s\":%g,\"warmup_s\":%g,"
            "\"loops\":%d,\"window\":%d,\"receipt_delay_us\":%.0f,\"receipt_datagrams\":true,\"datagram_bytes\":%zu,"
-           "\"relays\":%d,\"port\":%d,\"receiver_port\":%d,\"relay_threads\":%d,\"placement\":\"%s\"}",
+           "\"relays\":%d,\"port\":%d,\"receiver_port\":%d,\"relay_threads\":%d,\"placement\":\"%s\",\"wake_on_arrival\":%s}",
            options.find_max ? "find-max" : "rate", options.pairs, options.size, report.target, options.seconds, options.warmup,
            options.workers, options.window, options.receipt_delay * 1e6, datagram_bytes, options.receiver_port == options.port ? 1 : 2,
-           options.port, options.receiver_port, options.relay_threads, placements[options.placement]);
+           options.port, options.receiver_port, options.relay_threads, placements[options.placement],
+           options.wake_on_arrival ? "true" : "false");
     if (options.find_max) {
         printf(",\"max_sustained_rate\":%.0f,\"steps\":[", found ? low : 0);
         for (int i = 0; i < count; i++) {

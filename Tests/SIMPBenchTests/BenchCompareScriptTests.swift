@@ -108,6 +108,8 @@ final class BenchCompareScriptTests: XCTestCase {
             // The TCP-path pairs (simp-bench --tcp-path), set beside the UDP pairs.
             "simp-tcp-max.json": simp(delivered: 30_000, relayCPU: 2, steps: [(20_000, true), (30_500, true), (40_000, false)]),
             "simp-tcp-rate.json": simp(delivered: 10_000, relayCPU: 1.5, steps: []),
+            // simpload --no-wake-on-arrival's find-max, for information.
+            "simpload-max-nowake.json": simp(delivered: 110_000, relayCPU: 4, steps: [(110_000, true), (130_000, false)]),
         ]
         for (name, object) in files {
             try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent(name))
@@ -139,6 +141,20 @@ final class BenchCompareScriptTests: XCTestCase {
         XCTAssertEqual(try ratio("TCP path ÷ UDP: relay CPU/msg").value, 1.5, accuracy: 1e-9)
         let rows = try XCTUnwrap(object["rows"] as? [[String: Any]])
         XCTAssertTrue(rows.contains { ($0["system"] as? String)?.hasPrefix("SIMP relay, TCP path") == true }, "its own row")
+        // Who used the CPU at the max rate: 4 s of relay and 1 s of generator over 99,000 × 5 messages.
+        let simpload = try XCTUnwrap(rows.first { ($0["system"] as? String)?.hasPrefix("SIMP relay (simpload, C client") == true })
+        XCTAssertEqual(try XCTUnwrap(simpload["max_server_cpu_us_per_message"] as? Double), 4e6 / 495_000, accuracy: 1e-9)
+        XCTAssertEqual(try XCTUnwrap(simpload["max_bench_cpu_us_per_message"] as? Double), 1e6 / 495_000, accuracy: 1e-9)
+        let mosquitto = try XCTUnwrap(rows.first { ($0["system"] as? String)?.hasPrefix("mosquitto") == true })
+        XCTAssertEqual(mosquitto["max_server_cpu_us_per_message"] as? Double, 15)
+        XCTAssertEqual(try ratio("SIMP max rate (simpload --no-wake-on-arrival) ÷ mosquitto").value, 110_000.0 / 20_000, accuracy: 1e-9)
+        XCTAssertNil(try ratio("SIMP max rate (simpload --no-wake-on-arrival) ÷ mosquitto").met, "information only")
+        // The table prints the same columns.
+        var table = environment
+        table["BENCH_JSON"] = "0"
+        let printed = try await run("/usr/bin/env", ["python3", reportScript, directory.path], environment: table)
+        XCTAssertEqual(printed.status, 0)
+        XCTAssertTrue(printed.output.contains("generator CPU µs/msg at max"), printed.output)
     }
 
     private func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws

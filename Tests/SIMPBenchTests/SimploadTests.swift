@@ -37,6 +37,53 @@ final class SimploadTests: RelayTestCase {
         XCTAssertTrue(stats.rejected.isEmpty, "nothing rejected: \(stats.rejected)")
     }
 
+    /// With `--no-wake-on-arrival` a worker reads only once a tick, yet every message is still
+    /// delivered once and receipted; the report gives the relay's and the generator's CPU per
+    /// delivered message (this test's relay runs in the test process, so `--relay-pid` is ours).
+    func testReadingOnlyOnceATickStillDeliversEveryMessageOnceAndReportsBothCPUs() async throws {
+        let simpload = try await build()
+        let result = try await run(
+            simpload,
+            [
+                "--port", String(relay.port), "--pairs", "3", "--rate", "600", "--seconds", "1", "--warmup", "0.3",
+                "--workers", "2", "--no-wake-on-arrival", "--relay-pid", String(getpid()),
+            ])
+        XCTAssertEqual(result.status, 0, result.errors)
+        let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+        XCTAssertEqual((report["parameters"] as? [String: Any])?["wake_on_arrival"] as? Bool, false)
+        let offered = try XCTUnwrap(report["offered_rate"] as? Double)
+        XCTAssertEqual(offered, 600, accuracy: 30)
+        XCTAssertEqual(report["delivered_rate"] as? Double, offered, "every message sent in the window arrived")
+        XCTAssertEqual(report["unresolved"] as? Int, 0, "every message was receipted")
+        XCTAssertEqual(report["duplicates"] as? Int, 0)
+        let latency = try XCTUnwrap(report["latency_us"] as? [String: Any])
+        XCTAssertGreaterThan(try XCTUnwrap(latency["p50"] as? Double), 0, "the kernel's arrival time is after the send")
+        XCTAssertGreaterThan(try XCTUnwrap(report["generator_cpu_us_per_message"] as? Double), 0)
+        XCTAssertGreaterThan(try XCTUnwrap(report["relay_cpu_us_per_message"] as? Double), 0)
+        XCTAssertGreaterThan(try XCTUnwrap(report["generator_wakeups_per_message"] as? Double), 0)
+    }
+
+    /// Each find-max step reports the relay's and the generator's CPU per message, in the JSON
+    /// and on standard error.
+    func testFindMaxStepsReportWhoUsedTheCPU() async throws {
+        let simpload = try await build()
+        let result = try await run(
+            simpload,
+            [
+                "--port", String(relay.port), "--pairs", "2", "--rate", "300", "--seconds", "0.3", "--warmup", "0.1",
+                "--find-max", "--relay-pid", String(getpid()),
+            ])
+        XCTAssertEqual(result.status, 0, result.errors)
+        let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+        let steps = try XCTUnwrap(report["steps"] as? [[String: Any]])
+        XCTAssertGreaterThan(steps.count, 1)
+        for step in steps where (step["delivered_rate"] as? Double ?? 0) > 0 {
+            XCTAssertGreaterThan(try XCTUnwrap(step["relay_cpu_us_per_message"] as? Double), 0, "\(step)")
+            XCTAssertGreaterThan(try XCTUnwrap(step["generator_cpu_us_per_message"] as? Double), 0, "\(step)")
+        }
+        XCTAssertTrue(result.errors.contains("CPU µs/msg: relay"), result.errors)
+    }
+
     /// Each pair's sender on one relay and its receiver on another (`--receiver-port`), the
     /// relays sharing a real Redis: every message and every receipt crosses between them through
     /// Redis pub/sub, and each message is delivered once and receipted.
