@@ -52,4 +52,41 @@ final class FileChunksAcrossRelaysTests: XCTestCase {
         print("chunks passed on as stored: phone (same relay) \(counts[0]), laptop (other relay) \(counts[1]) of \(count)")
         XCTAssertTrue(both, "chunks of \(count) that reached the phone and the laptop: \(counts)")
     }
+
+    /// alice uploads a file to the first relay for bob, who is offline, and grants it to carol,
+    /// whose device is on the second relay: carol's device hears of the grant (a FILE_ACK from
+    /// alice, `fileHeld`, `fileDone`), so a device waiting after FILE_NOT_HELD fetches at once.
+    /// Before, it heard nothing and asked again only after its wait (up to 30 s).
+    func testAGrantIsToldToTheReceiversDeviceOnAnotherRelay() async throws {
+        let cluster = try await TestRelayCluster.start(relays: 2)
+        self.cluster = cluster
+        let alice = TestRelay.uniqueUser("alice"), bob = TestRelay.uniqueUser("bob"), carol = TestRelay.uniqueUser("carol")
+        let phone = try await cluster.connectClient(user: carol, relay: 1) { $0.device = "phone" }
+        let sender = try await cluster.connectClient(user: alice, relay: 0)
+        let fileId = UInt64.random(in: 1...UInt64.max), chunkSize = 1000, count: UInt64 = 5
+        let told = NIOLockedValueBox<[SIMPMessage]>([])
+        Task { for await ack in phone.fileDatagrams where ack.kind == .fileAck { told.withLockedValue { $0.append(ack) } } }
+        let held = NIOLockedValueBox<[SIMPMessage]>([])
+        Task { for await ack in sender.fileDatagrams where ack.fileDone { held.withLockedValue { $0.append(ack) } } }
+        let uploads = (0..<count).map { index in
+            SIMPMessage.fileUpload(
+                .fileChunk(
+                    [UInt8](repeating: 1, count: chunkSize + FileChunkCipher.overhead), index: index, number: index + 1, fileId: fileId, from: "",
+                    to: bob), fileSize: UInt64(chunkSize) * count, chunkSize: chunkSize)
+        }
+        await sender.sendFileDatagrams(uploads)
+        let whole = await Eventually.holds(within: .seconds(10)) { held.withLockedValue { $0.contains { $0.fromUser == bob } } }
+        XCTAssertTrue(whole, "the relay holds the file for bob")
+        await sender.sendFileDatagrams([.fileGrant(fileId, to: carol, from: "")])
+        let granted = await Eventually.holds(within: .seconds(10)) { held.withLockedValue { $0.contains { $0.fromUser == carol } } }
+        XCTAssertTrue(granted, "alice's grant to carol was answered")
+        let heard = await Eventually.holds(within: .seconds(5)) { !told.withLockedValue { $0 }.isEmpty }
+        XCTAssertTrue(heard, "carol's phone on the other relay heard of the grant")
+        let news = told.withLockedValue { $0 }.first
+        XCTAssertEqual(news?.fromUser, alice)
+        XCTAssertEqual(news?.fileId, fileId)
+        XCTAssertEqual(news?.fileHeld, true)
+        XCTAssertEqual(news?.fileDone, true)
+        XCTAssertEqual(news?.errorCode, SIMPMessage.ErrorCode.none)
+    }
 }
