@@ -58,7 +58,7 @@ extension RelayCore {
             sessions.carryDatagrams(ofSession: opened.sessionId, overControl: carried)
             // The registration shows the path (simp-server sessions): written on a change only.
             if let registration = sessions.registration(ofSession: opened.sessionId) { output.append(.store(.moveRoute(registration))) }
-        } else if let moved = opened.moved {
+        } else if opened.routeMoved, let moved = sessions.registration(ofSession: opened.sessionId) {
             output.append(.store(.moveRoute(moved)))
         }
         if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), let load = timers.takeInboxLoad(of: recipient) {
