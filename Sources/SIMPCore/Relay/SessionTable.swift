@@ -264,16 +264,20 @@ public struct SessionTable: Sendable {
     public func carriesDatagramsOverControl(session id: UInt64) -> Bool { sessions[id]?.overControl ?? false }
 
     /// Seals `payload` for `user`'s one receiving session when content may go straight to it
-    /// (`isSoleReceiver`), with that session's control connection; nil otherwise. The relay's
-    /// hot path: no allocation beyond the seal.
-    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> (delivery: RelayAction, connection: ConnectionID)? {
+    /// (`isSoleReceiver`), appends its delivery to `output` and returns that session's control
+    /// connection; nil (nothing appended) otherwise. The relay's hot path: no allocation beyond
+    /// the seal, and the delivery is appended where it is made (returned, it was copied once
+    /// more on the way).
+    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) -> ConnectionID? {
         guard let entry = users[user], entry.hasSoleReceiver else { return nil }
         for id in entry.ids {
             guard let index = sessions.index(forKey: id) else { continue }
-            let sole: (delivery: RelayAction, connection: ConnectionID)? = inPlace(index) { session in
-                session.receives ? (Self.deliver(payload, from: &session), session.connection) : nil
+            let connection: ConnectionID? = inPlace(index) { session in
+                guard session.receives else { return nil }
+                output.append(Self.deliver(payload, from: &session))
+                return session.connection
             }
-            if let sole { return sole }
+            if let connection { return connection }
         }
         return nil
     }
