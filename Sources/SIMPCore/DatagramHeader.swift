@@ -23,20 +23,23 @@ public struct DatagramHeader: Equatable, Sendable {
     /// Whether it is a batch receipt (`receiptIds` set).
     public var isBatch = false
 
-    public init(version: UInt32 = 0, messageId: UInt64 = 0, kind: SIMPMessage.Kind = .text, fromUser: String = "", toUser: String = "") {
+    public init(
+        version: UInt32 = 0, messageId: UInt64 = 0, kind: SIMPMessage.Kind = .text, fromUser: String = "", toUser: String = "",
+        isBatch: Bool = false
+    ) {
         self.version = version
         self.messageId = messageId
         self.kind = kind
         self.fromUser = fromUser
         self.toUser = toUser
+        self.isBatch = isBatch
     }
 
     /// The header of a decoded message.
     public init(_ message: SIMPMessage) {
         self.init(
             version: message.version, messageId: message.messageId, kind: message.kind,
-            fromUser: message.fromUser, toUser: message.toUser)
-        isBatch = !message.receiptIds.isEmpty
+            fromUser: message.fromUser, toUser: message.toUser, isBatch: !message.receiptIds.isEmpty)
     }
 
     /// Reads the header of the readable bytes of `buffer`, or nil if the full decoder must decide.
@@ -98,9 +101,8 @@ public struct DatagramHeader: Equatable, Sendable {
         guard let fromUser = from.map({ reader.string($0) }) ?? "", let toUser = to.map({ reader.string($0) }) ?? "" else {
             return nil
         }
-        var header = DatagramHeader(version: version, messageId: messageId, kind: kind, fromUser: fromUser, toUser: toUser)
-        header.isBatch = isBatch
-        return header
+        // Returned as built: a header changed after its init was copied once more on the way out.
+        return DatagramHeader(version: version, messageId: messageId, kind: kind, fromUser: fromUser, toUser: toUser, isBatch: isBatch)
     }
 
     private struct Reader {

@@ -18,7 +18,7 @@ public enum Framing {
         payload.withUnsafeReadableBytes { bytes in
             _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + bytes.count) { out in
                 out.storeBytes(of: UInt32(bytes.count).bigEndian, as: UInt32.self)
-                if !bytes.isEmpty { UnsafeMutableRawBufferPointer(rebasing: out[headerSize...]).copyMemory(from: bytes) }
+                if !bytes.isEmpty { (out.baseAddress! + headerSize).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
                 return headerSize + bytes.count
             }
         }

@@ -45,8 +45,10 @@ package final class RelayEngine {
     private var reportedRoundTrips = 0
     /// Datagram counts not yet added to the metrics (added once per read burst).
     private var unreportedReceived = 0, unreportedForwarded = 0
-    /// Control channels with receipts written but not flushed yet.
-    private var unflushedControl: [ObjectIdentifier: Channel] = [:]
+    /// Control connections with receipts written but not flushed yet, by their frame encoder's
+    /// context, where they are flushed: nothing between the pipeline's tail and the encoder
+    /// writes, so a flush there is the channel's flush without the hops from the tail.
+    private var unflushedControl: [ConnectionID: ChannelHandlerContext] = [:]
     private var datagramFlushScheduled = false
     /// Set while a read burst of datagrams is handled: the datagram handler flushes at its end.
     private var inDatagramBurst = false
@@ -98,8 +100,11 @@ package final class RelayEngine {
     private func handle(rearm: Bool = true, _ input: (inout RelayCore, inout [RelayAction]) -> Void) {
         var actions = spareBuffers.popLast() ?? []
         input(&core, &actions)
-        for action in actions { perform(action) }
-        actions.removeAll(keepingCapacity: true)
+        // Taken from the end in the order they were appended: each action is moved out of the
+        // buffer and carried out, not copied and destroyed twice, and the buffer is left empty
+        // with its capacity (`removeAll` went through its generic replace, ~200 instructions).
+        actions.reverse()
+        while let action = actions.popLast() { perform(action) }
         spareBuffers.append(actions)
         if rearm { armTimer() }
     }
@@ -205,7 +210,7 @@ package final class RelayEngine {
 
     /// A control read burst ended: the receipts it routed go out together.
     func flushControl() {
-        for channel in unflushedControl.values { channel.flush() }
+        for encoder in unflushedControl.values { encoder.flush() }
         unflushedControl.removeAll(keepingCapacity: true)
     }
 
@@ -278,12 +283,13 @@ package final class RelayEngine {
         }
         switch action {
         case .send(let id, let message):
-            guard let channel = frameWriters[id]?.channel else { return }
+            guard let encoder = frameWriters[id] else { return }
+            let channel = encoder.channel
             guard message.kind == .receipt else { return channel.writeAndFlush(message, promise: nil) }
             counts.receiptsRouted += 1
             metrics.receiptsRouted.increment()
             channel.write(message, promise: nil) // flushed when the read (or store answer) is handled
-            unflushedControl[ObjectIdentifier(channel)] = channel
+            unflushedControl[id] = encoder
         case .forward(let id, let payload):
             guard let encoder = frameWriters[id] else { return }
             let channel = encoder.channel
@@ -292,7 +298,7 @@ package final class RelayEngine {
             var frame = channel.allocator.buffer(capacity: Framing.headerSize + payload.readableBytes)
             Framing.writeFrame(payload: payload, into: &frame)
             encoder.write(NIOAny(frame), promise: nil) // a whole frame already
-            unflushedControl[ObjectIdentifier(channel)] = channel
+            unflushedControl[id] = encoder
         case .deliver(_, let bytes, let address):
             counts.datagramsForwarded += 1
             unreportedForwarded += 1
@@ -307,7 +313,7 @@ package final class RelayEngine {
             var frame = channel.allocator.buffer(capacity: Framing.headerSize + 16 + sealed.readableBytes)
             Framing.writeDatagramFrame(carrying: sealed, into: &frame)
             encoder.write(NIOAny(frame), promise: nil) // a whole frame already
-            unflushedControl[ObjectIdentifier(channel)] = channel
+            unflushedControl[id] = encoder
         case .close(let id):
             frameWriters[id]?.channel.close(promise: nil)
         case .pauseReading(let id):
@@ -362,11 +368,12 @@ package final class RelayEngine {
     }
 
     private func writeDatagram(_ bytes: ByteBuffer, to address: SocketAddress) {
-        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
+        // The envelope is built where it is wrapped: one shared between the two branches was
+        // copied into the `NIOAny` and destroyed after (about 250 instructions a datagram).
         if let datagramWriter {
-            datagramWriter.write(NIOAny(envelope), promise: nil)
+            datagramWriter.write(NIOAny(AddressedEnvelope(remoteAddress: address, data: bytes)), promise: nil)
         } else {
-            datagramChannel?.write(envelope, promise: nil)
+            datagramChannel?.write(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
         }
         guard !inDatagramBurst, !datagramFlushScheduled else { return }
         // Outside a read burst: flushed once at the end of this event-loop turn.

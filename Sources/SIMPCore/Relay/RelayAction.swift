@@ -5,6 +5,12 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt64
     public init(_ rawValue: UInt64) { self.rawValue = rawValue }
     public var description: String { "c\(rawValue)" }
+
+    /// The hash a dictionary asks for, as its `UInt64`'s: the same value the synthesized
+    /// `hash(into:)` gives (so tables keep their order), through the integer's one-shot hash
+    /// rather than a `Hasher` built, fed and finalized per lookup (about 70 instructions fewer;
+    /// two lookups per forwarded datagram).
+    public func _rawHashValue(seed: Int) -> Int { rawValue._rawHashValue(seed: seed) }
 }
 
 /// A user's registration as the relay knows it.

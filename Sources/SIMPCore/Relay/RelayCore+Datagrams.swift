@@ -58,7 +58,7 @@ extension RelayCore {
             sessions.carryDatagrams(ofSession: opened.sessionId, overControl: carried)
             // The registration shows the path (simp-server sessions): written on a change only.
             if let registration = sessions.registration(ofSession: opened.sessionId) { output.append(.store(.moveRoute(registration))) }
-        } else if let moved = opened.moved {
+        } else if opened.routeMoved, let moved = sessions.registration(ofSession: opened.sessionId) {
             output.append(.store(.moveRoute(moved)))
         }
         if timers.awaitsInboxLoads, let recipient = sessions.recipient(ofSession: opened.sessionId), let load = timers.takeInboxLoad(of: recipient) {
@@ -169,9 +169,8 @@ extension RelayCore {
             // Ephemeral: each receiving session here shows it; none is stored (PROTOCOL §6.8).
             return sessions.sealForEverySession(payload, to: message.toUser, receiversOnly: true, into: &output)
         }
-        if let sole = sessions.sealForSoleReceiver(payload, to: message.toUser) {
-            output.append(sole.delivery) // the common case: a local recipient with one device
-            return expectAnswer(on: sole.connection, now: now, into: &output)
+        if let connection = sessions.sealForSoleReceiver(payload, to: message.toUser, into: &output) {
+            return expectAnswer(on: connection, now: now, into: &output) // the common case: a local recipient with one device
         }
         if sessions.hasReceiver(message.toUser) {
             // Several devices: the message goes to each one's inbox (the relay takes custody).
@@ -184,9 +183,8 @@ extension RelayCore {
     /// handed over by another relay leaves through here. A user with several devices has it
     /// stored for each instead (a TYPING goes to each of them here, unstored).
     mutating func deliver(_ payload: ByteBuffer, to user: String, now: NIODeadline, into output: inout [RelayAction]) {
-        if let sole = sessions.sealForSoleReceiver(payload, to: user) {
-            output.append(sole.delivery)
-            return expectAnswer(on: sole.connection, now: now, into: &output)
+        if let connection = sessions.sealForSoleReceiver(payload, to: user, into: &output) {
+            return expectAnswer(on: connection, now: now, into: &output)
         }
         guard sessions.hasReceiver(user), let header = try? Self.header(of: payload) else {
             return output.append(.reject(.recipientNotHere, detail: "datagram for \(user), who has no receiving session on \(configuration.relayId)"))

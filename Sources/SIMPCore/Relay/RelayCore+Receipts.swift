@@ -16,14 +16,15 @@ extension RelayCore {
     {
         guard inbox.isIdle, let header = DatagramHeader.parse(payload), header.kind == .receipt,
             header.version == SIMPMessage.currentVersion, !header.toUser.isEmpty,
-            case .connected(let user, _)? = connections.phase(of: connection), header.fromUser == user,
-            !sessions.isElsewhere(header.toUser)
+            case .connected(let user, _)? = connections.phase(of: connection), header.fromUser == user
         else { return false }
-        let local = sessions.connections(of: header.toUser)
-        guard !local.isEmpty, !header.isBatch || sessions.allReadBatchReceipts(of: header.toUser) else { return false }
+        // The forwards are appended as the sender's connections are found; none (no session
+        // here, sessions elsewhere too, a batch some client here does not read): not handled
+        // here, and nothing was appended.
+        let forwards = sessions.forEachReceiptConnection(of: header.toUser, batch: header.isBatch) { output.append(.forward($0, payload)) }
+        guard forwards > 0 else { return false }
         connections.heard(connection, now: now)
         timers.receiptRouted(now: now)
-        for sender in local { output.append(.forward(sender, payload)) }
         return true
     }
 

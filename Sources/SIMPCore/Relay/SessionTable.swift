@@ -52,9 +52,11 @@ public struct SessionTable: Sendable {
         public var payload: ByteBuffer
         /// Whether it carries the session's highest counter so far (its source may move the route).
         public var isNewest: Bool
-        /// The session's new registration when this, its newest authentic datagram, came from a
-        /// new address (NAT rebinding, roaming): the route moved there.
-        public var moved: Registration?
+        /// Whether this, the session's newest authentic datagram, came from a new address (NAT
+        /// rebinding, roaming): the route moved there, and `registration(ofSession:)` says so. A
+        /// flag, not the registration: an optional `Registration` (strings and a `SocketAddress`)
+        /// in every opened datagram cost about 200 instructions to destroy, nil or not.
+        public var routeMoved = false
         /// Whether the session's datagrams go over its control connection now.
         public var overControl = false
         /// The session's control connection (an authentic datagram proves its client alive).
@@ -80,12 +82,26 @@ public struct SessionTable: Sendable {
     public func connections(of user: String) -> [ConnectionID] {
         users[user]?.ids.compactMap { sessions[$0]?.connection } ?? []
     }
+    /// For a receipt frame forwarded as it came: calls `body` with the control connection of
+    /// each of `user`'s sessions here, oldest first, and returns how many. None (0) when `user`
+    /// has no session here or also has sessions on other relays (`isElsewhere`), or, for a
+    /// `batch`, when not every client here reads batch receipts (said in CONNECT). The
+    /// user's name is hashed once for all of it, no array is built, and each session is read
+    /// in place (`inPlace`).
+    public mutating func forEachReceiptConnection(of user: String, batch: Bool, _ body: (ConnectionID) -> Void) -> Int {
+        guard let entry = users.index(forKey: user).map({ users.values[$0] }), !entry.elsewhere else { return 0 }
+        let ids = entry.ids
+        if batch, !ids.allSatisfy({ sessions[$0]?.readsBatchReceipts ?? false }) { return 0 }
+        var count = 0
+        for id in ids {
+            guard let index = sessions.index(forKey: id) else { continue }
+            body(inPlace(index) { $0.connection })
+            count += 1
+        }
+        return count
+    }
     /// Whether session `id`'s client reads batch receipts (said so in CONNECT).
     public func readsBatchReceipts(ofSession id: UInt64) -> Bool { sessions[id]?.readsBatchReceipts ?? false }
-    /// Whether the clients of all `user`'s sessions here read batch receipts.
-    public func allReadBatchReceipts(of user: String) -> Bool {
-        users[user]?.ids.allSatisfy { sessions[$0]?.readsBatchReceipts ?? false } ?? true
-    }
     /// The control connection of session `id`.
     public func connection(ofSession id: UInt64) -> ConnectionID? { sessions[id]?.connection }
     /// The registration of session `id`.
@@ -216,8 +232,8 @@ public struct SessionTable: Sendable {
     > {
         do {
             let opened = try session.opener.open(bytes)
-            let moved = opened.isNewest ? source.flatMap { follow(&session, to: $0) } : nil
-            var datagram = OpenedDatagram(user: session.user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest, moved: moved)
+            var datagram = OpenedDatagram(user: session.user, sessionId: sessionId, payload: opened.payload, isNewest: opened.isNewest)
+            if opened.isNewest, let source { datagram.routeMoved = follow(&session, to: source) }
             datagram.overControl = session.overControl
             datagram.connection = session.connection
             return .success(datagram)
@@ -248,16 +264,20 @@ public struct SessionTable: Sendable {
     public func carriesDatagramsOverControl(session id: UInt64) -> Bool { sessions[id]?.overControl ?? false }
 
     /// Seals `payload` for `user`'s one receiving session when content may go straight to it
-    /// (`isSoleReceiver`), with that session's control connection; nil otherwise. The relay's
-    /// hot path: no allocation beyond the seal.
-    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String) -> (delivery: RelayAction, connection: ConnectionID)? {
+    /// (`isSoleReceiver`), appends its delivery to `output` and returns that session's control
+    /// connection; nil (nothing appended) otherwise. The relay's hot path: no allocation beyond
+    /// the seal, and the delivery is appended where it is made (returned, it was copied once
+    /// more on the way).
+    public mutating func sealForSoleReceiver(_ payload: ByteBuffer, to user: String, into output: inout [RelayAction]) -> ConnectionID? {
         guard let entry = users[user], entry.hasSoleReceiver else { return nil }
         for id in entry.ids {
             guard let index = sessions.index(forKey: id) else { continue }
-            let sole: (delivery: RelayAction, connection: ConnectionID)? = inPlace(index) { session in
-                session.receives ? (Self.deliver(payload, from: &session), session.connection) : nil
+            let connection: ConnectionID? = inPlace(index) { session in
+                guard session.receives else { return nil }
+                output.append(Self.deliver(payload, from: &session))
+                return session.connection
             }
-            if let sole { return sole }
+            if let connection { return connection }
         }
         return nil
     }
@@ -316,11 +336,11 @@ public struct SessionTable: Sendable {
         session.overControl ? .carry(session.connection, sealed) : .deliver(user: session.user, sealed, to: session.route.address)
     }
 
-    /// Moves `session`'s route to `source` if it is a new, usable address.
-    private static func follow(_ session: inout Session, to source: SocketAddress) -> Registration? {
-        guard session.route.address != source, let port = source.port, port > 0 else { return nil }
+    /// Moves `session`'s route to `source` if it is a new, usable address; whether it moved.
+    private static func follow(_ session: inout Session, to source: SocketAddress) -> Bool {
+        guard session.route.address != source, let port = source.port, port > 0 else { return false }
         session.route.address = source
-        return session.registration
+        return true
     }
 }
 
