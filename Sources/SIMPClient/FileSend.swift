@@ -252,8 +252,10 @@ public actor FileSend {
         sender = FileSender(fileId: fileId, chunkCount: sender.chunkCount, resuming: resumes, now: start)
         for ack in early ?? [] { take(ack, now: start) }
         early = nil
+        var trace = FileSendTrace(start: start)
         while !sender.isDone {
             let now = NIODeadline.now()
+            trace.wokeUp()
             if let refusal = sender.refusal {
                 try? FileManager.default.removeItem(at: recordPath)
                 throw Failure.refused(refusal)
@@ -261,6 +263,7 @@ public actor FileSend {
             if sender.stalled(now: now) { throw Failure.stalled(seconds: Int(sender.configuration.stallAfter.nanoseconds / 1_000_000_000)) }
             let messages = try sender.poll(now: now).map { try chunks.message(for: $0, upload: destination.uploads) }
             if !messages.isEmpty { await client.sendFileDatagrams(messages) }
+            trace.sent(messages.count, sender: sender, now: now)
             if now - reported >= .milliseconds(250) {
                 reported = now
                 progress(currentProgress(since: start))
