@@ -59,9 +59,14 @@ public final class RelayShards: Service, Sendable {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             for (index, relay) in relays.enumerated() {
                 tasks.addTask { try await relay.run(ports: ports) }
-                do { _ = try await relay.addresses() } catch { // bound in order: socket k is the steering program's index k
+                let bound: RelayAddresses
+                do { bound = try await relay.addresses() } catch { // bound in order: socket k is the steering program's index k
                     for later in relays[(index + 1)...] { later.didNotStart(error) }
                     break
+                }
+                do { try ports.check(bound) } catch { // the relays bound so far stop (cancelled)
+                    for later in relays[(index + 1)...] { later.didNotStart(error) }
+                    throw error
                 }
             }
             try await tasks.waitForAll()
@@ -74,6 +79,17 @@ public final class RelayShards: Service, Sendable {
 struct ListeningPorts: Sendable {
     var tcp: [Int]
     var udp: Int
+
+    /// Throws unless a relay bound exactly these ports: one on a port of its own would take
+    /// no part in the port's steering, and the datagrams of its sessions sent to the shared
+    /// port would reach a relay that does not know them.
+    func check(_ bound: RelayAddresses) throws {
+        let boundTCP = bound.allControl.map { $0.port ?? -1 }
+        let boundUDP = bound.datagram.port ?? -1
+        guard boundTCP == tcp, boundUDP == udp else {
+            throw RelayStartError("a relay thread bound TCP \(boundTCP) and UDP \(boundUDP), not the shared TCP \(tcp) and UDP \(udp)")
+        }
+    }
 }
 
 /// Free TCP and UDP ports for the relays of one process.
@@ -93,8 +109,12 @@ enum PortProbe {
             let udpWanted = configuration.udpPort ?? (configuration.port == 0 ? 0 : tcpPorts[0] + 1)
             let udp = try await DatagramBootstrap(group: loop).bind(host: configuration.host, port: udpWanted).get()
             held.append(udp)
+            // Read before closing: NIO forgets a channel's address just after its close
+            // future completes, so read after it the port was sometimes nil, and with port 0
+            // every relay bound a UDP port of its own (no steering, datagrams on the wrong loop).
+            guard let udpPort = udp.localAddress?.port else { throw RelayStartError("the probed UDP socket has no local address") }
             for channel in held { try? await channel.close() }
-            return ListeningPorts(tcp: tcpPorts, udp: udp.localAddress?.port ?? udpWanted)
+            return ListeningPorts(tcp: tcpPorts, udp: udpPort)
         } catch {
             for channel in held { try? await channel.close() }
             throw error
