@@ -26,7 +26,7 @@ final class SimploadTests: RelayTestCase {
         let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
         let parameters = try XCTUnwrap(report["parameters"] as? [String: Any])
         XCTAssertEqual(parameters["datagram_bytes"] as? Int, 200, "sealed TEXT datagrams of --size bytes")
-        XCTAssertEqual(try XCTUnwrap(report["offered_rate"] as? Double), 600, accuracy: 30)
+        assertOffered(try XCTUnwrap(report["offered_rate"] as? Double), asked: 600)
         XCTAssertEqual(report["delivered_rate"] as? Double, report["offered_rate"] as? Double, "every message sent in the window arrived")
         XCTAssertEqual(try XCTUnwrap(report["receipt_rate"] as? Double), 600, accuracy: 60)
         XCTAssertEqual(report["unresolved"] as? Int, 0, "every message was receipted")
@@ -52,7 +52,7 @@ final class SimploadTests: RelayTestCase {
         let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
         XCTAssertEqual((report["parameters"] as? [String: Any])?["wake_on_arrival"] as? Bool, false)
         let offered = try XCTUnwrap(report["offered_rate"] as? Double)
-        XCTAssertEqual(offered, 600, accuracy: 30)
+        assertOffered(offered, asked: 600)
         XCTAssertEqual(report["delivered_rate"] as? Double, offered, "every message sent in the window arrived")
         XCTAssertEqual(report["unresolved"] as? Int, 0, "every message was receipted")
         XCTAssertEqual(report["duplicates"] as? Int, 0)
@@ -110,7 +110,7 @@ final class SimploadTests: RelayTestCase {
         let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
         XCTAssertEqual((report["parameters"] as? [String: Any])?["relays"] as? Int, 2)
         let offered = try XCTUnwrap(report["offered_rate"] as? Double)
-        XCTAssertEqual(offered, 600, accuracy: 30)
+        assertOffered(offered, asked: 600)
         XCTAssertEqual(report["delivered_rate"] as? Double, offered, "every message sent in the window arrived")
         XCTAssertEqual(report["unresolved"] as? Int, 0, "every message was receipted")
         XCTAssertEqual(report["duplicates"] as? Int, 0)
@@ -175,6 +175,14 @@ final class SimploadTests: RelayTestCase {
         let refused = try await run(simpload, ["--port", "1", "--seconds", "1"])
         XCTAssertEqual(refused.status, 1)
         XCTAssertTrue(refused.errors.contains("cannot connect"), refused.errors)
+    }
+
+    /// `offered` (simpload's offered rate in its window) is the rate `asked`: at most 5 % under
+    /// it, and at most 15 % over it, since a worker woken late at the window's start (a busy
+    /// machine) sends then what fell due meanwhile, and those count in the window.
+    private func assertOffered(_ offered: Double, asked: Double, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertGreaterThanOrEqual(offered, asked * 0.95, "offered", file: file, line: line)
+        XCTAssertLessThanOrEqual(offered, asked * 1.15, "offered", file: file, line: line)
     }
 
     /// Deliveries the loops of `relay` handed to one another (published to a sibling).
