@@ -17,24 +17,24 @@ import SIMPE2E
 ///   with a Diffie-Hellman ratchet step; both sides counted.
 public enum ClientInstructionWorkload {
     public static func run(messages: Int, warmup: Int = 10, directory: URL, marks: InstructionMarks) throws -> [InstructionPhase] {
-        var run = try Run(directory: directory, marks: marks)
+        var run = try Run(directory: directory)
         marks.startInstrumentation()
         var phases: [InstructionPhase] = []
         var envelopes: [(id: UInt64, envelope: [UInt8])] = []
         phases.append(
-            try run.phase("client.seal", messages: messages, warmup: warmup) { run, counted in
+            try marks.phase("client.seal", count: messages, warmup: warmup, on: &run) { run, counted in
                 let id = run.takeId()
                 envelopes.append((id, try marks.measure(if: counted) { try run.alice.seal(run.text, to: "bob") }))
             })
         var next = 0
         phases.append(
-            try run.phase("client.open", messages: messages, warmup: warmup) { run, counted in
+            try marks.phase("client.open", count: messages, warmup: warmup, on: &run) { run, counted in
                 let (id, envelope) = envelopes[next]
                 next += 1
                 try marks.measure(if: counted) { try run.open(envelope, id: id, by: \.bob, from: "alice", device: "desk") }
             })
         phases.append(
-            try run.phase("client.alternating", messages: messages, warmup: warmup) { run, counted in
+            try marks.phase("client.alternating", count: messages, warmup: warmup, on: &run) { run, counted in
                 let id = run.takeId()
                 if id % 2 == 0 {
                     try marks.measure(if: counted) {
@@ -59,14 +59,12 @@ public enum ClientInstructionWorkload {
         var bob: E2EMessenger
         /// The keys' source, seeded (in a box of its own, so that it is not part of `self`).
         let seeded = SeededRandom(seed: 41)
-        let marks: InstructionMarks
         let text = Array(String(repeating: "m", count: 100).utf8)
         var nextId: UInt64 = 1
         /// A fixed wall clock, milliseconds since the epoch.
         var now: UInt64 = 1_800_000_000_000
 
-        init(directory: URL, marks: InstructionMarks) throws {
-            self.marks = marks
+        init(directory: URL) throws {
             alice = try E2EMessenger(
                 device: "desk", store: EndToEndFileStore(home: directory, user: "alice", device: "desk"), using: &seeded.generator)
             bob = try E2EMessenger(device: "phone", store: EndToEndFileStore(home: directory, user: "bob", device: "phone"), using: &seeded.generator)
@@ -91,15 +89,6 @@ public enum ClientInstructionWorkload {
             let opened = try self[keyPath: receiver].open(envelope, from: peer, now: now, using: &seeded.generator)
             try self[keyPath: receiver].noteDecrypted(id, from: peer, device: device)
             guard opened.plaintext == text, opened.notices.isEmpty else { throw WorkloadError("message \(id) from \(peer) opened as \(opened)") }
-        }
-
-        mutating func phase(
-            _ name: String, messages: Int, warmup: Int, _ step: (inout Run, _ counted: Bool) throws -> Void
-        ) throws -> InstructionPhase {
-            for index in 0..<(warmup + messages) { try step(&self, index >= warmup) }
-            let phase = InstructionPhase(name: name, messages: messages)
-            marks.finish(phase)
-            return phase
         }
     }
 }

@@ -22,8 +22,8 @@ public enum FileChunkInstructionWorkload {
         var run = try Run(chunkCount: UInt64(chunks + warmup), directory: directory, marks: marks)
         marks.startInstrumentation()
         var phases: [InstructionPhase] = []
-        phases.append(try run.phase("client.file-chunk-send", chunks: chunks, warmup: warmup) { try $0.sendChunk(counted: $1) })
-        phases.append(try run.phase("client.file-chunk-receive", chunks: chunks, warmup: warmup) { try $0.receiveChunk(counted: $1) })
+        phases.append(try marks.phase("client.file-chunk-send", count: chunks, warmup: warmup, on: &run) { try $0.sendChunk(counted: $1) })
+        phases.append(try marks.phase("client.file-chunk-receive", count: chunks, warmup: warmup, on: &run) { try $0.receiveChunk(counted: $1) })
         return phases
     }
 
@@ -78,15 +78,6 @@ public enum FileChunkInstructionWorkload {
             chunkOpener = DatagramOpener(keys: keys, direction: .uplink)
             ackSealer = DatagramSealer(keys: keys, direction: .downlink)
             ackOpener = DatagramOpener(keys: keys, direction: .downlink)
-        }
-
-        mutating func phase(
-            _ name: String, chunks: Int, warmup: Int, _ step: (inout Run, _ counted: Bool) throws -> Void
-        ) throws -> InstructionPhase {
-            for index in 0..<(warmup + chunks) { try step(&self, index >= warmup) }
-            let phase = InstructionPhase(name: name, messages: chunks)
-            marks.finish(phase)
-            return phase
         }
 
         /// One chunk sent (polling the sender's core until it has one), and the acknowledgement

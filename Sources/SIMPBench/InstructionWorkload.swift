@@ -47,6 +47,17 @@ public struct InstructionMarks {
     /// `name/messages` (`InstructionGuard.readDumps` reads it).
     public func finish(_ phase: InstructionPhase) { simp_callgrind_dump("\(phase.name)/\(phase.messages)") }
 
+    /// Phase `name`: `warmup + count` steps on `run`, the last `count` of them told they are
+    /// counted (each step counts its own work with `measure(if:)`), then `finish`ed.
+    public func phase<Run>(
+        _ name: String, count: Int, warmup: Int, on run: inout Run, _ step: (inout Run, _ counted: Bool) throws -> Void
+    ) rethrows -> InstructionPhase {
+        for index in 0..<(warmup + count) { try step(&run, index >= warmup) }
+        let phase = InstructionPhase(name: name, messages: count)
+        finish(phase)
+        return phase
+    }
+
     /// Where the extra work's result goes, so that the optimizer keeps it.
     nonisolated(unsafe) static var sink: UInt64 = 0
 

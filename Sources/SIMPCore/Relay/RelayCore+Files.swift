@@ -2,8 +2,9 @@ import NIOCore
 
 /// File datagrams (docs/PROTOCOL.md §5.6): FILE_CHUNK and FILE_ACK are forwarded like TYPING,
 /// at most once and never stored, to every receiving session of the recipient (here, on its
-/// relay, or here and on the other relays it is known to have sessions on), and their payload is never read beyond the routing header: the chunks are sealed end
-/// to end with a key the relay never sees. FILE_UPLOAD and FILE_FETCH, for a receiver that is
+/// relay, or here and on the other relays it is known to have sessions on), and their payload
+/// is never read beyond the routing header: the chunks are sealed end to end with a key the
+/// relay never sees. FILE_UPLOAD and FILE_FETCH, for a receiver that is
 /// offline, are the relay's own (`RelayCore+HeldFiles`).
 extension RelayCore {
     /// Checks an authentic file datagram of `user`'s session `session` and forwards it. Its
