@@ -34,13 +34,20 @@ extension RelayCore {
         }
         // Chunks go to receiving sessions; acknowledgements to every session, since a file's
         // sender may be a send-only session (`simp send --file`).
-        let chunk = header.kind == .fileChunk
-        if chunk ? sessions.hasReceiver(header.toUser) : sessions.contains(header.toUser) {
-            sessions.sealForEverySession(payload, to: header.toUser, receiversOnly: chunk, into: &output)
-            // A receiver with devices on other relays too gets the chunks there as well.
-            if chunk, sessions.isElsewhere(header.toUser) { sendToReceiversElsewhere(payload, to: header.toUser, now: now, into: &output) }
-            return
+        sendFileDatagram(payload, to: header.toUser, receiversOnly: header.kind == .fileChunk, sender: session, now: now, into: &output)
+    }
+
+    /// `payload`, a file datagram for `user`, to the user's sessions here (only the receiving
+    /// ones if `receiversOnly`, and then also to the other relays where it has receiving
+    /// sessions: a user with devices on several relays gets a file live on each); with no such
+    /// session here, to the user's relay (`routeRemote`).
+    mutating func sendFileDatagram(
+        _ payload: ByteBuffer, to user: String, receiversOnly: Bool, sender: UInt64? = nil, now: NIODeadline, into output: inout [RelayAction]
+    ) {
+        guard receiversOnly ? sessions.hasReceiver(user) : sessions.contains(user) else {
+            return routeRemote(.datagram(payload), to: user, sender: sender, now: now, into: &output)
         }
-        routeRemote(.datagram(payload), to: header.toUser, sender: session, now: now, into: &output)
+        sessions.sealForEverySession(payload, to: user, receiversOnly: receiversOnly, into: &output)
+        if receiversOnly, sessions.isElsewhere(user) { sendToReceiversElsewhere(payload, to: user, now: now, into: &output) }
     }
 }

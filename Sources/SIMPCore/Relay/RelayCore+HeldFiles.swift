@@ -199,12 +199,7 @@ extension RelayCore {
         notice.fileDone = true
         notice.fileRanges = ChunkRanges([0..<chunks]).wireForm
         notice.device = Self.heldFileDevice
-        let payload = MessageCodec.encode(notice)
-        guard sessions.contains(grant.recipient) else {
-            return routeRemote(.datagram(payload), to: grant.recipient, now: now, into: &output)
-        }
-        sessions.sealForEverySession(payload, to: grant.recipient, receiversOnly: true, into: &output)
-        if sessions.isElsewhere(grant.recipient) { sendToReceiversElsewhere(payload, to: grant.recipient, now: now, into: &output) }
+        sendFileDatagram(MessageCodec.encode(notice), to: grant.recipient, receiversOnly: true, now: now, into: &output)
     }
 
     /// The relay's FILE_ACK to the sender of `chunk`.
